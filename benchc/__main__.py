@@ -1,0 +1,3 @@
+from benchc.cli import main_entry
+
+main_entry()

@@ -1,0 +1,21 @@
+"""Which core runs the hot path: the compiled Cython modules, or their pure-Python twins.
+
+BENCHC_NO_EXTENSIONS=1 forces the twins (as aiohttp's AIOHTTP_NO_EXTENSIONS).
+"""
+
+from __future__ import annotations
+
+import os
+
+HOT_MODULES = ("_sse",)
+
+
+def use_extensions() -> bool:
+    return os.environ.get("BENCHC_NO_EXTENSIONS", "") in ("", "0")
+
+
+def core_name() -> str:
+    """'cython' when every hot module loaded compiled, else 'python'."""
+    from benchc import _sse
+
+    return "cython" if _sse.CORE == "cython" else "python"

@@ -1,0 +1,146 @@
+"""Command line: `benchc VERB ...`. One small function per verb; imports are lazy
+so that `benchc --help` stays fast. Data goes to stdout, diagnostics to stderr.
+Exit codes: see benchc/errors.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+
+from benchc import __version__
+from benchc.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, BenchcError, UsageError
+
+
+def _version_line() -> str:
+    from benchc._core import core_name
+
+    return f"benchc {__version__} (core: {core_name()})"
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a spec value before validation, e.g. --set load.requests=50 "
+                        "(YAML value; repeatable; list items as a.b[2])")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchc", description="Declarative benchmarks for "
+                                "OpenAI-compatible LLM servers.")
+    p.add_argument("--version", action="store_true", help="print the version and the core in use")
+    sub = p.add_subparsers(dest="verb", metavar="VERB")
+
+    v = sub.add_parser("validate", help="check specs; print every problem as file:line:col")
+    v.add_argument("specs", nargs="+", metavar="SPEC")
+    v.add_argument("--format", choices=["text", "json"], default="text")
+    _add_set(v)
+
+    pl = sub.add_parser("plan", help="print the compiled plan as JSON (runs nothing)")
+    pl.add_argument("spec", metavar="SPEC")
+    _add_set(pl)
+
+    sc = sub.add_parser("schema", help="print a JSON schema benchc uses")
+    sc.add_argument("which", choices=["spec", "result"])
+
+    r = sub.add_parser("run", help="run a spec and write its result document")
+    r.add_argument("spec", metavar="SPEC")
+    _add_set(r)
+    r.add_argument("--base-url", help="benchmark this server instead of the spec's target")
+    r.add_argument("--out", help="result path (default: the spec's output.path)")
+    r.add_argument("--quiet", action="store_true", help="no progress, no table")
+    r.add_argument("--json", action="store_true", help="print the result document to stdout")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run benchc with `argv` (default: sys.argv[1:]); returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        print(_version_line())
+        return EXIT_OK
+    if not args.verb:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return VERBS[args.verb](args)
+    except BenchcError as e:
+        print(f"benchc: {e}" if not hasattr(e, "problems") else str(e), file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("benchc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001 - a bug: say so, with the traceback, and exit 4
+        traceback.print_exc()
+        print(f"benchc: internal error in {_version_line()}; please report it", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def main_entry() -> None:
+    sys.exit(main())
+
+
+# --------------------------------------------------------------------------- verbs
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from benchc import spec as spec_mod
+    from benchc.compiler import compile_spec
+    from benchc.errors import SpecError
+
+    worst = EXIT_OK
+    report = []
+    for path in args.specs:
+        try:
+            plan = compile_spec(spec_mod.load(path, args.overrides))
+        except SpecError as e:
+            worst = max(worst, e.exit_code)
+            report.append({"spec": path, "valid": False, "errors": [str(p) for p in e.problems]})
+            if args.format == "text":
+                print(str(e), file=sys.stderr)
+            continue
+        except BenchcError as e:
+            worst = max(worst, e.exit_code)
+            report.append({"spec": path, "valid": False, "errors": [f"{path}: {e}"]})
+            if args.format == "text":
+                print(f"{path}: {e}", file=sys.stderr)
+            continue
+        n_points = len(plan.load_steps())
+        report.append({"spec": path, "valid": True, "plan_hash": plan.plan_hash, "load_points": n_points})
+        if args.format == "text":
+            print(f"{path}: valid ({n_points} load points, plan_hash {plan.plan_hash[:12]})")
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    return worst
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from benchc import spec as spec_mod
+    from benchc.compiler import compile_spec
+
+    plan = compile_spec(spec_mod.load(args.spec, args.overrides))
+    sys.stdout.write(plan.to_json(redact=True))
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from benchc.spec import load_schema
+
+    name = {"spec": "spec-v1", "result": "result-v1"}[args.which]
+    try:
+        schema = load_schema(name)
+    except FileNotFoundError as e:
+        raise UsageError(f"the {args.which} schema is not built yet in this version of benchc") from e
+    print(json.dumps(schema, indent=2))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    raise UsageError("`benchc run` is not built yet in this version of benchc; "
+                     "use `benchc plan` to see what it would do")
+
+
+VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "run": cmd_run}

@@ -1,0 +1,227 @@
+"""The compiled Plan: frozen dataclasses with an exact JSON form.
+
+A Plan holds everything `execute` needs and nothing it must discover: defaults
+filled, units normalised (seconds as floats, rates in requests/s, tokens as
+ints), matrix x sweep expanded into ordered steps. Containers are lists and
+dicts (JSON's own types), so `Plan.from_dict(plan.to_dict(redact=False)) == plan`.
+
+Format history (bump PLAN_VERSION on any change of meaning):
+    1  first version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
+
+PLAN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str | None  # None for the simulator: its address is known only when it starts
+    sim: dict | None  # simulator parameters (preset + overrides), or None
+    api: str  # "chat" | "completions"
+    model: str
+    api_key: str | None
+    headers: dict[str, str]
+    timeout_s: float  # whole request
+    idle_timeout_s: float  # longest gap between two reads of one stream
+    tokenizer: str | None
+
+
+@dataclass(frozen=True)
+class Server:
+    attach: bool
+    command: list[str] | None  # argv; a shell string is ["/bin/sh", "-c", "..."]
+    env: dict[str, str]
+    cwd: str | None
+    ready_path: str
+    ready_timeout_s: float
+    ready_interval_s: float
+    log: str | None
+    stop_timeout_s: float
+
+
+@dataclass(frozen=True)
+class SmokeCheck:
+    name: str
+    prompt: str | None
+    messages: list[dict] | None
+    expect: str | None
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Smoke:
+    continue_on_fail: bool
+    checks: list[SmokeCheck]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float
+    top_p: float | None
+    max_tokens: int | None  # None: each prompt's own output length decides
+    min_tokens: int | None
+    ignore_eos: bool
+    stop: list[str]
+    seed: int | None
+    extra_body: dict
+
+
+@dataclass(frozen=True)
+class Workload:
+    dataset: str  # "random" | "jsonl" | "sharegpt"
+    params: dict  # the dataset's normalised parameters (lengths as {kind, ...})
+    sampling: Sampling
+    num_prompts: int
+    prompts_sha256: str  # of the generated prompts, so execute can prove it rebuilt the same ones
+    input_tokens: dict  # {"method", "min", "mean", "max"} of the prompts
+    output_tokens: dict  # {"min", "mean", "max"} asked of the server, or {} when unset
+
+
+@dataclass(frozen=True)
+class Combination:
+    index: int
+    matrix: dict[str, Any]
+    target: Target
+    server: Server | None
+    smoke: Smoke | None
+    workload: Workload
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing execute does, in order. `kind` says which fields matter:
+
+    server  -- launch (or attach to, or start the simulator for) a combination
+    smoke   -- run the combination's smoke checks
+    warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
+               point's concurrency
+    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`)
+    """
+
+    kind: str
+    combination: int
+    id: str  # stable, human: "c=4", "tp=8,ep=true/rate=10"
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    arrival: str | None = None  # poisson | gamma | constant (open loop)
+    burstiness: float | None = None  # gamma shape; 1.0 is Poisson
+    max_concurrency: int | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    ramp_up_s: float = 0.0
+    cooldown_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SloItem:
+    metric: str
+    stat: str | None
+    op: str
+    value: float  # microseconds for latencies, a fraction for error_rate
+    text: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    plan_version: int
+    name: str
+    description: str
+    spec: dict  # {"path", "sha256"}
+    combinations: list[Combination]
+    steps: list[Step]
+    slo: list[SloItem]
+    output: dict  # {"path", "requests"}
+    workload_hash: str = ""
+    plan_hash: str = ""
+
+    # ------------------------------------------------------------------ JSON form
+
+    def to_dict(self, redact: bool = True) -> dict:
+        d = asdict(self)
+        if redact:
+            for c in d["combinations"]:
+                _redact_combination(c)
+        return d
+
+    def to_json(self, redact: bool = True) -> str:
+        return json.dumps(self.to_dict(redact), indent=2, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Plan:
+        if d.get("plan_version") != PLAN_VERSION:
+            raise ValueError(f"plan_version {d.get('plan_version')!r} is not one this benchc reads "
+                             f"(it reads {PLAN_VERSION})")
+        combos = []
+        for c in d["combinations"]:
+            w = c["workload"]
+            smoke = c["smoke"]
+            combos.append(Combination(
+                index=c["index"], matrix=c["matrix"], target=Target(**c["target"]),
+                server=Server(**c["server"]) if c["server"] else None,
+                smoke=Smoke(smoke["continue_on_fail"], [SmokeCheck(**x) for x in smoke["checks"]])
+                if smoke else None,
+                workload=Workload(**{**w, "sampling": Sampling(**w["sampling"])}),
+            ))
+        return cls(**{**d, "combinations": combos, "steps": [Step(**s) for s in d["steps"]],
+                      "slo": [SloItem(**s) for s in d["slo"]]})
+
+    # ------------------------------------------------------------------ hashing
+
+    def with_hashes(self) -> Plan:
+        return replace(self, workload_hash=_sha(self._workload_material()),
+                       plan_hash=_sha(self._plan_material()))
+
+    def _workload_material(self) -> list:
+        """What makes two runs' requests alike: dataset and sampling, not how many were sent
+        (prompt i of a dataset is the same whatever num_prompts is)."""
+        return [{"dataset": c.workload.dataset, "sampling": asdict(c.workload.sampling),
+                 "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"}}
+                for c in self.combinations]
+
+    def _plan_material(self) -> dict:
+        """Everything that defines the work; not names, paths, URLs, credentials or output."""
+        return {
+            "plan_version": self.plan_version,
+            "combinations": [
+                {"matrix": c.matrix, "api": c.target.api, "model": c.target.model,
+                 "sim": c.target.sim, "workload": asdict(c.workload)}
+                for c in self.combinations
+            ],
+            "steps": [{k: v for k, v in asdict(s).items() if k != "id"}
+                      for s in self.steps if s.kind in ("warmup", "load")],
+        }
+
+    def load_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == "load"]
+
+
+def _sha(material: Any) -> str:
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _redact_combination(c: dict) -> None:
+    t = c["target"]
+    if t["api_key"] is not None:
+        t["api_key"] = REDACTED
+    t["headers"] = redact_headers(t["headers"])
+    if t["base_url"]:
+        t["base_url"] = redact_url(t["base_url"])
+    s = c["server"]
+    if s:
+        s["env"] = redact_env(s["env"])
+        if s["command"]:
+            s["command"] = redact_argv(s["command"])
+
+
+
+__all__ = ["Plan", "Step", "Combination", "Target", "Server", "Smoke", "SmokeCheck", "Sampling",
+           "Workload", "SloItem", "PLAN_VERSION"]

@@ -1,0 +1,112 @@
+"""The threshold grammar shared by the spec's `slo` and `compare --fail-on`.
+
+    threshold  :=  [STAT] OP VALUE
+    STAT       :=  mean | min | max | p50 | p90 | p99.9 | pN     (latency metrics only)
+    OP         :=  <  |  <=  |  >  |  >=
+    VALUE      :=  a duration (250ms, 2s) for latency metrics,
+                   a percentage (1%) or fraction (0.01) for error_rate,
+                   a plain number for throughputs (tok/s, req/s)
+
+In `compare --fail-on` a VALUE with a sign and a `%` (`-5%`, `+10%`) is a
+change relative to the baseline: `output_tok_s < -5%` fails when the new run's
+output throughput is more than 5% below the base's. There the metric and the
+statistic come first, joined by a dot: `ttft.p99 > +10%`.
+
+Latency thresholds are held in microseconds, as results record latencies.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+
+from benchc.units import parse_duration
+
+# metric name -> kind of value it takes
+METRICS: dict[str, str] = {
+    "ttft": "latency",
+    "itl": "latency",
+    "tpot": "latency",
+    "e2e": "latency",
+    "error_rate": "ratio",
+    "output_tok_s": "rate",
+    "total_tok_s": "rate",
+    "request_s": "rate",
+    "goodput_s": "rate",
+}
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_EXPR = re.compile(
+    r"^\s*(?:(?P<stat>mean|min|max|p[0-9]+(?:\.[0-9]+)?)\s*)?"
+    r"(?P<op><=|>=|<|>)\s*"
+    r"(?P<sign>[+-])?(?P<value>[0-9]+(?:\.[0-9]+)?)(?P<unit>us|ms|s|m|h|%)?\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    metric: str
+    stat: str | None  # None for throughputs and error_rate
+    op: str
+    value: float  # microseconds for latencies, a fraction for ratios and relative changes
+    relative: bool  # a change against a baseline (compare only)
+    text: str  # as written, for messages
+
+    def holds(self, actual: float) -> bool:
+        """True when `actual` (same unit as `value`) satisfies the threshold."""
+        return _OPS[self.op](actual, self.value)
+
+    @property
+    def key(self) -> str:
+        """`ttft.p99`, `output_tok_s`: where the value sits in a point."""
+        return f"{self.metric}.{self.stat}" if self.stat else self.metric
+
+
+def parse_threshold(metric: str, expr: str, *, allow_relative: bool = False) -> Threshold:
+    """Parse `expr` (`p99 < 2s`) as a threshold on `metric`; ValueError says why not."""
+    kind = METRICS.get(metric)
+    if kind is None:
+        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+    m = _EXPR.match(expr)
+    if not m:
+        raise ValueError(
+            f"{expr!r} is not a threshold like 'p99 < 2s' (grammar: [STAT] OP VALUE)"
+        )
+    stat, op, sign, unit = m["stat"], m["op"], m["sign"], m["unit"]
+    number = float(m["value"])
+    relative = sign is not None
+    if relative:
+        if not allow_relative:
+            raise ValueError(f"{expr!r}: a signed change is only meaningful in compare --fail-on")
+        if unit != "%":
+            raise ValueError(f"{expr!r}: a relative change is written as a percentage, e.g. -5%")
+        value = number / 100.0 * (-1 if sign == "-" else 1)
+    elif kind == "latency":
+        if unit in (None, "%"):
+            raise ValueError(f"{expr!r}: give {metric} a duration with its unit, e.g. 500ms or 2s")
+        value = parse_duration(f"{m['value']}{unit}") * 1e6
+    elif kind == "ratio":
+        if unit not in (None, "%"):
+            raise ValueError(f"{expr!r}: {metric} is a percentage like 1% or a fraction like 0.01")
+        value = number / 100.0 if unit == "%" else number
+    else:
+        if unit is not None:
+            raise ValueError(f"{expr!r}: {metric} is a plain number (per second), without a unit")
+        value = number
+    if kind == "latency" and stat is None:
+        raise ValueError(f"{expr!r}: name the statistic of {metric}, e.g. 'p99 < 2s'")
+    if kind != "latency" and stat is not None:
+        raise ValueError(f"{expr!r}: {metric} takes no statistic; write e.g. '< 1%'")
+    if stat and stat.startswith("p") and not 0 < float(stat[1:]) <= 100:
+        raise ValueError(f"{expr!r}: percentile {stat} is outside p0..p100")
+    return Threshold(metric, stat, op, value, relative, f"{metric}: {expr.strip()}")
+
+
+def parse_gate(text: str) -> Threshold:
+    """Parse a `compare --fail-on` gate: `ttft.p99 > +10%`, `output_tok_s < -5%`."""
+    m = re.match(r"^\s*([a-z_0-9]+)(?:\.(mean|min|max|p[0-9]+(?:\.[0-9]+)?))?\s*(.*)$", text)
+    if not m:
+        raise ValueError(f"{text!r} is not a gate like 'ttft.p99 > +10%'")
+    metric, stat, rest = m.groups()
+    return parse_threshold(metric, f"{stat or ''} {rest}", allow_relative=True)

@@ -1,0 +1,42 @@
+import json
+import os
+import subprocess
+import sys
+
+from benchc import __version__
+from benchc.cli import main
+from tests.conftest import REPO
+
+
+def test_version_names_the_core(capsys, monkeypatch):
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out in (f"benchc {__version__} (core: cython)", f"benchc {__version__} (core: python)")
+
+
+def test_no_extensions_forces_the_python_core():
+    env = dict(os.environ, BENCHC_NO_EXTENSIONS="1")
+    out = subprocess.run([sys.executable, "-m", "benchc", "--version"], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == f"benchc {__version__} (core: python)"
+
+
+def test_compiled_core_loads_when_required():
+    """CI builds the extensions and sets BENCHC_REQUIRE_EXTENSIONS=1: then the C core must be in use."""
+    if os.environ.get("BENCHC_REQUIRE_EXTENSIONS", "") in ("", "0"):
+        return
+    from benchc._core import core_name
+
+    assert core_name() == "cython"
+
+
+def test_validate_json_format(capsys):
+    demo = os.path.join(REPO, "specs", "demo.yaml")
+    assert main(["validate", "--format", "json", demo]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report[0]["valid"] is True and report[0]["load_points"] == 4
+
+
+def test_run_is_not_built_yet(capsys):
+    assert main(["run", os.path.join(REPO, "specs", "demo.yaml")]) == 2
+    assert "not built yet" in capsys.readouterr().err
