@@ -45,6 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print a JSON schema benchc uses")
     sc.add_argument("which", choices=["spec", "result"])
 
+    sm = sub.add_parser("sim", help="run the simulated LLM server until SIGINT/SIGTERM")
+    sm.add_argument("--preset", default="minimax-m2.5-tp4",
+                    help="minimax-m2.5-tp4 (default), kimi-k2.5-nvfp4-tp8 or instant")
+    sm.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on stdout)")
+    sm.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    sm.add_argument("--model", help="the model name it serves (default: the preset's)")
+    sm.add_argument("--trace", metavar="FILE", help="append a JSON line per finished request")
+    sm.add_argument("--fault", action="append", default=[], metavar="KIND:RATE[:ARG]",
+                    help="inject faults, e.g. http_503:0.1, reset:0.05, stall:0.1:500ms")
+    sm.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a preset parameter (YAML value), e.g. max_num_seqs=64")
+    sm.add_argument("--config-json", help=argparse.SUPPRESS)  # used by `run` for target.sim
+
     r = sub.add_parser("run", help="run a spec and write its result document")
     r.add_argument("spec", metavar="SPEC")
     _add_set(r)
@@ -138,9 +151,40 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import yaml
+
+    from benchc.sim import serve_forever
+    from benchc.sim_model import make_config
+
+    params: dict = json.loads(args.config_json) if args.config_json else {}
+    preset = params.pop("preset", args.preset)
+    for item in args.param:
+        name, _, value = item.partition("=")
+        params[name] = yaml.safe_load(value)
+    if args.host:
+        params["host"] = args.host
+    if args.model:
+        params["model"] = args.model
+    if args.fault:
+        params["faults"] = list(params.get("faults", [])) + args.fault
+    try:
+        cfg = make_config(preset, **params)
+        from benchc.sim_faults import parse_faults
+
+        parse_faults(cfg.faults)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"sim: {e}") from e
+    asyncio.run(serve_forever(cfg, args.port, args.trace))
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     raise UsageError("`benchc run` is not built yet in this version of benchc; "
                      "use `benchc plan` to see what it would do")
 
 
-VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "run": cmd_run}
+VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "sim": cmd_sim,
+         "run": cmd_run}

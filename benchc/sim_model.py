@@ -1,0 +1,93 @@
+"""The simulator's parameters and presets (no I/O here; sim.py serves them).
+
+Step-time model of a continuous-batching engine: one engine step decodes
+`tokens_per_step` tokens for every running sequence and takes
+    step_ms(batch) = piecewise-linear interpolation of `step_table`, or
+                     base_ms + per_seq_ms * batch when there is no table,
+times (1 + jitter * u), u uniform in [-1, 1] from the seeded generator, plus
+the prefill of sequences admitted at that step: sum(input_tokens) / prefill_tok_s.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import asdict, dataclass, field, fields, replace
+
+# MiniMax-M2.5 FP8, TP=4 (deployment log): 84.4, 142.6, 254.2, 353.2 tok/s at C=1, 2, 4, 8
+# with ~512-token outputs -> step = C / tok_s: 11.85, 14.03, 15.74, 22.65 ms. A line cannot fit
+# all four within 3%, hence a table. Beyond 8 the growth is sublinear, as batching on a GPU is,
+# reaching ~2,200 tok/s at 256 sequences.
+MINIMAX_TABLE = [(1, 11.85), (2, 14.03), (4, 15.74), (8, 22.65), (16, 27.0), (32, 34.0),
+                 (64, 48.0), (128, 72.0), (256, 118.0)]
+# Kimi-K2.5 NVFP4, TP=8: ~61 tok/s single-stream and weaker scaling (~380 tok/s at 64).
+KIMI_TABLE = [(1, 16.4), (2, 20.5), (4, 27.0), (8, 40.0), (16, 62.0), (32, 100.0), (64, 170.0),
+              (128, 300.0)]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    model: str = "benchc-sim"
+    max_num_seqs: int = 256
+    base_ms: float = 10.0
+    per_seq_ms: float = 0.1
+    step_table: list[tuple[int, float]] | None = None
+    jitter: float = 0.0  # relative, uniform in [-jitter, +jitter]
+    tokens_per_step: int = 1
+    chunks_per_write: int = 1  # SSE events coalesced into one write per stream
+    prefill_tok_s: float = 20000.0  # 0 means prefill is free
+    ttft_ms: float | None = None  # fixed wait before a request joins, instead of prefill cost
+    kv_tokens: int | None = None  # KV budget: running sequences' input+max_tokens must fit
+    max_model_len: int = 32768
+    eos_prob: float = 0.0  # chance per token of drawing EOS (unless ignore_eos / min_tokens)
+    seed: int = 0
+    faults: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+
+    def step_ms(self, batch: int) -> float:
+        if self.step_table:
+            xs = [b for b, _ in self.step_table]
+            ys = [ms for _, ms in self.step_table]
+            if batch <= xs[0]:
+                return ys[0]
+            if batch >= xs[-1]:
+                # beyond the table: continue the last segment's slope
+                if len(xs) == 1:
+                    return ys[0]
+                slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+                return ys[-1] + slope * (batch - xs[-1])
+            i = bisect.bisect_left(xs, batch)
+            if xs[i] == batch:
+                return ys[i]
+            x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+            return y0 + (y1 - y0) * (batch - x0) / (x1 - x0)
+        return self.base_ms + self.per_seq_ms * batch
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS: dict[str, SimConfig] = {
+    "minimax-m2.5-tp4": SimConfig(model="MiniMaxAI/MiniMax-M2.5", max_num_seqs=256,
+                                  step_table=MINIMAX_TABLE, prefill_tok_s=40000.0,
+                                  max_model_len=196608),
+    "kimi-k2.5-nvfp4-tp8": SimConfig(model="moonshotai/Kimi-K2.5", max_num_seqs=128,
+                                     step_table=KIMI_TABLE, prefill_tok_s=15000.0,
+                                     max_model_len=262144),
+    # No delays at all: the engine runs steps back to back; a load source for client tests.
+    "instant": SimConfig(model="benchc-sim", max_num_seqs=4096, base_ms=0.0, per_seq_ms=0.0,
+                         prefill_tok_s=0.0, chunks_per_write=16),
+}
+
+PARAMS = [f.name for f in fields(SimConfig)]
+
+
+def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
+    """A preset with `overrides` applied; ValueError names an unknown preset or parameter."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown simulator preset {preset!r}; known: {', '.join(PRESETS)}")
+    unknown = set(overrides) - set(PARAMS)
+    if unknown:
+        raise ValueError(f"unknown simulator parameter(s): {', '.join(sorted(unknown))}")
+    if "step_table" in overrides and overrides["step_table"] is not None:
+        overrides["step_table"] = [tuple(x) for x in overrides["step_table"]]
+    return replace(PRESETS[preset], **overrides)
