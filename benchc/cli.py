@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="result path (default: the spec's output.path)")
     r.add_argument("--quiet", action="store_true", help="no progress, no table")
     r.add_argument("--json", action="store_true", help="print the result document to stdout")
+    r.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     return p
 
 
@@ -182,8 +183,24 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    raise UsageError("`benchc run` is not built yet in this version of benchc; "
-                     "use `benchc plan` to see what it would do")
+    from benchc import spec as spec_mod
+    from benchc.compiler import compile_spec
+    from benchc.runner import RunOptions, execute
+
+    spec = spec_mod.load(args.spec, args.overrides)
+    plan = compile_spec(spec)
+    opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,
+                      quiet=args.quiet or args.json, print_json=args.json)
+    doc, path = execute(plan, spec.data, opts)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(path)
+    limited = [p["id"] for p in doc["points"] if p["client"]["client_limited"]]
+    if limited:
+        print(f"benchc: warning: the client itself was saturated at {', '.join(limited)}; "
+              "those figures measure benchc, not the server", file=sys.stderr)
+    return EXIT_OK
 
 
 VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "sim": cmd_sim,

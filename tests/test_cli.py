@@ -37,6 +37,8 @@ def test_validate_json_format(capsys):
     assert report[0]["valid"] is True and report[0]["load_points"] == 4
 
 
-def test_run_is_not_built_yet(capsys):
-    assert main(["run", os.path.join(REPO, "specs", "demo.yaml")]) == 2
-    assert "not built yet" in capsys.readouterr().err
+def test_unbuilt_steps_stop_with_a_clear_error_before_any_load(capsys, tmp_path):
+    minimax = os.path.join(REPO, "specs", "minimax.yaml")
+    assert main(["run", minimax, "--out", str(tmp_path / "r.json")]) == 2
+    assert "smoke checks are not built yet" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()

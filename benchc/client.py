@@ -1,0 +1,216 @@
+"""One streaming request against an OpenAI-compatible server, measured.
+
+Timestamps are time.perf_counter_ns (CLOCK_MONOTONIC on Linux), one per socket
+read, taken as soon as the read returns; every event in that read shares it.
+TTFT counts from the first chunk that carries text (content, reasoning_content
+or text) -- never from a role-only first chunk. Errors are classified, never
+raised: the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from benchc._sse import SSEDecoder
+from benchc.plan import Sampling, Target
+from benchc.workload import Prompt
+
+CLOCK = time.perf_counter_ns
+
+# Error kinds, as counted in results.
+CONNECT = "connect"
+HTTP = "http_status"
+TIMEOUT = "timeout"
+IDLE_TIMEOUT = "idle_timeout"
+STREAM_BROKEN = "stream_broken"
+MALFORMED = "malformed_chunk"
+EMPTY = "empty_output"
+CANCELLED = "cancelled"
+ERROR_KINDS = (CONNECT, HTTP, TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, MALFORMED, EMPTY, CANCELLED)
+
+
+@dataclass
+class RequestRecord:
+    """What one request did, with absolute perf_counter_ns times."""
+
+    id: str
+    prompt_index: int
+    input_tokens: int
+    expected_output_tokens: int | None
+    scheduled_ns: int | None = None  # open loop: when it should have been sent
+    t0_ns: int = 0  # just before the request was written
+    first_text_ns: int | None = None
+    end_ns: int | None = None
+    chunk_gaps_ns: list[int] = field(default_factory=list)  # between text-bearing chunks
+    text_chunks: int = 0
+    text_bytes: int = 0
+    usage_output_tokens: int | None = None
+    usage_input_tokens: int | None = None
+    multi_token_chunks: int = 0  # seen only with continuous usage stats
+    finish_reason: str | None = None
+    error: str | None = None
+    error_detail: str | None = None
+    status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def output_tokens(self) -> int:
+        """Usage when the server sent it, else one token per text-bearing chunk."""
+        return self.usage_output_tokens if self.usage_output_tokens is not None else self.text_chunks
+
+    def to_json(self) -> dict:
+        ttft = (self.first_text_ns - self.t0_ns) / 1e3 if self.first_text_ns else None
+        e2e = (self.end_ns - self.t0_ns) / 1e3 if self.end_ns else None
+        return {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
+                "scheduled_ns": self.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "usage_output_tokens": self.usage_output_tokens, "text_chunks": self.text_chunks,
+                "finish_reason": self.finish_reason, "error": self.error,
+                "error_detail": self.error_detail, "status": self.status}
+
+
+def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
+               continuous_usage: bool = False, max_tokens: int | None = None) -> dict:
+    body: dict[str, Any] = {"model": target.model}
+    if target.api == "chat":
+        body["messages"] = prompt.messages or [{"role": "user", "content": prompt.text}]
+    else:
+        body["prompt"] = prompt.text if prompt.text is not None else " ".join(
+            str(m.get("content", "")) for m in prompt.messages or [])
+    mt = max_tokens or sampling.max_tokens or prompt.output_tokens
+    if mt is not None:
+        body["max_tokens"] = mt
+    body["temperature"] = sampling.temperature
+    if sampling.top_p is not None:
+        body["top_p"] = sampling.top_p
+    if sampling.min_tokens is not None:
+        body["min_tokens"] = sampling.min_tokens
+    if sampling.ignore_eos:
+        body["ignore_eos"] = True
+    if sampling.stop:
+        body["stop"] = sampling.stop
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if stream:
+        body["stream"] = True
+        opts = {"include_usage": True}
+        if continuous_usage:
+            opts["continuous_usage_stats"] = True
+        body["stream_options"] = opts
+    body.update(sampling.extra_body)
+    return body
+
+
+def endpoint(target_base_url: str, api: str) -> str:
+    return target_base_url.rstrip("/") + ("/chat/completions" if api == "chat" else "/completions")
+
+
+def headers_for(target: Target) -> dict[str, str]:
+    h = {"Content-Type": "application/json", **target.headers}
+    if target.api_key:
+        h.setdefault("Authorization", f"Bearer {target.api_key}")
+    return h
+
+
+def _text_of(choice: dict) -> str | None:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        for k in ("content", "reasoning_content", "reasoning"):
+            v = delta.get(k)
+            if v:
+                return v
+        return None
+    v = choice.get("text")
+    return v or None
+
+
+async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: bytes,
+               rec: RequestRecord, target: Target) -> RequestRecord:
+    """Send one streaming request and fill `rec`; never raises except on cancellation."""
+    decoder = SSEDecoder()
+    last_text_ns = 0
+    prev_usage_tokens = 0
+    saw_done = False
+    timeout = aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s)
+    rec.t0_ns = CLOCK()
+    try:
+        async with session.post(url, data=body, headers={**headers, "x-request-id": rec.id},
+                                timeout=timeout) as resp:
+            rec.status = resp.status
+            if resp.status != 200:
+                text = (await resp.read())[:300].decode("utf-8", "replace")
+                rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
+                rec.end_ns = CLOCK()
+                return rec
+            content = resp.content
+            while True:
+                data = await content.readany()
+                now = CLOCK()
+                events = decoder.feed(data) if data else decoder.close()
+                for payload in events:
+                    if payload == b"[DONE]":
+                        saw_done = True
+                        continue
+                    try:
+                        chunk = json.loads(payload)
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        rec.error, rec.error_detail = MALFORMED, payload[:200].decode("utf-8", "replace")
+                        continue
+                    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+                    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+                    text = None
+                    if choices:
+                        c0 = choices[0]
+                        text = _text_of(c0)
+                        if c0.get("finish_reason"):
+                            rec.finish_reason = c0["finish_reason"]
+                    if usage:
+                        ct = usage.get("completion_tokens")
+                        if text and ct is not None and ct - prev_usage_tokens > 1:
+                            rec.multi_token_chunks += 1
+                        if ct is not None:
+                            prev_usage_tokens = ct
+                            rec.usage_output_tokens = ct
+                        rec.usage_input_tokens = usage.get("prompt_tokens", rec.usage_input_tokens)
+                    if text:
+                        if rec.first_text_ns is None:
+                            rec.first_text_ns = now
+                        else:
+                            rec.chunk_gaps_ns.append(now - last_text_ns)
+                        last_text_ns = now
+                        rec.text_chunks += 1
+                        rec.text_bytes += len(text)
+                if not data:
+                    break
+            rec.end_ns = CLOCK()
+    except asyncio.CancelledError:
+        rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
+        raise
+    except aiohttp.ClientConnectorError as e:
+        rec.error, rec.error_detail = CONNECT, str(e)[:200]
+    except asyncio.TimeoutError as e:  # noqa: UP041 - aiohttp raises this alias on 3.11
+        rec.error = IDLE_TIMEOUT if rec.first_text_ns is not None or rec.status == 200 else TIMEOUT
+        if (CLOCK() - rec.t0_ns) / 1e9 >= target.timeout_s * 0.999:
+            rec.error = TIMEOUT
+        rec.error_detail = str(e)[:200] or type(e).__name__
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+            ConnectionError) as e:
+        rec.error, rec.error_detail = STREAM_BROKEN if rec.status == 200 else CONNECT, str(e)[:200]
+    except aiohttp.ClientError as e:
+        rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
+    if rec.end_ns is None:
+        rec.end_ns = CLOCK()
+    if rec.error is None and rec.text_chunks == 0:
+        rec.error, rec.error_detail = EMPTY, "the stream carried no text"
+    if rec.error is None and not saw_done and rec.finish_reason is None:
+        rec.error, rec.error_detail = STREAM_BROKEN, "the stream ended without [DONE] or a finish_reason"
+    return rec

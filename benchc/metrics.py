@@ -1,0 +1,182 @@
+"""Aggregation of one load point: latency histograms, counters, throughput.
+
+Memory is constant in the number of requests (histograms and counters); the
+per-request records are kept only when the spec asks for them.
+Latencies are recorded in integer microseconds into HdrHistograms with 3
+significant digits over 1 us .. 1 h; values outside that range are counted in
+`out_of_range`, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hdrh.histogram import HdrHistogram
+
+from benchc.client import ERROR_KINDS, RequestRecord
+
+LOWEST_US, HIGHEST_US, DIGITS = 1, 3_600_000_000, 3
+PERCENTILES = (50, 90, 95, 99, 99.9)
+
+
+class Recorder:
+    """An HdrHistogram in microseconds that counts what it cannot hold."""
+
+    def __init__(self) -> None:
+        self.hist = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+        self.out_of_range = 0
+
+    def record_ns(self, ns: int) -> None:
+        us = max(LOWEST_US, round(ns / 1000))
+        if us > HIGHEST_US or not self.hist.record_value(us):
+            self.out_of_range += 1
+
+    def record_us(self, us: float) -> None:
+        self.record_ns(int(us * 1000))
+
+    def summary(self) -> dict:
+        h = self.hist
+        n = h.get_total_count()
+        out: dict = {"count": n, "out_of_range": self.out_of_range, "unit": "us"}
+        if n:
+            out.update(mean=round(h.get_mean_value(), 3), stdev=round(h.get_stddev(), 3),
+                       min=h.get_min_value(), max=h.get_max_value())
+            for p in PERCENTILES:
+                out[_pname(p)] = h.get_value_at_percentile(p)
+            out["hdr"] = h.encode().decode()
+        return out
+
+
+def _pname(p: float) -> str:
+    return f"p{p:g}"
+
+
+@dataclass
+class PointRecorder:
+    """Everything a load point measured, fed one finished request at a time."""
+
+    target_inflight: int
+    keep_requests: bool = False
+    open_loop: bool = False
+    ttft: Recorder = field(default_factory=Recorder)
+    itl: Recorder = field(default_factory=Recorder)
+    tpot: Recorder = field(default_factory=Recorder)
+    e2e: Recorder = field(default_factory=Recorder)
+    ttft_sched: Recorder = field(default_factory=Recorder)
+    e2e_sched: Recorder = field(default_factory=Recorder)
+    errors: Counter = field(default_factory=Counter)
+    error_examples: dict = field(default_factory=dict)
+    sent: int = 0
+    completed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usage_tokens: int = 0
+    usage_requests: int = 0
+    chunk_tokens_of_usage_requests: int = 0
+    chunk_only_requests: int = 0
+    multi_token_chunks: int = 0
+    osl_mismatch: int = 0
+    osl_expected: int = 0
+    first_t0: int | None = None
+    last_end: int | None = None
+    requests: list[dict] = field(default_factory=list)
+    e2e_sum_us: float = 0.0
+    slo_met: int = 0
+
+    def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
+        self.sent += 1
+        if self.first_t0 is None or r.t0_ns < self.first_t0:
+            self.first_t0 = r.t0_ns
+        if r.end_ns and (self.last_end is None or r.end_ns > self.last_end):
+            self.last_end = r.end_ns
+        if self.keep_requests:
+            self.requests.append(r.to_json())
+        if not r.ok:
+            self.errors[r.error] += 1
+            self.error_examples.setdefault(r.error, r.error_detail)
+            return
+        self.completed += 1
+        ttft_ns = r.first_text_ns - r.t0_ns
+        e2e_ns = r.end_ns - r.t0_ns
+        self.ttft.record_ns(ttft_ns)
+        self.e2e.record_ns(e2e_ns)
+        self.e2e_sum_us += e2e_ns / 1e3
+        for g in r.chunk_gaps_ns:
+            self.itl.record_ns(g)
+        out = r.output_tokens
+        tpot_ns = None
+        if out >= 2:
+            tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
+            self.tpot.record_ns(int(tpot_ns))
+        if r.scheduled_ns is not None:
+            self.ttft_sched.record_ns(r.first_text_ns - r.scheduled_ns)
+            self.e2e_sched.record_ns(r.end_ns - r.scheduled_ns)
+        self.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        self.output_tokens += out
+        if r.usage_output_tokens is not None:
+            self.usage_requests += 1
+            self.usage_tokens += r.usage_output_tokens
+            self.chunk_tokens_of_usage_requests += r.text_chunks
+        else:
+            self.chunk_only_requests += 1
+        self.multi_token_chunks += r.multi_token_chunks
+        if r.expected_output_tokens is not None:
+            self.osl_expected += 1
+            if out != r.expected_output_tokens:
+                self.osl_mismatch += 1
+        if slo_checks is not None:
+            values = {"ttft": ttft_ns / 1e3, "e2e": e2e_ns / 1e3,
+                      "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
+                      "itl": max(r.chunk_gaps_ns) / 1e3 if r.chunk_gaps_ns else None}
+            if all(values.get(t.metric) is None or t.holds(values[t.metric]) for t in slo_checks):
+                self.slo_met += 1
+
+    def summary(self, steady: dict | None = None) -> dict:
+        window_s = ((self.last_end - self.first_t0) / 1e9) if self.first_t0 and self.last_end else 0.0
+        failed = sum(self.errors.values())
+        per_s = (lambda x: round(x / window_s, 3)) if window_s > 0 else (lambda x: 0.0)
+        method = ("usage" if self.usage_requests and not self.chunk_only_requests
+                  else "chunks" if self.chunk_only_requests and not self.usage_requests
+                  else "mixed" if self.completed else "none")
+        tokens = {
+            "input": self.input_tokens, "output": self.output_tokens, "output_method": method,
+            "multi_token_chunks": self.multi_token_chunks,
+        }
+        if self.usage_requests:
+            # Disagreement between the server's count and the count of text-bearing chunks.
+            diff = self.chunk_tokens_of_usage_requests - self.usage_tokens
+            tokens["chunks_vs_usage"] = {"usage": self.usage_tokens,
+                                         "chunks": self.chunk_tokens_of_usage_requests,
+                                         "relative_difference": round(diff / self.usage_tokens, 6)
+                                         if self.usage_tokens else None}
+        tokens["osl"] = {"requests_checked": self.osl_expected, "mismatched": self.osl_mismatch}
+        latency = {"ttft_us": self.ttft.summary(), "itl_us": self.itl.summary(),
+                   "tpot_us": self.tpot.summary(), "e2e_us": self.e2e.summary()}
+        if self.open_loop:
+            latency["ttft_from_schedule_us"] = self.ttft_sched.summary()
+            latency["e2e_from_schedule_us"] = self.e2e_sched.summary()
+        mean_e2e_s = (self.e2e_sum_us / self.completed / 1e6) if self.completed else 0.0
+        request_s = per_s(self.completed)
+        return {
+            "window": {"start_ns": self.first_t0, "end_ns": self.last_end, "duration_s": round(window_s, 6)},
+            "counts": {"sent": self.sent, "completed": self.completed, "failed": failed,
+                       "errors": {k: self.errors.get(k, 0) for k in ERROR_KINDS if self.errors.get(k)},
+                       "error_examples": dict(self.error_examples)},
+            "tokens": tokens,
+            "throughput": {
+                "output_tok_s": per_s(self.output_tokens),
+                "total_tok_s": per_s(self.output_tokens + self.input_tokens),
+                "request_s": request_s,
+                "goodput_s": per_s(self.slo_met),
+                "steady_output_tok_s": (steady or {}).get("output_tok_s"),
+            },
+            "latency": latency,
+            "little": {"throughput_x_latency": round(request_s * mean_e2e_s, 3)},
+            "error_rate": round(failed / self.sent, 6) if self.sent else 0.0,
+        }
+
+
+def finite(x: float) -> float | None:
+    return x if x is not None and math.isfinite(x) else None

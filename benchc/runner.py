@@ -1,0 +1,336 @@
+"""Execute a Plan: start the target (simulator) or attach, warm up, sweep, write the result.
+
+Steps run in plan order. Server launch (`server.command`) and smoke checks are
+not built yet: a plan that needs them stops with a clear error before any
+load is sent (pass --base-url to attach to a running server instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from benchc import __version__
+from benchc._core import core_name
+from benchc.client import build_body, endpoint, headers_for
+from benchc.engine import StepContext, run_step
+from benchc.errors import Interrupted, RunError, ThresholdFailed, UsageError
+from benchc.metrics import PointRecorder
+from benchc.plan import Combination, Plan, Step
+from benchc.redact import redact_url
+from benchc.results import SCHEMA_VERSION, environment, now_iso, output_path, write_atomic
+from benchc.thresholds import Threshold
+from benchc.workload import build_prompts, prompts_sha256
+
+METRIC_DEFINITIONS = "benchc-1: README.md#metric-definitions"
+
+
+@dataclass
+class RunOptions:
+    base_url: str | None = None
+    out: str | None = None
+    force: bool = False
+    quiet: bool = False
+    print_json: bool = False
+    grace_s: float = 5.0
+
+
+class _Sim:
+    """The embedded simulator as a subprocess: its CPU use stays out of the client's process."""
+
+    def __init__(self, params: dict, model: str):
+        self.params, self.model = params, model
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> str:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchc", "sim", "--port", "0", "--model", self.model,
+            "--config-json", json.dumps(self.params), stdout=asyncio.subprocess.PIPE,
+            start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode()
+        if "listening on " not in line:
+            raise RunError(f"the simulator did not start (exit {await self.proc.wait()})")
+        return line.split("listening on ")[1].split()[0]
+
+    async def stop(self) -> None:
+        if self.proc and self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+def _slo_checks(plan: Plan) -> list[Threshold]:
+    return [Threshold(s.metric, s.stat, s.op, s.value, False, s.text) for s in plan.slo]
+
+
+def _evaluate_slo(checks: list[Threshold], point: dict) -> dict:
+    breaches, results = [], []
+    for t in checks:
+        if t.metric == "error_rate":
+            value = point["error_rate"]
+        elif t.stat:
+            value = point["latency"][f"{t.metric}_us"].get(t.stat)
+        else:
+            value = point["throughput"].get(t.metric)
+        ok = value is not None and t.holds(value)
+        results.append({"threshold": t.text, "value": value, "passed": ok})
+        if not ok:
+            breaches.append(t.text)
+    return {"passed": not breaches, "checks": results}
+
+
+def _expected_lengths(combo: Combination, prompts) -> list[int | None]:
+    """Per prompt, the output length the request pins down (ignore_eos, or min = max)."""
+    s = combo.workload.sampling
+    out = []
+    for p in prompts:
+        mt = s.max_tokens or p.output_tokens
+        fixed = s.ignore_eos or (s.min_tokens is not None and s.min_tokens == mt)
+        out.append(mt if fixed else None)
+    return out
+
+
+class Runner:
+    def __init__(self, plan: Plan, spec_data: dict, opts: RunOptions):
+        self.plan, self.spec_data, self.opts = plan, spec_data, opts
+        self.stop_event = asyncio.Event()
+        self.interrupted = False
+        self.points: list[dict] = []
+        self.requests: list[dict] = []
+        self.targets: list[dict] = []
+        self.errors: list[str] = []
+
+    # ------------------------------------------------------------------ driving
+
+    async def run(self) -> dict:
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        presses = 0
+
+        def on_sigint() -> None:
+            nonlocal presses
+            presses += 1
+            self.interrupted = True
+            self.stop_event.set()
+            if presses == 1:
+                self._say(f"\ninterrupted: finishing in-flight requests (up to {self.opts.grace_s:g}s); "
+                          "Ctrl-C again to stop now")
+            elif main:
+                main.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            for combo in self.plan.combinations:
+                if self.stop_event.is_set():
+                    break
+                await self._combination(combo)
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        return self._document()
+
+    async def _combination(self, combo: Combination) -> None:
+        steps = [s for s in self.plan.steps if s.combination == combo.index]
+        if any(s.kind == "smoke" for s in steps):
+            raise UsageError("smoke checks are not built yet in this version of benchc; "
+                             "remove `smoke` from the spec to run the benchmark")
+        sim = None
+        base_url = self.opts.base_url or combo.target.base_url
+        if not self.opts.base_url:
+            if combo.target.sim is not None:
+                sim = _Sim(combo.target.sim, combo.target.model)
+            elif combo.server and not combo.server.attach:
+                raise UsageError("launching server.command is not built yet in this version of benchc; "
+                                 "start the server yourself and pass --base-url URL (or set "
+                                 "server.attach: true)")
+        try:
+            if sim:
+                base_url = await sim.start()
+            await self._sweep(combo, steps, base_url)
+        finally:
+            if sim:
+                await sim.stop()
+
+    async def _sweep(self, combo: Combination, steps: list[Step], base_url: str) -> None:
+        w = combo.workload
+        prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(self.plan.spec["path"])))
+        if prompts_sha256(prompts) != w.prompts_sha256:
+            raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
+                           "(a dataset file changed since `benchc plan`?)")
+        target = combo.target
+        bodies = [json.dumps(build_body(target, w.sampling, p)).encode() for p in prompts]
+        widest = max([s.concurrency or s.max_concurrency or 0 for s in steps] + [1])
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
+        async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20,
+                                         auto_decompress=False) as session:
+            models = await self._models(session, base_url, target)
+            self.targets.append({"combination": combo.index, "matrix": combo.matrix,
+                                 "base_url": redact_url(base_url), "model": target.model,
+                                 "simulated": target.sim is not None, "models": models,
+                                 "max_inflight": widest})
+            ctx = StepContext(session=session, url=endpoint(base_url, target.api),
+                              headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
+                              expected_output=_expected_lengths(combo, prompts),
+                              stop_event=self.stop_event, grace_s=self.opts.grace_s)
+            checks = _slo_checks(self.plan)
+            for i, step in enumerate(steps):
+                if self.stop_event.is_set():
+                    break
+                if step.kind == "warmup":
+                    await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+                elif step.kind == "load":
+                    await self._point(ctx, step, combo, checks, seed=w.params.get("seed", 0) + i)
+                    if step.cooldown_s and not self.stop_event.is_set():
+                        try:
+                            await asyncio.wait_for(self.stop_event.wait(), step.cooldown_s)
+                        except TimeoutError:
+                            pass
+
+    async def _models(self, session: aiohttp.ClientSession, base_url: str, target) -> Any:
+        try:
+            async with session.get(base_url.rstrip("/") + "/models", headers=headers_for(target),
+                                   timeout=aiohttp.ClientTimeout(total=30)) as r:
+                if r.status != 200:
+                    return {"status": r.status}
+                return await r.json()
+        except aiohttp.ClientConnectorError as e:
+            raise RunError(f"cannot reach the target at {redact_url(base_url)}: {e.strerror or e}") from e
+        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as e:
+            return {"error": f"{type(e).__name__}"}
+
+    async def _point(self, ctx: StepContext, step: Step, combo: Combination, checks, seed: int) -> None:
+        rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
+                            keep_requests=bool(self.plan.output.get("requests")),
+                            open_loop=step.rate_rps is not None)
+        ctx.progress = self._progress(step) if sys.stderr.isatty() and not self.opts.quiet else None
+        extra = await run_step(ctx, step, rec, checks, seed=seed)
+        summary = rec.summary(extra["steady"])
+        point = {"id": step.id, "combination": combo.index, "matrix": combo.matrix,
+                 "params": {"concurrency": step.concurrency, "rate_rps": step.rate_rps,
+                            "arrival": step.arrival, "requests": step.requests,
+                            "duration_s": step.duration_s},
+                 "complete": not self.stop_event.is_set(), **summary, "client": extra["client"]}
+        point["little"]["mean_inflight_sampled"] = extra["mean_inflight_sampled"]
+        point["throughput"]["steady_output_tok_s"] = extra["steady"]["output_tok_s"]
+        point["steady"] = extra["steady"]
+        if checks:
+            point["slo"] = _evaluate_slo(checks, point)
+        self.points.append(point)
+        for r in rec.requests:
+            self.requests.append({"point": step.id, **r})
+        if ctx.progress:
+            sys.stderr.write("\r\033[K")
+        self._say_row(point)
+
+    # ------------------------------------------------------------------ output
+
+    def _progress(self, step: Step):
+        total = step.requests
+
+        def show(rec: PointRecorder, inflight: int) -> None:
+            elapsed = ((rec.last_end or 0) - (rec.first_t0 or 0)) / 1e9
+            tok_s = rec.output_tokens / elapsed if elapsed > 0 else 0.0
+            done = f"{rec.sent}/{total}" if total else f"{rec.sent}"
+            sys.stderr.write(f"\r\033[K{step.id}: {done} done, {inflight} in flight, {tok_s:,.0f} tok/s, "
+                             f"{sum(rec.errors.values())} errors")
+            sys.stderr.flush()
+        return show
+
+    def _say(self, text: str) -> None:
+        if not self.opts.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    _HEADER = (f"{'point':<24} {'reqs':>5} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
+               f"{'ITL p50':>8} {'ITL p99':>8} {'E2E mean':>9} {'E2E p99':>9} {'errors':>6}")
+
+    def _say_row(self, p: dict) -> None:
+        if self.opts.quiet:
+            return
+        if len(self.points) == 1:
+            print(self._HEADER, file=sys.stderr)
+        lat = p["latency"]
+
+        def ms(block: dict, key: str) -> str:
+            v = block.get(key)
+            return f"{v / 1000:.1f}ms" if v is not None else "-"
+
+        mark = " !client-limited" if p["client"]["client_limited"] else ""
+        if p.get("slo") and not p["slo"]["passed"]:
+            mark += " !slo"
+        print(f"{p['id']:<24} {p['counts']['completed']:>5} {p['throughput']['output_tok_s']:>10.1f} "
+              f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
+              f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "
+              f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
+
+    def _document(self) -> dict:
+        from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers
+
+        resolved = json.loads(json.dumps(self.spec_data))
+        t = resolved.get("target", {})
+        if "api_key" in t:
+            t["api_key"] = REDACTED
+        if "headers" in t:
+            t["headers"] = redact_headers(t["headers"])
+        if "base_url" in t:
+            t["base_url"] = redact_url(t["base_url"])
+        srv = resolved.get("server") or {}
+        if isinstance(srv.get("env"), dict):
+            srv["env"] = redact_env(srv["env"])
+        if isinstance(srv.get("command"), list):
+            srv["command"] = redact_argv([str(a) for a in srv["command"]])
+        elif isinstance(srv.get("command"), str):
+            srv["command"] = redact_argv([srv["command"]])[0]
+        n_planned = len(self.plan.load_steps())
+        complete = not self.interrupted and len(self.points) == n_planned
+        slo_points = [p for p in self.points if "slo" in p]
+        return {
+            "schema_version": SCHEMA_VERSION, "benchc_version": __version__, "core": core_name(),
+            "created": now_iso(), "complete": complete, "interrupted": self.interrupted,
+            "spec": {"path": self.plan.spec["path"], "sha256": self.plan.spec["sha256"],
+                     "resolved": resolved},
+            "plan": self.plan.to_dict(redact=True), "plan_hash": self.plan.plan_hash,
+            "workload_hash": self.plan.workload_hash,
+            "environment": environment(type(asyncio.get_event_loop()).__module__.split(".")[0]),
+            "target": self.targets, "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
+            "slo": {"defined": bool(self.plan.slo), "passed": all(p["slo"]["passed"] for p in slo_points)},
+            "errors": self.errors,
+        }
+
+
+def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
+    """Run the plan; write the result; return (document, path). Raises Interrupted or
+    ThresholdFailed *after* writing, so the document is never lost."""
+    path = opts.out or output_path(plan.output["path"], plan.name, plan.plan_hash)
+    if opts.out and os.path.exists(opts.out) and not opts.force:
+        raise UsageError(f"{opts.out} exists; choose another --out or pass --force")
+    runner = Runner(plan, spec_data, opts)
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        doc = uvloop.run(runner.run())
+    except ImportError:
+        doc = asyncio.run(runner.run())
+    if runner.requests:
+        req_path = os.path.splitext(path)[0] + ".requests.jsonl"
+        write_atomic(req_path, "".join(json.dumps(r) + "\n" for r in runner.requests), overwrite=opts.force)
+        doc["requests_file"] = os.path.basename(req_path)
+    write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=opts.force)
+    if runner.interrupted:
+        raise Interrupted(f"interrupted; partial result written to {path}")
+    if plan.slo and not doc["slo"]["passed"]:
+        failed = [f"{p['id']}: {c['threshold']} (measured {c['value']})" for p in doc["points"]
+                  if "slo" in p for c in p["slo"]["checks"] if not c["passed"]]
+        raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(failed) + f"\nresult written to {path}")
+    return doc, path
