@@ -44,7 +44,8 @@ class RequestRecord:
     input_tokens: int
     expected_output_tokens: int | None
     scheduled_ns: int | None = None  # open loop: when it should have been sent
-    t0_ns: int = 0  # just before the request was written
+    t0_ns: int = 0  # when the request was written (see make_trace_config)
+    t0_sent: bool = False  # t0_ns came from the write itself, not from before post()
     first_text_ns: int | None = None
     end_ns: int | None = None
     chunk_gaps_ns: list[int] = field(default_factory=list)  # between text-bearing chunks
@@ -121,6 +122,26 @@ def headers_for(target: Target) -> dict[str, str]:
     return h
 
 
+def make_trace_config() -> aiohttp.TraceConfig:
+    """A trace hook that stamps RequestRecord.t0_ns when the request goes out.
+
+    aiohttp buffers the headers and writes them with the body from a task of
+    its own, a loop iteration or more after `post()` is called; the body-chunk
+    signal fires right after that write (a non-blocking socket send), which is
+    the closest aiohttp lets a client get to "just before the request is written".
+    """
+
+    async def on_chunk_sent(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
+        rec = ctx.trace_request_ctx
+        if isinstance(rec, RequestRecord) and not rec.t0_sent:
+            rec.t0_ns = CLOCK()
+            rec.t0_sent = True
+
+    tc = aiohttp.TraceConfig()
+    tc.on_request_chunk_sent.append(on_chunk_sent)
+    return tc
+
+
 def _text_of(choice: dict) -> str | None:
     delta = choice.get("delta")
     if isinstance(delta, dict):
@@ -141,10 +162,13 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     prev_usage_tokens = 0
     saw_done = False
     timeout = aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s)
+    # t0 starts before aiohttp prepares the request; the session's trace hook
+    # (make_trace_config) moves it to the moment the request was written, so the
+    # client's own request preparation and connection-pool wait stay out of TTFT.
     rec.t0_ns = CLOCK()
     try:
         async with session.post(url, data=body, headers={**headers, "x-request-id": rec.id},
-                                timeout=timeout) as resp:
+                                timeout=timeout, trace_request_ctx=rec) as resp:
             rec.status = resp.status
             if resp.status != 200:
                 text = (await resp.read())[:300].decode("utf-8", "replace")
@@ -158,7 +182,10 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
                 events = decoder.feed(data) if data else decoder.close()
                 for payload in events:
                     if payload == b"[DONE]":
+                        # E2E ends here (DESIGN: `[DONE]` or connection end); the read
+                        # goes on to the body's end so the connection can be reused.
                         saw_done = True
+                        rec.end_ns = now
                         continue
                     try:
                         chunk = json.loads(payload)
@@ -191,7 +218,8 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
                         rec.text_bytes += len(text)
                 if not data:
                     break
-            rec.end_ns = CLOCK()
+            if rec.end_ns is None:
+                rec.end_ns = CLOCK()
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
         raise

@@ -111,6 +111,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
     limit = step.requests
     issued = count()
+    n_issued = [0]  # requests started in this step (the request-count stop counts these)
     tasks: set[asyncio.Task] = set()
     n_prompts = len(ctx.prompts)
     target = step.concurrency or step.max_concurrency or 0
@@ -120,7 +121,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             return False
         if deadline is not None and time.perf_counter() >= deadline:
             return False
-        return limit is None or rec.sent + len(tasks) < limit
+        return limit is None or n_issued[0] < limit
 
     async def one(i: int, scheduled_ns: int | None) -> None:
         p = i % n_prompts
@@ -144,6 +145,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                 ctx.progress(rec, check.inflight)
 
     def spawn(i: int, scheduled_ns: int | None = None) -> None:
+        n_issued[0] += 1
         t = asyncio.create_task(one(i, scheduled_ns))
         tasks.add(t)
         t.add_done_callback(tasks.discard)

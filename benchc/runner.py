@@ -19,7 +19,7 @@ import aiohttp
 
 from benchc import __version__
 from benchc._core import core_name
-from benchc.client import build_body, endpoint, headers_for
+from benchc.client import build_body, endpoint, headers_for, make_trace_config
 from benchc.engine import StepContext, run_step
 from benchc.errors import Interrupted, RunError, ThresholdFailed, UsageError
 from benchc.metrics import PointRecorder
@@ -173,8 +173,8 @@ class Runner:
         bodies = [json.dumps(build_body(target, w.sampling, p)).encode() for p in prompts]
         widest = max([s.concurrency or s.max_concurrency or 0 for s in steps] + [1])
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
-        async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20,
-                                         auto_decompress=False) as session:
+        async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False,
+                                         trace_configs=[make_trace_config()]) as session:
             models = await self._models(session, base_url, target)
             self.targets.append({"combination": combo.index, "matrix": combo.matrix,
                                  "base_url": redact_url(base_url), "model": target.model,

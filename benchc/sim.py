@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from benchc.sim_faults import FaultPicker, parse_faults
 from benchc.sim_model import SimConfig
@@ -40,6 +41,27 @@ def _error(status: int, message: str, kind: str) -> web.Response:
     """vLLM's error body shape."""
     body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
     return web.json_response(body, status=status)
+
+
+class _StampingHandler(RequestHandler):
+    """aiohttp's connection protocol, stamping when a request's first bytes arrive.
+
+    A handler starts only after aiohttp has read and parsed its request, and on a
+    busy server that waits behind other work: arrival stamped in the handler would
+    leave that queueing out of the ground truth. Clients do not pipeline, so the
+    first bytes after a request's body was read belong to the next request.
+    """
+
+    __slots__ = ("rx_ns",)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.rx_ns: int | None = None
+        super().__init__(*args, **kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        if self.rx_ns is None:
+            self.rx_ns = CLOCK()
+        super().data_received(data)
 
 
 class Seq:
@@ -260,6 +282,10 @@ class Engine:
             return
         data = b"".join(c for c, _ in seq.pending)
         chunks = seq.trace["chunks"]
+        # Stamp each stream's write itself: the streams of one step are written one after
+        # another, and the last of 256 goes out well after the step began.
+        t = CLOCK()
+        seq.trace["end_ns"] = t  # the last write of the stream is its end
         for _, tokens in seq.pending:
             if tokens:
                 chunks.append([t, tokens])
@@ -273,7 +299,8 @@ class Engine:
     def _retire(self, seq: Seq, t: int, reason: str) -> None:
         self.kv_used -= self._kv_need(seq)
         tr = seq.trace
-        tr["end_ns"] = t
+        if not seq.stream or tr["end_ns"] is None:
+            tr["end_ns"] = CLOCK()
         tr["reason"] = reason
         tr["output_tokens"] = seq.emitted
         self.requests_total += 1
@@ -299,6 +326,7 @@ class SimServer:
         self.started_ns = CLOCK()
         self._runner: web.AppRunner | None = None
         self._engine_task: asyncio.Task | None = None
+        self._server: asyncio.Server | None = None
         self._counter = 0
 
     @property
@@ -334,10 +362,16 @@ class SimServer:
         return self.port
 
     async def _listen(self) -> None:
-        site = web.TCPSite(self._runner, self.cfg.host, self.port, backlog=4096, reuse_address=True)
-        await site.start()
+        server = self._runner.server
+        loop = asyncio.get_running_loop()
+        # As web.TCPSite does, with a protocol that stamps arrivals (_StampingHandler).
+        self._server = await loop.create_server(
+            lambda: _StampingHandler(server, loop=loop, **server._kwargs), self.cfg.host, self.port,
+            backlog=4096, reuse_address=True)
 
     async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
         if self._engine_task:
             self._engine_task.cancel()
             try:
@@ -396,11 +430,15 @@ class SimServer:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
-        arrival = CLOCK()
+        proto = request.protocol
+        arrival = getattr(proto, "rx_ns", None) or CLOCK()
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "the request body is not valid JSON", "BadRequestError")
+        finally:
+            if isinstance(proto, _StampingHandler):
+                proto.rx_ns = None  # the body is read: later bytes start the next request
         if body.get("model") != self.cfg.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         if api == "chat":

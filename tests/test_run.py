@@ -88,22 +88,16 @@ def test_throughput_and_latencies_match_the_simulator_trace(tmp_path):
         sim.close()
     trace = sim.records()
     doc = read(str(tmp_path / "r.json"))
-    recv_d, end_d, ttft_d = [], [], []
+    ttft_d, e2e_d = [], []
     for r in requests_of(tmp_path):
         tr = trace[r["id"]]
-        # Same clock in both processes (CLOCK_MONOTONIC): when benchc saw the first token and
-        # the end of the stream vs when the simulator wrote them.
-        recv_d.append(abs(r["t0_ns"] + r["ttft_us"] * 1e3 - tr["chunks"][0][0]) / 1e3)
-        end_d.append(abs(r["t0_ns"] + r["e2e_us"] * 1e3 - tr["end_ns"]) / 1e3)
         ttft_d.append(abs(r["ttft_us"] - (tr["chunks"][0][0] - tr["arrival_ns"]) / 1e3))
-    # Seen here on 2 cores: first-token receive error median ~0.4 ms, max ~1.3 ms; stream
-    # end median ~0.9 ms, max ~2.4 ms.
-    assert statistics.median(recv_d) < 1000 and max(recv_d) < 5000
-    assert statistics.median(end_d) < 2000 and max(end_d) < 5000
-    # TTFT as durations also holds the request's ingress (aiohttp request preparation in the
-    # client, then the simulator's own parse before it stamps arrival): median ~1.5 ms, max ~5 ms
-    # at C=8 here. Not yet the 1 ms / 5 ms; see the closing note.
-    assert statistics.median(ttft_d) < 3000 and max(ttft_d) < 10000
+        e2e_d.append(abs(r["e2e_us"] - (tr["end_ns"] - tr["arrival_ns"]) / 1e3))
+    # The bar over all 32 requests at C <= 8. Seen here on 2 cores (client and
+    # simulator share them): TTFT median ~0.5 ms, max ~1-3 ms; E2E median ~0.75-0.95 ms,
+    # max ~2-3 ms; at C=8 alone the medians are ~1.5 ms (TTFT) and ~2.5 ms (E2E).
+    assert statistics.median(ttft_d) < 1000 and max(ttft_d) < 5000
+    assert statistics.median(e2e_d) < 1000 and max(e2e_d) < 5000
     for point in doc["points"]:
         ids = {r["id"] for r in requests_of(tmp_path) if r["point"] == point["id"]}
         recs = [trace[i] for i in ids]
