@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress, no table")
     r.add_argument("--json", action="store_true", help="print the result document to stdout")
     r.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    r.add_argument("--strict", action="store_true",
+                   help="exit 6 when a point was client-limited or output lengths were not as asked")
     return p
 
 
@@ -190,16 +192,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_mod.load(args.spec, args.overrides)
     plan = compile_spec(spec)
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,
-                      quiet=args.quiet or args.json, print_json=args.json)
+                      quiet=args.quiet or args.json, print_json=args.json, strict=args.strict)
     doc, path = execute(plan, spec.data, opts)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
         print(path)
-    limited = [p["id"] for p in doc["points"] if p["client"]["client_limited"]]
-    if limited:
-        print(f"benchc: warning: the client itself was saturated at {', '.join(limited)}; "
-              "those figures measure benchc, not the server", file=sys.stderr)
     return EXIT_OK
 
 

@@ -49,6 +49,7 @@ class RequestRecord:
     first_text_ns: int | None = None
     end_ns: int | None = None
     chunk_gaps_ns: list[int] = field(default_factory=list)  # between text-bearing chunks
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens per text chunk, when usage says
     text_chunks: int = 0
     text_bytes: int = 0
     usage_output_tokens: int | None = None
@@ -202,8 +203,11 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
                             rec.finish_reason = c0["finish_reason"]
                     if usage:
                         ct = usage.get("completion_tokens")
-                        if text and ct is not None and ct - prev_usage_tokens > 1:
-                            rec.multi_token_chunks += 1
+                        if text and ct is not None:
+                            # continuous usage: this chunk's own token count
+                            rec.chunk_tokens.append(ct - prev_usage_tokens)
+                            if ct - prev_usage_tokens > 1:
+                                rec.multi_token_chunks += 1
                         if ct is not None:
                             prev_usage_tokens = ct
                             rec.usage_output_tokens = ct

@@ -123,6 +123,7 @@ def _target(t: dict) -> Target:
         timeout_s=parse_duration(t.get("timeout", DEFAULTS["target.timeout"])),
         idle_timeout_s=parse_duration(t.get("idle_timeout", DEFAULTS["target.idle_timeout"])),
         tokenizer=t.get("tokenizer"),
+        continuous_usage=bool(t.get("continuous_usage_stats", False)),
     )
 
 

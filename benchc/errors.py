@@ -13,6 +13,10 @@ Exit codes (never renumber one; add new ones at the end):
        4  internal error (a bug in benchc)          any other exception, caught in cli.main
        5  a result document is unreadable, of an    ResultFormatError
           unknown version, or fails its schema
+       6  --strict: the result is written but not   UntrustedResult
+          to be trusted (a point was client-limited,
+          or the server returned other output
+          lengths than the request pinned down)
      130  interrupted by Ctrl-C (partial result     Interrupted
           written when there was one)
 """
@@ -27,6 +31,7 @@ EXIT_USAGE = 2
 EXIT_RUN_ABORTED = 3
 EXIT_INTERNAL = 4
 EXIT_RESULT_FORMAT = 5
+EXIT_UNTRUSTED = 6
 EXIT_INTERRUPTED = 130
 
 
@@ -93,6 +98,12 @@ class ResultFormatError(BenchcError):
     """A result document is unreadable, of an unknown version, or invalid."""
 
     exit_code = EXIT_RESULT_FORMAT
+
+
+class UntrustedResult(BenchcError):
+    """--strict found a reason not to trust the figures (written all the same)."""
+
+    exit_code = EXIT_UNTRUSTED
 
 
 class Interrupted(BenchcError):

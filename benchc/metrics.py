@@ -28,10 +28,10 @@ class Recorder:
         self.hist = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
         self.out_of_range = 0
 
-    def record_ns(self, ns: int) -> None:
+    def record_ns(self, ns: int, count: int = 1) -> None:
         us = max(LOWEST_US, round(ns / 1000))
-        if us > HIGHEST_US or not self.hist.record_value(us):
-            self.out_of_range += 1
+        if us > HIGHEST_US or not self.hist.record_value(us, count):
+            self.out_of_range += count
 
     def record_us(self, us: float) -> None:
         self.record_ns(int(us * 1000))
@@ -62,6 +62,7 @@ class PointRecorder:
     open_loop: bool = False
     ttft: Recorder = field(default_factory=Recorder)
     itl: Recorder = field(default_factory=Recorder)
+    itl_token: Recorder = field(default_factory=Recorder)
     tpot: Recorder = field(default_factory=Recorder)
     e2e: Recorder = field(default_factory=Recorder)
     ttft_sched: Recorder = field(default_factory=Recorder)
@@ -105,6 +106,11 @@ class PointRecorder:
         self.e2e_sum_us += e2e_ns / 1e3
         for g in r.chunk_gaps_ns:
             self.itl.record_ns(g)
+        if len(r.chunk_tokens) == r.text_chunks:
+            # Per token: a chunk of k tokens after a gap g is k tokens at g/k each.
+            for g, k in zip(r.chunk_gaps_ns, r.chunk_tokens[1:], strict=False):
+                if k > 0:
+                    self.itl_token.record_ns(g // k, k)
         out = r.output_tokens
         tpot_ns = None
         if out >= 2:
@@ -154,6 +160,8 @@ class PointRecorder:
         tokens["osl"] = {"requests_checked": self.osl_expected, "mismatched": self.osl_mismatch}
         latency = {"ttft_us": self.ttft.summary(), "itl_us": self.itl.summary(),
                    "tpot_us": self.tpot.summary(), "e2e_us": self.e2e.summary()}
+        if self.itl_token.hist.get_total_count():
+            latency["itl_per_token_us"] = self.itl_token.summary()
         if self.open_loop:
             latency["ttft_from_schedule_us"] = self.ttft_sched.summary()
             latency["e2e_from_schedule_us"] = self.e2e_sched.summary()

@@ -32,6 +32,9 @@ class Target:
     timeout_s: float  # whole request
     idle_timeout_s: float  # longest gap between two reads of one stream
     tokenizer: str | None
+    # ask for usage on every chunk (vLLM's stream_options.continuous_usage_stats), which
+    # gives each chunk's token count: per-token ITL and visible multi-token chunks
+    continuous_usage: bool = False
 
 
 @dataclass(frozen=True)

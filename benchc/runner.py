@@ -21,7 +21,7 @@ from benchc import __version__
 from benchc._core import core_name
 from benchc.client import build_body, endpoint, headers_for, make_trace_config
 from benchc.engine import StepContext, run_step
-from benchc.errors import Interrupted, RunError, ThresholdFailed, UsageError
+from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.metrics import PointRecorder
 from benchc.plan import Combination, Plan, Step
 from benchc.redact import redact_url
@@ -39,6 +39,7 @@ class RunOptions:
     force: bool = False
     quiet: bool = False
     print_json: bool = False
+    strict: bool = False
     grace_s: float = 5.0
 
 
@@ -170,7 +171,8 @@ class Runner:
             raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                            "(a dataset file changed since `benchc plan`?)")
         target = combo.target
-        bodies = [json.dumps(build_body(target, w.sampling, p)).encode() for p in prompts]
+        bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
+                  .encode() for p in prompts]
         widest = max([s.concurrency or s.max_concurrency or 0 for s in steps] + [1])
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
         async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False,
@@ -222,7 +224,12 @@ class Runner:
                             "arrival": step.arrival, "requests": step.requests,
                             "duration_s": step.duration_s},
                  "complete": not self.stop_event.is_set(), **summary, "client": extra["client"]}
-        point["little"]["mean_inflight_sampled"] = extra["mean_inflight_sampled"]
+        # Little's law, L = lambda * W: the in-flight count sampled by the self-check against
+        # request/s x mean E2E. A ratio far from 1 means the window or the counts are off.
+        little = point["little"]
+        little["mean_inflight_sampled"] = extra["mean_inflight_sampled"]
+        little["ratio"] = (round(little["mean_inflight_sampled"] / little["throughput_x_latency"], 4)
+                           if little["throughput_x_latency"] else None)
         point["throughput"]["steady_output_tok_s"] = extra["steady"]["output_tok_s"]
         point["steady"] = extra["steady"]
         if checks:
@@ -233,6 +240,15 @@ class Runner:
         if ctx.progress:
             sys.stderr.write("\r\033[K")
         self._say_row(point)
+        osl = point["tokens"]["osl"]
+        if osl["mismatched"]:
+            osl["warning"] = (f"{osl['mismatched']} of {osl['requests_checked']} requests returned another "
+                              "output length than the request pinned down (ignore_eos or min_tokens "
+                              "ignored by the server?)")
+            self._say(f"WARNING: {step.id}: {osl['warning']}")
+        if point["client"]["client_limited"]:
+            self._say(f"WARNING: {step.id}: the client itself was saturated "
+                      f"({'; '.join(point['client']['reasons'])}): these figures measure benchc")
 
     # ------------------------------------------------------------------ output
 
@@ -329,6 +345,12 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=opts.force)
     if runner.interrupted:
         raise Interrupted(f"interrupted; partial result written to {path}")
+    if opts.strict:
+        doubts = [f"{p['id']}: client-limited" for p in doc["points"] if p["client"]["client_limited"]]
+        doubts += [f"{p['id']}: {p['tokens']['osl']['warning']}" for p in doc["points"]
+                   if p["tokens"]["osl"].get("warning")]
+        if doubts:
+            raise UntrustedResult("--strict: " + "; ".join(doubts) + f"; result written to {path}")
     if plan.slo and not doc["slo"]["passed"]:
         failed = [f"{p['id']}: {c['threshold']} (measured {c['value']})" for p in doc["points"]
                   if "slo" in p for c in p["slo"]["checks"] if not c["passed"]]

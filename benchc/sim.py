@@ -476,6 +476,7 @@ class SimServer:
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         self._counter += 1
         opts = body.get("stream_options") or {}
+        ignored = self.cfg.ignored_params
         stream = bool(body.get("stream", False))
         stop = body.get("stop") or []
         seed = body.get("seed")
@@ -483,7 +484,8 @@ class SimServer:
             id=("chatcmpl-" if api == "chat" else "cmpl-") + rid, api=api, stream=stream,
             transport=request.transport, model=json.dumps(self.cfg.model).encode(),
             created=str(int(time.time())).encode(), input_tokens=input_tokens, max_tokens=max_tokens,
-            min_tokens=int(body.get("min_tokens") or 0), ignore_eos=bool(body.get("ignore_eos", False)),
+            min_tokens=0 if "min_tokens" in ignored else int(body.get("min_tokens") or 0),
+            ignore_eos=False if "ignore_eos" in ignored else bool(body.get("ignore_eos", False)),
             stop=set([stop] if isinstance(stop, str) else stop),
             rng=random.Random(seed if seed is not None else (self.cfg.seed << 32) + self._counter),
             include_usage=bool(opts.get("include_usage")),

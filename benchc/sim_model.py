@@ -41,6 +41,9 @@ class SimConfig:
     eos_prob: float = 0.0  # chance per token of drawing EOS (unless ignore_eos / min_tokens)
     seed: int = 0
     faults: list[str] = field(default_factory=list)
+    # request fields the server silently ignores, as some real servers do with
+    # `ignore_eos` and `min_tokens`: lets tests see benchc notice
+    ignored_params: list[str] = field(default_factory=list)
     host: str = "127.0.0.1"
 
     def step_ms(self, batch: int) -> float:

@@ -18,8 +18,8 @@ SPEC = """\
 version: 1
 name: t
 target:
-  sim: {{preset: minimax-m2.5-tp4}}
-  model: MiniMaxAI/MiniMax-M2.5
+  sim: {{preset: minimax-m2.5-tp4{sim}}}
+  model: MiniMaxAI/MiniMax-M2.5{target}
 workload:
   dataset:
     random: {{input_tokens: 32, output_tokens: {out}}}
@@ -34,9 +34,10 @@ output:
 """
 
 
-def write_spec(tmp_path, sweep="    concurrency: [1, 4]", out=24, extra="  requests: 8", name="s.yaml"):
-    f = tmp_path / name
-    f.write_text(SPEC.format(sweep=sweep, out=out, extra=extra, path=str(tmp_path / "r.json")))
+def write_spec(tmp_path, sweep="    concurrency: [1, 4]", out=24, extra="  requests: 8", sim="", target=""):
+    f = tmp_path / "s.yaml"
+    f.write_text(SPEC.format(sweep=sweep, out=out, extra=extra, path=str(tmp_path / "r.json"), sim=sim,
+                             target=target))
     return str(f)
 
 
@@ -165,3 +166,33 @@ def test_result_validation_refuses_unknown_versions():
 
     with pytest.raises(ResultFormatError, match="schema_version 9 is not one this benchc reads"):
         validate_document({"schema_version": 9})
+
+
+def test_continuous_usage_gives_per_token_itl_and_shows_multi_token_chunks(tmp_path):
+    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=20, extra="  requests: 4",
+                      sim=", tokens_per_step: 2", target="\n  continuous_usage_stats: true")
+    assert main(["run", spec, "--quiet"]) == 0
+    p = read(str(tmp_path / "r.json"))["points"][0]
+    assert p["tokens"]["multi_token_chunks"] == 4 * 10  # every chunk carried two tokens
+    assert p["tokens"]["output"] == 80 and p["tokens"]["chunks_vs_usage"]["chunks"] == 40
+    itl, per_token = p["latency"]["itl_us"], p["latency"]["itl_per_token_us"]
+    assert per_token["count"] == 2 * itl["count"]
+    assert per_token["p50"] == pytest.approx(itl["p50"] / 2, rel=0.02)
+
+
+def test_ignored_ignore_eos_is_flagged_and_strict_exits_6(tmp_path, capsys):
+    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=30, extra="  requests: 6",
+                      sim=", eos_prob: 0.2, seed: 1, ignored_params: [ignore_eos]")
+    assert main(["run", spec, "--strict"]) == 6
+    err = capsys.readouterr().err
+    assert "WARNING: c=2: " in err and "ignore_eos or min_tokens ignored by the server?" in err
+    p = read(str(tmp_path / "r.json"))["points"][0]
+    assert p["tokens"]["osl"]["requests_checked"] == 6 and p["tokens"]["osl"]["mismatched"] >= 5
+
+
+def test_littles_law_holds_in_a_closed_loop(tmp_path):
+    spec = write_spec(tmp_path, sweep="    concurrency: [4]", out=16, extra="  requests: 16")
+    assert main(["run", spec, "--quiet"]) == 0
+    little = read(str(tmp_path / "r.json"))["points"][0]["little"]
+    # 4 in flight throughout except the tail; sampled every 5 ms against lambda x W.
+    assert little["ratio"] == pytest.approx(1.0, abs=0.15)
