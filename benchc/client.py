@@ -10,12 +10,14 @@ raised: the run goes on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from benchc._sse import SSEDecoder
 from benchc.plan import Sampling, Target
@@ -123,6 +125,48 @@ def headers_for(target: Target) -> dict[str, str]:
     return h
 
 
+class _StampingProtocol(ResponseHandler):
+    """aiohttp's client connection protocol, stamping when bytes arrive.
+
+    The reading task resumes only when the loop gets to it; with many streams
+    finishing together, the later ones would be stamped after the earlier ones'
+    bookkeeping. `rx_ns` holds the arrival time of the oldest bytes not yet read.
+    """
+
+    __slots__ = ("rx_ns",)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.rx_ns = 0
+        super().__init__(*args, **kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.rx_ns:
+            self.rx_ns = CLOCK()
+        super().data_received(data)
+
+
+def make_connector() -> aiohttp.TCPConnector:
+    """A pooled connector (no limit, DNS cached) whose connections stamp arrivals.
+
+    The protocol factory is a private attribute of aiohttp's connector; if a
+    future aiohttp renames it, reads are stamped when the reading task resumes.
+    """
+    conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
+    if hasattr(conn, "_factory") and hasattr(conn, "_loop"):
+        conn._factory = functools.partial(_StampingProtocol, loop=conn._loop)
+    return conn
+
+
+def _arrival(proto: Any) -> int:
+    """When the bytes just read arrived (and start afresh for the next ones)."""
+    now = CLOCK()
+    rx = getattr(proto, "rx_ns", 0)
+    if rx:
+        proto.rx_ns = 0
+        return rx
+    return now
+
+
 def make_trace_config() -> aiohttp.TraceConfig:
     """A trace hook that stamps RequestRecord.t0_ns when the request goes out.
 
@@ -177,9 +221,12 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
                 rec.end_ns = CLOCK()
                 return rec
             content = resp.content
+            proto = resp.connection.protocol if resp.connection else None
+            if proto is not None and hasattr(proto, "rx_ns"):
+                proto.rx_ns = 0  # bytes before here were headers; the body's own arrive next
             while True:
                 data = await content.readany()
-                now = CLOCK()
+                now = _arrival(proto)
                 events = decoder.feed(data) if data else decoder.close()
                 for payload in events:
                     if payload == b"[DONE]":

@@ -547,11 +547,19 @@ class SimServer:
 
 async def serve_forever(cfg: SimConfig, port: int, trace_path: str | None = None) -> None:
     """Run until SIGINT/SIGTERM; print the address first (a parent process reads it)."""
+    import gc
     import signal
     import sys
 
     server = SimServer(cfg, port, trace_path)
+    # As ground truth its stamps must not wait on the collector: the trace goes to the
+    # file only (no in-memory copy to grow the heap), start-up objects are frozen out
+    # of collections, and collections run less often.
+    server.engine.keep_trace = False
     bound = await server.start()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
