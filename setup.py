@@ -46,7 +46,8 @@ def extensions():
 
     exts = [Extension(f"benchc.{os.path.basename(s)[:-4]}", [s], extra_compile_args=["-O3"])
             for s in sources]
-    return cythonize(exts, compiler_directives={"language_level": 3})
+    # include_path: the .pxd files shared between modules sit in the package (benchc/_x_c.pxd)
+    return cythonize(exts, include_path=["."], compiler_directives={"language_level": 3})
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

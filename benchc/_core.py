@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-HOT_MODULES = ("_sse",)
+HOT_MODULES = ("_sse", "_hdr", "_stream")
 
 
 def use_extensions() -> bool:
@@ -16,6 +16,7 @@ def use_extensions() -> bool:
 
 def core_name() -> str:
     """'cython' when every hot module loaded compiled, else 'python'."""
-    from benchc import _sse
+    import importlib
 
-    return "cython" if _sse.CORE == "cython" else "python"
+    cores = {importlib.import_module(f"benchc.{m}").CORE for m in HOT_MODULES}
+    return "cython" if cores == {"cython"} else "python"

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
-from benchc._sse import SSEDecoder
+from benchc._stream import StreamParser
 from benchc.plan import Sampling, Target
 from benchc.workload import Prompt
 
@@ -50,8 +49,7 @@ class RequestRecord:
     t0_sent: bool = False  # t0_ns came from the write itself, not from before post()
     first_text_ns: int | None = None
     end_ns: int | None = None
-    chunk_gaps_ns: list[int] = field(default_factory=list)  # between text-bearing chunks
-    chunk_tokens: list[int] = field(default_factory=list)  # tokens per text chunk, when usage says
+    parser: Any = None  # the StreamParser that read the stream (its chunk gaps go to the ITL histograms)
     text_chunks: int = 0
     text_bytes: int = 0
     usage_output_tokens: int | None = None
@@ -80,6 +78,17 @@ class RequestRecord:
                 "usage_output_tokens": self.usage_output_tokens, "text_chunks": self.text_chunks,
                 "finish_reason": self.finish_reason, "error": self.error,
                 "error_detail": self.error_detail, "status": self.status}
+
+
+def _take(rec: RequestRecord, parser: Any) -> None:
+    """Copy what the parser measured into the record."""
+    rec.first_text_ns = parser.first_text_ns or None
+    rec.text_chunks = parser.text_chunks
+    rec.text_bytes = parser.text_bytes
+    rec.usage_output_tokens = parser.usage_completion if parser.usage_completion >= 0 else None
+    rec.usage_input_tokens = parser.usage_prompt if parser.usage_prompt >= 0 else None
+    rec.multi_token_chunks = parser.multi_token_chunks
+    rec.finish_reason = parser.finish_reason
 
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
@@ -187,25 +196,11 @@ def make_trace_config() -> aiohttp.TraceConfig:
     return tc
 
 
-def _text_of(choice: dict) -> str | None:
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        for k in ("content", "reasoning_content", "reasoning"):
-            v = delta.get(k)
-            if v:
-                return v
-        return None
-    v = choice.get("text")
-    return v or None
-
-
 async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: bytes,
                rec: RequestRecord, target: Target) -> RequestRecord:
     """Send one streaming request and fill `rec`; never raises except on cancellation."""
-    decoder = SSEDecoder()
-    last_text_ns = 0
-    prev_usage_tokens = 0
-    saw_done = False
+    parser = StreamParser()
+    rec.parser = parser
     timeout = aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s)
     # t0 starts before aiohttp prepares the request; the session's trace hook
     # (make_trace_config) moves it to the moment the request was written, so the
@@ -224,53 +219,15 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
             proto = resp.connection.protocol if resp.connection else None
             if proto is not None and hasattr(proto, "rx_ns"):
                 proto.rx_ns = 0  # bytes before here were headers; the body's own arrive next
+            # The hot loop: one parser call per read, with the read's arrival time; the
+            # parser frames events, extracts text/usage/finish and times text chunks.
             while True:
                 data = await content.readany()
-                now = _arrival(proto)
-                events = decoder.feed(data) if data else decoder.close()
-                for payload in events:
-                    if payload == b"[DONE]":
-                        # E2E ends here (DESIGN: `[DONE]` or connection end); the read
-                        # goes on to the body's end so the connection can be reused.
-                        saw_done = True
-                        rec.end_ns = now
-                        continue
-                    try:
-                        chunk = json.loads(payload)
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        rec.error, rec.error_detail = MALFORMED, payload[:200].decode("utf-8", "replace")
-                        continue
-                    usage = chunk.get("usage") if isinstance(chunk, dict) else None
-                    choices = chunk.get("choices") if isinstance(chunk, dict) else None
-                    text = None
-                    if choices:
-                        c0 = choices[0]
-                        text = _text_of(c0)
-                        if c0.get("finish_reason"):
-                            rec.finish_reason = c0["finish_reason"]
-                    if usage:
-                        ct = usage.get("completion_tokens")
-                        if text and ct is not None:
-                            # continuous usage: this chunk's own token count
-                            rec.chunk_tokens.append(ct - prev_usage_tokens)
-                            if ct - prev_usage_tokens > 1:
-                                rec.multi_token_chunks += 1
-                        if ct is not None:
-                            prev_usage_tokens = ct
-                            rec.usage_output_tokens = ct
-                        rec.usage_input_tokens = usage.get("prompt_tokens", rec.usage_input_tokens)
-                    if text:
-                        if rec.first_text_ns is None:
-                            rec.first_text_ns = now
-                        else:
-                            rec.chunk_gaps_ns.append(now - last_text_ns)
-                        last_text_ns = now
-                        rec.text_chunks += 1
-                        rec.text_bytes += len(text)
                 if not data:
                     break
-            if rec.end_ns is None:
-                rec.end_ns = CLOCK()
+                parser.feed(data, _arrival(proto))
+            parser.close(CLOCK())
+            rec.end_ns = parser.done_ns or CLOCK()
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
         raise
@@ -288,8 +245,14 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
     if rec.end_ns is None:
         rec.end_ns = CLOCK()
+    _take(rec, parser)
+    if rec.error is None and parser.malformed:
+        rec.error = MALFORMED
+        rec.error_detail = (parser.malformed_example or b"").decode("utf-8", "replace")
+    if rec.error is None and parser.error_event is not None:
+        rec.error, rec.error_detail = STREAM_BROKEN, f"error event: {parser.error_event}"
     if rec.error is None and rec.text_chunks == 0:
         rec.error, rec.error_detail = EMPTY, "the stream carried no text"
-    if rec.error is None and not saw_done and rec.finish_reason is None:
+    if rec.error is None and not parser.done_ns and rec.finish_reason is None:
         rec.error, rec.error_detail = STREAM_BROKEN, "the stream ended without [DONE] or a finish_reason"
     return rec

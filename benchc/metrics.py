@@ -9,12 +9,11 @@ significant digits over 1 us .. 1 h; values outside that range are counted in
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hdrh.histogram import HdrHistogram
-
+from benchc._hdr import Histogram
+from benchc._stream import ns_to_us
 from benchc.client import ERROR_KINDS, RequestRecord
 
 LOWEST_US, HIGHEST_US, DIGITS = 1, 3_600_000_000, 3
@@ -22,30 +21,27 @@ PERCENTILES = (50, 90, 95, 99, 99.9)
 
 
 class Recorder:
-    """An HdrHistogram in microseconds that counts what it cannot hold."""
+    """An HdrHistogram in microseconds (benchc's own, in C when built); it counts what it
+    cannot hold in `out_of_range` rather than dropping it."""
 
     def __init__(self) -> None:
-        self.hist = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
-        self.out_of_range = 0
+        self.hist = Histogram(LOWEST_US, HIGHEST_US, DIGITS)
 
     def record_ns(self, ns: int, count: int = 1) -> None:
-        us = max(LOWEST_US, round(ns / 1000))
-        if us > HIGHEST_US or not self.hist.record_value(us, count):
-            self.out_of_range += count
+        self.hist.record(ns_to_us(ns), count)
 
     def record_us(self, us: float) -> None:
         self.record_ns(int(us * 1000))
 
     def summary(self) -> dict:
         h = self.hist
-        n = h.get_total_count()
-        out: dict = {"count": n, "out_of_range": self.out_of_range, "unit": "us"}
+        n = h.total_count
+        out: dict = {"count": n, "out_of_range": h.out_of_range, "unit": "us"}
         if n:
-            out.update(mean=round(h.get_mean_value(), 3), stdev=round(h.get_stddev(), 3),
-                       min=h.get_min_value(), max=h.get_max_value())
+            out.update(mean=round(h.mean, 3), stdev=round(h.stdev, 3), min=h.min, max=h.max)
             for p in PERCENTILES:
-                out[_pname(p)] = h.get_value_at_percentile(p)
-            out["hdr"] = h.encode().decode()
+                out[_pname(p)] = h.value_at_percentile(p)
+            out["hdr"] = h.encode()
         return out
 
 
@@ -104,13 +100,9 @@ class PointRecorder:
         self.ttft.record_ns(ttft_ns)
         self.e2e.record_ns(e2e_ns)
         self.e2e_sum_us += e2e_ns / 1e3
-        for g in r.chunk_gaps_ns:
-            self.itl.record_ns(g)
-        if len(r.chunk_tokens) == r.text_chunks:
-            # Per token: a chunk of k tokens after a gap g is k tokens at g/k each.
-            for g, k in zip(r.chunk_gaps_ns, r.chunk_tokens[1:], strict=False):
-                if k > 0:
-                    self.itl_token.record_ns(g // k, k)
+        # One call per request: the parser records its chunk gaps, and per token where the
+        # chunk's token count is known (continuous usage), straight into the histograms.
+        r.parser.record_gaps(self.itl.hist, self.itl_token.hist)
         out = r.output_tokens
         tpot_ns = None
         if out >= 2:
@@ -135,7 +127,7 @@ class PointRecorder:
         if slo_checks is not None:
             values = {"ttft": ttft_ns / 1e3, "e2e": e2e_ns / 1e3,
                       "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
-                      "itl": max(r.chunk_gaps_ns) / 1e3 if r.chunk_gaps_ns else None}
+                      "itl": _max_gap_us(r) if any(t.metric == "itl" for t in slo_checks) else None}
             if all(values.get(t.metric) is None or t.holds(values[t.metric]) for t in slo_checks):
                 self.slo_met += 1
 
@@ -160,7 +152,7 @@ class PointRecorder:
         tokens["osl"] = {"requests_checked": self.osl_expected, "mismatched": self.osl_mismatch}
         latency = {"ttft_us": self.ttft.summary(), "itl_us": self.itl.summary(),
                    "tpot_us": self.tpot.summary(), "e2e_us": self.e2e.summary()}
-        if self.itl_token.hist.get_total_count():
+        if self.itl_token.hist.total_count:
             latency["itl_per_token_us"] = self.itl_token.summary()
         if self.open_loop:
             latency["ttft_from_schedule_us"] = self.ttft_sched.summary()
@@ -186,5 +178,6 @@ class PointRecorder:
         }
 
 
-def finite(x: float) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
+def _max_gap_us(r: RequestRecord) -> float | None:
+    gaps = r.parser.gaps_ns
+    return max(gaps) / 1e3 if gaps else None

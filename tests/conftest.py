@@ -16,12 +16,36 @@ def _compiled(module: str):
         return None
 
 
-@pytest.fixture(params=["py", "c"])
-def sse_module(request):
-    """Every hot-path test runs on both cores; the C one must exist where it was required."""
-    if request.param == "py":
-        return importlib.import_module("benchc._sse_py")
-    mod = _compiled("_sse")
+def _core(name: str, which: str):
+    if which == "py":
+        return importlib.import_module(f"benchc.{name}_py")
+    mod = _compiled(name)
     if mod is None:
         pytest.skip("Cython core not built here (no C compiler); CI requires it")
     return mod
+
+
+# Every hot-path test runs on both cores; the C one must exist where it was required.
+@pytest.fixture(params=["py", "c"])
+def sse_module(request):
+    return _core("_sse", request.param)
+
+
+@pytest.fixture(params=["py", "c"])
+def hdr_module(request):
+    return _core("_hdr", request.param)
+
+
+@pytest.fixture(params=["py", "c"])
+def stream_modules(request):
+    """(stream parser module, histogram module) of one core."""
+    return _core("_stream", request.param), _core("_hdr", request.param)
+
+
+def both_cores(name: str) -> list:
+    """The Python module, and the compiled one when built (for tests that compare the two)."""
+    mods = [importlib.import_module(f"benchc.{name}_py")]
+    c = _compiled(name)
+    if c is not None:
+        mods.append(c)
+    return mods

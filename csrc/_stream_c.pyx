@@ -1,0 +1,423 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""One response stream, measured, in C; same API and results as benchc/_stream_py.py.
+
+One call per socket read: SSE framing, and for each event a fast path that
+reads the few fields benchc needs straight from the bytes of the known chunk
+shapes (vLLM, SGLang, llama.cpp, OpenAI): `"delta":{"content":"..."}`,
+`"text":"..."`, `"finish_reason"`, `"usage":{...}`. JSON string escapes are
+decoded for the byte count (\\n, \\", \\uXXXX with surrogate pairs). Anything
+else -- an error object, tool calls, logprobs, a string it cannot follow, a
+payload that is not an object -- goes to json.loads, exactly as the Python twin
+does, so both cores give the same results on every input.
+"""
+
+import json
+
+from libc.stdint cimport int64_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcmp
+
+from benchc._hdr_c cimport Histogram
+
+
+cdef extern from "string.h":
+    void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen) nogil
+
+
+cdef inline int64_t _to_us(int64_t ns) nogil:
+    cdef int64_t us = (ns + 500) // 1000
+    return us if us > 0 else 1
+
+
+cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t a, Py_ssize_t b, const char* needle,
+                             Py_ssize_t n) nogil:
+    cdef const unsigned char* hit
+    if b - a < n:
+        return -1
+    hit = <const unsigned char*>memmem(p + a, b - a, needle, n)
+    return -1 if hit == NULL else hit - p
+
+
+cdef inline Py_ssize_t _skip_ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) nogil:
+    while i < b and (p[i] == 32 or p[i] == 9 or p[i] == 10 or p[i] == 13):
+        i += 1
+    return i
+
+
+cdef inline int _hex(unsigned char c) nogil:
+    if 48 <= c <= 57:
+        return c - 48
+    if 97 <= c <= 102:
+        return c - 87
+    if 65 <= c <= 70:
+        return c - 55
+    return -1
+
+
+cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int64_t* nbytes) nogil:
+    """p[i] is just after an opening quote: return the index after the closing quote, and the
+    UTF-8 byte length of the decoded string in nbytes; -1 when it cannot be followed."""
+    cdef int64_t n = 0
+    cdef int k, h, cp, lo
+    cdef unsigned char c
+    while i < b:
+        c = p[i]
+        if c == 34:  # '"'
+            nbytes[0] = n
+            return i + 1
+        if c < 32:
+            return -1  # control characters are invalid inside JSON strings
+        if c != 92:  # '\\'
+            n += 1
+            i += 1
+            continue
+        if i + 1 >= b:
+            return -1
+        c = p[i + 1]
+        if c == 117:  # \uXXXX
+            if i + 6 > b:
+                return -1
+            cp = 0
+            for k in range(4):
+                h = _hex(p[i + 2 + k])
+                if h < 0:
+                    return -1
+                cp = cp * 16 + h
+            i += 6
+            if 0xD800 <= cp <= 0xDBFF:
+                # a high surrogate: a pair is one 4-byte character; a lone one, 3 bytes (as
+                # Python's surrogatepass counts it)
+                if i + 6 <= b and p[i] == 92 and p[i + 1] == 117:
+                    lo = 0
+                    for k in range(4):
+                        h = _hex(p[i + 2 + k])
+                        if h < 0:
+                            return -1
+                        lo = lo * 16 + h
+                    if 0xDC00 <= lo <= 0xDFFF:
+                        n += 4
+                        i += 6
+                        continue
+                n += 3
+            elif cp < 0x80:
+                n += 1
+            elif cp < 0x800:
+                n += 2
+            else:
+                n += 3
+            continue
+        if c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116:
+            n += 1
+            i += 2
+            continue
+        return -1
+    return -1
+
+
+cdef class StreamParser:
+    cdef bytes _buf
+    cdef list _data
+    cdef bint _has_data, _skip_lf
+    cdef readonly int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes
+    cdef readonly int64_t usage_completion, usage_prompt, malformed, multi_token_chunks, events
+    cdef readonly object finish_reason, malformed_example, error_event
+    cdef int64_t _prev_usage
+    cdef int64_t* _gaps
+    cdef int64_t* _tokens
+    cdef Py_ssize_t _n_gaps, _n_tokens, _cap
+
+    def __cinit__(self):
+        self._buf = b""
+        self._data = []
+        self._has_data = False
+        self._skip_lf = False
+        self.first_text_ns = self.last_text_ns = self.done_ns = 0
+        self.text_chunks = self.text_bytes = self.malformed = self.multi_token_chunks = self.events = 0
+        self.usage_completion = self.usage_prompt = -1
+        self.finish_reason = self.malformed_example = self.error_event = None
+        self._prev_usage = 0
+        self._cap = 64
+        self._gaps = <int64_t*>malloc(self._cap * sizeof(int64_t))
+        self._tokens = <int64_t*>malloc(self._cap * sizeof(int64_t))
+        if self._gaps == NULL or self._tokens == NULL:
+            raise MemoryError()
+        self._n_gaps = self._n_tokens = 0
+
+    def __dealloc__(self):
+        free(self._gaps)
+        free(self._tokens)
+
+    @property
+    def gaps_ns(self):
+        return [self._gaps[i] for i in range(self._n_gaps)]
+
+    @property
+    def chunk_tokens(self):
+        return [self._tokens[i] for i in range(self._n_tokens)]
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t cap = self._cap * 2
+        cdef int64_t* g = <int64_t*>realloc(self._gaps, cap * sizeof(int64_t))
+        if g == NULL:
+            raise MemoryError()
+        self._gaps = g
+        g = <int64_t*>realloc(self._tokens, cap * sizeof(int64_t))
+        if g == NULL:
+            raise MemoryError()
+        self._tokens = g
+        self._cap = cap
+        return 0
+
+    # ---------------------------------------------------------------- SSE framing (as _sse_c)
+
+    def feed(self, data, int64_t now_ns):
+        cdef bytes buf = self._buf + bytes(data) if self._buf else bytes(data)
+        cdef const unsigned char* p = buf
+        cdef Py_ssize_t n = len(buf), start = 0, i
+        cdef unsigned char c
+        if self._skip_lf and n > 0 and p[0] == 10:
+            start = 1
+        self._skip_lf = False
+        i = start
+        while i < n:
+            c = p[i]
+            if c == 10 or c == 13:
+                self._line(p, start, i, now_ns)
+                if c == 13:
+                    if i + 1 < n:
+                        if p[i + 1] == 10:
+                            i += 1
+                    else:
+                        self._skip_lf = True
+                start = i + 1
+            i += 1
+        self._buf = buf[start:]
+
+    def close(self, int64_t now_ns):
+        cdef bytes rest = self._buf
+        cdef const unsigned char* p = rest
+        if len(rest):
+            self._line(p, 0, len(rest), now_ns)
+            self._buf = b""
+        self._line(p, 0, 0, now_ns)
+
+    cdef int _line(self, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, int64_t now) except -1:
+        cdef Py_ssize_t colon
+        cdef bytes payload
+        if a == b:
+            if self._has_data:
+                payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+                self._data = []
+                self._has_data = False
+                self._event(payload, now)
+            return 0
+        if p[a] == 58:
+            return 0
+        colon = _find(p, a, b, ":", 1)
+        if colon < 0:
+            colon = b
+        if colon - a != 4 or memcmp(p + a, b"data", 4) != 0:
+            return 0
+        a = colon + 1 if colon < b else b
+        if a < b and p[a] == 32:
+            a += 1
+        self._data.append(p[a:b])
+        self._has_data = True
+        return 0
+
+    # ---------------------------------------------------------------- events
+
+    cdef int _event(self, bytes payload, int64_t now) except -1:
+        cdef const unsigned char* p = payload
+        cdef Py_ssize_t n = len(payload)
+        self.events += 1
+        if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
+            if not self.done_ns:
+                self.done_ns = now
+            return 0
+        if not self._fast(p, n, now):
+            self._slow(payload, now)
+        return 0
+
+    cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
+        """The known shapes, read in place; False sends the event to json.loads."""
+        cdef Py_ssize_t i, j, d, e
+        cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1, tokens = -1
+        cdef bint has_text = False
+        cdef object finish = None
+        if n < 2 or p[0] != 123 or p[n - 1] != 125:
+            return False
+        if (_find(p, 0, n, b'"error"', 7) >= 0 or _find(p, 0, n, b'"tool_calls"', 12) >= 0
+                or _find(p, 0, n, b'"logprobs":{', 12) >= 0 or _find(p, 0, n, b'"logprobs": {', 13) >= 0):
+            return False
+        d = _find(p, 0, n, b'"delta":', 8)
+        if d >= 0:
+            i = _skip_ws(p, d + 8, n)
+            if i >= n or p[i] != 123:
+                return False
+            for key, klen in ((b'"content":', 10), (b'"reasoning_content":', 20), (b'"reasoning":', 12)):
+                j = _find(p, i, n, key, klen)
+                if j < 0:
+                    continue
+                j = _skip_ws(p, j + klen, n)
+                if j < n and p[j] == 34:
+                    e = _string(p, j + 1, n, &nbytes)
+                    if e < 0:
+                        return False
+                    if nbytes > 0 or e - j > 2:
+                        if e - j > 2:
+                            has_text = True
+                            text_len = nbytes
+                            break
+                elif j + 4 <= n and memcmp(p + j, b"null", 4) == 0:
+                    continue
+                else:
+                    return False
+        else:
+            j = _find(p, 0, n, b'"text":', 7)
+            if j >= 0:
+                j = _skip_ws(p, j + 7, n)
+                if j < n and p[j] == 34:
+                    e = _string(p, j + 1, n, &nbytes)
+                    if e < 0:
+                        return False
+                    if e - j > 2:
+                        has_text = True
+                        text_len = nbytes
+                elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
+                    return False
+        j = _find(p, 0, n, b'"finish_reason":', 16)
+        if j >= 0:
+            j = _skip_ws(p, j + 16, n)
+            if j < n and p[j] == 34:
+                e = _string(p, j + 1, n, &nbytes)
+                if e < 0 or e - j - 2 != nbytes:
+                    return False  # escapes in a finish_reason: let json decode it
+                if e - j > 2:
+                    finish = p[j + 1:e - 1].decode("utf-8")
+            elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
+                return False
+        j = _find(p, 0, n, b'"usage":', 8)
+        if j >= 0:
+            j = _skip_ws(p, j + 8, n)
+            if j < n and p[j] == 123:
+                ct = self._int_after(p, j, n, b'"completion_tokens":', 20)
+                pt = self._int_after(p, j, n, b'"prompt_tokens":', 16)
+                if ct == -2 or pt == -2:
+                    return False
+            elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
+                return False
+        # commit, in the twin's order
+        if finish is not None:
+            self.finish_reason = finish
+        if ct >= 0:
+            if has_text:
+                tokens = ct - self._prev_usage
+                if tokens > 1:
+                    self.multi_token_chunks += 1
+            self._prev_usage = ct
+            self.usage_completion = ct
+        if pt >= 0:
+            self.usage_prompt = pt
+        if has_text:
+            self._text(text_len, tokens, now)
+        return True
+
+    cdef int64_t _int_after(self, const unsigned char* p, Py_ssize_t a, Py_ssize_t n, const char* key,
+                            Py_ssize_t klen):
+        """The non-negative integer after `key` inside the object at p[a]; -1 absent, -2 unreadable."""
+        cdef Py_ssize_t j = _find(p, a, n, key, klen)
+        cdef int64_t v = 0
+        cdef Py_ssize_t start
+        if j < 0:
+            return -1
+        j = _skip_ws(p, j + klen, n)
+        start = j
+        while j < n and 48 <= p[j] <= 57:
+            v = v * 10 + (p[j] - 48)
+            j += 1
+        if j == start or j - start > 15 or (j < n and (p[j] == 46 or p[j] == 101 or p[j] == 69)):
+            return -2
+        return v
+
+    cdef int _text(self, int64_t nbytes, int64_t tokens, int64_t now) except -1:
+        self.text_bytes += nbytes
+        if self.first_text_ns:
+            if self._n_gaps >= self._cap - 1:
+                self._grow()
+            self._gaps[self._n_gaps] = now - self.last_text_ns
+            self._n_gaps += 1
+        else:
+            self.first_text_ns = now
+        self.last_text_ns = now
+        self.text_chunks += 1
+        if self._n_tokens >= self._cap - 1:
+            self._grow()
+        self._tokens[self._n_tokens] = tokens
+        self._n_tokens += 1
+        return 0
+
+    cdef int _slow(self, bytes payload, int64_t now) except -1:
+        """The twin's logic (benchc/_stream_py.py, StreamParser._event), verbatim in effect."""
+        cdef int64_t tokens = -1
+        try:
+            obj = json.loads(payload)
+        except (ValueError, UnicodeDecodeError):
+            obj = None
+        if not isinstance(obj, dict):
+            self.malformed += 1
+            if self.malformed_example is None:
+                self.malformed_example = bytes(payload[:200])
+            return 0
+        if "error" in obj:
+            err = obj["error"]
+            self.error_event = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+        text = None
+        choices = obj.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            c0 = choices[0]
+            delta = c0.get("delta")
+            if isinstance(delta, dict):
+                for k in ("content", "reasoning_content", "reasoning"):
+                    v = delta.get(k)
+                    if isinstance(v, str) and v:
+                        text = v
+                        break
+            else:
+                v = c0.get("text")
+                if isinstance(v, str) and v:
+                    text = v
+            fr = c0.get("finish_reason")
+            if isinstance(fr, str) and fr:
+                self.finish_reason = fr
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            ct = usage.get("completion_tokens")
+            if isinstance(ct, int) and not isinstance(ct, bool):
+                if text is not None:
+                    tokens = ct - self._prev_usage
+                    if tokens > 1:
+                        self.multi_token_chunks += 1
+                self._prev_usage = ct
+                self.usage_completion = ct
+            pt = usage.get("prompt_tokens")
+            if isinstance(pt, int) and not isinstance(pt, bool):
+                self.usage_prompt = pt
+        if text is not None:
+            self._text(len(text.encode("utf-8", "surrogatepass")), tokens, now)
+        return 0
+
+    # ---------------------------------------------------------------- recording
+
+    def record_gaps(self, Histogram itl, Histogram itl_token=None):
+        """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's
+        token count is known: a chunk of k tokens after gap g is k tokens of g/k."""
+        cdef Py_ssize_t i
+        cdef int64_t k
+        for i in range(self._n_gaps):
+            itl.record(_to_us(self._gaps[i]), 1)
+        if itl_token is not None:
+            for i in range(self._n_gaps):
+                k = self._tokens[i + 1]
+                if k > 0:
+                    itl_token.record(_to_us(self._gaps[i] // k), k)

@@ -1,0 +1,133 @@
+"""The stream parser on both cores: the compiled fast path must give exactly what the
+Python twin (json.loads per event) gives, on real shapes, odd shapes and garbage, over
+any split of the byte stream."""
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import both_cores
+
+
+def chunk(delta=None, text=None, finish=None, usage=None, spaced=False):
+    c = {"index": 0, "logprobs": None, "finish_reason": finish}
+    if delta is not None:
+        c["delta"] = delta
+    if text is not None:
+        c["text"] = text
+    obj = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+           "choices": [c]}
+    if usage is not None:
+        obj["usage"] = usage
+    return json.dumps(obj, separators=None if spaced else (",", ":"), ensure_ascii=spaced).encode()
+
+
+VLLM_CHAT = [
+    chunk({"role": "assistant", "content": ""}),  # role only: not text
+    chunk({"content": " Hello"}),
+    chunk({"content": " wörld \"quoted\"\n\tnext"}, spaced=True),
+    chunk({"content": "😀 emoji, 中文"}, spaced=True),  # \ud83d\ude00 escapes
+    chunk({"reasoning_content": "thinking..."}),
+    chunk({"content": None, "reasoning": "r"}),
+    chunk({"content": " end"}, finish="length",
+          usage={"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}),
+    json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6}}).encode(),
+]
+ODD = [
+    chunk(text=" completion", finish=None),
+    chunk(text="", finish="stop"),
+    b'{"choices":[{"delta":{"content":"\\ud800 lone surrogate"}}]}',
+    b'{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{}"}}]}}]}',
+    b'{"choices":[{"delta":{"content":"x"},"logprobs":{"content":[{"token":"x"}]}}]}',
+    b'{"error":{"message":"CUDA out of memory","code":500}}',
+    b'{"choices":[{"delta":{"content":"unterminated',
+    b"not json at all",
+    b"[1, 2, 3]",
+    b'{"usage":{"completion_tokens":1.5}}',
+    b'{"choices":[{"delta":{"content":"a"},"finish_reason":"st\\u006fp"}]}',
+]
+
+
+def stream_of(events, crlf=False):
+    nl = b"\r\n" if crlf else b"\n"
+    return b"".join(b"data: " + e + nl + nl for e in events) + b"data: [DONE]" + nl + nl
+
+
+def measure(mods, data: bytes, cuts):
+    stream_mod, hdr_mod = mods
+    p = stream_mod.StreamParser()
+    bounds = [0, *sorted(set(cuts)), len(data)]
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        p.feed(data[a:b], 1_000_000 * (i + 1))
+    p.close(10**12)
+    itl, per_token = hdr_mod.Histogram(), hdr_mod.Histogram()
+    p.record_gaps(itl, per_token)
+    return (p.first_text_ns, p.last_text_ns, p.done_ns, p.text_chunks, p.text_bytes, p.usage_completion,
+            p.usage_prompt, p.finish_reason, p.malformed, p.malformed_example, p.error_event,
+            p.multi_token_chunks, p.gaps_ns, p.chunk_tokens, p.events, itl.nonzero(), per_token.nonzero())
+
+
+def cores():
+    return list(zip(both_cores("_stream"), both_cores("_hdr"), strict=True))
+
+
+def test_vllm_chat_stream_is_read_exactly(stream_modules):
+    data = stream_of(VLLM_CHAT)
+    r = measure(stream_modules, data, range(0, len(data), 50))
+    first, last, done, chunks, nbytes, usage, prompt, finish = r[:8]
+    assert chunks == 6  # the role-only chunk does not count
+    texts = [" Hello", " wörld \"quoted\"\n\tnext", "😀 emoji, 中文", "thinking...", "r", " end"]
+    assert nbytes == sum(len(t.encode()) for t in texts)
+    assert (usage, prompt, finish) == (6, 5, "length")
+    assert done and first < last <= done
+
+
+def test_odd_shapes_and_garbage(stream_modules):
+    r = measure(stream_modules, stream_of(ODD), [])
+    malformed, example, error_event = r[8], r[9], r[10]
+    assert malformed == 3 and example.startswith(b'{"choices":[{"delta":{"content":"unterminated')
+    assert error_event == "CUDA out of memory"
+    assert r[7] == "stop"  # an escaped finish_reason is decoded
+
+
+def test_cores_agree_on_every_fixture():
+    for events in (VLLM_CHAT, ODD, VLLM_CHAT + ODD):
+        for crlf in (False, True):
+            data = stream_of(events, crlf)
+            results = [measure(m, data, range(0, len(data), 7)) for m in cores()]
+            assert all(r == results[0] for r in results)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=25), st.booleans())
+def test_random_splits_give_identical_results_on_both_cores(cuts, crlf):
+    """Splits fall anywhere: inside `data:`, inside CRLF, inside multi-byte UTF-8 and escapes."""
+    data = stream_of(VLLM_CHAT + ODD, crlf)
+    cuts = [c % (len(data) + 1) for c in cuts]
+    whole = measure(cores()[0], data, [])
+    for m in cores():
+        r = measure(m, data, cuts)
+        # timestamps depend on the split; every count and value does not
+        assert r[3:12] == whole[3:12] and r[13:15] == whole[13:15]
+    results = [measure(m, data, cuts) for m in cores()]
+    assert all(r == results[0] for r in results)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=8), st.booleans())
+def test_any_text_content_is_counted_identically(texts, ascii_only):
+    events = [json.dumps({"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]},
+                         ensure_ascii=ascii_only).encode() for t in texts]
+    data = stream_of(events)
+    results = [measure(m, data, [len(data) // 3]) for m in cores()]
+    assert all(r == results[0] for r in results)
+    assert results[0][3] == sum(1 for t in texts if t)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300))
+def test_garbage_bytes_never_crash_or_hang(blob):
+    data = b"data: " + blob + b"\n\n" + blob
+    results = [measure(m, data, [len(data) // 2]) for m in cores()]
+    assert all(r == results[0] for r in results)
