@@ -118,6 +118,9 @@ cdef class StreamParser:
     cdef bytes _buf
     cdef list _data
     cdef bint _has_data, _skip_lf
+    # the common event is one `data:` line then a blank line, often in one read: it is
+    # read in place (offsets into the current buffer) without a bytes object of its own
+    cdef Py_ssize_t _pa, _pb
     cdef readonly int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes
     cdef readonly int64_t usage_completion, usage_prompt, malformed, multi_token_chunks, events
     cdef readonly object finish_reason, malformed_example, error_event
@@ -131,6 +134,7 @@ cdef class StreamParser:
         self._data = []
         self._has_data = False
         self._skip_lf = False
+        self._pa = self._pb = -1
         self.first_text_ns = self.last_text_ns = self.done_ns = 0
         self.text_chunks = self.text_bytes = self.malformed = self.multi_token_chunks = self.events = 0
         self.usage_completion = self.usage_prompt = -1
@@ -191,6 +195,7 @@ cdef class StreamParser:
                         self._skip_lf = True
                 start = i + 1
             i += 1
+        self._materialise(p)
         self._buf = buf[start:]
 
     def close(self, int64_t now_ns):
@@ -200,16 +205,29 @@ cdef class StreamParser:
             self._line(p, 0, len(rest), now_ns)
             self._buf = b""
         self._line(p, 0, 0, now_ns)
+        self._materialise(p)
+
+    cdef inline void _materialise(self, const unsigned char* p):
+        """A data line whose event is not complete yet outlives this buffer: copy it."""
+        if self._pa >= 0:
+            self._data.append(p[self._pa:self._pb])
+            self._pa = self._pb = -1
 
     cdef int _line(self, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, int64_t now) except -1:
         cdef Py_ssize_t colon
         cdef bytes payload
         if a == b:
             if self._has_data:
+                self._has_data = False
+                if self._pa >= 0 and not self._data:
+                    a, b = self._pa, self._pb
+                    self._pa = self._pb = -1
+                    self._event(p + a, b - a, now)
+                    return 0
+                self._materialise(p)
                 payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
                 self._data = []
-                self._has_data = False
-                self._event(payload, now)
+                self._event(<const unsigned char*>payload, len(payload), now)
             return 0
         if p[a] == 58:
             return 0
@@ -221,22 +239,24 @@ cdef class StreamParser:
         a = colon + 1 if colon < b else b
         if a < b and p[a] == 32:
             a += 1
-        self._data.append(p[a:b])
+        if self._has_data:
+            self._materialise(p)  # a second data line: the event is joined as bytes
+            self._data.append(p[a:b])
+        else:
+            self._pa, self._pb = a, b
         self._has_data = True
         return 0
 
     # ---------------------------------------------------------------- events
 
-    cdef int _event(self, bytes payload, int64_t now) except -1:
-        cdef const unsigned char* p = payload
-        cdef Py_ssize_t n = len(payload)
+    cdef int _event(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
         self.events += 1
         if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
             if not self.done_ns:
                 self.done_ns = now
             return 0
         if not self._fast(p, n, now):
-            self._slow(payload, now)
+            self._slow(p[:n], now)
         return 0
 
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
