@@ -1,0 +1,99 @@
+"""How close benchc's TTFT and ITL are to the truth: the simulator with a fixed 50 ms
+TTFT and 10 ms steps (ITL), C concurrent streams, its trace as ground truth, for
+each core of benchc's client.
+
+    python benchmarks/accuracy.py [--concurrency 256 1024] [--tokens 24]
+
+Prints p50, p99 and max of |measured - true| per core and C, for TTFT (per request)
+and ITL (per chunk gap, matched by position in the stream), and whether the client
+self-check would have flagged the run (event-loop lag p99 over 5 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0])
+from benchmarks._harness import simulator, worker  # noqa: E402
+
+SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0, "prefill_tok_s": 0.0,
+       "max_num_seqs": 4096, "chunks_per_write": 1}
+
+
+async def run(url: str, c: int, tokens: int) -> dict:
+    import aiohttp
+
+    from benchc.client import RequestRecord, make_connector, make_trace_config, send
+    from benchc.engine import _SelfCheck
+    from benchc.plan import Target
+
+    target = Target(url, None, "completions", "MiniMaxAI/MiniMax-M2.5", None, {}, 600.0, 600.0, None)
+    payload = json.dumps({"model": "MiniMaxAI/MiniMax-M2.5", "prompt": "go", "max_tokens": tokens,
+                          "ignore_eos": True, "stream": True}).encode()
+    headers = {"Content-Type": "application/json"}
+    out = []
+    async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
+                                     trace_configs=[make_trace_config()]) as s:
+        # open the connections first, so the measured requests do not wait on connects
+        await asyncio.gather(*(send(s, url + "/completions", headers, payload,
+                                    RequestRecord(f"warm-{i}", 0, 1, tokens), target) for i in range(c)))
+        check = _SelfCheck()
+        check.start()
+        recs = [RequestRecord(f"r{i}", 0, 1, tokens) for i in range(c)]
+        await asyncio.gather(*(send(s, url + "/completions", headers, payload, r, target) for r in recs))
+        await check.stop()
+        lag = check.lag.summary()
+    for r in recs:
+        out.append({"id": r.id, "ttft_ns": (r.first_text_ns or 0) - r.t0_ns, "gaps": r.parser.gaps_ns,
+                    "ok": r.ok})
+    return {"requests": out, "lag_p99_us": lag.get("p99", 0), "late_ticks": check.late_ticks}
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[256, 1024])
+    ap.add_argument("--tokens", type=int, default=24)
+    a = ap.parse_args()
+    print(f"accuracy: simulator TTFT 50 ms, ITL 10 ms, {a.tokens} tokens/request; cpus={os.cpu_count()}")
+    for c in a.concurrency:
+        for core in ("cython", "python"):
+            with tempfile.TemporaryDirectory() as d:
+                trace = os.path.join(d, "trace.jsonl")
+                with simulator(SIM, trace) as url:
+                    got = worker(__file__, [url, str(c), str(a.tokens)], core)
+                time.sleep(0.2)
+                truth = {t["id"]: t for t in map(json.loads, open(trace))}
+            ttft_err, itl_err = [], []
+            for r in got["requests"]:
+                t = truth.get(r["id"])
+                if not r["ok"] or t is None:
+                    continue
+                times = [ts for ts, _ in t["chunks"]]
+                ttft_err.append(abs(r["ttft_ns"] - (times[0] - t["arrival_ns"])) / 1e6)
+                true_gaps = [b - x for x, b in zip(times, times[1:], strict=False)]
+                itl_err += [abs(m - g) / 1e6 for m, g in zip(r["gaps"], true_gaps, strict=False)]
+            flagged = got["lag_p99_us"] > 5000 and got["late_ticks"] >= 5
+            print(f"  C={c:<5} {core:<6}  TTFT |err| p50 {pct(ttft_err, 50):6.2f} "
+                  f"p99 {pct(ttft_err, 99):6.2f} max {max(ttft_err):6.2f} ms | "
+                  f"ITL |err| p50 {pct(itl_err, 50):6.2f} "
+                  f"p99 {pct(itl_err, 99):6.2f} max {max(itl_err):6.2f} ms | loop lag p99 "
+                  f"{got['lag_p99_us'] / 1000:.1f} ms{' -> flagged client-limited' if flagged else ''}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        url, c, tokens = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(asyncio.run(run(url, c, tokens))))
+    else:
+        main()
