@@ -27,8 +27,12 @@ from benchc.engine import StepContext, run_step
 from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.metrics import PointRecorder
 from benchc.plan import Combination, Plan, Step
+from benchc.redact import redact_argv as _redact_argv
 from benchc.redact import redact_url
 from benchc.results import SCHEMA_VERSION, environment, now_iso, output_path, write_atomic
+from benchc.server import ServerFailed, free_port, launch, log_tail, server_root, stop_server, wait_ready
+from benchc.smoke import run_smoke
+from benchc.telemetry import GpuSampler, cpu_times, host_cpu, scrape, server_summary
 from benchc.thresholds import Threshold
 from benchc.workload import build_prompts, prompts_sha256
 
@@ -96,6 +100,10 @@ def measuring() -> Iterator[None]:
         gc.collect()
 
 
+def _label(combo: Combination) -> str:
+    return (",".join(f"{k}={v}" for k, v in combo.matrix.items()) + ": ") if combo.matrix else ""
+
+
 def _slo_checks(plan: Plan) -> list[Threshold]:
     return [Threshold(s.metric, s.stat, s.op, s.value, False, s.text) for s in plan.slo]
 
@@ -128,9 +136,13 @@ def _expected_lengths(combo: Combination, prompts) -> list[int | None]:
 
 
 class Runner:
-    def __init__(self, plan: Plan, spec_data: dict, opts: RunOptions):
+    def __init__(self, plan: Plan, spec_data: dict, opts: RunOptions, result_path: str = "result.json"):
         self.plan, self.spec_data, self.opts = plan, spec_data, opts
-        self.stop_event = asyncio.Event()
+        self.result_path = result_path
+        self.stop_event = asyncio.Event()  # Ctrl-C / SIGTERM: stop everything
+        self.combo_stop: asyncio.Event | None = None  # also set when this combination's server dies
+        self.combos: list[dict] = []
+        self.failures: list[str] = []
         self.interrupted = False
         self.points: list[dict] = []
         self.requests: list[dict] = []
@@ -149,13 +161,18 @@ class Runner:
             presses += 1
             self.interrupted = True
             self.stop_event.set()
+            if self.combo_stop is not None:
+                self.combo_stop.set()
             if presses == 1:
                 self._say(f"\ninterrupted: finishing in-flight requests (up to {self.opts.grace_s:g}s); "
                           "Ctrl-C again to stop now")
             elif main:
                 main.cancel()
 
+        # SIGTERM (benchc itself being stopped) is handled as Ctrl-C: the server is stopped
+        # and what was measured is written.
         loop.add_signal_handler(signal.SIGINT, on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, on_sigint)
         try:
             for combo in self.plan.combinations:
                 if self.stop_event.is_set():
@@ -166,31 +183,95 @@ class Runner:
                 raise
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
         return self._document()
 
     async def _combination(self, combo: Combination) -> None:
+        """Start or attach, check readiness, smoke-test, sweep, stop: one matrix combination.
+
+        A combination that fails (server never ready, smoke failed, server died) is recorded
+        with the reason and the log tail; the next combination goes on."""
         steps = [s for s in self.plan.steps if s.combination == combo.index]
-        if any(s.kind == "smoke" for s in steps):
-            raise UsageError("smoke checks are not built yet in this version of benchc; "
-                             "remove `smoke` from the spec to run the benchmark")
-        sim = None
+        record: dict = {"combination": combo.index, "matrix": combo.matrix, "status": "ok"}
+        self.combos.append(record)
+        self.combo_stop = cstop = asyncio.Event()
+        if self.stop_event.is_set():
+            cstop.set()
         base_url = self.opts.base_url or combo.target.base_url
-        if not self.opts.base_url:
-            if combo.target.sim is not None:
-                sim = _Sim(combo.target.sim, combo.target.model)
-            elif combo.server and not combo.server.attach:
-                raise UsageError("launching server.command is not built yet in this version of benchc; "
-                                 "start the server yourself and pass --base-url URL (or set "
-                                 "server.attach: true)")
+        server = combo.server
+        sim = launched = monitor = None
+        headers = headers_for(combo.target)
         try:
-            if sim:
+            if not self.opts.base_url and combo.target.sim is not None:
+                sim = _Sim(combo.target.sim, combo.target.model)
                 base_url = await sim.start()
-            await self._sweep(combo, steps, base_url)
+                record["server"] = {"kind": "simulator"}
+            elif not self.opts.base_url and server is not None and not server.attach:
+                argv = list(server.command)
+                if any("{free}" in a for a in argv) or "{free}" in base_url:
+                    port = str(free_port())
+                    argv = [a.replace("{free}", port) for a in argv]
+                    base_url = base_url.replace("{free}", port)
+                log = server.log or os.path.splitext(self.result_path)[0] + f".server-{combo.index}.log"
+                launched = await launch(server, argv, log)
+                record["server"] = {"kind": "launched", "command": _redact_argv(argv), "log": log,
+                                    "pid": launched.proc.pid}
+                self._say(f"{_label(combo)}launched the server (pid {launched.proc.pid}); waiting for "
+                          f"{server.ready_path} (up to {server.ready_timeout_s:g}s), log: {log}")
+                record["server"]["load_time_s"] = round(
+                    await wait_ready(launched, base_url, server, combo.target.model, headers, cstop), 3)
+                self._say(f"{_label(combo)}ready after {record['server']['load_time_s']:.1f}s")
+                monitor = asyncio.create_task(self._watch(launched, cstop, record))
+            elif server is not None:
+                record["server"] = {"kind": "attached"}
+            if combo.smoke:
+                smoke = await run_smoke(combo.smoke, combo.target, base_url, headers, self._secrets(combo))
+                record["smoke"] = smoke
+                for c in smoke["checks"]:
+                    self._say(f"{_label(combo)}smoke {c['name']}: {'passed' if c['passed'] else 'FAILED'} "
+                              f"({c['non_streaming']['excerpt'][:60]!r})")
+                if not smoke["passed"] and not smoke["continue_on_fail"]:
+                    record["status"] = "smoke_failed"
+                    self.failures.append(f"{_label(combo)}smoke checks failed")
+                    return
+            await self._sweep(combo, steps, base_url, cstop)
+        except ServerFailed as e:
+            record["status"] = "server_failed"
+            record["error"] = str(e).split("\n")[0]
+            record["log_tail"] = e.tail
+            self.failures.append(f"{_label(combo)}{e}")
+            self._say(f"ERROR: {_label(combo)}{e}")
         finally:
+            if monitor:
+                monitor.cancel()
+            if launched:
+                status = await stop_server(launched, server.stop_timeout_s)
+                record["server"]["exit_status"] = status
             if sim:
                 await sim.stop()
+            self.combo_stop = None
 
-    async def _sweep(self, combo: Combination, steps: list[Step], base_url: str) -> None:
+    async def _watch(self, launched, cstop: asyncio.Event, record: dict) -> None:
+        """A launched server that exits mid-run stops this combination's load, with its log tail."""
+        status = await launched.proc.wait()
+        if not cstop.is_set():
+            tail = log_tail(launched.log_path)
+            record["status"] = "server_died"
+            record["error"] = f"the server exited with status {status} during the run"
+            record["log_tail"] = tail
+            self.failures.append(f"the server exited with status {status} during the run\n"
+                                 f"--- last lines of the server log ---\n{tail}")
+            self._say(f"ERROR: the server exited with status {status} during the run; "
+                      f"last log lines:\n{tail}")
+            cstop.set()
+
+    def _secrets(self, combo: Combination) -> list[str]:
+        out = [combo.target.api_key or ""]
+        out += [v for k, v in combo.target.headers.items() if "auth" in k.lower() or "key" in k.lower()]
+        return [x for x in out if x]
+
+    async def _sweep(self, combo: Combination, steps: list[Step], base_url: str,
+                     cstop: asyncio.Event) -> None:
         w = combo.workload
         prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(self.plan.spec["path"])))
         if prompts_sha256(prompts) != w.prompts_sha256:
@@ -211,20 +292,21 @@ class Runner:
             ctx = StepContext(session=session, url=endpoint(base_url, target.api),
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
                               expected_output=_expected_lengths(combo, prompts),
-                              stop_event=self.stop_event, grace_s=self.opts.grace_s)
+                              stop_event=cstop, grace_s=self.opts.grace_s)
             checks = _slo_checks(self.plan)
+            root = server_root(base_url)
             for i, step in enumerate(steps):
-                if self.stop_event.is_set():
+                if cstop.is_set():
                     break
                 if step.kind == "warmup":
                     with measuring():
                         await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
                 elif step.kind == "load":
                     with measuring():
-                        await self._point(ctx, step, combo, checks, seed=w.params.get("seed", 0) + i)
-                    if step.cooldown_s and not self.stop_event.is_set():
+                        await self._point(ctx, step, combo, checks, w.params.get("seed", 0) + i, root)
+                    if step.cooldown_s and not cstop.is_set():
                         try:
-                            await asyncio.wait_for(self.stop_event.wait(), step.cooldown_s)
+                            await asyncio.wait_for(cstop.wait(), step.cooldown_s)
                         except TimeoutError:
                             pass
 
@@ -240,18 +322,43 @@ class Runner:
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as e:
             return {"error": f"{type(e).__name__}"}
 
-    async def _point(self, ctx: StepContext, step: Step, combo: Combination, checks, seed: int) -> None:
+    async def _point(self, ctx: StepContext, step: Step, combo: Combination, checks, seed: int,
+                     root: str) -> None:
         rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
                             keep_requests=bool(self.plan.output.get("requests")),
                             open_loop=step.rate_rps is not None)
         ctx.progress = self._progress(step) if sys.stderr.isatty() and not self.opts.quiet else None
-        extra = await run_step(ctx, step, rec, checks, seed=seed)
+        # Telemetry, outside the measured requests: server metrics before/during/after,
+        # GPUs through nvidia-smi when present, the client machine's CPU.
+        metrics_before = await scrape(ctx.session, root)
+        gpu = GpuSampler()
+        has_gpu = await gpu.start()
+        cpu0 = cpu_times()
+        during: list[dict] = []
+        poller = None
+        if metrics_before:
+            poller = asyncio.create_task(self._poll_metrics(ctx.session, root, during))
+        try:
+            extra = await run_step(ctx, step, rec, checks, seed=seed)
+        finally:
+            if poller:
+                poller.cancel()
+            if has_gpu:
+                await gpu.stop()
+        cpu1 = cpu_times()
+        metrics_after = await scrape(ctx.session, root) if metrics_before else None
         summary = rec.summary(extra["steady"])
+        window_s = summary["window"]["duration_s"]
+        summary["telemetry"] = {
+            "gpu": gpu.summary(window_s, summary["tokens"]["output"]),
+            "server": server_summary(metrics_before, metrics_after, during, summary["tokens"]["output"]),
+            "host": host_cpu(cpu0, cpu1),
+        }
         point = {"id": step.id, "combination": combo.index, "matrix": combo.matrix,
                  "params": {"concurrency": step.concurrency, "rate_rps": step.rate_rps,
                             "arrival": step.arrival, "requests": step.requests,
                             "duration_s": step.duration_s},
-                 "complete": not self.stop_event.is_set(), **summary, "client": extra["client"]}
+                 "complete": not ctx.stop_event.is_set(), **summary, "client": extra["client"]}
         # Little's law, L = lambda * W: the in-flight count sampled by the self-check against
         # request/s x mean E2E. A ratio far from 1 means the window or the counts are off.
         little = point["little"]
@@ -277,6 +384,13 @@ class Runner:
         if point["client"]["client_limited"]:
             self._say(f"WARNING: {step.id}: the client itself was saturated "
                       f"({'; '.join(point['client']['reasons'])}): these figures measure benchc")
+
+    async def _poll_metrics(self, session: aiohttp.ClientSession, root: str, out: list[dict]) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            m = await scrape(session, root)
+            if m:
+                out.append(m)
 
     # ------------------------------------------------------------------ output
 
@@ -337,7 +451,7 @@ class Runner:
         elif isinstance(srv.get("command"), str):
             srv["command"] = redact_argv([srv["command"]])[0]
         n_planned = len(self.plan.load_steps())
-        complete = not self.interrupted and len(self.points) == n_planned
+        complete = not self.interrupted and not self.failures and len(self.points) == n_planned
         slo_points = [p for p in self.points if "slo" in p]
         return {
             "schema_version": SCHEMA_VERSION, "benchc_version": __version__, "core": core_name(),
@@ -347,7 +461,8 @@ class Runner:
             "plan": self.plan.to_dict(redact=True), "plan_hash": self.plan.plan_hash,
             "workload_hash": self.plan.workload_hash,
             "environment": environment(type(asyncio.get_event_loop()).__module__.split(".")[0]),
-            "target": self.targets, "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
+            "target": self.targets, "combinations": self.combos,
+            "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
             "slo": {"defined": bool(self.plan.slo), "passed": all(p["slo"]["passed"] for p in slo_points)},
             "errors": self.errors,
         }
@@ -359,7 +474,7 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     path = opts.out or output_path(plan.output["path"], plan.name, plan.plan_hash)
     if opts.out and os.path.exists(opts.out) and not opts.force:
         raise UsageError(f"{opts.out} exists; choose another --out or pass --force")
-    runner = Runner(plan, spec_data, opts)
+    runner = Runner(plan, spec_data, opts, path)
     try:
         import uvloop  # type: ignore[import-not-found]
 
@@ -373,6 +488,8 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=opts.force)
     if runner.interrupted:
         raise Interrupted(f"interrupted; partial result written to {path}")
+    if runner.failures:
+        raise RunError("\n".join(runner.failures) + f"\nresult written to {path}")
     if opts.strict:
         doubts = [f"{p['id']}: client-limited" for p in doc["points"] if p["client"]["client_limited"]]
         doubts += [f"{p['id']}: {p['tokens']['osl']['warning']}" for p in doc["points"]

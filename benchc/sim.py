@@ -64,6 +64,19 @@ class _StampingHandler(RequestHandler):
         super().data_received(data)
 
 
+@web.middleware
+async def _arrival_stamp(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Every request takes its connection's first-bytes stamp, and leaves it clear once
+    handled (body read), so the next request on the connection is stamped afresh."""
+    proto = request.protocol
+    request["arrival_ns"] = getattr(proto, "rx_ns", None) or CLOCK()
+    try:
+        return await handler(request)
+    finally:
+        if isinstance(proto, _StampingHandler):
+            proto.rx_ns = None
+
+
 class Seq:
     """One request inside the engine."""
 
@@ -334,7 +347,7 @@ class SimServer:
         return self.engine.trace
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival_stamp])
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
@@ -430,15 +443,11 @@ class SimServer:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
-        proto = request.protocol
-        arrival = getattr(proto, "rx_ns", None) or CLOCK()
+        arrival = request["arrival_ns"]
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "the request body is not valid JSON", "BadRequestError")
-        finally:
-            if isinstance(proto, _StampingHandler):
-                proto.rx_ns = None  # the body is read: later bytes start the next request
         if body.get("model") != self.cfg.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         if api == "chat":

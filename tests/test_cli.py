@@ -37,8 +37,12 @@ def test_validate_json_format(capsys):
     assert report[0]["valid"] is True and report[0]["load_points"] == 4
 
 
-def test_unbuilt_steps_stop_with_a_clear_error_before_any_load(capsys, tmp_path):
+def test_a_server_command_that_cannot_start_is_reported(capsys, tmp_path):
+    """specs/minimax.yaml launches vllm; on a machine without it the failure is clear and recorded."""
     minimax = os.path.join(REPO, "specs", "minimax.yaml")
-    assert main(["run", minimax, "--out", str(tmp_path / "r.json")]) == 2
-    assert "smoke checks are not built yet" in capsys.readouterr().err
-    assert not (tmp_path / "r.json").exists()
+    out = tmp_path / "r.json"
+    assert main(["run", minimax, "--out", str(out), "--set", "server.log=" + str(tmp_path / "vllm.log"),
+                 "--set", "server.env.PATH=/nonexistent"]) == 3
+    assert "server.command could not start: No such file or directory (vllm)" in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["combinations"][0]["status"] == "server_failed" and doc["points"] == []
