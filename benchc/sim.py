@@ -34,6 +34,8 @@ from benchc.sim_model import SimConfig
 from benchc.workload import VOCABULARY
 
 CLOCK = time.perf_counter_ns
+# where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
+ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
 
 
@@ -69,7 +71,7 @@ async def _arrival_stamp(request: web.Request, handler: Any) -> web.StreamRespon
     """Every request takes its connection's first-bytes stamp, and leaves it clear once
     handled (body read), so the next request on the connection is stamped afresh."""
     proto = request.protocol
-    request["arrival_ns"] = getattr(proto, "rx_ns", None) or CLOCK()
+    request[ARRIVAL_NS] = getattr(proto, "rx_ns", None) or CLOCK()
     try:
         return await handler(request)
     finally:
@@ -443,7 +445,7 @@ class SimServer:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
-        arrival = request["arrival_ns"]
+        arrival = request[ARRIVAL_NS]
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
