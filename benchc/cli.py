@@ -58,6 +58,27 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a preset parameter (YAML value), e.g. max_num_seqs=64")
     sm.add_argument("--config-json", help=argparse.SUPPRESS)  # used by `run` for target.sim
 
+    cp = sub.add_parser("compare", help="compare results (base first); --fail-on gates for CI")
+    cp.add_argument("results", nargs="+", metavar="RESULT")
+    cp.add_argument("--fail-on", action="append", default=[], metavar="GATE",
+                    help="e.g. 'output_tok_s < -5%%', 'ttft.p99 > +10%%', 'error_rate > 1%%' (repeatable)")
+    cp.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+
+    mg = sub.add_parser("merge", help="merge shards of one plan into one result, exactly")
+    mg.add_argument("results", nargs="+", metavar="RESULT")
+    mg.add_argument("-o", "--out", required=True)
+    mg.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+
+    ex = sub.add_parser("export", help="a result as CSV, per-request JSONL, or Benchmark Report v0.2")
+    ex.add_argument("result", metavar="RESULT")
+    ex.add_argument("--format", choices=["csv", "jsonl", "br0.2"], default="csv")
+    ex.add_argument("-o", "--out", help="write here instead of stdout")
+
+    rp = sub.add_parser("report", help="plots (PNG) and a self-contained HTML page of results")
+    rp.add_argument("results", nargs="+", metavar="RESULT")
+    rp.add_argument("--png", metavar="DIR", help="write the plots here as PNG files")
+    rp.add_argument("--html", metavar="FILE", help="write one self-contained HTML page")
+
     r = sub.add_parser("run", help="run a spec and write its result document")
     r.add_argument("spec", metavar="SPEC")
     _add_set(r)
@@ -184,6 +205,50 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from benchc.compare import raise_on_breaches, run_compare
+
+    text, breaches = run_compare(args.results, args.fail_on, args.format)
+    sys.stdout.write(text)
+    raise_on_breaches(breaches)
+    return EXIT_OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from benchc.merge import merge_docs
+    from benchc.results import read, validate_document, write_atomic
+
+    doc = merge_docs([read(p) for p in args.results], args.results)
+    validate_document(doc)
+    write_atomic(args.out, json.dumps(doc, indent=1) + "\n", overwrite=args.force)
+    print(args.out)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from benchc.export import BR02_LEFT_OUT, export
+    from benchc.results import read, write_atomic
+
+    text = export(read(args.result), args.format, args.result)
+    if args.format == "br0.2":
+        print("benchc: Benchmark Report v0.2: left out (not measured by benchc): "
+              + "; ".join(BR02_LEFT_OUT), file=sys.stderr)
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from benchc.report import write_report
+    from benchc.results import read
+
+    for path in write_report([read(p) for p in args.results], args.png, args.html):
+        print(path)
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from benchc import spec as spec_mod
     from benchc.compiler import compile_spec
@@ -202,4 +267,5 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "sim": cmd_sim,
-         "run": cmd_run}
+         "run": cmd_run, "compare": cmd_compare, "merge": cmd_merge, "export": cmd_export,
+         "report": cmd_report}

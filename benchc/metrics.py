@@ -34,15 +34,19 @@ class Recorder:
         self.record_ns(int(us * 1000))
 
     def summary(self) -> dict:
-        h = self.hist
-        n = h.total_count
-        out: dict = {"count": n, "out_of_range": h.out_of_range, "unit": "us"}
-        if n:
-            out.update(mean=round(h.mean, 3), stdev=round(h.stdev, 3), min=h.min, max=h.max)
-            for p in PERCENTILES:
-                out[_pname(p)] = h.value_at_percentile(p)
-            out["hdr"] = h.encode()
-        return out
+        return summarize(self.hist)
+
+
+def summarize(h: Histogram) -> dict:
+    """A latency summary block (microseconds) with the encoded histogram under `hdr`."""
+    n = h.total_count
+    out: dict = {"count": n, "out_of_range": h.out_of_range, "unit": "us"}
+    if n:
+        out.update(mean=round(h.mean, 3), stdev=round(h.stdev, 3), min=h.min, max=h.max)
+        for p in PERCENTILES:
+            out[_pname(p)] = h.value_at_percentile(p)
+        out["hdr"] = h.encode()
+    return out
 
 
 def _pname(p: float) -> str:

@@ -56,6 +56,9 @@ def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -90,3 +93,31 @@ def read(path: str) -> dict:
         raise ResultFormatError(f"{path} is not JSON ({e.msg} at line {e.lineno})") from e
     validate_document(doc)
     return doc
+
+
+# --------------------------------------------------------------------------- reading points
+
+
+def point_key(point: dict) -> tuple:
+    """What makes two points comparable: the load (concurrency or rate) and the matrix values."""
+    params = point["params"]
+    load = ("c", params["concurrency"]) if params.get("concurrency") else ("rate", params.get("rate_rps"))
+    return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
+
+
+def point_label(point: dict) -> str:
+    return point["id"]
+
+
+LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+def metric_value(point: dict, key: str) -> float | None:
+    """`output_tok_s`, `error_rate`, `ttft.p99` (microseconds) ... from a point; None if absent."""
+    if "." in key:
+        metric, stat = key.split(".", 1)
+        block = point["latency"].get(f"{metric}_us") or {}
+        return block.get(stat)
+    if key == "error_rate":
+        return point.get("error_rate")
+    return point["throughput"].get(key)

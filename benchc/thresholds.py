@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchc.units import parse_duration
 
@@ -109,4 +109,5 @@ def parse_gate(text: str) -> Threshold:
     if not m:
         raise ValueError(f"{text!r} is not a gate like 'ttft.p99 > +10%'")
     metric, stat, rest = m.groups()
-    return parse_threshold(metric, f"{stat or ''} {rest}", allow_relative=True)
+    gate = parse_threshold(metric, f"{stat or ''} {rest}", allow_relative=True)
+    return replace(gate, text=text.strip())

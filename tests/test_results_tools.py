@@ -1,0 +1,162 @@
+"""compare, merge and export on real result files (tests/data, made by make_fixtures.py)."""
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from benchc._hdr import Histogram
+from benchc._stream import ns_to_us
+from benchc.cli import main
+from benchc.results import read, validate_document
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+MINIMAX = os.path.join(DATA, "result-v1-minimax.json")
+KIMI = os.path.join(DATA, "result-v1-kimi.json")
+SHARD_A = os.path.join(DATA, "result-v1-shard-a.json")
+SHARD_B = os.path.join(DATA, "result-v1-shard-b.json")
+
+
+def test_every_fixture_is_a_valid_v1_document():
+    for name in os.listdir(DATA):
+        if name.endswith(".json"):
+            assert read(os.path.join(DATA, name))["schema_version"] == 1
+
+
+def test_compare_two_models_on_one_workload(capsys):
+    assert main(["compare", MINIMAX, KIMI, "--format", "json"]) == 0
+    cmp = json.loads(capsys.readouterr().out)
+    assert cmp["warnings"] == []  # same workload_hash
+    rows = {r["point"]: r["metrics"] for r in cmp["points"]}
+    assert list(rows) == ["c=1", "c=2", "c=4"]
+    c1 = rows["c=1"]["output_tok_s"]
+    # minimax ~84 tok/s single-stream, kimi ~61: about -27%
+    assert c1["base"] == pytest.approx(84, rel=0.05) and c1["new"] == pytest.approx(61, rel=0.05)
+    assert -0.32 < c1["change"] < -0.22 and c1["significant"] == "n/a"
+    itl = rows["c=1"]["itl.p50"]
+    assert itl["new"] > itl["base"] and itl["significant"] == "yes"  # 16.4 ms vs 11.85 ms steps
+
+
+def test_compare_against_itself_finds_nothing_significant(capsys):
+    assert main(["compare", MINIMAX, MINIMAX, "--format", "json"]) == 0
+    cmp = json.loads(capsys.readouterr().out)
+    sig = [m["significant"] for r in cmp["points"] for m in r["metrics"].values()]
+    assert "yes" not in sig and "no" in sig
+
+
+def test_fail_on_gates_trip_with_exit_1(capsys):
+    assert main(["compare", MINIMAX, KIMI, "--fail-on", "output_tok_s < -5%"]) == 1
+    err = capsys.readouterr().err
+    assert "gate breached:" in err and "c=1: output_tok_s < -5% (measured -2" in err
+    assert main(["compare", MINIMAX, KIMI, "--fail-on", "error_rate > 1%", "--fail-on",
+                 "output_tok_s < -50%"]) == 0
+    assert main(["compare", MINIMAX, KIMI, "--fail-on", "ttft.p99 > +1000%", "--fail-on",
+                 "itl.p50 > 12ms"]) == 1
+    assert "itl.p50 > 12ms (measured 16." in capsys.readouterr().err
+    assert main(["compare", MINIMAX, KIMI, "--fail-on", "speed < 5%"]) == 2
+
+
+def test_markdown_renders_a_table(capsys):
+    assert main(["compare", MINIMAX, KIMI, "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "| point | metric | base | new | change | beyond noise |" in md
+    assert "|---|---|---|---|---|---|" in md
+    assert "| c=1 | output_tok_s |" in md
+
+
+def test_compare_warns_on_different_workloads(tmp_path, capsys):
+    doc = read(KIMI)
+    doc["workload_hash"] = "0" * 64
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    assert main(["compare", MINIMAX, str(other)]) == 0
+    assert "WARNING: the two runs used different workloads" in capsys.readouterr().out
+
+
+def test_merge_is_exact_count_for_count(tmp_path, capsys):
+    out = tmp_path / "merged.json"
+    assert main(["merge", SHARD_A, SHARD_B, "-o", str(out)]) == 0
+    merged = read(str(out))
+    a, b = read(SHARD_A), read(SHARD_B)
+    # one histogram fed every request's TTFT from both shards' per-request records
+    samples: dict[str, list[float]] = {}
+    for name in ("result-v1-shard-a.requests.jsonl", "result-v1-shard-b.requests.jsonl"):
+        with open(os.path.join(DATA, name)) as f:
+            for line in f:
+                r = json.loads(line)
+                samples.setdefault(r["point"], []).append(r["ttft_us"])
+    for p, pa, pb in zip(merged["points"], a["points"], b["points"], strict=True):
+        h = Histogram()
+        for us in samples[p["id"]]:
+            h.record(ns_to_us(round(us * 1000)))
+        assert Histogram.decode(p["latency"]["ttft_us"]["hdr"]).nonzero() == h.nonzero()
+        assert p["counts"]["sent"] == pa["counts"]["sent"] + pb["counts"]["sent"] == 16
+        assert p["tokens"]["output"] == pa["tokens"]["output"] + pb["tokens"]["output"]
+        assert p["window"]["start_ns"] == min(pa["window"]["start_ns"], pb["window"]["start_ns"])
+        w = p["window"]["duration_s"]
+        assert p["throughput"]["output_tok_s"] == pytest.approx(p["tokens"]["output"] / w, rel=1e-4)
+    assert [m["source"] for m in merged["merged_from"]] == [SHARD_A, SHARD_B]
+
+
+def test_merge_refuses_different_plans(tmp_path, capsys):
+    assert main(["merge", MINIMAX, KIMI, "-o", str(tmp_path / "m.json")]) == 2
+    assert "different plans" in capsys.readouterr().err
+
+
+def test_export_csv_and_jsonl(capsys):
+    assert main(["export", MINIMAX, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["concurrency"] for r in rows] == ["1", "2", "4"]
+    assert float(rows[0]["output_tok_s"]) == pytest.approx(84, rel=0.05)
+    assert float(rows[0]["itl_p50_ms"]) == pytest.approx(11.85, rel=0.05)
+    assert main(["export", SHARD_A, "--format", "jsonl"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 24 and json.loads(lines[0])["point"] == "c=1"
+    assert main(["export", MINIMAX, "--format", "jsonl"]) == 2
+
+
+def test_export_benchmark_report_v02(capsys):
+    assert main(["export", MINIMAX, "--format", "br0.2"]) == 0
+    out = capsys.readouterr()
+    reports = json.loads(out.out)
+    assert len(reports) == 3 and {r["version"] for r in reports} == {"0.2"}
+    r = reports[0]
+    std = r["scenario"]["load"]["standardized"]
+    assert std["tool"] == "benchc" and std["concurrency"] == 1
+    assert std["input_seq_len"] == {"distribution": "fixed", "value": 64}
+    agg = r["results"]["request_performance"]["aggregate"]
+    ttft = agg["latency"]["time_to_first_token"]
+    assert ttft["units"] == "ms" and ttft["p0p1"] <= ttft["p50"] <= ttft["p99p9"]
+    assert agg["latency"]["request_latency"]["units"] == "s"
+    assert agg["throughput"]["output_token_rate"]["mean"] == pytest.approx(84, rel=0.05)
+    assert "left out" in out.err and "time_series" in out.err
+
+
+def test_merged_result_validates():
+    from benchc.merge import merge_docs
+
+    validate_document(merge_docs([read(SHARD_A), read(SHARD_B)], ["a", "b"]))
+
+
+def test_report_writes_pngs_and_a_self_contained_html(tmp_path, capsys):
+    png_dir, page = tmp_path / "png", tmp_path / "report.html"
+    assert main(["report", MINIMAX, KIMI, SHARD_A, SHARD_B, "--png", str(png_dir), "--html", str(page)]) == 0
+    names = sorted(p.name for p in png_dir.iterdir())
+    assert names == ["itl_spectrum.png", "latency_vs_throughput.png", "throughput.png", "ttft_spectrum.png"]
+    for p in png_dir.iterdir():
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+    text = page.read_text()
+    assert text.count('src="data:image/png;base64,') == 4 and "http" not in text.replace("http-equiv", "")
+    assert "(sim minimax-m2.5-tp4)" in text and "(sim kimi-k2.5-nvfp4-tp8)" in text
+    assert main(["report", MINIMAX]) == 2  # nowhere to write
+
+
+def test_report_groups_repeats_of_one_plan_and_separates_other_plans():
+    from benchc.report import collect
+
+    series = collect([read(p) for p in (MINIMAX, KIMI, SHARD_A, SHARD_B)])
+    minimax = [k for k in series if "minimax" in k]
+    assert len(series) == 2 and len(minimax) == 1
+    assert [len(v) for v in series[minimax[0]].values()] == [3, 3, 3]  # three runs of one plan
