@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-HOT_MODULES = ("_sse", "_hdr", "_stream")
+HOT_MODULES = ("_hdr", "_stream")
 
 
 def use_extensions() -> bool:

@@ -22,6 +22,54 @@ def ns_to_us(ns: int) -> int:
     return us if us > 0 else 1
 
 
+def interpret(payload: bytes) -> tuple | None:
+    """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
+    none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
+    message of an error object or None). None when the payload is not a JSON object.
+
+    This is the definition both cores follow: the compiled core reads the common shapes
+    in place and calls this function for everything else.
+    """
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    error = None
+    if "error" in obj:
+        err = obj["error"]
+        error = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+    text, finish = None, None
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        c0 = choices[0]
+        delta = c0.get("delta")
+        if isinstance(delta, dict):
+            for k in _TEXT_KEYS:
+                v = delta.get(k)
+                if isinstance(v, str) and v:
+                    text = v
+                    break
+        else:
+            v = c0.get("text")
+            if isinstance(v, str) and v:
+                text = v
+        fr = c0.get("finish_reason")
+        if isinstance(fr, str) and fr:
+            finish = fr
+    completion = prompt = None
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if isinstance(ct, int) and not isinstance(ct, bool):
+            completion = ct
+        if isinstance(pt, int) and not isinstance(pt, bool):
+            prompt = pt
+    text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
+    return text_bytes, finish, completion, prompt, error
+
+
 class StreamParser:
     __slots__ = ("_sse", "first_text_ns", "last_text_ns", "done_ns", "text_chunks", "text_bytes",
                  "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
@@ -60,52 +108,32 @@ class StreamParser:
             if not self.done_ns:
                 self.done_ns = now
             return
-        try:
-            obj = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            obj = None
-        if not isinstance(obj, dict):
+        self.apply(interpret(payload), payload, now)
+
+    def apply(self, fields: tuple | None, payload: bytes, now: int) -> None:
+        """Update the stream's state with one event's fields (see `interpret`)."""
+        if fields is None:
             self.malformed += 1
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return
-        if "error" in obj:
-            err = obj["error"]
-            self.error_event = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
-        text = None
-        choices = obj.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            c0 = choices[0]
-            delta = c0.get("delta")
-            if isinstance(delta, dict):
-                for k in _TEXT_KEYS:
-                    v = delta.get(k)
-                    if isinstance(v, str) and v:
-                        text = v
-                        break
-            else:
-                v = c0.get("text")
-                if isinstance(v, str) and v:
-                    text = v
-            fr = c0.get("finish_reason")
-            if isinstance(fr, str) and fr:
-                self.finish_reason = fr
+        text_bytes, finish, completion, prompt, error = fields
+        if error is not None:
+            self.error_event = error
+        if finish is not None:
+            self.finish_reason = finish
         tokens = -1
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            ct = usage.get("completion_tokens")
-            if isinstance(ct, int) and not isinstance(ct, bool):
-                if text is not None:
-                    tokens = ct - self._prev_usage
-                    if tokens > 1:
-                        self.multi_token_chunks += 1
-                self._prev_usage = ct
-                self.usage_completion = ct
-            pt = usage.get("prompt_tokens")
-            if isinstance(pt, int) and not isinstance(pt, bool):
-                self.usage_prompt = pt
-        if text is not None:
-            self.text_bytes += len(text.encode("utf-8", "surrogatepass"))
+        if completion is not None:
+            if text_bytes:
+                tokens = completion - self._prev_usage
+                if tokens > 1:
+                    self.multi_token_chunks += 1
+            self._prev_usage = completion
+            self.usage_completion = completion
+        if prompt is not None:
+            self.usage_prompt = prompt
+        if text_bytes:
+            self.text_bytes += text_bytes
             if self.first_text_ns:
                 self.gaps_ns.append(now - self.last_text_ns)
             else:

@@ -7,17 +7,16 @@ shapes (vLLM, SGLang, llama.cpp, OpenAI): `"delta":{"content":"..."}`,
 `"text":"..."`, `"finish_reason"`, `"usage":{...}`. JSON string escapes are
 decoded for the byte count (\\n, \\", \\uXXXX with surrogate pairs). Anything
 else -- an error object, tool calls, logprobs, a string it cannot follow, a
-payload that is not an object -- goes to json.loads, exactly as the Python twin
-does, so both cores give the same results on every input.
+payload that is not an object -- goes to the twin's own `interpret` (json.loads),
+so both cores give the same results on every input.
 """
-
-import json
 
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcmp
 
 from benchc._hdr_c cimport Histogram
+from benchc._stream_py import interpret as _interpret
 
 
 cdef extern from "string.h":
@@ -378,53 +377,30 @@ cdef class StreamParser:
         return 0
 
     cdef int _slow(self, bytes payload, int64_t now) except -1:
-        """The twin's logic (benchc/_stream_py.py, StreamParser._event), verbatim in effect."""
+        """Anything the fast path does not read: the twin's own interpretation of the event."""
         cdef int64_t tokens = -1
-        try:
-            obj = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            obj = None
-        if not isinstance(obj, dict):
+        fields = _interpret(payload)
+        if fields is None:
             self.malformed += 1
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return 0
-        if "error" in obj:
-            err = obj["error"]
-            self.error_event = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
-        text = None
-        choices = obj.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            c0 = choices[0]
-            delta = c0.get("delta")
-            if isinstance(delta, dict):
-                for k in ("content", "reasoning_content", "reasoning"):
-                    v = delta.get(k)
-                    if isinstance(v, str) and v:
-                        text = v
-                        break
-            else:
-                v = c0.get("text")
-                if isinstance(v, str) and v:
-                    text = v
-            fr = c0.get("finish_reason")
-            if isinstance(fr, str) and fr:
-                self.finish_reason = fr
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            ct = usage.get("completion_tokens")
-            if isinstance(ct, int) and not isinstance(ct, bool):
-                if text is not None:
-                    tokens = ct - self._prev_usage
-                    if tokens > 1:
-                        self.multi_token_chunks += 1
-                self._prev_usage = ct
-                self.usage_completion = ct
-            pt = usage.get("prompt_tokens")
-            if isinstance(pt, int) and not isinstance(pt, bool):
-                self.usage_prompt = pt
-        if text is not None:
-            self._text(len(text.encode("utf-8", "surrogatepass")), tokens, now)
+        text_bytes, finish, completion, prompt, error = fields
+        if error is not None:
+            self.error_event = error
+        if finish is not None:
+            self.finish_reason = finish
+        if completion is not None:
+            if text_bytes:
+                tokens = completion - self._prev_usage
+                if tokens > 1:
+                    self.multi_token_chunks += 1
+            self._prev_usage = completion
+            self.usage_completion = completion
+        if prompt is not None:
+            self.usage_prompt = prompt
+        if text_bytes:
+            self._text(text_bytes, tokens, now)
         return 0
 
     # ---------------------------------------------------------------- recording

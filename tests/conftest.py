@@ -27,11 +27,6 @@ def _core(name: str, which: str):
 
 # Every hot-path test runs on both cores; the C one must exist where it was required.
 @pytest.fixture(params=["py", "c"])
-def sse_module(request):
-    return _core("_sse", request.param)
-
-
-@pytest.fixture(params=["py", "c"])
 def hdr_module(request):
     return _core("_hdr", request.param)
 
