@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-HOT_MODULES = ("_hdr", "_stream")
+HOT_MODULES = ("_hdr", "_stream", "_bpe")
 
 
 def use_extensions() -> bool:

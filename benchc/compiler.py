@@ -78,7 +78,7 @@ def compile_spec(spec: Spec) -> Plan:
             target=_target(data["target"]),
             server=_server(data.get("server")),
             smoke=_smoke(data.get("smoke")),
-            workload=_workload(data["workload"], num_prompts, spec.file),
+            workload=_workload(data["workload"], num_prompts, spec.file, data["target"].get("tokenizer")),
         )
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
@@ -107,9 +107,6 @@ def _join(label: str, what: str) -> str:
 
 
 def _target(t: dict) -> Target:
-    if t.get("tokenizer"):
-        raise PlanError("target.tokenizer: exact token counting is not built yet in this "
-                        "version of benchc; remove the key (token counts are word counts)")
     sim = None
     if "sim" in t:
         sim = {"preset": DEFAULTS["target.sim.preset"], **t["sim"]}
@@ -165,7 +162,21 @@ def _smoke(s: dict | None) -> Smoke | None:
     return Smoke(bool(s.get("continue_on_fail", DEFAULTS["smoke.continue_on_fail"])), checks)
 
 
-def _workload(w: dict, num_prompts: int, spec_file: str) -> Workload:
+def load_tokenizer(path: str | None, spec_file: str):
+    """target.tokenizer (relative to the spec's folder), or None."""
+    if not path:
+        return None
+    from benchc.tokenizer import load
+
+    if not os.path.isabs(path) and not spec_file.startswith("<"):
+        path = os.path.join(os.path.dirname(os.path.abspath(spec_file)), path)
+    try:
+        return load(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable tokenizer is a plan error, said plainly
+        raise PlanError(f"target.tokenizer: {e}") from e
+
+
+def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None) -> Workload:
     (kind, cfg), = w["dataset"].items()
     params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"])}
     if kind == "random":
@@ -183,7 +194,8 @@ def _workload(w: dict, num_prompts: int, spec_file: str) -> Workload:
         if kind == "sharegpt" and "output_tokens" in cfg:
             params["output_tokens"] = normalise_length(cfg["output_tokens"])
     base_dir = os.path.dirname(os.path.abspath(spec_file)) if not spec_file.startswith("<") else "."
-    prompts = build_prompts(kind, params, base_dir)
+    tok = load_tokenizer(tokenizer_path, spec_file)
+    prompts = build_prompts(kind, params, base_dir, tok)
     s = w.get("sampling", {})
     ignore_default = DEFAULTS["workload.sampling.ignore_eos." + ("random" if kind == "random" else "files")]
     sampling = Sampling(
@@ -206,7 +218,8 @@ def _workload(w: dict, num_prompts: int, spec_file: str) -> Workload:
         sampling=sampling,
         num_prompts=len(prompts),
         prompts_sha256=prompts_sha256(prompts),
-        input_tokens={"method": "words", **_stats(ins)},
+        input_tokens={"method": "tokenizer" if tok else "words", **_stats(ins)},
+        tokenizer_sha256=tok.sha256 if tok else None,
         output_tokens=_stats(outs) if outs else {},
     )
 

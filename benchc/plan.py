@@ -86,6 +86,7 @@ class Workload:
     prompts_sha256: str  # of the generated prompts, so execute can prove it rebuilt the same ones
     input_tokens: dict  # {"method", "min", "mean", "max"} of the prompts
     output_tokens: dict  # {"min", "mean", "max"} asked of the server, or {} when unset
+    tokenizer_sha256: str | None = None  # of the tokenizer file that sized the prompts
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ class Plan:
         """What makes two runs' requests alike: dataset and sampling, not how many were sent
         (prompt i of a dataset is the same whatever num_prompts is)."""
         return [{"dataset": c.workload.dataset, "sampling": asdict(c.workload.sampling),
-                 "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"}}
+                 "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"},
+                 "tokenizer_sha256": c.workload.tokenizer_sha256}
                 for c in self.combinations]
 
     def _plan_material(self) -> dict:

@@ -23,6 +23,7 @@ import aiohttp
 from benchc import __version__
 from benchc._core import core_name
 from benchc.client import build_body, endpoint, headers_for, make_connector, make_trace_config
+from benchc.compiler import load_tokenizer
 from benchc.engine import StepContext, run_step
 from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.metrics import PointRecorder
@@ -273,7 +274,9 @@ class Runner:
     async def _sweep(self, combo: Combination, steps: list[Step], base_url: str,
                      cstop: asyncio.Event) -> None:
         w = combo.workload
-        prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(self.plan.spec["path"])))
+        spec_path = self.plan.spec["path"]
+        tok = load_tokenizer(combo.target.tokenizer, spec_path)
+        prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
         if prompts_sha256(prompts) != w.prompts_sha256:
             raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                            "(a dataset file changed since `benchc plan`?)")

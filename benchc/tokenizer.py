@@ -17,6 +17,7 @@ A model directory is accepted where a tokenizer.json sits inside it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import unicodedata
@@ -24,7 +25,7 @@ from functools import lru_cache
 
 import regex
 
-from benchc._bpe_py import merge
+from benchc import _bpe
 from benchc.errors import UsageError
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -56,10 +57,13 @@ def _to_bytes(token: str) -> bytes:
 class Tokenizer:
     """encode / count / decode; the same interface for both families."""
 
-    def __init__(self, *, ids: dict[bytes, int], pair_rank, special: dict[str, int], nfc: bool,
-                 splits: list, prefix_space: bool = False, ignore_merges: bool = False):
+    def __init__(self, *, ids: dict[bytes, int], pairs: dict[tuple[int, int], tuple[int, int]],
+                 special: dict[str, int], nfc: bool, splits: list, prefix_space: bool = False,
+                 ignore_merges: bool = False, bpe_cls: type | None = None):
         self.ids = ids
-        self._pair_rank = pair_rank
+        self.pairs = pairs
+        self.byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]
+        self.bpe = (bpe_cls or _bpe.BPE)(self.byte_ids, pairs)
         self.special = special
         self.nfc = nfc
         self.splits = splits  # compiled regexes, applied in order (HF Split / tiktoken pattern)
@@ -70,6 +74,7 @@ class Tokenizer:
                                                    sorted(special, key=len, reverse=True)))
                             if special else None)
         self._cache: dict[bytes, list[int]] = {}
+        self.sha256: str | None = None  # of the file it was loaded from
 
     # ------------------------------------------------------------------ encoding
 
@@ -132,7 +137,7 @@ class Tokenizer:
         if self.ignore_merges and piece in self.ids:
             ids = [self.ids[piece]]
         else:
-            ids = [self.ids[p] for p in merge(piece, self._pair_rank)]
+            ids = self.bpe.merge(piece)
         if len(self._cache) < 100_000:
             self._cache[piece] = ids
         return ids
@@ -141,18 +146,22 @@ class Tokenizer:
 # ---------------------------------------------------------------------- loaders
 
 
-def from_tokenizer_json(path: str) -> Tokenizer:
-    with open(path, encoding="utf-8") as f:
-        d = json.load(f)
+def from_tokenizer_json(path: str, bpe_cls: type | None = None) -> Tokenizer:
+    with open(path, "rb") as f:
+        raw = f.read()
+    d = json.loads(raw)
     model = d.get("model") or {}
     if model.get("type") != "BPE":
         raise UsageError(f"{path}: only BPE tokenizer.json models are supported (this is "
                          f"{model.get('type')!r})")
     ids = {_to_bytes(tok): i for tok, i in model["vocab"].items()}
-    ranks: dict[tuple[bytes, bytes], int] = {}
+    pairs: dict[tuple[int, int], tuple[int, int]] = {}
     for r, m in enumerate(model["merges"]):
         a, b = m.split(" ", 1) if isinstance(m, str) else m
-        ranks.setdefault((_to_bytes(a), _to_bytes(b)), r)
+        ba, bb = _to_bytes(a), _to_bytes(b)
+        ia, ib, iab = ids.get(ba), ids.get(bb), ids.get(ba + bb)
+        if ia is not None and ib is not None and iab is not None:
+            pairs.setdefault((ia, ib), (r, iab))  # a merge's priority is its place in the list
     special = {t["content"]: t["id"] for t in d.get("added_tokens", [])}
     nfc = _has_nfc(d.get("normalizer"))
     splits, prefix_space = [], False
@@ -169,8 +178,11 @@ def from_tokenizer_json(path: str) -> Tokenizer:
                 splits.append(regex.compile(GPT2_PATTERN))
         else:
             raise UsageError(f"{path}: pre-tokenizer {kind!r} is not supported yet")
-    return Tokenizer(ids=ids, pair_rank=lambda a, b: ranks.get((a, b)), special=special, nfc=nfc,
-                     splits=splits, prefix_space=prefix_space, ignore_merges=bool(model.get("ignore_merges")))
+    tok = Tokenizer(ids=ids, pairs=pairs, special=special, nfc=nfc, splits=splits,
+                    prefix_space=prefix_space, ignore_merges=bool(model.get("ignore_merges")),
+                    bpe_cls=bpe_cls)
+    tok.sha256 = hashlib.sha256(raw).hexdigest()
+    return tok
 
 
 def _flatten(pt: dict | None) -> list[dict]:
@@ -191,23 +203,32 @@ def _has_nfc(norm: dict | None) -> bool:
     raise UsageError(f"normalizer {norm.get('type')!r} is not supported yet")
 
 
-def from_tiktoken(path: str, pattern: str, special: dict[str, int], nfc: bool = False) -> Tokenizer:
+def from_tiktoken(path: str, pattern: str, special: dict[str, int], nfc: bool = False,
+                  bpe_cls: type | None = None) -> Tokenizer:
     ranks: dict[bytes, int] = {}
     with open(path, "rb") as f:
         for line in f:
             if line.strip():
                 tok, rank = line.split()
                 ranks[base64.b64decode(tok)] = int(rank)
+    # tiktoken merges the pair whose concatenation has the lowest rank: every split of a
+    # token into two tokens is a merge at that token's rank.
+    pairs: dict[tuple[int, int], tuple[int, int]] = {}
+    for tok, r in ranks.items():
+        for k in range(1, len(tok)):
+            ia, ib = ranks.get(tok[:k]), ranks.get(tok[k:])
+            if ia is not None and ib is not None:
+                pairs[(ia, ib)] = (r, r)
     # tiktoken looks a whole piece up before merging (so do we: ignore_merges); some
     # vocabularies hold tokens that merges alone would never produce.
-    return Tokenizer(ids=ranks, pair_rank=lambda a, b: ranks.get(a + b), special=special, nfc=nfc,
-                     splits=[regex.compile(pattern)], ignore_merges=True)
+    return Tokenizer(ids=ranks, pairs=pairs, special=special, nfc=nfc, splits=[regex.compile(pattern)],
+                     ignore_merges=True, bpe_cls=bpe_cls)
 
 
-def load(path: str) -> Tokenizer:
+def load(path: str, bpe_cls: type | None = None) -> Tokenizer:
     """A tokenizer.json file, or a model directory holding one."""
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
     if not os.path.exists(path):
         raise UsageError(f"no tokenizer at {path}")
-    return from_tokenizer_json(path)
+    return from_tokenizer_json(path, bpe_cls)

@@ -3,8 +3,8 @@
 Without a tokenizer, token counts are word counts: a random prompt of N
 "tokens" is N words drawn from a vocabulary of short common English words, each
 of which is one token in the BPE vocabularies of current models (and exactly one
-token in the embedded simulator). With a tokenizer (target.tokenizer), counts
-are exact; that path comes with the tokenizer.
+token in the embedded simulator). With a tokenizer (target.tokenizer), a random
+prompt has exactly the asked number of tokens by that tokenizer.
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ def draw_length(rng: random.Random, length: dict) -> int:
     return max(1, round(rng.gauss(length["mean"], length["stdev"])))
 
 
-def build_prompts(dataset: str, params: dict, base_dir: str = ".") -> list[Prompt]:
-    """The dataset's prompts, in order; deterministic for given params."""
+def build_prompts(dataset: str, params: dict, base_dir: str = ".", tokenizer=None) -> list[Prompt]:
+    """The dataset's prompts, in order; deterministic for given params (and tokenizer)."""
     if dataset == "random":
-        return _random_prompts(params)
+        return _exact_random_prompts(params, tokenizer) if tokenizer else _random_prompts(params)
     if dataset == "jsonl":
         return _jsonl_prompts(params, base_dir)
     if dataset == "sharegpt":
@@ -104,6 +104,45 @@ def _random_prompts(params: dict) -> list[Prompt]:
         # declared prefix (servers with prefix caching would otherwise hit more).
         body = f"{i}" + (" " + _words(rng, n_in - 1) if n_in > 1 else "")
         text = f"{prefix} {body}" if prefix else body
+        out.append(Prompt(text, None, prefix_n + n_in, n_out))
+    return out
+
+
+def _exact_random_prompts(params: dict, tok) -> list[Prompt]:
+    """Random prompts of exactly the asked number of tokens by `tok`.
+
+    Words are drawn from those of VOCABULARY that are one token with their leading space
+    in this vocabulary; a pre-tokenizer splits before each such word, so each adds exactly
+    one token, and the total is checked by counting the finished prompt. Counted is the
+    prompt text alone: a chat template's own tokens (role markers) come on top, as the
+    server's usage.prompt_tokens shows.
+    """
+    words = [w for w in VOCABULARY if tok.count(" " + w) == 1]
+    if not words:
+        raise PlanError("the tokenizer has none of benchc's one-token words; use a jsonl dataset")
+    rng = random.Random(params["seed"])
+    prefix_rng = random.Random(params["seed"] ^ 0x5EED)
+
+    def extend(text: str, target: int, r: random.Random) -> str:
+        n = tok.count(text) if text else 0
+        while n < target:
+            text += " " + r.choice(words)
+            n += 1
+        if tok.count(text) != target:
+            raise PlanError(f"could not build a prompt of exactly {target} tokens with this tokenizer")
+        return text
+
+    prefix_n = params["prefix_tokens"]
+    prefix = extend("", prefix_n, prefix_rng) if prefix_n else ""
+    out = []
+    for i in range(params["num_prompts"]):
+        n_in = draw_length(rng, params["input_tokens"])
+        n_out = draw_length(rng, params["output_tokens"])
+        # the prompt's own index first, so no two prompts share more than the declared prefix
+        head = f"{prefix} {i}" if prefix else f"{i}"
+        if tok.count(head) > prefix_n + n_in:
+            raise PlanError(f"{n_in} input tokens is too short for prompt {i}'s index and prefix")
+        text = extend(head, prefix_n + n_in, rng)
         out.append(Prompt(text, None, prefix_n + n_in, n_out))
     return out
 

