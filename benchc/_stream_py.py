@@ -25,7 +25,8 @@ def ns_to_us(ns: int) -> int:
 def interpret(payload: bytes) -> tuple | None:
     """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
     none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
-    message of an error object or None). None when the payload is not a JSON object.
+    message of an error object or None; the text or None). None when the payload is not a
+    JSON object.
 
     This is the definition both cores follow: the compiled core reads the common shapes
     in place and calls this function for everything else.
@@ -67,15 +68,17 @@ def interpret(payload: bytes) -> tuple | None:
         if isinstance(pt, int) and not isinstance(pt, bool):
             prompt = pt
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
-    return text_bytes, finish, completion, prompt, error
+    return text_bytes, finish, completion, prompt, error, text
 
 
 class StreamParser:
     __slots__ = ("_sse", "first_text_ns", "last_text_ns", "done_ns", "text_chunks", "text_bytes",
                  "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
-                 "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events")
+                 "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
+                 "_texts")
 
-    def __init__(self) -> None:
+    def __init__(self, keep_text: bool = False) -> None:
+        self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
         self._sse = SSEDecoder()
         self.first_text_ns = 0
         self.last_text_ns = 0
@@ -117,7 +120,7 @@ class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return
-        text_bytes, finish, completion, prompt, error = fields
+        text_bytes, finish, completion, prompt, error, text = fields
         if error is not None:
             self.error_event = error
         if finish is not None:
@@ -134,6 +137,8 @@ class StreamParser:
             self.usage_prompt = prompt
         if text_bytes:
             self.text_bytes += text_bytes
+            if self._texts is not None:
+                self._texts.append(text)
             if self.first_text_ns:
                 self.gaps_ns.append(now - self.last_text_ns)
             else:
@@ -141,6 +146,12 @@ class StreamParser:
             self.last_text_ns = now
             self.text_chunks += 1
             self.chunk_tokens.append(tokens)
+
+    def text(self) -> str:
+        """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
+        if self._texts is None:
+            raise ValueError("this parser was not asked to keep the text")
+        return "".join(self._texts)
 
     def record_gaps(self, itl, itl_token=None) -> None:
         """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's

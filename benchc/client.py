@@ -197,9 +197,10 @@ def make_trace_config() -> aiohttp.TraceConfig:
 
 
 async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: bytes,
-               rec: RequestRecord, target: Target) -> RequestRecord:
-    """Send one streaming request and fill `rec`; never raises except on cancellation."""
-    parser = StreamParser()
+               rec: RequestRecord, target: Target, keep_text: bool = False) -> RequestRecord:
+    """Send one streaming request and fill `rec`; never raises except on cancellation.
+    `keep_text` keeps the output for counting with a tokenizer after the point."""
+    parser = StreamParser(keep_text)
     rec.parser = parser
     timeout = aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s)
     # t0 starts before aiohttp prepares the request; the session's trace hook

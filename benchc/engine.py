@@ -46,6 +46,7 @@ class StepContext:
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
     progress: object = None  # callable(recorder, inflight) or None
+    keep_text: bool = False  # keep outputs to count with the tokenizer after the point
 
 
 class _SelfCheck:
@@ -136,7 +137,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         if check.inflight == target and steady["start_ns"] is None:
             steady["start_ns"] = CLOCK()
         try:
-            await send(ctx.session, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target)
+            await send(ctx.session, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
         finally:
             check.inflight -= 1
             if scheduled_ns is not None:

@@ -292,7 +292,8 @@ class Runner:
                                  "base_url": redact_url(base_url), "model": target.model,
                                  "simulated": target.sim is not None, "models": models,
                                  "max_inflight": widest})
-            ctx = StepContext(session=session, url=endpoint(base_url, target.api),
+            self.tokenizer = tok
+            ctx = StepContext(session=session, url=endpoint(base_url, target.api), keep_text=tok is not None,
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
                               expected_output=_expected_lengths(combo, prompts),
                               stop_event=cstop, grace_s=self.opts.grace_s)
@@ -329,7 +330,7 @@ class Runner:
                      root: str) -> None:
         rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
                             keep_requests=bool(self.plan.output.get("requests")),
-                            open_loop=step.rate_rps is not None)
+                            open_loop=step.rate_rps is not None, keep_text=ctx.keep_text)
         ctx.progress = self._progress(step) if sys.stderr.isatty() and not self.opts.quiet else None
         # Telemetry, outside the measured requests: server metrics before/during/after,
         # GPUs through nvidia-smi when present, the client machine's CPU.
@@ -350,6 +351,8 @@ class Runner:
                 await gpu.stop()
         cpu1 = cpu_times()
         metrics_after = await scrape(ctx.session, root) if metrics_before else None
+        if ctx.keep_text:
+            rec.count_with(self.tokenizer)  # after the measured requests, never among them
         summary = rec.summary(extra["steady"])
         window_s = summary["window"]["duration_s"]
         summary["telemetry"] = {

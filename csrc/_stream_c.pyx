@@ -11,6 +11,8 @@ payload that is not an object -- goes to the twin's own `interpret` (json.loads)
 so both cores give the same results on every input.
 """
 
+import json
+
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcmp
@@ -21,6 +23,15 @@ from benchc._stream_py import interpret as _interpret
 
 cdef extern from "string.h":
     void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen) nogil
+
+
+def _decode_piece(x):
+    """A kept text piece: a str, or the raw bytes of a JSON string (escapes decoded here)."""
+    if isinstance(x, str):
+        return x
+    if b"\\" in x:
+        return json.loads(b'"' + x + b'"')
+    return x.decode("utf-8", "surrogatepass")
 
 
 cdef inline int64_t _to_us(int64_t ns) nogil:
@@ -124,11 +135,13 @@ cdef class StreamParser:
     cdef readonly int64_t usage_completion, usage_prompt, malformed, multi_token_chunks, events
     cdef readonly object finish_reason, malformed_example, error_event
     cdef int64_t _prev_usage
+    cdef list _texts  # None, or the output's pieces: str, or raw JSON string bytes to decode
     cdef int64_t* _gaps
     cdef int64_t* _tokens
     cdef Py_ssize_t _n_gaps, _n_tokens, _cap
 
-    def __cinit__(self):
+    def __cinit__(self, bint keep_text=False):
+        self._texts = [] if keep_text else None
         self._buf = b""
         self._data = []
         self._has_data = False
@@ -149,6 +162,12 @@ cdef class StreamParser:
     def __dealloc__(self):
         free(self._gaps)
         free(self._tokens)
+
+    def text(self):
+        """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
+        if self._texts is None:
+            raise ValueError("this parser was not asked to keep the text")
+        return "".join(_decode_piece(x) for x in self._texts)
 
     @property
     def gaps_ns(self):
@@ -262,6 +281,7 @@ cdef class StreamParser:
         """The known shapes, read in place; False sends the event to json.loads."""
         cdef Py_ssize_t i, j, d, e
         cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1, tokens = -1
+        cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
         cdef bint has_text = False
         cdef object finish = None
         if n < 2 or p[0] != 123 or p[n - 1] != 125:
@@ -287,6 +307,7 @@ cdef class StreamParser:
                         if e - j > 2:
                             has_text = True
                             text_len = nbytes
+                            ts, te = j + 1, e - 1
                             break
                 elif j + 4 <= n and memcmp(p + j, b"null", 4) == 0:
                     continue
@@ -303,6 +324,7 @@ cdef class StreamParser:
                     if e - j > 2:
                         has_text = True
                         text_len = nbytes
+                        ts, te = j + 1, e - 1
                 elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
                     return False
         j = _find(p, 0, n, b'"finish_reason":', 16)
@@ -339,6 +361,8 @@ cdef class StreamParser:
         if pt >= 0:
             self.usage_prompt = pt
         if has_text:
+            if self._texts is not None:
+                self._texts.append(p[ts:te])
             self._text(text_len, tokens, now)
         return True
 
@@ -385,7 +409,7 @@ cdef class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return 0
-        text_bytes, finish, completion, prompt, error = fields
+        text_bytes, finish, completion, prompt, error, text = fields
         if error is not None:
             self.error_event = error
         if finish is not None:
@@ -400,6 +424,8 @@ cdef class StreamParser:
         if prompt is not None:
             self.usage_prompt = prompt
         if text_bytes:
+            if self._texts is not None:
+                self._texts.append(text)
             self._text(text_bytes, tokens, now)
         return 0
 

@@ -161,3 +161,32 @@ load:
         assert len(hf.encode(p.text, add_special_tokens=False).ids) == 576 == p.input_tokens
     prefix = [p.text.split()[:64] for p in prompts]
     assert all(x == prefix[0] for x in prefix)
+
+
+def test_outputs_are_counted_with_the_tokenizer_after_the_point(tmp_path):
+    """The simulator says one word is one token; DeepSeek's tokenizer says otherwise for some
+    words: both counts are in the result, with their disagreement."""
+    from benchc.cli import main
+    from benchc.results import read
+
+    f = tmp_path / "s.yaml"
+    f.write_text(f"""\
+version: 1
+name: counted
+target: {{sim: {{preset: minimax-m2.5-tp4, step_table: [[1, 1.0]]}}, model: m, tokenizer: {DEEPSEEK}}}
+workload:
+  dataset:
+    random: {{input_tokens: 32, output_tokens: 40}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [2]}}
+  requests: 6
+output: {{path: {tmp_path / "r.json"}}}
+""")
+    assert main(["run", str(f), "--quiet"]) == 0
+    tokens = read(str(tmp_path / "r.json"))["points"][0]["tokens"]
+    assert tokens["output_method"] == "usage" and tokens["output"] == 6 * 40
+    counted = tokens["tokenizer"]
+    assert counted["requests"] == 6 and counted["usage"] == 240
+    assert counted["output"] >= 240  # the simulator's words are one token or more each
+    assert counted["relative_difference"] == round((counted["output"] - 240) / 240, 6)
