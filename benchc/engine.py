@@ -107,7 +107,7 @@ def arrival_times(step: Step, n: int, seed: int) -> list[float]:
 
 
 async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks: list | None,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
     """Drive one load (or warmup) step; returns the client self-check and steady-state figures."""
     check = _SelfCheck()
     check.start()
@@ -161,7 +161,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         if step.concurrency:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
         else:
-            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec)
+            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec, shard)
         if tasks:
             if ctx.stop_event.is_set():
                 await asyncio.wait(set(tasks), timeout=ctx.grace_s)
@@ -199,9 +199,13 @@ async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadlin
             spawn(next(issued))
 
 
-async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec) -> None:
+async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec,
+                     shard: tuple[int, int] = (0, 1)) -> None:
+    index, count = shard
     n = step.requests or int(step.rate_rps * step.duration_s * 2 + 16)
-    schedule = arrival_times(step, n, seed)
+    # The plan's schedule; a shard (distributed runs) takes every count-th arrival, so the
+    # shards' union is exactly the plan's schedule.
+    schedule = arrival_times(step, n, seed)[index::count]
     start_ns = CLOCK()
     for offset in schedule:
         scheduled_ns = start_ns + int(offset * 1e9)

@@ -49,6 +49,9 @@ class RunOptions:
     print_json: bool = False
     strict: bool = False
     grace_s: float = 5.0
+    backend: str = "local"  # "local" | "ray"
+    ray_address: str | None = None
+    workers: int = 0  # ray: 0 means one per CPU of the cluster
 
 
 class _Sim:
@@ -144,6 +147,8 @@ class Runner:
         self.combo_stop: asyncio.Event | None = None  # also set when this combination's server dies
         self.combos: list[dict] = []
         self.failures: list[str] = []
+        self.backend = None  # RayBackend when distributed
+        self.backend_info: dict = {"kind": "local"}
         self.interrupted = False
         self.points: list[dict] = []
         self.requests: list[dict] = []
@@ -174,6 +179,13 @@ class Runner:
         # and what was measured is written.
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        if self.opts.backend == "ray":
+            from benchc.ray_backend import RayBackend
+
+            self.backend = RayBackend(self.opts.ray_address, self.opts.workers)
+            hosts = self.backend.start(self.plan)
+            self.backend_info = {"kind": "ray", "workers": len(hosts), "hosts": sorted(set(hosts))}
+            self._say(f"ray: {len(hosts)} workers on {', '.join(sorted(set(hosts)))}")
         try:
             for combo in self.plan.combinations:
                 if self.stop_event.is_set():
@@ -185,6 +197,8 @@ class Runner:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
+            if self.backend:
+                self.backend.stop()
         return self._document()
 
     async def _combination(self, combo: Combination) -> None:
@@ -305,6 +319,8 @@ class Runner:
                 if step.kind == "warmup":
                     with measuring():
                         await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+                elif step.kind == "load" and self.backend:
+                    await self._ray_point(ctx, step, combo, checks, w.params.get("seed", 0) + i, base_url)
                 elif step.kind == "load":
                     with measuring():
                         await self._point(ctx, step, combo, checks, w.params.get("seed", 0) + i, root)
@@ -391,6 +407,21 @@ class Runner:
             self._say(f"WARNING: {step.id}: the client itself was saturated "
                       f"({'; '.join(point['client']['reasons'])}): these figures measure benchc")
 
+    async def _ray_point(self, ctx: StepContext, step: Step, combo: Combination, checks, seed: int,
+                         base_url: str) -> None:
+        """One point, split across the Ray workers and merged exactly."""
+        point, failures = await self.backend.run_point(self.plan.to_dict(redact=False), combo.index, step,
+                                                       base_url, seed)
+        for f in failures:
+            self.failures.append(f)
+            self._say(f"ERROR: {f}")
+        if point is None:
+            return
+        if checks:
+            point["slo"] = _evaluate_slo(checks, point)
+        self.points.append(point)
+        self._say_row(point)
+
     async def _poll_metrics(self, session: aiohttp.ClientSession, root: str, out: list[dict]) -> None:
         while True:
             await asyncio.sleep(1.0)
@@ -467,7 +498,7 @@ class Runner:
             "plan": self.plan.to_dict(redact=True), "plan_hash": self.plan.plan_hash,
             "workload_hash": self.plan.workload_hash,
             "environment": environment(type(asyncio.get_event_loop()).__module__.split(".")[0]),
-            "target": self.targets, "combinations": self.combos,
+            "target": self.targets, "combinations": self.combos, "backend": self.backend_info,
             "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
             "slo": {"defined": bool(self.plan.slo), "passed": all(p["slo"]["passed"] for p in slo_points)},
             "errors": self.errors,

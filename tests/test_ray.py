@@ -1,0 +1,97 @@
+"""Distributed runs on a local Ray cluster (two worker processes) against the simulator."""
+
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from benchc._hdr import Histogram  # noqa: E402
+from benchc.cli import main  # noqa: E402
+from benchc.plan import Step  # noqa: E402
+from benchc.ray_backend import shard_steps, split  # noqa: E402
+from benchc.results import read  # noqa: E402
+
+SPEC = """\
+version: 1
+name: ray
+target:
+  sim: {{preset: minimax-m2.5-tp4}}
+  model: m
+workload:
+  dataset:
+    random: {{input_tokens: 32, output_tokens: {out}}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{{sweep}}}
+  requests: {requests}
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def spec(tmp_path, sweep="concurrency: [4]", out=48, requests=16):
+    f = tmp_path / "ray.yaml"
+    f.write_text(SPEC.format(sweep=sweep, out=out, requests=requests))
+    return str(f)
+
+
+def test_splitting_rules():
+    assert split(256, 4) == [64, 64, 64, 64] and split(7, 3) == [3, 2, 2] and split(None, 2) == [None, None]
+    closed = shard_steps(Step("load", 0, "c=5", concurrency=5, requests=11), 2)
+    assert [(s.concurrency, s.requests) for s in closed] == [(3, 6), (2, 5)]
+    opened = shard_steps(Step("load", 0, "r", rate_rps=10.0, requests=30, max_concurrency=5), 2)
+    assert [(s.rate_rps, s.requests, s.max_concurrency) for s in opened] == [(10.0, 30, 3), (10.0, 30, 2)]
+
+
+def test_two_workers_merge_exactly_and_match_one_worker(tmp_path):
+    path = spec(tmp_path)
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    assert main(["run", path, "--backend", "ray", "--workers", "1", "--out", str(one), "--quiet"]) == 0
+    assert main(["run", path, "--backend", "ray", "--workers", "2", "--out", str(two), "--quiet"]) == 0
+    p1, p2 = read(str(one))["points"][0], read(str(two))["points"][0]
+    assert p2["backend"]["workers"] == 2 and p2["backend"]["completed_shards"] == 2
+    assert p2["counts"]["sent"] == p2["counts"]["completed"] == 16  # the plan's count
+    assert [s["params"]["concurrency"] for s in p2["shards"]] == [2, 2]
+    for key in ("ttft_us", "itl_us", "e2e_us"):
+        total = Histogram()
+        for s in p2["shards"]:
+            total.merge(Histogram.decode(s["hdr"][key]))
+        assert Histogram.decode(p2["latency"][key]["hdr"]).nonzero() == total.nonzero()
+    # minimax preset at C=4: the simulator, not the clients, sets the pace
+    assert p2["throughput"]["output_tok_s"] == pytest.approx(p1["throughput"]["output_tok_s"], rel=0.05)
+
+
+def test_open_loop_shards_take_the_plans_schedule(tmp_path):
+    out = tmp_path / "open.json"
+    assert main(["run", spec(tmp_path, sweep="rate: [20/s]", out=8, requests=15), "--backend", "ray",
+                 "--workers", "2", "--out", str(out), "--quiet"]) == 0
+    p = read(str(out))["points"][0]
+    assert p["counts"]["sent"] == 15 and sorted(s["counts"]["sent"] for s in p["shards"]) == [7, 8]
+    assert "e2e_from_schedule_us" in p["latency"]
+
+
+def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys):
+    path = spec(tmp_path, out=200, requests=8)
+
+    def kill_soon():
+        time.sleep(5.0)  # the actors exist and the point is running
+        ray.kill(ray.get_actor("benchc-worker-1", namespace="benchc"))
+
+    killer = threading.Thread(target=kill_soon)
+    killer.start()
+    out = tmp_path / "dead.json"
+    assert main(["run", path, "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet"]) == 3
+    killer.join()
+    doc = read(str(out))
+    p = doc["points"][0]
+    assert p["complete"] is False and doc["complete"] is False
+    assert p["backend"]["completed_shards"] == 1 and "worker 1 failed" in p["backend"]["failures"][0]
+    assert p["counts"]["completed"] == 4  # the surviving shard's share, all measured
+    assert "worker 1 failed" in capsys.readouterr().err
