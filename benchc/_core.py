@@ -14,6 +14,20 @@ def use_extensions() -> bool:
     return os.environ.get("BENCHC_NO_EXTENSIONS", "") in ("", "0")
 
 
+def select(name: str, attr: str) -> tuple[object, str]:
+    """(`attr` of benchc.{name}_c, "cython") when compiled and allowed, else that of the
+    pure-Python twin benchc.{name}_py with "python". A missing build is not an error:
+    the twin gives the same results, only slower (CI requires the build instead)."""
+    import importlib
+
+    if use_extensions():
+        try:
+            return getattr(importlib.import_module(f"benchc.{name}_c"), attr), "cython"
+        except ImportError:
+            pass
+    return getattr(importlib.import_module(f"benchc.{name}_py"), attr), "python"
+
+
 def core_name() -> str:
     """'cython' when every hot module loaded compiled, else 'python'."""
     import importlib

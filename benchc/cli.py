@@ -281,7 +281,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_mod.load(args.spec, args.overrides)
     plan = compile_spec(spec)
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,
-                      quiet=args.quiet or args.json, print_json=args.json, strict=args.strict,
+                      quiet=args.quiet or args.json, strict=args.strict,
                       backend=args.backend, ray_address=args.ray_address, workers=args.workers)
     doc, path = execute(plan, spec.data, opts)
     if args.json:

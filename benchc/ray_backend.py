@@ -19,7 +19,6 @@ Ray is an optional extra: pip install 'benchc[ray]'.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import time
 from dataclasses import replace
@@ -117,26 +116,18 @@ class LoadWorker:
 
     async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
                   shard: tuple[int, int], start_at: float) -> dict:
-        import json
-
         import aiohttp
 
-        from benchc.client import build_body, endpoint, headers_for, make_connector, make_trace_config
-        from benchc.compiler import load_tokenizer
+        from benchc.client import endpoint, headers_for, make_connector, make_trace_config
         from benchc.engine import StepContext, run_step
         from benchc.metrics import PointRecorder
-        from benchc.runner import _expected_lengths, _slo_checks, measuring
-        from benchc.workload import build_prompts
+        from benchc.runner import _expected_lengths, _slo_checks, measuring, prepare_requests
 
         plan = Plan.from_dict(plan_dict)
         combo = plan.combinations[combo_index]
         step = Step(**step_dict)
-        w, target = combo.workload, combo.target
-        spec_path = plan.spec["path"]
-        tok = load_tokenizer(target.tokenizer, spec_path)
-        prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
-        bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
-                  .encode() for p in prompts]
+        target = combo.target
+        prompts, bodies, _ = prepare_requests(plan, combo)
         checks = _slo_checks(plan)
         rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
                             open_loop=step.rate_rps is not None)

@@ -1,8 +1,8 @@
-"""Execute a Plan: start the target (simulator) or attach, warm up, sweep, write the result.
+"""Execute a Plan: per combination, launch the server (or start the simulator, or attach),
+wait until ready, smoke-test, warm up and sweep; then write the result document.
 
-Steps run in plan order. Server launch (`server.command`) and smoke checks are
-not built yet: a plan that needs them stops with a clear error before any
-load is sent (pass --base-url to attach to a running server instead).
+Every way out -- the end, a failed combination, Ctrl-C, SIGTERM -- stops what was
+started and writes what was measured.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from benchc.metrics import PointRecorder
 from benchc.plan import Combination, Plan, Step
 from benchc.redact import redact_argv as _redact_argv
 from benchc.redact import redact_url
-from benchc.results import SCHEMA_VERSION, environment, now_iso, output_path, write_atomic
+from benchc.results import SCHEMA_VERSION, environment, metric_value, now_iso, output_path, write_atomic
 from benchc.server import ServerFailed, free_port, launch, log_tail, server_root, stop_server, wait_ready
 from benchc.smoke import run_smoke
 from benchc.telemetry import GpuSampler, cpu_times, host_cpu, scrape, server_summary
@@ -46,7 +46,6 @@ class RunOptions:
     out: str | None = None
     force: bool = False
     quiet: bool = False
-    print_json: bool = False
     strict: bool = False
     grace_s: float = 5.0
     backend: str = "local"  # "local" | "ray"
@@ -115,17 +114,27 @@ def _slo_checks(plan: Plan) -> list[Threshold]:
 def _evaluate_slo(checks: list[Threshold], point: dict) -> dict:
     breaches, results = [], []
     for t in checks:
-        if t.metric == "error_rate":
-            value = point["error_rate"]
-        elif t.stat:
-            value = point["latency"][f"{t.metric}_us"].get(t.stat)
-        else:
-            value = point["throughput"].get(t.metric)
+        value = metric_value(point, t.key)
         ok = value is not None and t.holds(value)
         results.append({"threshold": t.text, "value": value, "passed": ok})
         if not ok:
             breaches.append(t.text)
     return {"passed": not breaches, "checks": results}
+
+
+def prepare_requests(plan: Plan, combo: Combination) -> tuple[list, list[bytes], Any]:
+    """(prompts, one serialised request body per prompt, tokenizer or None) of a combination,
+    rebuilt from the plan and checked against the prompts it was compiled with."""
+    w, target = combo.workload, combo.target
+    spec_path = plan.spec["path"]
+    tok = load_tokenizer(target.tokenizer, spec_path)
+    prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
+    if prompts_sha256(prompts) != w.prompts_sha256:
+        raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
+                       "(a dataset or tokenizer file changed since the plan was made?)")
+    bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
+              .encode() for p in prompts]
+    return prompts, bodies, tok
 
 
 def _expected_lengths(combo: Combination, prompts) -> list[int | None]:
@@ -288,15 +297,8 @@ class Runner:
     async def _sweep(self, combo: Combination, steps: list[Step], base_url: str,
                      cstop: asyncio.Event) -> None:
         w = combo.workload
-        spec_path = self.plan.spec["path"]
-        tok = load_tokenizer(combo.target.tokenizer, spec_path)
-        prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
-        if prompts_sha256(prompts) != w.prompts_sha256:
-            raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
-                           "(a dataset file changed since `benchc plan`?)")
         target = combo.target
-        bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
-                  .encode() for p in prompts]
+        prompts, bodies, tok = prepare_requests(self.plan, combo)
         widest = max([s.concurrency or s.max_concurrency or 0 for s in steps] + [1])
         connector = make_connector()
         async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False,
@@ -319,11 +321,13 @@ class Runner:
                 if step.kind == "warmup":
                     with measuring():
                         await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
-                elif step.kind == "load" and self.backend:
-                    await self._ray_point(ctx, step, combo, checks, w.params.get("seed", 0) + i, base_url)
                 elif step.kind == "load":
-                    with measuring():
-                        await self._point(ctx, step, combo, checks, w.params.get("seed", 0) + i, root)
+                    seed = w.params.get("seed", 0) + i
+                    if self.backend:
+                        await self._ray_point(ctx, step, combo, checks, seed, base_url)
+                    else:
+                        with measuring():
+                            await self._point(ctx, step, combo, checks, seed, root)
                     if step.cooldown_s and not cstop.is_set():
                         try:
                             await asyncio.wait_for(cstop.wait(), step.cooldown_s)
