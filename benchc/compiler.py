@@ -75,7 +75,7 @@ def compile_spec(spec: Spec) -> Plan:
         combo = Combination(
             index=index,
             matrix=values,
-            target=_target(data["target"]),
+            target=_target(data["target"], spec.file),
             server=_server(data.get("server")),
             smoke=_smoke(data.get("smoke")),
             workload=_workload(data["workload"], num_prompts, spec.file, data["target"].get("tokenizer")),
@@ -106,10 +106,13 @@ def _join(label: str, what: str) -> str:
     return f"{label}/{what}" if label else what
 
 
-def _target(t: dict) -> Target:
+def _target(t: dict, spec_file: str) -> Target:
     sim = None
     if "sim" in t:
         sim = {"preset": DEFAULTS["target.sim.preset"], **t["sim"]}
+        if sim.get("tokenizer") and not os.path.isabs(sim["tokenizer"]) and not spec_file.startswith("<"):
+            # the simulator runs as a subprocess; give it a path that does not depend on cwd
+            sim["tokenizer"] = os.path.join(os.path.dirname(os.path.abspath(spec_file)), sim["tokenizer"])
     return Target(
         base_url=t["base_url"].rstrip("/") if "base_url" in t else None,
         sim=sim,

@@ -13,7 +13,8 @@ Deliberate choices, each as vLLM's OpenAI server does unless noted:
 - `finish_reason` rides on the last token's chunk; `stream_options.include_usage`
   adds a final chunk with empty `choices` and `usage`;
   `stream_options.continuous_usage_stats` adds `usage` to every chunk;
-- one word is one token, unless a tokenizer is configured (not built yet).
+- one word is one token; with `tokenizer` configured, the output is real tokens of
+  it (each chunk one token's text) and every usage figure is that tokenizer's count.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ CLOCK = time.perf_counter_ns
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
+
+
+def _json_escape(b: bytes) -> bytes:
+    """Token bytes as the inside of a JSON string (a token may be part of a UTF-8 character:
+    such bytes are replaced, as a server decoding per token would)."""
+    return json.dumps(b.decode("utf-8", "replace"))[1:-1].encode()
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
@@ -337,6 +344,11 @@ class SimServer:
         self.faults, self.refuse_for_s = parse_faults(cfg.faults)
         self.picker = FaultPicker(self.faults, cfg.seed)
         self.trace_file = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115
+        self.tok = None
+        if cfg.tokenizer:
+            from benchc.tokenizer import load
+
+            self.tok = load(cfg.tokenizer)
         self.engine = Engine(cfg, self.trace_file)
         self.started_ns = CLOCK()
         self._runner: web.AppRunner | None = None
@@ -433,9 +445,11 @@ class SimServer:
         text = body.get("prompt")
         if text is None and "messages" in body:
             text = " ".join(str(m.get("content", "")) for m in body["messages"])
-        words = str(text or "").split()
-        ids = [VOCABULARY.index(w) if w in VOCABULARY else len(VOCABULARY) + (hash(w) % 100000)
-               for w in words]
+        if self.tok:
+            ids = self.tok.encode(str(text or ""))
+        else:
+            ids = [VOCABULARY.index(w) if w in VOCABULARY else len(VOCABULARY) + (hash(w) % 100000)
+                   for w in str(text or "").split()]
         return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": self.cfg.max_model_len})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -463,7 +477,7 @@ class SimServer:
                 return _error(400, "prompt must be a string", "BadRequestError")
         if int(body.get("n", 1)) != 1:
             return _error(400, "only n=1 is supported", "BadRequestError")
-        input_tokens = len(text.split())
+        input_tokens = self.tok.count(text) if self.tok else len(text.split())
         room = self.cfg.max_model_len - input_tokens
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
@@ -512,6 +526,10 @@ class SimServer:
         # The whole output is drawn up front (one C call), and each chunk is built by
         # two concatenations around pre-encoded pieces: no json.dumps per token.
         seq.text = seq.rng.choices(_WORDS, k=max_tokens)
+        if self.tok:
+            # every vocabulary word is at least one token: these words give enough tokens
+            ids = self.tok.encode(b"".join(seq.text).decode())[:max_tokens]
+            seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
         empty = self.engine._chunk(seq, b"\x00", None)
         seq.head, seq.tail = empty.split(b"\x00")
         self.engine.prompt_tokens_total += input_tokens

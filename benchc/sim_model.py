@@ -44,6 +44,9 @@ class SimConfig:
     # request fields the server silently ignores, as some real servers do with
     # `ignore_eos` and `min_tokens`: lets tests see benchc notice
     ignored_params: list[str] = field(default_factory=list)
+    # a tokenizer.json (or its folder): chunks are real tokens of it and usage is exact;
+    # without one, one word is one token
+    tokenizer: str | None = None
     host: str = "127.0.0.1"
 
     def step_ms(self, batch: int) -> float:

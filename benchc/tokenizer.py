@@ -91,6 +91,13 @@ class Tokenizer:
     def count(self, text: str) -> int:
         return len(self.encode(text))
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes one token stands for."""
+        for text, i in self.special.items():
+            if i == token_id:
+                return text.encode()
+        return self._decode[token_id]
+
     def decode(self, ids: list[int]) -> str:
         inv_special = {v: k.encode() for k, v in self.special.items()}
         return b"".join(inv_special.get(i) or self._decode[i] for i in ids).decode("utf-8", "replace")

@@ -190,3 +190,39 @@ output: {{path: {tmp_path / "r.json"}}}
     assert counted["requests"] == 6 and counted["usage"] == 240
     assert counted["output"] >= 240  # the simulator's words are one token or more each
     assert counted["relative_difference"] == round((counted["output"] - 240) / 240, 6)
+
+
+def test_simulator_with_a_tokenizer_streams_real_tokens():
+    """Issue 3: with a tokenizer the simulator's chunks are token boundaries, usage is exact."""
+    import asyncio
+    import json as _json
+
+    import aiohttp
+
+    from benchc.sim import SimServer
+    from benchc.sim_model import make_config
+
+    async def go():
+        server = SimServer(make_config("instant", tokenizer=DEEPSEEK, model="m"))
+        port = await server.start()
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"model": "m", "messages": [{"role": "user", "content": "你好, tokens!"}],
+                        "max_tokens": 30, "stream": True, "stream_options": {"include_usage": True}}
+                async with s.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as r:
+                    raw = await r.read()
+                async with s.post(f"http://127.0.0.1:{port}/tokenize", json={"prompt": "你好, tokens!"}) as r:
+                    tok = await r.json()
+        finally:
+            await server.stop()
+        return raw, tok
+
+    raw, tok = asyncio.run(go())
+    events = [_json.loads(e[6:]) for e in raw.decode().split("\n\n") if e.startswith("data: {")]
+    texts = [e["choices"][0]["delta"]["content"] for e in events if e["choices"]][1:]  # after the role
+    usage = events[-1]["usage"]
+    hf = HF.from_file(DEEPSEEK)
+    assert len(texts) == usage["completion_tokens"] == 30
+    assert [len(hf.encode(t, add_special_tokens=False).ids) for t in texts] == [1] * 30
+    assert usage["prompt_tokens"] == len(hf.encode("你好, tokens!", add_special_tokens=False).ids)
+    assert tok["count"] == usage["prompt_tokens"]
