@@ -92,10 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress, no table")
     r.add_argument("--json", action="store_true", help="print the result document to stdout")
     r.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    r.add_argument("--backend", choices=["local", "ray"], default="local",
-                   help="ray: split each point across Ray workers (pip install 'benchc[ray]')")
+    r.add_argument("--backend", choices=["local", "ray"],
+                   help="ray: split each point across Ray workers (pip install 'benchc[ray]'); "
+                        "default: the spec's run.backend, else local")
     r.add_argument("--ray-address", help="Ray cluster to join: auto, ray://host:10001, or host:6379")
-    r.add_argument("--workers", type=int, default=0, help="Ray workers (default: one per cluster CPU)")
+    r.add_argument("--workers", type=int, help="Ray workers (default: the spec's, else one per CPU)")
     r.add_argument("--strict", action="store_true",
                    help="exit 6 when a point was client-limited or output lengths were not as asked")
     return p
@@ -277,7 +278,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = compile_spec(spec)
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,
                       quiet=args.quiet or args.json, strict=args.strict,
-                      backend=args.backend, ray_address=args.ray_address, workers=args.workers)
+                      backend=args.backend or plan.run.get("backend", "local"),
+                      ray_address=args.ray_address or plan.run.get("ray_address"),
+                      workers=args.workers or plan.run.get("workers", 0))
     doc, path = execute(plan, spec.data, opts)
     if args.json:
         print(json.dumps(doc, indent=1))

@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "load.cooldown": 0.0,
     "output.path": "results/{name}-{timestamp}.json",
     "output.requests": False,
+    "run.backend": "local",
 }
 
 
@@ -98,6 +99,9 @@ def compile_spec(spec: Spec) -> Plan:
         slo=_slo(d.get("slo") or {}),
         output={"path": d.get("output", {}).get("path", DEFAULTS["output.path"]),
                 "requests": d.get("output", {}).get("requests", DEFAULTS["output.requests"])},
+        run={"backend": d.get("run", {}).get("backend", DEFAULTS["run.backend"]),
+             "ray_address": d.get("run", {}).get("ray_address"),
+             "workers": d.get("run", {}).get("workers", 0)},
     )
     return plan.with_hashes()
 

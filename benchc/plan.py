@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
@@ -145,6 +145,7 @@ class Plan:
     output: dict  # {"path", "requests"}
     workload_hash: str = ""
     plan_hash: str = ""
+    run: dict = field(default_factory=dict)  # how to run it (backend); not part of plan_hash
 
     # ------------------------------------------------------------------ JSON form
 

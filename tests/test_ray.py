@@ -95,3 +95,16 @@ def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys):
     assert p["backend"]["completed_shards"] == 1 and "worker 1 failed" in p["backend"]["failures"][0]
     assert p["counts"]["completed"] == 4  # the surviving shard's share, all measured
     assert "worker 1 failed" in capsys.readouterr().err
+
+
+def test_the_spec_can_choose_the_backend(tmp_path):
+    path = spec(tmp_path, requests=4)
+    with open(path, "a") as f:
+        f.write("run: {backend: ray, workers: 2}\n")
+    out = tmp_path / "spec.json"
+    assert main(["run", path, "--out", str(out), "--quiet"]) == 0
+    p = read(str(out))["points"][0]
+    assert p["backend"]["workers"] == 2 and p["counts"]["sent"] == 4
+    local = tmp_path / "local.json"
+    assert main(["run", path, "--backend", "local", "--out", str(local), "--quiet"]) == 0
+    assert "backend" not in read(str(local))["points"][0]
