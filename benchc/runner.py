@@ -31,7 +31,16 @@ from benchc.plan import Combination, Plan, Step
 from benchc.redact import redact_argv as _redact_argv
 from benchc.redact import redact_url
 from benchc.results import SCHEMA_VERSION, environment, metric_value, now_iso, output_path, write_atomic
-from benchc.server import ServerFailed, free_port, launch, log_tail, server_root, stop_server, wait_ready
+from benchc.server import (
+    ServerFailed,
+    free_port,
+    launch,
+    log_tail,
+    server_root,
+    stop_server,
+    terminate,
+    wait_ready,
+)
 from benchc.smoke import run_smoke
 from benchc.telemetry import GpuSampler, cpu_times, host_cpu, scrape, server_summary
 from benchc.thresholds import Threshold
@@ -71,13 +80,8 @@ class _Sim:
         return line.split("listening on ")[1].split()[0]
 
     async def stop(self) -> None:
-        if self.proc and self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
+        if self.proc:
+            await terminate(self.proc, 10)
 
 
 @contextlib.contextmanager

@@ -137,6 +137,17 @@ async def stop_server(launched: Launched | None, timeout_s: float) -> int | None
     return proc.returncode
 
 
+async def terminate(proc: asyncio.subprocess.Process, timeout_s: float) -> int:
+    """SIGTERM a child process, SIGKILL it after `timeout_s`; waits for it (no zombie)."""
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            proc.kill()
+    return await proc.wait()
+
+
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)

@@ -133,12 +133,10 @@ class GpuSampler:
             self.samples.setdefault(idx, []).append(row)
 
     async def stop(self) -> None:
-        if self.proc and self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 5)
-            except TimeoutError:
-                self.proc.kill()
+        from benchc.server import terminate
+
+        if self.proc:
+            await terminate(self.proc, 5)
         if self._reader:
             try:
                 await asyncio.wait_for(self._reader, 5)

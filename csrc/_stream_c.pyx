@@ -64,11 +64,22 @@ cdef inline int _hex(unsigned char c) nogil:
     return -1
 
 
+cdef inline int _hex4(const unsigned char* p) nogil:
+    """The value of 4 hex digits (a \\uXXXX escape), or -1."""
+    cdef int k, h, v = 0
+    for k in range(4):
+        h = _hex(p[k])
+        if h < 0:
+            return -1
+        v = v * 16 + h
+    return v
+
+
 cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int64_t* nbytes) nogil:
     """p[i] is just after an opening quote: return the index after the closing quote, and the
     UTF-8 byte length of the decoded string in nbytes; -1 when it cannot be followed."""
     cdef int64_t n = 0
-    cdef int k, h, cp, lo
+    cdef int cp, lo
     cdef unsigned char c
     while i < b:
         c = p[i]
@@ -87,23 +98,17 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int6
         if c == 117:  # \uXXXX
             if i + 6 > b:
                 return -1
-            cp = 0
-            for k in range(4):
-                h = _hex(p[i + 2 + k])
-                if h < 0:
-                    return -1
-                cp = cp * 16 + h
+            cp = _hex4(p + i + 2)
+            if cp < 0:
+                return -1
             i += 6
             if 0xD800 <= cp <= 0xDBFF:
                 # a high surrogate: a pair is one 4-byte character; a lone one, 3 bytes (as
                 # Python's surrogatepass counts it)
                 if i + 6 <= b and p[i] == 92 and p[i + 1] == 117:
-                    lo = 0
-                    for k in range(4):
-                        h = _hex(p[i + 2 + k])
-                        if h < 0:
-                            return -1
-                        lo = lo * 16 + h
+                    lo = _hex4(p + i + 2)
+                    if lo < 0:
+                        return -1
                     if 0xDC00 <= lo <= 0xDFFF:
                         n += 4
                         i += 6
