@@ -105,13 +105,6 @@ def point_key(point: dict) -> tuple:
     return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
 
 
-def point_label(point: dict) -> str:
-    return point["id"]
-
-
-LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e")
-
-
 def metric_value(point: dict, key: str) -> float | None:
     """`output_tok_s`, `error_rate`, `ttft.p99` (microseconds) ... from a point; None if absent."""
     if "." in key:

@@ -1,4 +1,4 @@
-"""Units people write in specs: durations, rates, token counts, percentages.
+"""Units people write in specs: durations, rates, token counts.
 
 The regular expressions here are also in benchc/schemas/spec-v1.json (a test
 keeps the two in sync), so the schema rejects what these functions cannot
@@ -16,12 +16,10 @@ RATE_PATTERN = r"^([0-9]+(\.[0-9]+)?)/(s|m|h)$"
 # 512, 1k (1000), 1K (1024), 32k, 1.5M -- vLLM's convention for --max-model-len:
 # a lower-case suffix is decimal, an upper-case one binary.
 TOKENS_PATTERN = r"^([0-9]+(\.[0-9]+)?)([kKmM])$"
-PERCENT_PATTERN = r"^([0-9]+(\.[0-9]+)?)%$"
 
 _DURATION = re.compile(DURATION_PATTERN)
 _RATE = re.compile(RATE_PATTERN)
 _TOKENS = re.compile(TOKENS_PATTERN)
-_PERCENT = re.compile(PERCENT_PATTERN)
 
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PER_SECOND = {"s": 1.0, "m": 1 / 60.0, "h": 1 / 3600.0}
@@ -69,20 +67,3 @@ def parse_tokens(value: str | int) -> int:
     if not m:
         raise ValueError(f"{value!r} is not a token count like 512 or 32k")
     return int(round(float(m.group(1)) * _TOKEN_FACTOR[m.group(3)]))
-
-
-def parse_percent(value: str) -> float:
-    """'1%' -> 0.01."""
-    m = _PERCENT.match(value.strip())
-    if not m:
-        raise ValueError(f"{value!r} is not a percentage like 1%")
-    return float(m.group(1)) / 100.0
-
-
-def format_duration(seconds: float) -> str:
-    """Short human form for tables: 0.0123 -> '12.3ms'."""
-    if seconds >= 1:
-        return f"{seconds:.2f}s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f}ms"
-    return f"{seconds * 1e6:.0f}us"
