@@ -54,6 +54,11 @@ cdef inline Py_ssize_t _skip_ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t
     return i
 
 
+cdef inline bint _is_null(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) nogil:
+    """The JSON value at p[j] is `null`."""
+    return j + 4 <= n and memcmp(p + j, b"null", 4) == 0
+
+
 cdef inline int _hex(unsigned char c) nogil:
     if 48 <= c <= 57:
         return c - 48
@@ -314,7 +319,7 @@ cdef class StreamParser:
                             text_len = nbytes
                             ts, te = j + 1, e - 1
                             break
-                elif j + 4 <= n and memcmp(p + j, b"null", 4) == 0:
+                elif _is_null(p, j, n):
                     continue
                 else:
                     return False
@@ -330,7 +335,7 @@ cdef class StreamParser:
                         has_text = True
                         text_len = nbytes
                         ts, te = j + 1, e - 1
-                elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
+                elif not _is_null(p, j, n):
                     return False
         j = _find(p, 0, n, b'"finish_reason":', 16)
         if j >= 0:
@@ -341,7 +346,7 @@ cdef class StreamParser:
                     return False  # escapes in a finish_reason: let json decode it
                 if e - j > 2:
                     finish = p[j + 1:e - 1].decode("utf-8")
-            elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
+            elif not _is_null(p, j, n):
                 return False
         j = _find(p, 0, n, b'"usage":', 8)
         if j >= 0:
@@ -351,7 +356,7 @@ cdef class StreamParser:
                 pt = self._int_after(p, j, n, b'"prompt_tokens":', 16)
                 if ct == -2 or pt == -2:
                     return False
-            elif not (j + 4 <= n and memcmp(p + j, b"null", 4) == 0):
+            elif not _is_null(p, j, n):
                 return False
         # commit, in the twin's order
         if finish is not None:
