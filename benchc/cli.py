@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: the spec's run.backend, else local")
     r.add_argument("--ray-address", help="Ray cluster to join: auto, ray://host:10001, or host:6379")
     r.add_argument("--workers", type=int, help="Ray workers (default: the spec's, else one per CPU)")
+    r.add_argument("--http", choices=["native", "aiohttp"], default="native",
+                   help="HTTP client of the measured requests: benchc's own HTTP/1.1 reader "
+                        "(default; one C call per socket read) or aiohttp")
     r.add_argument("--strict", action="store_true",
                    help="exit 6 when a point was client-limited or output lengths were not as asked")
     return p
@@ -282,7 +285,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       quiet=args.quiet or args.json, strict=args.strict,
                       backend=args.backend or plan.run.get("backend", "local"),
                       ray_address=args.ray_address or plan.run.get("ray_address"),
-                      workers=args.workers or plan.run.get("workers", 0))
+                      workers=args.workers or plan.run.get("workers", 0), http=args.http)
     doc, path = execute(plan, spec.data, opts)
     if args.json:
         print(json.dumps(doc, indent=1))

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from benchc import http1
 from benchc._stream import StreamParser
 from benchc.plan import Sampling, Target
 from benchc.workload import Prompt
@@ -244,6 +245,12 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         rec.error, rec.error_detail = STREAM_BROKEN if rec.status == 200 else CONNECT, str(e)[:200]
     except aiohttp.ClientError as e:
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
+    return _conclude(rec, parser)
+
+
+def _conclude(rec: RequestRecord, parser: Any) -> RequestRecord:
+    """Copy the parser's measures into the record and judge a stream that ended without
+    a transport error: malformed chunks, an error event, no text, no ending."""
     if rec.end_ns is None:
         rec.end_ns = CLOCK()
     _take(rec, parser)
@@ -257,3 +264,43 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     if rec.error is None and not parser.done_ns and rec.finish_reason is None:
         rec.error, rec.error_detail = STREAM_BROKEN, "the stream ended without [DONE] or a finish_reason"
     return rec
+
+
+async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, rec: RequestRecord,
+                      target: Target, keep_text: bool = False) -> RequestRecord:
+    """As send(), on benchc's own HTTP/1.1 connections (benchc.http1): each socket read
+    is stamped, de-chunked and parsed in one protocol callback, and t0 is taken right
+    after the request is handed to the socket."""
+    parser = StreamParser(keep_text)
+    rec.parser = parser
+    rec.t0_ns = CLOCK()
+
+    def sent() -> None:
+        rec.t0_ns = CLOCK()
+        rec.t0_sent = True
+
+    try:
+        ex = await http1.exchange(pool, pool.origin(url, headers), rec.id, body, parser,
+                                  target.timeout_s, target.idle_timeout_s, sent)
+    except asyncio.CancelledError:
+        rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
+        raise
+    except asyncio.TimeoutError as e:  # noqa: UP041 - the connect did not finish in time
+        rec.error, rec.error_detail = TIMEOUT, f"connect: {e or type(e).__name__}"[:200]
+        return _conclude(rec, parser)
+    except (OSError, ValueError) as e:
+        rec.error, rec.error_detail = CONNECT, (str(e) or type(e).__name__)[:200]
+        return _conclude(rec, parser)
+    rec.status = ex.status
+    if ex.error is None and ex.status != 200:
+        rec.error = HTTP
+        rec.error_detail = f"{ex.status}: {ex.excerpt.decode('utf-8', 'replace')}"
+        rec.end_ns = ex.end_ns
+        return rec
+    if ex.error is not None:
+        kind, rec.error_detail = ex.error
+        # as on aiohttp: a connection lost before a 200 arrived is a connect failure
+        rec.error = CONNECT if kind == STREAM_BROKEN and ex.status != 200 else kind
+    parser.close(ex.end_ns)
+    rec.end_ns = parser.done_ns or ex.end_ns
+    return _conclude(rec, parser)

@@ -20,7 +20,7 @@ from itertools import count
 
 import aiohttp
 
-from benchc.client import CLOCK, RequestRecord, send
+from benchc.client import CLOCK, RequestRecord, send, send_native
 from benchc.metrics import PointRecorder, Recorder
 from benchc.plan import Step
 from benchc.workload import Prompt
@@ -47,6 +47,7 @@ class StepContext:
     grace_s: float = 5.0
     progress: object = None  # callable(recorder, inflight) or None
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
+    pool: object = None  # a benchc.http1.Pool: measured requests go on it instead of the session
 
 
 class _SelfCheck:
@@ -137,7 +138,10 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         if check.inflight == target and steady["start_ns"] is None:
             steady["start_ns"] = CLOCK()
         try:
-            await send(ctx.session, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
+            if ctx.pool is not None:
+                await send_native(ctx.pool, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
+            else:
+                await send(ctx.session, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
         finally:
             check.inflight -= 1
             if scheduled_ns is not None:

@@ -58,7 +58,8 @@ def shard_steps(step: Step, n: int) -> list[Step]:
 
 
 class RayBackend:
-    def __init__(self, address: str | None, workers: int):
+    def __init__(self, address: str | None, workers: int, http: str = "native"):
+        self.http = http
         self.ray = import_ray()
         if not self.ray.is_initialized():
             self.ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -82,7 +83,8 @@ class RayBackend:
         """(merged point or None, failures)."""
         shards = shard_steps(step, len(self.actors))
         start_at = time.time() + START_DELAY_S
-        refs = [a.run.remote(plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at)
+        refs = [a.run.remote(plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
+                               self.http)
                 for i, (a, s) in enumerate(zip(self.actors, shards, strict=False))]
         results, failures = [], []
         for i, ref in enumerate(refs):
@@ -115,9 +117,10 @@ class LoadWorker:
         return socket.gethostname()
 
     async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
-                  shard: tuple[int, int], start_at: float) -> dict:
+                  shard: tuple[int, int], start_at: float, http: str = "native") -> dict:
         import aiohttp
 
+        from benchc import http1
         from benchc.client import endpoint, headers_for, make_connector, make_trace_config
         from benchc.engine import StepContext, run_step
         from benchc.metrics import PointRecorder
@@ -135,11 +138,16 @@ class LoadWorker:
                                          trace_configs=[make_trace_config()]) as session:
             ctx = StepContext(session=session, url=endpoint(base_url, target.api),
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
-                              expected_output=_expected_lengths(combo, prompts))
+                              expected_output=_expected_lengths(combo, prompts),
+                              pool=http1.Pool() if http == "native" else None)
             # every shard waits for the shared wall-clock start
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            with measuring():
-                extra = await run_step(ctx, step, rec, checks, seed=seed, shard=shard)
+            try:
+                with measuring():
+                    extra = await run_step(ctx, step, rec, checks, seed=seed, shard=shard)
+            finally:
+                if ctx.pool is not None:
+                    await ctx.pool.close()
         point = {"id": step.id, "combination": combo_index, "matrix": combo.matrix,
                  "params": {"concurrency": step.concurrency, "rate_rps": step.rate_rps,
                             "arrival": step.arrival, "requests": step.requests,

@@ -22,12 +22,12 @@ SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)
 
 
-def environment(event_loop: str) -> dict:
+def environment(event_loop: str, http_client: str = "native") -> dict:
     import aiohttp
 
     return {"host": socket.gethostname(), "os": platform.platform(), "python": sys.version.split()[0],
             "cpu_count": os.cpu_count(), "event_loop": event_loop, "aiohttp": aiohttp.__version__,
-            "clock": "time.perf_counter_ns (CLOCK_MONOTONIC)"}
+            "http_client": http_client, "clock": "time.perf_counter_ns (CLOCK_MONOTONIC)"}
 
 
 def now_iso() -> str:

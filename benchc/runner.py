@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from benchc import __version__
+from benchc import __version__, http1
 from benchc._core import core_name
 from benchc.client import build_body, endpoint, headers_for, make_connector, make_trace_config
 from benchc.compiler import load_tokenizer
@@ -60,6 +60,7 @@ class RunOptions:
     backend: str = "local"  # "local" | "ray"
     ray_address: str | None = None
     workers: int = 0  # ray: 0 means one per CPU of the cluster
+    http: str = "native"  # the measured requests' client: "native" (benchc.http1) or "aiohttp"
 
 
 class _Sim:
@@ -195,7 +196,7 @@ class Runner:
         if self.opts.backend == "ray":
             from benchc.ray_backend import RayBackend
 
-            self.backend = RayBackend(self.opts.ray_address, self.opts.workers)
+            self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http)
             hosts = self.backend.start(self.plan)
             self.backend_info = {"kind": "ray", "workers": len(hosts), "hosts": sorted(set(hosts))}
             self._say(f"ray: {len(hosts)} workers on {', '.join(sorted(set(hosts)))}")
@@ -316,27 +317,32 @@ class Runner:
             ctx = StepContext(session=session, url=endpoint(base_url, target.api), keep_text=tok is not None,
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
                               expected_output=_expected_lengths(combo, prompts),
-                              stop_event=cstop, grace_s=self.opts.grace_s)
+                              stop_event=cstop, grace_s=self.opts.grace_s,
+                              pool=http1.Pool() if self.opts.http == "native" else None)
             checks = _slo_checks(self.plan)
             root = server_root(base_url)
-            for i, step in enumerate(steps):
-                if cstop.is_set():
-                    break
-                if step.kind == "warmup":
-                    with measuring():
-                        await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
-                elif step.kind == "load":
-                    seed = w.params.get("seed", 0) + i
-                    if self.backend:
-                        await self._ray_point(ctx, step, combo, checks, seed, base_url)
-                    else:
+            try:
+                for i, step in enumerate(steps):
+                    if cstop.is_set():
+                        break
+                    if step.kind == "warmup":
                         with measuring():
-                            await self._point(ctx, step, combo, checks, seed, root)
-                    if step.cooldown_s and not cstop.is_set():
-                        try:
-                            await asyncio.wait_for(cstop.wait(), step.cooldown_s)
-                        except TimeoutError:
-                            pass
+                            await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+                    elif step.kind == "load":
+                        seed = w.params.get("seed", 0) + i
+                        if self.backend:
+                            await self._ray_point(ctx, step, combo, checks, seed, base_url)
+                        else:
+                            with measuring():
+                                await self._point(ctx, step, combo, checks, seed, root)
+                        if step.cooldown_s and not cstop.is_set():
+                            try:
+                                await asyncio.wait_for(cstop.wait(), step.cooldown_s)
+                            except TimeoutError:
+                                pass
+            finally:
+                if ctx.pool is not None:
+                    await ctx.pool.close()
 
     async def _models(self, session: aiohttp.ClientSession, base_url: str, target) -> Any:
         try:
@@ -505,7 +511,8 @@ class Runner:
                      "resolved": resolved},
             "plan": self.plan.to_dict(redact=True), "plan_hash": self.plan.plan_hash,
             "workload_hash": self.plan.workload_hash,
-            "environment": environment(type(asyncio.get_event_loop()).__module__.split(".")[0]),
+            "environment": environment(type(asyncio.get_event_loop()).__module__.split(".")[0],
+                                       self.opts.http),
             "target": self.targets, "combinations": self.combos, "backend": self.backend_info,
             "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
             "slo": {"defined": bool(self.plan.slo), "passed": all(p["slo"]["passed"] for p in slo_points)},

@@ -6,7 +6,11 @@ each core of benchc's client.
 
 Prints p50, p99 and max of |measured - true| per core and C, for TTFT (per request)
 and ITL (per chunk gap, matched by position in the stream), and whether the client
-self-check would have flagged the run (event-loop lag p99 over 5 ms).
+self-check would have flagged the run (event-loop lag p99 over 5 ms). Then the two
+parts of the TTFT difference, on the one monotonic clock both processes share: the
+client's stamp of every text chunk minus the simulator's write of it (the client's own
+error), and the simulator's arrival stamp minus the client's send (how late the
+single-threaded simulator read the request: the trace's TTFT leaves that wait out).
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0,
        "max_num_seqs": 4096, "chunks_per_write": 1}
 
 
-async def run(url: str, c: int, tokens: int) -> dict:
+async def run(url: str, c: int, tokens: int, http: str = "native") -> dict:
     import aiohttp
 
-    from benchc.client import RequestRecord, make_connector, make_trace_config, send
+    from benchc import http1
+    from benchc.client import RequestRecord, make_connector, make_trace_config, send, send_native
     from benchc.engine import _SelfCheck
     from benchc.plan import Target
 
@@ -38,20 +43,26 @@ async def run(url: str, c: int, tokens: int) -> dict:
                           "ignore_eos": True, "stream": True}).encode()
     headers = {"Content-Type": "application/json"}
     out = []
-    async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
-                                     trace_configs=[make_trace_config()]) as s:
+    if http == "native":
+        s, sender = http1.Pool(), send_native
+    else:
+        s, sender = aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
+                                          trace_configs=[make_trace_config()]), send
+    try:
         # open the connections first, so the measured requests do not wait on connects
-        await asyncio.gather(*(send(s, url + "/completions", headers, payload,
-                                    RequestRecord(f"warm-{i}", 0, 1, tokens), target) for i in range(c)))
+        await asyncio.gather(*(sender(s, url + "/completions", headers, payload,
+                                      RequestRecord(f"warm-{i}", 0, 1, tokens), target) for i in range(c)))
         check = _SelfCheck()
         check.start()
         recs = [RequestRecord(f"r{i}", 0, 1, tokens) for i in range(c)]
-        await asyncio.gather(*(send(s, url + "/completions", headers, payload, r, target) for r in recs))
+        await asyncio.gather(*(sender(s, url + "/completions", headers, payload, r, target) for r in recs))
         await check.stop()
         lag = check.lag.summary()
+    finally:
+        await s.close()
     for r in recs:
-        out.append({"id": r.id, "ttft_ns": (r.first_text_ns or 0) - r.t0_ns, "gaps": r.parser.gaps_ns,
-                    "ok": r.ok})
+        out.append({"id": r.id, "t0_ns": r.t0_ns, "first_ns": r.first_text_ns or 0,
+                    "ttft_ns": (r.first_text_ns or 0) - r.t0_ns, "gaps": r.parser.gaps_ns, "ok": r.ok})
     return {"requests": out, "lag_p99_us": lag.get("p99", 0), "late_ticks": check.late_ticks}
 
 
@@ -67,14 +78,15 @@ def main() -> None:
     a = ap.parse_args()
     print(f"accuracy: simulator TTFT 50 ms, ITL 10 ms, {a.tokens} tokens/request; cpus={os.cpu_count()}")
     for c in a.concurrency:
-        for core in ("cython", "python"):
+        for label, core, http in (("cython", "cython", "native"), ("python", "python", "native"),
+                                  ("cython/aiohttp", "cython", "aiohttp")):
             with tempfile.TemporaryDirectory() as d:
                 trace = os.path.join(d, "trace.jsonl")
                 with simulator(SIM, trace) as url:
-                    got = worker(__file__, [url, str(c), str(a.tokens)], core)
+                    got = worker(__file__, [url, str(c), str(a.tokens), http], core)
                 time.sleep(0.2)
                 truth = {t["id"]: t for t in map(json.loads, open(trace))}
-            ttft_err, itl_err = [], []
+            ttft_err, itl_err, stamp_err, read_lag = [], [], [], []
             for r in got["requests"]:
                 t = truth.get(r["id"])
                 if not r["ok"] or t is None:
@@ -83,17 +95,33 @@ def main() -> None:
                 ttft_err.append(abs(r["ttft_ns"] - (times[0] - t["arrival_ns"])) / 1e6)
                 true_gaps = [b - x for x, b in zip(times, times[1:], strict=False)]
                 itl_err += [abs(m - g) / 1e6 for m, g in zip(r["gaps"], true_gaps, strict=False)]
+                # one clock for both processes: the client's stamp of each text chunk against
+                # the simulator's write of it, and the simulator's arrival against the send
+                stamps = [r["first_ns"]]
+                for g in r["gaps"]:
+                    stamps.append(stamps[-1] + g)
+                stamp_err += [(m - w) / 1e6 for m, w in zip(stamps, times, strict=False)]
+                read_lag.append((t["arrival_ns"] - r["t0_ns"]) / 1e6)
             flagged = got["lag_p99_us"] > 5000 and got["late_ticks"] >= 5
-            print(f"  C={c:<5} {core:<6}  TTFT |err| p50 {pct(ttft_err, 50):6.2f} "
+            print(f"  C={c:<5} {label:<14}  TTFT |err| p50 {pct(ttft_err, 50):6.2f} "
                   f"p99 {pct(ttft_err, 99):6.2f} max {max(ttft_err):6.2f} ms | "
                   f"ITL |err| p50 {pct(itl_err, 50):6.2f} "
                   f"p99 {pct(itl_err, 99):6.2f} max {max(itl_err):6.2f} ms | loop lag p99 "
                   f"{got['lag_p99_us'] / 1000:.1f} ms{' -> flagged client-limited' if flagged else ''}")
+            print(f"  {'':<22}chunk stamp - server write p50 {pct(stamp_err, 50):6.2f} "
+                  f"p99 {pct(stamp_err, 99):6.2f} max {max(stamp_err):6.2f} ms | "
+                  f"server read lag (arrival - send) p50 {pct(read_lag, 50):6.2f} "
+                  f"p99 {pct(read_lag, 99):6.2f} ms")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        url, c, tokens = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        print(json.dumps(asyncio.run(run(url, c, tokens))))
+        url, c, tokens, http = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+        try:  # the loop `benchc run` uses: uvloop when installed
+            import uvloop
+        except ImportError:
+            print(json.dumps(asyncio.run(run(url, c, tokens, http))))
+        else:
+            print(json.dumps(uvloop.run(run(url, c, tokens, http))))
     else:
         main()

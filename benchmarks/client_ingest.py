@@ -1,5 +1,6 @@
 """How many streamed tokens a client can ingest per CPU-second: benchc's client on
-its Cython core and on its Python core, and a minimal aiohttp line reader that
+its own HTTP/1.1 reader (Cython and Python cores), on aiohttp (Cython core), and a
+minimal aiohttp line reader that
 JSON-parses each event (what most Python benchmark clients do), against the same
 simulator in another process (`instant` preset: no delays), one token per SSE event.
 
@@ -59,13 +60,15 @@ async def _loop(session, one, n: int) -> int:
     return total
 
 
-async def run_benchc(url: str, c: int, n: int, tokens: int) -> dict:
+async def run_benchc(url: str, c: int, n: int, tokens: int, http: str = "native") -> dict:
     """benchc's own client path: send() with its stream parser, then the point's recorders."""
     import aiohttp
 
-    from benchc.client import RequestRecord, make_connector, make_trace_config, send
+    from benchc import http1
+    from benchc.client import RequestRecord, make_connector, make_trace_config, send, send_native
     from benchc.metrics import PointRecorder
     from benchc.plan import Target
+    from benchc.runner import measuring
 
     target = Target(url, None, "chat", "benchc-sim", None, {}, 600.0, 600.0, None)
     rec = PointRecorder(c)
@@ -74,13 +77,22 @@ async def run_benchc(url: str, c: int, n: int, tokens: int) -> dict:
 
     async def one(s) -> int:
         r = RequestRecord("r", 0, 1, tokens)
-        await send(s, endpoint, headers, payload, r, target)
+        await (send_native if http == "native" else send)(s, endpoint, headers, payload, r, target)
         rec.add(r)
         return r.output_tokens if r.ok else 0
 
-    async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
-                                     trace_configs=[make_trace_config()]) as s:
-        return await measured(s, one, c, n)
+    # as `benchc run` does inside a measured point, the collector is held off
+    if http == "native":
+        pool = http1.Pool()
+        try:
+            with measuring():
+                return await measured(pool, one, c, n)
+        finally:
+            await pool.close()
+    with measuring():
+        async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
+                                         trace_configs=[make_trace_config()]) as s:
+            return await measured(s, one, c, n)
 
 
 async def run_line_reader(url: str, c: int, n: int, tokens: int) -> dict:
@@ -104,9 +116,26 @@ async def run_line_reader(url: str, c: int, n: int, tokens: int) -> dict:
 
 
 def worker_main(a: list[str]) -> None:
-    kind, url, c, n, tokens = a[0], a[1], int(a[2]), int(a[3]), int(a[4])
-    fn = run_benchc if kind == "benchc" else run_line_reader
-    print(json.dumps(asyncio.run(fn(url, c, n, tokens))))
+    kind, url, c, n, tokens, loop = a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5]
+    if kind == "reader":
+        run = run_line_reader(url, c, n, tokens)
+    else:
+        run = run_benchc(url, c, n, tokens, "aiohttp" if kind == "benchc-aiohttp" else "native")
+    if loop == "uvloop":
+        import uvloop
+
+        print(json.dumps(uvloop.run(run)))
+    else:
+        print(json.dumps(asyncio.run(run)))
+
+
+def default_loop() -> str:
+    """The loop `benchc run` uses: uvloop when installed (pip install 'benchc[fast]')."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
 
 
 def main() -> None:
@@ -115,21 +144,25 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--requests-per-stream", type=int, default=4)
     ap.add_argument("--modes", nargs="+", default=list(MODES))
+    ap.add_argument("--loop", choices=["asyncio", "uvloop"], default=default_loop(),
+                    help="event loop of every client (default: what benchc run uses)")
     a = ap.parse_args()
     import os
     print(f"client_ingest: {a.tokens} tokens/request, one token per SSE event, "
-          f"{a.requests_per_stream} requests per stream; cpus={os.cpu_count()}")
+          f"{a.requests_per_stream} requests per stream, {a.loop} loop; cpus={os.cpu_count()}")
     for mode in a.modes:
         with simulator(MODES[mode]) as url:
             for c in a.concurrency:
                 rows = {}
                 for label, kind, core in (("benchc cython", "benchc", "cython"),
                                           ("benchc python", "benchc", "python"),
+                                          ("benchc cython/aiohttp", "benchc-aiohttp", "cython"),
                                           ("aiohttp line reader", "reader", None)):
-                    r = worker(__file__, [kind, url, str(c), str(a.requests_per_stream), str(a.tokens)], core)
+                    args = [kind, url, str(c), str(a.requests_per_stream), str(a.tokens), a.loop]
+                    r = worker(__file__, args, core)
                     rows[label] = r
                     per_cpu = r["tokens"] / r["cpu_s"] if r["cpu_s"] else float("nan")
-                    print(f"  {mode:<9} C={c:<5} {label:<20} {r['tokens'] / r['wall_s']:>11,.0f} tok/s  "
+                    print(f"  {mode:<9} C={c:<5} {label:<21} {r['tokens'] / r['wall_s']:>11,.0f} tok/s  "
                           f"cpu {r['cpu_s']:6.2f}s  {per_cpu:>11,.0f} tok/cpu-s")
                 cy, rd = rows["benchc cython"], rows["aiohttp line reader"]
                 ratio = (cy["tokens"] / cy["cpu_s"]) / (rd["tokens"] / rd["cpu_s"])

@@ -1,21 +1,23 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """One response stream, measured, in C; same API and results as benchc/_stream_py.py.
 
-One call per socket read: SSE framing, and for each event a fast path that
-reads the few fields benchc needs straight from the bytes of the known chunk
-shapes (vLLM, SGLang, llama.cpp, OpenAI): `"delta":{"content":"..."}`,
-`"text":"..."`, `"finish_reason"`, `"usage":{...}`. JSON string escapes are
-decoded for the byte count (\\n, \\", \\uXXXX with surrogate pairs). Anything
-else -- an error object, tool calls, logprobs, a string it cannot follow, a
-payload that is not an object -- goes to the twin's own `interpret` (json.loads),
-so both cores give the same results on every input.
+One call per socket read: SSE framing (memchr per line), and for each event a
+fast path that reads the few fields benchc needs in place: one pass over the event
+skips strings with memchr, counts nesting outside them, and notes where the values of
+the keys it reads begin (`delta` and its direct `content` / `reasoning_content` /
+`reasoning`, `text`, `finish_reason`, `usage` and its direct token counts). JSON
+string escapes are decoded for the byte count (\\n, \\", \\uXXXX with surrogate
+pairs). Anything else -- repeated keys, an error or tool_calls key, a logprobs
+object, a string it cannot follow, a payload that is not an object -- goes to the
+twin's own `interpret` (json.loads), so both cores give the same results on every
+input.
 """
 
 import json
 
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcmp
+from libc.string cimport memchr, memcmp
 
 from benchc._hdr_c cimport Histogram
 from benchc._stream_py import interpret as _interpret
@@ -46,6 +48,17 @@ cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t a, Py_ssize_t b,
         return -1
     hit = <const unsigned char*>memmem(p + a, b - a, needle, n)
     return -1 if hit == NULL else hit - p
+
+
+cdef inline Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) nogil:
+    """The index of the first CR or LF in p[a:n], or -1. memchr for LF (SSE servers end
+    lines with LF), then for a CR before it: two vectorised scans instead of a byte loop."""
+    cdef const unsigned char* lf = <const unsigned char*>memchr(p + a, 10, n - a)
+    cdef Py_ssize_t end = (lf - p) if lf != NULL else n
+    cdef const unsigned char* cr = <const unsigned char*>memchr(p + a, 13, end - a)
+    if cr != NULL:
+        return cr - p
+    return end if lf != NULL else -1
 
 
 cdef inline Py_ssize_t _skip_ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) nogil:
@@ -134,6 +147,121 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int6
     return -1
 
 
+cdef struct Keys:
+    # where the value of each key benchc reads starts (-1: absent): one pass finds them all
+    Py_ssize_t delta, text, finish, usage  # the first anywhere
+    Py_ssize_t text_key[3]  # content / reasoning_content / reasoning, direct keys of that delta
+    Py_ssize_t completion, prompt  # direct keys of that usage object
+    bint unusual  # an "error" or "tool_calls" key, a "logprobs" object, a repeated key: json.loads
+
+
+cdef inline bint _key_is(const unsigned char* k, Py_ssize_t klen, const char* name,
+                         Py_ssize_t nlen) noexcept nogil:
+    return klen == nlen and memcmp(k, name, nlen) == 0
+
+
+cdef inline void _first(Py_ssize_t* slot, Py_ssize_t value, Keys* f) noexcept nogil:
+    if slot[0] >= 0:
+        f.unusual = True  # json.loads keeps the last of repeated keys; leave those to it
+    else:
+        slot[0] = value
+
+
+cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
+    """Walks the event once: strings are skipped with memchr, nesting is counted outside
+    them, and each key (a string followed by ':') that benchc reads is recorded with the
+    start of its value. False when a string does not end inside the event."""
+    cdef Py_ssize_t i = 0, e, t, v, klen, val
+    cdef const unsigned char* q
+    cdef const unsigned char* key
+    cdef int depth = 0, delta_depth = -1, usage_depth = -1, k
+    cdef unsigned char c
+    f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = -1
+    f.text_key[0] = f.text_key[1] = f.text_key[2] = -1
+    f.unusual = False
+    while i < n:
+        c = p[i]
+        if c == 34:
+            e = i + 1
+            while True:  # the closing quote: one not escaped by an odd run of backslashes
+                q = <const unsigned char*>memchr(p + e, 34, n - e)
+                if q == NULL:
+                    return False
+                e = q - p
+                t = e - 1
+                while p[t] == 92:
+                    t -= 1
+                if (e - 1 - t) % 2 == 0:
+                    break
+                e += 1
+            v = _skip_ws(p, e + 1, n)
+            if v >= n or p[v] != 58:  # a value, not a key
+                i = e + 1
+                continue
+            key, klen = p + i + 1, e - i - 1
+            val = _skip_ws(p, v + 1, n)
+            if val >= n:
+                return False
+            i = v + 1
+            if _key_is(key, klen, b"error", 5) or _key_is(key, klen, b"tool_calls", 10):
+                f.unusual = True
+            elif _key_is(key, klen, b"logprobs", 8):
+                if p[val] == 123:
+                    f.unusual = True
+            elif _key_is(key, klen, b"delta", 5):
+                if f.delta < 0:
+                    f.delta = val
+                    if p[val] == 123:
+                        delta_depth = depth + 1
+            elif depth == delta_depth and (_key_is(key, klen, b"content", 7) or
+                                           _key_is(key, klen, b"reasoning_content", 17) or
+                                           _key_is(key, klen, b"reasoning", 9)):
+                k = 0 if klen == 7 else (1 if klen == 17 else 2)
+                _first(&f.text_key[k], val, f)
+            elif _key_is(key, klen, b"text", 4):
+                if f.text < 0:
+                    f.text = val
+            elif _key_is(key, klen, b"finish_reason", 13):
+                if f.finish < 0:
+                    f.finish = val
+            elif _key_is(key, klen, b"usage", 5):
+                if f.usage < 0:
+                    f.usage = val
+                    if p[val] == 123:
+                        usage_depth = depth + 1
+            elif depth == usage_depth and _key_is(key, klen, b"completion_tokens", 17):
+                _first(&f.completion, val, f)
+            elif depth == usage_depth and _key_is(key, klen, b"prompt_tokens", 13):
+                _first(&f.prompt, val, f)
+        elif c == 123 or c == 91:
+            depth += 1
+            i += 1
+        elif c == 125 or c == 93:
+            depth -= 1
+            if depth < delta_depth:
+                delta_depth = -2  # that delta closed; only the first one counts
+            if depth < usage_depth:
+                usage_depth = -2
+            i += 1
+        else:
+            i += 1
+    return True
+
+
+cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
+    """The non-negative integer at p[j]; -1 when j < 0 (absent), -2 when unreadable."""
+    cdef int64_t v = 0
+    cdef Py_ssize_t start = j
+    if j < 0:
+        return -1
+    while j < n and 48 <= p[j] <= 57:
+        v = v * 10 + (p[j] - 48)
+        j += 1
+    if j == start or j - start > 15 or (j < n and (p[j] == 46 or p[j] == 101 or p[j] == 69)):
+        return -2
+    return v
+
+
 cdef class StreamParser:
     cdef bytes _buf
     cdef list _data
@@ -210,19 +338,18 @@ cdef class StreamParser:
         if self._skip_lf and n > 0 and p[0] == 10:
             start = 1
         self._skip_lf = False
-        i = start
-        while i < n:
-            c = p[i]
-            if c == 10 or c == 13:
-                self._line(p, start, i, now_ns)
-                if c == 13:
-                    if i + 1 < n:
-                        if p[i + 1] == 10:
-                            i += 1
-                    else:
-                        self._skip_lf = True
-                start = i + 1
-            i += 1
+        while start < n:
+            i = _line_end(p, start, n)
+            if i < 0:
+                break
+            self._line(p, start, i, now_ns)
+            if p[i] == 13:
+                if i + 1 < n:
+                    if p[i + 1] == 10:
+                        i += 1
+                else:
+                    self._skip_lf = True
+            start = i + 1
         self._materialise(p)
         self._buf = buf[start:]
 
@@ -259,7 +386,10 @@ cdef class StreamParser:
             return 0
         if p[a] == 58:
             return 0
-        colon = _find(p, a, b, ":", 1)
+        if b - a >= 5 and memcmp(p + a, b"data:", 5) == 0:
+            colon = a + 4  # the common line, without a search
+        else:
+            colon = _find(p, a, b, ":", 1)
         if colon < 0:
             colon = b
         if colon - a != 4 or memcmp(p + a, b"data", 4) != 0:
@@ -289,45 +419,25 @@ cdef class StreamParser:
 
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
         """The known shapes, read in place; False sends the event to json.loads."""
-        cdef Py_ssize_t i, j, d, e
+        cdef Keys f
+        cdef Py_ssize_t j, e
+        cdef int k
         cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1, tokens = -1
         cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
         cdef bint has_text = False
         cdef object finish = None
         if n < 2 or p[0] != 123 or p[n - 1] != 125:
             return False
-        if (_find(p, 0, n, b'"error"', 7) >= 0 or _find(p, 0, n, b'"tool_calls"', 12) >= 0
-                or _find(p, 0, n, b'"logprobs":{', 12) >= 0 or _find(p, 0, n, b'"logprobs": {', 13) >= 0):
+        if not _scan_keys(p, n, &f) or f.unusual:
             return False
-        d = _find(p, 0, n, b'"delta":', 8)
-        if d >= 0:
-            i = _skip_ws(p, d + 8, n)
-            if i >= n or p[i] != 123:
+        if f.delta >= 0:
+            if p[f.delta] != 123:
                 return False
-            for key, klen in ((b'"content":', 10), (b'"reasoning_content":', 20), (b'"reasoning":', 12)):
-                j = _find(p, i, n, key, klen)
+            for k in range(3):
+                j = f.text_key[k]
                 if j < 0:
                     continue
-                j = _skip_ws(p, j + klen, n)
-                if j < n and p[j] == 34:
-                    e = _string(p, j + 1, n, &nbytes)
-                    if e < 0:
-                        return False
-                    if nbytes > 0 or e - j > 2:
-                        if e - j > 2:
-                            has_text = True
-                            text_len = nbytes
-                            ts, te = j + 1, e - 1
-                            break
-                elif _is_null(p, j, n):
-                    continue
-                else:
-                    return False
-        else:
-            j = _find(p, 0, n, b'"text":', 7)
-            if j >= 0:
-                j = _skip_ws(p, j + 7, n)
-                if j < n and p[j] == 34:
+                if p[j] == 34:
                     e = _string(p, j + 1, n, &nbytes)
                     if e < 0:
                         return False
@@ -335,12 +445,24 @@ cdef class StreamParser:
                         has_text = True
                         text_len = nbytes
                         ts, te = j + 1, e - 1
+                        break
                 elif not _is_null(p, j, n):
                     return False
-        j = _find(p, 0, n, b'"finish_reason":', 16)
+        elif f.text >= 0:
+            j = f.text
+            if p[j] == 34:
+                e = _string(p, j + 1, n, &nbytes)
+                if e < 0:
+                    return False
+                if e - j > 2:
+                    has_text = True
+                    text_len = nbytes
+                    ts, te = j + 1, e - 1
+            elif not _is_null(p, j, n):
+                return False
+        j = f.finish
         if j >= 0:
-            j = _skip_ws(p, j + 16, n)
-            if j < n and p[j] == 34:
+            if p[j] == 34:
                 e = _string(p, j + 1, n, &nbytes)
                 if e < 0 or e - j - 2 != nbytes:
                     return False  # escapes in a finish_reason: let json decode it
@@ -348,15 +470,13 @@ cdef class StreamParser:
                     finish = p[j + 1:e - 1].decode("utf-8")
             elif not _is_null(p, j, n):
                 return False
-        j = _find(p, 0, n, b'"usage":', 8)
-        if j >= 0:
-            j = _skip_ws(p, j + 8, n)
-            if j < n and p[j] == 123:
-                ct = self._int_after(p, j, n, b'"completion_tokens":', 20)
-                pt = self._int_after(p, j, n, b'"prompt_tokens":', 16)
+        if f.usage >= 0:
+            if p[f.usage] == 123:
+                ct = _int_at(p, f.completion, n)
+                pt = _int_at(p, f.prompt, n)
                 if ct == -2 or pt == -2:
                     return False
-            elif not _is_null(p, j, n):
+            elif not _is_null(p, f.usage, n):
                 return False
         # commit, in the twin's order
         if finish is not None:
@@ -375,23 +495,6 @@ cdef class StreamParser:
                 self._texts.append(p[ts:te])
             self._text(text_len, tokens, now)
         return True
-
-    cdef int64_t _int_after(self, const unsigned char* p, Py_ssize_t a, Py_ssize_t n, const char* key,
-                            Py_ssize_t klen):
-        """The non-negative integer after `key` inside the object at p[a]; -1 absent, -2 unreadable."""
-        cdef Py_ssize_t j = _find(p, a, n, key, klen)
-        cdef int64_t v = 0
-        cdef Py_ssize_t start
-        if j < 0:
-            return -1
-        j = _skip_ws(p, j + klen, n)
-        start = j
-        while j < n and 48 <= p[j] <= 57:
-            v = v * 10 + (p[j] - 48)
-            j += 1
-        if j == start or j - start > 15 or (j < n and (p[j] == 46 or p[j] == 101 or p[j] == 69)):
-            return -2
-        return v
 
     cdef int _text(self, int64_t nbytes, int64_t tokens, int64_t now) except -1:
         self.text_bytes += nbytes

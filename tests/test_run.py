@@ -110,16 +110,19 @@ def test_throughput_and_latencies_match_the_simulator_trace(tmp_path):
         assert point["throughput"]["output_tok_s"] == pytest.approx(true_rate, rel=0.03)
 
 
-def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path):
+@pytest.mark.parametrize("http", ["native", "aiohttp"])
+def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path, http):
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
               "--fault", "http_503:0.15", "--fault", "http_429:0.1", "--fault", "reset:0.1",
               "--fault", "malformed:0.1", "--param", "seed=4")
     try:
         spec = write_spec(tmp_path, sweep="    concurrency: [4]", out=8, extra="  requests: 60")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet"]) == 0
+        assert main(["run", spec, "--base-url", sim.url, "--quiet", "--http", http]) == 0
     finally:
         sim.close()
-    p = read(str(tmp_path / "r.json"))["points"][0]
+    doc = read(str(tmp_path / "r.json"))
+    assert doc["environment"]["http_client"] == http
+    p = doc["points"][0]
     errors = p["counts"]["errors"]
     assert set(errors) == {"http_status", "stream_broken", "malformed_chunk"}
     faults = [t["fault"] for t in sim.records().values()]

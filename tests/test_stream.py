@@ -131,3 +131,49 @@ def test_garbage_bytes_never_crash_or_hang(blob):
     data = b"data: " + blob + b"\n\n" + blob
     results = [measure(m, data, [len(data) // 2]) for m in cores()]
     assert all(r == results[0] for r in results)
+
+
+# Shapes where a fast path that looks for keys by their bytes would go wrong: keys outside
+# the delta, nested or repeated keys, escaped quotes and backslashes before a closing quote.
+TRICKY = [
+    b'{"choices":[{"delta":{},"content":"outside the delta"}]}',
+    b'{"choices":[{"delta":{"x":{"content":"nested"}},"finish_reason":null}]}',
+    b'{"choices":[{"delta":{"content":"a","content":"b"}}]}',
+    b'{"choices":[{"delta":{"content":"say \\"error\\": \\\\"}}]}',
+    b'{"choices":[{"delta":{"content":"x"},"logprobs" : {"content":[]}}]}',
+    b'{"choices":[{"finish_reason":"error","delta":{"content":"fin"}}]}',
+    b'{"usage":{"prompt_tokens_details":{"cached_tokens":3},"completion_tokens":7,"prompt_tokens":2},'
+    b'"choices":[]}',
+    b'{"choices":[{"delta":{"content":"k\\"ey\\":"}}], "text": "t"}',
+    b'{ "choices" : [ { "delta" : { "reasoning" : "r1" , "content" : "" } } ] }',
+    b'{"choices":[{"text":null,"delta":{"content":null}}]}',
+    b'{"usage":{"completion_tokens":3,"completion_tokens":4}}',
+    b'{"usage":{"x":{"completion_tokens":9},"completion_tokens":2}}',
+    b'{"choices":[{"delta":{"content":"\\\\"}}]}',
+    b'{"a":"\\\\\\"","choices":[{"delta":{"content":"q"}}]}',
+    b'{"choices":[{"delta":{"content":"x"}}],"error":null}',
+]
+
+
+def test_cores_agree_on_tricky_shapes():
+    for event in TRICKY:
+        data = stream_of([event])
+        results = [measure(m, data, []) for m in cores()]
+        assert all(r == results[0] for r in results), event
+
+
+_KEYS = ["choices", "delta", "content", "reasoning_content", "reasoning", "text", "finish_reason",
+         "usage", "completion_tokens", "prompt_tokens", "error", "logprobs", "tool_calls", "x"]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(alphabet='ab "\\\n:{}é😀', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=4), st.booleans(), st.booleans())
+def test_cores_agree_on_random_json_events(obj, ascii_only, spaced):
+    event = json.dumps(obj, ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":"))
+    data = stream_of([event.encode()])
+    results = [measure(m, data, []) for m in cores()]
+    assert all(r == results[0] for r in results), event

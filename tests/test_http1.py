@@ -1,0 +1,355 @@
+"""benchc's own HTTP/1.1 reader (benchc.http1, client.send_native) against raw asyncio
+servers on loopback that write exactly the bytes each case needs: real servers'
+quirks, broken servers, keep-alive races, timeouts. And the chunked decoder's twins."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchc import http1
+from benchc.client import (
+    CANCELLED,
+    CONNECT,
+    HTTP,
+    IDLE_TIMEOUT,
+    STREAM_BROKEN,
+    TIMEOUT,
+    RequestRecord,
+    send_native,
+)
+from benchc.plan import Target
+from tests.conftest import both_cores
+
+DECODERS = [m.ChunkedDecoder for m in both_cores("_chunked")]
+
+
+def sse(texts: list[str], usage: bool = True) -> list[bytes]:
+    events = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+    events += [{"choices": [{"index": 0, "delta": {"content": t}}]} for t in texts]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if usage:
+        events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(texts)}})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def chunked(parts: list[bytes]) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+class RawServer:
+    """Loopback server; `script(n, reader, writer)` answers the n-th request (from 0)
+    after its head and body were read. Records requests and connections."""
+
+    def __init__(self, script):
+        self.script = script
+        self.requests: list[tuple[bytes, bytes]] = []
+        self.connections = 0
+
+    async def __aenter__(self):
+        self.server = await asyncio.start_server(self._conn, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+    async def _conn(self, reader, writer):
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length")][0])
+                body = await reader.readexactly(length)
+                n = len(self.requests)
+                self.requests.append((head, body))
+                if await self.script(n, reader, writer) == "close":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client went away, or the test's loop is closing
+        finally:
+            writer.close()
+
+
+def target(timeout_s: float = 10.0, idle_s: float = 10.0) -> Target:
+    return Target("http://x/v1", None, "chat", "m", None, {}, timeout_s, idle_s, None)
+
+
+async def request(pool, url, t=None, headers=None) -> RequestRecord:
+    r = RequestRecord("req-1", 0, 1, None)
+    return await send_native(pool, url, headers or {"Content-Type": "application/json"}, b'{"x": 1}', r,
+                             t or target())
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_every_event_its_own_chunk_dribbled_byte_by_byte():
+    texts = ["Hel", "lo", " wörld", " 😀", "\n"]
+
+    async def script(n, reader, writer):
+        wire = OK_HEAD + chunked(sse(texts))
+        for i in range(0, len(wire), 7):  # 7-byte writes: splits inside heads, sizes, CRLFs, UTF-8
+            writer.write(wire[i:i + 7])
+            await writer.drain()
+            await asyncio.sleep(0)
+
+    async def main():
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            r = await request(pool, srv.url)
+            await pool.close()
+            return r, srv
+
+    r, srv = run(main())
+    assert r.ok, r.error_detail
+    assert r.text_chunks == 5 and r.usage_output_tokens == 5 and r.finish_reason == "stop"
+    assert r.text_bytes == len("".join(texts).encode())
+    head, body = srv.requests[0]
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"x-request-id: req-1\r\n" in head and b"Accept-Encoding: identity" in head
+    assert body == b'{"x": 1}'
+
+
+def test_keep_alive_reuses_one_connection_and_a_closing_server_costs_no_error():
+    async def keep(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["a", "b"])))
+
+    async def close_each(n, reader, writer):  # says nothing, closes after each stream
+        writer.write(OK_HEAD + chunked(sse(["a", "b"])))
+        await writer.drain()
+        return "close"
+
+    async def main(script):
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            rs = []
+            for _ in range(4):
+                rs.append(await request(pool, srv.url))
+                await asyncio.sleep(0.01)
+            await pool.close()
+            return rs, srv.connections
+
+    rs, conns = run(main(keep))
+    assert all(r.ok for r in rs) and conns == 1
+    rs, conns = run(main(close_each))
+    assert all(r.ok for r in rs) and [r.text_chunks for r in rs] == [2] * 4 and conns == 4
+
+
+def test_a_keep_alive_connection_closed_while_idle_is_retried_once():
+    """The race of a server's keep-alive timeout: the pool hands out a connection the
+    server has just closed; the request goes again on a new one, not as an error."""
+
+    async def script(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["a"])))
+        await writer.drain()
+        return "close"
+
+    async def race():
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            r1 = await request(pool, srv.url)
+            await asyncio.sleep(0.05)  # the server's close arrives
+            stale = http1.Connection(pool, pool.origin(srv.url, {"Content-Type": "application/json"}).key)
+
+            class DeadTransport:
+                def write(self, data):
+                    asyncio.get_running_loop().call_soon(stale.connection_lost, None)
+
+                def close(self):
+                    pass
+
+                abort = close
+
+            stale.transport = DeadTransport()
+            pool.release(stale)
+            r2 = await request(pool, srv.url)
+            await pool.close()
+            return r1, r2, srv.connections
+
+    r1, r2, conns = run(race())
+    assert r1.ok and r2.ok, (r1.error_detail, r2.error_detail)
+    assert conns == 2
+
+
+@pytest.mark.parametrize("form", ["content-length", "read-to-close", "lf-only-chunked", "continue-first"])
+def test_other_body_forms(form):
+    body = b"".join(sse(["x", "y", "z"]))
+
+    async def script(n, reader, writer):
+        if form == "content-length":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        elif form == "read-to-close":
+            writer.write(b"HTTP/1.0 200 OK\r\n\r\n" + body)
+            await writer.drain()
+            return "close"
+        elif form == "lf-only-chunked":
+            writer.write(b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n" +
+                         chunked(sse(["x", "y", "z"])).replace(b"\r\n", b"\n"))
+        else:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + OK_HEAD + chunked(sse(["x", "y", "z"])))
+
+    async def main():
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            r = await request(pool, srv.url)
+            await pool.close()
+            return r
+
+    r = run(main())
+    assert r.ok, r.error_detail
+    assert r.text_chunks == 3 and r.status == 200
+
+
+@pytest.mark.parametrize("case,kind,detail", [
+    ("status-500", HTTP, "500: overloaded"),
+    ("bad-chunk-size", STREAM_BROKEN, "bad chunked encoding"),
+    ("reset-mid-stream", STREAM_BROKEN, "mid-response"),
+    ("closed-before-response", CONNECT, "before any response"),
+    ("gzip", STREAM_BROKEN, "compressed response"),
+    ("bad-status-line", CONNECT, "bad status line"),
+])
+def test_broken_servers_are_classified_and_what_was_measured_is_kept(case, kind, detail):
+    async def script(n, reader, writer):
+        if case == "status-500":
+            writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 10\r\n\r\noverloaded")
+        elif case == "bad-chunk-size":
+            writer.write(OK_HEAD + b"5\r\nhello\r\nzz\r\n")
+        elif case == "reset-mid-stream":
+            writer.write(OK_HEAD + chunked(sse(["a", "b", "c"]))[:-60])
+            await writer.drain()
+            writer.transport.abort()
+            return "close"
+        elif case == "closed-before-response":
+            return "close"
+        elif case == "gzip":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc")
+        else:
+            writer.write(b"SPDY/9 200 OK\r\n\r\n")
+
+    async def main():
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            r = await request(pool, srv.url)
+            await pool.close()
+            return r
+
+    r = run(main())
+    assert r.error == kind and detail in r.error_detail, (r.error, r.error_detail)
+    if case == "reset-mid-stream":
+        assert r.text_chunks >= 2 and r.first_text_ns  # the part that arrived was measured
+
+
+def test_timeouts_before_and_after_the_head():
+    async def stall_before(n, reader, writer):
+        await asyncio.sleep(5)
+
+    async def stall_after(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["a"]))[:60])
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    async def main(script, t):
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            r = await request(pool, srv.url, t)
+            await pool.close()
+            return r
+
+    assert run(main(stall_before, target(idle_s=0.2))).error == TIMEOUT
+    r = run(main(stall_after, target(idle_s=0.2)))
+    assert r.error == IDLE_TIMEOUT and r.status == 200
+    r = run(main(stall_after, target(timeout_s=0.3, idle_s=10)))
+    assert r.error == TIMEOUT
+
+
+def test_cancellation_records_and_frees_the_connection():
+    async def stall(n, reader, writer):
+        writer.write(OK_HEAD)
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    async def main():
+        async with RawServer(stall) as srv:
+            pool = http1.Pool()
+            r = RequestRecord("c", 0, 1, None)
+            task = asyncio.create_task(send_native(pool, srv.url, {}, b"{}", r, target()))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await pool.close()
+            return r, pool
+
+    r, pool = run(main())
+    assert r.error == CANCELLED and not pool._open
+
+
+def test_connect_refused_and_credentials_from_the_url():
+    async def main():
+        pool = http1.Pool()
+        r = await request(pool, "http://127.0.0.1:9/v1/chat/completions")
+        await pool.close()
+        return r
+
+    r = run(main())
+    assert r.error == CONNECT
+
+    async def ok(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["a"])))
+
+    async def with_user():
+        async with RawServer(ok) as srv:
+            pool = http1.Pool()
+            r = await request(pool, srv.url.replace("http://", "http://u%40x:p%3Aw@"))
+            await pool.close()
+            return r, srv.requests[0][0]
+
+    r, head = run(with_user())
+    assert r.ok and b"Authorization: Basic dUB4OnA6dw==\r\n" in head  # base64("u@x:p:w")
+
+
+# ------------------------------------------------------------- chunked decoder twins
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=300), max_size=12), st.integers(0, 2**32 - 1),
+       st.booleans(), st.booleans())
+def test_decoder_cores_agree_on_any_split(parts, seed, lf_only, extensions):
+    wire = chunked(parts)
+    if extensions:
+        wire = wire.replace(b"\r\n", b";ext=1\r\n", 1)
+    if lf_only:
+        wire = wire.replace(b"\r\n", b"\n")
+    rng = random.Random(seed)
+    results = []
+    for cls in DECODERS:
+        d, out, i = cls(), b"", 0
+        while i < len(wire):
+            k = rng.randint(1, 40)
+            out += d.feed(wire[i:i + k])
+            i += k
+        results.append((out, d.done, d.error, d.excess))
+    if not lf_only or not any(b"\n" in p for p in parts):
+        assert results[0][:3] == (b"".join(parts), True, None)
+    assert all(r == results[0] for r in results)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_decoder_cores_agree_on_garbage(garbage):
+    results = []
+    for cls in DECODERS:
+        d = cls()
+        out = d.feed(garbage)
+        results.append((out, d.done, d.error, d.excess, d.state))
+    assert all(r == results[0] for r in results)
