@@ -239,7 +239,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.exchange: Exchange | None = None
         self.closed = False
-        self.idle_since = 0.0
+        self.idle_since = 0  # CLOCK() when it was last put back in the pool
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -307,12 +307,12 @@ class Pool:
     def idle(self, origin: Origin) -> Connection | None:
         """A kept-alive connection to the origin, if one is free."""
         idle = self._idle.get(origin.key)
-        now = asyncio.get_running_loop().time()
+        now = CLOCK()
         while idle:
             conn = idle.pop()
             if conn.closed:
                 continue
-            if now - conn.idle_since > self.keepalive_s:
+            if now - conn.idle_since > self.keepalive_s * 1e9:
                 conn.close()
                 continue
             return conn
@@ -328,7 +328,7 @@ class Pool:
         return conn
 
     def release(self, conn: Connection) -> None:
-        conn.idle_since = asyncio.get_running_loop().time()
+        conn.idle_since = CLOCK()
         self._idle.setdefault(conn.key, []).append(conn)
 
     def forget(self, conn: Connection) -> None:
@@ -361,7 +361,7 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
         conn.start(ex, origin.request(request_id, body))
         on_sent()
         ex.last_rx_ns = CLOCK()
-        timer = _Deadline(ex, CLOCK(), total_s - (CLOCK() - start) / 1e9, idle_s)
+        timer = _Deadline(loop, ex, CLOCK(), total_s - (CLOCK() - start) / 1e9, idle_s)
         try:
             await ex.done
         except asyncio.CancelledError:
@@ -380,11 +380,12 @@ class _Deadline:
     silence between reads (idle_s). It re-arms itself from the last read's time instead
     of being reset on every read, so a read costs no timer work."""
 
-    def __init__(self, ex: Exchange, start_ns: int, total_s: float, idle_s: float):
+    def __init__(self, loop: asyncio.AbstractEventLoop, ex: Exchange, start_ns: int, total_s: float,
+                 idle_s: float):
         self.ex = ex
         self.total_end = start_ns + int(total_s * 1e9)
         self.idle_ns = int(idle_s * 1e9)
-        self.loop = asyncio.get_running_loop()
+        self.loop = loop
         self.handle = self.loop.call_later(self._wait_s(), self._check)
 
     def _wait_s(self) -> float:
