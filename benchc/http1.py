@@ -19,7 +19,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import socket
 import ssl as ssl_mod
+import struct
+import sys
 import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -32,6 +35,11 @@ _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|conne
                               rb"[ \t]*:([^\r\n]*)")
 EXCERPT = 300  # bytes of a non-200 body kept for the error detail
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+# Linux stamps each received packet (software timestamps) when a socket asks for it
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+KERNEL_STAMPS = SO_TIMESTAMPNS is not None and sys.platform.startswith("linux")
+RECV_SIZE = 256 * 1024
+_TIMESPEC = struct.Struct("@qq")
 
 
 class ProtocolError(Exception):
@@ -245,7 +253,9 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        now = CLOCK()  # the arrival of this read, before anything else runs
+        self.data_arrived(data, CLOCK())  # stamped before anything else runs
+
+    def data_arrived(self, data: bytes, now: int) -> None:
         ex = self.exchange
         if ex is None:  # bytes nobody asked for: the connection is out of step
             self.close()
@@ -266,7 +276,12 @@ class Connection(asyncio.Protocol):
     def start(self, ex: Exchange, request: bytes) -> None:
         self.exchange = ex
         ex.conn = self
-        self.transport.write(request)  # type: ignore[union-attr]
+        try:
+            self.transport.write(request)  # type: ignore[union-attr]
+        except (OSError, RuntimeError) as e:  # a transport closing under us: as if lost
+            self.exchange, ex.conn = None, None
+            self.close()
+            ex.lost(e)
 
     def exchange_over(self, ex: Exchange) -> None:
         self.exchange = None
@@ -290,12 +305,21 @@ class Pool:
     """Keep-alive connections per origin, opened on demand, no limit (as the aiohttp
     connector benchc uses elsewhere). Idle connections older than keepalive_s are closed."""
 
-    def __init__(self, keepalive_s: float = 60.0):
+    def __init__(self, keepalive_s: float = 60.0, ssl_context: ssl_mod.SSLContext | None = None,
+                 kernel_stamps: bool = KERNEL_STAMPS):
         self.keepalive_s = keepalive_s
+        self.kernel_stamps = kernel_stamps  # plain http on Linux: reads carry the kernel's stamp
+        # Linux turns receive stamping on for the whole host only after the first socket asks,
+        # from a deferred work item, and off again when the last one closes: packets of the
+        # first reads would come unstamped. A socket that asks from the start keeps it on.
+        self._primer: socket.socket | None = None
+        if kernel_stamps:
+            self._primer = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._primer.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self._idle: dict[tuple, list[Connection]] = {}
         self._open: set[Connection] = set()
         self._origins: dict[tuple[str, tuple], Origin] = {}
-        self._ssl: ssl_mod.SSLContext | None = None
+        self._ssl = ssl_context  # https: the system's trust store unless one is given
 
     def origin(self, url: str, headers: dict[str, str]) -> Origin:
         key = (url, tuple(headers.items()))
@@ -320,12 +344,37 @@ class Pool:
 
     async def connect(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
+        if self.kernel_stamps and not origin.tls:
+            return await self._connect_stamped(loop, origin)
         if origin.tls and self._ssl is None:
             self._ssl = ssl_mod.create_default_context()
         _, conn = await loop.create_connection(lambda: Connection(self, origin.key), origin.host,
                                                origin.port, ssl=self._ssl if origin.tls else None)
         self._open.add(conn)
         return conn
+
+    async def _connect_stamped(self, loop: asyncio.AbstractEventLoop, origin: Origin) -> Connection:
+        error: OSError | None = None
+        for family, kind, proto, _, addr in await loop.getaddrinfo(origin.host, origin.port,
+                                                                    type=socket.SOCK_STREAM):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # before connect, or none come
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, addr)
+            except OSError as e:
+                sock.close()
+                error = e
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            conn = Connection(self, origin.key)
+            conn.transport = StampedTransport(loop, sock, conn)  # type: ignore[assignment]
+            self._open.add(conn)
+            return conn
+        raise error or OSError(f"no address for {origin.host}")
 
     def release(self, conn: Connection) -> None:
         conn.idle_since = CLOCK()
@@ -338,8 +387,100 @@ class Pool:
         for conn in list(self._open):
             conn.close()
         self._idle.clear()
+        if self._primer is not None:
+            self._primer.close()
+            self._primer = None
         if self._open:
             await asyncio.sleep(0)  # let the transports run their connection_lost
+
+
+class StampedTransport:
+    """Plain TCP read with recvmsg, each read stamped with the kernel's receive time of its
+    bytes (SO_TIMESTAMPNS). When many streams' bytes arrive together, the loop hands them to
+    their connections one after another; a stamp taken in the callback would grow with the
+    work done for the reads before it, the kernel's does not. Writes go straight to the
+    socket (a request fits its buffer; the rest waits for the socket to be writable).
+    The protocol side is Connection's: data_arrived(data, now) and connection_lost(exc)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: Connection):
+        self.loop, self.sock, self.protocol = loop, sock, protocol
+        self.fd = sock.fileno()
+        self.closed = False
+        self._out = bytearray()
+        loop.add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(RECV_SIZE, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._shutdown(e)
+            return
+        if not data:
+            self._shutdown(None)  # the server closed
+            return
+        self.protocol.data_arrived(data, _arrival(ancillary))
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            raise RuntimeError("write on a closed connection")
+        sent = 0
+        if not self._out:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as e:
+                self._shutdown(e)
+                return
+            if sent == len(data):
+                return
+            self.loop.add_writer(self.fd, self._writable)
+        self._out += data[sent:]
+
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._shutdown(e)
+            return
+        del self._out[:sent]
+        if not self._out:
+            self.loop.remove_writer(self.fd)
+
+    def close(self) -> None:
+        self._shutdown(None)
+
+    def abort(self) -> None:
+        if not self.closed:  # a reset, not a FIN: the server learns at once
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._shutdown(None)
+
+    def _shutdown(self, exc: BaseException | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.loop.remove_reader(self.fd)
+        if self._out:
+            self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.loop.call_soon(self.protocol.connection_lost, exc)
+
+
+def _arrival(ancillary: list) -> int:
+    """The kernel's receive stamp of a read on the monotonic CLOCK, else now. The kernel
+    stamps in CLOCK_REALTIME; the offset between the two clocks is read now, so only a
+    change of the wall clock between the packet and this read could leak in."""
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            now = CLOCK()
+            stamp = sec * 1_000_000_000 + nsec - (time.time_ns() - now)
+            return stamp if stamp <= now else now
+    return CLOCK()
 
 
 async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, parser: Any,

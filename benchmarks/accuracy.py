@@ -2,7 +2,7 @@
 TTFT and 10 ms steps (ITL), C concurrent streams, its trace as ground truth, for
 each core of benchc's client.
 
-    python benchmarks/accuracy.py [--concurrency 256 1024] [--tokens 24]
+    python benchmarks/accuracy.py [--concurrency 256 1024] [--tokens 24] [--stagger-ms 0]
 
 Prints p50, p99 and max of |measured - true| per core and C, for TTFT (per request)
 and ITL (per chunk gap, matched by position in the stream), and whether the client
@@ -30,7 +30,7 @@ SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0,
        "max_num_seqs": 4096, "chunks_per_write": 1}
 
 
-async def run(url: str, c: int, tokens: int, http: str = "native") -> dict:
+async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: float = 0.0) -> dict:
     import aiohttp
 
     from benchc import http1
@@ -55,7 +55,12 @@ async def run(url: str, c: int, tokens: int, http: str = "native") -> dict:
         check = _SelfCheck()
         check.start()
         recs = [RequestRecord(f"r{i}", 0, 1, tokens) for i in range(c)]
-        await asyncio.gather(*(sender(s, url + "/completions", headers, payload, r, target) for r in recs))
+
+        async def one(i: int, r: RequestRecord) -> None:
+            await asyncio.sleep(i * stagger_ms / 1000)  # 0: all C requests in one burst
+            await sender(s, url + "/completions", headers, payload, r, target)
+
+        await asyncio.gather(*(one(i, r) for i, r in enumerate(recs)))
         await check.stop()
         lag = check.lag.summary()
     finally:
@@ -75,15 +80,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--tokens", type=int, default=24)
+    ap.add_argument("--stagger-ms", type=float, default=0.0,
+                    help="start the C requests this far apart (default 0: one burst; the simulator, "
+                         "one thread, then reads the last of them late)")
     a = ap.parse_args()
-    print(f"accuracy: simulator TTFT 50 ms, ITL 10 ms, {a.tokens} tokens/request; cpus={os.cpu_count()}")
+    print(f"accuracy: simulator TTFT 50 ms, ITL 10 ms, {a.tokens} tokens/request, requests started "
+          f"{a.stagger_ms:g} ms apart; cpus={os.cpu_count()}")
     for c in a.concurrency:
         for label, core, http in (("cython", "cython", "native"), ("python", "python", "native"),
                                   ("cython/aiohttp", "cython", "aiohttp")):
             with tempfile.TemporaryDirectory() as d:
                 trace = os.path.join(d, "trace.jsonl")
                 with simulator(SIM, trace) as url:
-                    got = worker(__file__, [url, str(c), str(a.tokens), http], core)
+                    got = worker(__file__, [url, str(c), str(a.tokens), http, str(a.stagger_ms)], core)
                 time.sleep(0.2)
                 truth = {t["id"]: t for t in map(json.loads, open(trace))}
             ttft_err, itl_err, stamp_err, read_lag = [], [], [], []
@@ -116,12 +125,13 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        url, c, tokens, http = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+        url, c, tokens, http, stagger = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], \
+            float(sys.argv[6])
         try:  # the loop `benchc run` uses: uvloop when installed
             import uvloop
         except ImportError:
-            print(json.dumps(asyncio.run(run(url, c, tokens, http))))
+            print(json.dumps(asyncio.run(run(url, c, tokens, http, stagger))))
         else:
-            print(json.dumps(uvloop.run(run(url, c, tokens, http))))
+            print(json.dumps(uvloop.run(run(url, c, tokens, http, stagger))))
     else:
         main()

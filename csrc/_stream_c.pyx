@@ -147,11 +147,19 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int6
     return -1
 
 
+# bytes that may stand outside strings in JSON: whitespace, punctuation, numbers and the
+# letters of true/false/null (a cheap screen, not a grammar: see _scan_keys)
+cdef bint _JSON_BYTE[256]
+for _ch in " \t\r\n,:{}[]-+.0123456789eEtruefalsn":
+    _JSON_BYTE[ord(_ch)] = True
+
+
 cdef struct Keys:
     # where the value of each key benchc reads starts (-1: absent): one pass finds them all
-    Py_ssize_t delta, text, finish, usage  # the first anywhere
-    Py_ssize_t text_key[3]  # content / reasoning_content / reasoning, direct keys of that delta
-    Py_ssize_t completion, prompt  # direct keys of that usage object
+    Py_ssize_t delta, text, finish  # keys of choices[0]
+    Py_ssize_t usage  # a top-level key
+    Py_ssize_t text_key[3]  # content / reasoning_content / reasoning, keys of that delta
+    Py_ssize_t completion, prompt  # keys of that usage object
     bint unusual  # an "error" or "tool_calls" key, a "logprobs" object, a repeated key: json.loads
 
 
@@ -169,12 +177,21 @@ cdef inline void _first(Py_ssize_t* slot, Py_ssize_t value, Keys* f) noexcept no
 
 cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
     """Walks the event once: strings are skipped with memchr, nesting is counted outside
-    them, and each key (a string followed by ':') that benchc reads is recorded with the
-    start of its value. False when a string does not end inside the event."""
-    cdef Py_ssize_t i = 0, e, t, v, klen, val
+    them, and the keys benchc reads are recorded, where the twin reads them, with the start
+    of their value: `choices`, `usage` at the top; `delta`, `text`, `finish_reason` in the
+    first element of choices; the text keys in that delta; the token counts in that usage.
+    False when a string does not end inside the event, when brackets do not balance, or when
+    a byte outside strings is one JSON never has there. That screen is not a grammar: an
+    event of valid JSON gives the twin's results; an invalid one that passes the screen
+    (say `{"a":tru}`) may be read where json.loads would call it malformed."""
+    cdef Py_ssize_t i = 0, e, t, v, klen, val, k
     cdef const unsigned char* q
     cdef const unsigned char* key
-    cdef int depth = 0, delta_depth = -1, usage_depth = -1, k
+    cdef int depth = 0
+    # the objects benchc reads: where each one's '{' is, then the depth inside it (-1: not
+    # open; once closed, it stays closed)
+    cdef Py_ssize_t choice_at = -1, delta_at = -1, usage_at = -1
+    cdef int choice_depth = -1, delta_depth = -1, usage_depth = -1
     cdef unsigned char c
     f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = -1
     f.text_key[0] = f.text_key[1] = f.text_key[2] = -1
@@ -202,50 +219,73 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
             val = _skip_ws(p, v + 1, n)
             if val >= n:
                 return False
+            if memchr(key, 92, klen) != NULL:
+                f.unusual = True  # an escaped key name: json.loads decodes it, we do not
             i = v + 1
             if _key_is(key, klen, b"error", 5) or _key_is(key, klen, b"tool_calls", 10):
                 f.unusual = True
             elif _key_is(key, klen, b"logprobs", 8):
                 if p[val] == 123:
                     f.unusual = True
-            elif _key_is(key, klen, b"delta", 5):
-                if f.delta < 0:
-                    f.delta = val
+            elif depth == 1:
+                if _key_is(key, klen, b"choices", 7):
+                    if choice_at != -1:
+                        f.unusual = True  # repeated
+                    choice_at = -2  # choices[0] is not an object: nothing to read there
+                    if p[val] == 91:
+                        k = _skip_ws(p, val + 1, n)
+                        if k < n and p[k] == 123:
+                            choice_at = k
+                elif _key_is(key, klen, b"usage", 5):
+                    _first(&f.usage, val, f)
                     if p[val] == 123:
-                        delta_depth = depth + 1
-            elif depth == delta_depth and (_key_is(key, klen, b"content", 7) or
-                                           _key_is(key, klen, b"reasoning_content", 17) or
-                                           _key_is(key, klen, b"reasoning", 9)):
-                k = 0 if klen == 7 else (1 if klen == 17 else 2)
-                _first(&f.text_key[k], val, f)
-            elif _key_is(key, klen, b"text", 4):
-                if f.text < 0:
-                    f.text = val
-            elif _key_is(key, klen, b"finish_reason", 13):
-                if f.finish < 0:
-                    f.finish = val
-            elif _key_is(key, klen, b"usage", 5):
-                if f.usage < 0:
-                    f.usage = val
+                        usage_at = val
+            elif depth == choice_depth:
+                if _key_is(key, klen, b"delta", 5):
+                    _first(&f.delta, val, f)
                     if p[val] == 123:
-                        usage_depth = depth + 1
-            elif depth == usage_depth and _key_is(key, klen, b"completion_tokens", 17):
-                _first(&f.completion, val, f)
-            elif depth == usage_depth and _key_is(key, klen, b"prompt_tokens", 13):
-                _first(&f.prompt, val, f)
+                        delta_at = val
+                elif _key_is(key, klen, b"text", 4):
+                    _first(&f.text, val, f)
+                elif _key_is(key, klen, b"finish_reason", 13):
+                    _first(&f.finish, val, f)
+            elif depth == delta_depth:
+                if _key_is(key, klen, b"content", 7):
+                    _first(&f.text_key[0], val, f)
+                elif _key_is(key, klen, b"reasoning_content", 17):
+                    _first(&f.text_key[1], val, f)
+                elif _key_is(key, klen, b"reasoning", 9):
+                    _first(&f.text_key[2], val, f)
+            elif depth == usage_depth:
+                if _key_is(key, klen, b"completion_tokens", 17):
+                    _first(&f.completion, val, f)
+                elif _key_is(key, klen, b"prompt_tokens", 13):
+                    _first(&f.prompt, val, f)
         elif c == 123 or c == 91:
             depth += 1
+            if i == choice_at:
+                choice_depth = depth
+            elif i == delta_at:
+                delta_depth = depth
+            elif i == usage_at:
+                usage_depth = depth
             i += 1
         elif c == 125 or c == 93:
             depth -= 1
+            if depth < 0:
+                return False
+            if depth < choice_depth:
+                choice_depth = -2  # closed: only choices[0] counts
             if depth < delta_depth:
-                delta_depth = -2  # that delta closed; only the first one counts
+                delta_depth = -2
             if depth < usage_depth:
                 usage_depth = -2
             i += 1
         else:
+            if not _JSON_BYTE[c]:
+                return False  # not a byte JSON allows outside strings: let json.loads judge
             i += 1
-    return True
+    return depth == 0
 
 
 cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:

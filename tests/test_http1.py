@@ -353,3 +353,72 @@ def test_decoder_cores_agree_on_garbage(garbage):
         out = d.feed(garbage)
         results.append((out, d.done, d.error, d.excess, d.state))
     assert all(r == results[0] for r in results)
+
+
+def _self_signed(tmp_path):
+    """A throwaway certificate for 127.0.0.1 (the openssl command line; no Python package)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl command not available to make a test certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_https_with_certificate_verification(tmp_path):
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=cert)
+
+    async def script(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["se", "cure"])))
+
+    async def main(ctx):
+        srv = RawServer(script)
+        srv.server = await asyncio.start_server(srv._conn, "127.0.0.1", 0, ssl=server_ctx)
+        url = f"https://127.0.0.1:{srv.server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        pool = http1.Pool(ssl_context=ctx)
+        try:
+            return [await request(pool, url) for _ in range(2)], srv.connections
+        finally:
+            await pool.close()
+            srv.server.close()
+
+    (r1, r2), conns = run(main(client_ctx))
+    assert r1.ok and r2.ok and r1.text_chunks == 2 and conns == 1
+    (r1, _), _ = run(main(None))  # the system trust store does not know this certificate
+    assert r1.error == CONNECT and "CERTIFICATE_VERIFY_FAILED" in r1.error_detail
+
+
+@pytest.mark.skipif(not http1.KERNEL_STAMPS, reason="kernel receive stamps are a Linux feature")
+def test_reads_carry_the_kernels_arrival_time_not_the_loops():
+    """The server writes the whole response, then blocks the (shared) event loop for 300 ms:
+    the bytes wait in the client's socket. With kernel stamps they are dated when they
+    arrived; stamped in the callback they would be dated after the block."""
+    import time
+
+    async def script(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["a", "b"])))  # into the socket at once
+        time.sleep(0.3)  # the loop is busy: nobody reads
+
+    async def main(kernel):
+        async with RawServer(script) as srv:
+            pool = http1.Pool(kernel_stamps=kernel)
+            await asyncio.sleep(0.1)  # the kernel turns stamping on from deferred work (see Pool)
+            r = await request(pool, srv.url)
+            await pool.close()
+            return r
+
+    kernel, loop_stamped = run(main(True)), run(main(False))
+    assert kernel.ok and loop_stamped.ok
+    ttft_ms = (kernel.first_text_ns - kernel.t0_ns) / 1e6
+    late_ms = (loop_stamped.first_text_ns - loop_stamped.t0_ns) / 1e6
+    assert late_ms >= 300  # the callback ran after the block
+    assert ttft_ms < 150  # the kernel saw the bytes before it (within a few ms)

@@ -152,6 +152,14 @@ TRICKY = [
     b'{"choices":[{"delta":{"content":"\\\\"}}]}',
     b'{"a":"\\\\\\"","choices":[{"delta":{"content":"q"}}]}',
     b'{"choices":[{"delta":{"content":"x"}}],"error":null}',
+    b'{"delta":{"content":":"}}',
+    b'{"choices":[{"delta":{"con\\u0074ent":"escaped key"}}]}',
+    b'{"choices":[{"index":0},{"delta":{"content":"second choice"}}]}',
+    b'{"choices":[1,{"delta":{"content":"x"}}]}',
+    b'{"choices":[{"delta":{"content":"x"}}], junk}',
+    b'{"choices":[{"delta":{"content":"x"}}]}}',
+    b'{"usage":{"completion_tokens":null}}',
+    b'{"choices":[{"delta":null,"text":"t"}]}',
 ]
 
 
