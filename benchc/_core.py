@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-HOT_MODULES = ("_hdr", "_stream", "_bpe", "_pretok", "_chunked")
+HOT_MODULES = ("_hdr", "_stream", "_bpe", "_pretok", "_chunked", "_rx")
 
 
 def use_extensions() -> bool:

@@ -28,6 +28,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchc._chunked import ChunkedDecoder
+from benchc._rx import read_stamped
+from benchc._rx_py import SO_TIMESTAMPNS
 
 CLOCK = time.perf_counter_ns
 MAX_HEAD = 64 * 1024  # response status line and headers
@@ -35,11 +37,8 @@ _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|conne
                               rb"[ \t]*:([^\r\n]*)")
 EXCERPT = 300  # bytes of a non-200 body kept for the error detail
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
-# Linux stamps each received packet (software timestamps) when a socket asks for it
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None and sys.platform.startswith("linux")
 RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: a 256 KiB buffer cost 16 us per read
-_TIMESPEC = struct.Struct("@qq")
 
 
 class ProtocolError(Exception):
@@ -411,7 +410,7 @@ class StampedTransport:
 
     def _readable(self) -> None:
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(RECV_SIZE, 64)
+            data, stamp = read_stamped(self.sock, RECV_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
@@ -420,15 +419,7 @@ class StampedTransport:
         if not data:
             self._shutdown(None)  # the server closed
             return
-        if ancillary and ancillary[0][1] == SO_TIMESTAMPNS:  # the only one asked for
-            # the kernel stamps in CLOCK_REALTIME; the offset between the two clocks is read
-            # now, so only a change of the wall clock since the packet could leak in
-            sec, nsec = _TIMESPEC.unpack_from(ancillary[0][2])
-            now = CLOCK()
-            stamp = sec * 1_000_000_000 + nsec - (time.time_ns() - now)
-            self.protocol.data_arrived(data, stamp if stamp <= now else now)
-        else:
-            self.protocol.data_arrived(data, CLOCK())
+        self.protocol.data_arrived(data, stamp)
 
     def write(self, data: bytes) -> None:
         if self.closed:

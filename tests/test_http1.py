@@ -422,3 +422,33 @@ def test_reads_carry_the_kernels_arrival_time_not_the_loops():
     late_ms = (loop_stamped.first_text_ns - loop_stamped.t0_ns) / 1e6
     assert late_ms >= 300  # the callback ran after the block
     assert ttft_ms < 150  # the kernel saw the bytes before it (within a few ms)
+
+
+@pytest.mark.skipif(not http1.KERNEL_STAMPS, reason="kernel receive stamps are a Linux feature")
+def test_stamped_read_twins_agree():
+    """Both cores read the same bytes and date them by the kernel, not by the read."""
+    import socket
+    import time
+
+    for m in both_cores("_rx"):
+        listener = socket.create_server(("127.0.0.1", 0))
+        b = socket.socket()
+        b.setsockopt(socket.SOL_SOCKET, http1.SO_TIMESTAMPNS, 1)  # before connect, as http1 does
+        b.connect(listener.getsockname())
+        a, _ = listener.accept()
+        listener.close()
+        time.sleep(0.05)  # the kernel turns stamping on from deferred work (see http1.Pool)
+        try:
+            b.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                m.read_stamped(b, 1024)
+            a.sendall(b"data: x\n\n")
+            time.sleep(0.2)  # the bytes wait in the socket
+            data, stamp = m.read_stamped(b, 1024)
+            assert data == b"data: x\n\n"
+            assert time.perf_counter_ns() - stamp >= 150_000_000, m.__name__
+            a.close()
+            assert m.read_stamped(b, 1024)[0] == b""  # end of stream
+        finally:
+            a.close()
+            b.close()
