@@ -7,6 +7,7 @@ own chunk costs no Python work per event.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from benchc._bytes cimport hex_value
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcpy
 
@@ -20,14 +21,6 @@ cdef enum:
     MAX_LINE = 4096  # as the twin's MAX_LINE
 
 
-cdef inline int _hex(unsigned char c) noexcept nogil:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
-    return -1
 
 
 cdef class ChunkedDecoder:
@@ -132,7 +125,7 @@ cdef class ChunkedDecoder:
             if end == k or end - k > 15:
                 return self._bad_size(s, n)
             while k < end:
-                d = _hex(s[k])
+                d = hex_value(s[k])
                 if d < 0:
                     return self._bad_size(s, n)
                 size = size * 16 + d

@@ -15,6 +15,7 @@ input.
 
 import json
 
+from benchc._bytes cimport hex_value
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memchr, memcmp
@@ -72,21 +73,13 @@ cdef inline bint _is_null(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) no
     return j + 4 <= n and memcmp(p + j, b"null", 4) == 0
 
 
-cdef inline int _hex(unsigned char c) nogil:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
-    return -1
 
 
 cdef inline int _hex4(const unsigned char* p) nogil:
     """The value of 4 hex digits (a \\uXXXX escape), or -1."""
     cdef int k, h, v = 0
     for k in range(4):
-        h = _hex(p[k])
+        h = hex_value(p[k])
         if h < 0:
             return -1
         v = v * 16 + h
@@ -288,6 +281,20 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     return depth == 0
 
 
+cdef inline Py_ssize_t _text_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n,
+                               int64_t* nbytes) noexcept nogil:
+    """The text value at p[j]: for a non-empty string, the index of its closing quote (its
+    raw bytes are p[j + 1:that]) and its decoded UTF-8 length in nbytes; -1 for null or
+    an empty string (no text); -2 when it cannot be read here (json.loads decides)."""
+    cdef Py_ssize_t e
+    if p[j] == 34:
+        e = _string(p, j + 1, n, nbytes)
+        if e < 0:
+            return -2
+        return e - 1 if e - j > 2 else -1
+    return -1 if _is_null(p, j, n) else -2
+
+
 cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
     """The non-negative integer at p[j]; -1 when j < 0 (absent), -2 when unreadable."""
     cdef int64_t v = 0
@@ -473,33 +480,20 @@ cdef class StreamParser:
         if f.delta >= 0:
             if p[f.delta] != 123:
                 return False
-            for k in range(3):
-                j = f.text_key[k]
-                if j < 0:
-                    continue
-                if p[j] == 34:
-                    e = _string(p, j + 1, n, &nbytes)
-                    if e < 0:
+            for k in range(3):  # the first text key holding a non-empty string, as the twin
+                if f.text_key[k] >= 0:
+                    te = _text_at(p, f.text_key[k], n, &text_len)
+                    if te == -2:
                         return False
-                    if e - j > 2:
-                        has_text = True
-                        text_len = nbytes
-                        ts, te = j + 1, e - 1
+                    if te >= 0:
+                        ts = f.text_key[k] + 1
                         break
-                elif not _is_null(p, j, n):
-                    return False
         elif f.text >= 0:
-            j = f.text
-            if p[j] == 34:
-                e = _string(p, j + 1, n, &nbytes)
-                if e < 0:
-                    return False
-                if e - j > 2:
-                    has_text = True
-                    text_len = nbytes
-                    ts, te = j + 1, e - 1
-            elif not _is_null(p, j, n):
+            te = _text_at(p, f.text, n, &text_len)
+            if te == -2:
                 return False
+            ts = f.text + 1
+        has_text = te >= 0
         j = f.finish
         if j >= 0:
             if p[j] == 34:
