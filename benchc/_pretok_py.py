@@ -3,7 +3,9 @@
 `Scanner(patterns)` cuts text into the pieces BPE merges within: each pattern is applied
 in turn to every piece the previous one left, and both what it matches and the gaps
 between matches become pieces (HF's Split with behaviour Isolated; a tiktoken pattern
-is one such split, and it matches everywhere). The `regex` package runs the patterns:
+is one such split, and it matches everywhere). A pattern may also be given as
+(pattern, behaviour, invert) for HF's other Split behaviours: Removed,
+MergedWithPrevious, MergedWithNext, Contiguous. The `regex` package runs the patterns:
 it knows Unicode property classes and possessive quantifiers as tiktoken does, so
 this module is the definition the compiled scanner is tested against.
 
@@ -37,6 +39,52 @@ KNOWN: dict[tuple[str, ...], tuple] = {
 }
 
 
+BEHAVIOURS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+
+def _split(text: str, pattern, behaviour: str, invert: bool) -> list[str]:
+    """One HF Split over one piece, as tokenizers' SplitDelimiterBehavior does it: the
+    text as spans flagged matched or not (invert swaps the flags), then joined per
+    behaviour."""
+    spans, pos = [], 0  # (start, end, is_match)
+    for m in pattern.finditer(text):
+        if m.end() == m.start():
+            continue
+        if m.start() > pos:
+            spans.append((pos, m.start(), invert))
+        spans.append((m.start(), m.end(), not invert))
+        pos = m.end()
+    if pos < len(text):
+        spans.append((pos, len(text), invert))
+    if behaviour == "Removed":
+        spans = [s for s in spans if not s[2]]
+    elif behaviour in ("MergedWithPrevious", "MergedWithNext"):
+        forward = behaviour == "MergedWithPrevious"
+        out: list[list] = []
+        previous_match = False
+        for a, b, is_match in (spans if forward else reversed(spans)):
+            if is_match and not previous_match and out:
+                if forward:
+                    out[-1][1] = b  # the match joins the piece before it
+                else:
+                    out[-1][0] = a  # the match joins the piece after it
+            else:
+                out.append([a, b, False])
+            previous_match = is_match
+        spans = out if forward else out[::-1]
+    elif behaviour == "Contiguous":
+        out = []
+        previous_match = None
+        for a, b, is_match in spans:
+            if is_match == previous_match and out:
+                out[-1][1] = b  # neighbours of one kind make one piece
+            else:
+                out.append([a, b, is_match])
+            previous_match = is_match
+        spans = out
+    return [text[a:b] for a, b, *_ in spans]
+
+
 def piece_bytes(piece: str) -> bytes:
     return piece.encode("utf-8", "surrogatepass")
 
@@ -47,25 +95,18 @@ class Scanner:
 
     fast = False
 
-    def __init__(self, patterns: list[str] | tuple[str, ...]):
+    def __init__(self, patterns: list | tuple):
         self.patterns = tuple(patterns)
-        self._compiled = [regex.compile(p) for p in self.patterns]
+        self._splits = [(regex.compile(p), "Isolated", False) if isinstance(p, str)
+                        else (regex.compile(p[0]), p[1], bool(p[2])) for p in self.patterns]
+        for _, behaviour, _ in self._splits:
+            if behaviour not in BEHAVIOURS:
+                raise ValueError(f"Split behaviour {behaviour!r} is not one of {', '.join(BEHAVIOURS)}")
 
     def split(self, text: str) -> list[str]:
         pieces = [text] if text else []
-        for pattern in self._compiled:
-            nxt = []
-            for p in pieces:
-                pos = 0
-                for m in pattern.finditer(p):
-                    if m.start() > pos:
-                        nxt.append(p[pos:m.start()])
-                    if m.end() > m.start():
-                        nxt.append(m.group())
-                    pos = m.end()
-                if pos < len(p):
-                    nxt.append(p[pos:])
-            pieces = nxt
+        for pattern, behaviour, invert in self._splits:
+            pieces = [x for p in pieces for x in _split(p, pattern, behaviour, invert)]
         return pieces
 
     def encode(self, text: str, bpe) -> list[int]:

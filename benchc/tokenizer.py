@@ -3,8 +3,9 @@
 Two file families, each following its own reference implementation:
 - HuggingFace tokenizer.json with a byte-level BPE model: added tokens matched first
   and never split; normalizers NFC / Sequence; pre-tokenizers Split (behaviour
-  Isolated), ByteLevel (with or without its own regex, add_prefix_space) and
-  Sequence of those; merges as "a b" strings or [a, b] pairs; ignore_merges.
+  Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous; invert),
+  ByteLevel (with or without its own regex, add_prefix_space) and Sequence of those;
+  merges as "a b" strings or [a, b] pairs; ignore_merges.
   Merge priority is the merge's position in the list.
 - tiktoken rank files (base64 token, rank per line) with a pattern and special
   tokens; a piece that is itself a token is taken whole, else merge priority is
@@ -26,6 +27,7 @@ from functools import lru_cache
 import regex
 
 from benchc import _bpe
+from benchc._pretok_py import BEHAVIOURS
 from benchc.errors import UsageError
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -190,10 +192,14 @@ def from_tokenizer_json(path: str, core: str | None = None) -> Tokenizer:
     for pt in _flatten(d.get("pre_tokenizer")):
         kind = pt.get("type")
         if kind == "Split":
-            if pt.get("behavior", "Isolated") != "Isolated" or pt.get("invert"):
-                raise UsageError(f"{path}: Split behaviour {pt.get('behavior')!r} is not supported yet")
+            behaviour, invert = pt.get("behavior", "Isolated"), bool(pt.get("invert"))
+            if behaviour not in BEHAVIOURS:
+                raise UsageError(f"{path}: Split behaviour {behaviour!r} is not one of "
+                                 f"{', '.join(BEHAVIOURS)}")
             pat = pt["pattern"]
-            splits.append(_as_onig_reads(pat["Regex"]) if "Regex" in pat else regex.escape(pat["String"]))
+            pattern = _as_onig_reads(pat["Regex"]) if "Regex" in pat else regex.escape(pat["String"])
+            # plain strings are Isolated splits: the chains the compiled scanner knows
+            splits.append(pattern if behaviour == "Isolated" and not invert else (pattern, behaviour, invert))
         elif kind == "ByteLevel":
             prefix_space = prefix_space or bool(pt.get("add_prefix_space"))
             if pt.get("use_regex", True):
