@@ -16,6 +16,15 @@ cdef extern from "<errno.h>":
     int EWOULDBLOCK
 
 
+cdef extern from *:
+    """
+    #include <sys/socket.h>
+    #ifndef SO_TIMESTAMPNS  /* not Linux: no stamps, the read's own time is used */
+    #define SO_TIMESTAMPNS -1
+    #endif
+    """
+
+
 cdef extern from "<sys/socket.h>" nogil:
     ctypedef unsigned int socklen_t
     struct msghdr:
