@@ -21,6 +21,22 @@ def test_no_extensions_forces_the_python_core():
     assert out.strip() == f"benchc {__version__} (core: python)"
 
 
+def test_a_run_on_the_python_core_counts_what_the_compiled_core_counts(tmp_path):
+    """The whole measured path (own HTTP reader, de-chunking, stamped reads, parsing) on the
+    twins, in a process of its own; the same counts as in this process."""
+    demo = os.path.join(REPO, "specs", "demo.yaml")
+    args = ["run", demo, "--quiet", "--set", "load.requests=3", "--set", "load.sweep.concurrency=[2]"]
+    env = dict(os.environ, BENCHC_NO_EXTENSIONS="1")
+    subprocess.run([sys.executable, "-m", "benchc", *args, "--out", str(tmp_path / "py.json")], env=env,
+                   check=True, capture_output=True, timeout=120)
+    assert main([*args, "--out", str(tmp_path / "here.json")]) == 0
+    py, here = (json.loads((tmp_path / f).read_text()) for f in ("py.json", "here.json"))
+    assert py["core"] == "python"
+    for doc in (py, here):
+        assert doc["points"][0]["counts"]["failed"] == 0
+    assert py["points"][0]["tokens"] == here["points"][0]["tokens"]
+
+
 def test_compiled_core_loads_when_required():
     """CI builds the extensions and sets BENCHC_REQUIRE_EXTENSIONS=1: then the C core must be in use."""
     if os.environ.get("BENCHC_REQUIRE_EXTENSIONS", "") in ("", "0"):
