@@ -321,12 +321,18 @@ cdef class StreamParser:
     cdef readonly object finish_reason, malformed_example, error_event
     cdef int64_t _prev_usage
     cdef list _texts  # None, or the output's pieces: str, or raw JSON string bytes to decode
+    # The shape of this stream's plain text chunk: the bytes before its text value (with the
+    # opening quote) and from its closing quote on. A server repeats them for every token of
+    # a request (id, model, created...): an event that starts and ends with exactly these
+    # bytes has the same keys in the same places, so only its text needs reading.
+    cdef bytes _shape_head, _shape_tail
     cdef int64_t* _gaps
     cdef int64_t* _tokens
     cdef Py_ssize_t _n_gaps, _n_tokens, _cap
 
     def __cinit__(self, bint keep_text=False):
         self._texts = [] if keep_text else None
+        self._shape_head = self._shape_tail = None
         self._buf = b""
         self._data = []
         self._has_data = False
@@ -475,6 +481,8 @@ cdef class StreamParser:
         cdef object finish = None
         if n < 2 or p[0] != 123 or p[n - 1] != 125:
             return False
+        if self._shape_head is not None and self._same_shape(p, n, now):
+            return True
         if not _scan_keys(p, n, &f) or f.unusual:
             return False
         if f.delta >= 0:
@@ -528,6 +536,23 @@ cdef class StreamParser:
             if self._texts is not None:
                 self._texts.append(p[ts:te])
             self._text(text_len, tokens, now)
+            if finish is None and ct < 0 and pt < 0:  # no ending, no counts: a plain text chunk
+                self._shape_head, self._shape_tail = p[:ts], p[te:n]
+        return True
+
+    cdef bint _same_shape(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
+        """The event is this stream's text chunk shape with another text: read that text."""
+        cdef Py_ssize_t a = len(self._shape_head), z = len(self._shape_tail), e
+        cdef int64_t nbytes = 0
+        if n < a + z or memcmp(p, <const char*>self._shape_head, a) != 0 \
+                or memcmp(p + n - z, <const char*>self._shape_tail, z) != 0:
+            return False
+        e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
+        if e != n - z + 1 or e - 1 == a:
+            return False  # another string layout, or an empty text: the full path decides
+        if self._texts is not None:
+            self._texts.append(p[a:e - 1])
+        self._text(nbytes, -1, now)
         return True
 
     cdef int _text(self, int64_t nbytes, int64_t tokens, int64_t now) except -1:

@@ -185,3 +185,16 @@ def test_cores_agree_on_random_json_events(obj, ascii_only, spaced):
     data = stream_of([event.encode()])
     results = [measure(m, data, []) for m in cores()]
     assert all(r == results[0] for r in results), event
+
+
+def test_cores_agree_where_a_chunk_keeps_the_shape_of_the_one_before():
+    """The compiled core reads only the text of a chunk whose bytes around the text repeat
+    the previous text chunk's; these keep those bytes and change what lies between."""
+    head, tail = b'{"id":"c","choices":[{"index":0,"delta":{"content":"', b'"},"finish_reason":null}]}'
+    middles = [b"first", b'a\\"b', b'a","content":"b', b'x","reasoning":"y', b"", b"\\ud83d\\ude00",
+               b'a"}},{"delta":{"content":"b', b"\\\\", b"tab\\t", b'"', b"\\", b"z"]
+    events = [head + m + tail for m in middles]
+    for order in (events, events[::-1], events[:1] + events[1:][::2] + events[1:][1::2]):
+        data = stream_of(order)
+        results = [measure(m, data, []) for m in cores()]
+        assert all(r == results[0] for r in results)
