@@ -475,7 +475,7 @@ cdef class StreamParser:
         cdef Keys f
         cdef Py_ssize_t j, e
         cdef int k
-        cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1, tokens = -1
+        cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1
         cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
         cdef bint has_text = False
         cdef object finish = None
@@ -520,25 +520,33 @@ cdef class StreamParser:
                     return False
             elif not _is_null(p, f.usage, n):
                 return False
-        # commit, in the twin's order
+        self._commit(finish, None if ct < 0 else ct, None if pt < 0 else pt, text_len if has_text else 0,
+                     p[ts:te] if has_text and self._texts is not None else None, now)
+        if has_text and finish is None and ct < 0 and pt < 0:  # a plain text chunk: its shape
+            self._shape_head, self._shape_tail = p[:ts], p[te:n]
+        return True
+
+    cdef int _commit(self, object finish, object completion, object prompt, int64_t text_bytes,
+                     object text, int64_t now) except -1:
+        """One event's fields into the stream's state, in the twin's order (`apply`): None is
+        absent, text_bytes 0 is no text, text is what to keep (or None)."""
+        cdef int64_t tokens = -1
         if finish is not None:
             self.finish_reason = finish
-        if ct >= 0:
-            if has_text:
-                tokens = ct - self._prev_usage
+        if completion is not None:
+            if text_bytes:
+                tokens = completion - self._prev_usage
                 if tokens > 1:
                     self.multi_token_chunks += 1
-            self._prev_usage = ct
-            self.usage_completion = ct
-        if pt >= 0:
-            self.usage_prompt = pt
-        if has_text:
+            self._prev_usage = completion
+            self.usage_completion = completion
+        if prompt is not None:
+            self.usage_prompt = prompt
+        if text_bytes:
             if self._texts is not None:
-                self._texts.append(p[ts:te])
-            self._text(text_len, tokens, now)
-            if finish is None and ct < 0 and pt < 0:  # no ending, no counts: a plain text chunk
-                self._shape_head, self._shape_tail = p[:ts], p[te:n]
-        return True
+                self._texts.append(text)
+            self._text(text_bytes, tokens, now)
+        return 0
 
     cdef bint _same_shape(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
         """The event is this stream's text chunk shape with another text: read that text."""
@@ -574,7 +582,6 @@ cdef class StreamParser:
 
     cdef int _slow(self, bytes payload, int64_t now) except -1:
         """Anything the fast path does not read: the twin's own interpretation of the event."""
-        cdef int64_t tokens = -1
         fields = _interpret(payload)
         if fields is None:
             self.malformed += 1
@@ -584,21 +591,7 @@ cdef class StreamParser:
         text_bytes, finish, completion, prompt, error, text = fields
         if error is not None:
             self.error_event = error
-        if finish is not None:
-            self.finish_reason = finish
-        if completion is not None:
-            if text_bytes:
-                tokens = completion - self._prev_usage
-                if tokens > 1:
-                    self.multi_token_chunks += 1
-            self._prev_usage = completion
-            self.usage_completion = completion
-        if prompt is not None:
-            self.usage_prompt = prompt
-        if text_bytes:
-            if self._texts is not None:
-                self._texts.append(text)
-            self._text(text_bytes, tokens, now)
+        self._commit(finish, completion, prompt, text_bytes, text, now)
         return 0
 
     # ---------------------------------------------------------------- recording

@@ -159,6 +159,7 @@ TRICKY = [
     b'{"choices":[{"delta":{"content":"x"}}], junk}',
     b'{"choices":[{"delta":{"content":"x"}}]}}',
     b'{"usage":{"completion_tokens":null}}',
+    b'{"usage":{"completion_tokens":-3,"prompt_tokens":2}}',
     b'{"choices":[{"delta":null,"text":"t"}]}',
 ]
 
