@@ -242,12 +242,13 @@ def from_tiktoken(path: str, pattern: str | None = None, special: dict[str, int]
     if pattern is None:
         raise UsageError(f"{path}: a tiktoken file needs its pattern, or the encoding's name")
     special = dict(special or {})
-    ranks: dict[bytes, int] = {}
     with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                tok, rank = line.split()
-                ranks[base64.b64decode(tok)] = int(rank)
+        raw = f.read()
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line.strip():
+            tok, rank = line.split()
+            ranks[base64.b64decode(tok)] = int(rank)
     # tiktoken merges the pair whose concatenation has the lowest rank: every split of a
     # token into two tokens is a merge at that token's rank.
     pairs: dict[tuple[int, int], tuple[int, int]] = {}
@@ -258,8 +259,10 @@ def from_tiktoken(path: str, pattern: str | None = None, special: dict[str, int]
                 pairs[(ia, ib)] = (r, r)
     # tiktoken looks a whole piece up before merging (so do we: ignore_merges); some
     # vocabularies hold tokens that merges alone would never produce.
-    return Tokenizer(ids=ranks, pairs=pairs, special=special, nfc=nfc, patterns=[pattern],
-                     ignore_merges=True, core=core)
+    tok = Tokenizer(ids=ranks, pairs=pairs, special=special, nfc=nfc, patterns=[pattern],
+                    ignore_merges=True, core=core)
+    tok.sha256 = hashlib.sha256(raw).hexdigest()
+    return tok
 
 
 def load(path: str, core: str | None = None) -> Tokenizer:
@@ -284,7 +287,4 @@ def load(path: str, core: str | None = None) -> Tokenizer:
 def _tiktoken_file(path: str, encoding: str, core: str | None) -> Tokenizer:
     if not os.path.exists(path):
         raise UsageError(f"no tokenizer at {path}")
-    tok = from_tiktoken(path, encoding=encoding, core=core)
-    with open(path, "rb") as f:
-        tok.sha256 = hashlib.sha256(f.read()).hexdigest()
-    return tok
+    return from_tiktoken(path, encoding=encoding, core=core)
