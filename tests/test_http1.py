@@ -94,6 +94,15 @@ def run(coro):
     return asyncio.run(coro)
 
 
+async def one_request(script, t=None) -> tuple[RequestRecord, RawServer]:
+    """One request on a fresh pool against a RawServer running `script`."""
+    async with RawServer(script) as srv:
+        pool = http1.Pool()
+        r = await request(pool, srv.url, t)
+        await pool.close()
+        return r, srv
+
+
 def test_every_event_its_own_chunk_dribbled_byte_by_byte():
     texts = ["Hel", "lo", " wörld", " 😀", "\n"]
 
@@ -104,14 +113,7 @@ def test_every_event_its_own_chunk_dribbled_byte_by_byte():
             await writer.drain()
             await asyncio.sleep(0)
 
-    async def main():
-        async with RawServer(script) as srv:
-            pool = http1.Pool()
-            r = await request(pool, srv.url)
-            await pool.close()
-            return r, srv
-
-    r, srv = run(main())
+    r, srv = run(one_request(script))
     assert r.ok, r.error_detail
     assert r.text_chunks == 5 and r.usage_output_tokens == 5 and r.finish_reason == "stop"
     assert r.text_bytes == len("".join(texts).encode())
@@ -199,14 +201,7 @@ def test_other_body_forms(form):
         else:
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + OK_HEAD + chunked(sse(["x", "y", "z"])))
 
-    async def main():
-        async with RawServer(script) as srv:
-            pool = http1.Pool()
-            r = await request(pool, srv.url)
-            await pool.close()
-            return r
-
-    r = run(main())
+    r, _ = run(one_request(script))
     assert r.ok, r.error_detail
     assert r.text_chunks == 3 and r.status == 200
 
@@ -237,14 +232,7 @@ def test_broken_servers_are_classified_and_what_was_measured_is_kept(case, kind,
         else:
             writer.write(b"SPDY/9 200 OK\r\n\r\n")
 
-    async def main():
-        async with RawServer(script) as srv:
-            pool = http1.Pool()
-            r = await request(pool, srv.url)
-            await pool.close()
-            return r
-
-    r = run(main())
+    r, _ = run(one_request(script))
     assert r.error == kind and detail in r.error_detail, (r.error, r.error_detail)
     if case == "reset-mid-stream":
         assert r.text_chunks >= 2 and r.first_text_ns  # the part that arrived was measured
@@ -259,17 +247,10 @@ def test_timeouts_before_and_after_the_head():
         await writer.drain()
         await asyncio.sleep(5)
 
-    async def main(script, t):
-        async with RawServer(script) as srv:
-            pool = http1.Pool()
-            r = await request(pool, srv.url, t)
-            await pool.close()
-            return r
-
-    assert run(main(stall_before, target(idle_s=0.2))).error == TIMEOUT
-    r = run(main(stall_after, target(idle_s=0.2)))
+    assert run(one_request(stall_before, target(idle_s=0.2)))[0].error == TIMEOUT
+    r, _ = run(one_request(stall_after, target(idle_s=0.2)))
     assert r.error == IDLE_TIMEOUT and r.status == 200
-    r = run(main(stall_after, target(timeout_s=0.3, idle_s=10)))
+    r, _ = run(one_request(stall_after, target(timeout_s=0.3, idle_s=10)))
     assert r.error == TIMEOUT
 
 
