@@ -1,4 +1,4 @@
-"""Builds the Cython core in csrc/ as benchc._*_c extensions.
+"""Builds the Cython core: csrc/STAGE/_x_c.pyx as the extension benchc.STAGE._x_c.
 
 Without a C compiler (or Cython) the install still succeeds and benchc runs on
 its pure-Python twins; BENCHC_REQUIRE_EXTENSIONS=1 (set by CI) turns a failed
@@ -41,12 +41,14 @@ def extensions():
         if REQUIRED:
             raise
         return []
-    sources = sorted(glob.glob("csrc/*.pyx"))
+    sources = sorted(glob.glob("csrc/*/*.pyx"))
     from setuptools import Extension
 
-    exts = [Extension(f"benchc.{os.path.basename(s)[:-4]}", [s], extra_compile_args=["-O3"])
-            for s in sources]
-    # include_path: the .pxd files shared between modules sit in the package (benchc/_x_c.pxd)
+    # csrc/ mirrors the package: csrc/client/_stream_c.pyx is benchc.client._stream_c
+    exts = [Extension("benchc." + os.path.splitext(os.path.relpath(s, "csrc"))[0].replace(os.sep, "."), [s],
+                      extra_compile_args=["-O3"]) for s in sources]
+    # include_path: the .pxd files shared between modules sit in the package
+    # (benchc/metrics/_hdr_c.pxd), so `cimport benchc.metrics._hdr_c` resolves
     return cythonize(exts, include_path=["."], compiler_directives={"language_level": 3})
 
 

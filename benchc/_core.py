@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-HOT_MODULES = ("_hdr", "_stream", "_bpe", "_pretok", "_chunked", "_rx")
+HOT_MODULES = ("benchc.metrics._hdr", "benchc.client._stream", "benchc.tokenizer._bpe",
+               "benchc.tokenizer._pretok", "benchc.client._chunked", "benchc.client._rx")
 
 
 def use_extensions() -> bool:
@@ -15,22 +16,23 @@ def use_extensions() -> bool:
 
 
 def select(name: str, attr: str) -> tuple[object, str]:
-    """(`attr` of benchc.{name}_c, "cython") when compiled and allowed, else that of the
-    pure-Python twin benchc.{name}_py with "python". A missing build is not an error:
-    the twin gives the same results, only slower (CI requires the build instead)."""
+    """(`attr` of {name}_c, "cython") when compiled and allowed, else that of the
+    pure-Python twin {name}_py with "python"; `name` is the selector module's own
+    (benchc.client._stream). A missing build is not an error: the twin gives the same
+    results, only slower (CI requires the build instead)."""
     import importlib
 
     if use_extensions():
         try:
-            return getattr(importlib.import_module(f"benchc.{name}_c"), attr), "cython"
+            return getattr(importlib.import_module(f"{name}_c"), attr), "cython"
         except ImportError:
             pass
-    return getattr(importlib.import_module(f"benchc.{name}_py"), attr), "python"
+    return getattr(importlib.import_module(f"{name}_py"), attr), "python"
 
 
 def core_name() -> str:
     """'cython' when every hot module loaded compiled, else 'python'."""
     import importlib
 
-    cores = {importlib.import_module(f"benchc.{m}").CORE for m in HOT_MODULES}
+    cores = {importlib.import_module(m).CORE for m in HOT_MODULES}
     return "cython" if cores == {"cython"} else "python"

@@ -139,9 +139,9 @@ def main_entry() -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from benchc import spec as spec_mod
-    from benchc.compiler import compile_spec
     from benchc.errors import SpecError
+    from benchc.plan.compiler import compile_spec
+    from benchc.spec import loader as spec_mod
 
     worst = EXIT_OK
     report = []
@@ -170,8 +170,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from benchc import spec as spec_mod
-    from benchc.compiler import compile_spec
+    from benchc.plan.compiler import compile_spec
+    from benchc.spec import loader as spec_mod
 
     plan = compile_spec(spec_mod.load(args.spec, args.overrides))
     sys.stdout.write(plan.to_json(redact=True))
@@ -179,7 +179,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from benchc.spec import load_schema
+    from benchc.spec.loader import load_schema
 
     print(json.dumps(load_schema({"spec": "spec-v1", "result": "result-v1"}[args.which]), indent=2))
     return EXIT_OK
@@ -190,8 +190,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from benchc.sim import serve_forever
-    from benchc.sim_model import make_config
+    from benchc.sim.model import make_config
+    from benchc.sim.server import serve_forever
 
     params: dict = json.loads(args.config_json) if args.config_json else {}
     preset = params.pop("preset", args.preset)
@@ -206,7 +206,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         params["faults"] = list(params.get("faults", [])) + args.fault
     try:
         cfg = make_config(preset, **params)
-        from benchc.sim_faults import parse_faults
+        from benchc.sim.faults import parse_faults
 
         parse_faults(cfg.faults)
     except (ValueError, TypeError) as e:
@@ -216,7 +216,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from benchc.compare import raise_on_breaches, run_compare
+    from benchc.results.compare import raise_on_breaches, run_compare
 
     text, breaches = run_compare(args.results, args.fail_on, args.format)
     sys.stdout.write(text)
@@ -225,8 +225,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from benchc.merge import merge_docs
-    from benchc.results import read, validate_document, write_atomic
+    from benchc.results.document import read, validate_document, write_atomic
+    from benchc.results.merge import merge_docs
 
     doc = merge_docs([read(p) for p in args.results], args.results)
     validate_document(doc)
@@ -236,8 +236,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from benchc.export import BR02_LEFT_OUT, export
-    from benchc.results import read, write_atomic
+    from benchc.results.document import read, write_atomic
+    from benchc.results.export import BR02_LEFT_OUT, export
 
     text = export(read(args.result), args.format, args.result)
     if args.format == "br0.2":
@@ -251,8 +251,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchc.report import write_report
-    from benchc.results import read
+    from benchc.results.document import read
+    from benchc.results.report import write_report
 
     for path in write_report([read(p) for p in args.results], args.png, args.html):
         print(path)
@@ -260,7 +260,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
-    from benchc.tokenizer import load
+    from benchc.tokenizer.tokenizer import load
 
     tok = load(args.tokenizer)
     for path in args.files:
@@ -275,9 +275,9 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from benchc import spec as spec_mod
-    from benchc.compiler import compile_spec
-    from benchc.runner import RunOptions, execute
+    from benchc.plan.compiler import compile_spec
+    from benchc.run.runner import RunOptions, execute
+    from benchc.spec import loader as spec_mod
 
     spec = spec_mod.load(args.spec, args.overrides)
     plan = compile_spec(spec)

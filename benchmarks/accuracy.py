@@ -35,10 +35,10 @@ SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0,
 async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: float = 0.0) -> dict:
     import aiohttp
 
-    from benchc import http1
-    from benchc.client import RequestRecord, make_connector, make_trace_config, send, send_native
-    from benchc.engine import _SelfCheck
-    from benchc.plan import Target
+    from benchc.client import http1
+    from benchc.client.request import RequestRecord, make_connector, make_trace_config, send, send_native
+    from benchc.plan.model import Target
+    from benchc.run.loadgen import _SelfCheck
 
     target = Target(url, None, "completions", "MiniMaxAI/MiniMax-M2.5", None, {}, 600.0, 600.0, None)
     payload = json.dumps({"model": "MiniMaxAI/MiniMax-M2.5", "prompt": "go", "max_tokens": tokens,

@@ -64,11 +64,11 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, http: str = "native"
     """benchc's own client path: send() with its stream parser, then the point's recorders."""
     import aiohttp
 
-    from benchc import http1
-    from benchc.client import RequestRecord, make_connector, make_trace_config, send, send_native
-    from benchc.metrics import PointRecorder
-    from benchc.plan import Target
-    from benchc.runner import measuring
+    from benchc.client import http1
+    from benchc.client.request import RequestRecord, make_connector, make_trace_config, send, send_native
+    from benchc.metrics.recorder import PointRecorder
+    from benchc.plan.model import Target
+    from benchc.run.runner import measuring
 
     target = Target(url, None, "chat", "benchc-sim", None, {}, 600.0, 600.0, None)
     rec = PointRecorder(c)

@@ -18,11 +18,11 @@ import time
 
 from hdrh.histogram import HdrHistogram
 
-from benchc._hdr_py import Histogram as PyHistogram
+from benchc.metrics._hdr_py import Histogram as PyHistogram
 
 try:
-    from benchc._hdr_c import Histogram as CHistogram
-    from benchc._stream_c import StreamParser
+    from benchc.client._stream_c import StreamParser
+    from benchc.metrics._hdr_c import Histogram as CHistogram
 except ImportError:  # pragma: no cover - the Cython core is not built here
     CHistogram = StreamParser = None
 

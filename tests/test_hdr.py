@@ -8,7 +8,7 @@ from hdrh.histogram import HdrHistogram
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchc._hdr_codec import HdrFormatError
+from benchc.metrics._hdr_codec import HdrFormatError
 from tests.conftest import both_cores
 
 HIGH = 3_600_000_000
@@ -76,7 +76,7 @@ def test_corrupt_encodings_raise_a_clear_error(hdr_module):
        st.sampled_from([1, 2, 3, 4]))
 def test_cores_agree_on_any_values(pairs, digits):
     results = []
-    for mod in both_cores("_hdr"):
+    for mod in both_cores("benchc.metrics._hdr"):
         h = mod.Histogram(1, HIGH, digits)
         for v, c in pairs:
             h.record(v, c)

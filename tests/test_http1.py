@@ -1,4 +1,4 @@
-"""benchc's own HTTP/1.1 reader (benchc.http1, client.send_native) against raw asyncio
+"""benchc's own HTTP/1.1 reader (benchc.client.http1, client.send_native) against raw asyncio
 servers on loopback that write exactly the bytes each case needs: real servers'
 quirks, broken servers, keep-alive races, timeouts. And the chunked decoder's twins."""
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchc import http1
-from benchc.client import (
+from benchc.client import http1
+from benchc.client.request import (
     CANCELLED,
     CONNECT,
     HTTP,
@@ -23,10 +23,10 @@ from benchc.client import (
     RequestRecord,
     send_native,
 )
-from benchc.plan import Target
+from benchc.plan.model import Target
 from tests.conftest import both_cores
 
-DECODERS = [m.ChunkedDecoder for m in both_cores("_chunked")]
+DECODERS = [m.ChunkedDecoder for m in both_cores("benchc.client._chunked")]
 
 
 def sse(texts: list[str], usage: bool = True) -> list[bytes]:
@@ -411,7 +411,7 @@ def test_stamped_read_twins_agree():
     import socket
     import time
 
-    for m in both_cores("_rx"):
+    for m in both_cores("benchc.client._rx"):
         listener = socket.create_server(("127.0.0.1", 0))
         b = socket.socket()
         b.setsockopt(socket.SOL_SOCKET, http1.SO_TIMESTAMPNS, 1)  # before connect, as http1 does

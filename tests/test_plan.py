@@ -6,12 +6,12 @@ import os
 import jsonschema
 import pytest
 
-from benchc import spec
 from benchc.cli import main
-from benchc.compiler import DEFAULTS, compile_spec
 from benchc.errors import PlanError
-from benchc.plan import Plan
-from benchc.spec import load_schema
+from benchc.plan.compiler import DEFAULTS, compile_spec
+from benchc.plan.model import Plan
+from benchc.spec import loader as spec
+from benchc.spec.loader import load_schema
 from tests.conftest import REPO
 
 VALID = os.path.join(REPO, "tests", "specs", "valid", "all-features.yaml")

@@ -7,11 +7,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from benchc._hdr import Histogram  # noqa: E402
 from benchc.cli import main  # noqa: E402
-from benchc.plan import Step  # noqa: E402
-from benchc.ray_backend import shard_steps, split  # noqa: E402
-from benchc.results import read  # noqa: E402
+from benchc.metrics._hdr import Histogram  # noqa: E402
+from benchc.plan.model import Step  # noqa: E402
+from benchc.results.document import read  # noqa: E402
+from benchc.run.ray_backend import shard_steps, split  # noqa: E402
 
 SPEC = """\
 version: 1

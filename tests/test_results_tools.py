@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from benchc._hdr import Histogram
-from benchc._stream import ns_to_us
 from benchc.cli import main
-from benchc.results import read, validate_document
+from benchc.client._stream import ns_to_us
+from benchc.metrics._hdr import Histogram
+from benchc.results.document import read, validate_document
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 MINIMAX = os.path.join(DATA, "result-v1-minimax.json")
@@ -135,7 +135,7 @@ def test_export_benchmark_report_v02(capsys):
 
 
 def test_merged_result_validates():
-    from benchc.merge import merge_docs
+    from benchc.results.merge import merge_docs
 
     validate_document(merge_docs([read(SHARD_A), read(SHARD_B)], ["a", "b"]))
 
@@ -154,7 +154,7 @@ def test_report_writes_pngs_and_a_self_contained_html(tmp_path, capsys):
 
 
 def test_report_groups_repeats_of_one_plan_and_separates_other_plans():
-    from benchc.report import collect
+    from benchc.results.report import collect
 
     series = collect([read(p) for p in (MINIMAX, KIMI, SHARD_A, SHARD_B)])
     minimax = [k for k in series if "minimax" in k]

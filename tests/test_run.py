@@ -11,7 +11,7 @@ import time
 import pytest
 
 from benchc.cli import main
-from benchc.results import read, validate_document
+from benchc.results.document import read, validate_document
 from tests.conftest import REPO
 
 SPEC = """\

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from benchc.cli import main
-from benchc.results import read
+from benchc.results.document import read
 
 SPEC = """\
 version: 1

@@ -12,8 +12,8 @@ import time
 import aiohttp
 import pytest
 
-from benchc.sim import SimServer
-from benchc.sim_model import make_config
+from benchc.sim.model import make_config
+from benchc.sim.server import SimServer
 
 MODEL = "MiniMaxAI/MiniMax-M2.5"
 
@@ -287,7 +287,7 @@ def test_slow_headers_and_refused_connections():
 
 
 def test_fault_rates_are_deterministic_by_seed():
-    from benchc.sim_faults import FaultPicker, parse_faults
+    from benchc.sim.faults import FaultPicker, parse_faults
 
     faults, _ = parse_faults(["http_503:0.3", "reset:0.2"])
     pa, pb = FaultPicker(faults, 5), FaultPicker(faults, 5)

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from benchc import spec
 from benchc.errors import SpecError, UsageError
+from benchc.spec import loader as spec
 
 BASE = """\
 version: 1

@@ -1,4 +1,4 @@
-"""SSE framing (benchc/_sse_py.py, the framer of the Python core; the compiled stream
+"""SSE framing (benchc/client/_sse_py.py, the framer of the Python core; the compiled stream
 parser frames in C and is held to the same results in test_stream.py)."""
 
 import importlib
@@ -26,7 +26,7 @@ EVENTS = [
 
 @pytest.fixture
 def sse_module():
-    return importlib.import_module("benchc._sse_py")
+    return importlib.import_module("benchc.client._sse_py")
 
 
 def decode(mod, pieces):
@@ -65,4 +65,4 @@ def test_random_splits_give_identical_events(cuts):
     cuts = sorted(set(cuts))
     bounds = [0, *cuts, len(STREAM)]
     pieces = [STREAM[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
-    assert decode(importlib.import_module("benchc._sse_py"), pieces)[0] == EVENTS
+    assert decode(importlib.import_module("benchc.client._sse_py"), pieces)[0] == EVENTS

@@ -69,7 +69,7 @@ def measure(mods, data: bytes, cuts):
 
 
 def cores():
-    return list(zip(both_cores("_stream"), both_cores("_hdr"), strict=True))
+    return list(zip(both_cores("benchc.client._stream"), both_cores("benchc.metrics._hdr"), strict=True))
 
 
 def test_vllm_chat_stream_is_read_exactly(stream_modules):

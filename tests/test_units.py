@@ -4,7 +4,7 @@ import re
 import pytest
 
 from benchc import units
-from benchc.spec import load_schema
+from benchc.spec.loader import load_schema
 
 
 @pytest.mark.parametrize("text,seconds", [

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from benchc.errors import PlanError
-from benchc.workload import build_prompts, draw_length, normalise_length, prompts_sha256
+from benchc.plan.workload import build_prompts, draw_length, normalise_length, prompts_sha256
 
 RANDOM = {"seed": 3, "input_tokens": {"kind": "fixed", "value": 40},
           "output_tokens": {"kind": "uniform", "min": 5, "max": 9}, "prefix_tokens": 10, "num_prompts": 20}

@@ -1,7 +1,0 @@
-"""Selector: the compiled HdrHistogram recorder when built, else the pure-Python twin."""
-
-from benchc._core import select
-
-Histogram, CORE = select("_hdr", "Histogram")
-
-__all__ = ["Histogram", "CORE"]

@@ -1,8 +1,0 @@
-"""Selector: the compiled stream parser when built, else the pure-Python twin."""
-
-from benchc._core import select
-from benchc._stream_py import ns_to_us  # one definition of the rounding, both cores
-
-StreamParser, CORE = select("_stream", "StreamParser")
-
-__all__ = ["StreamParser", "ns_to_us", "CORE"]

@@ -1,0 +1,28 @@
+"""One socket read with the kernel's receive stamp, pure Python (the twin of csrc/client/_rx_c.pyx)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+
+# Linux stamps each received packet (software timestamps) when a socket asks for it
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+_TIMESPEC = struct.Struct("@qq")
+
+
+def read_stamped(sock: socket.socket, size: int) -> tuple[bytes, int]:
+    """(bytes read, b"" at end of stream; their arrival on the monotonic clock of
+    time.perf_counter_ns): the kernel's receive stamp when the socket asked for
+    SO_TIMESTAMPNS, else now. BlockingIOError when nothing is there, OSError on failure."""
+    data, ancillary, _, _ = sock.recvmsg(size, 128)
+    now = time.perf_counter_ns()
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            # the kernel stamps in CLOCK_REALTIME: moved onto the monotonic clock with the
+            # offset between the two read now
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            stamp = sec * 1_000_000_000 + nsec - (time.time_ns() - now)
+            return data, stamp if 0 <= stamp <= now else now
+    return data, now

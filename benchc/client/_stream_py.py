@@ -1,0 +1,164 @@
+"""One response stream, measured: pure Python (the reference twin of csrc/client/_stream_c.pyx).
+
+Feed it every socket read with the read's arrival time; it frames SSE events,
+extracts from each chunk the text (delta content / reasoning_content /
+reasoning, or completions' text), finish_reason and usage, and times the
+text-bearing chunks. This twin parses each event with json.loads: it is the
+definition of the results the compiled core must reproduce exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+from benchc.client._sse_py import SSEDecoder
+
+_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+
+
+def ns_to_us(ns: int) -> int:
+    """Recorded latencies are whole microseconds, rounded half up, at least 1."""
+    us = (ns + 500) // 1000
+    return us if us > 0 else 1
+
+
+def interpret(payload: bytes) -> tuple | None:
+    """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
+    none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
+    message of an error object or None; the text or None). None when the payload is not a
+    JSON object.
+
+    This is the definition both cores follow: the compiled core reads the common shapes
+    in place and calls this function for everything else.
+    """
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    error = None
+    if "error" in obj:
+        err = obj["error"]
+        error = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+    text, finish = None, None
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        c0 = choices[0]
+        delta = c0.get("delta")
+        if isinstance(delta, dict):
+            for k in _TEXT_KEYS:
+                v = delta.get(k)
+                if isinstance(v, str) and v:
+                    text = v
+                    break
+        else:
+            v = c0.get("text")
+            if isinstance(v, str) and v:
+                text = v
+        fr = c0.get("finish_reason")
+        if isinstance(fr, str) and fr:
+            finish = fr
+    completion = prompt = None
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if isinstance(ct, int) and not isinstance(ct, bool):
+            completion = ct
+        if isinstance(pt, int) and not isinstance(pt, bool):
+            prompt = pt
+    text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
+    return text_bytes, finish, completion, prompt, error, text
+
+
+class StreamParser:
+    __slots__ = ("_sse", "first_text_ns", "last_text_ns", "done_ns", "text_chunks", "text_bytes",
+                 "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
+                 "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
+                 "_texts")
+
+    def __init__(self, keep_text: bool = False) -> None:
+        self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
+        self._sse = SSEDecoder()
+        self.first_text_ns = 0
+        self.last_text_ns = 0
+        self.done_ns = 0  # arrival of the read that carried [DONE]
+        self.text_chunks = 0
+        self.text_bytes = 0  # UTF-8 bytes of the decoded text
+        self.usage_completion = -1  # -1: the stream carried no usage
+        self.usage_prompt = -1
+        self.finish_reason: str | None = None
+        self.malformed = 0
+        self.malformed_example: bytes | None = None
+        self.error_event: str | None = None
+        self.multi_token_chunks = 0
+        self.gaps_ns: list[int] = []  # between consecutive text-bearing chunks
+        self.chunk_tokens: list[int] = []  # per text chunk: its token count, -1 when unknown
+        self._prev_usage = 0
+        self.events = 0
+
+    def feed(self, data: bytes, now_ns: int) -> None:
+        for payload in self._sse.feed(data):
+            self._event(payload, now_ns)
+
+    def close(self, now_ns: int) -> None:
+        for payload in self._sse.close():
+            self._event(payload, now_ns)
+
+    def _event(self, payload: bytes, now: int) -> None:
+        self.events += 1
+        if payload == b"[DONE]":
+            if not self.done_ns:
+                self.done_ns = now
+            return
+        self.apply(interpret(payload), payload, now)
+
+    def apply(self, fields: tuple | None, payload: bytes, now: int) -> None:
+        """Update the stream's state with one event's fields (see `interpret`)."""
+        if fields is None:
+            self.malformed += 1
+            if self.malformed_example is None:
+                self.malformed_example = bytes(payload[:200])
+            return
+        text_bytes, finish, completion, prompt, error, text = fields
+        if error is not None:
+            self.error_event = error
+        if finish is not None:
+            self.finish_reason = finish
+        tokens = -1
+        if completion is not None:
+            if text_bytes:
+                tokens = completion - self._prev_usage
+                if tokens > 1:
+                    self.multi_token_chunks += 1
+            self._prev_usage = completion
+            self.usage_completion = completion
+        if prompt is not None:
+            self.usage_prompt = prompt
+        if text_bytes:
+            self.text_bytes += text_bytes
+            if self._texts is not None:
+                self._texts.append(text)
+            if self.first_text_ns:
+                self.gaps_ns.append(now - self.last_text_ns)
+            else:
+                self.first_text_ns = now
+            self.last_text_ns = now
+            self.text_chunks += 1
+            self.chunk_tokens.append(tokens)
+
+    def text(self) -> str:
+        """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
+        if self._texts is None:
+            raise ValueError("this parser was not asked to keep the text")
+        return "".join(self._texts)
+
+    def record_gaps(self, itl, itl_token=None) -> None:
+        """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's
+        token count is known: a chunk of k tokens after gap g is k tokens of g/k."""
+        for g in self.gaps_ns:
+            itl.record(ns_to_us(g))
+        if itl_token is not None:
+            for g, k in zip(self.gaps_ns, self.chunk_tokens[1:], strict=False):
+                if k > 0:
+                    itl_token.record(ns_to_us(g // k), k)

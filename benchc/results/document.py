@@ -1,0 +1,116 @@
+"""The result document: build, write atomically, read with version checks.
+
+Format history (a change of meaning is a new version; old ones stay readable):
+    1  first version (benchc 0.1).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import socket
+import sys
+import tempfile
+
+import jsonschema
+
+from benchc.errors import ResultFormatError, UsageError
+
+SCHEMA_VERSION = 1
+READABLE_VERSIONS = (1,)
+
+
+def environment(event_loop: str, http_client: str = "native") -> dict:
+    import aiohttp
+
+    return {"host": socket.gethostname(), "os": platform.platform(), "python": sys.version.split()[0],
+            "cpu_count": os.cpu_count(), "event_loop": event_loop, "aiohttp": aiohttp.__version__,
+            "http_client": http_client, "clock": "time.perf_counter_ns (CLOCK_MONOTONIC)"}
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def output_path(template: str, name: str, plan_hash: str) -> str:
+    """Fill {name}, {timestamp}, {plan_hash}; add -2, -3... rather than overwrite a file."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = template.format(name=name, timestamp=stamp, plan_hash=plan_hash[:12])
+    base, ext = os.path.splitext(path)
+    n = 2
+    while os.path.exists(path):
+        path = f"{base}-{n}{ext}"
+        n += 1
+    return path
+
+
+def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a document."""
+    if os.path.exists(path) and not overwrite:
+        raise UsageError(f"{path} exists; choose another --out or pass --force")
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".benchc-", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def validate_document(doc: dict) -> None:
+    from benchc.spec.loader import load_schema
+
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if version not in READABLE_VERSIONS:
+        raise ResultFormatError(f"result schema_version {version!r} is not one this benchc reads "
+                                f"(it reads {', '.join(map(str, READABLE_VERSIONS))}); "
+                                "a newer benchc may read it")
+    errors = sorted(jsonschema.Draft202012Validator(load_schema(f"result-v{version}")).iter_errors(doc),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+        raise ResultFormatError(f"result document invalid at {where}: {e.message} "
+                                f"({len(errors)} problem(s))")
+
+
+def read(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ResultFormatError(f"cannot read {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise ResultFormatError(f"{path} is not JSON ({e.msg} at line {e.lineno})") from e
+    validate_document(doc)
+    return doc
+
+
+# --------------------------------------------------------------------------- reading points
+
+
+def point_key(point: dict) -> tuple:
+    """What makes two points comparable: the load (concurrency or rate) and the matrix values."""
+    params = point["params"]
+    load = ("c", params["concurrency"]) if params.get("concurrency") else ("rate", params.get("rate_rps"))
+    return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
+
+
+def metric_value(point: dict, key: str) -> float | None:
+    """`output_tok_s`, `error_rate`, `ttft.p99` (microseconds) ... from a point; None if absent."""
+    if "." in key:
+        metric, stat = key.split(".", 1)
+        block = point["latency"].get(f"{metric}_us") or {}
+        return block.get(stat)
+    if key == "error_rate":
+        return point.get("error_rate")
+    return point["throughput"].get(key)

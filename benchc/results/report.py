@@ -1,0 +1,210 @@
+"""`benchc report`: plots of one or more results, as PNGs and/or one self-contained HTML.
+
+- output tok/s against concurrency (or rate);
+- latency against output tok/s (the throughput-latency curve operating points are
+  picked from): TTFT and TPOT, p50 and p99;
+- TTFT and ITL percentile spectra from the HdrHistograms (tail on a log axis);
+- several results overlaid, each named by spec name, model and matrix values; where
+  several results share a name (repeats), points show their mean with min-max bars.
+
+matplotlib is an optional extra: `pip install 'benchc[report]'`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from collections import defaultdict
+
+from benchc.metrics._hdr import Histogram
+from benchc.errors import UsageError
+
+SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
+
+
+def _plt():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise UsageError("benchc report needs matplotlib: pip install 'benchc[report]'") from e
+    return plt
+
+
+def series_label(doc: dict, matrix: dict) -> str:
+    """spec name / model [matrix values], plus the simulator preset for simulated targets."""
+    model = doc["target"][0]["model"] if doc.get("target") else "?"
+    sims = [c["target"].get("sim") for c in doc["plan"]["combinations"] if c["target"].get("sim")]
+    sim = f" (sim {sims[0].get('preset')})" if sims else ""
+    extra = ",".join(f"{k}={v}" for k, v in matrix.items())
+    return f"{doc['plan']['name']} / {model}{sim}" + (f" [{extra}]" if extra else "")
+
+
+def _x(point: dict) -> tuple[str, float]:
+    p = point["params"]
+    return ("concurrency", p["concurrency"]) if p.get("concurrency") else ("rate (req/s)", p["rate_rps"])
+
+
+def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
+    """label -> x -> points. Results of one plan (same plan_hash) are repeats: their points
+    share a series. Different plans that would share a label get a #n to tell them apart."""
+    out: dict[str, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    owner: dict[str, str] = {}
+    for d in docs:
+        for p in d["points"]:
+            label = series_label(d, p.get("matrix", {}))
+            n = 2
+            base = label
+            while owner.setdefault(label, d["plan_hash"]) != d["plan_hash"]:
+                label = f"{base} #{n}"
+                n += 1
+            out[label][_x(p)[1]].append(p)
+    return out
+
+
+def _stat(points: list[dict], get) -> tuple[float, float, float]:
+    vals = [v for v in (get(p) for p in points) if v is not None]
+    if not vals:
+        return float("nan"), 0.0, 0.0
+    mean = sum(vals) / len(vals)
+    return mean, mean - min(vals), max(vals) - mean
+
+
+def _line(ax, xs, points_by_x, get, label, **kw):
+    stats = [_stat(points_by_x[x], get) for x in xs]
+    ys = [s[0] for s in stats]
+    if any(len(points_by_x[x]) > 1 for x in xs):
+        ax.errorbar(xs, ys, yerr=[[s[1] for s in stats], [s[2] for s in stats]], label=label, capsize=3, **kw)
+    else:
+        ax.plot(xs, ys, label=label, **kw)
+
+
+def figures(docs: list[dict]) -> dict[str, object]:
+    plt = _plt()
+    data = collect(docs)
+    xname = _x(docs[0]["points"][0])[0] if docs and docs[0]["points"] else "concurrency"
+    figs = {}
+
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    for label, by_x in data.items():
+        xs = sorted(by_x)
+        _line(ax, xs, by_x, lambda p: p["throughput"]["output_tok_s"], label, marker="o")
+    ax.set_xscale("log", base=2)
+    all_x = sorted({x for by_x in data.values() for x in by_x})
+    ax.set_xticks(all_x, [f"{x:g}" for x in all_x])
+    ax.minorticks_off()
+    ax.set_xlabel(xname)
+    ax.set_ylabel("output throughput (tok/s)")
+    ax.set_title("Output throughput")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    figs["throughput"] = fig
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
+    for ax, metric, title in ((axes[0], "ttft", "TTFT"), (axes[1], "tpot", "TPOT")):
+        for i, (label, by_x) in enumerate(data.items()):
+            xs = sorted(by_x)
+            tput = [_stat(by_x[x], lambda p: p["throughput"]["output_tok_s"])[0] for x in xs]
+            color = f"C{i}"
+            for stat, style in (("p50", "-"), ("p99", "--")):
+                vals = [_stat(by_x[x], lambda p, m=metric, s=stat: _ms(p, m, s))[0] for x in xs]
+                ax.plot(tput, vals, style, marker="o", color=color, label=f"{label} {stat}")
+        ax.set_xlabel("output throughput (tok/s)")
+        ax.set_ylabel(f"{title} (ms)")
+        ax.set_title(f"{title} p50 (solid) / p99 (dashed) vs throughput")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    figs["latency_vs_throughput"] = fig
+
+    for metric, title in (("ttft", "TTFT"), ("itl", "ITL")):
+        fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+        for i, (label, by_x) in enumerate(data.items()):
+            for j, x in enumerate(sorted(by_x)):
+                block = by_x[x][0]["latency"].get(f"{metric}_us") or {}
+                if not block.get("hdr"):
+                    continue
+                h = Histogram.decode(block["hdr"])
+                xs = [1 / (1 - p / 100) for p in SPECTRUM_PERCENTILES]
+                ys = [h.value_at_percentile(p) / 1000 for p in SPECTRUM_PERCENTILES]
+                ax.plot(xs, ys, marker=".", color=f"C{i}", alpha=0.35 + 0.65 * (j + 1) / len(by_x),
+                        label=f"{label} {xname[:4]}={x:g}")
+        ax.set_xscale("log")
+        ticks = [0, 90, 99, 99.9, 99.99]
+        ax.set_xticks([1 / (1 - p / 100) for p in ticks], [f"p{p:g}" for p in ticks])
+        ax.set_xlabel("percentile (tail to the right)")
+        ax.set_ylabel(f"{title} (ms)")
+        ax.set_title(f"{title} percentile spectrum (from the HdrHistograms)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        figs[f"{metric}_spectrum"] = fig
+    return figs
+
+
+def _ms(p: dict, metric: str, stat: str) -> float | None:
+    v = (p["latency"].get(f"{metric}_us") or {}).get(stat)
+    return v / 1000 if v is not None else None
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def summary_rows(docs: list[dict]) -> list[list[str]]:
+    rows = []
+    for d in docs:
+        for p in d["points"]:
+            def f(v, fmt="{:.1f}"):
+                return "-" if v is None else fmt.format(v)
+            rows.append([series_label(d, p.get("matrix", {})), p["id"], str(p["counts"]["completed"]),
+                         f(p["throughput"]["output_tok_s"]), f(_ms(p, "ttft", "p50")),
+                         f(_ms(p, "ttft", "p99")), f(_ms(p, "itl", "p50")), f(_ms(p, "itl", "p99")),
+                         f(_ms(p, "e2e", "p99")),
+                         str(p["counts"]["failed"]), "yes" if p["client"]["client_limited"] else ""])
+    return rows
+
+
+HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+          "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
+
+
+def write_report(docs: list[dict], png_dir: str | None, html_path: str | None) -> list[str]:
+    if not png_dir and not html_path:
+        raise UsageError("say where: --png DIR and/or --html FILE")
+    plt = _plt()
+    figs = figures(docs)
+    images = {name: _png(fig) for name, fig in figs.items()}
+    for fig in figs.values():
+        plt.close(fig)
+    written = []
+    if png_dir:
+        os.makedirs(png_dir, exist_ok=True)
+        for name, data in images.items():
+            path = os.path.join(png_dir, f"{name}.png")
+            with open(path, "wb") as f:
+                f.write(data)
+            written.append(path)
+    if html_path:
+        esc = html.escape
+        table = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                        for r in summary_rows(docs))
+        imgs = "".join(f'<h2>{esc(n.replace("_", " "))}</h2><img alt="{esc(n)}" '
+                       f'src="data:image/png;base64,{base64.b64encode(d).decode()}">'
+                       for n, d in images.items())
+        names = ", ".join(esc(f"{d['plan']['name']} ({d['created']})") for d in docs)
+        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>benchc report</title><style>"
+                "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+                "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+                "td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}</style></head><body>"
+                f"<h1>benchc report</h1><p>{names}</p><table><tr>"
+                + "".join(f"<th>{esc(h)}</th>" for h in HEADER)
+                + f"</tr>{table}</table>{imgs}</body></html>\n")
+        with open(html_path, "w", encoding="utf-8") as f:
+            f.write(page)
+        written.append(html_path)
+    return written

@@ -1,0 +1,257 @@
+"""Load generation for one step: closed loop (fixed concurrency) or open loop
+(seeded arrival schedule), with stop conditions, the client self-check and
+cancellation.
+
+At a duration stop no new request starts; requests in flight are finished and
+recorded (so the window can run past `duration`; the result's window says by
+how much). On Ctrl-C the stop event is set: no new request starts, those in
+flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import resource
+import time
+import uuid
+from dataclasses import dataclass, field
+from itertools import count
+
+import aiohttp
+
+from benchc.client.request import CLOCK, RequestRecord, send, send_native
+from benchc.metrics.recorder import PointRecorder, Recorder
+from benchc.plan.model import Step
+from benchc.plan.workload import Prompt
+
+# Client self-check thresholds: past any of these the client, not the server, may
+# have set the pace, and the point is marked client_limited.
+LOOP_LAG_P99_US = 5_000  # event-loop lag p99 above 5 ms ...
+LOOP_LAG_MIN_TICKS = 5  # ... in at least 5 ticks: one OS hiccup on a small machine is not saturation
+CPU_BUSY_FRACTION = 0.90  # the client process used >= 90% of one core
+SEND_SKEW_P99_US = 10_000  # open loop: sends more than 10 ms late at p99
+TICK_S = 0.005
+
+
+@dataclass
+class StepContext:
+    session: aiohttp.ClientSession
+    url: str
+    headers: dict
+    target: object
+    bodies: list[bytes]  # one pre-serialised request body per prompt (outside the timed path)
+    prompts: list[Prompt]
+    expected_output: list[int | None]  # per prompt, when a fixed length was asked for
+    stop_event: asyncio.Event = field(default_factory=asyncio.Event)
+    grace_s: float = 5.0
+    progress: object = None  # callable(recorder, inflight) or None
+    keep_text: bool = False  # keep outputs to count with the tokenizer after the point
+    pool: object = None  # a benchc.client.http1.Pool: measured requests go on it instead of the session
+
+
+class _SelfCheck:
+    """Samples event-loop lag and the in-flight count while a point runs."""
+
+    def __init__(self) -> None:
+        self.lag = Recorder()
+        self.late_ticks = 0  # ticks later than LOOP_LAG_P99_US
+        self.inflight_samples = 0
+        self.inflight_sum = 0
+        self.inflight = 0
+        self._task: asyncio.Task | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            lag_us = max(0.0, (time.perf_counter() - t - TICK_S) * 1e6)
+            self.lag.record_us(lag_us)
+            if lag_us > LOOP_LAG_P99_US:
+                self.late_ticks += 1
+            self.inflight_samples += 1
+            self.inflight_sum += self.inflight
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def arrival_times(step: Step, n: int, seed: int) -> list[float]:
+    """Seconds from the point's start of the first `n` arrivals of an open-loop step."""
+    rng = random.Random(seed)
+    rate = step.rate_rps
+    t, out = 0.0, []
+    for _ in range(n):
+        if step.arrival == "constant":
+            gap = 1.0 / rate
+        elif step.arrival == "gamma":
+            shape = step.burstiness or 1.0
+            gap = rng.gammavariate(shape, 1.0 / (rate * shape))
+        else:
+            gap = rng.expovariate(rate)
+        t += gap
+        out.append(t)
+    return out
+
+
+async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks: list | None,
+                   seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
+    """Drive one load (or warmup) step; returns the client self-check and steady-state figures."""
+    check = _SelfCheck()
+    check.start()
+    skew = Recorder()
+    cpu0, wall0 = _cpu_s(), time.perf_counter()
+    steady = {"start_ns": None, "end_ns": None, "tokens": 0}
+    deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
+    limit = step.requests
+    issued = count()
+    n_issued = [0]  # requests started in this step (the request-count stop counts these)
+    tasks: set[asyncio.Task] = set()
+    n_prompts = len(ctx.prompts)
+    target = step.concurrency or step.max_concurrency or 0
+
+    def may_issue() -> bool:
+        if ctx.stop_event.is_set():
+            return False
+        if deadline is not None and time.perf_counter() >= deadline:
+            return False
+        return limit is None or n_issued[0] < limit
+
+    async def one(i: int, scheduled_ns: int | None) -> None:
+        p = i % n_prompts
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=p, input_tokens=ctx.prompts[p].input_tokens,
+                          expected_output_tokens=ctx.expected_output[p], scheduled_ns=scheduled_ns)
+        check.inflight += 1
+        if check.inflight == target and steady["start_ns"] is None:
+            steady["start_ns"] = CLOCK()
+        try:
+            if ctx.pool is not None:
+                await send_native(ctx.pool, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
+            else:
+                await send(ctx.session, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
+        finally:
+            check.inflight -= 1
+            if scheduled_ns is not None:
+                skew.record_ns(max(0, r.t0_ns - scheduled_ns))
+            if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
+                steady["end_ns"] = CLOCK()
+            if steady["start_ns"] is not None and steady["end_ns"] is None and r.ok:
+                steady["tokens"] += r.output_tokens
+            rec.add(r, slo_checks)
+            if ctx.progress:
+                ctx.progress(rec, check.inflight)
+
+    def spawn(i: int, scheduled_ns: int | None = None) -> None:
+        n_issued[0] += 1
+        t = asyncio.create_task(one(i, scheduled_ns))
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+
+    stop_wait = asyncio.create_task(ctx.stop_event.wait())
+    try:
+        if step.concurrency:
+            await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
+        else:
+            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec, shard)
+        if tasks:
+            if ctx.stop_event.is_set():
+                await asyncio.wait(set(tasks), timeout=ctx.grace_s)
+            else:
+                await asyncio.wait(set(tasks))
+    finally:
+        for t in list(tasks):
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        stop_wait.cancel()
+        await check.stop()
+    wall = time.perf_counter() - wall0
+    cpu = _cpu_s() - cpu0
+    return _client_summary(check, skew, cpu, wall, steady, step)
+
+
+async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline) -> None:
+    c = step.concurrency
+    ramp = step.ramp_up_s / c if step.ramp_up_s and c > 1 else 0.0
+    for k in range(c):
+        if not may_issue():
+            break
+        spawn(next(issued))
+        if ramp and k < c - 1:
+            await asyncio.sleep(ramp)
+    while tasks:
+        timeout = max(0.0, deadline - time.perf_counter()) if deadline else None
+        done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED,
+                                     timeout=timeout)
+        if stop_wait in done or not may_issue():
+            return
+        # keep exactly C in flight: one new request per finished one
+        while len(tasks) < c and may_issue():
+            spawn(next(issued))
+
+
+async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec,
+                     shard: tuple[int, int] = (0, 1)) -> None:
+    index, count = shard
+    n = step.requests or int(step.rate_rps * step.duration_s * 2 + 16)
+    # The plan's schedule; a shard (distributed runs) takes every count-th arrival, so the
+    # shards' union is exactly the plan's schedule.
+    schedule = arrival_times(step, n, seed)[index::count]
+    start_ns = CLOCK()
+    for offset in schedule:
+        scheduled_ns = start_ns + int(offset * 1e9)
+        delay = (scheduled_ns - CLOCK()) / 1e9
+        if delay > 0:
+            done, _ = await asyncio.wait({stop_wait}, timeout=delay)
+            if done:
+                return
+        if not may_issue():
+            return
+        while step.max_concurrency and len(tasks) >= step.max_concurrency:
+            # At the cap: this arrival waits (it is late, and its schedule latency shows it).
+            done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if stop_wait in done:
+                return
+        spawn(next(issued), scheduled_ns)
+
+
+def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: float, steady: dict,
+                    step: Step) -> dict:
+    lag = check.lag.summary()
+    cpu_fraction = cpu_s / wall_s if wall_s > 0 else 0.0
+    reasons = []
+    if lag.get("p99", 0) > LOOP_LAG_P99_US and check.late_ticks >= LOOP_LAG_MIN_TICKS:
+        reasons.append(f"event-loop lag p99 {lag['p99'] / 1000:.1f} ms > {LOOP_LAG_P99_US / 1000:.0f} ms "
+                       f"({check.late_ticks} ticks late)")
+    if cpu_fraction >= CPU_BUSY_FRACTION:
+        reasons.append(f"client CPU {cpu_fraction:.0%} of one core")
+    sk = skew.summary()
+    if sk.get("p99", 0) > SEND_SKEW_P99_US:
+        reasons.append(f"send skew p99 {sk['p99'] / 1000:.1f} ms > {SEND_SKEW_P99_US / 1000:.0f} ms")
+    steady_s = ((steady["end_ns"] or 0) - (steady["start_ns"] or 0)) / 1e9 if steady["end_ns"] else 0.0
+    mean_inflight = check.inflight_sum / check.inflight_samples if check.inflight_samples else 0.0
+    return {
+        "client": {
+            "loop_lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
+            "late_ticks": check.late_ticks,
+            "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
+            "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
+            "client_limited": bool(reasons), "reasons": reasons,
+        },
+        "steady": {"duration_s": round(steady_s, 6), "output_tokens": steady["tokens"],
+                   "output_tok_s": round(steady["tokens"] / steady_s, 3) if steady_s > 0.05 else None},
+        "mean_inflight_sampled": round(mean_inflight, 3),
+    }

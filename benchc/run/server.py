@@ -1,0 +1,155 @@
+"""Launch (or attach to) the server under test: process group, log file, readiness,
+and a stop that always happens.
+
+A launched server runs in its own process group (session), with stdout and stderr
+appended to its log file. Readiness: `ready.path` on the server's root (default
+/health) must answer 200, and then /v1/models must list the model. Stopping sends
+SIGTERM to the whole group, then SIGKILL after `stop_timeout`. The runner stops
+the server on every way out: the end, an error, Ctrl-C, and SIGTERM to benchc.
+
+`{free}` in server.command and target.base_url is replaced by one free local port
+chosen at launch, so a spec can launch a server on a port nobody else holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import aiohttp
+
+from benchc.errors import RunError
+from benchc.plan.model import Server
+from benchc.redact import redact_argv
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def server_root(base_url: str) -> str:
+    """http://h:8000/v1 -> http://h:8000 (readiness paths are on the server's root)."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def log_tail(path: str | None, lines: int = 30) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        tail = deque(f, maxlen=lines)
+    return b"".join(tail).decode("utf-8", "replace")
+
+
+class ServerFailed(RunError):
+    """The launched server exited or never became ready; carries its log tail."""
+
+    def __init__(self, message: str, status: int | None, tail: str):
+        self.status, self.tail = status, tail
+        super().__init__(message + (f"\n--- last lines of the server log ---\n{tail}" if tail else ""))
+
+
+@dataclass
+class Launched:
+    proc: asyncio.subprocess.Process
+    log_path: str
+    started: float
+    ready_s: float | None = None
+
+
+async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
+    """Start `argv` in its own process group, output appended to `log_path`."""
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    env = {**os.environ, **server.env}
+    log = open(log_path, "ab")  # noqa: SIM115 - the child holds it; closed below
+    try:
+        log.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
+        log.flush()
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, cwd=server.cwd, env=env,
+            start_new_session=True)
+    except OSError as e:
+        raise ServerFailed(f"server.command could not start: {e.strerror} ({argv[0]})", None,
+                           log_tail(log_path)) from e
+    finally:
+        log.close()
+    return Launched(proc, log_path, time.perf_counter())
+
+
+async def wait_ready(launched: Launched | None, base_url: str, server: Server, model: str,
+                     headers: dict, stop: asyncio.Event) -> float:
+    """Poll until ready; returns seconds from launch (0 when attached). Raises ServerFailed."""
+    root = server_root(base_url)
+    deadline = time.perf_counter() + server.ready_timeout_s
+    last = "no answer yet"
+    async with aiohttp.ClientSession() as s:
+        while True:
+            if launched and launched.proc.returncode is not None:
+                raise ServerFailed(f"the server exited with status {launched.proc.returncode} before it "
+                                   "was ready", launched.proc.returncode, log_tail(launched.log_path))
+            if stop.is_set():
+                raise RunError("interrupted while waiting for the server")
+            try:
+                async with s.get(root + server.ready_path, headers=headers,
+                                 timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    ok = r.status == 200
+                    last = f"{server.ready_path} answered {r.status}"
+                if ok:
+                    async with s.get(base_url.rstrip("/") + "/models", headers=headers,
+                                     timeout=aiohttp.ClientTimeout(total=5)) as r:
+                        body = await r.json(content_type=None) if r.status == 200 else {}
+                    names = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+                    if model in names:
+                        return (time.perf_counter() - launched.started) if launched else 0.0
+                    last = f"/v1/models lists {names}, not {model!r}"
+            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+                last = f"{type(e).__name__}: {e}"[:200]
+            if time.perf_counter() >= deadline:
+                raise ServerFailed(f"the server was not ready after {server.ready_timeout_s:g}s ({last})",
+                                   None, log_tail(launched.log_path) if launched else "")
+            try:
+                await asyncio.wait_for(stop.wait(), server.ready_interval_s)
+            except TimeoutError:
+                pass
+
+
+async def stop_server(launched: Launched | None, timeout_s: float) -> int | None:
+    """SIGTERM the whole process group, SIGKILL it after `timeout_s`; returns the exit status."""
+    if launched is None:
+        return None
+    proc = launched.proc
+    if proc.returncode is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            _signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    # whatever the leader did, nothing of its group may outlive benchc
+    _signal_group(proc.pid, signal.SIGKILL)
+    return proc.returncode
+
+
+async def terminate(proc: asyncio.subprocess.Process, timeout_s: float) -> int:
+    """SIGTERM a child process, SIGKILL it after `timeout_s`; waits for it (no zombie)."""
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            proc.kill()
+    return await proc.wait()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

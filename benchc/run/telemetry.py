@@ -1,0 +1,183 @@
+"""Telemetry sampled during each load point; all of it optional, none of it required.
+
+- GPUs: `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` (when on PATH):
+  per GPU mean and max of memory, utilisation and power, so idle GPUs show too;
+  energy per output token and output tok/s per watt for the point.
+- Server: the Prometheus /metrics endpoint before and after the point (vLLM's and
+  SGLang's names; others ignored): running and waiting requests, KV-cache usage,
+  prefix-cache hits, spec-decode acceptance, and the server's own generation-token
+  counter, whose delta is set against benchc's count.
+- Host: the client machine's CPU busy fraction over the point (/proc/stat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+
+import aiohttp
+
+GPU_FIELDS = ("index", "name", "memory.used", "memory.total", "utilization.gpu", "power.draw")
+
+# our name -> metric names servers use (first found wins)
+SERVER_METRICS = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
+    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
+    "spec_decode_accepted_total": ("vllm:spec_decode_num_accepted_tokens_total",),
+    "spec_decode_draft_total": ("vllm:spec_decode_num_draft_tokens_total",),
+    "cache_hit_rate": ("sglang:cache_hit_rate",),
+    "spec_accept_length": ("sglang:spec_accept_length",),
+}
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|\+Inf|-Inf)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Our names -> values, summed over label sets (several engines or models)."""
+    raw: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m:
+            try:
+                raw[m.group(1)] = raw.get(m.group(1), 0.0) + float(m.group(3))
+            except ValueError:
+                continue
+    out = {}
+    for ours, names in SERVER_METRICS.items():
+        for n in names:
+            if n in raw:
+                out[ours] = raw[n]
+                break
+    return out
+
+
+async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, float] | None:
+    try:
+        async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            if r.status != 200:
+                return None
+            return parse_prometheus(await r.text())
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+
+
+def server_summary(before: dict | None, after: dict | None, during: list[dict], benchc_tokens: int) -> dict:
+    if before is None or after is None:
+        return {"available": False}
+    out: dict = {"available": True}
+    for k in ("running", "waiting", "kv_cache_usage"):
+        vals = [d[k] for d in during if k in d]
+        if vals:
+            out[k] = {"mean": round(sum(vals) / len(vals), 4), "max": max(vals)}
+    for k in ("generation_tokens_total", "prompt_tokens_total", "prefix_cache_hits_total",
+              "prefix_cache_queries_total", "spec_decode_accepted_total", "spec_decode_draft_total"):
+        if k in before and k in after:
+            out[k.replace("_total", "_delta")] = after[k] - before[k]
+    q = out.get("prefix_cache_queries_delta")
+    if q:
+        out["prefix_cache_hit_rate"] = round(out.get("prefix_cache_hits_delta", 0) / q, 4)
+    d = out.get("spec_decode_draft_delta")
+    if d:
+        out["spec_decode_acceptance"] = round(out.get("spec_decode_accepted_delta", 0) / d, 4)
+    gen = out.get("generation_tokens_delta")
+    if gen is not None:
+        # The server counts every token it generated in the window, warm-up excluded; benchc
+        # counts the output tokens of the requests it completed. A difference is a finding.
+        diff = round((benchc_tokens - gen) / gen, 6) if gen else None
+        out["token_agreement"] = {"server": gen, "benchc": benchc_tokens, "relative_difference": diff}
+    return out
+
+
+class GpuSampler:
+    """nvidia-smi in looping mode while a point runs."""
+
+    def __init__(self, interval_ms: int = 500):
+        self.interval_ms = interval_ms
+        self.proc: asyncio.subprocess.Process | None = None
+        self.samples: dict[str, list[tuple[float, float, float, float]]] = {}
+        self.names: dict[str, str] = {}
+        self.total_mem: dict[str, float] = {}
+        self._reader: asyncio.Task | None = None
+
+    async def start(self) -> bool:
+        exe = shutil.which("nvidia-smi")
+        if not exe:
+            return False
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                exe, f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv,noheader,nounits",
+                f"-lms={self.interval_ms}", stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL)
+        except OSError:
+            return False
+        self._reader = asyncio.create_task(self._read())
+        return True
+
+    async def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        async for raw in self.proc.stdout:
+            parts = [p.strip() for p in raw.decode(errors="replace").split(",")]
+            if len(parts) != len(GPU_FIELDS):
+                continue
+            idx, name, used, total, util, power = parts
+            try:
+                row = (float(used), float(util), float(power), float(total))
+            except ValueError:
+                continue
+            self.names[idx] = name
+            self.samples.setdefault(idx, []).append(row)
+
+    async def stop(self) -> None:
+        from benchc.run.server import terminate
+
+        if self.proc:
+            await terminate(self.proc, 5)
+        if self._reader:
+            try:
+                await asyncio.wait_for(self._reader, 5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._reader.cancel()
+
+    def summary(self, window_s: float, output_tokens: int) -> dict:
+        if not self.samples:
+            return {"available": False}
+        gpus = []
+        total_power = 0.0
+        for idx in sorted(self.samples, key=lambda x: int(x) if x.isdigit() else x):
+            rows = self.samples[idx]
+            mean = [sum(r[i] for r in rows) / len(rows) for i in range(3)]
+            gpus.append({"index": idx, "name": self.names.get(idx), "samples": len(rows),
+                         "memory_used_mib": {"mean": round(mean[0], 1), "max": max(r[0] for r in rows)},
+                         "memory_total_mib": rows[-1][3],
+                         "utilization_pct": {"mean": round(mean[1], 1), "max": max(r[1] for r in rows)},
+                         "power_w": {"mean": round(mean[2], 1), "max": max(r[2] for r in rows)}})
+            total_power += mean[2]
+        out = {"available": True, "gpus": gpus, "power_w_total_mean": round(total_power, 1)}
+        if output_tokens and window_s > 0:
+            out["joules_per_output_token"] = round(total_power * window_s / output_tokens, 4)
+            if total_power:
+                out["output_tok_s_per_watt"] = round(output_tokens / window_s / total_power, 4)
+        return out
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies of the whole machine, from /proc/stat (Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            parts = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0.0)
+    total = sum(parts)
+    return total - idle, total
+
+
+def host_cpu(before: tuple[float, float] | None, after: tuple[float, float] | None) -> dict:
+    if not before or not after or after[1] <= before[1]:
+        return {"available": False}
+    return {"available": True, "busy_fraction": round((after[0] - before[0]) / (after[1] - before[1]), 4)}

@@ -1,0 +1,599 @@
+"""The embedded simulated LLM server: OpenAI/vLLM-compatible HTTP on aiohttp, driven
+by one engine loop that batches like a continuous-batching scheduler.
+
+It is the ground truth of benchc's timing tests: it records, per request, when it
+arrived, was admitted, and when every chunk was written with its token count
+(`trace`), on time.perf_counter_ns -- CLOCK_MONOTONIC on Linux, the clock a
+client reads in any process of the same machine.
+
+Deliberate choices, each as vLLM's OpenAI server does unless noted:
+- the first chat chunk carries the role only (`delta: {role, content: ""}`); the
+  simulator sends it as soon as the request is accepted, *before* queueing and
+  prefill, so a client that took it as the first token would visibly be wrong;
+- `finish_reason` rides on the last token's chunk; `stream_options.include_usage`
+  adds a final chunk with empty `choices` and `usage`;
+  `stream_options.continuous_usage_stats` adds `usage` to every chunk;
+- one word is one token; with `tokenizer` configured, the output is real tokens of
+  it (each chunk one token's text) and every usage figure is that tokenizer's count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from collections import deque
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from benchc.plan.workload import VOCABULARY
+from benchc.sim.faults import FaultPicker, parse_faults
+from benchc.sim.model import SimConfig
+
+CLOCK = time.perf_counter_ns
+# where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
+ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
+_WORDS = [(" " + w).encode() for w in VOCABULARY]
+
+
+def _json_escape(b: bytes) -> bytes:
+    """Token bytes as the inside of a JSON string (a token may be part of a UTF-8 character:
+    such bytes are replaced, as a server decoding per token would)."""
+    return json.dumps(b.decode("utf-8", "replace"))[1:-1].encode()
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    """vLLM's error body shape."""
+    body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+    return web.json_response(body, status=status)
+
+
+class _StampingHandler(RequestHandler):
+    """aiohttp's connection protocol, stamping when a request's first bytes arrive.
+
+    A handler starts only after aiohttp has read and parsed its request, and on a
+    busy server that waits behind other work: arrival stamped in the handler would
+    leave that queueing out of the ground truth. Clients do not pipeline, so the
+    first bytes after a request's body was read belong to the next request.
+    """
+
+    __slots__ = ("rx_ns",)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.rx_ns: int | None = None
+        super().__init__(*args, **kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        if self.rx_ns is None:
+            self.rx_ns = CLOCK()
+        super().data_received(data)
+
+
+@web.middleware
+async def _arrival_stamp(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Every request takes its connection's first-bytes stamp, and leaves it clear once
+    handled (body read), so the next request on the connection is stamped afresh."""
+    proto = request.protocol
+    request[ARRIVAL_NS] = getattr(proto, "rx_ns", None) or CLOCK()
+    try:
+        return await handler(request)
+    finally:
+        if isinstance(proto, _StampingHandler):
+            proto.rx_ns = None
+
+
+class Seq:
+    """One request inside the engine."""
+
+    __slots__ = ("id", "api", "stream", "resp", "transport", "model", "created", "input_tokens",
+                 "max_tokens", "min_tokens", "ignore_eos", "stop", "rng", "include_usage",
+                 "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
+                 "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
+                 "head", "tail")
+
+    def __init__(self, **kw: Any):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+        self.emitted = 0
+        self.pending = []
+        self.pending_steps = 0
+        self.words = []
+        self.gone = False
+        self.stall_until = 0
+
+
+class Engine:
+    """The continuous-batching loop: admit at step boundaries, one step for all running."""
+
+    def __init__(self, cfg: SimConfig, trace_sink: Any = None):
+        self.cfg = cfg
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.wake = asyncio.Event()
+        self.rng = random.Random(cfg.seed)
+        self.kv_used = 0
+        self.generation_tokens_total = 0
+        self.prompt_tokens_total = 0
+        self.requests_total = 0
+        self.trace: list[dict] = []
+        self.trace_sink = trace_sink
+        self.keep_trace = True
+
+    def submit(self, seq: Seq) -> None:
+        self.waiting.append(seq)
+        self.wake.set()
+
+    def _kv_need(self, seq: Seq) -> int:
+        return seq.input_tokens + seq.max_tokens
+
+    def _admit(self, now: int) -> list[Seq]:
+        admitted = []
+        cfg = self.cfg
+        while self.waiting and len(self.running) < cfg.max_num_seqs:
+            seq = self.waiting[0]
+            if seq.gone:
+                self.waiting.popleft()
+                continue
+            if seq.ready_at and seq.ready_at > now:
+                break  # FIFO: nobody overtakes a request still "prefilling"
+            if cfg.kv_tokens and self.running and self.kv_used + self._kv_need(seq) > cfg.kv_tokens:
+                break
+            self.waiting.popleft()
+            self.kv_used += self._kv_need(seq)
+            seq.trace["admitted_ns"] = now
+            self.running.append(seq)
+            admitted.append(seq)
+        return admitted
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        next_t = 0
+        while True:
+            if not self.running:
+                self.wake.clear()
+                if not self.waiting:
+                    await self.wake.wait()
+                    next_t = 0
+                    continue
+                head = self.waiting[0]
+                delay = ((head.ready_at or 0) - CLOCK()) / 1e9
+                if delay > 0 and not head.gone:
+                    # Sleep until the head is ready, or something new arrives.
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), delay)
+                    except TimeoutError:
+                        pass
+                    next_t = 0
+            now = CLOCK()
+            admitted = self._admit(now)
+            if not self.running:
+                continue
+            step_s = cfg.step_ms(len(self.running)) / 1000.0
+            if cfg.jitter:
+                step_s *= 1.0 + cfg.jitter * (2.0 * self.rng.random() - 1.0)
+            if cfg.prefill_tok_s and cfg.ttft_ms is None:
+                step_s += sum(s.input_tokens for s in admitted) / cfg.prefill_tok_s
+            # Absolute deadlines: sleep lateness does not accumulate into drift; if the
+            # loop fell far behind (an overloaded machine) it restarts from now.
+            if not next_t or now - next_t > 50_000_000:
+                next_t = now
+            next_t += int(step_s * 1e9)
+            delay = (next_t - CLOCK()) / 1e9
+            await asyncio.sleep(delay if delay > 0 else 0)
+            await self._step(CLOCK())
+
+    async def _step(self, t: int) -> None:
+        cfg = self.cfg
+        still = []
+        for seq in self.running:
+            if seq.gone:
+                self._retire(seq, t, "client_gone")
+                continue
+            self._generate(seq)
+            if seq.fault is not None and seq.fault_at is not None and seq.emitted >= seq.fault_at:
+                self._mid_stream_fault(seq, t)
+                if seq.gone:
+                    self._retire(seq, t, "reset")
+                    continue
+            finished = seq.finish is not None
+            if seq.stream and (finished or seq.pending_steps >= cfg.chunks_per_write) \
+                    and t >= seq.stall_until:
+                if finished:
+                    self._append_tail(seq)
+                await self._flush(seq, t)
+            if seq.gone:
+                self._retire(seq, t, "client_gone")
+                continue
+            if finished and not (seq.stream and seq.pending):
+                self._retire(seq, t, seq.finish)
+                continue
+            still.append(seq)
+        self.running = still
+
+    def _generate(self, seq: Seq) -> None:
+        """Decode this step's tokens for one sequence and queue its chunk."""
+        if seq.finish is not None:
+            return
+        cfg = self.cfg
+        start = seq.emitted
+        n = min(cfg.tokens_per_step, seq.max_tokens - start)
+        words = seq.text[start:start + n]
+        if seq.stop or (cfg.eos_prob and not seq.ignore_eos):
+            words = self._check_stop(seq, words, start)
+        seq.emitted = start + len(words)
+        if seq.finish is None and seq.emitted >= seq.max_tokens:
+            seq.finish = "length"
+        tokens = len(words)
+        self.generation_tokens_total += tokens
+        if seq.trace["first_token_ns"] is None and tokens:
+            seq.trace["first_token_ns"] = CLOCK()
+        if not seq.stream:
+            seq.words.extend(words)
+            return
+        if tokens or seq.finish:
+            text = words[0] if tokens == 1 else b"".join(words)
+            if seq.finish is None and not seq.continuous_usage:
+                chunk = seq.head + text + seq.tail  # the common case: two concatenations
+            else:
+                chunk = self._chunk(seq, text, seq.finish)
+            seq.pending.append((chunk, tokens))
+            seq.pending_steps += 1
+
+    def _check_stop(self, seq: Seq, words: list[bytes], start: int) -> list[bytes]:
+        """Cut `words` at a stop string or a drawn EOS, setting seq.finish."""
+        eos = self.cfg.eos_prob if not seq.ignore_eos else 0.0
+        for i, w in enumerate(words):
+            if seq.stop and w.decode().strip() in seq.stop:
+                seq.finish = "stop"  # the stop string is not part of the output
+                return words[:i]
+            if eos and start + i + 1 >= (seq.min_tokens or 0) and seq.rng.random() < eos:
+                seq.finish = "stop"
+                return words[:i + 1]
+        return words
+
+    def _chunk(self, seq: Seq, text: bytes, finish: str | None) -> bytes:
+        reason = b"null" if finish is None else b'"' + finish.encode() + b'"'
+        usage = b""
+        if seq.continuous_usage:
+            usage = b',"usage":' + self._usage(seq).encode()
+        if seq.api == "chat":
+            return (b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk","created":'
+                    + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":{"content":"'
+                    + text + b'"},"logprobs":null,"finish_reason":' + reason + b"}]" + usage + b"}\n\n")
+        return (b'data: {"id":"' + seq.id.encode() + b'","object":"text_completion","created":'
+                + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"text":"' + text
+                + b'","logprobs":null,"finish_reason":' + reason + b',"stop_reason":null}]' + usage
+                + b"}\n\n")
+
+    def _usage(self, seq: Seq) -> str:
+        return json.dumps({"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + seq.emitted,
+                           "completion_tokens": seq.emitted}, separators=(",", ":"))
+
+    def _append_tail(self, seq: Seq) -> None:
+        tail = b""
+        if seq.include_usage:
+            obj = "chat.completion.chunk" if seq.api == "chat" else "text_completion"
+            tail += (b'data: {"id":"' + seq.id.encode() + b'","object":"' + obj.encode()
+                     + b'","created":' + seq.created + b',"model":' + seq.model
+                     + b',"choices":[],"usage":' + self._usage(seq).encode() + b"}\n\n")
+        if not (seq.fault and seq.fault.kind == "no_done"):
+            tail += b"data: [DONE]\n\n"
+        if tail:
+            seq.pending.append((tail, 0))
+
+    def _mid_stream_fault(self, seq: Seq, t: int) -> None:
+        kind = seq.fault.kind
+        seq.fault_at = None  # once
+        if kind == "reset":
+            if seq.pending:
+                seq.pending = seq.pending[:1]  # some bytes reach the client, then the reset
+            if seq.transport is not None:
+                seq.transport.abort()
+            seq.gone = True
+        elif kind == "stall":
+            seq.stall_until = t + int(seq.fault.arg_s * 1e9)
+        elif kind == "malformed":
+            seq.pending.append((b'data: {"choices":[{"index":0,"delta":{"content":"unterminated\n\n', 0))
+
+    async def _flush(self, seq: Seq, t: int) -> None:
+        if not seq.pending:
+            return
+        data = b"".join(c for c, _ in seq.pending)
+        chunks = seq.trace["chunks"]
+        # Stamp each stream's write itself: the streams of one step are written one after
+        # another, and the last of 256 goes out well after the step began.
+        t = CLOCK()
+        seq.trace["end_ns"] = t  # the last write of the stream is its end
+        for _, tokens in seq.pending:
+            if tokens:
+                chunks.append([t, tokens])
+        seq.pending = []
+        seq.pending_steps = 0
+        try:
+            await seq.resp.write(data)
+        except (ConnectionError, RuntimeError, OSError):
+            seq.gone = True
+
+    def _retire(self, seq: Seq, t: int, reason: str) -> None:
+        self.kv_used -= self._kv_need(seq)
+        tr = seq.trace
+        if not seq.stream or tr["end_ns"] is None:
+            tr["end_ns"] = CLOCK()
+        tr["reason"] = reason
+        tr["output_tokens"] = seq.emitted
+        self.requests_total += 1
+        if self.keep_trace:
+            self.trace.append(tr)
+        if self.trace_sink is not None:
+            self.trace_sink.write(json.dumps(tr, separators=(",", ":")) + "\n")
+            self.trace_sink.flush()
+        if not seq.done.done():
+            seq.done.set_result(reason)
+
+
+class SimServer:
+    """The HTTP face of the engine. `await start()` returns the port it listens on."""
+
+    def __init__(self, cfg: SimConfig, port: int = 0, trace_path: str | None = None):
+        self.cfg = cfg
+        self.port = port
+        self.faults, self.refuse_for_s = parse_faults(cfg.faults)
+        self.picker = FaultPicker(self.faults, cfg.seed)
+        self.trace_file = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115
+        self.tok = None
+        if cfg.tokenizer:
+            from benchc.tokenizer.tokenizer import load
+
+            self.tok = load(cfg.tokenizer)
+        self.engine = Engine(cfg, self.trace_file)
+        self.started_ns = CLOCK()
+        self._runner: web.AppRunner | None = None
+        self._engine_task: asyncio.Task | None = None
+        self._server: asyncio.Server | None = None
+        self._counter = 0
+
+    @property
+    def trace(self) -> list[dict]:
+        return self.engine.trace
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival_stamp])
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_post("/tokenize", self.tokenize)
+        return app
+
+    async def start(self) -> int:
+        import socket
+
+        if self.port == 0:
+            # Pick the port now, so that a refuse_for delay still has an address to report.
+            with socket.socket() as s:
+                s.bind((self.cfg.host, 0))
+                self.port = s.getsockname()[1]
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        self._engine_task = asyncio.create_task(self.engine.run())
+        if self.refuse_for_s:
+            asyncio.get_running_loop().call_later(
+                self.refuse_for_s, lambda: asyncio.ensure_future(self._listen()))
+        else:
+            await self._listen()
+        return self.port
+
+    async def _listen(self) -> None:
+        server = self._runner.server
+        loop = asyncio.get_running_loop()
+        # As web.TCPSite does, with a protocol that stamps arrivals (_StampingHandler).
+        self._server = await loop.create_server(
+            lambda: _StampingHandler(server, loop=loop, **server._kwargs), self.cfg.host, self.port,
+            backlog=4096, reuse_address=True)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        if self._engine_task:
+            self._engine_task.cancel()
+            try:
+                await self._engine_task
+            except asyncio.CancelledError:
+                pass
+        if self._runner:
+            await self._runner.cleanup()
+        if self.trace_file:
+            self.trace_file.close()
+
+    # ------------------------------------------------------------------ endpoints
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{
+            "id": self.cfg.model, "object": "model", "created": int(time.time()), "owned_by": "benchc-sim",
+            "root": self.cfg.model, "max_model_len": self.cfg.max_model_len}]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        e, cfg = self.engine, self.cfg
+        kv = (e.kv_used / cfg.kv_tokens) if cfg.kv_tokens else len(e.running) / cfg.max_num_seqs
+        label = f'{{model_name="{cfg.model}"}}'
+        lines = [
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running{label} {len(e.running)}",
+            "# TYPE vllm:num_requests_waiting gauge",
+            f"vllm:num_requests_waiting{label} {len(e.waiting)}",
+            "# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc{label} {kv:.6f}",
+            "# TYPE vllm:gpu_cache_usage_perc gauge", f"vllm:gpu_cache_usage_perc{label} {kv:.6f}",
+            "# TYPE vllm:generation_tokens_total counter",
+            f"vllm:generation_tokens_total{label} {e.generation_tokens_total}",
+            "# TYPE vllm:prompt_tokens_total counter",
+            f"vllm:prompt_tokens_total{label} {e.prompt_tokens_total}",
+            "# TYPE vllm:request_success_total counter",
+            f"vllm:request_success_total{label} {e.requests_total}",
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        text = body.get("prompt")
+        if text is None and "messages" in body:
+            text = " ".join(str(m.get("content", "")) for m in body["messages"])
+        if self.tok:
+            ids = self.tok.encode(str(text or ""))
+        else:
+            ids = [VOCABULARY.index(w) if w in VOCABULARY else len(VOCABULARY) + (hash(w) % 100000)
+                   for w in str(text or "").split()]
+        return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": self.cfg.max_model_len})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completions")
+
+    async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
+        arrival = request[ARRIVAL_NS]
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "the request body is not valid JSON", "BadRequestError")
+        if body.get("model") != self.cfg.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        if api == "chat":
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                return _error(400, "messages must be a non-empty list", "BadRequestError")
+            text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+        else:
+            text = body.get("prompt")
+            if not isinstance(text, str):
+                return _error(400, "prompt must be a string", "BadRequestError")
+        if int(body.get("n", 1)) != 1:
+            return _error(400, "only n=1 is supported", "BadRequestError")
+        input_tokens = self.tok.count(text) if self.tok else len(text.split())
+        room = self.cfg.max_model_len - input_tokens
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is None:
+            max_tokens = max(room, 1)
+        max_tokens = int(max_tokens)
+        if input_tokens + max_tokens > self.cfg.max_model_len:
+            return _error(400, (
+                f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, you "
+                f"requested {input_tokens + max_tokens} tokens ({input_tokens} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                "completion."), "BadRequestError")
+        fault = self.picker.pick()
+        if fault and fault.kind.startswith("http_"):
+            status = int(fault.kind[5:])
+            message = {429: "Too many requests", 500: "Internal server error",
+                       503: "Service unavailable"}[status]
+            return _error(status, message, {429: "RateLimitError", 500: "InternalServerError",
+                                            503: "ServiceUnavailableError"}[status])
+        if fault and fault.kind == "slow_headers":
+            await asyncio.sleep(fault.arg_s)
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        self._counter += 1
+        opts = body.get("stream_options") or {}
+        ignored = self.cfg.ignored_params
+        stream = bool(body.get("stream", False))
+        stop = body.get("stop") or []
+        seed = body.get("seed")
+        seq = Seq(
+            id=("chatcmpl-" if api == "chat" else "cmpl-") + rid, api=api, stream=stream,
+            transport=request.transport, model=json.dumps(self.cfg.model).encode(),
+            created=str(int(time.time())).encode(), input_tokens=input_tokens, max_tokens=max_tokens,
+            min_tokens=0 if "min_tokens" in ignored else int(body.get("min_tokens") or 0),
+            ignore_eos=False if "ignore_eos" in ignored else bool(body.get("ignore_eos", False)),
+            stop=set([stop] if isinstance(stop, str) else stop),
+            rng=random.Random(seed if seed is not None else (self.cfg.seed << 32) + self._counter),
+            include_usage=bool(opts.get("include_usage")),
+            continuous_usage=bool(opts.get("continuous_usage_stats")),
+            done=asyncio.get_running_loop().create_future(), fault=fault,
+            fault_at=max(1, max_tokens // 2) if fault else None,
+            ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
+            trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
+                   "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
+                   "input_tokens": input_tokens, "output_tokens": 0,
+                   "fault": fault.kind if fault else None},
+        )
+        # The whole output is drawn up front (one C call), and each chunk is built by
+        # two concatenations around pre-encoded pieces: no json.dumps per token.
+        seq.text = seq.rng.choices(_WORDS, k=max_tokens)
+        if self.tok:
+            # every vocabulary word is at least one token: these words give enough tokens
+            ids = self.tok.encode(b"".join(seq.text).decode())[:max_tokens]
+            seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
+        empty = self.engine._chunk(seq, b"\x00", None)
+        seq.head, seq.tail = empty.split(b"\x00")
+        self.engine.prompt_tokens_total += input_tokens
+        headers = {"x-request-id": rid}
+        if stream:
+            resp = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
+                                                           "Cache-Control": "no-cache"})
+            await resp.prepare(request)
+            seq.resp = resp
+            if api == "chat":
+                await resp.write(b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk",'
+                                 b'"created":' + seq.created + b',"model":' + seq.model
+                                 + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+                                   b'"logprobs":null,"finish_reason":null}]}\n\n')
+        self.engine.submit(seq)
+        try:
+            reason = await seq.done
+        except asyncio.CancelledError:
+            seq.gone = True
+            raise
+        if not stream:
+            return web.json_response(self._whole(seq), headers=headers)
+        if reason not in ("reset", "client_gone"):
+            try:
+                await resp.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass
+        return resp
+
+    def _whole(self, seq: Seq) -> dict:
+        text = b"".join(seq.words).decode()
+        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + seq.emitted,
+                 "completion_tokens": seq.emitted}
+        created = int(seq.created)
+        model = self.cfg.model
+        if seq.api == "chat":
+            return {"id": seq.id, "object": "chat.completion", "created": created, "model": model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                 "logprobs": None, "finish_reason": seq.finish}], "usage": usage}
+        return {"id": seq.id, "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": seq.finish,
+                             "stop_reason": None}], "usage": usage}
+
+
+async def serve_forever(cfg: SimConfig, port: int, trace_path: str | None = None) -> None:
+    """Run until SIGINT/SIGTERM; print the address first (a parent process reads it)."""
+    import gc
+    import signal
+    import sys
+
+    server = SimServer(cfg, port, trace_path)
+    # As ground truth its stamps must not wait on the collector: the trace goes to the
+    # file only (no in-memory copy to grow the heap), start-up objects are frozen out
+    # of collections, and collections run less often.
+    server.engine.keep_trace = False
+    bound = await server.start()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"benchc sim: listening on http://{cfg.host}:{bound}/v1 (model {cfg.model})", flush=True)
+    sys.stdout.flush()
+    await stop.wait()
+    await server.stop()

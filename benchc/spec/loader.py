@@ -1,0 +1,478 @@
+"""Load and validate a spec: YAML with source positions, ${env:VAR}, --set overrides.
+
+Every problem found is collected and reported together, each located as
+`file:line:col: $.json.path: message` (see errors.SpecProblem).
+Nothing in here runs anything the spec names: no command, no network.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import yaml
+
+from benchc import __version__
+from benchc.errors import SpecError, SpecProblem, UsageError
+from benchc.spec import matrix
+from benchc.spec.thresholds import parse_threshold
+from benchc.units import parse_tokens
+
+Path = tuple  # a JSON path as a tuple of keys and indices
+_ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+@dataclass
+class Spec:
+    """A loaded, validated spec: its data and where each value came from."""
+
+    file: str
+    data: dict
+    sha256: str  # of the file's bytes, before interpolation and overrides
+    positions: dict[Path, tuple[str, int, int]] = field(default_factory=dict)
+    key_positions: dict[Path, tuple[str, int, int]] = field(default_factory=dict)
+
+    def locate(self, path: Path, key: bool = False) -> tuple[str, int, int]:
+        """(file, line, col) of the value (or key) at `path`, or its nearest ancestor."""
+        if key and path in self.key_positions:
+            return self.key_positions[path]
+        p = tuple(path)
+        while p:
+            if p in self.positions:
+                return self.positions[p]
+            p = p[:-1]
+        return self.positions.get((), (self.file, 1, 1))
+
+    def problem(self, path: Path, message: str, key: bool = False) -> SpecProblem:
+        file, line, col = self.locate(path, key)
+        return SpecProblem(file, line, col, json_path(path), message)
+
+
+def json_path(path: Path) -> str:
+    out = "$"
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+@cache
+def load_schema(name: str) -> dict:
+    """A JSON schema shipped in benchc/schemas (`spec-v1`, `result-v1`)."""
+    text = resources.files("benchc").joinpath("schemas", f"{name}.json").read_text()
+    return json.loads(text)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load(
+    file: str,
+    overrides: list[str] | tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+) -> Spec:
+    """Read, interpolate, override and validate the spec in `file`.
+
+    Raises SpecError with every problem found; UsageError if the file is unreadable.
+    """
+    try:
+        with open(file, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read spec {file}: {e.strerror}") from e
+    return load_text(raw.decode("utf-8", errors="replace"), file, overrides, env,
+                     sha256=hashlib.sha256(raw).hexdigest())
+
+
+def load_text(
+    text: str,
+    file: str = "<spec>",
+    overrides: list[str] | tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+    sha256: str | None = None,
+) -> Spec:
+    env = os.environ if env is None else env
+    spec = Spec(file, {}, sha256 or hashlib.sha256(text.encode()).hexdigest())
+    problems: list[SpecProblem] = []
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = e.problem or e.context or "invalid YAML"
+        if e.context and e.context_mark and e.problem:
+            cm = e.context_mark
+            what += f" ({e.context} that starts at line {cm.line + 1}, column {cm.column + 1})"
+        raise SpecError([SpecProblem(file, line, col, "$", f"YAML syntax error: {what}")]) from e
+    if node is None:
+        raise SpecError([SpecProblem(file, 1, 1, "$", "the spec is empty")])
+    data = _Builder(loader, spec, env, problems).build(node, ())
+    if not isinstance(data, dict):
+        raise SpecError([spec.problem((), "a spec is a mapping of keys (version, name, target, ...)")])
+    for item in overrides:
+        _apply_override(spec, data, item)
+    spec.data = data
+    problems += validate(spec)
+    if problems:
+        raise SpecError(_sorted_unique(problems))
+    return spec
+
+
+class _Builder:
+    """Builds plain Python data from a composed YAML node tree, keeping positions."""
+
+    def __init__(self, loader: yaml.SafeLoader, spec: Spec, env: Mapping[str, str], problems: list):
+        self.loader, self.spec, self.env, self.problems = loader, spec, env, problems
+
+    def mark(self, node: yaml.Node) -> tuple[str, int, int]:
+        return (self.spec.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def build(self, node: yaml.Node, path: Path) -> Any:
+        self.spec.positions[path] = self.mark(node)
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merges
+            out: dict[str, Any] = {}
+            first_seen: dict[str, int] = {}
+            for knode, vnode in node.value:
+                key = self.loader.construct_object(knode, deep=True)
+                key = key if isinstance(key, str) else _scalar_text(key)
+                if key in out:
+                    self.problems.append(SpecProblem(
+                        *self.mark(knode), json_path(path + (key,)),
+                        f"duplicate key '{key}' (first given on line {first_seen[key]})"))
+                    continue
+                first_seen[key] = knode.start_mark.line + 1
+                self.spec.key_positions[path + (key,)] = self.mark(knode)
+                out[key] = self.build(vnode, path + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
+        value = self.loader.construct_object(node, deep=True)
+        if isinstance(value, (datetime.date, datetime.datetime)):
+            value = node.value  # keep dates as written; the schema wants strings
+        if isinstance(value, str) and "${env:" in value:
+            value = self.interpolate(value, node, path)
+        return value
+
+    def interpolate(self, value: str, node: yaml.ScalarNode, path: Path) -> Any:
+        missing = []
+
+        def replace(m: re.Match) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in self.env:
+                return self.env[name]
+            if default is not None:
+                return default
+            missing.append(name)
+            self.problems.append(SpecProblem(
+                *self.mark(node), json_path(path),
+                f"environment variable {name} is not set "
+                f"(set it, or write ${{env:{name}:-default}} to give a default)"))
+            return ""
+
+        out = _ENV.sub(replace, value)
+        # An unquoted `${env:N}` alone takes the YAML type of its value (4 -> int),
+        # as if the value had been written in its place.
+        if node.style is None and not missing and out and _ENV.fullmatch(value):
+            try:
+                typed = yaml.safe_load(out)
+            except yaml.YAMLError:
+                return out
+            if isinstance(typed, (int, float, bool)) or typed is None:
+                return typed
+        return out
+
+
+def _scalar_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+_OVERRIDE_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _parse_override_path(text: str) -> Path:
+    parts: list = []
+    for seg in text.split("."):
+        if not seg:
+            raise UsageError(f"--set {text}: empty path segment")
+        pos = 0
+        for m in _OVERRIDE_PART.finditer(seg):
+            if m.start() != pos:
+                raise UsageError(f"--set {text}: cannot read path segment {seg!r}")
+            pos = m.end()
+            if m.group(1) is not None:
+                parts.append(m.group(1))
+            else:
+                parts.append(int(m.group(2)))
+        if pos != len(seg):
+            raise UsageError(f"--set {text}: cannot read path segment {seg!r}")
+    return tuple(parts)
+
+
+def _apply_override(spec: Spec, data: dict, item: str) -> None:
+    """Apply `--set dotted.path=YAML_VALUE` (list items as `a.b[2]`) to `data`."""
+    if "=" not in item:
+        raise UsageError(f"--set {item!r}: expected dotted.path=VALUE, e.g. load.requests=100")
+    key_text, value_text = item.split("=", 1)
+    path = _parse_override_path(key_text.strip())
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else ""
+    except yaml.YAMLError as e:
+        raise UsageError(f"--set {item!r}: the value is not valid YAML ({e})") from e
+    node: Any = data
+    for i, part in enumerate(path[:-1]):
+        nxt = path[i + 1]
+        if isinstance(node, dict):
+            if not isinstance(node.get(part), (dict, list)):
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            raise UsageError(f"--set {key_text}: {json_path(path[:i + 1])} does not exist")
+    last = path[-1]
+    if isinstance(node, dict) and not isinstance(last, int):
+        node[last] = value
+    elif isinstance(node, list) and isinstance(last, int) and last <= len(node):
+        if last == len(node):
+            node.append(value)
+        else:
+            node[last] = value
+    else:
+        raise UsageError(f"--set {key_text}: {json_path(path)} cannot be set")
+    # The overridden subtree no longer comes from the file.
+    for table in (spec.positions, spec.key_positions):
+        for p in [p for p in table if p[: len(path)] == path]:
+            del table[p]
+    spec.positions[path] = (f"--set {key_text}", 0, 0)
+    spec.key_positions[path] = (f"--set {key_text}", 0, 0)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate(spec: Spec) -> list[SpecProblem]:
+    """Every schema and semantic problem of `spec.data`, once each."""
+    data = spec.data
+    # Values holding ${matrix.X} are checked once substituted, per combination.
+    problems = [pr for pr, path, inst in _schema_problems_with_instances(spec, data)
+                if not (path and path[0] in matrix.SUBSTITUTED_SECTIONS
+                        and matrix.find_placeholders(inst))]
+    if problems:
+        # Expansion and semantic rules assume the shape the schema promises.
+        return problems
+    for path, name in matrix.find_placeholders(data):
+        axes = matrix.axes_of(data.get("matrix"))
+        if path[0] not in matrix.SUBSTITUTED_SECTIONS:
+            problems.append(spec.problem(path, f"${{matrix.{name}}} is only substituted in "
+                                         "target, server and workload"))
+        elif name not in axes:
+            problems.append(spec.problem(path, _unknown_axis_message(name, axes)))
+    problems += _matrix_problems(spec, data.get("matrix"))
+    if problems:
+        return problems
+    # Each combination is validated as the data it expands to; a problem
+    # that only some combinations have says which.
+    combos = matrix.combinations(data.get("matrix"))
+    found: dict[tuple, list[str]] = {}
+    for combo in combos:
+        expanded = matrix.expand(data, combo)
+        label = ",".join(f"{k}={matrix.format_value(v)}" for k, v in combo.items())
+        for pr in _schema_problems(spec, expanded) + _semantic_problems(spec, expanded):
+            found.setdefault((pr.file, pr.line, pr.col, pr.path, pr.message), []).append(label)
+    for (file, line, col, path, message), labels in found.items():
+        if len(labels) < len(combos):
+            message += f" (with matrix {'; '.join(labels)})"
+        problems.append(SpecProblem(file, line, col, path, message))
+    return problems
+
+
+def _unknown_axis_message(name: str, axes: dict) -> str:
+    if not axes:
+        return f"${{matrix.{name}}} names an axis, but the spec has no matrix"
+    return f"${{matrix.{name}}}: no axis named {name!r}" + _suggest(name, axes)
+
+
+def _matrix_problems(spec: Spec, m: dict | None) -> list[SpecProblem]:
+    if not m:
+        return []
+    axes = matrix.axes_of(m)
+    problems = []
+    if not axes:
+        problems.append(spec.problem(("matrix",), "a matrix needs at least one axis, e.g. tp: [4, 8]"))
+    for i, ex in enumerate(m.get("exclude", [])):
+        for k, v in ex.items():
+            if k not in axes:
+                problems.append(spec.problem(("matrix", "exclude", i, k),
+                                             f"no axis named {k!r}" + _suggest(k, axes), key=True))
+            elif v not in axes[k]:
+                problems.append(spec.problem(("matrix", "exclude", i, k),
+                                             f"{v!r} is not a value of axis {k} ({axes[k]})"))
+    if axes and not matrix.combinations(m):
+        problems.append(spec.problem(("matrix", "exclude"), "exclude removes every combination"))
+    return problems
+
+
+def _suggest(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" — did you mean '{close[0]}'?" if close else ""
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f"'{value}'"
+    return json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)
+
+
+_TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string",
+               "boolean": "true or false", "array": "a list", "object": "a mapping", "null": "null"}
+
+
+def _schema_problems(spec: Spec, data: dict) -> list[SpecProblem]:
+    return [pr for pr, _, _ in _schema_problems_with_instances(spec, data)]
+
+
+def _schema_problems_with_instances(spec: Spec, data: dict) -> list[tuple[SpecProblem, Path, Any]]:
+    """(problem, JSON path, offending instance) for every schema error."""
+    validator = jsonschema.Draft202012Validator(load_schema("spec-v1"))
+    out = []
+    for err in validator.iter_errors(data):
+        for p, msg, key in _explain(err, tuple(err.absolute_path)):
+            out.append((spec.problem(p, msg, key=key), p, err.instance))
+    return out
+
+
+def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, str, bool]]:
+    """Turn one jsonschema error into (path, human message, points-at-key) items."""
+    v, schema, inst = err.validator, err.schema, err.instance
+    if "x-message" in schema and v not in ("additionalProperties", "required"):
+        return [(path, f"{_show(inst)} {schema['x-message']}", False)]
+    if v == "additionalProperties" and isinstance(schema.get("properties"), dict):
+        allowed = list(schema["properties"])
+        extra = [k for k in inst if k not in allowed]
+        out = []
+        for k in extra:
+            hint = _suggest(k, allowed) or f"; allowed here: {', '.join(allowed)}"
+            out.append((path + (k,), f"unknown key '{k}'{hint}", True))
+        return out
+    if v == "required":
+        missing = re.match(r"'(.+)' is a required property", err.message)
+        return [(path, f"missing required key '{missing.group(1) if missing else err.message}'", False)]
+    if "propertyNames" in err.relative_schema_path or "propertyNames" in err.schema_path:
+        allowed = err.validator_value if v == "enum" else []
+        hint = _suggest(inst, allowed) or (f"; allowed here: {', '.join(allowed)}" if allowed else "")
+        if v == "pattern":
+            return [(path + (inst,), f"'{inst}' is not a valid name (letters, digits and '_')", True)]
+        return [(path + (inst,), f"unknown key '{inst}'{hint}", True)]
+    if v == "enum":
+        return [(path, f"{_show(inst)} is not one of {', '.join(map(_show, err.validator_value))}"
+                 + _suggest(inst, err.validator_value), False)]
+    if v == "type":
+        want = err.validator_value
+        names = [_TYPE_NAMES.get(t, t) for t in (want if isinstance(want, list) else [want])]
+        return [(path, f"expected {' or '.join(names)}, got {_show(inst)}", False)]
+    if v in ("maxProperties", "minProperties") and path and path[-1] == "dataset":
+        return [(path, "give exactly one dataset: random, jsonl or sharegpt", False)]
+    if v == "pattern":
+        return [(path, f"{_show(inst)} does not match the pattern {err.validator_value}", False)]
+    return [(path, err.message, False)]
+
+
+def _semantic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """Rules a JSON schema cannot say (or says badly); data is schema-valid here."""
+    out: list[SpecProblem] = []
+    p = spec.problem
+    target = d["target"]
+    if ("base_url" in target) == ("sim" in target):
+        out.append(p(("target",), "give exactly one of base_url (a running server) "
+                                  "or sim (the embedded simulator)"))
+    server = d.get("server")
+    if server is not None:
+        has_cmd, attach = "command" in server, server.get("attach", False)
+        if has_cmd and attach:
+            out.append(p(("server", "attach"), "attach: true and command exclude each other"))
+        if not has_cmd and not attach:
+            out.append(p(("server",), "give server.command to launch a server, or attach: true"))
+        if has_cmd and "sim" in target:
+            out.append(p(("server", "command"), "target.sim starts its own server; "
+                         "use target.base_url with server.command"))
+        if not has_cmd:
+            for k in ("env", "cwd", "ready", "log", "stop_timeout"):
+                if k in server:
+                    out.append(p(("server", k), f"{k} only applies to a launched server (server.command)",
+                                 key=True))
+    for i, check in enumerate((d.get("smoke") or {}).get("checks", [])):
+        if ("prompt" in check) == ("messages" in check):
+            out.append(p(("smoke", "checks", i), "give exactly one of prompt or messages"))
+        if "expect" in check:
+            try:
+                re.compile(check["expect"])
+            except re.error as e:
+                out.append(p(("smoke", "checks", i, "expect"), f"not a valid regular expression: {e}"))
+    ds = d["workload"]["dataset"]
+    for name, cfg in ds.items():
+        for k in ("input_tokens", "output_tokens"):
+            length = cfg.get(k)
+            if isinstance(length, dict) and "min" in length:
+                if parse_tokens(length["min"]) > parse_tokens(length["max"]):
+                    out.append(p(("workload", "dataset", name, k), "min is greater than max"))
+    sampling = d["workload"].get("sampling", {})
+    if "min_tokens" in sampling and "max_tokens" in sampling:
+        if parse_tokens(sampling["min_tokens"]) > parse_tokens(sampling["max_tokens"]):
+            out.append(p(("workload", "sampling", "min_tokens"), "min_tokens is greater than max_tokens"))
+    load = d["load"]
+    sweep = load["sweep"]
+    if ("concurrency" in sweep) == ("rate" in sweep):
+        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop) "
+                                        "or rate (open loop)"))
+    if "concurrency" in sweep:
+        for k in ("arrival", "burstiness", "max_concurrency"):
+            if k in sweep:
+                out.append(p(("load", "sweep", k), f"{k} applies to a rate sweep, not to concurrency",
+                             key=True))
+    if "burstiness" in sweep and sweep.get("arrival", "poisson") != "gamma":
+        out.append(p(("load", "sweep", "burstiness"), "burstiness applies to arrival: gamma", key=True))
+    if "requests" not in load and "duration" not in load:
+        out.append(p(("load",), "say when each point stops: give requests, duration, or both"))
+    for metric, exprs in (d.get("slo") or {}).items():
+        items = exprs if isinstance(exprs, list) else [exprs]
+        for i, expr in enumerate(items):
+            at = ("slo", metric, i) if isinstance(exprs, list) else ("slo", metric)
+            try:
+                parse_threshold(metric, expr)
+            except ValueError as e:
+                out.append(p(at, str(e)))
+    want = d.get("minimum_benchc_version")
+    if want and _version_tuple(want) > _version_tuple(__version__):
+        out.append(p(("minimum_benchc_version",), f"this spec needs benchc >= {want}; "
+                     f"this is {__version__} (pip install -U benchc)"))
+    return out
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def _sorted_unique(problems: list[SpecProblem]) -> list[SpecProblem]:
+    seen, out = set(), []
+    for pr in sorted(problems, key=lambda x: (x.file, x.line, x.col, x.path)):
+        key = (pr.file, pr.line, pr.col, pr.path, pr.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(pr)
+    return out

@@ -1,0 +1,6 @@
+"""Exact token counts with a model's own tokenizer file (see tokenizer.py); the merge loop and
+the pre-tokenizer have compiled cores (csrc/tokenizer/) with pure-Python twins."""
+
+from benchc.tokenizer.tokenizer import ENCODINGS, Tokenizer, from_tiktoken, from_tokenizer_json, load
+
+__all__ = ["ENCODINGS", "Tokenizer", "from_tiktoken", "from_tokenizer_json", "load"]

@@ -1,0 +1,101 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""One socket read with the kernel's receive stamp, in C; same API and results as
+benchc/client/_rx_py.py. The Python twin costs a 4-tuple, a list of ancillary tuples and a
+struct unpack per read; at one read per token that showed as the client's CPU."""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.errno cimport EAGAIN, EINTR, errno
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
+from posix.uio cimport iovec
+
+
+cdef extern from "<errno.h>":
+    int EWOULDBLOCK
+
+
+cdef extern from *:
+    """
+    #include <sys/socket.h>
+    #ifndef SO_TIMESTAMPNS  /* not Linux: no stamps, the read's own time is used */
+    #define SO_TIMESTAMPNS -1
+    #endif
+    """
+
+
+cdef extern from "<sys/socket.h>" nogil:
+    ctypedef unsigned int socklen_t
+    struct msghdr:
+        void* msg_name
+        socklen_t msg_namelen
+        iovec* msg_iov
+        size_t msg_iovlen
+        void* msg_control
+        size_t msg_controllen
+        int msg_flags
+    struct cmsghdr:
+        size_t cmsg_len
+        int cmsg_level
+        int cmsg_type
+    ssize_t recvmsg(int fd, msghdr* msg, int flags)
+    cmsghdr* CMSG_FIRSTHDR(msghdr* msg)
+    cmsghdr* CMSG_NXTHDR(msghdr* msg, cmsghdr* c)
+    unsigned char* CMSG_DATA(cmsghdr* c)
+    int SOL_SOCKET
+    int SO_TIMESTAMPNS
+
+
+cdef inline int64_t _ns(int clock) noexcept nogil:
+    cdef timespec ts
+    clock_gettime(clock, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+def read_stamped(sock, Py_ssize_t size):
+    """(bytes read, b"" at end of stream; their arrival on the monotonic clock of
+    time.perf_counter_ns): the kernel's receive stamp when the socket asked for
+    SO_TIMESTAMPNS, else now. BlockingIOError when nothing is there, OSError on failure."""
+    cdef int fd = sock.fileno()
+    cdef char* buf = <char*>malloc(size)
+    cdef char control[128]
+    cdef iovec iov
+    cdef msghdr msg
+    cdef cmsghdr* c
+    cdef timespec ts
+    cdef ssize_t n
+    cdef int64_t now, stamp = -1
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        iov.iov_base = buf
+        iov.iov_len = size
+        msg.msg_name = NULL
+        msg.msg_namelen = 0
+        msg.msg_iov = &iov
+        msg.msg_iovlen = 1
+        msg.msg_control = control
+        msg.msg_controllen = sizeof(control)
+        msg.msg_flags = 0
+        with nogil:
+            n = recvmsg(fd, &msg, 0)
+        if n < 0:
+            if errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR:
+                raise BlockingIOError(errno, "no data")
+            raise OSError(errno, "recvmsg failed")
+        now = _ns(CLOCK_MONOTONIC)
+        c = CMSG_FIRSTHDR(&msg)
+        while c != NULL:
+            if c.cmsg_level == SOL_SOCKET and c.cmsg_type == SO_TIMESTAMPNS:
+                memcpy(&ts, CMSG_DATA(c), sizeof(ts))
+                # the kernel stamps in CLOCK_REALTIME: moved onto the monotonic clock with
+                # the offset between the two read now
+                stamp = (<int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec) - (_ns(CLOCK_REALTIME) - now)
+                break
+            c = CMSG_NXTHDR(&msg, c)
+        if stamp < 0 or stamp > now:
+            stamp = now
+        return PyBytes_FromStringAndSize(buf, n), stamp
+    finally:
+        free(buf)
