@@ -36,7 +36,8 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
     import aiohttp
 
     from benchc.client import http1
-    from benchc.client.request import RequestRecord, make_connector, make_trace_config, send, send_native
+    from benchc.client.request import make_connector, make_trace_config, send, send_native
+    from benchc.metrics.record import RequestRecord
     from benchc.plan.model import Target
     from benchc.run.loadgen import _SelfCheck
 

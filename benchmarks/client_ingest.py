@@ -65,7 +65,8 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, http: str = "native"
     import aiohttp
 
     from benchc.client import http1
-    from benchc.client.request import RequestRecord, make_connector, make_trace_config, send, send_native
+    from benchc.client.request import make_connector, make_trace_config, send, send_native
+    from benchc.metrics.record import RequestRecord
     from benchc.metrics.recorder import PointRecorder
     from benchc.plan.model import Target
     from benchc.run.runner import measuring

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchc.client import http1
-from benchc.client.request import (
+from benchc.client.request import send_native
+from benchc.metrics.record import (
     CANCELLED,
     CONNECT,
     HTTP,
@@ -21,7 +22,6 @@ from benchc.client.request import (
     STREAM_BROKEN,
     TIMEOUT,
     RequestRecord,
-    send_native,
 )
 from benchc.plan.model import Target
 from tests.conftest import both_cores

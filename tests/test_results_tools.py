@@ -8,8 +8,8 @@ import os
 import pytest
 
 from benchc.cli import main
-from benchc.client._stream import ns_to_us
 from benchc.metrics._hdr import Histogram
+from benchc.metrics.latency import ns_to_us
 from benchc.results.document import read, validate_document
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -12,14 +12,9 @@ from __future__ import annotations
 import json
 
 from benchc.client._sse_py import SSEDecoder
+from benchc.metrics.latency import ns_to_us
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")
-
-
-def ns_to_us(ns: int) -> int:
-    """Recorded latencies are whole microseconds, rounded half up, at least 1."""
-    us = (ns + 500) // 1000
-    return us if us > 0 else 1
 
 
 def interpret(payload: bytes) -> tuple | None:

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 from benchc.client._chunked import ChunkedDecoder
 from benchc.client._rx import read_stamped
 from benchc.client._rx_py import SO_TIMESTAMPNS
+from benchc.metrics.record import IDLE_TIMEOUT, STREAM_BROKEN, TIMEOUT
 
 CLOCK = time.perf_counter_ns
 MAX_HEAD = 64 * 1024  # response status line and headers
@@ -86,7 +87,7 @@ class Exchange:
     `parser` gets the body of a 200 (a StreamParser); any other status keeps an excerpt
     of its body. `done` (a future) resolves when the response ends, fails, times out or
     the connection goes away; `error` is then None or (kind, detail) with kind one of
-    "timeout", "idle_timeout", "stream_broken", "connect".
+    TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN or CONNECT (benchc.metrics.record).
     """
 
     __slots__ = ("parser", "done", "status", "error", "end_ns", "last_rx_ns", "got_bytes",
@@ -126,7 +127,7 @@ class Exchange:
                 self.finish(now)
             elif self._decoder.error:
                 self.keep_alive = False
-                self.finish(now, ("stream_broken", f"bad chunked encoding: {self._decoder.error}"))
+                self.finish(now, (STREAM_BROKEN, f"bad chunked encoding: {self._decoder.error}"))
         elif self._mode == "length":
             if len(data) > self._remaining:
                 self.keep_alive = False  # bytes past the body: the connection is out of step
@@ -155,7 +156,7 @@ class Exchange:
         if end < 0:
             if len(buf) > MAX_HEAD:
                 self.keep_alive = False
-                self.finish(self.last_rx_ns, ("stream_broken", "response head too large"))
+                self.finish(self.last_rx_ns, (STREAM_BROKEN, "response head too large"))
             self._head = buf
             return None
         head, rest = buf[:end], buf[end + sep:]
@@ -164,7 +165,7 @@ class Exchange:
             self._parse_head(head)
         except ProtocolError as e:
             self.keep_alive = False
-            self.finish(self.last_rx_ns, ("stream_broken", str(e)))
+            self.finish(self.last_rx_ns, (STREAM_BROKEN, str(e)))
             return None
         if self.status is not None and 100 <= self.status < 200:  # 100 Continue and friends
             self.status, self._mode = None, ""
@@ -234,7 +235,7 @@ class Exchange:
         else:
             why += " mid-response"
         self.keep_alive = False
-        self.finish(CLOCK(), ("stream_broken", why[:200]))
+        self.finish(CLOCK(), (STREAM_BROKEN, why[:200]))
 
 
 class Connection(asyncio.Protocol):
@@ -496,7 +497,7 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
             raise
         finally:
             timer.cancel()
-        if ex.error and reused and attempt == 0 and not ex.got_bytes and ex.error[0] == "stream_broken":
+        if ex.error and reused and attempt == 0 and not ex.got_bytes and ex.error[0] == STREAM_BROKEN:
             continue
         return ex
     return ex
@@ -524,9 +525,9 @@ class _Deadline:
         if ex.done.done():
             return
         if now >= self.total_end:
-            kind, why = "timeout", "total timeout"
+            kind, why = TIMEOUT, "total timeout"
         elif now - ex.last_rx_ns >= self.idle_ns:
-            kind, why = ("idle_timeout" if ex.status == 200 else "timeout"), "no data within the idle timeout"
+            kind, why = (IDLE_TIMEOUT if ex.status == 200 else TIMEOUT), "no data within the idle timeout"
         else:
             self.handle = self.loop.call_later(self._wait_s(), self._check)
             return

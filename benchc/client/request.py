@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -20,65 +19,22 @@ from aiohttp.client_proto import ResponseHandler
 
 from benchc.client import http1
 from benchc.client._stream import StreamParser
+from benchc.metrics.record import (
+    CANCELLED,
+    CONNECT,
+    EMPTY,
+    HTTP,
+    IDLE_TIMEOUT,
+    MALFORMED,
+    STREAM_BROKEN,
+    TIMEOUT,
+    RequestRecord,
+)
 from benchc.plan.model import Sampling, Target
 from benchc.plan.workload import Prompt
 
 CLOCK = time.perf_counter_ns
 
-# Error kinds, as counted in results.
-CONNECT = "connect"
-HTTP = "http_status"
-TIMEOUT = "timeout"
-IDLE_TIMEOUT = "idle_timeout"
-STREAM_BROKEN = "stream_broken"
-MALFORMED = "malformed_chunk"
-EMPTY = "empty_output"
-CANCELLED = "cancelled"
-ERROR_KINDS = (CONNECT, HTTP, TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, MALFORMED, EMPTY, CANCELLED)
-
-
-@dataclass
-class RequestRecord:
-    """What one request did, with absolute perf_counter_ns times."""
-
-    id: str
-    prompt_index: int
-    input_tokens: int
-    expected_output_tokens: int | None
-    scheduled_ns: int | None = None  # open loop: when it should have been sent
-    t0_ns: int = 0  # when the request was written (see make_trace_config)
-    t0_sent: bool = False  # t0_ns came from the write itself, not from before post()
-    first_text_ns: int | None = None
-    end_ns: int | None = None
-    parser: Any = None  # the StreamParser that read the stream (its chunk gaps go to the ITL histograms)
-    text_chunks: int = 0
-    text_bytes: int = 0
-    usage_output_tokens: int | None = None
-    usage_input_tokens: int | None = None
-    multi_token_chunks: int = 0  # seen only with continuous usage stats
-    finish_reason: str | None = None
-    error: str | None = None
-    error_detail: str | None = None
-    status: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def output_tokens(self) -> int:
-        """Usage when the server sent it, else one token per text-bearing chunk."""
-        return self.usage_output_tokens if self.usage_output_tokens is not None else self.text_chunks
-
-    def to_json(self) -> dict:
-        ttft = (self.first_text_ns - self.t0_ns) / 1e3 if self.first_text_ns else None
-        e2e = (self.end_ns - self.t0_ns) / 1e3 if self.end_ns else None
-        return {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
-                "scheduled_ns": self.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "usage_output_tokens": self.usage_output_tokens, "text_chunks": self.text_chunks,
-                "finish_reason": self.finish_reason, "error": self.error,
-                "error_detail": self.error_detail, "status": self.status}
 
 
 def _take(rec: RequestRecord, parser: Any) -> None:

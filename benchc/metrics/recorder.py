@@ -2,9 +2,6 @@
 
 Memory is constant in the number of requests (histograms and counters); the
 per-request records are kept only when the spec asks for them.
-Latencies are recorded in integer microseconds into HdrHistograms with 3
-significant digits over 1 us .. 1 h; values outside that range are counted in
-`out_of_range`, never dropped silently.
 """
 
 from __future__ import annotations
@@ -12,45 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from benchc.client._stream import ns_to_us
-from benchc.client.request import ERROR_KINDS, RequestRecord
-from benchc.metrics._hdr import Histogram
-
-LOWEST_US, HIGHEST_US, DIGITS = 1, 3_600_000_000, 3
-PERCENTILES = (50, 90, 95, 99, 99.9)
-
-
-class Recorder:
-    """An HdrHistogram in microseconds (benchc's own, in C when built); it counts what it
-    cannot hold in `out_of_range` rather than dropping it."""
-
-    def __init__(self) -> None:
-        self.hist = Histogram(LOWEST_US, HIGHEST_US, DIGITS)
-
-    def record_ns(self, ns: int, count: int = 1) -> None:
-        self.hist.record(ns_to_us(ns), count)
-
-    def record_us(self, us: float) -> None:
-        self.record_ns(int(us * 1000))
-
-    def summary(self) -> dict:
-        return summarize(self.hist)
-
-
-def summarize(h: Histogram) -> dict:
-    """A latency summary block (microseconds) with the encoded histogram under `hdr`."""
-    n = h.total_count
-    out: dict = {"count": n, "out_of_range": h.out_of_range, "unit": "us"}
-    if n:
-        out.update(mean=round(h.mean, 3), stdev=round(h.stdev, 3), min=h.min, max=h.max)
-        for p in PERCENTILES:
-            out[_pname(p)] = h.value_at_percentile(p)
-        out["hdr"] = h.encode()
-    return out
-
-
-def _pname(p: float) -> str:
-    return f"p{p:g}"
+from benchc.metrics.latency import Recorder
+from benchc.metrics.record import ERROR_KINDS, RequestRecord
 
 
 @dataclass

@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 
 from benchc.metrics._hdr import Histogram
+from benchc.metrics.latency import new_histogram, summarize
 from benchc.errors import UsageError
-from benchc.metrics.recorder import summarize
 from benchc.results.document import now_iso, point_key
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
@@ -82,7 +82,7 @@ def merge_points(shards: list[dict]) -> dict:
 
     latency = {}
     for key in shards[0]["latency"]:
-        h = Histogram(1, 3_600_000_000, 3)
+        h = new_histogram()
         out_of_range = 0
         for s in shards:
             block = s["latency"].get(key) or {}

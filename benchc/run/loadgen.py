@@ -20,8 +20,10 @@ from itertools import count
 
 import aiohttp
 
-from benchc.client.request import CLOCK, RequestRecord, send, send_native
-from benchc.metrics.recorder import PointRecorder, Recorder
+from benchc.client.request import CLOCK, send, send_native
+from benchc.metrics.latency import Recorder
+from benchc.metrics.record import RequestRecord
+from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
 from benchc.plan.workload import Prompt
 

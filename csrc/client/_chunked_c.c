@@ -2717,7 +2717,7 @@ int __pyx_module_is_main_benchc__client___chunked_c = 0;
 static PyObject *__pyx_builtin_enumerate;
 /* #### Code section: string_decls ### */
 static const char __pyx_k_line__line_len_error_excess_rem[] = "_line, _line_len, error, excess, remaining, state";
-static const char __pyx_k_HTTP_1_1_chunked_transfer_decodi[] = "HTTP/1.1 chunked transfer decoding in C; same API and results as benchc/_chunked_py.py.\n\nOne call per socket read: the payload of every chunk in the read is copied into one\nbuffer and returned as one bytes object, so a server that writes each SSE event as its\nown chunk costs no Python work per event.\n";
+static const char __pyx_k_HTTP_1_1_chunked_transfer_decodi[] = "HTTP/1.1 chunked transfer decoding in C; same API and results as benchc/client/_chunked_py.py.\n\nOne call per socket read: the payload of every chunk in the read is copied into one\nbuffer and returned as one bytes object, so a server that writes each SSE event as its\nown chunk costs no Python work per event.\n";
 static const char __pyx_k_not_enough_values_found_during_a[] = "not enough values found during array assignment, expected %zd, got %zd";
 static const char __pyx_k_too_many_values_found_during_arr[] = "too many values found during array assignment, expected %zd";
 /* #### Code section: decls ### */
@@ -7446,7 +7446,7 @@ __Pyx_RefNannySetupContext("PyInit__chunked_c", 0);
 
   /* "csrc/client/_chunked_c.pyx":1
  * # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True             # <<<<<<<<<<<<<<
- * """HTTP/1.1 chunked transfer decoding in C; same API and results as benchc/_chunked_py.py.
+ * """HTTP/1.1 chunked transfer decoding in C; same API and results as benchc/client/_chunked_py.py.
  * 
 */
   __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 1, __pyx_L1_error)

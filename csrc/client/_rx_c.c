@@ -2547,7 +2547,7 @@ int __pyx_module_is_main_benchc__client___rx_c = 0;
 /* Implementation of "benchc.client._rx_c" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
-static const char __pyx_k_One_socket_read_with_the_kernel[] = "One socket read with the kernel\047s receive stamp, in C; same API and results as\nbenchc/_rx_py.py. The Python twin costs a 4-tuple, a list of ancillary tuples and a\nstruct unpack per read; at one read per token that showed as the client\047s CPU.";
+static const char __pyx_k_One_socket_read_with_the_kernel[] = "One socket read with the kernel\047s receive stamp, in C; same API and results as\nbenchc/client/_rx_py.py. The Python twin costs a 4-tuple, a list of ancillary tuples and a\nstruct unpack per read; at one read per token that showed as the client\047s CPU.";
 /* #### Code section: decls ### */
 static PyObject *__pyx_pf_6benchc_6client_5_rx_c_read_stamped(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_sock, Py_ssize_t __pyx_v_size); /* proto */
 /* #### Code section: late_includes ### */
@@ -3862,7 +3862,7 @@ __Pyx_RefNannySetupContext("PyInit__rx_c", 0);
   /* "csrc/client/_rx_c.pyx":1
  * # cython: language_level=3, boundscheck=False, wraparound=False             # <<<<<<<<<<<<<<
  * """One socket read with the kernel's receive stamp, in C; same API and results as
- * benchc/_rx_py.py. The Python twin costs a 4-tuple, a list of ancillary tuples and a
+ * benchc/client/_rx_py.py. The Python twin costs a 4-tuple, a list of ancillary tuples and a
 */
   __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 1, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);

@@ -3082,7 +3082,7 @@ static const char __pyx_k_finish_reason[] = "finish_reason";
 static const char __pyx_k_prompt_tokens[] = "prompt_tokens";
 static const char __pyx_k_completion_tokens[] = "completion_tokens";
 static const char __pyx_k_reasoning_content[] = "reasoning_content";
-static const char __pyx_k_One_response_stream_measured_in[] = "One response stream, measured, in C; same API and results as benchc/_stream_py.py.\n\nOne call per socket read: SSE framing (memchr per line), and for each event a\nfast path that reads the few fields benchc needs in place: one pass over the event\nskips strings with memchr, counts nesting outside them, and notes where the values of\nthe keys it reads begin (`delta` and its direct `content` / `reasoning_content` /\n`reasoning`, `text`, `finish_reason`, `usage` and its direct token counts). JSON\nstring escapes are decoded for the byte count (\\n, \\\", \\uXXXX with surrogate\npairs). Anything else -- repeated keys, an error or tool_calls key, a logprobs\nobject, a string it cannot follow, a payload that is not an object -- goes to the\ntwin\047s own `interpret` (json.loads), so both cores give the same results on every\ninput.\n";
+static const char __pyx_k_One_response_stream_measured_in[] = "One response stream, measured, in C; same API and results as benchc/client/_stream_py.py.\n\nOne call per socket read: SSE framing (memchr per line), and for each event a\nfast path that reads the few fields benchc needs in place: one pass over the event\nskips strings with memchr, counts nesting outside them, and notes where the values of\nthe keys it reads begin (`delta` and its direct `content` / `reasoning_content` /\n`reasoning`, `text`, `finish_reason`, `usage` and its direct token counts). JSON\nstring escapes are decoded for the byte count (\\n, \\\", \\uXXXX with surrogate\npairs). Anything else -- repeated keys, an error or tool_calls key, a logprobs\nobject, a string it cannot follow, a payload that is not an object -- goes to the\ntwin\047s own `interpret` (json.loads), so both cores give the same results on every\ninput.\n";
 /* #### Code section: decls ### */
 static PyObject *__pyx_pf_6benchc_6client_9_stream_c__decode_piece(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x); /* proto */
 static int __pyx_pf_6benchc_6client_9_stream_c_12StreamParser___cinit__(struct __pyx_obj_6benchc_6client_9_stream_c_StreamParser *__pyx_v_self, int __pyx_v_keep_text); /* proto */
@@ -8114,7 +8114,7 @@ static int __pyx_f_6benchc_6client_9_stream_c_12StreamParser__grow(struct __pyx_
  *         self._cap = cap
  *         return 0             # <<<<<<<<<<<<<<
  * 
- *     # ---------------------------------------------------------------- SSE framing (as _sse_c)
+ *     # ---------------------------------------------------------------- SSE framing (as _sse_py)
 */
   {
 
@@ -8142,7 +8142,7 @@ static int __pyx_f_6benchc_6client_9_stream_c_12StreamParser__grow(struct __pyx_
 }
 
 /* "csrc/client/_stream_c.pyx":386
- *     # ---------------------------------------------------------------- SSE framing (as _sse_c)
+ *     # ---------------------------------------------------------------- SSE framing (as _sse_py)
  * 
  *     def feed(self, data, int64_t now_ns):             # <<<<<<<<<<<<<<
  *         cdef bytes buf = self._buf + bytes(data) if self._buf else bytes(data)
@@ -8587,7 +8587,7 @@ static PyObject *__pyx_pf_6benchc_6client_9_stream_c_12StreamParser_6feed(struct
   __pyx_t_1 = 0;
 
   /* "csrc/client/_stream_c.pyx":386
- *     # ---------------------------------------------------------------- SSE framing (as _sse_c)
+ *     # ---------------------------------------------------------------- SSE framing (as _sse_py)
  * 
  *     def feed(self, data, int64_t now_ns):             # <<<<<<<<<<<<<<
  *         cdef bytes buf = self._buf + bytes(data) if self._buf else bytes(data)
@@ -14413,7 +14413,7 @@ __Pyx_RefNannySetupContext("PyInit__stream_c", 0);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "csrc/client/_stream_c.pyx":386
- *     # ---------------------------------------------------------------- SSE framing (as _sse_c)
+ *     # ---------------------------------------------------------------- SSE framing (as _sse_py)
  * 
  *     def feed(self, data, int64_t now_ns):             # <<<<<<<<<<<<<<
  *         cdef bytes buf = self._buf + bytes(data) if self._buf else bytes(data)
@@ -14487,7 +14487,7 @@ __Pyx_RefNannySetupContext("PyInit__stream_c", 0);
 
   /* "csrc/client/_stream_c.pyx":1
  * # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True             # <<<<<<<<<<<<<<
- * """One response stream, measured, in C; same API and results as benchc/_stream_py.py.
+ * """One response stream, measured, in C; same API and results as benchc/client/_stream_py.py.
  * 
 */
   __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 1, __pyx_L1_error)

@@ -2805,7 +2805,7 @@ int __pyx_module_is_main_benchc__metrics___hdr_c = 0;
 /* Implementation of "benchc.metrics._hdr_c" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
-static const char __pyx_k_HdrHistogram_recorder_in_C_same[] = "HdrHistogram recorder in C; same API and results as benchc/_hdr_py.py.\n\nCounts live in a C array of int64; `record` is O(1) with no Python object\ncreated. Encoding and decoding go through benchc/_hdr_codec.py (once per point).\n";
+static const char __pyx_k_HdrHistogram_recorder_in_C_same[] = "HdrHistogram recorder in C; same API and results as benchc/metrics/_hdr_py.py.\n\nCounts live in a C array of int64; `record` is O(1) with no Python object\ncreated. Encoding and decoding go through benchc/metrics/_hdr_codec.py (once per point).\n";
 /* #### Code section: decls ### */
 static int __pyx_pf_6benchc_7metrics_6_hdr_c_9Histogram___cinit__(struct __pyx_obj_6benchc_7metrics_6_hdr_c_Histogram *__pyx_v_self, int64_t __pyx_v_lowest, int64_t __pyx_v_highest, int __pyx_v_digits); /* proto */
 static void __pyx_pf_6benchc_7metrics_6_hdr_c_9Histogram_2__dealloc__(struct __pyx_obj_6benchc_7metrics_6_hdr_c_Histogram *__pyx_v_self); /* proto */
@@ -10372,7 +10372,7 @@ __Pyx_RefNannySetupContext("PyInit__hdr_c", 0);
 
   /* "csrc/metrics/_hdr_c.pyx":1
  * # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True             # <<<<<<<<<<<<<<
- * """HdrHistogram recorder in C; same API and results as benchc/_hdr_py.py.
+ * """HdrHistogram recorder in C; same API and results as benchc/metrics/_hdr_py.py.
  * 
 */
   __pyx_t_4 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 1, __pyx_L1_error)

@@ -2883,7 +2883,7 @@ int __pyx_module_is_main_benchc__tokenizer___bpe_c = 0;
 /* Implementation of "benchc.tokenizer._bpe_c" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
-static const char __pyx_k_Byte_pair_merging_in_C_same_API[] = "Byte-pair merging in C; same API and results as benchc/_bpe_py.py.\n\nThe pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to\n(rank, merged id); the merge runs over C arrays with a binary heap of candidate\npairs, O(n log n) in the piece\047s length, and creates no Python object but the\nreturned list. `merge_into` / `encode_into` are the C entry points the compiled\npre-tokenizer calls for each piece without leaving C.\n";
+static const char __pyx_k_Byte_pair_merging_in_C_same_API[] = "Byte-pair merging in C; same API and results as benchc/tokenizer/_bpe_py.py.\n\nThe pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to\n(rank, merged id); the merge runs over C arrays with a binary heap of candidate\npairs, O(n log n) in the piece\047s length, and creates no Python object but the\nreturned list. `merge_into` / `encode_into` are the C entry points the compiled\npre-tokenizer calls for each piece without leaving C.\n";
 /* #### Code section: decls ### */
 static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_byte_ids, PyObject *__pyx_v_pairs, PyObject *__pyx_v_whole); /* proto */
 static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self); /* proto */
@@ -8249,7 +8249,7 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
 
   /* "csrc/tokenizer/_bpe_c.pyx":1
  * # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True             # <<<<<<<<<<<<<<
- * """Byte-pair merging in C; same API and results as benchc/_bpe_py.py.
+ * """Byte-pair merging in C; same API and results as benchc/tokenizer/_bpe_py.py.
  * 
 */
   __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 1, __pyx_L1_error)

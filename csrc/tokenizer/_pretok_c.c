@@ -2920,7 +2920,7 @@ int __pyx_module_is_main_benchc__tokenizer___pretok_c = 0;
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
 static const char __pyx_k_family__letters__max_digits__tw[] = "_family, _letters, _max_digits, _twin, fast, patterns";
-static const char __pyx_k_Pre_tokenization_in_C_same_API_a[] = "Pre-tokenization in C; same API and results as benchc/_pretok_py.py.\n\nFor the pattern chains of _pretok_py.KNOWN a hand-written scanner finds the pieces\nover the text\047s code points, reading Unicode classes from _unicode_classes (built\nfrom `regex` itself, so both cores see one Unicode version). Each piece is written as\nUTF-8 into a buffer and handed to the compiled BPE, so encoding a text makes no Python\nobject per piece. Any other chain runs the twin\047s `regex` split: correct, not faster.\n\nEvery scan below transcribes one alternation of its pattern, in the pattern\047s order;\nthe comments name the alternative each branch stands for.\n";
+static const char __pyx_k_Pre_tokenization_in_C_same_API_a[] = "Pre-tokenization in C; same API and results as benchc/tokenizer/_pretok_py.py.\n\nFor the pattern chains of _pretok_py.KNOWN a hand-written scanner finds the pieces\nover the text\047s code points, reading Unicode classes from _unicode_classes (built\nfrom `regex` itself, so both cores see one Unicode version). Each piece is written as\nUTF-8 into a buffer and handed to the compiled BPE, so encoding a text makes no Python\nobject per piece. Any other chain runs the twin\047s `regex` split: correct, not faster.\n\nEvery scan below transcribes one alternation of its pattern, in the pattern\047s order;\nthe comments name the alternative each branch stands for.\n";
 /* #### Code section: decls ### */
 static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_patterns); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text); /* proto */
@@ -9878,7 +9878,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 
   /* "csrc/tokenizer/_pretok_c.pyx":1
  * # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True             # <<<<<<<<<<<<<<
- * """Pre-tokenization in C; same API and results as benchc/_pretok_py.py.
+ * """Pre-tokenization in C; same API and results as benchc/tokenizer/_pretok_py.py.
  * 
 */
   __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 1, __pyx_L1_error)
