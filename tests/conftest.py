@@ -1,9 +1,32 @@
 import importlib
 import os
+import time
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REQUIRED = os.environ.get("BENCHC_REQUIRE_EXTENSIONS", "") not in ("", "0")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (end-to-end runs, Ray); CI runs them")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The inner loop leaves the slow tests out unless --slow is given (CI gives it)."""
+    if config.getoption("--slow"):
+        return
+    slow = [i for i in items if i.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [i for i in items if not i.get_closest_marker("slow")]
+
+
+def pytest_report_header(config):
+    if not config.getoption("--slow"):
+        return "slow tests (end-to-end runs, Ray) are deselected: pass --slow to run them, as CI does"
+    return None
 
 
 def _compiled(module: str):
@@ -11,7 +34,7 @@ def _compiled(module: str):
         return importlib.import_module(f"{module}_c")
     except ImportError:
         # CI builds the extensions (BENCHC_REQUIRE_EXTENSIONS=1): a missing one is a failure there.
-        if os.environ.get("BENCHC_REQUIRE_EXTENSIONS", "") not in ("", "0"):
+        if REQUIRED:
             raise
         return None
 
@@ -21,7 +44,8 @@ def _core(name: str, which: str):
         return importlib.import_module(f"{name}_py")
     mod = _compiled(name)
     if mod is None:
-        pytest.skip("Cython core not built here (no C compiler); CI requires it")
+        pytest.skip(f"{name}_c is not built here (no C compiler?): the compiled core's tests are "
+                    "skipped; CI requires the build")
     return mod
 
 
@@ -38,9 +62,17 @@ def stream_modules(request):
 
 
 def both_cores(name: str) -> list:
-    """The Python module, and the compiled one when built (for tests that compare the two)."""
-    mods = [importlib.import_module(f"{name}_py")]
-    c = _compiled(name)
-    if c is not None:
-        mods.append(c)
-    return mods
+    """[pure-Python twin, compiled module], for a test that compares the two.
+
+    Without the compiled module the calling test is skipped, with a reason that says so:
+    comparing the twin with itself would pass without proving anything."""
+    return [importlib.import_module(f"{name}_py"), _core(name, "c")]
+
+
+def wait_for(condition, what: str = "the condition", timeout_s: float = 60.0) -> None:
+    """Poll until `condition()` holds: tests wait for events this way instead of racing a fixed
+    sleep against a process. The timeout only turns a hang into a failure naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)

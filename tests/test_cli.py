@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from benchc import __version__
 from benchc.cli import main
 from tests.conftest import REPO
@@ -21,6 +23,7 @@ def test_no_extensions_forces_the_python_core():
     assert out.strip() == f"benchc {__version__} (core: python)"
 
 
+@pytest.mark.slow
 def test_a_run_on_the_python_core_counts_what_the_compiled_core_counts(tmp_path):
     """The whole measured path (own HTTP reader, de-chunking, stamped reads, parsing) on the
     twins, in a process of its own; the same counts as in this process."""

@@ -7,11 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+import pytest
 
 from benchc.cli import main
 from benchc.results.document import read
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.slow  # every test here launches servers as real processes
 
 SPEC = """\
 version: 1
@@ -20,7 +24,8 @@ target:
   base_url: http://127.0.0.1:{{free}}/v1
   model: {model}
 server:
-  command: [{python}, -m, benchc, sim, --preset, {preset}, --port, "{{free}}", --model, {model}]
+  command: [{python}, -m, benchc, sim, --preset, {preset}, --port, "{{free}}", --model, {model},
+            --trace, {trace}]
   ready: {{timeout: 30s, interval: 100ms}}
   stop_timeout: 5s
 smoke:
@@ -43,8 +48,15 @@ def write(tmp_path, model="sim-model", preset="minimax-m2.5-tp4", out=16, conc="
           extra=""):
     f = tmp_path / "deploy.yaml"
     f.write_text(SPEC.format(model=model, python=sys.executable, preset=preset, out=out, conc=conc,
-                             requests=requests, extra=extra, path=str(tmp_path / "r.json")))
+                             requests=requests, extra=extra, path=str(tmp_path / "r.json"),
+                             trace=str(tmp_path / "trace.jsonl")))
     return str(f)
+
+
+def finished_requests(tmp_path) -> int:
+    """Requests the launched simulator has finished (its trace file, one line each)."""
+    trace = tmp_path / "trace.jsonl"
+    return len(trace.read_text().splitlines()) if trace.exists() else 0
 
 
 def alive(pid: int) -> bool:
@@ -83,7 +95,7 @@ def test_failing_smoke_stops_before_the_benchmark(tmp_path, capsys):
 
 def test_server_that_never_becomes_ready_is_reported_with_its_log(tmp_path, capsys):
     spec = write(tmp_path)
-    text = Path(spec).read_text().replace("--model, sim-model]", "--model, other-model]")
+    text = Path(spec).read_text().replace("--model, sim-model,", "--model, other-model,")
     Path(spec).write_text(text.replace("timeout: 30s", "timeout: 2s"))
     assert main(["run", spec, "--quiet"]) == 3
     doc = read(str(tmp_path / "r.json"))
@@ -109,7 +121,8 @@ def _start_run(tmp_path, spec):
 def test_server_killed_mid_run_is_reported_and_the_partial_result_written(tmp_path):
     spec = write(tmp_path, out=200, conc="[2, 4]", requests=40)
     p, pid = _start_run(tmp_path, spec)
-    time.sleep(2.0)
+    # the smoke check is one request; a second finished one is the sweep's
+    wait_for(lambda: finished_requests(tmp_path) >= 3, "requests of the sweep to finish")
     os.kill(pid, signal.SIGKILL)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 3, err
@@ -125,7 +138,7 @@ def test_server_killed_mid_run_is_reported_and_the_partial_result_written(tmp_pa
 def test_sigterm_to_benchc_stops_the_server_and_writes(tmp_path):
     spec = write(tmp_path, out=200, conc="[2]", requests=40)
     p, pid = _start_run(tmp_path, spec)
-    time.sleep(1.0)
+    wait_for(lambda: finished_requests(tmp_path) >= 3, "requests of the sweep to finish")
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=60)
     assert p.returncode == 130
