@@ -69,7 +69,7 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, http: str = "native"
     from benchc.metrics.record import RequestRecord
     from benchc.metrics.recorder import PointRecorder
     from benchc.plan.model import Target
-    from benchc.run.runner import measuring
+    from benchc.run.prepare import measuring
 
     target = Target(url, None, "chat", "benchc-sim", None, {}, 600.0, 600.0, None)
     rec = PointRecorder(c)

@@ -124,21 +124,21 @@ class LoadWorker:
         from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
         from benchc.metrics.recorder import PointRecorder
         from benchc.run.loadgen import StepContext, run_step
-        from benchc.run.runner import _expected_lengths, _slo_checks, measuring, prepare_requests
+        from benchc.run.prepare import expected_lengths, measuring, prepare_requests, slo_checks
 
         plan = Plan.from_dict(plan_dict)
         combo = plan.combinations[combo_index]
         step = Step(**step_dict)
         target = combo.target
         prompts, bodies, _ = prepare_requests(plan, combo)
-        checks = _slo_checks(plan)
+        checks = slo_checks(plan)
         rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
                             open_loop=step.rate_rps is not None)
         async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
                                          trace_configs=[make_trace_config()]) as session:
             ctx = StepContext(session=session, url=endpoint(base_url, target.api),
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
-                              expected_output=_expected_lengths(combo, prompts),
+                              expected_output=expected_lengths(combo, prompts),
                               pool=http1.Pool() if http == "native" else None)
             # every shard waits for the shared wall-clock start
             await asyncio.sleep(max(0.0, start_at - time.time()))

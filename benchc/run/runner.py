@@ -8,13 +8,10 @@ started and writes what was measured.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,12 +20,10 @@ import aiohttp
 from benchc import __version__
 from benchc._core import core_name
 from benchc.client import http1
-from benchc.client.request import build_body, endpoint, headers_for, make_connector, make_trace_config
+from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
 from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.metrics.recorder import PointRecorder
-from benchc.plan.compiler import load_tokenizer
 from benchc.plan.model import Combination, Plan, Step
-from benchc.plan.workload import build_prompts, prompts_sha256
 from benchc.redact import redact_argv as _redact_argv
 from benchc.redact import redact_url
 from benchc.results.document import (
@@ -40,6 +35,7 @@ from benchc.results.document import (
     write_atomic,
 )
 from benchc.run.loadgen import StepContext, run_step
+from benchc.run.prepare import expected_lengths, measuring, prepare_requests, slo_checks
 from benchc.run.server import (
     ServerFailed,
     free_port,
@@ -93,35 +89,8 @@ class _Sim:
             await terminate(self.proc, 10)
 
 
-@contextlib.contextmanager
-def measuring() -> Iterator[None]:
-    """No garbage collection while a point is measured.
-
-    A full collection of a large heap pauses the client's event loop for tens of
-    milliseconds (18-36 ms seen in the test process), and every stream read in that
-    pause gets a late timestamp. Objects alive now are frozen out of later
-    collections; reference counting still frees the per-request objects, and the
-    cycles a point leaves are collected right after it.
-    """
-    gc.collect()
-    gc.freeze()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.unfreeze()
-        gc.collect()
-
-
 def _label(combo: Combination) -> str:
     return (",".join(f"{k}={v}" for k, v in combo.matrix.items()) + ": ") if combo.matrix else ""
-
-
-def _slo_checks(plan: Plan) -> list[Threshold]:
-    return [Threshold(s.metric, s.stat, s.op, s.value, False, s.text) for s in plan.slo]
 
 
 def _evaluate_slo(checks: list[Threshold], point: dict) -> dict:
@@ -133,32 +102,6 @@ def _evaluate_slo(checks: list[Threshold], point: dict) -> dict:
         if not ok:
             breaches.append(t.text)
     return {"passed": not breaches, "checks": results}
-
-
-def prepare_requests(plan: Plan, combo: Combination) -> tuple[list, list[bytes], Any]:
-    """(prompts, one serialised request body per prompt, tokenizer or None) of a combination,
-    rebuilt from the plan and checked against the prompts it was compiled with."""
-    w, target = combo.workload, combo.target
-    spec_path = plan.spec["path"]
-    tok = load_tokenizer(target.tokenizer, spec_path)
-    prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
-    if prompts_sha256(prompts) != w.prompts_sha256:
-        raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
-                       "(a dataset or tokenizer file changed since the plan was made?)")
-    bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
-              .encode() for p in prompts]
-    return prompts, bodies, tok
-
-
-def _expected_lengths(combo: Combination, prompts) -> list[int | None]:
-    """Per prompt, the output length the request pins down (ignore_eos, or min = max)."""
-    s = combo.workload.sampling
-    out = []
-    for p in prompts:
-        mt = s.max_tokens or p.output_tokens
-        fixed = s.ignore_eos or (s.min_tokens is not None and s.min_tokens == mt)
-        out.append(mt if fixed else None)
-    return out
 
 
 class Runner:
@@ -324,10 +267,10 @@ class Runner:
             self.tokenizer = tok
             ctx = StepContext(session=session, url=endpoint(base_url, target.api), keep_text=tok is not None,
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
-                              expected_output=_expected_lengths(combo, prompts),
+                              expected_output=expected_lengths(combo, prompts),
                               stop_event=cstop, grace_s=self.opts.grace_s,
                               pool=http1.Pool() if self.opts.http == "native" else None)
-            checks = _slo_checks(self.plan)
+            checks = slo_checks(self.plan)
             root = server_root(base_url)
             try:
                 for i, step in enumerate(steps):
