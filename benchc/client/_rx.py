@@ -1,7 +1,14 @@
 """Selector: the compiled stamped read when built, else the pure-Python twin."""
 
+from typing import TYPE_CHECKING
+
 from benchc._core import select
 
-read_stamped, CORE = select(__name__, "read_stamped")
+if TYPE_CHECKING:  # the twin defines the API both cores share
+    from benchc.client._rx_py import read_stamped
+
+    CORE: str
+else:
+    read_stamped, CORE = select(__name__, "read_stamped")
 
 __all__ = ["CORE", "read_stamped"]

@@ -1,7 +1,14 @@
 """Selector: the compiled byte-pair merger when built, else the pure-Python twin."""
 
+from typing import TYPE_CHECKING
+
 from benchc._core import select
 
-BPE, CORE = select(__name__, "BPE")
+if TYPE_CHECKING:  # the twin defines the API both cores share
+    from benchc.tokenizer._bpe_py import BPE
+
+    CORE: str
+else:
+    BPE, CORE = select(__name__, "BPE")
 
 __all__ = ["BPE", "CORE"]

@@ -1,7 +1,14 @@
 """Selector: the compiled pre-tokenizer when built, else the pure-Python twin."""
 
+from typing import TYPE_CHECKING
+
 from benchc._core import select
 
-Scanner, CORE = select(__name__, "Scanner")
+if TYPE_CHECKING:  # the twin defines the API both cores share
+    from benchc.tokenizer._pretok_py import Scanner
+
+    CORE: str
+else:
+    Scanner, CORE = select(__name__, "Scanner")
 
 __all__ = ["CORE", "Scanner"]
