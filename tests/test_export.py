@@ -165,11 +165,12 @@ def test_report_times_keep_the_windows_offsets(result, capsys):
     first_start = parse(reports[0]["run"]["time"]["start"])
     for r, p in zip(reports, doc["points"], strict=True):
         start, end = parse(r["run"]["time"]["start"]), parse(r["run"]["time"]["end"])
-        assert abs((end - start).total_seconds() - p["window"]["duration_s"]) <= 0.001
+        # times are written to the millisecond: each of start and end is within 1 ms
+        assert abs((end - start).total_seconds() - p["window"]["duration_s"]) <= 0.002
         before_created = datetime.timedelta(microseconds=(last - p["window"]["end_ns"]) / 1000)
-        assert abs(end - (created - before_created)) < ms
+        assert abs(end - (created - before_created)) < 2 * ms
         offset = (p["window"]["start_ns"] - doc["points"][0]["window"]["start_ns"]) / 1e9
-        assert abs((start - first_start).total_seconds() - offset) <= 0.002
+        assert abs((start - first_start).total_seconds() - offset) <= 0.003
     assert parse(reports[-1]["run"]["time"]["end"]) == created  # the last window ends at `created`
 
 
@@ -284,7 +285,11 @@ def test_vllm_export_has_vllms_key_set_and_benchcs_figures(result, capsys):
             assert (v["request_rate"], v["max_concurrency"]) == ("inf", p["params"]["concurrency"])
             assert v["max_concurrent_requests"] == p["params"]["concurrency"] and v["queue_times"] is None
         else:
-            assert (v["request_rate"], v["burstiness"]) == (p["params"]["rate_rps"], 1.0)
+            # a scheduled point (fixed rate; a trace has no rate, which vLLM writes as "inf")
+            assert v["request_rate"] == (p["params"]["rate_rps"] or "inf")
+            step = next(s for s in doc["plan"]["steps"] if s["id"] == p["id"])
+            shape = {"poisson": 1.0, "gamma": step["burstiness"]}.get(p["params"]["arrival"])
+            assert v["burstiness"] == shape
             assert v["queue_times"] == [(r["t0_ns"] - r["scheduled_ns"]) / 1e9 for r in mine]
             assert 1 <= v["max_concurrent_requests"] <= p["counts"]["sent"]
         assert v["max_output_tokens_per_s"] is None and v["request_goodput"] is None

@@ -46,10 +46,11 @@ class Latency:
 
     @classmethod
     def from_block(cls, name: str, block: dict) -> Latency:
-        pcts = {float(k[1:]): v for k, v in block.items() if k.startswith("p") and k[1:].replace(".", "").isdigit()}
-        return cls(name=name, count=block["count"], out_of_range=block["out_of_range"], mean=block.get("mean"),
-                   stdev=block.get("stdev"), min=block.get("min"), max=block.get("max"),
-                   percentiles=MappingProxyType(pcts), hdr=block.get("hdr"))
+        pcts = {float(k[1:]): v for k, v in block.items()
+                if k.startswith("p") and k[1:].replace(".", "").isdigit()}
+        return cls(name=name, count=block["count"], out_of_range=block["out_of_range"],
+                   mean=block.get("mean"), stdev=block.get("stdev"), min=block.get("min"),
+                   max=block.get("max"), percentiles=MappingProxyType(pcts), hdr=block.get("hdr"))
 
     @property
     def p50_ms(self) -> float | None:
@@ -111,9 +112,11 @@ class Point:
         t, c = p["throughput"], p["counts"]
         latency = {k.removesuffix("_us"): Latency.from_block(k.removesuffix("_us"), v)
                    for k, v in p["latency"].items()}
-        return cls(id=p["id"], combination=p["combination"], matrix=MappingProxyType(dict(p.get("matrix", {}))),
+        return cls(id=p["id"], combination=p["combination"],
+                   matrix=MappingProxyType(dict(p.get("matrix", {}))),
                    concurrency=p["params"].get("concurrency"), rate_rps=p["params"].get("rate_rps"),
-                   closed_loop=is_closed_loop(p), complete=p["complete"], duration_s=p["window"]["duration_s"],
+                   closed_loop=is_closed_loop(p), complete=p["complete"],
+                   duration_s=p["window"]["duration_s"],
                    sent=c["sent"], completed=c["completed"], failed=c["failed"],
                    errors=MappingProxyType(dict(c["errors"])), error_rate=p["error_rate"],
                    input_tokens=p["tokens"]["input"], output_tokens=p["tokens"]["output"],

@@ -85,7 +85,8 @@ def _output_seq_len(workload: dict) -> dict | None:
     otherwise it is a cap the server may stop short of, which the report's field does not mean."""
     sampling = workload.get("sampling", {})
     max_tokens = sampling.get("max_tokens")
-    pinned = sampling.get("ignore_eos") or (max_tokens is not None and sampling.get("min_tokens") == max_tokens)
+    pinned = sampling.get("ignore_eos") or (max_tokens is not None
+                                            and sampling.get("min_tokens") == max_tokens)
     if not pinned:
         return None
     if max_tokens is not None:
@@ -238,7 +239,8 @@ def to_reports(doc: dict, version: str) -> list[dict]:
     reports = []
     for index, p in enumerate(doc["points"]):
         combo = combos.get(p["combination"], {"index": p["combination"]})
-        latency = {field: statistics(p["latency"].get(key), units) for key, (field, units) in _LATENCIES.items()}
+        latency = {field: statistics(p["latency"].get(key), units)
+                   for key, (field, units) in _LATENCIES.items()}
         results: dict = {"request_performance": {"aggregate": {
             "requests": _requests(p),
             "latency": {k: v for k, v in latency.items() if v is not None},

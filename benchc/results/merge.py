@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import copy
 
+from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.metrics.latency import new_histogram, summarize
-from benchc.errors import UsageError
 from benchc.results.document import now_iso, point_key
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
