@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser("schema", help="print a JSON schema benchc uses")
     sc.add_argument("which", choices=["spec", "result"])
+    sc.add_argument("--version", type=int, metavar="N", dest="schema_version",
+                    help="an older version of the format (default: the one this benchc writes)")
 
     sm = sub.add_parser("sim", help="run the simulated LLM server until SIGINT/SIGTERM")
     sm.add_argument("--preset", default="minimax-m2.5-tp4",
@@ -69,10 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("-o", "--out", required=True)
     mg.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
-    ex = sub.add_parser("export", help="a result as CSV, per-request JSONL, or Benchmark Report v0.2")
+    ex = sub.add_parser("export", help="a result as CSV, per-request JSONL, llm-d Benchmark Reports "
+                        "(0.2, 0.2.1) or vLLM bench-serve JSON")
     ex.add_argument("result", metavar="RESULT")
-    ex.add_argument("--format", choices=["csv", "jsonl", "br0.2"], default="csv")
+    ex.add_argument("--format", choices=["csv", "jsonl", "br0.2", "br0.2.1", "vllm"], default="csv",
+                    help="br0.2, br0.2.1 and vllm give one JSON document per point: one per line on "
+                         "stdout, or one file per point with -o (OUT, or OUT-1, OUT-2, ... for several)")
     ex.add_argument("-o", "--out", help="write here instead of stdout")
+    ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
     rp = sub.add_parser("report", help="plots (PNG) and a self-contained HTML page of results")
     rp.add_argument("results", nargs="+", metavar="RESULT")
@@ -179,9 +185,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from benchc.spec.loader import load_schema
+    from benchc.results.document import schema_text, schema_versions
 
-    print(json.dumps(load_schema({"spec": "spec-v1", "result": "result-v1"}[args.which]), indent=2))
+    versions = schema_versions(args.which)
+    version = max(versions) if args.schema_version is None else args.schema_version
+    if version not in versions:
+        raise UsageError(f"there is no {args.which} schema version {version}; this benchc has "
+                         f"{', '.join(map(str, versions))}")
+    sys.stdout.write(schema_text(args.which, version))
     return EXIT_OK
 
 
@@ -236,17 +247,35 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from benchc.results.document import read, write_atomic
-    from benchc.results.export import BR02_LEFT_OUT, export
+    import os
 
-    text = export(read(args.result), args.format, args.result)
-    if args.format == "br0.2":
-        print("benchc: Benchmark Report v0.2: left out (not measured by benchc): "
-              + "; ".join(BR02_LEFT_OUT), file=sys.stderr)
-    if args.out:
-        write_atomic(args.out, text)
+    from benchc.results import br
+    from benchc.results.document import read, write_atomic
+    from benchc.results.export import PER_POINT_FORMATS, export_points, export_whole, point_paths
+
+    doc = read(args.result)
+    if args.format not in PER_POINT_FORMATS:
+        texts = [export_whole(doc, args.format, args.result)]
+        paths = [args.out] if args.out else []
     else:
-        sys.stdout.write(text)
+        texts = [json.dumps(d, indent=None if not args.out else 1) + "\n"
+                 for d in export_points(doc, args.format, args.result)]
+        paths = point_paths(args.out, len(texts)) if args.out else []
+        if args.format.startswith("br"):
+            print(f"benchc: Benchmark Report {args.format[2:]}: left out (not in a benchc result): "
+                  + "; ".join(br.LEFT_OUT), file=sys.stderr)
+    if not args.out:
+        sys.stdout.write("".join(texts))
+        return EXIT_OK
+    taken = [p for p in paths if os.path.exists(p)]
+    if taken and not args.force:
+        # checked for every file before any is written, so a refusal leaves nothing half done
+        raise UsageError(f"{', '.join(taken)} exist{'s' if len(taken) == 1 else ''}; choose another -o "
+                         "or pass --force")
+    for path, text in zip(paths, texts, strict=True):
+        write_atomic(path, text, overwrite=args.force)
+        if args.format in PER_POINT_FORMATS:
+            print(path)
     return EXIT_OK
 
 

@@ -117,23 +117,6 @@ def test_export_csv_and_jsonl(capsys):
     assert main(["export", MINIMAX, "--format", "jsonl"]) == 2
 
 
-def test_export_benchmark_report_v02(capsys):
-    assert main(["export", MINIMAX, "--format", "br0.2"]) == 0
-    out = capsys.readouterr()
-    reports = json.loads(out.out)
-    assert len(reports) == 3 and {r["version"] for r in reports} == {"0.2"}
-    r = reports[0]
-    std = r["scenario"]["load"]["standardized"]
-    assert std["tool"] == "benchc" and std["concurrency"] == 1
-    assert std["input_seq_len"] == {"distribution": "fixed", "value": 64}
-    agg = r["results"]["request_performance"]["aggregate"]
-    ttft = agg["latency"]["time_to_first_token"]
-    assert ttft["units"] == "ms" and ttft["p0p1"] <= ttft["p50"] <= ttft["p99p9"]
-    assert agg["latency"]["request_latency"]["units"] == "s"
-    assert agg["throughput"]["output_token_rate"]["mean"] == pytest.approx(84, rel=0.05)
-    assert "left out" in out.err and "time_series" in out.err
-
-
 def test_merged_result_validates():
     from benchc.results.merge import merge_docs
 

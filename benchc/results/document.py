@@ -1,6 +1,8 @@
 """The result document: build, write atomically, read with version checks.
 
-Format history (a change of meaning is a new version; old ones stay readable):
+Format history (a change of meaning is a new version; old ones stay readable, and the schema
+of every version stays in benchc/schemas/ as result-vN.json, `$id`
+https://benchc.dev/schemas/result-vN.json; the README's "Result format" keeps the changelog):
     1  first version (benchc 0.1).
 """
 
@@ -10,6 +12,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import socket
 import sys
 import tempfile
@@ -66,6 +69,21 @@ def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
         raise
 
 
+def schema_versions(which: str) -> list[int]:
+    """The versions of a format (`result`, `spec`) whose schema files this benchc ships."""
+    from importlib import resources
+
+    names = (f.name for f in resources.files("benchc").joinpath("schemas").iterdir())
+    return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(rf"{which}-v(\d+)\.json", n)))
+
+
+def schema_text(which: str, version: int) -> str:
+    """The schema file of one version, as shipped."""
+    from importlib import resources
+
+    return resources.files("benchc").joinpath("schemas", f"{which}-v{version}.json").read_text()
+
+
 def validate_document(doc: dict) -> None:
     from benchc.spec.loader import load_schema
 
@@ -103,6 +121,12 @@ def point_key(point: dict) -> tuple:
     params = point["params"]
     load = ("c", params["concurrency"]) if params.get("concurrency") else ("rate", params.get("rate_rps"))
     return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
+
+
+def is_closed_loop(point: dict) -> bool:
+    """A fixed-concurrency point. Every other kind (a fixed rate, a replayed trace) sends on a
+    schedule, and exporters treat them alike: by what the point's params say, not by kind names."""
+    return bool(point["params"].get("concurrency"))
 
 
 def metric_value(point: dict, key: str) -> float | None:

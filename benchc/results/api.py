@@ -1,0 +1,188 @@
+"""Reading results from Python: `benchc.results.load(path)` -> Result, with typed points.
+
+    import benchc.results
+    r = benchc.results.load("results/demo.json")
+    for p in r.points:
+        print(p.id, p.output_tok_s, p.ttft.p99_ms, p.ttft.histogram().get_value_at_percentile(99.99))
+    df = r.to_dataframe()          # pandas (pip install 'benchc[pandas]'): the CSV export's columns
+
+Latencies are microseconds as in the document (`*_ms` properties divide by 1000). Histograms
+come back as `hdrh.histogram.HdrHistogram` objects (the `hdrhistogram` package), decoded from
+the stored "HISTFAAA..." encoding, so any HdrHistogram tool can read, query and merge them.
+Every object keeps the document's own dict under `.raw` for fields not given a name here.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from benchc.errors import UsageError
+from benchc.results.clock import parse_created
+from benchc.results.document import is_closed_loop, read
+from benchc.results.table import CSV_COLUMNS, point_row
+
+if TYPE_CHECKING:
+    import pandas
+    from hdrh.histogram import HdrHistogram
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One latency summary of a point (`ttft`, `itl`, `tpot`, `e2e`, ...), in microseconds."""
+
+    name: str
+    count: int
+    out_of_range: int
+    mean: float | None
+    stdev: float | None
+    min: float | None
+    max: float | None
+    percentiles: Mapping[float, float]  # {50: us, 90: us, 95: us, 99: us, 99.9: us} as stored
+    hdr: str | None  # the stored encoding, "HISTFAAA..."
+
+    @classmethod
+    def from_block(cls, name: str, block: dict) -> Latency:
+        pcts = {float(k[1:]): v for k, v in block.items()
+                if k.startswith("p") and k[1:].replace(".", "").isdigit()}
+        return cls(name=name, count=block["count"], out_of_range=block["out_of_range"],
+                   mean=block.get("mean"), stdev=block.get("stdev"), min=block.get("min"),
+                   max=block.get("max"), percentiles=MappingProxyType(pcts), hdr=block.get("hdr"))
+
+    @property
+    def p50_ms(self) -> float | None:
+        return self._ms(50)
+
+    @property
+    def p99_ms(self) -> float | None:
+        return self._ms(99)
+
+    @property
+    def mean_ms(self) -> float | None:
+        return self.mean / 1000 if self.mean is not None else None
+
+    def _ms(self, p: float) -> float | None:
+        v = self.percentiles.get(float(p))
+        return v / 1000 if v is not None else None
+
+    def histogram(self) -> HdrHistogram | None:
+        """The recorded histogram (values in microseconds) as an `hdrh` HdrHistogram, or None
+        when nothing was recorded."""
+        if not self.hdr:
+            return None
+        from hdrh.histogram import HdrHistogram
+
+        return HdrHistogram.decode(self.hdr)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One load point: its load, counts, tokens, throughputs (per second) and latencies."""
+
+    id: str
+    combination: int
+    matrix: Mapping[str, Any]
+    concurrency: int | None
+    rate_rps: float | None
+    closed_loop: bool
+    complete: bool
+    duration_s: float
+    sent: int
+    completed: int
+    failed: int
+    errors: Mapping[str, int]
+    error_rate: float
+    input_tokens: int
+    output_tokens: int
+    output_method: str
+    output_tok_s: float
+    total_tok_s: float
+    request_s: float
+    goodput_s: float
+    steady_output_tok_s: float | None
+    client_limited: bool
+    latency: Mapping[str, Latency]  # by name without the unit: "ttft", "itl", "tpot", "e2e", ...
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_dict(cls, p: dict) -> Point:
+        t, c = p["throughput"], p["counts"]
+        latency = {k.removesuffix("_us"): Latency.from_block(k.removesuffix("_us"), v)
+                   for k, v in p["latency"].items()}
+        return cls(id=p["id"], combination=p["combination"],
+                   matrix=MappingProxyType(dict(p.get("matrix", {}))),
+                   concurrency=p["params"].get("concurrency"), rate_rps=p["params"].get("rate_rps"),
+                   closed_loop=is_closed_loop(p), complete=p["complete"],
+                   duration_s=p["window"]["duration_s"],
+                   sent=c["sent"], completed=c["completed"], failed=c["failed"],
+                   errors=MappingProxyType(dict(c["errors"])), error_rate=p["error_rate"],
+                   input_tokens=p["tokens"]["input"], output_tokens=p["tokens"]["output"],
+                   output_method=p["tokens"]["output_method"], output_tok_s=t["output_tok_s"],
+                   total_tok_s=t["total_tok_s"], request_s=t["request_s"], goodput_s=t["goodput_s"],
+                   steady_output_tok_s=t.get("steady_output_tok_s"),
+                   client_limited=p["client"]["client_limited"], latency=MappingProxyType(latency),
+                   raw=MappingProxyType(p))
+
+    @property
+    def ttft(self) -> Latency:
+        return self.latency["ttft"]
+
+    @property
+    def itl(self) -> Latency:
+        return self.latency["itl"]
+
+    @property
+    def tpot(self) -> Latency:
+        return self.latency["tpot"]
+
+    @property
+    def e2e(self) -> Latency:
+        return self.latency["e2e"]
+
+    def row(self) -> dict:
+        """This point as a row of the CSV export (same columns, Python values)."""
+        return point_row(dict(self.raw))
+
+
+@dataclass(frozen=True)
+class Result:
+    """A result document: what ran, where, and its points in order."""
+
+    path: str
+    schema_version: int
+    benchc_version: str
+    core: str
+    created: datetime.datetime | None
+    complete: bool
+    name: str
+    plan_hash: str
+    workload_hash: str | None
+    points: tuple[Point, ...]
+    raw: Mapping[str, Any] = field(repr=False)
+
+    def point(self, point_id: str) -> Point:
+        for p in self.points:
+            if p.id == point_id:
+                return p
+        raise KeyError(f"no point {point_id!r} (points: {', '.join(p.id for p in self.points)})")
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """One row per point with the CSV export's columns (needs pandas: `benchc[pandas]`)."""
+        try:
+            import pandas
+        except ImportError as e:
+            raise UsageError("to_dataframe() needs pandas: pip install 'benchc[pandas]'") from e
+        return pandas.DataFrame([p.row() for p in self.points], columns=CSV_COLUMNS)
+
+
+def load(path: str) -> Result:
+    """Read and validate a result document (any version this benchc reads)."""
+    doc = read(path)
+    return Result(path=path, schema_version=doc["schema_version"], benchc_version=doc["benchc_version"],
+                  core=doc["core"], created=parse_created(doc), complete=doc["complete"],
+                  name=doc["plan"].get("name", ""), plan_hash=doc["plan_hash"],
+                  workload_hash=doc.get("workload_hash"),
+                  points=tuple(Point.from_dict(p) for p in doc["points"]), raw=MappingProxyType(doc))

@@ -1,0 +1,261 @@
+"""llm-d Benchmark Reports (versions 0.2 and 0.2.1), one per load point.
+
+The field names, enums and units follow llm-d-benchmark's pydantic models
+(`llmdbenchmark/analysis/benchmark_report/schema_v0_2.py`, `schema_v0_2_1.py`) and the JSON
+schemas generated from them (copies in tests/data/llmd/, which the tests validate against).
+0.2.1 only adds optional fields to 0.2 (multimodal payloads, request sizes, engine time
+series); a benchc result holds none of them, so a 0.2.1 report carries what a 0.2 report does.
+
+Every value comes from the result: latency Statistics from the point's summaries and
+HdrHistograms (percentiles recomputed from the histogram), counts, token totals, the
+workload as the plan compiled it, and the server/GPU/host telemetry sampled during the point.
+Wall-clock times are derived from the monotonic windows as benchc/results/clock.py says.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from benchc.metrics._hdr import Histogram
+from benchc.metrics.record import CANCELLED
+from benchc.results.clock import iso, iso_duration, point_span
+
+VERSIONS = ("0.2", "0.2.1")
+
+# What a report can hold that a benchc result does not; `benchc export` lists it on stderr.
+LEFT_OUT = [
+    "results.request_performance.time_series and observability time series (a result keeps "
+    "per-point means, maxima and counter deltas, not series)",
+    "latency.normalized_time_per_output_token (not measured)",
+    "statistics.mode", "requests.input_length/output_length beyond the mean (the result keeps totals)",
+    "0.2.1 multimodal payloads and request_size (text requests; sizes not recorded)",
+]
+
+# Namespace of the report ids: uuid5 of the result's identity, so exporting the same result
+# twice gives the same ids and two runs of one plan never share one.
+_NAMESPACE = uuid.UUID("5b1d0c6e-8a41-5d0e-9a4c-62656e636863")
+
+_PERCENTILES = {"p0p1": 0.1, "p1": 1, "p5": 5, "p10": 10, "p25": 25, "p50": 50, "p75": 75, "p90": 90,
+                "p95": 95, "p99": 99, "p99p9": 99.9}
+
+# benchc latency summary -> (report field, units); every latency in milliseconds.
+_LATENCIES = {"ttft_us": ("time_to_first_token", "ms"), "tpot_us": ("time_per_output_token", "ms/token"),
+              "itl_us": ("inter_token_latency", "ms/token"), "e2e_us": ("request_latency", "ms")}
+
+_SOURCES = {"random": "random", "jsonl": "sampled", "sharegpt": "sampled"}
+
+
+def statistics(block: dict | None, units: str) -> dict | None:
+    """A Statistics object (milliseconds) from a latency summary in microseconds, its
+    percentiles read from the summary's HdrHistogram; None when nothing was recorded."""
+    if not block or not block.get("count"):
+        return None
+    h = Histogram.decode(block["hdr"])
+    out = {"units": units, "mean": block["mean"] / 1000, "stddev": block["stdev"] / 1000,
+           "min": block["min"] / 1000, "max": block["max"] / 1000}
+    for name, pct in _PERCENTILES.items():
+        out[name] = h.value_at_percentile(pct) / 1000
+    return out
+
+
+def _seq_len(declared: dict | None, measured: dict | None, prefix: int = 0) -> dict | None:
+    """A SequenceLength: the distribution the spec declared (plus the shared prefix, which every
+    prompt carries), with the min and max of the prompts the plan actually built."""
+    measured = measured or {}
+    kind = (declared or {}).get("kind")
+    if kind == "fixed":
+        out = {"distribution": "fixed", "value": declared["value"] + prefix}
+    elif kind == "uniform":
+        out = {"distribution": "uniform", "value": (declared["min"] + declared["max"]) / 2 + prefix}
+    elif kind == "normal":
+        out = {"distribution": "gaussian", "value": declared["mean"] + prefix, "std_dev": declared["stdev"]}
+    elif measured.get("mean") is not None:
+        out = {"distribution": "other", "value": measured["mean"]}
+    else:
+        return None
+    if isinstance(measured.get("min"), int):
+        out["min"] = measured["min"]
+    if isinstance(measured.get("max"), int) and measured["max"] >= 1:
+        out["max"] = measured["max"]
+    return out
+
+
+def _output_seq_len(workload: dict) -> dict | None:
+    """The output length, when the requests pin it down (ignore_eos, or min_tokens = max_tokens);
+    otherwise it is a cap the server may stop short of, which the report's field does not mean."""
+    sampling = workload.get("sampling", {})
+    max_tokens = sampling.get("max_tokens")
+    pinned = sampling.get("ignore_eos") or (max_tokens is not None
+                                            and sampling.get("min_tokens") == max_tokens)
+    if not pinned:
+        return None
+    if max_tokens is not None:
+        return {"distribution": "fixed", "value": max_tokens, "min": max_tokens, "max": max_tokens}
+    return _seq_len(workload.get("params", {}).get("output_tokens"), workload.get("output_tokens"))
+
+
+def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
+    workload = combo.get("workload", {})
+    params = workload.get("params", {})
+    prefix = params.get("prefix_tokens") or 0
+    standardized: dict = {
+        "tool": "benchc", "tool_version": doc["benchc_version"],
+        "parallelism": (doc.get("backend") or {}).get("workers") or 1,
+        "source": _SOURCES.get(workload.get("dataset"), "unknown"), "stage": index,
+        "input_seq_len": _seq_len(params.get("input_tokens"), workload.get("input_tokens"), prefix)
+        or {"distribution": "other", "value": 0},
+    }
+    osl = _output_seq_len(workload)
+    if osl:
+        standardized["output_seq_len"] = osl
+    if prefix:
+        standardized["prefix"] = {"prefix_len": {"distribution": "fixed", "value": prefix},
+                                  "num_groups": 1, "num_users_per_group": 1, "num_prefixes": 1}
+    if point["params"].get("rate_rps"):
+        standardized["rate_qps"] = point["params"]["rate_rps"]
+    if point["params"].get("concurrency"):
+        standardized["concurrency"] = point["params"]["concurrency"]
+    description = doc["plan"].get("description") or doc["plan"].get("name")
+    return {"metadata": {"schema_version": "0.0.1", "cfg_id": doc.get("workload_hash"),
+                         "description": description},
+            "standardized": standardized,
+            "native": {"config": {"benchc_point": point["id"], "plan_hash": doc["plan_hash"], "step": step,
+                                  "workload": workload}}}
+
+
+def _server_component(doc: dict, combo: dict) -> dict:
+    target = next((t for t in doc.get("target", []) if t.get("combination") == combo.get("index")), {})
+    models = (target.get("models") or {}).get("data") or []
+    served = next((m for m in models if m.get("id") == target.get("model")), models[0] if models else {})
+    if target.get("simulated"):
+        tool, version = "benchc-sim", doc["benchc_version"]
+    else:
+        # what the server says it is (vLLM, SGLang and llama.cpp fill owned_by); no version is served
+        tool, version = served.get("owned_by") or "unknown", "unknown"
+    standardized = {"kind": "generic", "tool": tool, "tool_version": version, "model": target.get("model")}
+    if served.get("max_model_len"):
+        standardized["max_model_len"] = served["max_model_len"]
+    native: dict = {"config": combo.get("target")}
+    if combo.get("server"):
+        native["args"] = {"server": combo["server"]}
+    return {"metadata": {"label": "server", "cfg_id": doc["plan_hash"],
+                         "description": "the inference server benchc measured"},
+            "standardized": standardized, "native": native}
+
+
+def _host_component(doc: dict) -> dict:
+    env = doc.get("environment", {})
+    return {"metadata": {"label": "benchc-host", "cfg_id": doc["plan_hash"],
+                         "description": f"the machine benchc ran on ({env.get('host')}): its CPUs, and "
+                                        "the GPUs nvidia-smi reported there"},
+            "standardized": {"kind": "generic", "tool": "benchc", "tool_version": doc["benchc_version"]},
+            "native": {"config": {k: env.get(k) for k in ("os", "python", "cpu_count")}}}
+
+
+def _mean_max(block: dict | None, units: str) -> dict | None:
+    if not block or block.get("mean") is None:
+        return None
+    out = {"units": units, "mean": block["mean"]}
+    if block.get("max") is not None:
+        out["max"] = block["max"]
+    return out
+
+
+def _observability(point: dict) -> list[dict]:
+    """Per-component aggregates: the server's /metrics gauges and prefix-cache counters over the
+    point, and the benchc machine's CPU and GPUs."""
+    tel = point.get("telemetry") or {}
+    components = []
+    server = tel.get("server") or {}
+    if server.get("available"):
+        agg = {"running_requests": _mean_max(server.get("running"), "count"),
+               "waiting_requests": _mean_max(server.get("waiting"), "count"),
+               # vLLM's kv_cache_usage_perc and SGLang's token_usage are fractions (0..1)
+               "kv_cache_usage": _mean_max(server.get("kv_cache_usage"), "fraction")}
+        if server.get("prefix_cache_hit_rate") is not None:
+            # hits / queries of the server's prefix-cache counters over the point: token-weighted
+            agg["cache_hit_rate"] = {"units": "fraction", "mean": server["prefix_cache_hit_rate"]}
+        agg = {k: v for k, v in agg.items() if v is not None}
+        if agg:
+            components.append({"component_label": "server", "aggregate": agg})
+    host: dict = {}
+    if (tel.get("host") or {}).get("available"):
+        host["cpu_utilization"] = {"units": "fraction", "mean": tel["host"]["busy_fraction"]}
+    gpu = tel.get("gpu") or {}
+    if gpu.get("available") and gpu.get("gpus"):
+        gpus = gpu["gpus"]
+        host["gpu_utilization"] = {"units": "percent",
+                                   "mean": sum(g["utilization_pct"]["mean"] for g in gpus) / len(gpus),
+                                   "max": max(g["utilization_pct"]["max"] for g in gpus)}
+        # memory and power are summed over the GPUs; a sum of maxima is no maximum, so none is given
+        host["gpu_memory_usage"] = {"units": "MiB", "mean": sum(g["memory_used_mib"]["mean"] for g in gpus)}
+        host["power_consumption"] = {"units": "Watts", "mean": gpu["power_w_total_mean"]}
+    if host:
+        components.append({"component_label": "benchc-host", "aggregate": host})
+    return components
+
+
+def _requests(point: dict) -> dict:
+    counts = point["counts"]
+    cancelled = counts["errors"].get(CANCELLED, 0)
+    out = {"total": counts["sent"], "failures": counts["failed"] - cancelled, "incomplete": cancelled}
+    if counts["completed"]:
+        # token totals are of completed requests; input as the server's usage counted it when sent
+        out["input_length"] = {"units": "count", "mean": point["tokens"]["input"] / counts["completed"]}
+        out["output_length"] = {"units": "count", "mean": point["tokens"]["output"] / counts["completed"]}
+    return out
+
+
+def _throughput(point: dict) -> dict:
+    t = point["throughput"]
+    window_s = point["window"]["duration_s"]
+    input_rate = round(point["tokens"]["input"] / window_s, 3) if window_s else 0.0
+    return {"input_token_rate": {"units": "tokens/s", "mean": input_rate},
+            "output_token_rate": {"units": "tokens/s", "mean": t["output_tok_s"]},
+            "total_token_rate": {"units": "tokens/s", "mean": t["total_tok_s"]},
+            "request_rate": {"units": "queries/s", "mean": t["request_s"]}}
+
+
+def _run(doc: dict, point: dict, combo: dict) -> dict:
+    identity = f"benchc:{doc['plan_hash']}:{doc.get('created')}:{doc.get('environment', {}).get('host')}"
+    model = (combo.get("target") or {}).get("model")
+    run: dict = {"uid": str(uuid.uuid5(_NAMESPACE, f"{identity}:{point['id']}")),
+                 "eid": str(uuid.uuid5(_NAMESPACE, identity)),
+                 "description": doc["plan"].get("description") or f"{model} [{doc['plan'].get('name')}]"}
+    time: dict = {"duration": iso_duration(point["window"]["duration_s"])}
+    span = point_span(doc, point)
+    if span:
+        time["start"], time["end"] = iso(span[0]), iso(span[1])
+    run["time"] = time
+    return run
+
+
+def to_reports(doc: dict, version: str) -> list[dict]:
+    """One Benchmark Report per point of `doc`, in point order."""
+    if version not in VERSIONS:
+        raise ValueError(f"Benchmark Report version {version!r} is not one of {VERSIONS}")
+    combos = {c["index"]: c for c in doc["plan"]["combinations"]}
+    steps = {(s["combination"], s["id"]): s for s in doc["plan"].get("steps", []) if s.get("kind") == "load"}
+    reports = []
+    for index, p in enumerate(doc["points"]):
+        combo = combos.get(p["combination"], {"index": p["combination"]})
+        latency = {field: statistics(p["latency"].get(key), units)
+                   for key, (field, units) in _LATENCIES.items()}
+        results: dict = {"request_performance": {"aggregate": {
+            "requests": _requests(p),
+            "latency": {k: v for k, v in latency.items() if v is not None},
+            "throughput": _throughput(p)}}}
+        stack = [_server_component(doc, combo)]
+        components = _observability(p)
+        if components:
+            results["observability"] = {"components": components}
+            if any(c["component_label"] == "benchc-host" for c in components):
+                stack.append(_host_component(doc))
+        reports.append({
+            "version": version,
+            "run": _run(doc, p, combo),
+            "scenario": {"stack": stack,
+                         "load": _load(doc, p, index, combo, steps.get((p["combination"], p["id"]), {}))},
+            "results": results,
+        })
+    return reports
