@@ -20,8 +20,8 @@ import json
 
 import numpy as np
 
-from benchc.metrics._hdr import Histogram
 from benchc.errors import ThresholdFailed, UsageError
+from benchc.metrics._hdr import Histogram
 from benchc.results.document import metric_value, point_key, read
 from benchc.spec.thresholds import Threshold, parse_gate
 

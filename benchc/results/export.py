@@ -9,8 +9,8 @@ import json
 import os
 
 from benchc import __version__
-from benchc.metrics._hdr import Histogram
 from benchc.errors import UsageError
+from benchc.metrics._hdr import Histogram
 
 CSV_COLUMNS = [
     "point", "concurrency", "rate_rps", "matrix", "sent", "completed", "failed", "error_rate",

@@ -18,8 +18,8 @@ import io
 import os
 from collections import defaultdict
 
-from benchc.metrics._hdr import Histogram
 from benchc.errors import UsageError
+from benchc.metrics._hdr import Histogram
 
 SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
 

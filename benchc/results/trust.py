@@ -24,8 +24,9 @@ def client_limited(point: dict) -> Doubt | None:
     client = point["client"]
     if not client["client_limited"]:
         return None
-    return Doubt("client_limited", f"the client itself was saturated ({'; '.join(client.get('reasons', []))}): "
-                                   "these figures measure benchc")
+    reasons = "; ".join(client.get("reasons", []))
+    return Doubt("client_limited",
+                 f"the client itself was saturated ({reasons}): these figures measure benchc")
 
 
 def output_length(point: dict) -> Doubt | None:
@@ -33,9 +34,9 @@ def output_length(point: dict) -> Doubt | None:
     osl = point["tokens"].get("osl") or {}
     if not osl.get("mismatched"):
         return None
-    return Doubt("output_length", f"{osl['mismatched']} of {osl['requests_checked']} requests returned another "
-                                  "output length than the request pinned down (ignore_eos or min_tokens "
-                                  "ignored by the server?)")
+    return Doubt("output_length", f"{osl['mismatched']} of {osl['requests_checked']} requests returned "
+                                  "another output length than the request pinned down (ignore_eos or "
+                                  "min_tokens ignored by the server?)")
 
 
 POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length)
