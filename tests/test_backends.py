@@ -42,6 +42,8 @@ output:
 
 BACKENDS = {"local": [], "ray-1": ["--backend", "ray", "--workers", "1"],
             "ray-2": ["--backend", "ray", "--workers", "2"]}
+# the Ray runs start a cluster of worker processes: in the slow selection (--slow, as CI runs)
+EVERY_BACKEND = [pytest.param(b, marks=pytest.mark.slow) if b.startswith("ray") else b for b in BACKENDS]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,7 @@ def runs(tmp_path_factory):
         ray.shutdown()
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_strict_fails_on_output_lengths_the_server_ignored(runs, backend):
     code, err, doc, _ = runs(backend)
     p = doc["points"][0]
@@ -83,7 +85,7 @@ def test_strict_fails_on_output_lengths_the_server_ignored(runs, backend):
     assert "WARNING: c=2: " in err and "ignore_eos or min_tokens ignored by the server?" in err
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_per_request_records_are_written(runs, backend):
     _, _, doc, records = runs(backend)
     p = doc["points"][0]
@@ -93,7 +95,7 @@ def test_per_request_records_are_written(runs, backend):
     assert sum(r["output_tokens"] for r in records if r["error"] is None) == p["tokens"]["output"]
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_outputs_are_counted_with_the_tokenizer(runs, backend):
     _, _, doc, _ = runs(backend)
     tokens = doc["points"][0]["tokens"]
@@ -113,6 +115,7 @@ def _shape(x, depth: int = 0):
     return type(x).__name__ if x is not None else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["ray-1", "ray-2"])
 def test_a_ray_point_has_the_local_points_shape(runs, backend):
     local = runs("local")[2]["points"][0]

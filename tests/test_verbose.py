@@ -3,7 +3,11 @@ secret; nothing at all without it."""
 
 import sys
 
+import pytest
+
 from benchc.cli import main
+
+pytestmark = pytest.mark.slow  # every test here launches a server as a real process
 
 API_KEY = "sk-test-key-4f1c9e"
 
