@@ -6,10 +6,12 @@ Exit codes: see benchc/errors.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from benchc import __version__
 from benchc.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, BenchcError, UsageError
@@ -19,6 +21,32 @@ def _version_line() -> str:
     from benchc._core import core_name
 
     return f"benchc {__version__} (core: {core_name()})"
+
+
+def _add_verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log to stderr what the run does: -v points, readiness, workers; "
+                        "-vv also every connection, retry and poll")
+
+
+@contextlib.contextmanager
+def _logging(verbosity: int) -> Iterator[None]:
+    """benchc's log lines to stderr while a verb runs (none without -v); secrets are never
+    logged (URLs and commands go through benchc.redact)."""
+    if not verbosity:
+        yield
+        return
+    logger = logging.getLogger("benchc")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(name)s: %(message)s", "%H:%M:%S"))
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -59,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="override a preset parameter (YAML value), e.g. max_num_seqs=64")
     sm.add_argument("--config-json", help=argparse.SUPPRESS)  # used by `run` for target.sim
+    _add_verbose(sm)
 
     cp = sub.add_parser("compare", help="compare results (base first); --fail-on gates for CI")
     cp.add_argument("results", nargs="+", metavar="RESULT")
@@ -110,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default; one C call per socket read) or aiohttp")
     r.add_argument("--strict", action="store_true",
                    help="exit 6 when a point was client-limited or output lengths were not as asked")
+    _add_verbose(r)
     return p
 
 
@@ -124,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        return VERBS[args.verb](args)
+        with _logging(getattr(args, "verbose", 0)):
+            return VERBS[args.verb](args)
     except BenchcError as e:
         print(f"benchc: {e}" if not hasattr(e, "problems") else str(e), file=sys.stderr)
         return e.exit_code

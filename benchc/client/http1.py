@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import re
 import socket
 import ssl as ssl_mod
@@ -33,6 +34,7 @@ from benchc.client._rx_py import SO_TIMESTAMPNS
 from benchc.metrics.record import IDLE_TIMEOUT, STREAM_BROKEN, TIMEOUT
 
 CLOCK = time.perf_counter_ns
+log = logging.getLogger(__name__)  # -vv: connections opened, keep-alive retries (no header is logged)
 MAX_HEAD = 64 * 1024  # response status line and headers
 _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding)"
                               rb"[ \t]*:([^\r\n]*)")
@@ -345,12 +347,15 @@ class Pool:
     async def connect(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
         if self.kernel_stamps and not origin.tls:
-            return await self._connect_stamped(loop, origin)
+            conn = await self._connect_stamped(loop, origin)
+            log.debug("opened a connection to %s:%d (kernel receive stamps)", origin.host, origin.port)
+            return conn
         if origin.tls and self._ssl is None:
             self._ssl = ssl_mod.create_default_context()
         _, conn = await loop.create_connection(lambda: Connection(self, origin.key), origin.host,
                                                origin.port, ssl=self._ssl if origin.tls else None)
         self._open.add(conn)
+        log.debug("opened a connection to %s:%d%s", origin.host, origin.port, " (tls)" if origin.tls else "")
         return conn
 
     async def _connect_stamped(self, loop: asyncio.AbstractEventLoop, origin: Origin) -> Connection:
@@ -498,6 +503,8 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
         finally:
             timer.cancel()
         if ex.error and reused and attempt == 0 and not ex.got_bytes and ex.error[0] == STREAM_BROKEN:
+            log.debug("request %s: the kept-alive connection was closed by the server; retrying on a new one",
+                      request_id)
             continue
         return ex
     return ex

@@ -23,15 +23,36 @@ def ns_to_us(ns: int) -> int:
     (csrc/client/_stream_c.pyx rounds the same way)."""
     us = (ns + 500) // 1000
     return us if us > 0 else 1
+
+
 PERCENTILES = (50, 90, 95, 99, 99.9)
 
 
 class Recorder:
     """An HdrHistogram in microseconds (benchc's own, in C when built); it counts what it
-    cannot hold in `out_of_range` rather than dropping it."""
+    cannot hold in `out_of_range` rather than dropping it.
+
+    A recorder rebuilt from a result's summary block (from_summary) carries that block's
+    out-of-range count, which the encoded histogram does not hold; merge() adds both, so
+    shards merge count for count. Pickled (Ray), it travels as its encoding.
+    """
 
     def __init__(self) -> None:
         self.hist = new_histogram()
+        self._carried_out_of_range = 0  # counted elsewhere (a shard, a result), not in self.hist
+
+    @classmethod
+    def from_summary(cls, block: dict) -> Recorder:
+        """The recorder a summary block (as summarize() writes it) was made from."""
+        r = cls()
+        if block.get("hdr"):
+            r.hist = Histogram.decode(block["hdr"])
+        r._carried_out_of_range = int(block.get("out_of_range", 0))
+        return r
+
+    @property
+    def out_of_range(self) -> int:
+        return self.hist.out_of_range + self._carried_out_of_range
 
     def record_ns(self, ns: int, count: int = 1) -> None:
         self.hist.record(ns_to_us(ns), count)
@@ -39,8 +60,23 @@ class Recorder:
     def record_us(self, us: float) -> None:
         self.record_ns(int(us * 1000))
 
+    def merge(self, other: Recorder) -> None:
+        """Add another recorder's counts, bucket for bucket, out-of-range counts included."""
+        self.hist.merge(other.hist)
+        self._carried_out_of_range += other._carried_out_of_range
+
     def summary(self) -> dict:
-        return summarize(self.hist)
+        out = summarize(self.hist)
+        out["out_of_range"] = self.out_of_range
+        return out
+
+    def __getstate__(self) -> dict:
+        return {"hdr": self.hist.encode() if self.hist.total_count else None,
+                "out_of_range": self.out_of_range}
+
+    def __setstate__(self, state: dict) -> None:
+        self.hist = Histogram.decode(state["hdr"]) if state["hdr"] else new_histogram()
+        self._carried_out_of_range = state["out_of_range"]
 
 
 def summarize(h: Histogram) -> dict:

@@ -1,16 +1,17 @@
-"""Aggregation of one load point: latency histograms, counters, throughput.
+"""One load point's recording: each finished request goes into the point's Tally.
 
 Memory is constant in the number of requests (histograms and counters); the
-per-request records are kept only when the spec asks for them.
+per-request records, and the outputs for the tokenizer, are kept only when asked for.
+The figures are computed from the tally by aggregate.figures, the one place that does.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from benchc.metrics.latency import Recorder
-from benchc.metrics.record import ERROR_KINDS, RequestRecord
+from benchc.metrics.aggregate import CHUNKS, TOKENIZER, USAGE, Tally, TokenizerCount, figures
+from benchc.metrics.record import RequestRecord
 
 
 @dataclass
@@ -21,52 +22,38 @@ class PointRecorder:
     keep_requests: bool = False
     open_loop: bool = False
     keep_text: bool = False
-    ttft: Recorder = field(default_factory=Recorder)
-    itl: Recorder = field(default_factory=Recorder)
-    itl_token: Recorder = field(default_factory=Recorder)
-    tpot: Recorder = field(default_factory=Recorder)
-    e2e: Recorder = field(default_factory=Recorder)
-    ttft_sched: Recorder = field(default_factory=Recorder)
-    e2e_sched: Recorder = field(default_factory=Recorder)
-    errors: Counter = field(default_factory=Counter)
-    error_examples: dict = field(default_factory=dict)
-    sent: int = 0
-    completed: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    usage_tokens: int = 0
-    usage_requests: int = 0
-    chunk_tokens_of_usage_requests: int = 0
-    chunk_only_requests: int = 0
-    multi_token_chunks: int = 0
-    osl_mismatch: int = 0
-    osl_expected: int = 0
-    first_t0: int | None = None
-    last_end: int | None = None
-    requests: list[dict] = field(default_factory=list)
-    e2e_sum_us: float = 0.0
-    slo_met: int = 0
-    kept: list = field(default_factory=list)  # (parser, usage tokens) of completed requests
-    tokenizer_counts: dict | None = None
+    tally: Tally = field(default_factory=Tally)
+    requests: list[dict] = field(default_factory=list)  # per-request records (keep_requests)
+    kept: list = field(default_factory=list)  # (parser, usage tokens, text chunks) per completed request
+
+    def __post_init__(self) -> None:
+        t = self.tally
+        # made up front, so that the parser can record into them and an empty point shows them
+        self.ttft, self.itl, self.tpot, self.e2e = (t.recorder(n) for n in ("ttft_us", "itl_us", "tpot_us",
+                                                                              "e2e_us"))
+        self.itl_token = t.recorder("itl_per_token_us")
+        if self.open_loop:
+            self.ttft_sched = t.recorder("ttft_from_schedule_us")
+            self.e2e_sched = t.recorder("e2e_from_schedule_us")
 
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
-        self.sent += 1
-        if self.first_t0 is None or r.t0_ns < self.first_t0:
-            self.first_t0 = r.t0_ns
-        if r.end_ns and (self.last_end is None or r.end_ns > self.last_end):
-            self.last_end = r.end_ns
+        t = self.tally
+        t.sent += 1
+        if t.start_ns is None or r.t0_ns < t.start_ns:
+            t.start_ns = r.t0_ns
+        if r.end_ns and (t.end_ns is None or r.end_ns > t.end_ns):
+            t.end_ns = r.end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
         if not r.ok:
-            self.errors[r.error] += 1
-            self.error_examples.setdefault(r.error, r.error_detail)
+            t.errors[r.error] += 1
+            t.error_examples.setdefault(r.error, r.error_detail)
             return
-        self.completed += 1
+        t.completed += 1
         ttft_ns = r.first_text_ns - r.t0_ns
         e2e_ns = r.end_ns - r.t0_ns
         self.ttft.record_ns(ttft_ns)
         self.e2e.record_ns(e2e_ns)
-        self.e2e_sum_us += e2e_ns / 1e3
         # One call per request: the parser records its chunk gaps, and per token where the
         # chunk's token count is known (continuous usage), straight into the histograms.
         r.parser.record_gaps(self.itl.hist, self.itl_token.hist)
@@ -78,97 +65,57 @@ class PointRecorder:
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(r.first_text_ns - r.scheduled_ns)
             self.e2e_sched.record_ns(r.end_ns - r.scheduled_ns)
-        self.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
-        self.output_tokens += out
+        t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        t.output_tokens += out
         if r.usage_output_tokens is not None:
-            self.usage_requests += 1
-            self.usage_tokens += r.usage_output_tokens
-            self.chunk_tokens_of_usage_requests += r.text_chunks
+            t.methods.add(USAGE)
+            t.usage_tokens += r.usage_output_tokens
+            t.usage_chunks += r.text_chunks
         else:
-            self.chunk_only_requests += 1
-        self.multi_token_chunks += r.multi_token_chunks
+            t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
+        t.multi_token_chunks += r.multi_token_chunks
         if self.keep_text:
             self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks))
         if r.expected_output_tokens is not None:
-            self.osl_expected += 1
+            t.osl_checked += 1
             if out != r.expected_output_tokens:
-                self.osl_mismatch += 1
-        if slo_checks is not None:
-            values = {"ttft": ttft_ns / 1e3, "e2e": e2e_ns / 1e3,
-                      "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
-                      "itl": _max_gap_us(r) if any(t.metric == "itl" for t in slo_checks) else None}
-            if all(values.get(t.metric) is None or t.holds(values[t.metric]) for t in slo_checks):
-                self.slo_met += 1
+                t.osl_mismatched += 1
+        if slo_checks is not None and _meets_slo(r, slo_checks, ttft_ns, e2e_ns, tpot_ns):
+            t.slo_met += 1
 
-    def count_with(self, tokenizer) -> None:
+    def count_with(self, tokenizer: Any) -> None:
         """Count each kept output once, on its joined text (after the point, off the timed path).
 
         Summing per-chunk counts would overcount by 1-4% where tokens straddle chunks.
         Where the server sent no usage, these counts replace the chunk counts."""
-        total = usage_total = usage_counted = 0
+        t = self.tally
+        n = TokenizerCount(requests=len(self.kept))
         for parser, usage, chunks in self.kept:
-            n = tokenizer.count(parser.text())
-            total += n
+            count = tokenizer.count(parser.text())
+            n.output += count
             if usage is not None:
-                usage_total += usage
-                usage_counted += n
+                n.usage += usage
+                n.usage_counted += count
             else:
-                self.output_tokens += n - chunks
-        self.tokenizer_counts = {"output": total, "requests": len(self.kept)}
-        if usage_total:
-            self.tokenizer_counts["usage"] = usage_total
-            diff = (usage_counted - usage_total) / usage_total
-            self.tokenizer_counts["relative_difference"] = round(diff, 6)
+                t.output_tokens += count - chunks
+        if CHUNKS in t.methods and self.kept:
+            t.methods.discard(CHUNKS)
+            t.methods.add(TOKENIZER)
+        t.tokenizer = n
         self.kept = []
 
-    def summary(self, steady: dict | None = None) -> dict:
-        window_s = ((self.last_end - self.first_t0) / 1e9) if self.first_t0 and self.last_end else 0.0
-        failed = sum(self.errors.values())
-        per_s = (lambda x: round(x / window_s, 3)) if window_s > 0 else (lambda x: 0.0)
-        unusaged = "tokenizer" if self.tokenizer_counts is not None else "chunks"
-        method = ("usage" if self.usage_requests and not self.chunk_only_requests
-                  else unusaged if self.chunk_only_requests and not self.usage_requests
-                  else "mixed" if self.completed else "none")
-        tokens = {
-            "input": self.input_tokens, "output": self.output_tokens, "output_method": method,
-            "multi_token_chunks": self.multi_token_chunks,
-        }
-        if self.usage_requests:
-            # Disagreement between the server's count and the count of text-bearing chunks.
-            diff = self.chunk_tokens_of_usage_requests - self.usage_tokens
-            tokens["chunks_vs_usage"] = {"usage": self.usage_tokens,
-                                         "chunks": self.chunk_tokens_of_usage_requests,
-                                         "relative_difference": round(diff / self.usage_tokens, 6)
-                                         if self.usage_tokens else None}
-        if self.tokenizer_counts is not None:
-            tokens["tokenizer"] = self.tokenizer_counts
-        tokens["osl"] = {"requests_checked": self.osl_expected, "mismatched": self.osl_mismatch}
-        latency = {"ttft_us": self.ttft.summary(), "itl_us": self.itl.summary(),
-                   "tpot_us": self.tpot.summary(), "e2e_us": self.e2e.summary()}
-        if self.itl_token.hist.total_count:
-            latency["itl_per_token_us"] = self.itl_token.summary()
-        if self.open_loop:
-            latency["ttft_from_schedule_us"] = self.ttft_sched.summary()
-            latency["e2e_from_schedule_us"] = self.e2e_sched.summary()
-        mean_e2e_s = (self.e2e_sum_us / self.completed / 1e6) if self.completed else 0.0
-        request_s = per_s(self.completed)
-        return {
-            "window": {"start_ns": self.first_t0, "end_ns": self.last_end, "duration_s": round(window_s, 6)},
-            "counts": {"sent": self.sent, "completed": self.completed, "failed": failed,
-                       "errors": {k: self.errors.get(k, 0) for k in ERROR_KINDS if self.errors.get(k)},
-                       "error_examples": dict(self.error_examples)},
-            "tokens": tokens,
-            "throughput": {
-                "output_tok_s": per_s(self.output_tokens),
-                "total_tok_s": per_s(self.output_tokens + self.input_tokens),
-                "request_s": request_s,
-                "goodput_s": per_s(self.slo_met),
-                "steady_output_tok_s": (steady or {}).get("output_tok_s"),
-            },
-            "latency": latency,
-            "little": {"throughput_x_latency": round(request_s * mean_e2e_s, 3)},
-            "error_rate": round(failed / self.sent, 6) if self.sent else 0.0,
-        }
+    def summary(self, steady: dict | None = None, mean_inflight: float | None = None) -> dict:
+        """The point's figures (aggregate.figures of its tally)."""
+        return figures(self.tally, (steady or {}).get("output_tok_s"), mean_inflight)
+
+
+def _meets_slo(r: RequestRecord, checks: list, ttft_ns: int, e2e_ns: int, tpot_ns: float | None) -> bool:
+    """Whether one completed request met every SLO (a metric it has no value for is not held
+    against it: tpot of a one-token output, itl of a one-chunk stream)."""
+    values = {"ttft": ttft_ns / 1e3, "e2e": e2e_ns / 1e3,
+              "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
+              "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None}
+    return all(values.get(c.metric) is None or c.holds(values[c.metric]) for c in checks)
 
 
 def _max_gap_us(r: RequestRecord) -> float | None:

@@ -1,21 +1,26 @@
 """`benchc merge`: shards of one plan (same plan_hash) into one result, exactly.
 
-Per point (matched by load and matrix values): histograms are added count for
-count (HdrHistogram merge), counters summed, the window united (earliest start to
-latest end; shards must share a clock -- one machine, or clocks agreed to well
-under the window -- the result says so), and every rate recomputed from the
-merged counts over the united window. Steady-state throughput is the sum of the
-shards' (they ran side by side). Out-of-range latency counts are summed too.
+Per point (matched by load and matrix values) each shard's point is read back into the
+tally it was made from (metrics.aggregate.Tally.from_point), the tallies are added --
+histograms count for count, out-of-range counts and every counter summed, the window
+united (earliest start to latest end; shards must share a clock -- one machine, or clocks
+agreed to well under the window -- the result says so) -- and the figures are computed
+from the sum by the same code that computes a single run's (aggregate.figures): rates
+from counts over the united window, goodput from the count of requests that met every
+SLO. Results written before that count was kept get it derived (goodput_s x window), and
+the merged point lists it under `derived`. Steady-state throughput and the sampled
+in-flight count are the sums of the shards' (they ran side by side).
 """
 
 from __future__ import annotations
 
 import copy
 
-from benchc.errors import UsageError
-from benchc.metrics._hdr import Histogram
-from benchc.metrics.latency import new_histogram, summarize
+from benchc.errors import ResultFormatError, UsageError
+from benchc.metrics._hdr_codec import HdrFormatError
+from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.results.document import now_iso, point_key
+from benchc.results.trust import judge
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
                "monotonic clocks; exact when the shards share a clock (one machine)")
@@ -41,76 +46,26 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     out["created"] = now_iso()
     out["complete"] = all(d["complete"] for d in docs) and all(len(g) == len(docs) for g in groups.values())
     out["interrupted"] = any(d.get("interrupted") for d in docs)
+    out["errors"] = [e for d in docs for e in d.get("errors", [])]
     out["merged_from"] = [{"source": s, "created": d["created"], "host": d["environment"].get("host"),
                            "complete": d["complete"]} for s, d in zip(sources, docs, strict=True)]
     return out
 
 
 def merge_points(shards: list[dict]) -> dict:
-    p = copy.deepcopy(shards[0])
-    starts = [s["window"]["start_ns"] for s in shards if s["window"].get("start_ns")]
-    ends = [s["window"]["end_ns"] for s in shards if s["window"].get("end_ns")]
-    start, end = (min(starts), max(ends)) if starts and ends else (None, None)
-    window_s = (end - start) / 1e9 if start is not None else 0.0
-    p["window"] = {"start_ns": start, "end_ns": end, "duration_s": round(window_s, 6), "note": WINDOW_NOTE}
-
-    counts = {"sent": 0, "completed": 0, "failed": 0, "errors": {}, "error_examples": {}}
-    for s in shards:
-        c = s["counts"]
-        for k in ("sent", "completed", "failed"):
-            counts[k] += c[k]
-        for k, v in c["errors"].items():
-            counts["errors"][k] = counts["errors"].get(k, 0) + v
-        for k, v in c.get("error_examples", {}).items():
-            counts["error_examples"].setdefault(k, v)
-    p["counts"] = counts
-
-    tok = {"input": 0, "output": 0, "multi_token_chunks": 0}
-    for s in shards:
-        for k in tok:
-            tok[k] += s["tokens"].get(k, 0)
-    methods = {s["tokens"]["output_method"] for s in shards}
-    tok["output_method"] = methods.pop() if len(methods) == 1 else "mixed"
-    cvu = [s["tokens"]["chunks_vs_usage"] for s in shards if "chunks_vs_usage" in s["tokens"]]
-    if cvu:
-        usage, chunks = sum(x["usage"] for x in cvu), sum(x["chunks"] for x in cvu)
-        diff = round((chunks - usage) / usage, 6) if usage else None
-        tok["chunks_vs_usage"] = {"usage": usage, "chunks": chunks, "relative_difference": diff}
-    tok["osl"] = {"requests_checked": sum(s["tokens"]["osl"]["requests_checked"] for s in shards),
-                  "mismatched": sum(s["tokens"]["osl"]["mismatched"] for s in shards)}
-    p["tokens"] = tok
-
-    latency = {}
-    for key in shards[0]["latency"]:
-        h = new_histogram()
-        out_of_range = 0
-        for s in shards:
-            block = s["latency"].get(key) or {}
-            out_of_range += block.get("out_of_range", 0)
-            if block.get("hdr"):
-                h.merge(Histogram.decode(block["hdr"]))
-        summary = summarize(h)
-        summary["out_of_range"] = out_of_range
-        latency[key] = summary
-    p["latency"] = latency
-
-    def rate(x: float) -> float:
-        return round(x / window_s, 3) if window_s > 0 else 0.0
-
-    good = sum(round(s["throughput"]["goodput_s"] * s["window"]["duration_s"]) for s in shards)
-    steady = [s["throughput"].get("steady_output_tok_s") for s in shards]
-    p["throughput"] = {"output_tok_s": rate(tok["output"]), "total_tok_s": rate(tok["output"] + tok["input"]),
-                       "request_s": rate(counts["completed"]), "goodput_s": rate(good),
-                       "steady_output_tok_s": round(sum(steady), 3) if all(x is not None for x in steady)
-                       else None}
-    p["error_rate"] = round(counts["failed"] / counts["sent"], 6) if counts["sent"] else 0.0
-    mean_e2e_s = latency["e2e_us"].get("mean", 0) / 1e6
-    p["little"] = {"throughput_x_latency": round(p["throughput"]["request_s"] * mean_e2e_s, 3)}
+    """One point from the points of its shards (result documents' points)."""
+    try:
+        tally = Tally.total(Tally.from_point(s) for s in shards)
+    except (ValueError, HdrFormatError) as e:
+        raise ResultFormatError(f"point {shards[0]['id']}: a histogram cannot be merged: {e}") from e
+    first = shards[0]
+    p = {k: copy.deepcopy(first[k]) for k in ("id", "combination", "matrix", "params") if k in first}
     p["complete"] = all(s["complete"] for s in shards)
-    p["client"] = {"client_limited": any(s["client"]["client_limited"] for s in shards),
-                   "reasons": [r for s in shards for r in s["client"].get("reasons", [])],
-                   "shards": [s["client"] for s in shards]}
-    p.pop("slo", None)  # thresholds are re-checked on the merged figures by `compare --fail-on`
-    p.pop("steady", None)
+    p.update(figures(tally, sum_or_none(s["throughput"].get("steady_output_tok_s") for s in shards),
+                     sum_or_none((s.get("little") or {}).get("mean_inflight_sampled") for s in shards)))
+    p["window"]["note"] = WINDOW_NOTE
+    p["client"] = merge_client_checks([s["client"] for s in shards])
+    # thresholds are re-checked on the merged figures by `compare --fail-on`
     p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}
+    p["trust"] = judge(p)
     return p

@@ -167,7 +167,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         if step.concurrency:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
         else:
-            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec, shard)
+            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, shard)
         if tasks:
             if ctx.stop_event.is_set():
                 await asyncio.wait(set(tasks), timeout=ctx.grace_s)
@@ -205,7 +205,7 @@ async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadlin
             spawn(next(issued))
 
 
-async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, rec,
+async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline,
                      shard: tuple[int, int] = (0, 1)) -> None:
     index, count = shard
     n = step.requests or int(step.rate_rps * step.duration_s * 2 + 16)

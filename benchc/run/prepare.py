@@ -1,6 +1,7 @@
 """What a point needs before it is measured, shared by the local and the Ray backend:
 the combination's prompts and request bodies rebuilt from the plan, the output lengths
-the requests pin down, the SLO checks, and a collector-free measuring window.
+the requests pin down, the tokenizer, the SLO checks (prepare -> Prepared), and a
+collector-free measuring window.
 """
 
 from __future__ import annotations
@@ -10,19 +11,33 @@ import gc
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from benchc.client.request import build_body
 from benchc.errors import RunError
 from benchc.plan.compiler import load_tokenizer
 from benchc.plan.model import Combination, Plan
-from benchc.plan.workload import build_prompts, prompts_sha256
+from benchc.plan.workload import Prompt, build_prompts, prompts_sha256
 from benchc.spec.thresholds import Threshold
 
 
-def prepare_requests(plan: Plan, combo: Combination) -> tuple[list, list[bytes], Any]:
-    """(prompts, one serialised request body per prompt, tokenizer or None) of a combination,
-    rebuilt from the plan and checked against the prompts it was compiled with."""
+@dataclass(frozen=True)
+class Prepared:
+    """What every point of a combination sends and checks, rebuilt from the plan (on the
+    driver, and again in each Ray worker)."""
+
+    prompts: list[Prompt]
+    bodies: list[bytes]  # one serialised request body per prompt (outside the timed path)
+    expected_output: list[int | None]  # per prompt, the output length the request pins down
+    tokenizer: Any  # the target's tokenizer (outputs are counted with it after each point), or None
+    slo_checks: list[Threshold]  # each completed request is checked against these (goodput)
+    keep_requests: bool  # output.requests: keep a record per request
+
+
+def prepare(plan: Plan, combo: Combination) -> Prepared:
+    """Rebuild a combination's prompts from the plan and check them against the prompts it
+    was compiled with."""
     w, target = combo.workload, combo.target
     spec_path = plan.spec["path"]
     tok = load_tokenizer(target.tokenizer, spec_path)
@@ -32,10 +47,11 @@ def prepare_requests(plan: Plan, combo: Combination) -> tuple[list, list[bytes],
                        "(a dataset or tokenizer file changed since the plan was made?)")
     bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
               .encode() for p in prompts]
-    return prompts, bodies, tok
+    return Prepared(prompts, bodies, expected_lengths(combo, prompts), tok, slo_checks(plan),
+                    bool(plan.output.get("requests")))
 
 
-def expected_lengths(combo: Combination, prompts) -> list[int | None]:
+def expected_lengths(combo: Combination, prompts: list[Prompt]) -> list[int | None]:
     """Per prompt, the output length the request pins down (ignore_eos, or min = max)."""
     s = combo.workload.sampling
     out = []

@@ -9,9 +9,12 @@ Each load point is split across N worker actors, one asyncio client each:
 Workers start together: the driver names a wall-clock start a little in the future
 and each worker waits for it. Every latency is measured within one worker's own
 clock; only window starts and ends cross machines, and the merged window is
-united from them (see merge.WINDOW_NOTE). Shards are merged exactly through the
-HdrHistograms (benchc merge). A worker that dies mid-point is reported, the point
-is marked incomplete, and the other shards' data is kept.
+united from them (see results/merge.WINDOW_NOTE). Each worker measures its shard with
+the local backend's own code (point.measure_point: recorder, self-check, per-request
+records, tokenizer counts) and returns the Measurement; the driver adds them exactly
+(point.merge_measurements) and assembles the point as for a local run. A worker that
+dies mid-point is reported, the point is marked incomplete, and the other shards' data
+is kept.
 
 Ray is an optional extra: pip install 'benchc[ray]'.
 """
@@ -19,18 +22,23 @@ Ray is an optional extra: pip install 'benchc[ray]'.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import socket
 import time
 from dataclasses import replace
+from typing import Any
 
 from benchc.errors import UsageError
-from benchc.plan.model import Plan, Step
-from benchc.results.merge import merge_points
+from benchc.plan.model import Plan, Step, Target
+from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
+from benchc.run.prepare import Prepared, prepare
 
+log = logging.getLogger(__name__)
 START_DELAY_S = 2.0  # how far ahead the shared start is set: time for every worker to be ready
 
 
-def import_ray():
+def import_ray() -> Any:
     try:
         import ray
     except ImportError as e:
@@ -67,25 +75,39 @@ class RayBackend:
         self.n = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self.actor_cls = self.ray.remote(num_cpus=1)(LoadWorker)
         self.actors: list = []
+        self.plan_dict: dict = {}
 
     def start(self, plan: Plan) -> list[str]:
+        """Start the workers; returns the host each one runs on."""
+        # with secrets: the workers send the requests
+        self.plan_dict = plan.to_dict(redact=False)
         self.actors = [self.actor_cls.options(name=f"benchc-worker-{i}", namespace="benchc",
                                               lifetime=None).remote() for i in range(self.n)]
-        return self.ray.get([a.host.remote() for a in self.actors])
+        places = self.ray.get([a.place.remote() for a in self.actors])
+        for i, p in enumerate(places):
+            log.info("ray: worker %d on %s (node %s, pid %d)", i, p["host"], p["node"], p["pid"])
+        return [p["host"] for p in places]
 
     def stop(self) -> None:
         for a in self.actors:
             self.ray.kill(a)
         self.actors = []
 
-    async def run_point(self, plan_dict: dict, combo: int, step: Step, base_url: str,
-                        seed: int) -> tuple[dict | None, list[str]]:
-        """(merged point or None, failures)."""
+    async def prepare(self, combo: int) -> None:
+        """Have every worker build the combination's prompts now, not inside a point's start delay.
+        A worker that cannot is reported by each point it fails (measure), as a dead one is."""
+        await asyncio.gather(*[a.prepare.remote(self.plan_dict, combo) for a in self.actors],
+                             return_exceptions=True)
+
+    async def measure(self, combo: int, step: Step, base_url: str, seed: int
+                      ) -> tuple[Measurement | None, list[str]]:
+        """(the merged measurement or None, failures): one point, split across the workers."""
         shards = shard_steps(step, len(self.actors))
         start_at = time.time() + START_DELAY_S
-        refs = [a.run.remote(plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
-                               self.http)
+        refs = [a.run.remote(self.plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
+                             self.http)
                 for i, (a, s) in enumerate(zip(self.actors, shards, strict=False))]
+        log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
         results, failures = [], []
         for i, ref in enumerate(refs):
             try:
@@ -94,65 +116,45 @@ class RayBackend:
                 failures.append(f"{step.id}: worker {i} failed: {type(e).__name__}: {str(e).splitlines()[0]}")
         if not results:
             return None, failures
-        merged = merge_points(results)
-        merged["id"] = step.id
-        merged["params"] = {**merged["params"], "concurrency": step.concurrency, "rate_rps": step.rate_rps,
-                            "requests": step.requests}
-        merged["backend"] = {"kind": "ray", "workers": len(shards), "completed_shards": len(results),
-                             "hosts": sorted({r["host"] for r in results})}
-        # each shard's own figures stay, so the merge can be checked and a slow worker found
-        merged["shards"] = [{"host": r["host"], "params": r["params"], "counts": r["counts"],
-                             "window": r["window"], "hdr": {k: v.get("hdr") for k, v in r["latency"].items()}}
-                            for r in results]
+        m = merge_measurements(results)
+        m.backend = {"kind": "ray", "workers": len(shards), "completed_shards": len(results),
+                     "hosts": sorted({r.host for r in results})}
         if failures:
-            merged["complete"] = False
-            merged["backend"]["failures"] = failures
-        return merged, failures
+            m.complete = False
+            m.backend["failures"] = failures
+        return m, failures
 
 
 class LoadWorker:
-    """One client of a distributed point: rebuilds the plan's prompts and runs its shard."""
+    """One client of a distributed point: rebuilds the plan's prompts and measures its shard
+    with the local backend's code."""
 
-    def host(self) -> str:
-        return socket.gethostname()
+    def __init__(self) -> None:
+        self._combos: dict[tuple[str, int], tuple[Prepared, Target]] = {}
+
+    def place(self) -> dict:
+        import ray
+
+        return {"host": socket.gethostname(), "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id()[:12]}
+
+    async def prepare(self, plan_dict: dict, combo_index: int) -> None:
+        self._combination(plan_dict, combo_index)
+
+    def _combination(self, plan_dict: dict, combo_index: int) -> tuple[Prepared, Target]:
+        """The combination's prompts and target, built once per worker."""
+        key = (plan_dict["plan_hash"], combo_index)
+        if key not in self._combos:
+            plan = Plan.from_dict(plan_dict)
+            combo = plan.combinations[combo_index]
+            self._combos[key] = (prepare(plan, combo), combo.target)
+        return self._combos[key]
 
     async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
-                  shard: tuple[int, int], start_at: float, http: str = "native") -> dict:
-        import aiohttp
-
-        from benchc.client import http1
-        from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
-        from benchc.metrics.recorder import PointRecorder
-        from benchc.run.loadgen import StepContext, run_step
-        from benchc.run.prepare import expected_lengths, measuring, prepare_requests, slo_checks
-
-        plan = Plan.from_dict(plan_dict)
-        combo = plan.combinations[combo_index]
+                  shard: tuple[int, int], start_at: float, http: str = "native") -> Measurement:
+        prepared, target = self._combination(plan_dict, combo_index)
         step = Step(**step_dict)
-        target = combo.target
-        prompts, bodies, _ = prepare_requests(plan, combo)
-        checks = slo_checks(plan)
-        rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
-                            open_loop=step.rate_rps is not None)
-        async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
-                                         trace_configs=[make_trace_config()]) as session:
-            ctx = StepContext(session=session, url=endpoint(base_url, target.api),
-                              headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
-                              expected_output=expected_lengths(combo, prompts),
-                              pool=http1.Pool() if http == "native" else None)
+        async with open_client(prepared, target, base_url, http) as ctx:
             # every shard waits for the shared wall-clock start
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            try:
-                with measuring():
-                    extra = await run_step(ctx, step, rec, checks, seed=seed, shard=shard)
-            finally:
-                if ctx.pool is not None:
-                    await ctx.pool.close()
-        point = {"id": step.id, "combination": combo_index, "matrix": combo.matrix,
-                 "params": {"concurrency": step.concurrency, "rate_rps": step.rate_rps,
-                            "arrival": step.arrival, "requests": step.requests,
-                            "duration_s": step.duration_s},
-                 "complete": True, **rec.summary(extra["steady"]), "client": extra["client"],
-                 "host": socket.gethostname()}
-        point["throughput"]["steady_output_tok_s"] = extra["steady"]["output_tok_s"]
-        return point
+            return await measure_point(ctx, step, prepared, seed, shard)

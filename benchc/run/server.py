@@ -14,6 +14,7 @@ chosen at launch, so a spec can launch a server on a port nobody else holds.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -25,7 +26,9 @@ import aiohttp
 
 from benchc.errors import RunError
 from benchc.plan.model import Server
-from benchc.redact import redact_argv
+from benchc.redact import redact_argv, redact_url
+
+log = logging.getLogger(__name__)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -68,18 +71,19 @@ async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
     """Start `argv` in its own process group, output appended to `log_path`."""
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     env = {**os.environ, **server.env}
-    log = open(log_path, "ab")  # noqa: SIM115 - the child holds it; closed below
+    log_file = open(log_path, "ab")  # noqa: SIM115 - the child holds it; closed below
     try:
-        log.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
-        log.flush()
+        log_file.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
+        log_file.flush()
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, cwd=server.cwd, env=env,
-            start_new_session=True)
+            *argv, stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL, cwd=server.cwd,
+            env=env, start_new_session=True)
     except OSError as e:
         raise ServerFailed(f"server.command could not start: {e.strerror} ({argv[0]})", None,
                            log_tail(log_path)) from e
     finally:
-        log.close()
+        log_file.close()
+    log.info("launched (pid %d): %s; log: %s", proc.pid, " ".join(redact_argv(argv)), log_path)
     return Launched(proc, log_path, time.perf_counter())
 
 
@@ -89,6 +93,7 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
     root = server_root(base_url)
     deadline = time.perf_counter() + server.ready_timeout_s
     last = "no answer yet"
+    log.info("waiting for %s%s (up to %gs)", redact_url(root), server.ready_path, server.ready_timeout_s)
     async with aiohttp.ClientSession() as s:
         while True:
             if launched and launched.proc.returncode is not None:
@@ -107,10 +112,12 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
                         body = await r.json(content_type=None) if r.status == 200 else {}
                     names = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
                     if model in names:
+                        log.info("ready: %s answered 200 and /v1/models lists %r", server.ready_path, model)
                         return (time.perf_counter() - launched.started) if launched else 0.0
                     last = f"/v1/models lists {names}, not {model!r}"
             except (aiohttp.ClientError, TimeoutError, ValueError) as e:
                 last = f"{type(e).__name__}: {e}"[:200]
+            log.debug("readiness poll: %s", last)
             if time.perf_counter() >= deadline:
                 raise ServerFailed(f"the server was not ready after {server.ready_timeout_s:g}s ({last})",
                                    None, log_tail(launched.log_path) if launched else "")

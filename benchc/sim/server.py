@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import time
 import uuid
@@ -35,6 +36,7 @@ from benchc.sim.faults import FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 
 CLOCK = time.perf_counter_ns
+log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
@@ -325,6 +327,8 @@ class Engine:
             tr["end_ns"] = CLOCK()
         tr["reason"] = reason
         tr["output_tokens"] = seq.emitted
+        log.debug("request %s finished: %s, %d tokens%s", tr.get("id"), reason, seq.emitted,
+                  f", fault {tr['fault']}" if tr.get("fault") else "")
         self.requests_total += 1
         if self.keep_trace:
             self.trace.append(tr)
@@ -395,6 +399,7 @@ class SimServer:
         self._server = await loop.create_server(
             lambda: _StampingHandler(server, loop=loop, **server._kwargs), self.cfg.host, self.port,
             backlog=4096, reuse_address=True)
+        log.info("accepting connections on %s:%d", self.cfg.host, self.port)
 
     async def stop(self) -> None:
         if self._server is not None:

