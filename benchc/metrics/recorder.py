@@ -12,6 +12,99 @@ from dataclasses import dataclass, field
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import ERROR_KINDS, RequestRecord
 
+# Tokens a request may find cached beyond what the spec shares: token-granular caches
+# (llama.cpp's slots, SGLang's radix tree) also match the first characters of two requests'
+# markers ("3.17" and "3.18") or a first word that happens to be the same.
+CACHE_SLACK_TOKENS = 8
+
+
+@dataclass
+class CacheCounters:
+    """What a point's completed requests say about prefix caching: by the spec (shared and
+    reused prompts) and by the server (cached prompt tokens), and the most the spec's sharing
+    lets a server have cached (`allowed_tokens`, per request the prompt minus the part of it
+    no other request sent, plus CACHE_SLACK_TOKENS)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0  # the server's usage.prompt_tokens (chat template included), else benchc's count
+    declared_shared_tokens: int = 0  # prefix_tokens of requests whose sharing the spec declares
+    unknown_sharing: int = 0  # requests of a user's file, sent for the first time: not checked
+    reused: int = 0  # requests whose prompt an earlier request of the run sent
+    reporting: int = 0  # requests whose server reported cached tokens
+    sources: Counter = field(default_factory=Counter)
+    cached_tokens: int = 0  # of the reporting requests
+    allowed_tokens: int = 0
+    above: int = 0  # reporting requests with more cached than allowed
+
+    def add(self, r: RequestRecord) -> None:
+        self.requests += 1
+        prompt = r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        self.prompt_tokens += prompt
+        if r.reused or r.shared_tokens is None:
+            allowed = prompt  # all of it may be cached: sent before, or sharing unknown
+            if r.reused:
+                self.reused += 1
+            else:
+                self.unknown_sharing += 1
+        else:
+            self.declared_shared_tokens += r.shared_tokens
+            # the part of this prompt no other request sent, in benchc's count (a server's
+            # tokenizer makes it no shorter: vocabulary words are one token each)
+            own = max(0, r.input_tokens - r.shared_tokens)
+            allowed = min(prompt, max(0, prompt - own) + CACHE_SLACK_TOKENS)
+        self.allowed_tokens += allowed
+        if r.cached_tokens is not None:
+            self.reporting += 1
+            self.sources[r.cached_source] += 1
+            self.cached_tokens += r.cached_tokens
+            if r.cached_tokens > allowed:
+                self.above += 1
+
+    def summary(self) -> dict:
+        return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
+                "declared_shared_tokens": self.declared_shared_tokens,
+                "unknown_sharing_requests": self.unknown_sharing, "reused_prompt_requests": self.reused,
+                "allowed_cached_tokens": self.allowed_tokens,
+                "reported": {"requests": self.reporting, "cached_tokens": self.cached_tokens,
+                             "sources": dict(self.sources), "requests_above_allowed": self.above}}
+
+
+@dataclass
+class ServerTimings:
+    """The server's own per-request timings (llama.cpp's `timings`) beside the client's
+    figures of the same requests: how much of TTFT the server spent on the prompt, the rest
+    being queueing, transport and the first decode step."""
+
+    prompt: Recorder = field(default_factory=Recorder)  # timings.prompt_ms
+    decode: Recorder = field(default_factory=Recorder)  # timings.predicted_ms
+    ttft: Recorder = field(default_factory=Recorder)  # benchc's TTFT of those requests
+    client_decode: Recorder = field(default_factory=Recorder)  # benchc's E2E - TTFT of them
+    ttft_minus_prompt: Recorder = field(default_factory=Recorder)
+    ttft_below_prompt: int = 0  # requests whose TTFT was shorter than the server's prompt time
+
+    def add(self, t: dict, ttft_ns: int, e2e_ns: int) -> None:
+        if "prompt_ms" not in t or "predicted_ms" not in t:
+            return
+        prompt_ns, decode_ns = int(t["prompt_ms"] * 1e6), int(t["predicted_ms"] * 1e6)
+        self.prompt.record_ns(prompt_ns)
+        self.decode.record_ns(decode_ns)
+        self.ttft.record_ns(ttft_ns)
+        self.client_decode.record_ns(e2e_ns - ttft_ns)
+        if ttft_ns >= prompt_ns:
+            self.ttft_minus_prompt.record_ns(ttft_ns - prompt_ns)
+        else:
+            self.ttft_below_prompt += 1
+
+    def summary(self) -> dict | None:
+        n = self.prompt.hist.total_count
+        if not n:
+            return None
+        return {"source": "timings", "requests": n,
+                "server_prompt_us": self.prompt.summary(), "server_decode_us": self.decode.summary(),
+                "ttft_us": self.ttft.summary(), "e2e_minus_ttft_us": self.client_decode.summary(),
+                "ttft_minus_server_prompt_us": self.ttft_minus_prompt.summary(),
+                "ttft_below_server_prompt": self.ttft_below_prompt}
+
 
 @dataclass
 class PointRecorder:
@@ -48,6 +141,8 @@ class PointRecorder:
     slo_met: int = 0
     kept: list = field(default_factory=list)  # (parser, usage tokens) of completed requests
     tokenizer_counts: dict | None = None
+    cache: CacheCounters = field(default_factory=CacheCounters)
+    server_timings: ServerTimings = field(default_factory=ServerTimings)
 
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
         self.sent += 1
@@ -87,6 +182,9 @@ class PointRecorder:
         else:
             self.chunk_only_requests += 1
         self.multi_token_chunks += r.multi_token_chunks
+        self.cache.add(r)
+        if r.server_timings is not None:
+            self.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
         if self.keep_text:
             self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks))
         if r.expected_output_tokens is not None:
@@ -152,6 +250,10 @@ class PointRecorder:
             latency["e2e_from_schedule_us"] = self.e2e_sched.summary()
         mean_e2e_s = (self.e2e_sum_us / self.completed / 1e6) if self.completed else 0.0
         request_s = per_s(self.completed)
+        extra = {}
+        server_timings = self.server_timings.summary()
+        if server_timings is not None:
+            extra["server_timings"] = server_timings
         return {
             "window": {"start_ns": self.first_t0, "end_ns": self.last_end, "duration_s": round(window_s, 6)},
             "counts": {"sent": self.sent, "completed": self.completed, "failed": failed,
@@ -168,6 +270,8 @@ class PointRecorder:
             "latency": latency,
             "little": {"throughput_x_latency": round(request_s * mean_e2e_s, 3)},
             "error_rate": round(failed / self.sent, 6) if self.sent else 0.0,
+            "cache": self.cache.summary(),
+            **extra,
         }
 
 

@@ -14,6 +14,7 @@ import copy
 
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
+from benchc.metrics.cache import cache_check
 from benchc.metrics.latency import new_histogram, summarize
 from benchc.results.document import now_iso, point_key
 
@@ -80,19 +81,20 @@ def merge_points(shards: list[dict]) -> dict:
                   "mismatched": sum(s["tokens"]["osl"]["mismatched"] for s in shards)}
     p["tokens"] = tok
 
-    latency = {}
-    for key in shards[0]["latency"]:
-        h = new_histogram()
-        out_of_range = 0
-        for s in shards:
-            block = s["latency"].get(key) or {}
-            out_of_range += block.get("out_of_range", 0)
-            if block.get("hdr"):
-                h.merge(Histogram.decode(block["hdr"]))
-        summary = summarize(h)
-        summary["out_of_range"] = out_of_range
-        latency[key] = summary
-    p["latency"] = latency
+    p["latency"] = _merge_summaries([s["latency"] for s in shards])
+    if any("cache" in s for s in shards):
+        p["cache"] = _merge_cache([s["cache"] for s in shards if "cache" in s])
+        # the verdict again, on the summed counters (a Prometheus delta per shard does not add
+        # up: every shard scraped the one server)
+        cache_check(p)
+    timed = [s["server_timings"] for s in shards if "server_timings" in s]
+    if timed:
+        p["server_timings"] = {"source": "timings", "requests": sum(t["requests"] for t in timed),
+                               "ttft_below_server_prompt": sum(t["ttft_below_server_prompt"] for t in timed),
+                               **_merge_summaries([{k: v for k, v in t.items() if k.endswith("_us")}
+                                                   for t in timed])}
+
+    latency = p["latency"]
 
     def rate(x: float) -> float:
         return round(x / window_s, 3) if window_s > 0 else 0.0
@@ -114,3 +116,39 @@ def merge_points(shards: list[dict]) -> dict:
     p.pop("steady", None)
     p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}
     return p
+
+
+def _merge_summaries(blocks: list[dict]) -> dict:
+    """Latency summary blocks of the same keys, merged through their histograms."""
+    out = {}
+    for key in blocks[0]:
+        h = new_histogram()
+        out_of_range = 0
+        for b in blocks:
+            block = b.get(key) or {}
+            out_of_range += block.get("out_of_range", 0)
+            if block.get("hdr"):
+                h.merge(Histogram.decode(block["hdr"]))
+        summary = summarize(h)
+        summary["out_of_range"] = out_of_range
+        out[key] = summary
+    return out
+
+
+def _merge_cache(blocks: list[dict]) -> dict:
+    """Shards' prefix-cache counters summed (the verdict is made again on the sum)."""
+    out = {k: sum(b[k] for b in blocks) for k in ("requests", "prompt_tokens", "declared_shared_tokens",
+                                                   "unknown_sharing_requests", "reused_prompt_requests",
+                                                   "allowed_cached_tokens")}
+    sources: dict = {}
+    for b in blocks:
+        for k, v in b["reported"]["sources"].items():
+            sources[k] = sources.get(k, 0) + v
+    out["reported"] = {"requests": sum(b["reported"]["requests"] for b in blocks),
+                       "cached_tokens": sum(b["reported"]["cached_tokens"] for b in blocks),
+                       "sources": sources,
+                       "requests_above_allowed": sum(b["reported"]["requests_above_allowed"] for b in blocks)}
+    for k in ("prompts", "reset"):
+        if k in blocks[0]:
+            out[k] = blocks[0][k]
+    return out

@@ -1,49 +1,38 @@
 """What a point needs before it is measured, shared by the local and the Ray backend:
-the combination's prompts and request bodies rebuilt from the plan, the output lengths
-the requests pin down, the SLO checks, and a collector-free measuring window.
+the combination's prompt source rebuilt from the plan (and checked against it), the SLO
+checks, and a collector-free measuring window.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
 
-from benchc.client.request import build_body
 from benchc.errors import RunError
 from benchc.plan.compiler import load_tokenizer
 from benchc.plan.model import Combination, Plan
-from benchc.plan.workload import build_prompts, prompts_sha256
+from benchc.plan.prompts import make_source, source_digest, step_digest
 from benchc.spec.thresholds import Threshold
 
 
-def prepare_requests(plan: Plan, combo: Combination) -> tuple[list, list[bytes], Any]:
-    """(prompts, one serialised request body per prompt, tokenizer or None) of a combination,
-    rebuilt from the plan and checked against the prompts it was compiled with."""
+def prepare_source(plan: Plan, combo: Combination) -> tuple[Any, Any]:
+    """(prompt source, tokenizer or None) of a combination, rebuilt from the plan and checked
+    against the prompts it was compiled with (each step's first ones, and a file's items).
+    Request bodies are built per step from it (run/feed.py)."""
     w, target = combo.workload, combo.target
     spec_path = plan.spec["path"]
     tok = load_tokenizer(target.tokenizer, spec_path)
-    prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
-    if prompts_sha256(prompts) != w.prompts_sha256:
+    source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
+    same = source_digest(source) == w.prompts_sha256 and all(
+        step_digest(source, s.prompt_stream, s.requests) == s.prompts_sha256
+        for s in plan.steps if s.combination == combo.index and s.prompt_stream is not None)
+    if not same:
         raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                        "(a dataset or tokenizer file changed since the plan was made?)")
-    bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
-              .encode() for p in prompts]
-    return prompts, bodies, tok
-
-
-def expected_lengths(combo: Combination, prompts) -> list[int | None]:
-    """Per prompt, the output length the request pins down (ignore_eos, or min = max)."""
-    s = combo.workload.sampling
-    out = []
-    for p in prompts:
-        mt = s.max_tokens or p.output_tokens
-        fixed = s.ignore_eos or (s.min_tokens is not None and s.min_tokens == mt)
-        out.append(mt if fixed else None)
-    return out
+    return source, tok
 
 
 def slo_checks(plan: Plan) -> list[Threshold]:

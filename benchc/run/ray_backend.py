@@ -79,12 +79,13 @@ class RayBackend:
         self.actors = []
 
     async def run_point(self, plan_dict: dict, combo: int, step: Step, base_url: str,
-                        seed: int) -> tuple[dict | None, list[str]]:
-        """(merged point or None, failures)."""
+                        seed: int, deal: tuple[int, int] = (0, 0)) -> tuple[dict | None, list[str]]:
+        """(merged point or None, failures). `deal`: where the step's prompts start in their
+        pool (plan/prompts.py Deal), as the driver counted it."""
         shards = shard_steps(step, len(self.actors))
         start_at = time.time() + START_DELAY_S
         refs = [a.run.remote(plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
-                               self.http)
+                               self.http, deal)
                 for i, (a, s) in enumerate(zip(self.actors, shards, strict=False))]
         results, failures = [], []
         for i, ref in enumerate(refs):
@@ -110,6 +111,10 @@ class RayBackend:
         return merged, failures
 
 
+def plan_step(plan: Plan, combo_index: int, step_id: str) -> Step:
+    return next(s for s in plan.steps if s.combination == combo_index and s.id == step_id)
+
+
 class LoadWorker:
     """One client of a distributed point: rebuilds the plan's prompts and runs its shard."""
 
@@ -117,28 +122,32 @@ class LoadWorker:
         return socket.gethostname()
 
     async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
-                  shard: tuple[int, int], start_at: float, http: str = "native") -> dict:
+                  shard: tuple[int, int], start_at: float, http: str = "native",
+                  deal: tuple[int, int] = (0, 0)) -> dict:
         import aiohttp
 
         from benchc.client import http1
         from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
         from benchc.metrics.recorder import PointRecorder
+        from benchc.plan.prompts import Deal
+        from benchc.run.feed import StepFeed
         from benchc.run.loadgen import StepContext, run_step
-        from benchc.run.prepare import expected_lengths, measuring, prepare_requests, slo_checks
+        from benchc.run.prepare import measuring, prepare_source, slo_checks
 
         plan = Plan.from_dict(plan_dict)
         combo = plan.combinations[combo_index]
         step = Step(**step_dict)
         target = combo.target
-        prompts, bodies, _ = prepare_requests(plan, combo)
+        source, _ = prepare_source(plan, combo)
+        # the step as the plan has it (its request count, not this shard's), for the prompts
+        feed = StepFeed(source, combo, plan_step(plan, combo_index, step.id), Deal(*deal), shard)
         checks = slo_checks(plan)
         rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
                             open_loop=step.rate_rps is not None)
         async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
                                          trace_configs=[make_trace_config()]) as session:
             ctx = StepContext(session=session, url=endpoint(base_url, target.api),
-                              headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
-                              expected_output=expected_lengths(combo, prompts),
+                              headers=headers_for(target), target=target, feed=feed,
                               pool=http1.Pool() if http == "native" else None)
             # every shard waits for the shared wall-clock start
             await asyncio.sleep(max(0.0, start_at - time.time()))

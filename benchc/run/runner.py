@@ -22,6 +22,7 @@ from benchc._core import core_name
 from benchc.client import http1
 from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
 from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
+from benchc.metrics.cache import cache_check, cache_doubts
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Combination, Plan, Step
 from benchc.redact import redact_argv as _redact_argv
@@ -34,8 +35,10 @@ from benchc.results.document import (
     output_path,
     write_atomic,
 )
+from benchc.run.cache import CacheReset
+from benchc.run.feed import Dealer, StepFeed
 from benchc.run.loadgen import StepContext, run_step
-from benchc.run.prepare import expected_lengths, measuring, prepare_requests, slo_checks
+from benchc.run.prepare import measuring, prepare_source, slo_checks
 from benchc.run.server import (
     ServerFailed,
     free_port,
@@ -119,6 +122,7 @@ class Runner:
         self.requests: list[dict] = []
         self.targets: list[dict] = []
         self.errors: list[str] = []
+        self.dealer = Dealer()  # what each prompt pool has dealt so far in this run
 
     # ------------------------------------------------------------------ driving
 
@@ -186,7 +190,7 @@ class Runner:
                 sim = _Sim(combo.target.sim, combo.target.model)
                 base_url = await sim.start()
                 record["server"] = {"kind": "simulator"}
-            elif not self.opts.base_url and server is not None and not server.attach:
+            elif not self.opts.base_url and server is not None and server.command and not server.attach:
                 argv = list(server.command)
                 if any("{free}" in a for a in argv) or "{free}" in base_url:
                     port = str(free_port())
@@ -254,7 +258,7 @@ class Runner:
                      cstop: asyncio.Event) -> None:
         w = combo.workload
         target = combo.target
-        prompts, bodies, tok = prepare_requests(self.plan, combo)
+        source, tok = prepare_source(self.plan, combo)
         widest = max([s.concurrency or s.max_concurrency or 0 for s in steps] + [1])
         connector = make_connector()
         async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False,
@@ -266,26 +270,42 @@ class Runner:
                                  "max_inflight": widest})
             self.tokenizer = tok
             ctx = StepContext(session=session, url=endpoint(base_url, target.api), keep_text=tok is not None,
-                              headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
-                              expected_output=expected_lengths(combo, prompts),
+                              headers=headers_for(target), target=target,
                               stop_event=cstop, grace_s=self.opts.grace_s,
                               pool=http1.Pool() if self.opts.http == "native" else None)
             checks = slo_checks(self.plan)
             root = server_root(base_url)
+            resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
+            first = True
             try:
                 for i, step in enumerate(steps):
                     if cstop.is_set():
                         break
+                    if step.kind not in ("warmup", "load"):
+                        continue
+                    reset = None
+                    if resetter.due(step.kind, first):
+                        reset = await resetter.reset(session, root, ctx.headers)
+                        if reset.pop("say", False):
+                            self._say(f"WARNING: {step.id}: {reset['message']}")
+                    first = False
+                    deal = self.dealer.deal(w)
                     if step.kind == "warmup":
+                        ctx.feed = StepFeed(source, combo, step, deal)
                         with measuring():
                             await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+                        self.dealer.took(w, ctx.feed.consumed())
                     elif step.kind == "load":
                         seed = w.params.get("seed", 0) + i
                         if self.backend:
-                            await self._ray_point(ctx, step, combo, checks, seed, base_url)
+                            consumed = await self._ray_point(ctx, step, combo, checks, seed, base_url, deal,
+                                                             reset)
                         else:
+                            ctx.feed = StepFeed(source, combo, step, deal)
                             with measuring():
-                                await self._point(ctx, step, combo, checks, seed, root)
+                                await self._point(ctx, step, combo, checks, seed, root, reset)
+                            consumed = ctx.feed.consumed()
+                        self.dealer.took(w, consumed)
                         if step.cooldown_s and not cstop.is_set():
                             try:
                                 await asyncio.wait_for(cstop.wait(), step.cooldown_s)
@@ -308,7 +328,7 @@ class Runner:
             return {"error": f"{type(e).__name__}"}
 
     async def _point(self, ctx: StepContext, step: Step, combo: Combination, checks, seed: int,
-                     root: str) -> None:
+                     root: str, reset: dict | None = None) -> None:
         rec = PointRecorder(step.concurrency or step.max_concurrency or 0,
                             keep_requests=bool(self.plan.output.get("requests")),
                             open_loop=step.rate_rps is not None, keep_text=ctx.keep_text)
@@ -354,6 +374,7 @@ class Runner:
                            if little["throughput_x_latency"] else None)
         point["throughput"]["steady_output_tok_s"] = extra["steady"]["output_tok_s"]
         point["steady"] = extra["steady"]
+        self._cache_verdict(point, combo, reset, summary["telemetry"]["server"])
         if checks:
             point["slo"] = _evaluate_slo(checks, point)
         self.points.append(point)
@@ -371,21 +392,39 @@ class Runner:
         if point["client"]["client_limited"]:
             self._say(f"WARNING: {step.id}: the client itself was saturated "
                       f"({'; '.join(point['client']['reasons'])}): these figures measure benchc")
+        self._say_cache(point)
+
+    def _cache_verdict(self, point: dict, combo: Combination, reset: dict | None,
+                       server: dict | None) -> None:
+        """The point's prefix-cache block: the spec's sharing, the reset, the verdict."""
+        point["cache"]["prompts"] = combo.workload.prompts
+        if reset is not None:
+            point["cache"]["reset"] = reset
+        cache_check(point, server)
+
+    def _say_cache(self, point: dict) -> None:
+        c = point["cache"]
+        if c.get("warning"):
+            self._say(f"WARNING: {point['id']}: {c['warning']}")
 
     async def _ray_point(self, ctx: StepContext, step: Step, combo: Combination, checks, seed: int,
-                         base_url: str) -> None:
-        """One point, split across the Ray workers and merged exactly."""
+                         base_url: str, deal, reset: dict | None = None) -> int:
+        """One point, split across the Ray workers and merged exactly; returns the prompt
+        indices it took (every worker's share counted to the longest one's end)."""
         point, failures = await self.backend.run_point(self.plan.to_dict(redact=False), combo.index, step,
-                                                       base_url, seed)
+                                                       base_url, seed, (deal.start, deal.seen))
         for f in failures:
             self.failures.append(f)
             self._say(f"ERROR: {f}")
         if point is None:
-            return
+            return 0
+        self._cache_verdict(point, combo, reset, None)
         if checks:
             point["slo"] = _evaluate_slo(checks, point)
         self.points.append(point)
         self._say_row(point)
+        self._say_cache(point)
+        return point["backend"]["workers"] * max(s["counts"]["sent"] for s in point["shards"])
 
     async def _poll_metrics(self, session: aiohttp.ClientSession, root: str, out: list[dict]) -> None:
         while True:
@@ -429,6 +468,8 @@ class Runner:
         mark = " !client-limited" if p["client"]["client_limited"] else ""
         if p.get("slo") and not p["slo"]["passed"]:
             mark += " !slo"
+        if p.get("cache", {}).get("above_declared"):
+            mark += " !cache"
         print(f"{p['id']:<24} {p['counts']['completed']:>5} {p['throughput']['output_tok_s']:>10.1f} "
               f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
               f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "
@@ -497,6 +538,7 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
         doubts = [f"{p['id']}: client-limited" for p in doc["points"] if p["client"]["client_limited"]]
         doubts += [f"{p['id']}: {p['tokens']['osl']['warning']}" for p in doc["points"]
                    if p["tokens"]["osl"].get("warning")]
+        doubts += [f"{p['id']}: {d}" for p in doc["points"] for d in cache_doubts(p)]
         if doubts:
             raise UntrustedResult("--strict: " + "; ".join(doubts) + f"; result written to {path}")
     if plan.slo and not doc["slo"]["passed"]:
