@@ -49,6 +49,7 @@ from benchc.run.server import (
     terminate,
     wait_ready,
 )
+from benchc.run.server_timings import prometheus_timings
 from benchc.run.smoke import run_smoke
 from benchc.run.telemetry import GpuSampler, cpu_times, host_cpu, scrape, server_summary
 from benchc.spec.thresholds import Threshold
@@ -190,7 +191,7 @@ class Runner:
                 sim = _Sim(combo.target.sim, combo.target.model)
                 base_url = await sim.start()
                 record["server"] = {"kind": "simulator"}
-            elif not self.opts.base_url and server is not None and server.command and not server.attach:
+            elif not self.opts.base_url and server is not None and not server.attach:
                 argv = list(server.command)
                 if any("{free}" in a for a in argv) or "{free}" in base_url:
                     port = str(free_port())
@@ -375,6 +376,9 @@ class Runner:
         point["throughput"]["steady_output_tok_s"] = extra["steady"]["output_tok_s"]
         point["steady"] = extra["steady"]
         self._cache_verdict(point, combo, reset, summary["telemetry"]["server"])
+        phases = prometheus_timings(metrics_before, metrics_after, point)
+        if phases is not None:
+            point["server_timings_prometheus"] = phases
         if checks:
             point["slo"] = _evaluate_slo(checks, point)
         self.points.append(point)

@@ -133,6 +133,9 @@ class Engine:
             blocks = max(1, cfg.prefix_cache_capacity_tokens() // cfg.block_size)
             self.prefix = PrefixCache(cfg.block_size, blocks)
         self.cache_resets_total = 0
+        # vLLM's per-request phase histograms, as sum and count: queue, prefill, decode, ttft
+        self.phase_s = dict.fromkeys(("queue", "prefill", "decode", "ttft"), 0.0)
+        self.phase_n = 0
 
     def submit(self, seq: Seq) -> None:
         self.waiting.append(seq)
@@ -367,6 +370,13 @@ class Engine:
         tr["reason"] = reason
         tr["output_tokens"] = seq.emitted
         self.requests_total += 1
+        if tr["first_token_ns"] is not None:
+            p = self.phase_s
+            p["queue"] += (tr["admitted_ns"] - tr["arrival_ns"]) / 1e9
+            p["prefill"] += (tr["first_token_ns"] - tr["admitted_ns"]) / 1e9
+            p["decode"] += (tr["end_ns"] - tr["first_token_ns"]) / 1e9
+            p["ttft"] += (tr["first_token_ns"] - tr["arrival_ns"]) / 1e9
+            self.phase_n += 1
         if self.keep_trace:
             self.trace.append(tr)
         if self.trace_sink is not None:
@@ -489,6 +499,11 @@ class SimServer:
                 "# TYPE vllm:prefix_cache_hits counter",
                 f"vllm:prefix_cache_hits_total{label} {e.prefix.hits_total}",
             ]
+        for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
+                            ("decode", "request_decode_time"), ("ttft", "time_to_first_token")):
+            lines += [f"# TYPE vllm:{name}_seconds histogram",
+                      f"vllm:{name}_seconds_sum{label} {e.phase_s[phase]:.9f}",
+                      f"vllm:{name}_seconds_count{label} {e.phase_n}"]
         lines += ["# TYPE benchc_sim:prefix_cache_resets counter",
                   f"benchc_sim:prefix_cache_resets_total{label} {e.cache_resets_total}"]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
