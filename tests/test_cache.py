@@ -6,6 +6,8 @@ server that kept a previous run's prompts, a file that runs out, and server timi
 import json
 import os
 
+import pytest
+
 from benchc.cli import main
 from benchc.plan.model import Plan
 from benchc.results.document import read
@@ -52,6 +54,7 @@ def by_point(doc, reqs, trace):
                             key=lambda t: t["arrival_ns"]) for p in doc["points"]}
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_the_issue_sweep_with_fresh_prompts_finds_nothing_cached(tmp_path):
     """warmup 4, concurrency 1, 2, 4, 8: every measured request's cached tokens are 0 (no
     shared prefix), as the simulator's own trace says, and the result says the same."""
@@ -74,6 +77,7 @@ def test_the_issue_sweep_with_fresh_prompts_finds_nothing_cached(tmp_path):
         assert c["prompt_tokens"] == 6 * 33
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_shared_prompts_are_served_from_cache_from_the_second_point_on_and_the_result_says_so(tmp_path):
     sim = Sim(tmp_path, *FAST)
     try:
@@ -93,6 +97,7 @@ def test_shared_prompts_are_served_from_cache_from_the_second_point_on_and_the_r
     assert doc["points"][0]["cache"]["reused_prompt_requests"] == 4
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_a_512_token_shared_prefix_cached_fraction_matches_the_trace(tmp_path):
     sim = Sim(tmp_path, *FAST)
     try:
@@ -111,6 +116,7 @@ def test_a_512_token_shared_prefix_cached_fraction_matches_the_trace(tmp_path):
         assert c["cached_fraction"] == round(cached / prompt, 4) and c["above_declared"] is False
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_reset_between_points_makes_the_shared_prefix_uncached_again(tmp_path):
     sim = Sim(tmp_path, *FAST)
     try:
@@ -127,6 +133,7 @@ def test_reset_between_points_makes_the_shared_prefix_uncached_again(tmp_path):
         assert p["cache"]["cached_tokens"] == 5 * 512
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_a_server_without_a_reset_endpoint_is_said_so_and_strict_fails(tmp_path, capsys):
     sim = Sim(tmp_path, *FAST, "--param", "reset_endpoints=false")
     try:
@@ -144,6 +151,7 @@ def test_a_server_without_a_reset_endpoint_is_said_so_and_strict_fails(tmp_path,
         assert p["cache"]["reset"]["done"] is False and "404" in p["cache"]["reset"]["message"]
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_a_server_that_kept_the_previous_runs_prompts_is_flagged(tmp_path, capsys):
     """The same plan twice against a server that stayed up: the second run's prompts are all
     in its cache, more than the spec shares (nothing): a warning, a mark, and --strict fails."""
@@ -163,6 +171,7 @@ def test_a_server_that_kept_the_previous_runs_prompts_is_flagged(tmp_path, capsy
     assert "more than this workload shares" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_without_cached_tokens_in_usage_the_prometheus_counters_say_it(tmp_path):
     sim = Sim(tmp_path, *FAST, "--param", "usage_cached_tokens=false")
     try:
@@ -188,6 +197,7 @@ def test_without_cached_tokens_in_usage_the_prometheus_counters_say_it(tmp_path)
     assert phases["client_ttft_ms_mean"] == round(ttft_mean_us / 1e3, 3)
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_a_file_with_fewer_items_than_requests_counts_the_reused_prompts(tmp_path):
     data = tmp_path / "five.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"question number {i} about rivers"}) + "\n"
@@ -214,6 +224,7 @@ output: {{path: {tmp_path / "f.json"}, requests: true}}
     assert not any(p["cache"]["above_declared"] for p in doc["points"])
 
 
+@pytest.mark.slow  # runs against the simulator
 def test_server_timings_stand_beside_the_clients(tmp_path):
     sim = Sim(tmp_path, *FAST, "--param", "timings=true")
     try:

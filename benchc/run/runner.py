@@ -290,6 +290,7 @@ class Runner:
                         if reset.pop("say", False):
                             self._say(f"WARNING: {step.id}: {reset['message']}")
                     first = False
+                    ctx.feed = None  # the last step's bodies go before this step's are built
                     deal = self.dealer.deal(w)
                     if step.kind == "warmup":
                         ctx.feed = StepFeed(source, combo, step, deal)
