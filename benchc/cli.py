@@ -138,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HTTP client of the measured requests: benchc's own HTTP/1.1 reader "
                         "(default; one C call per socket read) or aiohttp")
     r.add_argument("--strict", action="store_true",
-                   help="exit 6 when a point was client-limited or output lengths were not as asked")
+                   help="exit 6 when a point was client-limited, output lengths were not as asked, the "
+                        "server served more from its prefix cache than the spec shares, or a "
+                        "server.reset_cache reset was not done")
     _add_verbose(r)
     return p
 

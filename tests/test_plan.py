@@ -152,3 +152,29 @@ def test_all_example_specs_validate(capsys):
 def test_schema_itself_is_valid_draft_2020_12(capsys):
     assert main(["schema", "spec"]) == 0
     jsonschema.Draft202012Validator.check_schema(json.loads(capsys.readouterr().out))
+
+
+def test_every_step_has_its_own_prompt_stream_and_digest():
+    plan = plan_of(DEMO)
+    steps = [s for s in plan.steps if s.kind in ("warmup", "load")]
+    assert [s.prompt_stream for s in steps] == list(range(len(steps)))
+    assert len({s.prompts_sha256 for s in steps}) == len(steps)  # fresh: no two alike
+    assert plan.combinations[0].workload.prompts == "fresh"
+    shared = plan_of(DEMO, ["workload.prompts=shared"])
+    assert len({s.prompts_sha256 for s in shared.load_steps()}) == 1  # one set for every point
+    assert shared.plan_hash != plan.plan_hash and shared.workload_hash != plan.workload_hash
+    # the seed decides every prompt: another seed, another plan
+    assert plan_of(DEMO, ["workload.dataset.random.seed=2"]).plan_hash != plan.plan_hash
+    # a reset changes what is measured: part of the plan's identity
+    assert plan_of(DEMO, ["server={attach: true, reset_cache: between_points}"]).plan_hash != plan.plan_hash
+
+
+def test_a_v1_plan_reads_as_shared_prompts():
+    d = plan_of(DEMO).to_dict()
+    d["plan_version"] = 1
+    for c in d["combinations"]:
+        del c["workload"]["prompts"]
+    for s in d["steps"]:
+        del s["prompt_stream"], s["prompts_sha256"]
+    old = Plan.from_dict(d)
+    assert old.plan_version == 1 and old.combinations[0].workload.prompts == "shared"

@@ -58,6 +58,10 @@ def test_two_workers_merge_exactly_and_match_one_worker(tmp_path):
     p1, p2 = read(str(one))["points"][0], read(str(two))["points"][0]
     assert p2["backend"]["workers"] == 2 and p2["backend"]["completed_shards"] == 2
     assert p2["counts"]["sent"] == p2["counts"]["completed"] == 16  # the plan's count
+    # the shards sent disjoint fresh prompts: a prompt sent twice would be half cached
+    # in the simulator (16 of its 32 tokens), and the merged point would say so
+    assert (p2["cache"]["requests"], p2["cache"]["cached_tokens"], p2["cache"]["above_declared"]) == \
+        (16, 0, False)
     assert [s["params"]["concurrency"] for s in p2["shards"]] == [2, 2]
     for key in ("ttft_us", "itl_us", "e2e_us"):
         total = Histogram()

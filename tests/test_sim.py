@@ -60,7 +60,8 @@ def test_streaming_chat_shape_like_vllm():
     assert len(texts) == 4 and all(t.startswith(" ") and len(t.split()) == 1 for t in texts)
     assert [c["choices"][0]["finish_reason"] for c in chunks[1:5]] == [None, None, None, "length"]
     assert chunks[5]["choices"] == [] and chunks[5]["usage"] == {
-        "prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+        "prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
+        "prompt_tokens_details": {"cached_tokens": 0}}  # as vLLM with --enable-prompt-tokens-details
 
 
 def test_continuous_usage_and_completions_stream():
@@ -97,7 +98,8 @@ def test_non_streaming_shapes_and_other_endpoints():
     chat, comp, models, health, metrics, tok, wrong = run(with_sim(make_config(), body))
     assert chat["object"] == "chat.completion" and chat["choices"][0]["message"]["role"] == "assistant"
     assert len(chat["choices"][0]["message"]["content"].split()) == 5
-    assert chat["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    assert chat["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     assert chat["choices"][0]["finish_reason"] == "length"
     assert comp["object"] == "text_completion" and comp["usage"]["completion_tokens"] == 2
     assert models["data"][0]["id"] == MODEL and health == 200

@@ -3,11 +3,12 @@ Python twin (json.loads per event) gives, on real shapes, odd shapes and garbage
 any split of the byte stream."""
 
 import json
+import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import both_cores
+from tests.conftest import REPO, both_cores
 
 
 def chunk(delta=None, text=None, finish=None, usage=None, spaced=False):
@@ -65,7 +66,8 @@ def measure(mods, data: bytes, cuts):
     p.record_gaps(itl, per_token)
     return (p.first_text_ns, p.last_text_ns, p.done_ns, p.text_chunks, p.text_bytes, p.usage_completion,
             p.usage_prompt, p.finish_reason, p.malformed, p.malformed_example, p.error_event,
-            p.multi_token_chunks, p.gaps_ns, p.chunk_tokens, p.events, itl.nonzero(), per_token.nonzero())
+            p.multi_token_chunks, p.gaps_ns, p.chunk_tokens, p.events, itl.nonzero(), per_token.nonzero(),
+            p.usage_cached, p.server_timings)
 
 
 def cores():
@@ -161,6 +163,11 @@ TRICKY = [
     b'{"usage":{"completion_tokens":null}}',
     b'{"usage":{"completion_tokens":-3,"prompt_tokens":2}}',
     b'{"choices":[{"delta":null,"text":"t"}]}',
+    b'{"usage":{"prompt_tokens_details":null,"completion_tokens":2}}',
+    b'{"usage":{"prompt_tokens_details":{"cached_tokens":-1}},"timings":{"cache_n":true,"prompt_ms":"1"}}',
+    b'{"usage":{"prompt_tokens_details":{"cached_tokens":1.0}},"timings":{"prompt_ms":3,"predicted_ms":2.5}}',
+    b'{"x":{"timings":{"cache_n":4},"prompt_tokens_details":{"cached_tokens":4}},"timings":null}',
+    b'{"choices":[{"delta":{"content":"t"}}],"timings":{"cache_n":4,"prompt_n":1,"predicted_n":1}}',
 ]
 
 
@@ -172,7 +179,9 @@ def test_cores_agree_on_tricky_shapes():
 
 
 _KEYS = ["choices", "delta", "content", "reasoning_content", "reasoning", "text", "finish_reason",
-         "usage", "completion_tokens", "prompt_tokens", "error", "logprobs", "tool_calls", "x"]
+         "usage", "completion_tokens", "prompt_tokens", "error", "logprobs", "tool_calls", "x",
+         "prompt_tokens_details", "cached_tokens", "timings", "cache_n", "prompt_n", "prompt_ms",
+         "predicted_n", "predicted_ms"]
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(alphabet='ab "\\\n:{}é😀', max_size=6),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
@@ -198,4 +207,52 @@ def test_cores_agree_where_a_chunk_keeps_the_shape_of_the_one_before():
     for order in (events, events[::-1], events[:1] + events[1:][::2] + events[1:][1::2]):
         data = stream_of(order)
         results = [measure(m, data, []) for m in cores()]
+        assert all(r == results[0] for r in results)
+
+
+STREAMS = os.path.join(REPO, "tests", "data", "streams")
+
+
+def fixture(name: str) -> bytes:
+    with open(os.path.join(STREAMS, name), "rb") as f:
+        return f.read()
+
+
+def test_llama_cpp_timings_and_cached_tokens_on_both_cores():
+    """llama-server's last chunk: usage without prompt_tokens_details, and its timings."""
+    data = fixture("llama-cpp-chat.sse")
+    for m in cores():
+        r = measure(m, data, range(0, len(data), 61))
+        assert r[3] == 3 and r[5:8] == (3, 55, "length")
+        assert r[-2] == -1  # no usage.prompt_tokens_details
+        assert r[-1] == {"cache_n": 50, "prompt_n": 5, "predicted_n": 3, "prompt_ms": 12.847,
+                         "predicted_ms": 24.113}
+    # a request takes the cached tokens from the timings when usage has none
+    from benchc.client.request import _take
+    from benchc.metrics.record import RequestRecord
+
+    for stream_mod, _ in cores():
+        p = stream_mod.StreamParser()
+        p.feed(data, 1)
+        rec = RequestRecord("r", 0, 55, None)
+        _take(rec, p)
+        assert (rec.cached_tokens, rec.cached_source) == (50, "timings")
+        assert rec.server_timings["prompt_ms"] == 12.847
+
+
+def test_vllm_cached_tokens_on_both_cores():
+    data = fixture("vllm-chat.sse")
+    for m in cores():
+        r = measure(m, data, [len(data) - 40])
+        assert r[3] == 3 and r[5:8] == (3, 1043, "length")
+        assert (r[-2], r[-1]) == (1024, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=3000), max_size=20))
+def test_cores_agree_on_the_server_fixtures_over_any_split(cuts):
+    for name in ("llama-cpp-chat.sse", "vllm-chat.sse"):
+        data = fixture(name)
+        cut = [c % (len(data) + 1) for c in cuts]
+        results = [measure(m, data, cut) for m in cores()]
         assert all(r == results[0] for r in results)

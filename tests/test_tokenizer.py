@@ -138,7 +138,7 @@ def test_cores_merge_identically(piece):
 def test_random_prompts_have_exactly_the_asked_input_tokens(tmp_path):
     """Issue 6: a random-dataset prompt asked for 512 input tokens has exactly 512 by the oracle."""
     from benchc.plan.compiler import compile_spec, load_tokenizer
-    from benchc.plan.workload import build_prompts
+    from benchc.plan.prompts import make_source
     from benchc.spec import loader as spec_mod
 
     f = tmp_path / "s.yaml"
@@ -157,7 +157,11 @@ load:
     w = plan.combinations[0].workload
     assert w.input_tokens == {"method": "tokenizer", "min": 576, "mean": 576.0, "max": 576}
     assert w.tokenizer_sha256 is not None
-    prompts = build_prompts(w.dataset, w.params, str(tmp_path), load_tokenizer(DEEPSEEK, str(f)))
+    source = make_source(w.dataset, w.params, w.prompts, str(tmp_path), load_tokenizer(DEEPSEEK, str(f)))
+    # the first requests of the warmup and of the point: fresh prompts, exact all the same
+    prompts = [source.prompt(s.prompt_stream, i) for s in plan.steps if s.prompt_stream is not None
+               for i in range(3)]
+    assert len({p.text for p in prompts}) == len(prompts) == 6
     hf = HF.from_file(DEEPSEEK)
     for p in prompts:
         assert len(hf.encode(p.text, add_special_tokens=False).ids) == 576 == p.input_tokens

@@ -2,7 +2,8 @@
 
 Feed it every socket read with the read's arrival time; it frames SSE events,
 extracts from each chunk the text (delta content / reasoning_content /
-reasoning, or completions' text), finish_reason and usage, and times the
+reasoning, or completions' text), finish_reason and usage (with the cached prompt tokens
+of usage.prompt_tokens_details), llama.cpp's per-response `timings`, and times the
 text-bearing chunks. This twin parses each event with json.loads: it is the
 definition of the results the compiled core must reproduce exactly.
 """
@@ -15,13 +16,37 @@ from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import ns_to_us
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+# llama.cpp's per-response `timings` object: the fields benchc keeps, and their JSON type
+TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
+TIMINGS_MS = ("prompt_ms", "predicted_ms")
+
+
+def _count(v) -> int | None:
+    """A token count: a non-negative JSON integer, else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _timings(t) -> dict | None:
+    """The kept fields of a `timings` object that hold the right type; None when none do."""
+    if not isinstance(t, dict):
+        return None
+    out: dict = {}
+    for k in TIMINGS_INT:
+        if _count(t.get(k)) is not None:
+            out[k] = t[k]
+    for k in TIMINGS_MS:
+        v = t.get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
+            out[k] = float(v)
+    return out or None
 
 
 def interpret(payload: bytes) -> tuple | None:
     """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
     none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
-    message of an error object or None; the text or None). None when the payload is not a
-    JSON object.
+    message of an error object or None; the text or None; usage.prompt_tokens_details.
+    cached_tokens or None; llama.cpp's `timings` as a dict of its kept fields, or None).
+    None when the payload is not a JSON object.
 
     This is the definition both cores follow: the compiled core reads the common shapes
     in place and calls this function for everything else.
@@ -54,7 +79,7 @@ def interpret(payload: bytes) -> tuple | None:
         fr = c0.get("finish_reason")
         if isinstance(fr, str) and fr:
             finish = fr
-    completion = prompt = None
+    completion = prompt = cached = None
     usage = obj.get("usage")
     if isinstance(usage, dict):
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
@@ -62,15 +87,18 @@ def interpret(payload: bytes) -> tuple | None:
             completion = ct
         if isinstance(pt, int) and not isinstance(pt, bool):
             prompt = pt
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache
+            cached = _count(details.get("cached_tokens"))
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
-    return text_bytes, finish, completion, prompt, error, text
+    return text_bytes, finish, completion, prompt, error, text, cached, _timings(obj.get("timings"))
 
 
 class StreamParser:
     __slots__ = ("_sse", "first_text_ns", "last_text_ns", "done_ns", "text_chunks", "text_bytes",
                  "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
-                 "_texts")
+                 "_texts", "usage_cached", "server_timings")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
@@ -82,6 +110,8 @@ class StreamParser:
         self.text_bytes = 0  # UTF-8 bytes of the decoded text
         self.usage_completion = -1  # -1: the stream carried no usage
         self.usage_prompt = -1
+        self.usage_cached = -1  # usage.prompt_tokens_details.cached_tokens; -1: not reported
+        self.server_timings: dict | None = None  # llama.cpp's `timings` (the last one sent)
         self.finish_reason: str | None = None
         self.malformed = 0
         self.malformed_example: bytes | None = None
@@ -115,9 +145,13 @@ class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return
-        text_bytes, finish, completion, prompt, error, text = fields
+        text_bytes, finish, completion, prompt, error, text, cached, timings = fields
         if error is not None:
             self.error_event = error
+        if cached is not None:
+            self.usage_cached = cached
+        if timings is not None:
+            self.server_timings = timings
         if finish is not None:
             self.finish_reason = finish
         tokens = -1

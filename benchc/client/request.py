@@ -46,6 +46,12 @@ def _take(rec: RequestRecord, parser: Any) -> None:
     rec.usage_input_tokens = parser.usage_prompt if parser.usage_prompt >= 0 else None
     rec.multi_token_chunks = parser.multi_token_chunks
     rec.finish_reason = parser.finish_reason
+    timings = parser.server_timings
+    rec.server_timings = timings
+    if parser.usage_cached >= 0:
+        rec.cached_tokens, rec.cached_source = parser.usage_cached, "usage"
+    elif timings is not None and "cache_n" in timings:
+        rec.cached_tokens, rec.cached_source = timings["cache_n"], "timings"
 
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,

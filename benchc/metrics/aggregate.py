@@ -5,7 +5,8 @@ that tallies of one point add exactly (Tally.add: the shards of a Ray point, the
 `benchc merge` reads). figures() turns a tally into what a result shows for the point:
 the window, the counts, the output tokens with the method that counted them and the
 disagreement between methods, every rate (a count over the window: output and total
-tok/s, request/s, goodput), the error rate, the latency summaries and Little's law.
+tok/s, request/s, goodput), the error rate, the latency summaries, Little's law, and the
+prefix-cache counters and server timings (metrics/cache.py, metrics/timings.py).
 PointRecorder (recorder.py) fills a tally request by request; results/merge.py rebuilds
 one from each shard's result point (Tally.from_point).
 """
@@ -16,8 +17,10 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import ERROR_KINDS
+from benchc.metrics.timings import ServerTimings
 
 # Latency blocks in the order a result lists them. The first four are in every point;
 # the per-token ITL only when chunks carried their token counts (continuous usage); the
@@ -114,6 +117,8 @@ class Tally:
     osl_mismatched: int = 0  # ... and those that came back with another length
     tokenizer: TokenizerCount | None = None
     latency: dict[str, Recorder] = field(default_factory=dict)  # LATENCIES name -> recorder
+    cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
+    server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
     derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
 
     @property
@@ -150,6 +155,8 @@ class Tally:
             self.tokenizer.add(other.tokenizer)
         for name, rec in other.latency.items():
             self.recorder(name).merge(rec)
+        self.cache.merge(other.cache)
+        self.server_timings.merge(other.server_timings)
         self.derived += [d for d in other.derived if d not in self.derived]
 
     @classmethod
@@ -186,6 +193,9 @@ class Tally:
         if "tokenizer" in tok:
             t.tokenizer = _tokenizer_count(tok["tokenizer"], t.derived)
         t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
+        if "cache" in point:  # results before benchc counted prefix caching have none
+            t.cache = CacheCounters.from_block(point["cache"])
+        t.server_timings = ServerTimings.from_block(point.get("server_timings"))
         return t
 
 
@@ -251,7 +261,11 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
         "latency": latency,
         "little": little(request_s, latency["e2e_us"].get("mean"), mean_inflight),
         "error_rate": ratio(t.failed, t.sent),
+        "cache": t.cache.block(),
     }
+    server_timings = t.server_timings.block()
+    if server_timings is not None:
+        out["server_timings"] = server_timings
     if t.derived:
         out["derived"] = list(t.derived)
     return out

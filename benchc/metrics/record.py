@@ -41,6 +41,15 @@ class RequestRecord:
     usage_output_tokens: int | None = None
     usage_input_tokens: int | None = None
     multi_token_chunks: int = 0  # seen only with continuous usage stats
+    # Prefix caching. By the spec: the prompt's first shared_tokens tokens are sent by other
+    # requests too (None: nobody can say, a user's file); reused: this prompt was sent before.
+    shared_tokens: int | None = 0
+    reused: bool = False
+    # By the server: its cached prompt tokens (usage.prompt_tokens_details.cached_tokens, else
+    # llama.cpp's timings.cache_n; None when it said nothing) and where that came from
+    cached_tokens: int | None = None
+    cached_source: str | None = None  # "usage" | "timings"
+    server_timings: dict | None = None  # llama.cpp's timings: prompt_ms, predicted_ms, ...
     finish_reason: str | None = None
     error: str | None = None
     error_detail: str | None = None
@@ -62,5 +71,6 @@ class RequestRecord:
                 "scheduled_ns": self.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "usage_output_tokens": self.usage_output_tokens, "text_chunks": self.text_chunks,
+                "cached_tokens": self.cached_tokens, "reused_prompt": self.reused,
                 "finish_reason": self.finish_reason, "error": self.error,
                 "error_detail": self.error_detail, "status": self.status}

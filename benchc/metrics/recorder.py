@@ -74,6 +74,9 @@ class PointRecorder:
         else:
             t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
         t.multi_token_chunks += r.multi_token_chunks
+        t.cache.add(r)
+        if r.server_timings is not None:
+            t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
         if self.keep_text:
             self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks))
         if r.expected_output_tokens is not None:

@@ -1,4 +1,5 @@
-"""Spec -> Plan: fill defaults, normalise units, expand matrix x sweep, build prompts.
+"""Spec -> Plan: fill defaults, normalise units, expand matrix x sweep, give each step its
+prompt stream and the sha256 of its first prompts (plan/prompts.py builds them on demand).
 
 Every default lives here, once, in DEFAULTS (a test keeps it in step with the
 schema's keys and the README's spec reference).
@@ -7,6 +8,7 @@ schema's keys and the README's spec reference).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from benchc.errors import PlanError
@@ -23,7 +25,8 @@ from benchc.plan.model import (
     Target,
     Workload,
 )
-from benchc.plan.workload import build_prompts, normalise_length, prompts_sha256
+from benchc.plan.prompts import make_source, source_digest, step_digest
+from benchc.plan.workload import normalise_length
 from benchc.spec import matrix as mx
 from benchc.spec.loader import Spec
 from benchc.spec.thresholds import parse_threshold
@@ -38,12 +41,19 @@ DEFAULTS: dict[str, Any] = {
     "server.ready.timeout": "20m",  # a 1T-parameter model took 13 minutes to load
     "server.ready.interval": "1s",
     "server.stop_timeout": "30s",
+    # Opt-in: a fresh prompt per request already keeps points from serving each other
+    # from cache; a reset also empties what the warmup and the shared prefix left.
+    "server.reset_cache": "never",
     "smoke.continue_on_fail": False,
     "smoke.checks.max_tokens": 64,
     "workload.dataset.*.seed": 0,
     "workload.dataset.random.prefix_tokens": 0,
-    # num_prompts: the largest number of requests any step sends, or 1000 for
-    # duration-only points (prompts are reused in order, cycling).
+    # Every request a prompt no other request of the run sent (but the shared prefix):
+    # servers cache prompt prefixes by default, and a repeated prompt measures a cache hit.
+    "workload.prompts": "fresh",
+    # num_prompts, where prompts are dealt from a pool: prompts: shared (the largest number
+    # of requests any step sends, or 1000 for duration-only points, reused in order,
+    # cycling); a file in fresh mode deals all its items unless num_prompts says fewer.
     "workload.dataset.num_prompts_for_duration": 1000,
     "workload.sampling.temperature": 0.0,
     # A random dataset asks for exact output lengths; the server must not stop early.
@@ -68,27 +78,33 @@ def compile_spec(spec: Spec) -> Plan:
     load = d["load"]
     combos = []
     steps: list[Step] = []
+    stream = 0  # every warmup and load step of the plan gets a prompt stream of its own
     for index, values in enumerate(mx.combinations(d.get("matrix"))):
         data = mx.expand(d, values)
         label = ",".join(f"{k}={mx.format_value(v)}" for k, v in values.items())
         points = _points(load, index, label)
         num_prompts = _num_prompts(load, points, data["workload"]["dataset"])
+        workload, source = _workload(data["workload"], num_prompts, spec.file,
+                                     data["target"].get("tokenizer"))
+        server = _server(data.get("server"))
+        _check_reset(server)
         combo = Combination(
             index=index,
             matrix=values,
             target=_target(data["target"], spec.file),
-            server=_server(data.get("server")),
+            server=server,
             smoke=_smoke(data.get("smoke")),
-            workload=_workload(data["workload"], num_prompts, spec.file, data["target"].get("tokenizer")),
+            workload=workload,
         )
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
             steps.append(Step("smoke", index, _join(label, "smoke")))
         warmup = _warmup(load, points, index, label)
-        if warmup:
-            steps.append(warmup)
-        steps.extend(points)
+        for step in ([warmup] if warmup else []) + points:
+            steps.append(replace(step, prompt_stream=stream,
+                                 prompts_sha256=step_digest(source, stream, step.requests)))
+            stream += 1
     plan = Plan(
         plan_version=PLAN_VERSION,
         name=d["name"],
@@ -150,7 +166,26 @@ def _server(s: dict | None) -> Server | None:
         ready_interval_s=parse_duration(ready.get("interval", DEFAULTS["server.ready.interval"])),
         log=s.get("log"),
         stop_timeout_s=parse_duration(s.get("stop_timeout", DEFAULTS["server.stop_timeout"])),
+        reset_cache=s.get("reset_cache", DEFAULTS["server.reset_cache"]),
     )
+
+
+# Servers known to have no endpoint that empties their prompt cache: the argv word that
+# names them, and what to say.
+_NO_RESET = {"llama-server": "llama.cpp's llama-server has no endpoint that empties its prompt cache"}
+
+
+def _check_reset(server: Server | None) -> None:
+    """A reset asked of a server the spec names, and that cannot do it: say so now."""
+    if server is None or server.reset_cache == "never" or not server.command:
+        return
+    words = {os.path.basename(w) for arg in server.command for w in arg.split()}  # argv, or a shell line
+    for name, why in _NO_RESET.items():
+        if name in words:
+            raise PlanError(f"server.reset_cache: {server.reset_cache}: {why}. Use reset_cache: never "
+                            "(fresh prompts, the default, already keep points apart; its slot cache "
+                            "can also be turned off per request with sampling.extra_body: "
+                            "{cache_prompt: false})")
 
 
 def _smoke(s: dict | None) -> Smoke | None:
@@ -183,26 +218,30 @@ def load_tokenizer(path: str | None, spec_file: str):
         raise PlanError(f"target.tokenizer: {e}") from e
 
 
-def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None) -> Workload:
+def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None):
+    """(the Workload, its prompt source)."""
     (kind, cfg), = w["dataset"].items()
+    mode = w.get("prompts", DEFAULTS["workload.prompts"])
     params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"])}
+    # a pool only where prompts are dealt from one: a shared set, or a file's items
+    pool = cfg.get("num_prompts", num_prompts if mode == "shared" else None)
     if kind == "random":
         params.update(
             input_tokens=normalise_length(cfg["input_tokens"]),
             output_tokens=normalise_length(cfg["output_tokens"]),
             prefix_tokens=parse_tokens(
                 cfg.get("prefix_tokens", DEFAULTS["workload.dataset.random.prefix_tokens"])),
-            num_prompts=cfg.get("num_prompts", num_prompts),
+            num_prompts=pool,
         )
     else:
-        params.update(path=cfg["path"], num_prompts=cfg.get("num_prompts", num_prompts))
+        params.update(path=cfg["path"], num_prompts=pool)
         if kind == "jsonl":
             params["shuffle"] = cfg.get("shuffle", False)
         if kind == "sharegpt" and "output_tokens" in cfg:
             params["output_tokens"] = normalise_length(cfg["output_tokens"])
     base_dir = os.path.dirname(os.path.abspath(spec_file)) if not spec_file.startswith("<") else "."
     tok = load_tokenizer(tokenizer_path, spec_file)
-    prompts = build_prompts(kind, params, base_dir, tok)
+    source = make_source(kind, params, mode, base_dir, tok)
     s = w.get("sampling", {})
     ignore_default = DEFAULTS["workload.sampling.ignore_eos." + ("random" if kind == "random" else "files")]
     sampling = Sampling(
@@ -215,24 +254,45 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         seed=s.get("seed"),
         extra_body=dict(s.get("extra_body", {})),
     )
-    ins = [p.input_tokens for p in prompts]
-    outs = [p.output_tokens for p in prompts if p.output_tokens is not None]
+    if kind == "random":
+        prefix = params["prefix_tokens"]
+        ins = _length_stats(params["input_tokens"], prefix)
+        outs = _length_stats(params["output_tokens"])
+    else:
+        ins = _stats([p.input_tokens for p in source.items])
+        asked = [p.output_tokens for p in source.items if p.output_tokens is not None]
+        outs = _stats(asked) if asked else {}
     if sampling.max_tokens is not None:
-        outs = [sampling.max_tokens] * len(prompts)
-    return Workload(
+        outs = _stats([sampling.max_tokens])
+    workload = Workload(
         dataset=kind,
         params=params,
         sampling=sampling,
-        num_prompts=len(prompts),
-        prompts_sha256=prompts_sha256(prompts),
-        input_tokens={"method": "tokenizer" if tok else "words", **_stats(ins)},
+        num_prompts=source.pool_size,
+        prompts_sha256=source_digest(source),
+        input_tokens={"method": "tokenizer" if tok else "words", **ins},
         tokenizer_sha256=tok.sha256 if tok else None,
-        output_tokens=_stats(outs) if outs else {},
+        output_tokens=outs,
+        prompts=mode,
     )
+    return workload, source
 
 
 def _stats(xs: list[int]) -> dict:
     return {"min": min(xs), "mean": round(sum(xs) / len(xs), 3), "max": max(xs)}
+
+
+def _length_stats(length: dict, plus: int = 0) -> dict:
+    """min, mean and max of a length distribution (workload.draw_length's), plus `plus`
+    tokens; a normal one is cut below at 1 and has no maximum (None)."""
+    if length["kind"] == "fixed":
+        v = max(1, length["value"]) + plus
+        return {"min": v, "mean": float(v), "max": v}
+    if length["kind"] == "uniform":
+        lo, hi = max(1, length["min"]), max(1, length["max"])
+        return {"min": lo + plus, "mean": round((lo + hi) / 2 + plus, 3), "max": hi + plus}
+    return {"min": 1 + plus, "mean": float(max(1, length["mean"]) + plus), "max": None,
+            "stdev": length["stdev"]}
 
 
 def _points(load: dict, index: int, label: str) -> list[Step]:

@@ -6,7 +6,13 @@ ints), matrix x sweep expanded into ordered steps. Containers are lists and
 dicts (JSON's own types), so `Plan.from_dict(plan.to_dict(redact=False)) == plan`.
 
 Format history (bump PLAN_VERSION on any change of meaning):
-    1  first version.
+    1  first version: every step sent the same prompt set (prompt i of the dataset as its
+       i-th request); Workload.prompts_sha256 hashed that set.
+    2  fresh prompts (benchc/plan/prompts.py): each warmup and load step has a prompt stream
+       (Step.prompt_stream) and Step.prompts_sha256 hashes its first prompts;
+       Workload.prompts says fresh or shared, Workload.prompts_sha256 hashes what prompts
+       are dealt from (a file's items, or a random generator's fingerprint);
+       Server.reset_cache. A v1 plan reads as prompts: shared, which is what it did.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from typing import Any
 
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+READABLE_PLAN_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class Server:
     ready_interval_s: float
     log: str | None
     stop_timeout_s: float
+    # empty the server's prefix cache: between_points | between_combinations | never
+    reset_cache: str = "never"
 
 
 @dataclass(frozen=True)
@@ -82,11 +91,12 @@ class Workload:
     dataset: str  # "random" | "jsonl" | "sharegpt"
     params: dict  # the dataset's normalised parameters (lengths as {kind, ...})
     sampling: Sampling
-    num_prompts: int
-    prompts_sha256: str  # of the generated prompts, so execute can prove it rebuilt the same ones
+    num_prompts: int | None  # the pool dealt in turn (files; prompts: shared); None: endless
+    prompts_sha256: str  # of what prompts are dealt from, so execute can prove it rebuilt them
     input_tokens: dict  # {"method", "min", "mean", "max"} of the prompts
     output_tokens: dict  # {"min", "mean", "max"} asked of the server, or {} when unset
     tokenizer_sha256: str | None = None  # of the tokenizer file that sized the prompts
+    prompts: str = "fresh"  # fresh: no request repeats another's prompt; shared: one set for all
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,10 @@ class Step:
     duration_s: float | None = None
     ramp_up_s: float = 0.0
     cooldown_s: float = 0.0
+    # warmup and load steps: request i sends prompt (prompt_stream, i) (plan/prompts.py), and
+    # prompts_sha256 hashes the first of them (None where they depend on the run: a file)
+    prompt_stream: int | None = None
+    prompts_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,12 +175,15 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict) -> Plan:
-        if d.get("plan_version") != PLAN_VERSION:
-            raise ValueError(f"plan_version {d.get('plan_version')!r} is not one this benchc reads "
-                             f"(it reads {PLAN_VERSION})")
+        version = d.get("plan_version")
+        if version not in READABLE_PLAN_VERSIONS:
+            raise ValueError(f"plan_version {version!r} is not one this benchc reads "
+                             f"(it reads {', '.join(map(str, READABLE_PLAN_VERSIONS))})")
         combos = []
         for c in d["combinations"]:
             w = c["workload"]
+            if version == 1:
+                w = {**w, "prompts": "shared"}  # what version 1 did
             smoke = c["smoke"]
             combos.append(Combination(
                 index=c["index"], matrix=c["matrix"], target=Target(**c["target"]),
@@ -187,7 +204,8 @@ class Plan:
     def _workload_material(self) -> list:
         """What makes two runs' requests alike: dataset and sampling, not how many were sent
         (prompt i of a dataset is the same whatever num_prompts is)."""
-        return [{"dataset": c.workload.dataset, "sampling": asdict(c.workload.sampling),
+        return [{"dataset": c.workload.dataset, "prompts": c.workload.prompts,
+                 "sampling": asdict(c.workload.sampling),
                  "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"},
                  "tokenizer_sha256": c.workload.tokenizer_sha256}
                 for c in self.combinations]
@@ -198,7 +216,8 @@ class Plan:
             "plan_version": self.plan_version,
             "combinations": [
                 {"matrix": c.matrix, "api": c.target.api, "model": c.target.model,
-                 "sim": c.target.sim, "workload": asdict(c.workload)}
+                 "sim": c.target.sim, "workload": asdict(c.workload),
+                 "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
             "steps": [{k: v for k, v in asdict(s).items() if k != "id"}

@@ -1,15 +1,15 @@
-"""Datasets: prompts and their requested output lengths, rebuilt identically from a seed.
+"""Datasets: what a prompt is, length distributions, and the items of dataset files.
 
 Without a tokenizer, token counts are word counts: a random prompt of N
 "tokens" is N words drawn from a vocabulary of short common English words, each
 of which is one token in the BPE vocabularies of current models (and exactly one
 token in the embedded simulator). With a tokenizer (target.tokenizer), a random
-prompt has exactly the asked number of tokens by that tokenizer.
+prompt has exactly the asked number of tokens by that tokenizer. Which request sends
+which prompt is plan/prompts.py's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from dataclasses import dataclass
@@ -42,8 +42,14 @@ class Prompt:
     messages: list[dict] | None  # chat messages when the dataset gave them
     input_tokens: int  # exact with a tokenizer, else the word count
     output_tokens: int | None
+    # How the prompt may share with others of the run, by the spec: its first shared_tokens
+    # tokens are sent by other requests too (prefix_tokens), None when nobody can say (a
+    # user's file); reused: this very prompt was sent earlier in the run.
+    shared_tokens: int | None = 0
+    reused: bool = False
 
     def to_json(self) -> dict:
+        """Its content (what a digest covers)."""
         return {"text": self.text, "messages": self.messages,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
@@ -66,85 +72,14 @@ def draw_length(rng: random.Random, length: dict) -> int:
     return max(1, round(rng.gauss(length["mean"], length["stdev"])))
 
 
-def build_prompts(dataset: str, params: dict, base_dir: str = ".", tokenizer=None) -> list[Prompt]:
-    """The dataset's prompts, in order; deterministic for given params (and tokenizer)."""
-    if dataset == "random":
-        return _exact_random_prompts(params, tokenizer) if tokenizer else _random_prompts(params)
+def load_items(dataset: str, params: dict, base_dir: str = ".") -> list[Prompt]:
+    """A dataset file's prompts, in dealing order (shuffled with the seed when asked, or when
+    `num_prompts` takes fewer than the file holds); deterministic for given params."""
     if dataset == "jsonl":
         return _jsonl_prompts(params, base_dir)
     if dataset == "sharegpt":
         return _sharegpt_prompts(params, base_dir)
     raise PlanError(f"unknown dataset {dataset!r}")
-
-
-def prompts_sha256(prompts: list[Prompt]) -> str:
-    h = hashlib.sha256()
-    for p in prompts:
-        h.update(json.dumps(p.to_json(), sort_keys=True, ensure_ascii=False).encode())
-        h.update(b"\n")
-    return h.hexdigest()
-
-
-def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(VOCABULARY) for _ in range(n))
-
-
-def _random_prompts(params: dict) -> list[Prompt]:
-    rng = random.Random(params["seed"])
-    # The shared prefix (prefix caching) comes from its own stream so that
-    # changing prefix_tokens leaves the per-prompt parts unchanged.
-    prefix_rng = random.Random(params["seed"] ^ 0x5EED)
-    prefix_n = params["prefix_tokens"]
-    prefix = _words(prefix_rng, prefix_n) if prefix_n else ""
-    out = []
-    for i in range(params["num_prompts"]):
-        n_in = draw_length(rng, params["input_tokens"])
-        n_out = draw_length(rng, params["output_tokens"])
-        # Prompt i starts with its index so no two prompts share more than the
-        # declared prefix (servers with prefix caching would otherwise hit more).
-        body = f"{i}" + (" " + _words(rng, n_in - 1) if n_in > 1 else "")
-        text = f"{prefix} {body}" if prefix else body
-        out.append(Prompt(text, None, prefix_n + n_in, n_out))
-    return out
-
-
-def _exact_random_prompts(params: dict, tok) -> list[Prompt]:
-    """Random prompts of exactly the asked number of tokens by `tok`.
-
-    Words are drawn from those of VOCABULARY that are one token with their leading space
-    in this vocabulary; a pre-tokenizer splits before each such word, so each adds exactly
-    one token, and the total is checked by counting the finished prompt. Counted is the
-    prompt text alone: a chat template's own tokens (role markers) come on top, as the
-    server's usage.prompt_tokens shows.
-    """
-    words = [w for w in VOCABULARY if tok.count(" " + w) == 1]
-    if not words:
-        raise PlanError("the tokenizer has none of benchc's one-token words; use a jsonl dataset")
-    rng = random.Random(params["seed"])
-    prefix_rng = random.Random(params["seed"] ^ 0x5EED)
-
-    def extend(text: str, target: int, r: random.Random) -> str:
-        n = tok.count(text) if text else 0
-        while n < target:
-            text += " " + r.choice(words)
-            n += 1
-        if tok.count(text) != target:
-            raise PlanError(f"could not build a prompt of exactly {target} tokens with this tokenizer")
-        return text
-
-    prefix_n = params["prefix_tokens"]
-    prefix = extend("", prefix_n, prefix_rng) if prefix_n else ""
-    out = []
-    for i in range(params["num_prompts"]):
-        n_in = draw_length(rng, params["input_tokens"])
-        n_out = draw_length(rng, params["output_tokens"])
-        # the prompt's own index first, so no two prompts share more than the declared prefix
-        head = f"{prefix} {i}" if prefix else f"{i}"
-        if tok.count(head) > prefix_n + n_in:
-            raise PlanError(f"{n_in} input tokens is too short for prompt {i}'s index and prefix")
-        text = extend(head, prefix_n + n_in, rng)
-        out.append(Prompt(text, None, prefix_n + n_in, n_out))
-    return out
 
 
 def _resolve(path: str, base_dir: str) -> Path:
@@ -153,14 +88,13 @@ def _resolve(path: str, base_dir: str) -> Path:
 
 
 def _sample(items: list, params: dict) -> list:
+    """The items to deal: all (or num_prompts of them), shuffled when asked or sampled. A
+    file with fewer items than requests goes round (plan/prompts.py counts the reuse)."""
     n = params.get("num_prompts")
     if params.get("shuffle", False) or (n is not None and n < len(items)):
         items = list(items)
         random.Random(params["seed"]).shuffle(items)
-    if n is None:
-        return items
-    # Fewer items than asked: cycle, as vLLM's benchmark does with small datasets.
-    return [items[i % len(items)] for i in range(n)]
+    return items if n is None else items[:n]
 
 
 def _word_count(text: str) -> int:
@@ -185,10 +119,10 @@ def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
             raise PlanError(f"{path}:{n}: each line needs exactly one of 'prompt' or 'messages'")
         out_tokens = rec.get("output_tokens")
         if "prompt" in rec:
-            items.append(Prompt(rec["prompt"], None, _word_count(rec["prompt"]), out_tokens))
+            items.append(Prompt(rec["prompt"], None, _word_count(rec["prompt"]), out_tokens, None))
         else:
             text = " ".join(str(m.get("content", "")) for m in rec["messages"])
-            items.append(Prompt(None, rec["messages"], _word_count(text), out_tokens))
+            items.append(Prompt(None, rec["messages"], _word_count(text), out_tokens, None))
     if not items:
         raise PlanError(f"jsonl dataset {path} has no prompts")
     return _sample(items, params)
@@ -218,7 +152,7 @@ def _sharegpt_prompts(params: dict, base_dir: str) -> list[Prompt]:
         if not prompt:
             continue
         n_out = draw_length(rng, override) if override else _word_count(reply)
-        items.append(Prompt(prompt, None, _word_count(prompt), n_out))
+        items.append(Prompt(prompt, None, _word_count(prompt), n_out, None))
     if not items:
         raise PlanError(f"sharegpt dataset {path} has no usable conversations")
     return _sample(items, params)

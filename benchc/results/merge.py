@@ -19,6 +19,7 @@ import copy
 from benchc.errors import ResultFormatError, UsageError
 from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
+from benchc.metrics.cache import cache_check
 from benchc.results.document import now_iso, point_key
 from benchc.results.trust import judge
 
@@ -64,6 +65,12 @@ def merge_points(shards: list[dict]) -> dict:
     p.update(figures(tally, sum_or_none(s["throughput"].get("steady_output_tok_s") for s in shards),
                      sum_or_none((s.get("little") or {}).get("mean_inflight_sampled") for s in shards)))
     p["window"]["note"] = WINDOW_NOTE
+    for k in ("prompts", "reset"):  # how the run dealt prompts and reset the cache: the same in each shard
+        if k in first.get("cache", {}):
+            p["cache"][k] = first["cache"][k]
+    # the verdict again, on the summed counters (a Prometheus delta per shard does not add up:
+    # every shard scraped the one server)
+    cache_check(p)
     p["client"] = merge_client_checks([s["client"] for s in shards])
     # thresholds are re-checked on the merged figures by `compare --fail-on`
     p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from benchc.metrics.cache import cache_doubts
+
 
 @dataclass(frozen=True)
 class Doubt:
@@ -39,7 +41,14 @@ def output_length(point: dict) -> Doubt | None:
                                   "min_tokens ignored by the server?)")
 
 
-POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length)
+def prefix_cache(point: dict) -> Doubt | None:
+    """More prompt tokens served from the server's prefix cache than the spec shares, or a
+    cache reset the spec asked for and that was not done (metrics/cache.py)."""
+    doubts = cache_doubts(point)
+    return Doubt("prefix_cache", "; ".join(doubts)) if doubts else None
+
+
+POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache)
 
 
 def judge(point: dict) -> dict:

@@ -56,6 +56,8 @@ class Console:
         mark = " !client-limited" if p["client"]["client_limited"] else ""
         if p.get("slo") and not p["slo"]["passed"]:
             mark += " !slo"
+        if p.get("cache", {}).get("above_declared"):
+            mark += " !cache"
         print(f"{p['id']:<24} {p['counts']['completed']:>5} {p['throughput']['output_tok_s']:>10.1f} "
               f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
               f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "

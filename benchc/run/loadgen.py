@@ -25,7 +25,6 @@ from benchc.metrics.latency import Recorder
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
-from benchc.plan.workload import Prompt
 
 # Client self-check thresholds: past any of these the client, not the server, may
 # have set the pace, and the point is marked client_limited.
@@ -42,9 +41,7 @@ class StepContext:
     url: str
     headers: dict
     target: object
-    bodies: list[bytes]  # one pre-serialised request body per prompt (outside the timed path)
-    prompts: list[Prompt]
-    expected_output: list[int | None]  # per prompt, when a fixed length was asked for
+    feed: object = None  # the step's requests (run/feed.py StepFeed), set before each step
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
     progress: object = None  # callable(recorder, inflight) or None
@@ -122,7 +119,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     issued = count()
     n_issued = [0]  # requests started in this step (the request-count stop counts these)
     tasks: set[asyncio.Task] = set()
-    n_prompts = len(ctx.prompts)
+    feed = ctx.feed
     target = step.concurrency or step.max_concurrency or 0
 
     def may_issue() -> bool:
@@ -133,17 +130,19 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         return limit is None or n_issued[0] < limit
 
     async def one(i: int, scheduled_ns: int | None) -> None:
-        p = i % n_prompts
-        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=p, input_tokens=ctx.prompts[p].input_tokens,
-                          expected_output_tokens=ctx.expected_output[p], scheduled_ns=scheduled_ns)
+        req = feed.get(i)
+        prompt = req.prompt
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
+                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
+                          shared_tokens=prompt.shared_tokens, reused=prompt.reused)
         check.inflight += 1
         if check.inflight == target and steady["start_ns"] is None:
             steady["start_ns"] = CLOCK()
         try:
             if ctx.pool is not None:
-                await send_native(ctx.pool, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
+                await send_native(ctx.pool, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
             else:
-                await send(ctx.session, ctx.url, ctx.headers, ctx.bodies[p], r, ctx.target, ctx.keep_text)
+                await send(ctx.session, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
         finally:
             check.inflight -= 1
             if scheduled_ns is not None:

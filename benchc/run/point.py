@@ -1,14 +1,15 @@
 """One load point, the same way on every backend: measure, (merge), assemble.
 
-    prepare(plan, combo) (run/prepare.py)     -> Prepared     prompts, bodies, tokenizer, SLOs
-    open_client(prepared, target, url, http)  -> StepContext  the measured requests' client
-    measure_point(ctx, step, prepared, seed)  -> Measurement  where the requests are sent
-    merge_measurements([...])                 -> Measurement  the shards of a Ray point, exactly
-    assemble_point(step, combo, m, telemetry, slo_checks) -> the result's point (on the driver)
+    prepare(plan, combo) (run/prepare.py)      -> Prepared     prompt source, tokenizer, SLOs
+    open_client(prepared, target, url, http)   -> StepContext  the measured requests' client
+    prepared.feed(step, deal, shard)           -> StepFeed     the step's requests (this shard's)
+    measure_point(ctx, step, prepared, seed, feed) -> Measurement  where the requests are sent
+    merge_measurements([...])                  -> Measurement  the shards of a Ray point, exactly
+    assemble_point(step, combo, m, telemetry, slo_checks, reset) -> the result's point (driver)
 
 The local backend measures in the driver's process; the Ray backend runs measure_point
 in every worker (ray_backend.LoadWorker) and merges what they return. Everything after
-the measurement -- figures, Little's law, SLOs, trust checks -- happens once, in
+the measurement -- figures, Little's law, the cache verdict, SLOs, trust checks -- happens once, in
 assemble_point, whichever backend measured.
 """
 
@@ -27,10 +28,12 @@ import aiohttp
 from benchc.client import http1
 from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
+from benchc.metrics.cache import cache_check
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Combination, Step, Target
 from benchc.results.document import metric_value
 from benchc.results.trust import judge
+from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
 from benchc.run.prepare import Prepared, measuring
 from benchc.spec.thresholds import Threshold
@@ -66,8 +69,7 @@ async def open_client(prepared: Prepared, target: Target, base_url: str, http: s
         pool = http1.Pool() if http == "native" else None
         try:
             yield StepContext(session=session, url=endpoint(base_url, target.api),
-                              headers=headers_for(target), target=target, bodies=prepared.bodies,
-                              prompts=prepared.prompts, expected_output=prepared.expected_output,
+                              headers=headers_for(target), target=target,
                               stop_event=stop_event or asyncio.Event(), grace_s=grace_s,
                               keep_text=prepared.tokenizer is not None, pool=pool)
         finally:
@@ -98,29 +100,38 @@ class Measurement:
     requests: list[dict] = field(default_factory=list)  # per-request records, when kept
     shards: list[dict] | None = None  # a merged point: each shard's own counts and histograms
     backend: dict | None = None  # a distributed point: how it was split (set by the backend)
+    consumed: int = 0  # the step's prompt indices its requests took (feed.StepFeed.consumed)
 
 
-async def warm_up(ctx: StepContext, step: Step) -> None:
-    """Send a warm-up step; nothing of it is kept."""
+async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> int:
+    """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took."""
+    ctx.feed = feed
     with measuring():
         await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+    ctx.feed = None  # the step's bodies go before the next step's are built
+    return feed.consumed()
 
 
-async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
+async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int, feed: StepFeed,
                         shard: tuple[int, int] = (0, 1)) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,
-    where they are, after the measured requests."""
+    where they are, after the measured requests. `feed` holds the step's requests (this
+    shard's share of them)."""
     rec = PointRecorder(target_inflight(step), keep_requests=prepared.keep_requests,
                         open_loop=step.rate_rps is not None, keep_text=ctx.keep_text)
-    with measuring():
-        extra = await run_step(ctx, step, rec, prepared.slo_checks, seed=seed, shard=shard)
+    ctx.feed = feed
+    try:
+        with measuring():
+            extra = await run_step(ctx, step, rec, prepared.slo_checks, seed=seed, shard=shard)
+    finally:
+        ctx.feed = None
     if prepared.tokenizer is not None:
         rec.count_with(prepared.tokenizer)
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
-                       requests=[{"point": step.id, **r} for r in rec.requests])
+                       requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed())
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -138,17 +149,21 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     return Measurement(tally=tally, client=merge_client_checks([m.client for m in parts]), steady=steady,
                        mean_inflight=sum_or_none(m.mean_inflight for m in parts),
                        params=parts[0].params, complete=all(m.complete for m in parts),
-                       host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards)
+                       host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards,
+                       consumed=max(m.consumed for m in parts))
 
 
 class Telemetry(Protocol):
     def summary(self, window_s: float, output_tokens: int) -> dict: ...
 
+    def server_phases(self, point: dict) -> dict | None: ...
+
 
 def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Telemetry,
-                   slo_checks: list[Threshold]) -> dict:
+                   slo_checks: list[Threshold], reset: dict | None = None) -> dict:
     """The result's point: the figures of the measurement, the telemetry sampled around it,
-    the SLO verdicts and the trust checks (results/trust.py)."""
+    the prefix-cache verdict (with the reset done before it, if any), the SLO verdicts and
+    the trust checks (results/trust.py)."""
     point = {"id": step.id, "combination": combo.index, "matrix": combo.matrix, "params": step_params(step),
              "complete": m.complete,
              **figures(m.tally, m.steady.get("output_tok_s"), m.mean_inflight)}
@@ -159,6 +174,13 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["backend"] = m.backend
     if m.shards is not None:
         point["shards"] = m.shards  # each shard's own figures: the merge can be checked, a slow one found
+    point["cache"]["prompts"] = combo.workload.prompts
+    if reset is not None:
+        point["cache"]["reset"] = reset
+    cache_check(point, point["telemetry"].get("server"))
+    phases = telemetry.server_phases(point)
+    if phases is not None:
+        point["server_timings_prometheus"] = phases
     if slo_checks:
         point["slo"] = evaluate_slo(slo_checks, point)
     point["trust"] = judge(point)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
+from benchc.run.server_timings import prometheus_timings
 from benchc.run.telemetry import GpuSampler, cpu_times, host_cpu, scrape, server_summary
 
 log = logging.getLogger(__name__)
@@ -57,3 +58,8 @@ class PointTelemetry:
         return {"gpu": self.gpu.summary(window_s, output_tokens),
                 "server": server_summary(self.before, self.after, self.during, output_tokens),
                 "host": host_cpu(self.cpu0, self.cpu1)}
+
+    def server_phases(self, point: dict) -> dict | None:
+        """The server's own phase means over the point (vLLM's histograms), beside the point's
+        client figures; None when the server exposes none (run/server_timings.py)."""
+        return prometheus_timings(self.before, self.after, point)

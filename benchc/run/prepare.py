@@ -1,6 +1,6 @@
 """What a point needs before it is measured, shared by the local and the Ray backend:
-the combination's prompts and request bodies rebuilt from the plan, the output lengths
-the requests pin down, the tokenizer, the SLO checks (prepare -> Prepared), and a
+the combination's prompt source rebuilt from the plan and checked against it, the tokenizer,
+the SLO checks (prepare -> Prepared), each step's requests (feed: run/feed.py), and a
 collector-free measuring window.
 """
 
@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from benchc.client.request import build_body
 from benchc.errors import RunError
 from benchc.plan.compiler import load_tokenizer
-from benchc.plan.model import Combination, Plan
-from benchc.plan.workload import Prompt, build_prompts, prompts_sha256
+from benchc.plan.model import Combination, Plan, Step
+from benchc.plan.prompts import Deal, PromptSource, make_source, source_digest, step_digest
+from benchc.run.feed import StepFeed
 from benchc.spec.thresholds import Threshold
 
 
@@ -27,39 +26,32 @@ class Prepared:
     """What every point of a combination sends and checks, rebuilt from the plan (on the
     driver, and again in each Ray worker)."""
 
-    prompts: list[Prompt]
-    bodies: list[bytes]  # one serialised request body per prompt (outside the timed path)
-    expected_output: list[int | None]  # per prompt, the output length the request pins down
+    combo: Combination
+    source: PromptSource  # the plan's prompts, built on demand (plan/prompts.py)
     tokenizer: Any  # the target's tokenizer (outputs are counted with it after each point), or None
     slo_checks: list[Threshold]  # each completed request is checked against these (goodput)
     keep_requests: bool  # output.requests: keep a record per request
 
+    def feed(self, step: Step, deal: Deal, shard: tuple[int, int] = (0, 1)) -> StepFeed:
+        """The requests of `step` (as the plan has it: its prompt stream and request count)
+        for this worker's share, continuing the run's deal of the prompt pool."""
+        return StepFeed(self.source, self.combo, step, deal, shard)
+
 
 def prepare(plan: Plan, combo: Combination) -> Prepared:
-    """Rebuild a combination's prompts from the plan and check them against the prompts it
-    was compiled with."""
+    """Rebuild a combination's prompt source from the plan and check it against the prompts
+    the plan was compiled with (each step's first ones, and a file's items)."""
     w, target = combo.workload, combo.target
     spec_path = plan.spec["path"]
     tok = load_tokenizer(target.tokenizer, spec_path)
-    prompts = build_prompts(w.dataset, w.params, os.path.dirname(os.path.abspath(spec_path)), tok)
-    if prompts_sha256(prompts) != w.prompts_sha256:
+    source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
+    same = source_digest(source) == w.prompts_sha256 and all(
+        step_digest(source, s.prompt_stream, s.requests) == s.prompts_sha256
+        for s in plan.steps if s.combination == combo.index and s.prompt_stream is not None)
+    if not same:
         raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                        "(a dataset or tokenizer file changed since the plan was made?)")
-    bodies = [json.dumps(build_body(target, w.sampling, p, continuous_usage=target.continuous_usage))
-              .encode() for p in prompts]
-    return Prepared(prompts, bodies, expected_lengths(combo, prompts), tok, slo_checks(plan),
-                    bool(plan.output.get("requests")))
-
-
-def expected_lengths(combo: Combination, prompts: list[Prompt]) -> list[int | None]:
-    """Per prompt, the output length the request pins down (ignore_eos, or min = max)."""
-    s = combo.workload.sampling
-    out = []
-    for p in prompts:
-        mt = s.max_tokens or p.output_tokens
-        fixed = s.ignore_eos or (s.min_tokens is not None and s.min_tokens == mt)
-        out.append(mt if fixed else None)
-    return out
+    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")))
 
 
 def slo_checks(plan: Plan) -> list[Threshold]:

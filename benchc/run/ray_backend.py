@@ -30,7 +30,8 @@ from dataclasses import replace
 from typing import Any
 
 from benchc.errors import UsageError
-from benchc.plan.model import Plan, Step, Target
+from benchc.plan.model import Plan, Step
+from benchc.plan.prompts import NO_DEAL, Deal
 from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
 from benchc.run.prepare import Prepared, prepare
 
@@ -99,13 +100,15 @@ class RayBackend:
         await asyncio.gather(*[a.prepare.remote(self.plan_dict, combo) for a in self.actors],
                              return_exceptions=True)
 
-    async def measure(self, combo: int, step: Step, base_url: str, seed: int
+    async def measure(self, combo: int, step: Step, base_url: str, seed: int, deal: Deal = NO_DEAL
                       ) -> tuple[Measurement | None, list[str]]:
-        """(the merged measurement or None, failures): one point, split across the workers."""
+        """(the merged measurement or None, failures): one point, split across the workers.
+        `deal`: where the step's prompts start in their pool, as the driver's run counted it;
+        worker i of n sends the step's requests i, i + n, ... (run/feed.py)."""
         shards = shard_steps(step, len(self.actors))
         start_at = time.time() + START_DELAY_S
         refs = [a.run.remote(self.plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
-                             self.http)
+                             self.http, (deal.start, deal.seen))
                 for i, (a, s) in enumerate(zip(self.actors, shards, strict=False))]
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
         results, failures = [], []
@@ -130,7 +133,7 @@ class LoadWorker:
     with the local backend's code."""
 
     def __init__(self) -> None:
-        self._combos: dict[tuple[str, int], tuple[Prepared, Target]] = {}
+        self._combos: dict[tuple[str, int], tuple[Plan, Prepared]] = {}
 
     def place(self) -> dict:
         import ray
@@ -141,20 +144,23 @@ class LoadWorker:
     async def prepare(self, plan_dict: dict, combo_index: int) -> None:
         self._combination(plan_dict, combo_index)
 
-    def _combination(self, plan_dict: dict, combo_index: int) -> tuple[Prepared, Target]:
-        """The combination's prompts and target, built once per worker."""
+    def _combination(self, plan_dict: dict, combo_index: int) -> tuple[Plan, Prepared]:
+        """The plan and the combination's prompt source, built once per worker."""
         key = (plan_dict["plan_hash"], combo_index)
         if key not in self._combos:
             plan = Plan.from_dict(plan_dict)
-            combo = plan.combinations[combo_index]
-            self._combos[key] = (prepare(plan, combo), combo.target)
+            self._combos[key] = (plan, prepare(plan, plan.combinations[combo_index]))
         return self._combos[key]
 
     async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
-                  shard: tuple[int, int], start_at: float, http: str = "native") -> Measurement:
-        prepared, target = self._combination(plan_dict, combo_index)
-        step = Step(**step_dict)
-        async with open_client(prepared, target, base_url, http) as ctx:
+                  shard: tuple[int, int], start_at: float, http: str = "native",
+                  deal: tuple[int, int] = (0, 0)) -> Measurement:
+        plan, prepared = self._combination(plan_dict, combo_index)
+        step = Step(**step_dict)  # this shard's share of the step
+        # the step as the plan has it (its prompt stream and request count) for the prompts
+        planned = next(s for s in plan.steps if s.combination == combo_index and s.id == step.id)
+        feed = prepared.feed(planned, Deal(*deal), shard)
+        async with open_client(prepared, prepared.combo.target, base_url, http) as ctx:
             # every shard waits for the shared wall-clock start
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            return await measure_point(ctx, step, prepared, seed, shard)
+            return await measure_point(ctx, step, prepared, seed, feed, shard)

@@ -26,9 +26,12 @@ from benchc._core import core_name
 from benchc.client.request import headers_for
 from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.plan.model import Combination, Plan, Step
+from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 from benchc.results.document import SCHEMA_VERSION, environment, now_iso, output_path, write_atomic
+from benchc.run.cache import CacheReset
 from benchc.run.console import Console
+from benchc.run.feed import Dealer
 from benchc.run.loadgen import StepContext
 from benchc.run.point import Measurement, assemble_point, measure_point, open_client, target_inflight, warm_up
 from benchc.run.point_telemetry import PointTelemetry
@@ -133,6 +136,7 @@ class Runner:
         self.interrupted = False
         self.points: list[dict] = []
         self.requests: list[dict] = []
+        self.dealer = Dealer()  # what each prompt pool has dealt so far in this run
         self.targets: list[dict] = []
         # the live progress line would tangle with -v log lines
         self.console = Console(opts.quiet, live=not logging.getLogger("benchc").isEnabledFor(logging.INFO))
@@ -291,26 +295,49 @@ class Runner:
             cstop.set()
 
     async def _sweep(self, combo: Combination, base_url: str, cstop: asyncio.Event) -> None:
-        """Warm-up and load steps of the combination, in plan order."""
+        """Warm-up and load steps of the combination, in plan order: each gets the next prompts
+        of the run's deal, after the prefix-cache reset the spec asks for."""
         steps = [s for s in self.plan.steps if s.combination == combo.index]
         prepared = prepare(self.plan, combo)
         if self.backend:
             await self.backend.prepare(combo.index)
-        # /models and /metrics go on a session of their own, never on the measured client's
+        w = combo.workload
+        resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
+        # /models, /metrics and cache resets go on a session of their own, never on the
+        # measured client's
         async with aiohttp.ClientSession() as control:
             await self._describe_target(control, combo, base_url, steps)
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
                                    self.opts.grace_s) as ctx:
+                first = True
                 for i, step in enumerate(steps):
                     if cstop.is_set():
                         break
+                    if step.kind not in ("warmup", "load"):
+                        continue
+                    reset = await self._reset_cache(resetter, step, first, control, base_url, ctx.headers)
+                    first = False
+                    deal = self.dealer.deal(w)
                     if step.kind == "warmup":
                         log.info("%s: warm-up (%s requests)", step.id, step.requests)
-                        await warm_up(ctx, step)
-                    elif step.kind == "load":
-                        seed = combo.workload.params.get("seed", 0) + i
-                        await self._point(ctx, control, step, combo, prepared, seed, base_url)
+                        self.dealer.took(w, await warm_up(ctx, step, prepared.feed(step, deal)))
+                    else:
+                        seed = w.params.get("seed", 0) + i
+                        consumed = await self._point(ctx, control, step, combo, prepared, seed, base_url,
+                                                     deal, reset)
+                        self.dealer.took(w, consumed)
                         await self._cool_down(step, cstop)
+
+    async def _reset_cache(self, resetter: CacheReset, step: Step, first: bool,
+                           session: aiohttp.ClientSession, base_url: str, headers: dict) -> dict | None:
+        """The server's prefix cache reset before `step`, when server.reset_cache says so;
+        what the reset did goes into the point (run/cache.py)."""
+        if not resetter.due(step.kind, first):
+            return None
+        reset = await resetter.reset(session, server_root(base_url), headers)
+        if reset.pop("say", False):
+            self.console.say(f"WARNING: {step.id}: {reset['message']}")
+        return reset
 
     async def _cool_down(self, step: Step, cstop: asyncio.Event) -> None:
         if step.cooldown_s and not cstop.is_set():
@@ -339,31 +366,32 @@ class Runner:
             return {"error": f"{type(e).__name__}"}
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
-                     prepared: Prepared, seed: int, base_url: str) -> None:
+                     prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None) -> int:
         """One load point: measured by the backend with telemetry sampled around it, then
-        assembled (run/point.py), kept and shown."""
+        assembled (run/point.py), kept and shown. Returns the prompt indices it took."""
         log.info("%s: start", step.id)
         telemetry = PointTelemetry(control, server_root(base_url))
         async with telemetry.around():
-            m, failures = await self._measure(ctx, step, combo, prepared, seed, base_url)
+            m, failures = await self._measure(ctx, step, combo, prepared, seed, base_url, deal)
         for f in failures:
             self._fail(RunFailure("worker_failed", f, combo.index, step.id))
         if m is None:
-            return
-        point = assemble_point(step, combo, m, telemetry, prepared.slo_checks)
+            return 0
+        point = assemble_point(step, combo, m, telemetry, prepared.slo_checks, reset)
         log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, point["counts"]["sent"],
                  point["counts"]["completed"], point["counts"]["failed"], point["window"]["duration_s"])
         self.points.append(point)
         self.requests += m.requests
         self.console.point(point)
+        return m.consumed
 
     async def _measure(self, ctx: StepContext, step: Step, combo: Combination, prepared: Prepared, seed: int,
-                       base_url: str) -> tuple[Measurement | None, list[str]]:
+                       base_url: str, deal: Deal) -> tuple[Measurement | None, list[str]]:
         """(measurement, failures) of one point on the run's backend."""
         if self.backend:
-            return await self.backend.measure(combo.index, step, base_url, seed)
+            return await self.backend.measure(combo.index, step, base_url, seed, deal)
         ctx.progress = self.console.progress(step)
-        return await measure_point(ctx, step, prepared, seed), []
+        return await measure_point(ctx, step, prepared, seed, prepared.feed(step, deal)), []
 
     # ------------------------------------------------------------------ output
 

@@ -32,6 +32,11 @@ SERVER_METRICS = {
     "spec_decode_accepted_total": ("vllm:spec_decode_num_accepted_tokens_total",),
     "spec_decode_draft_total": ("vllm:spec_decode_num_draft_tokens_total",),
     "cache_hit_rate": ("sglang:cache_hit_rate",),
+    # vLLM's per-request phase histograms (sum and count): run/server_timings.py
+    **{f"{phase}_seconds_{part}": (f"vllm:{name}_seconds_{part}",)
+       for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
+                           ("decode", "request_decode_time"), ("ttft", "time_to_first_token"))
+       for part in ("sum", "count")},
     "spec_accept_length": ("sglang:spec_accept_length",),
 }
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|\+Inf|-Inf)")

@@ -5,7 +5,12 @@ Step-time model of a continuous-batching engine: one engine step decodes
     step_ms(batch) = piecewise-linear interpolation of `step_table`, or
                      base_ms + per_seq_ms * batch when there is no table,
 times (1 + jitter * u), u uniform in [-1, 1] from the seeded generator, plus
-the prefill of sequences admitted at that step: sum(input_tokens) / prefill_tok_s.
+the prefill of sequences admitted at that step: the tokens its prefix cache did not
+hold, sum(input_tokens - cached_tokens) / prefill_tok_s.
+
+The prefix cache (sim/prefix_cache.py, on by default as vLLM's, SGLang's and llama.cpp's
+are): `block_size`-token blocks, hash-chained, LRU within `prefix_cache_tokens` (default:
+`kv_tokens` when set, else DEFAULT_PREFIX_CACHE_TOKENS).
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 # reaching ~2,200 tok/s at 256 sequences.
 MINIMAX_TABLE = [(1, 11.85), (2, 14.03), (4, 15.74), (8, 22.65), (16, 27.0), (32, 34.0),
                  (64, 48.0), (128, 72.0), (256, 118.0)]
+# What the prefix cache holds when neither prefix_cache_tokens nor kv_tokens says: about the
+# KV room one 80 GB GPU leaves a mid-size model.
+DEFAULT_PREFIX_CACHE_TOKENS = 1 << 20
 # Kimi-K2.5 NVFP4, TP=8: ~61 tok/s single-stream and weaker scaling (~380 tok/s at 64).
 KIMI_TABLE = [(1, 16.4), (2, 20.5), (4, 27.0), (8, 40.0), (16, 62.0), (32, 100.0), (64, 170.0),
               (128, 300.0)]
@@ -48,6 +56,21 @@ class SimConfig:
     # without one, one word is one token
     tokenizer: str | None = None
     host: str = "127.0.0.1"
+    prefix_cache: bool = True  # vLLM-style automatic prefix caching (sim/prefix_cache.py)
+    block_size: int = 16  # tokens per cached block (vLLM's default)
+    prefix_cache_tokens: int | None = None  # cache capacity; None: kv_tokens, else 1 Mi tokens
+    # report the cached prompt tokens as usage.prompt_tokens_details.cached_tokens (what vLLM
+    # does with --enable-prompt-tokens-details, SGLang with --enable-cache-report)
+    usage_cached_tokens: bool = True
+    # answer POST /reset_prefix_cache (vLLM, with VLLM_SERVER_DEV_MODE=1) and POST /flush_cache
+    # (SGLang); false plays a server without a way to empty its cache (llama.cpp)
+    reset_endpoints: bool = True
+    # llama.cpp's per-response `timings` object (cache_n, prompt_n, prompt_ms, predicted_n,
+    # predicted_ms) on the last chunk
+    timings: bool = False
+
+    def prefix_cache_capacity_tokens(self) -> int:
+        return self.prefix_cache_tokens or self.kv_tokens or DEFAULT_PREFIX_CACHE_TOKENS
 
     def step_ms(self, batch: int) -> float:
         if self.step_table:

@@ -14,7 +14,11 @@ Deliberate choices, each as vLLM's OpenAI server does unless noted:
   adds a final chunk with empty `choices` and `usage`;
   `stream_options.continuous_usage_stats` adds `usage` to every chunk;
 - one word is one token; with `tokenizer` configured, the output is real tokens of
-  it (each chunk one token's text) and every usage figure is that tokenizer's count.
+  it (each chunk one token's text) and every usage figure is that tokenizer's count;
+- a prefix cache (sim/prefix_cache.py) as vLLM's: the final usage carries
+  `prompt_tokens_details.cached_tokens`, /metrics vLLM's prefix-cache counters, the trace
+  each request's `cached_tokens`; POST /reset_prefix_cache (vLLM) and POST /flush_cache
+  (SGLang) empty it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from aiohttp.web_protocol import RequestHandler
 from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
+from benchc.sim.prefix_cache import PrefixCache, block_keys
 
 CLOCK = time.perf_counter_ns
 log = logging.getLogger(__name__)
@@ -95,7 +100,7 @@ class Seq:
                  "max_tokens", "min_tokens", "ignore_eos", "stop", "rng", "include_usage",
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
-                 "head", "tail")
+                 "head", "tail", "block_keys", "cached")
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -106,6 +111,7 @@ class Seq:
         self.words = []
         self.gone = False
         self.stall_until = 0
+        self.cached = 0
 
 
 class Engine:
@@ -124,6 +130,14 @@ class Engine:
         self.trace: list[dict] = []
         self.trace_sink = trace_sink
         self.keep_trace = True
+        self.prefix: PrefixCache | None = None
+        if cfg.prefix_cache:
+            blocks = max(1, cfg.prefix_cache_capacity_tokens() // cfg.block_size)
+            self.prefix = PrefixCache(cfg.block_size, blocks)
+        self.cache_resets_total = 0
+        # vLLM's per-request phase histograms, as sum and count: queue, prefill, decode, ttft
+        self.phase_s = dict.fromkeys(("queue", "prefill", "decode", "ttft"), 0.0)
+        self.phase_n = 0
 
     def submit(self, seq: Seq) -> None:
         self.waiting.append(seq)
@@ -147,6 +161,9 @@ class Engine:
             self.waiting.popleft()
             self.kv_used += self._kv_need(seq)
             seq.trace["admitted_ns"] = now
+            if self.prefix is not None:
+                # once per request, at admission: its prefill is charged at this step
+                seq.cached = seq.trace["cached_tokens"] = self.prefix.admit(seq.block_keys, seq.input_tokens)
             self.running.append(seq)
             admitted.append(seq)
         return admitted
@@ -178,7 +195,7 @@ class Engine:
             if cfg.jitter:
                 step_s *= 1.0 + cfg.jitter * (2.0 * self.rng.random() - 1.0)
             if cfg.prefill_tok_s and cfg.ttft_ms is None:
-                step_s += sum(s.input_tokens for s in admitted) / cfg.prefill_tok_s
+                step_s += sum(s.input_tokens - s.cached for s in admitted) / cfg.prefill_tok_s
             # Absolute deadlines: sleep lateness does not accumulate into drift; if the
             # loop fell far behind (an overloaded machine) it restarts from now.
             if not next_t or now - next_t > 50_000_000:
@@ -271,17 +288,44 @@ class Engine:
                 + b'","logprobs":null,"finish_reason":' + reason + b',"stop_reason":null}]' + usage
                 + b"}\n\n")
 
-    def _usage(self, seq: Seq) -> str:
-        return json.dumps({"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + seq.emitted,
-                           "completion_tokens": seq.emitted}, separators=(",", ":"))
+    def _usage(self, seq: Seq, final: bool = False) -> str:
+        return json.dumps(self._usage_dict(seq, final), separators=(",", ":"))
+
+    def _usage_dict(self, seq: Seq, final: bool) -> dict:
+        usage: dict = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + seq.emitted,
+                       "completion_tokens": seq.emitted}
+        if final and self.prefix is not None and self.cfg.usage_cached_tokens:
+            # vLLM puts the details on the final usage only (and only when asked to)
+            usage["prompt_tokens_details"] = {"cached_tokens": seq.cached}
+        return usage
+
+    def _timings(self, seq: Seq) -> bytes:
+        """llama.cpp's per-response timings: its prompt (prefill) and decode time, from this
+        simulator's own stamps; the trace keeps the same object."""
+        tr = seq.trace
+        first = tr["first_token_ns"] or tr["admitted_ns"] or tr["arrival_ns"]
+        start = tr["admitted_ns"] or tr["arrival_ns"]
+        t = {"cache_n": seq.cached, "prompt_n": seq.input_tokens - seq.cached,
+             "prompt_ms": (first - start) / 1e6, "predicted_n": seq.emitted,
+             "predicted_ms": (CLOCK() - first) / 1e6}
+        tr["timings"] = t
+        return json.dumps(t, separators=(",", ":")).encode()
 
     def _append_tail(self, seq: Seq) -> None:
         tail = b""
+        timings = b',"timings":' + self._timings(seq) if self.cfg.timings else b""
         if seq.include_usage:
             obj = "chat.completion.chunk" if seq.api == "chat" else "text_completion"
             tail += (b'data: {"id":"' + seq.id.encode() + b'","object":"' + obj.encode()
                      + b'","created":' + seq.created + b',"model":' + seq.model
-                     + b',"choices":[],"usage":' + self._usage(seq).encode() + b"}\n\n")
+                     + b',"choices":[],"usage":' + self._usage(seq, final=True).encode() + timings
+                     + b"}\n\n")
+        elif timings:
+            # llama.cpp without include_usage: the timings ride on a chunk of their own here
+            obj = "chat.completion.chunk" if seq.api == "chat" else "text_completion"
+            tail += (b'data: {"id":"' + seq.id.encode() + b'","object":"' + obj.encode()
+                     + b'","created":' + seq.created + b',"model":' + seq.model
+                     + b',"choices":[]' + timings + b"}\n\n")
         if not (seq.fault and seq.fault.kind == "no_done"):
             tail += b"data: [DONE]\n\n"
         if tail:
@@ -330,6 +374,13 @@ class Engine:
         log.debug("request %s finished: %s, %d tokens%s", tr.get("id"), reason, seq.emitted,
                   f", fault {tr['fault']}" if tr.get("fault") else "")
         self.requests_total += 1
+        if tr["first_token_ns"] is not None:
+            p = self.phase_s
+            p["queue"] += (tr["admitted_ns"] - tr["arrival_ns"]) / 1e9
+            p["prefill"] += (tr["first_token_ns"] - tr["admitted_ns"]) / 1e9
+            p["decode"] += (tr["end_ns"] - tr["first_token_ns"]) / 1e9
+            p["ttft"] += (tr["first_token_ns"] - tr["arrival_ns"]) / 1e9
+            self.phase_n += 1
         if self.keep_trace:
             self.trace.append(tr)
         if self.trace_sink is not None:
@@ -372,6 +423,9 @@ class SimServer:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/tokenize", self.tokenize)
+        if self.cfg.reset_endpoints:
+            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)  # vLLM
+            app.router.add_post("/flush_cache", self.reset_prefix_cache)  # SGLang
         return app
 
     async def start(self) -> int:
@@ -443,7 +497,28 @@ class SimServer:
             "# TYPE vllm:request_success_total counter",
             f"vllm:request_success_total{label} {e.requests_total}",
         ]
+        if e.prefix is not None:
+            lines += [
+                "# TYPE vllm:prefix_cache_queries counter",
+                f"vllm:prefix_cache_queries_total{label} {e.prefix.queries_total}",
+                "# TYPE vllm:prefix_cache_hits counter",
+                f"vllm:prefix_cache_hits_total{label} {e.prefix.hits_total}",
+            ]
+        for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
+                            ("decode", "request_decode_time"), ("ttft", "time_to_first_token")):
+            lines += [f"# TYPE vllm:{name}_seconds histogram",
+                      f"vllm:{name}_seconds_sum{label} {e.phase_s[phase]:.9f}",
+                      f"vllm:{name}_seconds_count{label} {e.phase_n}"]
+        lines += ["# TYPE benchc_sim:prefix_cache_resets counter",
+                  f"benchc_sim:prefix_cache_resets_total{label} {e.cache_resets_total}"]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """Empty the prefix cache, as vLLM's POST /reset_prefix_cache and SGLang's POST /flush_cache."""
+        if self.engine.prefix is not None:
+            self.engine.prefix.reset()
+        self.engine.cache_resets_total += 1
+        return web.Response(status=200)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -482,7 +557,8 @@ class SimServer:
                 return _error(400, "prompt must be a string", "BadRequestError")
         if int(body.get("n", 1)) != 1:
             return _error(400, "only n=1 is supported", "BadRequestError")
-        input_tokens = self.tok.count(text) if self.tok else len(text.split())
+        tokens = self.tok.encode(text) if self.tok else text.split()
+        input_tokens = len(tokens)
         room = self.cfg.max_model_len - input_tokens
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
@@ -525,9 +601,11 @@ class SimServer:
             ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
             trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
                    "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
-                   "input_tokens": input_tokens, "output_tokens": 0,
+                   "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,
                    "fault": fault.kind if fault else None},
         )
+        if self.engine.prefix is not None:
+            seq.block_keys = block_keys(tokens, self.cfg.block_size)
         # The whole output is drawn up front (one C call), and each chunk is built by
         # two concatenations around pre-encoded pieces: no json.dumps per token.
         seq.text = seq.rng.choices(_WORDS, k=max_tokens)
@@ -566,8 +644,7 @@ class SimServer:
 
     def _whole(self, seq: Seq) -> dict:
         text = b"".join(seq.words).decode()
-        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + seq.emitted,
-                 "completion_tokens": seq.emitted}
+        usage = self.engine._usage_dict(seq, final=True)
         created = int(seq.created)
         model = self.cfg.model
         if seq.api == "chat":

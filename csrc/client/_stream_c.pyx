@@ -8,9 +8,10 @@ the keys it reads begin (`delta` and its direct `content` / `reasoning_content` 
 `reasoning`, `text`, `finish_reason`, `usage` and its direct token counts). JSON
 string escapes are decoded for the byte count (\\n, \\", \\uXXXX with surrogate
 pairs). Anything else -- repeated keys, an error or tool_calls key, a logprobs
-object, a string it cannot follow, a payload that is not an object -- goes to the
-twin's own `interpret` (json.loads), so both cores give the same results on every
-input.
+object, a string it cannot follow, a payload that is not an object, and the objects a
+stream carries once at its end (usage's `prompt_tokens_details`, llama.cpp's `timings`)
+-- goes to the twin's own `interpret` (json.loads), so both cores give the same results
+on every input, from one definition of each field.
 """
 
 import json
@@ -153,7 +154,9 @@ cdef struct Keys:
     Py_ssize_t usage  # a top-level key
     Py_ssize_t text_key[3]  # content / reasoning_content / reasoning, keys of that delta
     Py_ssize_t completion, prompt  # keys of that usage object
-    bint unusual  # an "error" or "tool_calls" key, a "logprobs" object, a repeated key: json.loads
+    # an "error" or "tool_calls" key, a "logprobs" object, a repeated key, a "timings" object or
+    # usage's "prompt_tokens_details" object: json.loads
+    bint unusual
 
 
 cdef inline bint _key_is(const unsigned char* k, Py_ssize_t klen, const char* name,
@@ -233,6 +236,9 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                     _first(&f.usage, val, f)
                     if p[val] == 123:
                         usage_at = val
+                elif _key_is(key, klen, b"timings", 7):
+                    if p[val] == 123:
+                        f.unusual = True  # llama.cpp's per-response timings: the twin reads them
             elif depth == choice_depth:
                 if _key_is(key, klen, b"delta", 5):
                     _first(&f.delta, val, f)
@@ -254,6 +260,9 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                     _first(&f.completion, val, f)
                 elif _key_is(key, klen, b"prompt_tokens", 13):
                     _first(&f.prompt, val, f)
+                elif _key_is(key, klen, b"prompt_tokens_details", 21):
+                    if p[val] == 123:
+                        f.unusual = True  # the cached prompt tokens: the twin reads them
         elif c == 123 or c == 91:
             depth += 1
             if i == choice_at:
@@ -317,8 +326,8 @@ cdef class StreamParser:
     # read in place (offsets into the current buffer) without a bytes object of its own
     cdef Py_ssize_t _pa, _pb
     cdef readonly int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes
-    cdef readonly int64_t usage_completion, usage_prompt, malformed, multi_token_chunks, events
-    cdef readonly object finish_reason, malformed_example, error_event
+    cdef readonly int64_t usage_completion, usage_prompt, usage_cached, malformed, multi_token_chunks, events
+    cdef readonly object finish_reason, malformed_example, error_event, server_timings
     cdef int64_t _prev_usage
     cdef list _texts  # None, or the output's pieces: str, or raw JSON string bytes to decode
     # The shape of this stream's plain text chunk: the bytes before its text value (with the
@@ -340,8 +349,8 @@ cdef class StreamParser:
         self._pa = self._pb = -1
         self.first_text_ns = self.last_text_ns = self.done_ns = 0
         self.text_chunks = self.text_bytes = self.malformed = self.multi_token_chunks = self.events = 0
-        self.usage_completion = self.usage_prompt = -1
-        self.finish_reason = self.malformed_example = self.error_event = None
+        self.usage_completion = self.usage_prompt = self.usage_cached = -1
+        self.finish_reason = self.malformed_example = self.error_event = self.server_timings = None
         self._prev_usage = 0
         self._cap = 64
         self._gaps = <int64_t*>malloc(self._cap * sizeof(int64_t))
@@ -588,9 +597,13 @@ cdef class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return 0
-        text_bytes, finish, completion, prompt, error, text = fields
+        text_bytes, finish, completion, prompt, error, text, cached, timings = fields
         if error is not None:
             self.error_event = error
+        if cached is not None:
+            self.usage_cached = cached
+        if timings is not None:
+            self.server_timings = timings
         self._commit(finish, completion, prompt, text_bytes, text, now)
         return 0
 

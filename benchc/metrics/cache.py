@@ -1,0 +1,139 @@
+"""A point's prefix caching: its counters (CacheCounters, part of the point's Tally, so shards
+add exactly) and the verdict on them (cache_check).
+
+The server's cached prompt tokens, per request where it reports them
+(usage.prompt_tokens_details.cached_tokens, llama.cpp's timings.cache_n), else the point's
+delta of vLLM's Prometheus counters (vllm:prefix_cache_hits_total / _queries_total), against
+the most the spec's sharing allows. More cached than allowed means the server served prompts
+from a cache the spec did not ask for (a previous run's prompts on a server that stayed up,
+another client's traffic, a prompt source that repeated itself): the point is marked, a
+warning printed, and --strict fails on it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# Tokens a request may find cached beyond what the spec shares: token-granular caches
+# (llama.cpp's slots, SGLang's radix tree) also match the first characters of two requests'
+# markers ("3.17" and "3.18") or a first word that happens to be the same.
+CACHE_SLACK_TOKENS = 8
+
+_SUMMED = ("requests", "prompt_tokens", "declared_shared_tokens", "unknown_sharing", "reused", "reporting",
+           "cached_tokens", "allowed_tokens", "above")
+
+
+@dataclass
+class CacheCounters:
+    """What a point's completed requests say about prefix caching: by the spec (shared and
+    reused prompts) and by the server (cached prompt tokens), and the most the spec's sharing
+    lets a server have cached (`allowed_tokens`, per request the prompt minus the part of it
+    no other request sent, plus CACHE_SLACK_TOKENS)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0  # the server's usage.prompt_tokens (chat template included), else benchc's count
+    declared_shared_tokens: int = 0  # prefix_tokens of requests whose sharing the spec declares
+    unknown_sharing: int = 0  # requests of a user's file, sent for the first time: not checked
+    reused: int = 0  # requests whose prompt an earlier request of the run sent
+    reporting: int = 0  # requests whose server reported cached tokens
+    sources: Counter = field(default_factory=Counter)
+    cached_tokens: int = 0  # of the reporting requests
+    allowed_tokens: int = 0
+    above: int = 0  # reporting requests with more cached than allowed
+
+    def add(self, r: Any) -> None:
+        """One completed request (a metrics.record.RequestRecord)."""
+        self.requests += 1
+        prompt = r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        self.prompt_tokens += prompt
+        if r.reused or r.shared_tokens is None:
+            allowed = prompt  # all of it may be cached: sent before, or sharing unknown
+            if r.reused:
+                self.reused += 1
+            else:
+                self.unknown_sharing += 1
+        else:
+            self.declared_shared_tokens += r.shared_tokens
+            # the part of this prompt no other request sent, in benchc's count (a server's
+            # tokenizer makes it no shorter: vocabulary words are one token each)
+            own = max(0, r.input_tokens - r.shared_tokens)
+            allowed = min(prompt, max(0, prompt - own) + CACHE_SLACK_TOKENS)
+        self.allowed_tokens += allowed
+        if r.cached_tokens is not None:
+            self.reporting += 1
+            self.sources[r.cached_source] += 1
+            self.cached_tokens += r.cached_tokens
+            if r.cached_tokens > allowed:
+                self.above += 1
+
+    def merge(self, other: CacheCounters) -> None:
+        """Another tally's counters of the same point (a shard): every count summed."""
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.sources.update(other.sources)
+
+    def block(self) -> dict:
+        """The counters as a result point's `cache` block (cache_check adds the verdict)."""
+        return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
+                "declared_shared_tokens": self.declared_shared_tokens,
+                "unknown_sharing_requests": self.unknown_sharing, "reused_prompt_requests": self.reused,
+                "allowed_cached_tokens": self.allowed_tokens,
+                "reported": {"requests": self.reporting, "cached_tokens": self.cached_tokens,
+                             "sources": dict(self.sources), "requests_above_allowed": self.above}}
+
+    @classmethod
+    def from_block(cls, block: dict) -> CacheCounters:
+        """The counters a result point's `cache` block was made from."""
+        rep = block["reported"]
+        return cls(requests=block["requests"], prompt_tokens=block["prompt_tokens"],
+                   declared_shared_tokens=block["declared_shared_tokens"],
+                   unknown_sharing=block["unknown_sharing_requests"], reused=block["reused_prompt_requests"],
+                   reporting=rep["requests"], sources=Counter(rep["sources"]),
+                   cached_tokens=rep["cached_tokens"], allowed_tokens=block["allowed_cached_tokens"],
+                   above=rep["requests_above_allowed"])
+
+
+def cache_check(point: dict, server: dict | None = None) -> dict:
+    """Complete the point's `cache` block (its counters from the recorder) with the verdict:
+    source, cached_tokens, cached_fraction, allowed_fraction, above_declared and, when above,
+    a warning. `server` is the point's Prometheus summary (telemetry.server_summary)."""
+    c = point["cache"]
+    reported = c["reported"]
+    allowed, prompt = c["allowed_cached_tokens"], c["prompt_tokens"]
+    if reported["requests"]:
+        # vLLM and SGLang leave prompt_tokens_details out when nothing was cached: the other
+        # requests of a point where some reported count as 0 cached
+        source = "+".join(sorted(reported["sources"]))
+        cached = reported["cached_tokens"]
+    elif server and server.get("prefix_cache_queries_delta"):
+        # the whole server's counters over the point (any other traffic included)
+        source = "prometheus"
+        cached = int(server.get("prefix_cache_hits_delta", 0))
+        prompt = int(server["prefix_cache_queries_delta"])
+    else:
+        c.update(source="none", cached_tokens=None, cached_fraction=None, above_declared=False)
+        return c
+    above = cached > allowed
+    c.update(source=source, cached_tokens=cached,
+             cached_fraction=round(cached / prompt, 4) if prompt else None,
+             allowed_fraction=round(min(allowed, prompt) / prompt, 4) if prompt else None,
+             above_declared=above)
+    if above:
+        c["warning"] = (f"{cached} of {prompt} prompt tokens came from the server's prefix cache "
+                        f"({cached / prompt:.0%}, by {source}), more than this workload shares (at most "
+                        f"{allowed}): the server served prompts it kept from before, so TTFT here partly "
+                        "measures cache hits")
+    return c
+
+
+def cache_doubts(point: dict) -> list[str]:
+    """What makes the point's figures untrustworthy on prefix caching (--strict fails on it):
+    more cached than the spec shares, or a reset asked for and not done."""
+    c = point.get("cache") or {}
+    out = [c["warning"]] if c.get("above_declared") and c.get("warning") else []
+    reset = c.get("reset")
+    if reset is not None and not reset.get("done"):
+        out.append(reset["message"])
+    return out

@@ -1,0 +1,187 @@
+"""Which prompt each request of a run sends: the prompt source.
+
+Every request is named by (prompt stream, index): each warmup and load step of a plan has a
+stream of its own (Step.prompt_stream), and its i-th request sends prompt (stream, i).
+
+`workload.prompts: fresh` (the default): no request of a run sends what another sent,
+except what the spec asks to share. Prefix caches (vLLM's automatic prefix caching, SGLang's
+radix cache, llama.cpp's slot cache, all on by default) would otherwise serve every sweep
+point after the first from cache, and TTFT would measure cache hits.
+- random datasets: prompt (stream, i) is a pure function of the seed, the stream and i: the
+  shared prefix (prefix_tokens), then a marker naming (stream, i), then words drawn from a
+  generator seeded with all three. Nothing is held: any prompt is built on demand, so a
+  plan of 10^6 requests costs no memory for them.
+- file datasets (jsonl, sharegpt): the file's items are dealt in order across the whole run
+  (warmup, every point, every combination); a file with fewer items than the run sends goes
+  round again, and each request that gets an item sent before is counted (`reused`): benchc
+  cannot invent uniqueness for a user's prompts and does not add anything to them.
+
+`workload.prompts: shared`: every step sends the same prompt set, from its start (the pool
+of `num_prompts`), as benchc 0.1 did: cache-warm numbers, on purpose.
+
+Where a step's requests fall in a pool is a `Deal`, given by the runner, which counts what
+the run has dealt so far (a duration-bound step's count is known only once it ran).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from benchc.errors import PlanError
+from benchc.plan.workload import VOCABULARY, Prompt, draw_length, load_items
+
+# How many prompts of each step the plan hashes: every prompt is built by the same pure
+# function of (seed, stream, index), so the first few prove that the same ones are rebuilt.
+SAMPLE = 8
+# The stream of the shared pool (prompts: shared); steps' streams are 0, 1, 2, ...
+POOL_STREAM = -1
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Deal:
+    """Where a step's requests fall in a pool of N prompts: request i sends item
+    (start + i) mod N, and reuses a prompt when start + i >= N (the pool went round) or
+    start + i < seen (an earlier step sent that item)."""
+
+    start: int = 0
+    seen: int = 0
+
+
+NO_DEAL = Deal()  # a step's first deal: nothing dealt before it
+
+
+class PromptSource(Protocol):
+    """Prompt i of a prompt stream; `mode` is fresh or shared; `pool_size` is the number of
+    distinct prompts dealt in turn (None: endless, every prompt new)."""
+
+    mode: str
+    pool_size: int | None
+
+    def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt: ...
+
+
+def prompts_digest(prompts: list[Prompt]) -> str:
+    """sha256 of prompts' content, in order (text, messages and token counts)."""
+    h = hashlib.sha256()
+    for p in prompts:
+        h.update(json.dumps(p.to_json(), sort_keys=True, ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def step_digest(source: PromptSource, stream: int, requests: int | None) -> str | None:
+    """sha256 of a step's first SAMPLE prompts, when they do not depend on the run (a
+    file's items in fresh mode depend on how many earlier steps took: None)."""
+    if source.pool_size is not None and source.mode == "fresh":
+        return None
+    n = min(SAMPLE, requests) if requests else SAMPLE
+    return prompts_digest([source.prompt(stream, i) for i in range(n)])
+
+
+def source_digest(source: PromptSource) -> str:
+    """sha256 of what the source deals from: a pool's every prompt in order, or the first
+    SAMPLE prompts of the pool stream of an endless source (its generator's fingerprint)."""
+    if isinstance(source, FilePrompts):
+        return prompts_digest(source.items)
+    return prompts_digest([source.prompt(POOL_STREAM, i) for i in range(SAMPLE)])
+
+
+# --------------------------------------------------------------------------- random
+
+
+class RandomPrompts:
+    """Random prompts: `prefix_tokens` shared by all, then a marker naming the request, then
+    words. Without a tokenizer a token is a word; with one, every prompt has exactly the
+    asked number of tokens by it (the prompt text alone: a chat template's tokens come on
+    top, as the server's usage.prompt_tokens shows)."""
+
+    def __init__(self, params: dict, mode: str, tokenizer=None):
+        self.mode = mode
+        self.params = params
+        self.seed = params["seed"]
+        self.prefix_n = params["prefix_tokens"]
+        self.tok = tokenizer
+        self.pool_size = params["num_prompts"] if mode == "shared" else None
+        # The shared prefix comes from its own generator, so that changing prefix_tokens
+        # leaves the rest of every prompt unchanged.
+        prefix_rng = random.Random(self.seed ^ 0x5EED)
+        if tokenizer is None:
+            self.words = VOCABULARY
+            self.prefix = " ".join(prefix_rng.choice(VOCABULARY) for _ in range(self.prefix_n))
+        else:
+            # words that are one token with their leading space: each adds exactly one
+            self.words = [w for w in VOCABULARY if tokenizer.count(" " + w) == 1]
+            if not self.words:
+                raise PlanError("the tokenizer has none of benchc's one-token words; use a jsonl dataset")
+            self.prefix = self._extend("", self.prefix_n, prefix_rng) if self.prefix_n else ""
+
+    def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
+        reused = False
+        if self.pool_size is not None:  # shared: every step deals the one pool from its start
+            pos = deal.start + index
+            reused = pos >= self.pool_size or pos < deal.seen
+            stream, index = POOL_STREAM, pos % self.pool_size
+        # One generator per prompt, seeded by (seed, stream, index): any prompt can be built
+        # alone, in any order, by any worker.
+        rng = random.Random(((self.seed & _MASK64) << 96) | ((stream + 1) << 48) | index)
+        n_in = draw_length(rng, self.params["input_tokens"])
+        n_out = draw_length(rng, self.params["output_tokens"])
+        # The marker first after the prefix: no two prompts share more than the prefix
+        # (and what a server's tokenizer makes of the marker's first characters).
+        head = f"{stream}.{index}" if stream != POOL_STREAM else f"{index}"
+        if self.prefix:
+            head = f"{self.prefix} {head}"
+        total = self.prefix_n + n_in
+        if self.tok is None:
+            text = head + " " + " ".join(rng.choices(self.words, k=n_in - 1)) if n_in > 1 else head
+        else:
+            if self.tok.count(head) > total:
+                raise PlanError(f"{n_in} input tokens is too short for prompt {stream}.{index}'s "
+                                "marker and prefix")
+            text = self._extend(head, total, rng)
+        return Prompt(text, None, total, n_out, shared_tokens=self.prefix_n, reused=reused)
+
+    def _extend(self, text: str, target: int, rng: random.Random) -> str:
+        """`text` grown by one-token words to exactly `target` tokens (checked by counting)."""
+        n = self.tok.count(text) if text else 0
+        if n < target:
+            add = " ".join(rng.choices(self.words, k=target - n))
+            text = f"{text} {add}" if text else add
+        if self.tok.count(text) != target:
+            raise PlanError(f"could not build a prompt of exactly {target} tokens with this tokenizer")
+        return text
+
+
+# --------------------------------------------------------------------------- files
+
+
+class FilePrompts:
+    """A user's prompts (jsonl, sharegpt), dealt in order; a prompt sent before is `reused`
+    (its whole length may be cached: sharing is what the file holds, not what benchc knows)."""
+
+    def __init__(self, items: list[Prompt], mode: str):
+        self.items = items
+        self.mode = mode
+        self.pool_size = len(items)
+
+    def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
+        pos = deal.start + index
+        item = self.items[pos % self.pool_size]
+        reused = pos >= self.pool_size or pos < deal.seen
+        return replace(item, reused=True) if reused else item
+
+
+def make_source(dataset: str, params: dict, mode: str, base_dir: str = ".", tokenizer=None) -> PromptSource:
+    """The prompt source of a combination's workload (files are read here, once)."""
+    if dataset == "random":
+        return RandomPrompts(params, mode, tokenizer)
+    return FilePrompts(load_items(dataset, params, base_dir), mode)
+
+
+__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "make_source", "step_digest",
+           "source_digest", "prompts_digest", "SAMPLE", "POOL_STREAM"]

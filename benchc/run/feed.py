@@ -1,0 +1,101 @@
+"""The requests of one step: request bodies built from the plan's prompt source.
+
+A step's bodies are built before it starts, outside the measured window, up to PREBUILD_BYTES
+(a step of 10^5 long prompts would otherwise hold gigabytes); past those, and past
+DURATION_PREBUILD requests of a step bound by time only, each body is built when its
+request is issued (a random prompt of 1k words costs some tens of microseconds; the client
+self-check sees that cost like any other).
+
+Shards (Ray workers) share a step: worker k of n sends the step's requests k, k + n, ...
+so their prompts never overlap and together are the plan's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from benchc.client.request import build_body
+from benchc.plan.model import Combination, Step
+from benchc.plan.prompts import NO_DEAL, Deal, PromptSource
+from benchc.plan.workload import Prompt
+
+PREBUILD_BYTES = 64 << 20
+DURATION_PREBUILD = 1000
+
+
+@dataclass(frozen=True)
+class Request:
+    body: bytes
+    prompt: Prompt
+    index: int  # the request's index in its step (the prompt stream's)
+    expected_output_tokens: int | None  # the length the request pins down, if it does
+
+
+class StepFeed:
+    """Request j of this worker's share of a step (j counts from 0 in issue order)."""
+
+    def __init__(self, source: PromptSource, combo: Combination, step: Step, deal: Deal = NO_DEAL,
+                 shard: tuple[int, int] = (0, 1)):
+        self.source, self.combo, self.step, self.deal = source, combo, step, deal
+        self.shard, self.shards = shard
+        self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
+        self._built: list[Request] = []
+        share = -(-step.requests // self.shards) if step.requests else DURATION_PREBUILD
+        size = 0
+        while len(self._built) < share and size < PREBUILD_BYTES:
+            r = self._build(len(self._built))
+            self._built.append(r)
+            size += len(r.body)
+
+    def get(self, j: int) -> Request:
+        self.issued = max(self.issued, j + 1)
+        return self._built[j] if j < len(self._built) else self._build(j)
+
+    def consumed(self) -> int:
+        """How many of the step's indices this worker's requests took (from 0, all shards'
+        indices below it counted): what the run has dealt once the step is over."""
+        return self.issued * self.shards
+
+    def _build(self, j: int) -> Request:
+        i = j * self.shards + self.shard
+        prompt = self.source.prompt(self.step.prompt_stream or 0, i, self.deal)
+        w, target = self.combo.workload, self.combo.target
+        body = json.dumps(build_body(target, w.sampling, prompt,
+                                     continuous_usage=target.continuous_usage)).encode()
+        return Request(body, prompt, i, _expected(w.sampling, prompt))
+
+
+def _expected(s, prompt: Prompt) -> int | None:
+    """The output length the request pins down (ignore_eos, or min_tokens = max_tokens)."""
+    mt = s.max_tokens or prompt.output_tokens
+    fixed = s.ignore_eos or (s.min_tokens is not None and s.min_tokens == mt)
+    return mt if fixed else None
+
+
+class Dealer:
+    """What a run has dealt from each prompt pool (a file's items, a shared set), so the next
+    step's requests continue the deal (fresh) or know what was sent before (shared). Pools
+    are told apart by their digest: two combinations with the same dataset share one."""
+
+    def __init__(self) -> None:
+        self._dealt: dict[str, int] = {}  # fresh: positions dealt so far
+        self._seen: dict[str, int] = {}  # shared: items sent so far (the pool's first ones)
+
+    def deal(self, workload) -> Deal:
+        if workload.num_prompts is None:
+            return Deal()  # endless: every prompt new, nothing to count
+        key = workload.prompts_sha256
+        if workload.prompts == "fresh":
+            return Deal(start=self._dealt.get(key, 0))
+        return Deal(seen=self._seen.get(key, 0))
+
+    def took(self, workload, consumed: int) -> None:
+        """A step of this workload took `consumed` of its indices (StepFeed.consumed)."""
+        if workload.num_prompts is None:
+            return
+        key = workload.prompts_sha256
+        if workload.prompts == "fresh":
+            self._dealt[key] = self._dealt.get(key, 0) + consumed
+        else:
+            self._seen[key] = max(self._seen.get(key, 0), min(workload.num_prompts, consumed))
