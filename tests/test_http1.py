@@ -146,42 +146,6 @@ def test_keep_alive_reuses_one_connection_and_a_closing_server_costs_no_error():
     assert all(r.ok for r in rs) and [r.text_chunks for r in rs] == [2] * 4 and conns == 4
 
 
-def test_a_keep_alive_connection_closed_while_idle_is_retried_once():
-    """The race of a server's keep-alive timeout: the pool hands out a connection the
-    server has just closed; the request goes again on a new one, not as an error."""
-
-    async def script(n, reader, writer):
-        writer.write(OK_HEAD + chunked(sse(["a"])))
-        await writer.drain()
-        return "close"
-
-    async def race():
-        async with RawServer(script) as srv:
-            pool = http1.Pool()
-            r1 = await request(pool, srv.url)
-            await asyncio.sleep(0.05)  # the server's close arrives
-            stale = http1.Connection(pool, pool.origin(srv.url, {"Content-Type": "application/json"}).key)
-
-            class DeadTransport:
-                def write(self, data):
-                    asyncio.get_running_loop().call_soon(stale.connection_lost, None)
-
-                def close(self):
-                    pass
-
-                abort = close
-
-            stale.transport = DeadTransport()
-            pool.release(stale)
-            r2 = await request(pool, srv.url)
-            await pool.close()
-            return r1, r2, srv.connections
-
-    r1, r2, conns = run(race())
-    assert r1.ok and r2.ok, (r1.error_detail, r2.error_detail)
-    assert conns == 2
-
-
 @pytest.mark.parametrize("form", ["content-length", "read-to-close", "lf-only-chunked", "continue-first"])
 def test_other_body_forms(form):
     body = b"".join(sse(["x", "y", "z"]))

@@ -323,3 +323,53 @@ def test_standalone_sim_subprocess_traces_and_stops_on_sigterm(tmp_path):
     rec = json.loads(trace.read_text().splitlines()[0])
     assert rec["output_tokens"] == 3 and rec["reason"] == "length"
     assert os.path.getsize(trace) > 0
+
+
+def test_close_after_stream_behaves_like_llama_cpp_on_the_connection():
+    """Keep-Alive is promised, then the connection is closed after the stream, after the
+    seeded delay; a request sent on it meanwhile is never read (the keep-alive race)."""
+    import random
+
+    cfg = make_config(close_after_stream=True, close_delay_ms=400, seed=5)
+    delay_ms = random.Random(cfg.seed ^ 0xC105E).uniform(0, cfg.close_delay_ms)
+    assert delay_ms > 100  # the seed gives a delay long enough to send into it (no luck involved)
+    body = json.dumps({**chat_body(3), "stream": True}).encode()
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    async def main():
+        server = SimServer(cfg)
+        port = await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(req)
+            head = await reader.readuntil(b"\r\n\r\n")
+            stream = await reader.readuntil(b"0\r\n\r\n")  # the chunked body's end
+            writer.write(req)  # the next request, on the connection the server is closing
+            try:
+                after = await reader.read()  # until the close: nothing answered it
+            except ConnectionResetError:
+                after = b"reset"
+            writer.close()
+            return head, stream, after, len(server.trace)
+        finally:
+            await server.stop()
+
+    head, stream, after, traced = run(main())
+    assert b"Keep-Alive: timeout=5, max=100\r\n" in head and b"Connection: close" not in head
+    assert b"data: [DONE]" in stream
+    assert after in (b"", b"reset")  # a reset: the kernel closes a socket with unread bytes so
+    assert traced == 1  # the second request never reached the engine
+
+
+def test_metrics_under_each_servers_names():
+    async def body(s, server):
+        async with s.get("/metrics") as r:
+            return await r.text()
+
+    names = {"sglang": "sglang:generation_tokens_total{", "llamacpp": "llamacpp:tokens_predicted_total ",
+             "tgi": "tgi_request_generated_tokens_sum ", "vllm": "vllm:generation_tokens_total{"}
+    for kind, line in names.items():
+        assert line in run(with_sim(make_config(metrics_names=kind), body)), kind
+    with pytest.raises(ValueError, match="metrics_names must be one of"):
+        make_config(metrics_names="triton")

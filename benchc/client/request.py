@@ -97,18 +97,30 @@ def headers_for(target: Target) -> dict[str, str]:
     return h
 
 
+AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
+
+
 class _StampingProtocol(ResponseHandler):
-    """aiohttp's client connection protocol, stamping when bytes arrive.
+    """aiohttp's client connection protocol, stamping when bytes arrive, and keeping
+    connections by benchc's keep-alive rules.
 
     The reading task resumes only when the loop gets to it; with many streams
     finishing together, the later ones would be stamped after the earlier ones'
     bookkeeping. `rx_ns` holds the arrival time of the oldest bytes not yet read.
+
+    aiohttp pools a connection the moment a response's body ends, often before the
+    reading task sees the response; the rules are therefore asked when the response
+    head is parsed (feed_data), and aiohttp reads their verdict from should_close.
+    A connector of benchc serves one server, so its connections share one origin key.
     """
 
-    __slots__ = ("rx_ns",)
+    __slots__ = ("rx_ns", "rules", "use", "keep")
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, rules: http1.ReuseRules | None = None, **kwargs: Any):
         self.rx_ns = 0
+        self.rules = rules
+        self.use = rules.opened(AIOHTTP_ORIGIN) if rules is not None else None
+        self.keep = True
         super().__init__(*args, **kwargs)
 
     def data_received(self, data: bytes) -> None:
@@ -116,17 +128,53 @@ class _StampingProtocol(ResponseHandler):
             self.rx_ns = CLOCK()
         super().data_received(data)
 
+    def feed_data(self, data: Any, *args: Any, **kwargs: Any) -> None:
+        """One parsed response: (message head, body stream)."""
+        if self.rules is not None and self.use is not None:
+            message = data[0]
+            self.use.reused = self.use.exchanges > 0
+            self.keep = self.rules.finished(self.use, not message.should_close,
+                                            message.headers.get("Keep-Alive"), CLOCK())
+        super().feed_data(data, *args, **kwargs)
 
-def make_connector() -> aiohttp.TCPConnector:
-    """A pooled connector (no limit, DNS cached) whose connections stamp arrivals.
+    @property
+    def should_close(self) -> bool:
+        if ResponseHandler.should_close.fget(self):  # type: ignore[attr-defined]
+            return True
+        return not self.keep or (self.rules is not None and not self.rules.pooled(AIOHTTP_ORIGIN))
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's pooled connector with benchc's keep-alive rules (`rules`, http1.ReuseRules)."""
+
+    def __init__(self, keepalive_s: float = 60.0, force_close: bool = False, **kwargs: Any):
+        if force_close:
+            super().__init__(force_close=True, **kwargs)
+        else:
+            super().__init__(keepalive_timeout=keepalive_s, **kwargs)
+        self.rules = http1.ReuseRules(keepalive_s)
+
+
+def make_connector(force_close: bool = False) -> aiohttp.TCPConnector:
+    """A pooled connector (no limit, DNS cached) whose connections stamp arrivals and follow
+    benchc's keep-alive rules; `force_close`: one connection per request (keep-alive retries).
 
     The protocol factory is a private attribute of aiohttp's connector; if a
-    future aiohttp renames it, reads are stamped when the reading task resumes.
+    future aiohttp renames it, reads are stamped when the reading task resumes and
+    aiohttp's own keep-alive rules apply.
     """
-    conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
+    conn = _Connector(limit=0, ttl_dns_cache=300, force_close=force_close)
     if hasattr(conn, "_factory") and hasattr(conn, "_loop"):
-        conn._factory = functools.partial(_StampingProtocol, loop=conn._loop)
+        conn._factory = functools.partial(_StampingProtocol, loop=conn._loop, rules=conn.rules)
     return conn
+
+
+def reuse_rules(session: aiohttp.ClientSession | None, pool: http1.Pool | None) -> http1.ReuseRules | None:
+    """The keep-alive rules the measured requests go by: the own reader's pool's, else the
+    aiohttp connector's (None for a connector benchc did not make)."""
+    if pool is not None:
+        return pool.rules
+    return getattr(session.connector, "rules", None) if session is not None else None
 
 
 def _arrival(proto: Any) -> int:
@@ -153,32 +201,76 @@ def make_trace_config() -> aiohttp.TraceConfig:
         if isinstance(rec, RequestRecord) and not rec.t0_sent:
             rec.t0_ns = CLOCK()
             rec.t0_sent = True
+            if rec.first_sent_ns is None:
+                rec.first_sent_ns = rec.t0_ns
+
+    # Whether the request went on a pooled connection (the keep-alive retry rule needs it),
+    # and how long the first attempt spent connecting (not the client's delay, for the
+    # self-check).
+    async def on_reuse(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
+        if isinstance(ctx.trace_request_ctx, RequestRecord):
+            ctx.trace_request_ctx.reused_connection = True
+
+    async def on_create_start(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
+        ctx.connect_start_ns = CLOCK()
+
+    async def on_create_end(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
+        rec = ctx.trace_request_ctx
+        if isinstance(rec, RequestRecord) and rec.first_sent_ns is None:
+            rec.connect_ns += CLOCK() - getattr(ctx, "connect_start_ns", CLOCK())
 
     tc = aiohttp.TraceConfig()
     tc.on_request_chunk_sent.append(on_chunk_sent)
+    tc.on_connection_reuseconn.append(on_reuse)
+    tc.on_connection_create_start.append(on_create_start)
+    tc.on_connection_create_end.append(on_create_end)
     return tc
 
 
 async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: bytes,
                rec: RequestRecord, target: Target, keep_text: bool = False) -> RequestRecord:
     """Send one streaming request and fill `rec`; never raises except on cancellation.
-    `keep_text` keeps the output for counting with a tokenizer after the point."""
+    `keep_text` keeps the output for counting with a tokenizer after the point.
+
+    The keep-alive rules are the own reader's (http1.ReuseRules, retry_on_fresh), applied
+    when a response head is parsed (_StampingProtocol). What differs, because aiohttp does
+    not expose it: a failure counts as "before any response byte" when no status line was
+    read; the retry goes on a one-off session whose connector never pools (aiohttp cannot be
+    asked for a fresh connection; it sends `Connection: close`); a Keep-Alive timeout is not
+    read (aiohttp's own keepalive_timeout, 60 s here, applies); an idle connection's EOF is
+    seen by aiohttp itself, not by a peek, and does not count toward the pooling verdict."""
     parser = StreamParser(keep_text)
     rec.parser = parser
-    timeout = aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s)
+    rules = getattr(session.connector, "rules", None)
+    kw = {"data": body, "headers": {**headers, "x-request-id": rec.id},
+          "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s),
+          "trace_request_ctx": rec}
+    retry = await _post(session, url, kw, rec, target, parser, rules, attempt=0)
+    if retry:
+        if rules is not None:
+            rules.server_closed(AIOHTTP_ORIGIN, None)
+        rec.retried, rec.status, rec.error, rec.error_detail = True, None, None, None
+        async with aiohttp.ClientSession(connector=make_connector(force_close=True), read_bufsize=1 << 20,
+                                         auto_decompress=False, trace_configs=session.trace_configs) as fresh:
+            await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
+    return _conclude(rec, parser)
+
+
+async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: RequestRecord, target: Target,
+                parser: Any, rules: http1.ReuseRules | None, attempt: int) -> bool:
+    """One attempt of send(); True when it is to go again on a fresh connection."""
     # t0 starts before aiohttp prepares the request; the session's trace hook
     # (make_trace_config) moves it to the moment the request was written, so the
     # client's own request preparation and connection-pool wait stay out of TTFT.
-    rec.t0_ns = CLOCK()
+    rec.t0_ns, rec.t0_sent, rec.reused_connection, rec.end_ns = CLOCK(), False, False, None
     try:
-        async with session.post(url, data=body, headers={**headers, "x-request-id": rec.id},
-                                timeout=timeout, trace_request_ctx=rec) as resp:
+        async with session.post(url, **kw) as resp:
             rec.status = resp.status
             if resp.status != 200:
                 text = (await resp.read())[:300].decode("utf-8", "replace")
                 rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
                 rec.end_ns = CLOCK()
-                return rec
+                return False
             content = resp.content
             proto = resp.connection.protocol if resp.connection else None
             if proto is not None and hasattr(proto, "rx_ns"):
@@ -204,17 +296,23 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         rec.error_detail = str(e)[:200] or type(e).__name__
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
             ConnectionError) as e:
+        if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, rec.status is not None,
+                                                      False):
+            return True
         rec.error, rec.error_detail = STREAM_BROKEN if rec.status == 200 else CONNECT, str(e)[:200]
     except aiohttp.ClientError as e:
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
-    return _conclude(rec, parser)
+    if rec.error is not None and attempt == 1:
+        rec.error_detail = ((rec.error_detail or "") + " (a retry after a reused connection failed)")[:200]
+    return False
 
 
 def _conclude(rec: RequestRecord, parser: Any) -> RequestRecord:
     """Copy the parser's measures into the record and judge a stream that ended without
     a transport error: malformed chunks, an error event, no text, no ending."""
-    if rec.end_ns is None:
-        rec.end_ns = CLOCK()
+    if rec.end_ns is None or rec.end_ns < rec.t0_ns:
+        # a failure known before the send returned (a write refused at once) ended at the send
+        rec.end_ns = max(rec.end_ns or CLOCK(), rec.t0_ns)
     _take(rec, parser)
     if rec.error is None and parser.malformed:
         rec.error = MALFORMED
@@ -231,15 +329,18 @@ def _conclude(rec: RequestRecord, parser: Any) -> RequestRecord:
 async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, rec: RequestRecord,
                       target: Target, keep_text: bool = False) -> RequestRecord:
     """As send(), on benchc's own HTTP/1.1 connections (benchc.client.http1): each socket read
-    is stamped, de-chunked and parsed in one protocol callback, and t0 is taken right
-    after the request is handed to the socket."""
+    is stamped, de-chunked and parsed in one protocol callback, and t0 is taken just before
+    the request is handed to the socket."""
     parser = StreamParser(keep_text)
     rec.parser = parser
     rec.t0_ns = CLOCK()
 
-    def sent() -> None:
-        rec.t0_ns = CLOCK()
-        rec.t0_sent = True
+    def sent(sent_ns: int, reused: bool, connect_ns: int) -> None:
+        if rec.first_sent_ns is None:
+            rec.first_sent_ns, rec.connect_ns = sent_ns, connect_ns
+        else:
+            rec.retried = True  # the keep-alive race: timing starts again at the retry's send
+        rec.t0_ns, rec.t0_sent, rec.reused_connection = sent_ns, True, reused
 
     try:
         ex = await http1.exchange(pool, pool.origin(url, headers), rec.id, body, parser,
@@ -254,6 +355,7 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         rec.error, rec.error_detail = CONNECT, (str(e) or type(e).__name__)[:200]
         return _conclude(rec, parser)
     rec.status = ex.status
+    rec.early_reads = ex.early_reads
     if ex.error is None and ex.status != 200:
         rec.error = HTTP
         rec.error_detail = f"{ex.status}: {ex.excerpt.decode('utf-8', 'replace')}"

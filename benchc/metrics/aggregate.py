@@ -104,6 +104,7 @@ class Tally:
     end_ns: int | None = None  # latest request end
     sent: int = 0
     completed: int = 0
+    retries: int = 0  # requests sent again after the keep-alive race (not errors)
     errors: Counter = field(default_factory=Counter)  # failed requests by kind (record.ERROR_KINDS)
     error_examples: dict = field(default_factory=dict)  # kind -> the first detail seen
     slo_met: int = 0  # completed requests that met every SLO of the spec (all, without SLOs)
@@ -142,8 +143,8 @@ class Tally:
         starts = [t for t in (self.start_ns, other.start_ns) if t]
         ends = [t for t in (self.end_ns, other.end_ns) if t]
         self.start_ns, self.end_ns = (min(starts) if starts else None), (max(ends) if ends else None)
-        for name in ("sent", "completed", "slo_met", "input_tokens", "output_tokens", "multi_token_chunks",
-                     "usage_tokens", "usage_chunks", "osl_checked", "osl_mismatched"):
+        for name in ("sent", "completed", "retries", "slo_met", "input_tokens", "output_tokens",
+                     "multi_token_chunks", "usage_tokens", "usage_chunks", "osl_checked", "osl_mismatched"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
         for kind, example in other.error_examples.items():
@@ -174,6 +175,7 @@ class Tally:
         w, c, tok = point["window"], point["counts"], point["tokens"]
         t.start_ns, t.end_ns = w.get("start_ns"), w.get("end_ns")
         t.sent, t.completed = c["sent"], c["completed"]
+        t.retries = c.get("retries", 0)  # results before the keep-alive retry was counted: none
         t.errors = Counter(c["errors"])
         t.error_examples = dict(c.get("error_examples", {}))
         if "slo_met" in c:
@@ -249,7 +251,7 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     request_s = per_second(t.completed, w)
     out = {
         "window": {"start_ns": t.start_ns, "end_ns": t.end_ns, "duration_s": round(w, 6)},
-        "counts": {"sent": t.sent, "completed": t.completed, "failed": t.failed,
+        "counts": {"sent": t.sent, "completed": t.completed, "failed": t.failed, "retries": t.retries,
                    "errors": error_counts(t.errors), "error_examples": dict(t.error_examples),
                    "slo_met": t.slo_met},
         "tokens": tokens_block(t),

@@ -31,8 +31,15 @@ class RequestRecord:
     input_tokens: int
     expected_output_tokens: int | None
     scheduled_ns: int | None = None  # open loop: when it should have been sent
-    t0_ns: int = 0  # when the request was written (see make_trace_config)
+    t0_ns: int = 0  # when the request was written (see make_trace_config); a retry's own write
     t0_sent: bool = False  # t0_ns came from the write itself, not from before post()
+    ready_ns: int | None = None  # when the load shape let it go: schedule, or a free slot (loadgen)
+    queued_ns: int = 0  # open loop: time it waited for a max_concurrency slot (the server's doing)
+    first_sent_ns: int | None = None  # the first attempt's write (before a keep-alive retry)
+    connect_ns: int = 0  # time the first attempt spent opening its connection
+    reused_connection: bool = False  # the (last) attempt went on a kept-alive connection
+    retried: bool = False  # the keep-alive race: sent again on a fresh connection
+    early_reads: int = 0  # reads the kernel stamped before t0 (a clock step): dated t0
     first_text_ns: int | None = None
     end_ns: int | None = None
     parser: Any = None  # the StreamParser that read the stream (its chunk gaps go to the ITL histograms)
@@ -65,12 +72,18 @@ class RequestRecord:
         return self.usage_output_tokens if self.usage_output_tokens is not None else self.text_chunks
 
     def to_json(self) -> dict:
-        ttft = (self.first_text_ns - self.t0_ns) / 1e3 if self.first_text_ns else None
-        e2e = (self.end_ns - self.t0_ns) / 1e3 if self.end_ns else None
+        """One line of the per-request records. A failed request has no latencies (null): what
+        it measured before failing is not a TTFT or an E2E, and the point counts it as an error."""
+        ttft = e2e = None
+        if self.ok:
+            ttft = (self.first_text_ns - self.t0_ns) / 1e3 if self.first_text_ns else None
+            e2e = (self.end_ns - self.t0_ns) / 1e3 if self.end_ns else None
         return {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
                 "scheduled_ns": self.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
+                "queued_us": self.queued_ns / 1e3 if self.scheduled_ns is not None else None,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "usage_output_tokens": self.usage_output_tokens, "text_chunks": self.text_chunks,
                 "cached_tokens": self.cached_tokens, "reused_prompt": self.reused,
                 "finish_reason": self.finish_reason, "error": self.error,
-                "error_detail": self.error_detail, "status": self.status}
+                "error_detail": self.error_detail, "status": self.status,
+                "reused_connection": self.reused_connection, "retried": self.retried}

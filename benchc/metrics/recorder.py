@@ -39,6 +39,7 @@ class PointRecorder:
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
         t = self.tally
         t.sent += 1
+        t.retries += r.retried
         if t.start_ns is None or r.t0_ns < t.start_ns:
             t.start_ns = r.t0_ns
         if r.end_ns and (t.end_ns is None or r.end_ns > t.end_ns):

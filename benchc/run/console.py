@@ -64,3 +64,9 @@ class Console:
               f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
+        # findings that do not make the figures doubtful: the server's queue at the cap, and
+        # a server that closes every connection (see client.cap_queueing, client.connections)
+        for note in (p["client"].get("cap_queueing", {}).get("note"),
+                     p["client"].get("connections", {}).get("note")):
+            if note:
+                self.say(f"NOTE: {p['id']}: {note}")

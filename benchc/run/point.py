@@ -154,7 +154,7 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
 
 
 class Telemetry(Protocol):
-    def summary(self, window_s: float, output_tokens: int) -> dict: ...
+    def summary(self, window_s: float, output_tokens: int, input_tokens: int | None = None) -> dict: ...
 
     def server_phases(self, point: dict) -> dict | None: ...
 
@@ -169,7 +169,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
              **figures(m.tally, m.steady.get("output_tok_s"), m.mean_inflight)}
     point["client"] = m.client
     point["steady"] = m.steady
-    point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"])
+    point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"],
+                                           point["tokens"]["input"])
     if m.backend is not None:
         point["backend"] = m.backend
     if m.shards is not None:

@@ -54,9 +54,9 @@ class PointTelemetry:
             if m:
                 self.during.append(m)
 
-    def summary(self, window_s: float, output_tokens: int) -> dict:
+    def summary(self, window_s: float, output_tokens: int, input_tokens: int | None = None) -> dict:
         return {"gpu": self.gpu.summary(window_s, output_tokens),
-                "server": server_summary(self.before, self.after, self.during, output_tokens),
+                "server": server_summary(self.before, self.after, self.during, output_tokens, input_tokens),
                 "host": host_cpu(self.cpu0, self.cpu1)}
 
     def server_phases(self, point: dict) -> dict | None:

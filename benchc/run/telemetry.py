@@ -3,10 +3,12 @@
 - GPUs: `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` (when on PATH):
   per GPU mean and max of memory, utilisation and power, so idle GPUs show too;
   energy per output token and output tok/s per watt for the point.
-- Server: the Prometheus /metrics endpoint before and after the point (vLLM's and
-  SGLang's names; others ignored): running and waiting requests, KV-cache usage,
-  prefix-cache hits, spec-decode acceptance, and the server's own generation-token
-  counter, whose delta is set against benchc's count.
+- Server: the Prometheus /metrics endpoint before, during and after the point. The
+  server's kind is told by its metric names (vLLM `vllm:`, SGLang `sglang:`, llama.cpp
+  `llamacpp:`, TGI `tgi_`); for each, running and waiting requests (queue depth), prompt,
+  cached-prompt and generation token counters, whose deltas are set against benchc's
+  counts, and what else the kind exports (KV-cache usage, prefix-cache hits, speculative
+  decoding). Where each name comes from: tests/data/metrics/README.md.
 - Host: the client machine's CPU busy fraction over the point (/proc/stat).
 """
 
@@ -15,53 +17,98 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+from typing import Any
 
 import aiohttp
 
 GPU_FIELDS = ("index", "name", "memory.used", "memory.total", "utilization.gpu", "power.draw")
 
-# our name -> metric names servers use (first found wins)
-SERVER_METRICS = {
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
-    "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-    "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
-    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
-    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
-    "spec_decode_accepted_total": ("vllm:spec_decode_num_accepted_tokens_total",),
-    "spec_decode_draft_total": ("vllm:spec_decode_num_draft_tokens_total",),
-    "cache_hit_rate": ("sglang:cache_hit_rate",),
-    # vLLM's per-request phase histograms (sum and count): run/server_timings.py
-    **{f"{phase}_seconds_{part}": (f"vllm:{name}_seconds_{part}",)
-       for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
-                           ("decode", "request_decode_time"), ("ttft", "time_to_first_token"))
-       for part in ("sum", "count")},
-    "spec_accept_length": ("sglang:spec_accept_length",),
+# Per server kind (in detection order): the prefix of its metric names, and our figure ->
+# its metric names (the first present wins). Counters end in _total; *_processed excludes
+# the tokens a prefix cache supplied (llama.cpp counts only those it computed).
+SERVER_KINDS: dict[str, dict[str, Any]] = {
+    "vllm": {"prefix": "vllm:", "names": {
+        "running": ("vllm:num_requests_running",),
+        "waiting": ("vllm:num_requests_waiting",),
+        "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "generation_tokens_total": ("vllm:generation_tokens_total",),
+        "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+        "cached_prompt_tokens_total": ("vllm:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total"),
+        "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits",
+                                    "vllm:gpu_prefix_cache_hits_total"),
+        "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries",
+                                       "vllm:gpu_prefix_cache_queries_total"),
+        "spec_decode_accepted_total": ("vllm:spec_decode_num_accepted_tokens_total",),
+        "spec_decode_draft_total": ("vllm:spec_decode_num_draft_tokens_total",),
+        # per-request phase histograms (sum and count): run/server_timings.py
+        **{f"{phase}_seconds_{part}": (f"vllm:{name}_seconds_{part}",)
+           for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
+                               ("decode", "request_decode_time"), ("ttft", "time_to_first_token"))
+           for part in ("sum", "count")},
+    }},
+    "sglang": {"prefix": "sglang:", "names": {
+        "running": ("sglang:num_running_reqs",),
+        "waiting": ("sglang:num_queue_reqs",),
+        "kv_cache_usage": ("sglang:token_usage",),
+        "generation_tokens_total": ("sglang:generation_tokens_total",),
+        "prompt_tokens_total": ("sglang:prompt_tokens_total",),
+        "cached_prompt_tokens_total": ("sglang:cached_tokens_total",),
+        "cache_hit_rate": ("sglang:cache_hit_rate",),
+        "spec_accept_length": ("sglang:spec_accept_length",),
+    }},
+    "llama.cpp": {"prefix": "llamacpp:", "names": {
+        "running": ("llamacpp:requests_processing",),
+        "waiting": ("llamacpp:requests_deferred",),
+        "kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",),
+        "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
+        "prompt_tokens_processed_total": ("llamacpp:prompt_tokens_total",),
+        "cached_prompt_tokens_total": ("llamacpp:prompt_tokens_cached_total",),
+        "spec_decode_accepted_total": ("llamacpp:spec_decode_num_accepted_tokens_total",),
+        "spec_decode_draft_total": ("llamacpp:spec_decode_num_draft_tokens_total",),
+    }},
+    "tgi": {"prefix": "tgi_", "names": {
+        "running": ("tgi_batch_current_size",),
+        "waiting": ("tgi_queue_size",),
+        "generation_tokens_total": ("tgi_request_generated_tokens_sum",),
+        "prompt_tokens_total": ("tgi_request_input_length_sum",),
+    }},
 }
+GAUGES = ("running", "waiting", "kv_cache_usage", "cache_hit_rate", "spec_accept_length")
+RATIOS = ("kv_cache_usage", "cache_hit_rate", "spec_accept_length")  # averaged over label sets, not summed
+COUNTERS = ("generation_tokens_total", "prompt_tokens_total", "prompt_tokens_processed_total",
+            "cached_prompt_tokens_total", "prefix_cache_hits_total", "prefix_cache_queries_total",
+            "spec_decode_accepted_total", "spec_decode_draft_total")
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|\+Inf|-Inf)")
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Our names -> values, summed over label sets (several engines or models)."""
-    raw: dict[str, float] = {}
+def parse_prometheus(text: str) -> dict[str, Any]:
+    """Our figures -> values (counters summed over label sets, such as several engines or
+    cache sources; ratios averaged), with the server's `kind` (None when no known name)."""
+    sums: dict[str, float] = {}
+    seen: dict[str, int] = {}
     for line in text.splitlines():
         m = _LINE.match(line)
         if m:
             try:
-                raw[m.group(1)] = raw.get(m.group(1), 0.0) + float(m.group(3))
+                value = float(m.group(3))
             except ValueError:
                 continue
-    out = {}
-    for ours, names in SERVER_METRICS.items():
-        for n in names:
-            if n in raw:
-                out[ours] = raw[n]
-                break
+            sums[m.group(1)] = sums.get(m.group(1), 0.0) + value
+            seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+    out: dict[str, Any] = {"kind": None}
+    for kind, spec in SERVER_KINDS.items():
+        if any(name.startswith(spec["prefix"]) for name in sums):
+            out["kind"] = kind
+            for ours, names in spec["names"].items():
+                for n in names:
+                    if n in sums:
+                        out[ours] = sums[n] / seen[n] if ours in RATIOS else sums[n]
+                        break
+            break
     return out
 
 
-async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, float] | None:
+async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, Any] | None:
     try:
         async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
             if r.status != 200:
@@ -71,30 +118,43 @@ async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, float] 
         return None
 
 
-def server_summary(before: dict | None, after: dict | None, during: list[dict], benchc_tokens: int) -> dict:
+def _agreement(server: float, benchc: int) -> dict:
+    # A difference is a finding: the server counts what it did in the window (warm-up
+    # excluded), benchc what its completed requests received.
+    diff = round((benchc - server) / server, 6) if server else None
+    return {"server": server, "benchc": benchc, "relative_difference": diff}
+
+
+def server_summary(before: dict | None, after: dict | None, during: list[dict], benchc_tokens: int,
+                   benchc_input_tokens: int | None = None) -> dict:
+    """The point's server telemetry from /metrics scraped before, during and after it."""
     if before is None or after is None:
         return {"available": False}
-    out: dict = {"available": True}
-    for k in ("running", "waiting", "kv_cache_usage"):
+    if after.get("kind") is None:
+        return {"available": False, "reason": "/metrics has no metric names of a known server "
+                                              "(vLLM, SGLang, llama.cpp, TGI)"}
+    out: dict = {"available": True, "kind": after["kind"]}
+    for k in GAUGES:
         vals = [d[k] for d in during if k in d]
         if vals:
-            out[k] = {"mean": round(sum(vals) / len(vals), 4), "max": max(vals)}
-    for k in ("generation_tokens_total", "prompt_tokens_total", "prefix_cache_hits_total",
-              "prefix_cache_queries_total", "spec_decode_accepted_total", "spec_decode_draft_total"):
-        if k in before and k in after:
-            out[k.replace("_total", "_delta")] = after[k] - before[k]
+            out[k] = {"mean": round(sum(vals) / len(vals), 4), "max": max(vals), "samples": len(vals)}
+    deltas = {k: after[k] - before[k] for k in COUNTERS if k in before and k in after}
+    if "prompt_tokens_total" not in deltas and {"prompt_tokens_processed_total",
+                                                "cached_prompt_tokens_total"} <= deltas.keys():
+        deltas["prompt_tokens_total"] = (deltas["prompt_tokens_processed_total"]
+                                         + deltas["cached_prompt_tokens_total"])
+    for k, v in deltas.items():
+        out[k.replace("_total", "_delta")] = v
     q = out.get("prefix_cache_queries_delta")
     if q:
         out["prefix_cache_hit_rate"] = round(out.get("prefix_cache_hits_delta", 0) / q, 4)
     d = out.get("spec_decode_draft_delta")
     if d:
         out["spec_decode_acceptance"] = round(out.get("spec_decode_accepted_delta", 0) / d, 4)
-    gen = out.get("generation_tokens_delta")
-    if gen is not None:
-        # The server counts every token it generated in the window, warm-up excluded; benchc
-        # counts the output tokens of the requests it completed. A difference is a finding.
-        diff = round((benchc_tokens - gen) / gen, 6) if gen else None
-        out["token_agreement"] = {"server": gen, "benchc": benchc_tokens, "relative_difference": diff}
+    if "generation_tokens_delta" in out:
+        out["token_agreement"] = _agreement(out["generation_tokens_delta"], benchc_tokens)
+    if "prompt_tokens_delta" in out and benchc_input_tokens is not None:
+        out["prompt_token_agreement"] = _agreement(out["prompt_tokens_delta"], benchc_input_tokens)
     return out
 
 

@@ -69,6 +69,15 @@ class SimConfig:
     # predicted_ms) on the last chunk
     timings: bool = False
 
+    # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
+    # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
+    # seeded random delay of 0..close_delay_ms; a request sent on it meanwhile is never read
+    # (the keep-alive race a client must retry).
+    close_after_stream: bool = False
+    close_delay_ms: float = 0.0
+    # whose metric names /metrics uses: vllm, sglang, llamacpp or tgi (server_metrics.py)
+    metrics_names: str = "vllm"
+
     def prefix_cache_capacity_tokens(self) -> int:
         return self.prefix_cache_tokens or self.kv_tokens or DEFAULT_PREFIX_CACHE_TOKENS
 
@@ -108,6 +117,7 @@ PRESETS: dict[str, SimConfig] = {
 }
 
 PARAMS = [f.name for f in fields(SimConfig)]
+METRICS_NAMES = ("vllm", "sglang", "llamacpp", "tgi")
 
 
 def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
@@ -117,6 +127,10 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
     unknown = set(overrides) - set(PARAMS)
     if unknown:
         raise ValueError(f"unknown simulator parameter(s): {', '.join(sorted(unknown))}")
+    if overrides.get("metrics_names", "vllm") not in METRICS_NAMES:
+        raise ValueError(f"metrics_names must be one of {', '.join(METRICS_NAMES)}")
+    if overrides.get("close_delay_ms", 0) < 0:
+        raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:
         overrides["step_table"] = [tuple(x) for x in overrides["step_table"]]
     return replace(PRESETS[preset], **overrides)

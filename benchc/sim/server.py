@@ -39,6 +39,7 @@ from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 from benchc.sim.prefix_cache import PrefixCache, block_keys
+from benchc.sim.server_metrics import Counters, render
 
 CLOCK = time.perf_counter_ns
 log = logging.getLogger(__name__)
@@ -68,16 +69,37 @@ class _StampingHandler(RequestHandler):
     first bytes after a request's body was read belong to the next request.
     """
 
-    __slots__ = ("rx_ns",)
+    __slots__ = ("rx_ns", "closing", "unread")
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.rx_ns: int | None = None
+        self.closing = False  # close_after_stream: the connection is done, whatever comes in
+        self.unread = 0
         super().__init__(*args, **kwargs)
 
     def data_received(self, data: bytes) -> None:
+        if self.closing:
+            # A request sent after the response that ends this connection is never read, as
+            # a server that closes after each response never reads one (the keep-alive race).
+            self.unread += len(data)
+            return
         if self.rx_ns is None:
             self.rx_ns = CLOCK()
         super().data_received(data)
+
+    def close_after(self, delay_s: float) -> None:
+        """Close the connection `delay_s` from now; a request arriving meanwhile is dropped."""
+        self.closing = True
+        asyncio.get_running_loop().call_later(delay_s, self._close_now)
+
+    def _close_now(self) -> None:
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if self.unread:
+            t.abort()  # closing a socket with unread bytes sends a reset, as the kernel would
+        else:
+            t.close()
 
 
 @web.middleware
@@ -410,6 +432,7 @@ class SimServer:
         self._engine_task: asyncio.Task | None = None
         self._server: asyncio.Server | None = None
         self._counter = 0
+        self._close_rng = random.Random(cfg.seed ^ 0xC105E)  # close_after_stream delays
 
     @property
     def trace(self) -> list[dict]:
@@ -482,36 +505,14 @@ class SimServer:
     async def metrics(self, request: web.Request) -> web.Response:
         e, cfg = self.engine, self.cfg
         kv = (e.kv_used / cfg.kv_tokens) if cfg.kv_tokens else len(e.running) / cfg.max_num_seqs
-        label = f'{{model_name="{cfg.model}"}}'
-        lines = [
-            "# TYPE vllm:num_requests_running gauge",
-            f"vllm:num_requests_running{label} {len(e.running)}",
-            "# TYPE vllm:num_requests_waiting gauge",
-            f"vllm:num_requests_waiting{label} {len(e.waiting)}",
-            "# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc{label} {kv:.6f}",
-            "# TYPE vllm:gpu_cache_usage_perc gauge", f"vllm:gpu_cache_usage_perc{label} {kv:.6f}",
-            "# TYPE vllm:generation_tokens_total counter",
-            f"vllm:generation_tokens_total{label} {e.generation_tokens_total}",
-            "# TYPE vllm:prompt_tokens_total counter",
-            f"vllm:prompt_tokens_total{label} {e.prompt_tokens_total}",
-            "# TYPE vllm:request_success_total counter",
-            f"vllm:request_success_total{label} {e.requests_total}",
-        ]
-        if e.prefix is not None:
-            lines += [
-                "# TYPE vllm:prefix_cache_queries counter",
-                f"vllm:prefix_cache_queries_total{label} {e.prefix.queries_total}",
-                "# TYPE vllm:prefix_cache_hits counter",
-                f"vllm:prefix_cache_hits_total{label} {e.prefix.hits_total}",
-            ]
-        for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
-                            ("decode", "request_decode_time"), ("ttft", "time_to_first_token")):
-            lines += [f"# TYPE vllm:{name}_seconds histogram",
-                      f"vllm:{name}_seconds_sum{label} {e.phase_s[phase]:.9f}",
-                      f"vllm:{name}_seconds_count{label} {e.phase_n}"]
-        lines += ["# TYPE benchc_sim:prefix_cache_resets counter",
-                  f"benchc_sim:prefix_cache_resets_total{label} {e.cache_resets_total}"]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        prefix = e.prefix
+        counters = Counters(running=len(e.running), waiting=len(e.waiting), kv_usage=kv,
+                            prompt_tokens=e.prompt_tokens_total,
+                            cached_prompt_tokens=prefix.hits_total if prefix is not None else 0,
+                            generation_tokens=e.generation_tokens_total, requests=e.requests_total,
+                            prefix_cache_queries=prefix.queries_total if prefix is not None else None,
+                            phase_s=e.phase_s, phase_n=e.phase_n, cache_resets=e.cache_resets_total)
+        return web.Response(text=render(cfg.metrics_names, cfg.model, counters), content_type="text/plain")
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """Empty the prefix cache, as vLLM's POST /reset_prefix_cache and SGLang's POST /flush_cache."""
@@ -617,6 +618,8 @@ class SimServer:
         seq.head, seq.tail = empty.split(b"\x00")
         self.engine.prompt_tokens_total += input_tokens
         headers = {"x-request-id": rid}
+        if stream and self.cfg.close_after_stream:
+            headers["Keep-Alive"] = "timeout=5, max=100"  # what cpp-httplib says, then closes anyway
         if stream:
             resp = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
                                                            "Cache-Control": "no-cache"})
@@ -636,6 +639,11 @@ class SimServer:
         if not stream:
             return web.json_response(self._whole(seq), headers=headers)
         if reason not in ("reset", "client_gone"):
+            proto = request.protocol
+            if self.cfg.close_after_stream and isinstance(proto, _StampingHandler):
+                # Before the stream's last bytes go out: the client cannot send its next request
+                # on this connection until it has them, and that request must not be read.
+                proto.close_after(self._close_rng.uniform(0.0, self.cfg.close_delay_ms) / 1e3)
             try:
                 await resp.write_eof()
             except (ConnectionError, RuntimeError):

@@ -1,0 +1,100 @@
+"""Where a request's send delay came from: the server (waiting for a concurrency slot) or
+the client (late with a free slot).
+
+A request is *ready* when the load shape lets it go: open loop, at its scheduled time,
+or, under `max_concurrency`, when a slot became free (the later of the two); closed loop,
+when the request it replaces ended (or when the ramp started it). Time from the schedule
+to ready is queueing at the client caused by the server: the cap did its job and the
+latencies from schedule show it. Time from ready to the first write, less the time spent
+opening a connection, is the client's own lateness; only that counts toward
+`client_limited`.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from benchc.metrics.latency import Recorder
+from benchc.metrics.record import RequestRecord
+
+SEND_DELAY_P99_US = 10_000  # a free slot, yet the request went out more than 10 ms late (p99)
+_FIGURES = ("count", "mean", "p50", "p99", "max")
+
+
+class SlotLedger:
+    """When each of `cap` in-flight slots became free; None: no cap (open loop without
+    max_concurrency). Requests take slots in the order they are issued."""
+
+    def __init__(self, cap: int | None):
+        self.cap = cap
+        self._unused = cap or 0  # slots no request has held yet: free since the point began
+        self._freed: list[int] = []  # heap of the times held slots were given back
+
+    def take(self, scheduled_ns: int | None, now_ns: int) -> int:
+        """A request is issued now: its ready time."""
+        if self.cap is None:
+            return scheduled_ns if scheduled_ns is not None else now_ns
+        if self._freed:
+            free = heapq.heappop(self._freed)
+        elif self._unused:
+            self._unused -= 1
+            free = scheduled_ns if scheduled_ns is not None else now_ns  # free since ever
+        else:
+            free = now_ns  # more issued than slots: cannot happen in loadgen; no blame either way
+        return max(free, scheduled_ns) if scheduled_ns is not None else free
+
+    def give_back(self, now_ns: int) -> None:
+        if self.cap is not None:
+            heapq.heappush(self._freed, now_ns)
+
+
+class SendCheck:
+    """Per point: the client's own send delay, the queueing at the cap, and how requests
+    found their connections (by their first attempt)."""
+
+    def __init__(self) -> None:
+        self.client = Recorder()  # ready -> first write, less connect time
+        self.queued = Recorder()  # schedule -> ready, for the requests that waited
+        self.scheduled = 0
+        self.reused = 0
+        self.fresh = 0
+        self.early_reads = 0
+
+    def add(self, r: RequestRecord) -> None:
+        if r.scheduled_ns is not None:
+            self.scheduled += 1
+            if r.queued_ns > 0:
+                self.queued.record_ns(r.queued_ns)
+        self.early_reads += r.early_reads
+        if r.first_sent_ns is None:
+            return  # never sent (the connect failed): no send delay to judge
+        if r.ready_ns is not None:
+            self.client.record_ns(max(0, r.first_sent_ns - r.ready_ns - r.connect_ns))
+        if r.reused_connection or r.retried:  # a retry follows a failure on a reused connection
+            self.reused += 1
+        else:
+            self.fresh += 1
+
+    def summary(self) -> tuple[dict, list[str]]:
+        """(figures for the point's `client` block, client_limited reasons)."""
+        out: dict = {}
+        reasons = []
+        delay = self.client.summary()
+        out["send_delay_us"] = {k: delay[k] for k in _FIGURES if k in delay}
+        if delay.get("p99", 0) > SEND_DELAY_P99_US:
+            reasons.append(f"send delay with a free slot p99 {delay['p99'] / 1000:.1f} ms > "
+                           f"{SEND_DELAY_P99_US / 1000:.0f} ms")
+        q = self.queued.summary()
+        if self.scheduled:
+            cap = {"requests": q["count"], "of": self.scheduled,
+                   "wait_us": {k: q[k] for k in _FIGURES if k in q}}
+            if q["count"]:
+                cap["note"] = (f"{q['count']} of {self.scheduled} arrivals waited for a free max_concurrency "
+                               f"slot (p99 {q['p99'] / 1000:.1f} ms): the server did not keep up with the "
+                               "rate; latencies from schedule include the wait")
+            out["cap_queueing"] = cap
+        out["connections"] = {"new": self.fresh, "reused": self.reused}
+        if self.early_reads:
+            # reads whose kernel stamp fell before the send stamp (a clock step): dated at the send
+            out["reads_stamped_before_send"] = self.early_reads
+        return out, reasons
