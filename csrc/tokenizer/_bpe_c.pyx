@@ -13,11 +13,11 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp
 
 
-cdef inline bint _less(Cand* x, Cand* y) nogil:
+cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)
 
 
-cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:
+cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:
     cdef Py_ssize_t i = n[0]
     cdef Py_ssize_t parent
     n[0] += 1
@@ -31,7 +31,7 @@ cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:
             break
 
 
-cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) nogil:
+cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
     cdef Cand top = heap[0]
     cdef Py_ssize_t i = 0, l, r, m
     n[0] -= 1
@@ -255,12 +255,12 @@ cdef class BPE:
             free(out)
 
 
-cdef inline uint64_t _key(int64_t a, int64_t b) nogil:
+cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:
     # +1 keeps 0 free as the empty-slot marker
     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)
 
 
-cdef inline uint64_t _hash(uint64_t x) nogil:
+cdef inline uint64_t _hash(uint64_t x) noexcept nogil:
     # splitmix64's finaliser: spreads sequential ids over the table
     x ^= x >> 30
     x *= 0xbf58476d1ce4e5b9ULL

@@ -1688,7 +1688,7 @@ struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand {
 };
 struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text;
 
-/* "csrc/tokenizer/_pretok_c.pyx":23
+/* "csrc/tokenizer/_pretok_c.pyx":24
  * from benchc.tokenizer import _unicode_classes as _U
  * 
  * cdef enum:             # <<<<<<<<<<<<<<
@@ -1701,11 +1701,14 @@ enum  {
   __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK = 4,
   __pyx_e_6benchc_9tokenizer_9_pretok_c_PUNCT = 8,
   __pyx_e_6benchc_9tokenizer_9_pretok_c_SYMBOL = 16,
-  __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE = 32
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE = 32,
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_UPPER = 64,
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_LOWER = 0x80,
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_HAN = 0x100
 };
 
-/* "csrc/tokenizer/_pretok_c.pyx":31
- *     SPACE = 32
+/* "csrc/tokenizer/_pretok_c.pyx":35
+ *     HAN = 256
  * 
  * cdef enum:             # <<<<<<<<<<<<<<
  *     CL100K = 1
@@ -1713,19 +1716,21 @@ enum  {
 */
 enum  {
   __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K = 1,
-  __pyx_e_6benchc_9tokenizer_9_pretok_c_DEEPSEEK = 2
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_DEEPSEEK = 2,
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2 = 3,
+  __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K = 4
 };
 
-/* "csrc/tokenizer/_pretok_c.pyx":75
+/* "csrc/tokenizer/_pretok_c.pyx":81
  * 
  * 
  * cdef struct Text:             # <<<<<<<<<<<<<<
  *     Py_UCS4* cp        # code points
- *     uint8_t* cl        # their class bits
+ *     uint16_t* cl       # their class bits
 */
 struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text {
   Py_UCS4 *cp;
-  uint8_t *cl;
+  uint16_t *cl;
   Py_ssize_t *ends;
   Py_ssize_t npieces;
 };
@@ -1758,7 +1763,7 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
 };
 
 
-/* "csrc/tokenizer/_pretok_c.pyx":250
+/* "csrc/tokenizer/_pretok_c.pyx":394
  * 
  * 
  * cdef class Scanner:             # <<<<<<<<<<<<<<
@@ -1772,7 +1777,11 @@ struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner {
   int fast;
   int _family;
   int _max_digits;
-  uint8_t _letters;
+  uint16_t _letters;
+  int _to_end;
+  int _contractions;
+  int _slash;
+  int _han;
   PyObject *_twin;
 };
 
@@ -1798,7 +1807,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 
 
-/* "csrc/tokenizer/_pretok_c.pyx":250
+/* "csrc/tokenizer/_pretok_c.pyx":394
  * 
  * 
  * cdef class Scanner:             # <<<<<<<<<<<<<<
@@ -2361,6 +2370,18 @@ static CYTHON_INLINE PyObject *__Pyx_GetItemInt_Fast(PyObject *o, Py_ssize_t i,
 /* PyObjectCompare.proto */
 static CYTHON_INLINE int __Pyx_PyObject_CompareBoolEq_object_str(PyObject *op1, PyObject *op2, int pyop);
 
+/* RaiseTooManyValuesToUnpack.proto */
+static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected);
+
+/* RaiseNeedMoreValuesToUnpack.proto */
+static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index);
+
+/* IterFinish.proto */
+static CYTHON_INLINE int __Pyx_IterFinish(void);
+
+/* UnpackItemEndCheck.proto */
+static int __Pyx_IternextUnpackEndCheck(PyObject *retval, Py_ssize_t expected);
+
 /* ArgTypeTestError.export */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact);
 
@@ -2761,10 +2782,10 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
 static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
 
 /* CIntToPy.proto */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint8_t(uint8_t value);
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint16_t(uint16_t value);
 
 /* CIntFromPy.proto */
-static CYTHON_INLINE uint8_t __Pyx_PyLong_As_uint8_t(PyObject *);
+static CYTHON_INLINE uint16_t __Pyx_PyLong_As_uint16_t(PyObject *);
 
 /* CIntFromPy.proto */
 static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
@@ -2889,7 +2910,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 /* Module declarations from "benchc.tokenizer._pretok_c" */
 static PyObject *__pyx_v_6benchc_9tokenizer_9_pretok_c__classes = 0;
 static PyObject *__pyx_v_6benchc_9tokenizer_9_pretok_c__folds = 0;
-static uint8_t const *__pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of;
+static uint16_t const *__pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of;
 static uint8_t const *__pyx_v_6benchc_9tokenizer_9_pretok_c__fold_of;
 static Py_ssize_t __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_limit;
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void); /*proto*/
@@ -2898,13 +2919,21 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
 static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_UCS4); /*proto*/
 static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_UCS4); /*proto*/
 static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4); /*proto*/
-static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint8_t const *, Py_ssize_t, Py_ssize_t, uint8_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint16_t const *, Py_ssize_t, Py_ssize_t, uint16_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(Py_UCS4 const *, Py_ssize_t, Py_ssize_t); /*proto*/
-static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t); /*proto*/
-static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int, uint8_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int, uint16_t, int); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t); /*proto*/
+static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t, uint16_t, uint16_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, uint16_t, uint16_t, uint16_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, uint16_t, uint16_t, uint16_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int, int, int, int); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t); /*proto*/
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t); /*proto*/
-static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, int, uint8_t); /*proto*/
+static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, int, uint16_t, int); /*proto*/
+static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t); /*proto*/
+static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, int, int, int, int); /*proto*/
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t); /*proto*/
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_UCS4 const *, Py_ssize_t, Py_ssize_t, unsigned char *); /*proto*/
@@ -2919,8 +2948,8 @@ int __pyx_module_is_main_benchc__tokenizer___pretok_c = 0;
 /* Implementation of "benchc.tokenizer._pretok_c" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
-static const char __pyx_k_family__letters__max_digits__tw[] = "_family, _letters, _max_digits, _twin, fast, patterns";
-static const char __pyx_k_Pre_tokenization_in_C_same_API_a[] = "Pre-tokenization in C; same API and results as benchc/tokenizer/_pretok_py.py.\n\nFor the pattern chains of _pretok_py.KNOWN a hand-written scanner finds the pieces\nover the text\047s code points, reading Unicode classes from _unicode_classes (built\nfrom `regex` itself, so both cores see one Unicode version). Each piece is written as\nUTF-8 into a buffer and handed to the compiled BPE, so encoding a text makes no Python\nobject per piece. Any other chain runs the twin\047s `regex` split: correct, not faster.\n\nEvery scan below transcribes one alternation of its pattern, in the pattern\047s order;\nthe comments name the alternative each branch stands for.\n";
+static const char __pyx_k_contractions__family__han__lett[] = "_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns";
+static const char __pyx_k_Pre_tokenization_in_C_same_API_a[] = "Pre-tokenization in C; same API and results as benchc/tokenizer/_pretok_py.py.\n\nFor the pattern chains of _patterns.KNOWN (every spelling of the GPT-2, cl100k, o200k and\nDeepSeek families) a hand-written scanner finds the pieces over the text\047s code points,\nreading Unicode classes from _unicode_classes (built from `regex` itself, so both cores\nsee one Unicode version). Each piece is written as\nUTF-8 into a buffer and handed to the compiled BPE, so encoding a text makes no Python\nobject per piece. Any other chain runs the twin\047s `regex` split: correct, not faster.\n\nEvery scan below transcribes one alternation of its pattern, in the pattern\047s order;\nthe comments name the alternative each branch stands for.\n";
 /* #### Code section: decls ### */
 static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_patterns); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text); /* proto */
@@ -2990,7 +3019,7 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
     PyObject *__pyx_codeobj_tab[6];
-    PyObject *__pyx_string_tab[80];
+    PyObject *__pyx_string_tab[83];
     PyObject *__pyx_number_tab[1];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -3083,44 +3112,47 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_test __pyx_string_tab[40]
 #define __pyx_n_u_dict_2 __pyx_string_tab[41]
 #define __pyx_n_u_is_coroutine __pyx_string_tab[42]
-#define __pyx_n_u_pretok_py __pyx_string_tab[43]
-#define __pyx_n_u_unicode_classes __pyx_string_tab[44]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[45]
-#define __pyx_n_u_benchc_tokenizer __pyx_string_tab[46]
-#define __pyx_n_u_benchc_tokenizer__pretok_c __pyx_string_tab[47]
-#define __pyx_n_u_bpe __pyx_string_tab[48]
-#define __pyx_n_u_cl100k __pyx_string_tab[49]
-#define __pyx_n_u_class_table __pyx_string_tab[50]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[51]
-#define __pyx_n_u_contraction_folds __pyx_string_tab[52]
-#define __pyx_n_u_count __pyx_string_tab[53]
-#define __pyx_n_u_encode __pyx_string_tab[54]
-#define __pyx_n_u_encode_piece __pyx_string_tab[55]
-#define __pyx_n_u_get __pyx_string_tab[56]
-#define __pyx_n_u_items __pyx_string_tab[57]
-#define __pyx_n_u_k __pyx_string_tab[58]
-#define __pyx_n_u_out __pyx_string_tab[59]
-#define __pyx_n_u_patterns __pyx_string_tab[60]
-#define __pyx_n_u_piece __pyx_string_tab[61]
-#define __pyx_n_u_piece_bytes __pyx_string_tab[62]
-#define __pyx_n_u_pop __pyx_string_tab[63]
-#define __pyx_n_u_self __pyx_string_tab[64]
-#define __pyx_n_u_setdefault __pyx_string_tab[65]
-#define __pyx_n_u_split __pyx_string_tab[66]
-#define __pyx_n_u_start __pyx_string_tab[67]
-#define __pyx_n_u_state __pyx_string_tab[68]
-#define __pyx_n_u_t __pyx_string_tab[69]
-#define __pyx_n_u_text __pyx_string_tab[70]
-#define __pyx_n_u_update __pyx_string_tab[71]
-#define __pyx_n_u_use_setstate __pyx_string_tab[72]
-#define __pyx_n_u_values __pyx_string_tab[73]
-#define __pyx_kp_b_iso88591_QfA __pyx_string_tab[74]
-#define __pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1 __pyx_string_tab[75]
-#define __pyx_kp_b_iso88591_Zt_d_HDPWW_q_l_vWE_Q_q_t7_c_Zwa __pyx_string_tab[76]
-#define __pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1 __pyx_string_tab[77]
-#define __pyx_kp_b_iso88591_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1_G __pyx_string_tab[78]
-#define __pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ __pyx_string_tab[79]
-#define __pyx_int_157589988 __pyx_number_tab[0]
+#define __pyx_n_u_patterns_2 __pyx_string_tab[43]
+#define __pyx_n_u_pretok_py __pyx_string_tab[44]
+#define __pyx_n_u_unicode_classes __pyx_string_tab[45]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[46]
+#define __pyx_n_u_benchc_tokenizer __pyx_string_tab[47]
+#define __pyx_n_u_benchc_tokenizer__pretok_c __pyx_string_tab[48]
+#define __pyx_n_u_bpe __pyx_string_tab[49]
+#define __pyx_n_u_cl100k __pyx_string_tab[50]
+#define __pyx_n_u_class_table __pyx_string_tab[51]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[52]
+#define __pyx_n_u_contraction_folds __pyx_string_tab[53]
+#define __pyx_n_u_count __pyx_string_tab[54]
+#define __pyx_n_u_encode __pyx_string_tab[55]
+#define __pyx_n_u_encode_piece __pyx_string_tab[56]
+#define __pyx_n_u_get __pyx_string_tab[57]
+#define __pyx_n_u_gpt2 __pyx_string_tab[58]
+#define __pyx_n_u_items __pyx_string_tab[59]
+#define __pyx_n_u_k __pyx_string_tab[60]
+#define __pyx_n_u_o200k __pyx_string_tab[61]
+#define __pyx_n_u_out __pyx_string_tab[62]
+#define __pyx_n_u_patterns __pyx_string_tab[63]
+#define __pyx_n_u_piece __pyx_string_tab[64]
+#define __pyx_n_u_piece_bytes __pyx_string_tab[65]
+#define __pyx_n_u_pop __pyx_string_tab[66]
+#define __pyx_n_u_self __pyx_string_tab[67]
+#define __pyx_n_u_setdefault __pyx_string_tab[68]
+#define __pyx_n_u_split __pyx_string_tab[69]
+#define __pyx_n_u_start __pyx_string_tab[70]
+#define __pyx_n_u_state __pyx_string_tab[71]
+#define __pyx_n_u_t __pyx_string_tab[72]
+#define __pyx_n_u_text __pyx_string_tab[73]
+#define __pyx_n_u_update __pyx_string_tab[74]
+#define __pyx_n_u_use_setstate __pyx_string_tab[75]
+#define __pyx_n_u_values __pyx_string_tab[76]
+#define __pyx_kp_b_iso88591_QfA __pyx_string_tab[77]
+#define __pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1 __pyx_string_tab[78]
+#define __pyx_kp_b_iso88591_T_4wd_TQ__ccllppzz_G_G_K_K_R_R __pyx_string_tab[79]
+#define __pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1 __pyx_string_tab[80]
+#define __pyx_kp_b_iso88591_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1_G __pyx_string_tab[81]
+#define __pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ __pyx_string_tab[82]
+#define __pyx_int_170797358 __pyx_number_tab[0]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -3142,7 +3174,7 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<80; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<83; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -3173,7 +3205,7 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<80; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<83; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -3188,7 +3220,7 @@ return 0;
 #endif
 /* #### Code section: module_code ### */
 
-/* "csrc/tokenizer/_pretok_c.pyx":43
+/* "csrc/tokenizer/_pretok_c.pyx":49
  * 
  * 
  * cdef void _load_tables() except *:             # <<<<<<<<<<<<<<
@@ -3206,13 +3238,13 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   size_t __pyx_t_6;
   Py_ssize_t __pyx_t_7;
   uint8_t const *__pyx_t_8;
-  uint8_t const *__pyx_t_9;
+  char const *__pyx_t_9;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_load_tables", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":45
+  /* "csrc/tokenizer/_pretok_c.pyx":51
  * cdef void _load_tables() except *:
  *     global _classes, _folds, _cls_of, _fold_of, _fold_limit
  *     if _cls_of != NULL:             # <<<<<<<<<<<<<<
@@ -3224,7 +3256,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":46
+    /* "csrc/tokenizer/_pretok_c.pyx":52
  *     global _classes, _folds, _cls_of, _fold_of, _fold_limit
  *     if _cls_of != NULL:
  *         return             # <<<<<<<<<<<<<<
@@ -3235,7 +3267,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":45
+    /* "csrc/tokenizer/_pretok_c.pyx":51
  * cdef void _load_tables() except *:
  *     global _classes, _folds, _cls_of, _fold_of, _fold_limit
  *     if _cls_of != NULL:             # <<<<<<<<<<<<<<
@@ -3244,7 +3276,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":47
+  /* "csrc/tokenizer/_pretok_c.pyx":53
  *     if _cls_of != NULL:
  *         return
  *     _classes = _U.class_table()             # <<<<<<<<<<<<<<
@@ -3252,9 +3284,9 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
  *     _fold_limit = len(_folds)
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 47, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 53, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_class_table); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 47, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_class_table); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 53, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_t_6 = 1;
@@ -3274,16 +3306,16 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_5, __pyx_callargs+__pyx_t_6, (1-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 47, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 53, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 47, __pyx_L1_error)
+  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 53, __pyx_L1_error)
   __Pyx_XGOTREF(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes, ((PyObject*)__pyx_t_2));
   __Pyx_GIVEREF(__pyx_t_2);
   __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":48
+  /* "csrc/tokenizer/_pretok_c.pyx":54
  *         return
  *     _classes = _U.class_table()
  *     _folds = _U.contraction_folds()             # <<<<<<<<<<<<<<
@@ -3291,9 +3323,9 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
  *     _fold_of = _folds
 */
   __pyx_t_5 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 48, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_contraction_folds); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 48, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_contraction_folds); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_6 = 1;
@@ -3313,61 +3345,62 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_6, (1-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 48, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 54, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 48, __pyx_L1_error)
+  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_XGOTREF(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds, ((PyObject*)__pyx_t_2));
   __Pyx_GIVEREF(__pyx_t_2);
   __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":49
+  /* "csrc/tokenizer/_pretok_c.pyx":55
  *     _classes = _U.class_table()
  *     _folds = _U.contraction_folds()
  *     _fold_limit = len(_folds)             # <<<<<<<<<<<<<<
  *     _fold_of = _folds
- *     _cls_of = _classes
+ *     _cls_of = <const uint16_t*><const char*>_classes
 */
   __pyx_t_2 = __pyx_v_6benchc_9tokenizer_9_pretok_c__folds;
   __Pyx_INCREF(__pyx_t_2);
   if (unlikely(__pyx_t_2 == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 49, __pyx_L1_error)
+    __PYX_ERR(0, 55, __pyx_L1_error)
   }
-  __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_t_2); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 49, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_t_2); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_limit = __pyx_t_7;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":50
+  /* "csrc/tokenizer/_pretok_c.pyx":56
  *     _folds = _U.contraction_folds()
  *     _fold_limit = len(_folds)
  *     _fold_of = _folds             # <<<<<<<<<<<<<<
- *     _cls_of = _classes
+ *     _cls_of = <const uint16_t*><const char*>_classes
  * 
 */
   if (unlikely(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 50, __pyx_L1_error)
+    __PYX_ERR(0, 56, __pyx_L1_error)
   }
-  __pyx_t_8 = __Pyx_PyBytes_AsUString(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds); if (unlikely((!__pyx_t_8) && PyErr_Occurred())) __PYX_ERR(0, 50, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyBytes_AsUString(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds); if (unlikely((!__pyx_t_8) && PyErr_Occurred())) __PYX_ERR(0, 56, __pyx_L1_error)
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_of = __pyx_t_8;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":51
+  /* "csrc/tokenizer/_pretok_c.pyx":57
  *     _fold_limit = len(_folds)
  *     _fold_of = _folds
- *     _cls_of = _classes             # <<<<<<<<<<<<<<
+ *     _cls_of = <const uint16_t*><const char*>_classes             # <<<<<<<<<<<<<<
  * 
  * 
 */
   if (unlikely(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 51, __pyx_L1_error)
+    __PYX_ERR(0, 57, __pyx_L1_error)
   }
-  __pyx_t_9 = __Pyx_PyBytes_AsUString(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes); if (unlikely((!__pyx_t_9) && PyErr_Occurred())) __PYX_ERR(0, 51, __pyx_L1_error)
-  __pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of = __pyx_t_9;
+  __pyx_t_9 = __Pyx_PyBytes_AsString(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes); if (unlikely((!__pyx_t_9) && PyErr_Occurred())) __PYX_ERR(0, 57, __pyx_L1_error)
+  __pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of = ((uint16_t const *)((char const *)__pyx_t_9));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":43
+
+  /* "csrc/tokenizer/_pretok_c.pyx":49
  * 
  * 
  * cdef void _load_tables() except *:             # <<<<<<<<<<<<<<
@@ -3388,7 +3421,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   __Pyx_RefNannyFinishContext();
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":54
+/* "csrc/tokenizer/_pretok_c.pyx":60
  * 
  * 
  * cdef inline bint _nl(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3400,7 +3433,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__nl(Py_UCS4 __pyx
   int __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":55
+  /* "csrc/tokenizer/_pretok_c.pyx":61
  * 
  * cdef inline bint _nl(Py_UCS4 c) noexcept nogil:
  *     return c == 10 or c == 13             # <<<<<<<<<<<<<<
@@ -3421,7 +3454,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__nl(Py_UCS4 __pyx
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":54
+  /* "csrc/tokenizer/_pretok_c.pyx":60
  * 
  * 
  * cdef inline bint _nl(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3434,7 +3467,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__nl(Py_UCS4 __pyx
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":58
+/* "csrc/tokenizer/_pretok_c.pyx":64
  * 
  * 
  * cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3447,7 +3480,7 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
   Py_UCS4 __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":59
+  /* "csrc/tokenizer/_pretok_c.pyx":65
  * 
  * cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:
  *     return _fold_of[c] if c < <Py_UCS4>_fold_limit else 0             # <<<<<<<<<<<<<<
@@ -3469,7 +3502,7 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":58
+  /* "csrc/tokenizer/_pretok_c.pyx":64
  * 
  * 
  * cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3482,7 +3515,7 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":62
+/* "csrc/tokenizer/_pretok_c.pyx":68
  * 
  * 
  * cdef inline bint _ascii_punct(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3495,7 +3528,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_U
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":63
+  /* "csrc/tokenizer/_pretok_c.pyx":69
  * 
  * cdef inline bint _ascii_punct(Py_UCS4 c) noexcept nogil:
  *     return 33 <= c <= 47 or 58 <= c <= 64 or 91 <= c <= 96 or 123 <= c <= 126             # <<<<<<<<<<<<<<
@@ -3551,7 +3584,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":62
+  /* "csrc/tokenizer/_pretok_c.pyx":68
  * 
  * 
  * cdef inline bint _ascii_punct(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3564,7 +3597,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":66
+/* "csrc/tokenizer/_pretok_c.pyx":72
  * 
  * 
  * cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3577,7 +3610,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":67
+  /* "csrc/tokenizer/_pretok_c.pyx":73
  * 
  * cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:
  *     return 65 <= c <= 90 or 97 <= c <= 122             # <<<<<<<<<<<<<<
@@ -3609,7 +3642,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":66
+  /* "csrc/tokenizer/_pretok_c.pyx":72
  * 
  * 
  * cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3622,7 +3655,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":70
+/* "csrc/tokenizer/_pretok_c.pyx":76
  * 
  * 
  * cdef inline bint _cjk(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3635,7 +3668,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4 __py
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":72
+  /* "csrc/tokenizer/_pretok_c.pyx":78
  * cdef inline bint _cjk(Py_UCS4 c) noexcept nogil:
  *     # [---]
  *     return 0x4E00 <= c <= 0x9FA5 or 0x3040 <= c <= 0x30FF             # <<<<<<<<<<<<<<
@@ -3667,7 +3700,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4 __py
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":70
+  /* "csrc/tokenizer/_pretok_c.pyx":76
  * 
  * 
  * cdef inline bint _cjk(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3680,23 +3713,23 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4 __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":82
+/* "csrc/tokenizer/_pretok_c.pyx":88
  * 
  * 
- * cdef inline Py_ssize_t _run(const uint8_t* cl, Py_ssize_t i, Py_ssize_t b, uint8_t mask) noexcept nogil:             # <<<<<<<<<<<<<<
+ * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:             # <<<<<<<<<<<<<<
  *     while i < b and cl[i] & mask:
  *         i += 1
 */
 
-static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint8_t const *__pyx_v_cl, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, uint8_t __pyx_v_mask) {
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint16_t const *__pyx_v_cl, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, uint16_t __pyx_v_mask) {
   Py_ssize_t __pyx_r;
   int __pyx_t_1;
   int __pyx_t_2;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":83
+  /* "csrc/tokenizer/_pretok_c.pyx":89
  * 
- * cdef inline Py_ssize_t _run(const uint8_t* cl, Py_ssize_t i, Py_ssize_t b, uint8_t mask) noexcept nogil:
+ * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:
  *     while i < b and cl[i] & mask:             # <<<<<<<<<<<<<<
  *         i += 1
  *     return i
@@ -3721,8 +3754,8 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint8
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":84
- * cdef inline Py_ssize_t _run(const uint8_t* cl, Py_ssize_t i, Py_ssize_t b, uint8_t mask) noexcept nogil:
+    /* "csrc/tokenizer/_pretok_c.pyx":90
+ * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:
  *     while i < b and cl[i] & mask:
  *         i += 1             # <<<<<<<<<<<<<<
  *     return i
@@ -3731,7 +3764,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint8
     __pyx_v_i = (__pyx_v_i + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":85
+  /* "csrc/tokenizer/_pretok_c.pyx":91
  *     while i < b and cl[i] & mask:
  *         i += 1
  *     return i             # <<<<<<<<<<<<<<
@@ -3744,10 +3777,10 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint8
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":82
+  /* "csrc/tokenizer/_pretok_c.pyx":88
  * 
  * 
- * cdef inline Py_ssize_t _run(const uint8_t* cl, Py_ssize_t i, Py_ssize_t b, uint8_t mask) noexcept nogil:             # <<<<<<<<<<<<<<
+ * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:             # <<<<<<<<<<<<<<
  *     while i < b and cl[i] & mask:
  *         i += 1
 */
@@ -3758,7 +3791,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint8
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":88
+/* "csrc/tokenizer/_pretok_c.pyx":94
  * 
  * 
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3772,7 +3805,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
   int __pyx_t_2;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":89
+  /* "csrc/tokenizer/_pretok_c.pyx":95
  * 
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
  *     while i < b and _nl(cp[i]):             # <<<<<<<<<<<<<<
@@ -3799,7 +3832,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":90
+    /* "csrc/tokenizer/_pretok_c.pyx":96
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
  *     while i < b and _nl(cp[i]):
  *         i += 1             # <<<<<<<<<<<<<<
@@ -3809,7 +3842,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
     __pyx_v_i = (__pyx_v_i + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":91
+  /* "csrc/tokenizer/_pretok_c.pyx":97
  *     while i < b and _nl(cp[i]):
  *         i += 1
  *     return i             # <<<<<<<<<<<<<<
@@ -3822,7 +3855,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":88
+  /* "csrc/tokenizer/_pretok_c.pyx":94
  * 
  * 
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3836,62 +3869,106 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":94
+/* "csrc/tokenizer/_pretok_c.pyx":100
  * 
  * 
- * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
- *     """\\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the end of the text."""
- *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+ * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
+ *     end of the text."""
 */
 
-static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b) {
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, int __pyx_v_to_end) {
   Py_ssize_t __pyx_v_j;
   Py_ssize_t __pyx_v_k;
   Py_ssize_t __pyx_v_last_nl;
   Py_ssize_t __pyx_r;
-  Py_ssize_t __pyx_t_1;
-  Py_ssize_t __pyx_t_2;
+  int __pyx_t_1;
+  int __pyx_t_2;
   Py_ssize_t __pyx_t_3;
-  int __pyx_t_4;
-  int __pyx_t_5;
+  Py_ssize_t __pyx_t_4;
+  Py_ssize_t __pyx_t_5;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":96
- * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
- *     """\\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the end of the text."""
+  /* "csrc/tokenizer/_pretok_c.pyx":103
+ *     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
+ *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1             # <<<<<<<<<<<<<<
- *     for k in range(i, j):
- *         if _nl(t.cp[k]):
+ *     if to_end and j == b:
+ *         return j
 */
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE);
   __pyx_v_last_nl = -1L;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":97
- *     """\\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the end of the text."""
+  /* "csrc/tokenizer/_pretok_c.pyx":104
+ *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+ *     if to_end and j == b:             # <<<<<<<<<<<<<<
+ *         return j
+ *     for k in range(i, j):
+*/
+  if (__pyx_v_to_end) {
+  } else {
+
+    __pyx_t_1 = __pyx_v_to_end;
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_j == __pyx_v_b);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":105
+ *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+ *     if to_end and j == b:
+ *         return j             # <<<<<<<<<<<<<<
+ *     for k in range(i, j):
+ *         if _nl(t.cp[k]):
+*/
+    {
+
+      __pyx_r = __pyx_v_j;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":104
+ *     end of the text."""
+ *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+ *     if to_end and j == b:             # <<<<<<<<<<<<<<
+ *         return j
+ *     for k in range(i, j):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":106
+ *     if to_end and j == b:
+ *         return j
  *     for k in range(i, j):             # <<<<<<<<<<<<<<
  *         if _nl(t.cp[k]):
  *             last_nl = k
 */
 
-  __pyx_t_1 = __pyx_v_j;
-  __pyx_t_2 = __pyx_t_1;
+  __pyx_t_3 = __pyx_v_j;
+  __pyx_t_4 = __pyx_t_3;
 
-  for (__pyx_t_3 = __pyx_v_i; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
-    __pyx_v_k = __pyx_t_3;
+  for (__pyx_t_5 = __pyx_v_i; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
+    __pyx_v_k = __pyx_t_5;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":98
- *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+    /* "csrc/tokenizer/_pretok_c.pyx":107
+ *         return j
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):             # <<<<<<<<<<<<<<
  *             last_nl = k
  *     if last_nl >= 0:
 */
-    __pyx_t_4 = __pyx_f_6benchc_9tokenizer_9_pretok_c__nl((__pyx_v_t->cp[__pyx_v_k]));
+    __pyx_t_1 = __pyx_f_6benchc_9tokenizer_9_pretok_c__nl((__pyx_v_t->cp[__pyx_v_k]));
 
-    if (__pyx_t_4) {
+    if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":99
+      /* "csrc/tokenizer/_pretok_c.pyx":108
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):
  *             last_nl = k             # <<<<<<<<<<<<<<
@@ -3900,8 +3977,8 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
       __pyx_v_last_nl = __pyx_v_k;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":98
- *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+      /* "csrc/tokenizer/_pretok_c.pyx":107
+ *         return j
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):             # <<<<<<<<<<<<<<
  *             last_nl = k
@@ -3911,19 +3988,19 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":100
+  /* "csrc/tokenizer/_pretok_c.pyx":109
  *         if _nl(t.cp[k]):
  *             last_nl = k
  *     if last_nl >= 0:             # <<<<<<<<<<<<<<
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:
 */
-  __pyx_t_4 = (__pyx_v_last_nl >= 0);
+  __pyx_t_1 = (__pyx_v_last_nl >= 0);
 
-  if (__pyx_t_4) {
+  if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":101
+    /* "csrc/tokenizer/_pretok_c.pyx":110
  *             last_nl = k
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline             # <<<<<<<<<<<<<<
@@ -3936,7 +4013,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":100
+    /* "csrc/tokenizer/_pretok_c.pyx":109
  *         if _nl(t.cp[k]):
  *             last_nl = k
  *     if last_nl >= 0:             # <<<<<<<<<<<<<<
@@ -3945,33 +4022,33 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":102
+  /* "csrc/tokenizer/_pretok_c.pyx":111
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:             # <<<<<<<<<<<<<<
  *         return j
  *     return j - 1  # (?!\S): leave the last space to the word after it
 */
-  __pyx_t_5 = (__pyx_v_j == __pyx_v_b);
+  __pyx_t_2 = (__pyx_v_j == __pyx_v_b);
 
-  if (!__pyx_t_5) {
+  if (!__pyx_t_2) {
 
   } else {
 
-    __pyx_t_4 = __pyx_t_5;
+    __pyx_t_1 = __pyx_t_2;
 
-    goto __pyx_L8_bool_binop_done;
+    goto __pyx_L11_bool_binop_done;
   }
-  __pyx_t_5 = ((__pyx_v_j - 1) == __pyx_v_i);
+  __pyx_t_2 = ((__pyx_v_j - 1) == __pyx_v_i);
 
 
-  __pyx_t_4 = __pyx_t_5;
+  __pyx_t_1 = __pyx_t_2;
 
-  __pyx_L8_bool_binop_done:;
-  if (__pyx_t_4) {
+  __pyx_L11_bool_binop_done:;
+  if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":103
+    /* "csrc/tokenizer/_pretok_c.pyx":112
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:
  *         return j             # <<<<<<<<<<<<<<
@@ -3984,7 +4061,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":102
+    /* "csrc/tokenizer/_pretok_c.pyx":111
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:             # <<<<<<<<<<<<<<
@@ -3993,7 +4070,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":104
+  /* "csrc/tokenizer/_pretok_c.pyx":113
  *     if j == b or j - 1 == i:
  *         return j
  *     return j - 1  # (?!\S): leave the last space to the word after it             # <<<<<<<<<<<<<<
@@ -4006,12 +4083,12 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":94
+  /* "csrc/tokenizer/_pretok_c.pyx":100
  * 
  * 
- * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
- *     """\\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the end of the text."""
- *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
+ * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
+ *     end of the text."""
 */
 
   /* function exit code */
@@ -4022,58 +4099,783 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":107
+/* "csrc/tokenizer/_pretok_c.pyx":116
+ * 
+ * 
+ * cdef inline Py_ssize_t _contraction(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
+ *     cdef Py_UCS4 f1, f2
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b) {
+  Py_UCS4 __pyx_v_f1;
+  Py_UCS4 __pyx_v_f2;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":119
+ *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
+ *     cdef Py_UCS4 f1, f2
+ *     if t.cp[i] != 39 or i + 1 >= b:             # <<<<<<<<<<<<<<
+ *         return 0
+ *     f1 = _fold(t.cp[i + 1])
+*/
+  __pyx_t_2 = ((__pyx_v_t->cp[__pyx_v_i]) != 39);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = ((__pyx_v_i + 1) >= __pyx_v_b);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":120
+ *     cdef Py_UCS4 f1, f2
+ *     if t.cp[i] != 39 or i + 1 >= b:
+ *         return 0             # <<<<<<<<<<<<<<
+ *     f1 = _fold(t.cp[i + 1])
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+*/
+    {
+
+      __pyx_r = 0;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":119
+ *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
+ *     cdef Py_UCS4 f1, f2
+ *     if t.cp[i] != 39 or i + 1 >= b:             # <<<<<<<<<<<<<<
+ *         return 0
+ *     f1 = _fold(t.cp[i + 1])
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":121
+ *     if t.cp[i] != 39 or i + 1 >= b:
+ *         return 0
+ *     f1 = _fold(t.cp[i + 1])             # <<<<<<<<<<<<<<
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+ *         return 2
+*/
+  __pyx_v_f1 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 1)]));
+
+  /* "csrc/tokenizer/_pretok_c.pyx":122
+ *         return 0
+ *     f1 = _fold(t.cp[i + 1])
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
+ *         return 2
+ *     if i + 2 < b:
+*/
+  switch (__pyx_v_f1) {
+    case 0x73:
+    case 0x74:
+    case 0x6D:
+    case 0x64:
+
+    /* "csrc/tokenizer/_pretok_c.pyx":123
+ *     f1 = _fold(t.cp[i + 1])
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+ *         return 2             # <<<<<<<<<<<<<<
+ *     if i + 2 < b:
+ *         f2 = _fold(t.cp[i + 2])
+*/
+    {
+
+      __pyx_r = 2;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":122
+ *         return 0
+ *     f1 = _fold(t.cp[i + 1])
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
+ *         return 2
+ *     if i + 2 < b:
+*/
+    break;
+    default: break;
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":124
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+ *         return 2
+ *     if i + 2 < b:             # <<<<<<<<<<<<<<
+ *         f2 = _fold(t.cp[i + 2])
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+*/
+  __pyx_t_1 = ((__pyx_v_i + 2) < __pyx_v_b);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":125
+ *         return 2
+ *     if i + 2 < b:
+ *         f2 = _fold(t.cp[i + 2])             # <<<<<<<<<<<<<<
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+ *             return 3
+*/
+    __pyx_v_f2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 2)]));
+
+    /* "csrc/tokenizer/_pretok_c.pyx":126
+ *     if i + 2 < b:
+ *         f2 = _fold(t.cp[i + 2])
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
+ *             return 3
+ *     return 0
+*/
+    __pyx_t_2 = (__pyx_v_f2 == 0x65);
+
+    if (!__pyx_t_2) {
+
+      goto __pyx_L9_next_or;
+    } else {
+
+    }
+    switch (__pyx_v_f1) {
+      case 0x72:
+      case 0x76:
+      __pyx_t_2 = 1;
+      break;
+      default:
+      __pyx_t_2 = 0;
+      break;
+    }
+    if (!__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L8_bool_binop_done;
+    }
+    __pyx_L9_next_or:;
+    __pyx_t_2 = (__pyx_v_f1 == 0x6C);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L8_bool_binop_done;
+    }
+    __pyx_t_2 = (__pyx_v_f2 == 0x6C);
+
+
+    __pyx_t_1 = __pyx_t_2;
+
+    __pyx_L8_bool_binop_done:;
+    if (__pyx_t_1) {
+
+
+      /* "csrc/tokenizer/_pretok_c.pyx":127
+ *         f2 = _fold(t.cp[i + 2])
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+ *             return 3             # <<<<<<<<<<<<<<
+ *     return 0
+ * 
+*/
+      {
+
+        __pyx_r = 3;
+      }
+      goto __pyx_L0;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":126
+ *     if i + 2 < b:
+ *         f2 = _fold(t.cp[i + 2])
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
+ *             return 3
+ *     return 0
+*/
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":124
+ *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+ *         return 2
+ *     if i + 2 < b:             # <<<<<<<<<<<<<<
+ *         f2 = _fold(t.cp[i + 2])
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":128
+ *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+ *             return 3
+ *     return 0             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = 0;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":116
+ * 
+ * 
+ * cdef inline Py_ssize_t _contraction(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
+ *     cdef Py_UCS4 f1, f2
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":131
  * 
  * 
  * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
- *                                    uint8_t letters) noexcept nogil:
+ *                                    uint16_t letters, bint to_end) noexcept nogil:
  *     """(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LETTERS+|\\p{N}{1,max_digits}
 */
 
-static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, int __pyx_v_max_digits, uint8_t __pyx_v_letters) {
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, int __pyx_v_max_digits, uint16_t __pyx_v_letters, int __pyx_v_to_end) {
   Py_UCS4 __pyx_v_c;
-  Py_UCS4 __pyx_v_f1;
-  Py_UCS4 __pyx_v_f2;
-  uint8_t __pyx_v_k;
-  uint8_t __pyx_v_not_other;
+  uint16_t __pyx_v_k;
+  uint16_t __pyx_v_not_other;
   Py_ssize_t __pyx_v_j;
   Py_ssize_t __pyx_r;
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":111
+  /* "csrc/tokenizer/_pretok_c.pyx":135
  *     """(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LETTERS+|\\p{N}{1,max_digits}
- *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
- *     cdef Py_UCS4 c = t.cp[i], f1, f2             # <<<<<<<<<<<<<<
- *     cdef uint8_t k = t.cl[i]
- *     cdef uint8_t not_other = SPACE | letters | NUMBER
+ *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|(\\s++$)|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
+ *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
+ *     cdef uint16_t k = t.cl[i]
+ *     cdef uint16_t not_other = SPACE | letters | NUMBER
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":112
- *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
- *     cdef Py_UCS4 c = t.cp[i], f1, f2
- *     cdef uint8_t k = t.cl[i]             # <<<<<<<<<<<<<<
- *     cdef uint8_t not_other = SPACE | letters | NUMBER
- *     cdef Py_ssize_t j
+  /* "csrc/tokenizer/_pretok_c.pyx":136
+ *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|(\\s++$)|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
+ *     cdef Py_UCS4 c = t.cp[i]
+ *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
+ *     cdef uint16_t not_other = SPACE | letters | NUMBER
+ *     cdef Py_ssize_t j = _contraction(t, i, b)
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":113
- *     cdef Py_UCS4 c = t.cp[i], f1, f2
- *     cdef uint8_t k = t.cl[i]
- *     cdef uint8_t not_other = SPACE | letters | NUMBER             # <<<<<<<<<<<<<<
- *     cdef Py_ssize_t j
- *     if c == 39 and i + 1 < b:  # contractions
+  /* "csrc/tokenizer/_pretok_c.pyx":137
+ *     cdef Py_UCS4 c = t.cp[i]
+ *     cdef uint16_t k = t.cl[i]
+ *     cdef uint16_t not_other = SPACE | letters | NUMBER             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t j = _contraction(t, i, b)
+ *     if j:
 */
   __pyx_v_not_other = ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_v_letters) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":115
- *     cdef uint8_t not_other = SPACE | letters | NUMBER
+  /* "csrc/tokenizer/_pretok_c.pyx":138
+ *     cdef uint16_t k = t.cl[i]
+ *     cdef uint16_t not_other = SPACE | letters | NUMBER
+ *     cdef Py_ssize_t j = _contraction(t, i, b)             # <<<<<<<<<<<<<<
+ *     if j:
+ *         return i + j
+*/
+  __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(__pyx_v_t, __pyx_v_i, __pyx_v_b);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":139
+ *     cdef uint16_t not_other = SPACE | letters | NUMBER
+ *     cdef Py_ssize_t j = _contraction(t, i, b)
+ *     if j:             # <<<<<<<<<<<<<<
+ *         return i + j
+ *     if k & letters:  # letters, no prefix
+*/
+  __pyx_t_1 = (__pyx_v_j != 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":140
+ *     cdef Py_ssize_t j = _contraction(t, i, b)
+ *     if j:
+ *         return i + j             # <<<<<<<<<<<<<<
+ *     if k & letters:  # letters, no prefix
+ *         return _run(t.cl, i, b, letters)
+*/
+    {
+
+      __pyx_r = (__pyx_v_i + __pyx_v_j);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":139
+ *     cdef uint16_t not_other = SPACE | letters | NUMBER
+ *     cdef Py_ssize_t j = _contraction(t, i, b)
+ *     if j:             # <<<<<<<<<<<<<<
+ *         return i + j
+ *     if k & letters:  # letters, no prefix
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":141
+ *     if j:
+ *         return i + j
+ *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, letters)
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
+*/
+  __pyx_t_1 = ((__pyx_v_k & __pyx_v_letters) != 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":142
+ *         return i + j
+ *     if k & letters:  # letters, no prefix
+ *         return _run(t.cl, i, b, letters)             # <<<<<<<<<<<<<<
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_v_letters);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":141
+ *     if j:
+ *         return i + j
+ *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, letters)
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":143
+ *     if k & letters:  # letters, no prefix
+ *         return _run(t.cl, i, b, letters)
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
+ *     if k & NUMBER:
+*/
+  __pyx_t_2 = (!__pyx_f_6benchc_9tokenizer_9_pretok_c__nl(__pyx_v_c));
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L6_bool_binop_done;
+  }
+  __pyx_t_2 = (!((__pyx_v_k & (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER)) != 0));
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L6_bool_binop_done;
+  }
+  __pyx_t_2 = ((__pyx_v_i + 1) < __pyx_v_b);
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L6_bool_binop_done;
+  }
+  __pyx_t_2 = (((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_letters) != 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L6_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":144
+ *         return _run(t.cl, i, b, letters)
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters             # <<<<<<<<<<<<<<
+ *     if k & NUMBER:
+ *         j = i + 1
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_letters);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":143
+ *     if k & letters:  # letters, no prefix
+ *         return _run(t.cl, i, b, letters)
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
+ *     if k & NUMBER:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":145
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
+ *     if k & NUMBER:             # <<<<<<<<<<<<<<
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+*/
+  __pyx_t_1 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":146
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
+ *     if k & NUMBER:
+ *         j = i + 1             # <<<<<<<<<<<<<<
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *             j += 1
+*/
+    __pyx_v_j = (__pyx_v_i + 1);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":147
+ *     if k & NUMBER:
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         return j
+*/
+    while (1) {
+      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_2) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_2;
+
+        goto __pyx_L13_bool_binop_done;
+      }
+      __pyx_t_2 = ((__pyx_v_j - __pyx_v_i) < __pyx_v_max_digits);
+
+      if (__pyx_t_2) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_2;
+
+        goto __pyx_L13_bool_binop_done;
+      }
+      __pyx_t_2 = (((__pyx_v_t->cl[__pyx_v_j]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
+
+
+      __pyx_t_1 = __pyx_t_2;
+
+      __pyx_L13_bool_binop_done:;
+
+      if (!__pyx_t_1) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":148
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":149
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *             j += 1
+ *         return j             # <<<<<<<<<<<<<<
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+ *         j = i + 1  # " ?" then other characters
+*/
+    {
+
+      __pyx_r = __pyx_v_j;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":145
+ *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
+ *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
+ *     if k & NUMBER:             # <<<<<<<<<<<<<<
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":150
+ *             j += 1
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
+ *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  __pyx_t_2 = (__pyx_v_c == 32);
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L17_bool_binop_done;
+  }
+  __pyx_t_2 = ((__pyx_v_i + 1) < __pyx_v_b);
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L17_bool_binop_done;
+  }
+  __pyx_t_2 = (!(((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_not_other) != 0));
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L17_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":151
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+ *         j = i + 1  # " ?" then other characters             # <<<<<<<<<<<<<<
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+*/
+    __pyx_v_j = (__pyx_v_i + 1);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":152
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+ *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+*/
+    while (1) {
+      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_2) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_2;
+
+        goto __pyx_L22_bool_binop_done;
+      }
+      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
+
+
+      __pyx_t_1 = __pyx_t_2;
+
+      __pyx_L22_bool_binop_done:;
+
+      if (!__pyx_t_1) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":153
+ *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":154
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+ *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
+ *     if not (k & not_other):
+ *         j = i
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(__pyx_v_t->cp, __pyx_v_j, __pyx_v_b);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":150
+ *             j += 1
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
+ *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":155
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):             # <<<<<<<<<<<<<<
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  __pyx_t_1 = (!((__pyx_v_k & __pyx_v_not_other) != 0));
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":156
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):
+ *         j = i             # <<<<<<<<<<<<<<
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+*/
+    __pyx_v_j = __pyx_v_i;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":157
+ *     if not (k & not_other):
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+*/
+    while (1) {
+      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_2) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_2;
+
+        goto __pyx_L27_bool_binop_done;
+      }
+      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
+
+
+      __pyx_t_1 = __pyx_t_2;
+
+      __pyx_L27_bool_binop_done:;
+
+      if (!__pyx_t_1) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":158
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         return _newlines(t.cp, j, b)
+ *     return _spaces(t, i, b, to_end)
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":159
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+ *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
+ *     return _spaces(t, i, b, to_end)
+ * 
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(__pyx_v_t->cp, __pyx_v_j, __pyx_v_b);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":155
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):             # <<<<<<<<<<<<<<
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":160
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+ *     return _spaces(t, i, b, to_end)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_to_end);
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":131
+ * 
+ * 
+ * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
+ *                                    uint16_t letters, bint to_end) noexcept nogil:
+ *     """(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LETTERS+|\\p{N}{1,max_digits}
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":163
+ * 
+ * 
+ * cdef inline Py_ssize_t _gpt2_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+ at i
+ *     (always matches; the contractions are case-sensitive)."""
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b) {
+  Py_UCS4 __pyx_v_c;
+  Py_UCS4 __pyx_v_c1;
+  Py_UCS4 __pyx_v_c2;
+  uint16_t __pyx_v_k;
+  Py_ssize_t __pyx_v_j;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+
+  /* "csrc/tokenizer/_pretok_c.pyx":166
+ *     """'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+ at i
+ *     (always matches; the contractions are case-sensitive)."""
+ *     cdef Py_UCS4 c = t.cp[i], c1, c2             # <<<<<<<<<<<<<<
+ *     cdef uint16_t k = t.cl[i], k1
  *     cdef Py_ssize_t j
- *     if c == 39 and i + 1 < b:  # contractions             # <<<<<<<<<<<<<<
- *         f1 = _fold(t.cp[i + 1])
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+*/
+  __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":167
+ *     (always matches; the contractions are case-sensitive)."""
+ *     cdef Py_UCS4 c = t.cp[i], c1, c2
+ *     cdef uint16_t k = t.cl[i], k1             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t j
+ *     if c == 39 and i + 1 < b:
+*/
+  __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":169
+ *     cdef uint16_t k = t.cl[i], k1
+ *     cdef Py_ssize_t j
+ *     if c == 39 and i + 1 < b:             # <<<<<<<<<<<<<<
+ *         c1 = t.cp[i + 1]
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
 */
   __pyx_t_2 = (__pyx_v_c == 39);
 
@@ -4094,34 +4896,34 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":116
+    /* "csrc/tokenizer/_pretok_c.pyx":170
  *     cdef Py_ssize_t j
- *     if c == 39 and i + 1 < b:  # contractions
- *         f1 = _fold(t.cp[i + 1])             # <<<<<<<<<<<<<<
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+ *     if c == 39 and i + 1 < b:
+ *         c1 = t.cp[i + 1]             # <<<<<<<<<<<<<<
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
 */
-    __pyx_v_f1 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 1)]));
+    __pyx_v_c1 = (__pyx_v_t->cp[(__pyx_v_i + 1)]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":117
- *     if c == 39 and i + 1 < b:  # contractions
- *         f1 = _fold(t.cp[i + 1])
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
+    /* "csrc/tokenizer/_pretok_c.pyx":171
+ *     if c == 39 and i + 1 < b:
+ *         c1 = t.cp[i + 1]
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d             # <<<<<<<<<<<<<<
  *             return i + 2
  *         if i + 2 < b:
 */
-    switch (__pyx_v_f1) {
+    switch (__pyx_v_c1) {
       case 0x73:
       case 0x74:
       case 0x6D:
       case 0x64:
 
-      /* "csrc/tokenizer/_pretok_c.pyx":118
- *         f1 = _fold(t.cp[i + 1])
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+      /* "csrc/tokenizer/_pretok_c.pyx":172
+ *         c1 = t.cp[i + 1]
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2             # <<<<<<<<<<<<<<
  *         if i + 2 < b:
- *             f2 = _fold(t.cp[i + 2])
+ *             c2 = t.cp[i + 2]
 */
       {
 
@@ -4129,10 +4931,10 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":117
- *     if c == 39 and i + 1 < b:  # contractions
- *         f1 = _fold(t.cp[i + 1])
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
+      /* "csrc/tokenizer/_pretok_c.pyx":171
+ *     if c == 39 and i + 1 < b:
+ *         c1 = t.cp[i + 1]
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d             # <<<<<<<<<<<<<<
  *             return i + 2
  *         if i + 2 < b:
 */
@@ -4140,35 +4942,35 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       default: break;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":119
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+    /* "csrc/tokenizer/_pretok_c.pyx":173
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
  *         if i + 2 < b:             # <<<<<<<<<<<<<<
- *             f2 = _fold(t.cp[i + 2])
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+ *             c2 = t.cp[i + 2]
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
 */
     __pyx_t_1 = ((__pyx_v_i + 2) < __pyx_v_b);
 
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":120
+      /* "csrc/tokenizer/_pretok_c.pyx":174
  *             return i + 2
  *         if i + 2 < b:
- *             f2 = _fold(t.cp[i + 2])             # <<<<<<<<<<<<<<
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+ *             c2 = t.cp[i + 2]             # <<<<<<<<<<<<<<
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3
 */
-      __pyx_v_f2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 2)]));
+      __pyx_v_c2 = (__pyx_v_t->cp[(__pyx_v_i + 2)]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":121
+      /* "csrc/tokenizer/_pretok_c.pyx":175
  *         if i + 2 < b:
- *             f2 = _fold(t.cp[i + 2])
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
+ *             c2 = t.cp[i + 2]
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
  *                 return i + 3
- *     if k & letters:  # letters, no prefix
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
 */
-      __pyx_t_2 = (__pyx_v_f2 == 0x65);
+      __pyx_t_2 = (__pyx_v_c2 == 0x65);
 
       if (!__pyx_t_2) {
 
@@ -4176,7 +4978,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       } else {
 
       }
-      switch (__pyx_v_f1) {
+      switch (__pyx_v_c1) {
         case 0x72:
         case 0x76:
         __pyx_t_2 = 1;
@@ -4194,7 +4996,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
         goto __pyx_L8_bool_binop_done;
       }
       __pyx_L9_next_or:;
-      __pyx_t_2 = (__pyx_v_f1 == 0x6C);
+      __pyx_t_2 = (__pyx_v_c1 == 0x6C);
 
       if (__pyx_t_2) {
 
@@ -4204,7 +5006,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
         goto __pyx_L8_bool_binop_done;
       }
-      __pyx_t_2 = (__pyx_v_f2 == 0x6C);
+      __pyx_t_2 = (__pyx_v_c2 == 0x6C);
 
 
       __pyx_t_1 = __pyx_t_2;
@@ -4213,12 +5015,12 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       if (__pyx_t_1) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":122
- *             f2 = _fold(t.cp[i + 2])
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+        /* "csrc/tokenizer/_pretok_c.pyx":176
+ *             c2 = t.cp[i + 2]
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3             # <<<<<<<<<<<<<<
- *     if k & letters:  # letters, no prefix
- *         return _run(t.cl, i, b, letters)
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
+ *         i += 1  # " ?" before a letter, digit or other run
 */
         {
 
@@ -4226,231 +5028,39 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
         }
         goto __pyx_L0;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":121
+        /* "csrc/tokenizer/_pretok_c.pyx":175
  *         if i + 2 < b:
- *             f2 = _fold(t.cp[i + 2])
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
+ *             c2 = t.cp[i + 2]
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
  *                 return i + 3
- *     if k & letters:  # letters, no prefix
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":119
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+      /* "csrc/tokenizer/_pretok_c.pyx":173
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
  *         if i + 2 < b:             # <<<<<<<<<<<<<<
- *             f2 = _fold(t.cp[i + 2])
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+ *             c2 = t.cp[i + 2]
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":115
- *     cdef uint8_t not_other = SPACE | letters | NUMBER
+    /* "csrc/tokenizer/_pretok_c.pyx":169
+ *     cdef uint16_t k = t.cl[i], k1
  *     cdef Py_ssize_t j
- *     if c == 39 and i + 1 < b:  # contractions             # <<<<<<<<<<<<<<
- *         f1 = _fold(t.cp[i + 1])
- *         if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
+ *     if c == 39 and i + 1 < b:             # <<<<<<<<<<<<<<
+ *         c1 = t.cp[i + 1]
+ *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":123
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
+  /* "csrc/tokenizer/_pretok_c.pyx":177
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3
- *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
- *         return _run(t.cl, i, b, letters)
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
-*/
-  __pyx_t_1 = ((__pyx_v_k & __pyx_v_letters) != 0);
-
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_pretok_c.pyx":124
- *                 return i + 3
- *     if k & letters:  # letters, no prefix
- *         return _run(t.cl, i, b, letters)             # <<<<<<<<<<<<<<
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
-*/
-    {
-
-      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_v_letters);
-    }
-    goto __pyx_L0;
-
-    /* "csrc/tokenizer/_pretok_c.pyx":123
- *             if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
- *                 return i + 3
- *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
- *         return _run(t.cl, i, b, letters)
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
-*/
-  }
-
-  /* "csrc/tokenizer/_pretok_c.pyx":125
- *     if k & letters:  # letters, no prefix
- *         return _run(t.cl, i, b, letters)
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
- *     if k & NUMBER:
-*/
-  __pyx_t_2 = (!__pyx_f_6benchc_9tokenizer_9_pretok_c__nl(__pyx_v_c));
-
-  if (__pyx_t_2) {
-
-  } else {
-
-    __pyx_t_1 = __pyx_t_2;
-
-    goto __pyx_L14_bool_binop_done;
-  }
-  __pyx_t_2 = (!((__pyx_v_k & (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER)) != 0));
-
-  if (__pyx_t_2) {
-
-  } else {
-
-    __pyx_t_1 = __pyx_t_2;
-
-    goto __pyx_L14_bool_binop_done;
-  }
-  __pyx_t_2 = ((__pyx_v_i + 1) < __pyx_v_b);
-
-  if (__pyx_t_2) {
-
-  } else {
-
-    __pyx_t_1 = __pyx_t_2;
-
-    goto __pyx_L14_bool_binop_done;
-  }
-  __pyx_t_2 = (((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_letters) != 0);
-
-
-  __pyx_t_1 = __pyx_t_2;
-
-  __pyx_L14_bool_binop_done:;
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_pretok_c.pyx":126
- *         return _run(t.cl, i, b, letters)
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters             # <<<<<<<<<<<<<<
- *     if k & NUMBER:
- *         j = i + 1
-*/
-    {
-
-      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_letters);
-    }
-    goto __pyx_L0;
-
-    /* "csrc/tokenizer/_pretok_c.pyx":125
- *     if k & letters:  # letters, no prefix
- *         return _run(t.cl, i, b, letters)
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
- *     if k & NUMBER:
-*/
-  }
-
-  /* "csrc/tokenizer/_pretok_c.pyx":127
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
- *     if k & NUMBER:             # <<<<<<<<<<<<<<
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
-*/
-  __pyx_t_1 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
-
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_pretok_c.pyx":128
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
- *     if k & NUMBER:
- *         j = i + 1             # <<<<<<<<<<<<<<
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1
-*/
-    __pyx_v_j = (__pyx_v_i + 1);
-
-    /* "csrc/tokenizer/_pretok_c.pyx":129
- *     if k & NUMBER:
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
- *             j += 1
- *         return j
-*/
-    while (1) {
-      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
-
-      if (__pyx_t_2) {
-
-      } else {
-
-        __pyx_t_1 = __pyx_t_2;
-
-        goto __pyx_L21_bool_binop_done;
-      }
-      __pyx_t_2 = ((__pyx_v_j - __pyx_v_i) < __pyx_v_max_digits);
-
-      if (__pyx_t_2) {
-
-      } else {
-
-        __pyx_t_1 = __pyx_t_2;
-
-        goto __pyx_L21_bool_binop_done;
-      }
-      __pyx_t_2 = (((__pyx_v_t->cl[__pyx_v_j]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
-
-
-      __pyx_t_1 = __pyx_t_2;
-
-      __pyx_L21_bool_binop_done:;
-
-      if (!__pyx_t_1) break;
-
-      /* "csrc/tokenizer/_pretok_c.pyx":130
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1             # <<<<<<<<<<<<<<
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
-*/
-      __pyx_v_j = (__pyx_v_j + 1);
-    }
-
-    /* "csrc/tokenizer/_pretok_c.pyx":131
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1
- *         return j             # <<<<<<<<<<<<<<
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
- *         j = i + 1  # " ?" then other characters
-*/
-    {
-
-      __pyx_r = __pyx_v_j;
-    }
-    goto __pyx_L0;
-
-    /* "csrc/tokenizer/_pretok_c.pyx":127
- *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
- *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
- *     if k & NUMBER:             # <<<<<<<<<<<<<<
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
-*/
-  }
-
-  /* "csrc/tokenizer/_pretok_c.pyx":132
- *             j += 1
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
- *         j = i + 1  # " ?" then other characters
- *         while j < b and not (t.cl[j] & not_other):
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):             # <<<<<<<<<<<<<<
+ *         i += 1  # " ?" before a letter, digit or other run
+ *         k = t.cl[i]
 */
   __pyx_t_2 = (__pyx_v_c == 32);
 
@@ -4460,7 +5070,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
     __pyx_t_1 = __pyx_t_2;
 
-    goto __pyx_L25_bool_binop_done;
+    goto __pyx_L13_bool_binop_done;
   }
   __pyx_t_2 = ((__pyx_v_i + 1) < __pyx_v_b);
 
@@ -4470,112 +5080,139 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
     __pyx_t_1 = __pyx_t_2;
 
-    goto __pyx_L25_bool_binop_done;
+    goto __pyx_L13_bool_binop_done;
   }
-  __pyx_t_2 = (!(((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_not_other) != 0));
+  __pyx_t_2 = (!(((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE) != 0));
 
 
   __pyx_t_1 = __pyx_t_2;
 
-  __pyx_L25_bool_binop_done:;
+  __pyx_L13_bool_binop_done:;
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":133
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
- *         j = i + 1  # " ?" then other characters             # <<<<<<<<<<<<<<
- *         while j < b and not (t.cl[j] & not_other):
- *             j += 1
+    /* "csrc/tokenizer/_pretok_c.pyx":178
+ *                 return i + 3
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
+ *         i += 1  # " ?" before a letter, digit or other run             # <<<<<<<<<<<<<<
+ *         k = t.cl[i]
+ *     if k & LETTER:
 */
-    __pyx_v_j = (__pyx_v_i + 1);
+    __pyx_v_i = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":134
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
- *         j = i + 1  # " ?" then other characters
- *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
- *             j += 1
- *         return _newlines(t.cp, j, b)
+    /* "csrc/tokenizer/_pretok_c.pyx":179
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
+ *         i += 1  # " ?" before a letter, digit or other run
+ *         k = t.cl[i]             # <<<<<<<<<<<<<<
+ *     if k & LETTER:
+ *         return _run(t.cl, i, b, LETTER)
 */
-    while (1) {
-      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
+    __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-      if (__pyx_t_2) {
-
-      } else {
-
-        __pyx_t_1 = __pyx_t_2;
-
-        goto __pyx_L30_bool_binop_done;
-      }
-      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
-
-
-      __pyx_t_1 = __pyx_t_2;
-
-      __pyx_L30_bool_binop_done:;
-
-      if (!__pyx_t_1) break;
-
-      /* "csrc/tokenizer/_pretok_c.pyx":135
- *         j = i + 1  # " ?" then other characters
- *         while j < b and not (t.cl[j] & not_other):
- *             j += 1             # <<<<<<<<<<<<<<
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":177
+ *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
+ *                 return i + 3
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):             # <<<<<<<<<<<<<<
+ *         i += 1  # " ?" before a letter, digit or other run
+ *         k = t.cl[i]
 */
-      __pyx_v_j = (__pyx_v_j + 1);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":180
+ *         i += 1  # " ?" before a letter, digit or other run
+ *         k = t.cl[i]
+ *     if k & LETTER:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, LETTER)
+ *     if k & NUMBER:
+*/
+  __pyx_t_1 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER) != 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":181
+ *         k = t.cl[i]
+ *     if k & LETTER:
+ *         return _run(t.cl, i, b, LETTER)             # <<<<<<<<<<<<<<
+ *     if k & NUMBER:
+ *         return _run(t.cl, i, b, NUMBER)
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER);
     }
+    goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":136
- *         while j < b and not (t.cl[j] & not_other):
- *             j += 1
- *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
- *     if not (k & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":180
+ *         i += 1  # " ?" before a letter, digit or other run
+ *         k = t.cl[i]
+ *     if k & LETTER:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, LETTER)
+ *     if k & NUMBER:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":182
+ *     if k & LETTER:
+ *         return _run(t.cl, i, b, LETTER)
+ *     if k & NUMBER:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, NUMBER)
+ *     if not (k & SPACE):
+*/
+  __pyx_t_1 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":183
+ *         return _run(t.cl, i, b, LETTER)
+ *     if k & NUMBER:
+ *         return _run(t.cl, i, b, NUMBER)             # <<<<<<<<<<<<<<
+ *     if not (k & SPACE):
  *         j = i
 */
     {
 
-      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(__pyx_v_t->cp, __pyx_v_j, __pyx_v_b);
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":132
- *             j += 1
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
- *         j = i + 1  # " ?" then other characters
- *         while j < b and not (t.cl[j] & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":182
+ *     if k & LETTER:
+ *         return _run(t.cl, i, b, LETTER)
+ *     if k & NUMBER:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, NUMBER)
+ *     if not (k & SPACE):
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":137
- *             j += 1
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):             # <<<<<<<<<<<<<<
+  /* "csrc/tokenizer/_pretok_c.pyx":184
+ *     if k & NUMBER:
+ *         return _run(t.cl, i, b, NUMBER)
+ *     if not (k & SPACE):             # <<<<<<<<<<<<<<
  *         j = i
- *         while j < b and not (t.cl[j] & not_other):
+ *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
 */
-  __pyx_t_1 = (!((__pyx_v_k & __pyx_v_not_other) != 0));
+  __pyx_t_1 = (!((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE) != 0));
 
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":138
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":185
+ *         return _run(t.cl, i, b, NUMBER)
+ *     if not (k & SPACE):
  *         j = i             # <<<<<<<<<<<<<<
- *         while j < b and not (t.cl[j] & not_other):
+ *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1
 */
     __pyx_v_j = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":139
- *     if not (k & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":186
+ *     if not (k & SPACE):
  *         j = i
- *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
+ *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):             # <<<<<<<<<<<<<<
  *             j += 1
- *         return _newlines(t.cp, j, b)
+ *         return j
 */
     while (1) {
       __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
@@ -4586,68 +5223,125 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
         __pyx_t_1 = __pyx_t_2;
 
-        goto __pyx_L35_bool_binop_done;
+        goto __pyx_L21_bool_binop_done;
       }
-      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
+      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER)) != 0));
 
 
       __pyx_t_1 = __pyx_t_2;
 
-      __pyx_L35_bool_binop_done:;
+      __pyx_L21_bool_binop_done:;
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":140
+      /* "csrc/tokenizer/_pretok_c.pyx":187
  *         j = i
- *         while j < b and not (t.cl[j] & not_other):
+ *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1             # <<<<<<<<<<<<<<
- *         return _newlines(t.cp, j, b)
- *     return _spaces(t, i, b)
+ *         return j
+ *     j = _run(t.cl, i, b, SPACE)
 */
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":141
- *         while j < b and not (t.cl[j] & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":188
+ *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1
- *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
- *     return _spaces(t, i, b)
+ *         return j             # <<<<<<<<<<<<<<
+ *     j = _run(t.cl, i, b, SPACE)
+ *     if j == b or j - i == 1:
+*/
+    {
+
+      __pyx_r = __pyx_v_j;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":184
+ *     if k & NUMBER:
+ *         return _run(t.cl, i, b, NUMBER)
+ *     if not (k & SPACE):             # <<<<<<<<<<<<<<
+ *         j = i
+ *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":189
+ *             j += 1
+ *         return j
+ *     j = _run(t.cl, i, b, SPACE)             # <<<<<<<<<<<<<<
+ *     if j == b or j - i == 1:
+ *         return j
+*/
+  __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":190
+ *         return j
+ *     j = _run(t.cl, i, b, SPACE)
+ *     if j == b or j - i == 1:             # <<<<<<<<<<<<<<
+ *         return j
+ *     return j - 1  # (?!\\S): leave the last space to what follows
+*/
+  __pyx_t_2 = (__pyx_v_j == __pyx_v_b);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L24_bool_binop_done;
+  }
+  __pyx_t_2 = ((__pyx_v_j - __pyx_v_i) == 1);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L24_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":191
+ *     j = _run(t.cl, i, b, SPACE)
+ *     if j == b or j - i == 1:
+ *         return j             # <<<<<<<<<<<<<<
+ *     return j - 1  # (?!\\S): leave the last space to what follows
  * 
 */
     {
 
-      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(__pyx_v_t->cp, __pyx_v_j, __pyx_v_b);
+      __pyx_r = __pyx_v_j;
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":137
- *             j += 1
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):             # <<<<<<<<<<<<<<
- *         j = i
- *         while j < b and not (t.cl[j] & not_other):
+    /* "csrc/tokenizer/_pretok_c.pyx":190
+ *         return j
+ *     j = _run(t.cl, i, b, SPACE)
+ *     if j == b or j - i == 1:             # <<<<<<<<<<<<<<
+ *         return j
+ *     return j - 1  # (?!\\S): leave the last space to what follows
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":142
- *             j += 1
- *         return _newlines(t.cp, j, b)
- *     return _spaces(t, i, b)             # <<<<<<<<<<<<<<
+  /* "csrc/tokenizer/_pretok_c.pyx":192
+ *     if j == b or j - i == 1:
+ *         return j
+ *     return j - 1  # (?!\\S): leave the last space to what follows             # <<<<<<<<<<<<<<
  * 
  * 
 */
   {
 
-    __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(__pyx_v_t, __pyx_v_i, __pyx_v_b);
+    __pyx_r = (__pyx_v_j - 1);
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":107
+  /* "csrc/tokenizer/_pretok_c.pyx":163
  * 
  * 
- * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
- *                                    uint8_t letters) noexcept nogil:
- *     """(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LETTERS+|\\p{N}{1,max_digits}
+ * cdef inline Py_ssize_t _gpt2_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+ at i
+ *     (always matches; the contractions are case-sensitive)."""
 */
 
   /* function exit code */
@@ -4661,7 +5355,1106 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":145
+/* "csrc/tokenizer/_pretok_c.pyx":195
+ * 
+ * 
+ * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     return (k & mask) != 0 and (k & excl) == 0
+ * 
+*/
+
+static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __pyx_v_k, uint16_t __pyx_v_mask, uint16_t __pyx_v_excl) {
+  int __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":196
+ * 
+ * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:
+ *     return (k & mask) != 0 and (k & excl) == 0             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_t_2 = ((__pyx_v_k & __pyx_v_mask) != 0);
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L3_bool_binop_done;
+  }
+  __pyx_t_2 = ((__pyx_v_k & __pyx_v_excl) == 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L3_bool_binop_done:;
+  {
+    __pyx_r = __pyx_t_1;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":195
+ * 
+ * 
+ * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     return (k & mask) != 0 and (k & excl) == 0
+ * 
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":199
+ * 
+ * 
+ * cdef inline Py_ssize_t _upper_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
+ *                                      uint16_t excl) noexcept nogil:
+ *     """[UP]*[LO]+ at s, or -1. UP and LO overlap (Lm, Lo, marks): [UP]* takes the whole run,
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_s, Py_ssize_t __pyx_v_b, uint16_t __pyx_v_up, uint16_t __pyx_v_lo, uint16_t __pyx_v_excl) {
+  Py_ssize_t __pyx_v_r;
+  Py_ssize_t __pyx_v_e;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":203
+ *     """[UP]*[LO]+ at s, or -1. UP and LO overlap (Lm, Lo, marks): [UP]* takes the whole run,
+ *     then gives characters back until [LO]+ can match, as the regex engine backtracks."""
+ *     cdef Py_ssize_t r = s, e             # <<<<<<<<<<<<<<
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1
+*/
+  __pyx_v_r = __pyx_v_s;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":204
+ *     then gives characters back until [LO]+ can match, as the regex engine backtracks."""
+ *     cdef Py_ssize_t r = s, e
+ *     while r < b and _in(t.cl[r], up, excl):             # <<<<<<<<<<<<<<
+ *         r += 1
+ *     if r < b and _in(t.cl[r], lo, excl):
+*/
+  while (1) {
+    __pyx_t_2 = (__pyx_v_r < __pyx_v_b);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L5_bool_binop_done;
+    }
+    __pyx_t_2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__in((__pyx_v_t->cl[__pyx_v_r]), __pyx_v_up, __pyx_v_excl);
+
+
+    __pyx_t_1 = __pyx_t_2;
+
+    __pyx_L5_bool_binop_done:;
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":205
+ *     cdef Py_ssize_t r = s, e
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1             # <<<<<<<<<<<<<<
+ *     if r < b and _in(t.cl[r], lo, excl):
+ *         e = r
+*/
+    __pyx_v_r = (__pyx_v_r + 1);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":206
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1
+ *     if r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
+ *         e = r
+ *         while e < b and _in(t.cl[e], lo, excl):
+*/
+  __pyx_t_2 = (__pyx_v_r < __pyx_v_b);
+
+  if (__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L8_bool_binop_done;
+  }
+  __pyx_t_2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__in((__pyx_v_t->cl[__pyx_v_r]), __pyx_v_lo, __pyx_v_excl);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L8_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":207
+ *         r += 1
+ *     if r < b and _in(t.cl[r], lo, excl):
+ *         e = r             # <<<<<<<<<<<<<<
+ *         while e < b and _in(t.cl[e], lo, excl):
+ *             e += 1
+*/
+    __pyx_v_e = __pyx_v_r;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":208
+ *     if r < b and _in(t.cl[r], lo, excl):
+ *         e = r
+ *         while e < b and _in(t.cl[e], lo, excl):             # <<<<<<<<<<<<<<
+ *             e += 1
+ *         return e
+*/
+    while (1) {
+      __pyx_t_2 = (__pyx_v_e < __pyx_v_b);
+
+      if (__pyx_t_2) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_2;
+
+        goto __pyx_L12_bool_binop_done;
+      }
+      __pyx_t_2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__in((__pyx_v_t->cl[__pyx_v_e]), __pyx_v_lo, __pyx_v_excl);
+
+
+      __pyx_t_1 = __pyx_t_2;
+
+      __pyx_L12_bool_binop_done:;
+
+      if (!__pyx_t_1) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":209
+ *         e = r
+ *         while e < b and _in(t.cl[e], lo, excl):
+ *             e += 1             # <<<<<<<<<<<<<<
+ *         return e
+ *     e = r - 1  # back off to the last character of the run that [LO]+ takes
+*/
+      __pyx_v_e = (__pyx_v_e + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":210
+ *         while e < b and _in(t.cl[e], lo, excl):
+ *             e += 1
+ *         return e             # <<<<<<<<<<<<<<
+ *     e = r - 1  # back off to the last character of the run that [LO]+ takes
+ *     while e >= s and not _in(t.cl[e], lo, excl):
+*/
+    {
+
+      __pyx_r = __pyx_v_e;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":206
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1
+ *     if r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
+ *         e = r
+ *         while e < b and _in(t.cl[e], lo, excl):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":211
+ *             e += 1
+ *         return e
+ *     e = r - 1  # back off to the last character of the run that [LO]+ takes             # <<<<<<<<<<<<<<
+ *     while e >= s and not _in(t.cl[e], lo, excl):
+ *         e -= 1
+*/
+  __pyx_v_e = (__pyx_v_r - 1);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":212
+ *         return e
+ *     e = r - 1  # back off to the last character of the run that [LO]+ takes
+ *     while e >= s and not _in(t.cl[e], lo, excl):             # <<<<<<<<<<<<<<
+ *         e -= 1
+ *     return e + 1 if e >= s else -1
+*/
+  while (1) {
+    __pyx_t_2 = (__pyx_v_e >= __pyx_v_s);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L16_bool_binop_done;
+    }
+    __pyx_t_2 = (!__pyx_f_6benchc_9tokenizer_9_pretok_c__in((__pyx_v_t->cl[__pyx_v_e]), __pyx_v_lo, __pyx_v_excl));
+
+
+    __pyx_t_1 = __pyx_t_2;
+
+    __pyx_L16_bool_binop_done:;
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":213
+ *     e = r - 1  # back off to the last character of the run that [LO]+ takes
+ *     while e >= s and not _in(t.cl[e], lo, excl):
+ *         e -= 1             # <<<<<<<<<<<<<<
+ *     return e + 1 if e >= s else -1
+ * 
+*/
+    __pyx_v_e = (__pyx_v_e - 1);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":214
+ *     while e >= s and not _in(t.cl[e], lo, excl):
+ *         e -= 1
+ *     return e + 1 if e >= s else -1             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_t_1 = (__pyx_v_e >= __pyx_v_s);
+
+  if (__pyx_t_1) {
+
+    __pyx_t_3 = (__pyx_v_e + 1);
+  } else {
+
+    __pyx_t_3 = -1L;
+  }
+
+  {
+    __pyx_r = __pyx_t_3;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":199
+ * 
+ * 
+ * cdef inline Py_ssize_t _upper_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
+ *                                      uint16_t excl) noexcept nogil:
+ *     """[UP]*[LO]+ at s, or -1. UP and LO overlap (Lm, Lo, marks): [UP]* takes the whole run,
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":217
+ * 
+ * 
+ * cdef inline Py_ssize_t _upper_then_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
+ *                                           uint16_t excl) noexcept nogil:
+ *     """[UP]+[LO]* at s, or -1."""
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_s, Py_ssize_t __pyx_v_b, uint16_t __pyx_v_up, uint16_t __pyx_v_lo, uint16_t __pyx_v_excl) {
+  Py_ssize_t __pyx_v_r;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":220
+ *                                           uint16_t excl) noexcept nogil:
+ *     """[UP]+[LO]* at s, or -1."""
+ *     cdef Py_ssize_t r = s             # <<<<<<<<<<<<<<
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1
+*/
+  __pyx_v_r = __pyx_v_s;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":221
+ *     """[UP]+[LO]* at s, or -1."""
+ *     cdef Py_ssize_t r = s
+ *     while r < b and _in(t.cl[r], up, excl):             # <<<<<<<<<<<<<<
+ *         r += 1
+ *     if r == s:
+*/
+  while (1) {
+    __pyx_t_2 = (__pyx_v_r < __pyx_v_b);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L5_bool_binop_done;
+    }
+    __pyx_t_2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__in((__pyx_v_t->cl[__pyx_v_r]), __pyx_v_up, __pyx_v_excl);
+
+
+    __pyx_t_1 = __pyx_t_2;
+
+    __pyx_L5_bool_binop_done:;
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":222
+ *     cdef Py_ssize_t r = s
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1             # <<<<<<<<<<<<<<
+ *     if r == s:
+ *         return -1
+*/
+    __pyx_v_r = (__pyx_v_r + 1);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":223
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1
+ *     if r == s:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     while r < b and _in(t.cl[r], lo, excl):
+*/
+  __pyx_t_1 = (__pyx_v_r == __pyx_v_s);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":224
+ *         r += 1
+ *     if r == s:
+ *         return -1             # <<<<<<<<<<<<<<
+ *     while r < b and _in(t.cl[r], lo, excl):
+ *         r += 1
+*/
+    {
+
+      __pyx_r = -1L;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":223
+ *     while r < b and _in(t.cl[r], up, excl):
+ *         r += 1
+ *     if r == s:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     while r < b and _in(t.cl[r], lo, excl):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":225
+ *     if r == s:
+ *         return -1
+ *     while r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
+ *         r += 1
+ *     return r
+*/
+  while (1) {
+    __pyx_t_2 = (__pyx_v_r < __pyx_v_b);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L10_bool_binop_done;
+    }
+    __pyx_t_2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__in((__pyx_v_t->cl[__pyx_v_r]), __pyx_v_lo, __pyx_v_excl);
+
+
+    __pyx_t_1 = __pyx_t_2;
+
+    __pyx_L10_bool_binop_done:;
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":226
+ *         return -1
+ *     while r < b and _in(t.cl[r], lo, excl):
+ *         r += 1             # <<<<<<<<<<<<<<
+ *     return r
+ * 
+*/
+    __pyx_v_r = (__pyx_v_r + 1);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":227
+ *     while r < b and _in(t.cl[r], lo, excl):
+ *         r += 1
+ *     return r             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_r;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":217
+ * 
+ * 
+ * cdef inline Py_ssize_t _upper_then_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
+ *                                           uint16_t excl) noexcept nogil:
+ *     """[UP]+[LO]* at s, or -1."""
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":230
+ * 
+ * 
+ * cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits, bint contractions,             # <<<<<<<<<<<<<<
+ *                                   bint slash, bint han) noexcept nogil:
+ *     """([\\p{Han}]+ when han)
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, int __pyx_v_max_digits, int __pyx_v_contractions, int __pyx_v_slash, int __pyx_v_han) {
+  Py_UCS4 __pyx_v_c;
+  uint16_t __pyx_v_k;
+  uint16_t __pyx_v_up;
+  uint16_t __pyx_v_lo;
+  uint16_t __pyx_v_excl;
+  uint16_t __pyx_v_not_other;
+  int __pyx_v_prefix;
+  Py_ssize_t __pyx_v_e;
+  Py_ssize_t __pyx_v_j;
+  Py_ssize_t __pyx_r;
+  uint16_t __pyx_t_1;
+  int __pyx_t_2;
+  int __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+
+
+  /* "csrc/tokenizer/_pretok_c.pyx":237
+ *     (always matches); UP = [\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}], LO = [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}],
+ *     both without Han when han."""
+ *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
+ *     cdef uint16_t k = t.cl[i]
+ *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
+*/
+  __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":238
+ *     both without Han when han."""
+ *     cdef Py_UCS4 c = t.cp[i]
+ *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
+ *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
+ *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
+*/
+  __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":239
+ *     cdef Py_UCS4 c = t.cp[i]
+ *     cdef uint16_t k = t.cl[i]
+ *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0             # <<<<<<<<<<<<<<
+ *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
+ *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
+*/
+  __pyx_v_up = (__pyx_e_6benchc_9tokenizer_9_pretok_c_UPPER | __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK);
+  __pyx_v_lo = (__pyx_e_6benchc_9tokenizer_9_pretok_c_LOWER | __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK);
+  if (__pyx_v_han) {
+
+    __pyx_t_1 = __pyx_e_6benchc_9tokenizer_9_pretok_c_HAN;
+  } else {
+
+    __pyx_t_1 = 0;
+  }
+  __pyx_v_excl = __pyx_t_1;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":240
+ *     cdef uint16_t k = t.cl[i]
+ *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
+ *     cdef uint16_t not_other = SPACE | LETTER | NUMBER             # <<<<<<<<<<<<<<
+ *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
+ *     cdef Py_ssize_t e = -1, j
+*/
+  __pyx_v_not_other = ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":241
+ *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
+ *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
+ *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t e = -1, j
+ *     if han and k & HAN:
+*/
+  __pyx_t_3 = (!__pyx_f_6benchc_9tokenizer_9_pretok_c__nl(__pyx_v_c));
+
+  if (__pyx_t_3) {
+
+  } else {
+
+    __pyx_t_2 = __pyx_t_3;
+
+    goto __pyx_L3_bool_binop_done;
+  }
+  __pyx_t_3 = (!((__pyx_v_k & (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER)) != 0));
+
+  if (__pyx_t_3) {
+
+  } else {
+
+    __pyx_t_2 = __pyx_t_3;
+
+    goto __pyx_L3_bool_binop_done;
+  }
+  __pyx_t_3 = ((__pyx_v_i + 1) < __pyx_v_b);
+
+
+  __pyx_t_2 = __pyx_t_3;
+
+  __pyx_L3_bool_binop_done:;
+  __pyx_v_prefix = __pyx_t_2;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":242
+ *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
+ *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
+ *     cdef Py_ssize_t e = -1, j             # <<<<<<<<<<<<<<
+ *     if han and k & HAN:
+ *         return _run(t.cl, i, b, HAN)
+*/
+  __pyx_v_e = -1L;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":243
+ *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
+ *     cdef Py_ssize_t e = -1, j
+ *     if han and k & HAN:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, HAN)
+ *     # each word alternative: with the one-character prefix first, then without it
+*/
+  if (__pyx_v_han) {
+  } else {
+
+    __pyx_t_2 = __pyx_v_han;
+    goto __pyx_L7_bool_binop_done;
+  }
+  __pyx_t_3 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_HAN) != 0);
+
+
+  __pyx_t_2 = __pyx_t_3;
+
+  __pyx_L7_bool_binop_done:;
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":244
+ *     cdef Py_ssize_t e = -1, j
+ *     if han and k & HAN:
+ *         return _run(t.cl, i, b, HAN)             # <<<<<<<<<<<<<<
+ *     # each word alternative: with the one-character prefix first, then without it
+ *     if prefix:
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_HAN);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":243
+ *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
+ *     cdef Py_ssize_t e = -1, j
+ *     if han and k & HAN:             # <<<<<<<<<<<<<<
+ *         return _run(t.cl, i, b, HAN)
+ *     # each word alternative: with the one-character prefix first, then without it
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":246
+ *         return _run(t.cl, i, b, HAN)
+ *     # each word alternative: with the one-character prefix first, then without it
+ *     if prefix:             # <<<<<<<<<<<<<<
+ *         e = _upper_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:
+*/
+  if (__pyx_v_prefix) {
+
+    /* "csrc/tokenizer/_pretok_c.pyx":247
+ *     # each word alternative: with the one-character prefix first, then without it
+ *     if prefix:
+ *         e = _upper_lower(t, i + 1, b, up, lo, excl)             # <<<<<<<<<<<<<<
+ *     if e < 0:
+ *         e = _upper_lower(t, i, b, up, lo, excl)
+*/
+    __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(__pyx_v_t, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":246
+ *         return _run(t.cl, i, b, HAN)
+ *     # each word alternative: with the one-character prefix first, then without it
+ *     if prefix:             # <<<<<<<<<<<<<<
+ *         e = _upper_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":248
+ *     if prefix:
+ *         e = _upper_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:             # <<<<<<<<<<<<<<
+ *         e = _upper_lower(t, i, b, up, lo, excl)
+ *     if e < 0 and prefix:
+*/
+  __pyx_t_2 = (__pyx_v_e < 0);
+
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":249
+ *         e = _upper_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:
+ *         e = _upper_lower(t, i, b, up, lo, excl)             # <<<<<<<<<<<<<<
+ *     if e < 0 and prefix:
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
+*/
+    __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":248
+ *     if prefix:
+ *         e = _upper_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:             # <<<<<<<<<<<<<<
+ *         e = _upper_lower(t, i, b, up, lo, excl)
+ *     if e < 0 and prefix:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":250
+ *     if e < 0:
+ *         e = _upper_lower(t, i, b, up, lo, excl)
+ *     if e < 0 and prefix:             # <<<<<<<<<<<<<<
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:
+*/
+  __pyx_t_3 = (__pyx_v_e < 0);
+
+  if (__pyx_t_3) {
+
+  } else {
+
+    __pyx_t_2 = __pyx_t_3;
+
+    goto __pyx_L12_bool_binop_done;
+  }
+
+  __pyx_t_2 = __pyx_v_prefix;
+  __pyx_L12_bool_binop_done:;
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":251
+ *         e = _upper_lower(t, i, b, up, lo, excl)
+ *     if e < 0 and prefix:
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)             # <<<<<<<<<<<<<<
+ *     if e < 0:
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)
+*/
+    __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(__pyx_v_t, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":250
+ *     if e < 0:
+ *         e = _upper_lower(t, i, b, up, lo, excl)
+ *     if e < 0 and prefix:             # <<<<<<<<<<<<<<
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":252
+ *     if e < 0 and prefix:
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:             # <<<<<<<<<<<<<<
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)
+ *     if e >= 0:
+*/
+  __pyx_t_2 = (__pyx_v_e < 0);
+
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":253
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)             # <<<<<<<<<<<<<<
+ *     if e >= 0:
+ *         return e + _contraction(t, e, b) if contractions else e
+*/
+    __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":252
+ *     if e < 0 and prefix:
+ *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
+ *     if e < 0:             # <<<<<<<<<<<<<<
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)
+ *     if e >= 0:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":254
+ *     if e < 0:
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)
+ *     if e >= 0:             # <<<<<<<<<<<<<<
+ *         return e + _contraction(t, e, b) if contractions else e
+ *     if k & NUMBER:
+*/
+  __pyx_t_2 = (__pyx_v_e >= 0);
+
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":255
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)
+ *     if e >= 0:
+ *         return e + _contraction(t, e, b) if contractions else e             # <<<<<<<<<<<<<<
+ *     if k & NUMBER:
+ *         j = i + 1
+*/
+    if (__pyx_v_contractions) {
+
+      __pyx_t_4 = (__pyx_v_e + __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(__pyx_v_t, __pyx_v_e, __pyx_v_b));
+    } else {
+
+      __pyx_t_4 = __pyx_v_e;
+    }
+    {
+      __pyx_r = __pyx_t_4;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":254
+ *     if e < 0:
+ *         e = _upper_then_lower(t, i, b, up, lo, excl)
+ *     if e >= 0:             # <<<<<<<<<<<<<<
+ *         return e + _contraction(t, e, b) if contractions else e
+ *     if k & NUMBER:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":256
+ *     if e >= 0:
+ *         return e + _contraction(t, e, b) if contractions else e
+ *     if k & NUMBER:             # <<<<<<<<<<<<<<
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+*/
+  __pyx_t_2 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
+
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":257
+ *         return e + _contraction(t, e, b) if contractions else e
+ *     if k & NUMBER:
+ *         j = i + 1             # <<<<<<<<<<<<<<
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *             j += 1
+*/
+    __pyx_v_j = (__pyx_v_i + 1);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":258
+ *     if k & NUMBER:
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         return j
+*/
+    while (1) {
+      __pyx_t_3 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_3) {
+
+      } else {
+
+        __pyx_t_2 = __pyx_t_3;
+
+        goto __pyx_L19_bool_binop_done;
+      }
+      __pyx_t_3 = ((__pyx_v_j - __pyx_v_i) < __pyx_v_max_digits);
+
+      if (__pyx_t_3) {
+
+      } else {
+
+        __pyx_t_2 = __pyx_t_3;
+
+        goto __pyx_L19_bool_binop_done;
+      }
+      __pyx_t_3 = (((__pyx_v_t->cl[__pyx_v_j]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
+
+
+      __pyx_t_2 = __pyx_t_3;
+
+      __pyx_L19_bool_binop_done:;
+
+      if (!__pyx_t_2) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":259
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":260
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *             j += 1
+ *         return j             # <<<<<<<<<<<<<<
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+ *         i += 1  # " ?" then other characters
+*/
+    {
+
+      __pyx_r = __pyx_v_j;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":256
+ *     if e >= 0:
+ *         return e + _contraction(t, e, b) if contractions else e
+ *     if k & NUMBER:             # <<<<<<<<<<<<<<
+ *         j = i + 1
+ *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":261
+ *             j += 1
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
+ *         i += 1  # " ?" then other characters
+ *         k = t.cl[i]
+*/
+  __pyx_t_3 = (__pyx_v_c == 32);
+
+  if (__pyx_t_3) {
+
+  } else {
+
+    __pyx_t_2 = __pyx_t_3;
+
+    goto __pyx_L23_bool_binop_done;
+  }
+  __pyx_t_3 = ((__pyx_v_i + 1) < __pyx_v_b);
+
+  if (__pyx_t_3) {
+
+  } else {
+
+    __pyx_t_2 = __pyx_t_3;
+
+    goto __pyx_L23_bool_binop_done;
+  }
+  __pyx_t_3 = (!(((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_not_other) != 0));
+
+
+  __pyx_t_2 = __pyx_t_3;
+
+  __pyx_L23_bool_binop_done:;
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":262
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+ *         i += 1  # " ?" then other characters             # <<<<<<<<<<<<<<
+ *         k = t.cl[i]
+ *     if not (k & not_other):
+*/
+    __pyx_v_i = (__pyx_v_i + 1);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":263
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
+ *         i += 1  # " ?" then other characters
+ *         k = t.cl[i]             # <<<<<<<<<<<<<<
+ *     if not (k & not_other):
+ *         j = i
+*/
+    __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":261
+ *             j += 1
+ *         return j
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
+ *         i += 1  # " ?" then other characters
+ *         k = t.cl[i]
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":264
+ *         i += 1  # " ?" then other characters
+ *         k = t.cl[i]
+ *     if not (k & not_other):             # <<<<<<<<<<<<<<
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  __pyx_t_2 = (!((__pyx_v_k & __pyx_v_not_other) != 0));
+
+  if (__pyx_t_2) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":265
+ *         k = t.cl[i]
+ *     if not (k & not_other):
+ *         j = i             # <<<<<<<<<<<<<<
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+*/
+    __pyx_v_j = __pyx_v_i;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":266
+ *     if not (k & not_other):
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
+*/
+    while (1) {
+      __pyx_t_3 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_3) {
+
+      } else {
+
+        __pyx_t_2 = __pyx_t_3;
+
+        goto __pyx_L29_bool_binop_done;
+      }
+      __pyx_t_3 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
+
+
+      __pyx_t_2 = __pyx_t_3;
+
+      __pyx_L29_bool_binop_done:;
+
+      if (!__pyx_t_2) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":267
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
+ *             j += 1
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":268
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+ *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         return j
+*/
+    while (1) {
+      __pyx_t_3 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_3) {
+
+      } else {
+
+        __pyx_t_2 = __pyx_t_3;
+
+        goto __pyx_L33_bool_binop_done;
+      }
+      __pyx_t_3 = __pyx_f_6benchc_9tokenizer_9_pretok_c__nl((__pyx_v_t->cp[__pyx_v_j]));
+
+      if (!__pyx_t_3) {
+
+      } else {
+
+        __pyx_t_2 = __pyx_t_3;
+
+        goto __pyx_L33_bool_binop_done;
+      }
+      if (__pyx_v_slash) {
+      } else {
+
+        __pyx_t_2 = __pyx_v_slash;
+        goto __pyx_L33_bool_binop_done;
+      }
+      __pyx_t_3 = ((__pyx_v_t->cp[__pyx_v_j]) == 47);
+
+
+      __pyx_t_2 = __pyx_t_3;
+
+      __pyx_L33_bool_binop_done:;
+
+      if (!__pyx_t_2) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":269
+ *             j += 1
+ *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         return j
+ *     return _spaces(t, i, b, False)
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":270
+ *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
+ *             j += 1
+ *         return j             # <<<<<<<<<<<<<<
+ *     return _spaces(t, i, b, False)
+ * 
+*/
+    {
+
+      __pyx_r = __pyx_v_j;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":264
+ *         i += 1  # " ?" then other characters
+ *         k = t.cl[i]
+ *     if not (k & not_other):             # <<<<<<<<<<<<<<
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":271
+ *             j += 1
+ *         return j
+ *     return _spaces(t, i, b, False)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(__pyx_v_t, __pyx_v_i, __pyx_v_b, 0);
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":230
+ * 
+ * 
+ * cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits, bint contractions,             # <<<<<<<<<<<<<<
+ *                                   bint slash, bint han) noexcept nogil:
+ *     """([\\p{Han}]+ when han)
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+
+
+
+
+
+
+
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":274
  * 
  * 
  * cdef inline Py_ssize_t _deepseek_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4671,32 +6464,32 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b) {
   Py_UCS4 __pyx_v_c;
-  uint8_t __pyx_v_k;
+  uint16_t __pyx_v_k;
   Py_ssize_t __pyx_v_j;
   Py_ssize_t __pyx_r;
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":148
+  /* "csrc/tokenizer/_pretok_c.pyx":277
  *     """[ASCII punctuation][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+
  *     | ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i, or -1 (no match)."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
- *     cdef uint8_t k = t.cl[i]
+ *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":149
+  /* "csrc/tokenizer/_pretok_c.pyx":278
  *     | ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i, or -1 (no match)."""
  *     cdef Py_UCS4 c = t.cp[i]
- *     cdef uint8_t k = t.cl[i]             # <<<<<<<<<<<<<<
+ *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":151
- *     cdef uint8_t k = t.cl[i]
+  /* "csrc/tokenizer/_pretok_c.pyx":280
+ *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):             # <<<<<<<<<<<<<<
  *         j = i + 1
@@ -4731,7 +6524,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":152
+    /* "csrc/tokenizer/_pretok_c.pyx":281
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
  *         j = i + 1             # <<<<<<<<<<<<<<
@@ -4740,7 +6533,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":153
+    /* "csrc/tokenizer/_pretok_c.pyx":282
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
  *         j = i + 1
  *         while j < b and _ascii_alpha(t.cp[j]):             # <<<<<<<<<<<<<<
@@ -4767,7 +6560,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":154
+      /* "csrc/tokenizer/_pretok_c.pyx":283
  *         j = i + 1
  *         while j < b and _ascii_alpha(t.cp[j]):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -4777,7 +6570,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":155
+    /* "csrc/tokenizer/_pretok_c.pyx":284
  *         while j < b and _ascii_alpha(t.cp[j]):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -4790,8 +6583,8 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":151
- *     cdef uint8_t k = t.cl[i]
+    /* "csrc/tokenizer/_pretok_c.pyx":280
+ *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):             # <<<<<<<<<<<<<<
  *         j = i + 1
@@ -4799,7 +6592,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":156
+  /* "csrc/tokenizer/_pretok_c.pyx":285
  *             j += 1
  *         return j
  *     if k & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -4811,7 +6604,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":157
+    /* "csrc/tokenizer/_pretok_c.pyx":286
  *         return j
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)             # <<<<<<<<<<<<<<
@@ -4824,7 +6617,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":156
+    /* "csrc/tokenizer/_pretok_c.pyx":285
  *             j += 1
  *         return j
  *     if k & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -4833,7 +6626,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":158
+  /* "csrc/tokenizer/_pretok_c.pyx":287
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -4879,7 +6672,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":159
+    /* "csrc/tokenizer/_pretok_c.pyx":288
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)             # <<<<<<<<<<<<<<
@@ -4892,7 +6685,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":158
+    /* "csrc/tokenizer/_pretok_c.pyx":287
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -4901,7 +6694,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":160
+  /* "csrc/tokenizer/_pretok_c.pyx":289
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -4937,7 +6730,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":161
+    /* "csrc/tokenizer/_pretok_c.pyx":290
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)             # <<<<<<<<<<<<<<
@@ -4950,7 +6743,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":160
+    /* "csrc/tokenizer/_pretok_c.pyx":289
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -4959,7 +6752,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":162
+  /* "csrc/tokenizer/_pretok_c.pyx":291
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -4971,12 +6764,12 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":163
+    /* "csrc/tokenizer/_pretok_c.pyx":292
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)             # <<<<<<<<<<<<<<
  *     if k & SPACE:
- *         return _spaces(t, i, b)
+ *         return _spaces(t, i, b, False)
 */
     {
 
@@ -4984,7 +6777,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":162
+    /* "csrc/tokenizer/_pretok_c.pyx":291
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -4993,11 +6786,11 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":164
+  /* "csrc/tokenizer/_pretok_c.pyx":293
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:             # <<<<<<<<<<<<<<
- *         return _spaces(t, i, b)
+ *         return _spaces(t, i, b, False)
  *     return -1
 */
   __pyx_t_1 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE) != 0);
@@ -5005,31 +6798,31 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":165
+    /* "csrc/tokenizer/_pretok_c.pyx":294
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:
- *         return _spaces(t, i, b)             # <<<<<<<<<<<<<<
+ *         return _spaces(t, i, b, False)             # <<<<<<<<<<<<<<
  *     return -1
  * 
 */
     {
 
-      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(__pyx_v_t, __pyx_v_i, __pyx_v_b);
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(__pyx_v_t, __pyx_v_i, __pyx_v_b, 0);
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":164
+    /* "csrc/tokenizer/_pretok_c.pyx":293
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:             # <<<<<<<<<<<<<<
- *         return _spaces(t, i, b)
+ *         return _spaces(t, i, b, False)
  *     return -1
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":166
+  /* "csrc/tokenizer/_pretok_c.pyx":295
  *     if k & SPACE:
- *         return _spaces(t, i, b)
+ *         return _spaces(t, i, b, False)
  *     return -1             # <<<<<<<<<<<<<<
  * 
  * 
@@ -5040,7 +6833,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":145
+  /* "csrc/tokenizer/_pretok_c.pyx":274
  * 
  * 
  * cdef inline Py_ssize_t _deepseek_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5056,7 +6849,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":169
+/* "csrc/tokenizer/_pretok_c.pyx":298
  * 
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5066,7 +6859,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_end) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":170
+  /* "csrc/tokenizer/_pretok_c.pyx":299
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:
  *     t.ends[t.npieces] = end             # <<<<<<<<<<<<<<
@@ -5075,7 +6868,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
 */
   (__pyx_v_t->ends[__pyx_v_t->npieces]) = __pyx_v_end;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":171
+  /* "csrc/tokenizer/_pretok_c.pyx":300
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:
  *     t.ends[t.npieces] = end
  *     t.npieces += 1             # <<<<<<<<<<<<<<
@@ -5084,7 +6877,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
 */
   __pyx_v_t->npieces = (__pyx_v_t->npieces + 1);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":169
+  /* "csrc/tokenizer/_pretok_c.pyx":298
  * 
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5095,32 +6888,32 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
   /* function exit code */
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":174
+/* "csrc/tokenizer/_pretok_c.pyx":303
  * 
  * 
- * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint8_t letters) noexcept nogil:             # <<<<<<<<<<<<<<
+ * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t i = 0
  *     while i < n:
 */
 
-static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_n, int __pyx_v_max_digits, uint8_t __pyx_v_letters) {
+static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_n, int __pyx_v_max_digits, uint16_t __pyx_v_letters, int __pyx_v_to_end) {
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":175
+  /* "csrc/tokenizer/_pretok_c.pyx":304
  * 
- * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint8_t letters) noexcept nogil:
+ * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
  *     while i < n:
- *         i = _cl100k_at(t, i, n, max_digits, letters)
+ *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":176
- * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint8_t letters) noexcept nogil:
+  /* "csrc/tokenizer/_pretok_c.pyx":305
+ * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
- *         i = _cl100k_at(t, i, n, max_digits, letters)
+ *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)
  *         _emit(t, i)
 */
   while (1) {
@@ -5129,18 +6922,18 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":177
+    /* "csrc/tokenizer/_pretok_c.pyx":306
  *     cdef Py_ssize_t i = 0
  *     while i < n:
- *         i = _cl100k_at(t, i, n, max_digits, letters)             # <<<<<<<<<<<<<<
+ *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)             # <<<<<<<<<<<<<<
  *         _emit(t, i)
  * 
 */
-    __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_letters);
+    __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_letters, __pyx_v_to_end);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":178
+    /* "csrc/tokenizer/_pretok_c.pyx":307
  *     while i < n:
- *         i = _cl100k_at(t, i, n, max_digits, letters)
+ *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
  * 
  * 
@@ -5148,10 +6941,10 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":174
+  /* "csrc/tokenizer/_pretok_c.pyx":303
  * 
  * 
- * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint8_t letters) noexcept nogil:             # <<<<<<<<<<<<<<
+ * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t i = 0
  *     while i < n:
 */
@@ -5160,7 +6953,137 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":181
+/* "csrc/tokenizer/_pretok_c.pyx":310
+ * 
+ * 
+ * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t i = 0
+ *     while i < n:
+*/
+
+static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_n) {
+  Py_ssize_t __pyx_v_i;
+  int __pyx_t_1;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":311
+ * 
+ * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:
+ *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
+ *     while i < n:
+ *         i = _gpt2_at(t, i, n)
+*/
+  __pyx_v_i = 0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":312
+ * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:
+ *     cdef Py_ssize_t i = 0
+ *     while i < n:             # <<<<<<<<<<<<<<
+ *         i = _gpt2_at(t, i, n)
+ *         _emit(t, i)
+*/
+  while (1) {
+    __pyx_t_1 = (__pyx_v_i < __pyx_v_n);
+
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":313
+ *     cdef Py_ssize_t i = 0
+ *     while i < n:
+ *         i = _gpt2_at(t, i, n)             # <<<<<<<<<<<<<<
+ *         _emit(t, i)
+ * 
+*/
+    __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(__pyx_v_t, __pyx_v_i, __pyx_v_n);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":314
+ *     while i < n:
+ *         i = _gpt2_at(t, i, n)
+ *         _emit(t, i)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+    __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":310
+ * 
+ * 
+ * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t i = 0
+ *     while i < n:
+*/
+
+  /* function exit code */
+
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":317
+ * 
+ * 
+ * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,             # <<<<<<<<<<<<<<
+ *                       bint han) noexcept nogil:
+ *     cdef Py_ssize_t i = 0
+*/
+
+static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_n, int __pyx_v_max_digits, int __pyx_v_contractions, int __pyx_v_slash, int __pyx_v_han) {
+  Py_ssize_t __pyx_v_i;
+  int __pyx_t_1;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":319
+ * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,
+ *                       bint han) noexcept nogil:
+ *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
+ *     while i < n:
+ *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)
+*/
+  __pyx_v_i = 0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":320
+ *                       bint han) noexcept nogil:
+ *     cdef Py_ssize_t i = 0
+ *     while i < n:             # <<<<<<<<<<<<<<
+ *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)
+ *         _emit(t, i)
+*/
+  while (1) {
+    __pyx_t_1 = (__pyx_v_i < __pyx_v_n);
+
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":321
+ *     cdef Py_ssize_t i = 0
+ *     while i < n:
+ *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)             # <<<<<<<<<<<<<<
+ *         _emit(t, i)
+ * 
+*/
+    __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_contractions, __pyx_v_slash, __pyx_v_han);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":322
+ *     while i < n:
+ *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)
+ *         _emit(t, i)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+    __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":317
+ * 
+ * 
+ * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,             # <<<<<<<<<<<<<<
+ *                       bint han) noexcept nogil:
+ *     cdef Py_ssize_t i = 0
+*/
+
+  /* function exit code */
+
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":325
  * 
  * 
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5174,7 +7097,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
   int __pyx_v_gap;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":183
+  /* "csrc/tokenizer/_pretok_c.pyx":327
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
  *     # third Split: matches and the gaps between them are pieces
  *     cdef Py_ssize_t i = a, e             # <<<<<<<<<<<<<<
@@ -5183,7 +7106,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   __pyx_v_i = __pyx_v_a;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":184
+  /* "csrc/tokenizer/_pretok_c.pyx":328
  *     # third Split: matches and the gaps between them are pieces
  *     cdef Py_ssize_t i = a, e
  *     cdef bint gap = False             # <<<<<<<<<<<<<<
@@ -5192,7 +7115,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   __pyx_v_gap = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":185
+  /* "csrc/tokenizer/_pretok_c.pyx":329
  *     cdef Py_ssize_t i = a, e
  *     cdef bint gap = False
  *     while i < b:             # <<<<<<<<<<<<<<
@@ -5205,7 +7128,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":186
+    /* "csrc/tokenizer/_pretok_c.pyx":330
  *     cdef bint gap = False
  *     while i < b:
  *         e = _deepseek_at(t, i, b)             # <<<<<<<<<<<<<<
@@ -5214,7 +7137,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_at(__pyx_v_t, __pyx_v_i, __pyx_v_b);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":187
+    /* "csrc/tokenizer/_pretok_c.pyx":331
  *     while i < b:
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:             # <<<<<<<<<<<<<<
@@ -5226,7 +7149,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":188
+      /* "csrc/tokenizer/_pretok_c.pyx":332
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:
  *             gap = True             # <<<<<<<<<<<<<<
@@ -5235,7 +7158,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_gap = 1;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":189
+      /* "csrc/tokenizer/_pretok_c.pyx":333
  *         if e < 0:
  *             gap = True
  *             i += 1             # <<<<<<<<<<<<<<
@@ -5244,7 +7167,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_i = (__pyx_v_i + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":190
+      /* "csrc/tokenizer/_pretok_c.pyx":334
  *             gap = True
  *             i += 1
  *             continue             # <<<<<<<<<<<<<<
@@ -5253,7 +7176,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       goto __pyx_L3_continue;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":187
+      /* "csrc/tokenizer/_pretok_c.pyx":331
  *     while i < b:
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:             # <<<<<<<<<<<<<<
@@ -5262,7 +7185,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":191
+    /* "csrc/tokenizer/_pretok_c.pyx":335
  *             i += 1
  *             continue
  *         if gap:             # <<<<<<<<<<<<<<
@@ -5271,7 +7194,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     if (__pyx_v_gap) {
 
-      /* "csrc/tokenizer/_pretok_c.pyx":192
+      /* "csrc/tokenizer/_pretok_c.pyx":336
  *             continue
  *         if gap:
  *             _emit(t, i)             # <<<<<<<<<<<<<<
@@ -5280,7 +7203,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":193
+      /* "csrc/tokenizer/_pretok_c.pyx":337
  *         if gap:
  *             _emit(t, i)
  *             gap = False             # <<<<<<<<<<<<<<
@@ -5289,7 +7212,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_gap = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":191
+      /* "csrc/tokenizer/_pretok_c.pyx":335
  *             i += 1
  *             continue
  *         if gap:             # <<<<<<<<<<<<<<
@@ -5298,7 +7221,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":194
+    /* "csrc/tokenizer/_pretok_c.pyx":338
  *             _emit(t, i)
  *             gap = False
  *         _emit(t, e)             # <<<<<<<<<<<<<<
@@ -5307,7 +7230,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_e);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":195
+    /* "csrc/tokenizer/_pretok_c.pyx":339
  *             gap = False
  *         _emit(t, e)
  *         i = e             # <<<<<<<<<<<<<<
@@ -5318,7 +7241,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
     __pyx_L3_continue:;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":196
+  /* "csrc/tokenizer/_pretok_c.pyx":340
  *         _emit(t, e)
  *         i = e
  *     if gap:             # <<<<<<<<<<<<<<
@@ -5327,7 +7250,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   if (__pyx_v_gap) {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":197
+    /* "csrc/tokenizer/_pretok_c.pyx":341
  *         i = e
  *     if gap:
  *         _emit(t, b)             # <<<<<<<<<<<<<<
@@ -5336,7 +7259,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_b);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":196
+    /* "csrc/tokenizer/_pretok_c.pyx":340
  *         _emit(t, e)
  *         i = e
  *     if gap:             # <<<<<<<<<<<<<<
@@ -5345,7 +7268,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":181
+  /* "csrc/tokenizer/_pretok_c.pyx":325
  * 
  * 
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5359,7 +7282,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":200
+/* "csrc/tokenizer/_pretok_c.pyx":344
  * 
  * 
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5376,7 +7299,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":202
+  /* "csrc/tokenizer/_pretok_c.pyx":346
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:
  *     # first Split \p{N}{1,3}, then [---]+ within each piece, then the words
  *     cdef Py_ssize_t i = 0, j, p, q             # <<<<<<<<<<<<<<
@@ -5385,7 +7308,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":204
+  /* "csrc/tokenizer/_pretok_c.pyx":348
  *     cdef Py_ssize_t i = 0, j, p, q
  *     cdef bint cjk
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -5398,7 +7321,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":205
+    /* "csrc/tokenizer/_pretok_c.pyx":349
  *     cdef bint cjk
  *     while i < n:
  *         j = i + 1             # <<<<<<<<<<<<<<
@@ -5407,7 +7330,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":206
+    /* "csrc/tokenizer/_pretok_c.pyx":350
  *     while i < n:
  *         j = i + 1
  *         if t.cl[i] & NUMBER:             # <<<<<<<<<<<<<<
@@ -5419,7 +7342,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":207
+      /* "csrc/tokenizer/_pretok_c.pyx":351
  *         j = i + 1
  *         if t.cl[i] & NUMBER:
  *             while j < n and j - i < 3 and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
@@ -5456,7 +7379,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":208
+        /* "csrc/tokenizer/_pretok_c.pyx":352
  *         if t.cl[i] & NUMBER:
  *             while j < n and j - i < 3 and t.cl[j] & NUMBER:
  *                 j += 1             # <<<<<<<<<<<<<<
@@ -5466,7 +7389,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
         __pyx_v_j = (__pyx_v_j + 1);
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":206
+      /* "csrc/tokenizer/_pretok_c.pyx":350
  *     while i < n:
  *         j = i + 1
  *         if t.cl[i] & NUMBER:             # <<<<<<<<<<<<<<
@@ -5476,7 +7399,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":210
+    /* "csrc/tokenizer/_pretok_c.pyx":354
  *                 j += 1
  *         else:
  *             while j < n and not (t.cl[j] & NUMBER):             # <<<<<<<<<<<<<<
@@ -5504,7 +7427,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":211
+        /* "csrc/tokenizer/_pretok_c.pyx":355
  *         else:
  *             while j < n and not (t.cl[j] & NUMBER):
  *                 j += 1             # <<<<<<<<<<<<<<
@@ -5516,7 +7439,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     }
     __pyx_L5:;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":212
+    /* "csrc/tokenizer/_pretok_c.pyx":356
  *             while j < n and not (t.cl[j] & NUMBER):
  *                 j += 1
  *         p = i             # <<<<<<<<<<<<<<
@@ -5525,7 +7448,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
     __pyx_v_p = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":213
+    /* "csrc/tokenizer/_pretok_c.pyx":357
  *                 j += 1
  *         p = i
  *         while p < j:             # <<<<<<<<<<<<<<
@@ -5538,7 +7461,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":214
+      /* "csrc/tokenizer/_pretok_c.pyx":358
  *         p = i
  *         while p < j:
  *             cjk = _cjk(t.cp[p])             # <<<<<<<<<<<<<<
@@ -5547,7 +7470,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_v_cjk = __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk((__pyx_v_t->cp[__pyx_v_p]));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":215
+      /* "csrc/tokenizer/_pretok_c.pyx":359
  *         while p < j:
  *             cjk = _cjk(t.cp[p])
  *             q = p + 1             # <<<<<<<<<<<<<<
@@ -5556,7 +7479,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_v_q = (__pyx_v_p + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":216
+      /* "csrc/tokenizer/_pretok_c.pyx":360
  *             cjk = _cjk(t.cp[p])
  *             q = p + 1
  *             while q < j and _cjk(t.cp[q]) == cjk:             # <<<<<<<<<<<<<<
@@ -5583,7 +7506,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":217
+        /* "csrc/tokenizer/_pretok_c.pyx":361
  *             q = p + 1
  *             while q < j and _cjk(t.cp[q]) == cjk:
  *                 q += 1             # <<<<<<<<<<<<<<
@@ -5593,7 +7516,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
         __pyx_v_q = (__pyx_v_q + 1);
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":218
+      /* "csrc/tokenizer/_pretok_c.pyx":362
  *             while q < j and _cjk(t.cp[q]) == cjk:
  *                 q += 1
  *             _deepseek_words(t, p, q)             # <<<<<<<<<<<<<<
@@ -5602,7 +7525,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(__pyx_v_t, __pyx_v_p, __pyx_v_q);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":219
+      /* "csrc/tokenizer/_pretok_c.pyx":363
  *                 q += 1
  *             _deepseek_words(t, p, q)
  *             p = q             # <<<<<<<<<<<<<<
@@ -5612,7 +7535,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
       __pyx_v_p = __pyx_v_q;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":220
+    /* "csrc/tokenizer/_pretok_c.pyx":364
  *             _deepseek_words(t, p, q)
  *             p = q
  *         i = j             # <<<<<<<<<<<<<<
@@ -5622,7 +7545,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     __pyx_v_i = __pyx_v_j;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":200
+  /* "csrc/tokenizer/_pretok_c.pyx":344
  * 
  * 
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5638,7 +7561,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":223
+/* "csrc/tokenizer/_pretok_c.pyx":367
  * 
  * 
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5656,7 +7579,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   Py_ssize_t __pyx_t_3;
   int __pyx_t_4;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":225
+  /* "csrc/tokenizer/_pretok_c.pyx":369
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:
  *     """UTF-8 of cp[a:b]; a lone surrogate is written as `surrogatepass` writes it."""
  *     cdef Py_ssize_t n = 0, i             # <<<<<<<<<<<<<<
@@ -5665,7 +7588,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
   __pyx_v_n = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":227
+  /* "csrc/tokenizer/_pretok_c.pyx":371
  *     cdef Py_ssize_t n = 0, i
  *     cdef uint32_t c
  *     for i in range(a, b):             # <<<<<<<<<<<<<<
@@ -5679,7 +7602,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   for (__pyx_t_3 = __pyx_v_a; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":228
+    /* "csrc/tokenizer/_pretok_c.pyx":372
  *     cdef uint32_t c
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]             # <<<<<<<<<<<<<<
@@ -5688,7 +7611,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
     __pyx_v_c = ((uint32_t)(__pyx_v_cp[__pyx_v_i]));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":229
+    /* "csrc/tokenizer/_pretok_c.pyx":373
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:             # <<<<<<<<<<<<<<
@@ -5700,7 +7623,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":230
+      /* "csrc/tokenizer/_pretok_c.pyx":374
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:
  *             out[n] = <unsigned char>c             # <<<<<<<<<<<<<<
@@ -5709,7 +7632,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)__pyx_v_c);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":231
+      /* "csrc/tokenizer/_pretok_c.pyx":375
  *         if c < 0x80:
  *             out[n] = <unsigned char>c
  *             n += 1             # <<<<<<<<<<<<<<
@@ -5718,7 +7641,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":229
+      /* "csrc/tokenizer/_pretok_c.pyx":373
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:             # <<<<<<<<<<<<<<
@@ -5728,7 +7651,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":232
+    /* "csrc/tokenizer/_pretok_c.pyx":376
  *             out[n] = <unsigned char>c
  *             n += 1
  *         elif c < 0x800:             # <<<<<<<<<<<<<<
@@ -5740,7 +7663,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":233
+      /* "csrc/tokenizer/_pretok_c.pyx":377
  *             n += 1
  *         elif c < 0x800:
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))             # <<<<<<<<<<<<<<
@@ -5749,7 +7672,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xC0 | (__pyx_v_c >> 6)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":234
+      /* "csrc/tokenizer/_pretok_c.pyx":378
  *         elif c < 0x800:
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -5758,7 +7681,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":235
+      /* "csrc/tokenizer/_pretok_c.pyx":379
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2             # <<<<<<<<<<<<<<
@@ -5767,7 +7690,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 2);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":232
+      /* "csrc/tokenizer/_pretok_c.pyx":376
  *             out[n] = <unsigned char>c
  *             n += 1
  *         elif c < 0x800:             # <<<<<<<<<<<<<<
@@ -5777,7 +7700,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":236
+    /* "csrc/tokenizer/_pretok_c.pyx":380
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2
  *         elif c < 0x10000:             # <<<<<<<<<<<<<<
@@ -5789,7 +7712,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":237
+      /* "csrc/tokenizer/_pretok_c.pyx":381
  *             n += 2
  *         elif c < 0x10000:
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))             # <<<<<<<<<<<<<<
@@ -5798,7 +7721,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xE0 | (__pyx_v_c >> 12)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":238
+      /* "csrc/tokenizer/_pretok_c.pyx":382
  *         elif c < 0x10000:
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))             # <<<<<<<<<<<<<<
@@ -5807,7 +7730,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 6) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":239
+      /* "csrc/tokenizer/_pretok_c.pyx":383
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -5816,7 +7739,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 2)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":240
+      /* "csrc/tokenizer/_pretok_c.pyx":384
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 3             # <<<<<<<<<<<<<<
@@ -5825,7 +7748,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 3);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":236
+      /* "csrc/tokenizer/_pretok_c.pyx":380
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2
  *         elif c < 0x10000:             # <<<<<<<<<<<<<<
@@ -5835,7 +7758,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":242
+    /* "csrc/tokenizer/_pretok_c.pyx":386
  *             n += 3
  *         else:
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))             # <<<<<<<<<<<<<<
@@ -5845,7 +7768,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     /*else*/ {
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xF0 | (__pyx_v_c >> 18)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":243
+      /* "csrc/tokenizer/_pretok_c.pyx":387
  *         else:
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))             # <<<<<<<<<<<<<<
@@ -5854,7 +7777,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 12) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":244
+      /* "csrc/tokenizer/_pretok_c.pyx":388
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))             # <<<<<<<<<<<<<<
@@ -5863,7 +7786,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 2)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 6) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":245
+      /* "csrc/tokenizer/_pretok_c.pyx":389
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -5872,7 +7795,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 3)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":246
+      /* "csrc/tokenizer/_pretok_c.pyx":390
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 4             # <<<<<<<<<<<<<<
@@ -5885,7 +7808,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":247
+  /* "csrc/tokenizer/_pretok_c.pyx":391
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 4
  *     return n             # <<<<<<<<<<<<<<
@@ -5898,7 +7821,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":223
+  /* "csrc/tokenizer/_pretok_c.pyx":367
  * 
  * 
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5914,7 +7837,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":259
+/* "csrc/tokenizer/_pretok_c.pyx":404
  *     cdef object _twin
  * 
  *     def __init__(self, patterns):             # <<<<<<<<<<<<<<
@@ -5960,32 +7883,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_patterns,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 259, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 404, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 259, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 404, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 259, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 404, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, i); __PYX_ERR(0, 259, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, i); __PYX_ERR(0, 404, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 259, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 404, __pyx_L3_error)
     }
     __pyx_v_patterns = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 259, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 404, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6008,6 +7931,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
 static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_patterns) {
   PyObject *__pyx_v_how = NULL;
+  CYTHON_UNUSED PyObject *__pyx_v__ = NULL;
+  PyObject *__pyx_v_marks = NULL;
   int __pyx_r;
   __Pyx_RefNannyDeclarations
   PyObject *__pyx_t_1 = NULL;
@@ -6016,37 +7941,42 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   PyObject *__pyx_t_4 = NULL;
   size_t __pyx_t_5;
   int __pyx_t_6;
-  int __pyx_t_7;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *(*__pyx_t_8)(PyObject *);
+  int __pyx_t_9;
+  PyObject *__pyx_t_10 = NULL;
+  int __pyx_t_11;
+  int __pyx_t_12;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__init__", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":260
+  /* "csrc/tokenizer/_pretok_c.pyx":405
  * 
  *     def __init__(self, patterns):
  *         self.patterns = tuple(patterns)             # <<<<<<<<<<<<<<
  *         self._twin = _pretok_py.Scanner(self.patterns)
- *         how = _pretok_py.KNOWN.get(self.patterns)
+ *         how = _patterns.KNOWN.get(self.patterns)
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_patterns); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 260, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_patterns); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 405, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_GIVEREF(__pyx_t_1);
   __Pyx_GOTREF(__pyx_v_self->patterns);
   __Pyx_DECREF_SET(__pyx_v_self->patterns, ((PyObject*)__pyx_t_1));
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":261
+  /* "csrc/tokenizer/_pretok_c.pyx":406
  *     def __init__(self, patterns):
  *         self.patterns = tuple(patterns)
  *         self._twin = _pretok_py.Scanner(self.patterns)             # <<<<<<<<<<<<<<
- *         how = _pretok_py.KNOWN.get(self.patterns)
+ *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
 */
   __pyx_t_2 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 261, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 406, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_Scanner); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 261, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_Scanner); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 406, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_5 = 1;
@@ -6066,7 +7996,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 261, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 406, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __Pyx_GIVEREF(__pyx_t_1);
@@ -6074,16 +8004,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __Pyx_DECREF_SET(__pyx_v_self->_twin, __pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":262
+  /* "csrc/tokenizer/_pretok_c.pyx":407
  *         self.patterns = tuple(patterns)
  *         self._twin = _pretok_py.Scanner(self.patterns)
- *         how = _pretok_py.KNOWN.get(self.patterns)             # <<<<<<<<<<<<<<
+ *         how = _patterns.KNOWN.get(self.patterns)             # <<<<<<<<<<<<<<
  *         self.fast = how is not None
  *         if how is None:
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 262, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_patterns_2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 407, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_KNOWN); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 262, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_KNOWN); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 407, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_t_4 = __pyx_t_3;
@@ -6094,15 +8024,15 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_get, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 262, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 407, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __pyx_v_how = __pyx_t_1;
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":263
+  /* "csrc/tokenizer/_pretok_c.pyx":408
  *         self._twin = _pretok_py.Scanner(self.patterns)
- *         how = _pretok_py.KNOWN.get(self.patterns)
+ *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None             # <<<<<<<<<<<<<<
  *         if how is None:
  *             return
@@ -6110,8 +8040,8 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __pyx_t_6 = (__pyx_v_how != Py_None);
   __pyx_v_self->fast = __pyx_t_6;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":264
- *         how = _pretok_py.KNOWN.get(self.patterns)
+  /* "csrc/tokenizer/_pretok_c.pyx":409
+ *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
  *         if how is None:             # <<<<<<<<<<<<<<
  *             return
@@ -6121,7 +8051,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":265
+    /* "csrc/tokenizer/_pretok_c.pyx":410
  *         self.fast = how is not None
  *         if how is None:
  *             return             # <<<<<<<<<<<<<<
@@ -6133,8 +8063,8 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":264
- *         how = _pretok_py.KNOWN.get(self.patterns)
+    /* "csrc/tokenizer/_pretok_c.pyx":409
+ *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
  *         if how is None:             # <<<<<<<<<<<<<<
  *             return
@@ -6142,84 +8072,309 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":266
+  /* "csrc/tokenizer/_pretok_c.pyx":411
  *         if how is None:
  *             return
  *         _load_tables()             # <<<<<<<<<<<<<<
  *         if how[0] == "cl100k":
  *             self._family = CL100K
 */
-  __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 266, __pyx_L1_error)
+  __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 411, __pyx_L1_error)
 
-  /* "csrc/tokenizer/_pretok_c.pyx":267
+  /* "csrc/tokenizer/_pretok_c.pyx":412
  *             return
  *         _load_tables()
  *         if how[0] == "cl100k":             # <<<<<<<<<<<<<<
  *             self._family = CL100K
- *             self._max_digits = how[1]
+ *             _, self._max_digits, marks, self._to_end = how
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 267, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 412, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_cl100k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 267, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_cl100k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 412, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":268
+    /* "csrc/tokenizer/_pretok_c.pyx":413
  *         _load_tables()
  *         if how[0] == "cl100k":
  *             self._family = CL100K             # <<<<<<<<<<<<<<
- *             self._max_digits = how[1]
- *             self._letters = LETTER | MARK if how[2] else LETTER
+ *             _, self._max_digits, marks, self._to_end = how
+ *             self._letters = LETTER | MARK if marks else LETTER
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":269
+    /* "csrc/tokenizer/_pretok_c.pyx":414
  *         if how[0] == "cl100k":
  *             self._family = CL100K
- *             self._max_digits = how[1]             # <<<<<<<<<<<<<<
- *             self._letters = LETTER | MARK if how[2] else LETTER
- *         else:
+ *             _, self._max_digits, marks, self._to_end = how             # <<<<<<<<<<<<<<
+ *             self._letters = LETTER | MARK if marks else LETTER
+ *         elif how[0] == "o200k":
 */
-    __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 269, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_7 = __Pyx_PyLong_As_int(__pyx_t_1); if (unlikely((__pyx_t_7 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 269, __pyx_L1_error)
-    __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __pyx_v_self->_max_digits = __pyx_t_7;
+    if ((likely(PyTuple_CheckExact(__pyx_v_how))) || (PyList_CheckExact(__pyx_v_how))) {
+      PyObject* sequence = __pyx_v_how;
+      Py_ssize_t size = __Pyx_PySequence_SIZE(sequence);
+      if (unlikely(size != 4)) {
+        if (size > 4) __Pyx_RaiseTooManyValuesError(4);
+        else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
+        __PYX_ERR(0, 414, __pyx_L1_error)
+      }
+      #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
+      if (likely(PyTuple_CheckExact(sequence))) {
+        __pyx_t_1 = PyTuple_GET_ITEM(sequence, 0);
+        __Pyx_INCREF(__pyx_t_1);
+        __pyx_t_3 = PyTuple_GET_ITEM(sequence, 1);
+        __Pyx_INCREF(__pyx_t_3);
+        __pyx_t_4 = PyTuple_GET_ITEM(sequence, 2);
+        __Pyx_INCREF(__pyx_t_4);
+        __pyx_t_2 = PyTuple_GET_ITEM(sequence, 3);
+        __Pyx_INCREF(__pyx_t_2);
+      } else {
+        __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 414, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_1);
+        __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 414, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_3);
+        __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 2, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 414, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_4);
+        __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 3, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 414, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_2);
+      }
+      #else
+      {
+        Py_ssize_t i;
+        PyObject** temps[4] = {&__pyx_t_1,&__pyx_t_3,&__pyx_t_4,&__pyx_t_2};
+        for (i=0; i < 4; i++) {
+          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 414, __pyx_L1_error)
+          __Pyx_GOTREF(item);
+          *(temps[i]) = item;
+        }
+      }
+      #endif
+    } else {
+      Py_ssize_t index = -1;
+      PyObject** temps[4] = {&__pyx_t_1,&__pyx_t_3,&__pyx_t_4,&__pyx_t_2};
+      __pyx_t_7 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 414, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_7);
+      __pyx_t_8 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_7);
+      for (index=0; index < 4; index++) {
+        PyObject* item = __pyx_t_8(__pyx_t_7); if (unlikely(!item)) goto __pyx_L5_unpacking_failed;
+        __Pyx_GOTREF(item);
+        *(temps[index]) = item;
+      }
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_7), 4) < (0)) __PYX_ERR(0, 414, __pyx_L1_error)
+      __pyx_t_8 = NULL;
+      __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+      goto __pyx_L6_unpacking_done;
+      __pyx_L5_unpacking_failed:;
+      __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+      __pyx_t_8 = NULL;
+      if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
+      __PYX_ERR(0, 414, __pyx_L1_error)
+      __pyx_L6_unpacking_done:;
+    }
+    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_3); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 414, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_2); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 414, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __pyx_v__ = __pyx_t_1;
+    __pyx_t_1 = 0;
+    __pyx_v_self->_max_digits = __pyx_t_9;
+    __pyx_v_marks = __pyx_t_4;
+    __pyx_t_4 = 0;
+    __pyx_v_self->_to_end = __pyx_t_6;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":270
+    /* "csrc/tokenizer/_pretok_c.pyx":415
  *             self._family = CL100K
- *             self._max_digits = how[1]
- *             self._letters = LETTER | MARK if how[2] else LETTER             # <<<<<<<<<<<<<<
- *         else:
- *             self._family = DEEPSEEK
+ *             _, self._max_digits, marks, self._to_end = how
+ *             self._letters = LETTER | MARK if marks else LETTER             # <<<<<<<<<<<<<<
+ *         elif how[0] == "o200k":
+ *             self._family = O200K
 */
-    __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 270, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_1); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 270, __pyx_L1_error)
-    __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_v_marks); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 415, __pyx_L1_error)
     if (__pyx_t_6) {
 
-      __pyx_t_7 = (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK);
+      __pyx_t_9 = (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK);
     } else {
 
-      __pyx_t_7 = __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER;
+      __pyx_t_9 = __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER;
     }
 
-    __pyx_v_self->_letters = __pyx_t_7;
+    __pyx_v_self->_letters = __pyx_t_9;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":267
+    /* "csrc/tokenizer/_pretok_c.pyx":412
  *             return
  *         _load_tables()
  *         if how[0] == "cl100k":             # <<<<<<<<<<<<<<
  *             self._family = CL100K
- *             self._max_digits = how[1]
+ *             _, self._max_digits, marks, self._to_end = how
 */
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":272
- *             self._letters = LETTER | MARK if how[2] else LETTER
+  /* "csrc/tokenizer/_pretok_c.pyx":416
+ *             _, self._max_digits, marks, self._to_end = how
+ *             self._letters = LETTER | MARK if marks else LETTER
+ *         elif how[0] == "o200k":             # <<<<<<<<<<<<<<
+ *             self._family = O200K
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how
+*/
+  __pyx_t_2 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 416, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_o200k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 416, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  if (__pyx_t_6) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":417
+ *             self._letters = LETTER | MARK if marks else LETTER
+ *         elif how[0] == "o200k":
+ *             self._family = O200K             # <<<<<<<<<<<<<<
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how
+ *         elif how[0] == "gpt2":
+*/
+    __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":418
+ *         elif how[0] == "o200k":
+ *             self._family = O200K
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how             # <<<<<<<<<<<<<<
+ *         elif how[0] == "gpt2":
+ *             self._family = GPT2
+*/
+    if ((likely(PyTuple_CheckExact(__pyx_v_how))) || (PyList_CheckExact(__pyx_v_how))) {
+      PyObject* sequence = __pyx_v_how;
+      Py_ssize_t size = __Pyx_PySequence_SIZE(sequence);
+      if (unlikely(size != 5)) {
+        if (size > 5) __Pyx_RaiseTooManyValuesError(5);
+        else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
+        __PYX_ERR(0, 418, __pyx_L1_error)
+      }
+      #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
+      if (likely(PyTuple_CheckExact(sequence))) {
+        __pyx_t_2 = PyTuple_GET_ITEM(sequence, 0);
+        __Pyx_INCREF(__pyx_t_2);
+        __pyx_t_4 = PyTuple_GET_ITEM(sequence, 1);
+        __Pyx_INCREF(__pyx_t_4);
+        __pyx_t_3 = PyTuple_GET_ITEM(sequence, 2);
+        __Pyx_INCREF(__pyx_t_3);
+        __pyx_t_1 = PyTuple_GET_ITEM(sequence, 3);
+        __Pyx_INCREF(__pyx_t_1);
+        __pyx_t_7 = PyTuple_GET_ITEM(sequence, 4);
+        __Pyx_INCREF(__pyx_t_7);
+      } else {
+        __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 418, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_2);
+        __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 418, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_4);
+        __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(sequence, 2, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 418, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_3);
+        __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(sequence, 3, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 418, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_1);
+        __pyx_t_7 = __Pyx_PyList_GET_ITEM_REF(sequence, 4, __Pyx_ReferenceSharing_SharedReference);
+        if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 418, __pyx_L1_error)
+        __Pyx_XGOTREF(__pyx_t_7);
+      }
+      #else
+      {
+        Py_ssize_t i;
+        PyObject** temps[5] = {&__pyx_t_2,&__pyx_t_4,&__pyx_t_3,&__pyx_t_1,&__pyx_t_7};
+        for (i=0; i < 5; i++) {
+          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 418, __pyx_L1_error)
+          __Pyx_GOTREF(item);
+          *(temps[i]) = item;
+        }
+      }
+      #endif
+    } else {
+      Py_ssize_t index = -1;
+      PyObject** temps[5] = {&__pyx_t_2,&__pyx_t_4,&__pyx_t_3,&__pyx_t_1,&__pyx_t_7};
+      __pyx_t_10 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 418, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_10);
+      __pyx_t_8 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10);
+      for (index=0; index < 5; index++) {
+        PyObject* item = __pyx_t_8(__pyx_t_10); if (unlikely(!item)) goto __pyx_L7_unpacking_failed;
+        __Pyx_GOTREF(item);
+        *(temps[index]) = item;
+      }
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_10), 5) < (0)) __PYX_ERR(0, 418, __pyx_L1_error)
+      __pyx_t_8 = NULL;
+      __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+      goto __pyx_L8_unpacking_done;
+      __pyx_L7_unpacking_failed:;
+      __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+      __pyx_t_8 = NULL;
+      if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
+      __PYX_ERR(0, 418, __pyx_L1_error)
+      __pyx_L8_unpacking_done:;
+    }
+    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_3); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __pyx_t_11 = __Pyx_PyObject_IsTrue(__pyx_t_1); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+    __pyx_t_12 = __Pyx_PyObject_IsTrue(__pyx_t_7); if (unlikely((__pyx_t_12 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __pyx_v__ = __pyx_t_2;
+    __pyx_t_2 = 0;
+    __pyx_v_self->_max_digits = __pyx_t_9;
+    __pyx_v_self->_contractions = __pyx_t_6;
+    __pyx_v_self->_slash = __pyx_t_11;
+    __pyx_v_self->_han = __pyx_t_12;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":416
+ *             _, self._max_digits, marks, self._to_end = how
+ *             self._letters = LETTER | MARK if marks else LETTER
+ *         elif how[0] == "o200k":             # <<<<<<<<<<<<<<
+ *             self._family = O200K
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how
+*/
+    goto __pyx_L4;
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":419
+ *             self._family = O200K
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how
+ *         elif how[0] == "gpt2":             # <<<<<<<<<<<<<<
+ *             self._family = GPT2
+ *         else:
+*/
+  __pyx_t_7 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 419, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_12 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_gpt2, Py_EQ); if (unlikely((__pyx_t_12 < 0))) __PYX_ERR(0, 419, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  if (__pyx_t_12) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":420
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how
+ *         elif how[0] == "gpt2":
+ *             self._family = GPT2             # <<<<<<<<<<<<<<
+ *         else:
+ *             self._family = DEEPSEEK
+*/
+    __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":419
+ *             self._family = O200K
+ *             _, self._max_digits, self._contractions, self._slash, self._han = how
+ *         elif how[0] == "gpt2":             # <<<<<<<<<<<<<<
+ *             self._family = GPT2
+ *         else:
+*/
+    goto __pyx_L4;
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":422
+ *             self._family = GPT2
  *         else:
  *             self._family = DEEPSEEK             # <<<<<<<<<<<<<<
  * 
@@ -6230,7 +8385,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   }
   __pyx_L4:;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":259
+  /* "csrc/tokenizer/_pretok_c.pyx":404
  *     cdef object _twin
  * 
  *     def __init__(self, patterns):             # <<<<<<<<<<<<<<
@@ -6246,16 +8401,20 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __Pyx_XDECREF(__pyx_t_2);
   __Pyx_XDECREF(__pyx_t_3);
   __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_10);
   __Pyx_AddTraceback("benchc.tokenizer._pretok_c.Scanner.__init__", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = -1;
   __pyx_L0:;
   __Pyx_XDECREF(__pyx_v_how);
+  __Pyx_XDECREF(__pyx_v__);
+  __Pyx_XDECREF(__pyx_v_marks);
 
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":274
+/* "csrc/tokenizer/_pretok_c.pyx":424
  *             self._family = DEEPSEEK
  * 
  *     cdef int _scan(self, str text, Text* t) except -1:             # <<<<<<<<<<<<<<
@@ -6278,7 +8437,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":276
+  /* "csrc/tokenizer/_pretok_c.pyx":426
  *     cdef int _scan(self, str text, Text* t) except -1:
  *         """Fills t (allocated here; the caller frees it with _free) with the pieces of text."""
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i             # <<<<<<<<<<<<<<
@@ -6287,7 +8446,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_n = PyUnicode_GET_LENGTH(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":277
+  /* "csrc/tokenizer/_pretok_c.pyx":427
  *         """Fills t (allocated here; the caller frees it with _free) with the pieces of text."""
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
  *         cdef int kind = PyUnicode_KIND(text)             # <<<<<<<<<<<<<<
@@ -6296,7 +8455,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_kind = PyUnicode_KIND(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":278
+  /* "csrc/tokenizer/_pretok_c.pyx":428
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
  *         cdef int kind = PyUnicode_KIND(text)
  *         cdef void* data = PyUnicode_DATA(text)             # <<<<<<<<<<<<<<
@@ -6305,44 +8464,44 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_data = PyUnicode_DATA(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":279
+  /* "csrc/tokenizer/_pretok_c.pyx":429
  *         cdef int kind = PyUnicode_KIND(text)
  *         cdef void* data = PyUnicode_DATA(text)
  *         t.npieces = 0             # <<<<<<<<<<<<<<
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
- *         t.cl = <uint8_t*>malloc(n + 1)
+ *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
 */
   __pyx_v_t->npieces = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":280
+  /* "csrc/tokenizer/_pretok_c.pyx":430
  *         cdef void* data = PyUnicode_DATA(text)
  *         t.npieces = 0
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))             # <<<<<<<<<<<<<<
- *         t.cl = <uint8_t*>malloc(n + 1)
+ *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
 */
   __pyx_v_t->cp = ((Py_UCS4 *)malloc(((__pyx_v_n + 1) * (sizeof(Py_UCS4)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":281
+  /* "csrc/tokenizer/_pretok_c.pyx":431
  *         t.npieces = 0
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
- *         t.cl = <uint8_t*>malloc(n + 1)             # <<<<<<<<<<<<<<
+ *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))             # <<<<<<<<<<<<<<
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
 */
-  __pyx_v_t->cl = ((uint8_t *)malloc((__pyx_v_n + 1)));
+  __pyx_v_t->cl = ((uint16_t *)malloc(((__pyx_v_n + 1) * (sizeof(uint16_t)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":282
+  /* "csrc/tokenizer/_pretok_c.pyx":432
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
- *         t.cl = <uint8_t*>malloc(n + 1)
+ *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))             # <<<<<<<<<<<<<<
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)
 */
   __pyx_v_t->ends = ((Py_ssize_t *)malloc(((__pyx_v_n + 1) * (sizeof(Py_ssize_t)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":283
- *         t.cl = <uint8_t*>malloc(n + 1)
+  /* "csrc/tokenizer/_pretok_c.pyx":433
+ *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:             # <<<<<<<<<<<<<<
  *             _free(t)
@@ -6377,7 +8536,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":284
+    /* "csrc/tokenizer/_pretok_c.pyx":434
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)             # <<<<<<<<<<<<<<
@@ -6386,17 +8545,17 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__free(__pyx_v_t);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":285
+    /* "csrc/tokenizer/_pretok_c.pyx":435
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 285, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 435, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_pretok_c.pyx":283
- *         t.cl = <uint8_t*>malloc(n + 1)
+    /* "csrc/tokenizer/_pretok_c.pyx":433
+ *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:             # <<<<<<<<<<<<<<
  *             _free(t)
@@ -6404,7 +8563,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":286
+  /* "csrc/tokenizer/_pretok_c.pyx":436
  *             _free(t)
  *             raise MemoryError()
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -6418,7 +8577,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":287
+    /* "csrc/tokenizer/_pretok_c.pyx":437
  *             raise MemoryError()
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)             # <<<<<<<<<<<<<<
@@ -6427,61 +8586,96 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     (__pyx_v_t->cp[__pyx_v_i]) = PyUnicode_READ(__pyx_v_kind, __pyx_v_data, __pyx_v_i);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":288
+    /* "csrc/tokenizer/_pretok_c.pyx":438
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]             # <<<<<<<<<<<<<<
  *         if self._family == CL100K:
- *             _scan_cl100k(t, n, self._max_digits, self._letters)
+ *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
 */
     (__pyx_v_t->cl[__pyx_v_i]) = (__pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of[(__pyx_v_t->cp[__pyx_v_i])]);
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":289
+  /* "csrc/tokenizer/_pretok_c.pyx":439
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:             # <<<<<<<<<<<<<<
- *             _scan_cl100k(t, n, self._max_digits, self._letters)
- *         else:
+ *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
+ *         elif self._family == O200K:
 */
-  __pyx_t_1 = (__pyx_v_self->_family == __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K);
+  switch (__pyx_v_self->_family) {
+    case __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K:
 
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_pretok_c.pyx":290
+    /* "csrc/tokenizer/_pretok_c.pyx":440
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:
- *             _scan_cl100k(t, n, self._max_digits, self._letters)             # <<<<<<<<<<<<<<
+ *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)             # <<<<<<<<<<<<<<
+ *         elif self._family == O200K:
+ *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
+*/
+    __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_letters, __pyx_v_self->_to_end);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":439
+ *             t.cp[i] = PyUnicode_READ(kind, data, i)
+ *             t.cl[i] = _cls_of[t.cp[i]]
+ *         if self._family == CL100K:             # <<<<<<<<<<<<<<
+ *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
+ *         elif self._family == O200K:
+*/
+    break;
+    case __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K:
+
+    /* "csrc/tokenizer/_pretok_c.pyx":442
+ *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
+ *         elif self._family == O200K:
+ *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)             # <<<<<<<<<<<<<<
+ *         elif self._family == GPT2:
+ *             _scan_gpt2(t, n)
+*/
+    __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_contractions, __pyx_v_self->_slash, __pyx_v_self->_han);
+
+    /* "csrc/tokenizer/_pretok_c.pyx":441
+ *         if self._family == CL100K:
+ *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
+ *         elif self._family == O200K:             # <<<<<<<<<<<<<<
+ *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
+ *         elif self._family == GPT2:
+*/
+    break;
+    case __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2:
+
+    /* "csrc/tokenizer/_pretok_c.pyx":444
+ *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
+ *         elif self._family == GPT2:
+ *             _scan_gpt2(t, n)             # <<<<<<<<<<<<<<
  *         else:
  *             _scan_deepseek(t, n)
 */
-    __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_letters);
+    __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(__pyx_v_t, __pyx_v_n);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":289
- *             t.cp[i] = PyUnicode_READ(kind, data, i)
- *             t.cl[i] = _cls_of[t.cp[i]]
- *         if self._family == CL100K:             # <<<<<<<<<<<<<<
- *             _scan_cl100k(t, n, self._max_digits, self._letters)
+    /* "csrc/tokenizer/_pretok_c.pyx":443
+ *         elif self._family == O200K:
+ *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
+ *         elif self._family == GPT2:             # <<<<<<<<<<<<<<
+ *             _scan_gpt2(t, n)
  *         else:
 */
-    goto __pyx_L9;
-  }
+    break;
+    default:
 
-  /* "csrc/tokenizer/_pretok_c.pyx":292
- *             _scan_cl100k(t, n, self._max_digits, self._letters)
+    /* "csrc/tokenizer/_pretok_c.pyx":446
+ *             _scan_gpt2(t, n)
  *         else:
  *             _scan_deepseek(t, n)             # <<<<<<<<<<<<<<
  *         return 0
  * 
 */
-  /*else*/ {
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(__pyx_v_t, __pyx_v_n);
+    break;
   }
-  __pyx_L9:;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":293
+  /* "csrc/tokenizer/_pretok_c.pyx":447
  *         else:
  *             _scan_deepseek(t, n)
  *         return 0             # <<<<<<<<<<<<<<
@@ -6494,7 +8688,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":274
+  /* "csrc/tokenizer/_pretok_c.pyx":424
  *             self._family = DEEPSEEK
  * 
  *     cdef int _scan(self, str text, Text* t) except -1:             # <<<<<<<<<<<<<<
@@ -6515,7 +8709,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":295
+/* "csrc/tokenizer/_pretok_c.pyx":449
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
@@ -6562,32 +8756,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 295, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 449, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 295, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 449, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "split", 0) < (0)) __PYX_ERR(0, 295, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "split", 0) < (0)) __PYX_ERR(0, 449, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, i); __PYX_ERR(0, 295, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, i); __PYX_ERR(0, 449, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 295, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 449, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 295, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 449, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6598,7 +8792,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 295, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 449, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text);
 
   /* function exit code */
@@ -6647,7 +8841,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("split", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":297
+  /* "csrc/tokenizer/_pretok_c.pyx":451
  *     def split(self, str text):
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0             # <<<<<<<<<<<<<<
@@ -6656,7 +8850,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   __pyx_v_start = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":298
+  /* "csrc/tokenizer/_pretok_c.pyx":452
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -6668,7 +8862,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":299
+    /* "csrc/tokenizer/_pretok_c.pyx":453
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:
  *             return self._twin.split(text)             # <<<<<<<<<<<<<<
@@ -6682,7 +8876,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_2 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 299, __pyx_L1_error)
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 453, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
     }
     {
@@ -6696,7 +8890,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     __pyx_t_2 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":298
+    /* "csrc/tokenizer/_pretok_c.pyx":452
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -6705,17 +8899,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":300
+  /* "csrc/tokenizer/_pretok_c.pyx":454
  *         if not self.fast:
  *             return self._twin.split(text)
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             out = []
 */
-  __pyx_t_5 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(0, 300, __pyx_L1_error)
+  __pyx_t_5 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(0, 454, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":301
+  /* "csrc/tokenizer/_pretok_c.pyx":455
  *             return self._twin.split(text)
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
@@ -6724,19 +8918,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":302
+    /* "csrc/tokenizer/_pretok_c.pyx":456
  *         self._scan(text, &t)
  *         try:
  *             out = []             # <<<<<<<<<<<<<<
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])
 */
-    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 302, __pyx_L5_error)
+    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 456, __pyx_L5_error)
     __Pyx_GOTREF(__pyx_t_2);
     __pyx_v_out = ((PyObject*)__pyx_t_2);
     __pyx_t_2 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":303
+    /* "csrc/tokenizer/_pretok_c.pyx":457
  *         try:
  *             out = []
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -6750,7 +8944,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     for (__pyx_t_8 = 0; __pyx_t_8 < __pyx_t_7; __pyx_t_8+=1) {
       __pyx_v_k = __pyx_t_8;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":304
+      /* "csrc/tokenizer/_pretok_c.pyx":458
  *             out = []
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])             # <<<<<<<<<<<<<<
@@ -6759,15 +8953,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
       if (unlikely(__pyx_v_text == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-        __PYX_ERR(0, 304, __pyx_L5_error)
+        __PYX_ERR(0, 458, __pyx_L5_error)
       }
-      __pyx_t_2 = __Pyx_PyUnicode_Substring(__pyx_v_text, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 304, __pyx_L5_error)
+      __pyx_t_2 = __Pyx_PyUnicode_Substring(__pyx_v_text, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 458, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_2);
-      __pyx_t_9 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 304, __pyx_L5_error)
+      __pyx_t_9 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 458, __pyx_L5_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":305
+      /* "csrc/tokenizer/_pretok_c.pyx":459
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -6778,7 +8972,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":306
+    /* "csrc/tokenizer/_pretok_c.pyx":460
  *                 out.append(text[start:t.ends[k]])
  *                 start = t.ends[k]
  *             return out             # <<<<<<<<<<<<<<
@@ -6797,7 +8991,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":308
+  /* "csrc/tokenizer/_pretok_c.pyx":462
  *             return out
  *         finally:
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -6846,7 +9040,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":295
+  /* "csrc/tokenizer/_pretok_c.pyx":449
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
@@ -6870,7 +9064,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":310
+/* "csrc/tokenizer/_pretok_c.pyx":464
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -6918,39 +9112,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 310, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 464, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 310, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 464, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 310, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 464, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode", 0) < (0)) __PYX_ERR(0, 310, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode", 0) < (0)) __PYX_ERR(0, 464, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, i); __PYX_ERR(0, 310, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, i); __PYX_ERR(0, 464, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 310, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 464, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 310, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 464, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 310, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 464, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6961,7 +9155,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 310, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 464, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -7003,19 +9197,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":311
+  /* "csrc/tokenizer/_pretok_c.pyx":465
  * 
  *     def encode(self, str text, bpe):
  *         cdef list out = []             # <<<<<<<<<<<<<<
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
 */
-  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 311, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 465, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_out = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":312
+  /* "csrc/tokenizer/_pretok_c.pyx":466
  *     def encode(self, str text, bpe):
  *         cdef list out = []
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -7027,7 +9221,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":313
+    /* "csrc/tokenizer/_pretok_c.pyx":467
  *         cdef list out = []
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)             # <<<<<<<<<<<<<<
@@ -7041,7 +9235,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_4, (3-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 313, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 467, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     {
@@ -7055,7 +9249,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     __pyx_t_1 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":312
+    /* "csrc/tokenizer/_pretok_c.pyx":466
  *     def encode(self, str text, bpe):
  *         cdef list out = []
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -7064,7 +9258,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":314
+  /* "csrc/tokenizer/_pretok_c.pyx":468
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -7078,7 +9272,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_5) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":315
+    /* "csrc/tokenizer/_pretok_c.pyx":469
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -7092,7 +9286,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 315, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 469, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     if (likely(PyList_CheckExact(__pyx_t_1)) || PyTuple_CheckExact(__pyx_t_1)) {
@@ -7100,9 +9294,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_6 = 0;
       __pyx_t_7 = NULL;
     } else {
-      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 315, __pyx_L1_error)
+      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 469, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
-      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 315, __pyx_L1_error)
+      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 469, __pyx_L1_error)
     }
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     for (;;) {
@@ -7111,7 +9305,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 315, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 469, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -7121,7 +9315,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 315, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 469, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -7132,13 +9326,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           #endif
           ++__pyx_t_6;
         }
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 315, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 469, __pyx_L1_error)
       } else {
         __pyx_t_1 = __pyx_t_7(__pyx_t_3);
         if (unlikely(!__pyx_t_1)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 315, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 469, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
@@ -7148,7 +9342,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __Pyx_XDECREF_SET(__pyx_v_piece, __pyx_t_1);
       __pyx_t_1 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":316
+      /* "csrc/tokenizer/_pretok_c.pyx":470
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))             # <<<<<<<<<<<<<<
@@ -7158,9 +9352,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_8 = __pyx_v_bpe;
       __Pyx_INCREF(__pyx_t_8);
       __pyx_t_10 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 316, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 470, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_11);
-      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 316, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 470, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
       __pyx_t_4 = 1;
@@ -7180,7 +9374,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_9 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
         __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 316, __pyx_L1_error)
+        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 470, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_9);
       }
       __pyx_t_4 = 0;
@@ -7189,17 +9383,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
         __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 316, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 470, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_1);
       }
-      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 316, __pyx_L1_error)
+      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 470, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 316, __pyx_L1_error)
+      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 470, __pyx_L1_error)
       __Pyx_DECREF_SET(__pyx_v_out, ((PyObject*)__pyx_t_9));
       __pyx_t_9 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":315
+      /* "csrc/tokenizer/_pretok_c.pyx":469
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -7209,7 +9403,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":317
+    /* "csrc/tokenizer/_pretok_c.pyx":471
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out             # <<<<<<<<<<<<<<
@@ -7227,7 +9421,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":314
+    /* "csrc/tokenizer/_pretok_c.pyx":468
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -7236,17 +9430,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":318
+  /* "csrc/tokenizer/_pretok_c.pyx":472
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out
  *         self._merge(text, <BPE>bpe, out)             # <<<<<<<<<<<<<<
  *         return out
  * 
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_out); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 318, __pyx_L1_error)
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_out); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 472, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":319
+  /* "csrc/tokenizer/_pretok_c.pyx":473
  *             return out
  *         self._merge(text, <BPE>bpe, out)
  *         return out             # <<<<<<<<<<<<<<
@@ -7264,7 +9458,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":310
+  /* "csrc/tokenizer/_pretok_c.pyx":464
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -7291,7 +9485,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":321
+/* "csrc/tokenizer/_pretok_c.pyx":475
  *         return out
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -7339,39 +9533,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 321, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 475, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 321, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 475, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 321, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 475, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 321, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 475, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 321, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 475, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 321, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 475, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 321, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 475, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 321, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 475, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -7382,7 +9576,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 321, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 475, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -7417,7 +9611,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("count", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":322
+  /* "csrc/tokenizer/_pretok_c.pyx":476
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
@@ -7445,7 +9639,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":323
+    /* "csrc/tokenizer/_pretok_c.pyx":477
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))             # <<<<<<<<<<<<<<
@@ -7459,12 +9653,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
       PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_4 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_6, (3-__pyx_t_6) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 323, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 477, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
-    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 323, __pyx_L1_error)
+    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 477, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 323, __pyx_L1_error)
+    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 477, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
 
     {
@@ -7478,7 +9672,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
     __pyx_t_4 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":322
+    /* "csrc/tokenizer/_pretok_c.pyx":476
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
@@ -7487,15 +9681,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":324
+  /* "csrc/tokenizer/_pretok_c.pyx":478
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
  *         return self._merge(text, <BPE>bpe, None)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:
 */
-  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), ((PyObject*)Py_None)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 324, __pyx_L1_error)
-  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 324, __pyx_L1_error)
+  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), ((PyObject*)Py_None)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 478, __pyx_L1_error)
+  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 478, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
 
   {
@@ -7509,7 +9703,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   __pyx_t_4 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":321
+  /* "csrc/tokenizer/_pretok_c.pyx":475
  *         return out
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -7529,7 +9723,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":326
+/* "csrc/tokenizer/_pretok_c.pyx":480
  *         return self._merge(text, <BPE>bpe, None)
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:             # <<<<<<<<<<<<<<
@@ -7574,7 +9768,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_merge", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":329
+  /* "csrc/tokenizer/_pretok_c.pyx":483
  *         """Merges every piece; appends the ids to out when it is a list. Returns the count."""
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j             # <<<<<<<<<<<<<<
@@ -7585,7 +9779,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   __pyx_v_longest = 0;
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":330
+  /* "csrc/tokenizer/_pretok_c.pyx":484
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j
  *         cdef unsigned char* buf = NULL             # <<<<<<<<<<<<<<
@@ -7594,7 +9788,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   __pyx_v_buf = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":331
+  /* "csrc/tokenizer/_pretok_c.pyx":485
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j
  *         cdef unsigned char* buf = NULL
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
@@ -7603,17 +9797,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":332
+  /* "csrc/tokenizer/_pretok_c.pyx":486
  *         cdef unsigned char* buf = NULL
  *         cdef int32_t* ids = NULL
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             for k in range(t.npieces):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 332, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 486, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":333
+  /* "csrc/tokenizer/_pretok_c.pyx":487
  *         cdef int32_t* ids = NULL
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
@@ -7622,7 +9816,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":334
+    /* "csrc/tokenizer/_pretok_c.pyx":488
  *         self._scan(text, &t)
  *         try:
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -7636,7 +9830,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":335
+      /* "csrc/tokenizer/_pretok_c.pyx":489
  *         try:
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)             # <<<<<<<<<<<<<<
@@ -7660,7 +9854,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       __pyx_v_longest = __pyx_t_7;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":336
+      /* "csrc/tokenizer/_pretok_c.pyx":490
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -7671,7 +9865,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":337
+    /* "csrc/tokenizer/_pretok_c.pyx":491
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]
  *             buf = <unsigned char*>malloc(4 * longest + 1)             # <<<<<<<<<<<<<<
@@ -7680,7 +9874,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_buf = ((unsigned char *)malloc(((4 * __pyx_v_longest) + 1)));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":338
+    /* "csrc/tokenizer/_pretok_c.pyx":492
  *                 start = t.ends[k]
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -7689,7 +9883,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_ids = ((int32_t *)malloc((((4 * __pyx_v_longest) + 1) * (sizeof(int32_t)))));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":339
+    /* "csrc/tokenizer/_pretok_c.pyx":493
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -7715,16 +9909,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     if (unlikely(__pyx_t_8)) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":340
+      /* "csrc/tokenizer/_pretok_c.pyx":494
  *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()             # <<<<<<<<<<<<<<
  *             start = 0
  *             for k in range(t.npieces):
 */
-      PyErr_NoMemory(); __PYX_ERR(0, 340, __pyx_L4_error)
+      PyErr_NoMemory(); __PYX_ERR(0, 494, __pyx_L4_error)
 
-      /* "csrc/tokenizer/_pretok_c.pyx":339
+      /* "csrc/tokenizer/_pretok_c.pyx":493
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -7733,7 +9927,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":341
+    /* "csrc/tokenizer/_pretok_c.pyx":495
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()
  *             start = 0             # <<<<<<<<<<<<<<
@@ -7742,7 +9936,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_start = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":342
+    /* "csrc/tokenizer/_pretok_c.pyx":496
  *                 raise MemoryError()
  *             start = 0
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -7756,7 +9950,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":343
+      /* "csrc/tokenizer/_pretok_c.pyx":497
  *             start = 0
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)             # <<<<<<<<<<<<<<
@@ -7765,7 +9959,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_nbytes = __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(__pyx_v_t.cp, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k]), __pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":344
+      /* "csrc/tokenizer/_pretok_c.pyx":498
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -7774,17 +9968,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_start = (__pyx_v_t.ends[__pyx_v_k]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":345
+      /* "csrc/tokenizer/_pretok_c.pyx":499
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]
  *                 m = bpe.encode_into(buf, nbytes, ids)             # <<<<<<<<<<<<<<
  *                 total += m
  *                 if out is not None:
 */
-      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 345, __pyx_L4_error)
+      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 499, __pyx_L4_error)
       __pyx_v_m = __pyx_t_7;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":346
+      /* "csrc/tokenizer/_pretok_c.pyx":500
  *                 start = t.ends[k]
  *                 m = bpe.encode_into(buf, nbytes, ids)
  *                 total += m             # <<<<<<<<<<<<<<
@@ -7793,7 +9987,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_total = (__pyx_v_total + __pyx_v_m);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":347
+      /* "csrc/tokenizer/_pretok_c.pyx":501
  *                 m = bpe.encode_into(buf, nbytes, ids)
  *                 total += m
  *                 if out is not None:             # <<<<<<<<<<<<<<
@@ -7804,7 +9998,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       if (__pyx_t_8) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":348
+        /* "csrc/tokenizer/_pretok_c.pyx":502
  *                 total += m
  *                 if out is not None:
  *                     for j in range(m):             # <<<<<<<<<<<<<<
@@ -7818,7 +10012,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
         for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
           __pyx_v_j = __pyx_t_6;
 
-          /* "csrc/tokenizer/_pretok_c.pyx":349
+          /* "csrc/tokenizer/_pretok_c.pyx":503
  *                 if out is not None:
  *                     for j in range(m):
  *                         out.append(ids[j])             # <<<<<<<<<<<<<<
@@ -7827,17 +10021,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
           if (unlikely(__pyx_v_out == Py_None)) {
             PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "append");
-            __PYX_ERR(0, 349, __pyx_L4_error)
+            __PYX_ERR(0, 503, __pyx_L4_error)
           }
-          __pyx_t_10 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_j])); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 349, __pyx_L4_error)
+          __pyx_t_10 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_j])); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 503, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_10);
-          __pyx_t_11 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_10); if (unlikely(__pyx_t_11 == ((int)-1))) __PYX_ERR(0, 349, __pyx_L4_error)
+          __pyx_t_11 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_10); if (unlikely(__pyx_t_11 == ((int)-1))) __PYX_ERR(0, 503, __pyx_L4_error)
           __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
         }
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":347
+        /* "csrc/tokenizer/_pretok_c.pyx":501
  *                 m = bpe.encode_into(buf, nbytes, ids)
  *                 total += m
  *                 if out is not None:             # <<<<<<<<<<<<<<
@@ -7848,7 +10042,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":350
+    /* "csrc/tokenizer/_pretok_c.pyx":504
  *                     for j in range(m):
  *                         out.append(ids[j])
  *             return total             # <<<<<<<<<<<<<<
@@ -7862,7 +10056,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     goto __pyx_L3_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":352
+  /* "csrc/tokenizer/_pretok_c.pyx":506
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -7888,7 +10082,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       {
         free(__pyx_v_buf);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":353
+        /* "csrc/tokenizer/_pretok_c.pyx":507
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -7897,7 +10091,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         free(__pyx_v_ids);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":354
+        /* "csrc/tokenizer/_pretok_c.pyx":508
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -7921,7 +10115,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     __pyx_L3_return: {
       __pyx_t_2 = __pyx_r;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":352
+      /* "csrc/tokenizer/_pretok_c.pyx":506
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -7930,7 +10124,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":353
+      /* "csrc/tokenizer/_pretok_c.pyx":507
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -7939,7 +10133,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_ids);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":354
+      /* "csrc/tokenizer/_pretok_c.pyx":508
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -7952,7 +10146,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":326
+  /* "csrc/tokenizer/_pretok_c.pyx":480
  *         return self._merge(text, <BPE>bpe, None)
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:             # <<<<<<<<<<<<<<
@@ -7981,7 +10175,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":253
+/* "csrc/tokenizer/_pretok_c.pyx":397
  *     """Scanner(patterns): split / encode / count, as the twin's."""
  * 
  *     cdef readonly tuple patterns             # <<<<<<<<<<<<<<
@@ -8048,12 +10242,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8patterns___get
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":254
+/* "csrc/tokenizer/_pretok_c.pyx":398
  * 
  *     cdef readonly tuple patterns
  *     cdef readonly bint fast             # <<<<<<<<<<<<<<
  *     cdef int _family, _max_digits
- *     cdef uint8_t _letters
+ *     cdef uint16_t _letters
 */
 
 /* Python wrapper */
@@ -8087,7 +10281,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4fast___get__(s
       __Pyx_INCREF(__pyx_t_1);
       __Pyx_PyCriticalSection_Begin(&__pyx_cs, (PyObject*)__pyx_t_1);
       /*try:*/ {
-        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 254, __pyx_L4_error)
+        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 398, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_2);
         {
           PyObject *__pyx_temp;
@@ -8190,8 +10384,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
   PyObject *__pyx_t_4 = NULL;
   PyObject *__pyx_t_5 = NULL;
   PyObject *__pyx_t_6 = NULL;
-  int __pyx_t_7;
-  int __pyx_t_8;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10 = NULL;
+  int __pyx_t_11;
+  int __pyx_t_12;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -8201,7 +10399,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
  *     cdef object _dict
  *     cdef bint use_setstate
  *     with CRITICAL_SECTION(self):             # <<<<<<<<<<<<<<
- *         state = (self._family, self._letters, self._max_digits, self._twin, self.fast, self.patterns)
+ *         state = (self._contractions, self._family, self._han, self._letters, self._max_digits, self._slash, self._to_end, self._twin, self.fast, self.patterns)
  *         _dict = getattr(self, '__dict__', None)
 */
   {
@@ -8214,59 +10412,79 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
         /* "(tree fragment)":6
  *     cdef bint use_setstate
  *     with CRITICAL_SECTION(self):
- *         state = (self._family, self._letters, self._max_digits, self._twin, self.fast, self.patterns)             # <<<<<<<<<<<<<<
+ *         state = (self._contractions, self._family, self._han, self._letters, self._max_digits, self._slash, self._to_end, self._twin, self.fast, self.patterns)             # <<<<<<<<<<<<<<
  *         _dict = getattr(self, '__dict__', None)
  *     if _dict is not None and _dict:
 */
-        __pyx_t_2 = __Pyx_PyLong_From_int(__pyx_v_self->_family); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->_contractions); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 6, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_2);
-        __pyx_t_3 = __Pyx_PyLong_From_uint8_t(__pyx_v_self->_letters); if (unlikely(!__pyx_t_3)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_self->_family); if (unlikely(!__pyx_t_3)) __PYX_ERR(1, 6, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_3);
-        __pyx_t_4 = __Pyx_PyLong_From_int(__pyx_v_self->_max_digits); if (unlikely(!__pyx_t_4)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __pyx_t_4 = __Pyx_PyBool_FromLong(__pyx_v_self->_han); if (unlikely(!__pyx_t_4)) __PYX_ERR(1, 6, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_4);
-        __pyx_t_5 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_5)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __pyx_t_5 = __Pyx_PyLong_From_uint16_t(__pyx_v_self->_letters); if (unlikely(!__pyx_t_5)) __PYX_ERR(1, 6, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_5);
-        __pyx_t_6 = PyTuple_New(6); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __pyx_t_6 = __Pyx_PyLong_From_int(__pyx_v_self->_max_digits); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 6, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_6);
+        __pyx_t_7 = __Pyx_PyBool_FromLong(__pyx_v_self->_slash); if (unlikely(!__pyx_t_7)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_7);
+        __pyx_t_8 = __Pyx_PyBool_FromLong(__pyx_v_self->_to_end); if (unlikely(!__pyx_t_8)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_8);
+        __pyx_t_9 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_9)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_9);
+        __pyx_t_10 = PyTuple_New(10); if (unlikely(!__pyx_t_10)) __PYX_ERR(1, 6, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_10);
         __Pyx_GIVEREF(__pyx_t_2);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 0, __pyx_t_2) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 0, __pyx_t_2) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
         __Pyx_GIVEREF(__pyx_t_3);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 1, __pyx_t_3) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 1, __pyx_t_3) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
         __Pyx_GIVEREF(__pyx_t_4);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 2, __pyx_t_4) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 2, __pyx_t_4) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        __Pyx_GIVEREF(__pyx_t_5);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 3, __pyx_t_5) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        __Pyx_GIVEREF(__pyx_t_6);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 4, __pyx_t_6) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        __Pyx_GIVEREF(__pyx_t_7);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 5, __pyx_t_7) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        __Pyx_GIVEREF(__pyx_t_8);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 6, __pyx_t_8) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
         __Pyx_INCREF(__pyx_v_self->_twin);
         __Pyx_GIVEREF(__pyx_v_self->_twin);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 3, __pyx_v_self->_twin) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
-        __Pyx_GIVEREF(__pyx_t_5);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 4, __pyx_t_5) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 7, __pyx_v_self->_twin) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        __Pyx_GIVEREF(__pyx_t_9);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 8, __pyx_t_9) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
         __Pyx_INCREF(__pyx_v_self->patterns);
         __Pyx_GIVEREF(__pyx_v_self->patterns);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 5, __pyx_v_self->patterns) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 9, __pyx_v_self->patterns) != (0)) __PYX_ERR(1, 6, __pyx_L4_error);
         __pyx_t_2 = 0;
         __pyx_t_3 = 0;
         __pyx_t_4 = 0;
         __pyx_t_5 = 0;
-        __pyx_v_state = ((PyObject*)__pyx_t_6);
         __pyx_t_6 = 0;
+        __pyx_t_7 = 0;
+        __pyx_t_8 = 0;
+        __pyx_t_9 = 0;
+        __pyx_v_state = ((PyObject*)__pyx_t_10);
+        __pyx_t_10 = 0;
 
         /* "(tree fragment)":7
  *     with CRITICAL_SECTION(self):
- *         state = (self._family, self._letters, self._max_digits, self._twin, self.fast, self.patterns)
+ *         state = (self._contractions, self._family, self._han, self._letters, self._max_digits, self._slash, self._to_end, self._twin, self.fast, self.patterns)
  *         _dict = getattr(self, '__dict__', None)             # <<<<<<<<<<<<<<
  *     if _dict is not None and _dict:
  *         state += (_dict,)
 */
-        __pyx_t_6 = __Pyx_GetAttr3(((PyObject *)__pyx_v_self), __pyx_mstate_global->__pyx_n_u_dict, Py_None); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 7, __pyx_L4_error)
-        __Pyx_GOTREF(__pyx_t_6);
-        __pyx_v__dict = __pyx_t_6;
-        __pyx_t_6 = 0;
+        __pyx_t_10 = __Pyx_GetAttr3(((PyObject *)__pyx_v_self), __pyx_mstate_global->__pyx_n_u_dict, Py_None); if (unlikely(!__pyx_t_10)) __PYX_ERR(1, 7, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_10);
+        __pyx_v__dict = __pyx_t_10;
+        __pyx_t_10 = 0;
       }
 
       /* "(tree fragment)":5
  *     cdef object _dict
  *     cdef bint use_setstate
  *     with CRITICAL_SECTION(self):             # <<<<<<<<<<<<<<
- *         state = (self._family, self._letters, self._max_digits, self._twin, self.fast, self.patterns)
+ *         state = (self._contractions, self._family, self._han, self._letters, self._max_digits, self._slash, self._to_end, self._twin, self.fast, self.patterns)
  *         _dict = getattr(self, '__dict__', None)
 */
       /*finally:*/ {
@@ -8284,27 +10502,27 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
   }
 
   /* "(tree fragment)":8
- *         state = (self._family, self._letters, self._max_digits, self._twin, self.fast, self.patterns)
+ *         state = (self._contractions, self._family, self._han, self._letters, self._max_digits, self._slash, self._to_end, self._twin, self.fast, self.patterns)
  *         _dict = getattr(self, '__dict__', None)
  *     if _dict is not None and _dict:             # <<<<<<<<<<<<<<
  *         state += (_dict,)
  *         use_setstate = True
 */
-  __pyx_t_8 = (__pyx_v__dict != Py_None);
-  if (__pyx_t_8) {
+  __pyx_t_12 = (__pyx_v__dict != Py_None);
+  if (__pyx_t_12) {
 
   } else {
 
-    __pyx_t_7 = __pyx_t_8;
+    __pyx_t_11 = __pyx_t_12;
 
     goto __pyx_L7_bool_binop_done;
   }
-  __pyx_t_8 = __Pyx_PyObject_IsTrue(__pyx_v__dict); if (unlikely((__pyx_t_8 < 0))) __PYX_ERR(1, 8, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyObject_IsTrue(__pyx_v__dict); if (unlikely((__pyx_t_12 < 0))) __PYX_ERR(1, 8, __pyx_L1_error)
 
-  __pyx_t_7 = __pyx_t_8;
+  __pyx_t_11 = __pyx_t_12;
 
   __pyx_L7_bool_binop_done:;
-  if (__pyx_t_7) {
+  if (__pyx_t_11) {
 
 
     /* "(tree fragment)":9
@@ -8319,11 +10537,11 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
     __Pyx_INCREF(__pyx_v__dict);
     __Pyx_GIVEREF(__pyx_v__dict);
     if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 0, __pyx_v__dict) != (0)) __PYX_ERR(1, 9, __pyx_L1_error);
-    __pyx_t_6 = PyNumber_InPlaceAdd(__pyx_v_state, __pyx_t_1); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 9, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_6);
+    __pyx_t_10 = PyNumber_InPlaceAdd(__pyx_v_state, __pyx_t_1); if (unlikely(!__pyx_t_10)) __PYX_ERR(1, 9, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_10);
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __Pyx_DECREF_SET(__pyx_v_state, ((PyObject*)__pyx_t_6));
-    __pyx_t_6 = 0;
+    __Pyx_DECREF_SET(__pyx_v_state, ((PyObject*)__pyx_t_10));
+    __pyx_t_10 = 0;
 
     /* "(tree fragment)":10
  *     if _dict is not None and _dict:
@@ -8335,7 +10553,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
     __pyx_v_use_setstate = 1;
 
     /* "(tree fragment)":8
- *         state = (self._family, self._letters, self._max_digits, self._twin, self.fast, self.patterns)
+ *         state = (self._contractions, self._family, self._han, self._letters, self._max_digits, self._slash, self._to_end, self._twin, self.fast, self.patterns)
  *         _dict = getattr(self, '__dict__', None)
  *     if _dict is not None and _dict:             # <<<<<<<<<<<<<<
  *         state += (_dict,)
@@ -8349,24 +10567,24 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
  *     else:
  *         use_setstate = self._twin is not None or self.patterns is not None             # <<<<<<<<<<<<<<
  *     if use_setstate:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, None), state
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, None), state
 */
   /*else*/ {
-    __pyx_t_8 = (__pyx_v_self->_twin != Py_None);
-    if (!__pyx_t_8) {
+    __pyx_t_12 = (__pyx_v_self->_twin != Py_None);
+    if (!__pyx_t_12) {
 
     } else {
 
-      __pyx_t_7 = __pyx_t_8;
+      __pyx_t_11 = __pyx_t_12;
 
       goto __pyx_L9_bool_binop_done;
     }
-    __pyx_t_8 = (__pyx_v_self->patterns != ((PyObject*)Py_None));
+    __pyx_t_12 = (__pyx_v_self->patterns != ((PyObject*)Py_None));
 
-    __pyx_t_7 = __pyx_t_8;
+    __pyx_t_11 = __pyx_t_12;
 
     __pyx_L9_bool_binop_done:;
-    __pyx_v_use_setstate = __pyx_t_7;
+    __pyx_v_use_setstate = __pyx_t_11;
   }
   __pyx_L6:;
 
@@ -8374,7 +10592,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
  *     else:
  *         use_setstate = self._twin is not None or self.patterns is not None
  *     if use_setstate:             # <<<<<<<<<<<<<<
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, None), state
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, None), state
  *     else:
 */
   if (__pyx_v_use_setstate) {
@@ -8382,92 +10600,92 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
     /* "(tree fragment)":14
  *         use_setstate = self._twin is not None or self.patterns is not None
  *     if use_setstate:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, None), state             # <<<<<<<<<<<<<<
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, None), state             # <<<<<<<<<<<<<<
  *     else:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, state)
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, state)
 */
-    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 14, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_6);
+    __Pyx_GetModuleGlobalName(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner); if (unlikely(!__pyx_t_10)) __PYX_ERR(1, 14, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_10);
     __pyx_t_1 = PyTuple_New(3); if (unlikely(!__pyx_t_1)) __PYX_ERR(1, 14, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     __Pyx_INCREF(((PyObject *)Py_TYPE(((PyObject *)__pyx_v_self))));
     __Pyx_GIVEREF(((PyObject *)Py_TYPE(((PyObject *)__pyx_v_self))));
     if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 0, ((PyObject *)Py_TYPE(((PyObject *)__pyx_v_self)))) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
-    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_157589988);
-    __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_157589988);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 1, __pyx_mstate_global->__pyx_int_157589988) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
+    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_170797358);
+    __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_170797358);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 1, __pyx_mstate_global->__pyx_int_170797358) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
     __Pyx_INCREF(Py_None);
     __Pyx_GIVEREF(Py_None);
     if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 2, Py_None) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
-    __pyx_t_5 = PyTuple_New(3); if (unlikely(!__pyx_t_5)) __PYX_ERR(1, 14, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_5);
-    __Pyx_GIVEREF(__pyx_t_6);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 0, __pyx_t_6) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
+    __pyx_t_9 = PyTuple_New(3); if (unlikely(!__pyx_t_9)) __PYX_ERR(1, 14, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_9);
+    __Pyx_GIVEREF(__pyx_t_10);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 0, __pyx_t_10) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
     __Pyx_GIVEREF(__pyx_t_1);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 1, __pyx_t_1) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 1, __pyx_t_1) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
     __Pyx_INCREF(__pyx_v_state);
     __Pyx_GIVEREF(__pyx_v_state);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 2, __pyx_v_state) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
-    __pyx_t_6 = 0;
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 2, __pyx_v_state) != (0)) __PYX_ERR(1, 14, __pyx_L1_error);
+    __pyx_t_10 = 0;
     __pyx_t_1 = 0;
     {
       PyObject *__pyx_temp;
       {
         __pyx_temp = __pyx_r;
-        __pyx_r = __pyx_t_5;
+        __pyx_r = __pyx_t_9;
       }
       __Pyx_XDECREF(__pyx_temp);
     }
-    __pyx_t_5 = 0;
+    __pyx_t_9 = 0;
     goto __pyx_L0;
 
     /* "(tree fragment)":13
  *     else:
  *         use_setstate = self._twin is not None or self.patterns is not None
  *     if use_setstate:             # <<<<<<<<<<<<<<
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, None), state
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, None), state
  *     else:
 */
   }
 
   /* "(tree fragment)":16
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, None), state
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, None), state
  *     else:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, state)             # <<<<<<<<<<<<<<
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, state)             # <<<<<<<<<<<<<<
  * def __setstate_cython__(self, __pyx_state):
  *     __pyx_unpickle_Scanner__set_state(self, __pyx_state)
 */
   /*else*/ {
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner); if (unlikely(!__pyx_t_5)) __PYX_ERR(1, 16, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_5);
+    __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner); if (unlikely(!__pyx_t_9)) __PYX_ERR(1, 16, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_9);
     __pyx_t_1 = PyTuple_New(3); if (unlikely(!__pyx_t_1)) __PYX_ERR(1, 16, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     __Pyx_INCREF(((PyObject *)Py_TYPE(((PyObject *)__pyx_v_self))));
     __Pyx_GIVEREF(((PyObject *)Py_TYPE(((PyObject *)__pyx_v_self))));
     if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 0, ((PyObject *)Py_TYPE(((PyObject *)__pyx_v_self)))) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
-    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_157589988);
-    __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_157589988);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 1, __pyx_mstate_global->__pyx_int_157589988) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
+    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_170797358);
+    __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_170797358);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 1, __pyx_mstate_global->__pyx_int_170797358) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
     __Pyx_INCREF(__pyx_v_state);
     __Pyx_GIVEREF(__pyx_v_state);
     if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 2, __pyx_v_state) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
-    __pyx_t_6 = PyTuple_New(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 16, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_6);
-    __Pyx_GIVEREF(__pyx_t_5);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 0, __pyx_t_5) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
+    __pyx_t_10 = PyTuple_New(2); if (unlikely(!__pyx_t_10)) __PYX_ERR(1, 16, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_10);
+    __Pyx_GIVEREF(__pyx_t_9);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 0, __pyx_t_9) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
     __Pyx_GIVEREF(__pyx_t_1);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 1, __pyx_t_1) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
-    __pyx_t_5 = 0;
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 1, __pyx_t_1) != (0)) __PYX_ERR(1, 16, __pyx_L1_error);
+    __pyx_t_9 = 0;
     __pyx_t_1 = 0;
     {
       PyObject *__pyx_temp;
       {
         __pyx_temp = __pyx_r;
-        __pyx_r = __pyx_t_6;
+        __pyx_r = __pyx_t_10;
       }
       __Pyx_XDECREF(__pyx_temp);
     }
-    __pyx_t_6 = 0;
+    __pyx_t_10 = 0;
     goto __pyx_L0;
   }
 
@@ -8485,6 +10703,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
   __Pyx_XDECREF(__pyx_t_4);
   __Pyx_XDECREF(__pyx_t_5);
   __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_XDECREF(__pyx_t_9);
+  __Pyx_XDECREF(__pyx_t_10);
   __Pyx_AddTraceback("benchc.tokenizer._pretok_c.Scanner.__reduce_cython__", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = NULL;
   __pyx_L0:;
@@ -8498,7 +10720,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cytho
 
 /* "(tree fragment)":17
  *     else:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, state)
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, state)
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
  *     __pyx_unpickle_Scanner__set_state(self, __pyx_state)
 */
@@ -8599,7 +10821,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
   __Pyx_RefNannySetupContext("__setstate_cython__", 0);
 
   /* "(tree fragment)":18
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, state)
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, state)
  * def __setstate_cython__(self, __pyx_state):
  *     __pyx_unpickle_Scanner__set_state(self, __pyx_state)             # <<<<<<<<<<<<<<
 */
@@ -8617,7 +10839,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
 
   /* "(tree fragment)":17
  *     else:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, state)
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, state)
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
  *     __pyx_unpickle_Scanner__set_state(self, __pyx_state)
 */
@@ -8636,7 +10858,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":357
+/* "csrc/tokenizer/_pretok_c.pyx":511
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -8646,7 +10868,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
 
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":358
+  /* "csrc/tokenizer/_pretok_c.pyx":512
  * 
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)             # <<<<<<<<<<<<<<
@@ -8655,7 +10877,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cp);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":359
+  /* "csrc/tokenizer/_pretok_c.pyx":513
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)
  *     free(t.cl)             # <<<<<<<<<<<<<<
@@ -8664,7 +10886,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cl);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":360
+  /* "csrc/tokenizer/_pretok_c.pyx":514
  *     free(t.cp)
  *     free(t.cl)
  *     free(t.ends)             # <<<<<<<<<<<<<<
@@ -8673,7 +10895,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->ends);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":361
+  /* "csrc/tokenizer/_pretok_c.pyx":515
  *     free(t.cl)
  *     free(t.ends)
  *     t.cp = NULL             # <<<<<<<<<<<<<<
@@ -8682,7 +10904,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cp = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":362
+  /* "csrc/tokenizer/_pretok_c.pyx":516
  *     free(t.ends)
  *     t.cp = NULL
  *     t.cl = NULL             # <<<<<<<<<<<<<<
@@ -8690,14 +10912,14 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cl = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":363
+  /* "csrc/tokenizer/_pretok_c.pyx":517
  *     t.cp = NULL
  *     t.cl = NULL
  *     t.ends = NULL             # <<<<<<<<<<<<<<
 */
   __pyx_v_t->ends = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":357
+  /* "csrc/tokenizer/_pretok_c.pyx":511
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -8714,7 +10936,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
  *     int __Pyx_UpdateUnpickledDict(object, object, Py_ssize_t) except -1
  * def __pyx_unpickle_Scanner(__pyx_type, long __pyx_checksum, tuple __pyx_state):             # <<<<<<<<<<<<<<
  *     cdef object __pyx_result
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
 */
 
 /* Python wrapper */
@@ -8846,16 +11068,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(C
   /* "(tree fragment)":6
  * def __pyx_unpickle_Scanner(__pyx_type, long __pyx_checksum, tuple __pyx_state):
  *     cdef object __pyx_result
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')             # <<<<<<<<<<<<<<
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')             # <<<<<<<<<<<<<<
  *     __pyx_result = Scanner.__new__(__pyx_type)
  *     if __pyx_state is not None:
 */
-  __pyx_t_1 = __Pyx_CheckUnpickleChecksum(__pyx_v___pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, __pyx_k_family__letters__max_digits__tw); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(1, 6, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_CheckUnpickleChecksum(__pyx_v___pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, __pyx_k_contractions__family__han__lett); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(1, 6, __pyx_L1_error)
 
 
   /* "(tree fragment)":7
  *     cdef object __pyx_result
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
  *     __pyx_result = Scanner.__new__(__pyx_type)             # <<<<<<<<<<<<<<
  *     if __pyx_state is not None:
  *         __pyx_unpickle_Scanner__set_state(<Scanner> __pyx_result, __pyx_state)
@@ -8874,7 +11096,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(C
   __pyx_t_2 = 0;
 
   /* "(tree fragment)":8
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
  *     __pyx_result = Scanner.__new__(__pyx_type)
  *     if __pyx_state is not None:             # <<<<<<<<<<<<<<
  *         __pyx_unpickle_Scanner__set_state(<Scanner> __pyx_result, __pyx_state)
@@ -8900,7 +11122,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(C
     __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
     /* "(tree fragment)":8
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
  *     __pyx_result = Scanner.__new__(__pyx_type)
  *     if __pyx_state is not None:             # <<<<<<<<<<<<<<
  *         __pyx_unpickle_Scanner__set_state(<Scanner> __pyx_result, __pyx_state)
@@ -8913,7 +11135,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(C
  *         __pyx_unpickle_Scanner__set_state(<Scanner> __pyx_result, __pyx_state)
  *     return __pyx_result             # <<<<<<<<<<<<<<
  * cdef __pyx_unpickle_Scanner__set_state(Scanner __pyx_result, __pyx_state: tuple):
- *     __pyx_result._family = __pyx_state[0]; __pyx_result._letters = __pyx_state[1]; __pyx_result._max_digits = __pyx_state[2]; __pyx_result._twin = __pyx_state[3]; __pyx_result.fast = __pyx_state[4]; __pyx_result.patterns = __pyx_state[5]
+ *     __pyx_result._contractions = __pyx_state[0]; __pyx_result._family = __pyx_state[1]; __pyx_result._han = __pyx_state[2]; __pyx_result._letters = __pyx_state[3]; __pyx_result._max_digits = __pyx_state[4]; __pyx_result._slash = __pyx_state[5]; __pyx_result._to_end = __pyx_state[6]; __pyx_result._twin = __pyx_state[7]; __pyx_result.fast = __pyx_state[8]; __pyx_result.patterns = __pyx_state[9]
 */
   {
     PyObject *__pyx_temp;
@@ -8931,7 +11153,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(C
  *     int __Pyx_UpdateUnpickledDict(object, object, Py_ssize_t) except -1
  * def __pyx_unpickle_Scanner(__pyx_type, long __pyx_checksum, tuple __pyx_state):             # <<<<<<<<<<<<<<
  *     cdef object __pyx_result
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
 */
 
   /* function exit code */
@@ -8951,17 +11173,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(C
  *         __pyx_unpickle_Scanner__set_state(<Scanner> __pyx_result, __pyx_state)
  *     return __pyx_result
  * cdef __pyx_unpickle_Scanner__set_state(Scanner __pyx_result, __pyx_state: tuple):             # <<<<<<<<<<<<<<
- *     __pyx_result._family = __pyx_state[0]; __pyx_result._letters = __pyx_state[1]; __pyx_result._max_digits = __pyx_state[2]; __pyx_result._twin = __pyx_state[3]; __pyx_result.fast = __pyx_state[4]; __pyx_result.patterns = __pyx_state[5]
- *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 6)
+ *     __pyx_result._contractions = __pyx_state[0]; __pyx_result._family = __pyx_state[1]; __pyx_result._han = __pyx_state[2]; __pyx_result._letters = __pyx_state[3]; __pyx_result._max_digits = __pyx_state[4]; __pyx_result._slash = __pyx_state[5]; __pyx_result._to_end = __pyx_state[6]; __pyx_result._twin = __pyx_state[7]; __pyx_result.fast = __pyx_state[8]; __pyx_result.patterns = __pyx_state[9]
+ *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 10)
 */
 
 static PyObject *__pyx_f_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner__set_state(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v___pyx_result, PyObject *__pyx_v___pyx_state) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_t_1;
-  uint8_t __pyx_t_2;
-  PyObject *__pyx_t_3 = NULL;
-  int __pyx_t_4;
+  int __pyx_t_2;
+  uint16_t __pyx_t_3;
+  PyObject *__pyx_t_4 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -8970,52 +11192,60 @@ static PyObject *__pyx_f_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner__s
   /* "(tree fragment)":12
  *     return __pyx_result
  * cdef __pyx_unpickle_Scanner__set_state(Scanner __pyx_result, __pyx_state: tuple):
- *     __pyx_result._family = __pyx_state[0]; __pyx_result._letters = __pyx_state[1]; __pyx_result._max_digits = __pyx_state[2]; __pyx_result._twin = __pyx_state[3]; __pyx_result.fast = __pyx_state[4]; __pyx_result.patterns = __pyx_state[5]             # <<<<<<<<<<<<<<
- *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 6)
+ *     __pyx_result._contractions = __pyx_state[0]; __pyx_result._family = __pyx_state[1]; __pyx_result._han = __pyx_state[2]; __pyx_result._letters = __pyx_state[3]; __pyx_result._max_digits = __pyx_state[4]; __pyx_result._slash = __pyx_state[5]; __pyx_result._to_end = __pyx_state[6]; __pyx_result._twin = __pyx_state[7]; __pyx_result.fast = __pyx_state[8]; __pyx_result.patterns = __pyx_state[9]             # <<<<<<<<<<<<<<
+ *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 10)
 */
-  __pyx_t_1 = __Pyx_PyLong_As_int(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 0)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
-  __pyx_v___pyx_result->_family = __pyx_t_1;
-  __pyx_t_2 = __Pyx_PyLong_As_uint8_t(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 1)); if (unlikely((__pyx_t_2 == ((uint8_t)-1)) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
-  __pyx_v___pyx_result->_letters = __pyx_t_2;
-  __pyx_t_1 = __Pyx_PyLong_As_int(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 2)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
-  __pyx_v___pyx_result->_max_digits = __pyx_t_1;
-  __pyx_t_3 = __Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 3);
-  __Pyx_INCREF(__pyx_t_3);
-  __Pyx_GIVEREF(__pyx_t_3);
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 0)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_contractions = __pyx_t_1;
+  __pyx_t_2 = __Pyx_PyLong_As_int(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 1)); if (unlikely((__pyx_t_2 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_family = __pyx_t_2;
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 2)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_han = __pyx_t_1;
+  __pyx_t_3 = __Pyx_PyLong_As_uint16_t(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 3)); if (unlikely((__pyx_t_3 == ((uint16_t)-1)) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_letters = __pyx_t_3;
+  __pyx_t_2 = __Pyx_PyLong_As_int(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 4)); if (unlikely((__pyx_t_2 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_max_digits = __pyx_t_2;
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 5)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_slash = __pyx_t_1;
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 6)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->_to_end = __pyx_t_1;
+  __pyx_t_4 = __Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 7);
+  __Pyx_INCREF(__pyx_t_4);
+  __Pyx_GIVEREF(__pyx_t_4);
   __Pyx_GOTREF(__pyx_v___pyx_result->_twin);
-  __Pyx_DECREF_SET(__pyx_v___pyx_result->_twin, __pyx_t_3);
-  __pyx_t_3 = 0;
-  __pyx_t_4 = __Pyx_PyObject_IsTrue(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 4)); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
-  __pyx_v___pyx_result->fast = __pyx_t_4;
-  __pyx_t_3 = __Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 5);
-  __Pyx_INCREF(__pyx_t_3);
-  if (!(likely(PyTuple_CheckExact(__pyx_t_3))||((__pyx_t_3) == Py_None) || __Pyx_RaiseUnexpectedTypeError("tuple", __pyx_t_3))) __PYX_ERR(1, 12, __pyx_L1_error)
-  __Pyx_GIVEREF(__pyx_t_3);
+  __Pyx_DECREF_SET(__pyx_v___pyx_result->_twin, __pyx_t_4);
+  __pyx_t_4 = 0;
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 8)); if (unlikely((__pyx_t_1 == (int)-1) && PyErr_Occurred())) __PYX_ERR(1, 12, __pyx_L1_error)
+  __pyx_v___pyx_result->fast = __pyx_t_1;
+  __pyx_t_4 = __Pyx_PyTuple_GET_ITEM(__pyx_v___pyx_state, 9);
+  __Pyx_INCREF(__pyx_t_4);
+  if (!(likely(PyTuple_CheckExact(__pyx_t_4))||((__pyx_t_4) == Py_None) || __Pyx_RaiseUnexpectedTypeError("tuple", __pyx_t_4))) __PYX_ERR(1, 12, __pyx_L1_error)
+  __Pyx_GIVEREF(__pyx_t_4);
   __Pyx_GOTREF(__pyx_v___pyx_result->patterns);
-  __Pyx_DECREF_SET(__pyx_v___pyx_result->patterns, ((PyObject*)__pyx_t_3));
-  __pyx_t_3 = 0;
+  __Pyx_DECREF_SET(__pyx_v___pyx_result->patterns, ((PyObject*)__pyx_t_4));
+  __pyx_t_4 = 0;
 
   /* "(tree fragment)":13
  * cdef __pyx_unpickle_Scanner__set_state(Scanner __pyx_result, __pyx_state: tuple):
- *     __pyx_result._family = __pyx_state[0]; __pyx_result._letters = __pyx_state[1]; __pyx_result._max_digits = __pyx_state[2]; __pyx_result._twin = __pyx_state[3]; __pyx_result.fast = __pyx_state[4]; __pyx_result.patterns = __pyx_state[5]
- *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 6)             # <<<<<<<<<<<<<<
+ *     __pyx_result._contractions = __pyx_state[0]; __pyx_result._family = __pyx_state[1]; __pyx_result._han = __pyx_state[2]; __pyx_result._letters = __pyx_state[3]; __pyx_result._max_digits = __pyx_state[4]; __pyx_result._slash = __pyx_state[5]; __pyx_result._to_end = __pyx_state[6]; __pyx_result._twin = __pyx_state[7]; __pyx_result.fast = __pyx_state[8]; __pyx_result.patterns = __pyx_state[9]
+ *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 10)             # <<<<<<<<<<<<<<
 */
-  __pyx_t_1 = __Pyx_UpdateUnpickledDict(((PyObject *)__pyx_v___pyx_result), __pyx_v___pyx_state, 6); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(1, 13, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_UpdateUnpickledDict(((PyObject *)__pyx_v___pyx_result), __pyx_v___pyx_state, 10); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(1, 13, __pyx_L1_error)
 
 
   /* "(tree fragment)":11
  *         __pyx_unpickle_Scanner__set_state(<Scanner> __pyx_result, __pyx_state)
  *     return __pyx_result
  * cdef __pyx_unpickle_Scanner__set_state(Scanner __pyx_result, __pyx_state: tuple):             # <<<<<<<<<<<<<<
- *     __pyx_result._family = __pyx_state[0]; __pyx_result._letters = __pyx_state[1]; __pyx_result._max_digits = __pyx_state[2]; __pyx_result._twin = __pyx_state[3]; __pyx_result.fast = __pyx_state[4]; __pyx_result.patterns = __pyx_state[5]
- *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 6)
+ *     __pyx_result._contractions = __pyx_state[0]; __pyx_result._family = __pyx_state[1]; __pyx_result._han = __pyx_state[2]; __pyx_result._letters = __pyx_state[3]; __pyx_result._max_digits = __pyx_state[4]; __pyx_result._slash = __pyx_state[5]; __pyx_result._to_end = __pyx_state[6]; __pyx_result._twin = __pyx_state[7]; __pyx_result.fast = __pyx_state[8]; __pyx_result.patterns = __pyx_state[9]
+ *     __Pyx_UpdateUnpickledDict(__pyx_result, __pyx_state, 10)
 */
 
   /* function exit code */
   __pyx_r = Py_None; __Pyx_INCREF(Py_None);
   goto __pyx_L0;
   __pyx_L1_error:;
-  __Pyx_XDECREF(__pyx_t_3);
+  __Pyx_XDECREF(__pyx_t_4);
   __Pyx_AddTraceback("benchc.tokenizer._pretok_c.__pyx_unpickle_Scanner__set_state", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = 0;
   __pyx_L0:;
@@ -9327,14 +11557,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._scan = (int (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan;
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._merge = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, PyObject *))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 250, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 394, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 250, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner);
@@ -9344,9 +11574,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 250, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_Scanner, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 250, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 250, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_Scanner, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -9685,51 +11915,51 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_pretok_c.pyx":20
+  /* "csrc/tokenizer/_pretok_c.pyx":21
  * from benchc.tokenizer._bpe_c cimport BPE
  * 
- * from benchc.tokenizer import _pretok_py             # <<<<<<<<<<<<<<
+ * from benchc.tokenizer import _patterns, _pretok_py             # <<<<<<<<<<<<<<
  * from benchc.tokenizer import _unicode_classes as _U
  * 
 */
   {
-    PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_pretok_py};
-    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 20, __pyx_L1_error)
+    PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_patterns_2,__pyx_mstate_global->__pyx_n_u_pretok_py};
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 2, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 21, __pyx_L1_error)
   }
   __pyx_t_2 = __pyx_t_1;
   __Pyx_GOTREF(__pyx_t_2);
   {
-    PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_pretok_py};
-    __pyx_t_3 = 0; {
-      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 20, __pyx_L1_error)
+    PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_patterns_2,__pyx_mstate_global->__pyx_n_u_pretok_py};
+    for (__pyx_t_3=0; __pyx_t_3 < 2; __pyx_t_3++) {
+      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 21, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 20, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 21, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     }
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":21
+  /* "csrc/tokenizer/_pretok_c.pyx":22
  * 
- * from benchc.tokenizer import _pretok_py
+ * from benchc.tokenizer import _patterns, _pretok_py
  * from benchc.tokenizer import _unicode_classes as _U             # <<<<<<<<<<<<<<
  * 
  * cdef enum:
 */
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_unicode_classes};
-    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 21, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 22, __pyx_L1_error)
   }
   __pyx_t_2 = __pyx_t_1;
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_unicode_classes};
     __pyx_t_3 = 0; {
-      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 21, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 22, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
       switch (__pyx_t_3) {
         case 0:
-        if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_U, __pyx_t_4) < (0)) __PYX_ERR(0, 21, __pyx_L1_error)
+        if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_U, __pyx_t_4) < (0)) __PYX_ERR(0, 22, __pyx_L1_error)
         break;
         default:;
       }
@@ -9738,23 +11968,23 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":36
+  /* "csrc/tokenizer/_pretok_c.pyx":42
  * 
  * # the class table and the contraction folds, loaded on first use (about 0.2 s)
  * cdef bytes _classes = None             # <<<<<<<<<<<<<<
  * cdef bytes _folds = None
- * cdef const uint8_t* _cls_of = NULL
+ * cdef const uint16_t* _cls_of = NULL
 */
   __Pyx_INCREF(Py_None);
   __Pyx_XGOTREF(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes, ((PyObject*)Py_None));
   __Pyx_GIVEREF(Py_None);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":37
+  /* "csrc/tokenizer/_pretok_c.pyx":43
  * # the class table and the contraction folds, loaded on first use (about 0.2 s)
  * cdef bytes _classes = None
  * cdef bytes _folds = None             # <<<<<<<<<<<<<<
- * cdef const uint8_t* _cls_of = NULL
+ * cdef const uint16_t* _cls_of = NULL
  * cdef const uint8_t* _fold_of = NULL
 */
   __Pyx_INCREF(Py_None);
@@ -9762,26 +11992,26 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds, ((PyObject*)Py_None));
   __Pyx_GIVEREF(Py_None);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":38
+  /* "csrc/tokenizer/_pretok_c.pyx":44
  * cdef bytes _classes = None
  * cdef bytes _folds = None
- * cdef const uint8_t* _cls_of = NULL             # <<<<<<<<<<<<<<
+ * cdef const uint16_t* _cls_of = NULL             # <<<<<<<<<<<<<<
  * cdef const uint8_t* _fold_of = NULL
  * cdef Py_ssize_t _fold_limit = 0
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":39
+  /* "csrc/tokenizer/_pretok_c.pyx":45
  * cdef bytes _folds = None
- * cdef const uint8_t* _cls_of = NULL
+ * cdef const uint16_t* _cls_of = NULL
  * cdef const uint8_t* _fold_of = NULL             # <<<<<<<<<<<<<<
  * cdef Py_ssize_t _fold_limit = 0
  * 
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_of = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":40
- * cdef const uint8_t* _cls_of = NULL
+  /* "csrc/tokenizer/_pretok_c.pyx":46
+ * cdef const uint16_t* _cls_of = NULL
  * cdef const uint8_t* _fold_of = NULL
  * cdef Py_ssize_t _fold_limit = 0             # <<<<<<<<<<<<<<
  * 
@@ -9789,49 +12019,49 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_limit = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":295
+  /* "csrc/tokenizer/_pretok_c.pyx":449
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_3split, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_split, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 295, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_3split, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_split, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 449, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_split, __pyx_t_2) < (0)) __PYX_ERR(0, 295, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_split, __pyx_t_2) < (0)) __PYX_ERR(0, 449, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":310
+  /* "csrc/tokenizer/_pretok_c.pyx":464
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         cdef list out = []
  *         if not self.fast:
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 310, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 464, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 310, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 464, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":321
+  /* "csrc/tokenizer/_pretok_c.pyx":475
  *         return out
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 321, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 475, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 321, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 475, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -9849,7 +12079,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 
   /* "(tree fragment)":17
  *     else:
- *         return __pyx_unpickle_Scanner, (type(self), 0x964a1e4, state)
+ *         return __pyx_unpickle_Scanner, (type(self), 0xa2e292e, state)
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
  *     __pyx_unpickle_Scanner__set_state(self, __pyx_state)
 */
@@ -9866,7 +12096,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
  *     int __Pyx_UpdateUnpickledDict(object, object, Py_ssize_t) except -1
  * def __pyx_unpickle_Scanner(__pyx_type, long __pyx_checksum, tuple __pyx_state):             # <<<<<<<<<<<<<<
  *     cdef object __pyx_result
- *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0x964a1e4, 0xfdd4308, 0x07ef012, b'_family, _letters, _max_digits, _twin, fast, patterns')
+ *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
 */
   __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_1__pyx_unpickle_Scanner, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[5])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
@@ -9950,38 +12180,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{28},{7},{6},{2},{9},{5},{7},{25},{27},{13},{14},{13},{2},{20},{12},{8},{8},{12},{8},{10},{8},{7},{14},{12},{11},{10},{22},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{13},{10},{16},{18},{16},{26},{3},{6},{11},{18},{17},{5},{6},{12},{3},{5},{1},{3},{8},{5},{11},{3},{4},{10},{5},{5},{5},{1},{4},{6},{12},{6}};
-    const struct { const unsigned int length: 8; } bytes_length_index[] = {{11},{55},{135},{57},{99},{109}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{28},{7},{6},{2},{9},{5},{7},{25},{27},{13},{14},{13},{2},{20},{12},{8},{8},{12},{8},{10},{8},{7},{14},{12},{11},{10},{22},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{13},{9},{10},{16},{18},{16},{26},{3},{6},{11},{18},{17},{5},{6},{12},{3},{4},{5},{1},{5},{3},{8},{5},{11},{3},{4},{10},{5},{5},{5},{1},{4},{6},{12},{6}};
+    const struct { const unsigned int length: 8; } bytes_length_index[] = {{11},{55},{180},{57},{99},{109}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (882 bytes) */
-static const char cstring[] = "x\332eS\317o\3336\024\236\001\257u\023\003\215\227\004\035\320\303h\014E\322au#\314K\013\3640\030K\263\r\005\274\244Ck\240\035@\320\324s\314Y\246d\221r\355b\007\037}\324\221G\035u\3641G\037w\364Q\307\374\t\373\023\366(\331^\267\020\020\371\336\343\373\361\275\357Q\307:\004 \275\220]\rA\352\307\215\037\332\276\006\242\373L\223\037\247\272\357K\"\024q\301\023]\010\231\006oJ\224\016\005\327\020Z\047I.^^<i>o\022&]\022\302\037\300\265\"*\352r\217)\005\212\370=\322\215\204\247\205$z\032\200j\220_zd\352GD\002\270D\373$@\277O\003t\037$Q\240\255@\216\230\224\276fZ\370\222b\270\220WG\304\025!\026\021c\260\321\347\314S\320`\256K\321\017\270\n\371S\355\017@\212\217\020>\245A\010\250Q\336\010\246\023W(\326\365\000\244\335\257\270P\205\344\276j\377\332i\377\306\261\020\204\353\243Ai\010n\304\201\362\234\001J\377\275@d\n\001\335\276\342~$\365F\001\311}\0276\232\n<\241\351\033J/\246\023\374\316\220=\332\206\211~\r=J\327\035\002\305\345\332\033\\\275Hr{^m\212\341\0322!\363\323w#/\267H6,N\370`\017\354\221\362>\360\201\212\206\205\026\202\212<]\310\353<V\264s(\244H\006\202\0170\333\032ia\035kK\214M9\212\230\267\251\262f\204\336\342fk\200\211U\220\240-2\365\t\376[\304Q\252A\351M\327BQ\356\207~\204\017\0056s\013\246\210PX&\351\372u05\225\\\370\215\255\253\352\"\325}\336\330\016\375\377zc\373\010\272\001p\31799\031\344\271h\336$\367l9$V\207\214C\227\361\001\367\245\225\363\027\327\363=W\345s-\346Y\3544\020\300\001G#4\014\325\000q\004L\343\357 U~\221o\264;\305\346\002?P\340\365\260s\027z\014G\221?\004d!,\250\300\250\211\216\002\027\305H\301\226\2411\363\"P\263RV~\224\\&\275\2645+\335\224\2772\243\0259Y\354^\277X\016V\227\257\263\362~\374\314\034\047\365\304\311\312wg\177\242R\317*\217\323Z\372\315\242\275\254g\345\335\2713+\375]\371l\347\241\275\250\305\007\361;\243\223\027\251\273h,\313\313\237\377:[]tV\235\367\253\367\277g\225\275\370n<2w\214\227\326m\262\361\274\023\2774\007\3462\253|\021c\360\203xt\203\2336\317\222\243\3640\345\213\203\305\273\353\017Kf}GY\345\376\352\376qZN[ig\361""\312\232o\376k\031\315ZYew\336\234\353\370\324\354\233\263d\047\255\247\337/JYu?\376.fy\332zr\232\3260\023\372`\037\34649L ul\340\227\246\264\211vlD3\036\233N\322J\336\246Na\377hj\346\221\031e\325\275\370\036b~\2338I+\333{\020+\363$\031\245;\213o\257\331\365\310F\242\177u\376S\354\304\347\350\037\241\023\226Cl7\225\257\023\347V\211\"\r\006\234\307u\204]\263\034\336\313\252\226\016,\364y\374\006Q:\006\013\355\347\200\233f\224\334IX\022a\317\227\331\036\2026\207\206\231\242\356M\265\026\3270\215\363\017\343\317$\271";
-    PyObject *data = __Pyx_DecompressString(cstring, 882, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (926 bytes) */
+static const char cstring[] = "x\332eR;o\033G\020\026\t\306\246%\001\026#\t\016\222\"K\004\202d\047\246u6#\007H\021\010\261%\004\002\024I\261E \315b\2717$\317<\356=v\217\022\205 a\251\362\312-\257\274\222\245J\225)Y^\251\237\340\237\220\331;\222q\242\003ngfw\036\337|3;*\004 \235\220u\007 \324\323\306O\307\236\002\242zL\221\237G\252\347\t\342Hb\203\353\264!d\n\334\021\221*t\270\202\3208\tr\362\366\344y\363\207&a\302&!|\000\256$\221Q\233\273LJ\220\304\353\220v\344\270\312\021D\215|\220\r\362K\207\214\274\210\010\000\233(\217\370\350\367i\200\352\201 \022\224Q\3106\023\302SL9\236\240\030\356\210\3566\261\235\020\2138C0\321\007\314\225\320`\266M\321\017\270\014\371\013\345\365A8W\020\276\240~\010hQ\336\360G\227\266#Y\333\005\020\346\354rG\026\232}t\374k\353\3707\216\205 \234\211\006\245!\330\021\007\312s\006(\375\367\001\221I\004t\377\211{\221Ps\003\004\367l\230[\322w\035E\337Sz2\272\304\377\r\262G\217\341R\235A\207\322Y\207@\361\263\315\013~\235Hp#\273\363b\370\r\230#r\351\331\221\233\337\0106($\\\030\201=R\336\003\336\227\321\240\260B\220\221\253\n}\226\307\250f\016\205\026\t\337\341}\3146CZ\334\016\225!\306\244\014\"\346\316\253\314\030\241\367\270Y\\\300\2451\220\240\0052\371\t\376{\304Q\252@\252y\327\216\244\334\013\275\010\027\005\250\317\024\356\227\220\363\001\372#\204\352\030J\351lM\230\034\t\356x\215E\214l#\347=\336XL\377\377vc\261\rm\037\270k\355\356\366\363\\4\357\226\273\246.2\254B\306\241\315x\237{\302\350\371\352u<\327\226\371\200\213\301\026\047\365\035\340\2003\352\372\352\245\243` \373\336KL\213\200\346\r\344\036\371A\333#l\327\367|\tn\007\271\260\241\303p8\371j /aA\016F]\252\310\267Q\215$,8\03327\0029.e\225\255\3444\351\244\373\343\322]\345k\035L\311\356d\345\346\307\333\376\364\364,\253\254\307\257\365NRO\254\254\362p\374\007\032\365\254\3724\255\245\317&\307\267\365\254\262rm\215K\037\253K\313_\231\207Z\2741\335\334J\336\245_N\232\223\213\033\373\366\333\277\337MO\351\224\362)w\247\256?\365\257\246W\177~\\Z\372\253tXFqX>2\342\250|f\304Y\371\334\210\363r\253\234U\327\342\207q\240""\037h7\255\233\312\303\353V\374Vo\350\323\254\372y\214\225\236\304\301\035\036J\277N\266\323\315\224O6&\277\337\\\3342\343\033d\325\307\323\307;i%\335O[\223#s}\367\337\233`\274\237UW\256\233\327*\336\323\353\372M\262\234\326\323\357\047\245lu=~\025\263<m=\331Kk\230\t}\260i\275\227l&\220Z&\360\013]\232G[&\242\031\017u+\331O\316S\253\270\277\3225\275\245\203lu-~\204\230\317\023+\331\317\326\236\304R?O\202ty\362\335\r\273\tL$\372\257^\037\306V|\200\376\021:a9\304vW\375&\261\356\225(\322`\300A\\G\3305C\370\243l\325\320\201\205>\213\337#JKc\241\365\034pS\007\311\203\204%\021\366|\232\255!h\275\251\231.\352\336\255\326\342\032\246\261\376\001U\30299";
+    PyObject *data = __Pyx_DecompressString(cstring, 926, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1113 bytes) */
-static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ecsrc/t\377okenizer\337/_pre\013\000_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dKNOW\267NScf\000er\000\004.\377__reduce\233_c\375\002__\017\007\227\000s|\216\000\t\017count9\005\277encodeG\005s\377plit_U__\327Pyx\001\000D\273 _N\377extRef__~\333\004e____d\026\001\336\006\000func\014\001geytg\003\032\000main \001\337modul)\002na\315m\002\003ew9\001\341\000_c\377hecksum_\375_\n\001result\340\006\003A\004!\001\204A\033\003unp\307ickK\000\371\0041\003vt<\245!\214\001qual^\005\213$\231_\213.\244&ex\300\001\270@_\362\222\005s\265\010\250.__te\373st\356\005is_co\327rou\246`e\260Epy\257_uni\306!_\310da\177syncio.\"\006;sb\350 hc.\354F\000\r\375.\374Fbpecl1\32700k\226\204\002_\340\002cl\357ine_\326 tra\377cebackco\371n\010\001\355bfolds\370\323B\312C\320C_piec\375e\230@itemsk\376\260\000pattern\271s\024\002\031\002_by\332\000p\377opselfse\037tdefa\210@\204b\274`\371r\321C3\000xtupd\177ateuse_\323e\377values\200\001\377\330\004%\240Q\240f\250\377A\200\001\340\004\037\230q\377\320 0\260\013\270;\300\377k\320QR\330\004\023\220\3777\230(\240!\2401\330\357\004\007\200|\n\000!\330\010\377)\250\021\250*\260N\300\377!\330\004\013\2101\200\001\277\360\010\000\n\033\230\026\000\021\377\220\024\220Z\230t\240;\377\250d\260.\300\004\300H\377\310D\320PW\320W[\377\320[\\\330\010\020\220\007\177\220q\230\006\230l\2506\000\377\007\200v\210W\220E\230\177\024\230Q\330\010\022\220S\000\377\027\220q\340\010\027\220t\377\2307\240\047\250\025\250c\377\260\024\260Z\270w\300a\376u\001q\330\010\017\320\017(\377\250\004\250A\250W\260K\372\023\001\340\004\013q\200A\330\010\377\013\2104\210t\2206\230\377\023\230D\240\n\250!\250\3775\260\001\330\014\023\2203\373\220aR\002!\2406\250\021\374G\000!""\0007\230!\2306\240\337\025\240e\25015\001\030\230\365\0016\0051.\0014\220v\230\177W\240A\240V\2501P\003\377z\230\021\230%\230q\330\357\014\020\220\t\261\000V\2401\377\240A\330\020\027\220s\230\377-\240q\250\n\260,\270\333a\270\033\000\023\220-\000\014\210_G\2201\220F-\000u\"\000\367\010\017\210\231\000\340\010#\240\3711R\016A\003\010\014\210F\220u!\264\000\021\300!\t\330\014\213!nf\000\005\220U\243\0001\230f\000\376\202A!\2304\230q\240\006\357\240a\240u\203 Q\330\020\276\262\000\230\025\230a\230r\003\340/\014\021\220\021D\0001";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1113, 1386);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1166 bytes) */
+static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ecsrc/t\377okenizer\337/_pre\013\000_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dKNOW\267NScf\000er\000\004.\377__reduce\233_c\375\002__\017\007\227\000s|\216\000\t\017count9\005\277encodeG\005s\377plit_U__\327Pyx\001\000D\273 _N\377extRef__~\333\004e____d\026\001\336\006\000func\014\001geytg\003\032\000main \001\337modul)\002na\315m\002\003ew9\001\341\000_c\377hecksum_\375_\n\001result\340\006\003A\004!\001\204A\033\003unp\307ickK\000\371\0041\003vt<\245!\214\001qual^\005\213$\231_\213.\244&ex\300\001\270@_\362\222\005s\265\010\250.__te\373st\356\005is_co\367rou\246`e_pa\355t\335`ns\271Epy_\327uni\317!_\321das\277yncio.+\006s\235b\361 hc.\365F\000\r.\376\205fbpecl10\3530k\237\204\002_\351\002cli\367ne_\337 trac\377ebackcon|\010\001\366bfolds\334B\374\323C\331C_piece\376\241@gpt2ite\037msko2T\000\302\000\271\005\334\035\002\"\002_by\354\000po\377pselfset\217defa\232@\226b\316`r\374\343C\364\000xtupda\277teuse_\345ev\377alues\200\001\330\377\004%\240Q\240f\250A\377\200\001\340\004\037\230q\320\377 0\260\013\270;\300k\377\320QR\330\004\023\2207\377\230(\240!\2401\330\004\367\007\200|\n\000!\330\010)\377\250\021\250*\260N\300!\377\330\004\013\2101\200\001\360\337\010\000\n\033\230\026\000\021\220\377\024\320\025%\240T\250\032\377\2604\260w\270d\300+\377\310T\320Q_\320_c\377\320cl\320lp\320p\377z\320z~\360\000\000\177w\001G\002\004\000G\002K\003\001wK\002R\n\001R\002V\021\001\377V\002W\002\330\010\020\220\377\007\220q\230\006\230l\250\376c\000\007\200v\210W\220E\377\230\024\230Q\330\010\022\220\376\200\000\027\220q\340\010\027\220\377t\2307\240\047\250\025\250\377c\260\024\260Z\270w\300\375a\242\001q\330\010\017\320\017\377(\250\004\250A\250W\260\365K\023\001\340""\004\013q\200A\330\377\010\013\2104\210t\2206\377\230\023\230D\240\n\250!\377\2505\260\001\330\014\023\220\3673\220aR\002!\2406\250\371\021G\000!\0007\230!\2306\277\240\025\240e\25015\001\030\353\230\0016\0051.\0014\220v\377\230W\240A\240V\2501\376P\003z\230\021\230%\230q\337\330\014\020\220\t\261\000V\240\3771\240A\330\020\027\220s\377\230-\240q\250\n\260,\267\270a\270\033\000\023\220-\000\014\277\210G\2201\220F-\000u\356\"\000\010\017\210\231\000\340\010#\363\2401R\016A\003\010\014\210F\353\220!\264\000\021\355!\t\330\014\334\213!f\000\005\220U\243\0001\230\374f\000\257A!\2304\230q\240\337\006\240a\240u\203 Q\330}\020\262\000\230\025\230a\230r\003_\340\014\021\220\021D\0001";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1166, 1449);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1386 bytes) */
-static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecsrc/tokenizer/_pretok_c.pyxdisableenablegcisenabledKNOWNScannerScanner.__reduce_cython__Scanner.__setstate_cython__Scanner.countScanner.encodeScanner.split_U__Pyx_PyDict_NextRef__annotate____dict____func____getstate____main____module____name____new____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle_Scanner__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_is_coroutine_pretok_py_unicode_classesasyncio.coroutinesbenchc.tokenizerbenchc.tokenizer._pretok_cbpecl100kclass_tablecline_in_tracebackcontraction_foldscountencodeencode_piecegetitemskoutpatternspiecepiece_bytespopselfsetdefaultsplitstartstatettextupdateuse_setstatevalues\200\001\330\004%\240Q\240f\250A\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2207\230(\240!\2401\330\004\007\200|\2207\230!\330\010)\250\021\250*\260N\300!\330\004\013\2101\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Z\230t\240;\250d\260.\300\004\300H\310D\320PW\320W[\320[\\\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2307\240\047\250\025\250c\260\024\260Z\270w\300a\330\004\007\200q\330\010\017\320\017(\250\004\250A\250W\260K\270w\300a\340\010\017\320\017(\250\004\250A\250W\260K\270q\200A\330\010\013\2104\210t\2206\230\023\230D\240\n\250!\2505\260\001\330\014\023\2203\220a\220t\2307\240!\2406\250\021\330\010\017\210t\2207\230!\2306\240\025\240e\2501\200A\330\010\030\230\001\330\010\013\2104\210t\2201\330\014\023\2204\220v\230W\240A\240V\2501\330\010\013\2104\210z\230\021\230%\230q\330\014\020\220\t\230\024\230V\2401\240A\330\020\027\220s\230-\240q\250\n\260,\270a\270q\330\014\023\2201\330\010\014\210G\2201\220F\230%\230u\240A\330\010""\017\210q\200A\340\010#\2401\330\010\013\2104\210t\2201\330\014\023\2204\220v\230V\2401\240A\330\010\014\210F\220!\2206\230\021\230!\330\010\t\330\014\022\220!\330\014\020\220\005\220U\230!\2301\230A\330\020\023\2207\230!\2304\230q\240\006\240a\240u\250A\250Q\330\020\030\230\001\230\025\230a\230q\330\014\023\2201\340\014\021\220\021\220!\2201";
+    #else /* compression: none (1449 bytes) */
+static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecsrc/tokenizer/_pretok_c.pyxdisableenablegcisenabledKNOWNScannerScanner.__reduce_cython__Scanner.__setstate_cython__Scanner.countScanner.encodeScanner.split_U__Pyx_PyDict_NextRef__annotate____dict____func____getstate____main____module____name____new____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle_Scanner__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_is_coroutine_patterns_pretok_py_unicode_classesasyncio.coroutinesbenchc.tokenizerbenchc.tokenizer._pretok_cbpecl100kclass_tablecline_in_tracebackcontraction_foldscountencodeencode_piecegetgpt2itemsko200koutpatternspiecepiece_bytespopselfsetdefaultsplitstartstatettextupdateuse_setstatevalues\200\001\330\004%\240Q\240f\250A\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2207\230(\240!\2401\330\004\007\200|\2207\230!\330\010)\250\021\250*\260N\300!\330\004\013\2101\200\001\360\010\000\n\033\230!\330\010\021\220\024\320\025%\240T\250\032\2604\260w\270d\300+\310T\320Q_\320_c\320cl\320lp\320pz\320z~\360\000\000\177\001G\002\360\000\000G\002K\002\360\000\000K\002R\002\360\000\000R\002V\002\360\000\000V\002W\002\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2307\240\047\250\025\250c\260\024\260Z\270w\300a\330\004\007\200q\330\010\017\320\017(\250\004\250A\250W\260K\270w\300a\340\010\017\320\017(\250\004\250A\250W\260K\270q\200A\330\010\013\2104\210t\2206\230\023\230D\240\n\250!\2505\260\001\330\014\023\2203\220a\220t\2307\240!\2406\250\021\330\010\017\210t\2207\230!\2306\240\025\240e\2501\200A\330\010\030\230\001\330\010\013\2104\210t\2201\330\014\023\2204\220v\230W\240A\240V\2501\330\010\013\2104\210z\230\021\230%\230q\330""\014\020\220\t\230\024\230V\2401\240A\330\020\027\220s\230-\240q\250\n\260,\270a\270q\330\014\023\2201\330\010\014\210G\2201\220F\230%\230u\240A\330\010\017\210q\200A\340\010#\2401\330\010\013\2104\210t\2201\330\014\023\2204\220v\230V\2401\240A\330\010\014\210F\220!\2206\230\021\230!\330\010\t\330\014\022\220!\330\014\020\220\005\220U\230!\2301\230A\330\020\023\2207\230!\2304\230q\240\006\240a\240u\250A\250Q\330\020\030\230\001\230\025\230a\230q\330\014\023\2201\340\014\021\220\021\220!\2201";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 74; i++) {
+    for (int i = 0; i < 77; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 10) PyUnicode_InternInPlace(&string);
@@ -9992,8 +12222,8 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 74; i < 80; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-74].length;
+    for (int i = 77; i < 83; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-77].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -10003,14 +12233,14 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 80; i++) {
+    for (Py_ssize_t i = 0; i < 83; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 74;
+      PyObject **table = stringtab + 77;
       for (Py_ssize_t i=0; i<6; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -10034,7 +12264,7 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
   }
   {
     PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 0;
-    int32_t const cint_constants_4[] = {157589988L};
+    int32_t const cint_constants_4[] = {170797358L};
     for (int i = 0; i < 1; i++) {
       numbertab[i] = PyLong_FromLong(cint_constants_4[i - 0]);
       if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
@@ -10097,24 +12327,24 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 295};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 449};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_start, __pyx_mstate->__pyx_n_u_out};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_split, __pyx_mstate->__pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 310};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 464};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_encode, __pyx_mstate->__pyx_kp_b_iso88591_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1_G, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 321};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 475};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_count, __pyx_mstate->__pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_state, __pyx_mstate->__pyx_n_u_dict_2, __pyx_mstate->__pyx_n_u_use_setstate};
-    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_reduce_cython, __pyx_mstate->__pyx_kp_b_iso88591_Zt_d_HDPWW_q_l_vWE_Q_q_t7_c_Zwa, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_reduce_cython, __pyx_mstate->__pyx_kp_b_iso88591_T_4wd_TQ__ccllppzz_G_G_K_K_R_R, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 17};
@@ -11785,6 +14015,44 @@ __pyx_return_true:
     return 1;
 __pyx_return_false:
     return 0;
+}
+
+/* RaiseTooManyValuesToUnpack */
+static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected) {
+    PyErr_Format(PyExc_ValueError,
+                 "too many values to unpack (expected %" CYTHON_FORMAT_SSIZE_T "d)", expected);
+}
+
+/* RaiseNeedMoreValuesToUnpack */
+static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index) {
+    PyErr_Format(PyExc_ValueError,
+                 "need more than %" CYTHON_FORMAT_SSIZE_T "d value%.1s to unpack",
+                 index, (index == 1) ? "" : "s");
+}
+
+/* IterFinish */
+static CYTHON_INLINE int __Pyx_IterFinish(void) {
+    PyObject* exc_type;
+    __Pyx_PyThreadState_declare
+    __Pyx_PyThreadState_assign
+    exc_type = __Pyx_PyErr_CurrentExceptionType();
+    if (unlikely(exc_type)) {
+        if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration)))
+            return -1;
+        __Pyx_PyErr_Clear();
+        return 0;
+    }
+    return 0;
+}
+
+/* UnpackItemEndCheck */
+static int __Pyx_IternextUnpackEndCheck(PyObject *retval, Py_ssize_t expected) {
+    if (unlikely(retval)) {
+        Py_DECREF(retval);
+        __Pyx_RaiseTooManyValuesError(expected);
+        return -1;
+    }
+    return __Pyx_IterFinish();
 }
 
 /* ArgTypeTestError (used by ArgTypeTest) */
@@ -15557,30 +17825,30 @@ static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *x) {
 }
 
 /* CIntToPy */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint8_t(uint8_t value) {
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint16_t(uint16_t value) {
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wconversion"
 #endif
-    const uint8_t neg_one = (uint8_t) -1, const_zero = (uint8_t) 0;
+    const uint16_t neg_one = (uint16_t) -1, const_zero = (uint16_t) 0;
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
 #pragma GCC diagnostic pop
 #endif
     const int is_unsigned = neg_one > const_zero;
     if (is_unsigned) {
-        if (sizeof(uint8_t) < sizeof(long)) {
+        if (sizeof(uint16_t) < sizeof(long)) {
             return PyLong_FromLong((long) value);
-        } else if (sizeof(uint8_t) <= sizeof(unsigned long)) {
+        } else if (sizeof(uint16_t) <= sizeof(unsigned long)) {
             return PyLong_FromUnsignedLong((unsigned long) value);
 #if !CYTHON_COMPILING_IN_PYPY
-        } else if (sizeof(uint8_t) <= sizeof(unsigned PY_LONG_LONG)) {
+        } else if (sizeof(uint16_t) <= sizeof(unsigned PY_LONG_LONG)) {
             return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
 #endif
         }
     } else {
-        if (sizeof(uint8_t) <= sizeof(long)) {
+        if (sizeof(uint16_t) <= sizeof(long)) {
             return PyLong_FromLong((long) value);
-        } else if (sizeof(uint8_t) <= sizeof(PY_LONG_LONG)) {
+        } else if (sizeof(uint16_t) <= sizeof(PY_LONG_LONG)) {
             return PyLong_FromLongLong((PY_LONG_LONG) value);
         }
     }
@@ -15594,13 +17862,13 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint8_t(uint8_t value) {
         }
 #elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
         int one = 1; int little = (int)*(unsigned char *)&one;
-        return _PyLong_FromByteArray(bytes, sizeof(uint8_t),
+        return _PyLong_FromByteArray(bytes, sizeof(uint16_t),
                                      little, !is_unsigned);
 #else
         int one = 1; int little = (int)*(unsigned char *)&one;
         PyObject *result = NULL, *kwds = NULL;
         PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
-        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(uint8_t));
+        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(uint16_t));
         if (!py_bytes) goto limited_bad;
         from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
         if (!from_bytes_str) goto limited_bad;
@@ -15636,44 +17904,44 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint8_t(uint8_t value) {
 }
 
 /* CIntFromPy */
-static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x);
-static uint8_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t(void) {
-    const char* type_name = "uint8_t";
+static uint16_t __Pyx_LargePyLong___Pyx_PyLong_As_uint16_t(PyObject *x);
+static uint16_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint16_t(void) {
+    const char* type_name = "uint16_t";
     PyErr_Format(PyExc_OverflowError,
         "can't convert negative value to %.200s", type_name);
-    return (uint8_t) -1;
+    return (uint16_t) -1;
 }
-static uint8_t __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t(void) {
-    const char* type_name = "uint8_t";
+static uint16_t __Pyx_raise_overflow___Pyx_PyLong_As_uint16_t(void) {
+    const char* type_name = "uint16_t";
     PyErr_Format(PyExc_OverflowError,
         "value too large to convert to %.200s", type_name);
-    return (uint8_t) -1;
+    return (uint16_t) -1;
 }
-static CYTHON_INLINE uint8_t __Pyx_PyULong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+static CYTHON_INLINE uint16_t __Pyx_PyULong___Pyx_PyLong_As_uint16_t(PyObject *x) {
     const int is_unsigned = 1;
 #if CYTHON_USE_PYLONG_INTERNALS
     {
         const digit* digits = __Pyx_PyLong_Digits(x);
         const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        if (size == 2 && (8 * sizeof(uint8_t) > 1 * PyLong_SHIFT)) {
+        if (size == 2 && (8 * sizeof(uint16_t) > 1 * PyLong_SHIFT)) {
             if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(uint8_t) >= 2 * PyLong_SHIFT)) {
-                return (uint8_t) (((((uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint16_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint16_t) >= 2 * PyLong_SHIFT)) {
+                return (uint16_t) (((((uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0]));
             }
         } else
-        if (size == 3 && (8 * sizeof(uint8_t) > 2 * PyLong_SHIFT)) {
+        if (size == 3 && (8 * sizeof(uint16_t) > 2 * PyLong_SHIFT)) {
             if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(uint8_t) >= 3 * PyLong_SHIFT)) {
-                return (uint8_t) (((((((uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint16_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint16_t) >= 3 * PyLong_SHIFT)) {
+                return (uint16_t) (((((((uint16_t)digits[2]) << PyLong_SHIFT) | (uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0]));
             }
         } else
-        if (size == 4 && (8 * sizeof(uint8_t) > 3 * PyLong_SHIFT)) {
+        if (size == 4 && (8 * sizeof(uint16_t) > 3 * PyLong_SHIFT)) {
             if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(uint8_t) >= 4 * PyLong_SHIFT)) {
-                return (uint8_t) (((((((((uint8_t)digits[3]) << PyLong_SHIFT) | (uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint16_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint16_t) >= 4 * PyLong_SHIFT)) {
+                return (uint16_t) (((((((((uint16_t)digits[3]) << PyLong_SHIFT) | (uint16_t)digits[2]) << PyLong_SHIFT) | (uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0]));
             }
         } else
         {}
@@ -15686,107 +17954,107 @@ static CYTHON_INLINE uint8_t __Pyx_PyULong___Pyx_PyLong_As_uint8_t(PyObject *x) 
     {
         int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
         if (unlikely(result < 0))
-            return (uint8_t) -1;
+            return (uint16_t) -1;
         if (unlikely(result == 1))
             goto raise_neg_overflow;
     }
 #endif
-    if ((sizeof(uint8_t) <= sizeof(unsigned long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, unsigned long, PyLong_AsUnsignedLong(x))
-    } else if ((sizeof(uint8_t) <= sizeof(unsigned PY_LONG_LONG))) {
-        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    if ((sizeof(uint16_t) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint16_t, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(uint16_t) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint16_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
     }
-    return __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(x);
+    return __Pyx_LargePyLong___Pyx_PyLong_As_uint16_t(x);
 raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint16_t();
 raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint16_t();
 }
-static CYTHON_INLINE uint8_t __Pyx_PySLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+static CYTHON_INLINE uint16_t __Pyx_PySLong___Pyx_PyLong_As_uint16_t(PyObject *x) {
     const int is_unsigned = 0;
 #if CYTHON_USE_PYLONG_INTERNALS
     if (__Pyx_PyLong_IsNeg(x)) {
         const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
         const digit* digits = __Pyx_PyLong_Digits(x);
-        if (size == 2 && (8 * sizeof(uint8_t) > 1 * PyLong_SHIFT)) {
+        if (size == 2 && (8 * sizeof(uint16_t) > 1 * PyLong_SHIFT)) {
             if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
                 long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(uint8_t, long, ival)
-            } else if ((8 * sizeof(uint8_t) - 1 > 2 * PyLong_SHIFT)) {
-                return (uint8_t) (((uint8_t) -1) * (((((uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0])));
+                __PYX_VERIFY_RETURN_INT(uint16_t, long, ival)
+            } else if ((8 * sizeof(uint16_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (uint16_t) (((uint16_t) -1) * (((((uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0])));
             }
         } else
-        if (size == 3 && (8 * sizeof(uint8_t) > 2 * PyLong_SHIFT)) {
+        if (size == 3 && (8 * sizeof(uint16_t) > 2 * PyLong_SHIFT)) {
             if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
                 long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(uint8_t, long, ival)
-            } else if ((8 * sizeof(uint8_t) - 1 > 3 * PyLong_SHIFT)) {
-                return (uint8_t) (((uint8_t) -1) * (((((((uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0])));
+                __PYX_VERIFY_RETURN_INT(uint16_t, long, ival)
+            } else if ((8 * sizeof(uint16_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (uint16_t) (((uint16_t) -1) * (((((((uint16_t)digits[2]) << PyLong_SHIFT) | (uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0])));
             }
         } else
-        if (size == 4 && (8 * sizeof(uint8_t) > 3 * PyLong_SHIFT)) {
+        if (size == 4 && (8 * sizeof(uint16_t) > 3 * PyLong_SHIFT)) {
             if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
                 long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(uint8_t, long, ival)
-            } else if ((8 * sizeof(uint8_t) - 1 > 4 * PyLong_SHIFT)) {
-                return (uint8_t) (((uint8_t) -1) * (((((((((uint8_t)digits[3]) << PyLong_SHIFT) | (uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0])));
+                __PYX_VERIFY_RETURN_INT(uint16_t, long, ival)
+            } else if ((8 * sizeof(uint16_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (uint16_t) (((uint16_t) -1) * (((((((((uint16_t)digits[3]) << PyLong_SHIFT) | (uint16_t)digits[2]) << PyLong_SHIFT) | (uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0])));
             }
         } else
         {}
     } else {
         const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
         const digit* digits = __Pyx_PyLong_Digits(x);
-        if (size == 2 && (8 * sizeof(uint8_t) > 1 * PyLong_SHIFT)) {
+        if (size == 2 && (8 * sizeof(uint16_t) > 1 * PyLong_SHIFT)) {
             if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(uint8_t) - 1 > 2 * PyLong_SHIFT)) {
-                return (uint8_t) (((((uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint16_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint16_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (uint16_t) (((((uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0]));
             }
         } else
-        if (size == 3 && (8 * sizeof(uint8_t) > 2 * PyLong_SHIFT)) {
+        if (size == 3 && (8 * sizeof(uint16_t) > 2 * PyLong_SHIFT)) {
             if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(uint8_t) - 1 > 3 * PyLong_SHIFT)) {
-                return (uint8_t) (((((((uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint16_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint16_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (uint16_t) (((((((uint16_t)digits[2]) << PyLong_SHIFT) | (uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0]));
             }
         } else
-        if (size == 4 && (8 * sizeof(uint8_t) > 3 * PyLong_SHIFT)) {
+        if (size == 4 && (8 * sizeof(uint16_t) > 3 * PyLong_SHIFT)) {
             if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(uint8_t) - 1 > 4 * PyLong_SHIFT)) {
-                return (uint8_t) (((((((((uint8_t)digits[3]) << PyLong_SHIFT) | (uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint16_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint16_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (uint16_t) (((((((((uint16_t)digits[3]) << PyLong_SHIFT) | (uint16_t)digits[2]) << PyLong_SHIFT) | (uint16_t)digits[1]) << PyLong_SHIFT) | (uint16_t)digits[0]));
             }
         } else
         {}
     }
 #endif
     #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
-    if ((sizeof(uint8_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, int, PyLong_AsInt(x))
+    if ((sizeof(uint16_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint16_t, int, PyLong_AsInt(x))
     } else
     #endif
-    if ((sizeof(uint8_t) <= sizeof(long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, long, PyLong_AsLong(x))
-    } else if ((sizeof(uint8_t) <= sizeof(PY_LONG_LONG))) {
-        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, PY_LONG_LONG, PyLong_AsLongLong(x))
+    if ((sizeof(uint16_t) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint16_t, long, PyLong_AsLong(x))
+    } else if ((sizeof(uint16_t) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint16_t, PY_LONG_LONG, PyLong_AsLongLong(x))
     }
-    return __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(x);
+    return __Pyx_LargePyLong___Pyx_PyLong_As_uint16_t(x);
 raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint16_t();
 raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint16_t();
 }
-static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+static uint16_t __Pyx_LargePyLong___Pyx_PyLong_As_uint16_t(PyObject *x) {
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wconversion"
 #endif
-    const uint8_t neg_one = (uint8_t) -1, const_zero = (uint8_t) 0;
+    const uint16_t neg_one = (uint16_t) -1, const_zero = (uint16_t) 0;
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
 #pragma GCC diagnostic pop
 #endif
     const int is_unsigned = neg_one > const_zero;
-    uint8_t val;
+    uint16_t val;
     int ret = -1;
 #if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
     Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
@@ -15813,35 +18081,35 @@ static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
         v = __Pyx_NewRef(x);
     } else {
         v = PyNumber_Long(x);
-        if (unlikely(!v)) return (uint8_t) -1;
+        if (unlikely(!v)) return (uint16_t) -1;
         assert(PyLong_CheckExact(v));
     }
     {
         int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
         if (unlikely(result < 0)) {
             Py_DECREF(v);
-            return (uint8_t) -1;
+            return (uint16_t) -1;
         }
         is_negative = result == 1;
     }
     if (is_unsigned && unlikely(is_negative)) {
         Py_DECREF(v);
         PyErr_SetString(PyExc_OverflowError,
-            "can't convert negative value to uint8_t");
-        return (uint8_t) -1;
+            "can't convert negative value to uint16_t");
+        return (uint16_t) -1;
     } else if (is_negative) {
         stepval = PyNumber_Invert(v);
         Py_DECREF(v);
         if (unlikely(!stepval))
-            return (uint8_t) -1;
+            return (uint16_t) -1;
     } else {
         stepval = v;
     }
     v = NULL;
-    val = (uint8_t) 0;
+    val = (uint16_t) 0;
     mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
     shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
-    for (bits = 0; bits < (int) sizeof(uint8_t) * 8 - chunk_size; bits += chunk_size) {
+    for (bits = 0; bits < (int) sizeof(uint16_t) * 8 - chunk_size; bits += chunk_size) {
         PyObject *tmp, *digit;
         long idigit;
         digit = PyNumber_And(stepval, mask);
@@ -15849,7 +18117,7 @@ static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
         idigit = PyLong_AsLong(digit);
         Py_DECREF(digit);
         if (unlikely(idigit < 0)) goto done;
-        val |= ((uint8_t) idigit) << bits;
+        val |= ((uint16_t) idigit) << bits;
         tmp = PyNumber_Rshift(stepval, shift);
         if (unlikely(!tmp)) goto done;
         Py_DECREF(stepval); stepval = tmp;
@@ -15859,13 +18127,13 @@ static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
     {
         long idigit = PyLong_AsLong(stepval);
         if (unlikely(idigit < 0)) goto done;
-        remaining_bits = ((int) sizeof(uint8_t) * 8) - bits - (is_unsigned ? 0 : 1);
+        remaining_bits = ((int) sizeof(uint16_t) * 8) - bits - (is_unsigned ? 0 : 1);
         if (unlikely(idigit >= (1L << remaining_bits)))
             goto raise_overflow;
-        val |= ((uint8_t) idigit) << bits;
+        val |= ((uint16_t) idigit) << bits;
     }
     if (!is_unsigned) {
-        if (unlikely(val & (((uint8_t) 1) << (sizeof(uint8_t) * 8 - 1))))
+        if (unlikely(val & (((uint16_t) 1) << (sizeof(uint16_t) * 8 - 1))))
             goto raise_overflow;
         if (is_negative)
             val = ~val;
@@ -15877,17 +18145,17 @@ done:
     Py_XDECREF(stepval);
 #endif
     if (unlikely(ret))
-        return (uint8_t) -1;
+        return (uint16_t) -1;
     return val;
 raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint16_t();
 }
-static CYTHON_INLINE uint8_t __Pyx_PyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+static CYTHON_INLINE uint16_t __Pyx_PyLong___Pyx_PyLong_As_uint16_t(PyObject *x) {
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wconversion"
 #endif
-    const uint8_t neg_one = (uint8_t) -1, const_zero = (uint8_t) 0;
+    const uint16_t neg_one = (uint16_t) -1, const_zero = (uint16_t) 0;
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
 #pragma GCC diagnostic pop
 #endif
@@ -15897,42 +18165,42 @@ static CYTHON_INLINE uint8_t __Pyx_PyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
         if (unlikely(__Pyx_PyLong_IsNeg(x))) {
             goto raise_neg_overflow;
         } else if (__Pyx_PyLong_IsCompact(x)) {
-            __PYX_VERIFY_RETURN_INT(uint8_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+            __PYX_VERIFY_RETURN_INT(uint16_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
         } else
         #endif
         {
-            return __Pyx_PyULong___Pyx_PyLong_As_uint8_t(x);
+            return __Pyx_PyULong___Pyx_PyLong_As_uint16_t(x);
         }
     } else {
         #if CYTHON_USE_PYLONG_INTERNALS
         if (__Pyx_PyLong_IsCompact(x)) {
-            __PYX_VERIFY_RETURN_INT(uint8_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+            __PYX_VERIFY_RETURN_INT(uint16_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
         } else
         #endif
         {
-            return __Pyx_PySLong___Pyx_PyLong_As_uint8_t(x);
+            return __Pyx_PySLong___Pyx_PyLong_As_uint16_t(x);
         }
     }
 #if CYTHON_USE_PYLONG_INTERNALS
 raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint16_t();
 raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint16_t();
 #endif
 }
-static uint8_t __Pyx_NonPyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
-    uint8_t val;
+static uint16_t __Pyx_NonPyLong___Pyx_PyLong_As_uint16_t(PyObject *x) {
+    uint16_t val;
     PyObject *tmp = __Pyx_PyNumber_Long(x);
-    if (!tmp) return (uint8_t) -1;
-    val = __Pyx_PyLong_As_uint8_t(tmp);
+    if (!tmp) return (uint16_t) -1;
+    val = __Pyx_PyLong_As_uint16_t(tmp);
     Py_DECREF(tmp);
     return val;
 }
-static CYTHON_INLINE uint8_t __Pyx_PyLong_As_uint8_t(PyObject *x) {
+static CYTHON_INLINE uint16_t __Pyx_PyLong_As_uint16_t(PyObject *x) {
     if (likely(PyLong_Check(x))) {
-        return __Pyx_PyLong___Pyx_PyLong_As_uint8_t(x);
+        return __Pyx_PyLong___Pyx_PyLong_As_uint16_t(x);
     } else {
-        return __Pyx_NonPyLong___Pyx_PyLong_As_uint8_t(x);
+        return __Pyx_NonPyLong___Pyx_PyLong_As_uint16_t(x);
     }
 }
 
