@@ -32,4 +32,6 @@ cdef class BPE:
     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil
     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil
     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1
+    cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1
+    cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1
     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1

@@ -1493,18 +1493,6 @@ static const char* const __pyx_f[] = {
   "(tree fragment)",
 };
 /* #### Code section: utility_code_proto_before_types ### */
-/* ForceInitThreads.proto */
-#ifndef __PYX_FORCE_INIT_THREADS
-  #define __PYX_FORCE_INIT_THREADS 0
-#endif
-
-/* NoFastGil.proto */
-#define __Pyx_PyGILState_Ensure PyGILState_Ensure
-#define __Pyx_PyGILState_Release PyGILState_Release
-#define __Pyx_FastGIL_Remember()
-#define __Pyx_FastGIL_Forget()
-#define __Pyx_FastGilFuncInit()
-
 /* Atomics.proto (used by UnpackUnboundCMethod) */
 #include <pythread.h>
 #ifndef CYTHON_ATOMICS
@@ -1726,7 +1714,7 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
 
 
 
-/* "csrc/tokenizer/_bpe_c.pyx":54
+/* "csrc/tokenizer/_bpe_c.pyx":55
  * 
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1741,6 +1729,8 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
   int (*_get)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t, int32_t, int64_t *, int32_t *);
   int32_t (*_whole_id)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t);
   Py_ssize_t (*merge_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
+  Py_ssize_t (*merge_ids_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *);
+  Py_ssize_t (*_merge_scratch)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *);
   Py_ssize_t (*encode_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
@@ -1819,26 +1809,6 @@ static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6be
     } while (0)
 #define __Pyx_CLEAR(r)    do { PyObject* tmp = ((PyObject*)(r)); r = NULL; __Pyx_DECREF(tmp);} while(0)
 #define __Pyx_XCLEAR(r)   do { if((r) != NULL) {PyObject* tmp = ((PyObject*)(r)); r = NULL; __Pyx_DECREF(tmp);}} while(0)
-
-/* ErrOccurredWithGIL.proto */
-static CYTHON_INLINE int __Pyx_ErrOccurredWithGIL(void);
-
-/* PretendToInitialize.proto */
-#ifdef __cplusplus
-#if __cplusplus > 201103L
-#include <type_traits>
-#endif
-template <typename T>
-static void __Pyx_pretend_to_initialize(T* ptr) {
-#if __cplusplus > 201103L
-    if ((std::is_trivially_default_constructible<T>::value))
-#endif
-        *ptr = T();
-    (void)ptr;
-}
-#else
-static CYTHON_INLINE void __Pyx_pretend_to_initialize(void* ptr) { (void)ptr; }
-#endif
 
 /* CopyObjectArray.proto (used by TupleOrListFromArrayImpl) */
 #if CYTHON_COMPILING_IN_CPYTHON
@@ -2265,11 +2235,6 @@ static CYTHON_INLINE PyObject* __Pyx_dict_iterator(PyObject* dict, int is_dict, 
 #else
 static PyObject *__Pyx_PyObject_FastCallMethod(PyObject *name, PyObject *const *args, size_t nargsf);
 #endif
-
-/* WriteUnraisableException.proto */
-static void __Pyx_WriteUnraisable(const char *name, int clineno,
-                                  int lineno, const char *filename,
-                                  int full_traceback, int nogil);
 
 /* ArgTypeTestError.export */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact);
@@ -2858,6 +2823,8 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n); /* proto*/
 static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, Py_ssize_t __pyx_v_n); /* proto*/
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
 static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece, int __pyx_v_whole); /* proto*/
 
@@ -2883,16 +2850,17 @@ int __pyx_module_is_main_benchc__tokenizer___bpe_c = 0;
 /* Implementation of "benchc.tokenizer._bpe_c" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
-static const char __pyx_k_Byte_pair_merging_in_C_same_API[] = "Byte-pair merging in C; same API and results as benchc/tokenizer/_bpe_py.py.\n\nThe pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to\n(rank, merged id); the merge runs over C arrays with a binary heap of candidate\npairs, O(n log n) in the piece\047s length, and creates no Python object but the\nreturned list. `merge_into` / `encode_into` are the C entry points the compiled\npre-tokenizer calls for each piece without leaving C.\n";
+static const char __pyx_k_Byte_pair_merging_in_C_same_API[] = "Byte-pair merging in C; same API and results as benchc/tokenizer/_bpe_py.py.\n\nThe pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to\n(rank, merged id); the merge runs over C arrays with a binary heap of candidate\npairs, O(n log n) in the piece\047s length, and creates no Python object but the\nreturned list. `merge_into` / `encode_into` are the C entry points the compiled\npre-tokenizer calls for each piece without leaving C; `merge_ids_into` starts from\nsymbols already mapped to ids (SentencePiece\047s characters, csrc/tokenizer/_spm_c.pyx).\n";
 /* #### Code section: decls ### */
 static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_byte_ids, PyObject *__pyx_v_pairs, PyObject *__pyx_v_whole); /* proto */
 static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_whole); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece); /* proto */
-static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8encode_piece(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece); /* proto */
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_ids); /* proto */
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_9has_whole___get__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self); /* proto */
-static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self); /* proto */
-static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state); /* proto */
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self); /* proto */
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state); /* proto */
 static PyObject *__pyx_tp_new__initialisation_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *o, 
 #if CYTHON_VECTORCALL_TPNEW
     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
@@ -2944,8 +2912,8 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_items;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
-    PyObject *__pyx_codeobj_tab[5];
-    PyObject *__pyx_string_tab[69];
+    PyObject *__pyx_codeobj_tab[6];
+    PyObject *__pyx_string_tab[75];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
 #if CYTHON_COMPILING_IN_LIMITED_API
@@ -3013,56 +2981,62 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_BPE__build_whole __pyx_string_tab[16]
 #define __pyx_n_u_BPE_encode_piece __pyx_string_tab[17]
 #define __pyx_n_u_BPE_merge __pyx_string_tab[18]
-#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[19]
-#define __pyx_n_u_annotate __pyx_string_tab[20]
-#define __pyx_n_u_class_getitem __pyx_string_tab[21]
-#define __pyx_n_u_func __pyx_string_tab[22]
-#define __pyx_n_u_getstate __pyx_string_tab[23]
-#define __pyx_n_u_main __pyx_string_tab[24]
-#define __pyx_n_u_module __pyx_string_tab[25]
-#define __pyx_n_u_name __pyx_string_tab[26]
-#define __pyx_n_u_pyx_state __pyx_string_tab[27]
-#define __pyx_n_u_pyx_vtable __pyx_string_tab[28]
-#define __pyx_n_u_qualname __pyx_string_tab[29]
-#define __pyx_n_u_reduce __pyx_string_tab[30]
-#define __pyx_n_u_reduce_cython __pyx_string_tab[31]
-#define __pyx_n_u_reduce_ex __pyx_string_tab[32]
-#define __pyx_n_u_set_name __pyx_string_tab[33]
-#define __pyx_n_u_setstate __pyx_string_tab[34]
-#define __pyx_n_u_setstate_cython __pyx_string_tab[35]
-#define __pyx_n_u_test __pyx_string_tab[36]
-#define __pyx_n_u_build_whole __pyx_string_tab[37]
-#define __pyx_n_u_is_coroutine __pyx_string_tab[38]
-#define __pyx_n_u_a __pyx_string_tab[39]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[40]
-#define __pyx_n_u_b __pyx_string_tab[41]
-#define __pyx_n_u_benchc_tokenizer__bpe_c __pyx_string_tab[42]
-#define __pyx_n_u_byte_ids __pyx_string_tab[43]
-#define __pyx_n_u_cap __pyx_string_tab[44]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[45]
-#define __pyx_n_u_encode_piece __pyx_string_tab[46]
-#define __pyx_n_u_h __pyx_string_tab[47]
-#define __pyx_n_u_i __pyx_string_tab[48]
-#define __pyx_n_u_items __pyx_string_tab[49]
-#define __pyx_n_u_k __pyx_string_tab[50]
-#define __pyx_n_u_merge __pyx_string_tab[51]
-#define __pyx_n_u_merged __pyx_string_tab[52]
-#define __pyx_n_u_n __pyx_string_tab[53]
-#define __pyx_n_u_pairs __pyx_string_tab[54]
-#define __pyx_n_u_piece __pyx_string_tab[55]
-#define __pyx_n_u_pop __pyx_string_tab[56]
-#define __pyx_n_u_pos __pyx_string_tab[57]
-#define __pyx_n_u_rank __pyx_string_tab[58]
-#define __pyx_n_u_self __pyx_string_tab[59]
-#define __pyx_n_u_setdefault __pyx_string_tab[60]
-#define __pyx_n_u_tid __pyx_string_tab[61]
-#define __pyx_n_u_tok __pyx_string_tab[62]
-#define __pyx_n_u_total __pyx_string_tab[63]
-#define __pyx_n_u_values __pyx_string_tab[64]
-#define __pyx_n_u_whole __pyx_string_tab[65]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[66]
-#define __pyx_kp_b_iso88591_A_t9AWA __pyx_string_tab[67]
-#define __pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA __pyx_string_tab[68]
+#define __pyx_n_u_BPE_merge_ids __pyx_string_tab[19]
+#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[20]
+#define __pyx_n_u_annotate __pyx_string_tab[21]
+#define __pyx_n_u_class_getitem __pyx_string_tab[22]
+#define __pyx_n_u_func __pyx_string_tab[23]
+#define __pyx_n_u_getstate __pyx_string_tab[24]
+#define __pyx_n_u_main __pyx_string_tab[25]
+#define __pyx_n_u_module __pyx_string_tab[26]
+#define __pyx_n_u_name __pyx_string_tab[27]
+#define __pyx_n_u_pyx_state __pyx_string_tab[28]
+#define __pyx_n_u_pyx_vtable __pyx_string_tab[29]
+#define __pyx_n_u_qualname __pyx_string_tab[30]
+#define __pyx_n_u_reduce __pyx_string_tab[31]
+#define __pyx_n_u_reduce_cython __pyx_string_tab[32]
+#define __pyx_n_u_reduce_ex __pyx_string_tab[33]
+#define __pyx_n_u_set_name __pyx_string_tab[34]
+#define __pyx_n_u_setstate __pyx_string_tab[35]
+#define __pyx_n_u_setstate_cython __pyx_string_tab[36]
+#define __pyx_n_u_test __pyx_string_tab[37]
+#define __pyx_n_u_build_whole __pyx_string_tab[38]
+#define __pyx_n_u_is_coroutine __pyx_string_tab[39]
+#define __pyx_n_u_a __pyx_string_tab[40]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[41]
+#define __pyx_n_u_b __pyx_string_tab[42]
+#define __pyx_n_u_benchc_tokenizer__bpe_c __pyx_string_tab[43]
+#define __pyx_n_u_buf __pyx_string_tab[44]
+#define __pyx_n_u_byte_ids __pyx_string_tab[45]
+#define __pyx_n_u_cap __pyx_string_tab[46]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[47]
+#define __pyx_n_u_encode_piece __pyx_string_tab[48]
+#define __pyx_n_u_h __pyx_string_tab[49]
+#define __pyx_n_u_i __pyx_string_tab[50]
+#define __pyx_n_u_ids __pyx_string_tab[51]
+#define __pyx_n_u_items __pyx_string_tab[52]
+#define __pyx_n_u_k __pyx_string_tab[53]
+#define __pyx_n_u_m __pyx_string_tab[54]
+#define __pyx_n_u_merge __pyx_string_tab[55]
+#define __pyx_n_u_merge_ids __pyx_string_tab[56]
+#define __pyx_n_u_merged __pyx_string_tab[57]
+#define __pyx_n_u_n __pyx_string_tab[58]
+#define __pyx_n_u_pairs __pyx_string_tab[59]
+#define __pyx_n_u_piece __pyx_string_tab[60]
+#define __pyx_n_u_pop __pyx_string_tab[61]
+#define __pyx_n_u_pos __pyx_string_tab[62]
+#define __pyx_n_u_rank __pyx_string_tab[63]
+#define __pyx_n_u_self __pyx_string_tab[64]
+#define __pyx_n_u_setdefault __pyx_string_tab[65]
+#define __pyx_n_u_tid __pyx_string_tab[66]
+#define __pyx_n_u_tok __pyx_string_tab[67]
+#define __pyx_n_u_total __pyx_string_tab[68]
+#define __pyx_n_u_values __pyx_string_tab[69]
+#define __pyx_n_u_whole __pyx_string_tab[70]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[71]
+#define __pyx_kp_b_iso88591_A_t9AWA __pyx_string_tab[72]
+#define __pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA __pyx_string_tab[73]
+#define __pyx_kp_b_iso88591_A_Cq_JfBb_Bc_1_4s_U_1_1E_AQ_O1E __pyx_string_tab[74]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -3082,8 +3056,8 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<5; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<69; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<75; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
 Py_CLEAR(clear_module_state->__pyx_CommonTypesMetaclassType);
@@ -3111,8 +3085,8 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<5; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<69; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<75; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
 Py_VISIT(traverse_module_state->__pyx_CommonTypesMetaclassType);
@@ -3126,10 +3100,10 @@ return 0;
 #endif
 /* #### Code section: module_code ### */
 
-/* "csrc/tokenizer/_bpe_c.pyx":16
+/* "csrc/tokenizer/_bpe_c.pyx":17
  * 
  * 
- * cdef inline bint _less(Cand* x, Cand* y) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:             # <<<<<<<<<<<<<<
  *     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)
  * 
 */
@@ -3139,9 +3113,9 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":17
+  /* "csrc/tokenizer/_bpe_c.pyx":18
  * 
- * cdef inline bint _less(Cand* x, Cand* y) nogil:
+ * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
  *     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)             # <<<<<<<<<<<<<<
  * 
  * 
@@ -3177,10 +3151,10 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":16
+  /* "csrc/tokenizer/_bpe_c.pyx":17
  * 
  * 
- * cdef inline bint _less(Cand* x, Cand* y) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:             # <<<<<<<<<<<<<<
  *     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)
  * 
 */
@@ -3190,10 +3164,10 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":20
+/* "csrc/tokenizer/_bpe_c.pyx":21
  * 
  * 
- * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t i = n[0]
  *     cdef Py_ssize_t parent
 */
@@ -3205,21 +3179,17 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   int __pyx_t_2;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_3;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_4;
-  int __pyx_lineno = 0;
-  const char *__pyx_filename = NULL;
-  int __pyx_clineno = 0;
-  PyGILState_STATE __pyx_gilstate_save;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":21
+  /* "csrc/tokenizer/_bpe_c.pyx":22
  * 
- * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:
+ * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:
  *     cdef Py_ssize_t i = n[0]             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t parent
  *     n[0] += 1
 */
   __pyx_v_i = (__pyx_v_n[0]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":23
+  /* "csrc/tokenizer/_bpe_c.pyx":24
  *     cdef Py_ssize_t i = n[0]
  *     cdef Py_ssize_t parent
  *     n[0] += 1             # <<<<<<<<<<<<<<
@@ -3230,7 +3200,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   __pyx_t_1 = 0;
   (__pyx_v_n[__pyx_t_1]) = ((__pyx_v_n[__pyx_t_1]) + 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":24
+  /* "csrc/tokenizer/_bpe_c.pyx":25
  *     cdef Py_ssize_t parent
  *     n[0] += 1
  *     heap[i] = c             # <<<<<<<<<<<<<<
@@ -3239,7 +3209,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
   (__pyx_v_heap[__pyx_v_i]) = __pyx_v_c;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":25
+  /* "csrc/tokenizer/_bpe_c.pyx":26
  *     n[0] += 1
  *     heap[i] = c
  *     while i > 0:             # <<<<<<<<<<<<<<
@@ -3252,7 +3222,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 
     if (!__pyx_t_2) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":26
+    /* "csrc/tokenizer/_bpe_c.pyx":27
  *     heap[i] = c
  *     while i > 0:
  *         parent = (i - 1) >> 1             # <<<<<<<<<<<<<<
@@ -3261,18 +3231,19 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
     __pyx_v_parent = ((__pyx_v_i - 1) >> 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":27
+    /* "csrc/tokenizer/_bpe_c.pyx":28
  *     while i > 0:
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):             # <<<<<<<<<<<<<<
  *             heap[i], heap[parent] = heap[parent], heap[i]
  *             i = parent
 */
-    __pyx_t_2 = __pyx_f_6benchc_9tokenizer_6_bpe_c__less((&(__pyx_v_heap[__pyx_v_i])), (&(__pyx_v_heap[__pyx_v_parent]))); if (unlikely(__pyx_t_2 == ((int)-1) && __Pyx_ErrOccurredWithGIL())) __PYX_ERR(0, 27, __pyx_L1_error)
+    __pyx_t_2 = __pyx_f_6benchc_9tokenizer_6_bpe_c__less((&(__pyx_v_heap[__pyx_v_i])), (&(__pyx_v_heap[__pyx_v_parent])));
+
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":28
+      /* "csrc/tokenizer/_bpe_c.pyx":29
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):
  *             heap[i], heap[parent] = heap[parent], heap[i]             # <<<<<<<<<<<<<<
@@ -3288,7 +3259,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
       (__pyx_v_heap[__pyx_v_parent]) = __pyx_t_4;
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":29
+      /* "csrc/tokenizer/_bpe_c.pyx":30
  *         if _less(&heap[i], &heap[parent]):
  *             heap[i], heap[parent] = heap[parent], heap[i]
  *             i = parent             # <<<<<<<<<<<<<<
@@ -3297,7 +3268,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
       __pyx_v_i = __pyx_v_parent;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":27
+      /* "csrc/tokenizer/_bpe_c.pyx":28
  *     while i > 0:
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):             # <<<<<<<<<<<<<<
@@ -3307,7 +3278,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":31
+    /* "csrc/tokenizer/_bpe_c.pyx":32
  *             i = parent
  *         else:
  *             break             # <<<<<<<<<<<<<<
@@ -3321,29 +3292,23 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   }
   __pyx_L4_break:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":20
+  /* "csrc/tokenizer/_bpe_c.pyx":21
  * 
  * 
- * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t i = n[0]
  *     cdef Py_ssize_t parent
 */
 
   /* function exit code */
-  goto __pyx_L0;
-  __pyx_L1_error:;
-  __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
-  __Pyx_AddTraceback("benchc.tokenizer._bpe_c._push", __pyx_clineno, __pyx_lineno, __pyx_filename);
-  __Pyx_PyGILState_Release(__pyx_gilstate_save);
-  __pyx_L0:;
 
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":34
+/* "csrc/tokenizer/_bpe_c.pyx":35
  * 
  * 
- * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:             # <<<<<<<<<<<<<<
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m
 */
@@ -3360,22 +3325,18 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   int __pyx_t_3;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_4;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_5;
-  int __pyx_lineno = 0;
-  const char *__pyx_filename = NULL;
-  int __pyx_clineno = 0;
-  PyGILState_STATE __pyx_gilstate_save;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":35
+  /* "csrc/tokenizer/_bpe_c.pyx":36
  * 
- * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) nogil:
+ * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
  *     cdef Cand top = heap[0]             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1
 */
   __pyx_v_top = (__pyx_v_heap[0]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":36
- * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) nogil:
+  /* "csrc/tokenizer/_bpe_c.pyx":37
+ * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m             # <<<<<<<<<<<<<<
  *     n[0] -= 1
@@ -3383,7 +3344,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":37
+  /* "csrc/tokenizer/_bpe_c.pyx":38
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1             # <<<<<<<<<<<<<<
@@ -3394,7 +3355,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   __pyx_t_1 = 0;
   (__pyx_v_n[__pyx_t_1]) = ((__pyx_v_n[__pyx_t_1]) - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":38
+  /* "csrc/tokenizer/_bpe_c.pyx":39
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1
  *     heap[0] = heap[n[0]]             # <<<<<<<<<<<<<<
@@ -3403,7 +3364,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   (__pyx_v_heap[0]) = (__pyx_v_heap[(__pyx_v_n[0])]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":39
+  /* "csrc/tokenizer/_bpe_c.pyx":40
  *     n[0] -= 1
  *     heap[0] = heap[n[0]]
  *     while True:             # <<<<<<<<<<<<<<
@@ -3412,7 +3373,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   while (1) {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":40
+    /* "csrc/tokenizer/_bpe_c.pyx":41
  *     heap[0] = heap[n[0]]
  *     while True:
  *         l = 2 * i + 1             # <<<<<<<<<<<<<<
@@ -3421,7 +3382,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_l = ((2 * __pyx_v_i) + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":41
+    /* "csrc/tokenizer/_bpe_c.pyx":42
  *     while True:
  *         l = 2 * i + 1
  *         r = l + 1             # <<<<<<<<<<<<<<
@@ -3430,7 +3391,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_r = (__pyx_v_l + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":42
+    /* "csrc/tokenizer/_bpe_c.pyx":43
  *         l = 2 * i + 1
  *         r = l + 1
  *         m = i             # <<<<<<<<<<<<<<
@@ -3439,7 +3400,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_m = __pyx_v_i;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":43
+    /* "csrc/tokenizer/_bpe_c.pyx":44
  *         r = l + 1
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3456,7 +3417,8 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 
       goto __pyx_L6_bool_binop_done;
     }
-    __pyx_t_3 = __pyx_f_6benchc_9tokenizer_6_bpe_c__less((&(__pyx_v_heap[__pyx_v_l])), (&(__pyx_v_heap[__pyx_v_m]))); if (unlikely(__pyx_t_3 == ((int)-1) && __Pyx_ErrOccurredWithGIL())) __PYX_ERR(0, 43, __pyx_L1_error)
+    __pyx_t_3 = __pyx_f_6benchc_9tokenizer_6_bpe_c__less((&(__pyx_v_heap[__pyx_v_l])), (&(__pyx_v_heap[__pyx_v_m])));
+
 
     __pyx_t_2 = __pyx_t_3;
 
@@ -3464,7 +3426,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":44
+      /* "csrc/tokenizer/_bpe_c.pyx":45
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l             # <<<<<<<<<<<<<<
@@ -3473,7 +3435,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       __pyx_v_m = __pyx_v_l;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":43
+      /* "csrc/tokenizer/_bpe_c.pyx":44
  *         r = l + 1
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3482,7 +3444,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":45
+    /* "csrc/tokenizer/_bpe_c.pyx":46
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3499,7 +3461,8 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 
       goto __pyx_L9_bool_binop_done;
     }
-    __pyx_t_3 = __pyx_f_6benchc_9tokenizer_6_bpe_c__less((&(__pyx_v_heap[__pyx_v_r])), (&(__pyx_v_heap[__pyx_v_m]))); if (unlikely(__pyx_t_3 == ((int)-1) && __Pyx_ErrOccurredWithGIL())) __PYX_ERR(0, 45, __pyx_L1_error)
+    __pyx_t_3 = __pyx_f_6benchc_9tokenizer_6_bpe_c__less((&(__pyx_v_heap[__pyx_v_r])), (&(__pyx_v_heap[__pyx_v_m])));
+
 
     __pyx_t_2 = __pyx_t_3;
 
@@ -3507,7 +3470,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":46
+      /* "csrc/tokenizer/_bpe_c.pyx":47
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r             # <<<<<<<<<<<<<<
@@ -3516,7 +3479,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       __pyx_v_m = __pyx_v_r;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":45
+      /* "csrc/tokenizer/_bpe_c.pyx":46
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3525,7 +3488,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":47
+    /* "csrc/tokenizer/_bpe_c.pyx":48
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r
  *         if m == i:             # <<<<<<<<<<<<<<
@@ -3537,7 +3500,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":48
+      /* "csrc/tokenizer/_bpe_c.pyx":49
  *             m = r
  *         if m == i:
  *             break             # <<<<<<<<<<<<<<
@@ -3546,7 +3509,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       goto __pyx_L4_break;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":47
+      /* "csrc/tokenizer/_bpe_c.pyx":48
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r
  *         if m == i:             # <<<<<<<<<<<<<<
@@ -3555,7 +3518,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":49
+    /* "csrc/tokenizer/_bpe_c.pyx":50
  *         if m == i:
  *             break
  *         heap[i], heap[m] = heap[m], heap[i]             # <<<<<<<<<<<<<<
@@ -3571,7 +3534,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     (__pyx_v_heap[__pyx_v_m]) = __pyx_t_5;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":50
+    /* "csrc/tokenizer/_bpe_c.pyx":51
  *             break
  *         heap[i], heap[m] = heap[m], heap[i]
  *         i = m             # <<<<<<<<<<<<<<
@@ -3582,7 +3545,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   }
   __pyx_L4_break:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":51
+  /* "csrc/tokenizer/_bpe_c.pyx":52
  *         heap[i], heap[m] = heap[m], heap[i]
  *         i = m
  *     return top             # <<<<<<<<<<<<<<
@@ -3595,20 +3558,15 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":34
+  /* "csrc/tokenizer/_bpe_c.pyx":35
  * 
  * 
- * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:             # <<<<<<<<<<<<<<
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m
 */
 
   /* function exit code */
-  __pyx_L1_error:;
-  __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
-  __Pyx_AddTraceback("benchc.tokenizer._bpe_c._pop", __pyx_clineno, __pyx_lineno, __pyx_filename);
-  __Pyx_pretend_to_initialize(&__pyx_r);
-  __Pyx_PyGILState_Release(__pyx_gilstate_save);
   __pyx_L0:;
 
 
@@ -3618,7 +3576,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":56
+/* "csrc/tokenizer/_bpe_c.pyx":57
  * cdef class BPE:
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):             # <<<<<<<<<<<<<<
@@ -3666,41 +3624,41 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_byte_ids,&__pyx_mstate_global->__pyx_n_u_pairs,&__pyx_mstate_global->__pyx_n_u_whole,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 56, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 57, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 56, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 57, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 56, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 57, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 56, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 57, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__cinit__", 0) < (0)) __PYX_ERR(0, 56, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__cinit__", 0) < (0)) __PYX_ERR(0, 57, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, i); __PYX_ERR(0, 56, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, i); __PYX_ERR(0, 57, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 56, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 57, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 56, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 57, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 56, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 57, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -3712,7 +3670,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, __pyx_nargs); __PYX_ERR(0, 56, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, __pyx_nargs); __PYX_ERR(0, 57, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -3759,13 +3717,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   PyObject *(*__pyx_t_15)(PyObject *);
   int64_t __pyx_t_16;
   int64_t __pyx_t_17;
-  uint64_t __pyx_t_18;
+  int64_t __pyx_t_18;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__cinit__", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":57
+  /* "csrc/tokenizer/_bpe_c.pyx":58
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):
  *         cdef Py_ssize_t cap = 16             # <<<<<<<<<<<<<<
@@ -3774,21 +3732,21 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":59
+  /* "csrc/tokenizer/_bpe_c.pyx":60
  *         cdef Py_ssize_t cap = 16
  *         cdef int i
  *         if len(byte_ids) != 256:             # <<<<<<<<<<<<<<
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):
 */
-  __pyx_t_1 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 59, __pyx_L1_error)
+  __pyx_t_1 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 60, __pyx_L1_error)
   __pyx_t_2 = (__pyx_t_1 != 0x100);
 
 
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":60
+    /* "csrc/tokenizer/_bpe_c.pyx":61
  *         cdef int i
  *         if len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")             # <<<<<<<<<<<<<<
@@ -3801,14 +3759,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_kp_u_byte_ids_needs_one_id_per_byte_v};
       __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 60, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 61, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_Raise(__pyx_t_3, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __PYX_ERR(0, 60, __pyx_L1_error)
+    __PYX_ERR(0, 61, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":59
+    /* "csrc/tokenizer/_bpe_c.pyx":60
  *         cdef Py_ssize_t cap = 16
  *         cdef int i
  *         if len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -3817,7 +3775,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":61
+  /* "csrc/tokenizer/_bpe_c.pyx":62
  *         if len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):             # <<<<<<<<<<<<<<
@@ -3827,22 +3785,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   for (__pyx_t_6 = 0; __pyx_t_6 < 0x100; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":62
+    /* "csrc/tokenizer/_bpe_c.pyx":63
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i]             # <<<<<<<<<<<<<<
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2
 */
-    __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, int, 1, __Pyx_PyLong_From_int, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 62, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, int, 1, __Pyx_PyLong_From_int, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 63, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_t_3); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 62, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_t_3); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 63, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
     (__pyx_v_self->_byte_ids[__pyx_v_i]) = __pyx_t_7;
 
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":63
+  /* "csrc/tokenizer/_bpe_c.pyx":64
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i]
  *         while cap < 2 * len(pairs) + 16:             # <<<<<<<<<<<<<<
@@ -3850,14 +3808,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
  *         self._mask = cap - 1
 */
   while (1) {
-    __pyx_t_1 = PyObject_Length(__pyx_v_pairs); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 63, __pyx_L1_error)
+    __pyx_t_1 = PyObject_Length(__pyx_v_pairs); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 64, __pyx_L1_error)
     __pyx_t_2 = (__pyx_v_cap < ((2 * __pyx_t_1) + 16));
 
 
 
     if (!__pyx_t_2) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":64
+    /* "csrc/tokenizer/_bpe_c.pyx":65
  *             self._byte_ids[i] = byte_ids[i]
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -3867,7 +3825,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":65
+  /* "csrc/tokenizer/_bpe_c.pyx":66
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2
  *         self._mask = cap - 1             # <<<<<<<<<<<<<<
@@ -3876,7 +3834,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":66
+  /* "csrc/tokenizer/_bpe_c.pyx":67
  *             cap *= 2
  *         self._mask = cap - 1
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))             # <<<<<<<<<<<<<<
@@ -3885,7 +3843,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_keys = ((uint64_t *)calloc(__pyx_v_cap, (sizeof(uint64_t))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":67
+  /* "csrc/tokenizer/_bpe_c.pyx":68
  *         self._mask = cap - 1
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))             # <<<<<<<<<<<<<<
@@ -3894,7 +3852,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_ranks = ((int64_t *)malloc((__pyx_v_cap * (sizeof(int64_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":68
+  /* "csrc/tokenizer/_bpe_c.pyx":69
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -3903,7 +3861,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_merged = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":69
+  /* "csrc/tokenizer/_bpe_c.pyx":70
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:             # <<<<<<<<<<<<<<
@@ -3939,16 +3897,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":70
+    /* "csrc/tokenizer/_bpe_c.pyx":71
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 70, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 71, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":69
+    /* "csrc/tokenizer/_bpe_c.pyx":70
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:             # <<<<<<<<<<<<<<
@@ -3957,7 +3915,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":71
+  /* "csrc/tokenizer/_bpe_c.pyx":72
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:
  *             raise MemoryError()
  *         for (a, b), (rank, merged) in pairs.items():             # <<<<<<<<<<<<<<
@@ -3967,9 +3925,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __pyx_t_1 = 0;
   if (unlikely(__pyx_v_pairs == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 71, __pyx_L1_error)
+    __PYX_ERR(0, 72, __pyx_L1_error)
   }
-  __pyx_t_4 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_9), (&__pyx_t_6)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 71, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_9), (&__pyx_t_6)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_XDECREF(__pyx_t_3);
   __pyx_t_3 = __pyx_t_4;
@@ -3977,7 +3935,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   while (1) {
     __pyx_t_11 = __Pyx_dict_iter_next(__pyx_t_3, __pyx_t_9, &__pyx_t_1, &__pyx_t_4, &__pyx_t_10, NULL, __pyx_t_6);
     if (unlikely(__pyx_t_11 == 0)) break;
-    if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 71, __pyx_L1_error)
+    if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 72, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_GOTREF(__pyx_t_10);
     if ((likely(PyTuple_CheckExact(__pyx_t_4))) || (PyList_CheckExact(__pyx_t_4))) {
@@ -3986,7 +3944,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       if (unlikely(size != 2)) {
         if (size > 2) __Pyx_RaiseTooManyValuesError(2);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 71, __pyx_L1_error)
+        __PYX_ERR(0, 72, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -3996,22 +3954,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_INCREF(__pyx_t_13);
       } else {
         __pyx_t_12 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 71, __pyx_L1_error)
+        if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 72, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_12);
         __pyx_t_13 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 71, __pyx_L1_error)
+        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_13);
       }
       #else
-      __pyx_t_12 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 71, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 72, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
-      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 71, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       #endif
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     } else {
       Py_ssize_t index = -1;
-      __pyx_t_14 = PyObject_GetIter(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 71, __pyx_L1_error)
+      __pyx_t_14 = PyObject_GetIter(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 72, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_14);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14);
@@ -4019,7 +3977,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_GOTREF(__pyx_t_12);
       index = 1; __pyx_t_13 = __pyx_t_15(__pyx_t_14); if (unlikely(!__pyx_t_13)) goto __pyx_L14_unpacking_failed;
       __Pyx_GOTREF(__pyx_t_13);
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_14), 2) < (0)) __PYX_ERR(0, 71, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_14), 2) < (0)) __PYX_ERR(0, 72, __pyx_L1_error)
       __pyx_t_15 = NULL;
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
       goto __pyx_L15_unpacking_done;
@@ -4027,7 +3985,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
       __pyx_t_15 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 71, __pyx_L1_error)
+      __PYX_ERR(0, 72, __pyx_L1_error)
       __pyx_L15_unpacking_done:;
     }
     __Pyx_XDECREF_SET(__pyx_v_a, __pyx_t_12);
@@ -4040,7 +3998,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       if (unlikely(size != 2)) {
         if (size > 2) __Pyx_RaiseTooManyValuesError(2);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 71, __pyx_L1_error)
+        __PYX_ERR(0, 72, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -4050,22 +4008,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_INCREF(__pyx_t_13);
       } else {
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 71, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_13 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 71, __pyx_L1_error)
+        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_13);
       }
       #else
-      __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 71, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 71, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       #endif
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
     } else {
       Py_ssize_t index = -1;
-      __pyx_t_12 = PyObject_GetIter(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 71, __pyx_L1_error)
+      __pyx_t_12 = PyObject_GetIter(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 72, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_12);
@@ -4073,7 +4031,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_GOTREF(__pyx_t_4);
       index = 1; __pyx_t_13 = __pyx_t_15(__pyx_t_12); if (unlikely(!__pyx_t_13)) goto __pyx_L16_unpacking_failed;
       __Pyx_GOTREF(__pyx_t_13);
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_12), 2) < (0)) __PYX_ERR(0, 71, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_12), 2) < (0)) __PYX_ERR(0, 72, __pyx_L1_error)
       __pyx_t_15 = NULL;
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       goto __pyx_L17_unpacking_done;
@@ -4081,7 +4039,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       __pyx_t_15 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 71, __pyx_L1_error)
+      __PYX_ERR(0, 72, __pyx_L1_error)
       __pyx_L17_unpacking_done:;
     }
     __Pyx_XDECREF_SET(__pyx_v_rank, __pyx_t_4);
@@ -4089,28 +4047,26 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __Pyx_XDECREF_SET(__pyx_v_merged, __pyx_t_13);
     __pyx_t_13 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":72
+    /* "csrc/tokenizer/_bpe_c.pyx":73
  *             raise MemoryError()
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)             # <<<<<<<<<<<<<<
  *         if whole is not None:
  *             self._build_whole(whole)
 */
-    __pyx_t_16 = __Pyx_PyLong_As_int64_t(__pyx_v_a); if (unlikely((__pyx_t_16 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
-    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_b); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
-    __pyx_t_18 = __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_t_16, __pyx_t_17); if (unlikely(__pyx_t_18 == ((uint64_t)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
+    __pyx_t_16 = __Pyx_PyLong_As_int64_t(__pyx_v_a); if (unlikely((__pyx_t_16 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
+    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_b); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
+    __pyx_t_18 = __Pyx_PyLong_As_int64_t(__pyx_v_rank); if (unlikely((__pyx_t_18 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_v_merged); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
+    ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_put(__pyx_v_self, __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_t_16, __pyx_t_17), __pyx_t_18, __pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
 
-
-    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_rank); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
-    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_v_merged); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
-    ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_put(__pyx_v_self, __pyx_t_18, __pyx_t_17, __pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
 
 
 
   }
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":73
+  /* "csrc/tokenizer/_bpe_c.pyx":74
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:             # <<<<<<<<<<<<<<
@@ -4121,7 +4077,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":74
+    /* "csrc/tokenizer/_bpe_c.pyx":75
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:
  *             self._build_whole(whole)             # <<<<<<<<<<<<<<
@@ -4135,12 +4091,12 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_10, __pyx_v_whole};
       __pyx_t_3 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_build_whole, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 74, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 75, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":73
+    /* "csrc/tokenizer/_bpe_c.pyx":74
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:             # <<<<<<<<<<<<<<
@@ -4149,17 +4105,17 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":75
+  /* "csrc/tokenizer/_bpe_c.pyx":76
  *         if whole is not None:
  *             self._build_whole(whole)
  *         self._grow(256)             # <<<<<<<<<<<<<<
  * 
  *     def __dealloc__(self):
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, 0x100); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 75, __pyx_L1_error)
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, 0x100); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 76, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":56
+  /* "csrc/tokenizer/_bpe_c.pyx":57
  * cdef class BPE:
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):             # <<<<<<<<<<<<<<
@@ -4191,7 +4147,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":77
+/* "csrc/tokenizer/_bpe_c.pyx":78
  *         self._grow(256)
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
@@ -4214,7 +4170,7 @@ static void __pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_3__dealloc__(PyObject *__py
 
 static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self) {
 
-  /* "csrc/tokenizer/_bpe_c.pyx":78
+  /* "csrc/tokenizer/_bpe_c.pyx":79
  * 
  *     def __dealloc__(self):
  *         free(self._keys)             # <<<<<<<<<<<<<<
@@ -4223,7 +4179,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_keys);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":79
+  /* "csrc/tokenizer/_bpe_c.pyx":80
  *     def __dealloc__(self):
  *         free(self._keys)
  *         free(self._ranks)             # <<<<<<<<<<<<<<
@@ -4232,7 +4188,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_ranks);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":80
+  /* "csrc/tokenizer/_bpe_c.pyx":81
  *         free(self._keys)
  *         free(self._ranks)
  *         free(self._merged)             # <<<<<<<<<<<<<<
@@ -4241,7 +4197,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_merged);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":81
+  /* "csrc/tokenizer/_bpe_c.pyx":82
  *         free(self._ranks)
  *         free(self._merged)
  *         free(self._arena)             # <<<<<<<<<<<<<<
@@ -4250,7 +4206,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_arena);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":82
+  /* "csrc/tokenizer/_bpe_c.pyx":83
  *         free(self._merged)
  *         free(self._arena)
  *         free(self._w_off)             # <<<<<<<<<<<<<<
@@ -4259,7 +4215,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_off);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":83
+  /* "csrc/tokenizer/_bpe_c.pyx":84
  *         free(self._arena)
  *         free(self._w_off)
  *         free(self._w_len)             # <<<<<<<<<<<<<<
@@ -4268,7 +4224,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_len);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":84
+  /* "csrc/tokenizer/_bpe_c.pyx":85
  *         free(self._w_off)
  *         free(self._w_len)
  *         free(self._w_id)             # <<<<<<<<<<<<<<
@@ -4277,7 +4233,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_id);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":85
+  /* "csrc/tokenizer/_bpe_c.pyx":86
  *         free(self._w_len)
  *         free(self._w_id)
  *         free(self._w_slots)             # <<<<<<<<<<<<<<
@@ -4286,7 +4242,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_slots);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":86
+  /* "csrc/tokenizer/_bpe_c.pyx":87
  *         free(self._w_id)
  *         free(self._w_slots)
  *         free(self._scratch)             # <<<<<<<<<<<<<<
@@ -4295,7 +4251,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_scratch);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":87
+  /* "csrc/tokenizer/_bpe_c.pyx":88
  *         free(self._w_slots)
  *         free(self._scratch)
  *         free(self._heap)             # <<<<<<<<<<<<<<
@@ -4304,7 +4260,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_heap);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":77
+  /* "csrc/tokenizer/_bpe_c.pyx":78
  *         self._grow(256)
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
@@ -4316,7 +4272,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":89
+/* "csrc/tokenizer/_bpe_c.pyx":90
  *         free(self._heap)
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):             # <<<<<<<<<<<<<<
@@ -4326,25 +4282,19 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 
 static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, uint64_t __pyx_v_key, int64_t __pyx_v_rank, int32_t __pyx_v_merged) {
   uint64_t __pyx_v_h;
-  uint64_t __pyx_t_1;
+  int __pyx_t_1;
   int __pyx_t_2;
-  int __pyx_t_3;
-  int __pyx_lineno = 0;
-  const char *__pyx_filename = NULL;
-  int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":90
+  /* "csrc/tokenizer/_bpe_c.pyx":91
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
  *         cdef uint64_t h = _hash(key) & self._mask             # <<<<<<<<<<<<<<
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask
 */
-  __pyx_t_1 = __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key); if (unlikely(__pyx_t_1 == ((uint64_t)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 90, __pyx_L1_error)
-  __pyx_v_h = (__pyx_t_1 & __pyx_v_self->_mask);
+  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key) & __pyx_v_self->_mask);
 
-
-  /* "csrc/tokenizer/_bpe_c.pyx":91
+  /* "csrc/tokenizer/_bpe_c.pyx":92
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:             # <<<<<<<<<<<<<<
@@ -4352,26 +4302,26 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
  *         self._keys[h] = key
 */
   while (1) {
-    __pyx_t_3 = ((__pyx_v_self->_keys[__pyx_v_h]) != 0);
+    __pyx_t_2 = ((__pyx_v_self->_keys[__pyx_v_h]) != 0);
 
-    if (__pyx_t_3) {
+    if (__pyx_t_2) {
 
     } else {
 
-      __pyx_t_2 = __pyx_t_3;
+      __pyx_t_1 = __pyx_t_2;
 
       goto __pyx_L5_bool_binop_done;
     }
-    __pyx_t_3 = ((__pyx_v_self->_keys[__pyx_v_h]) != __pyx_v_key);
+    __pyx_t_2 = ((__pyx_v_self->_keys[__pyx_v_h]) != __pyx_v_key);
 
 
-    __pyx_t_2 = __pyx_t_3;
+    __pyx_t_1 = __pyx_t_2;
 
     __pyx_L5_bool_binop_done:;
 
-    if (!__pyx_t_2) break;
+    if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":92
+    /* "csrc/tokenizer/_bpe_c.pyx":93
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -4381,7 +4331,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":93
+  /* "csrc/tokenizer/_bpe_c.pyx":94
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key             # <<<<<<<<<<<<<<
@@ -4390,7 +4340,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_keys[__pyx_v_h]) = __pyx_v_key;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":94
+  /* "csrc/tokenizer/_bpe_c.pyx":95
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key
  *         self._ranks[h] = rank             # <<<<<<<<<<<<<<
@@ -4399,7 +4349,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_ranks[__pyx_v_h]) = __pyx_v_rank;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":95
+  /* "csrc/tokenizer/_bpe_c.pyx":96
  *         self._keys[h] = key
  *         self._ranks[h] = rank
  *         self._merged[h] = merged             # <<<<<<<<<<<<<<
@@ -4408,7 +4358,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_merged[__pyx_v_h]) = __pyx_v_merged;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":89
+  /* "csrc/tokenizer/_bpe_c.pyx":90
  *         free(self._heap)
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):             # <<<<<<<<<<<<<<
@@ -4417,15 +4367,11 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
 
   /* function exit code */
-  goto __pyx_L0;
-  __pyx_L1_error:;
-  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE._put", __pyx_clineno, __pyx_lineno, __pyx_filename);
-  __pyx_L0:;
 
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":97
+/* "csrc/tokenizer/_bpe_c.pyx":98
  *         self._merged[h] = merged
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4437,35 +4383,27 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   uint64_t __pyx_v_key;
   uint64_t __pyx_v_h;
   int __pyx_r;
-  uint64_t __pyx_t_1;
-  int __pyx_t_2;
-  int __pyx_lineno = 0;
-  const char *__pyx_filename = NULL;
-  int __pyx_clineno = 0;
-  PyGILState_STATE __pyx_gilstate_save;
+  int __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":98
+  /* "csrc/tokenizer/_bpe_c.pyx":99
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
  *         cdef uint64_t key = _key(a, b)             # <<<<<<<<<<<<<<
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:
 */
-  __pyx_t_1 = __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_v_a, __pyx_v_b); if (unlikely(__pyx_t_1 == ((uint64_t)-1LL) && __Pyx_ErrOccurredWithGIL())) __PYX_ERR(0, 98, __pyx_L1_error)
-  __pyx_v_key = __pyx_t_1;
+  __pyx_v_key = __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_v_a, __pyx_v_b);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":99
+  /* "csrc/tokenizer/_bpe_c.pyx":100
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
  *         cdef uint64_t key = _key(a, b)
  *         cdef uint64_t h = _hash(key) & self._mask             # <<<<<<<<<<<<<<
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
 */
-  __pyx_t_1 = __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key); if (unlikely(__pyx_t_1 == ((uint64_t)-1LL) && __Pyx_ErrOccurredWithGIL())) __PYX_ERR(0, 99, __pyx_L1_error)
-  __pyx_v_h = (__pyx_t_1 & __pyx_v_self->_mask);
+  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key) & __pyx_v_self->_mask);
 
-
-  /* "csrc/tokenizer/_bpe_c.pyx":100
+  /* "csrc/tokenizer/_bpe_c.pyx":101
  *         cdef uint64_t key = _key(a, b)
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:             # <<<<<<<<<<<<<<
@@ -4473,24 +4411,24 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
  *                 rank[0] = self._ranks[h]
 */
   while (1) {
-    __pyx_t_2 = ((__pyx_v_self->_keys[__pyx_v_h]) != 0);
+    __pyx_t_1 = ((__pyx_v_self->_keys[__pyx_v_h]) != 0);
 
 
-    if (!__pyx_t_2) break;
+    if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":101
+    /* "csrc/tokenizer/_bpe_c.pyx":102
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]
 */
-    __pyx_t_2 = ((__pyx_v_self->_keys[__pyx_v_h]) == __pyx_v_key);
+    __pyx_t_1 = ((__pyx_v_self->_keys[__pyx_v_h]) == __pyx_v_key);
 
-    if (__pyx_t_2) {
+    if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":102
+      /* "csrc/tokenizer/_bpe_c.pyx":103
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]             # <<<<<<<<<<<<<<
@@ -4499,7 +4437,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
       (__pyx_v_rank[0]) = (__pyx_v_self->_ranks[__pyx_v_h]);
 
-      /* "csrc/tokenizer/_bpe_c.pyx":103
+      /* "csrc/tokenizer/_bpe_c.pyx":104
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]             # <<<<<<<<<<<<<<
@@ -4508,7 +4446,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
       (__pyx_v_merged[0]) = (__pyx_v_self->_merged[__pyx_v_h]);
 
-      /* "csrc/tokenizer/_bpe_c.pyx":104
+      /* "csrc/tokenizer/_bpe_c.pyx":105
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]
  *                 return True             # <<<<<<<<<<<<<<
@@ -4521,7 +4459,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":101
+      /* "csrc/tokenizer/_bpe_c.pyx":102
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
@@ -4530,7 +4468,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":105
+    /* "csrc/tokenizer/_bpe_c.pyx":106
  *                 merged[0] = self._merged[h]
  *                 return True
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -4540,7 +4478,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":106
+  /* "csrc/tokenizer/_bpe_c.pyx":107
  *                 return True
  *             h = (h + 1) & self._mask
  *         return False             # <<<<<<<<<<<<<<
@@ -4553,7 +4491,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":97
+  /* "csrc/tokenizer/_bpe_c.pyx":98
  *         self._merged[h] = merged
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4562,18 +4500,13 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
 
   /* function exit code */
-  __pyx_L1_error:;
-  __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
-  __Pyx_WriteUnraisable("benchc.tokenizer._bpe_c.BPE._get", __pyx_clineno, __pyx_lineno, __pyx_filename, 1, 0);
-  __pyx_r = 0;
-  __Pyx_PyGILState_Release(__pyx_gilstate_save);
   __pyx_L0:;
 
 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":108
+/* "csrc/tokenizer/_bpe_c.pyx":109
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
@@ -4620,32 +4553,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_whole,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 108, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 109, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 108, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 109, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_build_whole", 0) < (0)) __PYX_ERR(0, 108, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_build_whole", 0) < (0)) __PYX_ERR(0, 109, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, i); __PYX_ERR(0, 108, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, i); __PYX_ERR(0, 109, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 108, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 109, __pyx_L3_error)
     }
     __pyx_v_whole = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 108, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 109, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -4656,7 +4589,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_whole), (&PyDict_Type), 1, "whole", 1))) __PYX_ERR(0, 108, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_whole), (&PyDict_Type), 1, "whole", 1))) __PYX_ERR(0, 109, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_whole);
 
   /* function exit code */
@@ -4708,7 +4641,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_build_whole", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":109
+  /* "csrc/tokenizer/_bpe_c.pyx":110
  * 
  *     def _build_whole(self, dict whole):
  *         cdef Py_ssize_t n = len(whole), total = 0, k = 0, cap = 16             # <<<<<<<<<<<<<<
@@ -4717,15 +4650,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 109, __pyx_L1_error)
+    __PYX_ERR(0, 110, __pyx_L1_error)
   }
-  __pyx_t_1 = PyDict_Size(__pyx_v_whole); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 109, __pyx_L1_error)
+  __pyx_t_1 = PyDict_Size(__pyx_v_whole); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 110, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
   __pyx_v_total = 0;
   __pyx_v_k = 0;
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":112
+  /* "csrc/tokenizer/_bpe_c.pyx":113
  *         cdef bytes tok
  *         cdef uint64_t h
  *         for tok in whole:             # <<<<<<<<<<<<<<
@@ -4735,9 +4668,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   __pyx_t_1 = 0;
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not iterable");
-    __PYX_ERR(0, 112, __pyx_L1_error)
+    __PYX_ERR(0, 113, __pyx_L1_error)
   }
-  __pyx_t_5 = __Pyx_dict_iterator(__pyx_v_whole, 1, ((PyObject *)NULL), (&__pyx_t_3), (&__pyx_t_4)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 112, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_dict_iterator(__pyx_v_whole, 1, ((PyObject *)NULL), (&__pyx_t_3), (&__pyx_t_4)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 113, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_XDECREF(__pyx_t_2);
   __pyx_t_2 = __pyx_t_5;
@@ -4745,13 +4678,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   while (1) {
     __pyx_t_6 = __Pyx_dict_iter_next(__pyx_t_2, __pyx_t_3, &__pyx_t_1, &__pyx_t_5, NULL, NULL, __pyx_t_4);
     if (unlikely(__pyx_t_6 == 0)) break;
-    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 112, __pyx_L1_error)
+    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 113, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (!(likely(PyBytes_CheckExact(__pyx_t_5))||((__pyx_t_5) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_5))) __PYX_ERR(0, 112, __pyx_L1_error)
+    if (!(likely(PyBytes_CheckExact(__pyx_t_5))||((__pyx_t_5) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_5))) __PYX_ERR(0, 113, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_tok, ((PyObject*)__pyx_t_5));
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":113
+    /* "csrc/tokenizer/_bpe_c.pyx":114
  *         cdef uint64_t h
  *         for tok in whole:
  *             total += len(tok)             # <<<<<<<<<<<<<<
@@ -4760,15 +4693,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 113, __pyx_L1_error)
+      __PYX_ERR(0, 114, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 113, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 114, __pyx_L1_error)
     __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":114
+  /* "csrc/tokenizer/_bpe_c.pyx":115
  *         for tok in whole:
  *             total += len(tok)
  *         while cap < 2 * n + 16:             # <<<<<<<<<<<<<<
@@ -4781,7 +4714,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
     if (!__pyx_t_8) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":115
+    /* "csrc/tokenizer/_bpe_c.pyx":116
  *             total += len(tok)
  *         while cap < 2 * n + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -4791,7 +4724,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":116
+  /* "csrc/tokenizer/_bpe_c.pyx":117
  *         while cap < 2 * n + 16:
  *             cap *= 2
  *         self._w_mask = cap - 1             # <<<<<<<<<<<<<<
@@ -4800,7 +4733,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":117
+  /* "csrc/tokenizer/_bpe_c.pyx":118
  *             cap *= 2
  *         self._w_mask = cap - 1
  *         self._arena = <unsigned char*>malloc(total + 1)             # <<<<<<<<<<<<<<
@@ -4809,7 +4742,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_arena = ((unsigned char *)malloc((__pyx_v_total + 1)));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":118
+  /* "csrc/tokenizer/_bpe_c.pyx":119
  *         self._w_mask = cap - 1
  *         self._arena = <unsigned char*>malloc(total + 1)
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))             # <<<<<<<<<<<<<<
@@ -4818,7 +4751,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_off = ((int64_t *)malloc(((__pyx_v_n + 1) * (sizeof(int64_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":119
+  /* "csrc/tokenizer/_bpe_c.pyx":120
  *         self._arena = <unsigned char*>malloc(total + 1)
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4827,7 +4760,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_len = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":120
+  /* "csrc/tokenizer/_bpe_c.pyx":121
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4836,7 +4769,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_id = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":121
+  /* "csrc/tokenizer/_bpe_c.pyx":122
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4845,7 +4778,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_slots = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":122
+  /* "csrc/tokenizer/_bpe_c.pyx":123
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -4873,7 +4806,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     goto __pyx_L8_bool_binop_done;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":123
+  /* "csrc/tokenizer/_bpe_c.pyx":124
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL
  *                 or self._w_id == NULL or self._w_slots == NULL):             # <<<<<<<<<<<<<<
@@ -4907,7 +4840,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
   __pyx_L8_bool_binop_done:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":122
+  /* "csrc/tokenizer/_bpe_c.pyx":123
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -4917,16 +4850,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   if (unlikely(__pyx_t_8)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":124
+    /* "csrc/tokenizer/_bpe_c.pyx":125
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for i in range(cap):
  *             self._w_slots[i] = -1
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 124, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 125, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":122
+    /* "csrc/tokenizer/_bpe_c.pyx":123
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -4935,7 +4868,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":125
+  /* "csrc/tokenizer/_bpe_c.pyx":126
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()
  *         for i in range(cap):             # <<<<<<<<<<<<<<
@@ -4943,7 +4876,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
  *         total = 0
 */
   __pyx_t_5 = NULL;
-  __pyx_t_10 = PyLong_FromSsize_t(__pyx_v_cap); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 125, __pyx_L1_error)
+  __pyx_t_10 = PyLong_FromSsize_t(__pyx_v_cap); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 126, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
   __pyx_t_11 = 1;
   {
@@ -4951,12 +4884,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 125, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 126, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  __pyx_t_10 = PyObject_GetIter(__pyx_t_2); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 125, __pyx_L1_error)
+  __pyx_t_10 = PyObject_GetIter(__pyx_t_2); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 126, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 125, __pyx_L1_error)
+  __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 126, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   for (;;) {
     {
@@ -4964,29 +4897,29 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       if (unlikely(!__pyx_t_2)) {
         PyObject* exc_type = PyErr_Occurred();
         if (exc_type) {
-          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 125, __pyx_L1_error)
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 126, __pyx_L1_error)
           PyErr_Clear();
         }
         break;
       }
     }
     __Pyx_GOTREF(__pyx_t_2);
-    if (__Pyx_PyInt_FromNumber(&__pyx_t_2, NULL, 1) < (0)) __PYX_ERR(0, 125, __pyx_L1_error)
+    if (__Pyx_PyInt_FromNumber(&__pyx_t_2, NULL, 1) < (0)) __PYX_ERR(0, 126, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_2));
     __pyx_t_2 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":126
+    /* "csrc/tokenizer/_bpe_c.pyx":127
  *             raise MemoryError()
  *         for i in range(cap):
  *             self._w_slots[i] = -1             # <<<<<<<<<<<<<<
  *         total = 0
  *         for tok, tid in whole.items():
 */
-    __pyx_t_3 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_3 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 126, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_3 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 127, __pyx_L1_error)
     (__pyx_v_self->_w_slots[__pyx_t_3]) = -1;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":125
+    /* "csrc/tokenizer/_bpe_c.pyx":126
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()
  *         for i in range(cap):             # <<<<<<<<<<<<<<
@@ -4996,7 +4929,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   }
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":127
+  /* "csrc/tokenizer/_bpe_c.pyx":128
  *         for i in range(cap):
  *             self._w_slots[i] = -1
  *         total = 0             # <<<<<<<<<<<<<<
@@ -5005,7 +4938,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":128
+  /* "csrc/tokenizer/_bpe_c.pyx":129
  *             self._w_slots[i] = -1
  *         total = 0
  *         for tok, tid in whole.items():             # <<<<<<<<<<<<<<
@@ -5015,9 +4948,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   __pyx_t_3 = 0;
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 128, __pyx_L1_error)
+    __PYX_ERR(0, 129, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_dict_iterator(__pyx_v_whole, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_1), (&__pyx_t_4)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 128, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_dict_iterator(__pyx_v_whole, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_1), (&__pyx_t_4)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 129, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_XDECREF(__pyx_t_10);
   __pyx_t_10 = __pyx_t_2;
@@ -5025,16 +4958,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   while (1) {
     __pyx_t_6 = __Pyx_dict_iter_next(__pyx_t_10, __pyx_t_1, &__pyx_t_3, &__pyx_t_2, &__pyx_t_5, NULL, __pyx_t_4);
     if (unlikely(__pyx_t_6 == 0)) break;
-    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 128, __pyx_L1_error)
+    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 129, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __Pyx_GOTREF(__pyx_t_5);
-    if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 128, __pyx_L1_error)
+    if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 129, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_tok, ((PyObject*)__pyx_t_2));
     __pyx_t_2 = 0;
     __Pyx_XDECREF_SET(__pyx_v_tid, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":129
+    /* "csrc/tokenizer/_bpe_c.pyx":130
  *         total = 0
  *         for tok, tid in whole.items():
  *             self._w_off[k] = total             # <<<<<<<<<<<<<<
@@ -5043,7 +4976,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     (__pyx_v_self->_w_off[__pyx_v_k]) = __pyx_v_total;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":130
+    /* "csrc/tokenizer/_bpe_c.pyx":131
  *         for tok, tid in whole.items():
  *             self._w_off[k] = total
  *             self._w_len[k] = len(tok)             # <<<<<<<<<<<<<<
@@ -5052,24 +4985,24 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 130, __pyx_L1_error)
+      __PYX_ERR(0, 131, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 130, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 131, __pyx_L1_error)
     (__pyx_v_self->_w_len[__pyx_v_k]) = __pyx_t_7;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":131
+    /* "csrc/tokenizer/_bpe_c.pyx":132
  *             self._w_off[k] = total
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid             # <<<<<<<<<<<<<<
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]
 */
-    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 131, __pyx_L1_error)
+    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 132, __pyx_L1_error)
     (__pyx_v_self->_w_id[__pyx_v_k]) = __pyx_t_13;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":132
+    /* "csrc/tokenizer/_bpe_c.pyx":133
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):             # <<<<<<<<<<<<<<
@@ -5079,10 +5012,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_t_2 = NULL;
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 132, __pyx_L1_error)
+      __PYX_ERR(0, 133, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 132, __pyx_L1_error)
-    __pyx_t_14 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 132, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 133, __pyx_L1_error)
+    __pyx_t_14 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 133, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
 
     __pyx_t_11 = 1;
@@ -5091,12 +5024,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 132, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 133, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
     }
-    __pyx_t_14 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 132, __pyx_L1_error)
+    __pyx_t_14 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 133, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
-    __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 132, __pyx_L1_error)
+    __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 133, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     for (;;) {
       {
@@ -5104,40 +5037,40 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
         if (unlikely(!__pyx_t_5)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 132, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 133, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
         }
       }
       __Pyx_GOTREF(__pyx_t_5);
-      if (__Pyx_PyInt_FromNumber(&__pyx_t_5, NULL, 1) < (0)) __PYX_ERR(0, 132, __pyx_L1_error)
+      if (__Pyx_PyInt_FromNumber(&__pyx_t_5, NULL, 1) < (0)) __PYX_ERR(0, 133, __pyx_L1_error)
       __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_5));
       __pyx_t_5 = 0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":133
+      /* "csrc/tokenizer/_bpe_c.pyx":134
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]             # <<<<<<<<<<<<<<
  *             total += len(tok)
  *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
 */
-      __pyx_t_5 = __Pyx_PyObject_GetItem(__pyx_v_tok, __pyx_v_i); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 133, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyObject_GetItem(__pyx_v_tok, __pyx_v_i); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 134, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_15 = __Pyx_PyLong_As_unsigned_char(__pyx_t_5); if (unlikely((__pyx_t_15 == (unsigned char)-1) && PyErr_Occurred())) __PYX_ERR(0, 133, __pyx_L1_error)
+      __pyx_t_15 = __Pyx_PyLong_As_unsigned_char(__pyx_t_5); if (unlikely((__pyx_t_15 == (unsigned char)-1) && PyErr_Occurred())) __PYX_ERR(0, 134, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 133, __pyx_L1_error)
+      __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 134, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 133, __pyx_L1_error)
+      __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 134, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_7 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_7 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 133, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_7 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 134, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
       (__pyx_v_self->_arena[__pyx_t_7]) = __pyx_t_15;
 
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":132
+      /* "csrc/tokenizer/_bpe_c.pyx":133
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):             # <<<<<<<<<<<<<<
@@ -5147,7 +5080,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     }
     __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":134
+    /* "csrc/tokenizer/_bpe_c.pyx":135
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]
  *             total += len(tok)             # <<<<<<<<<<<<<<
@@ -5156,13 +5089,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 134, __pyx_L1_error)
+      __PYX_ERR(0, 135, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 134, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 135, __pyx_L1_error)
     __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":135
+    /* "csrc/tokenizer/_bpe_c.pyx":136
  *                 self._arena[total + i] = tok[i]
  *             total += len(tok)
  *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5171,19 +5104,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-      __PYX_ERR(0, 135, __pyx_L1_error)
+      __PYX_ERR(0, 136, __pyx_L1_error)
     }
-    __pyx_t_16 = __Pyx_PyBytes_AsUString(__pyx_v_tok); if (unlikely((!__pyx_t_16) && PyErr_Occurred())) __PYX_ERR(0, 135, __pyx_L1_error)
+    __pyx_t_16 = __Pyx_PyBytes_AsUString(__pyx_v_tok); if (unlikely((!__pyx_t_16) && PyErr_Occurred())) __PYX_ERR(0, 136, __pyx_L1_error)
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 135, __pyx_L1_error)
+      __PYX_ERR(0, 136, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 135, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 136, __pyx_L1_error)
     __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(((unsigned char const *)__pyx_t_16), __pyx_t_7) & __pyx_v_self->_w_mask);
 
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":136
+    /* "csrc/tokenizer/_bpe_c.pyx":137
  *             total += len(tok)
  *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:             # <<<<<<<<<<<<<<
@@ -5196,7 +5129,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
       if (!__pyx_t_8) break;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":137
+      /* "csrc/tokenizer/_bpe_c.pyx":138
  *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5206,7 +5139,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_w_mask);
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":138
+    /* "csrc/tokenizer/_bpe_c.pyx":139
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k             # <<<<<<<<<<<<<<
@@ -5215,7 +5148,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     (__pyx_v_self->_w_slots[__pyx_v_h]) = __pyx_v_k;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":139
+    /* "csrc/tokenizer/_bpe_c.pyx":140
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k
  *             k += 1             # <<<<<<<<<<<<<<
@@ -5226,7 +5159,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   }
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":140
+  /* "csrc/tokenizer/_bpe_c.pyx":141
  *             self._w_slots[h] = k
  *             k += 1
  *         self.has_whole = True             # <<<<<<<<<<<<<<
@@ -5235,7 +5168,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->has_whole = 1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":108
+  /* "csrc/tokenizer/_bpe_c.pyx":109
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
@@ -5267,7 +5200,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":142
+/* "csrc/tokenizer/_bpe_c.pyx":143
  *         self.has_whole = True
  * 
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5282,7 +5215,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":144
+  /* "csrc/tokenizer/_bpe_c.pyx":145
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *         """The id of the token whose bytes are exactly p[:n], or -1."""
  *         cdef uint64_t h = _bytes_hash(p, n) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5291,7 +5224,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
   __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(__pyx_v_p, __pyx_v_n) & __pyx_v_self->_w_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":146
+  /* "csrc/tokenizer/_bpe_c.pyx":147
  *         cdef uint64_t h = _bytes_hash(p, n) & self._w_mask
  *         cdef int32_t k
  *         while True:             # <<<<<<<<<<<<<<
@@ -5300,7 +5233,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
   while (1) {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":147
+    /* "csrc/tokenizer/_bpe_c.pyx":148
  *         cdef int32_t k
  *         while True:
  *             k = self._w_slots[h]             # <<<<<<<<<<<<<<
@@ -5309,7 +5242,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     __pyx_v_k = (__pyx_v_self->_w_slots[__pyx_v_h]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":148
+    /* "csrc/tokenizer/_bpe_c.pyx":149
  *         while True:
  *             k = self._w_slots[h]
  *             if k == -1:             # <<<<<<<<<<<<<<
@@ -5321,7 +5254,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":149
+      /* "csrc/tokenizer/_bpe_c.pyx":150
  *             k = self._w_slots[h]
  *             if k == -1:
  *                 return -1             # <<<<<<<<<<<<<<
@@ -5334,7 +5267,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":148
+      /* "csrc/tokenizer/_bpe_c.pyx":149
  *         while True:
  *             k = self._w_slots[h]
  *             if k == -1:             # <<<<<<<<<<<<<<
@@ -5343,7 +5276,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":150
+    /* "csrc/tokenizer/_bpe_c.pyx":151
  *             if k == -1:
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:             # <<<<<<<<<<<<<<
@@ -5369,7 +5302,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":151
+      /* "csrc/tokenizer/_bpe_c.pyx":152
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:
  *                 return self._w_id[k]             # <<<<<<<<<<<<<<
@@ -5382,7 +5315,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":150
+      /* "csrc/tokenizer/_bpe_c.pyx":151
  *             if k == -1:
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:             # <<<<<<<<<<<<<<
@@ -5391,7 +5324,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":152
+    /* "csrc/tokenizer/_bpe_c.pyx":153
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:
  *                 return self._w_id[k]
  *             h = (h + 1) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5401,7 +5334,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_w_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":142
+  /* "csrc/tokenizer/_bpe_c.pyx":143
  *         self.has_whole = True
  * 
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5417,7 +5350,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":154
+/* "csrc/tokenizer/_bpe_c.pyx":155
  *             h = (h + 1) & self._w_mask
  * 
  *     cdef int _grow(self, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -5434,7 +5367,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":157
+  /* "csrc/tokenizer/_bpe_c.pyx":158
  *         cdef int32_t* s
  *         cdef Cand* hp
  *         if n <= self._cap:             # <<<<<<<<<<<<<<
@@ -5446,7 +5379,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":158
+    /* "csrc/tokenizer/_bpe_c.pyx":159
  *         cdef Cand* hp
  *         if n <= self._cap:
  *             return 0             # <<<<<<<<<<<<<<
@@ -5459,7 +5392,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":157
+    /* "csrc/tokenizer/_bpe_c.pyx":158
  *         cdef int32_t* s
  *         cdef Cand* hp
  *         if n <= self._cap:             # <<<<<<<<<<<<<<
@@ -5468,7 +5401,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":159
+  /* "csrc/tokenizer/_bpe_c.pyx":160
  *         if n <= self._cap:
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -5477,7 +5410,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_s = ((int32_t *)realloc(__pyx_v_self->_scratch, ((3 * __pyx_v_n) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":160
+  /* "csrc/tokenizer/_bpe_c.pyx":161
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:             # <<<<<<<<<<<<<<
@@ -5489,16 +5422,16 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":161
+    /* "csrc/tokenizer/_bpe_c.pyx":162
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 161, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 162, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":160
+    /* "csrc/tokenizer/_bpe_c.pyx":161
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:             # <<<<<<<<<<<<<<
@@ -5507,7 +5440,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":162
+  /* "csrc/tokenizer/_bpe_c.pyx":163
  *         if s == NULL:
  *             raise MemoryError()
  *         self._scratch = s             # <<<<<<<<<<<<<<
@@ -5516,7 +5449,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_scratch = __pyx_v_s;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":163
+  /* "csrc/tokenizer/_bpe_c.pyx":164
  *             raise MemoryError()
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))             # <<<<<<<<<<<<<<
@@ -5525,7 +5458,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_hp = ((struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *)realloc(__pyx_v_self->_heap, (((3 * __pyx_v_n) + 1) * (sizeof(struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":164
+  /* "csrc/tokenizer/_bpe_c.pyx":165
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:             # <<<<<<<<<<<<<<
@@ -5537,16 +5470,16 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":165
+    /* "csrc/tokenizer/_bpe_c.pyx":166
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         self._heap = hp
  *         self._cap = n
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 165, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 166, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":164
+    /* "csrc/tokenizer/_bpe_c.pyx":165
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:             # <<<<<<<<<<<<<<
@@ -5555,7 +5488,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":166
+  /* "csrc/tokenizer/_bpe_c.pyx":167
  *         if hp == NULL:
  *             raise MemoryError()
  *         self._heap = hp             # <<<<<<<<<<<<<<
@@ -5564,7 +5497,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_heap = __pyx_v_hp;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":167
+  /* "csrc/tokenizer/_bpe_c.pyx":168
  *             raise MemoryError()
  *         self._heap = hp
  *         self._cap = n             # <<<<<<<<<<<<<<
@@ -5573,7 +5506,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_cap = __pyx_v_n;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":168
+  /* "csrc/tokenizer/_bpe_c.pyx":169
  *         self._heap = hp
  *         self._cap = n
  *         return 0             # <<<<<<<<<<<<<<
@@ -5586,7 +5519,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":154
+  /* "csrc/tokenizer/_bpe_c.pyx":155
  *             h = (h + 1) & self._w_mask
  * 
  *     cdef int _grow(self, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -5605,15 +5538,331 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":170
+/* "csrc/tokenizer/_bpe_c.pyx":171
  *         return 0
  * 
  *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
  *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
- *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
+ *         cdef Py_ssize_t i
 */
 
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
+  Py_ssize_t __pyx_v_i;
+  Py_ssize_t __pyx_r;
+  __Pyx_RefNannyDeclarations
+  int __pyx_t_1;
+  int __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  Py_ssize_t __pyx_t_5;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10[3];
+  Py_ssize_t __pyx_t_11;
+  size_t __pyx_t_12;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("merge_into", 0);
+
+  /* "csrc/tokenizer/_bpe_c.pyx":174
+ *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+ *         cdef Py_ssize_t i
+ *         if n == 0:             # <<<<<<<<<<<<<<
+ *             return 0
+ *         self._grow(n)
+*/
+  __pyx_t_1 = (__pyx_v_n == 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":175
+ *         cdef Py_ssize_t i
+ *         if n == 0:
+ *             return 0             # <<<<<<<<<<<<<<
+ *         self._grow(n)
+ *         for i in range(n):
+*/
+    {
+
+      __pyx_r = 0;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":174
+ *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+ *         cdef Py_ssize_t i
+ *         if n == 0:             # <<<<<<<<<<<<<<
+ *             return 0
+ *         self._grow(n)
+*/
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":176
+ *         if n == 0:
+ *             return 0
+ *         self._grow(n)             # <<<<<<<<<<<<<<
+ *         for i in range(n):
+ *             self._scratch[i] = self._byte_ids[p[i]]
+*/
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 176, __pyx_L1_error)
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":177
+ *             return 0
+ *         self._grow(n)
+ *         for i in range(n):             # <<<<<<<<<<<<<<
+ *             self._scratch[i] = self._byte_ids[p[i]]
+ *             if self._scratch[i] < 0:
+*/
+
+  __pyx_t_3 = __pyx_v_n;
+  __pyx_t_4 = __pyx_t_3;
+
+  for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
+    __pyx_v_i = __pyx_t_5;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":178
+ *         self._grow(n)
+ *         for i in range(n):
+ *             self._scratch[i] = self._byte_ids[p[i]]             # <<<<<<<<<<<<<<
+ *             if self._scratch[i] < 0:
+ *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+*/
+    (__pyx_v_self->_scratch[__pyx_v_i]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[__pyx_v_i])]);
+
+    /* "csrc/tokenizer/_bpe_c.pyx":179
+ *         for i in range(n):
+ *             self._scratch[i] = self._byte_ids[p[i]]
+ *             if self._scratch[i] < 0:             # <<<<<<<<<<<<<<
+ *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+ *         return self._merge_scratch(n, out)
+*/
+    __pyx_t_1 = ((__pyx_v_self->_scratch[__pyx_v_i]) < 0);
+
+    if (unlikely(__pyx_t_1)) {
+
+
+      /* "csrc/tokenizer/_bpe_c.pyx":180
+ *             self._scratch[i] = self._byte_ids[p[i]]
+ *             if self._scratch[i] < 0:
+ *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")             # <<<<<<<<<<<<<<
+ *         return self._merge_scratch(n, out)
+ * 
+*/
+      __pyx_t_7 = NULL;
+      __pyx_t_8 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 180, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_8);
+      __pyx_t_9 = __Pyx_PyObject_FormatSimple(__pyx_t_8, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 180, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_9);
+      __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_byte;
+      __pyx_t_10[1] = __pyx_t_9;
+      __pyx_t_10[2] = __pyx_mstate_global->__pyx_kp_u_has_no_token_in_this_vocabulary;
+      __pyx_t_11 = 37;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_11 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_10[1]);
+      #endif
+      __pyx_t_2 = 0;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_2 |= __Pyx_PyUnicode_KIND_04(__pyx_t_10[1]);
+      #endif
+      __pyx_t_8 = __Pyx_PyUnicode_Join(__pyx_t_10, 3, __pyx_t_11, __pyx_t_2);
+      if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 180, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_8);
+      __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
+      __pyx_t_12 = 1;
+      {
+        PyObject *__pyx_callargs[2] = {__pyx_t_7, __pyx_t_8};
+        __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_KeyError)), __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+        __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+        __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 180, __pyx_L1_error)
+        __Pyx_GOTREF(__pyx_t_6);
+      }
+      __Pyx_Raise(__pyx_t_6, 0, 0, 0);
+      __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+      __PYX_ERR(0, 180, __pyx_L1_error)
+
+      /* "csrc/tokenizer/_bpe_c.pyx":179
+ *         for i in range(n):
+ *             self._scratch[i] = self._byte_ids[p[i]]
+ *             if self._scratch[i] < 0:             # <<<<<<<<<<<<<<
+ *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+ *         return self._merge_scratch(n, out)
+*/
+    }
+  }
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":181
+ *             if self._scratch[i] < 0:
+ *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+ *         return self._merge_scratch(n, out)             # <<<<<<<<<<<<<<
+ * 
+ *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:
+*/
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 181, __pyx_L1_error)
+  {
+    __pyx_r = __pyx_t_3;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":171
+ *         return 0
+ * 
+ *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
+ *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+ *         cdef Py_ssize_t i
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_XDECREF(__pyx_t_9);
+  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.merge_into", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = -1L;
+  __pyx_L0:;
+
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_bpe_c.pyx":183
+ *         return self._merge_scratch(n, out)
+ * 
+ *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
+ *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
+ *         cdef Py_ssize_t i
+*/
+
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
+  Py_ssize_t __pyx_v_i;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  Py_ssize_t __pyx_t_5;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":186
+ *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
+ *         cdef Py_ssize_t i
+ *         if n == 0:             # <<<<<<<<<<<<<<
+ *             return 0
+ *         self._grow(n)
+*/
+  __pyx_t_1 = (__pyx_v_n == 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":187
+ *         cdef Py_ssize_t i
+ *         if n == 0:
+ *             return 0             # <<<<<<<<<<<<<<
+ *         self._grow(n)
+ *         for i in range(n):
+*/
+    {
+
+      __pyx_r = 0;
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":186
+ *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
+ *         cdef Py_ssize_t i
+ *         if n == 0:             # <<<<<<<<<<<<<<
+ *             return 0
+ *         self._grow(n)
+*/
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":188
+ *         if n == 0:
+ *             return 0
+ *         self._grow(n)             # <<<<<<<<<<<<<<
+ *         for i in range(n):
+ *             self._scratch[i] = ids[i]
+*/
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 188, __pyx_L1_error)
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":189
+ *             return 0
+ *         self._grow(n)
+ *         for i in range(n):             # <<<<<<<<<<<<<<
+ *             self._scratch[i] = ids[i]
+ *         return self._merge_scratch(n, out)
+*/
+
+  __pyx_t_3 = __pyx_v_n;
+  __pyx_t_4 = __pyx_t_3;
+
+  for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
+    __pyx_v_i = __pyx_t_5;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":190
+ *         self._grow(n)
+ *         for i in range(n):
+ *             self._scratch[i] = ids[i]             # <<<<<<<<<<<<<<
+ *         return self._merge_scratch(n, out)
+ * 
+*/
+    (__pyx_v_self->_scratch[__pyx_v_i]) = (__pyx_v_ids[__pyx_v_i]);
+  }
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":191
+ *         for i in range(n):
+ *             self._scratch[i] = ids[i]
+ *         return self._merge_scratch(n, out)             # <<<<<<<<<<<<<<
+ * 
+ *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
+*/
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 191, __pyx_L1_error)
+  {
+    __pyx_r = __pyx_t_3;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":183
+ *         return self._merge_scratch(n, out)
+ * 
+ *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
+ *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
+ *         cdef Py_ssize_t i
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.merge_ids_into", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = -1L;
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_bpe_c.pyx":193
+ *         return self._merge_scratch(n, out)
+ * 
+ *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
+ *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
+ *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
+*/
+
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
   Py_ssize_t __pyx_v_i;
   Py_ssize_t __pyx_v_j;
   Py_ssize_t __pyx_v_k;
@@ -5627,162 +5876,93 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   int64_t __pyx_v_rank;
   int32_t __pyx_v_merged;
   Py_ssize_t __pyx_r;
-  __Pyx_RefNannyDeclarations
-  int __pyx_t_1;
-  PyObject *__pyx_t_2 = NULL;
-  PyObject *__pyx_t_3 = NULL;
-  PyObject *__pyx_t_4 = NULL;
-  PyObject *__pyx_t_5 = NULL;
-  PyObject *__pyx_t_6[3];
-  Py_ssize_t __pyx_t_7;
-  int __pyx_t_8;
-  size_t __pyx_t_9;
-  int32_t *__pyx_t_10;
-  struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *__pyx_t_11;
-  Py_ssize_t __pyx_t_12;
-  Py_ssize_t __pyx_t_13;
-  Py_ssize_t __pyx_t_14;
-  struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_15;
-  int32_t __pyx_t_16;
-  int __pyx_t_17;
-  int __pyx_lineno = 0;
-  const char *__pyx_filename = NULL;
-  int __pyx_clineno = 0;
-  __Pyx_RefNannySetupContext("merge_into", 0);
+  int32_t *__pyx_t_1;
+  struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *__pyx_t_2;
+  int __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  Py_ssize_t __pyx_t_5;
+  Py_ssize_t __pyx_t_6;
+  struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_7;
+  int32_t __pyx_t_8;
+  int __pyx_t_9;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":172
- *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:
- *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+  /* "csrc/tokenizer/_bpe_c.pyx":195
+ *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
+ *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0             # <<<<<<<<<<<<<<
- *         cdef int32_t* ids
- *         cdef int32_t* nxt
+ *         cdef int32_t* ids = self._scratch
+ *         cdef int32_t* nxt = ids + n
 */
   __pyx_v_hn = 0;
   __pyx_v_m = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":180
+  /* "csrc/tokenizer/_bpe_c.pyx":196
+ *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
+ *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
+ *         cdef int32_t* ids = self._scratch             # <<<<<<<<<<<<<<
+ *         cdef int32_t* nxt = ids + n
+ *         cdef int32_t* prev = ids + 2 * n
+*/
+  __pyx_t_1 = __pyx_v_self->_scratch;
+
+  __pyx_v_ids = __pyx_t_1;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":197
+ *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
+ *         cdef int32_t* ids = self._scratch
+ *         cdef int32_t* nxt = ids + n             # <<<<<<<<<<<<<<
+ *         cdef int32_t* prev = ids + 2 * n
+ *         cdef Cand* heap = self._heap
+*/
+  __pyx_v_nxt = (__pyx_v_ids + __pyx_v_n);
+
+  /* "csrc/tokenizer/_bpe_c.pyx":198
+ *         cdef int32_t* ids = self._scratch
+ *         cdef int32_t* nxt = ids + n
+ *         cdef int32_t* prev = ids + 2 * n             # <<<<<<<<<<<<<<
+ *         cdef Cand* heap = self._heap
+ *         cdef Cand c
+*/
+  __pyx_v_prev = (__pyx_v_ids + (2 * __pyx_v_n));
+
+  /* "csrc/tokenizer/_bpe_c.pyx":199
+ *         cdef int32_t* nxt = ids + n
+ *         cdef int32_t* prev = ids + 2 * n
+ *         cdef Cand* heap = self._heap             # <<<<<<<<<<<<<<
+ *         cdef Cand c
+ *         cdef int64_t rank
+*/
+  __pyx_t_2 = __pyx_v_self->_heap;
+
+  __pyx_v_heap = __pyx_t_2;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":203
  *         cdef int64_t rank
  *         cdef int32_t merged
- *         if n == 0:             # <<<<<<<<<<<<<<
- *             return 0
- *         if n == 1:
-*/
-  __pyx_t_1 = (__pyx_v_n == 0);
-
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_bpe_c.pyx":181
- *         cdef int32_t merged
- *         if n == 0:
- *             return 0             # <<<<<<<<<<<<<<
- *         if n == 1:
- *             out[0] = self._byte_ids[p[0]]
-*/
-    {
-
-      __pyx_r = 0;
-    }
-    goto __pyx_L0;
-
-    /* "csrc/tokenizer/_bpe_c.pyx":180
- *         cdef int64_t rank
- *         cdef int32_t merged
- *         if n == 0:             # <<<<<<<<<<<<<<
- *             return 0
- *         if n == 1:
-*/
-  }
-
-  /* "csrc/tokenizer/_bpe_c.pyx":182
- *         if n == 0:
- *             return 0
  *         if n == 1:             # <<<<<<<<<<<<<<
- *             out[0] = self._byte_ids[p[0]]
- *             if out[0] < 0:
-*/
-  __pyx_t_1 = (__pyx_v_n == 1);
-
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_bpe_c.pyx":183
- *             return 0
- *         if n == 1:
- *             out[0] = self._byte_ids[p[0]]             # <<<<<<<<<<<<<<
- *             if out[0] < 0:
- *                 raise KeyError(f"byte {p[0]} has no token in this vocabulary")
-*/
-    (__pyx_v_out[0]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[0])]);
-
-    /* "csrc/tokenizer/_bpe_c.pyx":184
- *         if n == 1:
- *             out[0] = self._byte_ids[p[0]]
- *             if out[0] < 0:             # <<<<<<<<<<<<<<
- *                 raise KeyError(f"byte {p[0]} has no token in this vocabulary")
+ *             out[0] = ids[0]
  *             return 1
 */
-    __pyx_t_1 = ((__pyx_v_out[0]) < 0);
+  __pyx_t_3 = (__pyx_v_n == 1);
 
-    if (unlikely(__pyx_t_1)) {
+  if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":185
- *             out[0] = self._byte_ids[p[0]]
- *             if out[0] < 0:
- *                 raise KeyError(f"byte {p[0]} has no token in this vocabulary")             # <<<<<<<<<<<<<<
- *             return 1
- *         self._grow(n)
-*/
-      __pyx_t_3 = NULL;
-      __pyx_t_4 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[0])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 185, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_5 = __Pyx_PyObject_FormatSimple(__pyx_t_4, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 185, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_5);
-      __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      __pyx_t_6[0] = __pyx_mstate_global->__pyx_kp_u_byte;
-      __pyx_t_6[1] = __pyx_t_5;
-      __pyx_t_6[2] = __pyx_mstate_global->__pyx_kp_u_has_no_token_in_this_vocabulary;
-      __pyx_t_7 = 37;
-      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-      __pyx_t_7 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_6[1]);
-      #endif
-      __pyx_t_8 = 0;
-      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-      __pyx_t_8 |= __Pyx_PyUnicode_KIND_04(__pyx_t_6[1]);
-      #endif
-      __pyx_t_4 = __Pyx_PyUnicode_Join(__pyx_t_6, 3, __pyx_t_7, __pyx_t_8);
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 185, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_4);
-      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_9 = 1;
-      {
-        PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_t_4};
-        __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_KeyError)), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
-        __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-        __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 185, __pyx_L1_error)
-        __Pyx_GOTREF(__pyx_t_2);
-      }
-      __Pyx_Raise(__pyx_t_2, 0, 0, 0);
-      __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-      __PYX_ERR(0, 185, __pyx_L1_error)
-
-      /* "csrc/tokenizer/_bpe_c.pyx":184
+    /* "csrc/tokenizer/_bpe_c.pyx":204
+ *         cdef int32_t merged
  *         if n == 1:
- *             out[0] = self._byte_ids[p[0]]
- *             if out[0] < 0:             # <<<<<<<<<<<<<<
- *                 raise KeyError(f"byte {p[0]} has no token in this vocabulary")
+ *             out[0] = ids[0]             # <<<<<<<<<<<<<<
  *             return 1
+ *         for i in range(n):
 */
-    }
+    (__pyx_v_out[0]) = (__pyx_v_ids[0]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":186
- *             if out[0] < 0:
- *                 raise KeyError(f"byte {p[0]} has no token in this vocabulary")
+    /* "csrc/tokenizer/_bpe_c.pyx":205
+ *         if n == 1:
+ *             out[0] = ids[0]
  *             return 1             # <<<<<<<<<<<<<<
- *         self._grow(n)
- *         ids = self._scratch
+ *         for i in range(n):
+ *             nxt[i] = i + 1
 */
     {
 
@@ -5790,161 +5970,40 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":182
- *         if n == 0:
- *             return 0
+    /* "csrc/tokenizer/_bpe_c.pyx":203
+ *         cdef int64_t rank
+ *         cdef int32_t merged
  *         if n == 1:             # <<<<<<<<<<<<<<
- *             out[0] = self._byte_ids[p[0]]
- *             if out[0] < 0:
+ *             out[0] = ids[0]
+ *             return 1
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":187
- *                 raise KeyError(f"byte {p[0]} has no token in this vocabulary")
+  /* "csrc/tokenizer/_bpe_c.pyx":206
+ *             out[0] = ids[0]
  *             return 1
- *         self._grow(n)             # <<<<<<<<<<<<<<
- *         ids = self._scratch
- *         nxt = ids + n
-*/
-  __pyx_t_8 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_8 == ((int)-1))) __PYX_ERR(0, 187, __pyx_L1_error)
-
-
-  /* "csrc/tokenizer/_bpe_c.pyx":188
- *             return 1
- *         self._grow(n)
- *         ids = self._scratch             # <<<<<<<<<<<<<<
- *         nxt = ids + n
- *         prev = ids + 2 * n
-*/
-  __pyx_t_10 = __pyx_v_self->_scratch;
-
-  __pyx_v_ids = __pyx_t_10;
-
-  /* "csrc/tokenizer/_bpe_c.pyx":189
- *         self._grow(n)
- *         ids = self._scratch
- *         nxt = ids + n             # <<<<<<<<<<<<<<
- *         prev = ids + 2 * n
- *         heap = self._heap
-*/
-  __pyx_v_nxt = (__pyx_v_ids + __pyx_v_n);
-
-  /* "csrc/tokenizer/_bpe_c.pyx":190
- *         ids = self._scratch
- *         nxt = ids + n
- *         prev = ids + 2 * n             # <<<<<<<<<<<<<<
- *         heap = self._heap
- *         for i in range(n):
-*/
-  __pyx_v_prev = (__pyx_v_ids + (2 * __pyx_v_n));
-
-  /* "csrc/tokenizer/_bpe_c.pyx":191
- *         nxt = ids + n
- *         prev = ids + 2 * n
- *         heap = self._heap             # <<<<<<<<<<<<<<
- *         for i in range(n):
- *             ids[i] = self._byte_ids[p[i]]
-*/
-  __pyx_t_11 = __pyx_v_self->_heap;
-
-  __pyx_v_heap = __pyx_t_11;
-
-  /* "csrc/tokenizer/_bpe_c.pyx":192
- *         prev = ids + 2 * n
- *         heap = self._heap
  *         for i in range(n):             # <<<<<<<<<<<<<<
- *             ids[i] = self._byte_ids[p[i]]
- *             if ids[i] < 0:
-*/
-
-  __pyx_t_7 = __pyx_v_n;
-  __pyx_t_12 = __pyx_t_7;
-
-  for (__pyx_t_13 = 0; __pyx_t_13 < __pyx_t_12; __pyx_t_13+=1) {
-    __pyx_v_i = __pyx_t_13;
-
-    /* "csrc/tokenizer/_bpe_c.pyx":193
- *         heap = self._heap
- *         for i in range(n):
- *             ids[i] = self._byte_ids[p[i]]             # <<<<<<<<<<<<<<
- *             if ids[i] < 0:
- *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
-*/
-    (__pyx_v_ids[__pyx_v_i]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[__pyx_v_i])]);
-
-    /* "csrc/tokenizer/_bpe_c.pyx":194
- *         for i in range(n):
- *             ids[i] = self._byte_ids[p[i]]
- *             if ids[i] < 0:             # <<<<<<<<<<<<<<
- *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
- *             nxt[i] = i + 1
-*/
-    __pyx_t_1 = ((__pyx_v_ids[__pyx_v_i]) < 0);
-
-    if (unlikely(__pyx_t_1)) {
-
-
-      /* "csrc/tokenizer/_bpe_c.pyx":195
- *             ids[i] = self._byte_ids[p[i]]
- *             if ids[i] < 0:
- *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")             # <<<<<<<<<<<<<<
  *             nxt[i] = i + 1
  *             prev[i] = i - 1
 */
-      __pyx_t_4 = NULL;
-      __pyx_t_3 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[__pyx_v_i])); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 195, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_3);
-      __pyx_t_5 = __Pyx_PyObject_FormatSimple(__pyx_t_3, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 195, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_5);
-      __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-      __pyx_t_6[0] = __pyx_mstate_global->__pyx_kp_u_byte;
-      __pyx_t_6[1] = __pyx_t_5;
-      __pyx_t_6[2] = __pyx_mstate_global->__pyx_kp_u_has_no_token_in_this_vocabulary;
-      __pyx_t_14 = 37;
-      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-      __pyx_t_14 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_6[1]);
-      #endif
-      __pyx_t_8 = 0;
-      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-      __pyx_t_8 |= __Pyx_PyUnicode_KIND_04(__pyx_t_6[1]);
-      #endif
-      __pyx_t_3 = __Pyx_PyUnicode_Join(__pyx_t_6, 3, __pyx_t_14, __pyx_t_8);
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 195, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_3);
-      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_9 = 1;
-      {
-        PyObject *__pyx_callargs[2] = {__pyx_t_4, __pyx_t_3};
-        __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_KeyError)), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
-        __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
-        __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 195, __pyx_L1_error)
-        __Pyx_GOTREF(__pyx_t_2);
-      }
-      __Pyx_Raise(__pyx_t_2, 0, 0, 0);
-      __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-      __PYX_ERR(0, 195, __pyx_L1_error)
 
-      /* "csrc/tokenizer/_bpe_c.pyx":194
+  __pyx_t_4 = __pyx_v_n;
+  __pyx_t_5 = __pyx_t_4;
+
+  for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
+    __pyx_v_i = __pyx_t_6;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":207
+ *             return 1
  *         for i in range(n):
- *             ids[i] = self._byte_ids[p[i]]
- *             if ids[i] < 0:             # <<<<<<<<<<<<<<
- *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
- *             nxt[i] = i + 1
-*/
-    }
-
-    /* "csrc/tokenizer/_bpe_c.pyx":196
- *             if ids[i] < 0:
- *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
  *             nxt[i] = i + 1             # <<<<<<<<<<<<<<
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1
 */
     (__pyx_v_nxt[__pyx_v_i]) = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":197
- *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+    /* "csrc/tokenizer/_bpe_c.pyx":208
+ *         for i in range(n):
  *             nxt[i] = i + 1
  *             prev[i] = i - 1             # <<<<<<<<<<<<<<
  *         nxt[n - 1] = -1
@@ -5954,7 +6013,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":198
+  /* "csrc/tokenizer/_bpe_c.pyx":209
  *             nxt[i] = i + 1
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1             # <<<<<<<<<<<<<<
@@ -5963,7 +6022,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
   (__pyx_v_nxt[(__pyx_v_n - 1)]) = -1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":199
+  /* "csrc/tokenizer/_bpe_c.pyx":210
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):             # <<<<<<<<<<<<<<
@@ -5971,40 +6030,40 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
 */
 
-  __pyx_t_7 = (__pyx_v_n - 1);
-  __pyx_t_12 = __pyx_t_7;
+  __pyx_t_4 = (__pyx_v_n - 1);
+  __pyx_t_5 = __pyx_t_4;
 
-  for (__pyx_t_13 = 0; __pyx_t_13 < __pyx_t_12; __pyx_t_13+=1) {
-    __pyx_v_i = __pyx_t_13;
+  for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
+    __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":200
+    /* "csrc/tokenizer/_bpe_c.pyx":211
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):             # <<<<<<<<<<<<<<
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:
 */
-    __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_get(__pyx_v_self, (__pyx_v_ids[__pyx_v_i]), (__pyx_v_ids[(__pyx_v_i + 1)]), (&__pyx_v_rank), (&__pyx_v_merged));
+    __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_get(__pyx_v_self, (__pyx_v_ids[__pyx_v_i]), (__pyx_v_ids[(__pyx_v_i + 1)]), (&__pyx_v_rank), (&__pyx_v_merged));
 
-    if (__pyx_t_1) {
+    if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":201
+      /* "csrc/tokenizer/_bpe_c.pyx":212
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))             # <<<<<<<<<<<<<<
  *         while hn > 0:
  *             c = _pop(heap, &hn)
 */
-      __pyx_t_15.rank = __pyx_v_rank;
-      __pyx_t_15.pos = __pyx_v_i;
-      __pyx_t_15.a = (__pyx_v_ids[__pyx_v_i]);
-      __pyx_t_15.b = (__pyx_v_ids[(__pyx_v_i + 1)]);
-      __pyx_t_15.merged = __pyx_v_merged;
-      __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_15); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 201, __pyx_L1_error)
+      __pyx_t_7.rank = __pyx_v_rank;
+      __pyx_t_7.pos = __pyx_v_i;
+      __pyx_t_7.a = (__pyx_v_ids[__pyx_v_i]);
+      __pyx_t_7.b = (__pyx_v_ids[(__pyx_v_i + 1)]);
+      __pyx_t_7.merged = __pyx_v_merged;
+      __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":200
+      /* "csrc/tokenizer/_bpe_c.pyx":211
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6015,7 +6074,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":202
+  /* "csrc/tokenizer/_bpe_c.pyx":213
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:             # <<<<<<<<<<<<<<
@@ -6023,33 +6082,32 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
  *             i = c.pos
 */
   while (1) {
-    __pyx_t_1 = (__pyx_v_hn > 0);
+    __pyx_t_3 = (__pyx_v_hn > 0);
 
 
-    if (!__pyx_t_1) break;
+    if (!__pyx_t_3) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":203
+    /* "csrc/tokenizer/_bpe_c.pyx":214
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:
  *             c = _pop(heap, &hn)             # <<<<<<<<<<<<<<
  *             i = c.pos
  *             j = nxt[i]
 */
-    __pyx_t_15 = __pyx_f_6benchc_9tokenizer_6_bpe_c__pop(__pyx_v_heap, (&__pyx_v_hn)); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 203, __pyx_L1_error)
-    __pyx_v_c = __pyx_t_15;
+    __pyx_v_c = __pyx_f_6benchc_9tokenizer_6_bpe_c__pop(__pyx_v_heap, (&__pyx_v_hn));
 
-    /* "csrc/tokenizer/_bpe_c.pyx":204
+    /* "csrc/tokenizer/_bpe_c.pyx":215
  *         while hn > 0:
  *             c = _pop(heap, &hn)
  *             i = c.pos             # <<<<<<<<<<<<<<
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
 */
-    __pyx_t_16 = __pyx_v_c.pos;
+    __pyx_t_8 = __pyx_v_c.pos;
 
-    __pyx_v_i = __pyx_t_16;
+    __pyx_v_i = __pyx_t_8;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":205
+    /* "csrc/tokenizer/_bpe_c.pyx":216
  *             c = _pop(heap, &hn)
  *             i = c.pos
  *             j = nxt[i]             # <<<<<<<<<<<<<<
@@ -6058,52 +6116,52 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     __pyx_v_j = (__pyx_v_nxt[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":206
+    /* "csrc/tokenizer/_bpe_c.pyx":217
  *             i = c.pos
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:             # <<<<<<<<<<<<<<
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged
 */
-    __pyx_t_17 = ((__pyx_v_ids[__pyx_v_i]) != __pyx_v_c.a);
+    __pyx_t_9 = ((__pyx_v_ids[__pyx_v_i]) != __pyx_v_c.a);
 
-    if (!__pyx_t_17) {
-
-    } else {
-
-      __pyx_t_1 = __pyx_t_17;
-
-      goto __pyx_L15_bool_binop_done;
-    }
-    __pyx_t_17 = (__pyx_v_j == -1L);
-
-    if (!__pyx_t_17) {
+    if (!__pyx_t_9) {
 
     } else {
 
-      __pyx_t_1 = __pyx_t_17;
+      __pyx_t_3 = __pyx_t_9;
 
-      goto __pyx_L15_bool_binop_done;
+      goto __pyx_L12_bool_binop_done;
     }
-    __pyx_t_17 = ((__pyx_v_ids[__pyx_v_j]) != __pyx_v_c.b);
+    __pyx_t_9 = (__pyx_v_j == -1L);
+
+    if (!__pyx_t_9) {
+
+    } else {
+
+      __pyx_t_3 = __pyx_t_9;
+
+      goto __pyx_L12_bool_binop_done;
+    }
+    __pyx_t_9 = ((__pyx_v_ids[__pyx_v_j]) != __pyx_v_c.b);
 
 
-    __pyx_t_1 = __pyx_t_17;
+    __pyx_t_3 = __pyx_t_9;
 
-    __pyx_L15_bool_binop_done:;
-    if (__pyx_t_1) {
+    __pyx_L12_bool_binop_done:;
+    if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":207
+      /* "csrc/tokenizer/_bpe_c.pyx":218
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
  *                 continue  # stale: one side was merged since this pair was queued             # <<<<<<<<<<<<<<
  *             ids[i] = c.merged
  *             ids[j] = -1
 */
-      goto __pyx_L12_continue;
+      goto __pyx_L9_continue;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":206
+      /* "csrc/tokenizer/_bpe_c.pyx":217
  *             i = c.pos
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:             # <<<<<<<<<<<<<<
@@ -6112,19 +6170,19 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":208
+    /* "csrc/tokenizer/_bpe_c.pyx":219
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged             # <<<<<<<<<<<<<<
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
 */
-    __pyx_t_16 = __pyx_v_c.merged;
+    __pyx_t_8 = __pyx_v_c.merged;
 
-    (__pyx_v_ids[__pyx_v_i]) = __pyx_t_16;
+    (__pyx_v_ids[__pyx_v_i]) = __pyx_t_8;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":209
+    /* "csrc/tokenizer/_bpe_c.pyx":220
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged
  *             ids[j] = -1             # <<<<<<<<<<<<<<
@@ -6133,7 +6191,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     (__pyx_v_ids[__pyx_v_j]) = -1;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":210
+    /* "csrc/tokenizer/_bpe_c.pyx":221
  *             ids[i] = c.merged
  *             ids[j] = -1
  *             nxt[i] = nxt[j]             # <<<<<<<<<<<<<<
@@ -6142,19 +6200,19 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     (__pyx_v_nxt[__pyx_v_i]) = (__pyx_v_nxt[__pyx_v_j]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":211
+    /* "csrc/tokenizer/_bpe_c.pyx":222
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:             # <<<<<<<<<<<<<<
  *                 prev[nxt[j]] = i
  *             k = prev[i]
 */
-    __pyx_t_1 = ((__pyx_v_nxt[__pyx_v_j]) != -1L);
+    __pyx_t_3 = ((__pyx_v_nxt[__pyx_v_j]) != -1L);
 
-    if (__pyx_t_1) {
+    if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":212
+      /* "csrc/tokenizer/_bpe_c.pyx":223
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:
  *                 prev[nxt[j]] = i             # <<<<<<<<<<<<<<
@@ -6163,7 +6221,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
       (__pyx_v_prev[(__pyx_v_nxt[__pyx_v_j])]) = __pyx_v_i;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":211
+      /* "csrc/tokenizer/_bpe_c.pyx":222
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:             # <<<<<<<<<<<<<<
@@ -6172,7 +6230,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":213
+    /* "csrc/tokenizer/_bpe_c.pyx":224
  *             if nxt[j] != -1:
  *                 prev[nxt[j]] = i
  *             k = prev[i]             # <<<<<<<<<<<<<<
@@ -6181,48 +6239,48 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     __pyx_v_k = (__pyx_v_prev[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":214
+    /* "csrc/tokenizer/_bpe_c.pyx":225
  *                 prev[nxt[j]] = i
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):             # <<<<<<<<<<<<<<
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
 */
-    __pyx_t_17 = (__pyx_v_k != -1L);
+    __pyx_t_9 = (__pyx_v_k != -1L);
 
-    if (__pyx_t_17) {
+    if (__pyx_t_9) {
 
     } else {
 
-      __pyx_t_1 = __pyx_t_17;
+      __pyx_t_3 = __pyx_t_9;
 
-      goto __pyx_L20_bool_binop_done;
+      goto __pyx_L17_bool_binop_done;
     }
-    __pyx_t_17 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_get(__pyx_v_self, (__pyx_v_ids[__pyx_v_k]), __pyx_v_c.merged, (&__pyx_v_rank), (&__pyx_v_merged));
+    __pyx_t_9 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_get(__pyx_v_self, (__pyx_v_ids[__pyx_v_k]), __pyx_v_c.merged, (&__pyx_v_rank), (&__pyx_v_merged));
 
 
-    __pyx_t_1 = __pyx_t_17;
+    __pyx_t_3 = __pyx_t_9;
 
-    __pyx_L20_bool_binop_done:;
-    if (__pyx_t_1) {
+    __pyx_L17_bool_binop_done:;
+    if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":215
+      /* "csrc/tokenizer/_bpe_c.pyx":226
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))             # <<<<<<<<<<<<<<
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
 */
-      __pyx_t_15.rank = __pyx_v_rank;
-      __pyx_t_15.pos = __pyx_v_k;
-      __pyx_t_15.a = (__pyx_v_ids[__pyx_v_k]);
-      __pyx_t_15.b = __pyx_v_c.merged;
-      __pyx_t_15.merged = __pyx_v_merged;
-      __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_15); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 215, __pyx_L1_error)
+      __pyx_t_7.rank = __pyx_v_rank;
+      __pyx_t_7.pos = __pyx_v_k;
+      __pyx_t_7.a = (__pyx_v_ids[__pyx_v_k]);
+      __pyx_t_7.b = __pyx_v_c.merged;
+      __pyx_t_7.merged = __pyx_v_merged;
+      __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":214
+      /* "csrc/tokenizer/_bpe_c.pyx":225
  *                 prev[nxt[j]] = i
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6231,7 +6289,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":216
+    /* "csrc/tokenizer/_bpe_c.pyx":227
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]             # <<<<<<<<<<<<<<
@@ -6240,48 +6298,48 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     __pyx_v_k = (__pyx_v_nxt[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":217
+    /* "csrc/tokenizer/_bpe_c.pyx":228
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):             # <<<<<<<<<<<<<<
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0
 */
-    __pyx_t_17 = (__pyx_v_k != -1L);
+    __pyx_t_9 = (__pyx_v_k != -1L);
 
-    if (__pyx_t_17) {
+    if (__pyx_t_9) {
 
     } else {
 
-      __pyx_t_1 = __pyx_t_17;
+      __pyx_t_3 = __pyx_t_9;
 
-      goto __pyx_L23_bool_binop_done;
+      goto __pyx_L20_bool_binop_done;
     }
-    __pyx_t_17 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_get(__pyx_v_self, __pyx_v_c.merged, (__pyx_v_ids[__pyx_v_k]), (&__pyx_v_rank), (&__pyx_v_merged));
+    __pyx_t_9 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_get(__pyx_v_self, __pyx_v_c.merged, (__pyx_v_ids[__pyx_v_k]), (&__pyx_v_rank), (&__pyx_v_merged));
 
 
-    __pyx_t_1 = __pyx_t_17;
+    __pyx_t_3 = __pyx_t_9;
 
-    __pyx_L23_bool_binop_done:;
-    if (__pyx_t_1) {
+    __pyx_L20_bool_binop_done:;
+    if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":218
+      /* "csrc/tokenizer/_bpe_c.pyx":229
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))             # <<<<<<<<<<<<<<
  *         i = 0
  *         while i != -1:
 */
-      __pyx_t_15.rank = __pyx_v_rank;
-      __pyx_t_15.pos = __pyx_v_i;
-      __pyx_t_15.a = __pyx_v_c.merged;
-      __pyx_t_15.b = (__pyx_v_ids[__pyx_v_k]);
-      __pyx_t_15.merged = __pyx_v_merged;
-      __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_15); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 218, __pyx_L1_error)
+      __pyx_t_7.rank = __pyx_v_rank;
+      __pyx_t_7.pos = __pyx_v_i;
+      __pyx_t_7.a = __pyx_v_c.merged;
+      __pyx_t_7.b = (__pyx_v_ids[__pyx_v_k]);
+      __pyx_t_7.merged = __pyx_v_merged;
+      __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":217
+      /* "csrc/tokenizer/_bpe_c.pyx":228
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6289,10 +6347,10 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
  *         i = 0
 */
     }
-    __pyx_L12_continue:;
+    __pyx_L9_continue:;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":219
+  /* "csrc/tokenizer/_bpe_c.pyx":230
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0             # <<<<<<<<<<<<<<
@@ -6301,7 +6359,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":220
+  /* "csrc/tokenizer/_bpe_c.pyx":231
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0
  *         while i != -1:             # <<<<<<<<<<<<<<
@@ -6309,12 +6367,12 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
  *             m += 1
 */
   while (1) {
-    __pyx_t_1 = (__pyx_v_i != -1L);
+    __pyx_t_3 = (__pyx_v_i != -1L);
 
 
-    if (!__pyx_t_1) break;
+    if (!__pyx_t_3) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":221
+    /* "csrc/tokenizer/_bpe_c.pyx":232
  *         i = 0
  *         while i != -1:
  *             out[m] = ids[i]             # <<<<<<<<<<<<<<
@@ -6323,7 +6381,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     (__pyx_v_out[__pyx_v_m]) = (__pyx_v_ids[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":222
+    /* "csrc/tokenizer/_bpe_c.pyx":233
  *         while i != -1:
  *             out[m] = ids[i]
  *             m += 1             # <<<<<<<<<<<<<<
@@ -6332,7 +6390,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     __pyx_v_m = (__pyx_v_m + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":223
+    /* "csrc/tokenizer/_bpe_c.pyx":234
  *             out[m] = ids[i]
  *             m += 1
  *             i = nxt[i]             # <<<<<<<<<<<<<<
@@ -6342,7 +6400,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
     __pyx_v_i = (__pyx_v_nxt[__pyx_v_i]);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":224
+  /* "csrc/tokenizer/_bpe_c.pyx":235
  *             m += 1
  *             i = nxt[i]
  *         return m             # <<<<<<<<<<<<<<
@@ -6355,22 +6413,15 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":170
- *         return 0
+  /* "csrc/tokenizer/_bpe_c.pyx":193
+ *         return self._merge_scratch(n, out)
  * 
- *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
- *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+ *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
+ *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
 */
 
   /* function exit code */
-  __pyx_L1_error:;
-  __Pyx_XDECREF(__pyx_t_2);
-  __Pyx_XDECREF(__pyx_t_3);
-  __Pyx_XDECREF(__pyx_t_4);
-  __Pyx_XDECREF(__pyx_t_5);
-  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.merge_into", __pyx_clineno, __pyx_lineno, __pyx_filename);
-  __pyx_r = -1L;
   __pyx_L0:;
 
 
@@ -6385,11 +6436,10 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 
 
 
-  __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":226
+/* "csrc/tokenizer/_bpe_c.pyx":237
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6407,7 +6457,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":230
+  /* "csrc/tokenizer/_bpe_c.pyx":241
  *         (as tiktoken does); else it is merged."""
  *         cdef int32_t t
  *         if self.has_whole and n > 1:             # <<<<<<<<<<<<<<
@@ -6429,7 +6479,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":231
+    /* "csrc/tokenizer/_bpe_c.pyx":242
  *         cdef int32_t t
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)             # <<<<<<<<<<<<<<
@@ -6438,7 +6488,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     __pyx_v_t = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_whole_id(__pyx_v_self, __pyx_v_p, __pyx_v_n);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":232
+    /* "csrc/tokenizer/_bpe_c.pyx":243
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)
  *             if t >= 0:             # <<<<<<<<<<<<<<
@@ -6450,7 +6500,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":233
+      /* "csrc/tokenizer/_bpe_c.pyx":244
  *             t = self._whole_id(p, n)
  *             if t >= 0:
  *                 out[0] = t             # <<<<<<<<<<<<<<
@@ -6459,7 +6509,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
       (__pyx_v_out[0]) = __pyx_v_t;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":234
+      /* "csrc/tokenizer/_bpe_c.pyx":245
  *             if t >= 0:
  *                 out[0] = t
  *                 return 1             # <<<<<<<<<<<<<<
@@ -6472,7 +6522,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":232
+      /* "csrc/tokenizer/_bpe_c.pyx":243
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)
  *             if t >= 0:             # <<<<<<<<<<<<<<
@@ -6481,7 +6531,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":230
+    /* "csrc/tokenizer/_bpe_c.pyx":241
  *         (as tiktoken does); else it is merged."""
  *         cdef int32_t t
  *         if self.has_whole and n > 1:             # <<<<<<<<<<<<<<
@@ -6490,20 +6540,20 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":235
+  /* "csrc/tokenizer/_bpe_c.pyx":246
  *                 out[0] = t
  *                 return 1
  *         return self.merge_into(p, n, out)             # <<<<<<<<<<<<<<
  * 
  *     def merge(self, bytes piece):
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 235, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 246, __pyx_L1_error)
   {
     __pyx_r = __pyx_t_3;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":226
+  /* "csrc/tokenizer/_bpe_c.pyx":237
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6521,7 +6571,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":237
+/* "csrc/tokenizer/_bpe_c.pyx":248
  *         return self.merge_into(p, n, out)
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -6568,32 +6618,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 237, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 248, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 237, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 248, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge", 0) < (0)) __PYX_ERR(0, 237, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge", 0) < (0)) __PYX_ERR(0, 248, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, i); __PYX_ERR(0, 237, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, i); __PYX_ERR(0, 248, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 237, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 248, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 237, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 248, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6604,7 +6654,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 237, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 248, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -6633,14 +6683,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":238
+  /* "csrc/tokenizer/_bpe_c.pyx":249
  * 
  *     def merge(self, bytes piece):
  *         return self._to_list(piece, False)             # <<<<<<<<<<<<<<
  * 
- *     def encode_piece(self, bytes piece):
+ *     def merge_ids(self, ids):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 238, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 249, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -6653,7 +6703,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":237
+  /* "csrc/tokenizer/_bpe_c.pyx":248
  *         return self.merge_into(p, n, out)
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -6672,8 +6722,339 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":240
+/* "csrc/tokenizer/_bpe_c.pyx":251
  *         return self._to_list(piece, False)
+ * 
+ *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
+ *         """The merge of a list of symbol ids (the twin's merge_ids)."""
+ *         cdef Py_ssize_t n = len(ids), i, m
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids(PyObject *__pyx_v_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids, "The merge of a list of symbol ids (the twin\047s merge_ids).");
+static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids = {"merge_ids", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids};
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids(PyObject *__pyx_v_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_ids = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[1] = {0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("merge_ids (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_ids,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 251, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 251, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge_ids", 0) < (0)) __PYX_ERR(0, 251, __pyx_L3_error)
+      for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, i); __PYX_ERR(0, 251, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 1)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 251, __pyx_L3_error)
+    }
+    __pyx_v_ids = values[0];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 251, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.merge_ids", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_ids);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_ids) {
+  Py_ssize_t __pyx_v_n;
+  Py_ssize_t __pyx_v_i;
+  Py_ssize_t __pyx_v_m;
+  int32_t *__pyx_v_buf;
+  Py_ssize_t __pyx_7genexpr__pyx_v_i;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  Py_ssize_t __pyx_t_1;
+  int __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  PyObject *__pyx_t_5 = NULL;
+  int32_t __pyx_t_6;
+  PyObject *__pyx_t_7 = NULL;
+  int __pyx_t_8;
+  int __pyx_t_9;
+  char const *__pyx_t_10;
+  PyObject *__pyx_t_11 = NULL;
+  PyObject *__pyx_t_12 = NULL;
+  PyObject *__pyx_t_13 = NULL;
+  PyObject *__pyx_t_14 = NULL;
+  PyObject *__pyx_t_15 = NULL;
+  PyObject *__pyx_t_16 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("merge_ids", 0);
+
+  /* "csrc/tokenizer/_bpe_c.pyx":253
+ *     def merge_ids(self, ids):
+ *         """The merge of a list of symbol ids (the twin's merge_ids)."""
+ *         cdef Py_ssize_t n = len(ids), i, m             # <<<<<<<<<<<<<<
+ *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
+ *         if buf == NULL:
+*/
+  __pyx_t_1 = PyObject_Length(__pyx_v_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 253, __pyx_L1_error)
+  __pyx_v_n = __pyx_t_1;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":254
+ *         """The merge of a list of symbol ids (the twin's merge_ids)."""
+ *         cdef Py_ssize_t n = len(ids), i, m
+ *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *         if buf == NULL:
+ *             raise MemoryError()
+*/
+  __pyx_v_buf = ((int32_t *)malloc((((2 * __pyx_v_n) + 1) * (sizeof(int32_t)))));
+
+  /* "csrc/tokenizer/_bpe_c.pyx":255
+ *         cdef Py_ssize_t n = len(ids), i, m
+ *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
+ *         if buf == NULL:             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
+ *         try:
+*/
+  __pyx_t_2 = (__pyx_v_buf == NULL);
+
+  if (unlikely(__pyx_t_2)) {
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":256
+ *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
+ *         if buf == NULL:
+ *             raise MemoryError()             # <<<<<<<<<<<<<<
+ *         try:
+ *             for i in range(n):
+*/
+    PyErr_NoMemory(); __PYX_ERR(0, 256, __pyx_L1_error)
+
+    /* "csrc/tokenizer/_bpe_c.pyx":255
+ *         cdef Py_ssize_t n = len(ids), i, m
+ *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
+ *         if buf == NULL:             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
+ *         try:
+*/
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":257
+ *         if buf == NULL:
+ *             raise MemoryError()
+ *         try:             # <<<<<<<<<<<<<<
+ *             for i in range(n):
+ *                 buf[i] = ids[i]
+*/
+  /*try:*/ {
+
+    /* "csrc/tokenizer/_bpe_c.pyx":258
+ *             raise MemoryError()
+ *         try:
+ *             for i in range(n):             # <<<<<<<<<<<<<<
+ *                 buf[i] = ids[i]
+ *             m = self.merge_ids_into(buf, n, buf + n)
+*/
+
+    __pyx_t_1 = __pyx_v_n;
+    __pyx_t_3 = __pyx_t_1;
+
+    for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
+      __pyx_v_i = __pyx_t_4;
+
+      /* "csrc/tokenizer/_bpe_c.pyx":259
+ *         try:
+ *             for i in range(n):
+ *                 buf[i] = ids[i]             # <<<<<<<<<<<<<<
+ *             m = self.merge_ids_into(buf, n, buf + n)
+ *             return [buf[n + i] for i in range(m)]
+*/
+      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 259, __pyx_L5_error)
+      __Pyx_GOTREF(__pyx_t_5);
+      __pyx_t_6 = __Pyx_PyLong_As_int32_t(__pyx_t_5); if (unlikely((__pyx_t_6 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 259, __pyx_L5_error)
+      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+      (__pyx_v_buf[__pyx_v_i]) = __pyx_t_6;
+
+    }
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":260
+ *             for i in range(n):
+ *                 buf[i] = ids[i]
+ *             m = self.merge_ids_into(buf, n, buf + n)             # <<<<<<<<<<<<<<
+ *             return [buf[n + i] for i in range(m)]
+ *         finally:
+*/
+    __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_ids_into(__pyx_v_self, __pyx_v_buf, __pyx_v_n, (__pyx_v_buf + __pyx_v_n)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 260, __pyx_L5_error)
+    __pyx_v_m = __pyx_t_1;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":261
+ *                 buf[i] = ids[i]
+ *             m = self.merge_ids_into(buf, n, buf + n)
+ *             return [buf[n + i] for i in range(m)]             # <<<<<<<<<<<<<<
+ *         finally:
+ *             free(buf)
+*/
+    { /* enter inner scope */
+      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 261, __pyx_L5_error)
+      __Pyx_GOTREF(__pyx_t_5);
+
+      __pyx_t_1 = __pyx_v_m;
+      __pyx_t_3 = __pyx_t_1;
+
+      for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
+        __pyx_7genexpr__pyx_v_i = __pyx_t_4;
+        __pyx_t_7 = __Pyx_PyLong_From_int32_t((__pyx_v_buf[(__pyx_v_n + __pyx_7genexpr__pyx_v_i)])); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 261, __pyx_L5_error)
+        __Pyx_GOTREF(__pyx_t_7);
+        __Pyx_GIVEREF(__pyx_t_7);
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_7))) __PYX_ERR(0, 261, __pyx_L5_error)
+        __pyx_t_7 = 0;
+      }
+
+    } /* exit inner scope */
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = __pyx_t_5;
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_5 = 0;
+    goto __pyx_L4_return;
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":263
+ *             return [buf[n + i] for i in range(m)]
+ *         finally:
+ *             free(buf)             # <<<<<<<<<<<<<<
+ * 
+ *     def encode_piece(self, bytes piece):
+*/
+  /*finally:*/ {
+    __pyx_L5_error:;
+    /*exception exit:*/{
+      __Pyx_PyThreadState_declare
+      __Pyx_PyThreadState_assign
+      __pyx_t_11 = 0; __pyx_t_12 = 0; __pyx_t_13 = 0; __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0;
+      __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+      __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_14, &__pyx_t_15, &__pyx_t_16);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_11, &__pyx_t_12, &__pyx_t_13) < 0)) __Pyx_ErrFetch(&__pyx_t_11, &__pyx_t_12, &__pyx_t_13);
+      __Pyx_XGOTREF(__pyx_t_11);
+      __Pyx_XGOTREF(__pyx_t_12);
+      __Pyx_XGOTREF(__pyx_t_13);
+      __Pyx_XGOTREF(__pyx_t_14);
+      __Pyx_XGOTREF(__pyx_t_15);
+      __Pyx_XGOTREF(__pyx_t_16);
+      __pyx_t_8 = __pyx_lineno; __pyx_t_9 = __pyx_clineno; __pyx_t_10 = __pyx_filename;
+      {
+        free(__pyx_v_buf);
+      }
+      __Pyx_XGIVEREF(__pyx_t_14);
+      __Pyx_XGIVEREF(__pyx_t_15);
+      __Pyx_XGIVEREF(__pyx_t_16);
+      __Pyx_ExceptionReset(__pyx_t_14, __pyx_t_15, __pyx_t_16);
+      __Pyx_XGIVEREF(__pyx_t_11);
+      __Pyx_XGIVEREF(__pyx_t_12);
+      __Pyx_XGIVEREF(__pyx_t_13);
+      __Pyx_ErrRestore(__pyx_t_11, __pyx_t_12, __pyx_t_13);
+      __pyx_t_11 = 0; __pyx_t_12 = 0; __pyx_t_13 = 0; __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0;
+      __pyx_lineno = __pyx_t_8; __pyx_clineno = __pyx_t_9; __pyx_filename = __pyx_t_10;
+      goto __pyx_L1_error;
+    }
+    __pyx_L4_return: {
+      __pyx_t_16 = __pyx_r;
+      __pyx_r = 0;
+      free(__pyx_v_buf);
+      __pyx_r = __pyx_t_16;
+      __pyx_t_16 = 0;
+      goto __pyx_L0;
+    }
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":251
+ *         return self._to_list(piece, False)
+ * 
+ *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
+ *         """The merge of a list of symbol ids (the twin's merge_ids)."""
+ *         cdef Py_ssize_t n = len(ids), i, m
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_5);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.merge_ids", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+
+
+
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_bpe_c.pyx":265
+ *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, True)
@@ -6681,15 +7062,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9encode_piece(PyObject *__pyx_v_self, 
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9encode_piece = {"encode_piece", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9encode_piece, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9encode_piece(PyObject *__pyx_v_self, 
+static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece = {"encode_piece", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -6719,32 +7100,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 240, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 265, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 240, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 265, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 240, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 265, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 240, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 265, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 240, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 265, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 240, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 265, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6755,8 +7136,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 240, __pyx_L1_error)
-  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8encode_piece(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 265, __pyx_L1_error)
+  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
   goto __pyx_L0;
@@ -6775,7 +7156,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8encode_piece(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece) {
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   PyObject *__pyx_t_1 = NULL;
@@ -6784,14 +7165,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8encode_piece(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_piece", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":241
+  /* "csrc/tokenizer/_bpe_c.pyx":266
  * 
  *     def encode_piece(self, bytes piece):
  *         return self._to_list(piece, True)             # <<<<<<<<<<<<<<
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 241, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 266, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -6804,8 +7185,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8encode_piece(struct _
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":240
- *         return self._to_list(piece, False)
+  /* "csrc/tokenizer/_bpe_c.pyx":265
+ *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, True)
@@ -6823,7 +7204,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8encode_piece(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":243
+/* "csrc/tokenizer/_bpe_c.pyx":268
  *         return self._to_list(piece, True)
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):             # <<<<<<<<<<<<<<
@@ -6835,7 +7216,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   Py_ssize_t __pyx_v_n;
   Py_ssize_t __pyx_v_m;
   int32_t *__pyx_v_out;
-  Py_ssize_t __pyx_7genexpr__pyx_v_i;
+  Py_ssize_t __pyx_8genexpr1__pyx_v_i;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   Py_ssize_t __pyx_t_1;
@@ -6861,7 +7242,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_to_list", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":244
+  /* "csrc/tokenizer/_bpe_c.pyx":269
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):
  *         cdef Py_ssize_t n = len(piece), m, i             # <<<<<<<<<<<<<<
@@ -6870,12 +7251,12 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   if (unlikely(__pyx_v_piece == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 244, __pyx_L1_error)
+    __PYX_ERR(0, 269, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_piece); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 244, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_piece); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 269, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":245
+  /* "csrc/tokenizer/_bpe_c.pyx":270
  *     cdef list _to_list(self, bytes piece, bint whole):
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -6884,7 +7265,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   __pyx_v_out = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":246
+  /* "csrc/tokenizer/_bpe_c.pyx":271
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:             # <<<<<<<<<<<<<<
@@ -6896,16 +7277,16 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":247
+    /* "csrc/tokenizer/_bpe_c.pyx":272
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             if whole:
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 247, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 272, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":246
+    /* "csrc/tokenizer/_bpe_c.pyx":271
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:             # <<<<<<<<<<<<<<
@@ -6914,7 +7295,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":248
+  /* "csrc/tokenizer/_bpe_c.pyx":273
  *         if out == NULL:
  *             raise MemoryError()
  *         try:             # <<<<<<<<<<<<<<
@@ -6923,7 +7304,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":249
+    /* "csrc/tokenizer/_bpe_c.pyx":274
  *             raise MemoryError()
  *         try:
  *             if whole:             # <<<<<<<<<<<<<<
@@ -6932,7 +7313,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
     if (__pyx_v_whole) {
 
-      /* "csrc/tokenizer/_bpe_c.pyx":250
+      /* "csrc/tokenizer/_bpe_c.pyx":275
  *         try:
  *             if whole:
  *                 m = self.encode_into(piece, n, out)             # <<<<<<<<<<<<<<
@@ -6941,14 +7322,14 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
       if (unlikely(__pyx_v_piece == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-        __PYX_ERR(0, 250, __pyx_L5_error)
+        __PYX_ERR(0, 275, __pyx_L5_error)
       }
-      __pyx_t_3 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_3) && PyErr_Occurred())) __PYX_ERR(0, 250, __pyx_L5_error)
-      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, __pyx_t_3, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 250, __pyx_L5_error)
+      __pyx_t_3 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_3) && PyErr_Occurred())) __PYX_ERR(0, 275, __pyx_L5_error)
+      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, __pyx_t_3, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 275, __pyx_L5_error)
 
       __pyx_v_m = __pyx_t_1;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":249
+      /* "csrc/tokenizer/_bpe_c.pyx":274
  *             raise MemoryError()
  *         try:
  *             if whole:             # <<<<<<<<<<<<<<
@@ -6958,7 +7339,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
       goto __pyx_L7;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":252
+    /* "csrc/tokenizer/_bpe_c.pyx":277
  *                 m = self.encode_into(piece, n, out)
  *             else:
  *                 m = self.merge_into(piece, n, out)             # <<<<<<<<<<<<<<
@@ -6968,16 +7349,16 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     /*else*/ {
       if (unlikely(__pyx_v_piece == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-        __PYX_ERR(0, 252, __pyx_L5_error)
+        __PYX_ERR(0, 277, __pyx_L5_error)
       }
-      __pyx_t_4 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 252, __pyx_L5_error)
-      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_t_4, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 252, __pyx_L5_error)
+      __pyx_t_4 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 277, __pyx_L5_error)
+      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_t_4, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 277, __pyx_L5_error)
 
       __pyx_v_m = __pyx_t_1;
     }
     __pyx_L7:;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":253
+    /* "csrc/tokenizer/_bpe_c.pyx":278
  *             else:
  *                 m = self.merge_into(piece, n, out)
  *             return [out[i] for i in range(m)]             # <<<<<<<<<<<<<<
@@ -6985,18 +7366,18 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
  *             free(out)
 */
     { /* enter inner scope */
-      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 253, __pyx_L5_error)
+      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 278, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
 
       __pyx_t_1 = __pyx_v_m;
       __pyx_t_6 = __pyx_t_1;
 
       for (__pyx_t_7 = 0; __pyx_t_7 < __pyx_t_6; __pyx_t_7+=1) {
-        __pyx_7genexpr__pyx_v_i = __pyx_t_7;
-        __pyx_t_8 = __Pyx_PyLong_From_int32_t((__pyx_v_out[__pyx_7genexpr__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 253, __pyx_L5_error)
+        __pyx_8genexpr1__pyx_v_i = __pyx_t_7;
+        __pyx_t_8 = __Pyx_PyLong_From_int32_t((__pyx_v_out[__pyx_8genexpr1__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 278, __pyx_L5_error)
         __Pyx_GOTREF(__pyx_t_8);
         __Pyx_GIVEREF(__pyx_t_8);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_8))) __PYX_ERR(0, 253, __pyx_L5_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_8))) __PYX_ERR(0, 278, __pyx_L5_error)
         __pyx_t_8 = 0;
       }
 
@@ -7013,7 +7394,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":255
+  /* "csrc/tokenizer/_bpe_c.pyx":280
  *             return [out[i] for i in range(m)]
  *         finally:
  *             free(out)             # <<<<<<<<<<<<<<
@@ -7062,7 +7443,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     }
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":243
+  /* "csrc/tokenizer/_bpe_c.pyx":268
  *         return self._to_list(piece, True)
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):             # <<<<<<<<<<<<<<
@@ -7175,15 +7556,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_9has_whole___get__(str
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11__reduce_cython__(PyObject *__pyx_v_self, 
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__reduce_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11__reduce_cython__ = {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11__reduce_cython__(PyObject *__pyx_v_self, 
+static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_13__reduce_cython__ = {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__reduce_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -7209,14 +7590,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   const Py_ssize_t __pyx_kwds_len = unlikely(__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
   if (unlikely(__pyx_kwds_len < 0)) return NULL;
   if (unlikely(__pyx_kwds_len > 0)) {__Pyx_RejectKeywords("__reduce_cython__", __pyx_kwds); return NULL;}
-  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10__reduce_cython__(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self));
+  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__reduce_cython__(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self));
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self) {
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_lineno = 0;
@@ -7256,15 +7637,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10__reduce_cython__(CY
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__setstate_cython__(PyObject *__pyx_v_self, 
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_15__setstate_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_13__setstate_cython__ = {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__setstate_cython__(PyObject *__pyx_v_self, 
+static PyMethodDef __pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_15__setstate_cython__ = {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_15__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_15__setstate_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -7330,7 +7711,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__setstate_cython__(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v___pyx_state);
+  __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v___pyx_state);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -7340,7 +7721,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state) {
+static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_lineno = 0;
@@ -7372,10 +7753,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__setstate_cython__(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":258
+/* "csrc/tokenizer/_bpe_c.pyx":283
  * 
  * 
- * cdef inline uint64_t _key(int64_t a, int64_t b) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # +1 keeps 0 free as the empty-slot marker
  *     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)
 */
@@ -7383,8 +7764,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_12__setstate_cython__(
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __pyx_v_a, int64_t __pyx_v_b) {
   uint64_t __pyx_r;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":260
- * cdef inline uint64_t _key(int64_t a, int64_t b) nogil:
+  /* "csrc/tokenizer/_bpe_c.pyx":285
+ * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:
  *     # +1 keeps 0 free as the empty-slot marker
  *     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)             # <<<<<<<<<<<<<<
  * 
@@ -7396,10 +7777,10 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":258
+  /* "csrc/tokenizer/_bpe_c.pyx":283
  * 
  * 
- * cdef inline uint64_t _key(int64_t a, int64_t b) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # +1 keeps 0 free as the empty-slot marker
  *     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)
 */
@@ -7409,10 +7790,10 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":263
+/* "csrc/tokenizer/_bpe_c.pyx":288
  * 
  * 
- * cdef inline uint64_t _hash(uint64_t x) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # splitmix64's finaliser: spreads sequential ids over the table
  *     x ^= x >> 30
 */
@@ -7421,8 +7802,8 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
   uint64_t __pyx_r;
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":265
- * cdef inline uint64_t _hash(uint64_t x) nogil:
+  /* "csrc/tokenizer/_bpe_c.pyx":290
+ * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:
  *     # splitmix64's finaliser: spreads sequential ids over the table
  *     x ^= x >> 30             # <<<<<<<<<<<<<<
  *     x *= 0xbf58476d1ce4e5b9ULL
@@ -7430,7 +7811,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":266
+  /* "csrc/tokenizer/_bpe_c.pyx":291
  *     # splitmix64's finaliser: spreads sequential ids over the table
  *     x ^= x >> 30
  *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
@@ -7439,7 +7820,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":267
+  /* "csrc/tokenizer/_bpe_c.pyx":292
  *     x ^= x >> 30
  *     x *= 0xbf58476d1ce4e5b9ULL
  *     x ^= x >> 27             # <<<<<<<<<<<<<<
@@ -7448,7 +7829,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":268
+  /* "csrc/tokenizer/_bpe_c.pyx":293
  *     x *= 0xbf58476d1ce4e5b9ULL
  *     x ^= x >> 27
  *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
@@ -7457,7 +7838,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":269
+  /* "csrc/tokenizer/_bpe_c.pyx":294
  *     x ^= x >> 27
  *     x *= 0x94d049bb133111ebULL
  *     x ^= x >> 31             # <<<<<<<<<<<<<<
@@ -7466,7 +7847,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":270
+  /* "csrc/tokenizer/_bpe_c.pyx":295
  *     x *= 0x94d049bb133111ebULL
  *     x ^= x >> 31
  *     return x             # <<<<<<<<<<<<<<
@@ -7479,10 +7860,10 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":263
+  /* "csrc/tokenizer/_bpe_c.pyx":288
  * 
  * 
- * cdef inline uint64_t _hash(uint64_t x) nogil:             # <<<<<<<<<<<<<<
+ * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # splitmix64's finaliser: spreads sequential ids over the table
  *     x ^= x >> 30
 */
@@ -7493,7 +7874,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":273
+/* "csrc/tokenizer/_bpe_c.pyx":298
  * 
  * 
  * cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7509,7 +7890,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(uns
   Py_ssize_t __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":275
+  /* "csrc/tokenizer/_bpe_c.pyx":300
  * cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
@@ -7518,7 +7899,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(uns
 */
   __pyx_v_h = 0xcbf29ce484222325ULL;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":277
+  /* "csrc/tokenizer/_bpe_c.pyx":302
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
  *     cdef Py_ssize_t i
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -7532,7 +7913,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(uns
   for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":278
+    /* "csrc/tokenizer/_bpe_c.pyx":303
  *     cdef Py_ssize_t i
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
@@ -7542,7 +7923,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(uns
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":279
+  /* "csrc/tokenizer/_bpe_c.pyx":304
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL
  *     return h             # <<<<<<<<<<<<<<
@@ -7553,7 +7934,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(uns
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":273
+  /* "csrc/tokenizer/_bpe_c.pyx":298
  * 
  * 
  * cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7668,9 +8049,10 @@ static PyObject *__pyx_getprop_6benchc_9tokenizer_6_bpe_c_3BPE_has_whole(PyObjec
 static PyMethodDef __pyx_methods_6benchc_9tokenizer_6_bpe_c_BPE[] = {
   {"_build_whole", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
   {"merge", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
-  {"encode_piece", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9encode_piece, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
-  {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
-  {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
+  {"merge_ids", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids},
+  {"encode_piece", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
+  {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_13__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
+  {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_15__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
   {0, 0, 0, 0}
 };
 
@@ -7838,16 +8220,18 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE._get = (int (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t, int32_t, int64_t *, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get;
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE._whole_id = (int32_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id;
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.merge_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into;
+  __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.merge_ids_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into;
+  __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE._merge_scratch = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch;
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.encode_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE)) __PYX_ERR(0, 55, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 54, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE);
@@ -7857,9 +8241,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 54, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_BPE, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 54, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 54, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_BPE, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -8175,49 +8559,64 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_bpe_c.pyx":108
+  /* "csrc/tokenizer/_bpe_c.pyx":109
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
  *         cdef Py_ssize_t n = len(whole), total = 0, k = 0, cap = 16
  *         cdef bytes tok
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE__build_whole, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 108, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE__build_whole, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 109, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_build_whole, __pyx_t_2) < (0)) __PYX_ERR(0, 108, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_build_whole, __pyx_t_2) < (0)) __PYX_ERR(0, 109, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":237
+  /* "csrc/tokenizer/_bpe_c.pyx":248
  *         return self.merge_into(p, n, out)
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, False)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 237, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 248, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge, __pyx_t_2) < (0)) __PYX_ERR(0, 237, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge, __pyx_t_2) < (0)) __PYX_ERR(0, 248, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":240
+  /* "csrc/tokenizer/_bpe_c.pyx":251
  *         return self._to_list(piece, False)
+ * 
+ *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
+ *         """The merge of a list of symbol ids (the twin's merge_ids)."""
+ *         cdef Py_ssize_t n = len(ids), i, m
+*/
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge_ids, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 251, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
+  #endif
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge_ids, __pyx_t_2) < (0)) __PYX_ERR(0, 251, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":265
+ *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, True)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 240, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 265, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 240, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 265, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -8225,7 +8624,7 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
  *     raise TypeError, "no default __reduce__ due to non-trivial __cinit__"
  * def __setstate_cython__(self, __pyx_state):
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11__reduce_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE___reduce_cython, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(2, 1, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_13__reduce_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE___reduce_cython, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[4])); if (unlikely(!__pyx_t_2)) __PYX_ERR(2, 1, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -8239,7 +8638,7 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
  *     raise TypeError, "no default __reduce__ due to non-trivial __cinit__"
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_13__setstate_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE___setstate_cython, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[4])); if (unlikely(!__pyx_t_2)) __PYX_ERR(2, 3, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_15__setstate_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE___setstate_cython, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[5])); if (unlikely(!__pyx_t_2)) __PYX_ERR(2, 3, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -8320,38 +8719,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{32},{15},{1},{179},{8},{5},{36},{25},{7},{6},{2},{9},{50},{3},{21},{23},{16},{16},{9},{20},{12},{17},{8},{12},{8},{10},{8},{11},{14},{12},{10},{17},{13},{12},{12},{19},{8},{12},{13},{1},{18},{1},{23},{8},{3},{18},{12},{1},{1},{5},{1},{5},{6},{1},{5},{5},{3},{3},{4},{4},{10},{3},{3},{5},{6},{5}};
-    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{15},{419}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{32},{15},{1},{179},{8},{5},{36},{25},{7},{6},{2},{9},{50},{3},{21},{23},{16},{16},{9},{13},{20},{12},{17},{8},{12},{8},{10},{8},{11},{14},{12},{10},{17},{13},{12},{12},{19},{8},{12},{13},{1},{18},{1},{23},{3},{8},{3},{18},{12},{1},{1},{3},{5},{1},{1},{5},{9},{6},{1},{5},{5},{3},{3},{4},{4},{10},{3},{3},{5},{6},{5}};
+    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{15},{419},{124}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (847 bytes) */
-static const char cstring[] = "x\332uR=s\0337\020\r\375!\313\016\235\220\222\3454. \215-\047\2231\035\311L&\2562\224,{\234\017\217$O\234\0317\030\034\260$a\035q\307\003\216\346\271r\311\022%J\224W\262T\3112\245J\376\214\374\204,N\"\255\211\047\234#\260\373v\027\373\366\001\244\3174Q\t1\311\t(\"\0251}\251\311(\341,\312c\226\025\337\232\014\200t3\326\033\2002\337\375\362*1\2009\314\220\375\302\364\023,\321D@,#\310\230\201\270 \332d\222\033\310B\222\"\207\007\207\217\332?\267\tS\202d\360\016\270\321D\347\021\217\231\326\240I\322%Q.c\023\372\026)\350\026y\331%E\222\023\005 \220\023I1\357r\201\351#K\r&\030\344!S*1\314\310DQ,\227\252\367\220\010\231a\0239\202P\375\234\305\032ZL\010\212y\020\025H=,T\n]u@\002\n\210\024$E\276Ux\304\342\034\270\316\370\343J\020\371\001\262\3074J\201\362VZ\214\205\324,\212\001TX{\\\352sK\240~\002\272,\217\r\2414\003\221s\240\224\210\274\"\241\022\365\0105\031I\026c\224K%\r\245{\207\007\370\265\226\331\274\022\263\302\021\304\0015\316\365\0378(%\350\373~\022C\360A\361D\000M%\360\312\037@\326\303\266\207\305\030\377\317\360\016\350+\030\233c\350Rz\241\023F\221@P\222\366\300H\003\203\000ts\305\303\336[4\305\337\200IU\355\211\310\343\nQlP\355\250\002\275H\013\346\310\004\001B`\230\263x\221\264\220\340\263\361\226\000\214\203\203s.\017\326\227\332\1776?\245\0064\312vY\003*5\345I\226\344\370z\2001](.\223\326\022\321Q\204\n\365yky\221\255\363\213\\\274\000\316R\036c\"\305QM\3068D\214\237\\\026\265/\203D\372\244\022\266Z\204J\231\314t\025M\2234Mt\306\324\211\206\270\213\214/^\200\221\002;\032\324;\256\036\223\256\310~\254\315\257\335\232|o\217>v\346\253_O\214}\352:\356/\337\t\356=\267\357\206g\344\207\351\215i1\253\375\263\362\305\315\333\223\027vg^\337\260\257]\3155\347\253_M\204\335\262{6rW\334\226\353\314\353\353\030^\255O~\263\306\355\272\243`\376zvw\333w\313N\371f\272;=G\354;\277\342\243\362J\271U\356\227\331\264\371\277\340K\373\326\215\374\261\317\312\265\362I\031Mk\001\374\335\335\362\333e\255\274S\036\227\303\000<\263\253\356\252\373\321_\365m?.\365\364\301T\237\336?\355""\317\370\337\315yc\335\266\355{\307\375\206\347X\361\026C\233\363\372\355Pv`7,\263\303y\275ao\272\246\333\366xz\303\326\316C\337\270\353\356\215\337\t\301\033v\210\316\321\047\363\265\257\371fpW\260>\017S7\354u\373\247\333tO\034s\303y\343\216}\341v\334s\277\345\017\312u\234\374\350\223b\230\372\245\3339\273\267[\261\334<\375i\2666k\317\220\304\232\275o\245\033VC\340\021\033\366\330fn\335\3559\3417\027\024\037\340\341\365\246\255\244\371\3035\377\005\376\225\377}";
-    PyObject *data = __Pyx_DecompressString(cstring, 847, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (937 bytes) */
+static const char cstring[] = "x\332uR=s\0337\020\reK\226l:\021%+iT@\032[N\306c\332\224\351LRe\250\017{\354$\216(\217\235\0317\030\034nI\302:\342\216\007\034-\246R\311\022%J\224W^\251ReJ\225,\375\023\362\023\2628J\224&\236p\216w\213\335\267\300{oAzL\021\031\023\035\037\201$B\022\335\023\212\014c\316\202,b\351\350{\235\002\220N\312\272}\220\372\207_\336\304\032\020\3034\331\035\351^\214-\212\204\020\211\000R\246!\032\021\245S\3015\244\036$\311\301\376\301\343\346OM\302dHR\370\010\\+\242\262\200GL)P$\356\220 \023\221\366\347\216\022Pu\362\252CFqF$@\210\234H\202\270\353\r\272\207,\025h\037\220\207L\312X3-bI\261]\310\356C\022\212\024\017\021C\360\335/X\244\240\316\302\220\"\016\202\021R\367/*BU\236\200\004$\020\021\222\004\371\226\345!\2132\340*\345OJC\304_\220>\241A\002\224\327\223\321q(\024\013\"\000\351\337].\3244\n\321\277\020:,\2134\2414\2050\343@)\t\263\222\204\214\345c\364d(X\204U.\244\320\224\356\034\354\343S\237\241yif\231\307$\nT\250\353?i\357TH?\365\342\010\374\032$\217C\240\211\000^\256\373\220v\257\002\257\221\322\203\3211\376\367p \364\r\034\353C\350Pza\0322D6\336V\332\005-4\364}\242\223I\356\277\335K\006\370\3533!\313o\034fQ\231\221\254_~\321\022z\001\363\341P{7|a\220\261\350\022t\351\307\027Zg\t8\366\013\024=\333X];\376\0133(\325\240\320\303\353\206P\241(\217\3238\303\253\004\214\251\221\344\"\256\3172*\010\320\256\036\257\317\246Z\237N5\310:\2277\202\263\204G\210\245\250V\247\214C\300\370\321u\223{\002Q\336(u\324/=\236\031]\006\241L\230HU\tM\342$\211U\312\344\221\202\250\203\n.\256\207\026!2\320\350\177T\3364U\222?\251Ln\336\036?2\355\223\326d\361\233\2616?\333\226\375\323\265\374r\335\356\332\3019yZ\334*Fg\225\177\026\276Z\272;~i\032\223\352\232yk+\2666Y\374z\034\232M\263c\002;g7mkR]\305\362bu\374\253\321v\333\266}\370\372\374\333-\327\311[\371\373b\273\230f\314G\267\340\202|.\337\314w\363\264\250\375o\362\225\371`\207\356\320\245\371J\376,\017\212\212O\376fo\273\255\274\222\337\313\017\363\201O\354\231E{\303>w7\\\323\035\347\252xP\250\323\373\247\2753\376wm\262\274j\232\346\223""\345n\315q\354\370\200\245\215I\365\256o\3337k\206\231\301\244\272l\226l\315n9\334}\331T\246\245\357\354\274}\357\032\276x\313\014p\321\276\n\337\272\212\253\371\345\002\366g^\365\262\2317\357\354\206}f\231\035L\226\357\231\227\266a_\270M\267\237\257\242\362\366\225c\010\275c\033\347\353\333%\313\215\323\037\317V\316\232gHb\305\3347\302\016J\021\270\305\23294\251]\265;6t\033\227\024\037\340\346\325\232)\255\371\335\326NZ\237\247#\362\314\327\355kty\007M\232+6\213\235\202\237\256\234\342(\356\214\233ce\246\222\227\256\2106\2741\r\263\217\047\264\246\322n\232?\\\243\344\273\207;l\224\2234\273\250\327\017v\327j\367<\237\317\3339\373\214\330\212\251\375\013\245f;\022";
+    PyObject *data = __Pyx_DecompressString(cstring, 937, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1082 bytes) */
-static const char cstring[] = "\377 has no \377token in\377 this vo\377cabulary\377(tree fr\377agment)?\357Note!\000at \337Cytho0\000s \377delibera\377tely str\337icter!\001n \377PEP-484 \377and reje\377cts subc\377lasses o\177f builtt\001\377ypes. If\377 you nee\315d\221\000 p%\000%\tth\356\243\000set\244\000e \047\377annotati\377on_typin\277g\047 dirb\000i\375v\242\000o Fals\277e.add_%\000e\363by\270\000\001\001_ids\374]\002~\000ne id \371p\255\000\032\002value\337csrc/\214\"iz\377er/_bpe_\377c.pyxdis\277ableen\002\001g\327cis\004\003d\275 de\377fault __\377reduce__\367 du\200\002non-\336\221 vial\033\000ci\377nit__BPE\n\000\000.%\006c\310\"\023\002\022\000\336\000\341s\325\000s\000\013\t\246!d_w\357hole8\001enc\377ode_piec\336\013\002mergt\000Py\337x_PyD\201@_N\377extRef__\354\241$\222\000__\366\"_ge\377titem___\037_func\004\001\020\000o\003\336\022\000main\030\001mowdul2\002nam:\0022\203 _ \004\007\001vt\215!C\001\017qual\035\005\373\005\316\016\225&\023exw\001\306@_Q\005\353\006\221\000\276\357\016__tes\264 _\376\371\010_is_cor\373ou\273`eaasy\337ncio.\t\006sb]b\237 hc.\300F.\303C\376\372Ecapclin\373e_\350\000traceoback\311)hi\237!\363sk\324\"\331\"dnpa\367irs\356\"popp\377osrankse\337lfset\373Dti\377dtoktota\365l\310bs\254B\200\001\330\004\377\n\210+\220Q\200A\330\377\010\017\210t\2209\230A\357\230W\240A\013\001\034\230C\377\230q\320 0\260\007\260\377y\300\001\360\006\000\t\r\377\210G\2201\330\014\025\220\377S\230\001\230\021\330\010\016\377\210d\220\"\220B\220b\377\230\002\230\"\230A\330\014\375\023\034\000\010\014\210K\220t\337\2302\230Q\330\010\000J\320\377\026&\240f\250A\250V\367\2602\260\014\003\220j\240\006\377\240b\250\002\250\"\250C\317\250r\260\021\"\002\001\021I\220\377Z\230v\240R\240r\250\177\022\2503\250b\260\001M\001\377L\230\n\240&\250\001\250\337\024\250R\250q^\001D\220\377\010\230\003\2305\240\003\240\3774\240x\250s\260%\260\377s\270$\270h\300c\310\377\021\330\020\023\2204\220w\277\230c\240\025\240c/\000Z\336\030\000!\330\014\r\225\001E\220\377\025\220a\220q\330\014\020\177""\220\t\230\021\230&\240[\000\373\020\220^\002E\220\027\230\005\367\230V\240\350\000\020\220\007\220\345q\n\000Q$\001\005\003S\240\001\253\240\0213\001\006=\000u\362\001\020\377\220\005\220U\230!\2303\377\230a\230q\330\020\024\220\377G\2301\230F\240\"\240\227E\250\023\367\000Q\250\047j\000\013\337\2301\320\0342\241\002!\270\2776\300\022\3004\300\202\000\022?\220$\220i\230q\300\002@\000\377\025\220R\220r\230\023\230_B\230d\240!\233\005%Z\000w\014\021\220\253\"M\230\021";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1082, 1314);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1197 bytes) */
+static const char cstring[] = "\377 has no \377token in\377 this vo\377cabulary\377(tree fr\377agment)?\357Note!\000at \337Cytho0\000s \377delibera\377tely str\337icter!\001n \377PEP-484 \377and reje\377cts subc\377lasses o\177f builtt\001\377ypes. If\377 you nee\315d\221\000 p%\000%\tth\356\243\000set\244\000e \047\377annotati\377on_typin\277g\047 dirb\000i\375v\242\000o Fals\277e.add_%\000e\363by\270\000\001\001_ids\374]\002~\000ne id \371p\255\000\032\002value\337csrc/\214\"iz\377er/_bpe_\377c.pyxdis\277ableen\002\001g\327cis\004\003d\275 de\377fault __\377reduce__\367 du\200\002non-\336\221 vial\033\000ci\377nit__BPE\n\000\000.%\006c\310\"\023\002\022\000\336\000\341s\325\000s\000\013\t\246!d_w\357hole8\001enc\377ode_piec^\013\002merg\000\006e\340\001___Pyx\001\000D\216@\377_NextRef\263__\256$\237\000__\203B_\377getitem_\177___func\004\001x\020\000|\003\022\000main\030\001\337modul2\002na\311m:\002\220 _ \004\007\001vt<\232!C\001qual\035\005\210%L\333\016\242&exw\001\323@_Q\005\370\370\006\221\000\374\016__tes\372\301 _\206(_is_c\357orou\310`eaa\177syncio.\t\006wsbb\254 hc.\315F\335.\320Cbuf\212eca\237pclin\267 \313`r\177aceback\331)shi\265`\245!skm\350\"\370\355\"\311a\366\"dnpai\373rs\213Bpoppo\377sranksel\357fset\230dtid\377toktotal\372\345bs\311B\200\001\330\004\n\377\210+\220Q\200A\330\010\377\017\210t\2209\230A\230\367W\240A\013\001\034\230C\230\377q\320 0\260\007\260y\377\300\001\360\006\000\t\r\210\377G\2201\330\014\025\220S\377\230\001\230\021\330\010\016\210\377d\220\"\220B\220b\230\377\002\230\"\230A\330\014\023\376\034\000\010\014\210K\220t\230\3572\230Q\330\010\000J\320\026\377&\240f\250A\250V\260\3732\260\014\003\220j\240\006\240\377b\250\002\250\"\250C\250\347r\260\021\"\002\001\021I\220Z\377\230v\240R\240r\250\022\277\2503\250b\260\001M\001L\377\230\n\240&\250\001\250\024\357\250R\250q^\001D\220\010\377\230\003\2305\240\003\2404\377\240x\250s\260%\260s\377\270$\270h\300c\310\021\377\330\020\023\2204\220w\230_c\240\025\240c/\000Z\030\000\357!\330\014\r\225\001E\220\025\377\220a""\220q\330\014\020\220\277\t\230\021\230&\240[\000\020\375\220^\002E\220\027\230\005\230\373V\240\350\000\020\220\007\220q\362\n\000Q$\001\005\003S\240\001\240\325\0213\001\006=\000u\362\001\020\220\377\005\220U\230!\2303\230\377a\230q\330\020\024\220G\377\2301\230F\240\"\240E\313\250\023\367\000Q\250\047j\000\013\230\3571\320\0342\241\002!\2706\337\300\022\3004\300\202\000\022\220\237$\220i\230q\300\002@\000\025\377\220R\220r\230\023\230B\257\230d\240!\233\005%Z\000\014\373\021\220\253\"M\230\021\200As\340\010\236B\266\001\034\230J\343 \375B\242 \002\260\"\260B\260\377c\270\022\2701\330\010\013_\2104\210s\220\355\003\t\347\001\272\243\0031\225!1\220E_\000A}\230\326\002\004\220O\2401\253\002\337D\260\002\260!\305B\220C\374\370\000\325AC\230t\2405\250\277\005\250Q\250a\340\254 \001\003\220\021";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1197, 1467);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1314 bytes) */
-static const char bytes[] = " has no token in this vocabulary(tree fragment)?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebyte byte_ids needs one id per byte valuecsrc/tokenizer/_bpe_c.pyxdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__BPEBPE.__reduce_cython__BPE.__setstate_cython__BPE._build_wholeBPE.encode_pieceBPE.merge__Pyx_PyDict_NextRef__annotate____class_getitem____func____getstate____main____module____name____pyx_state__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___build_whole_is_coroutineaasyncio.coroutinesbbenchc.tokenizer._bpe_cbyte_idscapcline_in_tracebackencode_piecehiitemskmergemergednpairspiecepopposrankselfsetdefaulttidtoktotalvalueswhole\200\001\330\004\n\210+\220Q\200A\330\010\017\210t\2209\230A\230W\240A\200A\330\010\034\230C\230q\320 0\260\007\260y\300\001\360\006\000\t\r\210G\2201\330\014\025\220S\230\001\230\021\330\010\016\210d\220\"\220B\220b\230\002\230\"\230A\330\014\023\2201\330\010\014\210K\220t\2302\230Q\330\010\014\210J\320\026&\240f\250A\250V\2602\260Q\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210I\220Z\230v\240R\240r\250\022\2503\250b\260\001\330\010\014\210L\230\n\240&\250\001\250\024\250R\250q\330\010\014\210D\220\010\230\003\2305\240\003\2404\240x\250s\260%\260s\270$\270h\300c\310\021\330\020\023\2204\220w\230c\240\025\240c\250\024\250Z\260s\270!\330\014\r\330\010\014\210E\220\025\220a\220q\330\014\020\220\t\230\021\230&\240\001\330\010\020\220\001\330\010\014\210E\220\027\230\005\230V\2401\330\014\020\220\007\220q\230\005\230Q\330\014\020\220\007\220q\230\005\230S\240\001\240\021\330\014\020\220\006\220a\220u\230A\330\014\020\220\005\220U\230!\2303\230a\230q\330\020\024\220G\2301\230F\240\"\240E\250\023\250A\250Q\330""\014\025\220S\230\001\230\021\330\014\020\220\013\2301\320\0342\260%\260s\270!\2706\300\022\3004\300q\330\014\022\220$\220i\230q\240\003\2404\240q\330\020\025\220R\220r\230\023\230B\230d\240!\330\014\020\220\t\230\021\230%\230q\330\014\021\220\021\330\010\014\210M\230\021";
+    #else /* compression: none (1467 bytes) */
+static const char bytes[] = " has no token in this vocabulary(tree fragment)?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebyte byte_ids needs one id per byte valuecsrc/tokenizer/_bpe_c.pyxdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__BPEBPE.__reduce_cython__BPE.__setstate_cython__BPE._build_wholeBPE.encode_pieceBPE.mergeBPE.merge_ids__Pyx_PyDict_NextRef__annotate____class_getitem____func____getstate____main____module____name____pyx_state__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___build_whole_is_coroutineaasyncio.coroutinesbbenchc.tokenizer._bpe_cbufbyte_idscapcline_in_tracebackencode_piecehiidsitemskmmergemerge_idsmergednpairspiecepopposrankselfsetdefaulttidtoktotalvalueswhole\200\001\330\004\n\210+\220Q\200A\330\010\017\210t\2209\230A\230W\240A\200A\330\010\034\230C\230q\320 0\260\007\260y\300\001\360\006\000\t\r\210G\2201\330\014\025\220S\230\001\230\021\330\010\016\210d\220\"\220B\220b\230\002\230\"\230A\330\014\023\2201\330\010\014\210K\220t\2302\230Q\330\010\014\210J\320\026&\240f\250A\250V\2602\260Q\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210I\220Z\230v\240R\240r\250\022\2503\250b\260\001\330\010\014\210L\230\n\240&\250\001\250\024\250R\250q\330\010\014\210D\220\010\230\003\2305\240\003\2404\240x\250s\260%\260s\270$\270h\300c\310\021\330\020\023\2204\220w\230c\240\025\240c\250\024\250Z\260s\270!\330\014\r\330\010\014\210E\220\025\220a\220q\330\014\020\220\t\230\021\230&\240\001\330\010\020\220\001\330\010\014\210E\220\027\230\005\230V\2401\330\014\020\220\007\220q\230\005\230Q\330\014\020\220\007\220q\230\005\230S\240\001\240\021\330\014\020\220\006\220a\220u\230A\330\014\020\220\005\220U\230!\2303\230a\230q\330\020\024\220G\2301\230F\240""\"\240E\250\023\250A\250Q\330\014\025\220S\230\001\230\021\330\014\020\220\013\2301\320\0342\260%\260s\270!\2706\300\022\3004\300q\330\014\022\220$\220i\230q\240\003\2404\240q\330\020\025\220R\220r\230\023\230B\230d\240!\330\014\020\220\t\230\021\230%\230q\330\014\021\220\021\330\010\014\210M\230\021\200A\340\010\034\230C\230q\240\001\330\010\034\230J\240f\250B\250b\260\002\260\"\260B\260c\270\022\2701\330\010\013\2104\210s\220!\330\014\r\330\010\t\330\014\020\220\005\220U\230!\2301\330\020\023\2201\220E\230\023\230A\230Q\330\014\020\220\004\220O\2401\240E\250\023\250D\260\002\260!\330\014\023\2201\220C\220q\230\002\230\"\230C\230t\2405\250\005\250Q\250a\340\014\020\220\001\220\021";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 66; i++) {
+    for (int i = 0; i < 71; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 13) PyUnicode_InternInPlace(&string);
@@ -8362,8 +8761,8 @@ static const char bytes[] = " has no token in this vocabulary(tree fragment)?Not
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 66; i < 69; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-66].length;
+    for (int i = 71; i < 75; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-71].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -8373,15 +8772,15 @@ static const char bytes[] = " has no token in this vocabulary(tree fragment)?Not
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 69; i++) {
+    for (Py_ssize_t i = 0; i < 75; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 66;
-      for (Py_ssize_t i=0; i<3; ++i) {
+      PyObject **table = stringtab + 71;
+      for (Py_ssize_t i=0; i<4; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -8416,7 +8815,7 @@ typedef struct {
     unsigned int num_kwonly_args : 1;
     unsigned int nlocals : 4;
     unsigned int flags : 10;
-    unsigned int first_line : 8;
+    unsigned int first_line : 9;
 } __Pyx_PyCode_New_function_description;
 #ifdef __cplusplus
 } /* anonymous namespace */
@@ -8436,29 +8835,34 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 108};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 109};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_whole, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_cap, __pyx_mstate->__pyx_n_u_tok, __pyx_mstate->__pyx_n_u_h, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_tid};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_build_whole, __pyx_mstate->__pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 237};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 248};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_merge, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 240};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 251};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_m, __pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_i};
+    __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_merge_ids, __pyx_mstate->__pyx_kp_b_iso88591_A_Cq_JfBb_Bc_1_4s_U_1_1E_AQ_O1E, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 265};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
-    __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_encode_piece, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_encode_piece, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self};
-    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_reduce_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[4] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_reduce_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[4])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 3};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_pyx_state};
-    __pyx_mstate_global->__pyx_codeobj_tab[4] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_setstate_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[4])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[5] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_setstate_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[5])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;
@@ -8571,15 +8975,6 @@ end:
     return (__Pyx_RefNannyAPIStruct *)r;
 }
 #endif
-
-/* ErrOccurredWithGIL */
-static CYTHON_INLINE int __Pyx_ErrOccurredWithGIL(void) {
-  int err;
-  PyGILState_STATE _save = PyGILState_Ensure();
-  err = !!PyErr_Occurred();
-  PyGILState_Release(_save);
-  return err;
-}
 
 /* CopyObjectArray (used by TupleOrListFromArrayImpl) */
 #if CYTHON_COMPILING_IN_CPYTHON
@@ -10260,42 +10655,6 @@ static PyObject *__Pyx_PyObject_FastCallMethod(PyObject *name, PyObject *const *
     return result;
 }
 #endif
-
-/* WriteUnraisableException */
-static void __Pyx_WriteUnraisable(const char *name, int clineno,
-                                  int lineno, const char *filename,
-                                  int full_traceback, int nogil) {
-    PyObject *old_exc, *old_val, *old_tb;
-    PyObject *ctx;
-    __Pyx_PyThreadState_declare
-    PyGILState_STATE state;
-    if (nogil)
-        state = PyGILState_Ensure();
-    else state = (PyGILState_STATE)0;
-    CYTHON_UNUSED_VAR(clineno);
-    CYTHON_UNUSED_VAR(lineno);
-    CYTHON_UNUSED_VAR(filename);
-    CYTHON_MAYBE_UNUSED_VAR(nogil);
-    __Pyx_PyThreadState_assign
-    __Pyx_ErrFetch(&old_exc, &old_val, &old_tb);
-    if (full_traceback) {
-        Py_XINCREF(old_exc);
-        Py_XINCREF(old_val);
-        Py_XINCREF(old_tb);
-        __Pyx_ErrRestore(old_exc, old_val, old_tb);
-        PyErr_PrintEx(0);
-    }
-    ctx = PyUnicode_FromString(name);
-    __Pyx_ErrRestore(old_exc, old_val, old_tb);
-    if (!ctx) {
-        PyErr_WriteUnraisable(Py_None);
-    } else {
-        PyErr_WriteUnraisable(ctx);
-        Py_DECREF(ctx);
-    }
-    if (nogil)
-        PyGILState_Release(state);
-}
 
 /* ArgTypeTestError (used by ArgTypeTest) */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact)

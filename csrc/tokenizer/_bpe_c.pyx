@@ -5,7 +5,8 @@ The pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to
 (rank, merged id); the merge runs over C arrays with a binary heap of candidate
 pairs, O(n log n) in the piece's length, and creates no Python object but the
 returned list. `merge_into` / `encode_into` are the C entry points the compiled
-pre-tokenizer calls for each piece without leaving C.
+pre-tokenizer calls for each piece without leaving C; `merge_ids_into` starts from
+symbols already mapped to ids (SentencePiece's characters, csrc/tokenizer/_spm_c.pyx).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -169,30 +170,40 @@ cdef class BPE:
 
     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:
         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        self._grow(n)
+        for i in range(n):
+            self._scratch[i] = self._byte_ids[p[i]]
+            if self._scratch[i] < 0:
+                raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+        return self._merge_scratch(n, out)
+
+    cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:
+        """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        self._grow(n)
+        for i in range(n):
+            self._scratch[i] = ids[i]
+        return self._merge_scratch(n, out)
+
+    cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
+        """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
         cdef Py_ssize_t i, j, k, hn = 0, m = 0
-        cdef int32_t* ids
-        cdef int32_t* nxt
-        cdef int32_t* prev
-        cdef Cand* heap
+        cdef int32_t* ids = self._scratch
+        cdef int32_t* nxt = ids + n
+        cdef int32_t* prev = ids + 2 * n
+        cdef Cand* heap = self._heap
         cdef Cand c
         cdef int64_t rank
         cdef int32_t merged
-        if n == 0:
-            return 0
         if n == 1:
-            out[0] = self._byte_ids[p[0]]
-            if out[0] < 0:
-                raise KeyError(f"byte {p[0]} has no token in this vocabulary")
+            out[0] = ids[0]
             return 1
-        self._grow(n)
-        ids = self._scratch
-        nxt = ids + n
-        prev = ids + 2 * n
-        heap = self._heap
         for i in range(n):
-            ids[i] = self._byte_ids[p[i]]
-            if ids[i] < 0:
-                raise KeyError(f"byte {p[i]} has no token in this vocabulary")
             nxt[i] = i + 1
             prev[i] = i - 1
         nxt[n - 1] = -1
@@ -236,6 +247,20 @@ cdef class BPE:
 
     def merge(self, bytes piece):
         return self._to_list(piece, False)
+
+    def merge_ids(self, ids):
+        """The merge of a list of symbol ids (the twin's merge_ids)."""
+        cdef Py_ssize_t n = len(ids), i, m
+        cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                buf[i] = ids[i]
+            m = self.merge_ids_into(buf, n, buf + n)
+            return [buf[n + i] for i in range(m)]
+        finally:
+            free(buf)
 
     def encode_piece(self, bytes piece):
         return self._to_list(piece, True)

@@ -1802,6 +1802,8 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
   int (*_get)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t, int32_t, int64_t *, int32_t *);
   int32_t (*_whole_id)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t);
   Py_ssize_t (*merge_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
+  Py_ssize_t (*merge_ids_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *);
+  Py_ssize_t (*_merge_scratch)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *);
   Py_ssize_t (*encode_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
