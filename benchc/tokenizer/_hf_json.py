@@ -94,9 +94,9 @@ def _byte_level(path, model, pre, special, frozen, steps, core) -> Tokenizer:
     pairs = merge_pairs(ids, model["merges"])
     byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]
     merger = bpe_cls(byte_ids, pairs, ids if model.get("ignore_merges") else None)
-    tok = Tokenizer(kind="tokenizer.json, byte-level BPE", merger=merger, vocab={i: b for b, i in ids.items()},
-                    special=special, frozen=frozen, normalize=_normalize.chain(steps), patterns=splits,
-                    prefix_space=prefix_space, core=core)
+    tok = Tokenizer(kind="tokenizer.json, byte-level BPE", merger=merger,
+                    vocab={i: b for b, i in ids.items()}, special=special, frozen=frozen,
+                    normalize=_normalize.chain(steps), patterns=splits, prefix_space=prefix_space, core=core)
     tok.ids, tok.pairs, tok.byte_ids = ids, pairs, byte_ids
     return tok
 

@@ -68,16 +68,25 @@ def metaspace(spec: dict) -> Normalizer:
     return run
 
 
-def sentencepiece(add_dummy_prefix: bool, remove_extra_whitespaces: bool, escape_whitespaces: bool) -> Normalizer:
-    """SentencePiece's normalizer with the identity character map (normalizer.cc): extra
-    spaces dropped, a space put first, spaces written as "▁"."""
+def sentencepiece(add_dummy_prefix: bool, remove_extra_whitespaces: bool,
+                  escape_whitespaces: bool) -> Normalizer:
+    """SentencePiece's normalizer with the identity character map (normalizer.cc): leading
+    spaces dropped and runs of spaces made one, a space put first, spaces written as "▁",
+    and then trailing "▁" dropped (an escaped input "▁" too, as sentencepiece does)."""
 
     def run(text: str, at_start: bool) -> str:
         if remove_extra_whitespaces:
-            text = " ".join(p for p in text.split(" ") if p)
+            text = _SPACE_RUN.sub(" ", text.lstrip(" "))
         if not text:
             return text
         if add_dummy_prefix and at_start:
             text = " " + text
-        return text.replace(" ", SPACE) if escape_whitespaces else text
+        if escape_whitespaces:
+            text = text.replace(" ", SPACE)
+        if remove_extra_whitespaces:
+            text = text.rstrip(SPACE if escape_whitespaces else " ")
+        return text
     return run
+
+
+_SPACE_RUN = regex.compile(" {2,}")

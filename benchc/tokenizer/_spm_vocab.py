@@ -19,7 +19,8 @@ def byte_ids(vocab: dict[str, int]) -> list[int]:
     return [vocab.get(_BYTE_TOKEN.format(b), -1) for b in range(256)]
 
 
-def pairs_by_score(pieces: dict[str, int], scores: dict[int, float]) -> dict[tuple[int, int], tuple[int, int]]:
+def pairs_by_score(pieces: dict[str, int],
+                   scores: dict[int, float]) -> dict[tuple[int, int], tuple[int, int]]:
     """SentencePiece's merges (bpe_model.cc): any two adjacent symbols whose concatenation is
     a piece merge, the piece of highest score first; as ranks, the place of the piece's
     score in descending order (equal scores share a rank, leftmost then goes first)."""

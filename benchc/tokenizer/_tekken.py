@@ -39,8 +39,10 @@ def from_tekken(path: str, core: str | None = None) -> Tokenizer:
         raise UsageError(f"{path}: not a tekken tokenizer file ({e})") from e
     if sorted(ranks.values()) != list(range(inner)):
         raise UsageError(f"{path}: the vocabulary's ranks are not 0..{inner - 1}")
-    names = {t["rank"]: t["token_str"] for t in listed} if listed is not None else dict(enumerate(_DEFAULT_SPECIAL))
+    names = ({t["rank"]: t["token_str"] for t in listed} if listed is not None
+             else dict(enumerate(_DEFAULT_SPECIAL)))
     control = {i: names.get(i, f"<SPECIAL_{i}>").encode() for i in range(n_special)}
-    tok = build(ranks, pattern, {}, kind="Mistral tekken.json", offset=n_special, core=core, decode_only=control)
+    tok = build(ranks, pattern, {}, kind="Mistral tekken.json", offset=n_special, core=core,
+                decode_only=control)
     tok.sha256 = hashlib.sha256(raw).hexdigest()
     return tok

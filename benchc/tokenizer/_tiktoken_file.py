@@ -115,7 +115,8 @@ def from_kimi(path: str, core: str | None = None) -> Tokenizer:
     with open(os.path.join(path, "tokenizer_config.json"), "rb") as f:
         raw_config = f.read()
     try:
-        named = {int(i): e["content"] for i, e in (json.loads(raw_config).get("added_tokens_decoder") or {}).items()}
+        decoder = json.loads(raw_config).get("added_tokens_decoder") or {}
+        named = {int(i): e["content"] for i, e in decoder.items()}
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError(f"{path}/tokenizer_config.json: unreadable added_tokens_decoder ({e})") from e
     ranks = read_ranks(raw)

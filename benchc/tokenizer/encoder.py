@@ -71,8 +71,8 @@ class Tokenizer:
     def __init__(self, *, kind: str, merger, vocab: dict[int, bytes], special: dict[str, int] | None = None,
                  normalize: Normalizer | None = None, frozen: dict[str, int] | None = None,
                  patterns: list | None = None, cut: int | None = None, prefix_space: bool = False,
-                 chunks: Callable[[str], Iterator[str]] | None = None, decode_only: dict[int, bytes] | None = None,
-                 core: str | None = None):
+                 chunks: Callable[[str], Iterator[str]] | None = None,
+                 decode_only: dict[int, bytes] | None = None, core: str | None = None):
         """merger: a BPE (byte-level: pieces are bytes) or an SPM (pieces are characters);
         vocab: id -> the bytes it stands for; special: matched in the raw text;
         frozen: matched after normalization; patterns: the pre-tokenizer's chain for the
