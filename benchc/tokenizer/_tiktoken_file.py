@@ -13,10 +13,8 @@ import base64
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
-from functools import lru_cache
-
-import regex
 
 from benchc.errors import UsageError
 from benchc.tokenizer import _patterns
@@ -127,11 +125,16 @@ def from_kimi(path: str, core: str | None = None) -> Tokenizer:
     return tok
 
 
-@lru_cache(maxsize=1)
-def _long_run() -> regex.Pattern:
-    # str.isspace's set, as Kimi's _split_whitespaces_or_nonwhitespaces tests characters
-    spaces = "".join(regex.escape(chr(c)) for c in range(0x110000) if chr(c).isspace())
-    return regex.compile(f"[{spaces}]{{{_KIMI_MAX_RUN + 1},}}|[^{spaces}]{{{_KIMI_MAX_RUN + 1},}}")
+# Python's `re` reads \s as str.isspace, the test Kimi's encode makes; a lookbehind anchors
+# each try at the start of a run, so the scan is linear in the text's length.
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{_KIMI_MAX_RUN + 1},}}|(?<!\s)\s{{{_KIMI_MAX_RUN + 1},}}")
+_LONG_SPACES = re.compile(rf"\s{{{_KIMI_MAX_RUN + 1}}}")
+
+
+def _may_have_long_run(window: str) -> bool:
+    """False when no run passes the limit, decided fast (the usual case): str.split cuts at
+    str.isspace, and a try of _LONG_SPACES at a non-space fails at once."""
+    return max(map(len, window.split()), default=0) > _KIMI_MAX_RUN or _LONG_SPACES.search(window) is not None
 
 
 def kimi_chunks(text: str) -> Iterator[str]:
@@ -139,8 +142,11 @@ def kimi_chunks(text: str) -> Iterator[str]:
     spaces or of non-spaces passes 25,000 characters (every 25,000 of the run)."""
     for w in range(0, len(text), _KIMI_MAX_CHARS):
         window = text[w:w + _KIMI_MAX_CHARS]
+        if not _may_have_long_run(window):
+            yield window
+            continue
         start = 0
-        for m in _long_run().finditer(window):
+        for m in _LONG_RUN.finditer(window):
             for cut in range(m.start() + _KIMI_MAX_RUN, m.end(), _KIMI_MAX_RUN):
                 yield window[start:cut]
                 start = cut
