@@ -1270,6 +1270,37 @@ static int __Pyx_init_tpflags_variables(void) {
 /* Early includes */
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
+
+    #if __PYX_LIMITED_VERSION_HEX < 0x030d0000
+    static CYTHON_INLINE PyObject *
+    __Pyx_CAPI_PyList_GetItemRef(PyObject *list, Py_ssize_t index)
+    {
+        PyObject *item = PyList_GetItem(list, index);
+        Py_XINCREF(item);
+        return item;
+    }
+    #else
+    #define __Pyx_CAPI_PyList_GetItemRef PyList_GetItemRef
+    #endif
+
+    #if CYTHON_COMPILING_IN_LIMITED_API || PY_VERSION_HEX < 0x030d0000
+    static CYTHON_INLINE int
+    __Pyx_CAPI_PyList_Extend(PyObject *list, PyObject *iterable)
+    {
+        return PyList_SetSlice(list, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, iterable);
+    }
+
+    static CYTHON_INLINE int
+    __Pyx_CAPI_PyList_Clear(PyObject *list)
+    {
+        return PyList_SetSlice(list, 0, PY_SSIZE_T_MAX, NULL);
+    }
+    #else
+    #define __Pyx_CAPI_PyList_Extend PyList_Extend
+    #define __Pyx_CAPI_PyList_Clear PyList_Clear
+    #endif
+    
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -1491,6 +1522,7 @@ static const char* const __pyx_f[] = {
   "csrc/tokenizer/_bpe_c.pyx",
   "benchc/tokenizer/_bpe_c.pxd",
   "(tree fragment)",
+  ".venv/lib/python3.11/site-packages/Cython/Includes/cpython/type.pxd",
 };
 /* #### Code section: utility_code_proto_before_types ### */
 /* Atomics.proto (used by UnpackUnboundCMethod) */
@@ -1668,10 +1700,39 @@ static const char* const __pyx_f[] = {
 
 /*--- Type declarations ---*/
 struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE;
+struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot;
+
+/* "benchc/tokenizer/_piece_cache.pxd":10
+ * from libc.string cimport memcmp, memcpy
+ * 
+ * cdef enum:             # <<<<<<<<<<<<<<
+ *     CACHE_SLOTS = 32768  # a power of two
+ *     CACHE_KEY = 22       # bytes of the longest piece kept
+*/
+enum  {
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS = 0x8000,
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY = 22,
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_IDS = 8
+};
+
+/* "benchc/tokenizer/_piece_cache.pxd":15
+ *     CACHE_IDS = 8        # ids of the longest result kept
+ * 
+ * cdef struct CacheSlot:             # <<<<<<<<<<<<<<
+ *     uint64_t hash
+ *     int32_t ids[8]
+*/
+struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot {
+  uint64_t hash;
+  int32_t ids[8];
+  uint8_t len;
+  uint8_t nids;
+  unsigned char key[22];
+};
 struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand;
 
-/* "benchc/tokenizer/_bpe_c.pxd":3
- * from libc.stdint cimport int32_t, int64_t, uint64_t
+/* "benchc/tokenizer/_bpe_c.pxd":5
+ * from benchc.tokenizer._piece_cache cimport CacheSlot
  * 
  * cdef struct Cand:             # <<<<<<<<<<<<<<
  *     int64_t rank
@@ -1685,7 +1746,7 @@ struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand {
   int32_t merged;
 };
 
-/* "benchc/tokenizer/_bpe_c.pxd":10
+/* "benchc/tokenizer/_bpe_c.pxd":12
  *     int32_t merged
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1710,11 +1771,13 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
   int32_t *_scratch;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *_heap;
   Py_ssize_t _cap;
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *_cache;
+  PyObject *_ints;
 };
 
 
 
-/* "csrc/tokenizer/_bpe_c.pyx":55
+/* "csrc/tokenizer/_bpe_c.pyx":59
  * 
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1732,6 +1795,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
   Py_ssize_t (*merge_ids_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *);
   Py_ssize_t (*_merge_scratch)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *);
   Py_ssize_t (*encode_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
+  PyObject *(*ids_list)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 /* #### Code section: utility_code_proto ### */
@@ -1809,6 +1873,95 @@ static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6be
     } while (0)
 #define __Pyx_CLEAR(r)    do { PyObject* tmp = ((PyObject*)(r)); r = NULL; __Pyx_DECREF(tmp);} while(0)
 #define __Pyx_XCLEAR(r)   do { if((r) != NULL) {PyObject* tmp = ((PyObject*)(r)); r = NULL; __Pyx_DECREF(tmp);}} while(0)
+
+/* FastTypeChecks.proto (used by GivenExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+#define __Pyx_TypeCheck(obj, type) __Pyx_IsSubtype(Py_TYPE(obj), (PyTypeObject *)type)
+#define __Pyx_TypeCheck2(obj, type1, type2) __Pyx_IsAnySubtype2(Py_TYPE(obj), (PyTypeObject *)type1, (PyTypeObject *)type2)
+static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b);
+static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b);
+#define __Pyx_PyAnySet_Check(obj)  __Pyx_TypeCheck2(obj, &PySet_Type, &PyFrozenSet_Type)
+#else
+#define __Pyx_TypeCheck(obj, type) PyObject_TypeCheck(obj, (PyTypeObject *)type)
+#define __Pyx_TypeCheck2(obj, type1, type2) (PyObject_TypeCheck(obj, (PyTypeObject *)type1) || PyObject_TypeCheck(obj, (PyTypeObject *)type2))
+#define __Pyx_PyAnySet_Check(obj)  PyAnySet_Check(obj)
+#endif
+
+/* PyThreadStateGet.proto (used by PyErrFetchRestore) */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_PyThreadState_declare  PyThreadState *__pyx_tstate;
+#define __Pyx_PyThreadState_assign  __pyx_tstate = __Pyx_PyThreadState_Current;
+#if PY_VERSION_HEX >= 0x030C00A6
+#define __Pyx_PyErr_Occurred()  (__pyx_tstate->current_exception != NULL)
+#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->current_exception ? (PyObject*) Py_TYPE(__pyx_tstate->current_exception) : (PyObject*) NULL)
+#else
+#define __Pyx_PyErr_Occurred()  (__pyx_tstate->curexc_type != NULL)
+#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->curexc_type)
+#endif
+#else
+#define __Pyx_PyThreadState_declare
+#define __Pyx_PyThreadState_assign
+#define __Pyx_PyErr_Occurred()  (PyErr_Occurred() != NULL)
+#define __Pyx_PyErr_CurrentExceptionType()  PyErr_Occurred()
+#endif
+
+/* PyErrFetchRestore.proto (used by GivenExceptionMatches) */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_PyErr_Clear() __Pyx_ErrRestore(NULL, NULL, NULL)
+#define __Pyx_ErrRestoreWithState(type, value, tb)  __Pyx_ErrRestoreInState(PyThreadState_GET(), type, value, tb)
+#define __Pyx_ErrFetchWithState(type, value, tb)    __Pyx_ErrFetchInState(PyThreadState_GET(), type, value, tb)
+#define __Pyx_ErrRestore(type, value, tb)  __Pyx_ErrRestoreInState(__pyx_tstate, type, value, tb)
+#define __Pyx_ErrFetch(type, value, tb)    __Pyx_ErrFetchInState(__pyx_tstate, type, value, tb)
+static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb);
+static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
+#if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A6
+#define __Pyx_PyErr_SetNone(exc) (Py_INCREF(exc), __Pyx_ErrRestore((exc), NULL, NULL))
+#else
+#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
+#endif
+#else
+#define __Pyx_PyErr_Clear() PyErr_Clear()
+#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
+#define __Pyx_ErrRestoreWithState(type, value, tb)  PyErr_Restore(type, value, tb)
+#define __Pyx_ErrFetchWithState(type, value, tb)  PyErr_Fetch(type, value, tb)
+#define __Pyx_ErrRestoreInState(tstate, type, value, tb)  PyErr_Restore(type, value, tb)
+#define __Pyx_ErrFetchInState(tstate, type, value, tb)  PyErr_Fetch(type, value, tb)
+#define __Pyx_ErrRestore(type, value, tb)  PyErr_Restore(type, value, tb)
+#define __Pyx_ErrFetch(type, value, tb)  PyErr_Fetch(type, value, tb)
+#endif
+
+/* GivenExceptionMatches.proto (used by PyErrExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject *type);
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2);
+#else
+#define __Pyx_PyErr_GivenExceptionMatches(err, type) PyErr_GivenExceptionMatches(err, type)
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2) {
+    return PyErr_GivenExceptionMatches(err, type1) || PyErr_GivenExceptionMatches(err, type2);
+}
+#endif
+#define __Pyx_PyErr_ExceptionMatches2(err1, err2)  __Pyx_PyErr_GivenExceptionMatches2(__Pyx_PyErr_CurrentExceptionType(), err1, err2)
+
+/* PyErrExceptionMatches.proto (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_PyErr_ExceptionMatches(err) __Pyx_PyErr_ExceptionMatchesInState(__pyx_tstate, err)
+static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err);
+#else
+#define __Pyx_PyErr_ExceptionMatches(err)  PyErr_ExceptionMatches(err)
+#endif
+
+/* PyObjectGetAttrStr.proto (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_USE_TYPE_SLOTS
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name);
+#else
+#define __Pyx_PyObject_GetAttrStr(o,n) PyObject_GetAttr(o,n)
+#endif
+
+/* PyObjectGetAttrStrNoError.proto (used by GetBuiltinName) */
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name);
+
+/* GetBuiltinName.proto */
+static PyObject *__Pyx_GetBuiltinName(PyObject *name);
 
 /* CopyObjectArray.proto (used by TupleOrListFromArrayImpl) */
 #if CYTHON_COMPILING_IN_CPYTHON
@@ -1938,26 +2091,6 @@ typedef struct {
 static CYTHON_INLINE int __Pyx_IgnoreGivenException(PyObject *given_exception, PyObject *ignorable_exception);
 #define __Pyx_IgnoreException(ignorable_exception) __Pyx_IgnoreGivenException(NULL, ignorable_exception)
 
-/* FastTypeChecks.proto (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_COMPILING_IN_CPYTHON
-#define __Pyx_TypeCheck(obj, type) __Pyx_IsSubtype(Py_TYPE(obj), (PyTypeObject *)type)
-#define __Pyx_TypeCheck2(obj, type1, type2) __Pyx_IsAnySubtype2(Py_TYPE(obj), (PyTypeObject *)type1, (PyTypeObject *)type2)
-static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b);
-static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b);
-#define __Pyx_PyAnySet_Check(obj)  __Pyx_TypeCheck2(obj, &PySet_Type, &PyFrozenSet_Type)
-#else
-#define __Pyx_TypeCheck(obj, type) PyObject_TypeCheck(obj, (PyTypeObject *)type)
-#define __Pyx_TypeCheck2(obj, type1, type2) (PyObject_TypeCheck(obj, (PyTypeObject *)type1) || PyObject_TypeCheck(obj, (PyTypeObject *)type2))
-#define __Pyx_PyAnySet_Check(obj)  PyAnySet_Check(obj)
-#endif
-
-/* PyObjectGetAttrStr.proto (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_USE_TYPE_SLOTS
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name);
-#else
-#define __Pyx_PyObject_GetAttrStr(o,n) PyObject_GetAttr(o,n)
-#endif
-
 /* UnpackUnboundCMethod_impl.export */
 static int __Pyx_TryUnpackUnboundCMethod(__Pyx_CachedCFunction* target);
 
@@ -2065,49 +2198,6 @@ static void __Pyx_RaiseArgtupleInvalid(const char* func_name, int exact,
 /* PyValueError_Check.proto */
 #define __Pyx_PyExc_ValueError_Check(obj)  __Pyx_TypeCheck(obj, PyExc_ValueError)
 
-/* PyThreadStateGet.proto (used by PyErrFetchRestore) */
-#if CYTHON_FAST_THREAD_STATE
-#define __Pyx_PyThreadState_declare  PyThreadState *__pyx_tstate;
-#define __Pyx_PyThreadState_assign  __pyx_tstate = __Pyx_PyThreadState_Current;
-#if PY_VERSION_HEX >= 0x030C00A6
-#define __Pyx_PyErr_Occurred()  (__pyx_tstate->current_exception != NULL)
-#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->current_exception ? (PyObject*) Py_TYPE(__pyx_tstate->current_exception) : (PyObject*) NULL)
-#else
-#define __Pyx_PyErr_Occurred()  (__pyx_tstate->curexc_type != NULL)
-#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->curexc_type)
-#endif
-#else
-#define __Pyx_PyThreadState_declare
-#define __Pyx_PyThreadState_assign
-#define __Pyx_PyErr_Occurred()  (PyErr_Occurred() != NULL)
-#define __Pyx_PyErr_CurrentExceptionType()  PyErr_Occurred()
-#endif
-
-/* PyErrFetchRestore.proto (used by RaiseException) */
-#if CYTHON_FAST_THREAD_STATE
-#define __Pyx_PyErr_Clear() __Pyx_ErrRestore(NULL, NULL, NULL)
-#define __Pyx_ErrRestoreWithState(type, value, tb)  __Pyx_ErrRestoreInState(PyThreadState_GET(), type, value, tb)
-#define __Pyx_ErrFetchWithState(type, value, tb)    __Pyx_ErrFetchInState(PyThreadState_GET(), type, value, tb)
-#define __Pyx_ErrRestore(type, value, tb)  __Pyx_ErrRestoreInState(__pyx_tstate, type, value, tb)
-#define __Pyx_ErrFetch(type, value, tb)    __Pyx_ErrFetchInState(__pyx_tstate, type, value, tb)
-static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb);
-static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
-#if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A6
-#define __Pyx_PyErr_SetNone(exc) (Py_INCREF(exc), __Pyx_ErrRestore((exc), NULL, NULL))
-#else
-#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
-#endif
-#else
-#define __Pyx_PyErr_Clear() PyErr_Clear()
-#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
-#define __Pyx_ErrRestoreWithState(type, value, tb)  PyErr_Restore(type, value, tb)
-#define __Pyx_ErrFetchWithState(type, value, tb)  PyErr_Fetch(type, value, tb)
-#define __Pyx_ErrRestoreInState(tstate, type, value, tb)  PyErr_Restore(type, value, tb)
-#define __Pyx_ErrFetchInState(tstate, type, value, tb)  PyErr_Fetch(type, value, tb)
-#define __Pyx_ErrRestore(type, value, tb)  PyErr_Restore(type, value, tb)
-#define __Pyx_ErrFetch(type, value, tb)  PyErr_Fetch(type, value, tb)
-#endif
-
 /* RaiseException.export */
 static void __Pyx_Raise(PyObject *type, PyObject *value, PyObject *tb, PyObject *cause);
 
@@ -2179,18 +2269,6 @@ static PyObject *__Pyx_GetItemInt_Generic(PyObject *o, PyObject* j);
 static CYTHON_INLINE PyObject *__Pyx_GetItemInt_Fast(PyObject *o, Py_ssize_t i,
                                                      int wraparound, int boundscheck, int unsafe_shared);
 
-/* GivenExceptionMatches.proto (used by IterFinish) */
-#if CYTHON_COMPILING_IN_CPYTHON
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject *type);
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2);
-#else
-#define __Pyx_PyErr_GivenExceptionMatches(err, type) PyErr_GivenExceptionMatches(err, type)
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2) {
-    return PyErr_GivenExceptionMatches(err, type1) || PyErr_GivenExceptionMatches(err, type2);
-}
-#endif
-#define __Pyx_PyErr_ExceptionMatches2(err1, err2)  __Pyx_PyErr_GivenExceptionMatches2(__Pyx_PyErr_CurrentExceptionType(), err1, err2)
-
 /* IterFinish.proto (used by dict_iter_common) */
 static CYTHON_INLINE int __Pyx_IterFinish(void);
 
@@ -2236,6 +2314,39 @@ static CYTHON_INLINE PyObject* __Pyx_dict_iterator(PyObject* dict, int is_dict, 
 static PyObject *__Pyx_PyObject_FastCallMethod(PyObject *name, PyObject *const *args, size_t nargsf);
 #endif
 
+/* ListCompAppend.proto */
+#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+static CYTHON_INLINE int __Pyx_ListComp_Append(PyObject* list, PyObject* x);
+#else
+#define __Pyx_ListComp_Append(L,x) PyList_Append(L,x)
+#endif
+
+/* PyObjectVectorcallKwds.proto */
+#if CYTHON_VECTORCALL
+#define __Pyx_Object_VectorcallKwds PyObject_Vectorcall
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i);
+#else
+#define __Pyx_Object_VectorcallKwds __Pyx_PyObject_FastCallDict
+CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n);
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i);
+#endif
+
+/* PyObjectCompare.proto */
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_object(PyObject *op1, PyObject *op2, int pyop);
+
+/* PyRange_Check.proto */
+#if CYTHON_COMPILING_IN_PYPY && !defined(PyRange_Check)
+  #define PyRange_Check(obj)  __Pyx_TypeCheck((obj), &PyRange_Type)
+#endif
+
+/* PyLongBinop.proto */
+#if !CYTHON_COMPILING_IN_PYPY
+static CYTHON_INLINE PyObject* __Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, long intval, int inplace, int zerodivision_check);
+#else
+#define __Pyx_PyLong_AddObjC(op1, op2, intval, inplace, zerodivision_check)\
+    (inplace ? PyNumber_InPlaceAdd(op1, op2) : PyNumber_Add(op1, op2))
+#endif
+
 /* ArgTypeTestError.export */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact);
 
@@ -2270,27 +2381,11 @@ static void __Pyx_RaiseErrorWithType1(PyObject* exc_type, const char* message, c
 CYTHON_UNUSED
 static int __Pyx_RaiseUnexpectedTypeError(const char *expected, PyObject *obj);
 
-/* PyRange_Check.proto */
-#if CYTHON_COMPILING_IN_PYPY && !defined(PyRange_Check)
-  #define PyRange_Check(obj)  __Pyx_TypeCheck((obj), &PyRange_Type)
-#endif
-
 /* pybuiltin_invalid.export */
 static void __Pyx_PyBuiltin_Invalid(PyObject *obj, const char *builtin_type_name, const char *argname);
 
 /* pyint_simplify.proto */
 static CYTHON_INLINE int __Pyx_PyInt_FromNumber(PyObject **number_var, const char *argname, int accept_none);
-
-/* PyErrExceptionMatches.proto (used by PyObjectGetAttrStrNoError) */
-#if CYTHON_FAST_THREAD_STATE
-#define __Pyx_PyErr_ExceptionMatches(err) __Pyx_PyErr_ExceptionMatchesInState(__pyx_tstate, err)
-static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err);
-#else
-#define __Pyx_PyErr_ExceptionMatches(err)  PyErr_ExceptionMatches(err)
-#endif
-
-/* PyObjectGetAttrStrNoError.proto (used by ObjectGetItem) */
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name);
 
 /* RaiseErrorWithObjectType.proto (used by ObjectGetItem) */
 #define __Pyx_RaiseTypeErrorWithObjectType(message, obj)  __Pyx_RaiseErrorWithObjectType(PyExc_TypeError, message, obj)
@@ -2418,6 +2513,13 @@ static PyObject *__Pyx_CallNewInitFromVectorcall(PyTypeObject *t, PyObject *cons
 #define __Pyx_DeallocKeepAliveEnd(o)   Py_SET_REFCNT(o, Py_REFCNT(o) - 1)
 #endif
 
+/* CallTypeTraverse.proto */
+#if !CYTHON_USE_TYPE_SPECS
+#define __Pyx_call_type_traverse(o, always_call, visit, arg) 0
+#else
+static int __Pyx_call_type_traverse(PyObject *o, int always_call, visitproc visit, void *arg);
+#endif
+
 /* GetTypeDictOffset.proto (used by ValidateBasesTuple) */
 #if !CYTHON_USE_TYPE_SLOTS
 CYTHON_UNUSED static Py_ssize_t __Pyx_GetTypeDictOffset(PyObject *tp, int require_cython_valid_result);
@@ -2459,6 +2561,25 @@ static int __Pyx__SetItemOnTypeDict(PyTypeObject *tp, PyObject *k, PyObject *v);
 
 /* SetupReduce.export */
 static int __Pyx_setup_reduce(PyObject* type_obj);
+
+/* TypeImport.proto */
+#ifndef __PYX_HAVE_RT_ImportType_proto_3_3_1
+#define __PYX_HAVE_RT_ImportType_proto_3_3_1
+#if defined (__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#include <stdalign.h>
+#endif
+#if (defined (__STDC_VERSION__) && __STDC_VERSION__ >= 201112L) || __cplusplus >= 201103L
+#define __PYX_GET_STRUCT_ALIGNMENT_3_3_1(s) alignof(s)
+#else
+#define __PYX_GET_STRUCT_ALIGNMENT_3_3_1(s) sizeof(void*)
+#endif
+enum __Pyx_ImportType_CheckSize_3_3_1 {
+   __Pyx_ImportType_CheckSize_Error_3_3_1 = 0,
+   __Pyx_ImportType_CheckSize_Warn_3_3_1 = 1,
+   __Pyx_ImportType_CheckSize_Ignore_3_3_1 = 2
+};
+static PyTypeObject *__Pyx_ImportType_3_3_1(PyObject* module, const char *module_name, const char *class_name, size_t size, size_t alignment, enum __Pyx_ImportType_CheckSize_3_3_1 check_size);
+#endif
 
 /* dict_setdefault.proto (used by FetchCommonType) */
 static CYTHON_INLINE PyObject *__Pyx_PyDict_SetDefault(PyObject *d, PyObject *key, PyObject *default_value);
@@ -2581,13 +2702,6 @@ static int __pyx_CyFunction_init(PyObject *module);
 #endif
 #endif
 
-/* CallTypeTraverse.proto (used by CythonFunctionShared) */
-#if !CYTHON_USE_TYPE_SPECS
-#define __Pyx_call_type_traverse(o, always_call, visit, arg) 0
-#else
-static int __Pyx_call_type_traverse(PyObject *o, int always_call, visitproc visit, void *arg);
-#endif
-
 /* PyMethodNew.proto (used by CythonFunctionShared) */
 static PyObject *__Pyx_PyMethod_New(PyObject *func, PyObject *self, PyObject *typ);
 
@@ -2683,16 +2797,6 @@ static void __Pyx_AddTraceback(const char *funcname, int c_line,
 
 /* CIntFromPy.proto */
 static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
-
-/* PyObjectVectorcallKwds.proto (used by PyObjectVectorcallMethodKwds) */
-#if CYTHON_VECTORCALL
-#define __Pyx_Object_VectorcallKwds PyObject_Vectorcall
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i);
-#else
-#define __Pyx_Object_VectorcallKwds __Pyx_PyObject_FastCallDict
-CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n);
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i);
-#endif
 
 /* PyObjectVectorcallMethodKwds.proto (used by CIntToPy) */
 #if CYTHON_VECTORCALL
@@ -2826,11 +2930,31 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
+static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_n); /* proto*/
 static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, PyObject *__pyx_v_piece, int __pyx_v_whole); /* proto*/
 
 /* Module declarations from "libc.stdint" */
 
 /* Module declarations from "libc.string" */
+
+/* Module declarations from "benchc.tokenizer._piece_cache" */
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *, Py_ssize_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t *); /*proto*/
+static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t const *, Py_ssize_t); /*proto*/
+
+/* Module declarations from "libc.stdio" */
+
+/* Module declarations from "__builtin__" */
+
+/* Module declarations from "cpython.type" */
+
+/* Module declarations from "cpython" */
+
+/* Module declarations from "cpython.object" */
+
+/* Module declarations from "cpython.list" */
+
+/* Module declarations from "cpython.ref" */
 
 /* Module declarations from "libc.stdlib" */
 
@@ -2840,7 +2964,6 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6benchc_9tokenizer_6_bpe_c__pop(struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *, Py_ssize_t *); /*proto*/
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t, int64_t); /*proto*/
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t); /*proto*/
-static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(unsigned char const *, Py_ssize_t); /*proto*/
 /* #### Code section: typeinfo ### */
 /* #### Code section: before_global_var ### */
 #define __Pyx_MODULE_NAME "benchc.tokenizer._bpe_c"
@@ -2849,6 +2972,7 @@ int __pyx_module_is_main_benchc__tokenizer___bpe_c = 0;
 
 /* Implementation of "benchc.tokenizer._bpe_c" */
 /* #### Code section: global_var ### */
+static PyObject *__pyx_builtin_max;
 /* #### Code section: string_decls ### */
 static const char __pyx_k_Byte_pair_merging_in_C_same_API[] = "Byte-pair merging in C; same API and results as benchc/tokenizer/_bpe_py.py.\n\nThe pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to\n(rank, merged id); the merge runs over C arrays with a binary heap of candidate\npairs, O(n log n) in the piece\047s length, and creates no Python object but the\nreturned list. `merge_into` / `encode_into` are the C entry points the compiled\npre-tokenizer calls for each piece without leaving C; `merge_ids_into` starts from\nsymbols already mapped to ids (SentencePiece\047s characters, csrc/tokenizer/_spm_c.pyx).\n";
 /* #### Code section: decls ### */
@@ -2907,13 +3031,16 @@ namespace {
     PyObject *__pyx_empty_tuple;
     PyObject *__pyx_empty_bytes;
     PyObject *__pyx_empty_unicode;
+    PyTypeObject *__pyx_ptype_7cpython_4type_type;
     PyObject *__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE;
     PyTypeObject *__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_items;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
+    PyObject *__pyx_tuple[1];
     PyObject *__pyx_codeobj_tab[6];
-    PyObject *__pyx_string_tab[75];
+    PyObject *__pyx_string_tab[77];
+    PyObject *__pyx_number_tab[2];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
 #if CYTHON_COMPILING_IN_LIMITED_API
@@ -3010,33 +3137,37 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_byte_ids __pyx_string_tab[45]
 #define __pyx_n_u_cap __pyx_string_tab[46]
 #define __pyx_n_u_cline_in_traceback __pyx_string_tab[47]
-#define __pyx_n_u_encode_piece __pyx_string_tab[48]
-#define __pyx_n_u_h __pyx_string_tab[49]
-#define __pyx_n_u_i __pyx_string_tab[50]
-#define __pyx_n_u_ids __pyx_string_tab[51]
-#define __pyx_n_u_items __pyx_string_tab[52]
-#define __pyx_n_u_k __pyx_string_tab[53]
-#define __pyx_n_u_m __pyx_string_tab[54]
-#define __pyx_n_u_merge __pyx_string_tab[55]
-#define __pyx_n_u_merge_ids __pyx_string_tab[56]
-#define __pyx_n_u_merged __pyx_string_tab[57]
-#define __pyx_n_u_n __pyx_string_tab[58]
-#define __pyx_n_u_pairs __pyx_string_tab[59]
-#define __pyx_n_u_piece __pyx_string_tab[60]
-#define __pyx_n_u_pop __pyx_string_tab[61]
-#define __pyx_n_u_pos __pyx_string_tab[62]
-#define __pyx_n_u_rank __pyx_string_tab[63]
-#define __pyx_n_u_self __pyx_string_tab[64]
-#define __pyx_n_u_setdefault __pyx_string_tab[65]
-#define __pyx_n_u_tid __pyx_string_tab[66]
-#define __pyx_n_u_tok __pyx_string_tab[67]
-#define __pyx_n_u_total __pyx_string_tab[68]
-#define __pyx_n_u_values __pyx_string_tab[69]
-#define __pyx_n_u_whole __pyx_string_tab[70]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[71]
-#define __pyx_kp_b_iso88591_A_t9AWA __pyx_string_tab[72]
-#define __pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA __pyx_string_tab[73]
-#define __pyx_kp_b_iso88591_A_Cq_JfBb_Bc_1_4s_U_1_1E_AQ_O1E __pyx_string_tab[74]
+#define __pyx_n_u_default __pyx_string_tab[48]
+#define __pyx_n_u_encode_piece __pyx_string_tab[49]
+#define __pyx_n_u_h __pyx_string_tab[50]
+#define __pyx_n_u_i __pyx_string_tab[51]
+#define __pyx_n_u_ids __pyx_string_tab[52]
+#define __pyx_n_u_items __pyx_string_tab[53]
+#define __pyx_n_u_k __pyx_string_tab[54]
+#define __pyx_n_u_m __pyx_string_tab[55]
+#define __pyx_n_u_max __pyx_string_tab[56]
+#define __pyx_n_u_merge __pyx_string_tab[57]
+#define __pyx_n_u_merge_ids __pyx_string_tab[58]
+#define __pyx_n_u_merged __pyx_string_tab[59]
+#define __pyx_n_u_n __pyx_string_tab[60]
+#define __pyx_n_u_pairs __pyx_string_tab[61]
+#define __pyx_n_u_piece __pyx_string_tab[62]
+#define __pyx_n_u_pop __pyx_string_tab[63]
+#define __pyx_n_u_pos __pyx_string_tab[64]
+#define __pyx_n_u_rank __pyx_string_tab[65]
+#define __pyx_n_u_self __pyx_string_tab[66]
+#define __pyx_n_u_setdefault __pyx_string_tab[67]
+#define __pyx_n_u_tid __pyx_string_tab[68]
+#define __pyx_n_u_tok __pyx_string_tab[69]
+#define __pyx_n_u_total __pyx_string_tab[70]
+#define __pyx_n_u_values __pyx_string_tab[71]
+#define __pyx_n_u_whole __pyx_string_tab[72]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[73]
+#define __pyx_kp_b_iso88591_A_t9AWA __pyx_string_tab[74]
+#define __pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA __pyx_string_tab[75]
+#define __pyx_kp_b_iso88591_A_Cq_JfBb_Bc_1_4s_U_1_1E_AQ_O1E __pyx_string_tab[76]
+#define __pyx_int_neg_1 __pyx_number_tab[0]
+#define __pyx_int_1 __pyx_number_tab[1]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -3051,13 +3182,16 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   #if CYTHON_PEP489_MULTI_PHASE_INIT
   __Pyx_State_RemoveModule(NULL);
   #endif
+  Py_CLEAR(clear_module_state->__pyx_ptype_7cpython_4type_type);
   Py_CLEAR(clear_module_state->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE);
   Py_CLEAR(clear_module_state->__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
+  for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
   for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<75; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<77; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<2; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
 Py_CLEAR(clear_module_state->__pyx_CommonTypesMetaclassType);
@@ -3080,13 +3214,16 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   __Pyx_VISIT_CONST(traverse_module_state->__pyx_empty_tuple);
   __Pyx_VISIT_CONST(traverse_module_state->__pyx_empty_bytes);
   __Pyx_VISIT_CONST(traverse_module_state->__pyx_empty_unicode);
+  Py_VISIT(traverse_module_state->__pyx_ptype_7cpython_4type_type);
   Py_VISIT(traverse_module_state->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE);
   Py_VISIT(traverse_module_state->__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
+  for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
   for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<75; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<77; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<2; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
 Py_VISIT(traverse_module_state->__pyx_CommonTypesMetaclassType);
@@ -3100,7 +3237,335 @@ return 0;
 #endif
 /* #### Code section: module_code ### */
 
-/* "csrc/tokenizer/_bpe_c.pyx":17
+/* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+*/
+
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n) {
+  uint64_t __pyx_v_h;
+  Py_ssize_t __pyx_v_i;
+  uint64_t __pyx_r;
+  Py_ssize_t __pyx_t_1;
+  Py_ssize_t __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":25
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t i
+ *     for i in range(n):
+*/
+  __pyx_v_h = 0xcbf29ce484222325ULL;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":27
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+ *     cdef Py_ssize_t i
+ *     for i in range(n):             # <<<<<<<<<<<<<<
+ *         h = (h ^ p[i]) * 0x100000001b3ULL
+ *     return h
+*/
+
+  __pyx_t_1 = __pyx_v_n;
+  __pyx_t_2 = __pyx_t_1;
+
+  for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
+    __pyx_v_i = __pyx_t_3;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":28
+ *     cdef Py_ssize_t i
+ *     for i in range(n):
+ *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
+ *     return h
+ * 
+*/
+    __pyx_v_h = ((__pyx_v_h ^ (__pyx_v_p[__pyx_v_i])) * 0x100000001b3ULL);
+  }
+
+
+  /* "benchc/tokenizer/_piece_cache.pxd":29
+ *     for i in range(n):
+ *         h = (h ^ p[i]) * 0x100000001b3ULL
+ *     return h             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_h;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":32
+ * 
+ * 
+ * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_cache, uint64_t __pyx_v_h, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_s;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":35
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1
+*/
+  __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":36
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+*/
+  __pyx_t_2 = (__pyx_v_s->len != __pyx_v_n);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_s->hash != __pyx_v_h);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (memcmp(__pyx_v_s->key, __pyx_v_p, __pyx_v_n) != 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "benchc/tokenizer/_piece_cache.pxd":37
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1             # <<<<<<<<<<<<<<
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+ *     return s.nids
+*/
+    {
+
+      __pyx_r = -1L;
+    }
+    goto __pyx_L0;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":36
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+*/
+  }
+
+  /* "benchc/tokenizer/_piece_cache.pxd":38
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *     return s.nids
+ * 
+*/
+  (void)(memcpy(__pyx_v_out, __pyx_v_s->ids, (__pyx_v_s->nids * (sizeof(int32_t)))));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":39
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+ *     return s.nids             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_s->nids;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":32
+ * 
+ * 
+ * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":42
+ * 
+ * 
+ * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+*/
+
+static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_cache, uint64_t __pyx_v_h, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_m) {
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_s;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":45
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+*/
+  __pyx_t_2 = (__pyx_v_n > __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_m > __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_IDS);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_n == 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "benchc/tokenizer/_piece_cache.pxd":46
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
+ *         return             # <<<<<<<<<<<<<<
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h
+*/
+    {
+    }
+    goto __pyx_L0;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":45
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+*/
+  }
+
+  /* "benchc/tokenizer/_piece_cache.pxd":47
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
+ *     s.hash = h
+ *     s.len = <uint8_t>n
+*/
+  __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":48
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h             # <<<<<<<<<<<<<<
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m
+*/
+  __pyx_v_s->hash = __pyx_v_h;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":49
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h
+ *     s.len = <uint8_t>n             # <<<<<<<<<<<<<<
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)
+*/
+  __pyx_v_s->len = ((uint8_t)__pyx_v_n);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":50
+ *     s.hash = h
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m             # <<<<<<<<<<<<<<
+ *     memcpy(s.key, p, n)
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))
+*/
+  __pyx_v_s->nids = ((uint8_t)__pyx_v_m);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":51
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)             # <<<<<<<<<<<<<<
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))
+*/
+  (void)(memcpy(__pyx_v_s->key, __pyx_v_p, __pyx_v_n));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":52
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))             # <<<<<<<<<<<<<<
+*/
+  (void)(memcpy(__pyx_v_s->ids, __pyx_v_ids, (__pyx_v_m * (sizeof(int32_t)))));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":42
+ * 
+ * 
+ * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+}
+
+/* "csrc/tokenizer/_bpe_c.pyx":21
  * 
  * 
  * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3113,7 +3578,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":18
+  /* "csrc/tokenizer/_bpe_c.pyx":22
  * 
  * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
  *     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)             # <<<<<<<<<<<<<<
@@ -3151,7 +3616,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":17
+  /* "csrc/tokenizer/_bpe_c.pyx":21
  * 
  * 
  * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3164,7 +3629,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":21
+/* "csrc/tokenizer/_bpe_c.pyx":25
  * 
  * 
  * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3180,7 +3645,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_3;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_4;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":22
+  /* "csrc/tokenizer/_bpe_c.pyx":26
  * 
  * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:
  *     cdef Py_ssize_t i = n[0]             # <<<<<<<<<<<<<<
@@ -3189,7 +3654,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
   __pyx_v_i = (__pyx_v_n[0]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":24
+  /* "csrc/tokenizer/_bpe_c.pyx":28
  *     cdef Py_ssize_t i = n[0]
  *     cdef Py_ssize_t parent
  *     n[0] += 1             # <<<<<<<<<<<<<<
@@ -3200,7 +3665,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   __pyx_t_1 = 0;
   (__pyx_v_n[__pyx_t_1]) = ((__pyx_v_n[__pyx_t_1]) + 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":25
+  /* "csrc/tokenizer/_bpe_c.pyx":29
  *     cdef Py_ssize_t parent
  *     n[0] += 1
  *     heap[i] = c             # <<<<<<<<<<<<<<
@@ -3209,7 +3674,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
   (__pyx_v_heap[__pyx_v_i]) = __pyx_v_c;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":26
+  /* "csrc/tokenizer/_bpe_c.pyx":30
  *     n[0] += 1
  *     heap[i] = c
  *     while i > 0:             # <<<<<<<<<<<<<<
@@ -3222,7 +3687,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 
     if (!__pyx_t_2) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":27
+    /* "csrc/tokenizer/_bpe_c.pyx":31
  *     heap[i] = c
  *     while i > 0:
  *         parent = (i - 1) >> 1             # <<<<<<<<<<<<<<
@@ -3231,7 +3696,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
     __pyx_v_parent = ((__pyx_v_i - 1) >> 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":28
+    /* "csrc/tokenizer/_bpe_c.pyx":32
  *     while i > 0:
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):             # <<<<<<<<<<<<<<
@@ -3243,7 +3708,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":29
+      /* "csrc/tokenizer/_bpe_c.pyx":33
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):
  *             heap[i], heap[parent] = heap[parent], heap[i]             # <<<<<<<<<<<<<<
@@ -3259,7 +3724,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
       (__pyx_v_heap[__pyx_v_parent]) = __pyx_t_4;
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":30
+      /* "csrc/tokenizer/_bpe_c.pyx":34
  *         if _less(&heap[i], &heap[parent]):
  *             heap[i], heap[parent] = heap[parent], heap[i]
  *             i = parent             # <<<<<<<<<<<<<<
@@ -3268,7 +3733,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
       __pyx_v_i = __pyx_v_parent;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":28
+      /* "csrc/tokenizer/_bpe_c.pyx":32
  *     while i > 0:
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):             # <<<<<<<<<<<<<<
@@ -3278,7 +3743,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":32
+    /* "csrc/tokenizer/_bpe_c.pyx":36
  *             i = parent
  *         else:
  *             break             # <<<<<<<<<<<<<<
@@ -3292,7 +3757,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   }
   __pyx_L4_break:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":21
+  /* "csrc/tokenizer/_bpe_c.pyx":25
  * 
  * 
  * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3305,7 +3770,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":35
+/* "csrc/tokenizer/_bpe_c.pyx":39
  * 
  * 
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3326,7 +3791,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_4;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_5;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":36
+  /* "csrc/tokenizer/_bpe_c.pyx":40
  * 
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
  *     cdef Cand top = heap[0]             # <<<<<<<<<<<<<<
@@ -3335,7 +3800,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   __pyx_v_top = (__pyx_v_heap[0]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":37
+  /* "csrc/tokenizer/_bpe_c.pyx":41
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m             # <<<<<<<<<<<<<<
@@ -3344,7 +3809,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":38
+  /* "csrc/tokenizer/_bpe_c.pyx":42
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1             # <<<<<<<<<<<<<<
@@ -3355,7 +3820,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   __pyx_t_1 = 0;
   (__pyx_v_n[__pyx_t_1]) = ((__pyx_v_n[__pyx_t_1]) - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":39
+  /* "csrc/tokenizer/_bpe_c.pyx":43
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1
  *     heap[0] = heap[n[0]]             # <<<<<<<<<<<<<<
@@ -3364,7 +3829,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   (__pyx_v_heap[0]) = (__pyx_v_heap[(__pyx_v_n[0])]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":40
+  /* "csrc/tokenizer/_bpe_c.pyx":44
  *     n[0] -= 1
  *     heap[0] = heap[n[0]]
  *     while True:             # <<<<<<<<<<<<<<
@@ -3373,7 +3838,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   while (1) {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":41
+    /* "csrc/tokenizer/_bpe_c.pyx":45
  *     heap[0] = heap[n[0]]
  *     while True:
  *         l = 2 * i + 1             # <<<<<<<<<<<<<<
@@ -3382,7 +3847,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_l = ((2 * __pyx_v_i) + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":42
+    /* "csrc/tokenizer/_bpe_c.pyx":46
  *     while True:
  *         l = 2 * i + 1
  *         r = l + 1             # <<<<<<<<<<<<<<
@@ -3391,7 +3856,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_r = (__pyx_v_l + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":43
+    /* "csrc/tokenizer/_bpe_c.pyx":47
  *         l = 2 * i + 1
  *         r = l + 1
  *         m = i             # <<<<<<<<<<<<<<
@@ -3400,7 +3865,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_m = __pyx_v_i;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":44
+    /* "csrc/tokenizer/_bpe_c.pyx":48
  *         r = l + 1
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3426,7 +3891,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":45
+      /* "csrc/tokenizer/_bpe_c.pyx":49
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l             # <<<<<<<<<<<<<<
@@ -3435,7 +3900,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       __pyx_v_m = __pyx_v_l;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":44
+      /* "csrc/tokenizer/_bpe_c.pyx":48
  *         r = l + 1
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3444,7 +3909,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":46
+    /* "csrc/tokenizer/_bpe_c.pyx":50
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3470,7 +3935,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":47
+      /* "csrc/tokenizer/_bpe_c.pyx":51
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r             # <<<<<<<<<<<<<<
@@ -3479,7 +3944,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       __pyx_v_m = __pyx_v_r;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":46
+      /* "csrc/tokenizer/_bpe_c.pyx":50
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3488,7 +3953,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":48
+    /* "csrc/tokenizer/_bpe_c.pyx":52
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r
  *         if m == i:             # <<<<<<<<<<<<<<
@@ -3500,7 +3965,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":49
+      /* "csrc/tokenizer/_bpe_c.pyx":53
  *             m = r
  *         if m == i:
  *             break             # <<<<<<<<<<<<<<
@@ -3509,7 +3974,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       goto __pyx_L4_break;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":48
+      /* "csrc/tokenizer/_bpe_c.pyx":52
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r
  *         if m == i:             # <<<<<<<<<<<<<<
@@ -3518,7 +3983,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":50
+    /* "csrc/tokenizer/_bpe_c.pyx":54
  *         if m == i:
  *             break
  *         heap[i], heap[m] = heap[m], heap[i]             # <<<<<<<<<<<<<<
@@ -3534,7 +3999,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     (__pyx_v_heap[__pyx_v_m]) = __pyx_t_5;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":51
+    /* "csrc/tokenizer/_bpe_c.pyx":55
  *             break
  *         heap[i], heap[m] = heap[m], heap[i]
  *         i = m             # <<<<<<<<<<<<<<
@@ -3545,7 +4010,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   }
   __pyx_L4_break:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":52
+  /* "csrc/tokenizer/_bpe_c.pyx":56
  *         heap[i], heap[m] = heap[m], heap[i]
  *         i = m
  *     return top             # <<<<<<<<<<<<<<
@@ -3558,7 +4023,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":35
+  /* "csrc/tokenizer/_bpe_c.pyx":39
  * 
  * 
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3576,7 +4041,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":57
+/* "csrc/tokenizer/_bpe_c.pyx":61
  * cdef class BPE:
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):             # <<<<<<<<<<<<<<
@@ -3624,41 +4089,41 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_byte_ids,&__pyx_mstate_global->__pyx_n_u_pairs,&__pyx_mstate_global->__pyx_n_u_whole,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 57, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 61, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 57, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 57, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 57, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__cinit__", 0) < (0)) __PYX_ERR(0, 57, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__cinit__", 0) < (0)) __PYX_ERR(0, 61, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, i); __PYX_ERR(0, 57, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, i); __PYX_ERR(0, 61, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 57, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 57, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 57, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -3670,7 +4135,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, __pyx_nargs); __PYX_ERR(0, 57, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, __pyx_nargs); __PYX_ERR(0, 61, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -3698,6 +4163,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   PyObject *__pyx_v_b = NULL;
   PyObject *__pyx_v_rank = NULL;
   PyObject *__pyx_v_merged = NULL;
+  PyObject *__pyx_v_top = NULL;
+  CYTHON_UNUSED PyObject *__pyx_7genexpr__pyx_v__ = NULL;
+  PyObject *__pyx_7genexpr__pyx_v_m = NULL;
   int __pyx_r;
   __Pyx_RefNannyDeclarations
   Py_ssize_t __pyx_t_1;
@@ -3718,12 +4186,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   int64_t __pyx_t_16;
   int64_t __pyx_t_17;
   int64_t __pyx_t_18;
+  PyObject *__pyx_t_19 = NULL;
+  PyObject *__pyx_t_20 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__cinit__", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":58
+  /* "csrc/tokenizer/_bpe_c.pyx":62
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):
  *         cdef Py_ssize_t cap = 16             # <<<<<<<<<<<<<<
@@ -3732,21 +4202,21 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":60
+  /* "csrc/tokenizer/_bpe_c.pyx":64
  *         cdef Py_ssize_t cap = 16
  *         cdef int i
  *         if len(byte_ids) != 256:             # <<<<<<<<<<<<<<
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):
 */
-  __pyx_t_1 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 60, __pyx_L1_error)
+  __pyx_t_1 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 64, __pyx_L1_error)
   __pyx_t_2 = (__pyx_t_1 != 0x100);
 
 
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":61
+    /* "csrc/tokenizer/_bpe_c.pyx":65
  *         cdef int i
  *         if len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")             # <<<<<<<<<<<<<<
@@ -3759,14 +4229,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_kp_u_byte_ids_needs_one_id_per_byte_v};
       __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 61, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 65, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_Raise(__pyx_t_3, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __PYX_ERR(0, 61, __pyx_L1_error)
+    __PYX_ERR(0, 65, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":60
+    /* "csrc/tokenizer/_bpe_c.pyx":64
  *         cdef Py_ssize_t cap = 16
  *         cdef int i
  *         if len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -3775,7 +4245,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":62
+  /* "csrc/tokenizer/_bpe_c.pyx":66
  *         if len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):             # <<<<<<<<<<<<<<
@@ -3785,22 +4255,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   for (__pyx_t_6 = 0; __pyx_t_6 < 0x100; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":63
+    /* "csrc/tokenizer/_bpe_c.pyx":67
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i]             # <<<<<<<<<<<<<<
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2
 */
-    __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, int, 1, __Pyx_PyLong_From_int, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 63, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, int, 1, __Pyx_PyLong_From_int, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 67, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_t_3); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 63, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_t_3); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 67, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
     (__pyx_v_self->_byte_ids[__pyx_v_i]) = __pyx_t_7;
 
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":64
+  /* "csrc/tokenizer/_bpe_c.pyx":68
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i]
  *         while cap < 2 * len(pairs) + 16:             # <<<<<<<<<<<<<<
@@ -3808,14 +4278,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
  *         self._mask = cap - 1
 */
   while (1) {
-    __pyx_t_1 = PyObject_Length(__pyx_v_pairs); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 64, __pyx_L1_error)
+    __pyx_t_1 = PyObject_Length(__pyx_v_pairs); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 68, __pyx_L1_error)
     __pyx_t_2 = (__pyx_v_cap < ((2 * __pyx_t_1) + 16));
 
 
 
     if (!__pyx_t_2) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":65
+    /* "csrc/tokenizer/_bpe_c.pyx":69
  *             self._byte_ids[i] = byte_ids[i]
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -3825,7 +4295,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":66
+  /* "csrc/tokenizer/_bpe_c.pyx":70
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2
  *         self._mask = cap - 1             # <<<<<<<<<<<<<<
@@ -3834,7 +4304,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":67
+  /* "csrc/tokenizer/_bpe_c.pyx":71
  *             cap *= 2
  *         self._mask = cap - 1
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))             # <<<<<<<<<<<<<<
@@ -3843,7 +4313,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_keys = ((uint64_t *)calloc(__pyx_v_cap, (sizeof(uint64_t))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":68
+  /* "csrc/tokenizer/_bpe_c.pyx":72
  *         self._mask = cap - 1
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))             # <<<<<<<<<<<<<<
@@ -3852,7 +4322,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_ranks = ((int64_t *)malloc((__pyx_v_cap * (sizeof(int64_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":69
+  /* "csrc/tokenizer/_bpe_c.pyx":73
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -3861,7 +4331,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_merged = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":70
+  /* "csrc/tokenizer/_bpe_c.pyx":74
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:             # <<<<<<<<<<<<<<
@@ -3897,16 +4367,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":71
+    /* "csrc/tokenizer/_bpe_c.pyx":75
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 71, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 75, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":70
+    /* "csrc/tokenizer/_bpe_c.pyx":74
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:             # <<<<<<<<<<<<<<
@@ -3915,7 +4385,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":72
+  /* "csrc/tokenizer/_bpe_c.pyx":76
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:
  *             raise MemoryError()
  *         for (a, b), (rank, merged) in pairs.items():             # <<<<<<<<<<<<<<
@@ -3925,9 +4395,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __pyx_t_1 = 0;
   if (unlikely(__pyx_v_pairs == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 72, __pyx_L1_error)
+    __PYX_ERR(0, 76, __pyx_L1_error)
   }
-  __pyx_t_4 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_9), (&__pyx_t_6)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_9), (&__pyx_t_6)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_XDECREF(__pyx_t_3);
   __pyx_t_3 = __pyx_t_4;
@@ -3935,7 +4405,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   while (1) {
     __pyx_t_11 = __Pyx_dict_iter_next(__pyx_t_3, __pyx_t_9, &__pyx_t_1, &__pyx_t_4, &__pyx_t_10, NULL, __pyx_t_6);
     if (unlikely(__pyx_t_11 == 0)) break;
-    if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 72, __pyx_L1_error)
+    if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 76, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_GOTREF(__pyx_t_10);
     if ((likely(PyTuple_CheckExact(__pyx_t_4))) || (PyList_CheckExact(__pyx_t_4))) {
@@ -3944,7 +4414,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       if (unlikely(size != 2)) {
         if (size > 2) __Pyx_RaiseTooManyValuesError(2);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 72, __pyx_L1_error)
+        __PYX_ERR(0, 76, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -3954,22 +4424,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_INCREF(__pyx_t_13);
       } else {
         __pyx_t_12 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 72, __pyx_L1_error)
+        if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 76, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_12);
         __pyx_t_13 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
+        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_13);
       }
       #else
-      __pyx_t_12 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 72, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 76, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
-      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       #endif
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     } else {
       Py_ssize_t index = -1;
-      __pyx_t_14 = PyObject_GetIter(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 72, __pyx_L1_error)
+      __pyx_t_14 = PyObject_GetIter(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 76, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_14);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14);
@@ -3977,7 +4447,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_GOTREF(__pyx_t_12);
       index = 1; __pyx_t_13 = __pyx_t_15(__pyx_t_14); if (unlikely(!__pyx_t_13)) goto __pyx_L14_unpacking_failed;
       __Pyx_GOTREF(__pyx_t_13);
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_14), 2) < (0)) __PYX_ERR(0, 72, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_14), 2) < (0)) __PYX_ERR(0, 76, __pyx_L1_error)
       __pyx_t_15 = NULL;
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
       goto __pyx_L15_unpacking_done;
@@ -3985,7 +4455,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
       __pyx_t_15 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 72, __pyx_L1_error)
+      __PYX_ERR(0, 76, __pyx_L1_error)
       __pyx_L15_unpacking_done:;
     }
     __Pyx_XDECREF_SET(__pyx_v_a, __pyx_t_12);
@@ -3998,7 +4468,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       if (unlikely(size != 2)) {
         if (size > 2) __Pyx_RaiseTooManyValuesError(2);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 72, __pyx_L1_error)
+        __PYX_ERR(0, 76, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -4008,22 +4478,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_INCREF(__pyx_t_13);
       } else {
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_13 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
+        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_13);
       }
       #else
-      __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 72, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       #endif
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
     } else {
       Py_ssize_t index = -1;
-      __pyx_t_12 = PyObject_GetIter(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 72, __pyx_L1_error)
+      __pyx_t_12 = PyObject_GetIter(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 76, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_12);
@@ -4031,7 +4501,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_GOTREF(__pyx_t_4);
       index = 1; __pyx_t_13 = __pyx_t_15(__pyx_t_12); if (unlikely(!__pyx_t_13)) goto __pyx_L16_unpacking_failed;
       __Pyx_GOTREF(__pyx_t_13);
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_12), 2) < (0)) __PYX_ERR(0, 72, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_12), 2) < (0)) __PYX_ERR(0, 76, __pyx_L1_error)
       __pyx_t_15 = NULL;
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       goto __pyx_L17_unpacking_done;
@@ -4039,7 +4509,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       __pyx_t_15 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 72, __pyx_L1_error)
+      __PYX_ERR(0, 76, __pyx_L1_error)
       __pyx_L17_unpacking_done:;
     }
     __Pyx_XDECREF_SET(__pyx_v_rank, __pyx_t_4);
@@ -4047,18 +4517,18 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __Pyx_XDECREF_SET(__pyx_v_merged, __pyx_t_13);
     __pyx_t_13 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":73
+    /* "csrc/tokenizer/_bpe_c.pyx":77
  *             raise MemoryError()
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)             # <<<<<<<<<<<<<<
  *         if whole is not None:
  *             self._build_whole(whole)
 */
-    __pyx_t_16 = __Pyx_PyLong_As_int64_t(__pyx_v_a); if (unlikely((__pyx_t_16 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
-    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_b); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
-    __pyx_t_18 = __Pyx_PyLong_As_int64_t(__pyx_v_rank); if (unlikely((__pyx_t_18 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
-    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_v_merged); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
-    ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_put(__pyx_v_self, __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_t_16, __pyx_t_17), __pyx_t_18, __pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 73, __pyx_L1_error)
+    __pyx_t_16 = __Pyx_PyLong_As_int64_t(__pyx_v_a); if (unlikely((__pyx_t_16 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
+    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_b); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
+    __pyx_t_18 = __Pyx_PyLong_As_int64_t(__pyx_v_rank); if (unlikely((__pyx_t_18 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_v_merged); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
+    ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_put(__pyx_v_self, __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_t_16, __pyx_t_17), __pyx_t_18, __pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
 
 
 
@@ -4066,7 +4536,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   }
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":74
+  /* "csrc/tokenizer/_bpe_c.pyx":78
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:             # <<<<<<<<<<<<<<
@@ -4077,12 +4547,12 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":75
+    /* "csrc/tokenizer/_bpe_c.pyx":79
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:
  *             self._build_whole(whole)             # <<<<<<<<<<<<<<
  *         self._grow(256)
- * 
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
 */
     __pyx_t_10 = ((PyObject *)__pyx_v_self);
     __Pyx_INCREF(__pyx_t_10);
@@ -4091,12 +4561,12 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_10, __pyx_v_whole};
       __pyx_t_3 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_build_whole, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 75, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 79, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":74
+    /* "csrc/tokenizer/_bpe_c.pyx":78
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:             # <<<<<<<<<<<<<<
@@ -4105,17 +4575,311 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":76
+  /* "csrc/tokenizer/_bpe_c.pyx":80
  *         if whole is not None:
  *             self._build_whole(whole)
  *         self._grow(256)             # <<<<<<<<<<<<<<
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:
+*/
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, 0x100); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 80, __pyx_L1_error)
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":81
+ *             self._build_whole(whole)
+ *         self._grow(256)
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))             # <<<<<<<<<<<<<<
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+*/
+  __pyx_v_self->_cache = ((struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *)calloc(__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS, (sizeof(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot))));
+
+  /* "csrc/tokenizer/_bpe_c.pyx":82
+ *         self._grow(256)
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+*/
+  __pyx_t_2 = (__pyx_v_self->_cache == NULL);
+
+  if (unlikely(__pyx_t_2)) {
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":83
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:
+ *             raise MemoryError()             # <<<<<<<<<<<<<<
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+ *                   max(whole.values(), default=-1) if whole else -1)
+*/
+    PyErr_NoMemory(); __PYX_ERR(0, 83, __pyx_L1_error)
+
+    /* "csrc/tokenizer/_bpe_c.pyx":82
+ *         self._grow(256)
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+*/
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":84
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),             # <<<<<<<<<<<<<<
+ *                   max(whole.values(), default=-1) if whole else -1)
+ *         self._ints = list(range(top + 1))
+*/
+  __pyx_t_10 = NULL;
+  { /* enter inner scope */
+    __pyx_t_13 = PyList_New(0); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 84, __pyx_L22_error)
+    __Pyx_GOTREF(__pyx_t_13);
+    __pyx_t_9 = 0;
+    if (unlikely(__pyx_v_pairs == Py_None)) {
+      PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "values");
+      __PYX_ERR(0, 84, __pyx_L22_error)
+    }
+    __pyx_t_12 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_values, (&__pyx_t_1), (&__pyx_t_6)); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 84, __pyx_L22_error)
+    __Pyx_GOTREF(__pyx_t_12);
+    __Pyx_XDECREF(__pyx_t_4);
+    __pyx_t_4 = __pyx_t_12;
+    __pyx_t_12 = 0;
+    while (1) {
+      __pyx_t_11 = __Pyx_dict_iter_next(__pyx_t_4, __pyx_t_1, &__pyx_t_9, NULL, &__pyx_t_12, NULL, __pyx_t_6);
+      if (unlikely(__pyx_t_11 == 0)) break;
+      if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 84, __pyx_L22_error)
+      __Pyx_GOTREF(__pyx_t_12);
+      if ((likely(PyTuple_CheckExact(__pyx_t_12))) || (PyList_CheckExact(__pyx_t_12))) {
+        PyObject* sequence = __pyx_t_12;
+        Py_ssize_t size = __Pyx_PySequence_SIZE(sequence);
+        if (unlikely(size != 2)) {
+          if (size > 2) __Pyx_RaiseTooManyValuesError(2);
+          else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
+          __PYX_ERR(0, 84, __pyx_L22_error)
+        }
+        #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
+        if (likely(PyTuple_CheckExact(sequence))) {
+          __pyx_t_14 = PyTuple_GET_ITEM(sequence, 0);
+          __Pyx_INCREF(__pyx_t_14);
+          __pyx_t_19 = PyTuple_GET_ITEM(sequence, 1);
+          __Pyx_INCREF(__pyx_t_19);
+        } else {
+          __pyx_t_14 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
+          if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L22_error)
+          __Pyx_XGOTREF(__pyx_t_14);
+          __pyx_t_19 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
+          if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 84, __pyx_L22_error)
+          __Pyx_XGOTREF(__pyx_t_19);
+        }
+        #else
+        __pyx_t_14 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __Pyx_GOTREF(__pyx_t_14);
+        __pyx_t_19 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __Pyx_GOTREF(__pyx_t_19);
+        #endif
+        __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+      } else {
+        Py_ssize_t index = -1;
+        __pyx_t_20 = PyObject_GetIter(__pyx_t_12); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __Pyx_GOTREF(__pyx_t_20);
+        __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+        __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_20);
+        index = 0; __pyx_t_14 = __pyx_t_15(__pyx_t_20); if (unlikely(!__pyx_t_14)) goto __pyx_L25_unpacking_failed;
+        __Pyx_GOTREF(__pyx_t_14);
+        index = 1; __pyx_t_19 = __pyx_t_15(__pyx_t_20); if (unlikely(!__pyx_t_19)) goto __pyx_L25_unpacking_failed;
+        __Pyx_GOTREF(__pyx_t_19);
+        if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_20), 2) < (0)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __pyx_t_15 = NULL;
+        __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+        goto __pyx_L26_unpacking_done;
+        __pyx_L25_unpacking_failed:;
+        __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+        __pyx_t_15 = NULL;
+        if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
+        __PYX_ERR(0, 84, __pyx_L22_error)
+        __pyx_L26_unpacking_done:;
+      }
+      __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v__, __pyx_t_14);
+      __pyx_t_14 = 0;
+      __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v_m, __pyx_t_19);
+      __pyx_t_19 = 0;
+      if (unlikely(__Pyx_ListComp_Append(__pyx_t_13, __pyx_7genexpr__pyx_v_m))) __PYX_ERR(0, 84, __pyx_L22_error)
+    }
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v__); __pyx_7genexpr__pyx_v__ = 0;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v_m); __pyx_7genexpr__pyx_v_m = 0;
+    goto __pyx_L27_exit_scope;
+    __pyx_L22_error:;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v__); __pyx_7genexpr__pyx_v__ = 0;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v_m); __pyx_7genexpr__pyx_v_m = 0;
+    goto __pyx_L1_error;
+    __pyx_L27_exit_scope:;
+  } /* exit inner scope */
+  #if CYTHON_VECTORCALL
+  #endif
+  __pyx_t_5 = 1;
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_10, __pyx_t_13, __pyx_mstate_global->__pyx_int_neg_1};
+    #if CYTHON_VECTORCALL
+    __pyx_t_4 = __pyx_mstate_global->__pyx_tuple[0];
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 84, __pyx_L1_error)
+    __Pyx_INCREF(__pyx_t_4);
+    #else
+    {
+      PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
+      __pyx_t_4 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 84, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_4);
+    }
+    #endif
+    __pyx_t_3 = __Pyx_Object_VectorcallKwds((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET), __pyx_t_4);
+    __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
+    __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
+    #if CYTHON_VECTORCALL
+    #endif
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 84, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_3);
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":85
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+ *                   max(whole.values(), default=-1) if whole else -1)             # <<<<<<<<<<<<<<
+ *         self._ints = list(range(top + 1))
+ * 
+*/
+  __pyx_t_2 = __Pyx_PyObject_IsTrue(__pyx_v_whole); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 85, __pyx_L1_error)
+  if (__pyx_t_2) {
+    __pyx_t_10 = NULL;
+    __pyx_t_19 = __pyx_v_whole;
+    __Pyx_INCREF(__pyx_t_19);
+    __pyx_t_5 = 0;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_19, NULL};
+      __pyx_t_12 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_values, __pyx_callargs+__pyx_t_5, (1-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_19); __pyx_t_19 = 0;
+      if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 85, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_12);
+    }
+    #if CYTHON_VECTORCALL
+    #endif
+    __pyx_t_5 = 1;
+    {
+      PyObject *__pyx_callargs[3] = {__pyx_t_10, __pyx_t_12, __pyx_mstate_global->__pyx_int_neg_1};
+      #if CYTHON_VECTORCALL
+      __pyx_t_19 = __pyx_mstate_global->__pyx_tuple[0];
+      if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L1_error)
+      __Pyx_INCREF(__pyx_t_19);
+      #else
+      {
+        PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
+        __pyx_t_19 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
+        if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L1_error)
+        __Pyx_GOTREF(__pyx_t_19);
+      }
+      #endif
+      __pyx_t_13 = __Pyx_Object_VectorcallKwds((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET), __pyx_t_19);
+      __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
+      __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+      #if CYTHON_VECTORCALL
+      #endif
+      __Pyx_DECREF(__pyx_t_19); __pyx_t_19 = 0;
+      if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 85, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_13);
+    }
+    __pyx_t_4 = __pyx_t_13;
+    __pyx_t_13 = 0;
+  } else {
+    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
+    __pyx_t_4 = __pyx_mstate_global->__pyx_int_neg_1;
+  }
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":84
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),             # <<<<<<<<<<<<<<
+ *                   max(whole.values(), default=-1) if whole else -1)
+ *         self._ints = list(range(top + 1))
+*/
+  __pyx_t_19 = NULL;
+  __pyx_t_5 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_19, __pyx_v_byte_ids};
+    __pyx_t_13 = __Pyx_PyObject_FastCall((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_19); __pyx_t_19 = 0;
+    if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 84, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_13);
+  }
+  __pyx_t_2 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_3, __pyx_t_13, Py_GT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 84, __pyx_L1_error)
+  if (__pyx_t_2) {
+    __Pyx_INCREF(__pyx_t_3);
+    __pyx_t_19 = __pyx_t_3;
+  } else {
+    __Pyx_INCREF(__pyx_t_13);
+    __pyx_t_19 = __pyx_t_13;
+  }
+
+  __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
+  __Pyx_INCREF(__pyx_t_19);
+  __pyx_t_13 = __pyx_t_19;
+  __Pyx_DECREF(__pyx_t_19); __pyx_t_19 = 0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":85
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+ *                   max(whole.values(), default=-1) if whole else -1)             # <<<<<<<<<<<<<<
+ *         self._ints = list(range(top + 1))
+ * 
+*/
+  __pyx_t_2 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_4, __pyx_t_13, Py_GT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 85, __pyx_L1_error)
+  if (__pyx_t_2) {
+    __Pyx_INCREF(__pyx_t_4);
+    __pyx_t_19 = __pyx_t_4;
+  } else {
+    __Pyx_INCREF(__pyx_t_13);
+    __pyx_t_19 = __pyx_t_13;
+  }
+
+  __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __pyx_t_3 = __pyx_t_19;
+  __Pyx_INCREF(__pyx_t_3);
+  __Pyx_DECREF(__pyx_t_19); __pyx_t_19 = 0;
+  __pyx_v_top = __pyx_t_3;
+  __pyx_t_3 = 0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":86
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+ *                   max(whole.values(), default=-1) if whole else -1)
+ *         self._ints = list(range(top + 1))             # <<<<<<<<<<<<<<
  * 
  *     def __dealloc__(self):
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, 0x100); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 76, __pyx_L1_error)
+  __pyx_t_19 = NULL;
+  __pyx_t_4 = __Pyx_PyLong_AddObjC(__pyx_v_top, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_19, __pyx_t_4};
+    __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_19); __pyx_t_19 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 86, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_3);
+  }
+  __pyx_t_4 = PySequence_List(__pyx_t_3); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __Pyx_GIVEREF(__pyx_t_4);
+  __Pyx_GOTREF(__pyx_v_self->_ints);
+  __Pyx_DECREF_SET(__pyx_v_self->_ints, ((PyObject*)__pyx_t_4));
+  __pyx_t_4 = 0;
 
-
-  /* "csrc/tokenizer/_bpe_c.pyx":57
+  /* "csrc/tokenizer/_bpe_c.pyx":61
  * cdef class BPE:
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):             # <<<<<<<<<<<<<<
@@ -4133,6 +4897,8 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __Pyx_XDECREF(__pyx_t_12);
   __Pyx_XDECREF(__pyx_t_13);
   __Pyx_XDECREF(__pyx_t_14);
+  __Pyx_XDECREF(__pyx_t_19);
+  __Pyx_XDECREF(__pyx_t_20);
   __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.__cinit__", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = -1;
   __pyx_L0:;
@@ -4142,13 +4908,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __Pyx_XDECREF(__pyx_v_b);
   __Pyx_XDECREF(__pyx_v_rank);
   __Pyx_XDECREF(__pyx_v_merged);
+  __Pyx_XDECREF(__pyx_v_top);
+  __Pyx_XDECREF(__pyx_7genexpr__pyx_v__);
+  __Pyx_XDECREF(__pyx_7genexpr__pyx_v_m);
 
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":78
- *         self._grow(256)
+/* "csrc/tokenizer/_bpe_c.pyx":88
+ *         self._ints = list(range(top + 1))
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
  *         free(self._keys)
@@ -4170,7 +4939,7 @@ static void __pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_3__dealloc__(PyObject *__py
 
 static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self) {
 
-  /* "csrc/tokenizer/_bpe_c.pyx":79
+  /* "csrc/tokenizer/_bpe_c.pyx":89
  * 
  *     def __dealloc__(self):
  *         free(self._keys)             # <<<<<<<<<<<<<<
@@ -4179,7 +4948,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_keys);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":80
+  /* "csrc/tokenizer/_bpe_c.pyx":90
  *     def __dealloc__(self):
  *         free(self._keys)
  *         free(self._ranks)             # <<<<<<<<<<<<<<
@@ -4188,7 +4957,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_ranks);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":81
+  /* "csrc/tokenizer/_bpe_c.pyx":91
  *         free(self._keys)
  *         free(self._ranks)
  *         free(self._merged)             # <<<<<<<<<<<<<<
@@ -4197,7 +4966,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_merged);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":82
+  /* "csrc/tokenizer/_bpe_c.pyx":92
  *         free(self._ranks)
  *         free(self._merged)
  *         free(self._arena)             # <<<<<<<<<<<<<<
@@ -4206,7 +4975,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_arena);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":83
+  /* "csrc/tokenizer/_bpe_c.pyx":93
  *         free(self._merged)
  *         free(self._arena)
  *         free(self._w_off)             # <<<<<<<<<<<<<<
@@ -4215,7 +4984,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_off);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":84
+  /* "csrc/tokenizer/_bpe_c.pyx":94
  *         free(self._arena)
  *         free(self._w_off)
  *         free(self._w_len)             # <<<<<<<<<<<<<<
@@ -4224,7 +4993,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_len);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":85
+  /* "csrc/tokenizer/_bpe_c.pyx":95
  *         free(self._w_off)
  *         free(self._w_len)
  *         free(self._w_id)             # <<<<<<<<<<<<<<
@@ -4233,7 +5002,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_id);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":86
+  /* "csrc/tokenizer/_bpe_c.pyx":96
  *         free(self._w_len)
  *         free(self._w_id)
  *         free(self._w_slots)             # <<<<<<<<<<<<<<
@@ -4242,26 +5011,35 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_slots);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":87
+  /* "csrc/tokenizer/_bpe_c.pyx":97
  *         free(self._w_id)
  *         free(self._w_slots)
  *         free(self._scratch)             # <<<<<<<<<<<<<<
  *         free(self._heap)
- * 
+ *         free(self._cache)
 */
   free(__pyx_v_self->_scratch);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":88
+  /* "csrc/tokenizer/_bpe_c.pyx":98
  *         free(self._w_slots)
  *         free(self._scratch)
  *         free(self._heap)             # <<<<<<<<<<<<<<
+ *         free(self._cache)
  * 
- *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
 */
   free(__pyx_v_self->_heap);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":78
- *         self._grow(256)
+  /* "csrc/tokenizer/_bpe_c.pyx":99
+ *         free(self._scratch)
+ *         free(self._heap)
+ *         free(self._cache)             # <<<<<<<<<<<<<<
+ * 
+ *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
+*/
+  free(__pyx_v_self->_cache);
+
+  /* "csrc/tokenizer/_bpe_c.pyx":88
+ *         self._ints = list(range(top + 1))
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
  *         free(self._keys)
@@ -4272,8 +5050,8 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":90
- *         free(self._heap)
+/* "csrc/tokenizer/_bpe_c.pyx":101
+ *         free(self._cache)
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):             # <<<<<<<<<<<<<<
  *         cdef uint64_t h = _hash(key) & self._mask
@@ -4285,7 +5063,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":91
+  /* "csrc/tokenizer/_bpe_c.pyx":102
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
  *         cdef uint64_t h = _hash(key) & self._mask             # <<<<<<<<<<<<<<
@@ -4294,7 +5072,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key) & __pyx_v_self->_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":92
+  /* "csrc/tokenizer/_bpe_c.pyx":103
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:             # <<<<<<<<<<<<<<
@@ -4321,7 +5099,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":93
+    /* "csrc/tokenizer/_bpe_c.pyx":104
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -4331,7 +5109,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":94
+  /* "csrc/tokenizer/_bpe_c.pyx":105
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key             # <<<<<<<<<<<<<<
@@ -4340,7 +5118,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_keys[__pyx_v_h]) = __pyx_v_key;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":95
+  /* "csrc/tokenizer/_bpe_c.pyx":106
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key
  *         self._ranks[h] = rank             # <<<<<<<<<<<<<<
@@ -4349,7 +5127,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_ranks[__pyx_v_h]) = __pyx_v_rank;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":96
+  /* "csrc/tokenizer/_bpe_c.pyx":107
  *         self._keys[h] = key
  *         self._ranks[h] = rank
  *         self._merged[h] = merged             # <<<<<<<<<<<<<<
@@ -4358,8 +5136,8 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_merged[__pyx_v_h]) = __pyx_v_merged;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":90
- *         free(self._heap)
+  /* "csrc/tokenizer/_bpe_c.pyx":101
+ *         free(self._cache)
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):             # <<<<<<<<<<<<<<
  *         cdef uint64_t h = _hash(key) & self._mask
@@ -4371,7 +5149,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":98
+/* "csrc/tokenizer/_bpe_c.pyx":109
  *         self._merged[h] = merged
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4385,7 +5163,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   int __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":99
+  /* "csrc/tokenizer/_bpe_c.pyx":110
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
  *         cdef uint64_t key = _key(a, b)             # <<<<<<<<<<<<<<
@@ -4394,7 +5172,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
   __pyx_v_key = __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_v_a, __pyx_v_b);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":100
+  /* "csrc/tokenizer/_bpe_c.pyx":111
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
  *         cdef uint64_t key = _key(a, b)
  *         cdef uint64_t h = _hash(key) & self._mask             # <<<<<<<<<<<<<<
@@ -4403,7 +5181,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
   __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key) & __pyx_v_self->_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":101
+  /* "csrc/tokenizer/_bpe_c.pyx":112
  *         cdef uint64_t key = _key(a, b)
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:             # <<<<<<<<<<<<<<
@@ -4416,7 +5194,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":102
+    /* "csrc/tokenizer/_bpe_c.pyx":113
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
@@ -4428,7 +5206,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":103
+      /* "csrc/tokenizer/_bpe_c.pyx":114
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]             # <<<<<<<<<<<<<<
@@ -4437,7 +5215,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
       (__pyx_v_rank[0]) = (__pyx_v_self->_ranks[__pyx_v_h]);
 
-      /* "csrc/tokenizer/_bpe_c.pyx":104
+      /* "csrc/tokenizer/_bpe_c.pyx":115
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]             # <<<<<<<<<<<<<<
@@ -4446,7 +5224,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
       (__pyx_v_merged[0]) = (__pyx_v_self->_merged[__pyx_v_h]);
 
-      /* "csrc/tokenizer/_bpe_c.pyx":105
+      /* "csrc/tokenizer/_bpe_c.pyx":116
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]
  *                 return True             # <<<<<<<<<<<<<<
@@ -4459,7 +5237,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":102
+      /* "csrc/tokenizer/_bpe_c.pyx":113
  *         cdef uint64_t h = _hash(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
@@ -4468,7 +5246,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":106
+    /* "csrc/tokenizer/_bpe_c.pyx":117
  *                 merged[0] = self._merged[h]
  *                 return True
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -4478,7 +5256,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":107
+  /* "csrc/tokenizer/_bpe_c.pyx":118
  *                 return True
  *             h = (h + 1) & self._mask
  *         return False             # <<<<<<<<<<<<<<
@@ -4491,7 +5269,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":98
+  /* "csrc/tokenizer/_bpe_c.pyx":109
  *         self._merged[h] = merged
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4506,7 +5284,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":109
+/* "csrc/tokenizer/_bpe_c.pyx":120
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
@@ -4553,32 +5331,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_whole,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 109, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 120, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 109, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 120, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_build_whole", 0) < (0)) __PYX_ERR(0, 109, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_build_whole", 0) < (0)) __PYX_ERR(0, 120, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, i); __PYX_ERR(0, 109, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, i); __PYX_ERR(0, 120, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 109, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 120, __pyx_L3_error)
     }
     __pyx_v_whole = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 109, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 120, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -4589,7 +5367,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_whole), (&PyDict_Type), 1, "whole", 1))) __PYX_ERR(0, 109, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_whole), (&PyDict_Type), 1, "whole", 1))) __PYX_ERR(0, 120, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_whole);
 
   /* function exit code */
@@ -4641,7 +5419,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_build_whole", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":110
+  /* "csrc/tokenizer/_bpe_c.pyx":121
  * 
  *     def _build_whole(self, dict whole):
  *         cdef Py_ssize_t n = len(whole), total = 0, k = 0, cap = 16             # <<<<<<<<<<<<<<
@@ -4650,15 +5428,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 110, __pyx_L1_error)
+    __PYX_ERR(0, 121, __pyx_L1_error)
   }
-  __pyx_t_1 = PyDict_Size(__pyx_v_whole); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 110, __pyx_L1_error)
+  __pyx_t_1 = PyDict_Size(__pyx_v_whole); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 121, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
   __pyx_v_total = 0;
   __pyx_v_k = 0;
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":113
+  /* "csrc/tokenizer/_bpe_c.pyx":124
  *         cdef bytes tok
  *         cdef uint64_t h
  *         for tok in whole:             # <<<<<<<<<<<<<<
@@ -4668,9 +5446,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   __pyx_t_1 = 0;
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not iterable");
-    __PYX_ERR(0, 113, __pyx_L1_error)
+    __PYX_ERR(0, 124, __pyx_L1_error)
   }
-  __pyx_t_5 = __Pyx_dict_iterator(__pyx_v_whole, 1, ((PyObject *)NULL), (&__pyx_t_3), (&__pyx_t_4)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 113, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_dict_iterator(__pyx_v_whole, 1, ((PyObject *)NULL), (&__pyx_t_3), (&__pyx_t_4)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 124, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_XDECREF(__pyx_t_2);
   __pyx_t_2 = __pyx_t_5;
@@ -4678,13 +5456,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   while (1) {
     __pyx_t_6 = __Pyx_dict_iter_next(__pyx_t_2, __pyx_t_3, &__pyx_t_1, &__pyx_t_5, NULL, NULL, __pyx_t_4);
     if (unlikely(__pyx_t_6 == 0)) break;
-    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 113, __pyx_L1_error)
+    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 124, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (!(likely(PyBytes_CheckExact(__pyx_t_5))||((__pyx_t_5) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_5))) __PYX_ERR(0, 113, __pyx_L1_error)
+    if (!(likely(PyBytes_CheckExact(__pyx_t_5))||((__pyx_t_5) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_5))) __PYX_ERR(0, 124, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_tok, ((PyObject*)__pyx_t_5));
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":114
+    /* "csrc/tokenizer/_bpe_c.pyx":125
  *         cdef uint64_t h
  *         for tok in whole:
  *             total += len(tok)             # <<<<<<<<<<<<<<
@@ -4693,15 +5471,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 114, __pyx_L1_error)
+      __PYX_ERR(0, 125, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 114, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 125, __pyx_L1_error)
     __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":115
+  /* "csrc/tokenizer/_bpe_c.pyx":126
  *         for tok in whole:
  *             total += len(tok)
  *         while cap < 2 * n + 16:             # <<<<<<<<<<<<<<
@@ -4714,7 +5492,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
     if (!__pyx_t_8) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":116
+    /* "csrc/tokenizer/_bpe_c.pyx":127
  *             total += len(tok)
  *         while cap < 2 * n + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -4724,7 +5502,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":117
+  /* "csrc/tokenizer/_bpe_c.pyx":128
  *         while cap < 2 * n + 16:
  *             cap *= 2
  *         self._w_mask = cap - 1             # <<<<<<<<<<<<<<
@@ -4733,7 +5511,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":118
+  /* "csrc/tokenizer/_bpe_c.pyx":129
  *             cap *= 2
  *         self._w_mask = cap - 1
  *         self._arena = <unsigned char*>malloc(total + 1)             # <<<<<<<<<<<<<<
@@ -4742,7 +5520,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_arena = ((unsigned char *)malloc((__pyx_v_total + 1)));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":119
+  /* "csrc/tokenizer/_bpe_c.pyx":130
  *         self._w_mask = cap - 1
  *         self._arena = <unsigned char*>malloc(total + 1)
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))             # <<<<<<<<<<<<<<
@@ -4751,7 +5529,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_off = ((int64_t *)malloc(((__pyx_v_n + 1) * (sizeof(int64_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":120
+  /* "csrc/tokenizer/_bpe_c.pyx":131
  *         self._arena = <unsigned char*>malloc(total + 1)
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4760,7 +5538,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_len = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":121
+  /* "csrc/tokenizer/_bpe_c.pyx":132
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4769,7 +5547,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_id = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":122
+  /* "csrc/tokenizer/_bpe_c.pyx":133
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4778,7 +5556,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_slots = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":123
+  /* "csrc/tokenizer/_bpe_c.pyx":134
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -4806,7 +5584,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     goto __pyx_L8_bool_binop_done;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":124
+  /* "csrc/tokenizer/_bpe_c.pyx":135
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL
  *                 or self._w_id == NULL or self._w_slots == NULL):             # <<<<<<<<<<<<<<
@@ -4840,7 +5618,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
   __pyx_L8_bool_binop_done:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":123
+  /* "csrc/tokenizer/_bpe_c.pyx":134
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -4850,16 +5628,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   if (unlikely(__pyx_t_8)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":125
+    /* "csrc/tokenizer/_bpe_c.pyx":136
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for i in range(cap):
  *             self._w_slots[i] = -1
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 125, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 136, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":123
+    /* "csrc/tokenizer/_bpe_c.pyx":134
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -4868,7 +5646,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":126
+  /* "csrc/tokenizer/_bpe_c.pyx":137
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()
  *         for i in range(cap):             # <<<<<<<<<<<<<<
@@ -4876,7 +5654,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
  *         total = 0
 */
   __pyx_t_5 = NULL;
-  __pyx_t_10 = PyLong_FromSsize_t(__pyx_v_cap); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 126, __pyx_L1_error)
+  __pyx_t_10 = PyLong_FromSsize_t(__pyx_v_cap); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 137, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
   __pyx_t_11 = 1;
   {
@@ -4884,12 +5662,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 126, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 137, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  __pyx_t_10 = PyObject_GetIter(__pyx_t_2); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 126, __pyx_L1_error)
+  __pyx_t_10 = PyObject_GetIter(__pyx_t_2); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 137, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 126, __pyx_L1_error)
+  __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 137, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   for (;;) {
     {
@@ -4897,29 +5675,29 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       if (unlikely(!__pyx_t_2)) {
         PyObject* exc_type = PyErr_Occurred();
         if (exc_type) {
-          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 126, __pyx_L1_error)
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 137, __pyx_L1_error)
           PyErr_Clear();
         }
         break;
       }
     }
     __Pyx_GOTREF(__pyx_t_2);
-    if (__Pyx_PyInt_FromNumber(&__pyx_t_2, NULL, 1) < (0)) __PYX_ERR(0, 126, __pyx_L1_error)
+    if (__Pyx_PyInt_FromNumber(&__pyx_t_2, NULL, 1) < (0)) __PYX_ERR(0, 137, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_2));
     __pyx_t_2 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":127
+    /* "csrc/tokenizer/_bpe_c.pyx":138
  *             raise MemoryError()
  *         for i in range(cap):
  *             self._w_slots[i] = -1             # <<<<<<<<<<<<<<
  *         total = 0
  *         for tok, tid in whole.items():
 */
-    __pyx_t_3 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_3 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 127, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_3 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 138, __pyx_L1_error)
     (__pyx_v_self->_w_slots[__pyx_t_3]) = -1;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":126
+    /* "csrc/tokenizer/_bpe_c.pyx":137
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()
  *         for i in range(cap):             # <<<<<<<<<<<<<<
@@ -4929,7 +5707,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   }
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":128
+  /* "csrc/tokenizer/_bpe_c.pyx":139
  *         for i in range(cap):
  *             self._w_slots[i] = -1
  *         total = 0             # <<<<<<<<<<<<<<
@@ -4938,7 +5716,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":129
+  /* "csrc/tokenizer/_bpe_c.pyx":140
  *             self._w_slots[i] = -1
  *         total = 0
  *         for tok, tid in whole.items():             # <<<<<<<<<<<<<<
@@ -4948,9 +5726,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   __pyx_t_3 = 0;
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 129, __pyx_L1_error)
+    __PYX_ERR(0, 140, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_dict_iterator(__pyx_v_whole, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_1), (&__pyx_t_4)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 129, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_dict_iterator(__pyx_v_whole, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_1), (&__pyx_t_4)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 140, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_XDECREF(__pyx_t_10);
   __pyx_t_10 = __pyx_t_2;
@@ -4958,16 +5736,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   while (1) {
     __pyx_t_6 = __Pyx_dict_iter_next(__pyx_t_10, __pyx_t_1, &__pyx_t_3, &__pyx_t_2, &__pyx_t_5, NULL, __pyx_t_4);
     if (unlikely(__pyx_t_6 == 0)) break;
-    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 129, __pyx_L1_error)
+    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 140, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __Pyx_GOTREF(__pyx_t_5);
-    if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 129, __pyx_L1_error)
+    if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 140, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_tok, ((PyObject*)__pyx_t_2));
     __pyx_t_2 = 0;
     __Pyx_XDECREF_SET(__pyx_v_tid, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":130
+    /* "csrc/tokenizer/_bpe_c.pyx":141
  *         total = 0
  *         for tok, tid in whole.items():
  *             self._w_off[k] = total             # <<<<<<<<<<<<<<
@@ -4976,7 +5754,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     (__pyx_v_self->_w_off[__pyx_v_k]) = __pyx_v_total;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":131
+    /* "csrc/tokenizer/_bpe_c.pyx":142
  *         for tok, tid in whole.items():
  *             self._w_off[k] = total
  *             self._w_len[k] = len(tok)             # <<<<<<<<<<<<<<
@@ -4985,24 +5763,24 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 131, __pyx_L1_error)
+      __PYX_ERR(0, 142, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 131, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 142, __pyx_L1_error)
     (__pyx_v_self->_w_len[__pyx_v_k]) = __pyx_t_7;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":132
+    /* "csrc/tokenizer/_bpe_c.pyx":143
  *             self._w_off[k] = total
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid             # <<<<<<<<<<<<<<
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]
 */
-    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 132, __pyx_L1_error)
+    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 143, __pyx_L1_error)
     (__pyx_v_self->_w_id[__pyx_v_k]) = __pyx_t_13;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":133
+    /* "csrc/tokenizer/_bpe_c.pyx":144
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):             # <<<<<<<<<<<<<<
@@ -5012,10 +5790,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_t_2 = NULL;
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 133, __pyx_L1_error)
+      __PYX_ERR(0, 144, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 133, __pyx_L1_error)
-    __pyx_t_14 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 133, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 144, __pyx_L1_error)
+    __pyx_t_14 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 144, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
 
     __pyx_t_11 = 1;
@@ -5024,12 +5802,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 133, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 144, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
     }
-    __pyx_t_14 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 133, __pyx_L1_error)
+    __pyx_t_14 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 144, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
-    __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 133, __pyx_L1_error)
+    __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 144, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     for (;;) {
       {
@@ -5037,40 +5815,40 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
         if (unlikely(!__pyx_t_5)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 133, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 144, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
         }
       }
       __Pyx_GOTREF(__pyx_t_5);
-      if (__Pyx_PyInt_FromNumber(&__pyx_t_5, NULL, 1) < (0)) __PYX_ERR(0, 133, __pyx_L1_error)
+      if (__Pyx_PyInt_FromNumber(&__pyx_t_5, NULL, 1) < (0)) __PYX_ERR(0, 144, __pyx_L1_error)
       __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_5));
       __pyx_t_5 = 0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":134
+      /* "csrc/tokenizer/_bpe_c.pyx":145
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]             # <<<<<<<<<<<<<<
  *             total += len(tok)
- *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
+ *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
 */
-      __pyx_t_5 = __Pyx_PyObject_GetItem(__pyx_v_tok, __pyx_v_i); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 134, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyObject_GetItem(__pyx_v_tok, __pyx_v_i); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_15 = __Pyx_PyLong_As_unsigned_char(__pyx_t_5); if (unlikely((__pyx_t_15 == (unsigned char)-1) && PyErr_Occurred())) __PYX_ERR(0, 134, __pyx_L1_error)
+      __pyx_t_15 = __Pyx_PyLong_As_unsigned_char(__pyx_t_5); if (unlikely((__pyx_t_15 == (unsigned char)-1) && PyErr_Occurred())) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 134, __pyx_L1_error)
+      __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 134, __pyx_L1_error)
+      __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_7 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_7 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 134, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_7 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
       (__pyx_v_self->_arena[__pyx_t_7]) = __pyx_t_15;
 
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":133
+      /* "csrc/tokenizer/_bpe_c.pyx":144
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):             # <<<<<<<<<<<<<<
@@ -5080,45 +5858,45 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     }
     __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":135
+    /* "csrc/tokenizer/_bpe_c.pyx":146
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]
  *             total += len(tok)             # <<<<<<<<<<<<<<
- *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
+ *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 135, __pyx_L1_error)
+      __PYX_ERR(0, 146, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 135, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 146, __pyx_L1_error)
     __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":136
+    /* "csrc/tokenizer/_bpe_c.pyx":147
  *                 self._arena[total + i] = tok[i]
  *             total += len(tok)
- *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask             # <<<<<<<<<<<<<<
+ *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask             # <<<<<<<<<<<<<<
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-      __PYX_ERR(0, 136, __pyx_L1_error)
+      __PYX_ERR(0, 147, __pyx_L1_error)
     }
-    __pyx_t_16 = __Pyx_PyBytes_AsUString(__pyx_v_tok); if (unlikely((!__pyx_t_16) && PyErr_Occurred())) __PYX_ERR(0, 136, __pyx_L1_error)
+    __pyx_t_16 = __Pyx_PyBytes_AsUString(__pyx_v_tok); if (unlikely((!__pyx_t_16) && PyErr_Occurred())) __PYX_ERR(0, 147, __pyx_L1_error)
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 136, __pyx_L1_error)
+      __PYX_ERR(0, 147, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 136, __pyx_L1_error)
-    __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(((unsigned char const *)__pyx_t_16), __pyx_t_7) & __pyx_v_self->_w_mask);
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 147, __pyx_L1_error)
+    __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(((unsigned char const *)__pyx_t_16), __pyx_t_7) & __pyx_v_self->_w_mask);
 
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":137
+    /* "csrc/tokenizer/_bpe_c.pyx":148
  *             total += len(tok)
- *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
+ *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:             # <<<<<<<<<<<<<<
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k
@@ -5129,8 +5907,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
       if (!__pyx_t_8) break;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":138
- *             h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
+      /* "csrc/tokenizer/_bpe_c.pyx":149
+ *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask             # <<<<<<<<<<<<<<
  *             self._w_slots[h] = k
@@ -5139,7 +5917,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_w_mask);
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":139
+    /* "csrc/tokenizer/_bpe_c.pyx":150
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k             # <<<<<<<<<<<<<<
@@ -5148,7 +5926,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     (__pyx_v_self->_w_slots[__pyx_v_h]) = __pyx_v_k;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":140
+    /* "csrc/tokenizer/_bpe_c.pyx":151
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k
  *             k += 1             # <<<<<<<<<<<<<<
@@ -5159,7 +5937,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   }
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":141
+  /* "csrc/tokenizer/_bpe_c.pyx":152
  *             self._w_slots[h] = k
  *             k += 1
  *         self.has_whole = True             # <<<<<<<<<<<<<<
@@ -5168,7 +5946,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->has_whole = 1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":109
+  /* "csrc/tokenizer/_bpe_c.pyx":120
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
@@ -5200,12 +5978,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":143
+/* "csrc/tokenizer/_bpe_c.pyx":154
  *         self.has_whole = True
  * 
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
  *         """The id of the token whose bytes are exactly p[:n], or -1."""
- *         cdef uint64_t h = _bytes_hash(p, n) & self._w_mask
+ *         cdef uint64_t h = piece_hash(p, n) & self._w_mask
 */
 
 static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n) {
@@ -5215,17 +5993,17 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":145
+  /* "csrc/tokenizer/_bpe_c.pyx":156
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *         """The id of the token whose bytes are exactly p[:n], or -1."""
- *         cdef uint64_t h = _bytes_hash(p, n) & self._w_mask             # <<<<<<<<<<<<<<
+ *         cdef uint64_t h = piece_hash(p, n) & self._w_mask             # <<<<<<<<<<<<<<
  *         cdef int32_t k
  *         while True:
 */
-  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(__pyx_v_p, __pyx_v_n) & __pyx_v_self->_w_mask);
+  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(__pyx_v_p, __pyx_v_n) & __pyx_v_self->_w_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":147
- *         cdef uint64_t h = _bytes_hash(p, n) & self._w_mask
+  /* "csrc/tokenizer/_bpe_c.pyx":158
+ *         cdef uint64_t h = piece_hash(p, n) & self._w_mask
  *         cdef int32_t k
  *         while True:             # <<<<<<<<<<<<<<
  *             k = self._w_slots[h]
@@ -5233,7 +6011,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
   while (1) {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":148
+    /* "csrc/tokenizer/_bpe_c.pyx":159
  *         cdef int32_t k
  *         while True:
  *             k = self._w_slots[h]             # <<<<<<<<<<<<<<
@@ -5242,7 +6020,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     __pyx_v_k = (__pyx_v_self->_w_slots[__pyx_v_h]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":149
+    /* "csrc/tokenizer/_bpe_c.pyx":160
  *         while True:
  *             k = self._w_slots[h]
  *             if k == -1:             # <<<<<<<<<<<<<<
@@ -5254,7 +6032,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":150
+      /* "csrc/tokenizer/_bpe_c.pyx":161
  *             k = self._w_slots[h]
  *             if k == -1:
  *                 return -1             # <<<<<<<<<<<<<<
@@ -5267,7 +6045,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":149
+      /* "csrc/tokenizer/_bpe_c.pyx":160
  *         while True:
  *             k = self._w_slots[h]
  *             if k == -1:             # <<<<<<<<<<<<<<
@@ -5276,7 +6054,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":151
+    /* "csrc/tokenizer/_bpe_c.pyx":162
  *             if k == -1:
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:             # <<<<<<<<<<<<<<
@@ -5302,7 +6080,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":152
+      /* "csrc/tokenizer/_bpe_c.pyx":163
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:
  *                 return self._w_id[k]             # <<<<<<<<<<<<<<
@@ -5315,7 +6093,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":151
+      /* "csrc/tokenizer/_bpe_c.pyx":162
  *             if k == -1:
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:             # <<<<<<<<<<<<<<
@@ -5324,7 +6102,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":153
+    /* "csrc/tokenizer/_bpe_c.pyx":164
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:
  *                 return self._w_id[k]
  *             h = (h + 1) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5334,12 +6112,12 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_w_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":143
+  /* "csrc/tokenizer/_bpe_c.pyx":154
  *         self.has_whole = True
  * 
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
  *         """The id of the token whose bytes are exactly p[:n], or -1."""
- *         cdef uint64_t h = _bytes_hash(p, n) & self._w_mask
+ *         cdef uint64_t h = piece_hash(p, n) & self._w_mask
 */
 
   /* function exit code */
@@ -5350,7 +6128,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":155
+/* "csrc/tokenizer/_bpe_c.pyx":166
  *             h = (h + 1) & self._w_mask
  * 
  *     cdef int _grow(self, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -5367,7 +6145,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":158
+  /* "csrc/tokenizer/_bpe_c.pyx":169
  *         cdef int32_t* s
  *         cdef Cand* hp
  *         if n <= self._cap:             # <<<<<<<<<<<<<<
@@ -5379,7 +6157,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":159
+    /* "csrc/tokenizer/_bpe_c.pyx":170
  *         cdef Cand* hp
  *         if n <= self._cap:
  *             return 0             # <<<<<<<<<<<<<<
@@ -5392,7 +6170,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":158
+    /* "csrc/tokenizer/_bpe_c.pyx":169
  *         cdef int32_t* s
  *         cdef Cand* hp
  *         if n <= self._cap:             # <<<<<<<<<<<<<<
@@ -5401,7 +6179,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":160
+  /* "csrc/tokenizer/_bpe_c.pyx":171
  *         if n <= self._cap:
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -5410,7 +6188,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_s = ((int32_t *)realloc(__pyx_v_self->_scratch, ((3 * __pyx_v_n) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":161
+  /* "csrc/tokenizer/_bpe_c.pyx":172
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:             # <<<<<<<<<<<<<<
@@ -5422,16 +6200,16 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":162
+    /* "csrc/tokenizer/_bpe_c.pyx":173
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 162, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 173, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":161
+    /* "csrc/tokenizer/_bpe_c.pyx":172
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:             # <<<<<<<<<<<<<<
@@ -5440,7 +6218,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":163
+  /* "csrc/tokenizer/_bpe_c.pyx":174
  *         if s == NULL:
  *             raise MemoryError()
  *         self._scratch = s             # <<<<<<<<<<<<<<
@@ -5449,7 +6227,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_scratch = __pyx_v_s;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":164
+  /* "csrc/tokenizer/_bpe_c.pyx":175
  *             raise MemoryError()
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))             # <<<<<<<<<<<<<<
@@ -5458,7 +6236,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_hp = ((struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *)realloc(__pyx_v_self->_heap, (((3 * __pyx_v_n) + 1) * (sizeof(struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":165
+  /* "csrc/tokenizer/_bpe_c.pyx":176
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:             # <<<<<<<<<<<<<<
@@ -5470,16 +6248,16 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":166
+    /* "csrc/tokenizer/_bpe_c.pyx":177
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         self._heap = hp
  *         self._cap = n
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 166, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 177, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":165
+    /* "csrc/tokenizer/_bpe_c.pyx":176
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:             # <<<<<<<<<<<<<<
@@ -5488,7 +6266,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":167
+  /* "csrc/tokenizer/_bpe_c.pyx":178
  *         if hp == NULL:
  *             raise MemoryError()
  *         self._heap = hp             # <<<<<<<<<<<<<<
@@ -5497,7 +6275,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_heap = __pyx_v_hp;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":168
+  /* "csrc/tokenizer/_bpe_c.pyx":179
  *             raise MemoryError()
  *         self._heap = hp
  *         self._cap = n             # <<<<<<<<<<<<<<
@@ -5506,7 +6284,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_cap = __pyx_v_n;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":169
+  /* "csrc/tokenizer/_bpe_c.pyx":180
  *         self._heap = hp
  *         self._cap = n
  *         return 0             # <<<<<<<<<<<<<<
@@ -5519,7 +6297,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":155
+  /* "csrc/tokenizer/_bpe_c.pyx":166
  *             h = (h + 1) & self._w_mask
  * 
  *     cdef int _grow(self, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -5538,7 +6316,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":171
+/* "csrc/tokenizer/_bpe_c.pyx":182
  *         return 0
  * 
  *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -5567,7 +6345,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge_into", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":174
+  /* "csrc/tokenizer/_bpe_c.pyx":185
  *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -5579,7 +6357,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":175
+    /* "csrc/tokenizer/_bpe_c.pyx":186
  *         cdef Py_ssize_t i
  *         if n == 0:
  *             return 0             # <<<<<<<<<<<<<<
@@ -5592,7 +6370,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":174
+    /* "csrc/tokenizer/_bpe_c.pyx":185
  *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -5601,17 +6379,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":176
+  /* "csrc/tokenizer/_bpe_c.pyx":187
  *         if n == 0:
  *             return 0
  *         self._grow(n)             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]
 */
-  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 176, __pyx_L1_error)
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 187, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":177
+  /* "csrc/tokenizer/_bpe_c.pyx":188
  *             return 0
  *         self._grow(n)
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -5625,7 +6403,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":178
+    /* "csrc/tokenizer/_bpe_c.pyx":189
  *         self._grow(n)
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]             # <<<<<<<<<<<<<<
@@ -5634,7 +6412,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     (__pyx_v_self->_scratch[__pyx_v_i]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[__pyx_v_i])]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":179
+    /* "csrc/tokenizer/_bpe_c.pyx":190
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]
  *             if self._scratch[i] < 0:             # <<<<<<<<<<<<<<
@@ -5646,7 +6424,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":180
+      /* "csrc/tokenizer/_bpe_c.pyx":191
  *             self._scratch[i] = self._byte_ids[p[i]]
  *             if self._scratch[i] < 0:
  *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")             # <<<<<<<<<<<<<<
@@ -5654,9 +6432,9 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
  * 
 */
       __pyx_t_7 = NULL;
-      __pyx_t_8 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 180, __pyx_L1_error)
+      __pyx_t_8 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 191, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
-      __pyx_t_9 = __Pyx_PyObject_FormatSimple(__pyx_t_8, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 180, __pyx_L1_error)
+      __pyx_t_9 = __Pyx_PyObject_FormatSimple(__pyx_t_8, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 191, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_byte;
@@ -5671,7 +6449,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
       __pyx_t_2 |= __Pyx_PyUnicode_KIND_04(__pyx_t_10[1]);
       #endif
       __pyx_t_8 = __Pyx_PyUnicode_Join(__pyx_t_10, 3, __pyx_t_11, __pyx_t_2);
-      if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 180, __pyx_L1_error)
+      if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 191, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
       __pyx_t_12 = 1;
@@ -5680,14 +6458,14 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
         __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_KeyError)), __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
         __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-        if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 180, __pyx_L1_error)
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 191, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_6);
       }
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(0, 180, __pyx_L1_error)
+      __PYX_ERR(0, 191, __pyx_L1_error)
 
-      /* "csrc/tokenizer/_bpe_c.pyx":179
+      /* "csrc/tokenizer/_bpe_c.pyx":190
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]
  *             if self._scratch[i] < 0:             # <<<<<<<<<<<<<<
@@ -5698,20 +6476,20 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":181
+  /* "csrc/tokenizer/_bpe_c.pyx":192
  *             if self._scratch[i] < 0:
  *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
  *         return self._merge_scratch(n, out)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 181, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 192, __pyx_L1_error)
   {
     __pyx_r = __pyx_t_3;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":171
+  /* "csrc/tokenizer/_bpe_c.pyx":182
  *         return 0
  * 
  *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -5734,7 +6512,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":183
+/* "csrc/tokenizer/_bpe_c.pyx":194
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -5754,7 +6532,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":186
+  /* "csrc/tokenizer/_bpe_c.pyx":197
  *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -5766,7 +6544,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":187
+    /* "csrc/tokenizer/_bpe_c.pyx":198
  *         cdef Py_ssize_t i
  *         if n == 0:
  *             return 0             # <<<<<<<<<<<<<<
@@ -5779,7 +6557,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":186
+    /* "csrc/tokenizer/_bpe_c.pyx":197
  *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -5788,17 +6566,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":188
+  /* "csrc/tokenizer/_bpe_c.pyx":199
  *         if n == 0:
  *             return 0
  *         self._grow(n)             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             self._scratch[i] = ids[i]
 */
-  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 188, __pyx_L1_error)
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 199, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":189
+  /* "csrc/tokenizer/_bpe_c.pyx":200
  *             return 0
  *         self._grow(n)
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -5812,7 +6590,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":190
+    /* "csrc/tokenizer/_bpe_c.pyx":201
  *         self._grow(n)
  *         for i in range(n):
  *             self._scratch[i] = ids[i]             # <<<<<<<<<<<<<<
@@ -5823,20 +6601,20 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":191
+  /* "csrc/tokenizer/_bpe_c.pyx":202
  *         for i in range(n):
  *             self._scratch[i] = ids[i]
  *         return self._merge_scratch(n, out)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 191, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 202, __pyx_L1_error)
   {
     __pyx_r = __pyx_t_3;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":183
+  /* "csrc/tokenizer/_bpe_c.pyx":194
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -5854,7 +6632,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":193
+/* "csrc/tokenizer/_bpe_c.pyx":204
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -5886,7 +6664,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   int32_t __pyx_t_8;
   int __pyx_t_9;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":195
+  /* "csrc/tokenizer/_bpe_c.pyx":206
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
  *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0             # <<<<<<<<<<<<<<
@@ -5896,7 +6674,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   __pyx_v_hn = 0;
   __pyx_v_m = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":196
+  /* "csrc/tokenizer/_bpe_c.pyx":207
  *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
  *         cdef int32_t* ids = self._scratch             # <<<<<<<<<<<<<<
@@ -5907,7 +6685,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
   __pyx_v_ids = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":197
+  /* "csrc/tokenizer/_bpe_c.pyx":208
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
  *         cdef int32_t* ids = self._scratch
  *         cdef int32_t* nxt = ids + n             # <<<<<<<<<<<<<<
@@ -5916,7 +6694,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   __pyx_v_nxt = (__pyx_v_ids + __pyx_v_n);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":198
+  /* "csrc/tokenizer/_bpe_c.pyx":209
  *         cdef int32_t* ids = self._scratch
  *         cdef int32_t* nxt = ids + n
  *         cdef int32_t* prev = ids + 2 * n             # <<<<<<<<<<<<<<
@@ -5925,7 +6703,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   __pyx_v_prev = (__pyx_v_ids + (2 * __pyx_v_n));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":199
+  /* "csrc/tokenizer/_bpe_c.pyx":210
  *         cdef int32_t* nxt = ids + n
  *         cdef int32_t* prev = ids + 2 * n
  *         cdef Cand* heap = self._heap             # <<<<<<<<<<<<<<
@@ -5936,7 +6714,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
   __pyx_v_heap = __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":203
+  /* "csrc/tokenizer/_bpe_c.pyx":214
  *         cdef int64_t rank
  *         cdef int32_t merged
  *         if n == 1:             # <<<<<<<<<<<<<<
@@ -5948,7 +6726,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   if (__pyx_t_3) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":204
+    /* "csrc/tokenizer/_bpe_c.pyx":215
  *         cdef int32_t merged
  *         if n == 1:
  *             out[0] = ids[0]             # <<<<<<<<<<<<<<
@@ -5957,7 +6735,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_out[0]) = (__pyx_v_ids[0]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":205
+    /* "csrc/tokenizer/_bpe_c.pyx":216
  *         if n == 1:
  *             out[0] = ids[0]
  *             return 1             # <<<<<<<<<<<<<<
@@ -5970,7 +6748,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":203
+    /* "csrc/tokenizer/_bpe_c.pyx":214
  *         cdef int64_t rank
  *         cdef int32_t merged
  *         if n == 1:             # <<<<<<<<<<<<<<
@@ -5979,7 +6757,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":206
+  /* "csrc/tokenizer/_bpe_c.pyx":217
  *             out[0] = ids[0]
  *             return 1
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -5993,7 +6771,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":207
+    /* "csrc/tokenizer/_bpe_c.pyx":218
  *             return 1
  *         for i in range(n):
  *             nxt[i] = i + 1             # <<<<<<<<<<<<<<
@@ -6002,7 +6780,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_nxt[__pyx_v_i]) = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":208
+    /* "csrc/tokenizer/_bpe_c.pyx":219
  *         for i in range(n):
  *             nxt[i] = i + 1
  *             prev[i] = i - 1             # <<<<<<<<<<<<<<
@@ -6013,7 +6791,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":209
+  /* "csrc/tokenizer/_bpe_c.pyx":220
  *             nxt[i] = i + 1
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1             # <<<<<<<<<<<<<<
@@ -6022,7 +6800,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   (__pyx_v_nxt[(__pyx_v_n - 1)]) = -1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":210
+  /* "csrc/tokenizer/_bpe_c.pyx":221
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):             # <<<<<<<<<<<<<<
@@ -6036,7 +6814,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":211
+    /* "csrc/tokenizer/_bpe_c.pyx":222
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6048,7 +6826,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":212
+      /* "csrc/tokenizer/_bpe_c.pyx":223
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))             # <<<<<<<<<<<<<<
@@ -6063,7 +6841,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
       __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":211
+      /* "csrc/tokenizer/_bpe_c.pyx":222
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6074,7 +6852,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":213
+  /* "csrc/tokenizer/_bpe_c.pyx":224
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:             # <<<<<<<<<<<<<<
@@ -6087,7 +6865,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
     if (!__pyx_t_3) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":214
+    /* "csrc/tokenizer/_bpe_c.pyx":225
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:
  *             c = _pop(heap, &hn)             # <<<<<<<<<<<<<<
@@ -6096,7 +6874,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_c = __pyx_f_6benchc_9tokenizer_6_bpe_c__pop(__pyx_v_heap, (&__pyx_v_hn));
 
-    /* "csrc/tokenizer/_bpe_c.pyx":215
+    /* "csrc/tokenizer/_bpe_c.pyx":226
  *         while hn > 0:
  *             c = _pop(heap, &hn)
  *             i = c.pos             # <<<<<<<<<<<<<<
@@ -6107,7 +6885,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
     __pyx_v_i = __pyx_t_8;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":216
+    /* "csrc/tokenizer/_bpe_c.pyx":227
  *             c = _pop(heap, &hn)
  *             i = c.pos
  *             j = nxt[i]             # <<<<<<<<<<<<<<
@@ -6116,7 +6894,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_j = (__pyx_v_nxt[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":217
+    /* "csrc/tokenizer/_bpe_c.pyx":228
  *             i = c.pos
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:             # <<<<<<<<<<<<<<
@@ -6152,7 +6930,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":218
+      /* "csrc/tokenizer/_bpe_c.pyx":229
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
  *                 continue  # stale: one side was merged since this pair was queued             # <<<<<<<<<<<<<<
@@ -6161,7 +6939,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
       goto __pyx_L9_continue;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":217
+      /* "csrc/tokenizer/_bpe_c.pyx":228
  *             i = c.pos
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:             # <<<<<<<<<<<<<<
@@ -6170,7 +6948,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":219
+    /* "csrc/tokenizer/_bpe_c.pyx":230
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged             # <<<<<<<<<<<<<<
@@ -6182,7 +6960,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     (__pyx_v_ids[__pyx_v_i]) = __pyx_t_8;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":220
+    /* "csrc/tokenizer/_bpe_c.pyx":231
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged
  *             ids[j] = -1             # <<<<<<<<<<<<<<
@@ -6191,7 +6969,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_ids[__pyx_v_j]) = -1;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":221
+    /* "csrc/tokenizer/_bpe_c.pyx":232
  *             ids[i] = c.merged
  *             ids[j] = -1
  *             nxt[i] = nxt[j]             # <<<<<<<<<<<<<<
@@ -6200,7 +6978,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_nxt[__pyx_v_i]) = (__pyx_v_nxt[__pyx_v_j]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":222
+    /* "csrc/tokenizer/_bpe_c.pyx":233
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:             # <<<<<<<<<<<<<<
@@ -6212,7 +6990,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":223
+      /* "csrc/tokenizer/_bpe_c.pyx":234
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:
  *                 prev[nxt[j]] = i             # <<<<<<<<<<<<<<
@@ -6221,7 +6999,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
       (__pyx_v_prev[(__pyx_v_nxt[__pyx_v_j])]) = __pyx_v_i;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":222
+      /* "csrc/tokenizer/_bpe_c.pyx":233
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:             # <<<<<<<<<<<<<<
@@ -6230,7 +7008,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":224
+    /* "csrc/tokenizer/_bpe_c.pyx":235
  *             if nxt[j] != -1:
  *                 prev[nxt[j]] = i
  *             k = prev[i]             # <<<<<<<<<<<<<<
@@ -6239,7 +7017,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_k = (__pyx_v_prev[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":225
+    /* "csrc/tokenizer/_bpe_c.pyx":236
  *                 prev[nxt[j]] = i
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6265,7 +7043,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":226
+      /* "csrc/tokenizer/_bpe_c.pyx":237
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))             # <<<<<<<<<<<<<<
@@ -6280,7 +7058,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
       __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":225
+      /* "csrc/tokenizer/_bpe_c.pyx":236
  *                 prev[nxt[j]] = i
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6289,7 +7067,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":227
+    /* "csrc/tokenizer/_bpe_c.pyx":238
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]             # <<<<<<<<<<<<<<
@@ -6298,7 +7076,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_k = (__pyx_v_nxt[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":228
+    /* "csrc/tokenizer/_bpe_c.pyx":239
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6324,7 +7102,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":229
+      /* "csrc/tokenizer/_bpe_c.pyx":240
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))             # <<<<<<<<<<<<<<
@@ -6339,7 +7117,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
       __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":228
+      /* "csrc/tokenizer/_bpe_c.pyx":239
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6350,7 +7128,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     __pyx_L9_continue:;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":230
+  /* "csrc/tokenizer/_bpe_c.pyx":241
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0             # <<<<<<<<<<<<<<
@@ -6359,7 +7137,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":231
+  /* "csrc/tokenizer/_bpe_c.pyx":242
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0
  *         while i != -1:             # <<<<<<<<<<<<<<
@@ -6372,7 +7150,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
     if (!__pyx_t_3) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":232
+    /* "csrc/tokenizer/_bpe_c.pyx":243
  *         i = 0
  *         while i != -1:
  *             out[m] = ids[i]             # <<<<<<<<<<<<<<
@@ -6381,7 +7159,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_out[__pyx_v_m]) = (__pyx_v_ids[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":233
+    /* "csrc/tokenizer/_bpe_c.pyx":244
  *         while i != -1:
  *             out[m] = ids[i]
  *             m += 1             # <<<<<<<<<<<<<<
@@ -6390,7 +7168,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_m = (__pyx_v_m + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":234
+    /* "csrc/tokenizer/_bpe_c.pyx":245
  *             out[m] = ids[i]
  *             m += 1
  *             i = nxt[i]             # <<<<<<<<<<<<<<
@@ -6400,7 +7178,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     __pyx_v_i = (__pyx_v_nxt[__pyx_v_i]);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":235
+  /* "csrc/tokenizer/_bpe_c.pyx":246
  *             m += 1
  *             i = nxt[i]
  *         return m             # <<<<<<<<<<<<<<
@@ -6413,7 +7191,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":193
+  /* "csrc/tokenizer/_bpe_c.pyx":204
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6439,16 +7217,18 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":237
+/* "csrc/tokenizer/_bpe_c.pyx":248
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
  *         """A piece that is itself a token is taken whole when a whole-piece table was given
- *         (as tiktoken does); else it is merged."""
+ *         (as tiktoken does); else it is merged. Short pieces are memoized."""
 */
 
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
   int32_t __pyx_v_t;
+  uint64_t __pyx_v_h;
+  Py_ssize_t __pyx_v_m;
   Py_ssize_t __pyx_r;
   int __pyx_t_1;
   int __pyx_t_2;
@@ -6457,9 +7237,91 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":241
- *         (as tiktoken does); else it is merged."""
+  /* "csrc/tokenizer/_bpe_c.pyx":252
+ *         (as tiktoken does); else it is merged. Short pieces are memoized."""
  *         cdef int32_t t
+ *         cdef uint64_t h = 0             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:
+*/
+  __pyx_v_h = 0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":254
+ *         cdef uint64_t h = 0
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+*/
+  __pyx_t_1 = (__pyx_v_n <= __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":255
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:
+ *             h = piece_hash(p, n)             # <<<<<<<<<<<<<<
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:
+*/
+    __pyx_v_h = __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(__pyx_v_p, __pyx_v_n);
+
+    /* "csrc/tokenizer/_bpe_c.pyx":256
+ *         if n <= CACHE_KEY:
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)             # <<<<<<<<<<<<<<
+ *             if m >= 0:
+ *                 return m
+*/
+    __pyx_v_m = __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out);
+
+    /* "csrc/tokenizer/_bpe_c.pyx":257
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:             # <<<<<<<<<<<<<<
+ *                 return m
+ *         if self.has_whole and n > 1:
+*/
+    __pyx_t_1 = (__pyx_v_m >= 0);
+
+    if (__pyx_t_1) {
+
+
+      /* "csrc/tokenizer/_bpe_c.pyx":258
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:
+ *                 return m             # <<<<<<<<<<<<<<
+ *         if self.has_whole and n > 1:
+ *             t = self._whole_id(p, n)
+*/
+      {
+
+        __pyx_r = __pyx_v_m;
+      }
+      goto __pyx_L0;
+
+      /* "csrc/tokenizer/_bpe_c.pyx":257
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:             # <<<<<<<<<<<<<<
+ *                 return m
+ *         if self.has_whole and n > 1:
+*/
+    }
+
+    /* "csrc/tokenizer/_bpe_c.pyx":254
+ *         cdef uint64_t h = 0
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+*/
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":259
+ *             if m >= 0:
+ *                 return m
  *         if self.has_whole and n > 1:             # <<<<<<<<<<<<<<
  *             t = self._whole_id(p, n)
  *             if t >= 0:
@@ -6468,19 +7330,19 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   } else {
 
     __pyx_t_1 = __pyx_v_self->has_whole;
-    goto __pyx_L4_bool_binop_done;
+    goto __pyx_L6_bool_binop_done;
   }
   __pyx_t_2 = (__pyx_v_n > 1);
 
 
   __pyx_t_1 = __pyx_t_2;
 
-  __pyx_L4_bool_binop_done:;
+  __pyx_L6_bool_binop_done:;
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":242
- *         cdef int32_t t
+    /* "csrc/tokenizer/_bpe_c.pyx":260
+ *                 return m
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)             # <<<<<<<<<<<<<<
  *             if t >= 0:
@@ -6488,7 +7350,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     __pyx_v_t = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_whole_id(__pyx_v_self, __pyx_v_p, __pyx_v_n);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":243
+    /* "csrc/tokenizer/_bpe_c.pyx":261
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)
  *             if t >= 0:             # <<<<<<<<<<<<<<
@@ -6500,21 +7362,21 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":244
+      /* "csrc/tokenizer/_bpe_c.pyx":262
  *             t = self._whole_id(p, n)
  *             if t >= 0:
  *                 out[0] = t             # <<<<<<<<<<<<<<
  *                 return 1
- *         return self.merge_into(p, n, out)
+ *         m = self.merge_into(p, n, out)
 */
       (__pyx_v_out[0]) = __pyx_v_t;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":245
+      /* "csrc/tokenizer/_bpe_c.pyx":263
  *             if t >= 0:
  *                 out[0] = t
  *                 return 1             # <<<<<<<<<<<<<<
- *         return self.merge_into(p, n, out)
- * 
+ *         m = self.merge_into(p, n, out)
+ *         if n <= CACHE_KEY:
 */
       {
 
@@ -6522,7 +7384,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":243
+      /* "csrc/tokenizer/_bpe_c.pyx":261
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)
  *             if t >= 0:             # <<<<<<<<<<<<<<
@@ -6531,34 +7393,74 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":241
- *         (as tiktoken does); else it is merged."""
- *         cdef int32_t t
+    /* "csrc/tokenizer/_bpe_c.pyx":259
+ *             if m >= 0:
+ *                 return m
  *         if self.has_whole and n > 1:             # <<<<<<<<<<<<<<
  *             t = self._whole_id(p, n)
  *             if t >= 0:
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":246
+  /* "csrc/tokenizer/_bpe_c.pyx":264
  *                 out[0] = t
  *                 return 1
- *         return self.merge_into(p, n, out)             # <<<<<<<<<<<<<<
- * 
- *     def merge(self, bytes piece):
+ *         m = self.merge_into(p, n, out)             # <<<<<<<<<<<<<<
+ *         if n <= CACHE_KEY:
+ *             cache_put(self._cache, h, p, n, out, m)
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 246, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 264, __pyx_L1_error)
+  __pyx_v_m = __pyx_t_3;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":265
+ *                 return 1
+ *         m = self.merge_into(p, n, out)
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             cache_put(self._cache, h, p, n, out, m)
+ *         return m
+*/
+  __pyx_t_1 = (__pyx_v_n <= __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_bpe_c.pyx":266
+ *         m = self.merge_into(p, n, out)
+ *         if n <= CACHE_KEY:
+ *             cache_put(self._cache, h, p, n, out, m)             # <<<<<<<<<<<<<<
+ *         return m
+ * 
+*/
+    __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out, __pyx_v_m);
+
+    /* "csrc/tokenizer/_bpe_c.pyx":265
+ *                 return 1
+ *         m = self.merge_into(p, n, out)
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             cache_put(self._cache, h, p, n, out, m)
+ *         return m
+*/
+  }
+
+  /* "csrc/tokenizer/_bpe_c.pyx":267
+ *         if n <= CACHE_KEY:
+ *             cache_put(self._cache, h, p, n, out, m)
+ *         return m             # <<<<<<<<<<<<<<
+ * 
+ *     cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):
+*/
   {
-    __pyx_r = __pyx_t_3;
+
+    __pyx_r = __pyx_v_m;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":237
+  /* "csrc/tokenizer/_bpe_c.pyx":248
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
  *         """A piece that is itself a token is taken whole when a whole-piece table was given
- *         (as tiktoken does); else it is merged."""
+ *         (as tiktoken does); else it is merged. Short pieces are memoized."""
 */
 
   /* function exit code */
@@ -6568,11 +7470,200 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   __pyx_L0:;
 
 
+
+
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":248
- *         return self.merge_into(p, n, out)
+/* "csrc/tokenizer/_bpe_c.pyx":269
+ *         return m
+ * 
+ *     cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):             # <<<<<<<<<<<<<<
+ *         """A list of ids[:n], built at its final size from shared int objects (no int is made
+ *         per token: a list of a million tokens costs references only)."""
+*/
+
+static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_n) {
+  PyObject *__pyx_v_out = 0;
+  Py_ssize_t __pyx_v_i;
+  Py_ssize_t __pyx_v_known;
+  PyObject *__pyx_v_o = 0;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  Py_ssize_t __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  int __pyx_t_5;
+  PyObject *__pyx_t_6;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("ids_list", 0);
+
+  /* "csrc/tokenizer/_bpe_c.pyx":272
+ *         """A list of ids[:n], built at its final size from shared int objects (no int is made
+ *         per token: a list of a million tokens costs references only)."""
+ *         cdef list out = PyList_New(n)             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t i, known = len(self._ints)
+ *         cdef object o
+*/
+  __pyx_t_1 = PyList_New(__pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 272, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_v_out = ((PyObject*)__pyx_t_1);
+  __pyx_t_1 = 0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":273
+ *         per token: a list of a million tokens costs references only)."""
+ *         cdef list out = PyList_New(n)
+ *         cdef Py_ssize_t i, known = len(self._ints)             # <<<<<<<<<<<<<<
+ *         cdef object o
+ *         for i in range(n):
+*/
+  __pyx_t_1 = __pyx_v_self->_ints;
+  __Pyx_INCREF(__pyx_t_1);
+  if (unlikely(__pyx_t_1 == Py_None)) {
+    PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
+    __PYX_ERR(0, 273, __pyx_L1_error)
+  }
+  __pyx_t_2 = __Pyx_PyList_GET_SIZE(__pyx_t_1); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 273, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+  __pyx_v_known = __pyx_t_2;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":275
+ *         cdef Py_ssize_t i, known = len(self._ints)
+ *         cdef object o
+ *         for i in range(n):             # <<<<<<<<<<<<<<
+ *             if 0 <= ids[i] < known:
+ *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])
+*/
+
+  __pyx_t_2 = __pyx_v_n;
+  __pyx_t_3 = __pyx_t_2;
+
+  for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
+    __pyx_v_i = __pyx_t_4;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":276
+ *         cdef object o
+ *         for i in range(n):
+ *             if 0 <= ids[i] < known:             # <<<<<<<<<<<<<<
+ *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])
+ *             else:
+*/
+    __pyx_t_5 = (0 <= (__pyx_v_ids[__pyx_v_i]));
+    if (__pyx_t_5) {
+      __pyx_t_5 = ((__pyx_v_ids[__pyx_v_i]) < __pyx_v_known);
+    }
+    if (__pyx_t_5) {
+
+
+      /* "csrc/tokenizer/_bpe_c.pyx":277
+ *         for i in range(n):
+ *             if 0 <= ids[i] < known:
+ *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])             # <<<<<<<<<<<<<<
+ *             else:
+ *                 o = ids[i]
+*/
+      __pyx_t_1 = __pyx_v_self->_ints;
+      __Pyx_INCREF(__pyx_t_1);
+      __pyx_t_6 = PyList_GET_ITEM(__pyx_t_1, (__pyx_v_ids[__pyx_v_i]));
+
+      __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+      __pyx_t_1 = ((PyObject *)__pyx_t_6);
+      __Pyx_INCREF(__pyx_t_1);
+
+      __Pyx_XDECREF_SET(__pyx_v_o, __pyx_t_1);
+      __pyx_t_1 = 0;
+
+      /* "csrc/tokenizer/_bpe_c.pyx":276
+ *         cdef object o
+ *         for i in range(n):
+ *             if 0 <= ids[i] < known:             # <<<<<<<<<<<<<<
+ *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])
+ *             else:
+*/
+      goto __pyx_L5;
+    }
+
+    /* "csrc/tokenizer/_bpe_c.pyx":279
+ *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])
+ *             else:
+ *                 o = ids[i]             # <<<<<<<<<<<<<<
+ *             Py_INCREF(o)
+ *             PyList_SET_ITEM(out, i, o)
+*/
+    /*else*/ {
+      __pyx_t_1 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_i])); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 279, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_1);
+      __Pyx_XDECREF_SET(__pyx_v_o, __pyx_t_1);
+      __pyx_t_1 = 0;
+    }
+    __pyx_L5:;
+
+    /* "csrc/tokenizer/_bpe_c.pyx":280
+ *             else:
+ *                 o = ids[i]
+ *             Py_INCREF(o)             # <<<<<<<<<<<<<<
+ *             PyList_SET_ITEM(out, i, o)
+ *         return out
+*/
+    Py_INCREF(__pyx_v_o);
+
+    /* "csrc/tokenizer/_bpe_c.pyx":281
+ *                 o = ids[i]
+ *             Py_INCREF(o)
+ *             PyList_SET_ITEM(out, i, o)             # <<<<<<<<<<<<<<
+ *         return out
+ * 
+*/
+    PyList_SET_ITEM(__pyx_v_out, __pyx_v_i, __pyx_v_o);
+  }
+
+
+  /* "csrc/tokenizer/_bpe_c.pyx":282
+ *             Py_INCREF(o)
+ *             PyList_SET_ITEM(out, i, o)
+ *         return out             # <<<<<<<<<<<<<<
+ * 
+ *     def merge(self, bytes piece):
+*/
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __Pyx_INCREF(__pyx_v_out);
+      __pyx_r = __pyx_v_out;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_bpe_c.pyx":269
+ *         return m
+ * 
+ *     cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):             # <<<<<<<<<<<<<<
+ *         """A list of ids[:n], built at its final size from shared int objects (no int is made
+ *         per token: a list of a million tokens costs references only)."""
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_AddTraceback("benchc.tokenizer._bpe_c.BPE.ids_list", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = 0;
+  __pyx_L0:;
+  __Pyx_XDECREF(__pyx_v_out);
+
+
+  __Pyx_XDECREF(__pyx_v_o);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_bpe_c.pyx":284
+ *         return out
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, False)
@@ -6618,32 +7709,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 248, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 284, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 248, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 284, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge", 0) < (0)) __PYX_ERR(0, 248, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge", 0) < (0)) __PYX_ERR(0, 284, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, i); __PYX_ERR(0, 248, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, i); __PYX_ERR(0, 284, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 248, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 284, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 248, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 284, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6654,7 +7745,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 248, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 284, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -6683,14 +7774,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":249
+  /* "csrc/tokenizer/_bpe_c.pyx":285
  * 
  *     def merge(self, bytes piece):
  *         return self._to_list(piece, False)             # <<<<<<<<<<<<<<
  * 
  *     def merge_ids(self, ids):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 249, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 285, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -6703,8 +7794,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":248
- *         return self.merge_into(p, n, out)
+  /* "csrc/tokenizer/_bpe_c.pyx":284
+ *         return out
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, False)
@@ -6722,7 +7813,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":251
+/* "csrc/tokenizer/_bpe_c.pyx":287
  *         return self._to_list(piece, False)
  * 
  *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
@@ -6770,32 +7861,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_ids,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 251, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 287, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 251, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 287, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge_ids", 0) < (0)) __PYX_ERR(0, 251, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge_ids", 0) < (0)) __PYX_ERR(0, 287, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, i); __PYX_ERR(0, 251, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, i); __PYX_ERR(0, 287, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 251, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 287, __pyx_L3_error)
     }
     __pyx_v_ids = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 251, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 287, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6821,7 +7912,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   Py_ssize_t __pyx_v_i;
   Py_ssize_t __pyx_v_m;
   int32_t *__pyx_v_buf;
-  Py_ssize_t __pyx_7genexpr__pyx_v_i;
+  Py_ssize_t __pyx_8genexpr1__pyx_v_i;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   Py_ssize_t __pyx_t_1;
@@ -6845,17 +7936,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge_ids", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":253
+  /* "csrc/tokenizer/_bpe_c.pyx":289
  *     def merge_ids(self, ids):
  *         """The merge of a list of symbol ids (the twin's merge_ids)."""
  *         cdef Py_ssize_t n = len(ids), i, m             # <<<<<<<<<<<<<<
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:
 */
-  __pyx_t_1 = PyObject_Length(__pyx_v_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 253, __pyx_L1_error)
+  __pyx_t_1 = PyObject_Length(__pyx_v_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 289, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":254
+  /* "csrc/tokenizer/_bpe_c.pyx":290
  *         """The merge of a list of symbol ids (the twin's merge_ids)."""
  *         cdef Py_ssize_t n = len(ids), i, m
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -6864,7 +7955,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 */
   __pyx_v_buf = ((int32_t *)malloc((((2 * __pyx_v_n) + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":255
+  /* "csrc/tokenizer/_bpe_c.pyx":291
  *         cdef Py_ssize_t n = len(ids), i, m
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:             # <<<<<<<<<<<<<<
@@ -6876,16 +7967,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":256
+    /* "csrc/tokenizer/_bpe_c.pyx":292
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             for i in range(n):
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 256, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 292, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":255
+    /* "csrc/tokenizer/_bpe_c.pyx":291
  *         cdef Py_ssize_t n = len(ids), i, m
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:             # <<<<<<<<<<<<<<
@@ -6894,7 +7985,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":257
+  /* "csrc/tokenizer/_bpe_c.pyx":293
  *         if buf == NULL:
  *             raise MemoryError()
  *         try:             # <<<<<<<<<<<<<<
@@ -6903,7 +7994,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":258
+    /* "csrc/tokenizer/_bpe_c.pyx":294
  *             raise MemoryError()
  *         try:
  *             for i in range(n):             # <<<<<<<<<<<<<<
@@ -6917,33 +8008,33 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_i = __pyx_t_4;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":259
+      /* "csrc/tokenizer/_bpe_c.pyx":295
  *         try:
  *             for i in range(n):
  *                 buf[i] = ids[i]             # <<<<<<<<<<<<<<
  *             m = self.merge_ids_into(buf, n, buf + n)
  *             return [buf[n + i] for i in range(m)]
 */
-      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 259, __pyx_L5_error)
+      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 295, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_6 = __Pyx_PyLong_As_int32_t(__pyx_t_5); if (unlikely((__pyx_t_6 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 259, __pyx_L5_error)
+      __pyx_t_6 = __Pyx_PyLong_As_int32_t(__pyx_t_5); if (unlikely((__pyx_t_6 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 295, __pyx_L5_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       (__pyx_v_buf[__pyx_v_i]) = __pyx_t_6;
 
     }
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":260
+    /* "csrc/tokenizer/_bpe_c.pyx":296
  *             for i in range(n):
  *                 buf[i] = ids[i]
  *             m = self.merge_ids_into(buf, n, buf + n)             # <<<<<<<<<<<<<<
  *             return [buf[n + i] for i in range(m)]
  *         finally:
 */
-    __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_ids_into(__pyx_v_self, __pyx_v_buf, __pyx_v_n, (__pyx_v_buf + __pyx_v_n)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 260, __pyx_L5_error)
+    __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_ids_into(__pyx_v_self, __pyx_v_buf, __pyx_v_n, (__pyx_v_buf + __pyx_v_n)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 296, __pyx_L5_error)
     __pyx_v_m = __pyx_t_1;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":261
+    /* "csrc/tokenizer/_bpe_c.pyx":297
  *                 buf[i] = ids[i]
  *             m = self.merge_ids_into(buf, n, buf + n)
  *             return [buf[n + i] for i in range(m)]             # <<<<<<<<<<<<<<
@@ -6951,18 +8042,18 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
  *             free(buf)
 */
     { /* enter inner scope */
-      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 261, __pyx_L5_error)
+      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 297, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
 
       __pyx_t_1 = __pyx_v_m;
       __pyx_t_3 = __pyx_t_1;
 
       for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
-        __pyx_7genexpr__pyx_v_i = __pyx_t_4;
-        __pyx_t_7 = __Pyx_PyLong_From_int32_t((__pyx_v_buf[(__pyx_v_n + __pyx_7genexpr__pyx_v_i)])); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 261, __pyx_L5_error)
+        __pyx_8genexpr1__pyx_v_i = __pyx_t_4;
+        __pyx_t_7 = __Pyx_PyLong_From_int32_t((__pyx_v_buf[(__pyx_v_n + __pyx_8genexpr1__pyx_v_i)])); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 297, __pyx_L5_error)
         __Pyx_GOTREF(__pyx_t_7);
         __Pyx_GIVEREF(__pyx_t_7);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_7))) __PYX_ERR(0, 261, __pyx_L5_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_7))) __PYX_ERR(0, 297, __pyx_L5_error)
         __pyx_t_7 = 0;
       }
 
@@ -6979,7 +8070,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":263
+  /* "csrc/tokenizer/_bpe_c.pyx":299
  *             return [buf[n + i] for i in range(m)]
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -7028,7 +8119,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
     }
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":251
+  /* "csrc/tokenizer/_bpe_c.pyx":287
  *         return self._to_list(piece, False)
  * 
  *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
@@ -7053,7 +8144,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":265
+/* "csrc/tokenizer/_bpe_c.pyx":301
  *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -7100,32 +8191,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 265, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 301, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 265, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 301, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 265, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 301, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 265, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 301, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 265, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 301, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 265, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 301, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -7136,7 +8227,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 265, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 301, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -7165,14 +8256,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_piece", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":266
+  /* "csrc/tokenizer/_bpe_c.pyx":302
  * 
  *     def encode_piece(self, bytes piece):
  *         return self._to_list(piece, True)             # <<<<<<<<<<<<<<
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 266, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 302, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -7185,7 +8276,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct 
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":265
+  /* "csrc/tokenizer/_bpe_c.pyx":301
  *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -7204,7 +8295,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":268
+/* "csrc/tokenizer/_bpe_c.pyx":304
  *         return self._to_list(piece, True)
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):             # <<<<<<<<<<<<<<
@@ -7216,7 +8307,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   Py_ssize_t __pyx_v_n;
   Py_ssize_t __pyx_v_m;
   int32_t *__pyx_v_out;
-  Py_ssize_t __pyx_8genexpr1__pyx_v_i;
+  Py_ssize_t __pyx_8genexpr2__pyx_v_i;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   Py_ssize_t __pyx_t_1;
@@ -7242,7 +8333,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_to_list", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":269
+  /* "csrc/tokenizer/_bpe_c.pyx":305
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):
  *         cdef Py_ssize_t n = len(piece), m, i             # <<<<<<<<<<<<<<
@@ -7251,12 +8342,12 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   if (unlikely(__pyx_v_piece == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 269, __pyx_L1_error)
+    __PYX_ERR(0, 305, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_piece); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 269, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_piece); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 305, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":270
+  /* "csrc/tokenizer/_bpe_c.pyx":306
  *     cdef list _to_list(self, bytes piece, bint whole):
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -7265,7 +8356,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   __pyx_v_out = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":271
+  /* "csrc/tokenizer/_bpe_c.pyx":307
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:             # <<<<<<<<<<<<<<
@@ -7277,16 +8368,16 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":272
+    /* "csrc/tokenizer/_bpe_c.pyx":308
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             if whole:
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 272, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 308, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":271
+    /* "csrc/tokenizer/_bpe_c.pyx":307
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:             # <<<<<<<<<<<<<<
@@ -7295,7 +8386,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":273
+  /* "csrc/tokenizer/_bpe_c.pyx":309
  *         if out == NULL:
  *             raise MemoryError()
  *         try:             # <<<<<<<<<<<<<<
@@ -7304,7 +8395,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":274
+    /* "csrc/tokenizer/_bpe_c.pyx":310
  *             raise MemoryError()
  *         try:
  *             if whole:             # <<<<<<<<<<<<<<
@@ -7313,7 +8404,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
     if (__pyx_v_whole) {
 
-      /* "csrc/tokenizer/_bpe_c.pyx":275
+      /* "csrc/tokenizer/_bpe_c.pyx":311
  *         try:
  *             if whole:
  *                 m = self.encode_into(piece, n, out)             # <<<<<<<<<<<<<<
@@ -7322,14 +8413,14 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
       if (unlikely(__pyx_v_piece == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-        __PYX_ERR(0, 275, __pyx_L5_error)
+        __PYX_ERR(0, 311, __pyx_L5_error)
       }
-      __pyx_t_3 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_3) && PyErr_Occurred())) __PYX_ERR(0, 275, __pyx_L5_error)
-      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, __pyx_t_3, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 275, __pyx_L5_error)
+      __pyx_t_3 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_3) && PyErr_Occurred())) __PYX_ERR(0, 311, __pyx_L5_error)
+      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, __pyx_t_3, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 311, __pyx_L5_error)
 
       __pyx_v_m = __pyx_t_1;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":274
+      /* "csrc/tokenizer/_bpe_c.pyx":310
  *             raise MemoryError()
  *         try:
  *             if whole:             # <<<<<<<<<<<<<<
@@ -7339,7 +8430,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
       goto __pyx_L7;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":277
+    /* "csrc/tokenizer/_bpe_c.pyx":313
  *                 m = self.encode_into(piece, n, out)
  *             else:
  *                 m = self.merge_into(piece, n, out)             # <<<<<<<<<<<<<<
@@ -7349,16 +8440,16 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     /*else*/ {
       if (unlikely(__pyx_v_piece == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-        __PYX_ERR(0, 277, __pyx_L5_error)
+        __PYX_ERR(0, 313, __pyx_L5_error)
       }
-      __pyx_t_4 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 277, __pyx_L5_error)
-      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_t_4, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 277, __pyx_L5_error)
+      __pyx_t_4 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 313, __pyx_L5_error)
+      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_t_4, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 313, __pyx_L5_error)
 
       __pyx_v_m = __pyx_t_1;
     }
     __pyx_L7:;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":278
+    /* "csrc/tokenizer/_bpe_c.pyx":314
  *             else:
  *                 m = self.merge_into(piece, n, out)
  *             return [out[i] for i in range(m)]             # <<<<<<<<<<<<<<
@@ -7366,18 +8457,18 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
  *             free(out)
 */
     { /* enter inner scope */
-      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 278, __pyx_L5_error)
+      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 314, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
 
       __pyx_t_1 = __pyx_v_m;
       __pyx_t_6 = __pyx_t_1;
 
       for (__pyx_t_7 = 0; __pyx_t_7 < __pyx_t_6; __pyx_t_7+=1) {
-        __pyx_8genexpr1__pyx_v_i = __pyx_t_7;
-        __pyx_t_8 = __Pyx_PyLong_From_int32_t((__pyx_v_out[__pyx_8genexpr1__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 278, __pyx_L5_error)
+        __pyx_8genexpr2__pyx_v_i = __pyx_t_7;
+        __pyx_t_8 = __Pyx_PyLong_From_int32_t((__pyx_v_out[__pyx_8genexpr2__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 314, __pyx_L5_error)
         __Pyx_GOTREF(__pyx_t_8);
         __Pyx_GIVEREF(__pyx_t_8);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_8))) __PYX_ERR(0, 278, __pyx_L5_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_8))) __PYX_ERR(0, 314, __pyx_L5_error)
         __pyx_t_8 = 0;
       }
 
@@ -7394,7 +8485,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":280
+  /* "csrc/tokenizer/_bpe_c.pyx":316
  *             return [out[i] for i in range(m)]
  *         finally:
  *             free(out)             # <<<<<<<<<<<<<<
@@ -7443,7 +8534,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     }
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":268
+  /* "csrc/tokenizer/_bpe_c.pyx":304
  *         return self._to_list(piece, True)
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):             # <<<<<<<<<<<<<<
@@ -7467,7 +8558,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_bpe_c.pxd":23
+/* "benchc/tokenizer/_bpe_c.pxd":25
  *     cdef int32_t* _w_slots
  *     cdef uint64_t _w_mask
  *     cdef readonly bint has_whole             # <<<<<<<<<<<<<<
@@ -7506,7 +8597,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_9has_whole___get__(str
       __Pyx_INCREF(__pyx_t_1);
       __Pyx_PyCriticalSection_Begin(&__pyx_cs, (PyObject*)__pyx_t_1);
       /*try:*/ {
-        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->has_whole); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 23, __pyx_L4_error)
+        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->has_whole); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 25, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_2);
         {
           PyObject *__pyx_temp;
@@ -7753,7 +8844,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":283
+/* "csrc/tokenizer/_bpe_c.pyx":319
  * 
  * 
  * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7764,7 +8855,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __pyx_v_a, int64_t __pyx_v_b) {
   uint64_t __pyx_r;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":285
+  /* "csrc/tokenizer/_bpe_c.pyx":321
  * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:
  *     # +1 keeps 0 free as the empty-slot marker
  *     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)             # <<<<<<<<<<<<<<
@@ -7777,7 +8868,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":283
+  /* "csrc/tokenizer/_bpe_c.pyx":319
  * 
  * 
  * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7790,7 +8881,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":288
+/* "csrc/tokenizer/_bpe_c.pyx":324
  * 
  * 
  * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7802,7 +8893,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
   uint64_t __pyx_r;
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":290
+  /* "csrc/tokenizer/_bpe_c.pyx":326
  * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:
  *     # splitmix64's finaliser: spreads sequential ids over the table
  *     x ^= x >> 30             # <<<<<<<<<<<<<<
@@ -7811,7 +8902,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":291
+  /* "csrc/tokenizer/_bpe_c.pyx":327
  *     # splitmix64's finaliser: spreads sequential ids over the table
  *     x ^= x >> 30
  *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
@@ -7820,7 +8911,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":292
+  /* "csrc/tokenizer/_bpe_c.pyx":328
  *     x ^= x >> 30
  *     x *= 0xbf58476d1ce4e5b9ULL
  *     x ^= x >> 27             # <<<<<<<<<<<<<<
@@ -7829,7 +8920,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":293
+  /* "csrc/tokenizer/_bpe_c.pyx":329
  *     x *= 0xbf58476d1ce4e5b9ULL
  *     x ^= x >> 27
  *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
@@ -7838,21 +8929,18 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 */
   __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":294
+  /* "csrc/tokenizer/_bpe_c.pyx":330
  *     x ^= x >> 27
  *     x *= 0x94d049bb133111ebULL
  *     x ^= x >> 31             # <<<<<<<<<<<<<<
  *     return x
- * 
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":295
+  /* "csrc/tokenizer/_bpe_c.pyx":331
  *     x *= 0x94d049bb133111ebULL
  *     x ^= x >> 31
  *     return x             # <<<<<<<<<<<<<<
- * 
- * 
 */
   {
 
@@ -7860,7 +8948,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":288
+  /* "csrc/tokenizer/_bpe_c.pyx":324
  * 
  * 
  * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7870,81 +8958,6 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t 
 
   /* function exit code */
   __pyx_L0:;
-
-  return __pyx_r;
-}
-
-/* "csrc/tokenizer/_bpe_c.pyx":298
- * 
- * 
- * cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
- *     # FNV-1a
- *     cdef uint64_t h = 0xcbf29ce484222325ULL
-*/
-
-static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__bytes_hash(unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n) {
-  uint64_t __pyx_v_h;
-  Py_ssize_t __pyx_v_i;
-  uint64_t __pyx_r;
-  Py_ssize_t __pyx_t_1;
-  Py_ssize_t __pyx_t_2;
-  Py_ssize_t __pyx_t_3;
-
-  /* "csrc/tokenizer/_bpe_c.pyx":300
- * cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
- *     # FNV-1a
- *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
- *     cdef Py_ssize_t i
- *     for i in range(n):
-*/
-  __pyx_v_h = 0xcbf29ce484222325ULL;
-
-  /* "csrc/tokenizer/_bpe_c.pyx":302
- *     cdef uint64_t h = 0xcbf29ce484222325ULL
- *     cdef Py_ssize_t i
- *     for i in range(n):             # <<<<<<<<<<<<<<
- *         h = (h ^ p[i]) * 0x100000001b3ULL
- *     return h
-*/
-
-  __pyx_t_1 = __pyx_v_n;
-  __pyx_t_2 = __pyx_t_1;
-
-  for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
-    __pyx_v_i = __pyx_t_3;
-
-    /* "csrc/tokenizer/_bpe_c.pyx":303
- *     cdef Py_ssize_t i
- *     for i in range(n):
- *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
- *     return h
-*/
-    __pyx_v_h = ((__pyx_v_h ^ (__pyx_v_p[__pyx_v_i])) * 0x100000001b3ULL);
-  }
-
-
-  /* "csrc/tokenizer/_bpe_c.pyx":304
- *     for i in range(n):
- *         h = (h ^ p[i]) * 0x100000001b3ULL
- *     return h             # <<<<<<<<<<<<<<
-*/
-  {
-
-    __pyx_r = __pyx_v_h;
-  }
-  goto __pyx_L0;
-
-  /* "csrc/tokenizer/_bpe_c.pyx":298
- * 
- * 
- * cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
- *     # FNV-1a
- *     cdef uint64_t h = 0xcbf29ce484222325ULL
-*/
-
-  /* function exit code */
-  __pyx_L0:;
-
 
   return __pyx_r;
 }
@@ -7960,6 +8973,7 @@ static PyObject *__pyx_tp_new__initialisation_6benchc_9tokenizer_6_bpe_c_BPE(PyO
 ) {
   struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *p = ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)o);
   p->__pyx_vtab = __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
+  p->_ints = ((PyObject*)Py_None); Py_INCREF(Py_None);
   {
     int cinit_result = __pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_1__cinit__(o, 
 #if CYTHON_VECTORCALL_TPNEW
@@ -8013,13 +9027,15 @@ static PyObject *__pyx_tp_vectorcall_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *t,
 #endif
 
 static void __pyx_tp_dealloc_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *o) {
+  struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *p = (struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)o;
   #if CYTHON_USE_TP_FINALIZE
-  if (unlikely(__Pyx_PyObject_GetSlot(o, tp_finalize, destructor)) && (!PyType_IS_GC(Py_TYPE(o)) || !__Pyx_PyObject_GC_IsFinalized(o))) {
+  if (unlikely(__Pyx_PyObject_GetSlot(o, tp_finalize, destructor)) && !__Pyx_PyObject_GC_IsFinalized(o)) {
     if (__Pyx_PyObject_GetSlot(o, tp_dealloc, destructor) == __pyx_tp_dealloc_6benchc_9tokenizer_6_bpe_c_BPE) {
       if (PyObject_CallFinalizerFromDealloc(o)) return;
     }
   }
   #endif
+  PyObject_GC_UnTrack(o);
   {
     PyObject *etype, *eval, *etb;
     __Pyx_PyErr_FetchException(&etype, &eval, &etb);
@@ -8028,6 +9044,7 @@ static void __pyx_tp_dealloc_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *o) {
     __Pyx_DeallocKeepAliveEnd(o);
     __Pyx_PyErr_RestoreException(etype, eval, etb);
   }
+  Py_CLEAR(p->_ints);
   PyTypeObject *tp = Py_TYPE(o);
   #if CYTHON_USE_TYPE_SLOTS
   (*tp->tp_free)(o);
@@ -8040,6 +9057,28 @@ static void __pyx_tp_dealloc_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *o) {
   #if CYTHON_USE_TYPE_SPECS
   Py_DECREF(tp);
   #endif
+}
+
+static int __pyx_tp_traverse_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *o, visitproc v, void *a) {
+  int e;
+  struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *p = (struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)o;
+  {
+    e = __Pyx_call_type_traverse(o, 1, v, a);
+    if (e) return e;
+  }
+  if (p->_ints) {
+    e = (*v)(p->_ints, a); if (e) return e;
+  }
+  return 0;
+}
+
+static int __pyx_tp_clear_6benchc_9tokenizer_6_bpe_c_BPE(PyObject *o) {
+  PyObject* tmp;
+  struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *p = (struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)o;
+  tmp = ((PyObject*)p->_ints);
+  p->_ints = ((PyObject*)Py_None); Py_INCREF(Py_None);
+  Py_XDECREF(tmp);
+  return 0;
 }
 
 static PyObject *__pyx_getprop_6benchc_9tokenizer_6_bpe_c_3BPE_has_whole(PyObject *o, CYTHON_UNUSED void *x) {
@@ -8063,6 +9102,8 @@ static struct PyGetSetDef __pyx_getsets_6benchc_9tokenizer_6_bpe_c_BPE[] = {
 #if CYTHON_USE_TYPE_SPECS
 static PyType_Slot __pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_slots[] = {
   {Py_tp_dealloc, (void *)__pyx_tp_dealloc_6benchc_9tokenizer_6_bpe_c_BPE},
+  {Py_tp_traverse, (void *)__pyx_tp_traverse_6benchc_9tokenizer_6_bpe_c_BPE},
+  {Py_tp_clear, (void *)__pyx_tp_clear_6benchc_9tokenizer_6_bpe_c_BPE},
   {Py_tp_methods, (void *)__pyx_methods_6benchc_9tokenizer_6_bpe_c_BPE},
   {Py_tp_getset, (void *)__pyx_getsets_6benchc_9tokenizer_6_bpe_c_BPE},
   {Py_tp_new, (void *)__pyx_tp_new_6benchc_9tokenizer_6_bpe_c_BPE},
@@ -8077,7 +9118,7 @@ static PyType_Spec __pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec = {
   "benchc.tokenizer._bpe_c.BPE",
   sizeof(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE),
   0,
-  Py_TPFLAGS_DEFAULT|Py_TPFLAGS_HAVE_VERSION_TAG|Py_TPFLAGS_BASETYPE,
+  Py_TPFLAGS_DEFAULT|Py_TPFLAGS_HAVE_VERSION_TAG|Py_TPFLAGS_BASETYPE|Py_TPFLAGS_HAVE_GC,
   __pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_slots,
 };
 #else
@@ -8102,10 +9143,10 @@ static PyTypeObject __pyx_type_6benchc_9tokenizer_6_bpe_c_BPE = {
   0, /*tp_getattro*/
   0, /*tp_setattro*/
   0, /*tp_as_buffer*/
-  Py_TPFLAGS_DEFAULT|Py_TPFLAGS_HAVE_VERSION_TAG|Py_TPFLAGS_BASETYPE, /*tp_flags*/
+  Py_TPFLAGS_DEFAULT|Py_TPFLAGS_HAVE_VERSION_TAG|Py_TPFLAGS_BASETYPE|Py_TPFLAGS_HAVE_GC, /*tp_flags*/
   0, /*tp_doc*/
-  0, /*tp_traverse*/
-  0, /*tp_clear*/
+  __pyx_tp_traverse_6benchc_9tokenizer_6_bpe_c_BPE, /*tp_traverse*/
+  __pyx_tp_clear_6benchc_9tokenizer_6_bpe_c_BPE, /*tp_clear*/
   0, /*tp_richcompare*/
   0, /*tp_weaklistoffset*/
   0, /*tp_iter*/
@@ -8223,15 +9264,16 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.merge_ids_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into;
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE._merge_scratch = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch;
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.encode_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into;
+  __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.ids_list = (PyObject *(*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE)) __PYX_ERR(0, 55, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE)) __PYX_ERR(0, 59, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE);
@@ -8241,9 +9283,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_BPE, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_BPE, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -8253,11 +9295,31 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
 
 static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_modinit_Type_import_code", 0);
   /*--- Type import code ---*/
+  __pyx_t_1 = PyImport_ImportModule(__Pyx_BUILTIN_MODULE_NAME); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 9, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_mstate->__pyx_ptype_7cpython_4type_type = __Pyx_ImportType_3_3_1(__pyx_t_1, __Pyx_BUILTIN_MODULE_NAME, "type",
+  #if defined(PYPY_VERSION_NUM) && PYPY_VERSION_NUM < 0x050B0000
+  sizeof(PyTypeObject), __PYX_GET_STRUCT_ALIGNMENT_3_3_1(PyTypeObject),
+  #elif CYTHON_COMPILING_IN_LIMITED_API
+  0, 0,
+  #else
+  sizeof(PyHeapTypeObject), __PYX_GET_STRUCT_ALIGNMENT_3_3_1(PyHeapTypeObject),
+  #endif
+  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_7cpython_4type_type) __PYX_ERR(3, 9, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __Pyx_RefNannyFinishContext();
   return 0;
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_RefNannyFinishContext();
+  return -1;
 }
 
 static int __Pyx_modinit_Variable_import_code(__pyx_mstatetype *__pyx_mstate) {
@@ -8553,70 +9615,70 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
   (void)__Pyx_modinit_Function_export_code(__pyx_mstate);
   /*--- Type init code ---*/
   if (unlikely((__Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_mstate) < 0))) __PYX_ERR(0, 1, __pyx_L1_error)
-  (void)__Pyx_modinit_Type_import_code(__pyx_mstate);
+  if (unlikely((__Pyx_modinit_Type_import_code(__pyx_mstate) < 0))) __PYX_ERR(0, 1, __pyx_L1_error)
   (void)__Pyx_modinit_Variable_import_code(__pyx_mstate);
   (void)__Pyx_modinit_Function_import_code(__pyx_mstate);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_bpe_c.pyx":109
+  /* "csrc/tokenizer/_bpe_c.pyx":120
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
  *         cdef Py_ssize_t n = len(whole), total = 0, k = 0, cap = 16
  *         cdef bytes tok
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE__build_whole, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 109, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE__build_whole, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 120, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_build_whole, __pyx_t_2) < (0)) __PYX_ERR(0, 109, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_build_whole, __pyx_t_2) < (0)) __PYX_ERR(0, 120, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":248
- *         return self.merge_into(p, n, out)
+  /* "csrc/tokenizer/_bpe_c.pyx":284
+ *         return out
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, False)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 248, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 284, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge, __pyx_t_2) < (0)) __PYX_ERR(0, 248, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge, __pyx_t_2) < (0)) __PYX_ERR(0, 284, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":251
+  /* "csrc/tokenizer/_bpe_c.pyx":287
  *         return self._to_list(piece, False)
  * 
  *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
  *         """The merge of a list of symbol ids (the twin's merge_ids)."""
  *         cdef Py_ssize_t n = len(ids), i, m
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge_ids, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 251, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge_ids, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 287, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge_ids, __pyx_t_2) < (0)) __PYX_ERR(0, 251, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge_ids, __pyx_t_2) < (0)) __PYX_ERR(0, 287, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":265
+  /* "csrc/tokenizer/_bpe_c.pyx":301
  *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, True)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 265, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 301, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 265, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 301, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -8691,7 +9753,11 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
 /* #### Code section: cached_builtins ### */
 
 static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
+  __pyx_builtin_max = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_max); if (!__pyx_builtin_max) __PYX_ERR(0, 84, __pyx_L1_error)
 
   /* Cached unbound methods */
   __pyx_mstate->__pyx_umethod_PyDict_Type_items.type = (PyObject*)&PyDict_Type;
@@ -8701,15 +9767,60 @@ static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
   __pyx_mstate->__pyx_umethod_PyDict_Type_values.type = (PyObject*)&PyDict_Type;
   __pyx_mstate->__pyx_umethod_PyDict_Type_values.method_name = &__pyx_mstate->__pyx_n_u_values;
   return 0;
+  __pyx_L1_error:;
+  return -1;
 }
 /* #### Code section: cached_constants ### */
 
 static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   __Pyx_RefNannyDeclarations
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_InitCachedConstants", 0);
+
+  /* "csrc/tokenizer/_bpe_c.pyx":84
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+ *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),             # <<<<<<<<<<<<<<
+ *                   max(whole.values(), default=-1) if whole else -1)
+ *         self._ints = list(range(top + 1))
+*/
+  {
+    PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
+    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 84, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[0]);
+  }
+  __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[0]);
+  #if CYTHON_IMMORTAL_CONSTANTS
+  {
+    PyObject **table = __pyx_mstate->__pyx_tuple;
+    for (Py_ssize_t i=0; i<1; ++i) {
+      #if PY_VERSION_HEX >= 0x030F0000
+      PyUnstable_SetImmortal(table[i]);
+      #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
+      if ((PY_SSIZE_T_MAX <= _Py_IMMORTAL_REFCNT_LOCAL)) break;
+      #if PY_VERSION_HEX < 0x030E0000
+      if (_Py_IsOwnedByCurrentThread(table[i]) && Py_REFCNT(table[i]) == 1)
+      #else
+      if (PyUnstable_Object_IsUniquelyReferenced(table[i]))
+      #endif
+      {
+        Py_SET_REFCNT(table[i], ((Py_ssize_t)_Py_IMMORTAL_REFCNT_LOCAL + 1));
+      }
+      #else
+      if ((PY_SSIZE_T_MAX < _Py_IMMORTAL_INITIAL_REFCNT)) break;
+      Py_SET_REFCNT(table[i], _Py_IMMORTAL_INITIAL_REFCNT);
+      #endif
+    }
+  }
+  #endif
   __Pyx_RefNannyFinishContext();
   return 0;
+  __pyx_L1_error:;
+  __Pyx_RefNannyFinishContext();
+  return -1;
 }
 /* #### Code section: init_constants ### */
 
@@ -8719,38 +9830,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{32},{15},{1},{179},{8},{5},{36},{25},{7},{6},{2},{9},{50},{3},{21},{23},{16},{16},{9},{13},{20},{12},{17},{8},{12},{8},{10},{8},{11},{14},{12},{10},{17},{13},{12},{12},{19},{8},{12},{13},{1},{18},{1},{23},{3},{8},{3},{18},{12},{1},{1},{3},{5},{1},{1},{5},{9},{6},{1},{5},{5},{3},{3},{4},{4},{10},{3},{3},{5},{6},{5}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{32},{15},{1},{179},{8},{5},{36},{25},{7},{6},{2},{9},{50},{3},{21},{23},{16},{16},{9},{13},{20},{12},{17},{8},{12},{8},{10},{8},{11},{14},{12},{10},{17},{13},{12},{12},{19},{8},{12},{13},{1},{18},{1},{23},{3},{8},{3},{18},{7},{12},{1},{1},{3},{5},{1},{1},{3},{5},{9},{6},{1},{5},{5},{3},{3},{4},{4},{10},{3},{3},{5},{6},{5}};
     const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{15},{419},{124}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (937 bytes) */
-static const char cstring[] = "x\332uR=s\0337\020\reK\226l:\021%+iT@\032[N\306c\332\224\351LRe\250\017{\354$\216(\217\235\0317\030\034nI\302:\342\216\007\034-\246R\311\022%J\224W^\251ReJ\225,\375\023\362\023\2628J\224&\236p\216w\213\335\267\300{oAzL\021\031\023\035\037\201$B\022\335\023\212\014c\316\202,b\351\350{\235\002\220N\312\272}\220\372\207_\336\304\032\020\3034\331\035\351^\214-\212\204\020\211\000R\246!\032\021\245S\3015\244\036$\311\301\376\301\343\346OM\302dHR\370\010\\+\242\262\200GL)P$\356\220 \023\221\366\347\216\022Pu\362\252CFqF$@\210\234H\202\270\353\r\272\207,\025h\037\220\207L\312X3-bI\261]\310\356C\022\212\024\017\021C\360\335/X\244\240\316\302\220\"\016\202\021R\367/*BU\236\200\004$\020\021\222\004\371\226\345!\2132\340*\345OJC\304_\220>\241A\002\224\327\223\321q(\024\013\"\000\351\337].\3244\n\321\277\020:,\2134\2414\2050\343@)\t\263\222\204\214\345c\364d(X\204U.\244\320\224\356\034\354\343S\237\241yif\231\307$\nT\250\353?i\357TH?\365\342\010\374\032$\217C\240\211\000^\256\373\220v\257\002\257\221\322\203\3211\376\367p \364\r\034\353C\350Pza\0322D6\336V\332\005-4\364}\242\223I\356\277\335K\006\370\3533!\313o\034fQ\231\221\254_~\321\022z\001\363\341P{7|a\220\261\350\022t\351\307\027Zg\t8\366\013\024=\333X];\376\0133(\325\240\320\303\353\206P\241(\217\3238\303\253\004\214\251\221\344\"\256\3172*\010\320\256\036\257\317\246Z\237N5\310:\2277\202\263\204G\210\245\250V\247\214C\300\370\321u\223{\002Q\336(u\324/=\236\031]\006\241L\230HU\tM\342$\211U\312\344\221\202\250\203\n.\256\207\026!2\320\350\177T\3364U\222?\251Ln\336\036?2\355\223\326d\361\233\2616?\333\226\375\323\265\374r\335\356\332\3019yZ\334*Fg\225\177\026\276Z\272;~i\032\223\352\232yk+\2666Y\374z\034\232M\263c\002;g7mkR]\305\362bu\374\253\321v\333\266}\370\372\374\333-\327\311[\371\373b\273\230f\314G\267\340\202|.\337\314w\363\264\250\375o\362\225\371`\207\356\320\245\371J\376,\017\212\212O\376fo\273\255\274\222\337\313\017\363\201O\354\231E{\303>w7\\\323\035\347\252xP\250\323\373\247\2753\376wm\262\274j\232\346\223""\345n\315q\354\370\200\245\215I\365\256o\3337k\206\231\301\244\272l\226l\315n9\334}\331T\246\245\357\354\274}\357\032\276x\313\014p\321\276\n\337\272\212\253\371\345\002\366g^\365\262\2317\357\354\206}f\231\035L\226\357\231\227\266a_\270M\267\237\257\242\362\366\225c\010\275c\033\347\353\333%\313\215\323\037\317V\316\232gHb\305\3347\302\016J\021\270\305\23294\251]\265;6t\033\227\024\037\340\346\325\232)\255\371\335\326NZ\237\247#\362\314\327\355kty\007M\232+6\213\235\202\237\256\234\342(\356\214\233ce\246\222\227\256\2106\2741\r\263\217\047\264\246\322n\232?\\\243\344\273\207;l\224\2234\273\250\327\017v\327j\367<\237\317\3339\373\214\330\212\251\375\013\245f;\022";
-    PyObject *data = __Pyx_DecompressString(cstring, 937, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (942 bytes) */
+static const char cstring[] = "x\332uR=o\0337\030\256\234\330\261]\245\265\354\270\035\232\2016\034\247E\021\245J\034\240\235\n\371#A\3226\265\0354\005\262\020<\336+\211\361\211w:\362\024\251\223G\215\0349r\274\361F\215\032;z\324\230\237\320\237\320\227\047[6\032T8\335\275\337|\236\347%\3510EdLt|\006\222\010ItG(\322\2179\013\262\210\245\303ou\n@Z)kwA\352\357~~\035k\300\032\246\311\301PwblQ$\204H\004\2202\r\321\220(\235\n\256!\365E\222\034\037\035?\332\373q\2170\031\222\024\336\003\327\212\250,\340\021S\n\024\211[$\310D\244\375\271\303\004T\235\274l\221a\234\021\t\020\"&\222`\335\315\006\335A\224\n\2647\310C&e\254\231\026\261\244\330.d\373!\tE\212\207\210>\370\356\347,RPgaH\261\016\202!B\367/*BU\236\200\000$\020\021\222\004\361\226\351>\2132\340*\345\217KA\304_\220>\246A\002\224\327\223\341 \024\212\005\021\200\364\3576\027jf\205\250_\010-\226E\232P\232B\230q\240\224\204Y\tB\306\362\021j\322\027,\302,\027RhJ\367\217\217\360\251\317\253y)f\031\307 \022T\310\353?a\257TH?t\342\010\274\017\222\307!\320D\000/\375.\244\355k\303s\244\364x8\300\377!.\204\276\206\201>\205\026\245\227\242!BD\343e\245m\320BC\327\007Z\231\344\376\333\276B\200\277.\023\262\374\306a\026\225\021\311\272\345\027%\241\227e\336\354k\257\206O\3642\026]\025]\351\361\t\327y\000\006\336A\322\363\301\352\306\361\237\210A\251\006\205\032\336\024\204\nEy\234\306\031^%`L\r%\027q}\036QA\200rux}\276\325\372l\253A\326\272\272\021\234%<\302Z\212lu\3128\004\214\237]\256\365\246\326\035\201\305^/u\326\355\262A\251\366\\\362\322\010e\302D\252\312\352$N\222X\245L\236)\210Z\310\345r\242\026!b\321\270\211\250\274s\252\244q^\231\336^\035}oN\316\233\323\345/G\332\374d\233\366O\327\364\356}{`{\027\344\207\342N1\234T\376Y\372l\345\356\350\205iL\253\233\346\215\255\330\332t\371\213Qh\266\315\276\t\354\202\335\266\315iu\003\323\313\325\321/F\333\047\366\304\233\257.\276\332u\255\274\231\277-\236\024\263\210y\357\226\\\220/\344\333\371A\236\026\265\377\r\2764\357l\337\235\2724_\317\237\346AQ\361\301_\355\252\333\315+\371\275\3744\357\371\300\241Y\266\267""\3543w\313\355\271A\256\212\007\205\032\357\214;\023\376wm\272\266a\366\314\007\313\335\246\343\330\361\016S[\323\352]\337vd6\r3\275iu\315\254\330\232\335u8}\315Tf\251\257\355\242}\353\032>y\307\364\3209\2716\337\270\212\253yw\t\3733\317z\315,\232?\354\226}j\231\355M\327\356\231\027\266a\237\273mw\224o \363\223k\305\260t\325n]|\323(6\013>\256\215w\047\013\223\235\t\233V\327\315\216\021\266W\222\300\021\233\346\324\244v\303\356\333\320m]A|\200\303\2535SJ\363\233\255\2357?\316V\344\221\337\267\257P\345}\024i\241\330.\366q\370\372\030W\361\371ho\244\314\214\362\3125\320\206\027\246a\216\360\204\346\214\332m\363\273k\224x\017q\302V\271Is\200|\375b\017\254v\317\362\305\374$g\037\261\266bj\377\0026j>\272";
+    PyObject *data = __Pyx_DecompressString(cstring, 942, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1197 bytes) */
-static const char cstring[] = "\377 has no \377token in\377 this vo\377cabulary\377(tree fr\377agment)?\357Note!\000at \337Cytho0\000s \377delibera\377tely str\337icter!\001n \377PEP-484 \377and reje\377cts subc\377lasses o\177f builtt\001\377ypes. If\377 you nee\315d\221\000 p%\000%\tth\356\243\000set\244\000e \047\377annotati\377on_typin\277g\047 dirb\000i\375v\242\000o Fals\277e.add_%\000e\363by\270\000\001\001_ids\374]\002~\000ne id \371p\255\000\032\002value\337csrc/\214\"iz\377er/_bpe_\377c.pyxdis\277ableen\002\001g\327cis\004\003d\275 de\377fault __\377reduce__\367 du\200\002non-\336\221 vial\033\000ci\377nit__BPE\n\000\000.%\006c\310\"\023\002\022\000\336\000\341s\325\000s\000\013\t\246!d_w\357hole8\001enc\377ode_piec^\013\002merg\000\006e\340\001___Pyx\001\000D\216@\377_NextRef\263__\256$\237\000__\203B_\377getitem_\177___func\004\001x\020\000|\003\022\000main\030\001\337modul2\002na\311m:\002\220 _ \004\007\001vt<\232!C\001qual\035\005\210%L\333\016\242&exw\001\323@_Q\005\370\370\006\221\000\374\016__tes\372\301 _\206(_is_c\357orou\310`eaa\177syncio.\t\006wsbb\254 hc.\315F\335.\320Cbuf\212eca\237pclin\267 \313`r\177aceback\331)shi\265`\245!skm\350\"\370\355\"\311a\366\"dnpai\373rs\213Bpoppo\377sranksel\357fset\230dtid\377toktotal\372\345bs\311B\200\001\330\004\n\377\210+\220Q\200A\330\010\377\017\210t\2209\230A\230\367W\240A\013\001\034\230C\230\377q\320 0\260\007\260y\377\300\001\360\006\000\t\r\210\377G\2201\330\014\025\220S\377\230\001\230\021\330\010\016\210\377d\220\"\220B\220b\230\377\002\230\"\230A\330\014\023\376\034\000\010\014\210K\220t\230\3572\230Q\330\010\000J\320\026\377&\240f\250A\250V\260\3732\260\014\003\220j\240\006\240\377b\250\002\250\"\250C\250\347r\260\021\"\002\001\021I\220Z\377\230v\240R\240r\250\022\277\2503\250b\260\001M\001L\377\230\n\240&\250\001\250\024\357\250R\250q^\001D\220\010\377\230\003\2305\240\003\2404\377\240x\250s\260%\260s\377\270$\270h\300c\310\021\377\330\020\023\2204\220w\230_c\240\025\240c/\000Z\030\000\357!\330\014\r\225\001E\220\025\377\220a""\220q\330\014\020\220\277\t\230\021\230&\240[\000\020\375\220^\002E\220\027\230\005\230\373V\240\350\000\020\220\007\220q\362\n\000Q$\001\005\003S\240\001\240\325\0213\001\006=\000u\362\001\020\220\377\005\220U\230!\2303\230\377a\230q\330\020\024\220G\377\2301\230F\240\"\240E\313\250\023\367\000Q\250\047j\000\013\230\3571\320\0342\241\002!\2706\337\300\022\3004\300\202\000\022\220\237$\220i\230q\300\002@\000\025\377\220R\220r\230\023\230B\257\230d\240!\233\005%Z\000\014\373\021\220\253\"M\230\021\200As\340\010\236B\266\001\034\230J\343 \375B\242 \002\260\"\260B\260\377c\270\022\2701\330\010\013_\2104\210s\220\355\003\t\347\001\272\243\0031\225!1\220E_\000A}\230\326\002\004\220O\2401\253\002\337D\260\002\260!\305B\220C\374\370\000\325AC\230t\2405\250\277\005\250Q\250a\340\254 \001\003\220\021";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1197, 1467);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1206 bytes) */
+static const char cstring[] = "\377 has no \377token in\377 this vo\377cabulary\377(tree fr\377agment)?\357Note!\000at \337Cytho0\000s \377delibera\377tely str\337icter!\001n \377PEP-484 \377and reje\377cts subc\377lasses o\177f builtt\001\377ypes. If\377 you nee\315d\221\000 p%\000%\tth\356\243\000set\244\000e \047\377annotati\377on_typin\277g\047 dirb\000i\375v\242\000o Fals\277e.add_%\000e\363by\270\000\001\001_ids\374]\002~\000ne id \371p\255\000\032\002value\337csrc/\214\"iz\377er/_bpe_\377c.pyxdis\277ableen\002\001g\327cis\004\003d\275 de\377fault __\377reduce__\367 du\200\002non-\336\221 vial\033\000ci\377nit__BPE\n\000\000.%\006c\310\"\023\002\022\000\336\000\341s\325\000s\000\013\t\246!d_w\357hole8\001enc\377ode_piec^\013\002merg\000\006e\340\001___Pyx\001\000D\216@\377_NextRef\263__\256$\237\000__\203B_\377getitem_\177___func\004\001x\020\000|\003\022\000main\030\001\337modul2\002na\311m:\002\220 _ \004\007\001vt<\232!C\001qual\035\005\210%L\333\016\242&exw\001\323@_Q\005\370\370\006\221\000\374\016__tes\372\301 _\206(_is_c\357orou\310`eaa\177syncio.\t\006wsbb\254 hc.\315F\335.\320Cbuf\212eca\237pclin\267 \313`r\177aceback\320D\346\340)hi\274`\254!skm\207max\362\"\367\"\323a\200Bd\277npairs\225Bp\377opposran\377kselfset\376\242dtidtokt\257otal\357bs\323B\200\377\001\330\004\n\210+\220Q\377\200A\330\010\017\210t\220\1779\230A\230W\240A\013\001\377\034\230C\230q\320 0\377\260\007\260y\300\001\360\006\377\000\t\r\210G\2201\330\377\014\025\220S\230\001\230\021\377\330\010\016\210d\220\"\220\377B\220b\230\002\230\"\230\357A\330\014\023\034\000\010\014\210\377K\220t\2302\230Q\330\376\010\000J\320\026&\240f\250\277A\250V\2602\260\014\003\220\377j\240\006\240b\250\002\250\177\"\250C\250r\260\021\"\002\376\001\021I\220Z\230v\240R\377\240r\250\022\2503\250b\373\260\001M\001L\230\n\240&\377\250\001\250\024\250R\250q\376^\001D\220\010\230\003\2305\377\240\003\2404\240x\250s\377\260%\260s\270$\270h\377\300c\310\021\330\020\023\220\3774\220w\230c\240\025\240\365c/\000Z\030\000!\330\014\r\376\225\001E""\220\025\220a\220q\377\330\014\020\220\t\230\021\230\333&\240[\000\020\220^\002E\220\277\027\230\005\230V\240\350\000\020/\220\007\220q\n\000Q$\001\005\003_S\240\001\240\0213\001\006=\000\375u\362\001\020\220\005\220U\230\377!\2303\230a\230q\330\377\020\024\220G\2301\230F\277\240\"\240E\250\023\367\000Q\374\250\047j\000\n\230!\320\0331\377\260\025\260c\270\021\270&\377\300\002\300$\300a\330\014\177\022\220$\220i\230q\300\002\376@\000\025\220R\220r\230\023\277\230B\230d\240!\233\005%\356Z\000\014\021\220\253\"M\230\021\317\200A\340\010\236B\266\001\034\230\365J\343 B\242 \002\260\"\260\375BZ\000\022\2701\330\010\013_\2104\210s\220\355\003\t\347\001\272\243\0031\225!1\220E_\000A}\230\326\002\004\220O\2401\253\002\337D\260\002\260!\305B\220C\374\370\000\325AC\230t\2405\250\277\005\250Q\250a\340\254 \001\003\220\021";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1206, 1477);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1467 bytes) */
-static const char bytes[] = " has no token in this vocabulary(tree fragment)?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebyte byte_ids needs one id per byte valuecsrc/tokenizer/_bpe_c.pyxdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__BPEBPE.__reduce_cython__BPE.__setstate_cython__BPE._build_wholeBPE.encode_pieceBPE.mergeBPE.merge_ids__Pyx_PyDict_NextRef__annotate____class_getitem____func____getstate____main____module____name____pyx_state__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___build_whole_is_coroutineaasyncio.coroutinesbbenchc.tokenizer._bpe_cbufbyte_idscapcline_in_tracebackencode_piecehiidsitemskmmergemerge_idsmergednpairspiecepopposrankselfsetdefaulttidtoktotalvalueswhole\200\001\330\004\n\210+\220Q\200A\330\010\017\210t\2209\230A\230W\240A\200A\330\010\034\230C\230q\320 0\260\007\260y\300\001\360\006\000\t\r\210G\2201\330\014\025\220S\230\001\230\021\330\010\016\210d\220\"\220B\220b\230\002\230\"\230A\330\014\023\2201\330\010\014\210K\220t\2302\230Q\330\010\014\210J\320\026&\240f\250A\250V\2602\260Q\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210I\220Z\230v\240R\240r\250\022\2503\250b\260\001\330\010\014\210L\230\n\240&\250\001\250\024\250R\250q\330\010\014\210D\220\010\230\003\2305\240\003\2404\240x\250s\260%\260s\270$\270h\300c\310\021\330\020\023\2204\220w\230c\240\025\240c\250\024\250Z\260s\270!\330\014\r\330\010\014\210E\220\025\220a\220q\330\014\020\220\t\230\021\230&\240\001\330\010\020\220\001\330\010\014\210E\220\027\230\005\230V\2401\330\014\020\220\007\220q\230\005\230Q\330\014\020\220\007\220q\230\005\230S\240\001\240\021\330\014\020\220\006\220a\220u\230A\330\014\020\220\005\220U\230!\2303\230a\230q\330\020\024\220G\2301\230F\240""\"\240E\250\023\250A\250Q\330\014\025\220S\230\001\230\021\330\014\020\220\013\2301\320\0342\260%\260s\270!\2706\300\022\3004\300q\330\014\022\220$\220i\230q\240\003\2404\240q\330\020\025\220R\220r\230\023\230B\230d\240!\330\014\020\220\t\230\021\230%\230q\330\014\021\220\021\330\010\014\210M\230\021\200A\340\010\034\230C\230q\240\001\330\010\034\230J\240f\250B\250b\260\002\260\"\260B\260c\270\022\2701\330\010\013\2104\210s\220!\330\014\r\330\010\t\330\014\020\220\005\220U\230!\2301\330\020\023\2201\220E\230\023\230A\230Q\330\014\020\220\004\220O\2401\240E\250\023\250D\260\002\260!\330\014\023\2201\220C\220q\230\002\230\"\230C\230t\2405\250\005\250Q\250a\340\014\020\220\001\220\021";
+    #else /* compression: none (1477 bytes) */
+static const char bytes[] = " has no token in this vocabulary(tree fragment)?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebyte byte_ids needs one id per byte valuecsrc/tokenizer/_bpe_c.pyxdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__BPEBPE.__reduce_cython__BPE.__setstate_cython__BPE._build_wholeBPE.encode_pieceBPE.mergeBPE.merge_ids__Pyx_PyDict_NextRef__annotate____class_getitem____func____getstate____main____module____name____pyx_state__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___build_whole_is_coroutineaasyncio.coroutinesbbenchc.tokenizer._bpe_cbufbyte_idscapcline_in_tracebackdefaultencode_piecehiidsitemskmmaxmergemerge_idsmergednpairspiecepopposrankselfsetdefaulttidtoktotalvalueswhole\200\001\330\004\n\210+\220Q\200A\330\010\017\210t\2209\230A\230W\240A\200A\330\010\034\230C\230q\320 0\260\007\260y\300\001\360\006\000\t\r\210G\2201\330\014\025\220S\230\001\230\021\330\010\016\210d\220\"\220B\220b\230\002\230\"\230A\330\014\023\2201\330\010\014\210K\220t\2302\230Q\330\010\014\210J\320\026&\240f\250A\250V\2602\260Q\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210J\220j\240\006\240b\250\002\250\"\250C\250r\260\021\330\010\014\210I\220Z\230v\240R\240r\250\022\2503\250b\260\001\330\010\014\210L\230\n\240&\250\001\250\024\250R\250q\330\010\014\210D\220\010\230\003\2305\240\003\2404\240x\250s\260%\260s\270$\270h\300c\310\021\330\020\023\2204\220w\230c\240\025\240c\250\024\250Z\260s\270!\330\014\r\330\010\014\210E\220\025\220a\220q\330\014\020\220\t\230\021\230&\240\001\330\010\020\220\001\330\010\014\210E\220\027\230\005\230V\2401\330\014\020\220\007\220q\230\005\230Q\330\014\020\220\007\220q\230\005\230S\240\001\240\021\330\014\020\220\006\220a\220u\230A\330\014\020\220\005\220U\230!\2303\230a\230q\330\020\024\220G\2301""\230F\240\"\240E\250\023\250A\250Q\330\014\025\220S\230\001\230\021\330\014\020\220\n\230!\320\0331\260\025\260c\270\021\270&\300\002\300$\300a\330\014\022\220$\220i\230q\240\003\2404\240q\330\020\025\220R\220r\230\023\230B\230d\240!\330\014\020\220\t\230\021\230%\230q\330\014\021\220\021\330\010\014\210M\230\021\200A\340\010\034\230C\230q\240\001\330\010\034\230J\240f\250B\250b\260\002\260\"\260B\260c\270\022\2701\330\010\013\2104\210s\220!\330\014\r\330\010\t\330\014\020\220\005\220U\230!\2301\330\020\023\2201\220E\230\023\230A\230Q\330\014\020\220\004\220O\2401\240E\250\023\250D\260\002\260!\330\014\023\2201\220C\220q\230\002\230\"\230C\230t\2405\250\005\250Q\250a\340\014\020\220\001\220\021";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 71; i++) {
+    for (int i = 0; i < 73; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 13) PyUnicode_InternInPlace(&string);
@@ -8761,8 +9872,8 @@ static const char bytes[] = " has no token in this vocabulary(tree fragment)?Not
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 71; i < 75; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-71].length;
+    for (int i = 73; i < 77; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-73].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -8772,14 +9883,14 @@ static const char bytes[] = " has no token in this vocabulary(tree fragment)?Not
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 75; i++) {
+    for (Py_ssize_t i = 0; i < 77; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 71;
+      PyObject **table = stringtab + 73;
       for (Py_ssize_t i=0; i<4; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -8801,6 +9912,37 @@ static const char bytes[] = " has no token in this vocabulary(tree fragment)?Not
     }
     #endif
   }
+  {
+    PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 0;
+    int8_t const cint_constants_1[] = {-1,1};
+    for (int i = 0; i < 2; i++) {
+      numbertab[i] = PyLong_FromLong(cint_constants_1[i - 0]);
+      if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
+    }
+  }
+  #if CYTHON_IMMORTAL_CONSTANTS
+  {
+    PyObject **table = __pyx_mstate->__pyx_number_tab;
+    for (Py_ssize_t i=0; i<2; ++i) {
+      #if PY_VERSION_HEX >= 0x030F0000
+      PyUnstable_SetImmortal(table[i]);
+      #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
+      if ((PY_SSIZE_T_MAX <= _Py_IMMORTAL_REFCNT_LOCAL)) break;
+      #if PY_VERSION_HEX < 0x030E0000
+      if (_Py_IsOwnedByCurrentThread(table[i]) && Py_REFCNT(table[i]) == 1)
+      #else
+      if (PyUnstable_Object_IsUniquelyReferenced(table[i]))
+      #endif
+      {
+        Py_SET_REFCNT(table[i], ((Py_ssize_t)_Py_IMMORTAL_REFCNT_LOCAL + 1));
+      }
+      #else
+      if ((PY_SSIZE_T_MAX < _Py_IMMORTAL_INITIAL_REFCNT)) break;
+      Py_SET_REFCNT(table[i], _Py_IMMORTAL_INITIAL_REFCNT);
+      #endif
+    }
+  }
+  #endif
   return 0;
   __pyx_L1_error:;
   return -1;
@@ -8835,22 +9977,22 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 109};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 120};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_whole, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_cap, __pyx_mstate->__pyx_n_u_tok, __pyx_mstate->__pyx_n_u_h, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_tid};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_build_whole, __pyx_mstate->__pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 248};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 284};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_merge, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 251};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 287};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_m, __pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_i};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_merge_ids, __pyx_mstate->__pyx_kp_b_iso88591_A_Cq_JfBb_Bc_1_4s_U_1_1E_AQ_O1E, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 265};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 301};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_encode_piece, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
@@ -8975,6 +10117,246 @@ end:
     return (__Pyx_RefNannyAPIStruct *)r;
 }
 #endif
+
+/* FastTypeChecks (used by GivenExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+static int __Pyx_InBases(PyTypeObject *a, PyTypeObject *b) {
+    while (a) {
+        a = __Pyx_PyType_GetSlot(a, tp_base, PyTypeObject*);
+        if (a == b)
+            return 1;
+    }
+    return b == &PyBaseObject_Type;
+}
+static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b) {
+    PyObject *mro;
+    if (a == b) return 1;
+    mro = a->tp_mro;
+    if (likely(mro)) {
+        Py_ssize_t i, n;
+        n = PyTuple_GET_SIZE(mro);
+        for (i = 0; i < n; i++) {
+            if (PyTuple_GET_ITEM(mro, i) == (PyObject *)b)
+                return 1;
+        }
+        return 0;
+    }
+    return __Pyx_InBases(a, b);
+}
+static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b) {
+    PyObject *mro;
+    if (cls == a || cls == b) return 1;
+    mro = cls->tp_mro;
+    if (likely(mro)) {
+        Py_ssize_t i, n;
+        n = PyTuple_GET_SIZE(mro);
+        for (i = 0; i < n; i++) {
+            PyObject *base = PyTuple_GET_ITEM(mro, i);
+            if (base == (PyObject *)a || base == (PyObject *)b)
+                return 1;
+        }
+        return 0;
+    }
+    return __Pyx_InBases(cls, a) || __Pyx_InBases(cls, b);
+}
+#endif
+
+/* PyErrFetchRestore (used by GivenExceptionMatches) */
+#if CYTHON_FAST_THREAD_STATE
+static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb) {
+#if PY_VERSION_HEX >= 0x030C00A6
+    PyObject *tmp_value;
+    assert(type == NULL || (value != NULL && type == (PyObject*) Py_TYPE(value)));
+    if (value) {
+        #if CYTHON_COMPILING_IN_CPYTHON
+        if (unlikely(((PyBaseExceptionObject*) value)->traceback != tb))
+        #endif
+            PyException_SetTraceback(value, tb);
+    }
+    tmp_value = tstate->current_exception;
+    tstate->current_exception = value;
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#else
+    PyObject *tmp_type, *tmp_value, *tmp_tb;
+    tmp_type = tstate->curexc_type;
+    tmp_value = tstate->curexc_value;
+    tmp_tb = tstate->curexc_traceback;
+    tstate->curexc_type = type;
+    tstate->curexc_value = value;
+    tstate->curexc_traceback = tb;
+    Py_XDECREF(tmp_type);
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(tmp_tb);
+#endif
+}
+static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb) {
+#if PY_VERSION_HEX >= 0x030C00A6
+    PyObject* exc_value;
+    exc_value = tstate->current_exception;
+    tstate->current_exception = 0;
+    *value = exc_value;
+    *type = NULL;
+    *tb = NULL;
+    if (exc_value) {
+        *type = (PyObject*) Py_TYPE(exc_value);
+        Py_INCREF(*type);
+        #if CYTHON_COMPILING_IN_CPYTHON
+        *tb = ((PyBaseExceptionObject*) exc_value)->traceback;
+        Py_XINCREF(*tb);
+        #else
+        *tb = PyException_GetTraceback(exc_value);
+        #endif
+    }
+#else
+    *type = tstate->curexc_type;
+    *value = tstate->curexc_value;
+    *tb = tstate->curexc_traceback;
+    tstate->curexc_type = 0;
+    tstate->curexc_value = 0;
+    tstate->curexc_traceback = 0;
+#endif
+}
+#endif
+
+/* GivenExceptionMatches (used by PyErrExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+static CYTHON_INLINE int __Pyx_inner_PyErr_GivenExceptionMatches2(PyObject *err, PyObject* exc_type1, PyObject *exc_type2) {
+    if (exc_type1) {
+        return __Pyx_IsAnySubtype2((PyTypeObject*)err, (PyTypeObject*)exc_type1, (PyTypeObject*)exc_type2);
+    } else {
+        return __Pyx_IsSubtype((PyTypeObject*)err, (PyTypeObject*)exc_type2);
+    }
+}
+static int __Pyx_PyErr_GivenExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
+    Py_ssize_t i, n;
+    assert(PyExceptionClass_Check(exc_type));
+    n = PyTuple_GET_SIZE(tuple);
+    for (i=0; i<n; i++) {
+        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
+    }
+    for (i=0; i<n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(tuple, i);
+        if (likely(PyExceptionClass_Check(t))) {
+            if (__Pyx_inner_PyErr_GivenExceptionMatches2(exc_type, NULL, t)) return 1;
+        } else {
+        }
+    }
+    return 0;
+}
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject* exc_type) {
+    if (likely(err == exc_type)) return 1;
+    if (likely(PyExceptionClass_Check(err))) {
+        if (likely(PyExceptionClass_Check(exc_type))) {
+            return __Pyx_inner_PyErr_GivenExceptionMatches2(err, NULL, exc_type);
+        } else if (likely(PyTuple_Check(exc_type))) {
+            return __Pyx_PyErr_GivenExceptionMatchesTuple(err, exc_type);
+        } else {
+        }
+    }
+    return PyErr_GivenExceptionMatches(err, exc_type);
+}
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *exc_type1, PyObject *exc_type2) {
+    assert(PyExceptionClass_Check(exc_type1));
+    assert(PyExceptionClass_Check(exc_type2));
+    if (likely(err == exc_type1 || err == exc_type2)) return 1;
+    if (likely(PyExceptionClass_Check(err))) {
+        return __Pyx_inner_PyErr_GivenExceptionMatches2(err, exc_type1, exc_type2);
+    }
+    return (PyErr_GivenExceptionMatches(err, exc_type1) || PyErr_GivenExceptionMatches(err, exc_type2));
+}
+#endif
+
+/* PyErrExceptionMatches (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_FAST_THREAD_STATE
+static int __Pyx_PyErr_ExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
+    Py_ssize_t i, n;
+    n = PyTuple_GET_SIZE(tuple);
+    for (i=0; i<n; i++) {
+        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
+    }
+    for (i=0; i<n; i++) {
+        if (__Pyx_PyErr_GivenExceptionMatches(exc_type, PyTuple_GET_ITEM(tuple, i))) return 1;
+    }
+    return 0;
+}
+static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err) {
+    int result;
+    PyObject *exc_type;
+#if PY_VERSION_HEX >= 0x030C00A6
+    PyObject *current_exception = tstate->current_exception;
+    if (unlikely(!current_exception)) return 0;
+    exc_type = (PyObject*) Py_TYPE(current_exception);
+    if (exc_type == err) return 1;
+#else
+    exc_type = tstate->curexc_type;
+    if (exc_type == err) return 1;
+    if (unlikely(!exc_type)) return 0;
+#endif
+    #if CYTHON_AVOID_BORROWED_REFS
+    Py_INCREF(exc_type);
+    #endif
+    if (unlikely(PyTuple_Check(err))) {
+        result = __Pyx_PyErr_ExceptionMatchesTuple(exc_type, err);
+    } else {
+        result = __Pyx_PyErr_GivenExceptionMatches(exc_type, err);
+    }
+    #if CYTHON_AVOID_BORROWED_REFS
+    Py_DECREF(exc_type);
+    #endif
+    return result;
+}
+#endif
+
+/* PyObjectGetAttrStr (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_USE_TYPE_SLOTS
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name) {
+    PyTypeObject* tp = Py_TYPE(obj);
+    if (likely(tp->tp_getattro))
+        return tp->tp_getattro(obj, attr_name);
+    return PyObject_GetAttr(obj, attr_name);
+}
+#endif
+
+/* PyObjectGetAttrStrNoError (used by GetBuiltinName) */
+#if __PYX_LIMITED_VERSION_HEX < 0x030d0000
+static void __Pyx_PyObject_GetAttrStr_ClearAttributeError(void) {
+    __Pyx_PyThreadState_declare
+    __Pyx_PyThreadState_assign
+    if (likely(__Pyx_PyErr_ExceptionMatches(PyExc_AttributeError)))
+        __Pyx_PyErr_Clear();
+}
+#endif
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name) {
+    PyObject *result;
+#if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    (void) PyObject_GetOptionalAttr(obj, attr_name, &result);
+    return result;
+#else
+#if CYTHON_COMPILING_IN_CPYTHON && CYTHON_USE_TYPE_SLOTS
+    PyTypeObject* tp = Py_TYPE(obj);
+    if (likely(tp->tp_getattro == PyObject_GenericGetAttr)) {
+        return _PyObject_GenericGetAttrWithDict(obj, attr_name, NULL, 1);
+    }
+#endif
+    result = __Pyx_PyObject_GetAttrStr(obj, attr_name);
+    if (unlikely(!result)) {
+        __Pyx_PyObject_GetAttrStr_ClearAttributeError();
+    }
+    return result;
+#endif
+}
+
+/* GetBuiltinName */
+static PyObject *__Pyx_GetBuiltinName(PyObject *name) {
+    PyObject* result = __Pyx_PyObject_GetAttrStrNoError(__pyx_mstate_global->__pyx_b, name);
+    if (unlikely(!result) && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_NameError,
+            "name '%U' is not defined", name);
+    }
+    return result;
+}
 
 /* CopyObjectArray (used by TupleOrListFromArrayImpl) */
 #if CYTHON_COMPILING_IN_CPYTHON
@@ -9254,59 +10636,6 @@ static CYTHON_INLINE int __Pyx_IgnoreGivenException(PyObject *given_exception, P
     }
     return 0;
 }
-
-/* FastTypeChecks (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_COMPILING_IN_CPYTHON
-static int __Pyx_InBases(PyTypeObject *a, PyTypeObject *b) {
-    while (a) {
-        a = __Pyx_PyType_GetSlot(a, tp_base, PyTypeObject*);
-        if (a == b)
-            return 1;
-    }
-    return b == &PyBaseObject_Type;
-}
-static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b) {
-    PyObject *mro;
-    if (a == b) return 1;
-    mro = a->tp_mro;
-    if (likely(mro)) {
-        Py_ssize_t i, n;
-        n = PyTuple_GET_SIZE(mro);
-        for (i = 0; i < n; i++) {
-            if (PyTuple_GET_ITEM(mro, i) == (PyObject *)b)
-                return 1;
-        }
-        return 0;
-    }
-    return __Pyx_InBases(a, b);
-}
-static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b) {
-    PyObject *mro;
-    if (cls == a || cls == b) return 1;
-    mro = cls->tp_mro;
-    if (likely(mro)) {
-        Py_ssize_t i, n;
-        n = PyTuple_GET_SIZE(mro);
-        for (i = 0; i < n; i++) {
-            PyObject *base = PyTuple_GET_ITEM(mro, i);
-            if (base == (PyObject *)a || base == (PyObject *)b)
-                return 1;
-        }
-        return 0;
-    }
-    return __Pyx_InBases(cls, a) || __Pyx_InBases(cls, b);
-}
-#endif
-
-/* PyObjectGetAttrStr (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_USE_TYPE_SLOTS
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name) {
-    PyTypeObject* tp = Py_TYPE(obj);
-    if (likely(tp->tp_getattro))
-        return tp->tp_getattro(obj, attr_name);
-    return PyObject_GetAttr(obj, attr_name);
-}
-#endif
 
 /* UnpackUnboundCMethod_impl (used by UnpackUnboundCMethod) */
 #if CYTHON_COMPILING_IN_LIMITED_API && __PYX_LIMITED_VERSION_HEX < 0x030C0000
@@ -9964,65 +11293,6 @@ static void __Pyx_RaiseArgtupleInvalid(
                  (num_expected == 1) ? "" : "s", num_found);
 }
 
-/* PyErrFetchRestore (used by RaiseException) */
-#if CYTHON_FAST_THREAD_STATE
-static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb) {
-#if PY_VERSION_HEX >= 0x030C00A6
-    PyObject *tmp_value;
-    assert(type == NULL || (value != NULL && type == (PyObject*) Py_TYPE(value)));
-    if (value) {
-        #if CYTHON_COMPILING_IN_CPYTHON
-        if (unlikely(((PyBaseExceptionObject*) value)->traceback != tb))
-        #endif
-            PyException_SetTraceback(value, tb);
-    }
-    tmp_value = tstate->current_exception;
-    tstate->current_exception = value;
-    Py_XDECREF(tmp_value);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-#else
-    PyObject *tmp_type, *tmp_value, *tmp_tb;
-    tmp_type = tstate->curexc_type;
-    tmp_value = tstate->curexc_value;
-    tmp_tb = tstate->curexc_traceback;
-    tstate->curexc_type = type;
-    tstate->curexc_value = value;
-    tstate->curexc_traceback = tb;
-    Py_XDECREF(tmp_type);
-    Py_XDECREF(tmp_value);
-    Py_XDECREF(tmp_tb);
-#endif
-}
-static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb) {
-#if PY_VERSION_HEX >= 0x030C00A6
-    PyObject* exc_value;
-    exc_value = tstate->current_exception;
-    tstate->current_exception = 0;
-    *value = exc_value;
-    *type = NULL;
-    *tb = NULL;
-    if (exc_value) {
-        *type = (PyObject*) Py_TYPE(exc_value);
-        Py_INCREF(*type);
-        #if CYTHON_COMPILING_IN_CPYTHON
-        *tb = ((PyBaseExceptionObject*) exc_value)->traceback;
-        Py_XINCREF(*tb);
-        #else
-        *tb = PyException_GetTraceback(exc_value);
-        #endif
-    }
-#else
-    *type = tstate->curexc_type;
-    *value = tstate->curexc_value;
-    *tb = tstate->curexc_traceback;
-    tstate->curexc_type = 0;
-    tstate->curexc_value = 0;
-    tstate->curexc_traceback = 0;
-#endif
-}
-#endif
-
 /* RaiseException */
 static void __Pyx_Raise(PyObject *type, PyObject *value, PyObject *tb, PyObject *cause) {
     PyObject* owned_instance = NULL;
@@ -10298,54 +11568,6 @@ static CYTHON_INLINE PyObject *__Pyx_GetItemInt_Fast(PyObject *o, Py_ssize_t i,
     (void)boundscheck;
     return __Pyx_GetItemInt_Generic_size(o, i);
 }
-
-/* GivenExceptionMatches (used by IterFinish) */
-#if CYTHON_COMPILING_IN_CPYTHON
-static CYTHON_INLINE int __Pyx_inner_PyErr_GivenExceptionMatches2(PyObject *err, PyObject* exc_type1, PyObject *exc_type2) {
-    if (exc_type1) {
-        return __Pyx_IsAnySubtype2((PyTypeObject*)err, (PyTypeObject*)exc_type1, (PyTypeObject*)exc_type2);
-    } else {
-        return __Pyx_IsSubtype((PyTypeObject*)err, (PyTypeObject*)exc_type2);
-    }
-}
-static int __Pyx_PyErr_GivenExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
-    Py_ssize_t i, n;
-    assert(PyExceptionClass_Check(exc_type));
-    n = PyTuple_GET_SIZE(tuple);
-    for (i=0; i<n; i++) {
-        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
-    }
-    for (i=0; i<n; i++) {
-        PyObject *t = PyTuple_GET_ITEM(tuple, i);
-        if (likely(PyExceptionClass_Check(t))) {
-            if (__Pyx_inner_PyErr_GivenExceptionMatches2(exc_type, NULL, t)) return 1;
-        } else {
-        }
-    }
-    return 0;
-}
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject* exc_type) {
-    if (likely(err == exc_type)) return 1;
-    if (likely(PyExceptionClass_Check(err))) {
-        if (likely(PyExceptionClass_Check(exc_type))) {
-            return __Pyx_inner_PyErr_GivenExceptionMatches2(err, NULL, exc_type);
-        } else if (likely(PyTuple_Check(exc_type))) {
-            return __Pyx_PyErr_GivenExceptionMatchesTuple(err, exc_type);
-        } else {
-        }
-    }
-    return PyErr_GivenExceptionMatches(err, exc_type);
-}
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *exc_type1, PyObject *exc_type2) {
-    assert(PyExceptionClass_Check(exc_type1));
-    assert(PyExceptionClass_Check(exc_type2));
-    if (likely(err == exc_type1 || err == exc_type2)) return 1;
-    if (likely(PyExceptionClass_Check(err))) {
-        return __Pyx_inner_PyErr_GivenExceptionMatches2(err, exc_type1, exc_type2);
-    }
-    return (PyErr_GivenExceptionMatches(err, exc_type1) || PyErr_GivenExceptionMatches(err, exc_type2));
-}
-#endif
 
 /* IterFinish (used by dict_iter_common) */
 static CYTHON_INLINE int __Pyx_IterFinish(void) {
@@ -10656,6 +11878,558 @@ static PyObject *__Pyx_PyObject_FastCallMethod(PyObject *name, PyObject *const *
 }
 #endif
 
+/* ListAppendAndDecrefInternal (used by ListCompAppend) */
+#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+static CYTHON_INLINE void __Pyx__ListComp_AppendAndDecref(PyObject* list, Py_ssize_t len, PyObject* x) {
+    PyList_SET_ITEM(list, len, x);
+    Py_SET_SIZE(list, len + 1);
+}
+#endif
+
+/* ListCompAppend */
+#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+static CYTHON_INLINE int __Pyx_ListComp_Append(PyObject* list, PyObject* x) {
+    PyListObject* L = (PyListObject*) list;
+    Py_ssize_t len = Py_SIZE(list);
+    if (likely(L->allocated > len)) {
+        Py_INCREF(x);
+        __Pyx__ListComp_AppendAndDecref(list, len, x);
+        return 0;
+    }
+    return PyList_Append(list, x);
+}
+#endif
+
+/* PyObjectVectorcallKwds */
+#if CYTHON_VECTORCALL
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i) {
+    PyObject *key = __Pyx_PyTuple_GET_ITEM(kwnames, i);
+#if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(!key)) return -1;
+#endif
+    if (unlikely(!PyUnicode_Check(key))) {
+        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+        return -1;
+    }
+    return 0;
+}
+#else
+CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n) {
+    PyObject *out = PyDict_New();
+    if (unlikely(!out)) return NULL;
+    for (Py_ssize_t i=0; i<n; ++i) {
+        if (unlikely(PyDict_SetItem(out, keys[i], values[i]) < 0)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i) {
+    PyObject *key = kwnames[i];
+    if (unlikely(!PyUnicode_Check(key))) {
+        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+/* PyObjectCompare */
+#ifndef __Pyx_DEFINED_PyObject_CompareStrStrBoolGt
+#define __Pyx_DEFINED_PyObject_CompareStrStrBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_CompareStrStrBoolGt(PyObject* s1, PyObject* s2) {
+    int result = PyUnicode_Compare(s1, s2);
+    if (unlikely((result == -1) && PyErr_Occurred())) return -1;
+    if (result > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyBytesPyBytesBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyBytesPyBytesBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyBytesPyBytesBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyBytes_GET_SIZE(s1);
+    length2 = __Pyx_PyBytes_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyBytes_AS_STRING(s1);
+    ps2 = PyBytes_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    if (unlikely(PyBytes_AsStringAndSize(s1, &ps1, &length1) == -1)) return -1;
+    if (unlikely(PyBytes_AsStringAndSize(s2, &ps2, &length2) == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyBytesPyByteArrayBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyBytesPyByteArrayBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyBytesPyByteArrayBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyBytes_GET_SIZE(s1);
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyBytes_AS_STRING(s1);
+    ps2 = PyByteArray_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    if (unlikely(PyBytes_AsStringAndSize(s1, &ps1, &length1) == -1)) return -1;
+    ps2 = __Pyx_PyByteArray_AsString(s2); if (unlikely(!ps2)) return -1;
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2); if (unlikely(length2 == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyByteArrayPyBytesBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyByteArrayPyBytesBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyByteArrayPyBytesBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1);
+    length2 = __Pyx_PyBytes_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyByteArray_AS_STRING(s1);
+    ps2 = PyBytes_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    ps1 = __Pyx_PyByteArray_AsString(s1); if (unlikely(!ps1)) return -1;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1); if (unlikely(length1 == -1)) return -1;
+    if (unlikely(PyBytes_AsStringAndSize(s2, &ps2, &length2) == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyByteArrayPyByteArrayBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyByteArrayPyByteArrayBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyByteArrayPyByteArrayBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1);
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyByteArray_AS_STRING(s1);
+    ps2 = PyByteArray_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    ps1 = __Pyx_PyByteArray_AsString(s1); if (unlikely(!ps1)) return -1;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1); if (unlikely(length1 == -1)) return -1;
+    ps2 = __Pyx_PyByteArray_AsString(s2); if (unlikely(!ps2)) return -1;
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2); if (unlikely(length2 == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareFloatIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareFloatIntBoolGt
+static int __Pyx_PyObject_CompareFloatIntBoolGt(PyObject *op1, PyObject *op2) {
+    double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op2)) {
+        Py_ssize_t iop2 = __Pyx_PyLong_CompactValue(op2);
+        if (float_op1 > ((double)iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 > 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign2 = __Pyx_PyLong_Sign(op2);
+        if (float_op1 >= 0.) {
+            if (sign2 < 0) goto __pyx_return_true;
+            if (float_op1 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        } else {
+            if (sign2 > 0) goto __pyx_return_false;
+            if (float_op1 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 > 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow2;
+        long iop2 = PyLong_AsLongAndOverflow(op2, &overflow2);
+        if (likely(!overflow2)) {
+            if ((long long) iop2 >= (1LL << 53)) {
+                overflow2 = 1;
+            } else if ((long long) iop2 <= - (1LL << 53)) {
+                overflow2 = -1;
+            } else {
+                if (float_op1 > ((double) iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow2 > 0) {
+            if (float_op1 < ((double) (1LL << 53))) goto __pyx_return_false;
+        } else {
+            if (float_op1 > - ((double) (1LL << 53))) goto __pyx_return_true;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntFloatBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntFloatBoolGt
+static int __Pyx_PyObject_CompareIntFloatBoolGt(PyObject *op1, PyObject *op2) {
+    double float_op2 = __Pyx_PyFloat_AS_DOUBLE(op2);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op2 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op1)) {
+        Py_ssize_t iop1 = __Pyx_PyLong_CompactValue(op1);
+        if (((double)iop1) > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op2))) {
+        if (0.0 > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign1 = __Pyx_PyLong_Sign(op1);
+        if (float_op2 >= 0.) {
+            if (sign1 < 0) goto __pyx_return_false;
+            if (float_op2 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        } else {
+            if (sign1 > 0) goto __pyx_return_true;
+            if (float_op2 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op2))) {
+        if (0.0 > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow1;
+        long iop1 = PyLong_AsLongAndOverflow(op1, &overflow1);
+        if (likely(!overflow1)) {
+            if ((long long) iop1 >= (1LL << 53)) {
+                overflow1 = 1;
+            } else if ((long long) iop1 <= - (1LL << 53)) {
+                overflow1 = -1;
+            } else {
+                if (((double) iop1) > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow1 < 0) {
+            if (float_op2 > ((double) (1LL << 53))) goto __pyx_return_false;
+        } else {
+            if (float_op2 < - ((double) (1LL << 53))) goto __pyx_return_true;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if CYTHON_USE_PYLONG_INTERNALS
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static int __Pyx_PyObject_CompareIntIntBoolGt(PyObject *op1, PyObject *op2) {
+    Py_ssize_t cmp = __Pyx_PyLong_CompareSignAndSize(op1, op2);
+    if (cmp == 0) {
+        Py_ssize_t size = __Pyx_PyLong_DigitCount(op1);
+        if (size > 0) {
+            const digit* digits1 = __Pyx_PyLong_Digits(op1);
+            const digit* digits2 = __Pyx_PyLong_Digits(op2);
+            if (size == 1) {
+                cmp = (Py_ssize_t) digits1[0] - (Py_ssize_t) digits2[0];
+            } else if ((size == 2) && (8 * sizeof(Py_ssize_t) >= 2 * PyLong_SHIFT)) {
+                cmp = (Py_ssize_t) (((((size_t)digits1[1]) << PyLong_SHIFT) | (size_t)digits1[0])) - (Py_ssize_t) (((((size_t)digits2[1]) << PyLong_SHIFT) | (size_t)digits2[0]));
+            } else {
+                for (Py_ssize_t i=size-1; i >= 0 && !cmp; --i) {
+                    cmp = (Py_ssize_t) digits1[i] - (Py_ssize_t) digits2[i];
+                }
+            }
+        }
+        if (cmp == 0) return 0;
+        if (__Pyx_PyLong_IsNeg(op1)) cmp = -cmp;
+    }
+    return (cmp > 0);
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static CYTHON_INLINE PyObject* __Pyx_PyObject_CompareIntIntGt(PyObject *op1, PyObject *op2) {
+    int result = __Pyx_PyObject_CompareIntIntBoolGt(op1, op2);
+    if (unlikely(result == -1)) return NULL;
+    return __Pyx_NewRef(result ? Py_True : Py_False);
+}
+#endif
+#else
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static int __Pyx_PyObject_CompareIntIntBoolGt(PyObject *op1, PyObject *op2) {
+    int overflow1, overflow2;
+    long long iop1 = PyLong_AsLongLongAndOverflow(op1, &overflow1);
+    long long iop2 = PyLong_AsLongLongAndOverflow(op2, &overflow2);
+    if (likely(!(overflow1 | overflow2))) {
+        if (iop1 > iop2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else if (overflow1 != overflow2) {
+        if (overflow1 > overflow2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+    }
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_object(PyObject *op1, PyObject *op2, int pyop) {
+    CYTHON_UNUSED_VAR(pyop);
+    if (PyFloat_CheckExact(op1)) {
+        if (PyFloat_CheckExact(op2)) {
+            double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+            #if !CYTHON_ASSUME_SAFE_MACROS
+            if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+            #endif
+            double float_op2 = __Pyx_PyFloat_AS_DOUBLE(op2);
+            #if !CYTHON_ASSUME_SAFE_MACROS
+            if (unlikely(float_op2 == -1. && PyErr_Occurred())) return -1;
+            #endif
+            if (float_op1 > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+        }
+        if (PyLong_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareFloatIntBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    if (PyLong_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyLong_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareIntIntBoolGt(op1, op2);
+        }
+        if (PyFloat_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareIntFloatBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    
+    if (PyUnicode_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyUnicode_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareStrStrBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    
+    #if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+    if (PyBytes_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyBytes_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyBytesPyBytesBoolGt(op1, op2);
+        }
+        if (PyByteArray_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyBytesPyByteArrayBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    #endif
+    #if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+    if (PyByteArray_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyByteArray_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyByteArrayPyByteArrayBoolGt(op1, op2);
+        }
+        if (PyBytes_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyByteArrayPyBytesBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    #endif
+    if ((0)) goto __pyx_richcmp;
+    if ((0)) goto __pyx_return_true;
+    if ((0)) goto __pyx_return_false;
+__pyx_richcmp:
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+
+/* PyLongBinop */
+#if !CYTHON_COMPILING_IN_PYPY
+static PyObject* __Pyx_Fallback___Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, int inplace) {
+    return (inplace ? PyNumber_InPlaceAdd : PyNumber_Add)(op1, op2);
+}
+#if CYTHON_USE_PYLONG_INTERNALS
+static PyObject* __Pyx_Unpacked___Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, long intval, int inplace, int zerodivision_check) {
+    CYTHON_MAYBE_UNUSED_VAR(inplace);
+    CYTHON_UNUSED_VAR(zerodivision_check);
+    const long b = intval;
+    long a;
+    const PY_LONG_LONG llb = intval;
+    PY_LONG_LONG lla;
+    if (unlikely(__Pyx_PyLong_IsZero(op1))) {
+        return __Pyx_NewRef(op2);
+    }
+    const int is_positive = __Pyx_PyLong_IsPos(op1);
+    const digit* digits = __Pyx_PyLong_Digits(op1);
+    const Py_ssize_t size = __Pyx_PyLong_DigitCount(op1);
+    if (likely(size == 1)) {
+        a = (long) digits[0];
+        if (!is_positive) a *= -1;
+    } else {
+        if (size == 2 && 8 * sizeof(long) - 1 > 2 * PyLong_SHIFT) {
+            a = (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+            if (!is_positive) a *= -1;
+            goto calculate_long;
+        } else if (size == 2 && 8 * sizeof(PY_LONG_LONG) - 1 > 2 * PyLong_SHIFT) {
+            lla = (PY_LONG_LONG) (((((unsigned PY_LONG_LONG)digits[1]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[0]));
+            if (!is_positive) lla *= -1;
+            goto calculate_long_long;
+        } else
+        if (size == 3 && 8 * sizeof(long) - 1 > 3 * PyLong_SHIFT) {
+            a = (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+            if (!is_positive) a *= -1;
+            goto calculate_long;
+        } else if (size == 3 && 8 * sizeof(PY_LONG_LONG) - 1 > 3 * PyLong_SHIFT) {
+            lla = (PY_LONG_LONG) (((((((unsigned PY_LONG_LONG)digits[2]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[1]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[0]));
+            if (!is_positive) lla *= -1;
+            goto calculate_long_long;
+        } else
+        if (size == 4 && 8 * sizeof(long) - 1 > 4 * PyLong_SHIFT) {
+            a = (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+            if (!is_positive) a *= -1;
+            goto calculate_long;
+        } else if (size == 4 && 8 * sizeof(PY_LONG_LONG) - 1 > 4 * PyLong_SHIFT) {
+            lla = (PY_LONG_LONG) (((((((((unsigned PY_LONG_LONG)digits[3]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[2]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[1]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[0]));
+            if (!is_positive) lla *= -1;
+            goto calculate_long_long;
+        } else
+        {}
+        return PyLong_Type.tp_as_number->nb_add(op1, op2);
+    }
+    calculate_long:
+        {
+            long x;
+            x = a + b;
+            return PyLong_FromLong(x);
+        }
+    calculate_long_long:
+        {
+            PY_LONG_LONG llx;
+            llx = lla + llb;
+            return PyLong_FromLongLong(llx);
+        }
+    
+}
+#endif
+static PyObject* __Pyx_Float___Pyx_PyLong_AddObjC(PyObject *float_val, long intval, int zerodivision_check) {
+    CYTHON_UNUSED_VAR(zerodivision_check);
+    const long b = intval;
+    double a = __Pyx_PyFloat_AS_DOUBLE(float_val);
+        double result;
+        
+        result = ((double)a) + (double)b;
+        return PyFloat_FromDouble(result);
+}
+static CYTHON_INLINE PyObject* __Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, long intval, int inplace, int zerodivision_check) {
+    CYTHON_MAYBE_UNUSED_VAR(intval);
+    CYTHON_UNUSED_VAR(zerodivision_check);
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (likely(PyLong_CheckExact(op1))) {
+        return __Pyx_Unpacked___Pyx_PyLong_AddObjC(op1, op2, intval, inplace, zerodivision_check);
+    }
+    #endif
+    if (PyFloat_CheckExact(op1)) {
+        return __Pyx_Float___Pyx_PyLong_AddObjC(op1, intval, zerodivision_check);
+    }
+    return __Pyx_Fallback___Pyx_PyLong_AddObjC(op1, op2, inplace);
+}
+#endif
+
 /* ArgTypeTestError (used by ArgTypeTest) */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact)
 {
@@ -10822,76 +12596,6 @@ bad:
     *number_var = NULL;
     Py_DECREF(number);
     return -1;
-}
-
-/* PyErrExceptionMatches (used by PyObjectGetAttrStrNoError) */
-#if CYTHON_FAST_THREAD_STATE
-static int __Pyx_PyErr_ExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
-    Py_ssize_t i, n;
-    n = PyTuple_GET_SIZE(tuple);
-    for (i=0; i<n; i++) {
-        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
-    }
-    for (i=0; i<n; i++) {
-        if (__Pyx_PyErr_GivenExceptionMatches(exc_type, PyTuple_GET_ITEM(tuple, i))) return 1;
-    }
-    return 0;
-}
-static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err) {
-    int result;
-    PyObject *exc_type;
-#if PY_VERSION_HEX >= 0x030C00A6
-    PyObject *current_exception = tstate->current_exception;
-    if (unlikely(!current_exception)) return 0;
-    exc_type = (PyObject*) Py_TYPE(current_exception);
-    if (exc_type == err) return 1;
-#else
-    exc_type = tstate->curexc_type;
-    if (exc_type == err) return 1;
-    if (unlikely(!exc_type)) return 0;
-#endif
-    #if CYTHON_AVOID_BORROWED_REFS
-    Py_INCREF(exc_type);
-    #endif
-    if (unlikely(PyTuple_Check(err))) {
-        result = __Pyx_PyErr_ExceptionMatchesTuple(exc_type, err);
-    } else {
-        result = __Pyx_PyErr_GivenExceptionMatches(exc_type, err);
-    }
-    #if CYTHON_AVOID_BORROWED_REFS
-    Py_DECREF(exc_type);
-    #endif
-    return result;
-}
-#endif
-
-/* PyObjectGetAttrStrNoError (used by ObjectGetItem) */
-#if __PYX_LIMITED_VERSION_HEX < 0x030d0000
-static void __Pyx_PyObject_GetAttrStr_ClearAttributeError(void) {
-    __Pyx_PyThreadState_declare
-    __Pyx_PyThreadState_assign
-    if (likely(__Pyx_PyErr_ExceptionMatches(PyExc_AttributeError)))
-        __Pyx_PyErr_Clear();
-}
-#endif
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name) {
-    PyObject *result;
-#if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
-    (void) PyObject_GetOptionalAttr(obj, attr_name, &result);
-    return result;
-#else
-#if CYTHON_COMPILING_IN_CPYTHON && CYTHON_USE_TYPE_SLOTS
-    PyTypeObject* tp = Py_TYPE(obj);
-    if (likely(tp->tp_getattro == PyObject_GenericGetAttr)) {
-        return _PyObject_GenericGetAttrWithDict(obj, attr_name, NULL, 1);
-    }
-#endif
-    result = __Pyx_PyObject_GetAttrStr(obj, attr_name);
-    if (unlikely(!result)) {
-        __Pyx_PyObject_GetAttrStr_ClearAttributeError();
-    }
-    return result;
-#endif
 }
 
 /* RaiseErrorWithObjectType (used by ObjectGetItem) */
@@ -11115,14 +12819,6 @@ bad:
     return result;
 #endif
 }
-
-/* ListAppendAndDecrefInternal (used by ListCompAppendAndDecref) */
-#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
-static CYTHON_INLINE void __Pyx__ListComp_AppendAndDecref(PyObject* list, Py_ssize_t len, PyObject* x) {
-    PyList_SET_ITEM(list, len, x);
-    Py_SET_SIZE(list, len + 1);
-}
-#endif
 
 /* ListCompAppendAndDecref */
 #if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
@@ -11574,6 +13270,22 @@ static PyObject *__Pyx_CallNewInitFromVectorcall(PyTypeObject *t, PyObject *cons
     Py_XDECREF(args_tuple);
     Py_XDECREF(kwds_dict);
     return result;
+}
+#endif
+
+/* CallTypeTraverse */
+#if !CYTHON_USE_TYPE_SPECS
+#else
+static int __Pyx_call_type_traverse(PyObject *o, int always_call, visitproc visit, void *arg) {
+    if (!always_call) {
+        PyTypeObject *base = __Pyx_PyObject_GetSlot(o, tp_base, PyTypeObject*);
+        unsigned long flags = PyType_GetFlags(base);
+        if (flags & Py_TPFLAGS_HEAPTYPE) {
+            return 0;
+        }
+    }
+    Py_VISIT((PyObject*)Py_TYPE(o));
+    return 0;
 }
 #endif
 
@@ -12106,6 +13818,89 @@ __PYX_GOOD:
     return ret;
 }
 
+/* TypeImport */
+#ifndef __PYX_HAVE_RT_ImportType_3_3_1
+#define __PYX_HAVE_RT_ImportType_3_3_1
+static PyTypeObject *__Pyx_ImportType_3_3_1(PyObject *module, const char *module_name, const char *class_name,
+    size_t size, size_t alignment, enum __Pyx_ImportType_CheckSize_3_3_1 check_size)
+{
+    PyObject *result = 0;
+    Py_ssize_t basicsize;
+    Py_ssize_t itemsize;
+#if defined(Py_LIMITED_API) || (defined(CYTHON_COMPILING_IN_LIMITED_API) && CYTHON_COMPILING_IN_LIMITED_API)
+    PyObject *py_basicsize;
+    PyObject *py_itemsize;
+#endif
+    result = PyObject_GetAttrString(module, class_name);
+    if (!result)
+        goto bad;
+    if (!PyType_Check(result)) {
+        PyErr_Format(PyExc_TypeError,
+            "%.200s.%.200s is not a type object",
+            module_name, class_name);
+        goto bad;
+    }
+#if !( defined(Py_LIMITED_API) || (defined(CYTHON_COMPILING_IN_LIMITED_API) && CYTHON_COMPILING_IN_LIMITED_API) )
+    basicsize = ((PyTypeObject *)result)->tp_basicsize;
+    itemsize = ((PyTypeObject *)result)->tp_itemsize;
+#else
+    if (size == 0) {
+        return (PyTypeObject *)result;
+    }
+    py_basicsize = PyObject_GetAttrString(result, "__basicsize__");
+    if (!py_basicsize)
+        goto bad;
+    basicsize = PyLong_AsSsize_t(py_basicsize);
+    Py_DECREF(py_basicsize);
+    py_basicsize = 0;
+    if (basicsize == (Py_ssize_t)-1 && PyErr_Occurred())
+        goto bad;
+    py_itemsize = PyObject_GetAttrString(result, "__itemsize__");
+    if (!py_itemsize)
+        goto bad;
+    itemsize = PyLong_AsSsize_t(py_itemsize);
+    Py_DECREF(py_itemsize);
+    py_itemsize = 0;
+    if (itemsize == (Py_ssize_t)-1 && PyErr_Occurred())
+        goto bad;
+#endif
+    if (itemsize) {
+        if (size % alignment) {
+            alignment = size % alignment;
+        }
+        if (itemsize < (Py_ssize_t)alignment)
+            itemsize = (Py_ssize_t)alignment;
+    }
+    if ((size_t)(basicsize + itemsize) < size) {
+        PyErr_Format(PyExc_ValueError,
+            "%.200s.%.200s size changed, may indicate binary incompatibility. "
+            "Expected %zd from C header, got %zd from PyObject",
+            module_name, class_name, size, basicsize+itemsize);
+        goto bad;
+    }
+    if (check_size == __Pyx_ImportType_CheckSize_Error_3_3_1 &&
+            ((size_t)basicsize > size || (size_t)(basicsize + itemsize) < size)) {
+        PyErr_Format(PyExc_ValueError,
+            "%.200s.%.200s size changed, may indicate binary incompatibility. "
+            "Expected %zd from C header, got %zd-%zd from PyObject",
+            module_name, class_name, size, basicsize, basicsize+itemsize);
+        goto bad;
+    }
+    else if (check_size == __Pyx_ImportType_CheckSize_Warn_3_3_1 && (size_t)basicsize > size) {
+        if (PyErr_WarnFormat(NULL, 0,
+                "%.200s.%.200s size changed, may indicate binary incompatibility. "
+                "Expected %zd from C header, got %zd from PyObject",
+                module_name, class_name, size, basicsize) < 0) {
+            goto bad;
+        }
+    }
+    return (PyTypeObject *)result;
+bad:
+    Py_XDECREF(result);
+    return NULL;
+}
+#endif
+
 /* dict_setdefault (used by FetchCommonType) */
 static CYTHON_INLINE PyObject *__Pyx_PyDict_SetDefault(PyObject *d, PyObject *key, PyObject *default_value) {
     PyObject* value;
@@ -12417,22 +14212,6 @@ static CYTHON_INLINE void __Pyx_CyFunction_SetAnnotationsDict(PyObject *func, Py
     m->func_annotations = dict;
     Py_INCREF(dict);
 }
-
-/* CallTypeTraverse (used by CythonFunctionShared) */
-#if !CYTHON_USE_TYPE_SPECS
-#else
-static int __Pyx_call_type_traverse(PyObject *o, int always_call, visitproc visit, void *arg) {
-    if (!always_call) {
-        PyTypeObject *base = __Pyx_PyObject_GetSlot(o, tp_base, PyTypeObject*);
-        unsigned long flags = PyType_GetFlags(base);
-        if (flags & Py_TPFLAGS_HEAPTYPE) {
-            return 0;
-        }
-    }
-    Py_VISIT((PyObject*)Py_TYPE(o));
-    return 0;
-}
-#endif
 
 /* PyMethodNew (used by CythonFunctionShared) */
 #if CYTHON_COMPILING_IN_LIMITED_API
@@ -14249,41 +16028,6 @@ static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *x) {
         return __Pyx_NonPyLong___Pyx_PyLong_As_int(x);
     }
 }
-
-/* PyObjectVectorcallKwds (used by PyObjectVectorcallMethodKwds) */
-#if CYTHON_VECTORCALL
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i) {
-    PyObject *key = __Pyx_PyTuple_GET_ITEM(kwnames, i);
-#if !CYTHON_ASSUME_SAFE_MACROS
-    if (unlikely(!key)) return -1;
-#endif
-    if (unlikely(!PyUnicode_Check(key))) {
-        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
-        return -1;
-    }
-    return 0;
-}
-#else
-CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n) {
-    PyObject *out = PyDict_New();
-    if (unlikely(!out)) return NULL;
-    for (Py_ssize_t i=0; i<n; ++i) {
-        if (unlikely(PyDict_SetItem(out, keys[i], values[i]) < 0)) {
-            Py_DECREF(out);
-            return NULL;
-        }
-    }
-    return out;
-}
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i) {
-    PyObject *key = kwnames[i];
-    if (unlikely(!PyUnicode_Check(key))) {
-        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
-        return -1;
-    }
-    return 0;
-}
-#endif
 
 /* PyObjectVectorcallMethodKwds (used by CIntToPy) */
 #if !CYTHON_VECTORCALL

@@ -9,9 +9,13 @@ pre-tokenizer calls for each piece without leaving C; `merge_ids_into` starts fr
 symbols already mapped to ids (SentencePiece's characters, csrc/tokenizer/_spm_c.pyx).
 """
 
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp
+
+from benchc.tokenizer._piece_cache cimport CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, piece_hash
 
 
 cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
@@ -74,6 +78,12 @@ cdef class BPE:
         if whole is not None:
             self._build_whole(whole)
         self._grow(256)
+        self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+        if self._cache == NULL:
+            raise MemoryError()
+        top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+                  max(whole.values(), default=-1) if whole else -1)
+        self._ints = list(range(top + 1))
 
     def __dealloc__(self):
         free(self._keys)
@@ -86,6 +96,7 @@ cdef class BPE:
         free(self._w_slots)
         free(self._scratch)
         free(self._heap)
+        free(self._cache)
 
     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
         cdef uint64_t h = _hash(key) & self._mask
@@ -133,7 +144,7 @@ cdef class BPE:
             for i in range(len(tok)):
                 self._arena[total + i] = tok[i]
             total += len(tok)
-            h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
+            h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
             while self._w_slots[h] != -1:
                 h = (h + 1) & self._w_mask
             self._w_slots[h] = k
@@ -142,7 +153,7 @@ cdef class BPE:
 
     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
         """The id of the token whose bytes are exactly p[:n], or -1."""
-        cdef uint64_t h = _bytes_hash(p, n) & self._w_mask
+        cdef uint64_t h = piece_hash(p, n) & self._w_mask
         cdef int32_t k
         while True:
             k = self._w_slots[h]
@@ -236,14 +247,39 @@ cdef class BPE:
 
     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:
         """A piece that is itself a token is taken whole when a whole-piece table was given
-        (as tiktoken does); else it is merged."""
+        (as tiktoken does); else it is merged. Short pieces are memoized."""
         cdef int32_t t
+        cdef uint64_t h = 0
+        cdef Py_ssize_t m
+        if n <= CACHE_KEY:
+            h = piece_hash(p, n)
+            m = cache_get(self._cache, h, p, n, out)
+            if m >= 0:
+                return m
         if self.has_whole and n > 1:
             t = self._whole_id(p, n)
             if t >= 0:
                 out[0] = t
                 return 1
-        return self.merge_into(p, n, out)
+        m = self.merge_into(p, n, out)
+        if n <= CACHE_KEY:
+            cache_put(self._cache, h, p, n, out, m)
+        return m
+
+    cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):
+        """A list of ids[:n], built at its final size from shared int objects (no int is made
+        per token: a list of a million tokens costs references only)."""
+        cdef list out = PyList_New(n)
+        cdef Py_ssize_t i, known = len(self._ints)
+        cdef object o
+        for i in range(n):
+            if 0 <= ids[i] < known:
+                o = <object>PyList_GET_ITEM(self._ints, ids[i])
+            else:
+                o = ids[i]
+            Py_INCREF(o)
+            PyList_SET_ITEM(out, i, o)
+        return out
 
     def merge(self, bytes piece):
         return self._to_list(piece, False)
@@ -293,12 +329,3 @@ cdef inline uint64_t _hash(uint64_t x) noexcept nogil:
     x *= 0x94d049bb133111ebULL
     x ^= x >> 31
     return x
-
-
-cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    # FNV-1a
-    cdef uint64_t h = 0xcbf29ce484222325ULL
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 0x100000001b3ULL
-    return h

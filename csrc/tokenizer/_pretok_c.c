@@ -1670,10 +1670,39 @@ static const char* const __pyx_f[] = {
 /*--- Type declarations ---*/
 struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE;
 struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner;
+struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot;
+
+/* "benchc/tokenizer/_piece_cache.pxd":10
+ * from libc.string cimport memcmp, memcpy
+ * 
+ * cdef enum:             # <<<<<<<<<<<<<<
+ *     CACHE_SLOTS = 32768  # a power of two
+ *     CACHE_KEY = 22       # bytes of the longest piece kept
+*/
+enum  {
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS = 0x8000,
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY = 22,
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_IDS = 8
+};
+
+/* "benchc/tokenizer/_piece_cache.pxd":15
+ *     CACHE_IDS = 8        # ids of the longest result kept
+ * 
+ * cdef struct CacheSlot:             # <<<<<<<<<<<<<<
+ *     uint64_t hash
+ *     int32_t ids[8]
+*/
+struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot {
+  uint64_t hash;
+  int32_t ids[8];
+  uint8_t len;
+  uint8_t nids;
+  unsigned char key[22];
+};
 struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand;
 
-/* "benchc/tokenizer/_bpe_c.pxd":3
- * from libc.stdint cimport int32_t, int64_t, uint64_t
+/* "benchc/tokenizer/_bpe_c.pxd":5
+ * from benchc.tokenizer._piece_cache cimport CacheSlot
  * 
  * cdef struct Cand:             # <<<<<<<<<<<<<<
  *     int64_t rank
@@ -1735,7 +1764,7 @@ struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text {
   Py_ssize_t npieces;
 };
 
-/* "benchc/tokenizer/_bpe_c.pxd":10
+/* "benchc/tokenizer/_bpe_c.pxd":12
  *     int32_t merged
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1760,6 +1789,8 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
   int32_t *_scratch;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *_heap;
   Py_ssize_t _cap;
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *_cache;
+  PyObject *_ints;
 };
 
 
@@ -1787,7 +1818,7 @@ struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner {
 
 
 
-/* "benchc/tokenizer/_bpe_c.pxd":10
+/* "benchc/tokenizer/_bpe_c.pxd":12
  *     int32_t merged
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1805,6 +1836,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
   Py_ssize_t (*merge_ids_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *);
   Py_ssize_t (*_merge_scratch)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *);
   Py_ssize_t (*encode_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
+  PyObject *(*ids_list)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 
@@ -1819,7 +1851,7 @@ static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6be
 
 struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner {
   int (*_scan)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *);
-  Py_ssize_t (*_merge)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, PyObject *);
+  Py_ssize_t (*_merge)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t **);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner;
 /* #### Code section: utility_code_proto ### */
@@ -2795,9 +2827,6 @@ static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value);
 
-/* CIntToPy.proto */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value);
-
 /* UpdateUnpickledDict.export */
 static int __Pyx_UpdateUnpickledDict(PyObject *obj, PyObject *state, Py_ssize_t index);
 
@@ -2895,7 +2924,7 @@ static int __Pyx_State_RemoveModule(void*);
 #define __PYX_TYPE_MODULE_PREFIX __PYX_ABI_MODULE_NAME "."
 
 static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text, struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t); /* proto*/
-static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_bpe, PyObject *__pyx_v_out); /* proto*/
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_bpe, int32_t **__pyx_v_ids_out); /* proto*/
 
 /* Module declarations from "libc.stddef" */
 
@@ -2906,6 +2935,8 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 /* Module declarations from "libc.string" */
 
 /* Module declarations from "libc.stdlib" */
+
+/* Module declarations from "benchc.tokenizer._piece_cache" */
 
 /* Module declarations from "benchc.tokenizer._bpe_c" */
 
@@ -3021,7 +3052,7 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
     PyObject *__pyx_codeobj_tab[6];
-    PyObject *__pyx_string_tab[83];
+    PyObject *__pyx_string_tab[85];
     PyObject *__pyx_number_tab[1];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -3130,30 +3161,32 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_encode_piece __pyx_string_tab[56]
 #define __pyx_n_u_get __pyx_string_tab[57]
 #define __pyx_n_u_gpt2 __pyx_string_tab[58]
-#define __pyx_n_u_items __pyx_string_tab[59]
-#define __pyx_n_u_k __pyx_string_tab[60]
-#define __pyx_n_u_o200k __pyx_string_tab[61]
-#define __pyx_n_u_out __pyx_string_tab[62]
-#define __pyx_n_u_patterns __pyx_string_tab[63]
-#define __pyx_n_u_piece __pyx_string_tab[64]
-#define __pyx_n_u_piece_bytes __pyx_string_tab[65]
-#define __pyx_n_u_pop __pyx_string_tab[66]
-#define __pyx_n_u_self __pyx_string_tab[67]
-#define __pyx_n_u_setdefault __pyx_string_tab[68]
-#define __pyx_n_u_split __pyx_string_tab[69]
-#define __pyx_n_u_start __pyx_string_tab[70]
-#define __pyx_n_u_state __pyx_string_tab[71]
-#define __pyx_n_u_t __pyx_string_tab[72]
-#define __pyx_n_u_text __pyx_string_tab[73]
-#define __pyx_n_u_update __pyx_string_tab[74]
-#define __pyx_n_u_use_setstate __pyx_string_tab[75]
-#define __pyx_n_u_values __pyx_string_tab[76]
-#define __pyx_kp_b_iso88591_QfA __pyx_string_tab[77]
-#define __pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1 __pyx_string_tab[78]
-#define __pyx_kp_b_iso88591_T_4wd_TQ__ccllppzz_G_G_K_K_R_R __pyx_string_tab[79]
-#define __pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1 __pyx_string_tab[80]
-#define __pyx_kp_b_iso88591_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1_G __pyx_string_tab[81]
-#define __pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ __pyx_string_tab[82]
+#define __pyx_n_u_ids __pyx_string_tab[59]
+#define __pyx_n_u_items __pyx_string_tab[60]
+#define __pyx_n_u_k __pyx_string_tab[61]
+#define __pyx_n_u_n __pyx_string_tab[62]
+#define __pyx_n_u_o200k __pyx_string_tab[63]
+#define __pyx_n_u_out __pyx_string_tab[64]
+#define __pyx_n_u_patterns __pyx_string_tab[65]
+#define __pyx_n_u_piece __pyx_string_tab[66]
+#define __pyx_n_u_piece_bytes __pyx_string_tab[67]
+#define __pyx_n_u_pop __pyx_string_tab[68]
+#define __pyx_n_u_self __pyx_string_tab[69]
+#define __pyx_n_u_setdefault __pyx_string_tab[70]
+#define __pyx_n_u_split __pyx_string_tab[71]
+#define __pyx_n_u_start __pyx_string_tab[72]
+#define __pyx_n_u_state __pyx_string_tab[73]
+#define __pyx_n_u_t __pyx_string_tab[74]
+#define __pyx_n_u_text __pyx_string_tab[75]
+#define __pyx_n_u_update __pyx_string_tab[76]
+#define __pyx_n_u_use_setstate __pyx_string_tab[77]
+#define __pyx_n_u_values __pyx_string_tab[78]
+#define __pyx_kp_b_iso88591_QfA __pyx_string_tab[79]
+#define __pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1 __pyx_string_tab[80]
+#define __pyx_kp_b_iso88591_T_4wd_TQ__ccllppzz_G_G_K_K_R_R __pyx_string_tab[81]
+#define __pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1 __pyx_string_tab[82]
+#define __pyx_kp_b_iso88591_A_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1 __pyx_string_tab[83]
+#define __pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ __pyx_string_tab[84]
 #define __pyx_int_170797358 __pyx_number_tab[0]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
@@ -3176,7 +3209,7 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<83; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<85; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -3207,7 +3240,7 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<83; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<85; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -3221,6 +3254,334 @@ return 0;
 }
 #endif
 /* #### Code section: module_code ### */
+
+/* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+*/
+
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n) {
+  uint64_t __pyx_v_h;
+  Py_ssize_t __pyx_v_i;
+  uint64_t __pyx_r;
+  Py_ssize_t __pyx_t_1;
+  Py_ssize_t __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":25
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t i
+ *     for i in range(n):
+*/
+  __pyx_v_h = 0xcbf29ce484222325ULL;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":27
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+ *     cdef Py_ssize_t i
+ *     for i in range(n):             # <<<<<<<<<<<<<<
+ *         h = (h ^ p[i]) * 0x100000001b3ULL
+ *     return h
+*/
+
+  __pyx_t_1 = __pyx_v_n;
+  __pyx_t_2 = __pyx_t_1;
+
+  for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
+    __pyx_v_i = __pyx_t_3;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":28
+ *     cdef Py_ssize_t i
+ *     for i in range(n):
+ *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
+ *     return h
+ * 
+*/
+    __pyx_v_h = ((__pyx_v_h ^ (__pyx_v_p[__pyx_v_i])) * 0x100000001b3ULL);
+  }
+
+
+  /* "benchc/tokenizer/_piece_cache.pxd":29
+ *     for i in range(n):
+ *         h = (h ^ p[i]) * 0x100000001b3ULL
+ *     return h             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_h;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":32
+ * 
+ * 
+ * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_cache, uint64_t __pyx_v_h, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_s;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":35
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1
+*/
+  __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":36
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+*/
+  __pyx_t_2 = (__pyx_v_s->len != __pyx_v_n);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_s->hash != __pyx_v_h);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (memcmp(__pyx_v_s->key, __pyx_v_p, __pyx_v_n) != 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "benchc/tokenizer/_piece_cache.pxd":37
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1             # <<<<<<<<<<<<<<
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+ *     return s.nids
+*/
+    {
+
+      __pyx_r = -1L;
+    }
+    goto __pyx_L0;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":36
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+*/
+  }
+
+  /* "benchc/tokenizer/_piece_cache.pxd":38
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *     return s.nids
+ * 
+*/
+  (void)(memcpy(__pyx_v_out, __pyx_v_s->ids, (__pyx_v_s->nids * (sizeof(int32_t)))));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":39
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+ *     return s.nids             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_s->nids;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":32
+ * 
+ * 
+ * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":42
+ * 
+ * 
+ * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+*/
+
+static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_cache, uint64_t __pyx_v_h, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_m) {
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_s;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":45
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+*/
+  __pyx_t_2 = (__pyx_v_n > __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_m > __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_IDS);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_n == 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "benchc/tokenizer/_piece_cache.pxd":46
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
+ *         return             # <<<<<<<<<<<<<<
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h
+*/
+    {
+    }
+    goto __pyx_L0;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":45
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+*/
+  }
+
+  /* "benchc/tokenizer/_piece_cache.pxd":47
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
+ *     s.hash = h
+ *     s.len = <uint8_t>n
+*/
+  __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":48
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h             # <<<<<<<<<<<<<<
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m
+*/
+  __pyx_v_s->hash = __pyx_v_h;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":49
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h
+ *     s.len = <uint8_t>n             # <<<<<<<<<<<<<<
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)
+*/
+  __pyx_v_s->len = ((uint8_t)__pyx_v_n);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":50
+ *     s.hash = h
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m             # <<<<<<<<<<<<<<
+ *     memcpy(s.key, p, n)
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))
+*/
+  __pyx_v_s->nids = ((uint8_t)__pyx_v_m);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":51
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)             # <<<<<<<<<<<<<<
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))
+*/
+  (void)(memcpy(__pyx_v_s->key, __pyx_v_p, __pyx_v_n));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":52
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))             # <<<<<<<<<<<<<<
+*/
+  (void)(memcpy(__pyx_v_s->ids, __pyx_v_ids, (__pyx_v_m * (sizeof(int32_t)))));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":42
+ * 
+ * 
+ * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+}
 
 /* "csrc/tokenizer/_pretok_c.pyx":49
  * 
@@ -9071,7 +9432,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         cdef list out = []
- *         if not self.fast:
+ *         cdef int32_t* ids = NULL
 */
 
 /* Python wrapper */
@@ -9179,6 +9540,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
 static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text, PyObject *__pyx_v_bpe) {
   PyObject *__pyx_v_out = 0;
+  int32_t *__pyx_v_ids;
+  Py_ssize_t __pyx_v_n;
   PyObject *__pyx_v_piece = NULL;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
@@ -9194,6 +9557,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   PyObject *__pyx_t_10 = NULL;
   PyObject *__pyx_t_11 = NULL;
   PyObject *__pyx_t_12 = NULL;
+  int __pyx_t_13;
+  int __pyx_t_14;
+  char const *__pyx_t_15;
+  PyObject *__pyx_t_16 = NULL;
+  PyObject *__pyx_t_17 = NULL;
+  PyObject *__pyx_t_18 = NULL;
+  PyObject *__pyx_t_19 = NULL;
+  PyObject *__pyx_t_20 = NULL;
+  PyObject *__pyx_t_21 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -9203,8 +9575,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
  * 
  *     def encode(self, str text, bpe):
  *         cdef list out = []             # <<<<<<<<<<<<<<
- *         if not self.fast:
- *             return self._twin.encode(text, bpe)
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n
 */
   __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 465, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
@@ -9214,6 +9586,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   /* "csrc/tokenizer/_pretok_c.pyx":466
  *     def encode(self, str text, bpe):
  *         cdef list out = []
+ *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t n
+ *         if not self.fast:
+*/
+  __pyx_v_ids = NULL;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":468
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n
  *         if not self.fast:             # <<<<<<<<<<<<<<
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
@@ -9223,8 +9604,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":467
- *         cdef list out = []
+    /* "csrc/tokenizer/_pretok_c.pyx":469
+ *         cdef Py_ssize_t n
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)             # <<<<<<<<<<<<<<
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
@@ -9237,7 +9618,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_4, (3-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 467, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 469, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     {
@@ -9251,16 +9632,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     __pyx_t_1 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":466
- *     def encode(self, str text, bpe):
- *         cdef list out = []
+    /* "csrc/tokenizer/_pretok_c.pyx":468
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n
  *         if not self.fast:             # <<<<<<<<<<<<<<
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":468
+  /* "csrc/tokenizer/_pretok_c.pyx":470
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -9274,7 +9655,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_5) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":469
+    /* "csrc/tokenizer/_pretok_c.pyx":471
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -9288,7 +9669,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 469, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 471, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     if (likely(PyList_CheckExact(__pyx_t_1)) || PyTuple_CheckExact(__pyx_t_1)) {
@@ -9296,9 +9677,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_6 = 0;
       __pyx_t_7 = NULL;
     } else {
-      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 469, __pyx_L1_error)
+      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 471, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
-      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 469, __pyx_L1_error)
+      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 471, __pyx_L1_error)
     }
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     for (;;) {
@@ -9307,7 +9688,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 469, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 471, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -9317,7 +9698,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 469, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 471, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -9328,13 +9709,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           #endif
           ++__pyx_t_6;
         }
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 469, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 471, __pyx_L1_error)
       } else {
         __pyx_t_1 = __pyx_t_7(__pyx_t_3);
         if (unlikely(!__pyx_t_1)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 469, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 471, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
@@ -9344,19 +9725,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __Pyx_XDECREF_SET(__pyx_v_piece, __pyx_t_1);
       __pyx_t_1 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":470
+      /* "csrc/tokenizer/_pretok_c.pyx":472
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))             # <<<<<<<<<<<<<<
  *             return out
- *         self._merge(text, <BPE>bpe, out)
+ *         n = self._merge(text, <BPE>bpe, &ids)
 */
       __pyx_t_8 = __pyx_v_bpe;
       __Pyx_INCREF(__pyx_t_8);
       __pyx_t_10 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 470, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 472, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_11);
-      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 470, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 472, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
       __pyx_t_4 = 1;
@@ -9376,7 +9757,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_9 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
         __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 470, __pyx_L1_error)
+        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 472, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_9);
       }
       __pyx_t_4 = 0;
@@ -9385,17 +9766,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
         __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 470, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 472, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_1);
       }
-      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 470, __pyx_L1_error)
+      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 472, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 470, __pyx_L1_error)
+      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 472, __pyx_L1_error)
       __Pyx_DECREF_SET(__pyx_v_out, ((PyObject*)__pyx_t_9));
       __pyx_t_9 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":469
+      /* "csrc/tokenizer/_pretok_c.pyx":471
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -9405,12 +9786,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":471
+    /* "csrc/tokenizer/_pretok_c.pyx":473
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out             # <<<<<<<<<<<<<<
- *         self._merge(text, <BPE>bpe, out)
- *         return out
+ *         n = self._merge(text, <BPE>bpe, &ids)
+ *         try:
 */
     {
       PyObject *__pyx_temp;
@@ -9423,7 +9804,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":468
+    /* "csrc/tokenizer/_pretok_c.pyx":470
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -9432,40 +9813,106 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":472
+  /* "csrc/tokenizer/_pretok_c.pyx":474
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out
- *         self._merge(text, <BPE>bpe, out)             # <<<<<<<<<<<<<<
- *         return out
- * 
+ *         n = self._merge(text, <BPE>bpe, &ids)             # <<<<<<<<<<<<<<
+ *         try:
+ *             return (<BPE>bpe).ids_list(ids, n)
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_out); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 472, __pyx_L1_error)
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), (&__pyx_v_ids)); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 474, __pyx_L1_error)
+  __pyx_v_n = __pyx_t_6;
 
-
-  /* "csrc/tokenizer/_pretok_c.pyx":473
+  /* "csrc/tokenizer/_pretok_c.pyx":475
  *             return out
- *         self._merge(text, <BPE>bpe, out)
- *         return out             # <<<<<<<<<<<<<<
+ *         n = self._merge(text, <BPE>bpe, &ids)
+ *         try:             # <<<<<<<<<<<<<<
+ *             return (<BPE>bpe).ids_list(ids, n)
+ *         finally:
+*/
+  /*try:*/ {
+
+    /* "csrc/tokenizer/_pretok_c.pyx":476
+ *         n = self._merge(text, <BPE>bpe, &ids)
+ *         try:
+ *             return (<BPE>bpe).ids_list(ids, n)             # <<<<<<<<<<<<<<
+ *         finally:
+ *             free(ids)
+*/
+    __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe)->__pyx_vtab)->ids_list(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 476, __pyx_L9_error)
+    __Pyx_GOTREF(__pyx_t_3);
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = __pyx_t_3;
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_3 = 0;
+    goto __pyx_L8_return;
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":478
+ *             return (<BPE>bpe).ids_list(ids, n)
+ *         finally:
+ *             free(ids)             # <<<<<<<<<<<<<<
  * 
  *     def count(self, str text, bpe):
 */
-  {
-    PyObject *__pyx_temp;
-    {
-      __pyx_temp = __pyx_r;
-      __Pyx_INCREF(__pyx_v_out);
-      __pyx_r = __pyx_v_out;
+  /*finally:*/ {
+    __pyx_L9_error:;
+    /*exception exit:*/{
+      __Pyx_PyThreadState_declare
+      __Pyx_PyThreadState_assign
+      __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0; __pyx_t_20 = 0; __pyx_t_21 = 0;
+      __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
+      __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
+      __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
+      __Pyx_XDECREF(__pyx_t_12); __pyx_t_12 = 0;
+      __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+      __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_19, &__pyx_t_20, &__pyx_t_21);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_16, &__pyx_t_17, &__pyx_t_18) < 0)) __Pyx_ErrFetch(&__pyx_t_16, &__pyx_t_17, &__pyx_t_18);
+      __Pyx_XGOTREF(__pyx_t_16);
+      __Pyx_XGOTREF(__pyx_t_17);
+      __Pyx_XGOTREF(__pyx_t_18);
+      __Pyx_XGOTREF(__pyx_t_19);
+      __Pyx_XGOTREF(__pyx_t_20);
+      __Pyx_XGOTREF(__pyx_t_21);
+      __pyx_t_13 = __pyx_lineno; __pyx_t_14 = __pyx_clineno; __pyx_t_15 = __pyx_filename;
+      {
+        free(__pyx_v_ids);
+      }
+      __Pyx_XGIVEREF(__pyx_t_19);
+      __Pyx_XGIVEREF(__pyx_t_20);
+      __Pyx_XGIVEREF(__pyx_t_21);
+      __Pyx_ExceptionReset(__pyx_t_19, __pyx_t_20, __pyx_t_21);
+      __Pyx_XGIVEREF(__pyx_t_16);
+      __Pyx_XGIVEREF(__pyx_t_17);
+      __Pyx_XGIVEREF(__pyx_t_18);
+      __Pyx_ErrRestore(__pyx_t_16, __pyx_t_17, __pyx_t_18);
+      __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0; __pyx_t_20 = 0; __pyx_t_21 = 0;
+      __pyx_lineno = __pyx_t_13; __pyx_clineno = __pyx_t_14; __pyx_filename = __pyx_t_15;
+      goto __pyx_L1_error;
     }
-    __Pyx_XDECREF(__pyx_temp);
+    __pyx_L8_return: {
+      __pyx_t_21 = __pyx_r;
+      __pyx_r = 0;
+      free(__pyx_v_ids);
+      __pyx_r = __pyx_t_21;
+      __pyx_t_21 = 0;
+      goto __pyx_L0;
+    }
   }
-  goto __pyx_L0;
 
   /* "csrc/tokenizer/_pretok_c.pyx":464
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         cdef list out = []
- *         if not self.fast:
+ *         cdef int32_t* ids = NULL
 */
 
   /* function exit code */
@@ -9481,14 +9928,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   __pyx_r = NULL;
   __pyx_L0:;
   __Pyx_XDECREF(__pyx_v_out);
+
+
   __Pyx_XDECREF(__pyx_v_piece);
   __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":475
- *         return out
+/* "csrc/tokenizer/_pretok_c.pyx":480
+ *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         if not self.fast or not isinstance(bpe, BPE):
@@ -9535,39 +9984,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 475, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 480, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 475, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 480, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 475, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 480, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 475, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 480, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 475, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 480, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 475, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 480, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 475, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 480, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 475, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 480, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -9578,7 +10027,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 475, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 480, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -9613,12 +10062,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("count", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":476
+  /* "csrc/tokenizer/_pretok_c.pyx":481
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
  *             return len(self.encode(text, bpe))
- *         return self._merge(text, <BPE>bpe, None)
+ *         return self._merge(text, <BPE>bpe, NULL)
 */
   __pyx_t_2 = (!__pyx_v_self->fast);
 
@@ -9641,11 +10090,11 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":477
+    /* "csrc/tokenizer/_pretok_c.pyx":482
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))             # <<<<<<<<<<<<<<
- *         return self._merge(text, <BPE>bpe, None)
+ *         return self._merge(text, <BPE>bpe, NULL)
  * 
 */
     __pyx_t_5 = ((PyObject *)__pyx_v_self);
@@ -9655,12 +10104,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
       PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_4 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_6, (3-__pyx_t_6) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 477, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 482, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
-    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 477, __pyx_L1_error)
+    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 482, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 477, __pyx_L1_error)
+    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 482, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
 
     {
@@ -9674,24 +10123,24 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
     __pyx_t_4 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":476
+    /* "csrc/tokenizer/_pretok_c.pyx":481
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
  *             return len(self.encode(text, bpe))
- *         return self._merge(text, <BPE>bpe, None)
+ *         return self._merge(text, <BPE>bpe, NULL)
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":478
+  /* "csrc/tokenizer/_pretok_c.pyx":483
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
- *         return self._merge(text, <BPE>bpe, None)             # <<<<<<<<<<<<<<
+ *         return self._merge(text, <BPE>bpe, NULL)             # <<<<<<<<<<<<<<
  * 
- *     cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:
+ *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:
 */
-  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), ((PyObject*)Py_None)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 478, __pyx_L1_error)
-  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 478, __pyx_L1_error)
+  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), NULL); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 483, __pyx_L1_error)
+  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 483, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
 
   {
@@ -9705,8 +10154,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   __pyx_t_4 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":475
- *         return out
+  /* "csrc/tokenizer/_pretok_c.pyx":480
+ *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         if not self.fast or not isinstance(bpe, BPE):
@@ -9725,25 +10174,25 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":480
- *         return self._merge(text, <BPE>bpe, None)
+/* "csrc/tokenizer/_pretok_c.pyx":485
+ *         return self._merge(text, <BPE>bpe, NULL)
  * 
- *     cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:             # <<<<<<<<<<<<<<
- *         """Merges every piece; appends the ids to out when it is a list. Returns the count."""
- *         cdef Text t
+ *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
+ *         """Merges every piece and returns how many ids; with ids_out, they are kept in a
+ *         buffer handed to the caller (who frees it)."""
 */
 
-static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_bpe, PyObject *__pyx_v_out) {
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v_text, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_bpe, int32_t **__pyx_v_ids_out) {
   struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text __pyx_v_t;
   Py_ssize_t __pyx_v_k;
   Py_ssize_t __pyx_v_start;
   Py_ssize_t __pyx_v_longest;
   Py_ssize_t __pyx_v_nbytes;
-  Py_ssize_t __pyx_v_m;
   Py_ssize_t __pyx_v_total;
-  Py_ssize_t __pyx_v_j;
+  Py_ssize_t __pyx_v_cap;
   unsigned char *__pyx_v_buf;
   int32_t *__pyx_v_ids;
+  int32_t *__pyx_v_grown;
   Py_ssize_t __pyx_r;
   __Pyx_RefNannyDeclarations
   int __pyx_t_1;
@@ -9755,25 +10204,23 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   Py_ssize_t __pyx_t_7;
   int __pyx_t_8;
   int __pyx_t_9;
-  PyObject *__pyx_t_10 = NULL;
-  int __pyx_t_11;
-  int __pyx_t_12;
-  char const *__pyx_t_13;
+  int __pyx_t_10;
+  char const *__pyx_t_11;
+  PyObject *__pyx_t_12 = NULL;
+  PyObject *__pyx_t_13 = NULL;
   PyObject *__pyx_t_14 = NULL;
   PyObject *__pyx_t_15 = NULL;
   PyObject *__pyx_t_16 = NULL;
   PyObject *__pyx_t_17 = NULL;
-  PyObject *__pyx_t_18 = NULL;
-  PyObject *__pyx_t_19 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_merge", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":483
- *         """Merges every piece; appends the ids to out when it is a list. Returns the count."""
+  /* "csrc/tokenizer/_pretok_c.pyx":489
+ *         buffer handed to the caller (who frees it)."""
  *         cdef Text t
- *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap             # <<<<<<<<<<<<<<
  *         cdef unsigned char* buf = NULL
  *         cdef int32_t* ids = NULL
 */
@@ -9781,36 +10228,36 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   __pyx_v_longest = 0;
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":484
+  /* "csrc/tokenizer/_pretok_c.pyx":490
  *         cdef Text t
- *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j
+ *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
  *         cdef unsigned char* buf = NULL             # <<<<<<<<<<<<<<
  *         cdef int32_t* ids = NULL
- *         self._scan(text, &t)
+ *         cdef int32_t* grown
 */
   __pyx_v_buf = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":485
- *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j
+  /* "csrc/tokenizer/_pretok_c.pyx":491
+ *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
  *         cdef unsigned char* buf = NULL
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
+ *         cdef int32_t* grown
  *         self._scan(text, &t)
- *         try:
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":486
- *         cdef unsigned char* buf = NULL
+  /* "csrc/tokenizer/_pretok_c.pyx":493
  *         cdef int32_t* ids = NULL
+ *         cdef int32_t* grown
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             for k in range(t.npieces):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 486, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 493, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":487
- *         cdef int32_t* ids = NULL
+  /* "csrc/tokenizer/_pretok_c.pyx":494
+ *         cdef int32_t* grown
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
  *             for k in range(t.npieces):
@@ -9818,7 +10265,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":488
+    /* "csrc/tokenizer/_pretok_c.pyx":495
  *         self._scan(text, &t)
  *         try:
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -9832,12 +10279,12 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":489
+      /* "csrc/tokenizer/_pretok_c.pyx":496
  *         try:
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)             # <<<<<<<<<<<<<<
  *                 start = t.ends[k]
- *             buf = <unsigned char*>malloc(4 * longest + 1)
+ *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
 */
 
       __pyx_t_5 = ((__pyx_v_t.ends[__pyx_v_k]) - __pyx_v_start);
@@ -9856,38 +10303,58 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       __pyx_v_longest = __pyx_t_7;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":490
+      /* "csrc/tokenizer/_pretok_c.pyx":497
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
+ *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)
- *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
 */
       __pyx_v_start = (__pyx_v_t.ends[__pyx_v_k]);
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":491
+    /* "csrc/tokenizer/_pretok_c.pyx":498
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]
+ *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)             # <<<<<<<<<<<<<<
+ *             buf = <unsigned char*>malloc(4 * longest + 1)
+ *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
+*/
+    __pyx_t_8 = (__pyx_v_ids_out != NULL);
+
+    if (__pyx_t_8) {
+
+      __pyx_t_2 = PyUnicode_GET_LENGTH(__pyx_v_text);
+    } else {
+
+      __pyx_t_2 = 0;
+    }
+
+    __pyx_v_cap = (((4 * __pyx_v_longest) + 1) + __pyx_t_2);
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":499
+ *                 start = t.ends[k]
+ *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)             # <<<<<<<<<<<<<<
- *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
+ *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:
 */
     __pyx_v_buf = ((unsigned char *)malloc(((4 * __pyx_v_longest) + 1)));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":492
- *                 start = t.ends[k]
+    /* "csrc/tokenizer/_pretok_c.pyx":500
+ *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)
- *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *             ids = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()
 */
-    __pyx_v_ids = ((int32_t *)malloc((((4 * __pyx_v_longest) + 1) * (sizeof(int32_t)))));
+    __pyx_v_ids = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":493
+    /* "csrc/tokenizer/_pretok_c.pyx":501
  *             buf = <unsigned char*>malloc(4 * longest + 1)
- *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
+ *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
  *                 raise MemoryError()
  *             start = 0
@@ -9911,25 +10378,25 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     if (unlikely(__pyx_t_8)) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":494
- *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
+      /* "csrc/tokenizer/_pretok_c.pyx":502
+ *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()             # <<<<<<<<<<<<<<
  *             start = 0
  *             for k in range(t.npieces):
 */
-      PyErr_NoMemory(); __PYX_ERR(0, 494, __pyx_L4_error)
+      PyErr_NoMemory(); __PYX_ERR(0, 502, __pyx_L4_error)
 
-      /* "csrc/tokenizer/_pretok_c.pyx":493
+      /* "csrc/tokenizer/_pretok_c.pyx":501
  *             buf = <unsigned char*>malloc(4 * longest + 1)
- *             ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
+ *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
  *                 raise MemoryError()
  *             start = 0
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":495
+    /* "csrc/tokenizer/_pretok_c.pyx":503
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()
  *             start = 0             # <<<<<<<<<<<<<<
@@ -9938,7 +10405,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_start = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":496
+    /* "csrc/tokenizer/_pretok_c.pyx":504
  *                 raise MemoryError()
  *             start = 0
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -9952,101 +10419,199 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":497
+      /* "csrc/tokenizer/_pretok_c.pyx":505
  *             start = 0
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)             # <<<<<<<<<<<<<<
  *                 start = t.ends[k]
- *                 m = bpe.encode_into(buf, nbytes, ids)
+ *                 if ids_out == NULL:
 */
       __pyx_v_nbytes = __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(__pyx_v_t.cp, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k]), __pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":498
+      /* "csrc/tokenizer/_pretok_c.pyx":506
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
- *                 m = bpe.encode_into(buf, nbytes, ids)
- *                 total += m
+ *                 if ids_out == NULL:
+ *                     total += bpe.encode_into(buf, nbytes, ids)
 */
       __pyx_v_start = (__pyx_v_t.ends[__pyx_v_k]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":499
+      /* "csrc/tokenizer/_pretok_c.pyx":507
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]
- *                 m = bpe.encode_into(buf, nbytes, ids)             # <<<<<<<<<<<<<<
- *                 total += m
- *                 if out is not None:
+ *                 if ids_out == NULL:             # <<<<<<<<<<<<<<
+ *                     total += bpe.encode_into(buf, nbytes, ids)
+ *                     continue
 */
-      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 499, __pyx_L4_error)
-      __pyx_v_m = __pyx_t_7;
+      __pyx_t_8 = (__pyx_v_ids_out == NULL);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":500
- *                 start = t.ends[k]
- *                 m = bpe.encode_into(buf, nbytes, ids)
- *                 total += m             # <<<<<<<<<<<<<<
- *                 if out is not None:
- *                     for j in range(m):
-*/
-      __pyx_v_total = (__pyx_v_total + __pyx_v_m);
-
-      /* "csrc/tokenizer/_pretok_c.pyx":501
- *                 m = bpe.encode_into(buf, nbytes, ids)
- *                 total += m
- *                 if out is not None:             # <<<<<<<<<<<<<<
- *                     for j in range(m):
- *                         out.append(ids[j])
-*/
-      __pyx_t_8 = (__pyx_v_out != ((PyObject*)Py_None));
       if (__pyx_t_8) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":502
- *                 total += m
- *                 if out is not None:
- *                     for j in range(m):             # <<<<<<<<<<<<<<
- *                         out.append(ids[j])
- *             return total
+        /* "csrc/tokenizer/_pretok_c.pyx":508
+ *                 start = t.ends[k]
+ *                 if ids_out == NULL:
+ *                     total += bpe.encode_into(buf, nbytes, ids)             # <<<<<<<<<<<<<<
+ *                     continue
+ *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
 */
+        __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 508, __pyx_L4_error)
+        __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
-        __pyx_t_7 = __pyx_v_m;
-        __pyx_t_5 = __pyx_t_7;
 
-        for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
-          __pyx_v_j = __pyx_t_6;
-
-          /* "csrc/tokenizer/_pretok_c.pyx":503
- *                 if out is not None:
- *                     for j in range(m):
- *                         out.append(ids[j])             # <<<<<<<<<<<<<<
- *             return total
- *         finally:
+        /* "csrc/tokenizer/_pretok_c.pyx":509
+ *                 if ids_out == NULL:
+ *                     total += bpe.encode_into(buf, nbytes, ids)
+ *                     continue             # <<<<<<<<<<<<<<
+ *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
+ *                     cap = 2 * cap + nbytes
 */
-          if (unlikely(__pyx_v_out == Py_None)) {
-            PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "append");
-            __PYX_ERR(0, 503, __pyx_L4_error)
-          }
-          __pyx_t_10 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_j])); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 503, __pyx_L4_error)
-          __Pyx_GOTREF(__pyx_t_10);
-          __pyx_t_11 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_10); if (unlikely(__pyx_t_11 == ((int)-1))) __PYX_ERR(0, 503, __pyx_L4_error)
-          __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+        goto __pyx_L11_continue;
 
-        }
-
-
-        /* "csrc/tokenizer/_pretok_c.pyx":501
- *                 m = bpe.encode_into(buf, nbytes, ids)
- *                 total += m
- *                 if out is not None:             # <<<<<<<<<<<<<<
- *                     for j in range(m):
- *                         out.append(ids[j])
+        /* "csrc/tokenizer/_pretok_c.pyx":507
+ *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
+ *                 start = t.ends[k]
+ *                 if ids_out == NULL:             # <<<<<<<<<<<<<<
+ *                     total += bpe.encode_into(buf, nbytes, ids)
+ *                     continue
 */
       }
+
+      /* "csrc/tokenizer/_pretok_c.pyx":510
+ *                     total += bpe.encode_into(buf, nbytes, ids)
+ *                     continue
+ *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte             # <<<<<<<<<<<<<<
+ *                     cap = 2 * cap + nbytes
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+*/
+      __pyx_t_8 = (((__pyx_v_total + __pyx_v_nbytes) + 1) > __pyx_v_cap);
+
+      if (__pyx_t_8) {
+
+
+        /* "csrc/tokenizer/_pretok_c.pyx":511
+ *                     continue
+ *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
+ *                     cap = 2 * cap + nbytes             # <<<<<<<<<<<<<<
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+ *                     if grown == NULL:
+*/
+        __pyx_v_cap = ((2 * __pyx_v_cap) + __pyx_v_nbytes);
+
+        /* "csrc/tokenizer/_pretok_c.pyx":512
+ *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
+ *                     cap = 2 * cap + nbytes
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *                     if grown == NULL:
+ *                         raise MemoryError()
+*/
+        __pyx_v_grown = ((int32_t *)realloc(__pyx_v_ids, (__pyx_v_cap * (sizeof(int32_t)))));
+
+        /* "csrc/tokenizer/_pretok_c.pyx":513
+ *                     cap = 2 * cap + nbytes
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+ *                     if grown == NULL:             # <<<<<<<<<<<<<<
+ *                         raise MemoryError()
+ *                     ids = grown
+*/
+        __pyx_t_8 = (__pyx_v_grown == NULL);
+
+        if (unlikely(__pyx_t_8)) {
+
+
+          /* "csrc/tokenizer/_pretok_c.pyx":514
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+ *                     if grown == NULL:
+ *                         raise MemoryError()             # <<<<<<<<<<<<<<
+ *                     ids = grown
+ *                 total += bpe.encode_into(buf, nbytes, ids + total)
+*/
+          PyErr_NoMemory(); __PYX_ERR(0, 514, __pyx_L4_error)
+
+          /* "csrc/tokenizer/_pretok_c.pyx":513
+ *                     cap = 2 * cap + nbytes
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+ *                     if grown == NULL:             # <<<<<<<<<<<<<<
+ *                         raise MemoryError()
+ *                     ids = grown
+*/
+        }
+
+        /* "csrc/tokenizer/_pretok_c.pyx":515
+ *                     if grown == NULL:
+ *                         raise MemoryError()
+ *                     ids = grown             # <<<<<<<<<<<<<<
+ *                 total += bpe.encode_into(buf, nbytes, ids + total)
+ *             if ids_out != NULL:
+*/
+        __pyx_v_ids = __pyx_v_grown;
+
+        /* "csrc/tokenizer/_pretok_c.pyx":510
+ *                     total += bpe.encode_into(buf, nbytes, ids)
+ *                     continue
+ *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte             # <<<<<<<<<<<<<<
+ *                     cap = 2 * cap + nbytes
+ *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+*/
+      }
+
+      /* "csrc/tokenizer/_pretok_c.pyx":516
+ *                         raise MemoryError()
+ *                     ids = grown
+ *                 total += bpe.encode_into(buf, nbytes, ids + total)             # <<<<<<<<<<<<<<
+ *             if ids_out != NULL:
+ *                 ids_out[0] = ids
+*/
+      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, (__pyx_v_ids + __pyx_v_total)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 516, __pyx_L4_error)
+      __pyx_v_total = (__pyx_v_total + __pyx_t_7);
+
+      __pyx_L11_continue:;
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":504
- *                     for j in range(m):
- *                         out.append(ids[j])
+    /* "csrc/tokenizer/_pretok_c.pyx":517
+ *                     ids = grown
+ *                 total += bpe.encode_into(buf, nbytes, ids + total)
+ *             if ids_out != NULL:             # <<<<<<<<<<<<<<
+ *                 ids_out[0] = ids
+ *                 ids = NULL
+*/
+    __pyx_t_8 = (__pyx_v_ids_out != NULL);
+
+    if (__pyx_t_8) {
+
+
+      /* "csrc/tokenizer/_pretok_c.pyx":518
+ *                 total += bpe.encode_into(buf, nbytes, ids + total)
+ *             if ids_out != NULL:
+ *                 ids_out[0] = ids             # <<<<<<<<<<<<<<
+ *                 ids = NULL
+ *             return total
+*/
+      (__pyx_v_ids_out[0]) = __pyx_v_ids;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":519
+ *             if ids_out != NULL:
+ *                 ids_out[0] = ids
+ *                 ids = NULL             # <<<<<<<<<<<<<<
+ *             return total
+ *         finally:
+*/
+      __pyx_v_ids = NULL;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":517
+ *                     ids = grown
+ *                 total += bpe.encode_into(buf, nbytes, ids + total)
+ *             if ids_out != NULL:             # <<<<<<<<<<<<<<
+ *                 ids_out[0] = ids
+ *                 ids = NULL
+*/
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":520
+ *                 ids_out[0] = ids
+ *                 ids = NULL
  *             return total             # <<<<<<<<<<<<<<
  *         finally:
  *             free(buf)
@@ -10058,7 +10623,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     goto __pyx_L3_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":506
+  /* "csrc/tokenizer/_pretok_c.pyx":522
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -10070,21 +10635,20 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     /*exception exit:*/{
       __Pyx_PyThreadState_declare
       __Pyx_PyThreadState_assign
-      __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0;
-      __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
-       __Pyx_ExceptionSwap(&__pyx_t_17, &__pyx_t_18, &__pyx_t_19);
-      if ( unlikely(__Pyx_GetException(&__pyx_t_14, &__pyx_t_15, &__pyx_t_16) < 0)) __Pyx_ErrFetch(&__pyx_t_14, &__pyx_t_15, &__pyx_t_16);
+      __pyx_t_12 = 0; __pyx_t_13 = 0; __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0; __pyx_t_17 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_15, &__pyx_t_16, &__pyx_t_17);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_12, &__pyx_t_13, &__pyx_t_14) < 0)) __Pyx_ErrFetch(&__pyx_t_12, &__pyx_t_13, &__pyx_t_14);
+      __Pyx_XGOTREF(__pyx_t_12);
+      __Pyx_XGOTREF(__pyx_t_13);
       __Pyx_XGOTREF(__pyx_t_14);
       __Pyx_XGOTREF(__pyx_t_15);
       __Pyx_XGOTREF(__pyx_t_16);
       __Pyx_XGOTREF(__pyx_t_17);
-      __Pyx_XGOTREF(__pyx_t_18);
-      __Pyx_XGOTREF(__pyx_t_19);
-      __pyx_t_1 = __pyx_lineno; __pyx_t_12 = __pyx_clineno; __pyx_t_13 = __pyx_filename;
+      __pyx_t_1 = __pyx_lineno; __pyx_t_10 = __pyx_clineno; __pyx_t_11 = __pyx_filename;
       {
         free(__pyx_v_buf);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":507
+        /* "csrc/tokenizer/_pretok_c.pyx":523
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -10093,7 +10657,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         free(__pyx_v_ids);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":508
+        /* "csrc/tokenizer/_pretok_c.pyx":524
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -10102,22 +10666,22 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_f_6benchc_9tokenizer_9_pretok_c__free((&__pyx_v_t));
       }
-      __Pyx_XGIVEREF(__pyx_t_17);
-      __Pyx_XGIVEREF(__pyx_t_18);
-      __Pyx_XGIVEREF(__pyx_t_19);
-      __Pyx_ExceptionReset(__pyx_t_17, __pyx_t_18, __pyx_t_19);
-      __Pyx_XGIVEREF(__pyx_t_14);
       __Pyx_XGIVEREF(__pyx_t_15);
       __Pyx_XGIVEREF(__pyx_t_16);
-      __Pyx_ErrRestore(__pyx_t_14, __pyx_t_15, __pyx_t_16);
-      __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0;
-      __pyx_lineno = __pyx_t_1; __pyx_clineno = __pyx_t_12; __pyx_filename = __pyx_t_13;
+      __Pyx_XGIVEREF(__pyx_t_17);
+      __Pyx_ExceptionReset(__pyx_t_15, __pyx_t_16, __pyx_t_17);
+      __Pyx_XGIVEREF(__pyx_t_12);
+      __Pyx_XGIVEREF(__pyx_t_13);
+      __Pyx_XGIVEREF(__pyx_t_14);
+      __Pyx_ErrRestore(__pyx_t_12, __pyx_t_13, __pyx_t_14);
+      __pyx_t_12 = 0; __pyx_t_13 = 0; __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0; __pyx_t_17 = 0;
+      __pyx_lineno = __pyx_t_1; __pyx_clineno = __pyx_t_10; __pyx_filename = __pyx_t_11;
       goto __pyx_L1_error;
     }
     __pyx_L3_return: {
       __pyx_t_2 = __pyx_r;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":506
+      /* "csrc/tokenizer/_pretok_c.pyx":522
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -10126,7 +10690,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":507
+      /* "csrc/tokenizer/_pretok_c.pyx":523
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -10135,7 +10699,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_ids);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":508
+      /* "csrc/tokenizer/_pretok_c.pyx":524
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -10148,17 +10712,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":480
- *         return self._merge(text, <BPE>bpe, None)
+  /* "csrc/tokenizer/_pretok_c.pyx":485
+ *         return self._merge(text, <BPE>bpe, NULL)
  * 
- *     cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:             # <<<<<<<<<<<<<<
- *         """Merges every piece; appends the ids to out when it is a list. Returns the count."""
- *         cdef Text t
+ *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
+ *         """Merges every piece and returns how many ids; with ids_out, they are kept in a
+ *         buffer handed to the caller (who frees it)."""
 */
 
   /* function exit code */
   __pyx_L1_error:;
-  __Pyx_XDECREF(__pyx_t_10);
   __Pyx_AddTraceback("benchc.tokenizer._pretok_c.Scanner._merge", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = -1L;
   __pyx_L0:;
@@ -10860,7 +11423,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":511
+/* "csrc/tokenizer/_pretok_c.pyx":527
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -10870,7 +11433,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
 
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":512
+  /* "csrc/tokenizer/_pretok_c.pyx":528
  * 
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)             # <<<<<<<<<<<<<<
@@ -10879,7 +11442,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cp);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":513
+  /* "csrc/tokenizer/_pretok_c.pyx":529
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)
  *     free(t.cl)             # <<<<<<<<<<<<<<
@@ -10888,7 +11451,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cl);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":514
+  /* "csrc/tokenizer/_pretok_c.pyx":530
  *     free(t.cp)
  *     free(t.cl)
  *     free(t.ends)             # <<<<<<<<<<<<<<
@@ -10897,7 +11460,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->ends);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":515
+  /* "csrc/tokenizer/_pretok_c.pyx":531
  *     free(t.cl)
  *     free(t.ends)
  *     t.cp = NULL             # <<<<<<<<<<<<<<
@@ -10906,7 +11469,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cp = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":516
+  /* "csrc/tokenizer/_pretok_c.pyx":532
  *     free(t.ends)
  *     t.cp = NULL
  *     t.cl = NULL             # <<<<<<<<<<<<<<
@@ -10914,14 +11477,14 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cl = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":517
+  /* "csrc/tokenizer/_pretok_c.pyx":533
  *     t.cp = NULL
  *     t.cl = NULL
  *     t.ends = NULL             # <<<<<<<<<<<<<<
 */
   __pyx_v_t->ends = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":511
+  /* "csrc/tokenizer/_pretok_c.pyx":527
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -11557,7 +12120,7 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
   /*--- Exttype __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner ---*/
   __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner = &__pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner;
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._scan = (int (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan;
-  __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._merge = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, PyObject *))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge;
+  __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._merge = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t **))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge;
   #if CYTHON_USE_TYPE_SPECS
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 394, __pyx_L1_error)
   #else
@@ -11595,7 +12158,7 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_modinit_Type_import_code", 0);
   /*--- Type import code ---*/
-  __pyx_t_1 = PyImport_ImportModule("benchc.tokenizer._bpe_c"); if (unlikely(!__pyx_t_1)) __PYX_ERR(2, 10, __pyx_L1_error)
+  __pyx_t_1 = PyImport_ImportModule("benchc.tokenizer._bpe_c"); if (unlikely(!__pyx_t_1)) __PYX_ERR(2, 12, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = __Pyx_ImportType_3_3_1(__pyx_t_1, "benchc.tokenizer._bpe_c", "BPE",
   #if defined(PYPY_VERSION_NUM) && PYPY_VERSION_NUM < 0x050B0000
@@ -11605,8 +12168,8 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   #else
   sizeof(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE), __PYX_GET_STRUCT_ALIGNMENT_3_3_1(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE),
   #endif
-  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) __PYX_ERR(2, 10, __pyx_L1_error)
-  if (unlikely(__Pyx_GetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, (void**)&__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) != 1)) __PYX_ERR(2, 10, __pyx_L1_error)
+  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) __PYX_ERR(2, 12, __pyx_L1_error)
+  if (unlikely(__Pyx_GetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, (void**)&__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) != 1)) __PYX_ERR(2, 12, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __Pyx_RefNannyFinishContext();
   return 0;
@@ -12041,7 +12604,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         cdef list out = []
- *         if not self.fast:
+ *         cdef int32_t* ids = NULL
 */
   __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 464, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
@@ -12051,19 +12614,19 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 464, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":475
- *         return out
+  /* "csrc/tokenizer/_pretok_c.pyx":480
+ *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 475, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 480, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 475, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 480, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -12182,38 +12745,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{28},{7},{6},{2},{9},{5},{7},{25},{27},{13},{14},{13},{2},{20},{12},{8},{8},{12},{8},{10},{8},{7},{14},{12},{11},{10},{22},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{13},{9},{10},{16},{18},{16},{26},{3},{6},{11},{18},{17},{5},{6},{12},{3},{4},{5},{1},{5},{3},{8},{5},{11},{3},{4},{10},{5},{5},{5},{1},{4},{6},{12},{6}};
-    const struct { const unsigned int length: 8; } bytes_length_index[] = {{11},{55},{180},{57},{99},{109}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{28},{7},{6},{2},{9},{5},{7},{25},{27},{13},{14},{13},{2},{20},{12},{8},{8},{12},{8},{10},{8},{7},{14},{12},{11},{10},{22},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{13},{9},{10},{16},{18},{16},{26},{3},{6},{11},{18},{17},{5},{6},{12},{3},{4},{3},{5},{1},{1},{5},{3},{8},{5},{11},{3},{4},{10},{5},{5},{5},{1},{4},{6},{12},{6}};
+    const struct { const unsigned int length: 8; } bytes_length_index[] = {{11},{55},{180},{57},{128},{109}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (926 bytes) */
-static const char cstring[] = "x\332eR;o\033G\020\026\t\306\246%\001\026#\t\016\222\"K\004\202d\047\246u6#\007H\021\010\261%\004\002\024I\261E \315b\2717$\317<\356=v\217\022\205 a\251\362\312-\257\274\222\245J\225)Y^\251\237\340\237\220\331;\222q\242\003ngfw\036\337|3;*\004 \235\220u\007 \324\323\306O\307\236\002\242zL\221\237G\252\347\t\342Hb\203\353\264!d\n\334\021\221*t\270\202\3208\tr\362\366\344y\363\207&a\302&!|\000\256$\221Q\233\273LJ\220\304\353\220v\344\270\312\021D\215|\220\r\362K\207\214\274\210\010\000\233(\217\370\350\367i\200\352\201 \022\224Q\3106\023\302SL9\236\240\030\356\210\3566\261\235\020\2138C0\321\007\314\225\320`\266M\321\017\270\014\371\013\345\365A8W\020\276\240~\010hQ\336\360G\227\266#Y\333\005\020\346\354rG\026\232}t\374k\353\3707\216\205 \234\211\006\245!\330\021\007\312s\006(\375\367\001\221I\004t\377\211{\221Ps\003\004\367l\230[\322w\035E\337Sz2\272\304\377\r\262G\217\341R\235A\207\322Y\207@\361\263\315\013~\235Hp#\273\363b\370\r\230#r\351\331\221\233\337\0106($\\\030\201=R\336\003\336\227\321\240\260B\220\221\253\n}\226\307\250f\016\205\026\t\337\341}\3146CZ\334\016\225!\306\244\014\"\346\316\253\314\030\241\367\270Y\\\300\2451\220\240\0052\371\t\376{\304Q\252@\252y\327\216\244\334\013\275\010\027\005\250\317\024\356\227\220\363\001\372#\204\352\030J\351lM\230\034\t\356x\215E\214l#\347=\336XL\377\377vc\261\rm\037\270k\355\356\366\363\\4\357\226\273\246.2\254B\306\241\315x\237{\302\350\371\352u<\327\226\371\200\213\301\026\047\365\035\340\2003\352\372\352\245\243` \373\336KL\213\200\346\r\344\036\371A\333#l\327\367|\tn\007\271\260\241\303p8\371j /aA\016F]\252\310\267Q\215$,8\03327\0029.e\225\255\3444\351\244\373\343\322]\345k\035L\311\356d\345\346\307\333\376\364\364,\253\254\307\257\365NRO\254\254\362p\374\007\032\365\254\3724\255\245\317&\307\267\365\254\262rm\215K\037\253K\313_\231\207Z\2741\335\334J\336\245_N\232\223\213\033\373\366\333\277\337MO\351\224\362)w\247\256?\365\257\246W\177~\\Z\372\253tXFqX>2\342\250|f\304Y\371\334\210\363r\253\234U\327\342\207q\240""\037h7\255\233\312\303\353V\374Vo\350\323\254\372y\214\225\236\304\301\035\036J\277N\266\323\315\224O6&\277\337\\\3342\343\033d\325\307\323\307;i%\335O[\223#s}\367\337\233`\274\237UW\256\233\327*\336\323\353\372M\262\234\326\323\357\047\245lu=~\025\263<m=\331Kk\230\t}\260i\275\227l&\220Z&\360\013]\232G[&\242\031\017u+\331O\316S\253\270\277\3225\275\245\203lu-~\204\230\317\023+\331\317\326\236\304R?O\202ty\362\335\r\273\tL$\372\257^\037\306V|\200\376\021:a9\304vW\375&\261\356\225(\322`\300A\\G\3305C\370\243l\325\320\201\205>\213\337#JKc\241\365\034pS\007\311\203\204%\021\366|\232\255!h\275\251\231.\352\336\255\326\342\032\246\261\376\001U\30299";
-    PyObject *data = __Pyx_DecompressString(cstring, 926, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (948 bytes) */
+static const char cstring[] = "x\332eR\301n\333F\020\265\0045Ql\003\261j\033)\332\002]\2410\354\244\215b\245\212S\240\207B\250\223\2400\340\332nb\241\275,V\313\221\275\025\265\244\270K\3312\212VG\037y\334#\217<\352\350\243\217=\352\310\243>!\237\320YRR\323\230\000wfvg\336\314\274\231\035\035\000\220N\300\316z \365\343\332\217\207\236\006\242\317\231&?\r\365\271\047\211P\304\001W\264!`\032\334!Q:\020\\C`\235$9zu\364\264\361}\2030\351\220\000\376\000\256\025Qa\233\273L)P\304\353\220v(\\-$\321C\037T\215\374\334!C/$\022\300!\332#>\372}\030\240\317A\022\005\332*d\233I\351i\246\205\047)\206\013y\266M\034\021`\0221\000\033\375\232\271\nj\314q(\372\001W\001\177\246\275.Hq\005\3013\352\007\200\026\3455\177x\351\010\305\332.\200\264\347\031\027*\327\234\203\303_Z\207\277rL\004\301L\324(\r\300\t9P\2361@\351\177\017X\231\302\202\356>q/\224zn\200\344\236\003sK\371\256\320\364\035\245G\303K\374\367\221=z\010\227\372\004:\224\316:\004\212\237c_\360\353\204\222[y6O\206_\217\t\231I\317\t\335\354F\262^.\341\302\n\354\221\362s\340]\025\366r+\000\025\272:\327g8V\265s\310\265P\372\202w\021mVi~;\320\226\030\013\331\017\231;\3172c\204\336\341fq\001\227\326@\202\026\225\251\017\352\277C\034\245\032\224\236w-\024\345^\340\205\270(@}\246q\277\244\232\017\320\037b\251\302RJgk\302\324Pr\341\325\0261\252\215\234\237\363\332b\372\037\333\265\3056\264}\340n}w\267\233a\321\254[\356\332\274\310\260\016\030\2076\343]\356I\253g\253\327\361\\Ge\003\316\007\233\237\324\027\300\001gt\346\353\347\302QBCOu\245\367\034\241\261\250y\023\231Wv\320\366\020[\366=_\201\333A>\034\3500\034P\266\036\310M\220\023\204Q\227:\364\035TC\005\013\336\006\314\rA\215\nii+>\216;IsT\230\226\2762\375\t\331\035\257\334\374p\333\235\034\237\244\245\365\350\245\331\211\253q=-\335\037\375\211F5-?N*\311\223\361\341m5-\255\\\327G\205\367\345\245\345/\354C%\332\230ln\305o\223\317\307\215\361\305\215s\373\315?o\047\307tB\371\204\273\023\327\237\370W\223\253\277\336/-\375]xSD\361\246x`\305A\361\304\212\223\342\251\025\247\305V1-\257E\367\243\276\271g\334\244j3\017""\256[\321+\263a\216\323\362\247\021fz\024\365\247xh\3632\336N6\023>\336\030\377~sq\313\254o?-?\234<\334IJI3i\215\017\354\365\364\3777\375Q3-\257\\7\256u\264g\326\315~\274\234T\223\027\343B\272\272\036}\027\261\014\266\032\357%\025DB\037l\332\354\305\2331$u\033\370\231)\244\345/Ms:\203\250\333\260F40\255\270\031\237&\365\034\372\312T\314\226\351\247\253k\321\003,\3744\256\307\315t\355Q\244\314\323\270\237,\217\277\275a7}\033\211\376\253\327\373\263v!~\221\024l\336\007\351\352F\326\361o1\213\303\2449E\234BT\031a\326\257\343z\372q\352\034\036\201^GU\354\251b\247\201\020\226+\014\374$z\207-\324\r\026\260\236u\3230\375\370^\016\234\034\247k\330\221\3314\314\344\365LW+Q\005a\352\377\002\222\362E\201";
+    PyObject *data = __Pyx_DecompressString(cstring, 948, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1166 bytes) */
-static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ecsrc/t\377okenizer\337/_pre\013\000_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dKNOW\267NScf\000er\000\004.\377__reduce\233_c\375\002__\017\007\227\000s|\216\000\t\017count9\005\277encodeG\005s\377plit_U__\327Pyx\001\000D\273 _N\377extRef__~\333\004e____d\026\001\336\006\000func\014\001geytg\003\032\000main \001\337modul)\002na\315m\002\003ew9\001\341\000_c\377hecksum_\375_\n\001result\340\006\003A\004!\001\204A\033\003unp\307ickK\000\371\0041\003vt<\245!\214\001qual^\005\213$\231_\213.\244&ex\300\001\270@_\362\222\005s\265\010\250.__te\373st\356\005is_co\367rou\246`e_pa\355t\335`ns\271Epy_\327uni\317!_\321das\277yncio.+\006s\235b\361 hc.\365F\000\r.\376\205fbpecl10\3530k\237\204\002_\351\002cli\367ne_\337 trac\377ebackcon|\010\001\366bfolds\334B\374\323C\331C_piece\376\241@gpt2ite\037msko2T\000\302\000\271\005\334\035\002\"\002_by\354\000po\377pselfset\217defa\232@\226b\316`r\374\343C\364\000xtupda\277teuse_\345ev\377alues\200\001\330\377\004%\240Q\240f\250A\377\200\001\340\004\037\230q\320\377 0\260\013\270;\300k\377\320QR\330\004\023\2207\377\230(\240!\2401\330\004\367\007\200|\n\000!\330\010)\377\250\021\250*\260N\300!\377\330\004\013\2101\200\001\360\337\010\000\n\033\230\026\000\021\220\377\024\320\025%\240T\250\032\377\2604\260w\270d\300+\377\310T\320Q_\320_c\377\320cl\320lp\320p\377z\320z~\360\000\000\177w\001G\002\004\000G\002K\003\001wK\002R\n\001R\002V\021\001\377V\002W\002\330\010\020\220\377\007\220q\230\006\230l\250\376c\000\007\200v\210W\220E\377\230\024\230Q\330\010\022\220\376\200\000\027\220q\340\010\027\220\377t\2307\240\047\250\025\250\377c\260\024\260Z\270w\300\375a\242\001q\330\010\017\320\017\377(\250\004\250A\250W\260\365K\023\001\340""\004\013q\200A\330\377\010\013\2104\210t\2206\377\230\023\230D\240\n\250!\377\2505\260\001\330\014\023\220\3673\220aR\002!\2406\250\371\021G\000!\0007\230!\2306\277\240\025\240e\25015\001\030\353\230\0016\0051.\0014\220v\377\230W\240A\240V\2501\376P\003z\230\021\230%\230q\337\330\014\020\220\t\261\000V\240\3771\240A\330\020\027\220s\377\230-\240q\250\n\260,\267\270a\270\033\000\023\220-\000\014\277\210G\2201\220F-\000u\356\"\000\010\017\210\231\000\340\010#\363\2401R\016A\003\010\014\210F\353\220!\264\000\021\355!\t\330\014\334\213!f\000\005\220U\243\0001\230\374f\000\257A!\2304\230q\240\337\006\240a\240u\203 Q\330}\020\262\000\230\025\230a\230r\003_\340\014\021\220\021D\0001";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1166, 1449);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1193 bytes) */
+static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ecsrc/t\377okenizer\337/_pre\013\000_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dKNOW\267NScf\000er\000\004.\377__reduce\233_c\375\002__\017\007\227\000s|\216\000\t\017count9\005\277encodeG\005s\377plit_U__\327Pyx\001\000D\273 _N\377extRef__~\333\004e____d\026\001\336\006\000func\014\001geytg\003\032\000main \001\337modul)\002na\315m\002\003ew9\001\341\000_c\377hecksum_\375_\n\001result\340\006\003A\004!\001\204A\033\003unp\307ickK\000\371\0041\003vt<\245!\214\001qual^\005\213$\231_\213.\244&ex\300\001\270@_\362\222\005s\265\010\250.__te\373st\356\005is_co\367rou\246`e_pa\355t\335`ns\271Epy_\327uni\317!_\321das\277yncio.+\006s\235b\361 hc.\365F\000\r.\376\205fbpecl10\3530k\237\204\002_\351\002cli\367ne_\337 trac\377ebackcon|\010\001\366bfolds\334B\374\323C\331C_piece\376\241@gpt2ids\377itemskno\3012X\000\306\000\275\005!\002&\002_b\375y\360\000popsel\377fsetdefa\310\236@\232b\322`r\347C\370\000xt\377updateus\373e_\351evalue\377s\200\001\330\004%\240Q\377\240f\250A\200\001\340\004\377\037\230q\320 0\260\013\377\270;\300k\320QR\330\377\004\023\2207\230(\240!\177\2401\330\004\007\200|\n\000\377!\330\010)\250\021\250*\377\260N\300!\330\004\013\210\3771\200\001\360\010\000\n\033\375\230\026\000\021\220\024\320\025%\377\240T\250\032\2604\260w\377\270d\300+\310T\320Q\377_\320_c\320cl\320\377lp\320pz\320z~\177\360\000\000\177\001G\002\004\000wG\002K\003\001K\002R\n\001\367R\002V\021\001V\002W\002\377\330\010\020\220\007\220q\230\357\006\230l\250c\000\007\200v\377\210W\220E\230\024\230Q\357\330\010\022\220\200\000\027\220q\377\340\010\027\220t\2307\240\377\047\250\025\250c\260\024\260\337Z\270w\300a\242\001q\330\377\010\017\320\017(\250\004\250_A\250W\260K\023\001\340""\004\013\377q\200A\330\010\013\2104\377\210t\2206\230\023\230D\377\240\n\250!\2505\260\001\177\330\014\023\2203\220aR\002\237!\2406\250\021G\000!\0007\377\230!\2306\240\025\240e\373\25015\001\030\230\001\330\010\257\034\230A\340<\00413\0014\377\220v\230W\240A\240V\373\2501U\003z\230\021\230%\177\230q\330\014\020\220\t\266\000\377V\2401\240A\330\020\027\377\220s\230-\240q\250\n\337\260,\270a\270\033\000\023\220\356-\000\014\210D\350\004e\2405{\250\001t\001\t\330\014\024\355\002\377Y\240a\240u\250A\340\336E\000\001\220\021\200s\000#\240\346\\\004t\220r\006Y\003\010\014\210\027F\220!\321\000\021\212A@\000\250!n~\000\005\220U\300\0001\230~\000\376\314A!\2304\230q\240\006\336S\003\250Q\330\020\317\000\230\025\367\230a\230\212\003\340\014\021\220\005\021D\0001";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1193, 1482);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1449 bytes) */
-static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecsrc/tokenizer/_pretok_c.pyxdisableenablegcisenabledKNOWNScannerScanner.__reduce_cython__Scanner.__setstate_cython__Scanner.countScanner.encodeScanner.split_U__Pyx_PyDict_NextRef__annotate____dict____func____getstate____main____module____name____new____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle_Scanner__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_is_coroutine_patterns_pretok_py_unicode_classesasyncio.coroutinesbenchc.tokenizerbenchc.tokenizer._pretok_cbpecl100kclass_tablecline_in_tracebackcontraction_foldscountencodeencode_piecegetgpt2itemsko200koutpatternspiecepiece_bytespopselfsetdefaultsplitstartstatettextupdateuse_setstatevalues\200\001\330\004%\240Q\240f\250A\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2207\230(\240!\2401\330\004\007\200|\2207\230!\330\010)\250\021\250*\260N\300!\330\004\013\2101\200\001\360\010\000\n\033\230!\330\010\021\220\024\320\025%\240T\250\032\2604\260w\270d\300+\310T\320Q_\320_c\320cl\320lp\320pz\320z~\360\000\000\177\001G\002\360\000\000G\002K\002\360\000\000K\002R\002\360\000\000R\002V\002\360\000\000V\002W\002\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2307\240\047\250\025\250c\260\024\260Z\270w\300a\330\004\007\200q\330\010\017\320\017(\250\004\250A\250W\260K\270w\300a\340\010\017\320\017(\250\004\250A\250W\260K\270q\200A\330\010\013\2104\210t\2206\230\023\230D\240\n\250!\2505\260\001\330\014\023\2203\220a\220t\2307\240!\2406\250\021\330\010\017\210t\2207\230!\2306\240\025\240e\2501\200A\330\010\030\230\001\330\010\013\2104\210t\2201\330\014\023\2204\220v\230W\240A\240V\2501\330\010\013\2104\210z\230\021\230%\230q\330""\014\020\220\t\230\024\230V\2401\240A\330\020\027\220s\230-\240q\250\n\260,\270a\270q\330\014\023\2201\330\010\014\210G\2201\220F\230%\230u\240A\330\010\017\210q\200A\340\010#\2401\330\010\013\2104\210t\2201\330\014\023\2204\220v\230V\2401\240A\330\010\014\210F\220!\2206\230\021\230!\330\010\t\330\014\022\220!\330\014\020\220\005\220U\230!\2301\230A\330\020\023\2207\230!\2304\230q\240\006\240a\240u\250A\250Q\330\020\030\230\001\230\025\230a\230q\330\014\023\2201\340\014\021\220\021\220!\2201";
+    #else /* compression: none (1482 bytes) */
+static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecsrc/tokenizer/_pretok_c.pyxdisableenablegcisenabledKNOWNScannerScanner.__reduce_cython__Scanner.__setstate_cython__Scanner.countScanner.encodeScanner.split_U__Pyx_PyDict_NextRef__annotate____dict____func____getstate____main____module____name____new____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle_Scanner__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_is_coroutine_patterns_pretok_py_unicode_classesasyncio.coroutinesbenchc.tokenizerbenchc.tokenizer._pretok_cbpecl100kclass_tablecline_in_tracebackcontraction_foldscountencodeencode_piecegetgpt2idsitemskno200koutpatternspiecepiece_bytespopselfsetdefaultsplitstartstatettextupdateuse_setstatevalues\200\001\330\004%\240Q\240f\250A\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2207\230(\240!\2401\330\004\007\200|\2207\230!\330\010)\250\021\250*\260N\300!\330\004\013\2101\200\001\360\010\000\n\033\230!\330\010\021\220\024\320\025%\240T\250\032\2604\260w\270d\300+\310T\320Q_\320_c\320cl\320lp\320pz\320z~\360\000\000\177\001G\002\360\000\000G\002K\002\360\000\000K\002R\002\360\000\000R\002V\002\360\000\000V\002W\002\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2307\240\047\250\025\250c\260\024\260Z\270w\300a\330\004\007\200q\330\010\017\320\017(\250\004\250A\250W\260K\270w\300a\340\010\017\320\017(\250\004\250A\250W\260K\270q\200A\330\010\013\2104\210t\2206\230\023\230D\240\n\250!\2505\260\001\330\014\023\2203\220a\220t\2307\240!\2406\250\021\330\010\017\210t\2207\230!\2306\240\025\240e\2501\200A\330\010\030\230\001\330\010\034\230A\340\010\013\2104\210t\2201\330\014\023\2204\220v\230W\240A\240V\2501\330\010\013\2104\210z\230""\021\230%\230q\330\014\020\220\t\230\024\230V\2401\240A\330\020\027\220s\230-\240q\250\n\260,\270a\270q\330\014\023\2201\330\010\014\210D\220\007\220q\230\006\230e\2405\250\001\250\021\330\010\t\330\014\024\220E\230\024\230Y\240a\240u\250A\340\014\020\220\001\220\021\200A\340\010#\2401\330\010\013\2104\210t\2201\330\014\023\2204\220v\230V\2401\240A\330\010\014\210F\220!\2206\230\021\230!\330\010\t\330\014\022\220!\330\014\020\220\005\220U\230!\2301\230A\330\020\023\2207\230!\2304\230q\240\006\240a\240u\250A\250Q\330\020\030\230\001\230\025\230a\230q\330\014\023\2201\340\014\021\220\021\220!\2201";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 77; i++) {
+    for (int i = 0; i < 79; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 10) PyUnicode_InternInPlace(&string);
@@ -12224,8 +12787,8 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 77; i < 83; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-77].length;
+    for (int i = 79; i < 85; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-79].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -12235,14 +12798,14 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 83; i++) {
+    for (Py_ssize_t i = 0; i < 85; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 77;
+      PyObject **table = stringtab + 79;
       for (Py_ssize_t i=0; i<6; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -12334,12 +12897,12 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_split, __pyx_mstate->__pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 464};
-    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_piece};
-    __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_encode, __pyx_mstate->__pyx_kp_b_iso88591_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1_G, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 464};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_piece};
+    __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_encode, __pyx_mstate->__pyx_kp_b_iso88591_A_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 475};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 480};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_count, __pyx_mstate->__pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
@@ -18552,85 +19115,6 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value) {
         PyObject *result = NULL, *kwds = NULL;
         PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
         py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(long));
-        if (!py_bytes) goto limited_bad;
-        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
-        if (!from_bytes_str) goto limited_bad;
-        order_str = PyUnicode_FromString(little ? "little" : "big");
-        if (!order_str) goto limited_bad;
-        {
-            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
-            if (!is_unsigned) {
-                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
-                if (!signed_str) goto limited_bad;
-#if CYTHON_VECTORCALL
-                kwds = PyTuple_Pack(1, signed_str);
-#else
-                {
-                    PyObject *keys[] = {signed_str};
-                    PyObject *values[] = {Py_True};
-                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
-                }
-#endif
-                Py_DECREF(signed_str);
-                if (unlikely(!kwds)) goto limited_bad;
-            }
-            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
-        }
-        limited_bad:
-        Py_XDECREF(kwds);
-        Py_XDECREF(order_str);
-        Py_XDECREF(py_bytes);
-        Py_XDECREF(from_bytes_str);
-        return result;
-#endif
-    }
-}
-
-/* CIntToPy */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const int32_t neg_one = (int32_t) -1, const_zero = (int32_t) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    if (is_unsigned) {
-        if (sizeof(int32_t) < sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int32_t) <= sizeof(unsigned long)) {
-            return PyLong_FromUnsignedLong((unsigned long) value);
-#if !CYTHON_COMPILING_IN_PYPY
-        } else if (sizeof(int32_t) <= sizeof(unsigned PY_LONG_LONG)) {
-            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
-#endif
-        }
-    } else {
-        if (sizeof(int32_t) <= sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int32_t) <= sizeof(PY_LONG_LONG)) {
-            return PyLong_FromLongLong((PY_LONG_LONG) value);
-        }
-    }
-    {
-        unsigned char *bytes = (unsigned char *)&value;
-#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
-        if (is_unsigned) {
-            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
-        } else {
-            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
-        }
-#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        return _PyLong_FromByteArray(bytes, sizeof(int32_t),
-                                     little, !is_unsigned);
-#else
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        PyObject *result = NULL, *kwds = NULL;
-        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
-        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int32_t));
         if (!py_bytes) goto limited_bad;
         from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
         if (!from_bytes_str) goto limited_bad;

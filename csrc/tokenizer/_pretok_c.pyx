@@ -14,7 +14,7 @@ the comments name the alternative each branch stands for.
 
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 
 from benchc.tokenizer._bpe_c cimport BPE
 
@@ -463,44 +463,60 @@ cdef class Scanner:
 
     def encode(self, str text, bpe):
         cdef list out = []
+        cdef int32_t* ids = NULL
+        cdef Py_ssize_t n
         if not self.fast:
             return self._twin.encode(text, bpe)
         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
             for piece in self.split(text):
                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
             return out
-        self._merge(text, <BPE>bpe, out)
-        return out
+        n = self._merge(text, <BPE>bpe, &ids)
+        try:
+            return (<BPE>bpe).ids_list(ids, n)
+        finally:
+            free(ids)
 
     def count(self, str text, bpe):
         if not self.fast or not isinstance(bpe, BPE):
             return len(self.encode(text, bpe))
-        return self._merge(text, <BPE>bpe, None)
+        return self._merge(text, <BPE>bpe, NULL)
 
-    cdef Py_ssize_t _merge(self, str text, BPE bpe, list out) except -1:
-        """Merges every piece; appends the ids to out when it is a list. Returns the count."""
+    cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:
+        """Merges every piece and returns how many ids; with ids_out, they are kept in a
+        buffer handed to the caller (who frees it)."""
         cdef Text t
-        cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, j
+        cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
         cdef unsigned char* buf = NULL
         cdef int32_t* ids = NULL
+        cdef int32_t* grown
         self._scan(text, &t)
         try:
             for k in range(t.npieces):
                 longest = max(longest, t.ends[k] - start)
                 start = t.ends[k]
+            cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
             buf = <unsigned char*>malloc(4 * longest + 1)
-            ids = <int32_t*>malloc((4 * longest + 1) * sizeof(int32_t))
+            ids = <int32_t*>malloc(cap * sizeof(int32_t))
             if buf == NULL or ids == NULL:
                 raise MemoryError()
             start = 0
             for k in range(t.npieces):
                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
                 start = t.ends[k]
-                m = bpe.encode_into(buf, nbytes, ids)
-                total += m
-                if out is not None:
-                    for j in range(m):
-                        out.append(ids[j])
+                if ids_out == NULL:
+                    total += bpe.encode_into(buf, nbytes, ids)
+                    continue
+                if total + nbytes + 1 > cap:  # a piece has at most one id per byte
+                    cap = 2 * cap + nbytes
+                    grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
+                    if grown == NULL:
+                        raise MemoryError()
+                    ids = grown
+                total += bpe.encode_into(buf, nbytes, ids + total)
+            if ids_out != NULL:
+                ids_out[0] = ids
+                ids = NULL
             return total
         finally:
             free(buf)

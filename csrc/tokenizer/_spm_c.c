@@ -1669,10 +1669,39 @@ static const char* const __pyx_f[] = {
 /*--- Type declarations ---*/
 struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE;
 struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM;
+struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot;
+
+/* "benchc/tokenizer/_piece_cache.pxd":10
+ * from libc.string cimport memcmp, memcpy
+ * 
+ * cdef enum:             # <<<<<<<<<<<<<<
+ *     CACHE_SLOTS = 32768  # a power of two
+ *     CACHE_KEY = 22       # bytes of the longest piece kept
+*/
+enum  {
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS = 0x8000,
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY = 22,
+  __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_IDS = 8
+};
+
+/* "benchc/tokenizer/_piece_cache.pxd":15
+ *     CACHE_IDS = 8        # ids of the longest result kept
+ * 
+ * cdef struct CacheSlot:             # <<<<<<<<<<<<<<
+ *     uint64_t hash
+ *     int32_t ids[8]
+*/
+struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot {
+  uint64_t hash;
+  int32_t ids[8];
+  uint8_t len;
+  uint8_t nids;
+  unsigned char key[22];
+};
 struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand;
 
-/* "benchc/tokenizer/_bpe_c.pxd":3
- * from libc.stdint cimport int32_t, int64_t, uint64_t
+/* "benchc/tokenizer/_bpe_c.pxd":5
+ * from benchc.tokenizer._piece_cache cimport CacheSlot
  * 
  * cdef struct Cand:             # <<<<<<<<<<<<<<
  *     int64_t rank
@@ -1686,7 +1715,7 @@ struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand {
   int32_t merged;
 };
 
-/* "benchc/tokenizer/_bpe_c.pxd":10
+/* "benchc/tokenizer/_bpe_c.pxd":12
  *     int32_t merged
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1711,10 +1740,12 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
   int32_t *_scratch;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *_heap;
   Py_ssize_t _cap;
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *_cache;
+  PyObject *_ints;
 };
 
 
-/* "csrc/tokenizer/_spm_c.pyx":48
+/* "csrc/tokenizer/_spm_c.pyx":49
  * 
  * 
  * cdef class SPM:             # <<<<<<<<<<<<<<
@@ -1735,11 +1766,12 @@ struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM {
   int32_t _unk_id;
   PyObject *char_ids;
   PyObject *pairs;
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *_cache;
 };
 
 
 
-/* "benchc/tokenizer/_bpe_c.pxd":10
+/* "benchc/tokenizer/_bpe_c.pxd":12
  *     int32_t merged
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -1757,11 +1789,12 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
   Py_ssize_t (*merge_ids_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t, int32_t *);
   Py_ssize_t (*_merge_scratch)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, Py_ssize_t, int32_t *);
   Py_ssize_t (*encode_into)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *);
+  PyObject *(*ids_list)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 
 
-/* "csrc/tokenizer/_spm_c.pyx":48
+/* "csrc/tokenizer/_spm_c.pyx":49
  * 
  * 
  * cdef class SPM:             # <<<<<<<<<<<<<<
@@ -1773,7 +1806,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM {
   int32_t (*_char_id)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, uint32_t);
   Py_ssize_t (*_symbols)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, unsigned char const *, Py_ssize_t, int32_t *);
   Py_ssize_t (*encode_into)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, unsigned char const *, Py_ssize_t, int32_t *, int32_t *);
-  Py_ssize_t (*_encode)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, PyObject *, int, PyObject *);
+  Py_ssize_t (*_encode)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, PyObject *, int, int32_t **);
 };
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *__pyx_vtabptr_6benchc_9tokenizer_6_spm_c_SPM;
 static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, uint32_t);
@@ -1852,6 +1885,95 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
     } while (0)
 #define __Pyx_CLEAR(r)    do { PyObject* tmp = ((PyObject*)(r)); r = NULL; __Pyx_DECREF(tmp);} while(0)
 #define __Pyx_XCLEAR(r)   do { if((r) != NULL) {PyObject* tmp = ((PyObject*)(r)); r = NULL; __Pyx_DECREF(tmp);}} while(0)
+
+/* FastTypeChecks.proto (used by GivenExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+#define __Pyx_TypeCheck(obj, type) __Pyx_IsSubtype(Py_TYPE(obj), (PyTypeObject *)type)
+#define __Pyx_TypeCheck2(obj, type1, type2) __Pyx_IsAnySubtype2(Py_TYPE(obj), (PyTypeObject *)type1, (PyTypeObject *)type2)
+static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b);
+static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b);
+#define __Pyx_PyAnySet_Check(obj)  __Pyx_TypeCheck2(obj, &PySet_Type, &PyFrozenSet_Type)
+#else
+#define __Pyx_TypeCheck(obj, type) PyObject_TypeCheck(obj, (PyTypeObject *)type)
+#define __Pyx_TypeCheck2(obj, type1, type2) (PyObject_TypeCheck(obj, (PyTypeObject *)type1) || PyObject_TypeCheck(obj, (PyTypeObject *)type2))
+#define __Pyx_PyAnySet_Check(obj)  PyAnySet_Check(obj)
+#endif
+
+/* PyThreadStateGet.proto (used by PyErrFetchRestore) */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_PyThreadState_declare  PyThreadState *__pyx_tstate;
+#define __Pyx_PyThreadState_assign  __pyx_tstate = __Pyx_PyThreadState_Current;
+#if PY_VERSION_HEX >= 0x030C00A6
+#define __Pyx_PyErr_Occurred()  (__pyx_tstate->current_exception != NULL)
+#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->current_exception ? (PyObject*) Py_TYPE(__pyx_tstate->current_exception) : (PyObject*) NULL)
+#else
+#define __Pyx_PyErr_Occurred()  (__pyx_tstate->curexc_type != NULL)
+#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->curexc_type)
+#endif
+#else
+#define __Pyx_PyThreadState_declare
+#define __Pyx_PyThreadState_assign
+#define __Pyx_PyErr_Occurred()  (PyErr_Occurred() != NULL)
+#define __Pyx_PyErr_CurrentExceptionType()  PyErr_Occurred()
+#endif
+
+/* PyErrFetchRestore.proto (used by GivenExceptionMatches) */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_PyErr_Clear() __Pyx_ErrRestore(NULL, NULL, NULL)
+#define __Pyx_ErrRestoreWithState(type, value, tb)  __Pyx_ErrRestoreInState(PyThreadState_GET(), type, value, tb)
+#define __Pyx_ErrFetchWithState(type, value, tb)    __Pyx_ErrFetchInState(PyThreadState_GET(), type, value, tb)
+#define __Pyx_ErrRestore(type, value, tb)  __Pyx_ErrRestoreInState(__pyx_tstate, type, value, tb)
+#define __Pyx_ErrFetch(type, value, tb)    __Pyx_ErrFetchInState(__pyx_tstate, type, value, tb)
+static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb);
+static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
+#if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A6
+#define __Pyx_PyErr_SetNone(exc) (Py_INCREF(exc), __Pyx_ErrRestore((exc), NULL, NULL))
+#else
+#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
+#endif
+#else
+#define __Pyx_PyErr_Clear() PyErr_Clear()
+#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
+#define __Pyx_ErrRestoreWithState(type, value, tb)  PyErr_Restore(type, value, tb)
+#define __Pyx_ErrFetchWithState(type, value, tb)  PyErr_Fetch(type, value, tb)
+#define __Pyx_ErrRestoreInState(tstate, type, value, tb)  PyErr_Restore(type, value, tb)
+#define __Pyx_ErrFetchInState(tstate, type, value, tb)  PyErr_Fetch(type, value, tb)
+#define __Pyx_ErrRestore(type, value, tb)  PyErr_Restore(type, value, tb)
+#define __Pyx_ErrFetch(type, value, tb)  PyErr_Fetch(type, value, tb)
+#endif
+
+/* GivenExceptionMatches.proto (used by PyErrExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject *type);
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2);
+#else
+#define __Pyx_PyErr_GivenExceptionMatches(err, type) PyErr_GivenExceptionMatches(err, type)
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2) {
+    return PyErr_GivenExceptionMatches(err, type1) || PyErr_GivenExceptionMatches(err, type2);
+}
+#endif
+#define __Pyx_PyErr_ExceptionMatches2(err1, err2)  __Pyx_PyErr_GivenExceptionMatches2(__Pyx_PyErr_CurrentExceptionType(), err1, err2)
+
+/* PyErrExceptionMatches.proto (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_PyErr_ExceptionMatches(err) __Pyx_PyErr_ExceptionMatchesInState(__pyx_tstate, err)
+static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err);
+#else
+#define __Pyx_PyErr_ExceptionMatches(err)  PyErr_ExceptionMatches(err)
+#endif
+
+/* PyObjectGetAttrStr.proto (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_USE_TYPE_SLOTS
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name);
+#else
+#define __Pyx_PyObject_GetAttrStr(o,n) PyObject_GetAttr(o,n)
+#endif
+
+/* PyObjectGetAttrStrNoError.proto (used by GetBuiltinName) */
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name);
+
+/* GetBuiltinName.proto */
+static PyObject *__Pyx_GetBuiltinName(PyObject *name);
 
 /* CopyObjectArray.proto (used by TupleOrListFromArrayImpl) */
 #if CYTHON_COMPILING_IN_CPYTHON
@@ -1981,26 +2103,6 @@ typedef struct {
 static CYTHON_INLINE int __Pyx_IgnoreGivenException(PyObject *given_exception, PyObject *ignorable_exception);
 #define __Pyx_IgnoreException(ignorable_exception) __Pyx_IgnoreGivenException(NULL, ignorable_exception)
 
-/* FastTypeChecks.proto (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_COMPILING_IN_CPYTHON
-#define __Pyx_TypeCheck(obj, type) __Pyx_IsSubtype(Py_TYPE(obj), (PyTypeObject *)type)
-#define __Pyx_TypeCheck2(obj, type1, type2) __Pyx_IsAnySubtype2(Py_TYPE(obj), (PyTypeObject *)type1, (PyTypeObject *)type2)
-static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b);
-static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b);
-#define __Pyx_PyAnySet_Check(obj)  __Pyx_TypeCheck2(obj, &PySet_Type, &PyFrozenSet_Type)
-#else
-#define __Pyx_TypeCheck(obj, type) PyObject_TypeCheck(obj, (PyTypeObject *)type)
-#define __Pyx_TypeCheck2(obj, type1, type2) (PyObject_TypeCheck(obj, (PyTypeObject *)type1) || PyObject_TypeCheck(obj, (PyTypeObject *)type2))
-#define __Pyx_PyAnySet_Check(obj)  PyAnySet_Check(obj)
-#endif
-
-/* PyObjectGetAttrStr.proto (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_USE_TYPE_SLOTS
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name);
-#else
-#define __Pyx_PyObject_GetAttrStr(o,n) PyObject_GetAttr(o,n)
-#endif
-
 /* UnpackUnboundCMethod_impl.export */
 static int __Pyx_TryUnpackUnboundCMethod(__Pyx_CachedCFunction* target);
 
@@ -2114,49 +2216,6 @@ static CYTHON_INLINE int __Pyx_ArgTypeTest(PyObject *obj, PyTypeObject *type, in
 /* PyValueError_Check.proto */
 #define __Pyx_PyExc_ValueError_Check(obj)  __Pyx_TypeCheck(obj, PyExc_ValueError)
 
-/* PyThreadStateGet.proto (used by PyErrFetchRestore) */
-#if CYTHON_FAST_THREAD_STATE
-#define __Pyx_PyThreadState_declare  PyThreadState *__pyx_tstate;
-#define __Pyx_PyThreadState_assign  __pyx_tstate = __Pyx_PyThreadState_Current;
-#if PY_VERSION_HEX >= 0x030C00A6
-#define __Pyx_PyErr_Occurred()  (__pyx_tstate->current_exception != NULL)
-#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->current_exception ? (PyObject*) Py_TYPE(__pyx_tstate->current_exception) : (PyObject*) NULL)
-#else
-#define __Pyx_PyErr_Occurred()  (__pyx_tstate->curexc_type != NULL)
-#define __Pyx_PyErr_CurrentExceptionType()  (__pyx_tstate->curexc_type)
-#endif
-#else
-#define __Pyx_PyThreadState_declare
-#define __Pyx_PyThreadState_assign
-#define __Pyx_PyErr_Occurred()  (PyErr_Occurred() != NULL)
-#define __Pyx_PyErr_CurrentExceptionType()  PyErr_Occurred()
-#endif
-
-/* PyErrFetchRestore.proto (used by RaiseException) */
-#if CYTHON_FAST_THREAD_STATE
-#define __Pyx_PyErr_Clear() __Pyx_ErrRestore(NULL, NULL, NULL)
-#define __Pyx_ErrRestoreWithState(type, value, tb)  __Pyx_ErrRestoreInState(PyThreadState_GET(), type, value, tb)
-#define __Pyx_ErrFetchWithState(type, value, tb)    __Pyx_ErrFetchInState(PyThreadState_GET(), type, value, tb)
-#define __Pyx_ErrRestore(type, value, tb)  __Pyx_ErrRestoreInState(__pyx_tstate, type, value, tb)
-#define __Pyx_ErrFetch(type, value, tb)    __Pyx_ErrFetchInState(__pyx_tstate, type, value, tb)
-static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb);
-static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
-#if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A6
-#define __Pyx_PyErr_SetNone(exc) (Py_INCREF(exc), __Pyx_ErrRestore((exc), NULL, NULL))
-#else
-#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
-#endif
-#else
-#define __Pyx_PyErr_Clear() PyErr_Clear()
-#define __Pyx_PyErr_SetNone(exc) PyErr_SetNone(exc)
-#define __Pyx_ErrRestoreWithState(type, value, tb)  PyErr_Restore(type, value, tb)
-#define __Pyx_ErrFetchWithState(type, value, tb)  PyErr_Fetch(type, value, tb)
-#define __Pyx_ErrRestoreInState(tstate, type, value, tb)  PyErr_Restore(type, value, tb)
-#define __Pyx_ErrFetchInState(tstate, type, value, tb)  PyErr_Fetch(type, value, tb)
-#define __Pyx_ErrRestore(type, value, tb)  PyErr_Restore(type, value, tb)
-#define __Pyx_ErrFetch(type, value, tb)  PyErr_Fetch(type, value, tb)
-#endif
-
 /* RaiseException.export */
 static void __Pyx_Raise(PyObject *type, PyObject *value, PyObject *tb, PyObject *cause);
 
@@ -2206,18 +2265,6 @@ static CYTHON_INLINE PyObject* __Pyx_PyFrozenDict_New(PyObject* it) {
 #define __Pyx_PyAnyDict_Check(obj)  PyDict_Check(obj)
 #define __Pyx_PyAnyDict_CheckExact(obj)  PyDict_CheckExact(obj)
 #endif
-
-/* GivenExceptionMatches.proto (used by IterFinish) */
-#if CYTHON_COMPILING_IN_CPYTHON
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject *type);
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2);
-#else
-#define __Pyx_PyErr_GivenExceptionMatches(err, type) PyErr_GivenExceptionMatches(err, type)
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *type1, PyObject *type2) {
-    return PyErr_GivenExceptionMatches(err, type1) || PyErr_GivenExceptionMatches(err, type2);
-}
-#endif
-#define __Pyx_PyErr_ExceptionMatches2(err1, err2)  __Pyx_PyErr_GivenExceptionMatches2(__Pyx_PyErr_CurrentExceptionType(), err1, err2)
 
 /* IterFinish.proto (used by dict_iter_common) */
 static CYTHON_INLINE int __Pyx_IterFinish(void);
@@ -2278,6 +2325,42 @@ static PyObject *__Pyx_GetItemInt_Generic(PyObject *o, PyObject* j);
 static CYTHON_INLINE PyObject *__Pyx_GetItemInt_Fast(PyObject *o, Py_ssize_t i,
                                                      int wraparound, int boundscheck, int unsafe_shared);
 
+/* PyObjectVectorcallKwds.proto */
+#if CYTHON_VECTORCALL
+#define __Pyx_Object_VectorcallKwds PyObject_Vectorcall
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i);
+#else
+#define __Pyx_Object_VectorcallKwds __Pyx_PyObject_FastCallDict
+CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n);
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i);
+#endif
+
+/* ListCompAppend.proto */
+#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+static CYTHON_INLINE int __Pyx_ListComp_Append(PyObject* list, PyObject* x);
+#else
+#define __Pyx_ListComp_Append(L,x) PyList_Append(L,x)
+#endif
+
+/* PyObjectCompare.proto */
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_int(PyObject *op1, PyObject *op2, int pyop);
+
+/* PyObjectCompare.proto */
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_object(PyObject *op1, PyObject *op2, int pyop);
+
+/* PyRange_Check.proto */
+#if CYTHON_COMPILING_IN_PYPY && !defined(PyRange_Check)
+  #define PyRange_Check(obj)  __Pyx_TypeCheck((obj), &PyRange_Type)
+#endif
+
+/* PyLongBinop.proto */
+#if !CYTHON_COMPILING_IN_PYPY
+static CYTHON_INLINE PyObject* __Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, long intval, int inplace, int zerodivision_check);
+#else
+#define __Pyx_PyLong_AddObjC(op1, op2, intval, inplace, zerodivision_check)\
+    (inplace ? PyNumber_InPlaceAdd(op1, op2) : PyNumber_Add(op1, op2))
+#endif
+
 /* ListCompAppendAndDecref.proto */
 static CYTHON_INLINE int __Pyx_ListComp_AppendAndDecref(PyObject* list, PyObject* x);
 
@@ -2286,13 +2369,6 @@ static CYTHON_INLINE int __Pyx_ListComp_AppendAndDecref(PyObject* list, PyObject
 #define __Pyx_PyObject_FastCallMethod(name, args, nargsf) PyObject_VectorcallMethod(name, args, nargsf, NULL)
 #else
 static PyObject *__Pyx_PyObject_FastCallMethod(PyObject *name, PyObject *const *args, size_t nargsf);
-#endif
-
-/* ListAppend.proto */
-#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
-static CYTHON_INLINE int __Pyx_PyList_Append(PyObject* list, PyObject* x);
-#else
-#define __Pyx_PyList_Append(L,x) PyList_Append(L,x)
 #endif
 
 /* GetException.proto */
@@ -2444,17 +2520,6 @@ static PyObject *__Pyx_GetTypeTypeDict(PyTypeObject *tp);
 /* DelItemOnTypeDict.export */
 static int __Pyx__DelItemOnTypeDict(PyTypeObject *tp, PyObject *k);
 
-/* PyErrExceptionMatches.proto (used by PyObjectGetAttrStrNoError) */
-#if CYTHON_FAST_THREAD_STATE
-#define __Pyx_PyErr_ExceptionMatches(err) __Pyx_PyErr_ExceptionMatchesInState(__pyx_tstate, err)
-static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err);
-#else
-#define __Pyx_PyErr_ExceptionMatches(err)  PyErr_ExceptionMatches(err)
-#endif
-
-/* PyObjectGetAttrStrNoError.proto (used by SetupReduce) */
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name);
-
 /* SetItemOnTypeDict.proto (used by SetupReduce) */
 #define __Pyx_SetItemOnTypeDict(tp, k, v) __Pyx__SetItemOnTypeDict((PyTypeObject*)tp, k, v)
 
@@ -2505,9 +2570,6 @@ static CYTHON_INLINE PyObject *__Pyx_Import(PyObject *name, PyObject *const *imp
 
 /* ImportFrom.export */
 static PyObject* __Pyx_ImportFrom(PyObject* module, PyObject* name);
-
-/* GetBuiltinName.proto (used by GetModuleGlobalName) */
-static PyObject *__Pyx_GetBuiltinName(PyObject *name);
 
 /* PyDictVersioning.proto (used by GetModuleGlobalName) */
 #if CYTHON_USE_DICT_VERSIONS && CYTHON_USE_TYPE_SLOTS
@@ -2753,19 +2815,6 @@ static CYTHON_INLINE uint32_t __Pyx_PyLong_As_uint32_t(PyObject *);
 /* CIntFromPy.proto */
 static CYTHON_INLINE int32_t __Pyx_PyLong_As_int32_t(PyObject *);
 
-/* CIntFromPy.proto */
-static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
-
-/* PyObjectVectorcallKwds.proto (used by PyObjectVectorcallMethodKwds) */
-#if CYTHON_VECTORCALL
-#define __Pyx_Object_VectorcallKwds PyObject_Vectorcall
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i);
-#else
-#define __Pyx_Object_VectorcallKwds __Pyx_PyObject_FastCallDict
-CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n);
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i);
-#endif
-
 /* PyObjectVectorcallMethodKwds.proto (used by CIntToPy) */
 #if CYTHON_VECTORCALL
 #define __Pyx_Object_VectorcallMethodKwds PyObject_VectorcallMethod
@@ -2775,6 +2824,9 @@ static PyObject *__Pyx_Object_VectorcallMethodKwds(PyObject *name, PyObject *con
 
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value);
+
+/* CIntFromPy.proto */
+static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
 
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
@@ -2875,13 +2927,18 @@ static int __Pyx_State_RemoveModule(void*);
 static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, uint32_t __pyx_v_cp); /* proto*/
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out); /* proto*/
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_sym, int32_t *__pyx_v_out); /* proto*/
-static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, PyObject *__pyx_v_text, int __pyx_v_cut, PyObject *__pyx_v_out); /* proto*/
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, PyObject *__pyx_v_text, int __pyx_v_cut, int32_t **__pyx_v_ids_out); /* proto*/
 
 /* Module declarations from "libc.stdint" */
 
 /* Module declarations from "libc.string" */
 
 /* Module declarations from "libc.stdlib" */
+
+/* Module declarations from "benchc.tokenizer._piece_cache" */
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *, Py_ssize_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t *); /*proto*/
+static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t const *, Py_ssize_t); /*proto*/
 
 /* Module declarations from "benchc.tokenizer._bpe_c" */
 
@@ -2900,6 +2957,7 @@ int __pyx_module_is_main_benchc__tokenizer___spm_c = 0;
 
 /* Implementation of "benchc.tokenizer._spm_c" */
 /* #### Code section: global_var ### */
+static PyObject *__pyx_builtin_max;
 /* #### Code section: string_decls ### */
 static const char __pyx_k_SentencePiece_style_BPE_in_C_sam[] = "SentencePiece-style BPE in C; same API and results as benchc/tokenizer/_spm_py.py.\n\nCharacters are looked up in an open-addressing hash of code points, unknown ones become\nbyte-fallback or unknown tokens, and the symbols are merged by the compiled byte-pair\nmerger\047s loop (BPE.merge_ids_into, csrc/tokenizer/_bpe_c.pyx), so the two kinds of BPE\nshare one merge. `encode_text` cuts a whole normalized segment into pieces in C as well:\nno Python object is made per piece.\n";
 /* #### Code section: decls ### */
@@ -2973,10 +3031,10 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_items;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
-    PyObject *__pyx_tuple[1];
+    PyObject *__pyx_tuple[2];
     PyObject *__pyx_codeobj_tab[5];
-    PyObject *__pyx_string_tab[64];
-    PyObject *__pyx_number_tab[2];
+    PyObject *__pyx_string_tab[67];
+    PyObject *__pyx_number_tab[3];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
 #if CYTHON_COMPILING_IN_LIMITED_API
@@ -3036,7 +3094,7 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_kp_u_enable __pyx_string_tab[8]
 #define __pyx_kp_u_gc __pyx_string_tab[9]
 #define __pyx_kp_u_isenabled __pyx_string_tab[10]
-#define __pyx_kp_u_self__keys_self__vals_cannot_be __pyx_string_tab[11]
+#define __pyx_kp_u_self__cache_self__keys_self__val __pyx_string_tab[11]
 #define __pyx_n_u_CUT_METASPACE __pyx_string_tab[12]
 #define __pyx_n_u_CUT_NONE __pyx_string_tab[13]
 #define __pyx_n_u_CUT_WORDS __pyx_string_tab[14]
@@ -3072,25 +3130,29 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_cline_in_traceback __pyx_string_tab[44]
 #define __pyx_n_u_count_text __pyx_string_tab[45]
 #define __pyx_n_u_cut __pyx_string_tab[46]
-#define __pyx_n_u_encode_piece __pyx_string_tab[47]
-#define __pyx_n_u_encode_text __pyx_string_tab[48]
-#define __pyx_n_u_fuse_unk __pyx_string_tab[49]
-#define __pyx_n_u_items __pyx_string_tab[50]
-#define __pyx_n_u_out __pyx_string_tab[51]
-#define __pyx_n_u_pairs __pyx_string_tab[52]
-#define __pyx_n_u_piece __pyx_string_tab[53]
-#define __pyx_n_u_pop __pyx_string_tab[54]
-#define __pyx_n_u_self __pyx_string_tab[55]
-#define __pyx_n_u_setdefault __pyx_string_tab[56]
-#define __pyx_n_u_text __pyx_string_tab[57]
-#define __pyx_n_u_unk_id __pyx_string_tab[58]
-#define __pyx_n_u_values __pyx_string_tab[59]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[60]
-#define __pyx_kp_b_iso88591_A_t_q_q __pyx_string_tab[61]
-#define __pyx_kp_b_iso88591_Q_t81F_q __pyx_string_tab[62]
-#define __pyx_kp_b_iso88591_a_HAV5_q __pyx_string_tab[63]
+#define __pyx_n_u_default __pyx_string_tab[47]
+#define __pyx_n_u_encode_piece __pyx_string_tab[48]
+#define __pyx_n_u_encode_text __pyx_string_tab[49]
+#define __pyx_n_u_fuse_unk __pyx_string_tab[50]
+#define __pyx_n_u_ids __pyx_string_tab[51]
+#define __pyx_n_u_items __pyx_string_tab[52]
+#define __pyx_n_u_max __pyx_string_tab[53]
+#define __pyx_n_u_n __pyx_string_tab[54]
+#define __pyx_n_u_pairs __pyx_string_tab[55]
+#define __pyx_n_u_piece __pyx_string_tab[56]
+#define __pyx_n_u_pop __pyx_string_tab[57]
+#define __pyx_n_u_self __pyx_string_tab[58]
+#define __pyx_n_u_setdefault __pyx_string_tab[59]
+#define __pyx_n_u_text __pyx_string_tab[60]
+#define __pyx_n_u_unk_id __pyx_string_tab[61]
+#define __pyx_n_u_values __pyx_string_tab[62]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[63]
+#define __pyx_kp_b_iso88591_A_t_q_q __pyx_string_tab[64]
+#define __pyx_kp_b_iso88591_Q_t81F_q __pyx_string_tab[65]
+#define __pyx_kp_b_iso88591_a_A_D_uAQ_4uIQe1 __pyx_string_tab[66]
 #define __pyx_int_0 __pyx_number_tab[0]
 #define __pyx_int_neg_1 __pyx_number_tab[1]
+#define __pyx_int_1 __pyx_number_tab[2]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -3111,10 +3173,10 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
+  for (int i=0; i<2; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
   for (int i=0; i<5; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<64; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<2; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<67; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
 Py_CLEAR(clear_module_state->__pyx_CommonTypesMetaclassType);
@@ -3143,10 +3205,10 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
+  for (int i=0; i<2; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
   for (int i=0; i<5; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<64; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<2; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<67; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
 Py_VISIT(traverse_module_state->__pyx_CommonTypesMetaclassType);
@@ -3160,7 +3222,335 @@ return 0;
 #endif
 /* #### Code section: module_code ### */
 
-/* "csrc/tokenizer/_spm_c.pyx":23
+/* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+*/
+
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n) {
+  uint64_t __pyx_v_h;
+  Py_ssize_t __pyx_v_i;
+  uint64_t __pyx_r;
+  Py_ssize_t __pyx_t_1;
+  Py_ssize_t __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":25
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t i
+ *     for i in range(n):
+*/
+  __pyx_v_h = 0xcbf29ce484222325ULL;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":27
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+ *     cdef Py_ssize_t i
+ *     for i in range(n):             # <<<<<<<<<<<<<<
+ *         h = (h ^ p[i]) * 0x100000001b3ULL
+ *     return h
+*/
+
+  __pyx_t_1 = __pyx_v_n;
+  __pyx_t_2 = __pyx_t_1;
+
+  for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
+    __pyx_v_i = __pyx_t_3;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":28
+ *     cdef Py_ssize_t i
+ *     for i in range(n):
+ *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
+ *     return h
+ * 
+*/
+    __pyx_v_h = ((__pyx_v_h ^ (__pyx_v_p[__pyx_v_i])) * 0x100000001b3ULL);
+  }
+
+
+  /* "benchc/tokenizer/_piece_cache.pxd":29
+ *     for i in range(n):
+ *         h = (h ^ p[i]) * 0x100000001b3ULL
+ *     return h             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_h;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # FNV-1a
+ *     cdef uint64_t h = 0xcbf29ce484222325ULL
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":32
+ * 
+ * 
+ * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_cache, uint64_t __pyx_v_h, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_out) {
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_s;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":35
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1
+*/
+  __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":36
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+*/
+  __pyx_t_2 = (__pyx_v_s->len != __pyx_v_n);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_s->hash != __pyx_v_h);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (memcmp(__pyx_v_s->key, __pyx_v_p, __pyx_v_n) != 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "benchc/tokenizer/_piece_cache.pxd":37
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1             # <<<<<<<<<<<<<<
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+ *     return s.nids
+*/
+    {
+
+      __pyx_r = -1L;
+    }
+    goto __pyx_L0;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":36
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+ *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+*/
+  }
+
+  /* "benchc/tokenizer/_piece_cache.pxd":38
+ *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *     return s.nids
+ * 
+*/
+  (void)(memcpy(__pyx_v_out, __pyx_v_s->ids, (__pyx_v_s->nids * (sizeof(int32_t)))));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":39
+ *         return -1
+ *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
+ *     return s.nids             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_s->nids;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":32
+ * 
+ * 
+ * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                                  int32_t* out) noexcept nogil:
+ *     """The ids kept for p[:n] written to out and their number, or -1."""
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":42
+ * 
+ * 
+ * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+*/
+
+static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_cache, uint64_t __pyx_v_h, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t const *__pyx_v_ids, Py_ssize_t __pyx_v_m) {
+  struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *__pyx_v_s;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":45
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+*/
+  __pyx_t_2 = (__pyx_v_n > __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_m > __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_IDS);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  __pyx_t_2 = (__pyx_v_n == 0);
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (__pyx_t_1) {
+
+
+    /* "benchc/tokenizer/_piece_cache.pxd":46
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
+ *         return             # <<<<<<<<<<<<<<
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h
+*/
+    {
+    }
+    goto __pyx_L0;
+
+    /* "benchc/tokenizer/_piece_cache.pxd":45
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+*/
+  }
+
+  /* "benchc/tokenizer/_piece_cache.pxd":47
+ *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
+ *     s.hash = h
+ *     s.len = <uint8_t>n
+*/
+  __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":48
+ *         return
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h             # <<<<<<<<<<<<<<
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m
+*/
+  __pyx_v_s->hash = __pyx_v_h;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":49
+ *     s = &cache[h & (CACHE_SLOTS - 1)]
+ *     s.hash = h
+ *     s.len = <uint8_t>n             # <<<<<<<<<<<<<<
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)
+*/
+  __pyx_v_s->len = ((uint8_t)__pyx_v_n);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":50
+ *     s.hash = h
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m             # <<<<<<<<<<<<<<
+ *     memcpy(s.key, p, n)
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))
+*/
+  __pyx_v_s->nids = ((uint8_t)__pyx_v_m);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":51
+ *     s.len = <uint8_t>n
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)             # <<<<<<<<<<<<<<
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))
+*/
+  (void)(memcpy(__pyx_v_s->key, __pyx_v_p, __pyx_v_n));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":52
+ *     s.nids = <uint8_t>m
+ *     memcpy(s.key, p, n)
+ *     memcpy(s.ids, ids, m * sizeof(int32_t))             # <<<<<<<<<<<<<<
+*/
+  (void)(memcpy(__pyx_v_s->ids, __pyx_v_ids, (__pyx_v_m * (sizeof(int32_t)))));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":42
+ * 
+ * 
+ * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
+ *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
+ *     cdef CacheSlot* s
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+}
+
+/* "csrc/tokenizer/_spm_c.pyx":24
  * 
  * 
  * cdef inline uint64_t _mix(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3172,7 +3562,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
   uint64_t __pyx_r;
 
 
-  /* "csrc/tokenizer/_spm_c.pyx":25
+  /* "csrc/tokenizer/_spm_c.pyx":26
  * cdef inline uint64_t _mix(uint64_t x) noexcept nogil:
  *     # splitmix64's finaliser
  *     x ^= x >> 30             # <<<<<<<<<<<<<<
@@ -3181,7 +3571,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
 
-  /* "csrc/tokenizer/_spm_c.pyx":26
+  /* "csrc/tokenizer/_spm_c.pyx":27
  *     # splitmix64's finaliser
  *     x ^= x >> 30
  *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
@@ -3190,7 +3580,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
 */
   __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
 
-  /* "csrc/tokenizer/_spm_c.pyx":27
+  /* "csrc/tokenizer/_spm_c.pyx":28
  *     x ^= x >> 30
  *     x *= 0xbf58476d1ce4e5b9ULL
  *     x ^= x >> 27             # <<<<<<<<<<<<<<
@@ -3199,7 +3589,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
 
-  /* "csrc/tokenizer/_spm_c.pyx":28
+  /* "csrc/tokenizer/_spm_c.pyx":29
  *     x *= 0xbf58476d1ce4e5b9ULL
  *     x ^= x >> 27
  *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
@@ -3208,7 +3598,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
 */
   __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
 
-  /* "csrc/tokenizer/_spm_c.pyx":29
+  /* "csrc/tokenizer/_spm_c.pyx":30
  *     x ^= x >> 27
  *     x *= 0x94d049bb133111ebULL
  *     x ^= x >> 31             # <<<<<<<<<<<<<<
@@ -3217,7 +3607,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
 */
   __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
 
-  /* "csrc/tokenizer/_spm_c.pyx":30
+  /* "csrc/tokenizer/_spm_c.pyx":31
  *     x *= 0x94d049bb133111ebULL
  *     x ^= x >> 31
  *     return x             # <<<<<<<<<<<<<<
@@ -3230,7 +3620,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":23
+  /* "csrc/tokenizer/_spm_c.pyx":24
  * 
  * 
  * cdef inline uint64_t _mix(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3244,7 +3634,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":33
+/* "csrc/tokenizer/_spm_c.pyx":34
  * 
  * 
  * cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3257,7 +3647,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned c
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_spm_c.pyx":35
+  /* "csrc/tokenizer/_spm_c.pyx":36
  * cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
  *     # "" (U+2581) is E2 96 81
  *     return i + 2 < n and p[i] == 0xE2 and p[i + 1] == 0x96 and p[i + 2] == 0x81             # <<<<<<<<<<<<<<
@@ -3305,7 +3695,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned c
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":33
+  /* "csrc/tokenizer/_spm_c.pyx":34
  * 
  * 
  * cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3318,7 +3708,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned c
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":38
+/* "csrc/tokenizer/_spm_c.pyx":39
  * 
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3330,7 +3720,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   Py_ssize_t __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":39
+  /* "csrc/tokenizer/_spm_c.pyx":40
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:
  *     if b < 0x80:             # <<<<<<<<<<<<<<
@@ -3342,7 +3732,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":40
+    /* "csrc/tokenizer/_spm_c.pyx":41
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:
  *     if b < 0x80:
  *         return 1             # <<<<<<<<<<<<<<
@@ -3355,7 +3745,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":39
+    /* "csrc/tokenizer/_spm_c.pyx":40
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:
  *     if b < 0x80:             # <<<<<<<<<<<<<<
@@ -3364,7 +3754,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":41
+  /* "csrc/tokenizer/_spm_c.pyx":42
  *     if b < 0x80:
  *         return 1
  *     if b < 0xE0:             # <<<<<<<<<<<<<<
@@ -3376,7 +3766,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":42
+    /* "csrc/tokenizer/_spm_c.pyx":43
  *         return 1
  *     if b < 0xE0:
  *         return 2             # <<<<<<<<<<<<<<
@@ -3389,7 +3779,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":41
+    /* "csrc/tokenizer/_spm_c.pyx":42
  *     if b < 0x80:
  *         return 1
  *     if b < 0xE0:             # <<<<<<<<<<<<<<
@@ -3398,7 +3788,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":43
+  /* "csrc/tokenizer/_spm_c.pyx":44
  *     if b < 0xE0:
  *         return 2
  *     if b < 0xF0:             # <<<<<<<<<<<<<<
@@ -3410,7 +3800,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":44
+    /* "csrc/tokenizer/_spm_c.pyx":45
  *         return 2
  *     if b < 0xF0:
  *         return 3             # <<<<<<<<<<<<<<
@@ -3423,7 +3813,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":43
+    /* "csrc/tokenizer/_spm_c.pyx":44
  *     if b < 0xE0:
  *         return 2
  *     if b < 0xF0:             # <<<<<<<<<<<<<<
@@ -3432,7 +3822,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":45
+  /* "csrc/tokenizer/_spm_c.pyx":46
  *     if b < 0xF0:
  *         return 3
  *     return 4             # <<<<<<<<<<<<<<
@@ -3445,7 +3835,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":38
+  /* "csrc/tokenizer/_spm_c.pyx":39
  * 
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3458,8 +3848,8 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":59
- *     cdef readonly dict pairs
+/* "csrc/tokenizer/_spm_c.pyx":61
+ *     cdef CacheSlot* _cache  # encode_into's memo of pieces
  * 
  *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):             # <<<<<<<<<<<<<<
  *         cdef Py_ssize_t cap = 16, i
@@ -3508,58 +3898,58 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_char_ids,&__pyx_mstate_global->__pyx_n_u_pairs,&__pyx_mstate_global->__pyx_n_u_byte_ids,&__pyx_mstate_global->__pyx_n_u_unk_id,&__pyx_mstate_global->__pyx_n_u_fuse_unk,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 59, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 61, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 59, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 61, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, i); __PYX_ERR(0, 59, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, i); __PYX_ERR(0, 61, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -3571,14 +3961,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_byte_ids = values[2];
     __pyx_v_unk_id = values[3];
     if (values[4]) {
-      __pyx_v_fuse_unk = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_fuse_unk == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 59, __pyx_L3_error)
+      __pyx_v_fuse_unk = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_fuse_unk == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 61, __pyx_L3_error)
     } else {
       __pyx_v_fuse_unk = ((int)0);
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, __pyx_nargs); __PYX_ERR(0, 59, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, __pyx_nargs); __PYX_ERR(0, 61, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -3589,8 +3979,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return -1;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_char_ids), (&PyDict_Type), 1, "char_ids", 1))) __PYX_ERR(0, 59, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_pairs), (&PyDict_Type), 1, "pairs", 1))) __PYX_ERR(0, 59, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_char_ids), (&PyDict_Type), 1, "char_ids", 1))) __PYX_ERR(0, 61, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_pairs), (&PyDict_Type), 1, "pairs", 1))) __PYX_ERR(0, 61, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_char_ids, __pyx_v_pairs, __pyx_v_byte_ids, __pyx_v_unk_id, __pyx_v_fuse_unk);
 
   /* function exit code */
@@ -3618,6 +4008,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   uint32_t __pyx_v_key;
   PyObject *__pyx_v_cp = NULL;
   PyObject *__pyx_v_tid = NULL;
+  PyObject *__pyx_v_top = NULL;
+  CYTHON_UNUSED PyObject *__pyx_7genexpr__pyx_v__ = NULL;
+  PyObject *__pyx_7genexpr__pyx_v_m = NULL;
   int __pyx_r;
   __Pyx_RefNannyDeclarations
   int __pyx_t_1;
@@ -3633,12 +4026,20 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   uint32_t __pyx_t_11;
   int32_t __pyx_t_12;
   int32_t __pyx_t_13;
+  PyObject *__pyx_t_14 = NULL;
+  PyObject *__pyx_t_15 = NULL;
+  PyObject *__pyx_t_16 = NULL;
+  PyObject *__pyx_t_17 = NULL;
+  PyObject *__pyx_t_18 = NULL;
+  PyObject *__pyx_t_19 = NULL;
+  PyObject *__pyx_t_20 = NULL;
+  PyObject *(*__pyx_t_21)(PyObject *);
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__init__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":60
+  /* "csrc/tokenizer/_spm_c.pyx":62
  * 
  *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):
  *         cdef Py_ssize_t cap = 16, i             # <<<<<<<<<<<<<<
@@ -3647,7 +4048,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_spm_c.pyx":63
+  /* "csrc/tokenizer/_spm_c.pyx":65
  *         cdef uint64_t h
  *         cdef uint32_t key
  *         if byte_ids is not None and len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -3663,7 +4064,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_3 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 63, __pyx_L1_error)
+  __pyx_t_3 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 65, __pyx_L1_error)
   __pyx_t_2 = (__pyx_t_3 != 0x100);
 
 
@@ -3674,7 +4075,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":64
+    /* "csrc/tokenizer/_spm_c.pyx":66
  *         cdef uint32_t key
  *         if byte_ids is not None and len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")             # <<<<<<<<<<<<<<
@@ -3687,14 +4088,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
       PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_mstate_global->__pyx_kp_u_byte_ids_needs_one_id_per_byte_v};
       __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 64, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 66, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     __Pyx_Raise(__pyx_t_4, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __PYX_ERR(0, 64, __pyx_L1_error)
+    __PYX_ERR(0, 66, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_spm_c.pyx":63
+    /* "csrc/tokenizer/_spm_c.pyx":65
  *         cdef uint64_t h
  *         cdef uint32_t key
  *         if byte_ids is not None and len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -3703,7 +4104,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":65
+  /* "csrc/tokenizer/_spm_c.pyx":67
  *         if byte_ids is not None and len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")
  *         self.char_ids = char_ids             # <<<<<<<<<<<<<<
@@ -3715,7 +4116,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_GOTREF(__pyx_v_self->char_ids);
   __Pyx_DECREF_SET(__pyx_v_self->char_ids, __pyx_v_char_ids);
 
-  /* "csrc/tokenizer/_spm_c.pyx":66
+  /* "csrc/tokenizer/_spm_c.pyx":68
  *             raise ValueError("byte_ids needs one id per byte value")
  *         self.char_ids = char_ids
  *         self.pairs = pairs             # <<<<<<<<<<<<<<
@@ -3727,7 +4128,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_GOTREF(__pyx_v_self->pairs);
   __Pyx_DECREF_SET(__pyx_v_self->pairs, __pyx_v_pairs);
 
-  /* "csrc/tokenizer/_spm_c.pyx":67
+  /* "csrc/tokenizer/_spm_c.pyx":69
  *         self.char_ids = char_ids
  *         self.pairs = pairs
  *         self._bpe = BPE([-1] * 256, pairs)             # <<<<<<<<<<<<<<
@@ -3735,13 +4136,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
  *             cap *= 2
 */
   __pyx_t_5 = NULL;
-  __pyx_t_7 = PyList_New(1 * 256); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 67, __pyx_L1_error)
+  __pyx_t_7 = PyList_New(1 * 256); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 69, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   { Py_ssize_t __pyx_temp;
     for (__pyx_temp=0; __pyx_temp < 0x100; __pyx_temp++) {
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
-      if (__Pyx_PyList_SET_ITEM(__pyx_t_7, __pyx_temp, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 67, __pyx_L1_error);
+      if (__Pyx_PyList_SET_ITEM(__pyx_t_7, __pyx_temp, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 69, __pyx_L1_error);
     }
   }
   __pyx_t_6 = 1;
@@ -3750,7 +4151,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_callargs+__pyx_t_6, (3-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 67, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 69, __pyx_L1_error)
     __Pyx_GOTREF((PyObject *)__pyx_t_4);
   }
   __Pyx_GIVEREF((PyObject *)__pyx_t_4);
@@ -3758,7 +4159,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_DECREF_SET(__pyx_v_self->_bpe, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_t_4));
   __pyx_t_4 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":68
+  /* "csrc/tokenizer/_spm_c.pyx":70
  *         self.pairs = pairs
  *         self._bpe = BPE([-1] * 256, pairs)
  *         while cap < 2 * len(char_ids) + 16:             # <<<<<<<<<<<<<<
@@ -3768,16 +4169,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   while (1) {
     if (unlikely(__pyx_v_char_ids == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 68, __pyx_L1_error)
+      __PYX_ERR(0, 70, __pyx_L1_error)
     }
-    __pyx_t_3 = PyDict_Size(__pyx_v_char_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 68, __pyx_L1_error)
+    __pyx_t_3 = PyDict_Size(__pyx_v_char_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 70, __pyx_L1_error)
     __pyx_t_1 = (__pyx_v_cap < ((2 * __pyx_t_3) + 16));
 
 
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_spm_c.pyx":69
+    /* "csrc/tokenizer/_spm_c.pyx":71
  *         self._bpe = BPE([-1] * 256, pairs)
  *         while cap < 2 * len(char_ids) + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -3787,7 +4188,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":70
+  /* "csrc/tokenizer/_spm_c.pyx":72
  *         while cap < 2 * len(char_ids) + 16:
  *             cap *= 2
  *         self._mask = cap - 1             # <<<<<<<<<<<<<<
@@ -3796,7 +4197,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_spm_c.pyx":71
+  /* "csrc/tokenizer/_spm_c.pyx":73
  *             cap *= 2
  *         self._mask = cap - 1
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))             # <<<<<<<<<<<<<<
@@ -3805,7 +4206,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_keys = ((uint32_t *)calloc(__pyx_v_cap, (sizeof(uint32_t))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":72
+  /* "csrc/tokenizer/_spm_c.pyx":74
  *         self._mask = cap - 1
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -3814,7 +4215,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_vals = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":73
+  /* "csrc/tokenizer/_spm_c.pyx":75
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._vals == NULL:             # <<<<<<<<<<<<<<
@@ -3840,16 +4241,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":74
+    /* "csrc/tokenizer/_spm_c.pyx":76
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._vals == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for cp, tid in char_ids.items():
  *             key = <uint32_t>cp + 1
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 74, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 76, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_spm_c.pyx":73
+    /* "csrc/tokenizer/_spm_c.pyx":75
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._vals == NULL:             # <<<<<<<<<<<<<<
@@ -3858,7 +4259,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":75
+  /* "csrc/tokenizer/_spm_c.pyx":77
  *         if self._keys == NULL or self._vals == NULL:
  *             raise MemoryError()
  *         for cp, tid in char_ids.items():             # <<<<<<<<<<<<<<
@@ -3868,9 +4269,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_3 = 0;
   if (unlikely(__pyx_v_char_ids == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 75, __pyx_L1_error)
+    __PYX_ERR(0, 77, __pyx_L1_error)
   }
-  __pyx_t_7 = __Pyx_dict_iterator(__pyx_v_char_ids, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_8), (&__pyx_t_9)); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 75, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_dict_iterator(__pyx_v_char_ids, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_8), (&__pyx_t_9)); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 77, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __Pyx_XDECREF(__pyx_t_4);
   __pyx_t_4 = __pyx_t_7;
@@ -3878,7 +4279,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   while (1) {
     __pyx_t_10 = __Pyx_dict_iter_next(__pyx_t_4, __pyx_t_8, &__pyx_t_3, &__pyx_t_7, &__pyx_t_5, NULL, __pyx_t_9);
     if (unlikely(__pyx_t_10 == 0)) break;
-    if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 75, __pyx_L1_error)
+    if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 77, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
     __Pyx_GOTREF(__pyx_t_5);
     __Pyx_XDECREF_SET(__pyx_v_cp, __pyx_t_7);
@@ -3886,18 +4287,18 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __Pyx_XDECREF_SET(__pyx_v_tid, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":76
+    /* "csrc/tokenizer/_spm_c.pyx":78
  *             raise MemoryError()
  *         for cp, tid in char_ids.items():
  *             key = <uint32_t>cp + 1             # <<<<<<<<<<<<<<
  *             h = _mix(key) & self._mask
  *             while self._keys[h] != 0 and self._keys[h] != key:
 */
-    __pyx_t_11 = __Pyx_PyLong_As_uint32_t(__pyx_v_cp); if (unlikely((__pyx_t_11 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 76, __pyx_L1_error)
+    __pyx_t_11 = __Pyx_PyLong_As_uint32_t(__pyx_v_cp); if (unlikely((__pyx_t_11 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
     __pyx_v_key = (((uint32_t)__pyx_t_11) + 1);
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":77
+    /* "csrc/tokenizer/_spm_c.pyx":79
  *         for cp, tid in char_ids.items():
  *             key = <uint32_t>cp + 1
  *             h = _mix(key) & self._mask             # <<<<<<<<<<<<<<
@@ -3906,7 +4307,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
     __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_spm_c__mix(__pyx_v_key) & __pyx_v_self->_mask);
 
-    /* "csrc/tokenizer/_spm_c.pyx":78
+    /* "csrc/tokenizer/_spm_c.pyx":80
  *             key = <uint32_t>cp + 1
  *             h = _mix(key) & self._mask
  *             while self._keys[h] != 0 and self._keys[h] != key:             # <<<<<<<<<<<<<<
@@ -3933,7 +4334,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_spm_c.pyx":79
+      /* "csrc/tokenizer/_spm_c.pyx":81
  *             h = _mix(key) & self._mask
  *             while self._keys[h] != 0 and self._keys[h] != key:
  *                 h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -3943,7 +4344,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
       __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":80
+    /* "csrc/tokenizer/_spm_c.pyx":82
  *             while self._keys[h] != 0 and self._keys[h] != key:
  *                 h = (h + 1) & self._mask
  *             self._keys[h] = key             # <<<<<<<<<<<<<<
@@ -3952,20 +4353,20 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
     (__pyx_v_self->_keys[__pyx_v_h]) = __pyx_v_key;
 
-    /* "csrc/tokenizer/_spm_c.pyx":81
+    /* "csrc/tokenizer/_spm_c.pyx":83
  *                 h = (h + 1) & self._mask
  *             self._keys[h] = key
  *             self._vals[h] = tid             # <<<<<<<<<<<<<<
  *         self._byte_fallback = byte_ids is not None
  *         for i in range(256):
 */
-    __pyx_t_12 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_12 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 81, __pyx_L1_error)
+    __pyx_t_12 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_12 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 83, __pyx_L1_error)
     (__pyx_v_self->_vals[__pyx_v_h]) = __pyx_t_12;
 
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":82
+  /* "csrc/tokenizer/_spm_c.pyx":84
  *             self._keys[h] = key
  *             self._vals[h] = tid
  *         self._byte_fallback = byte_ids is not None             # <<<<<<<<<<<<<<
@@ -3975,7 +4376,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_1 = (__pyx_v_byte_ids != Py_None);
   __pyx_v_self->_byte_fallback = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":83
+  /* "csrc/tokenizer/_spm_c.pyx":85
  *             self._vals[h] = tid
  *         self._byte_fallback = byte_ids is not None
  *         for i in range(256):             # <<<<<<<<<<<<<<
@@ -3985,7 +4386,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   for (__pyx_t_8 = 0; __pyx_t_8 < 0x100; __pyx_t_8+=1) {
     __pyx_v_i = __pyx_t_8;
 
-    /* "csrc/tokenizer/_spm_c.pyx":84
+    /* "csrc/tokenizer/_spm_c.pyx":86
  *         self._byte_fallback = byte_ids is not None
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i] if byte_ids is not None else -1             # <<<<<<<<<<<<<<
@@ -3994,9 +4395,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
     __pyx_t_1 = (__pyx_v_byte_ids != Py_None);
     if (__pyx_t_1) {
-      __pyx_t_4 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 84, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_t_4); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 84, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_t_4); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 86, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __pyx_t_12 = __pyx_t_13;
     } else {
@@ -4008,7 +4409,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":85
+  /* "csrc/tokenizer/_spm_c.pyx":87
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i] if byte_ids is not None else -1
  *         self._has_unk = unk_id is not None             # <<<<<<<<<<<<<<
@@ -4018,16 +4419,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_1 = (__pyx_v_unk_id != Py_None);
   __pyx_v_self->_has_unk = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":86
+  /* "csrc/tokenizer/_spm_c.pyx":88
  *             self._byte_ids[i] = byte_ids[i] if byte_ids is not None else -1
  *         self._has_unk = unk_id is not None
  *         self._unk_id = unk_id if unk_id is not None else -1             # <<<<<<<<<<<<<<
  *         self._fuse_unk = fuse_unk
- * 
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
 */
   __pyx_t_1 = (__pyx_v_unk_id != Py_None);
   if (__pyx_t_1) {
-    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_unk_id); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 86, __pyx_L1_error)
+    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_unk_id); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 88, __pyx_L1_error)
     __pyx_t_12 = __pyx_t_13;
   } else {
 
@@ -4036,17 +4437,335 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
   __pyx_v_self->_unk_id = __pyx_t_12;
 
-  /* "csrc/tokenizer/_spm_c.pyx":87
+  /* "csrc/tokenizer/_spm_c.pyx":89
  *         self._has_unk = unk_id is not None
  *         self._unk_id = unk_id if unk_id is not None else -1
  *         self._fuse_unk = fuse_unk             # <<<<<<<<<<<<<<
- * 
- *     def __dealloc__(self):
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:
 */
   __pyx_v_self->_fuse_unk = __pyx_v_fuse_unk;
 
-  /* "csrc/tokenizer/_spm_c.pyx":59
- *     cdef readonly dict pairs
+  /* "csrc/tokenizer/_spm_c.pyx":90
+ *         self._unk_id = unk_id if unk_id is not None else -1
+ *         self._fuse_unk = fuse_unk
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))             # <<<<<<<<<<<<<<
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+*/
+  __pyx_v_self->_cache = ((struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *)calloc(__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS, (sizeof(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot))));
+
+  /* "csrc/tokenizer/_spm_c.pyx":91
+ *         self._fuse_unk = fuse_unk
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+*/
+  __pyx_t_1 = (__pyx_v_self->_cache == NULL);
+
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "csrc/tokenizer/_spm_c.pyx":92
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:
+ *             raise MemoryError()             # <<<<<<<<<<<<<<
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+ *                   max([m for _, m in pairs.values()], default=-1))
+*/
+    PyErr_NoMemory(); __PYX_ERR(0, 92, __pyx_L1_error)
+
+    /* "csrc/tokenizer/_spm_c.pyx":91
+ *         self._fuse_unk = fuse_unk
+ *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+ *         if self._cache == NULL:             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+*/
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":93
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),             # <<<<<<<<<<<<<<
+ *                   max([m for _, m in pairs.values()], default=-1))
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
+*/
+  __pyx_t_5 = NULL;
+  if (unlikely(__pyx_v_char_ids == Py_None)) {
+    PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "values");
+    __PYX_ERR(0, 93, __pyx_L1_error)
+  }
+  __pyx_t_7 = __Pyx_PyDict_Values(__pyx_v_char_ids); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 93, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  #if CYTHON_VECTORCALL
+  #endif
+  __pyx_t_6 = 1;
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_t_7, __pyx_mstate_global->__pyx_int_neg_1};
+    #if CYTHON_VECTORCALL
+    __pyx_t_14 = __pyx_mstate_global->__pyx_tuple[0];
+    if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 93, __pyx_L1_error)
+    __Pyx_INCREF(__pyx_t_14);
+    #else
+    {
+      PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
+      __pyx_t_14 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
+      if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 93, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_14);
+    }
+    #endif
+    __pyx_t_4 = __Pyx_Object_VectorcallKwds((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET), __pyx_t_14);
+    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    #if CYTHON_VECTORCALL
+    #endif
+    __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 93, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+  }
+  __pyx_t_7 = NULL;
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__pyx_v_byte_ids); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 93, __pyx_L1_error)
+  if (!__pyx_t_1) {
+  } else {
+    __Pyx_INCREF(__pyx_v_byte_ids);
+    __pyx_t_5 = __pyx_v_byte_ids;
+    goto __pyx_L20_bool_binop_done;
+  }
+  __pyx_t_15 = PyList_New(1); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 93, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_15);
+  __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
+  __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_15, 0, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 93, __pyx_L1_error);
+  __Pyx_INCREF(__pyx_t_15);
+  __pyx_t_5 = __pyx_t_15;
+  __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
+  __pyx_L20_bool_binop_done:;
+  __pyx_t_6 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_7, __pyx_t_5};
+    __pyx_t_14 = __Pyx_PyObject_FastCall((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 93, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_14);
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":94
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+ *                   max([m for _, m in pairs.values()], default=-1))             # <<<<<<<<<<<<<<
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
+ * 
+*/
+  __pyx_t_7 = NULL;
+  { /* enter inner scope */
+    __pyx_t_15 = PyList_New(0); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 94, __pyx_L24_error)
+    __Pyx_GOTREF(__pyx_t_15);
+    __pyx_t_8 = 0;
+    if (unlikely(__pyx_v_pairs == Py_None)) {
+      PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "values");
+      __PYX_ERR(0, 94, __pyx_L24_error)
+    }
+    __pyx_t_17 = __Pyx_dict_iterator(__pyx_v_pairs, 1, __pyx_mstate_global->__pyx_n_u_values, (&__pyx_t_3), (&__pyx_t_9)); if (unlikely(!__pyx_t_17)) __PYX_ERR(0, 94, __pyx_L24_error)
+    __Pyx_GOTREF(__pyx_t_17);
+    __Pyx_XDECREF(__pyx_t_16);
+    __pyx_t_16 = __pyx_t_17;
+    __pyx_t_17 = 0;
+    while (1) {
+      __pyx_t_10 = __Pyx_dict_iter_next(__pyx_t_16, __pyx_t_3, &__pyx_t_8, NULL, &__pyx_t_17, NULL, __pyx_t_9);
+      if (unlikely(__pyx_t_10 == 0)) break;
+      if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 94, __pyx_L24_error)
+      __Pyx_GOTREF(__pyx_t_17);
+      if ((likely(PyTuple_CheckExact(__pyx_t_17))) || (PyList_CheckExact(__pyx_t_17))) {
+        PyObject* sequence = __pyx_t_17;
+        Py_ssize_t size = __Pyx_PySequence_SIZE(sequence);
+        if (unlikely(size != 2)) {
+          if (size > 2) __Pyx_RaiseTooManyValuesError(2);
+          else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
+          __PYX_ERR(0, 94, __pyx_L24_error)
+        }
+        #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
+        if (likely(PyTuple_CheckExact(sequence))) {
+          __pyx_t_18 = PyTuple_GET_ITEM(sequence, 0);
+          __Pyx_INCREF(__pyx_t_18);
+          __pyx_t_19 = PyTuple_GET_ITEM(sequence, 1);
+          __Pyx_INCREF(__pyx_t_19);
+        } else {
+          __pyx_t_18 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
+          if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 94, __pyx_L24_error)
+          __Pyx_XGOTREF(__pyx_t_18);
+          __pyx_t_19 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
+          if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 94, __pyx_L24_error)
+          __Pyx_XGOTREF(__pyx_t_19);
+        }
+        #else
+        __pyx_t_18 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __Pyx_GOTREF(__pyx_t_18);
+        __pyx_t_19 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __Pyx_GOTREF(__pyx_t_19);
+        #endif
+        __Pyx_DECREF(__pyx_t_17); __pyx_t_17 = 0;
+      } else {
+        Py_ssize_t index = -1;
+        __pyx_t_20 = PyObject_GetIter(__pyx_t_17); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __Pyx_GOTREF(__pyx_t_20);
+        __Pyx_DECREF(__pyx_t_17); __pyx_t_17 = 0;
+        __pyx_t_21 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_20);
+        index = 0; __pyx_t_18 = __pyx_t_21(__pyx_t_20); if (unlikely(!__pyx_t_18)) goto __pyx_L27_unpacking_failed;
+        __Pyx_GOTREF(__pyx_t_18);
+        index = 1; __pyx_t_19 = __pyx_t_21(__pyx_t_20); if (unlikely(!__pyx_t_19)) goto __pyx_L27_unpacking_failed;
+        __Pyx_GOTREF(__pyx_t_19);
+        if (__Pyx_IternextUnpackEndCheck(__pyx_t_21(__pyx_t_20), 2) < (0)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __pyx_t_21 = NULL;
+        __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+        goto __pyx_L28_unpacking_done;
+        __pyx_L27_unpacking_failed:;
+        __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+        __pyx_t_21 = NULL;
+        if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
+        __PYX_ERR(0, 94, __pyx_L24_error)
+        __pyx_L28_unpacking_done:;
+      }
+      __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v__, __pyx_t_18);
+      __pyx_t_18 = 0;
+      __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v_m, __pyx_t_19);
+      __pyx_t_19 = 0;
+      if (unlikely(__Pyx_ListComp_Append(__pyx_t_15, __pyx_7genexpr__pyx_v_m))) __PYX_ERR(0, 94, __pyx_L24_error)
+    }
+    __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v__); __pyx_7genexpr__pyx_v__ = 0;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v_m); __pyx_7genexpr__pyx_v_m = 0;
+    goto __pyx_L29_exit_scope;
+    __pyx_L24_error:;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v__); __pyx_7genexpr__pyx_v__ = 0;
+    __Pyx_XDECREF(__pyx_7genexpr__pyx_v_m); __pyx_7genexpr__pyx_v_m = 0;
+    goto __pyx_L1_error;
+    __pyx_L29_exit_scope:;
+  } /* exit inner scope */
+  #if CYTHON_VECTORCALL
+  #endif
+  __pyx_t_6 = 1;
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_7, __pyx_t_15, __pyx_mstate_global->__pyx_int_neg_1};
+    #if CYTHON_VECTORCALL
+    __pyx_t_16 = __pyx_mstate_global->__pyx_tuple[0];
+    if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 94, __pyx_L1_error)
+    __Pyx_INCREF(__pyx_t_16);
+    #else
+    {
+      PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
+      __pyx_t_16 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
+      if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 94, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_16);
+    }
+    #endif
+    __pyx_t_5 = __Pyx_Object_VectorcallKwds((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET), __pyx_t_16);
+    __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
+    #if CYTHON_VECTORCALL
+    #endif
+    __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
+    if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 94, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_5);
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":93
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),             # <<<<<<<<<<<<<<
+ *                   max([m for _, m in pairs.values()], default=-1))
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
+*/
+
+  __pyx_t_12 = __pyx_v_self->_unk_id;
+  __pyx_t_15 = __Pyx_PyLong_From_int32_t(__pyx_t_12); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 93, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_15);
+  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_int(__pyx_t_4, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 93, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
+  if (__pyx_t_1) {
+    __Pyx_INCREF(__pyx_t_4);
+    __pyx_t_16 = __pyx_t_4;
+  } else {
+    __pyx_t_15 = __Pyx_PyLong_From_int32_t(__pyx_t_12); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 93, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_15);
+    __pyx_t_16 = __pyx_t_15;
+    __pyx_t_15 = 0;
+  }
+
+  __Pyx_INCREF(__pyx_t_16);
+  __pyx_t_15 = __pyx_t_16;
+  __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
+  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_14, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 93, __pyx_L1_error)
+  if (__pyx_t_1) {
+    __Pyx_INCREF(__pyx_t_14);
+    __pyx_t_16 = __pyx_t_14;
+  } else {
+    __Pyx_INCREF(__pyx_t_15);
+    __pyx_t_16 = __pyx_t_15;
+  }
+
+  __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
+  __Pyx_INCREF(__pyx_t_16);
+  __pyx_t_15 = __pyx_t_16;
+  __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
+
+  /* "csrc/tokenizer/_spm_c.pyx":94
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+ *                   max([m for _, m in pairs.values()], default=-1))             # <<<<<<<<<<<<<<
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
+ * 
+*/
+  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_5, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 94, __pyx_L1_error)
+  if (__pyx_t_1) {
+    __Pyx_INCREF(__pyx_t_5);
+    __pyx_t_16 = __pyx_t_5;
+  } else {
+    __Pyx_INCREF(__pyx_t_15);
+    __pyx_t_16 = __pyx_t_15;
+  }
+
+  __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_4 = __pyx_t_16;
+  __Pyx_INCREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
+  __pyx_v_top = __pyx_t_4;
+  __pyx_t_4 = 0;
+
+  /* "csrc/tokenizer/_spm_c.pyx":95
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+ *                   max([m for _, m in pairs.values()], default=-1))
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list             # <<<<<<<<<<<<<<
+ * 
+ *     def __dealloc__(self):
+*/
+  __pyx_t_16 = NULL;
+  __pyx_t_14 = __Pyx_PyLong_AddObjC(__pyx_v_top, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 95, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_14);
+  __pyx_t_6 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_16, __pyx_t_14};
+    __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_16); __pyx_t_16 = 0;
+    __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 95, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+  }
+  __pyx_t_14 = PySequence_List(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 95, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_14);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __Pyx_GIVEREF(__pyx_t_14);
+  __Pyx_GOTREF(__pyx_v_self->_bpe->_ints);
+  __Pyx_DECREF_SET(__pyx_v_self->_bpe->_ints, ((PyObject*)__pyx_t_14));
+  __pyx_t_14 = 0;
+
+  /* "csrc/tokenizer/_spm_c.pyx":61
+ *     cdef CacheSlot* _cache  # encode_into's memo of pieces
  * 
  *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):             # <<<<<<<<<<<<<<
  *         cdef Py_ssize_t cap = 16, i
@@ -4060,6 +4779,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_XDECREF(__pyx_t_4);
   __Pyx_XDECREF(__pyx_t_5);
   __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_14);
+  __Pyx_XDECREF(__pyx_t_15);
+  __Pyx_XDECREF(__pyx_t_16);
+  __Pyx_XDECREF(__pyx_t_17);
+  __Pyx_XDECREF(__pyx_t_18);
+  __Pyx_XDECREF(__pyx_t_19);
+  __Pyx_XDECREF(__pyx_t_20);
   __Pyx_AddTraceback("benchc.tokenizer._spm_c.SPM.__init__", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = -1;
   __pyx_L0:;
@@ -4069,13 +4795,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
   __Pyx_XDECREF(__pyx_v_cp);
   __Pyx_XDECREF(__pyx_v_tid);
+  __Pyx_XDECREF(__pyx_v_top);
+  __Pyx_XDECREF(__pyx_7genexpr__pyx_v__);
+  __Pyx_XDECREF(__pyx_7genexpr__pyx_v_m);
 
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":89
- *         self._fuse_unk = fuse_unk
+/* "csrc/tokenizer/_spm_c.pyx":97
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
  *         free(self._keys)
@@ -4097,26 +4826,35 @@ static void __pyx_pw_6benchc_9tokenizer_6_spm_c_3SPM_3__dealloc__(PyObject *__py
 
 static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self) {
 
-  /* "csrc/tokenizer/_spm_c.pyx":90
+  /* "csrc/tokenizer/_spm_c.pyx":98
  * 
  *     def __dealloc__(self):
  *         free(self._keys)             # <<<<<<<<<<<<<<
  *         free(self._vals)
- * 
+ *         free(self._cache)
 */
   free(__pyx_v_self->_keys);
 
-  /* "csrc/tokenizer/_spm_c.pyx":91
+  /* "csrc/tokenizer/_spm_c.pyx":99
  *     def __dealloc__(self):
  *         free(self._keys)
  *         free(self._vals)             # <<<<<<<<<<<<<<
+ *         free(self._cache)
  * 
- *     @property
 */
   free(__pyx_v_self->_vals);
 
-  /* "csrc/tokenizer/_spm_c.pyx":89
- *         self._fuse_unk = fuse_unk
+  /* "csrc/tokenizer/_spm_c.pyx":100
+ *         free(self._keys)
+ *         free(self._vals)
+ *         free(self._cache)             # <<<<<<<<<<<<<<
+ * 
+ *     @property
+*/
+  free(__pyx_v_self->_cache);
+
+  /* "csrc/tokenizer/_spm_c.pyx":97
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
  *         free(self._keys)
@@ -4127,8 +4865,8 @@ static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_o
 
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":93
- *         free(self._vals)
+/* "csrc/tokenizer/_spm_c.pyx":102
+ *         free(self._cache)
  * 
  *     @property             # <<<<<<<<<<<<<<
  *     def byte_ids(self):
@@ -4151,7 +4889,7 @@ static PyObject *__pyx_pw_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids_1__get__(PyO
 }
 
 static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self) {
-  long __pyx_7genexpr__pyx_v_i;
+  long __pyx_8genexpr1__pyx_v_i;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   PyObject *__pyx_t_1 = NULL;
@@ -4163,7 +4901,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__get__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":95
+  /* "csrc/tokenizer/_spm_c.pyx":104
  *     @property
  *     def byte_ids(self):
  *         return [self._byte_ids[i] for i in range(256)] if self._byte_fallback else None             # <<<<<<<<<<<<<<
@@ -4172,14 +4910,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
 */
   if (__pyx_v_self->_byte_fallback) {
     { /* enter inner scope */
-      __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 95, __pyx_L1_error)
+      __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 104, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       for (__pyx_t_3 = 0; __pyx_t_3 < 0x100; __pyx_t_3+=1) {
-        __pyx_7genexpr__pyx_v_i = __pyx_t_3;
-        __pyx_t_4 = __Pyx_PyLong_From_int32_t((__pyx_v_self->_byte_ids[__pyx_7genexpr__pyx_v_i])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 95, __pyx_L1_error)
+        __pyx_8genexpr1__pyx_v_i = __pyx_t_3;
+        __pyx_t_4 = __Pyx_PyLong_From_int32_t((__pyx_v_self->_byte_ids[__pyx_8genexpr1__pyx_v_i])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 104, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_4);
         __Pyx_GIVEREF(__pyx_t_4);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_2, __pyx_t_4))) __PYX_ERR(0, 95, __pyx_L1_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_2, __pyx_t_4))) __PYX_ERR(0, 104, __pyx_L1_error)
         __pyx_t_4 = 0;
       }
     } /* exit inner scope */
@@ -4200,8 +4938,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":93
- *         free(self._vals)
+  /* "csrc/tokenizer/_spm_c.pyx":102
+ *         free(self._cache)
  * 
  *     @property             # <<<<<<<<<<<<<<
  *     def byte_ids(self):
@@ -4222,7 +4960,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":97
+/* "csrc/tokenizer/_spm_c.pyx":106
  *         return [self._byte_ids[i] for i in range(256)] if self._byte_fallback else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4255,7 +4993,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__get__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":99
+  /* "csrc/tokenizer/_spm_c.pyx":108
  *     @property
  *     def unk_id(self):
  *         return self._unk_id if self._has_unk else None             # <<<<<<<<<<<<<<
@@ -4263,7 +5001,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
  *     @property
 */
   if (__pyx_v_self->_has_unk) {
-    __pyx_t_2 = __Pyx_PyLong_From_int32_t(__pyx_v_self->_unk_id); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 99, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyLong_From_int32_t(__pyx_v_self->_unk_id); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 108, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __pyx_t_1 = __pyx_t_2;
     __pyx_t_2 = 0;
@@ -4282,7 +5020,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":97
+  /* "csrc/tokenizer/_spm_c.pyx":106
  *         return [self._byte_ids[i] for i in range(256)] if self._byte_fallback else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4302,7 +5040,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":101
+/* "csrc/tokenizer/_spm_c.pyx":110
  *         return self._unk_id if self._has_unk else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4334,14 +5072,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8fuse_unk___get__(stru
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__get__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":103
+  /* "csrc/tokenizer/_spm_c.pyx":112
  *     @property
  *     def fuse_unk(self):
  *         return self._fuse_unk             # <<<<<<<<<<<<<<
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
 */
-  __pyx_t_1 = __Pyx_PyBool_FromLong(__pyx_v_self->_fuse_unk); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 103, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBool_FromLong(__pyx_v_self->_fuse_unk); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 112, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -4354,7 +5092,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8fuse_unk___get__(stru
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":101
+  /* "csrc/tokenizer/_spm_c.pyx":110
  *         return self._unk_id if self._has_unk else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4373,7 +5111,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8fuse_unk___get__(stru
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":105
+/* "csrc/tokenizer/_spm_c.pyx":114
  *         return self._fuse_unk
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4387,7 +5125,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
   int32_t __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":106
+  /* "csrc/tokenizer/_spm_c.pyx":115
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
  *         cdef uint32_t key = cp + 1             # <<<<<<<<<<<<<<
@@ -4396,7 +5134,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
 */
   __pyx_v_key = (__pyx_v_cp + 1);
 
-  /* "csrc/tokenizer/_spm_c.pyx":107
+  /* "csrc/tokenizer/_spm_c.pyx":116
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
  *         cdef uint32_t key = cp + 1
  *         cdef uint64_t h = _mix(key) & self._mask             # <<<<<<<<<<<<<<
@@ -4405,7 +5143,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
 */
   __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_spm_c__mix(__pyx_v_key) & __pyx_v_self->_mask);
 
-  /* "csrc/tokenizer/_spm_c.pyx":108
+  /* "csrc/tokenizer/_spm_c.pyx":117
  *         cdef uint32_t key = cp + 1
  *         cdef uint64_t h = _mix(key) & self._mask
  *         while self._keys[h] != 0:             # <<<<<<<<<<<<<<
@@ -4418,7 +5156,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_spm_c.pyx":109
+    /* "csrc/tokenizer/_spm_c.pyx":118
  *         cdef uint64_t h = _mix(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
@@ -4430,7 +5168,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":110
+      /* "csrc/tokenizer/_spm_c.pyx":119
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
  *                 return self._vals[h]             # <<<<<<<<<<<<<<
@@ -4443,7 +5181,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_spm_c.pyx":109
+      /* "csrc/tokenizer/_spm_c.pyx":118
  *         cdef uint64_t h = _mix(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
@@ -4452,7 +5190,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
 */
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":111
+    /* "csrc/tokenizer/_spm_c.pyx":120
  *             if self._keys[h] == key:
  *                 return self._vals[h]
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -4462,7 +5200,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":112
+  /* "csrc/tokenizer/_spm_c.pyx":121
  *                 return self._vals[h]
  *             h = (h + 1) & self._mask
  *         return -1             # <<<<<<<<<<<<<<
@@ -4475,7 +5213,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":105
+  /* "csrc/tokenizer/_spm_c.pyx":114
  *         return self._fuse_unk
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4490,7 +5228,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":114
+/* "csrc/tokenizer/_spm_c.pyx":123
  *         return -1
  * 
  *     cdef Py_ssize_t _symbols(self, const unsigned char* p, Py_ssize_t n, int32_t* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4515,7 +5253,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   Py_ssize_t __pyx_t_5;
   int __pyx_t_6;
 
-  /* "csrc/tokenizer/_spm_c.pyx":116
+  /* "csrc/tokenizer/_spm_c.pyx":125
  *     cdef Py_ssize_t _symbols(self, const unsigned char* p, Py_ssize_t n, int32_t* out) noexcept nogil:
  *         """The starting symbols of p[:n] (at most n), as the twin's `symbols`."""
  *         cdef Py_ssize_t i = 0, m = 0, w, k             # <<<<<<<<<<<<<<
@@ -4525,7 +5263,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   __pyx_v_i = 0;
   __pyx_v_m = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":119
+  /* "csrc/tokenizer/_spm_c.pyx":128
  *         cdef uint32_t cp
  *         cdef int32_t tid
  *         cdef bint unk = False, all_bytes             # <<<<<<<<<<<<<<
@@ -4534,7 +5272,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
   __pyx_v_unk = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":120
+  /* "csrc/tokenizer/_spm_c.pyx":129
  *         cdef int32_t tid
  *         cdef bint unk = False, all_bytes
  *         while i < n:             # <<<<<<<<<<<<<<
@@ -4547,7 +5285,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_spm_c.pyx":121
+    /* "csrc/tokenizer/_spm_c.pyx":130
  *         cdef bint unk = False, all_bytes
  *         while i < n:
  *             w = _char_len(p[i])             # <<<<<<<<<<<<<<
@@ -4556,7 +5294,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     __pyx_v_w = __pyx_f_6benchc_9tokenizer_6_spm_c__char_len((__pyx_v_p[__pyx_v_i]));
 
-    /* "csrc/tokenizer/_spm_c.pyx":122
+    /* "csrc/tokenizer/_spm_c.pyx":131
  *         while i < n:
  *             w = _char_len(p[i])
  *             if i + w > n:             # <<<<<<<<<<<<<<
@@ -4568,7 +5306,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":123
+      /* "csrc/tokenizer/_spm_c.pyx":132
  *             w = _char_len(p[i])
  *             if i + w > n:
  *                 w = n - i             # <<<<<<<<<<<<<<
@@ -4577,7 +5315,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_w = (__pyx_v_n - __pyx_v_i);
 
-      /* "csrc/tokenizer/_spm_c.pyx":122
+      /* "csrc/tokenizer/_spm_c.pyx":131
  *         while i < n:
  *             w = _char_len(p[i])
  *             if i + w > n:             # <<<<<<<<<<<<<<
@@ -4586,7 +5324,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":124
+    /* "csrc/tokenizer/_spm_c.pyx":133
  *             if i + w > n:
  *                 w = n - i
  *             if w == 1:             # <<<<<<<<<<<<<<
@@ -4596,7 +5334,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     switch (__pyx_v_w) {
       case 1:
 
-      /* "csrc/tokenizer/_spm_c.pyx":125
+      /* "csrc/tokenizer/_spm_c.pyx":134
  *                 w = n - i
  *             if w == 1:
  *                 cp = p[i]             # <<<<<<<<<<<<<<
@@ -4605,7 +5343,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_cp = (__pyx_v_p[__pyx_v_i]);
 
-      /* "csrc/tokenizer/_spm_c.pyx":124
+      /* "csrc/tokenizer/_spm_c.pyx":133
  *             if i + w > n:
  *                 w = n - i
  *             if w == 1:             # <<<<<<<<<<<<<<
@@ -4615,7 +5353,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
       case 2:
 
-      /* "csrc/tokenizer/_spm_c.pyx":127
+      /* "csrc/tokenizer/_spm_c.pyx":136
  *                 cp = p[i]
  *             elif w == 2:
  *                 cp = ((p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F)             # <<<<<<<<<<<<<<
@@ -4624,7 +5362,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_cp = ((((__pyx_v_p[__pyx_v_i]) & 0x1F) << 6) | ((__pyx_v_p[(__pyx_v_i + 1)]) & 0x3F));
 
-      /* "csrc/tokenizer/_spm_c.pyx":126
+      /* "csrc/tokenizer/_spm_c.pyx":135
  *             if w == 1:
  *                 cp = p[i]
  *             elif w == 2:             # <<<<<<<<<<<<<<
@@ -4634,7 +5372,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
       case 3:
 
-      /* "csrc/tokenizer/_spm_c.pyx":129
+      /* "csrc/tokenizer/_spm_c.pyx":138
  *                 cp = ((p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F)
  *             elif w == 3:
  *                 cp = ((p[i] & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)             # <<<<<<<<<<<<<<
@@ -4643,7 +5381,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_cp = (((((__pyx_v_p[__pyx_v_i]) & 0x0F) << 12) | (((__pyx_v_p[(__pyx_v_i + 1)]) & 0x3F) << 6)) | ((__pyx_v_p[(__pyx_v_i + 2)]) & 0x3F));
 
-      /* "csrc/tokenizer/_spm_c.pyx":128
+      /* "csrc/tokenizer/_spm_c.pyx":137
  *             elif w == 2:
  *                 cp = ((p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F)
  *             elif w == 3:             # <<<<<<<<<<<<<<
@@ -4653,7 +5391,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
       default:
 
-      /* "csrc/tokenizer/_spm_c.pyx":131
+      /* "csrc/tokenizer/_spm_c.pyx":140
  *                 cp = ((p[i] & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
  *             else:
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)             # <<<<<<<<<<<<<<
@@ -4664,7 +5402,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":132
+    /* "csrc/tokenizer/_spm_c.pyx":141
  *             else:
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
  *             tid = self._char_id(cp)             # <<<<<<<<<<<<<<
@@ -4673,7 +5411,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     __pyx_v_tid = __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(__pyx_v_self, __pyx_v_cp);
 
-    /* "csrc/tokenizer/_spm_c.pyx":133
+    /* "csrc/tokenizer/_spm_c.pyx":142
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
  *             tid = self._char_id(cp)
  *             if tid >= 0:             # <<<<<<<<<<<<<<
@@ -4685,7 +5423,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":134
+      /* "csrc/tokenizer/_spm_c.pyx":143
  *             tid = self._char_id(cp)
  *             if tid >= 0:
  *                 if unk:             # <<<<<<<<<<<<<<
@@ -4694,7 +5432,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_unk) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":135
+        /* "csrc/tokenizer/_spm_c.pyx":144
  *             if tid >= 0:
  *                 if unk:
  *                     out[m] = self._unk_id             # <<<<<<<<<<<<<<
@@ -4706,7 +5444,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         (__pyx_v_out[__pyx_v_m]) = __pyx_t_2;
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":136
+        /* "csrc/tokenizer/_spm_c.pyx":145
  *                 if unk:
  *                     out[m] = self._unk_id
  *                     m += 1             # <<<<<<<<<<<<<<
@@ -4715,7 +5453,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         __pyx_v_m = (__pyx_v_m + 1);
 
-        /* "csrc/tokenizer/_spm_c.pyx":137
+        /* "csrc/tokenizer/_spm_c.pyx":146
  *                     out[m] = self._unk_id
  *                     m += 1
  *                     unk = False             # <<<<<<<<<<<<<<
@@ -4724,7 +5462,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         __pyx_v_unk = 0;
 
-        /* "csrc/tokenizer/_spm_c.pyx":134
+        /* "csrc/tokenizer/_spm_c.pyx":143
  *             tid = self._char_id(cp)
  *             if tid >= 0:
  *                 if unk:             # <<<<<<<<<<<<<<
@@ -4733,7 +5471,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":138
+      /* "csrc/tokenizer/_spm_c.pyx":147
  *                     m += 1
  *                     unk = False
  *                 out[m] = tid             # <<<<<<<<<<<<<<
@@ -4742,7 +5480,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       (__pyx_v_out[__pyx_v_m]) = __pyx_v_tid;
 
-      /* "csrc/tokenizer/_spm_c.pyx":139
+      /* "csrc/tokenizer/_spm_c.pyx":148
  *                     unk = False
  *                 out[m] = tid
  *                 m += 1             # <<<<<<<<<<<<<<
@@ -4751,7 +5489,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_m = (__pyx_v_m + 1);
 
-      /* "csrc/tokenizer/_spm_c.pyx":133
+      /* "csrc/tokenizer/_spm_c.pyx":142
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
  *             tid = self._char_id(cp)
  *             if tid >= 0:             # <<<<<<<<<<<<<<
@@ -4761,7 +5499,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       goto __pyx_L6;
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":141
+    /* "csrc/tokenizer/_spm_c.pyx":150
  *                 m += 1
  *             else:
  *                 all_bytes = self._byte_fallback             # <<<<<<<<<<<<<<
@@ -4773,7 +5511,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 
       __pyx_v_all_bytes = __pyx_t_1;
 
-      /* "csrc/tokenizer/_spm_c.pyx":142
+      /* "csrc/tokenizer/_spm_c.pyx":151
  *             else:
  *                 all_bytes = self._byte_fallback
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -4782,7 +5520,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_all_bytes) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":143
+        /* "csrc/tokenizer/_spm_c.pyx":152
  *                 all_bytes = self._byte_fallback
  *                 if all_bytes:
  *                     for k in range(w):             # <<<<<<<<<<<<<<
@@ -4796,7 +5534,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
           __pyx_v_k = __pyx_t_5;
 
-          /* "csrc/tokenizer/_spm_c.pyx":144
+          /* "csrc/tokenizer/_spm_c.pyx":153
  *                 if all_bytes:
  *                     for k in range(w):
  *                         if self._byte_ids[p[i + k]] < 0:             # <<<<<<<<<<<<<<
@@ -4808,7 +5546,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
           if (__pyx_t_1) {
 
 
-            /* "csrc/tokenizer/_spm_c.pyx":145
+            /* "csrc/tokenizer/_spm_c.pyx":154
  *                     for k in range(w):
  *                         if self._byte_ids[p[i + k]] < 0:
  *                             all_bytes = False             # <<<<<<<<<<<<<<
@@ -4817,7 +5555,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
             __pyx_v_all_bytes = 0;
 
-            /* "csrc/tokenizer/_spm_c.pyx":144
+            /* "csrc/tokenizer/_spm_c.pyx":153
  *                 if all_bytes:
  *                     for k in range(w):
  *                         if self._byte_ids[p[i + k]] < 0:             # <<<<<<<<<<<<<<
@@ -4828,7 +5566,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         }
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":142
+        /* "csrc/tokenizer/_spm_c.pyx":151
  *             else:
  *                 all_bytes = self._byte_fallback
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -4837,7 +5575,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":146
+      /* "csrc/tokenizer/_spm_c.pyx":155
  *                         if self._byte_ids[p[i + k]] < 0:
  *                             all_bytes = False
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -4846,7 +5584,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_all_bytes) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":147
+        /* "csrc/tokenizer/_spm_c.pyx":156
  *                             all_bytes = False
  *                 if all_bytes:
  *                     for k in range(w):             # <<<<<<<<<<<<<<
@@ -4860,7 +5598,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
           __pyx_v_k = __pyx_t_5;
 
-          /* "csrc/tokenizer/_spm_c.pyx":148
+          /* "csrc/tokenizer/_spm_c.pyx":157
  *                 if all_bytes:
  *                     for k in range(w):
  *                         out[m] = self._byte_ids[p[i + k]]             # <<<<<<<<<<<<<<
@@ -4869,7 +5607,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
           (__pyx_v_out[__pyx_v_m]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[(__pyx_v_i + __pyx_v_k)])]);
 
-          /* "csrc/tokenizer/_spm_c.pyx":149
+          /* "csrc/tokenizer/_spm_c.pyx":158
  *                     for k in range(w):
  *                         out[m] = self._byte_ids[p[i + k]]
  *                         m += 1             # <<<<<<<<<<<<<<
@@ -4880,7 +5618,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         }
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":146
+        /* "csrc/tokenizer/_spm_c.pyx":155
  *                         if self._byte_ids[p[i + k]] < 0:
  *                             all_bytes = False
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -4890,7 +5628,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         goto __pyx_L12;
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":150
+      /* "csrc/tokenizer/_spm_c.pyx":159
  *                         out[m] = self._byte_ids[p[i + k]]
  *                         m += 1
  *                 elif self._has_unk:             # <<<<<<<<<<<<<<
@@ -4899,7 +5637,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_self->_has_unk) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":151
+        /* "csrc/tokenizer/_spm_c.pyx":160
  *                         m += 1
  *                 elif self._has_unk:
  *                     if unk and not self._fuse_unk:             # <<<<<<<<<<<<<<
@@ -4921,7 +5659,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         if (__pyx_t_1) {
 
 
-          /* "csrc/tokenizer/_spm_c.pyx":152
+          /* "csrc/tokenizer/_spm_c.pyx":161
  *                 elif self._has_unk:
  *                     if unk and not self._fuse_unk:
  *                         out[m] = self._unk_id             # <<<<<<<<<<<<<<
@@ -4933,7 +5671,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
           (__pyx_v_out[__pyx_v_m]) = __pyx_t_2;
 
 
-          /* "csrc/tokenizer/_spm_c.pyx":153
+          /* "csrc/tokenizer/_spm_c.pyx":162
  *                     if unk and not self._fuse_unk:
  *                         out[m] = self._unk_id
  *                         m += 1             # <<<<<<<<<<<<<<
@@ -4942,7 +5680,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
           __pyx_v_m = (__pyx_v_m + 1);
 
-          /* "csrc/tokenizer/_spm_c.pyx":151
+          /* "csrc/tokenizer/_spm_c.pyx":160
  *                         m += 1
  *                 elif self._has_unk:
  *                     if unk and not self._fuse_unk:             # <<<<<<<<<<<<<<
@@ -4951,7 +5689,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         }
 
-        /* "csrc/tokenizer/_spm_c.pyx":154
+        /* "csrc/tokenizer/_spm_c.pyx":163
  *                         out[m] = self._unk_id
  *                         m += 1
  *                     unk = True             # <<<<<<<<<<<<<<
@@ -4960,7 +5698,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         __pyx_v_unk = 1;
 
-        /* "csrc/tokenizer/_spm_c.pyx":150
+        /* "csrc/tokenizer/_spm_c.pyx":159
  *                         out[m] = self._byte_ids[p[i + k]]
  *                         m += 1
  *                 elif self._has_unk:             # <<<<<<<<<<<<<<
@@ -4972,7 +5710,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     }
     __pyx_L6:;
 
-    /* "csrc/tokenizer/_spm_c.pyx":155
+    /* "csrc/tokenizer/_spm_c.pyx":164
  *                         m += 1
  *                     unk = True
  *             i += w             # <<<<<<<<<<<<<<
@@ -4982,7 +5720,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     __pyx_v_i = (__pyx_v_i + __pyx_v_w);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":156
+  /* "csrc/tokenizer/_spm_c.pyx":165
  *                     unk = True
  *             i += w
  *         if unk:             # <<<<<<<<<<<<<<
@@ -4991,7 +5729,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
   if (__pyx_v_unk) {
 
-    /* "csrc/tokenizer/_spm_c.pyx":157
+    /* "csrc/tokenizer/_spm_c.pyx":166
  *             i += w
  *         if unk:
  *             out[m] = self._unk_id             # <<<<<<<<<<<<<<
@@ -5003,7 +5741,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     (__pyx_v_out[__pyx_v_m]) = __pyx_t_2;
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":158
+    /* "csrc/tokenizer/_spm_c.pyx":167
  *         if unk:
  *             out[m] = self._unk_id
  *             m += 1             # <<<<<<<<<<<<<<
@@ -5012,7 +5750,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     __pyx_v_m = (__pyx_v_m + 1);
 
-    /* "csrc/tokenizer/_spm_c.pyx":156
+    /* "csrc/tokenizer/_spm_c.pyx":165
  *                     unk = True
  *             i += w
  *         if unk:             # <<<<<<<<<<<<<<
@@ -5021,7 +5759,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":159
+  /* "csrc/tokenizer/_spm_c.pyx":168
  *             out[m] = self._unk_id
  *             m += 1
  *         return m             # <<<<<<<<<<<<<<
@@ -5034,7 +5772,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":114
+  /* "csrc/tokenizer/_spm_c.pyx":123
  *         return -1
  * 
  *     cdef Py_ssize_t _symbols(self, const unsigned char* p, Py_ssize_t n, int32_t* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5055,50 +5793,165 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":161
+/* "csrc/tokenizer/_spm_c.pyx":170
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* sym,             # <<<<<<<<<<<<<<
  *                                 int32_t* out) except -1:
- *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n)."""
+ *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n); short pieces
 */
 
 static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, unsigned char const *__pyx_v_p, Py_ssize_t __pyx_v_n, int32_t *__pyx_v_sym, int32_t *__pyx_v_out) {
+  uint64_t __pyx_v_h;
   Py_ssize_t __pyx_v_m;
   Py_ssize_t __pyx_r;
-  Py_ssize_t __pyx_t_1;
+  int __pyx_t_1;
+  Py_ssize_t __pyx_t_2;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":164
- *                                 int32_t* out) except -1:
- *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n)."""
- *         cdef Py_ssize_t m = self._symbols(p, n, sym)             # <<<<<<<<<<<<<<
- *         return self._bpe.merge_ids_into(sym, m, out)
+  /* "csrc/tokenizer/_spm_c.pyx":174
+ *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n); short pieces
+ *         are memoized."""
+ *         cdef uint64_t h = 0             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:
+*/
+  __pyx_v_h = 0;
+
+  /* "csrc/tokenizer/_spm_c.pyx":176
+ *         cdef uint64_t h = 0
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+*/
+  __pyx_t_1 = (__pyx_v_n <= __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_spm_c.pyx":177
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:
+ *             h = piece_hash(p, n)             # <<<<<<<<<<<<<<
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:
+*/
+    __pyx_v_h = __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(__pyx_v_p, __pyx_v_n);
+
+    /* "csrc/tokenizer/_spm_c.pyx":178
+ *         if n <= CACHE_KEY:
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)             # <<<<<<<<<<<<<<
+ *             if m >= 0:
+ *                 return m
+*/
+    __pyx_v_m = __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out);
+
+    /* "csrc/tokenizer/_spm_c.pyx":179
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:             # <<<<<<<<<<<<<<
+ *                 return m
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+*/
+    __pyx_t_1 = (__pyx_v_m >= 0);
+
+    if (__pyx_t_1) {
+
+
+      /* "csrc/tokenizer/_spm_c.pyx":180
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:
+ *                 return m             # <<<<<<<<<<<<<<
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+ *         if n <= CACHE_KEY:
+*/
+      {
+
+        __pyx_r = __pyx_v_m;
+      }
+      goto __pyx_L0;
+
+      /* "csrc/tokenizer/_spm_c.pyx":179
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+ *             if m >= 0:             # <<<<<<<<<<<<<<
+ *                 return m
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+*/
+    }
+
+    /* "csrc/tokenizer/_spm_c.pyx":176
+ *         cdef uint64_t h = 0
+ *         cdef Py_ssize_t m
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             h = piece_hash(p, n)
+ *             m = cache_get(self._cache, h, p, n, out)
+*/
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":181
+ *             if m >= 0:
+ *                 return m
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)             # <<<<<<<<<<<<<<
+ *         if n <= CACHE_KEY:
+ *             cache_put(self._cache, h, p, n, out, m)
+*/
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->merge_ids_into(__pyx_v_self->_bpe, __pyx_v_sym, ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_symbols(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_sym), __pyx_v_out); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 181, __pyx_L1_error)
+  __pyx_v_m = __pyx_t_2;
+
+  /* "csrc/tokenizer/_spm_c.pyx":182
+ *                 return m
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             cache_put(self._cache, h, p, n, out, m)
+ *         return m
+*/
+  __pyx_t_1 = (__pyx_v_n <= __pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_KEY);
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_spm_c.pyx":183
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+ *         if n <= CACHE_KEY:
+ *             cache_put(self._cache, h, p, n, out, m)             # <<<<<<<<<<<<<<
+ *         return m
  * 
 */
-  __pyx_v_m = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_symbols(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_sym);
+    __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out, __pyx_v_m);
 
-  /* "csrc/tokenizer/_spm_c.pyx":165
- *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n)."""
- *         cdef Py_ssize_t m = self._symbols(p, n, sym)
- *         return self._bpe.merge_ids_into(sym, m, out)             # <<<<<<<<<<<<<<
+    /* "csrc/tokenizer/_spm_c.pyx":182
+ *                 return m
+ *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+ *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
+ *             cache_put(self._cache, h, p, n, out, m)
+ *         return m
+*/
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":184
+ *         if n <= CACHE_KEY:
+ *             cache_put(self._cache, h, p, n, out, m)
+ *         return m             # <<<<<<<<<<<<<<
  * 
  *     def encode_piece(self, bytes piece):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->merge_ids_into(__pyx_v_self->_bpe, __pyx_v_sym, __pyx_v_m, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 165, __pyx_L1_error)
   {
-    __pyx_r = __pyx_t_1;
+
+    __pyx_r = __pyx_v_m;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":161
+  /* "csrc/tokenizer/_spm_c.pyx":170
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* sym,             # <<<<<<<<<<<<<<
  *                                 int32_t* out) except -1:
- *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n)."""
+ *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n); short pieces
 */
 
   /* function exit code */
@@ -5108,11 +5961,12 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
   __pyx_L0:;
 
 
+
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":167
- *         return self._bpe.merge_ids_into(sym, m, out)
+/* "csrc/tokenizer/_spm_c.pyx":186
+ *         return m
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self.encode_text(piece, _CUT_NONE)
@@ -5158,32 +6012,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 167, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 186, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 167, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 186, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 167, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 186, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 167, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 186, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 167, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 186, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 167, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 186, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -5194,7 +6048,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 167, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 186, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -5226,7 +6080,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_piece", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":168
+  /* "csrc/tokenizer/_spm_c.pyx":187
  * 
  *     def encode_piece(self, bytes piece):
  *         return self.encode_text(piece, _CUT_NONE)             # <<<<<<<<<<<<<<
@@ -5235,7 +6089,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
 */
   __pyx_t_2 = ((PyObject *)__pyx_v_self);
   __Pyx_INCREF(__pyx_t_2);
-  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 168, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 187, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __pyx_t_4 = 0;
   {
@@ -5243,7 +6097,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
     __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode_text, __pyx_callargs+__pyx_t_4, (3-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 168, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   {
@@ -5257,8 +6111,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":167
- *         return self._bpe.merge_ids_into(sym, m, out)
+  /* "csrc/tokenizer/_spm_c.pyx":186
+ *         return m
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self.encode_text(piece, _CUT_NONE)
@@ -5278,12 +6132,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":170
+/* "csrc/tokenizer/_spm_c.pyx":189
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         cdef list out = []
- *         self._encode(text, cut, out)
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
 */
 
 /* Python wrapper */
@@ -5326,48 +6180,48 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_cut,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 170, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 189, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 170, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 189, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 170, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 189, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_text", 0) < (0)) __PYX_ERR(0, 170, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_text", 0) < (0)) __PYX_ERR(0, 189, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, i); __PYX_ERR(0, 170, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, i); __PYX_ERR(0, 189, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 170, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 189, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 170, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 189, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_text = ((PyObject*)values[0]);
     if (values[1]) {
-      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 170, __pyx_L3_error)
+      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 189, __pyx_L3_error)
     } else {
       __pyx_v_cut = ((int)0);
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 170, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 189, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -5378,7 +6232,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 170, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 189, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_text, __pyx_v_cut);
 
   /* function exit code */
@@ -5400,81 +6254,149 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 }
 
 static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, PyObject *__pyx_v_text, int __pyx_v_cut) {
-  PyObject *__pyx_v_out = 0;
+  int32_t *__pyx_v_ids;
+  Py_ssize_t __pyx_v_n;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
-  PyObject *__pyx_t_1 = NULL;
-  Py_ssize_t __pyx_t_2;
+  Py_ssize_t __pyx_t_1;
+  PyObject *__pyx_t_2 = NULL;
+  int __pyx_t_3;
+  int __pyx_t_4;
+  char const *__pyx_t_5;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10 = NULL;
+  PyObject *__pyx_t_11 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_text", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":171
+  /* "csrc/tokenizer/_spm_c.pyx":190
  * 
  *     def encode_text(self, bytes text, int cut=0):
- *         cdef list out = []             # <<<<<<<<<<<<<<
- *         self._encode(text, cut, out)
- *         return out
+ *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
+ *         try:
 */
-  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 171, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_1);
-  __pyx_v_out = ((PyObject*)__pyx_t_1);
-  __pyx_t_1 = 0;
+  __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_spm_c.pyx":172
+  /* "csrc/tokenizer/_spm_c.pyx":191
  *     def encode_text(self, bytes text, int cut=0):
- *         cdef list out = []
- *         self._encode(text, cut, out)             # <<<<<<<<<<<<<<
- *         return out
- * 
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)             # <<<<<<<<<<<<<<
+ *         try:
+ *             return self._bpe.ids_list(ids, n)
 */
-  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, __pyx_v_out); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 172, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, (&__pyx_v_ids)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 191, __pyx_L1_error)
+  __pyx_v_n = __pyx_t_1;
 
+  /* "csrc/tokenizer/_spm_c.pyx":192
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
+ *         try:             # <<<<<<<<<<<<<<
+ *             return self._bpe.ids_list(ids, n)
+ *         finally:
+*/
+  /*try:*/ {
 
-  /* "csrc/tokenizer/_spm_c.pyx":173
- *         cdef list out = []
- *         self._encode(text, cut, out)
- *         return out             # <<<<<<<<<<<<<<
+    /* "csrc/tokenizer/_spm_c.pyx":193
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
+ *         try:
+ *             return self._bpe.ids_list(ids, n)             # <<<<<<<<<<<<<<
+ *         finally:
+ *             free(ids)
+*/
+    __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->ids_list(__pyx_v_self->_bpe, __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 193, __pyx_L4_error)
+    __Pyx_GOTREF(__pyx_t_2);
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = __pyx_t_2;
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_2 = 0;
+    goto __pyx_L3_return;
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":195
+ *             return self._bpe.ids_list(ids, n)
+ *         finally:
+ *             free(ids)             # <<<<<<<<<<<<<<
  * 
  *     def count_text(self, bytes text, int cut=0):
 */
-  {
-    PyObject *__pyx_temp;
-    {
-      __pyx_temp = __pyx_r;
-      __Pyx_INCREF(__pyx_v_out);
-      __pyx_r = __pyx_v_out;
+  /*finally:*/ {
+    __pyx_L4_error:;
+    /*exception exit:*/{
+      __Pyx_PyThreadState_declare
+      __Pyx_PyThreadState_assign
+      __pyx_t_6 = 0; __pyx_t_7 = 0; __pyx_t_8 = 0; __pyx_t_9 = 0; __pyx_t_10 = 0; __pyx_t_11 = 0;
+      __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_9, &__pyx_t_10, &__pyx_t_11);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_6, &__pyx_t_7, &__pyx_t_8) < 0)) __Pyx_ErrFetch(&__pyx_t_6, &__pyx_t_7, &__pyx_t_8);
+      __Pyx_XGOTREF(__pyx_t_6);
+      __Pyx_XGOTREF(__pyx_t_7);
+      __Pyx_XGOTREF(__pyx_t_8);
+      __Pyx_XGOTREF(__pyx_t_9);
+      __Pyx_XGOTREF(__pyx_t_10);
+      __Pyx_XGOTREF(__pyx_t_11);
+      __pyx_t_3 = __pyx_lineno; __pyx_t_4 = __pyx_clineno; __pyx_t_5 = __pyx_filename;
+      {
+        free(__pyx_v_ids);
+      }
+      __Pyx_XGIVEREF(__pyx_t_9);
+      __Pyx_XGIVEREF(__pyx_t_10);
+      __Pyx_XGIVEREF(__pyx_t_11);
+      __Pyx_ExceptionReset(__pyx_t_9, __pyx_t_10, __pyx_t_11);
+      __Pyx_XGIVEREF(__pyx_t_6);
+      __Pyx_XGIVEREF(__pyx_t_7);
+      __Pyx_XGIVEREF(__pyx_t_8);
+      __Pyx_ErrRestore(__pyx_t_6, __pyx_t_7, __pyx_t_8);
+      __pyx_t_6 = 0; __pyx_t_7 = 0; __pyx_t_8 = 0; __pyx_t_9 = 0; __pyx_t_10 = 0; __pyx_t_11 = 0;
+      __pyx_lineno = __pyx_t_3; __pyx_clineno = __pyx_t_4; __pyx_filename = __pyx_t_5;
+      goto __pyx_L1_error;
     }
-    __Pyx_XDECREF(__pyx_temp);
+    __pyx_L3_return: {
+      __pyx_t_11 = __pyx_r;
+      __pyx_r = 0;
+      free(__pyx_v_ids);
+      __pyx_r = __pyx_t_11;
+      __pyx_t_11 = 0;
+      goto __pyx_L0;
+    }
   }
-  goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":170
+  /* "csrc/tokenizer/_spm_c.pyx":189
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         cdef list out = []
- *         self._encode(text, cut, out)
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
 */
 
   /* function exit code */
   __pyx_L1_error:;
-  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_XDECREF(__pyx_t_2);
   __Pyx_AddTraceback("benchc.tokenizer._spm_c.SPM.encode_text", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = NULL;
   __pyx_L0:;
-  __Pyx_XDECREF(__pyx_v_out);
+
+
   __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":175
- *         return out
+/* "csrc/tokenizer/_spm_c.pyx":197
+ *             free(ids)
  * 
  *     def count_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         return self._encode(text, cut, None)
+ *         return self._encode(text, cut, NULL)
  * 
 */
 
@@ -5518,48 +6440,48 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_cut,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 175, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 197, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 175, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 197, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 175, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 197, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count_text", 0) < (0)) __PYX_ERR(0, 175, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count_text", 0) < (0)) __PYX_ERR(0, 197, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, i); __PYX_ERR(0, 175, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, i); __PYX_ERR(0, 197, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 175, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 197, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 175, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 197, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_text = ((PyObject*)values[0]);
     if (values[1]) {
-      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 175, __pyx_L3_error)
+      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 197, __pyx_L3_error)
     } else {
       __pyx_v_cut = ((int)0);
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 175, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 197, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -5570,7 +6492,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 175, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 197, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_text, __pyx_v_cut);
 
   /* function exit code */
@@ -5601,15 +6523,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(struct __p
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("count_text", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":176
+  /* "csrc/tokenizer/_spm_c.pyx":198
  * 
  *     def count_text(self, bytes text, int cut=0):
- *         return self._encode(text, cut, None)             # <<<<<<<<<<<<<<
+ *         return self._encode(text, cut, NULL)             # <<<<<<<<<<<<<<
  * 
- *     cdef Py_ssize_t _encode(self, bytes text, int cut, list out) except -1:
+ *     cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, ((PyObject*)Py_None)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 176, __pyx_L1_error)
-  __pyx_t_2 = PyLong_FromSsize_t(__pyx_t_1); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 176, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, NULL); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 198, __pyx_L1_error)
+  __pyx_t_2 = PyLong_FromSsize_t(__pyx_t_1); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 198, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
 
   {
@@ -5623,11 +6545,11 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(struct __p
   __pyx_t_2 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":175
- *         return out
+  /* "csrc/tokenizer/_spm_c.pyx":197
+ *             free(ids)
  * 
  *     def count_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         return self._encode(text, cut, None)
+ *         return self._encode(text, cut, NULL)
  * 
 */
 
@@ -5642,21 +6564,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(struct __p
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":178
- *         return self._encode(text, cut, None)
+/* "csrc/tokenizer/_spm_c.pyx":200
+ *         return self._encode(text, cut, NULL)
  * 
- *     cdef Py_ssize_t _encode(self, bytes text, int cut, list out) except -1:             # <<<<<<<<<<<<<<
- *         cdef const unsigned char* p = text
- *         cdef Py_ssize_t n = len(text), a = 0, b, m, j, total = 0
+ *     cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
+ *         """Encodes text cut into pieces and returns how many ids; with ids_out, they are kept
+ *         in a buffer handed to the caller (who frees it)."""
 */
 
-static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, PyObject *__pyx_v_text, int __pyx_v_cut, PyObject *__pyx_v_out) {
+static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, PyObject *__pyx_v_text, int __pyx_v_cut, int32_t **__pyx_v_ids_out) {
   unsigned char const *__pyx_v_p;
   Py_ssize_t __pyx_v_n;
   Py_ssize_t __pyx_v_a;
   Py_ssize_t __pyx_v_b;
-  Py_ssize_t __pyx_v_m;
-  Py_ssize_t __pyx_v_j;
   Py_ssize_t __pyx_v_total;
   int32_t *__pyx_v_sym;
   int32_t *__pyx_v_ids;
@@ -5668,147 +6588,142 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
   int __pyx_t_4;
   int __pyx_t_5;
   int __pyx_t_6;
-  Py_ssize_t __pyx_t_7;
-  Py_ssize_t __pyx_t_8;
-  PyObject *__pyx_t_9 = NULL;
-  int __pyx_t_10;
-  int __pyx_t_11;
-  int __pyx_t_12;
-  char const *__pyx_t_13;
+  int32_t *__pyx_t_7;
+  int __pyx_t_8;
+  int __pyx_t_9;
+  char const *__pyx_t_10;
+  PyObject *__pyx_t_11 = NULL;
+  PyObject *__pyx_t_12 = NULL;
+  PyObject *__pyx_t_13 = NULL;
   PyObject *__pyx_t_14 = NULL;
   PyObject *__pyx_t_15 = NULL;
   PyObject *__pyx_t_16 = NULL;
-  PyObject *__pyx_t_17 = NULL;
-  PyObject *__pyx_t_18 = NULL;
-  PyObject *__pyx_t_19 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_encode", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":179
- * 
- *     cdef Py_ssize_t _encode(self, bytes text, int cut, list out) except -1:
+  /* "csrc/tokenizer/_spm_c.pyx":203
+ *         """Encodes text cut into pieces and returns how many ids; with ids_out, they are kept
+ *         in a buffer handed to the caller (who frees it)."""
  *         cdef const unsigned char* p = text             # <<<<<<<<<<<<<<
- *         cdef Py_ssize_t n = len(text), a = 0, b, m, j, total = 0
+ *         cdef Py_ssize_t n = len(text), a = 0, b, total = 0
  *         cdef int32_t* sym
 */
   if (unlikely(__pyx_v_text == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 179, __pyx_L1_error)
+    __PYX_ERR(0, 203, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_text); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 179, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_text); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 203, __pyx_L1_error)
   __pyx_v_p = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":180
- *     cdef Py_ssize_t _encode(self, bytes text, int cut, list out) except -1:
+  /* "csrc/tokenizer/_spm_c.pyx":204
+ *         in a buffer handed to the caller (who frees it)."""
  *         cdef const unsigned char* p = text
- *         cdef Py_ssize_t n = len(text), a = 0, b, m, j, total = 0             # <<<<<<<<<<<<<<
+ *         cdef Py_ssize_t n = len(text), a = 0, b, total = 0             # <<<<<<<<<<<<<<
  *         cdef int32_t* sym
  *         cdef int32_t* ids
 */
   if (unlikely(__pyx_v_text == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 180, __pyx_L1_error)
+    __PYX_ERR(0, 204, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_text); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 180, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_text); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 204, __pyx_L1_error)
   __pyx_v_n = __pyx_t_2;
   __pyx_v_a = 0;
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":183
+  /* "csrc/tokenizer/_spm_c.pyx":207
  *         cdef int32_t* sym
  *         cdef int32_t* ids
- *         if n == 0:             # <<<<<<<<<<<<<<
- *             return 0
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
+ *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
+ *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
+ *         if sym == NULL or ids == NULL:
 */
-  __pyx_t_3 = (__pyx_v_n == 0);
+  __pyx_v_sym = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  if (__pyx_t_3) {
-
-
-    /* "csrc/tokenizer/_spm_c.pyx":184
+  /* "csrc/tokenizer/_spm_c.pyx":208
  *         cdef int32_t* ids
- *         if n == 0:
- *             return 0             # <<<<<<<<<<<<<<
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
- *         if sym == NULL:
+ *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+ *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte             # <<<<<<<<<<<<<<
+ *         if sym == NULL or ids == NULL:
+ *             free(sym)
 */
-    {
+  __pyx_v_ids = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-      __pyx_r = 0;
-    }
-    goto __pyx_L0;
-
-    /* "csrc/tokenizer/_spm_c.pyx":183
- *         cdef int32_t* sym
- *         cdef int32_t* ids
- *         if n == 0:             # <<<<<<<<<<<<<<
- *             return 0
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
+  /* "csrc/tokenizer/_spm_c.pyx":209
+ *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+ *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
+ *         if sym == NULL or ids == NULL:             # <<<<<<<<<<<<<<
+ *             free(sym)
+ *             free(ids)
 */
+  __pyx_t_4 = (__pyx_v_sym == NULL);
+
+  if (!__pyx_t_4) {
+
+  } else {
+
+    __pyx_t_3 = __pyx_t_4;
+
+    goto __pyx_L4_bool_binop_done;
   }
+  __pyx_t_4 = (__pyx_v_ids == NULL);
 
-  /* "csrc/tokenizer/_spm_c.pyx":185
- *         if n == 0:
- *             return 0
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
- *         if sym == NULL:
- *             raise MemoryError()
-*/
-  __pyx_v_sym = ((int32_t *)malloc(((2 * (__pyx_v_n + 1)) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":186
- *             return 0
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
- *         if sym == NULL:             # <<<<<<<<<<<<<<
- *             raise MemoryError()
- *         ids = sym + n + 1
-*/
-  __pyx_t_3 = (__pyx_v_sym == NULL);
+  __pyx_t_3 = __pyx_t_4;
 
+  __pyx_L4_bool_binop_done:;
   if (unlikely(__pyx_t_3)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":187
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
- *         if sym == NULL:
- *             raise MemoryError()             # <<<<<<<<<<<<<<
- *         ids = sym + n + 1
+    /* "csrc/tokenizer/_spm_c.pyx":210
+ *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
+ *         if sym == NULL or ids == NULL:
+ *             free(sym)             # <<<<<<<<<<<<<<
+ *             free(ids)
+ *             raise MemoryError()
+*/
+    free(__pyx_v_sym);
+
+    /* "csrc/tokenizer/_spm_c.pyx":211
+ *         if sym == NULL or ids == NULL:
+ *             free(sym)
+ *             free(ids)             # <<<<<<<<<<<<<<
+ *             raise MemoryError()
  *         try:
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 187, __pyx_L1_error)
+    free(__pyx_v_ids);
 
-    /* "csrc/tokenizer/_spm_c.pyx":186
- *             return 0
- *         sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
- *         if sym == NULL:             # <<<<<<<<<<<<<<
- *             raise MemoryError()
- *         ids = sym + n + 1
-*/
-  }
-
-  /* "csrc/tokenizer/_spm_c.pyx":188
- *         if sym == NULL:
- *             raise MemoryError()
- *         ids = sym + n + 1             # <<<<<<<<<<<<<<
+    /* "csrc/tokenizer/_spm_c.pyx":212
+ *             free(sym)
+ *             free(ids)
+ *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             while a < n:
 */
-  __pyx_v_ids = ((__pyx_v_sym + __pyx_v_n) + 1);
+    PyErr_NoMemory(); __PYX_ERR(0, 212, __pyx_L1_error)
 
-  /* "csrc/tokenizer/_spm_c.pyx":189
+    /* "csrc/tokenizer/_spm_c.pyx":209
+ *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+ *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
+ *         if sym == NULL or ids == NULL:             # <<<<<<<<<<<<<<
+ *             free(sym)
+ *             free(ids)
+*/
+  }
+
+  /* "csrc/tokenizer/_spm_c.pyx":213
+ *             free(ids)
  *             raise MemoryError()
- *         ids = sym + n + 1
  *         try:             # <<<<<<<<<<<<<<
  *             while a < n:
  *                 b = a + 1
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_spm_c.pyx":190
- *         ids = sym + n + 1
+    /* "csrc/tokenizer/_spm_c.pyx":214
+ *             raise MemoryError()
  *         try:
  *             while a < n:             # <<<<<<<<<<<<<<
  *                 b = a + 1
@@ -5820,7 +6735,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
       if (!__pyx_t_3) break;
 
-      /* "csrc/tokenizer/_spm_c.pyx":191
+      /* "csrc/tokenizer/_spm_c.pyx":215
  *         try:
  *             while a < n:
  *                 b = a + 1             # <<<<<<<<<<<<<<
@@ -5829,7 +6744,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
       __pyx_v_b = (__pyx_v_a + 1);
 
-      /* "csrc/tokenizer/_spm_c.pyx":192
+      /* "csrc/tokenizer/_spm_c.pyx":216
  *             while a < n:
  *                 b = a + 1
  *                 if cut == _CUT_NONE:             # <<<<<<<<<<<<<<
@@ -5841,7 +6756,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
       if (__pyx_t_3) {
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":193
+        /* "csrc/tokenizer/_spm_c.pyx":217
  *                 b = a + 1
  *                 if cut == _CUT_NONE:
  *                     b = n             # <<<<<<<<<<<<<<
@@ -5850,17 +6765,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
         __pyx_v_b = __pyx_v_n;
 
-        /* "csrc/tokenizer/_spm_c.pyx":192
+        /* "csrc/tokenizer/_spm_c.pyx":216
  *             while a < n:
  *                 b = a + 1
  *                 if cut == _CUT_NONE:             # <<<<<<<<<<<<<<
  *                     b = n
  *                 else:
 */
-        goto __pyx_L10;
+        goto __pyx_L11;
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":195
+      /* "csrc/tokenizer/_spm_c.pyx":219
  *                     b = n
  *                 else:
  *                     while b < n and not (_is_space(p, b, n) and (             # <<<<<<<<<<<<<<
@@ -5877,7 +6792,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
             __pyx_t_3 = __pyx_t_4;
 
-            goto __pyx_L13_bool_binop_done;
+            goto __pyx_L14_bool_binop_done;
           }
           __pyx_t_5 = __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(__pyx_v_p, __pyx_v_b, __pyx_v_n);
 
@@ -5887,15 +6802,15 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
             __pyx_t_4 = __pyx_t_5;
 
-            goto __pyx_L15_bool_binop_done;
+            goto __pyx_L16_bool_binop_done;
           }
 
-          /* "csrc/tokenizer/_spm_c.pyx":196
+          /* "csrc/tokenizer/_spm_c.pyx":220
  *                 else:
  *                     while b < n and not (_is_space(p, b, n) and (
  *                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):             # <<<<<<<<<<<<<<
  *                         b += 1
- *                 m = self.encode_into(p + a, b - a, sym, ids)
+ *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
 */
           __pyx_t_5 = (__pyx_v_cut == __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_METASPACE);
 
@@ -5905,7 +6820,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
             __pyx_t_4 = __pyx_t_5;
 
-            goto __pyx_L15_bool_binop_done;
+            goto __pyx_L16_bool_binop_done;
           }
           __pyx_t_6 = (__pyx_v_b >= 3);
 
@@ -5915,23 +6830,23 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
             __pyx_t_5 = __pyx_t_6;
 
-            goto __pyx_L18_bool_binop_done;
+            goto __pyx_L19_bool_binop_done;
           }
           __pyx_t_6 = __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(__pyx_v_p, (__pyx_v_b - 3), __pyx_v_n);
 
 
           __pyx_t_5 = __pyx_t_6;
 
-          __pyx_L18_bool_binop_done:;
+          __pyx_L19_bool_binop_done:;
           __pyx_t_6 = (!__pyx_t_5);
 
 
 
           __pyx_t_4 = __pyx_t_6;
 
-          __pyx_L15_bool_binop_done:;
+          __pyx_L16_bool_binop_done:;
 
-          /* "csrc/tokenizer/_spm_c.pyx":195
+          /* "csrc/tokenizer/_spm_c.pyx":219
  *                     b = n
  *                 else:
  *                     while b < n and not (_is_space(p, b, n) and (             # <<<<<<<<<<<<<<
@@ -5944,107 +6859,96 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
           __pyx_t_3 = __pyx_t_6;
 
-          __pyx_L13_bool_binop_done:;
+          __pyx_L14_bool_binop_done:;
 
           if (!__pyx_t_3) break;
 
-          /* "csrc/tokenizer/_spm_c.pyx":197
+          /* "csrc/tokenizer/_spm_c.pyx":221
  *                     while b < n and not (_is_space(p, b, n) and (
  *                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):
  *                         b += 1             # <<<<<<<<<<<<<<
- *                 m = self.encode_into(p + a, b - a, sym, ids)
- *                 total += m
+ *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
+ *                 a = b
 */
           __pyx_v_b = (__pyx_v_b + 1);
         }
       }
-      __pyx_L10:;
+      __pyx_L11:;
 
-      /* "csrc/tokenizer/_spm_c.pyx":198
+      /* "csrc/tokenizer/_spm_c.pyx":222
  *                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):
  *                         b += 1
- *                 m = self.encode_into(p + a, b - a, sym, ids)             # <<<<<<<<<<<<<<
- *                 total += m
- *                 if out is not None:
+ *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)             # <<<<<<<<<<<<<<
+ *                 a = b
+ *             if ids_out != NULL:
 */
-      __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, (__pyx_v_p + __pyx_v_a), (__pyx_v_b - __pyx_v_a), __pyx_v_sym, __pyx_v_ids); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 198, __pyx_L6_error)
-      __pyx_v_m = __pyx_t_2;
+      __pyx_t_3 = (__pyx_v_ids_out != NULL);
 
-      /* "csrc/tokenizer/_spm_c.pyx":199
- *                         b += 1
- *                 m = self.encode_into(p + a, b - a, sym, ids)
- *                 total += m             # <<<<<<<<<<<<<<
- *                 if out is not None:
- *                     for j in range(m):
-*/
-      __pyx_v_total = (__pyx_v_total + __pyx_v_m);
-
-      /* "csrc/tokenizer/_spm_c.pyx":200
- *                 m = self.encode_into(p + a, b - a, sym, ids)
- *                 total += m
- *                 if out is not None:             # <<<<<<<<<<<<<<
- *                     for j in range(m):
- *                         out.append(ids[j])
-*/
-      __pyx_t_3 = (__pyx_v_out != ((PyObject*)Py_None));
       if (__pyx_t_3) {
 
+        __pyx_t_7 = (__pyx_v_ids + __pyx_v_total);
+      } else {
 
-        /* "csrc/tokenizer/_spm_c.pyx":201
- *                 total += m
- *                 if out is not None:
- *                     for j in range(m):             # <<<<<<<<<<<<<<
- *                         out.append(ids[j])
- *                 a = b
-*/
-
-        __pyx_t_2 = __pyx_v_m;
-        __pyx_t_7 = __pyx_t_2;
-
-        for (__pyx_t_8 = 0; __pyx_t_8 < __pyx_t_7; __pyx_t_8+=1) {
-          __pyx_v_j = __pyx_t_8;
-
-          /* "csrc/tokenizer/_spm_c.pyx":202
- *                 if out is not None:
- *                     for j in range(m):
- *                         out.append(ids[j])             # <<<<<<<<<<<<<<
- *                 a = b
- *             return total
-*/
-          if (unlikely(__pyx_v_out == Py_None)) {
-            PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "append");
-            __PYX_ERR(0, 202, __pyx_L6_error)
-          }
-          __pyx_t_9 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_j])); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 202, __pyx_L6_error)
-          __Pyx_GOTREF(__pyx_t_9);
-          __pyx_t_10 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 202, __pyx_L6_error)
-          __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-
-        }
-
-
-        /* "csrc/tokenizer/_spm_c.pyx":200
- *                 m = self.encode_into(p + a, b - a, sym, ids)
- *                 total += m
- *                 if out is not None:             # <<<<<<<<<<<<<<
- *                     for j in range(m):
- *                         out.append(ids[j])
-*/
+        __pyx_t_7 = __pyx_v_ids;
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":203
- *                     for j in range(m):
- *                         out.append(ids[j])
+      __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, (__pyx_v_p + __pyx_v_a), (__pyx_v_b - __pyx_v_a), __pyx_v_sym, __pyx_t_7); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 222, __pyx_L7_error)
+
+      __pyx_v_total = (__pyx_v_total + __pyx_t_2);
+
+
+      /* "csrc/tokenizer/_spm_c.pyx":223
+ *                         b += 1
+ *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
  *                 a = b             # <<<<<<<<<<<<<<
- *             return total
- *         finally:
+ *             if ids_out != NULL:
+ *                 ids_out[0] = ids
 */
       __pyx_v_a = __pyx_v_b;
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":204
- *                         out.append(ids[j])
+    /* "csrc/tokenizer/_spm_c.pyx":224
+ *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
  *                 a = b
+ *             if ids_out != NULL:             # <<<<<<<<<<<<<<
+ *                 ids_out[0] = ids
+ *                 ids = NULL
+*/
+    __pyx_t_3 = (__pyx_v_ids_out != NULL);
+
+    if (__pyx_t_3) {
+
+
+      /* "csrc/tokenizer/_spm_c.pyx":225
+ *                 a = b
+ *             if ids_out != NULL:
+ *                 ids_out[0] = ids             # <<<<<<<<<<<<<<
+ *                 ids = NULL
+ *             return total
+*/
+      (__pyx_v_ids_out[0]) = __pyx_v_ids;
+
+      /* "csrc/tokenizer/_spm_c.pyx":226
+ *             if ids_out != NULL:
+ *                 ids_out[0] = ids
+ *                 ids = NULL             # <<<<<<<<<<<<<<
+ *             return total
+ *         finally:
+*/
+      __pyx_v_ids = NULL;
+
+      /* "csrc/tokenizer/_spm_c.pyx":224
+ *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
+ *                 a = b
+ *             if ids_out != NULL:             # <<<<<<<<<<<<<<
+ *                 ids_out[0] = ids
+ *                 ids = NULL
+*/
+    }
+
+    /* "csrc/tokenizer/_spm_c.pyx":227
+ *                 ids_out[0] = ids
+ *                 ids = NULL
  *             return total             # <<<<<<<<<<<<<<
  *         finally:
  *             free(sym)
@@ -6053,69 +6957,87 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
       __pyx_r = __pyx_v_total;
     }
-    goto __pyx_L5_return;
+    goto __pyx_L6_return;
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":206
+  /* "csrc/tokenizer/_spm_c.pyx":229
  *             return total
  *         finally:
  *             free(sym)             # <<<<<<<<<<<<<<
+ *             free(ids)
 */
   /*finally:*/ {
-    __pyx_L6_error:;
+    __pyx_L7_error:;
     /*exception exit:*/{
       __Pyx_PyThreadState_declare
       __Pyx_PyThreadState_assign
-      __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0;
-      __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
-       __Pyx_ExceptionSwap(&__pyx_t_17, &__pyx_t_18, &__pyx_t_19);
-      if ( unlikely(__Pyx_GetException(&__pyx_t_14, &__pyx_t_15, &__pyx_t_16) < 0)) __Pyx_ErrFetch(&__pyx_t_14, &__pyx_t_15, &__pyx_t_16);
+      __pyx_t_11 = 0; __pyx_t_12 = 0; __pyx_t_13 = 0; __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_14, &__pyx_t_15, &__pyx_t_16);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_11, &__pyx_t_12, &__pyx_t_13) < 0)) __Pyx_ErrFetch(&__pyx_t_11, &__pyx_t_12, &__pyx_t_13);
+      __Pyx_XGOTREF(__pyx_t_11);
+      __Pyx_XGOTREF(__pyx_t_12);
+      __Pyx_XGOTREF(__pyx_t_13);
       __Pyx_XGOTREF(__pyx_t_14);
       __Pyx_XGOTREF(__pyx_t_15);
       __Pyx_XGOTREF(__pyx_t_16);
-      __Pyx_XGOTREF(__pyx_t_17);
-      __Pyx_XGOTREF(__pyx_t_18);
-      __Pyx_XGOTREF(__pyx_t_19);
-      __pyx_t_11 = __pyx_lineno; __pyx_t_12 = __pyx_clineno; __pyx_t_13 = __pyx_filename;
+      __pyx_t_8 = __pyx_lineno; __pyx_t_9 = __pyx_clineno; __pyx_t_10 = __pyx_filename;
       {
         free(__pyx_v_sym);
+
+        /* "csrc/tokenizer/_spm_c.pyx":230
+ *         finally:
+ *             free(sym)
+ *             free(ids)             # <<<<<<<<<<<<<<
+*/
+        free(__pyx_v_ids);
       }
-      __Pyx_XGIVEREF(__pyx_t_17);
-      __Pyx_XGIVEREF(__pyx_t_18);
-      __Pyx_XGIVEREF(__pyx_t_19);
-      __Pyx_ExceptionReset(__pyx_t_17, __pyx_t_18, __pyx_t_19);
       __Pyx_XGIVEREF(__pyx_t_14);
       __Pyx_XGIVEREF(__pyx_t_15);
       __Pyx_XGIVEREF(__pyx_t_16);
-      __Pyx_ErrRestore(__pyx_t_14, __pyx_t_15, __pyx_t_16);
-      __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0;
-      __pyx_lineno = __pyx_t_11; __pyx_clineno = __pyx_t_12; __pyx_filename = __pyx_t_13;
+      __Pyx_ExceptionReset(__pyx_t_14, __pyx_t_15, __pyx_t_16);
+      __Pyx_XGIVEREF(__pyx_t_11);
+      __Pyx_XGIVEREF(__pyx_t_12);
+      __Pyx_XGIVEREF(__pyx_t_13);
+      __Pyx_ErrRestore(__pyx_t_11, __pyx_t_12, __pyx_t_13);
+      __pyx_t_11 = 0; __pyx_t_12 = 0; __pyx_t_13 = 0; __pyx_t_14 = 0; __pyx_t_15 = 0; __pyx_t_16 = 0;
+      __pyx_lineno = __pyx_t_8; __pyx_clineno = __pyx_t_9; __pyx_filename = __pyx_t_10;
       goto __pyx_L1_error;
     }
-    __pyx_L5_return: {
+    __pyx_L6_return: {
       __pyx_t_2 = __pyx_r;
+
+      /* "csrc/tokenizer/_spm_c.pyx":229
+ *             return total
+ *         finally:
+ *             free(sym)             # <<<<<<<<<<<<<<
+ *             free(ids)
+*/
       free(__pyx_v_sym);
+
+      /* "csrc/tokenizer/_spm_c.pyx":230
+ *         finally:
+ *             free(sym)
+ *             free(ids)             # <<<<<<<<<<<<<<
+*/
+      free(__pyx_v_ids);
       __pyx_r = __pyx_t_2;
       goto __pyx_L0;
     }
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":178
- *         return self._encode(text, cut, None)
+  /* "csrc/tokenizer/_spm_c.pyx":200
+ *         return self._encode(text, cut, NULL)
  * 
- *     cdef Py_ssize_t _encode(self, bytes text, int cut, list out) except -1:             # <<<<<<<<<<<<<<
- *         cdef const unsigned char* p = text
- *         cdef Py_ssize_t n = len(text), a = 0, b, m, j, total = 0
+ *     cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
+ *         """Encodes text cut into pieces and returns how many ids; with ids_out, they are kept
+ *         in a buffer handed to the caller (who frees it)."""
 */
 
   /* function exit code */
   __pyx_L1_error:;
-  __Pyx_XDECREF(__pyx_t_9);
   __Pyx_AddTraceback("benchc.tokenizer._spm_c.SPM._encode", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = -1L;
   __pyx_L0:;
-
-
 
 
 
@@ -6128,12 +7050,12 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":56
+/* "csrc/tokenizer/_spm_c.pyx":57
  *     cdef bint _byte_fallback, _fuse_unk, _has_unk
  *     cdef int32_t _unk_id
  *     cdef readonly dict char_ids             # <<<<<<<<<<<<<<
  *     cdef readonly dict pairs
- * 
+ *     cdef CacheSlot* _cache  # encode_into's memo of pieces
 */
 
 /* Python wrapper */
@@ -6195,12 +7117,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8char_ids___get__(stru
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":57
+/* "csrc/tokenizer/_spm_c.pyx":58
  *     cdef int32_t _unk_id
  *     cdef readonly dict char_ids
  *     cdef readonly dict pairs             # <<<<<<<<<<<<<<
+ *     cdef CacheSlot* _cache  # encode_into's memo of pieces
  * 
- *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):
 */
 
 /* Python wrapper */
@@ -6264,7 +7186,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_5pairs___get__(struct 
 
 /* "(tree fragment)":1
  * def __reduce_cython__(self):             # <<<<<<<<<<<<<<
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):
 */
 
@@ -6320,16 +7242,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_10__reduce_cython__(CY
 
   /* "(tree fragment)":2
  * def __reduce_cython__(self):
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"             # <<<<<<<<<<<<<<
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"             # <<<<<<<<<<<<<<
  * def __setstate_cython__(self, __pyx_state):
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
 */
-  __Pyx_Raise(((PyObject *)(((PyTypeObject*)PyExc_TypeError))), __pyx_mstate_global->__pyx_kp_u_self__keys_self__vals_cannot_be, 0, 0);
+  __Pyx_Raise(((PyObject *)(((PyTypeObject*)PyExc_TypeError))), __pyx_mstate_global->__pyx_kp_u_self__cache_self__keys_self__val, 0, 0);
   __PYX_ERR(1, 2, __pyx_L1_error)
 
   /* "(tree fragment)":1
  * def __reduce_cython__(self):             # <<<<<<<<<<<<<<
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):
 */
 
@@ -6344,9 +7266,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_10__reduce_cython__(CY
 
 /* "(tree fragment)":3
  * def __reduce_cython__(self):
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
 */
 
 /* Python wrapper */
@@ -6443,18 +7365,18 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_12__setstate_cython__(
   __Pyx_RefNannySetupContext("__setstate_cython__", 0);
 
   /* "(tree fragment)":4
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"             # <<<<<<<<<<<<<<
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"             # <<<<<<<<<<<<<<
 */
-  __Pyx_Raise(((PyObject *)(((PyTypeObject*)PyExc_TypeError))), __pyx_mstate_global->__pyx_kp_u_self__keys_self__vals_cannot_be, 0, 0);
+  __Pyx_Raise(((PyObject *)(((PyTypeObject*)PyExc_TypeError))), __pyx_mstate_global->__pyx_kp_u_self__cache_self__keys_self__val, 0, 0);
   __PYX_ERR(1, 4, __pyx_L1_error)
 
   /* "(tree fragment)":3
  * def __reduce_cython__(self):
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
 */
 
   /* function exit code */
@@ -6797,16 +7719,16 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_spm_c_SPM(__pyx_
   __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM._char_id = (int32_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, uint32_t))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id;
   __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM._symbols = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, unsigned char const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols;
   __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM.encode_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, unsigned char const *, Py_ssize_t, int32_t *, int32_t *))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into;
-  __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM._encode = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, PyObject *, int, PyObject *))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode;
+  __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM._encode = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, PyObject *, int, int32_t **))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_spm_c_SPM_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM)) __PYX_ERR(0, 48, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_spm_c_SPM_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM)) __PYX_ERR(0, 49, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM = &__pyx_type_6benchc_9tokenizer_6_spm_c_SPM;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 48, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM);
@@ -6816,9 +7738,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_spm_c_SPM(__pyx_
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_vtabptr_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 48, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_SPM, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 48, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 48, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_vtabptr_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_SPM, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -6835,7 +7757,7 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_modinit_Type_import_code", 0);
   /*--- Type import code ---*/
-  __pyx_t_1 = PyImport_ImportModule("benchc.tokenizer._bpe_c"); if (unlikely(!__pyx_t_1)) __PYX_ERR(2, 10, __pyx_L1_error)
+  __pyx_t_1 = PyImport_ImportModule("benchc.tokenizer._bpe_c"); if (unlikely(!__pyx_t_1)) __PYX_ERR(2, 12, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = __Pyx_ImportType_3_3_1(__pyx_t_1, "benchc.tokenizer._bpe_c", "BPE",
   #if defined(PYPY_VERSION_NUM) && PYPY_VERSION_NUM < 0x050B0000
@@ -6845,8 +7767,8 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   #else
   sizeof(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE), __PYX_GET_STRUCT_ALIGNMENT_3_3_1(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE),
   #endif
-  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) __PYX_ERR(2, 10, __pyx_L1_error)
-  if (unlikely(__Pyx_GetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, (void**)&__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) != 1)) __PYX_ERR(2, 10, __pyx_L1_error)
+  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) __PYX_ERR(2, 12, __pyx_L1_error)
+  if (unlikely(__Pyx_GetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, (void**)&__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) != 1)) __PYX_ERR(2, 12, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __Pyx_RefNannyFinishContext();
   return 0;
@@ -7158,8 +8080,8 @@ __Pyx_RefNannySetupContext("PyInit__spm_c", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_spm_c.pyx":16
- * from benchc.tokenizer._bpe_c cimport BPE
+  /* "csrc/tokenizer/_spm_c.pyx":17
+ * from benchc.tokenizer._piece_cache cimport CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, piece_hash
  * 
  * from benchc.tokenizer._spm_py import CUT_METASPACE, CUT_NONE, CUT_WORDS             # <<<<<<<<<<<<<<
  * 
@@ -7167,110 +8089,110 @@ __Pyx_RefNannySetupContext("PyInit__spm_c", 0);
 */
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_CUT_METASPACE,__pyx_mstate_global->__pyx_n_u_CUT_NONE,__pyx_mstate_global->__pyx_n_u_CUT_WORDS};
-    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_py, __pyx_imported_names, 3, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 16, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_py, __pyx_imported_names, 3, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 17, __pyx_L1_error)
   }
   __pyx_t_2 = __pyx_t_1;
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_CUT_METASPACE,__pyx_mstate_global->__pyx_n_u_CUT_NONE,__pyx_mstate_global->__pyx_n_u_CUT_WORDS};
     for (__pyx_t_3=0; __pyx_t_3 < 3; __pyx_t_3++) {
-      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 16, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 17, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 16, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 17, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     }
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":18
+  /* "csrc/tokenizer/_spm_c.pyx":19
  * from benchc.tokenizer._spm_py import CUT_METASPACE, CUT_NONE, CUT_WORDS
  * 
  * cdef int _CUT_NONE = CUT_NONE             # <<<<<<<<<<<<<<
  * cdef int _CUT_METASPACE = CUT_METASPACE
  * cdef int _CUT_WORDS = CUT_WORDS
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_NONE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 18, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_NONE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 19, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 18, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 19, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE = __pyx_t_5;
 
-  /* "csrc/tokenizer/_spm_c.pyx":19
+  /* "csrc/tokenizer/_spm_c.pyx":20
  * 
  * cdef int _CUT_NONE = CUT_NONE
  * cdef int _CUT_METASPACE = CUT_METASPACE             # <<<<<<<<<<<<<<
  * cdef int _CUT_WORDS = CUT_WORDS
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_METASPACE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 19, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_METASPACE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 20, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 19, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 20, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_METASPACE = __pyx_t_5;
 
-  /* "csrc/tokenizer/_spm_c.pyx":20
+  /* "csrc/tokenizer/_spm_c.pyx":21
  * cdef int _CUT_NONE = CUT_NONE
  * cdef int _CUT_METASPACE = CUT_METASPACE
  * cdef int _CUT_WORDS = CUT_WORDS             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_WORDS); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 20, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_WORDS); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 20, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_WORDS = __pyx_t_5;
 
-  /* "csrc/tokenizer/_spm_c.pyx":167
- *         return self._bpe.merge_ids_into(sym, m, out)
+  /* "csrc/tokenizer/_spm_c.pyx":186
+ *         return m
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self.encode_text(piece, _CUT_NONE)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_5encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 167, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_5encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 186, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 167, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 186, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":170
+  /* "csrc/tokenizer/_spm_c.pyx":189
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         cdef list out = []
- *         self._encode(text, cut, out)
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_7encode_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 170, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_7encode_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 189, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_mstate_global->__pyx_tuple[0]);
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_text, __pyx_t_2) < (0)) __PYX_ERR(0, 170, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_mstate_global->__pyx_tuple[1]);
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_text, __pyx_t_2) < (0)) __PYX_ERR(0, 189, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":175
- *         return out
+  /* "csrc/tokenizer/_spm_c.pyx":197
+ *             free(ids)
  * 
  *     def count_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         return self._encode(text, cut, None)
+ *         return self._encode(text, cut, NULL)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_9count_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_count_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 175, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_9count_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_count_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 197, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_mstate_global->__pyx_tuple[0]);
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_count_text, __pyx_t_2) < (0)) __PYX_ERR(0, 175, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_mstate_global->__pyx_tuple[1]);
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_count_text, __pyx_t_2) < (0)) __PYX_ERR(0, 197, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
  * def __reduce_cython__(self):             # <<<<<<<<<<<<<<
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):
 */
   __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_11__reduce_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM___reduce_cython, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 1, __pyx_L1_error)
@@ -7283,9 +8205,9 @@ __Pyx_RefNannySetupContext("PyInit__spm_c", 0);
 
   /* "(tree fragment)":3
  * def __reduce_cython__(self):
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
- *     raise TypeError, "self._keys,self._vals cannot be converted to a Python object for pickling"
+ *     raise TypeError, "self._cache,self._keys,self._vals cannot be converted to a Python object for pickling"
 */
   __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_13__setstate_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM___setstate_cython, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[4])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 3, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
@@ -7341,7 +8263,11 @@ __Pyx_RefNannySetupContext("PyInit__spm_c", 0);
 /* #### Code section: cached_builtins ### */
 
 static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
+  __pyx_builtin_max = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_max); if (!__pyx_builtin_max) __PYX_ERR(0, 93, __pyx_L1_error)
 
   /* Cached unbound methods */
   __pyx_mstate->__pyx_umethod_PyDict_Type_items.type = (PyObject*)&PyDict_Type;
@@ -7351,6 +8277,8 @@ static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
   __pyx_mstate->__pyx_umethod_PyDict_Type_values.type = (PyObject*)&PyDict_Type;
   __pyx_mstate->__pyx_umethod_PyDict_Type_values.method_name = &__pyx_mstate->__pyx_n_u_values;
   return 0;
+  __pyx_L1_error:;
+  return -1;
 }
 /* #### Code section: cached_constants ### */
 
@@ -7362,23 +8290,37 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_InitCachedConstants", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":170
- *         return self.encode_text(piece, _CUT_NONE)
- * 
- *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
- *         cdef list out = []
- *         self._encode(text, cut, out)
+  /* "csrc/tokenizer/_spm_c.pyx":93
+ *         if self._cache == NULL:
+ *             raise MemoryError()
+ *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),             # <<<<<<<<<<<<<<
+ *                   max([m for _, m in pairs.values()], default=-1))
+ *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
 */
   {
-    PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_int_0};
-    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 170, __pyx_L1_error)
+    PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
+    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 93, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[0]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[0]);
+
+  /* "csrc/tokenizer/_spm_c.pyx":189
+ *         return self.encode_text(piece, _CUT_NONE)
+ * 
+ *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
+ *         cdef int32_t* ids = NULL
+ *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
+*/
+  {
+    PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_int_0};
+    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(0, 189, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[1]);
+  }
+  __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
   #if CYTHON_IMMORTAL_CONSTANTS
   {
     PyObject **table = __pyx_mstate->__pyx_tuple;
-    for (Py_ssize_t i=0; i<1; ++i) {
+    for (Py_ssize_t i=0; i<2; ++i) {
       #if PY_VERSION_HEX >= 0x030F0000
       PyUnstable_SetImmortal(table[i]);
       #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -7412,38 +8354,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{36},{25},{7},{6},{2},{9},{73},{13},{8},{9},{3},{21},{23},{14},{16},{15},{20},{12},{8},{12},{8},{10},{8},{11},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{18},{23},{24},{8},{8},{18},{10},{3},{12},{11},{8},{5},{3},{5},{5},{3},{4},{10},{4},{6},{6}};
-    const struct { const unsigned int length: 5; } bytes_length_index[] = {{9},{15},{20},{28}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{36},{25},{7},{6},{2},{9},{85},{13},{8},{9},{3},{21},{23},{14},{16},{15},{20},{12},{8},{12},{8},{10},{8},{11},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{18},{23},{24},{8},{8},{18},{10},{3},{7},{12},{11},{8},{3},{5},{3},{1},{5},{5},{3},{4},{10},{4},{6},{6}};
+    const struct { const unsigned int length: 6; } bytes_length_index[] = {{9},{15},{20},{52}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (576 bytes) */
-static const char cstring[] = "x\332mRMo\0231\020U\245JT\010\211+\307\271\240\202\240[!\025\251\007$\024\365Cph\232~\000G\313\353\235ML6\366\3063\216\262\234z\3141\307\034s\354\317\341\230\237\303x\323\206\240\262\332\335\261\237\237=~o\346\r\007D(\203\356\217\320\361\333\354s\3273\002\0174\303I\303\003\357\300\022\024X\331\034\203f\254\032 \016\3260\206Dr\320;\353\035\034\035\037\201v\005\004\374\211\206\t(\346\246\322DH\340K\310\243\255\330:\340\246F\312\340k\t\215\217\340\020\013`\017\265\360\2667\360\000\035\020r\032\300\276v\316\263f\353\235\222\355\326\365\367\241\260A\222\330\t\246\335\347\272\"\314tQ(\341a\3360*[P{\270\344v\010\266\200Z\256\232V`\242\253\210\206\2029d?Dg\177a8TT\217\224\311\352fZX\322y\205\350\322\277o,\255G\005aUfj\210\r\275_\017\345\030\002\323\336\014r\004\343\335\004\003\257\325h\350\255M\363y\262\002J\037\240\266fX\311\325O\276\335\252\213\263\333\316M\257sr\226&\335\313n\033\177\\^\237\336\334\364.\344\315\224\nXD\203\312\264\347(\265\006\305\020\022\037\376\205\215\217\216\025\343\224\323\014\235\361\005\252\332\242\301\255yZV\252\327L\345;\225\272\251\256\000\327X*\365\340-*y\312\350L\212\375\307<\362\214\264um\364E\254Z\304\351Q\033\305-\365@K\303\t\047\243\322\3028\352\352\221\364\240C=Q\264\001p\232&\"ms0m\245\177\"Y\211\026\022-\312\2222>\370(M\205\232\032g\254\3176\000\345\"|`\262M\211\263u\211\377\017\327\315c\317\230\201\016m\224R\t \375\026\264\301\\\233\341_\233M\344m\227\267\034.#\241\212nh\031G$\027\251\265\r\324\222j_\247\266\0215\005\226:V\234\350\302\224\\m?\322\335\316j\367\371\354\335\374\352\256\263\332{9\343\371\247\305x\371l9\376\275{p\177\265F\216\027\037\026\347\313\327\t\313\356\365j\357\325bg\265\367b\366e\336\231\177_|\\\356$\326\370\017\347\325vM";
-    PyObject *data = __Pyx_DecompressString(cstring, 576, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (612 bytes) */
+static const char cstring[] = "x\332mRMk\0331\020%\020hZ\002m)\364\324\303\\JZ\332l\010\344\220C\241\230|@\016q\234\217\322\243\320J\263\266\352\265\264\221F\306\333S\2169\372\350\243\217>\346\247\364\350c\177JGk\307uI\305\256f\3644\232\321{\232\017\344\021\241\360\262;@K\037\263\257mG\010\324\223\004G5\365\234\005\023@cir\364\222\260\254!\2207\212\320\247 \013\235\223\316\356\301\341\001H\253\301\343\017T\024 \304\\\2252\004\014\340\n\310\243)\311X\240\272\302\220\301Y\001\265\213`\0215\220\203\212\343\326\017P\017-\004\244\344\300\216\264\326\221$\343\254\340\343\306vw@\033\317E\314\020\323\351SY\006\314\244\326\202\3430\257\t\205\321\241I\316\265-\202\321P\361U\323\016\014e\031Q\005\257\366\310\365\321\232\237\350\367D\250\006BeU=\322&\310\274D\264i\356*\023\026\236\016X\026\231PR\365\360\363\302\357c\035\226.\247\014\240\232[B\216\240\234\035\242\247\0053\t\235\205\200.O\262@\341<TF\365K\246q\364\355F\234\237\334\264\256;\255\243\223\264h_\264\033\373\375\342\352\370\372\272s\316_&\204G\035\025\n\325\344\021b\001\2628\2015\371\027V.Z\022\204#J+\264\312i\024\225A\205k\353\264-D\247\036\361\177\314o(\332\014\\a!\304Rg\024<\212hU\262\335\307:<\006\322\330\306:\035\313\006\261r\320XVN,\303\222;\244$Z\332\270\215\262|\014Z\362\020O\030\255\000\034\245\005S[%\016k\345\237P\026\314%0\027a\202P\316\273\310\r\2062\324V\031\227\255\200\2203\361\236\312V\317\235-\236\373\377pU?\366\217\352I\337X~*\006\270\367\274T\230K\325\377+\263\212\244\261\220\261\244u\261\327\204.b@\021m\237\363\030\302A\030\310\221\255\244\361\241\t\254\\\225:\210\211-\263\244#\034\315e\2336\rw\033\363\315\027\367\237\306\227w\255\371\326\313{\032\177\231\334N\237Mo\177m\356\316.\027\310\341d\177r:}\237\260l&\347[\357&\2554\035O\267f\033\263\267\263\370\320z\340\310\347\363\3557\343\203q\234\234M/\2478\333\377\275\375j\2741~\375\007{\271\211\035";
+    PyObject *data = __Pyx_DecompressString(cstring, 612, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (757 bytes) */
-static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ebyte_i\363dsX\002y\000ne i\347d p\250\000\026\001 va\377luecsrc/\377tokenize\377r/_spm_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dself\177._keys,\005\003\356D\000s c\225\002 be\377 convertn\310\003a P\257#ob\207!\377 for pic\373kl\270\000CUT_M\377ETASPACE\356\t\001NON\003\002WOR\337DSSPM\000\000._\377_reduce_Mc\370\"__\017\003\216 s\205 \376\t\013count_t\367ext6\001enco\377de_piece|\005\010\033\001__Pyx\001\000\355D\265@_N-\000Ref\373__\325$e____\357func\004\001get\274b\003\022\000main\030\001m\357odul!\002namd)\002\253 _ \004\007\001vt\265!\236C\001qual\035\005\301\004_L\301\016\332\006exw\001\351@_Q\005ist\010\342\016_\350\000st\253\000\377is_corou\376\322`easynci\333o.\010\006sb\206 hce.\332F.\335C\001\023py\254e/char\270ac\250@\302`\376\355`racebac\035k\335\047cut\332)\353$\375!\377fuse_unk\337items\227\000pawirs\206Bpop\276a\377setdefauslt\254A\047\000_id\213\204\002\377s\200\001\330\004\n\210+\377\220Q\200A\330\010\017\210\377t\220<\230q\240\007\240\277q\320\004-\250Q\014\0038\277\2301\230F\240%\020\001.\377\250a\330\010\030\230\001\330\377\010\014\210H\220A\220Vw\2305\240\n\000\017\210q";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 757, 969);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (798 bytes) */
+static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ebyte_i\363dsX\002y\000ne i\347d p\250\000\026\001 va\377luecsrc/\377tokenize\377r/_spm_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dself\377._cache,\236\006\003keys\004\004P\000s\373 c\241\002 be c\277onvert\324\003a\333 P\273#ob\223! f\377or pickl\376\304\000CUT_MET\277ASPACE\t\001N\373ON\003\002WORDS\367SPM\000\000.__r\177educe_c\204B\223__\017\003\232 s\221 \t\013c\377ount_tex\375t6\001encode?_piece\005\010\033\001___Pyx\001\000D\301@\373_N-\000Ref__\376\341$e____fu;nc\004\001getb\003\022\000\357main\030\001mod;ul!\002nam)\002\267 \231_ \004\007\001vt\301!C\001q\047ual\035\005\301\004_\301\016\332\006Sexw\001\365@_Q\005st\010\332\342\016_\350\000st\253\000is\277_corou\336`e\377asyncio.v\010\006sb\206 hc.\346F\331.\351C\001\023py\270ech\213ar\304ac\250@\316`\371`r\177aceback\335\047\377cutdefau\343lt\341)\362$\204Afus\377e_unkids\377itemsmax\277npairs\221Bp\033op\325ase>\005\267A+\000\367_id\242\204\002s\200\001\330\377\004\n\210+\220Q\200A\377\330\010\017\210t\220<\230\377q\240\007\240q\320\004-\373\250Q\014\0038\2301\230F\373\240%\020\001.\250a\330\010\373\034\230(\000\034\230D\240\010\377\250\001\250\026\250u\260A\375\260\047\000\t\330\014\023\2204\377\220u\230I\240Q\240e\377\2501\340\014\020\220\001\220\001\021";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 798, 1016);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (969 bytes) */
-static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebyte_ids needs one id per byte valuecsrc/tokenizer/_spm_c.pyxdisableenablegcisenabledself._keys,self._vals cannot be converted to a Python object for picklingCUT_METASPACECUT_NONECUT_WORDSSPMSPM.__reduce_cython__SPM.__setstate_cython__SPM.count_textSPM.encode_pieceSPM.encode_text__Pyx_PyDict_NextRef__annotate____func____getstate____main____module____name____pyx_state__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___is_coroutineasyncio.coroutinesbenchc.tokenizer._spm_cbenchc.tokenizer._spm_pybyte_idschar_idscline_in_tracebackcount_textcutencode_pieceencode_textfuse_unkitemsoutpairspiecepopselfsetdefaulttextunk_idvalues\200\001\330\004\n\210+\220Q\200A\330\010\017\210t\220<\230q\240\007\240q\320\004-\250Q\330\010\017\210t\2208\2301\230F\240%\240q\320\004.\250a\330\010\030\230\001\330\010\014\210H\220A\220V\2305\240\001\330\010\017\210q";
+    #else /* compression: none (1016 bytes) */
+static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebyte_ids needs one id per byte valuecsrc/tokenizer/_spm_c.pyxdisableenablegcisenabledself._cache,self._keys,self._vals cannot be converted to a Python object for picklingCUT_METASPACECUT_NONECUT_WORDSSPMSPM.__reduce_cython__SPM.__setstate_cython__SPM.count_textSPM.encode_pieceSPM.encode_text__Pyx_PyDict_NextRef__annotate____func____getstate____main____module____name____pyx_state__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___is_coroutineasyncio.coroutinesbenchc.tokenizer._spm_cbenchc.tokenizer._spm_pybyte_idschar_idscline_in_tracebackcount_textcutdefaultencode_pieceencode_textfuse_unkidsitemsmaxnpairspiecepopselfsetdefaulttextunk_idvalues\200\001\330\004\n\210+\220Q\200A\330\010\017\210t\220<\230q\240\007\240q\320\004-\250Q\330\010\017\210t\2208\2301\230F\240%\240q\320\004.\250a\330\010\034\230A\330\010\034\230D\240\010\250\001\250\026\250u\260A\260Q\330\010\t\330\014\023\2204\220u\230I\240Q\240e\2501\340\014\020\220\001\220\021";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 60; i++) {
+    for (int i = 0; i < 63; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 12) PyUnicode_InternInPlace(&string);
@@ -7454,8 +8396,8 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 60; i < 64; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-60].length;
+    for (int i = 63; i < 67; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-63].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -7465,14 +8407,14 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 64; i++) {
+    for (Py_ssize_t i = 0; i < 67; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 60;
+      PyObject **table = stringtab + 63;
       for (Py_ssize_t i=0; i<4; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -7496,8 +8438,8 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
   }
   {
     PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 0;
-    int8_t const cint_constants_1[] = {0,-1};
-    for (int i = 0; i < 2; i++) {
+    int8_t const cint_constants_1[] = {0,-1,1};
+    for (int i = 0; i < 3; i++) {
       numbertab[i] = PyLong_FromLong(cint_constants_1[i - 0]);
       if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
     }
@@ -7505,7 +8447,7 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
   #if CYTHON_IMMORTAL_CONSTANTS
   {
     PyObject **table = __pyx_mstate->__pyx_number_tab;
-    for (Py_ssize_t i=0; i<2; ++i) {
+    for (Py_ssize_t i=0; i<3; ++i) {
       #if PY_VERSION_HEX >= 0x030F0000
       PyUnstable_SetImmortal(table[i]);
       #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -7559,17 +8501,17 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 167};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 186};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_encode_piece, __pyx_mstate->__pyx_kp_b_iso88591_A_t_q_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 170};
-    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_cut, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_encode_text, __pyx_mstate->__pyx_kp_b_iso88591_a_HAV5_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 189};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_cut, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n};
+    __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_encode_text, __pyx_mstate->__pyx_kp_b_iso88591_a_A_D_uAQ_4uIQe1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 175};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 197};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_cut};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_count_text, __pyx_mstate->__pyx_kp_b_iso88591_Q_t81F_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
@@ -7694,6 +8636,246 @@ end:
     return (__Pyx_RefNannyAPIStruct *)r;
 }
 #endif
+
+/* FastTypeChecks (used by GivenExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+static int __Pyx_InBases(PyTypeObject *a, PyTypeObject *b) {
+    while (a) {
+        a = __Pyx_PyType_GetSlot(a, tp_base, PyTypeObject*);
+        if (a == b)
+            return 1;
+    }
+    return b == &PyBaseObject_Type;
+}
+static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b) {
+    PyObject *mro;
+    if (a == b) return 1;
+    mro = a->tp_mro;
+    if (likely(mro)) {
+        Py_ssize_t i, n;
+        n = PyTuple_GET_SIZE(mro);
+        for (i = 0; i < n; i++) {
+            if (PyTuple_GET_ITEM(mro, i) == (PyObject *)b)
+                return 1;
+        }
+        return 0;
+    }
+    return __Pyx_InBases(a, b);
+}
+static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b) {
+    PyObject *mro;
+    if (cls == a || cls == b) return 1;
+    mro = cls->tp_mro;
+    if (likely(mro)) {
+        Py_ssize_t i, n;
+        n = PyTuple_GET_SIZE(mro);
+        for (i = 0; i < n; i++) {
+            PyObject *base = PyTuple_GET_ITEM(mro, i);
+            if (base == (PyObject *)a || base == (PyObject *)b)
+                return 1;
+        }
+        return 0;
+    }
+    return __Pyx_InBases(cls, a) || __Pyx_InBases(cls, b);
+}
+#endif
+
+/* PyErrFetchRestore (used by GivenExceptionMatches) */
+#if CYTHON_FAST_THREAD_STATE
+static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb) {
+#if PY_VERSION_HEX >= 0x030C00A6
+    PyObject *tmp_value;
+    assert(type == NULL || (value != NULL && type == (PyObject*) Py_TYPE(value)));
+    if (value) {
+        #if CYTHON_COMPILING_IN_CPYTHON
+        if (unlikely(((PyBaseExceptionObject*) value)->traceback != tb))
+        #endif
+            PyException_SetTraceback(value, tb);
+    }
+    tmp_value = tstate->current_exception;
+    tstate->current_exception = value;
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#else
+    PyObject *tmp_type, *tmp_value, *tmp_tb;
+    tmp_type = tstate->curexc_type;
+    tmp_value = tstate->curexc_value;
+    tmp_tb = tstate->curexc_traceback;
+    tstate->curexc_type = type;
+    tstate->curexc_value = value;
+    tstate->curexc_traceback = tb;
+    Py_XDECREF(tmp_type);
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(tmp_tb);
+#endif
+}
+static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb) {
+#if PY_VERSION_HEX >= 0x030C00A6
+    PyObject* exc_value;
+    exc_value = tstate->current_exception;
+    tstate->current_exception = 0;
+    *value = exc_value;
+    *type = NULL;
+    *tb = NULL;
+    if (exc_value) {
+        *type = (PyObject*) Py_TYPE(exc_value);
+        Py_INCREF(*type);
+        #if CYTHON_COMPILING_IN_CPYTHON
+        *tb = ((PyBaseExceptionObject*) exc_value)->traceback;
+        Py_XINCREF(*tb);
+        #else
+        *tb = PyException_GetTraceback(exc_value);
+        #endif
+    }
+#else
+    *type = tstate->curexc_type;
+    *value = tstate->curexc_value;
+    *tb = tstate->curexc_traceback;
+    tstate->curexc_type = 0;
+    tstate->curexc_value = 0;
+    tstate->curexc_traceback = 0;
+#endif
+}
+#endif
+
+/* GivenExceptionMatches (used by PyErrExceptionMatches) */
+#if CYTHON_COMPILING_IN_CPYTHON
+static CYTHON_INLINE int __Pyx_inner_PyErr_GivenExceptionMatches2(PyObject *err, PyObject* exc_type1, PyObject *exc_type2) {
+    if (exc_type1) {
+        return __Pyx_IsAnySubtype2((PyTypeObject*)err, (PyTypeObject*)exc_type1, (PyTypeObject*)exc_type2);
+    } else {
+        return __Pyx_IsSubtype((PyTypeObject*)err, (PyTypeObject*)exc_type2);
+    }
+}
+static int __Pyx_PyErr_GivenExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
+    Py_ssize_t i, n;
+    assert(PyExceptionClass_Check(exc_type));
+    n = PyTuple_GET_SIZE(tuple);
+    for (i=0; i<n; i++) {
+        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
+    }
+    for (i=0; i<n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(tuple, i);
+        if (likely(PyExceptionClass_Check(t))) {
+            if (__Pyx_inner_PyErr_GivenExceptionMatches2(exc_type, NULL, t)) return 1;
+        } else {
+        }
+    }
+    return 0;
+}
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject* exc_type) {
+    if (likely(err == exc_type)) return 1;
+    if (likely(PyExceptionClass_Check(err))) {
+        if (likely(PyExceptionClass_Check(exc_type))) {
+            return __Pyx_inner_PyErr_GivenExceptionMatches2(err, NULL, exc_type);
+        } else if (likely(PyTuple_Check(exc_type))) {
+            return __Pyx_PyErr_GivenExceptionMatchesTuple(err, exc_type);
+        } else {
+        }
+    }
+    return PyErr_GivenExceptionMatches(err, exc_type);
+}
+static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *exc_type1, PyObject *exc_type2) {
+    assert(PyExceptionClass_Check(exc_type1));
+    assert(PyExceptionClass_Check(exc_type2));
+    if (likely(err == exc_type1 || err == exc_type2)) return 1;
+    if (likely(PyExceptionClass_Check(err))) {
+        return __Pyx_inner_PyErr_GivenExceptionMatches2(err, exc_type1, exc_type2);
+    }
+    return (PyErr_GivenExceptionMatches(err, exc_type1) || PyErr_GivenExceptionMatches(err, exc_type2));
+}
+#endif
+
+/* PyErrExceptionMatches (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_FAST_THREAD_STATE
+static int __Pyx_PyErr_ExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
+    Py_ssize_t i, n;
+    n = PyTuple_GET_SIZE(tuple);
+    for (i=0; i<n; i++) {
+        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
+    }
+    for (i=0; i<n; i++) {
+        if (__Pyx_PyErr_GivenExceptionMatches(exc_type, PyTuple_GET_ITEM(tuple, i))) return 1;
+    }
+    return 0;
+}
+static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err) {
+    int result;
+    PyObject *exc_type;
+#if PY_VERSION_HEX >= 0x030C00A6
+    PyObject *current_exception = tstate->current_exception;
+    if (unlikely(!current_exception)) return 0;
+    exc_type = (PyObject*) Py_TYPE(current_exception);
+    if (exc_type == err) return 1;
+#else
+    exc_type = tstate->curexc_type;
+    if (exc_type == err) return 1;
+    if (unlikely(!exc_type)) return 0;
+#endif
+    #if CYTHON_AVOID_BORROWED_REFS
+    Py_INCREF(exc_type);
+    #endif
+    if (unlikely(PyTuple_Check(err))) {
+        result = __Pyx_PyErr_ExceptionMatchesTuple(exc_type, err);
+    } else {
+        result = __Pyx_PyErr_GivenExceptionMatches(exc_type, err);
+    }
+    #if CYTHON_AVOID_BORROWED_REFS
+    Py_DECREF(exc_type);
+    #endif
+    return result;
+}
+#endif
+
+/* PyObjectGetAttrStr (used by PyObjectGetAttrStrNoError) */
+#if CYTHON_USE_TYPE_SLOTS
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name) {
+    PyTypeObject* tp = Py_TYPE(obj);
+    if (likely(tp->tp_getattro))
+        return tp->tp_getattro(obj, attr_name);
+    return PyObject_GetAttr(obj, attr_name);
+}
+#endif
+
+/* PyObjectGetAttrStrNoError (used by GetBuiltinName) */
+#if __PYX_LIMITED_VERSION_HEX < 0x030d0000
+static void __Pyx_PyObject_GetAttrStr_ClearAttributeError(void) {
+    __Pyx_PyThreadState_declare
+    __Pyx_PyThreadState_assign
+    if (likely(__Pyx_PyErr_ExceptionMatches(PyExc_AttributeError)))
+        __Pyx_PyErr_Clear();
+}
+#endif
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name) {
+    PyObject *result;
+#if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    (void) PyObject_GetOptionalAttr(obj, attr_name, &result);
+    return result;
+#else
+#if CYTHON_COMPILING_IN_CPYTHON && CYTHON_USE_TYPE_SLOTS
+    PyTypeObject* tp = Py_TYPE(obj);
+    if (likely(tp->tp_getattro == PyObject_GenericGetAttr)) {
+        return _PyObject_GenericGetAttrWithDict(obj, attr_name, NULL, 1);
+    }
+#endif
+    result = __Pyx_PyObject_GetAttrStr(obj, attr_name);
+    if (unlikely(!result)) {
+        __Pyx_PyObject_GetAttrStr_ClearAttributeError();
+    }
+    return result;
+#endif
+}
+
+/* GetBuiltinName */
+static PyObject *__Pyx_GetBuiltinName(PyObject *name) {
+    PyObject* result = __Pyx_PyObject_GetAttrStrNoError(__pyx_mstate_global->__pyx_b, name);
+    if (unlikely(!result) && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_NameError,
+            "name '%U' is not defined", name);
+    }
+    return result;
+}
 
 /* CopyObjectArray (used by TupleOrListFromArrayImpl) */
 #if CYTHON_COMPILING_IN_CPYTHON
@@ -7973,59 +9155,6 @@ static CYTHON_INLINE int __Pyx_IgnoreGivenException(PyObject *given_exception, P
     }
     return 0;
 }
-
-/* FastTypeChecks (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_COMPILING_IN_CPYTHON
-static int __Pyx_InBases(PyTypeObject *a, PyTypeObject *b) {
-    while (a) {
-        a = __Pyx_PyType_GetSlot(a, tp_base, PyTypeObject*);
-        if (a == b)
-            return 1;
-    }
-    return b == &PyBaseObject_Type;
-}
-static CYTHON_INLINE int __Pyx_IsSubtype(PyTypeObject *a, PyTypeObject *b) {
-    PyObject *mro;
-    if (a == b) return 1;
-    mro = a->tp_mro;
-    if (likely(mro)) {
-        Py_ssize_t i, n;
-        n = PyTuple_GET_SIZE(mro);
-        for (i = 0; i < n; i++) {
-            if (PyTuple_GET_ITEM(mro, i) == (PyObject *)b)
-                return 1;
-        }
-        return 0;
-    }
-    return __Pyx_InBases(a, b);
-}
-static CYTHON_INLINE int __Pyx_IsAnySubtype2(PyTypeObject *cls, PyTypeObject *a, PyTypeObject *b) {
-    PyObject *mro;
-    if (cls == a || cls == b) return 1;
-    mro = cls->tp_mro;
-    if (likely(mro)) {
-        Py_ssize_t i, n;
-        n = PyTuple_GET_SIZE(mro);
-        for (i = 0; i < n; i++) {
-            PyObject *base = PyTuple_GET_ITEM(mro, i);
-            if (base == (PyObject *)a || base == (PyObject *)b)
-                return 1;
-        }
-        return 0;
-    }
-    return __Pyx_InBases(cls, a) || __Pyx_InBases(cls, b);
-}
-#endif
-
-/* PyObjectGetAttrStr (used by UnpackUnboundCMethod_impl) */
-#if CYTHON_USE_TYPE_SLOTS
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStr(PyObject* obj, PyObject* attr_name) {
-    PyTypeObject* tp = Py_TYPE(obj);
-    if (likely(tp->tp_getattro))
-        return tp->tp_getattro(obj, attr_name);
-    return PyObject_GetAttr(obj, attr_name);
-}
-#endif
 
 /* UnpackUnboundCMethod_impl (used by UnpackUnboundCMethod) */
 #if CYTHON_COMPILING_IN_LIMITED_API && __PYX_LIMITED_VERSION_HEX < 0x030C0000
@@ -8746,65 +9875,6 @@ static CYTHON_INLINE int __Pyx_ArgTypeTest(PyObject *obj, PyTypeObject *type, in
     return 0;
 }
 
-/* PyErrFetchRestore (used by RaiseException) */
-#if CYTHON_FAST_THREAD_STATE
-static CYTHON_INLINE void __Pyx_ErrRestoreInState(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb) {
-#if PY_VERSION_HEX >= 0x030C00A6
-    PyObject *tmp_value;
-    assert(type == NULL || (value != NULL && type == (PyObject*) Py_TYPE(value)));
-    if (value) {
-        #if CYTHON_COMPILING_IN_CPYTHON
-        if (unlikely(((PyBaseExceptionObject*) value)->traceback != tb))
-        #endif
-            PyException_SetTraceback(value, tb);
-    }
-    tmp_value = tstate->current_exception;
-    tstate->current_exception = value;
-    Py_XDECREF(tmp_value);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-#else
-    PyObject *tmp_type, *tmp_value, *tmp_tb;
-    tmp_type = tstate->curexc_type;
-    tmp_value = tstate->curexc_value;
-    tmp_tb = tstate->curexc_traceback;
-    tstate->curexc_type = type;
-    tstate->curexc_value = value;
-    tstate->curexc_traceback = tb;
-    Py_XDECREF(tmp_type);
-    Py_XDECREF(tmp_value);
-    Py_XDECREF(tmp_tb);
-#endif
-}
-static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb) {
-#if PY_VERSION_HEX >= 0x030C00A6
-    PyObject* exc_value;
-    exc_value = tstate->current_exception;
-    tstate->current_exception = 0;
-    *value = exc_value;
-    *type = NULL;
-    *tb = NULL;
-    if (exc_value) {
-        *type = (PyObject*) Py_TYPE(exc_value);
-        Py_INCREF(*type);
-        #if CYTHON_COMPILING_IN_CPYTHON
-        *tb = ((PyBaseExceptionObject*) exc_value)->traceback;
-        Py_XINCREF(*tb);
-        #else
-        *tb = PyException_GetTraceback(exc_value);
-        #endif
-    }
-#else
-    *type = tstate->curexc_type;
-    *value = tstate->curexc_value;
-    *tb = tstate->curexc_traceback;
-    tstate->curexc_type = 0;
-    tstate->curexc_value = 0;
-    tstate->curexc_traceback = 0;
-#endif
-}
-#endif
-
 /* RaiseException */
 static void __Pyx_Raise(PyObject *type, PyObject *value, PyObject *tb, PyObject *cause) {
     PyObject* owned_instance = NULL;
@@ -8917,54 +9987,6 @@ bad:
 #if CYTHON_COMPILING_IN_LIMITED_API
 static CYTHON_INLINE PyObject* __Pyx__PyFrozenDict_New(PyObject* frozendict_type, PyObject* it) {
     return PyObject_CallFunctionObjArgs(frozendict_type, it, NULL);
-}
-#endif
-
-/* GivenExceptionMatches (used by IterFinish) */
-#if CYTHON_COMPILING_IN_CPYTHON
-static CYTHON_INLINE int __Pyx_inner_PyErr_GivenExceptionMatches2(PyObject *err, PyObject* exc_type1, PyObject *exc_type2) {
-    if (exc_type1) {
-        return __Pyx_IsAnySubtype2((PyTypeObject*)err, (PyTypeObject*)exc_type1, (PyTypeObject*)exc_type2);
-    } else {
-        return __Pyx_IsSubtype((PyTypeObject*)err, (PyTypeObject*)exc_type2);
-    }
-}
-static int __Pyx_PyErr_GivenExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
-    Py_ssize_t i, n;
-    assert(PyExceptionClass_Check(exc_type));
-    n = PyTuple_GET_SIZE(tuple);
-    for (i=0; i<n; i++) {
-        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
-    }
-    for (i=0; i<n; i++) {
-        PyObject *t = PyTuple_GET_ITEM(tuple, i);
-        if (likely(PyExceptionClass_Check(t))) {
-            if (__Pyx_inner_PyErr_GivenExceptionMatches2(exc_type, NULL, t)) return 1;
-        } else {
-        }
-    }
-    return 0;
-}
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches(PyObject *err, PyObject* exc_type) {
-    if (likely(err == exc_type)) return 1;
-    if (likely(PyExceptionClass_Check(err))) {
-        if (likely(PyExceptionClass_Check(exc_type))) {
-            return __Pyx_inner_PyErr_GivenExceptionMatches2(err, NULL, exc_type);
-        } else if (likely(PyTuple_Check(exc_type))) {
-            return __Pyx_PyErr_GivenExceptionMatchesTuple(err, exc_type);
-        } else {
-        }
-    }
-    return PyErr_GivenExceptionMatches(err, exc_type);
-}
-static CYTHON_INLINE int __Pyx_PyErr_GivenExceptionMatches2(PyObject *err, PyObject *exc_type1, PyObject *exc_type2) {
-    assert(PyExceptionClass_Check(exc_type1));
-    assert(PyExceptionClass_Check(exc_type2));
-    if (likely(err == exc_type1 || err == exc_type2)) return 1;
-    if (likely(PyExceptionClass_Check(err))) {
-        return __Pyx_inner_PyErr_GivenExceptionMatches2(err, exc_type1, exc_type2);
-    }
-    return (PyErr_GivenExceptionMatches(err, exc_type1) || PyErr_GivenExceptionMatches(err, exc_type2));
 }
 #endif
 
@@ -9413,11 +10435,694 @@ static CYTHON_INLINE PyObject *__Pyx_GetItemInt_Fast(PyObject *o, Py_ssize_t i,
     return __Pyx_GetItemInt_Generic_size(o, i);
 }
 
-/* ListAppendAndDecrefInternal (used by ListCompAppendAndDecref) */
+/* PyObjectVectorcallKwds */
+#if CYTHON_VECTORCALL
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i) {
+    PyObject *key = __Pyx_PyTuple_GET_ITEM(kwnames, i);
+#if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(!key)) return -1;
+#endif
+    if (unlikely(!PyUnicode_Check(key))) {
+        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+        return -1;
+    }
+    return 0;
+}
+#else
+CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n) {
+    PyObject *out = PyDict_New();
+    if (unlikely(!out)) return NULL;
+    for (Py_ssize_t i=0; i<n; ++i) {
+        if (unlikely(PyDict_SetItem(out, keys[i], values[i]) < 0)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i) {
+    PyObject *key = kwnames[i];
+    if (unlikely(!PyUnicode_Check(key))) {
+        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+/* ListAppendAndDecrefInternal (used by ListCompAppend) */
 #if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
 static CYTHON_INLINE void __Pyx__ListComp_AppendAndDecref(PyObject* list, Py_ssize_t len, PyObject* x) {
     PyList_SET_ITEM(list, len, x);
     Py_SET_SIZE(list, len + 1);
+}
+#endif
+
+/* ListCompAppend */
+#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+static CYTHON_INLINE int __Pyx_ListComp_Append(PyObject* list, PyObject* x) {
+    PyListObject* L = (PyListObject*) list;
+    Py_ssize_t len = Py_SIZE(list);
+    if (likely(L->allocated > len)) {
+        Py_INCREF(x);
+        __Pyx__ListComp_AppendAndDecref(list, len, x);
+        return 0;
+    }
+    return PyList_Append(list, x);
+}
+#endif
+
+/* PyObjectCompare */
+#ifndef __Pyx_DEFINED_PyObject_CompareFloatIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareFloatIntBoolGt
+static int __Pyx_PyObject_CompareFloatIntBoolGt(PyObject *op1, PyObject *op2) {
+    double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op2)) {
+        Py_ssize_t iop2 = __Pyx_PyLong_CompactValue(op2);
+        if (float_op1 > ((double)iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 > 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign2 = __Pyx_PyLong_Sign(op2);
+        if (float_op1 >= 0.) {
+            if (sign2 < 0) goto __pyx_return_true;
+            if (float_op1 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        } else {
+            if (sign2 > 0) goto __pyx_return_false;
+            if (float_op1 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 > 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow2;
+        long iop2 = PyLong_AsLongAndOverflow(op2, &overflow2);
+        if (likely(!overflow2)) {
+            if ((long long) iop2 >= (1LL << 53)) {
+                overflow2 = 1;
+            } else if ((long long) iop2 <= - (1LL << 53)) {
+                overflow2 = -1;
+            } else {
+                if (float_op1 > ((double) iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow2 > 0) {
+            if (float_op1 < ((double) (1LL << 53))) goto __pyx_return_false;
+        } else {
+            if (float_op1 > - ((double) (1LL << 53))) goto __pyx_return_true;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if CYTHON_USE_PYLONG_INTERNALS
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static int __Pyx_PyObject_CompareIntIntBoolGt(PyObject *op1, PyObject *op2) {
+    Py_ssize_t cmp = __Pyx_PyLong_CompareSignAndSize(op1, op2);
+    if (cmp == 0) {
+        Py_ssize_t size = __Pyx_PyLong_DigitCount(op1);
+        if (size > 0) {
+            const digit* digits1 = __Pyx_PyLong_Digits(op1);
+            const digit* digits2 = __Pyx_PyLong_Digits(op2);
+            if (size == 1) {
+                cmp = (Py_ssize_t) digits1[0] - (Py_ssize_t) digits2[0];
+            } else if ((size == 2) && (8 * sizeof(Py_ssize_t) >= 2 * PyLong_SHIFT)) {
+                cmp = (Py_ssize_t) (((((size_t)digits1[1]) << PyLong_SHIFT) | (size_t)digits1[0])) - (Py_ssize_t) (((((size_t)digits2[1]) << PyLong_SHIFT) | (size_t)digits2[0]));
+            } else {
+                for (Py_ssize_t i=size-1; i >= 0 && !cmp; --i) {
+                    cmp = (Py_ssize_t) digits1[i] - (Py_ssize_t) digits2[i];
+                }
+            }
+        }
+        if (cmp == 0) return 0;
+        if (__Pyx_PyLong_IsNeg(op1)) cmp = -cmp;
+    }
+    return (cmp > 0);
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static CYTHON_INLINE PyObject* __Pyx_PyObject_CompareIntIntGt(PyObject *op1, PyObject *op2) {
+    int result = __Pyx_PyObject_CompareIntIntBoolGt(op1, op2);
+    if (unlikely(result == -1)) return NULL;
+    return __Pyx_NewRef(result ? Py_True : Py_False);
+}
+#endif
+#else
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static int __Pyx_PyObject_CompareIntIntBoolGt(PyObject *op1, PyObject *op2) {
+    int overflow1, overflow2;
+    long long iop1 = PyLong_AsLongLongAndOverflow(op1, &overflow1);
+    long long iop2 = PyLong_AsLongLongAndOverflow(op2, &overflow2);
+    if (likely(!(overflow1 | overflow2))) {
+        if (iop1 > iop2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else if (overflow1 != overflow2) {
+        if (overflow1 > overflow2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+    }
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_int(PyObject *op1, PyObject *op2, int pyop) {
+    CYTHON_UNUSED_VAR(pyop);
+    if (unlikely(op2 == Py_None)) {
+        goto __pyx_richcmp;
+    }
+    if (op1 == op2) goto __pyx_return_false;
+    if (PyFloat_CheckExact(op1)) {
+        if (likely(op2 != Py_None)) {
+            return __Pyx_PyObject_CompareFloatIntBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    if (likely(PyLong_CheckExact(op1))) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (likely(op2 != Py_None)) {
+            return __Pyx_PyObject_CompareIntIntBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    if ((0)) goto __pyx_richcmp;
+    if ((0)) goto __pyx_return_true;
+    if ((0)) goto __pyx_return_false;
+__pyx_richcmp:
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+
+/* PyObjectCompare */
+#ifndef __Pyx_DEFINED_PyObject_CompareStrStrBoolGt
+#define __Pyx_DEFINED_PyObject_CompareStrStrBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_CompareStrStrBoolGt(PyObject* s1, PyObject* s2) {
+    int result = PyUnicode_Compare(s1, s2);
+    if (unlikely((result == -1) && PyErr_Occurred())) return -1;
+    if (result > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyBytesPyBytesBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyBytesPyBytesBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyBytesPyBytesBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyBytes_GET_SIZE(s1);
+    length2 = __Pyx_PyBytes_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyBytes_AS_STRING(s1);
+    ps2 = PyBytes_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    if (unlikely(PyBytes_AsStringAndSize(s1, &ps1, &length1) == -1)) return -1;
+    if (unlikely(PyBytes_AsStringAndSize(s2, &ps2, &length2) == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyBytesPyByteArrayBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyBytesPyByteArrayBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyBytesPyByteArrayBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyBytes_GET_SIZE(s1);
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyBytes_AS_STRING(s1);
+    ps2 = PyByteArray_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    if (unlikely(PyBytes_AsStringAndSize(s1, &ps1, &length1) == -1)) return -1;
+    ps2 = __Pyx_PyByteArray_AsString(s2); if (unlikely(!ps2)) return -1;
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2); if (unlikely(length2 == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyByteArrayPyBytesBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyByteArrayPyBytesBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyByteArrayPyBytesBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1);
+    length2 = __Pyx_PyBytes_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyByteArray_AS_STRING(s1);
+    ps2 = PyBytes_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    ps1 = __Pyx_PyByteArray_AsString(s1); if (unlikely(!ps1)) return -1;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1); if (unlikely(length1 == -1)) return -1;
+    if (unlikely(PyBytes_AsStringAndSize(s2, &ps2, &length2) == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyByteArrayPyByteArrayBoolGt
+#define __Pyx_DEFINED_PyObject_ComparePyByteArrayPyByteArrayBoolGt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyByteArrayPyByteArrayBoolGt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1);
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    ps1 = PyByteArray_AS_STRING(s1);
+    ps2 = PyByteArray_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    ps1 = __Pyx_PyByteArray_AsString(s1); if (unlikely(!ps1)) return -1;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1); if (unlikely(length1 == -1)) return -1;
+    ps2 = __Pyx_PyByteArray_AsString(s2); if (unlikely(!ps2)) return -1;
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2); if (unlikely(length2 == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_false; else goto __pyx_return_true;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp > 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareFloatIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareFloatIntBoolGt
+static int __Pyx_PyObject_CompareFloatIntBoolGt(PyObject *op1, PyObject *op2) {
+    double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op2)) {
+        Py_ssize_t iop2 = __Pyx_PyLong_CompactValue(op2);
+        if (float_op1 > ((double)iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 > 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign2 = __Pyx_PyLong_Sign(op2);
+        if (float_op1 >= 0.) {
+            if (sign2 < 0) goto __pyx_return_true;
+            if (float_op1 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        } else {
+            if (sign2 > 0) goto __pyx_return_false;
+            if (float_op1 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 > 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow2;
+        long iop2 = PyLong_AsLongAndOverflow(op2, &overflow2);
+        if (likely(!overflow2)) {
+            if ((long long) iop2 >= (1LL << 53)) {
+                overflow2 = 1;
+            } else if ((long long) iop2 <= - (1LL << 53)) {
+                overflow2 = -1;
+            } else {
+                if (float_op1 > ((double) iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow2 > 0) {
+            if (float_op1 < ((double) (1LL << 53))) goto __pyx_return_false;
+        } else {
+            if (float_op1 > - ((double) (1LL << 53))) goto __pyx_return_true;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntFloatBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntFloatBoolGt
+static int __Pyx_PyObject_CompareIntFloatBoolGt(PyObject *op1, PyObject *op2) {
+    double float_op2 = __Pyx_PyFloat_AS_DOUBLE(op2);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op2 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op1)) {
+        Py_ssize_t iop1 = __Pyx_PyLong_CompactValue(op1);
+        if (((double)iop1) > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op2))) {
+        if (0.0 > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign1 = __Pyx_PyLong_Sign(op1);
+        if (float_op2 >= 0.) {
+            if (sign1 < 0) goto __pyx_return_false;
+            if (float_op2 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        } else {
+            if (sign1 > 0) goto __pyx_return_true;
+            if (float_op2 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op2))) {
+        if (0.0 > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow1;
+        long iop1 = PyLong_AsLongAndOverflow(op1, &overflow1);
+        if (likely(!overflow1)) {
+            if ((long long) iop1 >= (1LL << 53)) {
+                overflow1 = 1;
+            } else if ((long long) iop1 <= - (1LL << 53)) {
+                overflow1 = -1;
+            } else {
+                if (((double) iop1) > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow1 < 0) {
+            if (float_op2 > ((double) (1LL << 53))) goto __pyx_return_false;
+        } else {
+            if (float_op2 < - ((double) (1LL << 53))) goto __pyx_return_true;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if CYTHON_USE_PYLONG_INTERNALS
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static int __Pyx_PyObject_CompareIntIntBoolGt(PyObject *op1, PyObject *op2) {
+    Py_ssize_t cmp = __Pyx_PyLong_CompareSignAndSize(op1, op2);
+    if (cmp == 0) {
+        Py_ssize_t size = __Pyx_PyLong_DigitCount(op1);
+        if (size > 0) {
+            const digit* digits1 = __Pyx_PyLong_Digits(op1);
+            const digit* digits2 = __Pyx_PyLong_Digits(op2);
+            if (size == 1) {
+                cmp = (Py_ssize_t) digits1[0] - (Py_ssize_t) digits2[0];
+            } else if ((size == 2) && (8 * sizeof(Py_ssize_t) >= 2 * PyLong_SHIFT)) {
+                cmp = (Py_ssize_t) (((((size_t)digits1[1]) << PyLong_SHIFT) | (size_t)digits1[0])) - (Py_ssize_t) (((((size_t)digits2[1]) << PyLong_SHIFT) | (size_t)digits2[0]));
+            } else {
+                for (Py_ssize_t i=size-1; i >= 0 && !cmp; --i) {
+                    cmp = (Py_ssize_t) digits1[i] - (Py_ssize_t) digits2[i];
+                }
+            }
+        }
+        if (cmp == 0) return 0;
+        if (__Pyx_PyLong_IsNeg(op1)) cmp = -cmp;
+    }
+    return (cmp > 0);
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static CYTHON_INLINE PyObject* __Pyx_PyObject_CompareIntIntGt(PyObject *op1, PyObject *op2) {
+    int result = __Pyx_PyObject_CompareIntIntBoolGt(op1, op2);
+    if (unlikely(result == -1)) return NULL;
+    return __Pyx_NewRef(result ? Py_True : Py_False);
+}
+#endif
+#else
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolGt
+static int __Pyx_PyObject_CompareIntIntBoolGt(PyObject *op1, PyObject *op2) {
+    int overflow1, overflow2;
+    long long iop1 = PyLong_AsLongLongAndOverflow(op1, &overflow1);
+    long long iop2 = PyLong_AsLongLongAndOverflow(op2, &overflow2);
+    if (likely(!(overflow1 | overflow2))) {
+        if (iop1 > iop2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else if (overflow1 != overflow2) {
+        if (overflow1 > overflow2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+    }
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_object(PyObject *op1, PyObject *op2, int pyop) {
+    CYTHON_UNUSED_VAR(pyop);
+    if (PyFloat_CheckExact(op1)) {
+        if (PyFloat_CheckExact(op2)) {
+            double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+            #if !CYTHON_ASSUME_SAFE_MACROS
+            if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+            #endif
+            double float_op2 = __Pyx_PyFloat_AS_DOUBLE(op2);
+            #if !CYTHON_ASSUME_SAFE_MACROS
+            if (unlikely(float_op2 == -1. && PyErr_Occurred())) return -1;
+            #endif
+            if (float_op1 > float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+        }
+        if (PyLong_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareFloatIntBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    if (PyLong_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyLong_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareIntIntBoolGt(op1, op2);
+        }
+        if (PyFloat_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareIntFloatBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    
+    if (PyUnicode_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyUnicode_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareStrStrBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    
+    #if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+    if (PyBytes_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyBytes_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyBytesPyBytesBoolGt(op1, op2);
+        }
+        if (PyByteArray_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyBytesPyByteArrayBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    #endif
+    #if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+    if (PyByteArray_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyByteArray_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyByteArrayPyByteArrayBoolGt(op1, op2);
+        }
+        if (PyBytes_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyByteArrayPyBytesBoolGt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    #endif
+    if ((0)) goto __pyx_richcmp;
+    if ((0)) goto __pyx_return_true;
+    if ((0)) goto __pyx_return_false;
+__pyx_richcmp:
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_GT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+
+/* PyLongBinop */
+#if !CYTHON_COMPILING_IN_PYPY
+static PyObject* __Pyx_Fallback___Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, int inplace) {
+    return (inplace ? PyNumber_InPlaceAdd : PyNumber_Add)(op1, op2);
+}
+#if CYTHON_USE_PYLONG_INTERNALS
+static PyObject* __Pyx_Unpacked___Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, long intval, int inplace, int zerodivision_check) {
+    CYTHON_MAYBE_UNUSED_VAR(inplace);
+    CYTHON_UNUSED_VAR(zerodivision_check);
+    const long b = intval;
+    long a;
+    const PY_LONG_LONG llb = intval;
+    PY_LONG_LONG lla;
+    if (unlikely(__Pyx_PyLong_IsZero(op1))) {
+        return __Pyx_NewRef(op2);
+    }
+    const int is_positive = __Pyx_PyLong_IsPos(op1);
+    const digit* digits = __Pyx_PyLong_Digits(op1);
+    const Py_ssize_t size = __Pyx_PyLong_DigitCount(op1);
+    if (likely(size == 1)) {
+        a = (long) digits[0];
+        if (!is_positive) a *= -1;
+    } else {
+        if (size == 2 && 8 * sizeof(long) - 1 > 2 * PyLong_SHIFT) {
+            a = (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+            if (!is_positive) a *= -1;
+            goto calculate_long;
+        } else if (size == 2 && 8 * sizeof(PY_LONG_LONG) - 1 > 2 * PyLong_SHIFT) {
+            lla = (PY_LONG_LONG) (((((unsigned PY_LONG_LONG)digits[1]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[0]));
+            if (!is_positive) lla *= -1;
+            goto calculate_long_long;
+        } else
+        if (size == 3 && 8 * sizeof(long) - 1 > 3 * PyLong_SHIFT) {
+            a = (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+            if (!is_positive) a *= -1;
+            goto calculate_long;
+        } else if (size == 3 && 8 * sizeof(PY_LONG_LONG) - 1 > 3 * PyLong_SHIFT) {
+            lla = (PY_LONG_LONG) (((((((unsigned PY_LONG_LONG)digits[2]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[1]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[0]));
+            if (!is_positive) lla *= -1;
+            goto calculate_long_long;
+        } else
+        if (size == 4 && 8 * sizeof(long) - 1 > 4 * PyLong_SHIFT) {
+            a = (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+            if (!is_positive) a *= -1;
+            goto calculate_long;
+        } else if (size == 4 && 8 * sizeof(PY_LONG_LONG) - 1 > 4 * PyLong_SHIFT) {
+            lla = (PY_LONG_LONG) (((((((((unsigned PY_LONG_LONG)digits[3]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[2]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[1]) << PyLong_SHIFT) | (unsigned PY_LONG_LONG)digits[0]));
+            if (!is_positive) lla *= -1;
+            goto calculate_long_long;
+        } else
+        {}
+        return PyLong_Type.tp_as_number->nb_add(op1, op2);
+    }
+    calculate_long:
+        {
+            long x;
+            x = a + b;
+            return PyLong_FromLong(x);
+        }
+    calculate_long_long:
+        {
+            PY_LONG_LONG llx;
+            llx = lla + llb;
+            return PyLong_FromLongLong(llx);
+        }
+    
+}
+#endif
+static PyObject* __Pyx_Float___Pyx_PyLong_AddObjC(PyObject *float_val, long intval, int zerodivision_check) {
+    CYTHON_UNUSED_VAR(zerodivision_check);
+    const long b = intval;
+    double a = __Pyx_PyFloat_AS_DOUBLE(float_val);
+        double result;
+        
+        result = ((double)a) + (double)b;
+        return PyFloat_FromDouble(result);
+}
+static CYTHON_INLINE PyObject* __Pyx_PyLong_AddObjC(PyObject *op1, PyObject *op2, long intval, int inplace, int zerodivision_check) {
+    CYTHON_MAYBE_UNUSED_VAR(intval);
+    CYTHON_UNUSED_VAR(zerodivision_check);
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (likely(PyLong_CheckExact(op1))) {
+        return __Pyx_Unpacked___Pyx_PyLong_AddObjC(op1, op2, intval, inplace, zerodivision_check);
+    }
+    #endif
+    if (PyFloat_CheckExact(op1)) {
+        return __Pyx_Float___Pyx_PyLong_AddObjC(op1, intval, zerodivision_check);
+    }
+    return __Pyx_Fallback___Pyx_PyLong_AddObjC(op1, op2, inplace);
 }
 #endif
 
@@ -9464,20 +11169,6 @@ static PyObject *__Pyx_PyObject_FastCallMethod(PyObject *name, PyObject *const *
     result = __Pyx_PyObject_FastCall(attr, args+1, nargsf - 1);
     Py_DECREF(attr);
     return result;
-}
-#endif
-
-/* ListAppend */
-#if CYTHON_USE_PYLIST_INTERNALS && CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
-static CYTHON_INLINE int __Pyx_PyList_Append(PyObject* list, PyObject* x) {
-    PyListObject* L = (PyListObject*) list;
-    Py_ssize_t len = Py_SIZE(list);
-    if (likely(L->allocated > len) & likely(len > (L->allocated >> 1))) {
-        Py_INCREF(x);
-        __Pyx__ListComp_AppendAndDecref(list, len, x);
-        return 0;
-    }
-    return PyList_Append(list, x);
 }
 #endif
 
@@ -10458,76 +12149,6 @@ static int __Pyx__DelItemOnTypeDict(PyTypeObject *tp, PyObject *k) {
     return result;
 }
 
-/* PyErrExceptionMatches (used by PyObjectGetAttrStrNoError) */
-#if CYTHON_FAST_THREAD_STATE
-static int __Pyx_PyErr_ExceptionMatchesTuple(PyObject *exc_type, PyObject *tuple) {
-    Py_ssize_t i, n;
-    n = PyTuple_GET_SIZE(tuple);
-    for (i=0; i<n; i++) {
-        if (exc_type == PyTuple_GET_ITEM(tuple, i)) return 1;
-    }
-    for (i=0; i<n; i++) {
-        if (__Pyx_PyErr_GivenExceptionMatches(exc_type, PyTuple_GET_ITEM(tuple, i))) return 1;
-    }
-    return 0;
-}
-static CYTHON_INLINE int __Pyx_PyErr_ExceptionMatchesInState(PyThreadState* tstate, PyObject* err) {
-    int result;
-    PyObject *exc_type;
-#if PY_VERSION_HEX >= 0x030C00A6
-    PyObject *current_exception = tstate->current_exception;
-    if (unlikely(!current_exception)) return 0;
-    exc_type = (PyObject*) Py_TYPE(current_exception);
-    if (exc_type == err) return 1;
-#else
-    exc_type = tstate->curexc_type;
-    if (exc_type == err) return 1;
-    if (unlikely(!exc_type)) return 0;
-#endif
-    #if CYTHON_AVOID_BORROWED_REFS
-    Py_INCREF(exc_type);
-    #endif
-    if (unlikely(PyTuple_Check(err))) {
-        result = __Pyx_PyErr_ExceptionMatchesTuple(exc_type, err);
-    } else {
-        result = __Pyx_PyErr_GivenExceptionMatches(exc_type, err);
-    }
-    #if CYTHON_AVOID_BORROWED_REFS
-    Py_DECREF(exc_type);
-    #endif
-    return result;
-}
-#endif
-
-/* PyObjectGetAttrStrNoError (used by SetupReduce) */
-#if __PYX_LIMITED_VERSION_HEX < 0x030d0000
-static void __Pyx_PyObject_GetAttrStr_ClearAttributeError(void) {
-    __Pyx_PyThreadState_declare
-    __Pyx_PyThreadState_assign
-    if (likely(__Pyx_PyErr_ExceptionMatches(PyExc_AttributeError)))
-        __Pyx_PyErr_Clear();
-}
-#endif
-static CYTHON_INLINE PyObject* __Pyx_PyObject_GetAttrStrNoError(PyObject* obj, PyObject* attr_name) {
-    PyObject *result;
-#if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
-    (void) PyObject_GetOptionalAttr(obj, attr_name, &result);
-    return result;
-#else
-#if CYTHON_COMPILING_IN_CPYTHON && CYTHON_USE_TYPE_SLOTS
-    PyTypeObject* tp = Py_TYPE(obj);
-    if (likely(tp->tp_getattro == PyObject_GenericGetAttr)) {
-        return _PyObject_GenericGetAttrWithDict(obj, attr_name, NULL, 1);
-    }
-#endif
-    result = __Pyx_PyObject_GetAttrStr(obj, attr_name);
-    if (unlikely(!result)) {
-        __Pyx_PyObject_GetAttrStr_ClearAttributeError();
-    }
-    return result;
-#endif
-}
-
 /* SetItemOnTypeDict (used by SetupReduce) */
 static int __Pyx__SetItemOnTypeDict(PyTypeObject *tp, PyObject *k, PyObject *v) {
     int result;
@@ -10948,16 +12569,6 @@ static PyObject* __Pyx_ImportFrom(PyObject* module, PyObject* name) {
         PyErr_Format(PyExc_ImportError, "cannot import name %S", name);
     }
     return value;
-}
-
-/* GetBuiltinName (used by GetModuleGlobalName) */
-static PyObject *__Pyx_GetBuiltinName(PyObject *name) {
-    PyObject* result = __Pyx_PyObject_GetAttrStrNoError(__pyx_mstate_global->__pyx_b, name);
-    if (unlikely(!result) && !PyErr_Occurred()) {
-        PyErr_Format(PyExc_NameError,
-            "name '%U' is not defined", name);
-    }
-    return result;
 }
 
 /* PyDictVersioning (used by GetModuleGlobalName) */
@@ -13735,6 +15346,98 @@ static CYTHON_INLINE int32_t __Pyx_PyLong_As_int32_t(PyObject *x) {
     }
 }
 
+/* PyObjectVectorcallMethodKwds (used by CIntToPy) */
+#if !CYTHON_VECTORCALL
+static PyObject *__Pyx_Object_VectorcallMethodKwds(PyObject *name, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *result;
+    PyObject *obj = PyObject_GetAttr(args[0], name);
+    if (unlikely(!obj))
+        return NULL;
+    result = __Pyx_Object_VectorcallKwds(obj, args+1, nargsf-1, kwnames);
+    Py_DECREF(obj);
+    return result;
+}
+#endif
+
+/* CIntToPy */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int32_t neg_one = (int32_t) -1, const_zero = (int32_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        if (sizeof(int32_t) < sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int32_t) <= sizeof(unsigned long)) {
+            return PyLong_FromUnsignedLong((unsigned long) value);
+#if !CYTHON_COMPILING_IN_PYPY
+        } else if (sizeof(int32_t) <= sizeof(unsigned PY_LONG_LONG)) {
+            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
+#endif
+        }
+    } else {
+        if (sizeof(int32_t) <= sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int32_t) <= sizeof(PY_LONG_LONG)) {
+            return PyLong_FromLongLong((PY_LONG_LONG) value);
+        }
+    }
+    {
+        unsigned char *bytes = (unsigned char *)&value;
+#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
+        if (is_unsigned) {
+            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
+        } else {
+            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
+        }
+#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        return _PyLong_FromByteArray(bytes, sizeof(int32_t),
+                                     little, !is_unsigned);
+#else
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        PyObject *result = NULL, *kwds = NULL;
+        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
+        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int32_t));
+        if (!py_bytes) goto limited_bad;
+        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
+        if (!from_bytes_str) goto limited_bad;
+        order_str = PyUnicode_FromString(little ? "little" : "big");
+        if (!order_str) goto limited_bad;
+        {
+            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
+            if (!is_unsigned) {
+                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
+                if (!signed_str) goto limited_bad;
+#if CYTHON_VECTORCALL
+                kwds = PyTuple_Pack(1, signed_str);
+#else
+                {
+                    PyObject *keys[] = {signed_str};
+                    PyObject *values[] = {Py_True};
+                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
+                }
+#endif
+                Py_DECREF(signed_str);
+                if (unlikely(!kwds)) goto limited_bad;
+            }
+            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
+        }
+        limited_bad:
+        Py_XDECREF(kwds);
+        Py_XDECREF(order_str);
+        Py_XDECREF(py_bytes);
+        Py_XDECREF(from_bytes_str);
+        return result;
+#endif
+    }
+}
+
 /* CIntFromPy */
 static long __Pyx_LargePyLong___Pyx_PyLong_As_long(PyObject *x);
 static long __Pyx_raise_neg_overflow___Pyx_PyLong_As_long(void) {
@@ -14033,133 +15736,6 @@ static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *x) {
         return __Pyx_PyLong___Pyx_PyLong_As_long(x);
     } else {
         return __Pyx_NonPyLong___Pyx_PyLong_As_long(x);
-    }
-}
-
-/* PyObjectVectorcallKwds (used by PyObjectVectorcallMethodKwds) */
-#if CYTHON_VECTORCALL
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i) {
-    PyObject *key = __Pyx_PyTuple_GET_ITEM(kwnames, i);
-#if !CYTHON_ASSUME_SAFE_MACROS
-    if (unlikely(!key)) return -1;
-#endif
-    if (unlikely(!PyUnicode_Check(key))) {
-        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
-        return -1;
-    }
-    return 0;
-}
-#else
-CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **values, Py_ssize_t n) {
-    PyObject *out = PyDict_New();
-    if (unlikely(!out)) return NULL;
-    for (Py_ssize_t i=0; i<n; ++i) {
-        if (unlikely(PyDict_SetItem(out, keys[i], values[i]) < 0)) {
-            Py_DECREF(out);
-            return NULL;
-        }
-    }
-    return out;
-}
-CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i) {
-    PyObject *key = kwnames[i];
-    if (unlikely(!PyUnicode_Check(key))) {
-        PyErr_SetString(PyExc_TypeError, "keywords must be strings");
-        return -1;
-    }
-    return 0;
-}
-#endif
-
-/* PyObjectVectorcallMethodKwds (used by CIntToPy) */
-#if !CYTHON_VECTORCALL
-static PyObject *__Pyx_Object_VectorcallMethodKwds(PyObject *name, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    PyObject *result;
-    PyObject *obj = PyObject_GetAttr(args[0], name);
-    if (unlikely(!obj))
-        return NULL;
-    result = __Pyx_Object_VectorcallKwds(obj, args+1, nargsf-1, kwnames);
-    Py_DECREF(obj);
-    return result;
-}
-#endif
-
-/* CIntToPy */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const int32_t neg_one = (int32_t) -1, const_zero = (int32_t) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    if (is_unsigned) {
-        if (sizeof(int32_t) < sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int32_t) <= sizeof(unsigned long)) {
-            return PyLong_FromUnsignedLong((unsigned long) value);
-#if !CYTHON_COMPILING_IN_PYPY
-        } else if (sizeof(int32_t) <= sizeof(unsigned PY_LONG_LONG)) {
-            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
-#endif
-        }
-    } else {
-        if (sizeof(int32_t) <= sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int32_t) <= sizeof(PY_LONG_LONG)) {
-            return PyLong_FromLongLong((PY_LONG_LONG) value);
-        }
-    }
-    {
-        unsigned char *bytes = (unsigned char *)&value;
-#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
-        if (is_unsigned) {
-            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
-        } else {
-            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
-        }
-#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        return _PyLong_FromByteArray(bytes, sizeof(int32_t),
-                                     little, !is_unsigned);
-#else
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        PyObject *result = NULL, *kwds = NULL;
-        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
-        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int32_t));
-        if (!py_bytes) goto limited_bad;
-        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
-        if (!from_bytes_str) goto limited_bad;
-        order_str = PyUnicode_FromString(little ? "little" : "big");
-        if (!order_str) goto limited_bad;
-        {
-            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
-            if (!is_unsigned) {
-                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
-                if (!signed_str) goto limited_bad;
-#if CYTHON_VECTORCALL
-                kwds = PyTuple_Pack(1, signed_str);
-#else
-                {
-                    PyObject *keys[] = {signed_str};
-                    PyObject *values[] = {Py_True};
-                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
-                }
-#endif
-                Py_DECREF(signed_str);
-                if (unlikely(!kwds)) goto limited_bad;
-            }
-            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
-        }
-        limited_bad:
-        Py_XDECREF(kwds);
-        Py_XDECREF(order_str);
-        Py_XDECREF(py_bytes);
-        Py_XDECREF(from_bytes_str);
-        return result;
-#endif
     }
 }
 

@@ -12,6 +12,7 @@ from libc.stdint cimport int32_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 
 from benchc.tokenizer._bpe_c cimport BPE
+from benchc.tokenizer._piece_cache cimport CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, piece_hash
 
 from benchc.tokenizer._spm_py import CUT_METASPACE, CUT_NONE, CUT_WORDS
 
@@ -55,6 +56,7 @@ cdef class SPM:
     cdef int32_t _unk_id
     cdef readonly dict char_ids
     cdef readonly dict pairs
+    cdef CacheSlot* _cache  # encode_into's memo of pieces
 
     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):
         cdef Py_ssize_t cap = 16, i
@@ -85,10 +87,17 @@ cdef class SPM:
         self._has_unk = unk_id is not None
         self._unk_id = unk_id if unk_id is not None else -1
         self._fuse_unk = fuse_unk
+        self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+        if self._cache == NULL:
+            raise MemoryError()
+        top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
+                  max([m for _, m in pairs.values()], default=-1))
+        self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
 
     def __dealloc__(self):
         free(self._keys)
         free(self._vals)
+        free(self._cache)
 
     @property
     def byte_ids(self):
@@ -160,32 +169,47 @@ cdef class SPM:
 
     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* sym,
                                 int32_t* out) except -1:
-        """Encodes p[:n] into out (room for n), with sym as scratch (room for n)."""
-        cdef Py_ssize_t m = self._symbols(p, n, sym)
-        return self._bpe.merge_ids_into(sym, m, out)
+        """Encodes p[:n] into out (room for n), with sym as scratch (room for n); short pieces
+        are memoized."""
+        cdef uint64_t h = 0
+        cdef Py_ssize_t m
+        if n <= CACHE_KEY:
+            h = piece_hash(p, n)
+            m = cache_get(self._cache, h, p, n, out)
+            if m >= 0:
+                return m
+        m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
+        if n <= CACHE_KEY:
+            cache_put(self._cache, h, p, n, out, m)
+        return m
 
     def encode_piece(self, bytes piece):
         return self.encode_text(piece, _CUT_NONE)
 
     def encode_text(self, bytes text, int cut=0):
-        cdef list out = []
-        self._encode(text, cut, out)
-        return out
+        cdef int32_t* ids = NULL
+        cdef Py_ssize_t n = self._encode(text, cut, &ids)
+        try:
+            return self._bpe.ids_list(ids, n)
+        finally:
+            free(ids)
 
     def count_text(self, bytes text, int cut=0):
-        return self._encode(text, cut, None)
+        return self._encode(text, cut, NULL)
 
-    cdef Py_ssize_t _encode(self, bytes text, int cut, list out) except -1:
+    cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:
+        """Encodes text cut into pieces and returns how many ids; with ids_out, they are kept
+        in a buffer handed to the caller (who frees it)."""
         cdef const unsigned char* p = text
-        cdef Py_ssize_t n = len(text), a = 0, b, m, j, total = 0
+        cdef Py_ssize_t n = len(text), a = 0, b, total = 0
         cdef int32_t* sym
         cdef int32_t* ids
-        if n == 0:
-            return 0
-        sym = <int32_t*>malloc(2 * (n + 1) * sizeof(int32_t))
-        if sym == NULL:
+        sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+        ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
+        if sym == NULL or ids == NULL:
+            free(sym)
+            free(ids)
             raise MemoryError()
-        ids = sym + n + 1
         try:
             while a < n:
                 b = a + 1
@@ -195,12 +219,12 @@ cdef class SPM:
                     while b < n and not (_is_space(p, b, n) and (
                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):
                         b += 1
-                m = self.encode_into(p + a, b - a, sym, ids)
-                total += m
-                if out is not None:
-                    for j in range(m):
-                        out.append(ids[j])
+                total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
                 a = b
+            if ids_out != NULL:
+                ids_out[0] = ids
+                ids = NULL
             return total
         finally:
             free(sym)
+            free(ids)
