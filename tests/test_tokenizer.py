@@ -80,6 +80,11 @@ def test_model_directory_and_errors(tmp_path):
 
     with pytest.raises(UsageError, match="no tokenizer at"):
         T.load(str(tmp_path / "missing"))
+    # a malformed file of any kind is a usage error naming it, never a traceback
+    for name, content in (("tokenizer.json", b"{bad"), ("x.gguf", b"x"), ("m.model", b"\n\x05ab")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(UsageError, match=name):
+            T.load(str(tmp_path / name))
 
 
 def test_tokens_cli(tmp_path, capsys):

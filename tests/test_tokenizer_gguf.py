@@ -34,12 +34,12 @@ def files(tmp_path_factory):
 
 @pytest.mark.parametrize("core", CORES)
 def test_a_gguf_of_the_gpt2_kind_gives_the_ids_of_its_tokenizer_json(files, core):
-    ours, hf, from_json = T.load(files["bpe"], core), HF.from_file(DEEPSEEK), T.load(DEEPSEEK, core)
+    ours, hf = T.load(files["bpe"], core), HF.from_file(DEEPSEEK)
     assert ours.kind == "GGUF gpt2 (byte-level BPE, pre-tokenizer deepseek-v3)"
     assert ours.pretokenizer == ("scanner" if core == "cython" else "regex")
     for text in CORPUS:
         ids = hf.encode(text, add_special_tokens=False).ids
-        assert ours.encode(text) == ids == from_json.encode(text), text[:60]
+        assert ours.encode(text) == ids, text[:60]
 
 
 @pytest.mark.parametrize("core", CORES)

@@ -60,9 +60,11 @@ class _Reader:
 
 def read_metadata(f: BinaryIO) -> tuple[dict, bytes]:
     """(key -> value, the bytes read) of a GGUF file's metadata."""
-    r = _Reader(f)
-    if r.take(4) != b"GGUF":
+    magic = f.read(4)
+    if magic != b"GGUF":
         raise GGUFError("not a GGUF file (no GGUF magic)")
+    r = _Reader(f)
+    r.raw += magic
     version = r.scalar(4)
     if version not in (2, 3):
         raise GGUFError(f"GGUF version {version} is not supported (2 and 3 are; a big-endian file "

@@ -31,7 +31,17 @@ _DIR_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model")
 
 def load(path: str, core: str | None = None) -> Tokenizer:
     """A tokenizer from a file or a model directory (see the module's table), or a tiktoken
-    rank file named after its encoding (cl100k_base.tiktoken) or given as ENCODING:PATH."""
+    rank file named after its encoding (cl100k_base.tiktoken) or given as ENCODING:PATH.
+    Any file it cannot read is a UsageError that names the file."""
+    try:
+        return _load(path, core)
+    except UsageError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, OSError) as e:  # a malformed file
+        raise UsageError(f"{path}: not a readable tokenizer file ({type(e).__name__}: {e})") from e
+
+
+def _load(path: str, core: str | None) -> Tokenizer:
     name, sep, rest = path.partition(":")
     if sep and name in ENCODINGS:
         return from_tiktoken(_existing(rest), encoding=name, core=core)
@@ -47,7 +57,7 @@ def load(path: str, core: str | None = None) -> Tokenizer:
         return from_tiktoken(path, encoding=stem, core=core)
     with open(path, "rb") as f:
         head = f.read(64)
-    if head.startswith(b"GGUF"):
+    if head.startswith(b"GGUF") or ext == ".gguf":
         return from_gguf(path, core)
     if ext == ".json":
         return from_tekken(path, core) if "tekken" in base else from_tokenizer_json(path, core)
