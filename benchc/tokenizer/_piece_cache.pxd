@@ -2,7 +2,7 @@
 # words repeat, and a hit costs a hash and a compare instead of a merge. Direct-mapped (a
 # colliding piece replaces the slot's), short pieces only, so it needs no eviction and
 # stays a fixed 2 MiB; results are those of the merge by construction (a pure memo).
-# Inline functions only: nothing here is compiled on its own.
+# With the hashes both mergers use. Inline functions only: nothing here is compiled on its own.
 
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcmp, memcpy
@@ -18,6 +18,16 @@ cdef struct CacheSlot:
     uint8_t len          # 0: empty
     uint8_t nids
     unsigned char key[22]
+
+
+cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
+    # splitmix64's finaliser: spreads sequential ids over a hash table
+    x ^= x >> 30
+    x *= 0xbf58476d1ce4e5b9ULL
+    x ^= x >> 27
+    x *= 0x94d049bb133111ebULL
+    x ^= x >> 31
+    return x
 
 
 cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:

@@ -1777,7 +1777,7 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
 
 
 
-/* "csrc/tokenizer/_bpe_c.pyx":59
+/* "csrc/tokenizer/_bpe_c.pyx":60
  * 
  * 
  * cdef class BPE:             # <<<<<<<<<<<<<<
@@ -2938,6 +2938,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 /* Module declarations from "libc.string" */
 
 /* Module declarations from "benchc.tokenizer._piece_cache" */
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(uint64_t); /*proto*/
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *, Py_ssize_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t *); /*proto*/
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t const *, Py_ssize_t); /*proto*/
@@ -2963,7 +2964,6 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *, Py_ssize_t *, struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand); /*proto*/
 static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6benchc_9tokenizer_6_bpe_c__pop(struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *, Py_ssize_t *); /*proto*/
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t, int64_t); /*proto*/
-static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t); /*proto*/
 /* #### Code section: typeinfo ### */
 /* #### Code section: before_global_var ### */
 #define __Pyx_MODULE_NAME "benchc.tokenizer._bpe_c"
@@ -3240,6 +3240,90 @@ return 0;
 /* "benchc/tokenizer/_piece_cache.pxd":23
  * 
  * 
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+*/
+
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(uint64_t __pyx_v_x) {
+  uint64_t __pyx_r;
+
+
+  /* "benchc/tokenizer/_piece_cache.pxd":25
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30             # <<<<<<<<<<<<<<
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":26
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+ *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL
+*/
+  __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":27
+ *     x ^= x >> 30
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27             # <<<<<<<<<<<<<<
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":28
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
+ *     x ^= x >> 31
+ *     return x
+*/
+  __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":29
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31             # <<<<<<<<<<<<<<
+ *     return x
+ * 
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":30
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31
+ *     return x             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_x;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":33
+ * 
+ * 
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
@@ -3253,7 +3337,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   Py_ssize_t __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":25
+  /* "benchc/tokenizer/_piece_cache.pxd":35
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
@@ -3262,7 +3346,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
 */
   __pyx_v_h = 0xcbf29ce484222325ULL;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":27
+  /* "benchc/tokenizer/_piece_cache.pxd":37
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
  *     cdef Py_ssize_t i
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -3276,7 +3360,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":28
+    /* "benchc/tokenizer/_piece_cache.pxd":38
  *     cdef Py_ssize_t i
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
@@ -3287,7 +3371,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   }
 
 
-  /* "benchc/tokenizer/_piece_cache.pxd":29
+  /* "benchc/tokenizer/_piece_cache.pxd":39
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL
  *     return h             # <<<<<<<<<<<<<<
@@ -3300,7 +3384,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   }
   goto __pyx_L0;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":23
+  /* "benchc/tokenizer/_piece_cache.pxd":33
  * 
  * 
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3315,7 +3399,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_piece_cache.pxd":32
+/* "benchc/tokenizer/_piece_cache.pxd":42
  * 
  * 
  * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3329,7 +3413,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":35
+  /* "benchc/tokenizer/_piece_cache.pxd":45
  *                                  int32_t* out) noexcept nogil:
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
@@ -3338,7 +3422,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":36
+  /* "benchc/tokenizer/_piece_cache.pxd":46
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
@@ -3374,7 +3458,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   if (__pyx_t_1) {
 
 
-    /* "benchc/tokenizer/_piece_cache.pxd":37
+    /* "benchc/tokenizer/_piece_cache.pxd":47
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -3387,7 +3471,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
     }
     goto __pyx_L0;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":36
+    /* "benchc/tokenizer/_piece_cache.pxd":46
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
@@ -3396,7 +3480,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   }
 
-  /* "benchc/tokenizer/_piece_cache.pxd":38
+  /* "benchc/tokenizer/_piece_cache.pxd":48
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
  *         return -1
  *     memcpy(out, s.ids, s.nids * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -3405,7 +3489,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   (void)(memcpy(__pyx_v_out, __pyx_v_s->ids, (__pyx_v_s->nids * (sizeof(int32_t)))));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":39
+  /* "benchc/tokenizer/_piece_cache.pxd":49
  *         return -1
  *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
  *     return s.nids             # <<<<<<<<<<<<<<
@@ -3418,7 +3502,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   }
   goto __pyx_L0;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":32
+  /* "benchc/tokenizer/_piece_cache.pxd":42
  * 
  * 
  * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3432,7 +3516,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_piece_cache.pxd":42
+/* "benchc/tokenizer/_piece_cache.pxd":52
  * 
  * 
  * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3445,7 +3529,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":45
+  /* "benchc/tokenizer/_piece_cache.pxd":55
  *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
@@ -3481,7 +3565,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
   if (__pyx_t_1) {
 
 
-    /* "benchc/tokenizer/_piece_cache.pxd":46
+    /* "benchc/tokenizer/_piece_cache.pxd":56
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
  *         return             # <<<<<<<<<<<<<<
@@ -3492,7 +3576,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
     }
     goto __pyx_L0;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":45
+    /* "benchc/tokenizer/_piece_cache.pxd":55
  *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
@@ -3501,7 +3585,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   }
 
-  /* "benchc/tokenizer/_piece_cache.pxd":47
+  /* "benchc/tokenizer/_piece_cache.pxd":57
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
  *         return
  *     s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
@@ -3510,7 +3594,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":48
+  /* "benchc/tokenizer/_piece_cache.pxd":58
  *         return
  *     s = &cache[h & (CACHE_SLOTS - 1)]
  *     s.hash = h             # <<<<<<<<<<<<<<
@@ -3519,7 +3603,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->hash = __pyx_v_h;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":49
+  /* "benchc/tokenizer/_piece_cache.pxd":59
  *     s = &cache[h & (CACHE_SLOTS - 1)]
  *     s.hash = h
  *     s.len = <uint8_t>n             # <<<<<<<<<<<<<<
@@ -3528,7 +3612,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->len = ((uint8_t)__pyx_v_n);
 
-  /* "benchc/tokenizer/_piece_cache.pxd":50
+  /* "benchc/tokenizer/_piece_cache.pxd":60
  *     s.hash = h
  *     s.len = <uint8_t>n
  *     s.nids = <uint8_t>m             # <<<<<<<<<<<<<<
@@ -3537,7 +3621,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->nids = ((uint8_t)__pyx_v_m);
 
-  /* "benchc/tokenizer/_piece_cache.pxd":51
+  /* "benchc/tokenizer/_piece_cache.pxd":61
  *     s.len = <uint8_t>n
  *     s.nids = <uint8_t>m
  *     memcpy(s.key, p, n)             # <<<<<<<<<<<<<<
@@ -3545,14 +3629,14 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   (void)(memcpy(__pyx_v_s->key, __pyx_v_p, __pyx_v_n));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":52
+  /* "benchc/tokenizer/_piece_cache.pxd":62
  *     s.nids = <uint8_t>m
  *     memcpy(s.key, p, n)
  *     memcpy(s.ids, ids, m * sizeof(int32_t))             # <<<<<<<<<<<<<<
 */
   (void)(memcpy(__pyx_v_s->ids, __pyx_v_ids, (__pyx_v_m * (sizeof(int32_t)))));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":42
+  /* "benchc/tokenizer/_piece_cache.pxd":52
  * 
  * 
  * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3565,7 +3649,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":21
+/* "csrc/tokenizer/_bpe_c.pyx":22
  * 
  * 
  * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3578,7 +3662,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":22
+  /* "csrc/tokenizer/_bpe_c.pyx":23
  * 
  * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
  *     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)             # <<<<<<<<<<<<<<
@@ -3616,7 +3700,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":21
+  /* "csrc/tokenizer/_bpe_c.pyx":22
  * 
  * 
  * cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3629,7 +3713,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_bpe_c__less(struct __pyx_t
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":25
+/* "csrc/tokenizer/_bpe_c.pyx":26
  * 
  * 
  * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3645,7 +3729,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_3;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_4;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":26
+  /* "csrc/tokenizer/_bpe_c.pyx":27
  * 
  * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:
  *     cdef Py_ssize_t i = n[0]             # <<<<<<<<<<<<<<
@@ -3654,7 +3738,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
   __pyx_v_i = (__pyx_v_n[0]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":28
+  /* "csrc/tokenizer/_bpe_c.pyx":29
  *     cdef Py_ssize_t i = n[0]
  *     cdef Py_ssize_t parent
  *     n[0] += 1             # <<<<<<<<<<<<<<
@@ -3665,7 +3749,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   __pyx_t_1 = 0;
   (__pyx_v_n[__pyx_t_1]) = ((__pyx_v_n[__pyx_t_1]) + 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":29
+  /* "csrc/tokenizer/_bpe_c.pyx":30
  *     cdef Py_ssize_t parent
  *     n[0] += 1
  *     heap[i] = c             # <<<<<<<<<<<<<<
@@ -3674,7 +3758,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
   (__pyx_v_heap[__pyx_v_i]) = __pyx_v_c;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":30
+  /* "csrc/tokenizer/_bpe_c.pyx":31
  *     n[0] += 1
  *     heap[i] = c
  *     while i > 0:             # <<<<<<<<<<<<<<
@@ -3687,7 +3771,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 
     if (!__pyx_t_2) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":31
+    /* "csrc/tokenizer/_bpe_c.pyx":32
  *     heap[i] = c
  *     while i > 0:
  *         parent = (i - 1) >> 1             # <<<<<<<<<<<<<<
@@ -3696,7 +3780,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
     __pyx_v_parent = ((__pyx_v_i - 1) >> 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":32
+    /* "csrc/tokenizer/_bpe_c.pyx":33
  *     while i > 0:
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):             # <<<<<<<<<<<<<<
@@ -3708,7 +3792,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":33
+      /* "csrc/tokenizer/_bpe_c.pyx":34
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):
  *             heap[i], heap[parent] = heap[parent], heap[i]             # <<<<<<<<<<<<<<
@@ -3724,7 +3808,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
       (__pyx_v_heap[__pyx_v_parent]) = __pyx_t_4;
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":34
+      /* "csrc/tokenizer/_bpe_c.pyx":35
  *         if _less(&heap[i], &heap[parent]):
  *             heap[i], heap[parent] = heap[parent], heap[i]
  *             i = parent             # <<<<<<<<<<<<<<
@@ -3733,7 +3817,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 */
       __pyx_v_i = __pyx_v_parent;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":32
+      /* "csrc/tokenizer/_bpe_c.pyx":33
  *     while i > 0:
  *         parent = (i - 1) >> 1
  *         if _less(&heap[i], &heap[parent]):             # <<<<<<<<<<<<<<
@@ -3743,7 +3827,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":36
+    /* "csrc/tokenizer/_bpe_c.pyx":37
  *             i = parent
  *         else:
  *             break             # <<<<<<<<<<<<<<
@@ -3757,7 +3841,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
   }
   __pyx_L4_break:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":25
+  /* "csrc/tokenizer/_bpe_c.pyx":26
  * 
  * 
  * cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3770,7 +3854,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_6_bpe_c__push(struct __pyx_
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":39
+/* "csrc/tokenizer/_bpe_c.pyx":40
  * 
  * 
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3791,7 +3875,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_4;
   struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_t_5;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":40
+  /* "csrc/tokenizer/_bpe_c.pyx":41
  * 
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
  *     cdef Cand top = heap[0]             # <<<<<<<<<<<<<<
@@ -3800,7 +3884,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   __pyx_v_top = (__pyx_v_heap[0]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":41
+  /* "csrc/tokenizer/_bpe_c.pyx":42
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m             # <<<<<<<<<<<<<<
@@ -3809,7 +3893,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":42
+  /* "csrc/tokenizer/_bpe_c.pyx":43
  *     cdef Cand top = heap[0]
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1             # <<<<<<<<<<<<<<
@@ -3820,7 +3904,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   __pyx_t_1 = 0;
   (__pyx_v_n[__pyx_t_1]) = ((__pyx_v_n[__pyx_t_1]) - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":43
+  /* "csrc/tokenizer/_bpe_c.pyx":44
  *     cdef Py_ssize_t i = 0, l, r, m
  *     n[0] -= 1
  *     heap[0] = heap[n[0]]             # <<<<<<<<<<<<<<
@@ -3829,7 +3913,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   (__pyx_v_heap[0]) = (__pyx_v_heap[(__pyx_v_n[0])]);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":44
+  /* "csrc/tokenizer/_bpe_c.pyx":45
  *     n[0] -= 1
  *     heap[0] = heap[n[0]]
  *     while True:             # <<<<<<<<<<<<<<
@@ -3838,7 +3922,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
   while (1) {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":45
+    /* "csrc/tokenizer/_bpe_c.pyx":46
  *     heap[0] = heap[n[0]]
  *     while True:
  *         l = 2 * i + 1             # <<<<<<<<<<<<<<
@@ -3847,7 +3931,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_l = ((2 * __pyx_v_i) + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":46
+    /* "csrc/tokenizer/_bpe_c.pyx":47
  *     while True:
  *         l = 2 * i + 1
  *         r = l + 1             # <<<<<<<<<<<<<<
@@ -3856,7 +3940,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_r = (__pyx_v_l + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":47
+    /* "csrc/tokenizer/_bpe_c.pyx":48
  *         l = 2 * i + 1
  *         r = l + 1
  *         m = i             # <<<<<<<<<<<<<<
@@ -3865,7 +3949,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     __pyx_v_m = __pyx_v_i;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":48
+    /* "csrc/tokenizer/_bpe_c.pyx":49
  *         r = l + 1
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3891,7 +3975,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":49
+      /* "csrc/tokenizer/_bpe_c.pyx":50
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l             # <<<<<<<<<<<<<<
@@ -3900,7 +3984,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       __pyx_v_m = __pyx_v_l;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":48
+      /* "csrc/tokenizer/_bpe_c.pyx":49
  *         r = l + 1
  *         m = i
  *         if l < n[0] and _less(&heap[l], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3909,7 +3993,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":50
+    /* "csrc/tokenizer/_bpe_c.pyx":51
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3935,7 +4019,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":51
+      /* "csrc/tokenizer/_bpe_c.pyx":52
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r             # <<<<<<<<<<<<<<
@@ -3944,7 +4028,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       __pyx_v_m = __pyx_v_r;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":50
+      /* "csrc/tokenizer/_bpe_c.pyx":51
  *         if l < n[0] and _less(&heap[l], &heap[m]):
  *             m = l
  *         if r < n[0] and _less(&heap[r], &heap[m]):             # <<<<<<<<<<<<<<
@@ -3953,7 +4037,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":52
+    /* "csrc/tokenizer/_bpe_c.pyx":53
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r
  *         if m == i:             # <<<<<<<<<<<<<<
@@ -3965,7 +4049,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     if (__pyx_t_2) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":53
+      /* "csrc/tokenizer/_bpe_c.pyx":54
  *             m = r
  *         if m == i:
  *             break             # <<<<<<<<<<<<<<
@@ -3974,7 +4058,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
       goto __pyx_L4_break;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":52
+      /* "csrc/tokenizer/_bpe_c.pyx":53
  *         if r < n[0] and _less(&heap[r], &heap[m]):
  *             m = r
  *         if m == i:             # <<<<<<<<<<<<<<
@@ -3983,7 +4067,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":54
+    /* "csrc/tokenizer/_bpe_c.pyx":55
  *         if m == i:
  *             break
  *         heap[i], heap[m] = heap[m], heap[i]             # <<<<<<<<<<<<<<
@@ -3999,7 +4083,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
     (__pyx_v_heap[__pyx_v_m]) = __pyx_t_5;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":55
+    /* "csrc/tokenizer/_bpe_c.pyx":56
  *             break
  *         heap[i], heap[m] = heap[m], heap[i]
  *         i = m             # <<<<<<<<<<<<<<
@@ -4010,7 +4094,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   }
   __pyx_L4_break:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":56
+  /* "csrc/tokenizer/_bpe_c.pyx":57
  *         heap[i], heap[m] = heap[m], heap[i]
  *         i = m
  *     return top             # <<<<<<<<<<<<<<
@@ -4023,7 +4107,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":39
+  /* "csrc/tokenizer/_bpe_c.pyx":40
  * 
  * 
  * cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4041,7 +4125,7 @@ static CYTHON_INLINE struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand __pyx_f_6ben
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":61
+/* "csrc/tokenizer/_bpe_c.pyx":62
  * cdef class BPE:
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):             # <<<<<<<<<<<<<<
@@ -4089,41 +4173,41 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_byte_ids,&__pyx_mstate_global->__pyx_n_u_pairs,&__pyx_mstate_global->__pyx_n_u_whole,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 61, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 62, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 62, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 62, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 62, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__cinit__", 0) < (0)) __PYX_ERR(0, 61, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__cinit__", 0) < (0)) __PYX_ERR(0, 62, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, i); __PYX_ERR(0, 61, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, i); __PYX_ERR(0, 62, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 62, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 62, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 62, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -4135,7 +4219,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, __pyx_nargs); __PYX_ERR(0, 61, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__cinit__", 0, 2, 3, __pyx_nargs); __PYX_ERR(0, 62, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -4193,7 +4277,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__cinit__", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":62
+  /* "csrc/tokenizer/_bpe_c.pyx":63
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):
  *         cdef Py_ssize_t cap = 16             # <<<<<<<<<<<<<<
@@ -4202,21 +4286,21 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":64
+  /* "csrc/tokenizer/_bpe_c.pyx":65
  *         cdef Py_ssize_t cap = 16
  *         cdef int i
  *         if len(byte_ids) != 256:             # <<<<<<<<<<<<<<
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):
 */
-  __pyx_t_1 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 64, __pyx_L1_error)
+  __pyx_t_1 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 65, __pyx_L1_error)
   __pyx_t_2 = (__pyx_t_1 != 0x100);
 
 
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":65
+    /* "csrc/tokenizer/_bpe_c.pyx":66
  *         cdef int i
  *         if len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")             # <<<<<<<<<<<<<<
@@ -4229,14 +4313,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_kp_u_byte_ids_needs_one_id_per_byte_v};
       __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 65, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 66, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_Raise(__pyx_t_3, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __PYX_ERR(0, 65, __pyx_L1_error)
+    __PYX_ERR(0, 66, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":64
+    /* "csrc/tokenizer/_bpe_c.pyx":65
  *         cdef Py_ssize_t cap = 16
  *         cdef int i
  *         if len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -4245,7 +4329,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":66
+  /* "csrc/tokenizer/_bpe_c.pyx":67
  *         if len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):             # <<<<<<<<<<<<<<
@@ -4255,22 +4339,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   for (__pyx_t_6 = 0; __pyx_t_6 < 0x100; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":67
+    /* "csrc/tokenizer/_bpe_c.pyx":68
  *             raise ValueError("byte_ids needs one id per byte value")
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i]             # <<<<<<<<<<<<<<
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2
 */
-    __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, int, 1, __Pyx_PyLong_From_int, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 67, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, int, 1, __Pyx_PyLong_From_int, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 68, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_t_3); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 67, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_t_3); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 68, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
     (__pyx_v_self->_byte_ids[__pyx_v_i]) = __pyx_t_7;
 
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":68
+  /* "csrc/tokenizer/_bpe_c.pyx":69
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i]
  *         while cap < 2 * len(pairs) + 16:             # <<<<<<<<<<<<<<
@@ -4278,14 +4362,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
  *         self._mask = cap - 1
 */
   while (1) {
-    __pyx_t_1 = PyObject_Length(__pyx_v_pairs); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 68, __pyx_L1_error)
+    __pyx_t_1 = PyObject_Length(__pyx_v_pairs); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 69, __pyx_L1_error)
     __pyx_t_2 = (__pyx_v_cap < ((2 * __pyx_t_1) + 16));
 
 
 
     if (!__pyx_t_2) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":69
+    /* "csrc/tokenizer/_bpe_c.pyx":70
  *             self._byte_ids[i] = byte_ids[i]
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -4295,7 +4379,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":70
+  /* "csrc/tokenizer/_bpe_c.pyx":71
  *         while cap < 2 * len(pairs) + 16:
  *             cap *= 2
  *         self._mask = cap - 1             # <<<<<<<<<<<<<<
@@ -4304,7 +4388,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":71
+  /* "csrc/tokenizer/_bpe_c.pyx":72
  *             cap *= 2
  *         self._mask = cap - 1
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))             # <<<<<<<<<<<<<<
@@ -4313,7 +4397,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_keys = ((uint64_t *)calloc(__pyx_v_cap, (sizeof(uint64_t))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":72
+  /* "csrc/tokenizer/_bpe_c.pyx":73
  *         self._mask = cap - 1
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))             # <<<<<<<<<<<<<<
@@ -4322,7 +4406,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_ranks = ((int64_t *)malloc((__pyx_v_cap * (sizeof(int64_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":73
+  /* "csrc/tokenizer/_bpe_c.pyx":74
  *         self._keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4331,7 +4415,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_merged = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":74
+  /* "csrc/tokenizer/_bpe_c.pyx":75
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:             # <<<<<<<<<<<<<<
@@ -4367,16 +4451,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":75
+    /* "csrc/tokenizer/_bpe_c.pyx":76
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 75, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 76, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":74
+    /* "csrc/tokenizer/_bpe_c.pyx":75
  *         self._ranks = <int64_t*>malloc(cap * sizeof(int64_t))
  *         self._merged = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:             # <<<<<<<<<<<<<<
@@ -4385,7 +4469,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":76
+  /* "csrc/tokenizer/_bpe_c.pyx":77
  *         if self._keys == NULL or self._ranks == NULL or self._merged == NULL:
  *             raise MemoryError()
  *         for (a, b), (rank, merged) in pairs.items():             # <<<<<<<<<<<<<<
@@ -4395,9 +4479,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __pyx_t_1 = 0;
   if (unlikely(__pyx_v_pairs == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 76, __pyx_L1_error)
+    __PYX_ERR(0, 77, __pyx_L1_error)
   }
-  __pyx_t_4 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_9), (&__pyx_t_6)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_9), (&__pyx_t_6)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_XDECREF(__pyx_t_3);
   __pyx_t_3 = __pyx_t_4;
@@ -4405,7 +4489,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   while (1) {
     __pyx_t_11 = __Pyx_dict_iter_next(__pyx_t_3, __pyx_t_9, &__pyx_t_1, &__pyx_t_4, &__pyx_t_10, NULL, __pyx_t_6);
     if (unlikely(__pyx_t_11 == 0)) break;
-    if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 76, __pyx_L1_error)
+    if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 77, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_GOTREF(__pyx_t_10);
     if ((likely(PyTuple_CheckExact(__pyx_t_4))) || (PyList_CheckExact(__pyx_t_4))) {
@@ -4414,7 +4498,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       if (unlikely(size != 2)) {
         if (size > 2) __Pyx_RaiseTooManyValuesError(2);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 76, __pyx_L1_error)
+        __PYX_ERR(0, 77, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -4424,22 +4508,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_INCREF(__pyx_t_13);
       } else {
         __pyx_t_12 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 76, __pyx_L1_error)
+        if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 77, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_12);
         __pyx_t_13 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
+        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 77, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_13);
       }
       #else
-      __pyx_t_12 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 76, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
-      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       #endif
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     } else {
       Py_ssize_t index = -1;
-      __pyx_t_14 = PyObject_GetIter(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 76, __pyx_L1_error)
+      __pyx_t_14 = PyObject_GetIter(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_14);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14);
@@ -4447,7 +4531,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_GOTREF(__pyx_t_12);
       index = 1; __pyx_t_13 = __pyx_t_15(__pyx_t_14); if (unlikely(!__pyx_t_13)) goto __pyx_L14_unpacking_failed;
       __Pyx_GOTREF(__pyx_t_13);
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_14), 2) < (0)) __PYX_ERR(0, 76, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_14), 2) < (0)) __PYX_ERR(0, 77, __pyx_L1_error)
       __pyx_t_15 = NULL;
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
       goto __pyx_L15_unpacking_done;
@@ -4455,7 +4539,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
       __pyx_t_15 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 76, __pyx_L1_error)
+      __PYX_ERR(0, 77, __pyx_L1_error)
       __pyx_L15_unpacking_done:;
     }
     __Pyx_XDECREF_SET(__pyx_v_a, __pyx_t_12);
@@ -4468,7 +4552,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       if (unlikely(size != 2)) {
         if (size > 2) __Pyx_RaiseTooManyValuesError(2);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 76, __pyx_L1_error)
+        __PYX_ERR(0, 77, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -4478,22 +4562,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_INCREF(__pyx_t_13);
       } else {
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_13 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
+        if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 77, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_13);
       }
       #else
-      __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 76, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       #endif
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
     } else {
       Py_ssize_t index = -1;
-      __pyx_t_12 = PyObject_GetIter(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 76, __pyx_L1_error)
+      __pyx_t_12 = PyObject_GetIter(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_12);
@@ -4501,7 +4585,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_GOTREF(__pyx_t_4);
       index = 1; __pyx_t_13 = __pyx_t_15(__pyx_t_12); if (unlikely(!__pyx_t_13)) goto __pyx_L16_unpacking_failed;
       __Pyx_GOTREF(__pyx_t_13);
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_12), 2) < (0)) __PYX_ERR(0, 76, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_12), 2) < (0)) __PYX_ERR(0, 77, __pyx_L1_error)
       __pyx_t_15 = NULL;
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       goto __pyx_L17_unpacking_done;
@@ -4509,7 +4593,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       __pyx_t_15 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 76, __pyx_L1_error)
+      __PYX_ERR(0, 77, __pyx_L1_error)
       __pyx_L17_unpacking_done:;
     }
     __Pyx_XDECREF_SET(__pyx_v_rank, __pyx_t_4);
@@ -4517,18 +4601,18 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __Pyx_XDECREF_SET(__pyx_v_merged, __pyx_t_13);
     __pyx_t_13 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":77
+    /* "csrc/tokenizer/_bpe_c.pyx":78
  *             raise MemoryError()
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)             # <<<<<<<<<<<<<<
  *         if whole is not None:
  *             self._build_whole(whole)
 */
-    __pyx_t_16 = __Pyx_PyLong_As_int64_t(__pyx_v_a); if (unlikely((__pyx_t_16 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
-    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_b); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
-    __pyx_t_18 = __Pyx_PyLong_As_int64_t(__pyx_v_rank); if (unlikely((__pyx_t_18 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
-    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_v_merged); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
-    ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_put(__pyx_v_self, __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_t_16, __pyx_t_17), __pyx_t_18, __pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
+    __pyx_t_16 = __Pyx_PyLong_As_int64_t(__pyx_v_a); if (unlikely((__pyx_t_16 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
+    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_v_b); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
+    __pyx_t_18 = __Pyx_PyLong_As_int64_t(__pyx_v_rank); if (unlikely((__pyx_t_18 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyLong_As_int32_t(__pyx_v_merged); if (unlikely((__pyx_t_7 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
+    ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_put(__pyx_v_self, __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_t_16, __pyx_t_17), __pyx_t_18, __pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
 
 
 
@@ -4536,7 +4620,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   }
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":78
+  /* "csrc/tokenizer/_bpe_c.pyx":79
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:             # <<<<<<<<<<<<<<
@@ -4547,7 +4631,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":79
+    /* "csrc/tokenizer/_bpe_c.pyx":80
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:
  *             self._build_whole(whole)             # <<<<<<<<<<<<<<
@@ -4561,12 +4645,12 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_10, __pyx_v_whole};
       __pyx_t_3 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_build_whole, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 79, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 80, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":78
+    /* "csrc/tokenizer/_bpe_c.pyx":79
  *         for (a, b), (rank, merged) in pairs.items():
  *             self._put(_key(a, b), rank, merged)
  *         if whole is not None:             # <<<<<<<<<<<<<<
@@ -4575,17 +4659,17 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":80
+  /* "csrc/tokenizer/_bpe_c.pyx":81
  *         if whole is not None:
  *             self._build_whole(whole)
  *         self._grow(256)             # <<<<<<<<<<<<<<
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, 0x100); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 80, __pyx_L1_error)
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, 0x100); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 81, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":81
+  /* "csrc/tokenizer/_bpe_c.pyx":82
  *             self._build_whole(whole)
  *         self._grow(256)
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))             # <<<<<<<<<<<<<<
@@ -4594,7 +4678,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_v_self->_cache = ((struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *)calloc(__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS, (sizeof(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":82
+  /* "csrc/tokenizer/_bpe_c.pyx":83
  *         self._grow(256)
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:             # <<<<<<<<<<<<<<
@@ -4606,16 +4690,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":83
+    /* "csrc/tokenizer/_bpe_c.pyx":84
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
  *                   max(whole.values(), default=-1) if whole else -1)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 83, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 84, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":82
+    /* "csrc/tokenizer/_bpe_c.pyx":83
  *         self._grow(256)
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:             # <<<<<<<<<<<<<<
@@ -4624,7 +4708,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":84
+  /* "csrc/tokenizer/_bpe_c.pyx":85
  *         if self._cache == NULL:
  *             raise MemoryError()
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),             # <<<<<<<<<<<<<<
@@ -4633,14 +4717,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
 */
   __pyx_t_10 = NULL;
   { /* enter inner scope */
-    __pyx_t_13 = PyList_New(0); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 84, __pyx_L22_error)
+    __pyx_t_13 = PyList_New(0); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 85, __pyx_L22_error)
     __Pyx_GOTREF(__pyx_t_13);
     __pyx_t_9 = 0;
     if (unlikely(__pyx_v_pairs == Py_None)) {
       PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "values");
-      __PYX_ERR(0, 84, __pyx_L22_error)
+      __PYX_ERR(0, 85, __pyx_L22_error)
     }
-    __pyx_t_12 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_values, (&__pyx_t_1), (&__pyx_t_6)); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 84, __pyx_L22_error)
+    __pyx_t_12 = __Pyx_dict_iterator(__pyx_v_pairs, 0, __pyx_mstate_global->__pyx_n_u_values, (&__pyx_t_1), (&__pyx_t_6)); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 85, __pyx_L22_error)
     __Pyx_GOTREF(__pyx_t_12);
     __Pyx_XDECREF(__pyx_t_4);
     __pyx_t_4 = __pyx_t_12;
@@ -4648,7 +4732,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     while (1) {
       __pyx_t_11 = __Pyx_dict_iter_next(__pyx_t_4, __pyx_t_1, &__pyx_t_9, NULL, &__pyx_t_12, NULL, __pyx_t_6);
       if (unlikely(__pyx_t_11 == 0)) break;
-      if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 84, __pyx_L22_error)
+      if (unlikely(__pyx_t_11 == -1)) __PYX_ERR(0, 85, __pyx_L22_error)
       __Pyx_GOTREF(__pyx_t_12);
       if ((likely(PyTuple_CheckExact(__pyx_t_12))) || (PyList_CheckExact(__pyx_t_12))) {
         PyObject* sequence = __pyx_t_12;
@@ -4656,7 +4740,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         if (unlikely(size != 2)) {
           if (size > 2) __Pyx_RaiseTooManyValuesError(2);
           else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-          __PYX_ERR(0, 84, __pyx_L22_error)
+          __PYX_ERR(0, 85, __pyx_L22_error)
         }
         #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
         if (likely(PyTuple_CheckExact(sequence))) {
@@ -4666,22 +4750,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
           __Pyx_INCREF(__pyx_t_19);
         } else {
           __pyx_t_14 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-          if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L22_error)
+          if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 85, __pyx_L22_error)
           __Pyx_XGOTREF(__pyx_t_14);
           __pyx_t_19 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-          if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 84, __pyx_L22_error)
+          if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L22_error)
           __Pyx_XGOTREF(__pyx_t_19);
         }
         #else
-        __pyx_t_14 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __pyx_t_14 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 85, __pyx_L22_error)
         __Pyx_GOTREF(__pyx_t_14);
-        __pyx_t_19 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __pyx_t_19 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L22_error)
         __Pyx_GOTREF(__pyx_t_19);
         #endif
         __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       } else {
         Py_ssize_t index = -1;
-        __pyx_t_20 = PyObject_GetIter(__pyx_t_12); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 84, __pyx_L22_error)
+        __pyx_t_20 = PyObject_GetIter(__pyx_t_12); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 85, __pyx_L22_error)
         __Pyx_GOTREF(__pyx_t_20);
         __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
         __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_20);
@@ -4689,7 +4773,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_GOTREF(__pyx_t_14);
         index = 1; __pyx_t_19 = __pyx_t_15(__pyx_t_20); if (unlikely(!__pyx_t_19)) goto __pyx_L25_unpacking_failed;
         __Pyx_GOTREF(__pyx_t_19);
-        if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_20), 2) < (0)) __PYX_ERR(0, 84, __pyx_L22_error)
+        if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_20), 2) < (0)) __PYX_ERR(0, 85, __pyx_L22_error)
         __pyx_t_15 = NULL;
         __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
         goto __pyx_L26_unpacking_done;
@@ -4697,14 +4781,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
         __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
         __pyx_t_15 = NULL;
         if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-        __PYX_ERR(0, 84, __pyx_L22_error)
+        __PYX_ERR(0, 85, __pyx_L22_error)
         __pyx_L26_unpacking_done:;
       }
       __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v__, __pyx_t_14);
       __pyx_t_14 = 0;
       __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v_m, __pyx_t_19);
       __pyx_t_19 = 0;
-      if (unlikely(__Pyx_ListComp_Append(__pyx_t_13, __pyx_7genexpr__pyx_v_m))) __PYX_ERR(0, 84, __pyx_L22_error)
+      if (unlikely(__Pyx_ListComp_Append(__pyx_t_13, __pyx_7genexpr__pyx_v_m))) __PYX_ERR(0, 85, __pyx_L22_error)
     }
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_XDECREF(__pyx_7genexpr__pyx_v__); __pyx_7genexpr__pyx_v__ = 0;
@@ -4723,13 +4807,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     PyObject *__pyx_callargs[3] = {__pyx_t_10, __pyx_t_13, __pyx_mstate_global->__pyx_int_neg_1};
     #if CYTHON_VECTORCALL
     __pyx_t_4 = __pyx_mstate_global->__pyx_tuple[0];
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 84, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 85, __pyx_L1_error)
     __Pyx_INCREF(__pyx_t_4);
     #else
     {
       PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
       __pyx_t_4 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 84, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 85, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     #endif
@@ -4739,18 +4823,18 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     #if CYTHON_VECTORCALL
     #endif
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 84, __pyx_L1_error)
+    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 85, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":85
+  /* "csrc/tokenizer/_bpe_c.pyx":86
  *             raise MemoryError()
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
  *                   max(whole.values(), default=-1) if whole else -1)             # <<<<<<<<<<<<<<
  *         self._ints = list(range(top + 1))
  * 
 */
-  __pyx_t_2 = __Pyx_PyObject_IsTrue(__pyx_v_whole); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 85, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyObject_IsTrue(__pyx_v_whole); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 86, __pyx_L1_error)
   if (__pyx_t_2) {
     __pyx_t_10 = NULL;
     __pyx_t_19 = __pyx_v_whole;
@@ -4760,7 +4844,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[2] = {__pyx_t_19, NULL};
       __pyx_t_12 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_values, __pyx_callargs+__pyx_t_5, (1-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_19); __pyx_t_19 = 0;
-      if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 85, __pyx_L1_error)
+      if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 86, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
     }
     #if CYTHON_VECTORCALL
@@ -4770,13 +4854,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       PyObject *__pyx_callargs[3] = {__pyx_t_10, __pyx_t_12, __pyx_mstate_global->__pyx_int_neg_1};
       #if CYTHON_VECTORCALL
       __pyx_t_19 = __pyx_mstate_global->__pyx_tuple[0];
-      if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L1_error)
+      if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 86, __pyx_L1_error)
       __Pyx_INCREF(__pyx_t_19);
       #else
       {
         PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
         __pyx_t_19 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-        if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L1_error)
+        if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 86, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_19);
       }
       #endif
@@ -4786,7 +4870,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
       #if CYTHON_VECTORCALL
       #endif
       __Pyx_DECREF(__pyx_t_19); __pyx_t_19 = 0;
-      if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 85, __pyx_L1_error)
+      if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 86, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
     }
     __pyx_t_4 = __pyx_t_13;
@@ -4797,7 +4881,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":84
+  /* "csrc/tokenizer/_bpe_c.pyx":85
  *         if self._cache == NULL:
  *             raise MemoryError()
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),             # <<<<<<<<<<<<<<
@@ -4810,10 +4894,10 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     PyObject *__pyx_callargs[2] = {__pyx_t_19, __pyx_v_byte_ids};
     __pyx_t_13 = __Pyx_PyObject_FastCall((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_19); __pyx_t_19 = 0;
-    if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 84, __pyx_L1_error)
+    if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 85, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_13);
   }
-  __pyx_t_2 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_3, __pyx_t_13, Py_GT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 84, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_3, __pyx_t_13, Py_GT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 85, __pyx_L1_error)
   if (__pyx_t_2) {
     __Pyx_INCREF(__pyx_t_3);
     __pyx_t_19 = __pyx_t_3;
@@ -4827,14 +4911,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __pyx_t_13 = __pyx_t_19;
   __Pyx_DECREF(__pyx_t_19); __pyx_t_19 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":85
+  /* "csrc/tokenizer/_bpe_c.pyx":86
  *             raise MemoryError()
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
  *                   max(whole.values(), default=-1) if whole else -1)             # <<<<<<<<<<<<<<
  *         self._ints = list(range(top + 1))
  * 
 */
-  __pyx_t_2 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_4, __pyx_t_13, Py_GT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 85, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_4, __pyx_t_13, Py_GT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(0, 86, __pyx_L1_error)
   if (__pyx_t_2) {
     __Pyx_INCREF(__pyx_t_4);
     __pyx_t_19 = __pyx_t_4;
@@ -4852,7 +4936,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __pyx_v_top = __pyx_t_3;
   __pyx_t_3 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":86
+  /* "csrc/tokenizer/_bpe_c.pyx":87
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
  *                   max(whole.values(), default=-1) if whole else -1)
  *         self._ints = list(range(top + 1))             # <<<<<<<<<<<<<<
@@ -4860,7 +4944,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
  *     def __dealloc__(self):
 */
   __pyx_t_19 = NULL;
-  __pyx_t_4 = __Pyx_PyLong_AddObjC(__pyx_v_top, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_AddObjC(__pyx_v_top, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 87, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_t_5 = 1;
   {
@@ -4868,10 +4952,10 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
     __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_19); __pyx_t_19 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 86, __pyx_L1_error)
+    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 87, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
   }
-  __pyx_t_4 = PySequence_List(__pyx_t_3); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+  __pyx_t_4 = PySequence_List(__pyx_t_3); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 87, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __Pyx_GIVEREF(__pyx_t_4);
@@ -4879,7 +4963,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   __Pyx_DECREF_SET(__pyx_v_self->_ints, ((PyObject*)__pyx_t_4));
   __pyx_t_4 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":61
+  /* "csrc/tokenizer/_bpe_c.pyx":62
  * cdef class BPE:
  * 
  *     def __cinit__(self, byte_ids, pairs, whole=None):             # <<<<<<<<<<<<<<
@@ -4916,7 +5000,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE___cinit__(struct __pyx_obj_6
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":88
+/* "csrc/tokenizer/_bpe_c.pyx":89
  *         self._ints = list(range(top + 1))
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
@@ -4939,7 +5023,7 @@ static void __pyx_pw_6benchc_9tokenizer_6_bpe_c_3BPE_3__dealloc__(PyObject *__py
 
 static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self) {
 
-  /* "csrc/tokenizer/_bpe_c.pyx":89
+  /* "csrc/tokenizer/_bpe_c.pyx":90
  * 
  *     def __dealloc__(self):
  *         free(self._keys)             # <<<<<<<<<<<<<<
@@ -4948,7 +5032,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_keys);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":90
+  /* "csrc/tokenizer/_bpe_c.pyx":91
  *     def __dealloc__(self):
  *         free(self._keys)
  *         free(self._ranks)             # <<<<<<<<<<<<<<
@@ -4957,7 +5041,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_ranks);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":91
+  /* "csrc/tokenizer/_bpe_c.pyx":92
  *         free(self._keys)
  *         free(self._ranks)
  *         free(self._merged)             # <<<<<<<<<<<<<<
@@ -4966,7 +5050,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_merged);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":92
+  /* "csrc/tokenizer/_bpe_c.pyx":93
  *         free(self._ranks)
  *         free(self._merged)
  *         free(self._arena)             # <<<<<<<<<<<<<<
@@ -4975,7 +5059,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_arena);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":93
+  /* "csrc/tokenizer/_bpe_c.pyx":94
  *         free(self._merged)
  *         free(self._arena)
  *         free(self._w_off)             # <<<<<<<<<<<<<<
@@ -4984,7 +5068,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_off);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":94
+  /* "csrc/tokenizer/_bpe_c.pyx":95
  *         free(self._arena)
  *         free(self._w_off)
  *         free(self._w_len)             # <<<<<<<<<<<<<<
@@ -4993,7 +5077,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_len);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":95
+  /* "csrc/tokenizer/_bpe_c.pyx":96
  *         free(self._w_off)
  *         free(self._w_len)
  *         free(self._w_id)             # <<<<<<<<<<<<<<
@@ -5002,7 +5086,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_id);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":96
+  /* "csrc/tokenizer/_bpe_c.pyx":97
  *         free(self._w_len)
  *         free(self._w_id)
  *         free(self._w_slots)             # <<<<<<<<<<<<<<
@@ -5011,7 +5095,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_w_slots);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":97
+  /* "csrc/tokenizer/_bpe_c.pyx":98
  *         free(self._w_id)
  *         free(self._w_slots)
  *         free(self._scratch)             # <<<<<<<<<<<<<<
@@ -5020,7 +5104,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_scratch);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":98
+  /* "csrc/tokenizer/_bpe_c.pyx":99
  *         free(self._w_slots)
  *         free(self._scratch)
  *         free(self._heap)             # <<<<<<<<<<<<<<
@@ -5029,7 +5113,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_heap);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":99
+  /* "csrc/tokenizer/_bpe_c.pyx":100
  *         free(self._scratch)
  *         free(self._heap)
  *         free(self._cache)             # <<<<<<<<<<<<<<
@@ -5038,7 +5122,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_cache);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":88
+  /* "csrc/tokenizer/_bpe_c.pyx":89
  *         self._ints = list(range(top + 1))
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
@@ -5050,11 +5134,11 @@ static void __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_2__dealloc__(struct __pyx_o
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":101
+/* "csrc/tokenizer/_bpe_c.pyx":102
  *         free(self._cache)
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):             # <<<<<<<<<<<<<<
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:
 */
 
@@ -5063,18 +5147,18 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":102
+  /* "csrc/tokenizer/_bpe_c.pyx":103
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
- *         cdef uint64_t h = _hash(key) & self._mask             # <<<<<<<<<<<<<<
+ *         cdef uint64_t h = mix64(key) & self._mask             # <<<<<<<<<<<<<<
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask
 */
-  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key) & __pyx_v_self->_mask);
+  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(__pyx_v_key) & __pyx_v_self->_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":103
+  /* "csrc/tokenizer/_bpe_c.pyx":104
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:             # <<<<<<<<<<<<<<
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key
@@ -5099,8 +5183,8 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":104
- *         cdef uint64_t h = _hash(key) & self._mask
+    /* "csrc/tokenizer/_bpe_c.pyx":105
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
  *         self._keys[h] = key
@@ -5109,7 +5193,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":105
+  /* "csrc/tokenizer/_bpe_c.pyx":106
  *         while self._keys[h] != 0 and self._keys[h] != key:
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key             # <<<<<<<<<<<<<<
@@ -5118,7 +5202,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_keys[__pyx_v_h]) = __pyx_v_key;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":106
+  /* "csrc/tokenizer/_bpe_c.pyx":107
  *             h = (h + 1) & self._mask
  *         self._keys[h] = key
  *         self._ranks[h] = rank             # <<<<<<<<<<<<<<
@@ -5127,7 +5211,7 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_ranks[__pyx_v_h]) = __pyx_v_rank;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":107
+  /* "csrc/tokenizer/_bpe_c.pyx":108
  *         self._keys[h] = key
  *         self._ranks[h] = rank
  *         self._merged[h] = merged             # <<<<<<<<<<<<<<
@@ -5136,11 +5220,11 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 */
   (__pyx_v_self->_merged[__pyx_v_h]) = __pyx_v_merged;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":101
+  /* "csrc/tokenizer/_bpe_c.pyx":102
  *         free(self._cache)
  * 
  *     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):             # <<<<<<<<<<<<<<
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0 and self._keys[h] != key:
 */
 
@@ -5149,12 +5233,12 @@ static void __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__put(struct __pyx_obj_6bench
 
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":109
+/* "csrc/tokenizer/_bpe_c.pyx":110
  *         self._merged[h] = merged
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:             # <<<<<<<<<<<<<<
  *         cdef uint64_t key = _key(a, b)
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
 */
 
 static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_v_self, int32_t __pyx_v_a, int32_t __pyx_v_b, int64_t *__pyx_v_rank, int32_t *__pyx_v_merged) {
@@ -5163,27 +5247,27 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   int __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":110
+  /* "csrc/tokenizer/_bpe_c.pyx":111
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
  *         cdef uint64_t key = _key(a, b)             # <<<<<<<<<<<<<<
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:
 */
   __pyx_v_key = __pyx_f_6benchc_9tokenizer_6_bpe_c__key(__pyx_v_a, __pyx_v_b);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":111
+  /* "csrc/tokenizer/_bpe_c.pyx":112
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
  *         cdef uint64_t key = _key(a, b)
- *         cdef uint64_t h = _hash(key) & self._mask             # <<<<<<<<<<<<<<
+ *         cdef uint64_t h = mix64(key) & self._mask             # <<<<<<<<<<<<<<
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
 */
-  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_bpe_c__hash(__pyx_v_key) & __pyx_v_self->_mask);
+  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(__pyx_v_key) & __pyx_v_self->_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":112
+  /* "csrc/tokenizer/_bpe_c.pyx":113
  *         cdef uint64_t key = _key(a, b)
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:             # <<<<<<<<<<<<<<
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]
@@ -5194,8 +5278,8 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":113
- *         cdef uint64_t h = _hash(key) & self._mask
+    /* "csrc/tokenizer/_bpe_c.pyx":114
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
  *                 rank[0] = self._ranks[h]
@@ -5206,7 +5290,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":114
+      /* "csrc/tokenizer/_bpe_c.pyx":115
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]             # <<<<<<<<<<<<<<
@@ -5215,7 +5299,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
       (__pyx_v_rank[0]) = (__pyx_v_self->_ranks[__pyx_v_h]);
 
-      /* "csrc/tokenizer/_bpe_c.pyx":115
+      /* "csrc/tokenizer/_bpe_c.pyx":116
  *             if self._keys[h] == key:
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]             # <<<<<<<<<<<<<<
@@ -5224,7 +5308,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
       (__pyx_v_merged[0]) = (__pyx_v_self->_merged[__pyx_v_h]);
 
-      /* "csrc/tokenizer/_bpe_c.pyx":116
+      /* "csrc/tokenizer/_bpe_c.pyx":117
  *                 rank[0] = self._ranks[h]
  *                 merged[0] = self._merged[h]
  *                 return True             # <<<<<<<<<<<<<<
@@ -5237,8 +5321,8 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":113
- *         cdef uint64_t h = _hash(key) & self._mask
+      /* "csrc/tokenizer/_bpe_c.pyx":114
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
  *                 rank[0] = self._ranks[h]
@@ -5246,7 +5330,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":117
+    /* "csrc/tokenizer/_bpe_c.pyx":118
  *                 merged[0] = self._merged[h]
  *                 return True
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -5256,7 +5340,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":118
+  /* "csrc/tokenizer/_bpe_c.pyx":119
  *                 return True
  *             h = (h + 1) & self._mask
  *         return False             # <<<<<<<<<<<<<<
@@ -5269,12 +5353,12 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":109
+  /* "csrc/tokenizer/_bpe_c.pyx":110
  *         self._merged[h] = merged
  * 
  *     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:             # <<<<<<<<<<<<<<
  *         cdef uint64_t key = _key(a, b)
- *         cdef uint64_t h = _hash(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
 */
 
   /* function exit code */
@@ -5284,7 +5368,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__get(struct __pyx_obj_6benchc
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":120
+/* "csrc/tokenizer/_bpe_c.pyx":121
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
@@ -5331,32 +5415,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_whole,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 120, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 121, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 120, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 121, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_build_whole", 0) < (0)) __PYX_ERR(0, 120, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_build_whole", 0) < (0)) __PYX_ERR(0, 121, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, i); __PYX_ERR(0, 120, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, i); __PYX_ERR(0, 121, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 120, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 121, __pyx_L3_error)
     }
     __pyx_v_whole = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 120, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_build_whole", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 121, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -5367,7 +5451,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_whole), (&PyDict_Type), 1, "whole", 1))) __PYX_ERR(0, 120, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_whole), (&PyDict_Type), 1, "whole", 1))) __PYX_ERR(0, 121, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_whole);
 
   /* function exit code */
@@ -5419,7 +5503,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_build_whole", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":121
+  /* "csrc/tokenizer/_bpe_c.pyx":122
  * 
  *     def _build_whole(self, dict whole):
  *         cdef Py_ssize_t n = len(whole), total = 0, k = 0, cap = 16             # <<<<<<<<<<<<<<
@@ -5428,15 +5512,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 121, __pyx_L1_error)
+    __PYX_ERR(0, 122, __pyx_L1_error)
   }
-  __pyx_t_1 = PyDict_Size(__pyx_v_whole); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 121, __pyx_L1_error)
+  __pyx_t_1 = PyDict_Size(__pyx_v_whole); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 122, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
   __pyx_v_total = 0;
   __pyx_v_k = 0;
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":124
+  /* "csrc/tokenizer/_bpe_c.pyx":125
  *         cdef bytes tok
  *         cdef uint64_t h
  *         for tok in whole:             # <<<<<<<<<<<<<<
@@ -5446,9 +5530,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   __pyx_t_1 = 0;
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not iterable");
-    __PYX_ERR(0, 124, __pyx_L1_error)
+    __PYX_ERR(0, 125, __pyx_L1_error)
   }
-  __pyx_t_5 = __Pyx_dict_iterator(__pyx_v_whole, 1, ((PyObject *)NULL), (&__pyx_t_3), (&__pyx_t_4)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 124, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_dict_iterator(__pyx_v_whole, 1, ((PyObject *)NULL), (&__pyx_t_3), (&__pyx_t_4)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 125, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_XDECREF(__pyx_t_2);
   __pyx_t_2 = __pyx_t_5;
@@ -5456,13 +5540,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   while (1) {
     __pyx_t_6 = __Pyx_dict_iter_next(__pyx_t_2, __pyx_t_3, &__pyx_t_1, &__pyx_t_5, NULL, NULL, __pyx_t_4);
     if (unlikely(__pyx_t_6 == 0)) break;
-    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 124, __pyx_L1_error)
+    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 125, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (!(likely(PyBytes_CheckExact(__pyx_t_5))||((__pyx_t_5) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_5))) __PYX_ERR(0, 124, __pyx_L1_error)
+    if (!(likely(PyBytes_CheckExact(__pyx_t_5))||((__pyx_t_5) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_5))) __PYX_ERR(0, 125, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_tok, ((PyObject*)__pyx_t_5));
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":125
+    /* "csrc/tokenizer/_bpe_c.pyx":126
  *         cdef uint64_t h
  *         for tok in whole:
  *             total += len(tok)             # <<<<<<<<<<<<<<
@@ -5471,15 +5555,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 125, __pyx_L1_error)
+      __PYX_ERR(0, 126, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 125, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 126, __pyx_L1_error)
     __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":126
+  /* "csrc/tokenizer/_bpe_c.pyx":127
  *         for tok in whole:
  *             total += len(tok)
  *         while cap < 2 * n + 16:             # <<<<<<<<<<<<<<
@@ -5492,7 +5576,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
     if (!__pyx_t_8) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":127
+    /* "csrc/tokenizer/_bpe_c.pyx":128
  *             total += len(tok)
  *         while cap < 2 * n + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -5502,7 +5586,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":128
+  /* "csrc/tokenizer/_bpe_c.pyx":129
  *         while cap < 2 * n + 16:
  *             cap *= 2
  *         self._w_mask = cap - 1             # <<<<<<<<<<<<<<
@@ -5511,7 +5595,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":129
+  /* "csrc/tokenizer/_bpe_c.pyx":130
  *             cap *= 2
  *         self._w_mask = cap - 1
  *         self._arena = <unsigned char*>malloc(total + 1)             # <<<<<<<<<<<<<<
@@ -5520,7 +5604,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_arena = ((unsigned char *)malloc((__pyx_v_total + 1)));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":130
+  /* "csrc/tokenizer/_bpe_c.pyx":131
  *         self._w_mask = cap - 1
  *         self._arena = <unsigned char*>malloc(total + 1)
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))             # <<<<<<<<<<<<<<
@@ -5529,7 +5613,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_off = ((int64_t *)malloc(((__pyx_v_n + 1) * (sizeof(int64_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":131
+  /* "csrc/tokenizer/_bpe_c.pyx":132
  *         self._arena = <unsigned char*>malloc(total + 1)
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -5538,7 +5622,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_len = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":132
+  /* "csrc/tokenizer/_bpe_c.pyx":133
  *         self._w_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -5547,7 +5631,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_id = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":133
+  /* "csrc/tokenizer/_bpe_c.pyx":134
  *         self._w_len = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -5556,7 +5640,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->_w_slots = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":134
+  /* "csrc/tokenizer/_bpe_c.pyx":135
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -5584,7 +5668,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     goto __pyx_L8_bool_binop_done;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":135
+  /* "csrc/tokenizer/_bpe_c.pyx":136
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL
  *                 or self._w_id == NULL or self._w_slots == NULL):             # <<<<<<<<<<<<<<
@@ -5618,7 +5702,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
   __pyx_L8_bool_binop_done:;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":134
+  /* "csrc/tokenizer/_bpe_c.pyx":135
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -5628,16 +5712,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   if (unlikely(__pyx_t_8)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":136
+    /* "csrc/tokenizer/_bpe_c.pyx":137
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for i in range(cap):
  *             self._w_slots[i] = -1
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 136, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 137, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":134
+    /* "csrc/tokenizer/_bpe_c.pyx":135
  *         self._w_id = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         self._w_slots = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if (self._arena == NULL or self._w_off == NULL or self._w_len == NULL             # <<<<<<<<<<<<<<
@@ -5646,7 +5730,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":137
+  /* "csrc/tokenizer/_bpe_c.pyx":138
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()
  *         for i in range(cap):             # <<<<<<<<<<<<<<
@@ -5654,7 +5738,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
  *         total = 0
 */
   __pyx_t_5 = NULL;
-  __pyx_t_10 = PyLong_FromSsize_t(__pyx_v_cap); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 137, __pyx_L1_error)
+  __pyx_t_10 = PyLong_FromSsize_t(__pyx_v_cap); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 138, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
   __pyx_t_11 = 1;
   {
@@ -5662,12 +5746,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 137, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 138, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  __pyx_t_10 = PyObject_GetIter(__pyx_t_2); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 137, __pyx_L1_error)
+  __pyx_t_10 = PyObject_GetIter(__pyx_t_2); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 138, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 137, __pyx_L1_error)
+  __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 138, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   for (;;) {
     {
@@ -5675,29 +5759,29 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       if (unlikely(!__pyx_t_2)) {
         PyObject* exc_type = PyErr_Occurred();
         if (exc_type) {
-          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 137, __pyx_L1_error)
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 138, __pyx_L1_error)
           PyErr_Clear();
         }
         break;
       }
     }
     __Pyx_GOTREF(__pyx_t_2);
-    if (__Pyx_PyInt_FromNumber(&__pyx_t_2, NULL, 1) < (0)) __PYX_ERR(0, 137, __pyx_L1_error)
+    if (__Pyx_PyInt_FromNumber(&__pyx_t_2, NULL, 1) < (0)) __PYX_ERR(0, 138, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_2));
     __pyx_t_2 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":138
+    /* "csrc/tokenizer/_bpe_c.pyx":139
  *             raise MemoryError()
  *         for i in range(cap):
  *             self._w_slots[i] = -1             # <<<<<<<<<<<<<<
  *         total = 0
  *         for tok, tid in whole.items():
 */
-    __pyx_t_3 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_3 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 138, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_3 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 139, __pyx_L1_error)
     (__pyx_v_self->_w_slots[__pyx_t_3]) = -1;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":137
+    /* "csrc/tokenizer/_bpe_c.pyx":138
  *                 or self._w_id == NULL or self._w_slots == NULL):
  *             raise MemoryError()
  *         for i in range(cap):             # <<<<<<<<<<<<<<
@@ -5707,7 +5791,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   }
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":139
+  /* "csrc/tokenizer/_bpe_c.pyx":140
  *         for i in range(cap):
  *             self._w_slots[i] = -1
  *         total = 0             # <<<<<<<<<<<<<<
@@ -5716,7 +5800,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":140
+  /* "csrc/tokenizer/_bpe_c.pyx":141
  *             self._w_slots[i] = -1
  *         total = 0
  *         for tok, tid in whole.items():             # <<<<<<<<<<<<<<
@@ -5726,9 +5810,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   __pyx_t_3 = 0;
   if (unlikely(__pyx_v_whole == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 140, __pyx_L1_error)
+    __PYX_ERR(0, 141, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_dict_iterator(__pyx_v_whole, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_1), (&__pyx_t_4)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 140, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_dict_iterator(__pyx_v_whole, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_1), (&__pyx_t_4)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 141, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_XDECREF(__pyx_t_10);
   __pyx_t_10 = __pyx_t_2;
@@ -5736,16 +5820,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   while (1) {
     __pyx_t_6 = __Pyx_dict_iter_next(__pyx_t_10, __pyx_t_1, &__pyx_t_3, &__pyx_t_2, &__pyx_t_5, NULL, __pyx_t_4);
     if (unlikely(__pyx_t_6 == 0)) break;
-    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 140, __pyx_L1_error)
+    if (unlikely(__pyx_t_6 == -1)) __PYX_ERR(0, 141, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __Pyx_GOTREF(__pyx_t_5);
-    if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 140, __pyx_L1_error)
+    if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 141, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_tok, ((PyObject*)__pyx_t_2));
     __pyx_t_2 = 0;
     __Pyx_XDECREF_SET(__pyx_v_tid, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":141
+    /* "csrc/tokenizer/_bpe_c.pyx":142
  *         total = 0
  *         for tok, tid in whole.items():
  *             self._w_off[k] = total             # <<<<<<<<<<<<<<
@@ -5754,7 +5838,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     (__pyx_v_self->_w_off[__pyx_v_k]) = __pyx_v_total;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":142
+    /* "csrc/tokenizer/_bpe_c.pyx":143
  *         for tok, tid in whole.items():
  *             self._w_off[k] = total
  *             self._w_len[k] = len(tok)             # <<<<<<<<<<<<<<
@@ -5763,24 +5847,24 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 142, __pyx_L1_error)
+      __PYX_ERR(0, 143, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 142, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 143, __pyx_L1_error)
     (__pyx_v_self->_w_len[__pyx_v_k]) = __pyx_t_7;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":143
+    /* "csrc/tokenizer/_bpe_c.pyx":144
  *             self._w_off[k] = total
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid             # <<<<<<<<<<<<<<
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]
 */
-    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 143, __pyx_L1_error)
+    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 144, __pyx_L1_error)
     (__pyx_v_self->_w_id[__pyx_v_k]) = __pyx_t_13;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":144
+    /* "csrc/tokenizer/_bpe_c.pyx":145
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):             # <<<<<<<<<<<<<<
@@ -5790,10 +5874,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     __pyx_t_2 = NULL;
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 144, __pyx_L1_error)
+      __PYX_ERR(0, 145, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 144, __pyx_L1_error)
-    __pyx_t_14 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 144, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 145, __pyx_L1_error)
+    __pyx_t_14 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 145, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
 
     __pyx_t_11 = 1;
@@ -5802,12 +5886,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
       __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 144, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
     }
-    __pyx_t_14 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 144, __pyx_L1_error)
+    __pyx_t_14 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 145, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
-    __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 144, __pyx_L1_error)
+    __pyx_t_12 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_14); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 145, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     for (;;) {
       {
@@ -5815,40 +5899,40 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
         if (unlikely(!__pyx_t_5)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 144, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 145, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
         }
       }
       __Pyx_GOTREF(__pyx_t_5);
-      if (__Pyx_PyInt_FromNumber(&__pyx_t_5, NULL, 1) < (0)) __PYX_ERR(0, 144, __pyx_L1_error)
+      if (__Pyx_PyInt_FromNumber(&__pyx_t_5, NULL, 1) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
       __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_5));
       __pyx_t_5 = 0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":145
+      /* "csrc/tokenizer/_bpe_c.pyx":146
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]             # <<<<<<<<<<<<<<
  *             total += len(tok)
  *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
 */
-      __pyx_t_5 = __Pyx_PyObject_GetItem(__pyx_v_tok, __pyx_v_i); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 145, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyObject_GetItem(__pyx_v_tok, __pyx_v_i); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 146, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_15 = __Pyx_PyLong_As_unsigned_char(__pyx_t_5); if (unlikely((__pyx_t_15 == (unsigned char)-1) && PyErr_Occurred())) __PYX_ERR(0, 145, __pyx_L1_error)
+      __pyx_t_15 = __Pyx_PyLong_As_unsigned_char(__pyx_t_5); if (unlikely((__pyx_t_15 == (unsigned char)-1) && PyErr_Occurred())) __PYX_ERR(0, 146, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 145, __pyx_L1_error)
+      __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 146, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 145, __pyx_L1_error)
+      __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 146, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_7 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_7 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 145, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_7 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 146, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
       (__pyx_v_self->_arena[__pyx_t_7]) = __pyx_t_15;
 
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":144
+      /* "csrc/tokenizer/_bpe_c.pyx":145
  *             self._w_len[k] = len(tok)
  *             self._w_id[k] = tid
  *             for i in range(len(tok)):             # <<<<<<<<<<<<<<
@@ -5858,7 +5942,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
     }
     __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":146
+    /* "csrc/tokenizer/_bpe_c.pyx":147
  *             for i in range(len(tok)):
  *                 self._arena[total + i] = tok[i]
  *             total += len(tok)             # <<<<<<<<<<<<<<
@@ -5867,13 +5951,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 146, __pyx_L1_error)
+      __PYX_ERR(0, 147, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 146, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 147, __pyx_L1_error)
     __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":147
+    /* "csrc/tokenizer/_bpe_c.pyx":148
  *                 self._arena[total + i] = tok[i]
  *             total += len(tok)
  *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5882,19 +5966,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-      __PYX_ERR(0, 147, __pyx_L1_error)
+      __PYX_ERR(0, 148, __pyx_L1_error)
     }
-    __pyx_t_16 = __Pyx_PyBytes_AsUString(__pyx_v_tok); if (unlikely((!__pyx_t_16) && PyErr_Occurred())) __PYX_ERR(0, 147, __pyx_L1_error)
+    __pyx_t_16 = __Pyx_PyBytes_AsUString(__pyx_v_tok); if (unlikely((!__pyx_t_16) && PyErr_Occurred())) __PYX_ERR(0, 148, __pyx_L1_error)
     if (unlikely(__pyx_v_tok == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 147, __pyx_L1_error)
+      __PYX_ERR(0, 148, __pyx_L1_error)
     }
-    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 147, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_v_tok); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 148, __pyx_L1_error)
     __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(((unsigned char const *)__pyx_t_16), __pyx_t_7) & __pyx_v_self->_w_mask);
 
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":148
+    /* "csrc/tokenizer/_bpe_c.pyx":149
  *             total += len(tok)
  *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:             # <<<<<<<<<<<<<<
@@ -5907,7 +5991,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 
       if (!__pyx_t_8) break;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":149
+      /* "csrc/tokenizer/_bpe_c.pyx":150
  *             h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask             # <<<<<<<<<<<<<<
@@ -5917,7 +6001,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
       __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_w_mask);
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":150
+    /* "csrc/tokenizer/_bpe_c.pyx":151
  *             while self._w_slots[h] != -1:
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k             # <<<<<<<<<<<<<<
@@ -5926,7 +6010,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
     (__pyx_v_self->_w_slots[__pyx_v_h]) = __pyx_v_k;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":151
+    /* "csrc/tokenizer/_bpe_c.pyx":152
  *                 h = (h + 1) & self._w_mask
  *             self._w_slots[h] = k
  *             k += 1             # <<<<<<<<<<<<<<
@@ -5937,7 +6021,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   }
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":152
+  /* "csrc/tokenizer/_bpe_c.pyx":153
  *             self._w_slots[h] = k
  *             k += 1
  *         self.has_whole = True             # <<<<<<<<<<<<<<
@@ -5946,7 +6030,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
 */
   __pyx_v_self->has_whole = 1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":120
+  /* "csrc/tokenizer/_bpe_c.pyx":121
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
@@ -5978,7 +6062,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_4_build_whole(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":154
+/* "csrc/tokenizer/_bpe_c.pyx":155
  *         self.has_whole = True
  * 
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5993,7 +6077,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":156
+  /* "csrc/tokenizer/_bpe_c.pyx":157
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *         """The id of the token whose bytes are exactly p[:n], or -1."""
  *         cdef uint64_t h = piece_hash(p, n) & self._w_mask             # <<<<<<<<<<<<<<
@@ -6002,7 +6086,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
   __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(__pyx_v_p, __pyx_v_n) & __pyx_v_self->_w_mask);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":158
+  /* "csrc/tokenizer/_bpe_c.pyx":159
  *         cdef uint64_t h = piece_hash(p, n) & self._w_mask
  *         cdef int32_t k
  *         while True:             # <<<<<<<<<<<<<<
@@ -6011,7 +6095,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
   while (1) {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":159
+    /* "csrc/tokenizer/_bpe_c.pyx":160
  *         cdef int32_t k
  *         while True:
  *             k = self._w_slots[h]             # <<<<<<<<<<<<<<
@@ -6020,7 +6104,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     __pyx_v_k = (__pyx_v_self->_w_slots[__pyx_v_h]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":160
+    /* "csrc/tokenizer/_bpe_c.pyx":161
  *         while True:
  *             k = self._w_slots[h]
  *             if k == -1:             # <<<<<<<<<<<<<<
@@ -6032,7 +6116,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":161
+      /* "csrc/tokenizer/_bpe_c.pyx":162
  *             k = self._w_slots[h]
  *             if k == -1:
  *                 return -1             # <<<<<<<<<<<<<<
@@ -6045,7 +6129,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":160
+      /* "csrc/tokenizer/_bpe_c.pyx":161
  *         while True:
  *             k = self._w_slots[h]
  *             if k == -1:             # <<<<<<<<<<<<<<
@@ -6054,7 +6138,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":162
+    /* "csrc/tokenizer/_bpe_c.pyx":163
  *             if k == -1:
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:             # <<<<<<<<<<<<<<
@@ -6080,7 +6164,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":163
+      /* "csrc/tokenizer/_bpe_c.pyx":164
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:
  *                 return self._w_id[k]             # <<<<<<<<<<<<<<
@@ -6093,7 +6177,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":162
+      /* "csrc/tokenizer/_bpe_c.pyx":163
  *             if k == -1:
  *                 return -1
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:             # <<<<<<<<<<<<<<
@@ -6102,7 +6186,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":164
+    /* "csrc/tokenizer/_bpe_c.pyx":165
  *             if self._w_len[k] == n and memcmp(self._arena + self._w_off[k], p, n) == 0:
  *                 return self._w_id[k]
  *             h = (h + 1) & self._w_mask             # <<<<<<<<<<<<<<
@@ -6112,7 +6196,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_w_mask);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":154
+  /* "csrc/tokenizer/_bpe_c.pyx":155
  *         self.has_whole = True
  * 
  *     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -6128,7 +6212,7 @@ static int32_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__whole_id(struct __pyx_ob
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":166
+/* "csrc/tokenizer/_bpe_c.pyx":167
  *             h = (h + 1) & self._w_mask
  * 
  *     cdef int _grow(self, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -6145,7 +6229,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":169
+  /* "csrc/tokenizer/_bpe_c.pyx":170
  *         cdef int32_t* s
  *         cdef Cand* hp
  *         if n <= self._cap:             # <<<<<<<<<<<<<<
@@ -6157,7 +6241,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":170
+    /* "csrc/tokenizer/_bpe_c.pyx":171
  *         cdef Cand* hp
  *         if n <= self._cap:
  *             return 0             # <<<<<<<<<<<<<<
@@ -6170,7 +6254,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":169
+    /* "csrc/tokenizer/_bpe_c.pyx":170
  *         cdef int32_t* s
  *         cdef Cand* hp
  *         if n <= self._cap:             # <<<<<<<<<<<<<<
@@ -6179,7 +6263,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":171
+  /* "csrc/tokenizer/_bpe_c.pyx":172
  *         if n <= self._cap:
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -6188,7 +6272,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_s = ((int32_t *)realloc(__pyx_v_self->_scratch, ((3 * __pyx_v_n) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":172
+  /* "csrc/tokenizer/_bpe_c.pyx":173
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:             # <<<<<<<<<<<<<<
@@ -6200,16 +6284,16 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":173
+    /* "csrc/tokenizer/_bpe_c.pyx":174
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 173, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 174, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":172
+    /* "csrc/tokenizer/_bpe_c.pyx":173
  *             return 0
  *         s = <int32_t*>realloc(self._scratch, 3 * n * sizeof(int32_t))
  *         if s == NULL:             # <<<<<<<<<<<<<<
@@ -6218,7 +6302,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":174
+  /* "csrc/tokenizer/_bpe_c.pyx":175
  *         if s == NULL:
  *             raise MemoryError()
  *         self._scratch = s             # <<<<<<<<<<<<<<
@@ -6227,7 +6311,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_scratch = __pyx_v_s;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":175
+  /* "csrc/tokenizer/_bpe_c.pyx":176
  *             raise MemoryError()
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))             # <<<<<<<<<<<<<<
@@ -6236,7 +6320,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_hp = ((struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand *)realloc(__pyx_v_self->_heap, (((3 * __pyx_v_n) + 1) * (sizeof(struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":176
+  /* "csrc/tokenizer/_bpe_c.pyx":177
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:             # <<<<<<<<<<<<<<
@@ -6248,16 +6332,16 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":177
+    /* "csrc/tokenizer/_bpe_c.pyx":178
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         self._heap = hp
  *         self._cap = n
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 177, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 178, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":176
+    /* "csrc/tokenizer/_bpe_c.pyx":177
  *         self._scratch = s
  *         hp = <Cand*>realloc(self._heap, (3 * n + 1) * sizeof(Cand))
  *         if hp == NULL:             # <<<<<<<<<<<<<<
@@ -6266,7 +6350,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":178
+  /* "csrc/tokenizer/_bpe_c.pyx":179
  *         if hp == NULL:
  *             raise MemoryError()
  *         self._heap = hp             # <<<<<<<<<<<<<<
@@ -6275,7 +6359,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_heap = __pyx_v_hp;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":179
+  /* "csrc/tokenizer/_bpe_c.pyx":180
  *             raise MemoryError()
  *         self._heap = hp
  *         self._cap = n             # <<<<<<<<<<<<<<
@@ -6284,7 +6368,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
 */
   __pyx_v_self->_cap = __pyx_v_n;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":180
+  /* "csrc/tokenizer/_bpe_c.pyx":181
  *         self._heap = hp
  *         self._cap = n
  *         return 0             # <<<<<<<<<<<<<<
@@ -6297,7 +6381,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":166
+  /* "csrc/tokenizer/_bpe_c.pyx":167
  *             h = (h + 1) & self._w_mask
  * 
  *     cdef int _grow(self, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -6316,7 +6400,7 @@ static int __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__grow(struct __pyx_obj_6bench
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":182
+/* "csrc/tokenizer/_bpe_c.pyx":183
  *         return 0
  * 
  *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6345,7 +6429,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge_into", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":185
+  /* "csrc/tokenizer/_bpe_c.pyx":186
  *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -6357,7 +6441,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":186
+    /* "csrc/tokenizer/_bpe_c.pyx":187
  *         cdef Py_ssize_t i
  *         if n == 0:
  *             return 0             # <<<<<<<<<<<<<<
@@ -6370,7 +6454,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":185
+    /* "csrc/tokenizer/_bpe_c.pyx":186
  *         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -6379,17 +6463,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":187
+  /* "csrc/tokenizer/_bpe_c.pyx":188
  *         if n == 0:
  *             return 0
  *         self._grow(n)             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]
 */
-  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 187, __pyx_L1_error)
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 188, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":188
+  /* "csrc/tokenizer/_bpe_c.pyx":189
  *             return 0
  *         self._grow(n)
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -6403,7 +6487,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":189
+    /* "csrc/tokenizer/_bpe_c.pyx":190
  *         self._grow(n)
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]             # <<<<<<<<<<<<<<
@@ -6412,7 +6496,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
 */
     (__pyx_v_self->_scratch[__pyx_v_i]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[__pyx_v_i])]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":190
+    /* "csrc/tokenizer/_bpe_c.pyx":191
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]
  *             if self._scratch[i] < 0:             # <<<<<<<<<<<<<<
@@ -6424,7 +6508,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":191
+      /* "csrc/tokenizer/_bpe_c.pyx":192
  *             self._scratch[i] = self._byte_ids[p[i]]
  *             if self._scratch[i] < 0:
  *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")             # <<<<<<<<<<<<<<
@@ -6432,9 +6516,9 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
  * 
 */
       __pyx_t_7 = NULL;
-      __pyx_t_8 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 191, __pyx_L1_error)
+      __pyx_t_8 = __Pyx_PyLong_From_unsigned_char((__pyx_v_p[__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 192, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
-      __pyx_t_9 = __Pyx_PyObject_FormatSimple(__pyx_t_8, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 191, __pyx_L1_error)
+      __pyx_t_9 = __Pyx_PyObject_FormatSimple(__pyx_t_8, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 192, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_byte;
@@ -6449,7 +6533,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
       __pyx_t_2 |= __Pyx_PyUnicode_KIND_04(__pyx_t_10[1]);
       #endif
       __pyx_t_8 = __Pyx_PyUnicode_Join(__pyx_t_10, 3, __pyx_t_11, __pyx_t_2);
-      if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 191, __pyx_L1_error)
+      if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 192, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
       __pyx_t_12 = 1;
@@ -6458,14 +6542,14 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
         __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_KeyError)), __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
         __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-        if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 191, __pyx_L1_error)
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 192, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_6);
       }
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(0, 191, __pyx_L1_error)
+      __PYX_ERR(0, 192, __pyx_L1_error)
 
-      /* "csrc/tokenizer/_bpe_c.pyx":190
+      /* "csrc/tokenizer/_bpe_c.pyx":191
  *         for i in range(n):
  *             self._scratch[i] = self._byte_ids[p[i]]
  *             if self._scratch[i] < 0:             # <<<<<<<<<<<<<<
@@ -6476,20 +6560,20 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":192
+  /* "csrc/tokenizer/_bpe_c.pyx":193
  *             if self._scratch[i] < 0:
  *                 raise KeyError(f"byte {p[i]} has no token in this vocabulary")
  *         return self._merge_scratch(n, out)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 192, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 193, __pyx_L1_error)
   {
     __pyx_r = __pyx_t_3;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":182
+  /* "csrc/tokenizer/_bpe_c.pyx":183
  *         return 0
  * 
  *     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6512,7 +6596,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_into(struct __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":194
+/* "csrc/tokenizer/_bpe_c.pyx":195
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6532,7 +6616,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":197
+  /* "csrc/tokenizer/_bpe_c.pyx":198
  *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -6544,7 +6628,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":198
+    /* "csrc/tokenizer/_bpe_c.pyx":199
  *         cdef Py_ssize_t i
  *         if n == 0:
  *             return 0             # <<<<<<<<<<<<<<
@@ -6557,7 +6641,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":197
+    /* "csrc/tokenizer/_bpe_c.pyx":198
  *         """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
  *         cdef Py_ssize_t i
  *         if n == 0:             # <<<<<<<<<<<<<<
@@ -6566,17 +6650,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":199
+  /* "csrc/tokenizer/_bpe_c.pyx":200
  *         if n == 0:
  *             return 0
  *         self._grow(n)             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             self._scratch[i] = ids[i]
 */
-  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 199, __pyx_L1_error)
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_grow(__pyx_v_self, __pyx_v_n); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 200, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":200
+  /* "csrc/tokenizer/_bpe_c.pyx":201
  *             return 0
  *         self._grow(n)
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -6590,7 +6674,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":201
+    /* "csrc/tokenizer/_bpe_c.pyx":202
  *         self._grow(n)
  *         for i in range(n):
  *             self._scratch[i] = ids[i]             # <<<<<<<<<<<<<<
@@ -6601,20 +6685,20 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":202
+  /* "csrc/tokenizer/_bpe_c.pyx":203
  *         for i in range(n):
  *             self._scratch[i] = ids[i]
  *         return self._merge_scratch(n, out)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 202, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_merge_scratch(__pyx_v_self, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 203, __pyx_L1_error)
   {
     __pyx_r = __pyx_t_3;
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":194
+  /* "csrc/tokenizer/_bpe_c.pyx":195
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6632,7 +6716,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_merge_ids_into(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":204
+/* "csrc/tokenizer/_bpe_c.pyx":205
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -6664,7 +6748,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   int32_t __pyx_t_8;
   int __pyx_t_9;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":206
+  /* "csrc/tokenizer/_bpe_c.pyx":207
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
  *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0             # <<<<<<<<<<<<<<
@@ -6674,7 +6758,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   __pyx_v_hn = 0;
   __pyx_v_m = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":207
+  /* "csrc/tokenizer/_bpe_c.pyx":208
  *         """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
  *         cdef int32_t* ids = self._scratch             # <<<<<<<<<<<<<<
@@ -6685,7 +6769,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
   __pyx_v_ids = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":208
+  /* "csrc/tokenizer/_bpe_c.pyx":209
  *         cdef Py_ssize_t i, j, k, hn = 0, m = 0
  *         cdef int32_t* ids = self._scratch
  *         cdef int32_t* nxt = ids + n             # <<<<<<<<<<<<<<
@@ -6694,7 +6778,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   __pyx_v_nxt = (__pyx_v_ids + __pyx_v_n);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":209
+  /* "csrc/tokenizer/_bpe_c.pyx":210
  *         cdef int32_t* ids = self._scratch
  *         cdef int32_t* nxt = ids + n
  *         cdef int32_t* prev = ids + 2 * n             # <<<<<<<<<<<<<<
@@ -6703,7 +6787,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   __pyx_v_prev = (__pyx_v_ids + (2 * __pyx_v_n));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":210
+  /* "csrc/tokenizer/_bpe_c.pyx":211
  *         cdef int32_t* nxt = ids + n
  *         cdef int32_t* prev = ids + 2 * n
  *         cdef Cand* heap = self._heap             # <<<<<<<<<<<<<<
@@ -6714,7 +6798,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
   __pyx_v_heap = __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":214
+  /* "csrc/tokenizer/_bpe_c.pyx":215
  *         cdef int64_t rank
  *         cdef int32_t merged
  *         if n == 1:             # <<<<<<<<<<<<<<
@@ -6726,7 +6810,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   if (__pyx_t_3) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":215
+    /* "csrc/tokenizer/_bpe_c.pyx":216
  *         cdef int32_t merged
  *         if n == 1:
  *             out[0] = ids[0]             # <<<<<<<<<<<<<<
@@ -6735,7 +6819,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_out[0]) = (__pyx_v_ids[0]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":216
+    /* "csrc/tokenizer/_bpe_c.pyx":217
  *         if n == 1:
  *             out[0] = ids[0]
  *             return 1             # <<<<<<<<<<<<<<
@@ -6748,7 +6832,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":214
+    /* "csrc/tokenizer/_bpe_c.pyx":215
  *         cdef int64_t rank
  *         cdef int32_t merged
  *         if n == 1:             # <<<<<<<<<<<<<<
@@ -6757,7 +6841,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":217
+  /* "csrc/tokenizer/_bpe_c.pyx":218
  *             out[0] = ids[0]
  *             return 1
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -6771,7 +6855,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":218
+    /* "csrc/tokenizer/_bpe_c.pyx":219
  *             return 1
  *         for i in range(n):
  *             nxt[i] = i + 1             # <<<<<<<<<<<<<<
@@ -6780,7 +6864,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_nxt[__pyx_v_i]) = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":219
+    /* "csrc/tokenizer/_bpe_c.pyx":220
  *         for i in range(n):
  *             nxt[i] = i + 1
  *             prev[i] = i - 1             # <<<<<<<<<<<<<<
@@ -6791,7 +6875,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":220
+  /* "csrc/tokenizer/_bpe_c.pyx":221
  *             nxt[i] = i + 1
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1             # <<<<<<<<<<<<<<
@@ -6800,7 +6884,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   (__pyx_v_nxt[(__pyx_v_n - 1)]) = -1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":221
+  /* "csrc/tokenizer/_bpe_c.pyx":222
  *             prev[i] = i - 1
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):             # <<<<<<<<<<<<<<
@@ -6814,7 +6898,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
     __pyx_v_i = __pyx_t_6;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":222
+    /* "csrc/tokenizer/_bpe_c.pyx":223
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6826,7 +6910,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":223
+      /* "csrc/tokenizer/_bpe_c.pyx":224
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))             # <<<<<<<<<<<<<<
@@ -6841,7 +6925,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
       __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":222
+      /* "csrc/tokenizer/_bpe_c.pyx":223
  *         nxt[n - 1] = -1
  *         for i in range(n - 1):
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -6852,7 +6936,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":224
+  /* "csrc/tokenizer/_bpe_c.pyx":225
  *             if self._get(ids[i], ids[i + 1], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:             # <<<<<<<<<<<<<<
@@ -6865,7 +6949,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
     if (!__pyx_t_3) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":225
+    /* "csrc/tokenizer/_bpe_c.pyx":226
  *                 _push(heap, &hn, Cand(rank, i, ids[i], ids[i + 1], merged))
  *         while hn > 0:
  *             c = _pop(heap, &hn)             # <<<<<<<<<<<<<<
@@ -6874,7 +6958,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_c = __pyx_f_6benchc_9tokenizer_6_bpe_c__pop(__pyx_v_heap, (&__pyx_v_hn));
 
-    /* "csrc/tokenizer/_bpe_c.pyx":226
+    /* "csrc/tokenizer/_bpe_c.pyx":227
  *         while hn > 0:
  *             c = _pop(heap, &hn)
  *             i = c.pos             # <<<<<<<<<<<<<<
@@ -6885,7 +6969,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
     __pyx_v_i = __pyx_t_8;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":227
+    /* "csrc/tokenizer/_bpe_c.pyx":228
  *             c = _pop(heap, &hn)
  *             i = c.pos
  *             j = nxt[i]             # <<<<<<<<<<<<<<
@@ -6894,7 +6978,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_j = (__pyx_v_nxt[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":228
+    /* "csrc/tokenizer/_bpe_c.pyx":229
  *             i = c.pos
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:             # <<<<<<<<<<<<<<
@@ -6930,7 +7014,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":229
+      /* "csrc/tokenizer/_bpe_c.pyx":230
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
  *                 continue  # stale: one side was merged since this pair was queued             # <<<<<<<<<<<<<<
@@ -6939,7 +7023,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
       goto __pyx_L9_continue;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":228
+      /* "csrc/tokenizer/_bpe_c.pyx":229
  *             i = c.pos
  *             j = nxt[i]
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:             # <<<<<<<<<<<<<<
@@ -6948,7 +7032,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":230
+    /* "csrc/tokenizer/_bpe_c.pyx":231
  *             if ids[i] != c.a or j == -1 or ids[j] != c.b:
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged             # <<<<<<<<<<<<<<
@@ -6960,7 +7044,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     (__pyx_v_ids[__pyx_v_i]) = __pyx_t_8;
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":231
+    /* "csrc/tokenizer/_bpe_c.pyx":232
  *                 continue  # stale: one side was merged since this pair was queued
  *             ids[i] = c.merged
  *             ids[j] = -1             # <<<<<<<<<<<<<<
@@ -6969,7 +7053,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_ids[__pyx_v_j]) = -1;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":232
+    /* "csrc/tokenizer/_bpe_c.pyx":233
  *             ids[i] = c.merged
  *             ids[j] = -1
  *             nxt[i] = nxt[j]             # <<<<<<<<<<<<<<
@@ -6978,7 +7062,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_nxt[__pyx_v_i]) = (__pyx_v_nxt[__pyx_v_j]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":233
+    /* "csrc/tokenizer/_bpe_c.pyx":234
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:             # <<<<<<<<<<<<<<
@@ -6990,7 +7074,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":234
+      /* "csrc/tokenizer/_bpe_c.pyx":235
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:
  *                 prev[nxt[j]] = i             # <<<<<<<<<<<<<<
@@ -6999,7 +7083,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
       (__pyx_v_prev[(__pyx_v_nxt[__pyx_v_j])]) = __pyx_v_i;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":233
+      /* "csrc/tokenizer/_bpe_c.pyx":234
  *             ids[j] = -1
  *             nxt[i] = nxt[j]
  *             if nxt[j] != -1:             # <<<<<<<<<<<<<<
@@ -7008,7 +7092,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":235
+    /* "csrc/tokenizer/_bpe_c.pyx":236
  *             if nxt[j] != -1:
  *                 prev[nxt[j]] = i
  *             k = prev[i]             # <<<<<<<<<<<<<<
@@ -7017,7 +7101,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_k = (__pyx_v_prev[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":236
+    /* "csrc/tokenizer/_bpe_c.pyx":237
  *                 prev[nxt[j]] = i
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):             # <<<<<<<<<<<<<<
@@ -7043,7 +7127,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":237
+      /* "csrc/tokenizer/_bpe_c.pyx":238
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))             # <<<<<<<<<<<<<<
@@ -7058,7 +7142,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
       __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":236
+      /* "csrc/tokenizer/_bpe_c.pyx":237
  *                 prev[nxt[j]] = i
  *             k = prev[i]
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):             # <<<<<<<<<<<<<<
@@ -7067,7 +7151,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":238
+    /* "csrc/tokenizer/_bpe_c.pyx":239
  *             if k != -1 and self._get(ids[k], c.merged, &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]             # <<<<<<<<<<<<<<
@@ -7076,7 +7160,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_k = (__pyx_v_nxt[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":239
+    /* "csrc/tokenizer/_bpe_c.pyx":240
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -7102,7 +7186,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":240
+      /* "csrc/tokenizer/_bpe_c.pyx":241
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))             # <<<<<<<<<<<<<<
@@ -7117,7 +7201,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
       __pyx_f_6benchc_9tokenizer_6_bpe_c__push(__pyx_v_heap, (&__pyx_v_hn), __pyx_t_7);
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":239
+      /* "csrc/tokenizer/_bpe_c.pyx":240
  *                 _push(heap, &hn, Cand(rank, k, ids[k], c.merged, merged))
  *             k = nxt[i]
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):             # <<<<<<<<<<<<<<
@@ -7128,7 +7212,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     __pyx_L9_continue:;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":241
+  /* "csrc/tokenizer/_bpe_c.pyx":242
  *             if k != -1 and self._get(c.merged, ids[k], &rank, &merged):
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0             # <<<<<<<<<<<<<<
@@ -7137,7 +7221,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":242
+  /* "csrc/tokenizer/_bpe_c.pyx":243
  *                 _push(heap, &hn, Cand(rank, i, c.merged, ids[k], merged))
  *         i = 0
  *         while i != -1:             # <<<<<<<<<<<<<<
@@ -7150,7 +7234,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 
     if (!__pyx_t_3) break;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":243
+    /* "csrc/tokenizer/_bpe_c.pyx":244
  *         i = 0
  *         while i != -1:
  *             out[m] = ids[i]             # <<<<<<<<<<<<<<
@@ -7159,7 +7243,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     (__pyx_v_out[__pyx_v_m]) = (__pyx_v_ids[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":244
+    /* "csrc/tokenizer/_bpe_c.pyx":245
  *         while i != -1:
  *             out[m] = ids[i]
  *             m += 1             # <<<<<<<<<<<<<<
@@ -7168,7 +7252,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
 */
     __pyx_v_m = (__pyx_v_m + 1);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":245
+    /* "csrc/tokenizer/_bpe_c.pyx":246
  *             out[m] = ids[i]
  *             m += 1
  *             i = nxt[i]             # <<<<<<<<<<<<<<
@@ -7178,7 +7262,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
     __pyx_v_i = (__pyx_v_nxt[__pyx_v_i]);
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":246
+  /* "csrc/tokenizer/_bpe_c.pyx":247
  *             m += 1
  *             i = nxt[i]
  *         return m             # <<<<<<<<<<<<<<
@@ -7191,7 +7275,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":204
+  /* "csrc/tokenizer/_bpe_c.pyx":205
  *         return self._merge_scratch(n, out)
  * 
  *     cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -7217,7 +7301,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__merge_scratch(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":248
+/* "csrc/tokenizer/_bpe_c.pyx":249
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -7237,7 +7321,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":252
+  /* "csrc/tokenizer/_bpe_c.pyx":253
  *         (as tiktoken does); else it is merged. Short pieces are memoized."""
  *         cdef int32_t t
  *         cdef uint64_t h = 0             # <<<<<<<<<<<<<<
@@ -7246,7 +7330,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
   __pyx_v_h = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":254
+  /* "csrc/tokenizer/_bpe_c.pyx":255
  *         cdef uint64_t h = 0
  *         cdef Py_ssize_t m
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -7258,7 +7342,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":255
+    /* "csrc/tokenizer/_bpe_c.pyx":256
  *         cdef Py_ssize_t m
  *         if n <= CACHE_KEY:
  *             h = piece_hash(p, n)             # <<<<<<<<<<<<<<
@@ -7267,7 +7351,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     __pyx_v_h = __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(__pyx_v_p, __pyx_v_n);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":256
+    /* "csrc/tokenizer/_bpe_c.pyx":257
  *         if n <= CACHE_KEY:
  *             h = piece_hash(p, n)
  *             m = cache_get(self._cache, h, p, n, out)             # <<<<<<<<<<<<<<
@@ -7276,7 +7360,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     __pyx_v_m = __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":257
+    /* "csrc/tokenizer/_bpe_c.pyx":258
  *             h = piece_hash(p, n)
  *             m = cache_get(self._cache, h, p, n, out)
  *             if m >= 0:             # <<<<<<<<<<<<<<
@@ -7288,7 +7372,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":258
+      /* "csrc/tokenizer/_bpe_c.pyx":259
  *             m = cache_get(self._cache, h, p, n, out)
  *             if m >= 0:
  *                 return m             # <<<<<<<<<<<<<<
@@ -7301,7 +7385,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":257
+      /* "csrc/tokenizer/_bpe_c.pyx":258
  *             h = piece_hash(p, n)
  *             m = cache_get(self._cache, h, p, n, out)
  *             if m >= 0:             # <<<<<<<<<<<<<<
@@ -7310,7 +7394,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":254
+    /* "csrc/tokenizer/_bpe_c.pyx":255
  *         cdef uint64_t h = 0
  *         cdef Py_ssize_t m
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -7319,7 +7403,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":259
+  /* "csrc/tokenizer/_bpe_c.pyx":260
  *             if m >= 0:
  *                 return m
  *         if self.has_whole and n > 1:             # <<<<<<<<<<<<<<
@@ -7341,7 +7425,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":260
+    /* "csrc/tokenizer/_bpe_c.pyx":261
  *                 return m
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)             # <<<<<<<<<<<<<<
@@ -7350,7 +7434,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     __pyx_v_t = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_whole_id(__pyx_v_self, __pyx_v_p, __pyx_v_n);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":261
+    /* "csrc/tokenizer/_bpe_c.pyx":262
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)
  *             if t >= 0:             # <<<<<<<<<<<<<<
@@ -7362,7 +7446,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":262
+      /* "csrc/tokenizer/_bpe_c.pyx":263
  *             t = self._whole_id(p, n)
  *             if t >= 0:
  *                 out[0] = t             # <<<<<<<<<<<<<<
@@ -7371,7 +7455,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
       (__pyx_v_out[0]) = __pyx_v_t;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":263
+      /* "csrc/tokenizer/_bpe_c.pyx":264
  *             if t >= 0:
  *                 out[0] = t
  *                 return 1             # <<<<<<<<<<<<<<
@@ -7384,7 +7468,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":261
+      /* "csrc/tokenizer/_bpe_c.pyx":262
  *         if self.has_whole and n > 1:
  *             t = self._whole_id(p, n)
  *             if t >= 0:             # <<<<<<<<<<<<<<
@@ -7393,7 +7477,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":259
+    /* "csrc/tokenizer/_bpe_c.pyx":260
  *             if m >= 0:
  *                 return m
  *         if self.has_whole and n > 1:             # <<<<<<<<<<<<<<
@@ -7402,17 +7486,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":264
+  /* "csrc/tokenizer/_bpe_c.pyx":265
  *                 out[0] = t
  *                 return 1
  *         m = self.merge_into(p, n, out)             # <<<<<<<<<<<<<<
  *         if n <= CACHE_KEY:
  *             cache_put(self._cache, h, p, n, out, m)
 */
-  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 264, __pyx_L1_error)
+  __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 265, __pyx_L1_error)
   __pyx_v_m = __pyx_t_3;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":265
+  /* "csrc/tokenizer/_bpe_c.pyx":266
  *                 return 1
  *         m = self.merge_into(p, n, out)
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -7424,7 +7508,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":266
+    /* "csrc/tokenizer/_bpe_c.pyx":267
  *         m = self.merge_into(p, n, out)
  *         if n <= CACHE_KEY:
  *             cache_put(self._cache, h, p, n, out, m)             # <<<<<<<<<<<<<<
@@ -7433,7 +7517,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
     __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out, __pyx_v_m);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":265
+    /* "csrc/tokenizer/_bpe_c.pyx":266
  *                 return 1
  *         m = self.merge_into(p, n, out)
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -7442,7 +7526,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":267
+  /* "csrc/tokenizer/_bpe_c.pyx":268
  *         if n <= CACHE_KEY:
  *             cache_put(self._cache, h, p, n, out, m)
  *         return m             # <<<<<<<<<<<<<<
@@ -7455,7 +7539,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":248
+  /* "csrc/tokenizer/_bpe_c.pyx":249
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:             # <<<<<<<<<<<<<<
@@ -7475,7 +7559,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into(struct __p
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":269
+/* "csrc/tokenizer/_bpe_c.pyx":270
  *         return m
  * 
  *     cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):             # <<<<<<<<<<<<<<
@@ -7501,19 +7585,19 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("ids_list", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":272
+  /* "csrc/tokenizer/_bpe_c.pyx":273
  *         """A list of ids[:n], built at its final size from shared int objects (no int is made
  *         per token: a list of a million tokens costs references only)."""
  *         cdef list out = PyList_New(n)             # <<<<<<<<<<<<<<
  *         cdef Py_ssize_t i, known = len(self._ints)
  *         cdef object o
 */
-  __pyx_t_1 = PyList_New(__pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 272, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(__pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 273, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_out = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":273
+  /* "csrc/tokenizer/_bpe_c.pyx":274
  *         per token: a list of a million tokens costs references only)."""
  *         cdef list out = PyList_New(n)
  *         cdef Py_ssize_t i, known = len(self._ints)             # <<<<<<<<<<<<<<
@@ -7524,13 +7608,13 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
   __Pyx_INCREF(__pyx_t_1);
   if (unlikely(__pyx_t_1 == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 273, __pyx_L1_error)
+    __PYX_ERR(0, 274, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_PyList_GET_SIZE(__pyx_t_1); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 273, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyList_GET_SIZE(__pyx_t_1); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 274, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_known = __pyx_t_2;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":275
+  /* "csrc/tokenizer/_bpe_c.pyx":276
  *         cdef Py_ssize_t i, known = len(self._ints)
  *         cdef object o
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -7544,7 +7628,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
   for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
     __pyx_v_i = __pyx_t_4;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":276
+    /* "csrc/tokenizer/_bpe_c.pyx":277
  *         cdef object o
  *         for i in range(n):
  *             if 0 <= ids[i] < known:             # <<<<<<<<<<<<<<
@@ -7558,7 +7642,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
     if (__pyx_t_5) {
 
 
-      /* "csrc/tokenizer/_bpe_c.pyx":277
+      /* "csrc/tokenizer/_bpe_c.pyx":278
  *         for i in range(n):
  *             if 0 <= ids[i] < known:
  *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])             # <<<<<<<<<<<<<<
@@ -7576,7 +7660,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
       __Pyx_XDECREF_SET(__pyx_v_o, __pyx_t_1);
       __pyx_t_1 = 0;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":276
+      /* "csrc/tokenizer/_bpe_c.pyx":277
  *         cdef object o
  *         for i in range(n):
  *             if 0 <= ids[i] < known:             # <<<<<<<<<<<<<<
@@ -7586,7 +7670,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":279
+    /* "csrc/tokenizer/_bpe_c.pyx":280
  *                 o = <object>PyList_GET_ITEM(self._ints, ids[i])
  *             else:
  *                 o = ids[i]             # <<<<<<<<<<<<<<
@@ -7594,14 +7678,14 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
  *             PyList_SET_ITEM(out, i, o)
 */
     /*else*/ {
-      __pyx_t_1 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_i])); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 279, __pyx_L1_error)
+      __pyx_t_1 = __Pyx_PyLong_From_int32_t((__pyx_v_ids[__pyx_v_i])); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 280, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
       __Pyx_XDECREF_SET(__pyx_v_o, __pyx_t_1);
       __pyx_t_1 = 0;
     }
     __pyx_L5:;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":280
+    /* "csrc/tokenizer/_bpe_c.pyx":281
  *             else:
  *                 o = ids[i]
  *             Py_INCREF(o)             # <<<<<<<<<<<<<<
@@ -7610,7 +7694,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
 */
     Py_INCREF(__pyx_v_o);
 
-    /* "csrc/tokenizer/_bpe_c.pyx":281
+    /* "csrc/tokenizer/_bpe_c.pyx":282
  *                 o = ids[i]
  *             Py_INCREF(o)
  *             PyList_SET_ITEM(out, i, o)             # <<<<<<<<<<<<<<
@@ -7621,7 +7705,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
   }
 
 
-  /* "csrc/tokenizer/_bpe_c.pyx":282
+  /* "csrc/tokenizer/_bpe_c.pyx":283
  *             Py_INCREF(o)
  *             PyList_SET_ITEM(out, i, o)
  *         return out             # <<<<<<<<<<<<<<
@@ -7639,7 +7723,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":269
+  /* "csrc/tokenizer/_bpe_c.pyx":270
  *         return m
  * 
  *     cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):             # <<<<<<<<<<<<<<
@@ -7662,7 +7746,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list(struct __pyx_o
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":284
+/* "csrc/tokenizer/_bpe_c.pyx":285
  *         return out
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -7709,32 +7793,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 284, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 285, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 284, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 285, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge", 0) < (0)) __PYX_ERR(0, 284, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge", 0) < (0)) __PYX_ERR(0, 285, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, i); __PYX_ERR(0, 284, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, i); __PYX_ERR(0, 285, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 284, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 285, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 284, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("merge", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 285, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -7745,7 +7829,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 284, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 285, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -7774,14 +7858,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":285
+  /* "csrc/tokenizer/_bpe_c.pyx":286
  * 
  *     def merge(self, bytes piece):
  *         return self._to_list(piece, False)             # <<<<<<<<<<<<<<
  * 
  *     def merge_ids(self, ids):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 285, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 286, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -7794,7 +7878,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":284
+  /* "csrc/tokenizer/_bpe_c.pyx":285
  *         return out
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -7813,7 +7897,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_6merge(struct __pyx_ob
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":287
+/* "csrc/tokenizer/_bpe_c.pyx":288
  *         return self._to_list(piece, False)
  * 
  *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
@@ -7861,32 +7945,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_ids,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 287, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 288, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 287, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 288, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge_ids", 0) < (0)) __PYX_ERR(0, 287, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "merge_ids", 0) < (0)) __PYX_ERR(0, 288, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, i); __PYX_ERR(0, 287, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, i); __PYX_ERR(0, 288, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 287, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 288, __pyx_L3_error)
     }
     __pyx_v_ids = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 287, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("merge_ids", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 288, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -7936,17 +8020,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("merge_ids", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":289
+  /* "csrc/tokenizer/_bpe_c.pyx":290
  *     def merge_ids(self, ids):
  *         """The merge of a list of symbol ids (the twin's merge_ids)."""
  *         cdef Py_ssize_t n = len(ids), i, m             # <<<<<<<<<<<<<<
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:
 */
-  __pyx_t_1 = PyObject_Length(__pyx_v_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 289, __pyx_L1_error)
+  __pyx_t_1 = PyObject_Length(__pyx_v_ids); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 290, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":290
+  /* "csrc/tokenizer/_bpe_c.pyx":291
  *         """The merge of a list of symbol ids (the twin's merge_ids)."""
  *         cdef Py_ssize_t n = len(ids), i, m
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -7955,7 +8039,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 */
   __pyx_v_buf = ((int32_t *)malloc((((2 * __pyx_v_n) + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":291
+  /* "csrc/tokenizer/_bpe_c.pyx":292
  *         cdef Py_ssize_t n = len(ids), i, m
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:             # <<<<<<<<<<<<<<
@@ -7967,16 +8051,16 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":292
+    /* "csrc/tokenizer/_bpe_c.pyx":293
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             for i in range(n):
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 292, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 293, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":291
+    /* "csrc/tokenizer/_bpe_c.pyx":292
  *         cdef Py_ssize_t n = len(ids), i, m
  *         cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
  *         if buf == NULL:             # <<<<<<<<<<<<<<
@@ -7985,7 +8069,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":293
+  /* "csrc/tokenizer/_bpe_c.pyx":294
  *         if buf == NULL:
  *             raise MemoryError()
  *         try:             # <<<<<<<<<<<<<<
@@ -7994,7 +8078,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":294
+    /* "csrc/tokenizer/_bpe_c.pyx":295
  *             raise MemoryError()
  *         try:
  *             for i in range(n):             # <<<<<<<<<<<<<<
@@ -8008,33 +8092,33 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_i = __pyx_t_4;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":295
+      /* "csrc/tokenizer/_bpe_c.pyx":296
  *         try:
  *             for i in range(n):
  *                 buf[i] = ids[i]             # <<<<<<<<<<<<<<
  *             m = self.merge_ids_into(buf, n, buf + n)
  *             return [buf[n + i] for i in range(m)]
 */
-      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 295, __pyx_L5_error)
+      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 296, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_6 = __Pyx_PyLong_As_int32_t(__pyx_t_5); if (unlikely((__pyx_t_6 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 295, __pyx_L5_error)
+      __pyx_t_6 = __Pyx_PyLong_As_int32_t(__pyx_t_5); if (unlikely((__pyx_t_6 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 296, __pyx_L5_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       (__pyx_v_buf[__pyx_v_i]) = __pyx_t_6;
 
     }
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":296
+    /* "csrc/tokenizer/_bpe_c.pyx":297
  *             for i in range(n):
  *                 buf[i] = ids[i]
  *             m = self.merge_ids_into(buf, n, buf + n)             # <<<<<<<<<<<<<<
  *             return [buf[n + i] for i in range(m)]
  *         finally:
 */
-    __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_ids_into(__pyx_v_self, __pyx_v_buf, __pyx_v_n, (__pyx_v_buf + __pyx_v_n)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 296, __pyx_L5_error)
+    __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_ids_into(__pyx_v_self, __pyx_v_buf, __pyx_v_n, (__pyx_v_buf + __pyx_v_n)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 297, __pyx_L5_error)
     __pyx_v_m = __pyx_t_1;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":297
+    /* "csrc/tokenizer/_bpe_c.pyx":298
  *                 buf[i] = ids[i]
  *             m = self.merge_ids_into(buf, n, buf + n)
  *             return [buf[n + i] for i in range(m)]             # <<<<<<<<<<<<<<
@@ -8042,7 +8126,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
  *             free(buf)
 */
     { /* enter inner scope */
-      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 297, __pyx_L5_error)
+      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 298, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
 
       __pyx_t_1 = __pyx_v_m;
@@ -8050,10 +8134,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
 
       for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
         __pyx_8genexpr1__pyx_v_i = __pyx_t_4;
-        __pyx_t_7 = __Pyx_PyLong_From_int32_t((__pyx_v_buf[(__pyx_v_n + __pyx_8genexpr1__pyx_v_i)])); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 297, __pyx_L5_error)
+        __pyx_t_7 = __Pyx_PyLong_From_int32_t((__pyx_v_buf[(__pyx_v_n + __pyx_8genexpr1__pyx_v_i)])); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 298, __pyx_L5_error)
         __Pyx_GOTREF(__pyx_t_7);
         __Pyx_GIVEREF(__pyx_t_7);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_7))) __PYX_ERR(0, 297, __pyx_L5_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_7))) __PYX_ERR(0, 298, __pyx_L5_error)
         __pyx_t_7 = 0;
       }
 
@@ -8070,7 +8154,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":299
+  /* "csrc/tokenizer/_bpe_c.pyx":300
  *             return [buf[n + i] for i in range(m)]
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -8119,7 +8203,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
     }
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":287
+  /* "csrc/tokenizer/_bpe_c.pyx":288
  *         return self._to_list(piece, False)
  * 
  *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
@@ -8144,7 +8228,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_8merge_ids(struct __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":301
+/* "csrc/tokenizer/_bpe_c.pyx":302
  *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -8191,32 +8275,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 301, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 302, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 301, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 302, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 301, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 302, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 301, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 302, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 301, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 302, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 301, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 302, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -8227,7 +8311,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 301, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 302, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -8256,14 +8340,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_piece", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":302
+  /* "csrc/tokenizer/_bpe_c.pyx":303
  * 
  *     def encode_piece(self, bytes piece):
  *         return self._to_list(piece, True)             # <<<<<<<<<<<<<<
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 302, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->_to_list(__pyx_v_self, __pyx_v_piece, 1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 303, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -8276,7 +8360,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct 
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":301
+  /* "csrc/tokenizer/_bpe_c.pyx":302
  *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -8295,7 +8379,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_10encode_piece(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":304
+/* "csrc/tokenizer/_bpe_c.pyx":305
  *         return self._to_list(piece, True)
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):             # <<<<<<<<<<<<<<
@@ -8333,7 +8417,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_to_list", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":305
+  /* "csrc/tokenizer/_bpe_c.pyx":306
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):
  *         cdef Py_ssize_t n = len(piece), m, i             # <<<<<<<<<<<<<<
@@ -8342,12 +8426,12 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   if (unlikely(__pyx_v_piece == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 305, __pyx_L1_error)
+    __PYX_ERR(0, 306, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_piece); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 305, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_piece); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 306, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":306
+  /* "csrc/tokenizer/_bpe_c.pyx":307
  *     cdef list _to_list(self, bytes piece, bint whole):
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -8356,7 +8440,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   __pyx_v_out = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_bpe_c.pyx":307
+  /* "csrc/tokenizer/_bpe_c.pyx":308
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:             # <<<<<<<<<<<<<<
@@ -8368,16 +8452,16 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "csrc/tokenizer/_bpe_c.pyx":308
+    /* "csrc/tokenizer/_bpe_c.pyx":309
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             if whole:
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 308, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 309, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_bpe_c.pyx":307
+    /* "csrc/tokenizer/_bpe_c.pyx":308
  *         cdef Py_ssize_t n = len(piece), m, i
  *         cdef int32_t* out = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         if out == NULL:             # <<<<<<<<<<<<<<
@@ -8386,7 +8470,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":309
+  /* "csrc/tokenizer/_bpe_c.pyx":310
  *         if out == NULL:
  *             raise MemoryError()
  *         try:             # <<<<<<<<<<<<<<
@@ -8395,7 +8479,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_bpe_c.pyx":310
+    /* "csrc/tokenizer/_bpe_c.pyx":311
  *             raise MemoryError()
  *         try:
  *             if whole:             # <<<<<<<<<<<<<<
@@ -8404,7 +8488,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
     if (__pyx_v_whole) {
 
-      /* "csrc/tokenizer/_bpe_c.pyx":311
+      /* "csrc/tokenizer/_bpe_c.pyx":312
  *         try:
  *             if whole:
  *                 m = self.encode_into(piece, n, out)             # <<<<<<<<<<<<<<
@@ -8413,14 +8497,14 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 */
       if (unlikely(__pyx_v_piece == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-        __PYX_ERR(0, 311, __pyx_L5_error)
+        __PYX_ERR(0, 312, __pyx_L5_error)
       }
-      __pyx_t_3 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_3) && PyErr_Occurred())) __PYX_ERR(0, 311, __pyx_L5_error)
-      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, __pyx_t_3, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 311, __pyx_L5_error)
+      __pyx_t_3 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_3) && PyErr_Occurred())) __PYX_ERR(0, 312, __pyx_L5_error)
+      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, __pyx_t_3, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 312, __pyx_L5_error)
 
       __pyx_v_m = __pyx_t_1;
 
-      /* "csrc/tokenizer/_bpe_c.pyx":310
+      /* "csrc/tokenizer/_bpe_c.pyx":311
  *             raise MemoryError()
  *         try:
  *             if whole:             # <<<<<<<<<<<<<<
@@ -8430,7 +8514,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
       goto __pyx_L7;
     }
 
-    /* "csrc/tokenizer/_bpe_c.pyx":313
+    /* "csrc/tokenizer/_bpe_c.pyx":314
  *                 m = self.encode_into(piece, n, out)
  *             else:
  *                 m = self.merge_into(piece, n, out)             # <<<<<<<<<<<<<<
@@ -8440,16 +8524,16 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     /*else*/ {
       if (unlikely(__pyx_v_piece == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-        __PYX_ERR(0, 313, __pyx_L5_error)
+        __PYX_ERR(0, 314, __pyx_L5_error)
       }
-      __pyx_t_4 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 313, __pyx_L5_error)
-      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_t_4, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 313, __pyx_L5_error)
+      __pyx_t_4 = __Pyx_PyBytes_AsUString(__pyx_v_piece); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 314, __pyx_L5_error)
+      __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->__pyx_vtab)->merge_into(__pyx_v_self, __pyx_t_4, __pyx_v_n, __pyx_v_out); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 314, __pyx_L5_error)
 
       __pyx_v_m = __pyx_t_1;
     }
     __pyx_L7:;
 
-    /* "csrc/tokenizer/_bpe_c.pyx":314
+    /* "csrc/tokenizer/_bpe_c.pyx":315
  *             else:
  *                 m = self.merge_into(piece, n, out)
  *             return [out[i] for i in range(m)]             # <<<<<<<<<<<<<<
@@ -8457,7 +8541,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
  *             free(out)
 */
     { /* enter inner scope */
-      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 314, __pyx_L5_error)
+      __pyx_t_5 = PyList_New(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 315, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_5);
 
       __pyx_t_1 = __pyx_v_m;
@@ -8465,10 +8549,10 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
 
       for (__pyx_t_7 = 0; __pyx_t_7 < __pyx_t_6; __pyx_t_7+=1) {
         __pyx_8genexpr2__pyx_v_i = __pyx_t_7;
-        __pyx_t_8 = __Pyx_PyLong_From_int32_t((__pyx_v_out[__pyx_8genexpr2__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 314, __pyx_L5_error)
+        __pyx_t_8 = __Pyx_PyLong_From_int32_t((__pyx_v_out[__pyx_8genexpr2__pyx_v_i])); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 315, __pyx_L5_error)
         __Pyx_GOTREF(__pyx_t_8);
         __Pyx_GIVEREF(__pyx_t_8);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_8))) __PYX_ERR(0, 314, __pyx_L5_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_5, __pyx_t_8))) __PYX_ERR(0, 315, __pyx_L5_error)
         __pyx_t_8 = 0;
       }
 
@@ -8485,7 +8569,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":316
+  /* "csrc/tokenizer/_bpe_c.pyx":317
  *             return [out[i] for i in range(m)]
  *         finally:
  *             free(out)             # <<<<<<<<<<<<<<
@@ -8534,7 +8618,7 @@ static PyObject *__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE__to_list(struct __pyx_o
     }
   }
 
-  /* "csrc/tokenizer/_bpe_c.pyx":304
+  /* "csrc/tokenizer/_bpe_c.pyx":305
  *         return self._to_list(piece, True)
  * 
  *     cdef list _to_list(self, bytes piece, bint whole):             # <<<<<<<<<<<<<<
@@ -8844,7 +8928,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_bpe_c.pyx":319
+/* "csrc/tokenizer/_bpe_c.pyx":320
  * 
  * 
  * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -8855,12 +8939,10 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_bpe_c_3BPE_14__setstate_cython__(
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __pyx_v_a, int64_t __pyx_v_b) {
   uint64_t __pyx_r;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":321
+  /* "csrc/tokenizer/_bpe_c.pyx":322
  * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:
  *     # +1 keeps 0 free as the empty-slot marker
  *     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)             # <<<<<<<<<<<<<<
- * 
- * 
 */
   {
 
@@ -8868,7 +8950,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":319
+  /* "csrc/tokenizer/_bpe_c.pyx":320
  * 
  * 
  * cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -8878,87 +8960,6 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__key(int64_t __
 
   /* function exit code */
   __pyx_L0:;
-  return __pyx_r;
-}
-
-/* "csrc/tokenizer/_bpe_c.pyx":324
- * 
- * 
- * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
- *     # splitmix64's finaliser: spreads sequential ids over the table
- *     x ^= x >> 30
-*/
-
-static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_bpe_c__hash(uint64_t __pyx_v_x) {
-  uint64_t __pyx_r;
-
-
-  /* "csrc/tokenizer/_bpe_c.pyx":326
- * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:
- *     # splitmix64's finaliser: spreads sequential ids over the table
- *     x ^= x >> 30             # <<<<<<<<<<<<<<
- *     x *= 0xbf58476d1ce4e5b9ULL
- *     x ^= x >> 27
-*/
-  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
-
-  /* "csrc/tokenizer/_bpe_c.pyx":327
- *     # splitmix64's finaliser: spreads sequential ids over the table
- *     x ^= x >> 30
- *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
- *     x ^= x >> 27
- *     x *= 0x94d049bb133111ebULL
-*/
-  __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
-
-  /* "csrc/tokenizer/_bpe_c.pyx":328
- *     x ^= x >> 30
- *     x *= 0xbf58476d1ce4e5b9ULL
- *     x ^= x >> 27             # <<<<<<<<<<<<<<
- *     x *= 0x94d049bb133111ebULL
- *     x ^= x >> 31
-*/
-  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
-
-  /* "csrc/tokenizer/_bpe_c.pyx":329
- *     x *= 0xbf58476d1ce4e5b9ULL
- *     x ^= x >> 27
- *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
- *     x ^= x >> 31
- *     return x
-*/
-  __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
-
-  /* "csrc/tokenizer/_bpe_c.pyx":330
- *     x ^= x >> 27
- *     x *= 0x94d049bb133111ebULL
- *     x ^= x >> 31             # <<<<<<<<<<<<<<
- *     return x
-*/
-  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
-
-  /* "csrc/tokenizer/_bpe_c.pyx":331
- *     x *= 0x94d049bb133111ebULL
- *     x ^= x >> 31
- *     return x             # <<<<<<<<<<<<<<
-*/
-  {
-
-    __pyx_r = __pyx_v_x;
-  }
-  goto __pyx_L0;
-
-  /* "csrc/tokenizer/_bpe_c.pyx":324
- * 
- * 
- * cdef inline uint64_t _hash(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
- *     # splitmix64's finaliser: spreads sequential ids over the table
- *     x ^= x >> 30
-*/
-
-  /* function exit code */
-  __pyx_L0:;
-
   return __pyx_r;
 }
 /* #### Code section: module_exttypes ### */
@@ -9266,14 +9267,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.encode_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, unsigned char const *, Py_ssize_t, int32_t *))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_encode_into;
   __pyx_vtable_6benchc_9tokenizer_6_bpe_c_BPE.ids_list = (PyObject *(*)(struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t const *, Py_ssize_t))__pyx_f_6benchc_9tokenizer_6_bpe_c_3BPE_ids_list;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE)) __PYX_ERR(0, 59, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE)) __PYX_ERR(0, 60, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE = &__pyx_type_6benchc_9tokenizer_6_bpe_c_BPE;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 60, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE);
@@ -9283,9 +9284,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE(__pyx_
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_BPE, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 59, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 60, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_BPE, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 60, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE) < (0)) __PYX_ERR(0, 60, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -9621,64 +9622,64 @@ __Pyx_RefNannySetupContext("PyInit__bpe_c", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_bpe_c.pyx":120
+  /* "csrc/tokenizer/_bpe_c.pyx":121
  *         return False
  * 
  *     def _build_whole(self, dict whole):             # <<<<<<<<<<<<<<
  *         cdef Py_ssize_t n = len(whole), total = 0, k = 0, cap = 16
  *         cdef bytes tok
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE__build_whole, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 120, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_5_build_whole, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE__build_whole, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 121, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_build_whole, __pyx_t_2) < (0)) __PYX_ERR(0, 120, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_build_whole, __pyx_t_2) < (0)) __PYX_ERR(0, 121, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":284
+  /* "csrc/tokenizer/_bpe_c.pyx":285
  *         return out
  * 
  *     def merge(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, False)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 284, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_7merge, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 285, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge, __pyx_t_2) < (0)) __PYX_ERR(0, 284, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge, __pyx_t_2) < (0)) __PYX_ERR(0, 285, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":287
+  /* "csrc/tokenizer/_bpe_c.pyx":288
  *         return self._to_list(piece, False)
  * 
  *     def merge_ids(self, ids):             # <<<<<<<<<<<<<<
  *         """The merge of a list of symbol ids (the twin's merge_ids)."""
  *         cdef Py_ssize_t n = len(ids), i, m
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge_ids, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_9merge_ids, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_merge_ids, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 288, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge_ids, __pyx_t_2) < (0)) __PYX_ERR(0, 287, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_merge_ids, __pyx_t_2) < (0)) __PYX_ERR(0, 288, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_bpe_c.pyx":301
+  /* "csrc/tokenizer/_bpe_c.pyx":302
  *             free(buf)
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self._to_list(piece, True)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 301, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_bpe_c_3BPE_11encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_BPE_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__bpe_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 302, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 301, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 302, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -9757,7 +9758,7 @@ static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
-  __pyx_builtin_max = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_max); if (!__pyx_builtin_max) __PYX_ERR(0, 84, __pyx_L1_error)
+  __pyx_builtin_max = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_max); if (!__pyx_builtin_max) __PYX_ERR(0, 85, __pyx_L1_error)
 
   /* Cached unbound methods */
   __pyx_mstate->__pyx_umethod_PyDict_Type_items.type = (PyObject*)&PyDict_Type;
@@ -9780,7 +9781,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_InitCachedConstants", 0);
 
-  /* "csrc/tokenizer/_bpe_c.pyx":84
+  /* "csrc/tokenizer/_bpe_c.pyx":85
  *         if self._cache == NULL:
  *             raise MemoryError()
  *         top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),             # <<<<<<<<<<<<<<
@@ -9789,7 +9790,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
-    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 84, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 85, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[0]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[0]);
@@ -9977,22 +9978,22 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 120};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 121};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_whole, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_cap, __pyx_mstate->__pyx_n_u_tok, __pyx_mstate->__pyx_n_u_h, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_tid};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_build_whole, __pyx_mstate->__pyx_kp_b_iso88591_A_Cq_0_y_G1_S_d_Bb_A_1_Kt2Q_J_fA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 284};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 285};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_merge, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 287};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 288};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_m, __pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_i};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_merge_ids, __pyx_mstate->__pyx_kp_b_iso88591_A_Cq_JfBb_Bc_1_4s_U_1_1E_AQ_O1E, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 301};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 302};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__bpe_c_pyx, __pyx_mstate->__pyx_n_u_encode_piece, __pyx_mstate->__pyx_kp_b_iso88591_A_t9AWA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }

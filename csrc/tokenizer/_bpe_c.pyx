@@ -15,7 +15,8 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp
 
-from benchc.tokenizer._piece_cache cimport CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, piece_hash
+from benchc.tokenizer._piece_cache cimport (
+    CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, mix64, piece_hash)
 
 
 cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
@@ -99,7 +100,7 @@ cdef class BPE:
         free(self._cache)
 
     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
-        cdef uint64_t h = _hash(key) & self._mask
+        cdef uint64_t h = mix64(key) & self._mask
         while self._keys[h] != 0 and self._keys[h] != key:
             h = (h + 1) & self._mask
         self._keys[h] = key
@@ -108,7 +109,7 @@ cdef class BPE:
 
     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
         cdef uint64_t key = _key(a, b)
-        cdef uint64_t h = _hash(key) & self._mask
+        cdef uint64_t h = mix64(key) & self._mask
         while self._keys[h] != 0:
             if self._keys[h] == key:
                 rank[0] = self._ranks[h]
@@ -319,13 +320,3 @@ cdef class BPE:
 cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:
     # +1 keeps 0 free as the empty-slot marker
     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)
-
-
-cdef inline uint64_t _hash(uint64_t x) noexcept nogil:
-    # splitmix64's finaliser: spreads sequential ids over the table
-    x ^= x >> 30
-    x *= 0xbf58476d1ce4e5b9ULL
-    x ^= x >> 27
-    x *= 0x94d049bb133111ebULL
-    x ^= x >> 31
-    return x

@@ -1794,7 +1794,7 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
 };
 
 
-/* "csrc/tokenizer/_pretok_c.pyx":394
+/* "csrc/tokenizer/_pretok_c.pyx":396
  * 
  * 
  * cdef class Scanner:             # <<<<<<<<<<<<<<
@@ -1841,7 +1841,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 
 
-/* "csrc/tokenizer/_pretok_c.pyx":394
+/* "csrc/tokenizer/_pretok_c.pyx":396
  * 
  * 
  * cdef class Scanner:             # <<<<<<<<<<<<<<
@@ -2954,6 +2954,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
 static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint16_t const *, Py_ssize_t, Py_ssize_t, uint16_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(Py_UCS4 const *, Py_ssize_t, Py_ssize_t); /*proto*/
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *, Py_ssize_t, Py_ssize_t, int, uint16_t, int); /*proto*/
@@ -3258,6 +3259,90 @@ return 0;
 /* "benchc/tokenizer/_piece_cache.pxd":23
  * 
  * 
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+*/
+
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(uint64_t __pyx_v_x) {
+  uint64_t __pyx_r;
+
+
+  /* "benchc/tokenizer/_piece_cache.pxd":25
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30             # <<<<<<<<<<<<<<
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":26
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+ *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL
+*/
+  __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":27
+ *     x ^= x >> 30
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27             # <<<<<<<<<<<<<<
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":28
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
+ *     x ^= x >> 31
+ *     return x
+*/
+  __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":29
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31             # <<<<<<<<<<<<<<
+ *     return x
+ * 
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":30
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31
+ *     return x             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_x;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":33
+ * 
+ * 
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
@@ -3271,7 +3356,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   Py_ssize_t __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":25
+  /* "benchc/tokenizer/_piece_cache.pxd":35
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
@@ -3280,7 +3365,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
 */
   __pyx_v_h = 0xcbf29ce484222325ULL;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":27
+  /* "benchc/tokenizer/_piece_cache.pxd":37
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
  *     cdef Py_ssize_t i
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -3294,7 +3379,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":28
+    /* "benchc/tokenizer/_piece_cache.pxd":38
  *     cdef Py_ssize_t i
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
@@ -3305,7 +3390,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   }
 
 
-  /* "benchc/tokenizer/_piece_cache.pxd":29
+  /* "benchc/tokenizer/_piece_cache.pxd":39
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL
  *     return h             # <<<<<<<<<<<<<<
@@ -3318,7 +3403,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   }
   goto __pyx_L0;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":23
+  /* "benchc/tokenizer/_piece_cache.pxd":33
  * 
  * 
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3333,7 +3418,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_piece_cache.pxd":32
+/* "benchc/tokenizer/_piece_cache.pxd":42
  * 
  * 
  * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3347,7 +3432,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":35
+  /* "benchc/tokenizer/_piece_cache.pxd":45
  *                                  int32_t* out) noexcept nogil:
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
@@ -3356,7 +3441,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":36
+  /* "benchc/tokenizer/_piece_cache.pxd":46
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
@@ -3392,7 +3477,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   if (__pyx_t_1) {
 
 
-    /* "benchc/tokenizer/_piece_cache.pxd":37
+    /* "benchc/tokenizer/_piece_cache.pxd":47
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -3405,7 +3490,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
     }
     goto __pyx_L0;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":36
+    /* "benchc/tokenizer/_piece_cache.pxd":46
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
@@ -3414,7 +3499,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   }
 
-  /* "benchc/tokenizer/_piece_cache.pxd":38
+  /* "benchc/tokenizer/_piece_cache.pxd":48
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
  *         return -1
  *     memcpy(out, s.ids, s.nids * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -3423,7 +3508,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   (void)(memcpy(__pyx_v_out, __pyx_v_s->ids, (__pyx_v_s->nids * (sizeof(int32_t)))));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":39
+  /* "benchc/tokenizer/_piece_cache.pxd":49
  *         return -1
  *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
  *     return s.nids             # <<<<<<<<<<<<<<
@@ -3436,7 +3521,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   }
   goto __pyx_L0;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":32
+  /* "benchc/tokenizer/_piece_cache.pxd":42
  * 
  * 
  * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3450,7 +3535,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_piece_cache.pxd":42
+/* "benchc/tokenizer/_piece_cache.pxd":52
  * 
  * 
  * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3463,7 +3548,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":45
+  /* "benchc/tokenizer/_piece_cache.pxd":55
  *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
@@ -3499,7 +3584,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
   if (__pyx_t_1) {
 
 
-    /* "benchc/tokenizer/_piece_cache.pxd":46
+    /* "benchc/tokenizer/_piece_cache.pxd":56
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
  *         return             # <<<<<<<<<<<<<<
@@ -3510,7 +3595,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
     }
     goto __pyx_L0;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":45
+    /* "benchc/tokenizer/_piece_cache.pxd":55
  *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
@@ -3519,7 +3604,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   }
 
-  /* "benchc/tokenizer/_piece_cache.pxd":47
+  /* "benchc/tokenizer/_piece_cache.pxd":57
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
  *         return
  *     s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
@@ -3528,7 +3613,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":48
+  /* "benchc/tokenizer/_piece_cache.pxd":58
  *         return
  *     s = &cache[h & (CACHE_SLOTS - 1)]
  *     s.hash = h             # <<<<<<<<<<<<<<
@@ -3537,7 +3622,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->hash = __pyx_v_h;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":49
+  /* "benchc/tokenizer/_piece_cache.pxd":59
  *     s = &cache[h & (CACHE_SLOTS - 1)]
  *     s.hash = h
  *     s.len = <uint8_t>n             # <<<<<<<<<<<<<<
@@ -3546,7 +3631,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->len = ((uint8_t)__pyx_v_n);
 
-  /* "benchc/tokenizer/_piece_cache.pxd":50
+  /* "benchc/tokenizer/_piece_cache.pxd":60
  *     s.hash = h
  *     s.len = <uint8_t>n
  *     s.nids = <uint8_t>m             # <<<<<<<<<<<<<<
@@ -3555,7 +3640,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->nids = ((uint8_t)__pyx_v_m);
 
-  /* "benchc/tokenizer/_piece_cache.pxd":51
+  /* "benchc/tokenizer/_piece_cache.pxd":61
  *     s.len = <uint8_t>n
  *     s.nids = <uint8_t>m
  *     memcpy(s.key, p, n)             # <<<<<<<<<<<<<<
@@ -3563,14 +3648,14 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   (void)(memcpy(__pyx_v_s->key, __pyx_v_p, __pyx_v_n));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":52
+  /* "benchc/tokenizer/_piece_cache.pxd":62
  *     s.nids = <uint8_t>m
  *     memcpy(s.key, p, n)
  *     memcpy(s.ids, ids, m * sizeof(int32_t))             # <<<<<<<<<<<<<<
 */
   (void)(memcpy(__pyx_v_s->ids, __pyx_v_ids, (__pyx_v_m * (sizeof(int32_t)))));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":42
+  /* "benchc/tokenizer/_piece_cache.pxd":52
  * 
  * 
  * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -4235,6 +4320,103 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
 /* "csrc/tokenizer/_pretok_c.pyx":100
  * 
  * 
+ * cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """\\p{N}{1,max_digits} at i, a digit."""
+ *     cdef Py_ssize_t j = i + 1
+*/
+
+static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_i, Py_ssize_t __pyx_v_b, int __pyx_v_max_digits) {
+  Py_ssize_t __pyx_v_j;
+  Py_ssize_t __pyx_r;
+  int __pyx_t_1;
+  int __pyx_t_2;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":102
+ * cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:
+ *     """\\p{N}{1,max_digits} at i, a digit."""
+ *     cdef Py_ssize_t j = i + 1             # <<<<<<<<<<<<<<
+ *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         j += 1
+*/
+  __pyx_v_j = (__pyx_v_i + 1);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":103
+ *     """\\p{N}{1,max_digits} at i, a digit."""
+ *     cdef Py_ssize_t j = i + 1
+ *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
+ *         j += 1
+ *     return j
+*/
+  while (1) {
+    __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L5_bool_binop_done;
+    }
+    __pyx_t_2 = ((__pyx_v_j - __pyx_v_i) < __pyx_v_max_digits);
+
+    if (__pyx_t_2) {
+
+    } else {
+
+      __pyx_t_1 = __pyx_t_2;
+
+      goto __pyx_L5_bool_binop_done;
+    }
+    __pyx_t_2 = (((__pyx_v_t->cl[__pyx_v_j]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
+
+
+    __pyx_t_1 = __pyx_t_2;
+
+    __pyx_L5_bool_binop_done:;
+
+    if (!__pyx_t_1) break;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":104
+ *     cdef Py_ssize_t j = i + 1
+ *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         j += 1             # <<<<<<<<<<<<<<
+ *     return j
+ * 
+*/
+    __pyx_v_j = (__pyx_v_j + 1);
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":105
+ *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         j += 1
+ *     return j             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_j;
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":100
+ * 
+ * 
+ * cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """\\p{N}{1,max_digits} at i, a digit."""
+ *     cdef Py_ssize_t j = i + 1
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":108
+ * 
+ * 
  * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
  *     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
  *     end of the text."""
@@ -4251,7 +4433,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   Py_ssize_t __pyx_t_4;
   Py_ssize_t __pyx_t_5;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":103
+  /* "csrc/tokenizer/_pretok_c.pyx":111
  *     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
  *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1             # <<<<<<<<<<<<<<
@@ -4261,7 +4443,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE);
   __pyx_v_last_nl = -1L;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":104
+  /* "csrc/tokenizer/_pretok_c.pyx":112
  *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
  *     if to_end and j == b:             # <<<<<<<<<<<<<<
@@ -4283,7 +4465,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":105
+    /* "csrc/tokenizer/_pretok_c.pyx":113
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
  *     if to_end and j == b:
  *         return j             # <<<<<<<<<<<<<<
@@ -4296,7 +4478,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":104
+    /* "csrc/tokenizer/_pretok_c.pyx":112
  *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
  *     if to_end and j == b:             # <<<<<<<<<<<<<<
@@ -4305,7 +4487,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":106
+  /* "csrc/tokenizer/_pretok_c.pyx":114
  *     if to_end and j == b:
  *         return j
  *     for k in range(i, j):             # <<<<<<<<<<<<<<
@@ -4319,7 +4501,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   for (__pyx_t_5 = __pyx_v_i; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_k = __pyx_t_5;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":107
+    /* "csrc/tokenizer/_pretok_c.pyx":115
  *         return j
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):             # <<<<<<<<<<<<<<
@@ -4331,7 +4513,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":108
+      /* "csrc/tokenizer/_pretok_c.pyx":116
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):
  *             last_nl = k             # <<<<<<<<<<<<<<
@@ -4340,7 +4522,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
       __pyx_v_last_nl = __pyx_v_k;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":107
+      /* "csrc/tokenizer/_pretok_c.pyx":115
  *         return j
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):             # <<<<<<<<<<<<<<
@@ -4351,7 +4533,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":109
+  /* "csrc/tokenizer/_pretok_c.pyx":117
  *         if _nl(t.cp[k]):
  *             last_nl = k
  *     if last_nl >= 0:             # <<<<<<<<<<<<<<
@@ -4363,7 +4545,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":110
+    /* "csrc/tokenizer/_pretok_c.pyx":118
  *             last_nl = k
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline             # <<<<<<<<<<<<<<
@@ -4376,7 +4558,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":109
+    /* "csrc/tokenizer/_pretok_c.pyx":117
  *         if _nl(t.cp[k]):
  *             last_nl = k
  *     if last_nl >= 0:             # <<<<<<<<<<<<<<
@@ -4385,7 +4567,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":111
+  /* "csrc/tokenizer/_pretok_c.pyx":119
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:             # <<<<<<<<<<<<<<
@@ -4411,7 +4593,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":112
+    /* "csrc/tokenizer/_pretok_c.pyx":120
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:
  *         return j             # <<<<<<<<<<<<<<
@@ -4424,7 +4606,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":111
+    /* "csrc/tokenizer/_pretok_c.pyx":119
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:             # <<<<<<<<<<<<<<
@@ -4433,7 +4615,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":113
+  /* "csrc/tokenizer/_pretok_c.pyx":121
  *     if j == b or j - 1 == i:
  *         return j
  *     return j - 1  # (?!\S): leave the last space to the word after it             # <<<<<<<<<<<<<<
@@ -4446,7 +4628,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":100
+  /* "csrc/tokenizer/_pretok_c.pyx":108
  * 
  * 
  * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4462,7 +4644,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":116
+/* "csrc/tokenizer/_pretok_c.pyx":124
  * 
  * 
  * cdef inline Py_ssize_t _contraction(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4477,7 +4659,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":119
+  /* "csrc/tokenizer/_pretok_c.pyx":127
  *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
  *     cdef Py_UCS4 f1, f2
  *     if t.cp[i] != 39 or i + 1 >= b:             # <<<<<<<<<<<<<<
@@ -4503,7 +4685,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":120
+    /* "csrc/tokenizer/_pretok_c.pyx":128
  *     cdef Py_UCS4 f1, f2
  *     if t.cp[i] != 39 or i + 1 >= b:
  *         return 0             # <<<<<<<<<<<<<<
@@ -4516,7 +4698,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":119
+    /* "csrc/tokenizer/_pretok_c.pyx":127
  *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
  *     cdef Py_UCS4 f1, f2
  *     if t.cp[i] != 39 or i + 1 >= b:             # <<<<<<<<<<<<<<
@@ -4525,7 +4707,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":121
+  /* "csrc/tokenizer/_pretok_c.pyx":129
  *     if t.cp[i] != 39 or i + 1 >= b:
  *         return 0
  *     f1 = _fold(t.cp[i + 1])             # <<<<<<<<<<<<<<
@@ -4534,7 +4716,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
   __pyx_v_f1 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 1)]));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":122
+  /* "csrc/tokenizer/_pretok_c.pyx":130
  *         return 0
  *     f1 = _fold(t.cp[i + 1])
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -4547,7 +4729,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     case 0x6D:
     case 0x64:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":123
+    /* "csrc/tokenizer/_pretok_c.pyx":131
  *     f1 = _fold(t.cp[i + 1])
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
  *         return 2             # <<<<<<<<<<<<<<
@@ -4560,7 +4742,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":122
+    /* "csrc/tokenizer/_pretok_c.pyx":130
  *         return 0
  *     f1 = _fold(t.cp[i + 1])
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -4571,7 +4753,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     default: break;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":124
+  /* "csrc/tokenizer/_pretok_c.pyx":132
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
  *         return 2
  *     if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -4583,7 +4765,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":125
+    /* "csrc/tokenizer/_pretok_c.pyx":133
  *         return 2
  *     if i + 2 < b:
  *         f2 = _fold(t.cp[i + 2])             # <<<<<<<<<<<<<<
@@ -4592,7 +4774,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
     __pyx_v_f2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 2)]));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":126
+    /* "csrc/tokenizer/_pretok_c.pyx":134
  *     if i + 2 < b:
  *         f2 = _fold(t.cp[i + 2])
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -4644,7 +4826,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":127
+      /* "csrc/tokenizer/_pretok_c.pyx":135
  *         f2 = _fold(t.cp[i + 2])
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
  *             return 3             # <<<<<<<<<<<<<<
@@ -4657,7 +4839,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":126
+      /* "csrc/tokenizer/_pretok_c.pyx":134
  *     if i + 2 < b:
  *         f2 = _fold(t.cp[i + 2])
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -4666,7 +4848,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":124
+    /* "csrc/tokenizer/_pretok_c.pyx":132
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
  *         return 2
  *     if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -4675,7 +4857,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":128
+  /* "csrc/tokenizer/_pretok_c.pyx":136
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
  *             return 3
  *     return 0             # <<<<<<<<<<<<<<
@@ -4688,7 +4870,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":116
+  /* "csrc/tokenizer/_pretok_c.pyx":124
  * 
  * 
  * cdef inline Py_ssize_t _contraction(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4703,7 +4885,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":131
+/* "csrc/tokenizer/_pretok_c.pyx":139
  * 
  * 
  * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
@@ -4720,7 +4902,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":135
+  /* "csrc/tokenizer/_pretok_c.pyx":143
  *     """(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LETTERS+|\\p{N}{1,max_digits}
  *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|(\\s++$)|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
@@ -4729,7 +4911,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":136
+  /* "csrc/tokenizer/_pretok_c.pyx":144
  *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|(\\s++$)|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -4738,7 +4920,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":137
+  /* "csrc/tokenizer/_pretok_c.pyx":145
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t not_other = SPACE | letters | NUMBER             # <<<<<<<<<<<<<<
@@ -4747,7 +4929,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_not_other = ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_v_letters) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":138
+  /* "csrc/tokenizer/_pretok_c.pyx":146
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t not_other = SPACE | letters | NUMBER
  *     cdef Py_ssize_t j = _contraction(t, i, b)             # <<<<<<<<<<<<<<
@@ -4756,7 +4938,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(__pyx_v_t, __pyx_v_i, __pyx_v_b);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":139
+  /* "csrc/tokenizer/_pretok_c.pyx":147
  *     cdef uint16_t not_other = SPACE | letters | NUMBER
  *     cdef Py_ssize_t j = _contraction(t, i, b)
  *     if j:             # <<<<<<<<<<<<<<
@@ -4768,7 +4950,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":140
+    /* "csrc/tokenizer/_pretok_c.pyx":148
  *     cdef Py_ssize_t j = _contraction(t, i, b)
  *     if j:
  *         return i + j             # <<<<<<<<<<<<<<
@@ -4781,7 +4963,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":139
+    /* "csrc/tokenizer/_pretok_c.pyx":147
  *     cdef uint16_t not_other = SPACE | letters | NUMBER
  *     cdef Py_ssize_t j = _contraction(t, i, b)
  *     if j:             # <<<<<<<<<<<<<<
@@ -4790,7 +4972,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":141
+  /* "csrc/tokenizer/_pretok_c.pyx":149
  *     if j:
  *         return i + j
  *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
@@ -4802,7 +4984,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":142
+    /* "csrc/tokenizer/_pretok_c.pyx":150
  *         return i + j
  *     if k & letters:  # letters, no prefix
  *         return _run(t.cl, i, b, letters)             # <<<<<<<<<<<<<<
@@ -4815,7 +4997,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":141
+    /* "csrc/tokenizer/_pretok_c.pyx":149
  *     if j:
  *         return i + j
  *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
@@ -4824,7 +5006,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":143
+  /* "csrc/tokenizer/_pretok_c.pyx":151
  *     if k & letters:  # letters, no prefix
  *         return _run(t.cl, i, b, letters)
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
@@ -4870,12 +5052,12 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":144
+    /* "csrc/tokenizer/_pretok_c.pyx":152
  *         return _run(t.cl, i, b, letters)
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters             # <<<<<<<<<<<<<<
  *     if k & NUMBER:
- *         j = i + 1
+ *         return _digits(t, i, b, max_digits)
 */
     {
 
@@ -4883,7 +5065,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":143
+    /* "csrc/tokenizer/_pretok_c.pyx":151
  *     if k & letters:  # letters, no prefix
  *         return _run(t.cl, i, b, letters)
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
@@ -4892,99 +5074,43 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":145
+  /* "csrc/tokenizer/_pretok_c.pyx":153
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         return _digits(t, i, b, max_digits)
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
 */
   __pyx_t_1 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
 
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":146
+    /* "csrc/tokenizer/_pretok_c.pyx":154
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
  *     if k & NUMBER:
- *         j = i + 1             # <<<<<<<<<<<<<<
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1
-*/
-    __pyx_v_j = (__pyx_v_i + 1);
-
-    /* "csrc/tokenizer/_pretok_c.pyx":147
- *     if k & NUMBER:
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
- *             j += 1
- *         return j
-*/
-    while (1) {
-      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
-
-      if (__pyx_t_2) {
-
-      } else {
-
-        __pyx_t_1 = __pyx_t_2;
-
-        goto __pyx_L13_bool_binop_done;
-      }
-      __pyx_t_2 = ((__pyx_v_j - __pyx_v_i) < __pyx_v_max_digits);
-
-      if (__pyx_t_2) {
-
-      } else {
-
-        __pyx_t_1 = __pyx_t_2;
-
-        goto __pyx_L13_bool_binop_done;
-      }
-      __pyx_t_2 = (((__pyx_v_t->cl[__pyx_v_j]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
-
-
-      __pyx_t_1 = __pyx_t_2;
-
-      __pyx_L13_bool_binop_done:;
-
-      if (!__pyx_t_1) break;
-
-      /* "csrc/tokenizer/_pretok_c.pyx":148
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1             # <<<<<<<<<<<<<<
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
-*/
-      __pyx_v_j = (__pyx_v_j + 1);
-    }
-
-    /* "csrc/tokenizer/_pretok_c.pyx":149
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1
- *         return j             # <<<<<<<<<<<<<<
+ *         return _digits(t, i, b, max_digits)             # <<<<<<<<<<<<<<
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         j = i + 1  # " ?" then other characters
 */
     {
 
-      __pyx_r = __pyx_v_j;
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_max_digits);
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":145
+    /* "csrc/tokenizer/_pretok_c.pyx":153
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         return _digits(t, i, b, max_digits)
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":150
- *             j += 1
- *         return j
+  /* "csrc/tokenizer/_pretok_c.pyx":155
+ *     if k & NUMBER:
+ *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
  *         j = i + 1  # " ?" then other characters
  *         while j < b and not (t.cl[j] & not_other):
@@ -4997,7 +5123,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
     __pyx_t_1 = __pyx_t_2;
 
-    goto __pyx_L17_bool_binop_done;
+    goto __pyx_L12_bool_binop_done;
   }
   __pyx_t_2 = ((__pyx_v_i + 1) < __pyx_v_b);
 
@@ -5007,19 +5133,19 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
     __pyx_t_1 = __pyx_t_2;
 
-    goto __pyx_L17_bool_binop_done;
+    goto __pyx_L12_bool_binop_done;
   }
   __pyx_t_2 = (!(((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_not_other) != 0));
 
 
   __pyx_t_1 = __pyx_t_2;
 
-  __pyx_L17_bool_binop_done:;
+  __pyx_L12_bool_binop_done:;
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":151
- *         return j
+    /* "csrc/tokenizer/_pretok_c.pyx":156
+ *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         j = i + 1  # " ?" then other characters             # <<<<<<<<<<<<<<
  *         while j < b and not (t.cl[j] & not_other):
@@ -5027,9 +5153,89 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":152
+    /* "csrc/tokenizer/_pretok_c.pyx":157
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+*/
+    while (1) {
+      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
+
+      if (__pyx_t_2) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_2;
+
+        goto __pyx_L17_bool_binop_done;
+      }
+      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
+
+
+      __pyx_t_1 = __pyx_t_2;
+
+      __pyx_L17_bool_binop_done:;
+
+      if (!__pyx_t_1) break;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":158
+ *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1             # <<<<<<<<<<<<<<
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):
+*/
+      __pyx_v_j = (__pyx_v_j + 1);
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":159
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+ *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
+ *     if not (k & not_other):
+ *         j = i
+*/
+    {
+
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(__pyx_v_t->cp, __pyx_v_j, __pyx_v_b);
+    }
+    goto __pyx_L0;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":155
+ *     if k & NUMBER:
+ *         return _digits(t, i, b, max_digits)
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
+ *         j = i + 1  # " ?" then other characters
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  }
+
+  /* "csrc/tokenizer/_pretok_c.pyx":160
+ *             j += 1
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):             # <<<<<<<<<<<<<<
+ *         j = i
+ *         while j < b and not (t.cl[j] & not_other):
+*/
+  __pyx_t_1 = (!((__pyx_v_k & __pyx_v_not_other) != 0));
+
+  if (__pyx_t_1) {
+
+
+    /* "csrc/tokenizer/_pretok_c.pyx":161
+ *         return _newlines(t.cp, j, b)
+ *     if not (k & not_other):
+ *         j = i             # <<<<<<<<<<<<<<
+ *         while j < b and not (t.cl[j] & not_other):
+ *             j += 1
+*/
+    __pyx_v_j = __pyx_v_i;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":162
+ *     if not (k & not_other):
+ *         j = i
  *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
  *             j += 1
  *         return _newlines(t.cp, j, b)
@@ -5054,87 +5260,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":153
- *         j = i + 1  # " ?" then other characters
- *         while j < b and not (t.cl[j] & not_other):
- *             j += 1             # <<<<<<<<<<<<<<
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):
-*/
-      __pyx_v_j = (__pyx_v_j + 1);
-    }
-
-    /* "csrc/tokenizer/_pretok_c.pyx":154
- *         while j < b and not (t.cl[j] & not_other):
- *             j += 1
- *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
- *     if not (k & not_other):
- *         j = i
-*/
-    {
-
-      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(__pyx_v_t->cp, __pyx_v_j, __pyx_v_b);
-    }
-    goto __pyx_L0;
-
-    /* "csrc/tokenizer/_pretok_c.pyx":150
- *             j += 1
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
- *         j = i + 1  # " ?" then other characters
- *         while j < b and not (t.cl[j] & not_other):
-*/
-  }
-
-  /* "csrc/tokenizer/_pretok_c.pyx":155
- *             j += 1
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):             # <<<<<<<<<<<<<<
- *         j = i
- *         while j < b and not (t.cl[j] & not_other):
-*/
-  __pyx_t_1 = (!((__pyx_v_k & __pyx_v_not_other) != 0));
-
-  if (__pyx_t_1) {
-
-
-    /* "csrc/tokenizer/_pretok_c.pyx":156
- *         return _newlines(t.cp, j, b)
- *     if not (k & not_other):
- *         j = i             # <<<<<<<<<<<<<<
- *         while j < b and not (t.cl[j] & not_other):
- *             j += 1
-*/
-    __pyx_v_j = __pyx_v_i;
-
-    /* "csrc/tokenizer/_pretok_c.pyx":157
- *     if not (k & not_other):
- *         j = i
- *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
- *             j += 1
- *         return _newlines(t.cp, j, b)
-*/
-    while (1) {
-      __pyx_t_2 = (__pyx_v_j < __pyx_v_b);
-
-      if (__pyx_t_2) {
-
-      } else {
-
-        __pyx_t_1 = __pyx_t_2;
-
-        goto __pyx_L27_bool_binop_done;
-      }
-      __pyx_t_2 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
-
-
-      __pyx_t_1 = __pyx_t_2;
-
-      __pyx_L27_bool_binop_done:;
-
-      if (!__pyx_t_1) break;
-
-      /* "csrc/tokenizer/_pretok_c.pyx":158
+      /* "csrc/tokenizer/_pretok_c.pyx":163
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -5144,7 +5270,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":159
+    /* "csrc/tokenizer/_pretok_c.pyx":164
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1
  *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
@@ -5157,7 +5283,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":155
+    /* "csrc/tokenizer/_pretok_c.pyx":160
  *             j += 1
  *         return _newlines(t.cp, j, b)
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -5166,7 +5292,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":160
+  /* "csrc/tokenizer/_pretok_c.pyx":165
  *             j += 1
  *         return _newlines(t.cp, j, b)
  *     return _spaces(t, i, b, to_end)             # <<<<<<<<<<<<<<
@@ -5179,7 +5305,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":131
+  /* "csrc/tokenizer/_pretok_c.pyx":139
  * 
  * 
  * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
@@ -5196,7 +5322,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":163
+/* "csrc/tokenizer/_pretok_c.pyx":168
  * 
  * 
  * cdef inline Py_ssize_t _gpt2_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5215,7 +5341,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   int __pyx_t_2;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":166
+  /* "csrc/tokenizer/_pretok_c.pyx":171
  *     """'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+ at i
  *     (always matches; the contractions are case-sensitive)."""
  *     cdef Py_UCS4 c = t.cp[i], c1, c2             # <<<<<<<<<<<<<<
@@ -5224,7 +5350,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":167
+  /* "csrc/tokenizer/_pretok_c.pyx":172
  *     (always matches; the contractions are case-sensitive)."""
  *     cdef Py_UCS4 c = t.cp[i], c1, c2
  *     cdef uint16_t k = t.cl[i], k1             # <<<<<<<<<<<<<<
@@ -5233,7 +5359,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":169
+  /* "csrc/tokenizer/_pretok_c.pyx":174
  *     cdef uint16_t k = t.cl[i], k1
  *     cdef Py_ssize_t j
  *     if c == 39 and i + 1 < b:             # <<<<<<<<<<<<<<
@@ -5259,7 +5385,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":170
+    /* "csrc/tokenizer/_pretok_c.pyx":175
  *     cdef Py_ssize_t j
  *     if c == 39 and i + 1 < b:
  *         c1 = t.cp[i + 1]             # <<<<<<<<<<<<<<
@@ -5268,7 +5394,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_c1 = (__pyx_v_t->cp[(__pyx_v_i + 1)]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":171
+    /* "csrc/tokenizer/_pretok_c.pyx":176
  *     if c == 39 and i + 1 < b:
  *         c1 = t.cp[i + 1]
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -5281,7 +5407,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       case 0x6D:
       case 0x64:
 
-      /* "csrc/tokenizer/_pretok_c.pyx":172
+      /* "csrc/tokenizer/_pretok_c.pyx":177
  *         c1 = t.cp[i + 1]
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2             # <<<<<<<<<<<<<<
@@ -5294,7 +5420,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":171
+      /* "csrc/tokenizer/_pretok_c.pyx":176
  *     if c == 39 and i + 1 < b:
  *         c1 = t.cp[i + 1]
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -5305,7 +5431,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       default: break;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":173
+    /* "csrc/tokenizer/_pretok_c.pyx":178
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
  *         if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -5317,7 +5443,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":174
+      /* "csrc/tokenizer/_pretok_c.pyx":179
  *             return i + 2
  *         if i + 2 < b:
  *             c2 = t.cp[i + 2]             # <<<<<<<<<<<<<<
@@ -5326,7 +5452,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
       __pyx_v_c2 = (__pyx_v_t->cp[(__pyx_v_i + 2)]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":175
+      /* "csrc/tokenizer/_pretok_c.pyx":180
  *         if i + 2 < b:
  *             c2 = t.cp[i + 2]
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -5378,7 +5504,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       if (__pyx_t_1) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":176
+        /* "csrc/tokenizer/_pretok_c.pyx":181
  *             c2 = t.cp[i + 2]
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3             # <<<<<<<<<<<<<<
@@ -5391,7 +5517,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
         }
         goto __pyx_L0;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":175
+        /* "csrc/tokenizer/_pretok_c.pyx":180
  *         if i + 2 < b:
  *             c2 = t.cp[i + 2]
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -5400,7 +5526,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":173
+      /* "csrc/tokenizer/_pretok_c.pyx":178
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
  *         if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -5409,7 +5535,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":169
+    /* "csrc/tokenizer/_pretok_c.pyx":174
  *     cdef uint16_t k = t.cl[i], k1
  *     cdef Py_ssize_t j
  *     if c == 39 and i + 1 < b:             # <<<<<<<<<<<<<<
@@ -5418,7 +5544,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":177
+  /* "csrc/tokenizer/_pretok_c.pyx":182
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):             # <<<<<<<<<<<<<<
@@ -5454,7 +5580,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":178
+    /* "csrc/tokenizer/_pretok_c.pyx":183
  *                 return i + 3
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
  *         i += 1  # " ?" before a letter, digit or other run             # <<<<<<<<<<<<<<
@@ -5463,7 +5589,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_i = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":179
+    /* "csrc/tokenizer/_pretok_c.pyx":184
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
  *         i += 1  # " ?" before a letter, digit or other run
  *         k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -5472,7 +5598,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":177
+    /* "csrc/tokenizer/_pretok_c.pyx":182
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):             # <<<<<<<<<<<<<<
@@ -5481,7 +5607,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":180
+  /* "csrc/tokenizer/_pretok_c.pyx":185
  *         i += 1  # " ?" before a letter, digit or other run
  *         k = t.cl[i]
  *     if k & LETTER:             # <<<<<<<<<<<<<<
@@ -5493,7 +5619,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":181
+    /* "csrc/tokenizer/_pretok_c.pyx":186
  *         k = t.cl[i]
  *     if k & LETTER:
  *         return _run(t.cl, i, b, LETTER)             # <<<<<<<<<<<<<<
@@ -5506,7 +5632,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":180
+    /* "csrc/tokenizer/_pretok_c.pyx":185
  *         i += 1  # " ?" before a letter, digit or other run
  *         k = t.cl[i]
  *     if k & LETTER:             # <<<<<<<<<<<<<<
@@ -5515,7 +5641,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":182
+  /* "csrc/tokenizer/_pretok_c.pyx":187
  *     if k & LETTER:
  *         return _run(t.cl, i, b, LETTER)
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -5527,7 +5653,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":183
+    /* "csrc/tokenizer/_pretok_c.pyx":188
  *         return _run(t.cl, i, b, LETTER)
  *     if k & NUMBER:
  *         return _run(t.cl, i, b, NUMBER)             # <<<<<<<<<<<<<<
@@ -5540,7 +5666,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":182
+    /* "csrc/tokenizer/_pretok_c.pyx":187
  *     if k & LETTER:
  *         return _run(t.cl, i, b, LETTER)
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -5549,7 +5675,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":184
+  /* "csrc/tokenizer/_pretok_c.pyx":189
  *     if k & NUMBER:
  *         return _run(t.cl, i, b, NUMBER)
  *     if not (k & SPACE):             # <<<<<<<<<<<<<<
@@ -5561,7 +5687,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":185
+    /* "csrc/tokenizer/_pretok_c.pyx":190
  *         return _run(t.cl, i, b, NUMBER)
  *     if not (k & SPACE):
  *         j = i             # <<<<<<<<<<<<<<
@@ -5570,7 +5696,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_j = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":186
+    /* "csrc/tokenizer/_pretok_c.pyx":191
  *     if not (k & SPACE):
  *         j = i
  *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):             # <<<<<<<<<<<<<<
@@ -5597,7 +5723,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":187
+      /* "csrc/tokenizer/_pretok_c.pyx":192
  *         j = i
  *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -5607,7 +5733,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":188
+    /* "csrc/tokenizer/_pretok_c.pyx":193
  *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -5620,7 +5746,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":184
+    /* "csrc/tokenizer/_pretok_c.pyx":189
  *     if k & NUMBER:
  *         return _run(t.cl, i, b, NUMBER)
  *     if not (k & SPACE):             # <<<<<<<<<<<<<<
@@ -5629,7 +5755,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":189
+  /* "csrc/tokenizer/_pretok_c.pyx":194
  *             j += 1
  *         return j
  *     j = _run(t.cl, i, b, SPACE)             # <<<<<<<<<<<<<<
@@ -5638,7 +5764,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":190
+  /* "csrc/tokenizer/_pretok_c.pyx":195
  *         return j
  *     j = _run(t.cl, i, b, SPACE)
  *     if j == b or j - i == 1:             # <<<<<<<<<<<<<<
@@ -5664,7 +5790,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":191
+    /* "csrc/tokenizer/_pretok_c.pyx":196
  *     j = _run(t.cl, i, b, SPACE)
  *     if j == b or j - i == 1:
  *         return j             # <<<<<<<<<<<<<<
@@ -5677,7 +5803,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":190
+    /* "csrc/tokenizer/_pretok_c.pyx":195
  *         return j
  *     j = _run(t.cl, i, b, SPACE)
  *     if j == b or j - i == 1:             # <<<<<<<<<<<<<<
@@ -5686,7 +5812,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":192
+  /* "csrc/tokenizer/_pretok_c.pyx":197
  *     if j == b or j - i == 1:
  *         return j
  *     return j - 1  # (?!\\S): leave the last space to what follows             # <<<<<<<<<<<<<<
@@ -5699,7 +5825,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":163
+  /* "csrc/tokenizer/_pretok_c.pyx":168
  * 
  * 
  * cdef inline Py_ssize_t _gpt2_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5718,7 +5844,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":195
+/* "csrc/tokenizer/_pretok_c.pyx":200
  * 
  * 
  * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5731,7 +5857,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __py
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":196
+  /* "csrc/tokenizer/_pretok_c.pyx":201
  * 
  * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:
  *     return (k & mask) != 0 and (k & excl) == 0             # <<<<<<<<<<<<<<
@@ -5759,7 +5885,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __py
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":195
+  /* "csrc/tokenizer/_pretok_c.pyx":200
  * 
  * 
  * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5772,7 +5898,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":199
+/* "csrc/tokenizer/_pretok_c.pyx":204
  * 
  * 
  * cdef inline Py_ssize_t _upper_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -5788,7 +5914,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   int __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":203
+  /* "csrc/tokenizer/_pretok_c.pyx":208
  *     """[UP]*[LO]+ at s, or -1. UP and LO overlap (Lm, Lo, marks): [UP]* takes the whole run,
  *     then gives characters back until [LO]+ can match, as the regex engine backtracks."""
  *     cdef Py_ssize_t r = s, e             # <<<<<<<<<<<<<<
@@ -5797,7 +5923,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
   __pyx_v_r = __pyx_v_s;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":204
+  /* "csrc/tokenizer/_pretok_c.pyx":209
  *     then gives characters back until [LO]+ can match, as the regex engine backtracks."""
  *     cdef Py_ssize_t r = s, e
  *     while r < b and _in(t.cl[r], up, excl):             # <<<<<<<<<<<<<<
@@ -5824,7 +5950,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":205
+    /* "csrc/tokenizer/_pretok_c.pyx":210
  *     cdef Py_ssize_t r = s, e
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1             # <<<<<<<<<<<<<<
@@ -5834,7 +5960,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
     __pyx_v_r = (__pyx_v_r + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":206
+  /* "csrc/tokenizer/_pretok_c.pyx":211
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
@@ -5860,7 +5986,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":207
+    /* "csrc/tokenizer/_pretok_c.pyx":212
  *         r += 1
  *     if r < b and _in(t.cl[r], lo, excl):
  *         e = r             # <<<<<<<<<<<<<<
@@ -5869,7 +5995,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
     __pyx_v_e = __pyx_v_r;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":208
+    /* "csrc/tokenizer/_pretok_c.pyx":213
  *     if r < b and _in(t.cl[r], lo, excl):
  *         e = r
  *         while e < b and _in(t.cl[e], lo, excl):             # <<<<<<<<<<<<<<
@@ -5896,7 +6022,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":209
+      /* "csrc/tokenizer/_pretok_c.pyx":214
  *         e = r
  *         while e < b and _in(t.cl[e], lo, excl):
  *             e += 1             # <<<<<<<<<<<<<<
@@ -5906,7 +6032,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
       __pyx_v_e = (__pyx_v_e + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":210
+    /* "csrc/tokenizer/_pretok_c.pyx":215
  *         while e < b and _in(t.cl[e], lo, excl):
  *             e += 1
  *         return e             # <<<<<<<<<<<<<<
@@ -5919,7 +6045,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":206
+    /* "csrc/tokenizer/_pretok_c.pyx":211
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
@@ -5928,7 +6054,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":211
+  /* "csrc/tokenizer/_pretok_c.pyx":216
  *             e += 1
  *         return e
  *     e = r - 1  # back off to the last character of the run that [LO]+ takes             # <<<<<<<<<<<<<<
@@ -5937,7 +6063,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
   __pyx_v_e = (__pyx_v_r - 1);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":212
+  /* "csrc/tokenizer/_pretok_c.pyx":217
  *         return e
  *     e = r - 1  # back off to the last character of the run that [LO]+ takes
  *     while e >= s and not _in(t.cl[e], lo, excl):             # <<<<<<<<<<<<<<
@@ -5964,7 +6090,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":213
+    /* "csrc/tokenizer/_pretok_c.pyx":218
  *     e = r - 1  # back off to the last character of the run that [LO]+ takes
  *     while e >= s and not _in(t.cl[e], lo, excl):
  *         e -= 1             # <<<<<<<<<<<<<<
@@ -5974,7 +6100,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
     __pyx_v_e = (__pyx_v_e - 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":214
+  /* "csrc/tokenizer/_pretok_c.pyx":219
  *     while e >= s and not _in(t.cl[e], lo, excl):
  *         e -= 1
  *     return e + 1 if e >= s else -1             # <<<<<<<<<<<<<<
@@ -5996,7 +6122,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":199
+  /* "csrc/tokenizer/_pretok_c.pyx":204
  * 
  * 
  * cdef inline Py_ssize_t _upper_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -6011,7 +6137,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":217
+/* "csrc/tokenizer/_pretok_c.pyx":222
  * 
  * 
  * cdef inline Py_ssize_t _upper_then_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -6025,7 +6151,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":220
+  /* "csrc/tokenizer/_pretok_c.pyx":225
  *                                           uint16_t excl) noexcept nogil:
  *     """[UP]+[LO]* at s, or -1."""
  *     cdef Py_ssize_t r = s             # <<<<<<<<<<<<<<
@@ -6034,7 +6160,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 */
   __pyx_v_r = __pyx_v_s;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":221
+  /* "csrc/tokenizer/_pretok_c.pyx":226
  *     """[UP]+[LO]* at s, or -1."""
  *     cdef Py_ssize_t r = s
  *     while r < b and _in(t.cl[r], up, excl):             # <<<<<<<<<<<<<<
@@ -6061,7 +6187,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":222
+    /* "csrc/tokenizer/_pretok_c.pyx":227
  *     cdef Py_ssize_t r = s
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1             # <<<<<<<<<<<<<<
@@ -6071,7 +6197,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
     __pyx_v_r = (__pyx_v_r + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":223
+  /* "csrc/tokenizer/_pretok_c.pyx":228
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r == s:             # <<<<<<<<<<<<<<
@@ -6083,7 +6209,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":224
+    /* "csrc/tokenizer/_pretok_c.pyx":229
  *         r += 1
  *     if r == s:
  *         return -1             # <<<<<<<<<<<<<<
@@ -6096,7 +6222,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":223
+    /* "csrc/tokenizer/_pretok_c.pyx":228
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r == s:             # <<<<<<<<<<<<<<
@@ -6105,7 +6231,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":225
+  /* "csrc/tokenizer/_pretok_c.pyx":230
  *     if r == s:
  *         return -1
  *     while r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
@@ -6132,7 +6258,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":226
+    /* "csrc/tokenizer/_pretok_c.pyx":231
  *         return -1
  *     while r < b and _in(t.cl[r], lo, excl):
  *         r += 1             # <<<<<<<<<<<<<<
@@ -6142,7 +6268,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
     __pyx_v_r = (__pyx_v_r + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":227
+  /* "csrc/tokenizer/_pretok_c.pyx":232
  *     while r < b and _in(t.cl[r], lo, excl):
  *         r += 1
  *     return r             # <<<<<<<<<<<<<<
@@ -6155,7 +6281,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":217
+  /* "csrc/tokenizer/_pretok_c.pyx":222
  * 
  * 
  * cdef inline Py_ssize_t _upper_then_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -6169,7 +6295,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":230
+/* "csrc/tokenizer/_pretok_c.pyx":235
  * 
  * 
  * cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits, bint contractions,             # <<<<<<<<<<<<<<
@@ -6194,7 +6320,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   Py_ssize_t __pyx_t_4;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":237
+  /* "csrc/tokenizer/_pretok_c.pyx":242
  *     (always matches); UP = [\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}], LO = [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}],
  *     both without Han when han."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
@@ -6203,7 +6329,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":238
+  /* "csrc/tokenizer/_pretok_c.pyx":243
  *     both without Han when han."""
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -6212,7 +6338,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":239
+  /* "csrc/tokenizer/_pretok_c.pyx":244
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0             # <<<<<<<<<<<<<<
@@ -6230,7 +6356,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   }
   __pyx_v_excl = __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":240
+  /* "csrc/tokenizer/_pretok_c.pyx":245
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
  *     cdef uint16_t not_other = SPACE | LETTER | NUMBER             # <<<<<<<<<<<<<<
@@ -6239,7 +6365,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_not_other = ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":241
+  /* "csrc/tokenizer/_pretok_c.pyx":246
  *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
  *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b             # <<<<<<<<<<<<<<
@@ -6274,7 +6400,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   __pyx_L3_bool_binop_done:;
   __pyx_v_prefix = __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":242
+  /* "csrc/tokenizer/_pretok_c.pyx":247
  *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
  *     cdef Py_ssize_t e = -1, j             # <<<<<<<<<<<<<<
@@ -6283,7 +6409,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_e = -1L;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":243
+  /* "csrc/tokenizer/_pretok_c.pyx":248
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
  *     cdef Py_ssize_t e = -1, j
  *     if han and k & HAN:             # <<<<<<<<<<<<<<
@@ -6305,7 +6431,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":244
+    /* "csrc/tokenizer/_pretok_c.pyx":249
  *     cdef Py_ssize_t e = -1, j
  *     if han and k & HAN:
  *         return _run(t.cl, i, b, HAN)             # <<<<<<<<<<<<<<
@@ -6318,7 +6444,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":243
+    /* "csrc/tokenizer/_pretok_c.pyx":248
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
  *     cdef Py_ssize_t e = -1, j
  *     if han and k & HAN:             # <<<<<<<<<<<<<<
@@ -6327,7 +6453,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":246
+  /* "csrc/tokenizer/_pretok_c.pyx":251
  *         return _run(t.cl, i, b, HAN)
  *     # each word alternative: with the one-character prefix first, then without it
  *     if prefix:             # <<<<<<<<<<<<<<
@@ -6336,7 +6462,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   if (__pyx_v_prefix) {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":247
+    /* "csrc/tokenizer/_pretok_c.pyx":252
  *     # each word alternative: with the one-character prefix first, then without it
  *     if prefix:
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6345,7 +6471,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(__pyx_v_t, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":246
+    /* "csrc/tokenizer/_pretok_c.pyx":251
  *         return _run(t.cl, i, b, HAN)
  *     # each word alternative: with the one-character prefix first, then without it
  *     if prefix:             # <<<<<<<<<<<<<<
@@ -6354,7 +6480,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":248
+  /* "csrc/tokenizer/_pretok_c.pyx":253
  *     if prefix:
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6366,7 +6492,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":249
+    /* "csrc/tokenizer/_pretok_c.pyx":254
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:
  *         e = _upper_lower(t, i, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6375,7 +6501,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":248
+    /* "csrc/tokenizer/_pretok_c.pyx":253
  *     if prefix:
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6384,7 +6510,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":250
+  /* "csrc/tokenizer/_pretok_c.pyx":255
  *     if e < 0:
  *         e = _upper_lower(t, i, b, up, lo, excl)
  *     if e < 0 and prefix:             # <<<<<<<<<<<<<<
@@ -6407,7 +6533,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":251
+    /* "csrc/tokenizer/_pretok_c.pyx":256
  *         e = _upper_lower(t, i, b, up, lo, excl)
  *     if e < 0 and prefix:
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6416,7 +6542,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(__pyx_v_t, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":250
+    /* "csrc/tokenizer/_pretok_c.pyx":255
  *     if e < 0:
  *         e = _upper_lower(t, i, b, up, lo, excl)
  *     if e < 0 and prefix:             # <<<<<<<<<<<<<<
@@ -6425,7 +6551,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":252
+  /* "csrc/tokenizer/_pretok_c.pyx":257
  *     if e < 0 and prefix:
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6437,7 +6563,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":253
+    /* "csrc/tokenizer/_pretok_c.pyx":258
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:
  *         e = _upper_then_lower(t, i, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6446,7 +6572,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":252
+    /* "csrc/tokenizer/_pretok_c.pyx":257
  *     if e < 0 and prefix:
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6455,7 +6581,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":254
+  /* "csrc/tokenizer/_pretok_c.pyx":259
  *     if e < 0:
  *         e = _upper_then_lower(t, i, b, up, lo, excl)
  *     if e >= 0:             # <<<<<<<<<<<<<<
@@ -6467,12 +6593,12 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":255
+    /* "csrc/tokenizer/_pretok_c.pyx":260
  *         e = _upper_then_lower(t, i, b, up, lo, excl)
  *     if e >= 0:
  *         return e + _contraction(t, e, b) if contractions else e             # <<<<<<<<<<<<<<
  *     if k & NUMBER:
- *         j = i + 1
+ *         return _digits(t, i, b, max_digits)
 */
     if (__pyx_v_contractions) {
 
@@ -6486,7 +6612,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":254
+    /* "csrc/tokenizer/_pretok_c.pyx":259
  *     if e < 0:
  *         e = _upper_then_lower(t, i, b, up, lo, excl)
  *     if e >= 0:             # <<<<<<<<<<<<<<
@@ -6495,99 +6621,43 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":256
+  /* "csrc/tokenizer/_pretok_c.pyx":261
  *     if e >= 0:
  *         return e + _contraction(t, e, b) if contractions else e
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         return _digits(t, i, b, max_digits)
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
 */
   __pyx_t_2 = ((__pyx_v_k & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
 
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":257
+    /* "csrc/tokenizer/_pretok_c.pyx":262
  *         return e + _contraction(t, e, b) if contractions else e
  *     if k & NUMBER:
- *         j = i + 1             # <<<<<<<<<<<<<<
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1
-*/
-    __pyx_v_j = (__pyx_v_i + 1);
-
-    /* "csrc/tokenizer/_pretok_c.pyx":258
- *     if k & NUMBER:
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
- *             j += 1
- *         return j
-*/
-    while (1) {
-      __pyx_t_3 = (__pyx_v_j < __pyx_v_b);
-
-      if (__pyx_t_3) {
-
-      } else {
-
-        __pyx_t_2 = __pyx_t_3;
-
-        goto __pyx_L19_bool_binop_done;
-      }
-      __pyx_t_3 = ((__pyx_v_j - __pyx_v_i) < __pyx_v_max_digits);
-
-      if (__pyx_t_3) {
-
-      } else {
-
-        __pyx_t_2 = __pyx_t_3;
-
-        goto __pyx_L19_bool_binop_done;
-      }
-      __pyx_t_3 = (((__pyx_v_t->cl[__pyx_v_j]) & __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER) != 0);
-
-
-      __pyx_t_2 = __pyx_t_3;
-
-      __pyx_L19_bool_binop_done:;
-
-      if (!__pyx_t_2) break;
-
-      /* "csrc/tokenizer/_pretok_c.pyx":259
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1             # <<<<<<<<<<<<<<
- *         return j
- *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
-*/
-      __pyx_v_j = (__pyx_v_j + 1);
-    }
-
-    /* "csrc/tokenizer/_pretok_c.pyx":260
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
- *             j += 1
- *         return j             # <<<<<<<<<<<<<<
+ *         return _digits(t, i, b, max_digits)             # <<<<<<<<<<<<<<
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         i += 1  # " ?" then other characters
 */
     {
 
-      __pyx_r = __pyx_v_j;
+      __pyx_r = __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_max_digits);
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":256
+    /* "csrc/tokenizer/_pretok_c.pyx":261
  *     if e >= 0:
  *         return e + _contraction(t, e, b) if contractions else e
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
- *         j = i + 1
- *         while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+ *         return _digits(t, i, b, max_digits)
+ *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":261
- *             j += 1
- *         return j
+  /* "csrc/tokenizer/_pretok_c.pyx":263
+ *     if k & NUMBER:
+ *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]
@@ -6600,7 +6670,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
     __pyx_t_2 = __pyx_t_3;
 
-    goto __pyx_L23_bool_binop_done;
+    goto __pyx_L18_bool_binop_done;
   }
   __pyx_t_3 = ((__pyx_v_i + 1) < __pyx_v_b);
 
@@ -6610,19 +6680,19 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
     __pyx_t_2 = __pyx_t_3;
 
-    goto __pyx_L23_bool_binop_done;
+    goto __pyx_L18_bool_binop_done;
   }
   __pyx_t_3 = (!(((__pyx_v_t->cl[(__pyx_v_i + 1)]) & __pyx_v_not_other) != 0));
 
 
   __pyx_t_2 = __pyx_t_3;
 
-  __pyx_L23_bool_binop_done:;
+  __pyx_L18_bool_binop_done:;
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":262
- *         return j
+    /* "csrc/tokenizer/_pretok_c.pyx":264
+ *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         i += 1  # " ?" then other characters             # <<<<<<<<<<<<<<
  *         k = t.cl[i]
@@ -6630,7 +6700,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_i = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":263
+    /* "csrc/tokenizer/_pretok_c.pyx":265
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -6639,16 +6709,16 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":261
- *             j += 1
- *         return j
+    /* "csrc/tokenizer/_pretok_c.pyx":263
+ *     if k & NUMBER:
+ *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":264
+  /* "csrc/tokenizer/_pretok_c.pyx":266
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -6660,7 +6730,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":265
+    /* "csrc/tokenizer/_pretok_c.pyx":267
  *         k = t.cl[i]
  *     if not (k & not_other):
  *         j = i             # <<<<<<<<<<<<<<
@@ -6669,7 +6739,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_j = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":266
+    /* "csrc/tokenizer/_pretok_c.pyx":268
  *     if not (k & not_other):
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
@@ -6685,18 +6755,18 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
         __pyx_t_2 = __pyx_t_3;
 
-        goto __pyx_L29_bool_binop_done;
+        goto __pyx_L24_bool_binop_done;
       }
       __pyx_t_3 = (!(((__pyx_v_t->cl[__pyx_v_j]) & __pyx_v_not_other) != 0));
 
 
       __pyx_t_2 = __pyx_t_3;
 
-      __pyx_L29_bool_binop_done:;
+      __pyx_L24_bool_binop_done:;
 
       if (!__pyx_t_2) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":267
+      /* "csrc/tokenizer/_pretok_c.pyx":269
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -6706,7 +6776,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":268
+    /* "csrc/tokenizer/_pretok_c.pyx":270
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1
  *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):             # <<<<<<<<<<<<<<
@@ -6722,7 +6792,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
         __pyx_t_2 = __pyx_t_3;
 
-        goto __pyx_L33_bool_binop_done;
+        goto __pyx_L28_bool_binop_done;
       }
       __pyx_t_3 = __pyx_f_6benchc_9tokenizer_9_pretok_c__nl((__pyx_v_t->cp[__pyx_v_j]));
 
@@ -6732,24 +6802,24 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
         __pyx_t_2 = __pyx_t_3;
 
-        goto __pyx_L33_bool_binop_done;
+        goto __pyx_L28_bool_binop_done;
       }
       if (__pyx_v_slash) {
       } else {
 
         __pyx_t_2 = __pyx_v_slash;
-        goto __pyx_L33_bool_binop_done;
+        goto __pyx_L28_bool_binop_done;
       }
       __pyx_t_3 = ((__pyx_v_t->cp[__pyx_v_j]) == 47);
 
 
       __pyx_t_2 = __pyx_t_3;
 
-      __pyx_L33_bool_binop_done:;
+      __pyx_L28_bool_binop_done:;
 
       if (!__pyx_t_2) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":269
+      /* "csrc/tokenizer/_pretok_c.pyx":271
  *             j += 1
  *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -6759,7 +6829,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":270
+    /* "csrc/tokenizer/_pretok_c.pyx":272
  *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -6772,7 +6842,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":264
+    /* "csrc/tokenizer/_pretok_c.pyx":266
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -6781,7 +6851,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":271
+  /* "csrc/tokenizer/_pretok_c.pyx":273
  *             j += 1
  *         return j
  *     return _spaces(t, i, b, False)             # <<<<<<<<<<<<<<
@@ -6794,7 +6864,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":230
+  /* "csrc/tokenizer/_pretok_c.pyx":235
  * 
  * 
  * cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits, bint contractions,             # <<<<<<<<<<<<<<
@@ -6817,7 +6887,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":274
+/* "csrc/tokenizer/_pretok_c.pyx":276
  * 
  * 
  * cdef inline Py_ssize_t _deepseek_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -6833,7 +6903,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":277
+  /* "csrc/tokenizer/_pretok_c.pyx":279
  *     """[ASCII punctuation][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+
  *     | ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i, or -1 (no match)."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
@@ -6842,7 +6912,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":278
+  /* "csrc/tokenizer/_pretok_c.pyx":280
  *     | ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i, or -1 (no match)."""
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -6851,7 +6921,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":280
+  /* "csrc/tokenizer/_pretok_c.pyx":282
  *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):             # <<<<<<<<<<<<<<
@@ -6887,7 +6957,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":281
+    /* "csrc/tokenizer/_pretok_c.pyx":283
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
  *         j = i + 1             # <<<<<<<<<<<<<<
@@ -6896,7 +6966,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":282
+    /* "csrc/tokenizer/_pretok_c.pyx":284
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
  *         j = i + 1
  *         while j < b and _ascii_alpha(t.cp[j]):             # <<<<<<<<<<<<<<
@@ -6923,7 +6993,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":283
+      /* "csrc/tokenizer/_pretok_c.pyx":285
  *         j = i + 1
  *         while j < b and _ascii_alpha(t.cp[j]):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -6933,7 +7003,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":284
+    /* "csrc/tokenizer/_pretok_c.pyx":286
  *         while j < b and _ascii_alpha(t.cp[j]):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -6946,7 +7016,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":280
+    /* "csrc/tokenizer/_pretok_c.pyx":282
  *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):             # <<<<<<<<<<<<<<
@@ -6955,7 +7025,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":285
+  /* "csrc/tokenizer/_pretok_c.pyx":287
  *             j += 1
  *         return j
  *     if k & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -6967,7 +7037,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":286
+    /* "csrc/tokenizer/_pretok_c.pyx":288
  *         return j
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)             # <<<<<<<<<<<<<<
@@ -6980,7 +7050,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":285
+    /* "csrc/tokenizer/_pretok_c.pyx":287
  *             j += 1
  *         return j
  *     if k & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -6989,7 +7059,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":287
+  /* "csrc/tokenizer/_pretok_c.pyx":289
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -7035,7 +7105,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":288
+    /* "csrc/tokenizer/_pretok_c.pyx":290
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)             # <<<<<<<<<<<<<<
@@ -7048,7 +7118,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":287
+    /* "csrc/tokenizer/_pretok_c.pyx":289
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -7057,7 +7127,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":289
+  /* "csrc/tokenizer/_pretok_c.pyx":291
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7093,7 +7163,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":290
+    /* "csrc/tokenizer/_pretok_c.pyx":292
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)             # <<<<<<<<<<<<<<
@@ -7106,7 +7176,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":289
+    /* "csrc/tokenizer/_pretok_c.pyx":291
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7115,7 +7185,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":291
+  /* "csrc/tokenizer/_pretok_c.pyx":293
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7127,7 +7197,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":292
+    /* "csrc/tokenizer/_pretok_c.pyx":294
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)             # <<<<<<<<<<<<<<
@@ -7140,7 +7210,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":291
+    /* "csrc/tokenizer/_pretok_c.pyx":293
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7149,7 +7219,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":293
+  /* "csrc/tokenizer/_pretok_c.pyx":295
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:             # <<<<<<<<<<<<<<
@@ -7161,7 +7231,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":294
+    /* "csrc/tokenizer/_pretok_c.pyx":296
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:
  *         return _spaces(t, i, b, False)             # <<<<<<<<<<<<<<
@@ -7174,7 +7244,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":293
+    /* "csrc/tokenizer/_pretok_c.pyx":295
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:             # <<<<<<<<<<<<<<
@@ -7183,7 +7253,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":295
+  /* "csrc/tokenizer/_pretok_c.pyx":297
  *     if k & SPACE:
  *         return _spaces(t, i, b, False)
  *     return -1             # <<<<<<<<<<<<<<
@@ -7196,7 +7266,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":274
+  /* "csrc/tokenizer/_pretok_c.pyx":276
  * 
  * 
  * cdef inline Py_ssize_t _deepseek_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7212,7 +7282,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":298
+/* "csrc/tokenizer/_pretok_c.pyx":300
  * 
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7222,7 +7292,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_end) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":299
+  /* "csrc/tokenizer/_pretok_c.pyx":301
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:
  *     t.ends[t.npieces] = end             # <<<<<<<<<<<<<<
@@ -7231,7 +7301,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
 */
   (__pyx_v_t->ends[__pyx_v_t->npieces]) = __pyx_v_end;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":300
+  /* "csrc/tokenizer/_pretok_c.pyx":302
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:
  *     t.ends[t.npieces] = end
  *     t.npieces += 1             # <<<<<<<<<<<<<<
@@ -7240,7 +7310,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
 */
   __pyx_v_t->npieces = (__pyx_v_t->npieces + 1);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":298
+  /* "csrc/tokenizer/_pretok_c.pyx":300
  * 
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7251,7 +7321,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
   /* function exit code */
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":303
+/* "csrc/tokenizer/_pretok_c.pyx":305
  * 
  * 
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7263,7 +7333,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":304
+  /* "csrc/tokenizer/_pretok_c.pyx":306
  * 
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
@@ -7272,7 +7342,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":305
+  /* "csrc/tokenizer/_pretok_c.pyx":307
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7285,7 +7355,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":306
+    /* "csrc/tokenizer/_pretok_c.pyx":308
  *     cdef Py_ssize_t i = 0
  *     while i < n:
  *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)             # <<<<<<<<<<<<<<
@@ -7294,7 +7364,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 */
     __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_letters, __pyx_v_to_end);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":307
+    /* "csrc/tokenizer/_pretok_c.pyx":309
  *     while i < n:
  *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7304,7 +7374,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":303
+  /* "csrc/tokenizer/_pretok_c.pyx":305
  * 
  * 
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7316,7 +7386,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":310
+/* "csrc/tokenizer/_pretok_c.pyx":312
  * 
  * 
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7328,7 +7398,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":311
+  /* "csrc/tokenizer/_pretok_c.pyx":313
  * 
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
@@ -7337,7 +7407,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":312
+  /* "csrc/tokenizer/_pretok_c.pyx":314
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7350,7 +7420,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":313
+    /* "csrc/tokenizer/_pretok_c.pyx":315
  *     cdef Py_ssize_t i = 0
  *     while i < n:
  *         i = _gpt2_at(t, i, n)             # <<<<<<<<<<<<<<
@@ -7359,7 +7429,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 */
     __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(__pyx_v_t, __pyx_v_i, __pyx_v_n);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":314
+    /* "csrc/tokenizer/_pretok_c.pyx":316
  *     while i < n:
  *         i = _gpt2_at(t, i, n)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7369,7 +7439,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":310
+  /* "csrc/tokenizer/_pretok_c.pyx":312
  * 
  * 
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7381,7 +7451,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":317
+/* "csrc/tokenizer/_pretok_c.pyx":319
  * 
  * 
  * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,             # <<<<<<<<<<<<<<
@@ -7393,7 +7463,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":319
+  /* "csrc/tokenizer/_pretok_c.pyx":321
  * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,
  *                       bint han) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
@@ -7402,7 +7472,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":320
+  /* "csrc/tokenizer/_pretok_c.pyx":322
  *                       bint han) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7415,7 +7485,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":321
+    /* "csrc/tokenizer/_pretok_c.pyx":323
  *     cdef Py_ssize_t i = 0
  *     while i < n:
  *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)             # <<<<<<<<<<<<<<
@@ -7424,7 +7494,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 */
     __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_contractions, __pyx_v_slash, __pyx_v_han);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":322
+    /* "csrc/tokenizer/_pretok_c.pyx":324
  *     while i < n:
  *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7434,7 +7504,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":317
+  /* "csrc/tokenizer/_pretok_c.pyx":319
  * 
  * 
  * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,             # <<<<<<<<<<<<<<
@@ -7446,7 +7516,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":325
+/* "csrc/tokenizer/_pretok_c.pyx":327
  * 
  * 
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7460,7 +7530,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
   int __pyx_v_gap;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":327
+  /* "csrc/tokenizer/_pretok_c.pyx":329
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
  *     # third Split: matches and the gaps between them are pieces
  *     cdef Py_ssize_t i = a, e             # <<<<<<<<<<<<<<
@@ -7469,7 +7539,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   __pyx_v_i = __pyx_v_a;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":328
+  /* "csrc/tokenizer/_pretok_c.pyx":330
  *     # third Split: matches and the gaps between them are pieces
  *     cdef Py_ssize_t i = a, e
  *     cdef bint gap = False             # <<<<<<<<<<<<<<
@@ -7478,7 +7548,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   __pyx_v_gap = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":329
+  /* "csrc/tokenizer/_pretok_c.pyx":331
  *     cdef Py_ssize_t i = a, e
  *     cdef bint gap = False
  *     while i < b:             # <<<<<<<<<<<<<<
@@ -7491,7 +7561,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":330
+    /* "csrc/tokenizer/_pretok_c.pyx":332
  *     cdef bint gap = False
  *     while i < b:
  *         e = _deepseek_at(t, i, b)             # <<<<<<<<<<<<<<
@@ -7500,7 +7570,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_at(__pyx_v_t, __pyx_v_i, __pyx_v_b);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":331
+    /* "csrc/tokenizer/_pretok_c.pyx":333
  *     while i < b:
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:             # <<<<<<<<<<<<<<
@@ -7512,7 +7582,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":332
+      /* "csrc/tokenizer/_pretok_c.pyx":334
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:
  *             gap = True             # <<<<<<<<<<<<<<
@@ -7521,7 +7591,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_gap = 1;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":333
+      /* "csrc/tokenizer/_pretok_c.pyx":335
  *         if e < 0:
  *             gap = True
  *             i += 1             # <<<<<<<<<<<<<<
@@ -7530,7 +7600,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_i = (__pyx_v_i + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":334
+      /* "csrc/tokenizer/_pretok_c.pyx":336
  *             gap = True
  *             i += 1
  *             continue             # <<<<<<<<<<<<<<
@@ -7539,7 +7609,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       goto __pyx_L3_continue;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":331
+      /* "csrc/tokenizer/_pretok_c.pyx":333
  *     while i < b:
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:             # <<<<<<<<<<<<<<
@@ -7548,7 +7618,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":335
+    /* "csrc/tokenizer/_pretok_c.pyx":337
  *             i += 1
  *             continue
  *         if gap:             # <<<<<<<<<<<<<<
@@ -7557,7 +7627,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     if (__pyx_v_gap) {
 
-      /* "csrc/tokenizer/_pretok_c.pyx":336
+      /* "csrc/tokenizer/_pretok_c.pyx":338
  *             continue
  *         if gap:
  *             _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7566,7 +7636,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":337
+      /* "csrc/tokenizer/_pretok_c.pyx":339
  *         if gap:
  *             _emit(t, i)
  *             gap = False             # <<<<<<<<<<<<<<
@@ -7575,7 +7645,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_gap = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":335
+      /* "csrc/tokenizer/_pretok_c.pyx":337
  *             i += 1
  *             continue
  *         if gap:             # <<<<<<<<<<<<<<
@@ -7584,7 +7654,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":338
+    /* "csrc/tokenizer/_pretok_c.pyx":340
  *             _emit(t, i)
  *             gap = False
  *         _emit(t, e)             # <<<<<<<<<<<<<<
@@ -7593,7 +7663,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_e);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":339
+    /* "csrc/tokenizer/_pretok_c.pyx":341
  *             gap = False
  *         _emit(t, e)
  *         i = e             # <<<<<<<<<<<<<<
@@ -7604,7 +7674,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
     __pyx_L3_continue:;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":340
+  /* "csrc/tokenizer/_pretok_c.pyx":342
  *         _emit(t, e)
  *         i = e
  *     if gap:             # <<<<<<<<<<<<<<
@@ -7613,7 +7683,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   if (__pyx_v_gap) {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":341
+    /* "csrc/tokenizer/_pretok_c.pyx":343
  *         i = e
  *     if gap:
  *         _emit(t, b)             # <<<<<<<<<<<<<<
@@ -7622,7 +7692,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_b);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":340
+    /* "csrc/tokenizer/_pretok_c.pyx":342
  *         _emit(t, e)
  *         i = e
  *     if gap:             # <<<<<<<<<<<<<<
@@ -7631,7 +7701,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":325
+  /* "csrc/tokenizer/_pretok_c.pyx":327
  * 
  * 
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7645,7 +7715,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":344
+/* "csrc/tokenizer/_pretok_c.pyx":346
  * 
  * 
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7662,7 +7732,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":346
+  /* "csrc/tokenizer/_pretok_c.pyx":348
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:
  *     # first Split \p{N}{1,3}, then [---]+ within each piece, then the words
  *     cdef Py_ssize_t i = 0, j, p, q             # <<<<<<<<<<<<<<
@@ -7671,7 +7741,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":348
+  /* "csrc/tokenizer/_pretok_c.pyx":350
  *     cdef Py_ssize_t i = 0, j, p, q
  *     cdef bint cjk
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7684,7 +7754,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":349
+    /* "csrc/tokenizer/_pretok_c.pyx":351
  *     cdef bint cjk
  *     while i < n:
  *         j = i + 1             # <<<<<<<<<<<<<<
@@ -7693,7 +7763,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":350
+    /* "csrc/tokenizer/_pretok_c.pyx":352
  *     while i < n:
  *         j = i + 1
  *         if t.cl[i] & NUMBER:             # <<<<<<<<<<<<<<
@@ -7705,7 +7775,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":351
+      /* "csrc/tokenizer/_pretok_c.pyx":353
  *         j = i + 1
  *         if t.cl[i] & NUMBER:
  *             while j < n and j - i < 3 and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
@@ -7742,7 +7812,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":352
+        /* "csrc/tokenizer/_pretok_c.pyx":354
  *         if t.cl[i] & NUMBER:
  *             while j < n and j - i < 3 and t.cl[j] & NUMBER:
  *                 j += 1             # <<<<<<<<<<<<<<
@@ -7752,7 +7822,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
         __pyx_v_j = (__pyx_v_j + 1);
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":350
+      /* "csrc/tokenizer/_pretok_c.pyx":352
  *     while i < n:
  *         j = i + 1
  *         if t.cl[i] & NUMBER:             # <<<<<<<<<<<<<<
@@ -7762,7 +7832,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":354
+    /* "csrc/tokenizer/_pretok_c.pyx":356
  *                 j += 1
  *         else:
  *             while j < n and not (t.cl[j] & NUMBER):             # <<<<<<<<<<<<<<
@@ -7790,7 +7860,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":355
+        /* "csrc/tokenizer/_pretok_c.pyx":357
  *         else:
  *             while j < n and not (t.cl[j] & NUMBER):
  *                 j += 1             # <<<<<<<<<<<<<<
@@ -7802,7 +7872,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     }
     __pyx_L5:;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":356
+    /* "csrc/tokenizer/_pretok_c.pyx":358
  *             while j < n and not (t.cl[j] & NUMBER):
  *                 j += 1
  *         p = i             # <<<<<<<<<<<<<<
@@ -7811,7 +7881,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
     __pyx_v_p = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":357
+    /* "csrc/tokenizer/_pretok_c.pyx":359
  *                 j += 1
  *         p = i
  *         while p < j:             # <<<<<<<<<<<<<<
@@ -7824,7 +7894,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":358
+      /* "csrc/tokenizer/_pretok_c.pyx":360
  *         p = i
  *         while p < j:
  *             cjk = _cjk(t.cp[p])             # <<<<<<<<<<<<<<
@@ -7833,7 +7903,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_v_cjk = __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk((__pyx_v_t->cp[__pyx_v_p]));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":359
+      /* "csrc/tokenizer/_pretok_c.pyx":361
  *         while p < j:
  *             cjk = _cjk(t.cp[p])
  *             q = p + 1             # <<<<<<<<<<<<<<
@@ -7842,7 +7912,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_v_q = (__pyx_v_p + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":360
+      /* "csrc/tokenizer/_pretok_c.pyx":362
  *             cjk = _cjk(t.cp[p])
  *             q = p + 1
  *             while q < j and _cjk(t.cp[q]) == cjk:             # <<<<<<<<<<<<<<
@@ -7869,7 +7939,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":361
+        /* "csrc/tokenizer/_pretok_c.pyx":363
  *             q = p + 1
  *             while q < j and _cjk(t.cp[q]) == cjk:
  *                 q += 1             # <<<<<<<<<<<<<<
@@ -7879,7 +7949,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
         __pyx_v_q = (__pyx_v_q + 1);
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":362
+      /* "csrc/tokenizer/_pretok_c.pyx":364
  *             while q < j and _cjk(t.cp[q]) == cjk:
  *                 q += 1
  *             _deepseek_words(t, p, q)             # <<<<<<<<<<<<<<
@@ -7888,7 +7958,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(__pyx_v_t, __pyx_v_p, __pyx_v_q);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":363
+      /* "csrc/tokenizer/_pretok_c.pyx":365
  *                 q += 1
  *             _deepseek_words(t, p, q)
  *             p = q             # <<<<<<<<<<<<<<
@@ -7898,7 +7968,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
       __pyx_v_p = __pyx_v_q;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":364
+    /* "csrc/tokenizer/_pretok_c.pyx":366
  *             _deepseek_words(t, p, q)
  *             p = q
  *         i = j             # <<<<<<<<<<<<<<
@@ -7908,7 +7978,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     __pyx_v_i = __pyx_v_j;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":344
+  /* "csrc/tokenizer/_pretok_c.pyx":346
  * 
  * 
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7924,7 +7994,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":367
+/* "csrc/tokenizer/_pretok_c.pyx":369
  * 
  * 
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7942,7 +8012,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   Py_ssize_t __pyx_t_3;
   int __pyx_t_4;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":369
+  /* "csrc/tokenizer/_pretok_c.pyx":371
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:
  *     """UTF-8 of cp[a:b]; a lone surrogate is written as `surrogatepass` writes it."""
  *     cdef Py_ssize_t n = 0, i             # <<<<<<<<<<<<<<
@@ -7951,7 +8021,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
   __pyx_v_n = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":371
+  /* "csrc/tokenizer/_pretok_c.pyx":373
  *     cdef Py_ssize_t n = 0, i
  *     cdef uint32_t c
  *     for i in range(a, b):             # <<<<<<<<<<<<<<
@@ -7965,7 +8035,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   for (__pyx_t_3 = __pyx_v_a; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":372
+    /* "csrc/tokenizer/_pretok_c.pyx":374
  *     cdef uint32_t c
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]             # <<<<<<<<<<<<<<
@@ -7974,7 +8044,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
     __pyx_v_c = ((uint32_t)(__pyx_v_cp[__pyx_v_i]));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":373
+    /* "csrc/tokenizer/_pretok_c.pyx":375
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:             # <<<<<<<<<<<<<<
@@ -7986,7 +8056,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":374
+      /* "csrc/tokenizer/_pretok_c.pyx":376
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:
  *             out[n] = <unsigned char>c             # <<<<<<<<<<<<<<
@@ -7995,7 +8065,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)__pyx_v_c);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":375
+      /* "csrc/tokenizer/_pretok_c.pyx":377
  *         if c < 0x80:
  *             out[n] = <unsigned char>c
  *             n += 1             # <<<<<<<<<<<<<<
@@ -8004,7 +8074,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":373
+      /* "csrc/tokenizer/_pretok_c.pyx":375
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:             # <<<<<<<<<<<<<<
@@ -8014,7 +8084,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":376
+    /* "csrc/tokenizer/_pretok_c.pyx":378
  *             out[n] = <unsigned char>c
  *             n += 1
  *         elif c < 0x800:             # <<<<<<<<<<<<<<
@@ -8026,7 +8096,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":377
+      /* "csrc/tokenizer/_pretok_c.pyx":379
  *             n += 1
  *         elif c < 0x800:
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))             # <<<<<<<<<<<<<<
@@ -8035,7 +8105,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xC0 | (__pyx_v_c >> 6)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":378
+      /* "csrc/tokenizer/_pretok_c.pyx":380
  *         elif c < 0x800:
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -8044,7 +8114,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":379
+      /* "csrc/tokenizer/_pretok_c.pyx":381
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2             # <<<<<<<<<<<<<<
@@ -8053,7 +8123,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 2);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":376
+      /* "csrc/tokenizer/_pretok_c.pyx":378
  *             out[n] = <unsigned char>c
  *             n += 1
  *         elif c < 0x800:             # <<<<<<<<<<<<<<
@@ -8063,7 +8133,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":380
+    /* "csrc/tokenizer/_pretok_c.pyx":382
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2
  *         elif c < 0x10000:             # <<<<<<<<<<<<<<
@@ -8075,7 +8145,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":381
+      /* "csrc/tokenizer/_pretok_c.pyx":383
  *             n += 2
  *         elif c < 0x10000:
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))             # <<<<<<<<<<<<<<
@@ -8084,7 +8154,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xE0 | (__pyx_v_c >> 12)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":382
+      /* "csrc/tokenizer/_pretok_c.pyx":384
  *         elif c < 0x10000:
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))             # <<<<<<<<<<<<<<
@@ -8093,7 +8163,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 6) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":383
+      /* "csrc/tokenizer/_pretok_c.pyx":385
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -8102,7 +8172,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 2)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":384
+      /* "csrc/tokenizer/_pretok_c.pyx":386
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 3             # <<<<<<<<<<<<<<
@@ -8111,7 +8181,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 3);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":380
+      /* "csrc/tokenizer/_pretok_c.pyx":382
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2
  *         elif c < 0x10000:             # <<<<<<<<<<<<<<
@@ -8121,7 +8191,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":386
+    /* "csrc/tokenizer/_pretok_c.pyx":388
  *             n += 3
  *         else:
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))             # <<<<<<<<<<<<<<
@@ -8131,7 +8201,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     /*else*/ {
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xF0 | (__pyx_v_c >> 18)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":387
+      /* "csrc/tokenizer/_pretok_c.pyx":389
  *         else:
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))             # <<<<<<<<<<<<<<
@@ -8140,7 +8210,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 12) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":388
+      /* "csrc/tokenizer/_pretok_c.pyx":390
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))             # <<<<<<<<<<<<<<
@@ -8149,7 +8219,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 2)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 6) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":389
+      /* "csrc/tokenizer/_pretok_c.pyx":391
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -8158,7 +8228,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 3)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":390
+      /* "csrc/tokenizer/_pretok_c.pyx":392
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 4             # <<<<<<<<<<<<<<
@@ -8171,7 +8241,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":391
+  /* "csrc/tokenizer/_pretok_c.pyx":393
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 4
  *     return n             # <<<<<<<<<<<<<<
@@ -8184,7 +8254,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":367
+  /* "csrc/tokenizer/_pretok_c.pyx":369
  * 
  * 
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -8200,7 +8270,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":404
+/* "csrc/tokenizer/_pretok_c.pyx":406
  *     cdef object _twin
  * 
  *     def __init__(self, patterns):             # <<<<<<<<<<<<<<
@@ -8246,32 +8316,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_patterns,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 404, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 406, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 404, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 406, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 404, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 406, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, i); __PYX_ERR(0, 404, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, i); __PYX_ERR(0, 406, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 404, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 406, __pyx_L3_error)
     }
     __pyx_v_patterns = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 404, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 406, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -8315,21 +8385,21 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__init__", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":405
+  /* "csrc/tokenizer/_pretok_c.pyx":407
  * 
  *     def __init__(self, patterns):
  *         self.patterns = tuple(patterns)             # <<<<<<<<<<<<<<
  *         self._twin = _pretok_py.Scanner(self.patterns)
  *         how = _patterns.KNOWN.get(self.patterns)
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_patterns); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 405, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_patterns); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 407, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_GIVEREF(__pyx_t_1);
   __Pyx_GOTREF(__pyx_v_self->patterns);
   __Pyx_DECREF_SET(__pyx_v_self->patterns, ((PyObject*)__pyx_t_1));
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":406
+  /* "csrc/tokenizer/_pretok_c.pyx":408
  *     def __init__(self, patterns):
  *         self.patterns = tuple(patterns)
  *         self._twin = _pretok_py.Scanner(self.patterns)             # <<<<<<<<<<<<<<
@@ -8337,9 +8407,9 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
  *         self.fast = how is not None
 */
   __pyx_t_2 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 406, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 408, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_Scanner); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 406, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_Scanner); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 408, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_5 = 1;
@@ -8359,7 +8429,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 406, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 408, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __Pyx_GIVEREF(__pyx_t_1);
@@ -8367,16 +8437,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __Pyx_DECREF_SET(__pyx_v_self->_twin, __pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":407
+  /* "csrc/tokenizer/_pretok_c.pyx":409
  *         self.patterns = tuple(patterns)
  *         self._twin = _pretok_py.Scanner(self.patterns)
  *         how = _patterns.KNOWN.get(self.patterns)             # <<<<<<<<<<<<<<
  *         self.fast = how is not None
  *         if how is None:
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_patterns_2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 407, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_patterns_2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 409, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_KNOWN); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 407, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_KNOWN); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 409, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_t_4 = __pyx_t_3;
@@ -8387,13 +8457,13 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_get, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 407, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 409, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __pyx_v_how = __pyx_t_1;
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":408
+  /* "csrc/tokenizer/_pretok_c.pyx":410
  *         self._twin = _pretok_py.Scanner(self.patterns)
  *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None             # <<<<<<<<<<<<<<
@@ -8403,7 +8473,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __pyx_t_6 = (__pyx_v_how != Py_None);
   __pyx_v_self->fast = __pyx_t_6;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":409
+  /* "csrc/tokenizer/_pretok_c.pyx":411
  *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
  *         if how is None:             # <<<<<<<<<<<<<<
@@ -8414,7 +8484,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":410
+    /* "csrc/tokenizer/_pretok_c.pyx":412
  *         self.fast = how is not None
  *         if how is None:
  *             return             # <<<<<<<<<<<<<<
@@ -8426,7 +8496,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":409
+    /* "csrc/tokenizer/_pretok_c.pyx":411
  *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
  *         if how is None:             # <<<<<<<<<<<<<<
@@ -8435,30 +8505,30 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":411
+  /* "csrc/tokenizer/_pretok_c.pyx":413
  *         if how is None:
  *             return
  *         _load_tables()             # <<<<<<<<<<<<<<
  *         if how[0] == "cl100k":
  *             self._family = CL100K
 */
-  __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 411, __pyx_L1_error)
+  __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 413, __pyx_L1_error)
 
-  /* "csrc/tokenizer/_pretok_c.pyx":412
+  /* "csrc/tokenizer/_pretok_c.pyx":414
  *             return
  *         _load_tables()
  *         if how[0] == "cl100k":             # <<<<<<<<<<<<<<
  *             self._family = CL100K
  *             _, self._max_digits, marks, self._to_end = how
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 412, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 414, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_cl100k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 412, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_cl100k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 414, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":413
+    /* "csrc/tokenizer/_pretok_c.pyx":415
  *         _load_tables()
  *         if how[0] == "cl100k":
  *             self._family = CL100K             # <<<<<<<<<<<<<<
@@ -8467,7 +8537,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":414
+    /* "csrc/tokenizer/_pretok_c.pyx":416
  *         if how[0] == "cl100k":
  *             self._family = CL100K
  *             _, self._max_digits, marks, self._to_end = how             # <<<<<<<<<<<<<<
@@ -8480,7 +8550,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       if (unlikely(size != 4)) {
         if (size > 4) __Pyx_RaiseTooManyValuesError(4);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 414, __pyx_L1_error)
+        __PYX_ERR(0, 416, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -8494,16 +8564,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_INCREF(__pyx_t_2);
       } else {
         __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 414, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 416, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_1);
         __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 414, __pyx_L1_error)
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 416, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_3);
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 2, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 414, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 416, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 3, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 414, __pyx_L1_error)
+        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 416, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_2);
       }
       #else
@@ -8511,7 +8581,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         Py_ssize_t i;
         PyObject** temps[4] = {&__pyx_t_1,&__pyx_t_3,&__pyx_t_4,&__pyx_t_2};
         for (i=0; i < 4; i++) {
-          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 414, __pyx_L1_error)
+          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 416, __pyx_L1_error)
           __Pyx_GOTREF(item);
           *(temps[i]) = item;
         }
@@ -8520,7 +8590,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     } else {
       Py_ssize_t index = -1;
       PyObject** temps[4] = {&__pyx_t_1,&__pyx_t_3,&__pyx_t_4,&__pyx_t_2};
-      __pyx_t_7 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 414, __pyx_L1_error)
+      __pyx_t_7 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 416, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
       __pyx_t_8 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_7);
       for (index=0; index < 4; index++) {
@@ -8528,7 +8598,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_GOTREF(item);
         *(temps[index]) = item;
       }
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_7), 4) < (0)) __PYX_ERR(0, 414, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_7), 4) < (0)) __PYX_ERR(0, 416, __pyx_L1_error)
       __pyx_t_8 = NULL;
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       goto __pyx_L6_unpacking_done;
@@ -8536,12 +8606,12 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       __pyx_t_8 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 414, __pyx_L1_error)
+      __PYX_ERR(0, 416, __pyx_L1_error)
       __pyx_L6_unpacking_done:;
     }
-    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_3); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 414, __pyx_L1_error)
+    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_3); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 416, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_2); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 414, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_2); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 416, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
     __pyx_v__ = __pyx_t_1;
     __pyx_t_1 = 0;
@@ -8550,14 +8620,14 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_4 = 0;
     __pyx_v_self->_to_end = __pyx_t_6;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":415
+    /* "csrc/tokenizer/_pretok_c.pyx":417
  *             self._family = CL100K
  *             _, self._max_digits, marks, self._to_end = how
  *             self._letters = LETTER | MARK if marks else LETTER             # <<<<<<<<<<<<<<
  *         elif how[0] == "o200k":
  *             self._family = O200K
 */
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_v_marks); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 415, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_v_marks); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 417, __pyx_L1_error)
     if (__pyx_t_6) {
 
       __pyx_t_9 = (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK);
@@ -8568,7 +8638,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 
     __pyx_v_self->_letters = __pyx_t_9;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":412
+    /* "csrc/tokenizer/_pretok_c.pyx":414
  *             return
  *         _load_tables()
  *         if how[0] == "cl100k":             # <<<<<<<<<<<<<<
@@ -8578,21 +8648,21 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":416
+  /* "csrc/tokenizer/_pretok_c.pyx":418
  *             _, self._max_digits, marks, self._to_end = how
  *             self._letters = LETTER | MARK if marks else LETTER
  *         elif how[0] == "o200k":             # <<<<<<<<<<<<<<
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
 */
-  __pyx_t_2 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 416, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 418, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_o200k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 416, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_o200k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 418, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":417
+    /* "csrc/tokenizer/_pretok_c.pyx":419
  *             self._letters = LETTER | MARK if marks else LETTER
  *         elif how[0] == "o200k":
  *             self._family = O200K             # <<<<<<<<<<<<<<
@@ -8601,7 +8671,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":418
+    /* "csrc/tokenizer/_pretok_c.pyx":420
  *         elif how[0] == "o200k":
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how             # <<<<<<<<<<<<<<
@@ -8614,7 +8684,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       if (unlikely(size != 5)) {
         if (size > 5) __Pyx_RaiseTooManyValuesError(5);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 418, __pyx_L1_error)
+        __PYX_ERR(0, 420, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -8630,19 +8700,19 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_INCREF(__pyx_t_7);
       } else {
         __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 418, __pyx_L1_error)
+        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 420, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_2);
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 418, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 420, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(sequence, 2, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 418, __pyx_L1_error)
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 420, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_3);
         __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(sequence, 3, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 418, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 420, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_1);
         __pyx_t_7 = __Pyx_PyList_GET_ITEM_REF(sequence, 4, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 418, __pyx_L1_error)
+        if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 420, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_7);
       }
       #else
@@ -8650,7 +8720,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         Py_ssize_t i;
         PyObject** temps[5] = {&__pyx_t_2,&__pyx_t_4,&__pyx_t_3,&__pyx_t_1,&__pyx_t_7};
         for (i=0; i < 5; i++) {
-          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 418, __pyx_L1_error)
+          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 420, __pyx_L1_error)
           __Pyx_GOTREF(item);
           *(temps[i]) = item;
         }
@@ -8659,7 +8729,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     } else {
       Py_ssize_t index = -1;
       PyObject** temps[5] = {&__pyx_t_2,&__pyx_t_4,&__pyx_t_3,&__pyx_t_1,&__pyx_t_7};
-      __pyx_t_10 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 418, __pyx_L1_error)
+      __pyx_t_10 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 420, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_10);
       __pyx_t_8 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10);
       for (index=0; index < 5; index++) {
@@ -8667,7 +8737,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_GOTREF(item);
         *(temps[index]) = item;
       }
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_10), 5) < (0)) __PYX_ERR(0, 418, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_10), 5) < (0)) __PYX_ERR(0, 420, __pyx_L1_error)
       __pyx_t_8 = NULL;
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       goto __pyx_L8_unpacking_done;
@@ -8675,16 +8745,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __pyx_t_8 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 418, __pyx_L1_error)
+      __PYX_ERR(0, 420, __pyx_L1_error)
       __pyx_L8_unpacking_done:;
     }
-    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_3); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_3); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __pyx_t_11 = __Pyx_PyObject_IsTrue(__pyx_t_1); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __pyx_t_11 = __Pyx_PyObject_IsTrue(__pyx_t_1); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __pyx_t_12 = __Pyx_PyObject_IsTrue(__pyx_t_7); if (unlikely((__pyx_t_12 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 418, __pyx_L1_error)
+    __pyx_t_12 = __Pyx_PyObject_IsTrue(__pyx_t_7); if (unlikely((__pyx_t_12 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
     __pyx_v__ = __pyx_t_2;
     __pyx_t_2 = 0;
@@ -8693,7 +8763,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_v_self->_slash = __pyx_t_11;
     __pyx_v_self->_han = __pyx_t_12;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":416
+    /* "csrc/tokenizer/_pretok_c.pyx":418
  *             _, self._max_digits, marks, self._to_end = how
  *             self._letters = LETTER | MARK if marks else LETTER
  *         elif how[0] == "o200k":             # <<<<<<<<<<<<<<
@@ -8703,21 +8773,21 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":419
+  /* "csrc/tokenizer/_pretok_c.pyx":421
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
  *         elif how[0] == "gpt2":             # <<<<<<<<<<<<<<
  *             self._family = GPT2
  *         else:
 */
-  __pyx_t_7 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 419, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 421, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_12 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_gpt2, Py_EQ); if (unlikely((__pyx_t_12 < 0))) __PYX_ERR(0, 419, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_gpt2, Py_EQ); if (unlikely((__pyx_t_12 < 0))) __PYX_ERR(0, 421, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   if (__pyx_t_12) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":420
+    /* "csrc/tokenizer/_pretok_c.pyx":422
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
  *         elif how[0] == "gpt2":
  *             self._family = GPT2             # <<<<<<<<<<<<<<
@@ -8726,7 +8796,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":419
+    /* "csrc/tokenizer/_pretok_c.pyx":421
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
  *         elif how[0] == "gpt2":             # <<<<<<<<<<<<<<
@@ -8736,7 +8806,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":422
+  /* "csrc/tokenizer/_pretok_c.pyx":424
  *             self._family = GPT2
  *         else:
  *             self._family = DEEPSEEK             # <<<<<<<<<<<<<<
@@ -8748,7 +8818,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   }
   __pyx_L4:;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":404
+  /* "csrc/tokenizer/_pretok_c.pyx":406
  *     cdef object _twin
  * 
  *     def __init__(self, patterns):             # <<<<<<<<<<<<<<
@@ -8777,7 +8847,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":424
+/* "csrc/tokenizer/_pretok_c.pyx":426
  *             self._family = DEEPSEEK
  * 
  *     cdef int _scan(self, str text, Text* t) except -1:             # <<<<<<<<<<<<<<
@@ -8800,7 +8870,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":426
+  /* "csrc/tokenizer/_pretok_c.pyx":428
  *     cdef int _scan(self, str text, Text* t) except -1:
  *         """Fills t (allocated here; the caller frees it with _free) with the pieces of text."""
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i             # <<<<<<<<<<<<<<
@@ -8809,7 +8879,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_n = PyUnicode_GET_LENGTH(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":427
+  /* "csrc/tokenizer/_pretok_c.pyx":429
  *         """Fills t (allocated here; the caller frees it with _free) with the pieces of text."""
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
  *         cdef int kind = PyUnicode_KIND(text)             # <<<<<<<<<<<<<<
@@ -8818,7 +8888,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_kind = PyUnicode_KIND(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":428
+  /* "csrc/tokenizer/_pretok_c.pyx":430
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
  *         cdef int kind = PyUnicode_KIND(text)
  *         cdef void* data = PyUnicode_DATA(text)             # <<<<<<<<<<<<<<
@@ -8827,7 +8897,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_data = PyUnicode_DATA(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":429
+  /* "csrc/tokenizer/_pretok_c.pyx":431
  *         cdef int kind = PyUnicode_KIND(text)
  *         cdef void* data = PyUnicode_DATA(text)
  *         t.npieces = 0             # <<<<<<<<<<<<<<
@@ -8836,7 +8906,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->npieces = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":430
+  /* "csrc/tokenizer/_pretok_c.pyx":432
  *         cdef void* data = PyUnicode_DATA(text)
  *         t.npieces = 0
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))             # <<<<<<<<<<<<<<
@@ -8845,7 +8915,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->cp = ((Py_UCS4 *)malloc(((__pyx_v_n + 1) * (sizeof(Py_UCS4)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":431
+  /* "csrc/tokenizer/_pretok_c.pyx":433
  *         t.npieces = 0
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))             # <<<<<<<<<<<<<<
@@ -8854,7 +8924,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->cl = ((uint16_t *)malloc(((__pyx_v_n + 1) * (sizeof(uint16_t)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":432
+  /* "csrc/tokenizer/_pretok_c.pyx":434
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))             # <<<<<<<<<<<<<<
@@ -8863,7 +8933,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->ends = ((Py_ssize_t *)malloc(((__pyx_v_n + 1) * (sizeof(Py_ssize_t)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":433
+  /* "csrc/tokenizer/_pretok_c.pyx":435
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:             # <<<<<<<<<<<<<<
@@ -8899,7 +8969,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":434
+    /* "csrc/tokenizer/_pretok_c.pyx":436
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)             # <<<<<<<<<<<<<<
@@ -8908,16 +8978,16 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__free(__pyx_v_t);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":435
+    /* "csrc/tokenizer/_pretok_c.pyx":437
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 435, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 437, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_pretok_c.pyx":433
+    /* "csrc/tokenizer/_pretok_c.pyx":435
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:             # <<<<<<<<<<<<<<
@@ -8926,7 +8996,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":436
+  /* "csrc/tokenizer/_pretok_c.pyx":438
  *             _free(t)
  *             raise MemoryError()
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -8940,7 +9010,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":437
+    /* "csrc/tokenizer/_pretok_c.pyx":439
  *             raise MemoryError()
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)             # <<<<<<<<<<<<<<
@@ -8949,7 +9019,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     (__pyx_v_t->cp[__pyx_v_i]) = PyUnicode_READ(__pyx_v_kind, __pyx_v_data, __pyx_v_i);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":438
+    /* "csrc/tokenizer/_pretok_c.pyx":440
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]             # <<<<<<<<<<<<<<
@@ -8960,7 +9030,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":439
+  /* "csrc/tokenizer/_pretok_c.pyx":441
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:             # <<<<<<<<<<<<<<
@@ -8970,7 +9040,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   switch (__pyx_v_self->_family) {
     case __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":440
+    /* "csrc/tokenizer/_pretok_c.pyx":442
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:
  *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)             # <<<<<<<<<<<<<<
@@ -8979,7 +9049,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_letters, __pyx_v_self->_to_end);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":439
+    /* "csrc/tokenizer/_pretok_c.pyx":441
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:             # <<<<<<<<<<<<<<
@@ -8989,7 +9059,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
     case __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":442
+    /* "csrc/tokenizer/_pretok_c.pyx":444
  *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
  *         elif self._family == O200K:
  *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)             # <<<<<<<<<<<<<<
@@ -8998,7 +9068,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_contractions, __pyx_v_self->_slash, __pyx_v_self->_han);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":441
+    /* "csrc/tokenizer/_pretok_c.pyx":443
  *         if self._family == CL100K:
  *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
  *         elif self._family == O200K:             # <<<<<<<<<<<<<<
@@ -9008,7 +9078,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
     case __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":444
+    /* "csrc/tokenizer/_pretok_c.pyx":446
  *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
  *         elif self._family == GPT2:
  *             _scan_gpt2(t, n)             # <<<<<<<<<<<<<<
@@ -9017,7 +9087,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(__pyx_v_t, __pyx_v_n);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":443
+    /* "csrc/tokenizer/_pretok_c.pyx":445
  *         elif self._family == O200K:
  *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
  *         elif self._family == GPT2:             # <<<<<<<<<<<<<<
@@ -9027,7 +9097,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
     default:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":446
+    /* "csrc/tokenizer/_pretok_c.pyx":448
  *             _scan_gpt2(t, n)
  *         else:
  *             _scan_deepseek(t, n)             # <<<<<<<<<<<<<<
@@ -9038,7 +9108,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":447
+  /* "csrc/tokenizer/_pretok_c.pyx":449
  *         else:
  *             _scan_deepseek(t, n)
  *         return 0             # <<<<<<<<<<<<<<
@@ -9051,7 +9121,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":424
+  /* "csrc/tokenizer/_pretok_c.pyx":426
  *             self._family = DEEPSEEK
  * 
  *     cdef int _scan(self, str text, Text* t) except -1:             # <<<<<<<<<<<<<<
@@ -9072,7 +9142,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":449
+/* "csrc/tokenizer/_pretok_c.pyx":451
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
@@ -9119,32 +9189,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 449, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 451, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 449, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 451, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "split", 0) < (0)) __PYX_ERR(0, 449, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "split", 0) < (0)) __PYX_ERR(0, 451, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, i); __PYX_ERR(0, 449, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, i); __PYX_ERR(0, 451, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 449, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 451, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 449, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 451, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -9155,7 +9225,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 449, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 451, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text);
 
   /* function exit code */
@@ -9204,7 +9274,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("split", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":451
+  /* "csrc/tokenizer/_pretok_c.pyx":453
  *     def split(self, str text):
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0             # <<<<<<<<<<<<<<
@@ -9213,7 +9283,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   __pyx_v_start = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":452
+  /* "csrc/tokenizer/_pretok_c.pyx":454
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9225,7 +9295,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":453
+    /* "csrc/tokenizer/_pretok_c.pyx":455
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:
  *             return self._twin.split(text)             # <<<<<<<<<<<<<<
@@ -9239,7 +9309,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_2 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 453, __pyx_L1_error)
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 455, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
     }
     {
@@ -9253,7 +9323,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     __pyx_t_2 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":452
+    /* "csrc/tokenizer/_pretok_c.pyx":454
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9262,17 +9332,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":454
+  /* "csrc/tokenizer/_pretok_c.pyx":456
  *         if not self.fast:
  *             return self._twin.split(text)
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             out = []
 */
-  __pyx_t_5 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(0, 454, __pyx_L1_error)
+  __pyx_t_5 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(0, 456, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":455
+  /* "csrc/tokenizer/_pretok_c.pyx":457
  *             return self._twin.split(text)
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
@@ -9281,19 +9351,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":456
+    /* "csrc/tokenizer/_pretok_c.pyx":458
  *         self._scan(text, &t)
  *         try:
  *             out = []             # <<<<<<<<<<<<<<
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])
 */
-    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 456, __pyx_L5_error)
+    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 458, __pyx_L5_error)
     __Pyx_GOTREF(__pyx_t_2);
     __pyx_v_out = ((PyObject*)__pyx_t_2);
     __pyx_t_2 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":457
+    /* "csrc/tokenizer/_pretok_c.pyx":459
  *         try:
  *             out = []
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -9307,7 +9377,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     for (__pyx_t_8 = 0; __pyx_t_8 < __pyx_t_7; __pyx_t_8+=1) {
       __pyx_v_k = __pyx_t_8;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":458
+      /* "csrc/tokenizer/_pretok_c.pyx":460
  *             out = []
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])             # <<<<<<<<<<<<<<
@@ -9316,15 +9386,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
       if (unlikely(__pyx_v_text == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-        __PYX_ERR(0, 458, __pyx_L5_error)
+        __PYX_ERR(0, 460, __pyx_L5_error)
       }
-      __pyx_t_2 = __Pyx_PyUnicode_Substring(__pyx_v_text, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 458, __pyx_L5_error)
+      __pyx_t_2 = __Pyx_PyUnicode_Substring(__pyx_v_text, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 460, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_2);
-      __pyx_t_9 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 458, __pyx_L5_error)
+      __pyx_t_9 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 460, __pyx_L5_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":459
+      /* "csrc/tokenizer/_pretok_c.pyx":461
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -9335,7 +9405,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":460
+    /* "csrc/tokenizer/_pretok_c.pyx":462
  *                 out.append(text[start:t.ends[k]])
  *                 start = t.ends[k]
  *             return out             # <<<<<<<<<<<<<<
@@ -9354,7 +9424,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":462
+  /* "csrc/tokenizer/_pretok_c.pyx":464
  *             return out
  *         finally:
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -9403,7 +9473,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":449
+  /* "csrc/tokenizer/_pretok_c.pyx":451
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
@@ -9427,7 +9497,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":464
+/* "csrc/tokenizer/_pretok_c.pyx":466
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -9475,39 +9545,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 464, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 466, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 464, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 466, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 464, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 466, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode", 0) < (0)) __PYX_ERR(0, 464, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode", 0) < (0)) __PYX_ERR(0, 466, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, i); __PYX_ERR(0, 464, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, i); __PYX_ERR(0, 466, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 464, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 466, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 464, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 466, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 464, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 466, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -9518,7 +9588,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 464, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 466, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -9571,19 +9641,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":465
+  /* "csrc/tokenizer/_pretok_c.pyx":467
  * 
  *     def encode(self, str text, bpe):
  *         cdef list out = []             # <<<<<<<<<<<<<<
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n
 */
-  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 465, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 467, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_out = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":466
+  /* "csrc/tokenizer/_pretok_c.pyx":468
  *     def encode(self, str text, bpe):
  *         cdef list out = []
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
@@ -9592,7 +9662,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":468
+  /* "csrc/tokenizer/_pretok_c.pyx":470
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9604,7 +9674,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":469
+    /* "csrc/tokenizer/_pretok_c.pyx":471
  *         cdef Py_ssize_t n
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)             # <<<<<<<<<<<<<<
@@ -9618,7 +9688,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_4, (3-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 469, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 471, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     {
@@ -9632,7 +9702,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     __pyx_t_1 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":468
+    /* "csrc/tokenizer/_pretok_c.pyx":470
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9641,7 +9711,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":470
+  /* "csrc/tokenizer/_pretok_c.pyx":472
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -9655,7 +9725,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_5) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":471
+    /* "csrc/tokenizer/_pretok_c.pyx":473
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -9669,7 +9739,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 471, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 473, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     if (likely(PyList_CheckExact(__pyx_t_1)) || PyTuple_CheckExact(__pyx_t_1)) {
@@ -9677,9 +9747,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_6 = 0;
       __pyx_t_7 = NULL;
     } else {
-      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 471, __pyx_L1_error)
+      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 473, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
-      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 471, __pyx_L1_error)
+      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 473, __pyx_L1_error)
     }
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     for (;;) {
@@ -9688,7 +9758,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 471, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 473, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -9698,7 +9768,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 471, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 473, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -9709,13 +9779,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           #endif
           ++__pyx_t_6;
         }
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 471, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 473, __pyx_L1_error)
       } else {
         __pyx_t_1 = __pyx_t_7(__pyx_t_3);
         if (unlikely(!__pyx_t_1)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 471, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 473, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
@@ -9725,7 +9795,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __Pyx_XDECREF_SET(__pyx_v_piece, __pyx_t_1);
       __pyx_t_1 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":472
+      /* "csrc/tokenizer/_pretok_c.pyx":474
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))             # <<<<<<<<<<<<<<
@@ -9735,9 +9805,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_8 = __pyx_v_bpe;
       __Pyx_INCREF(__pyx_t_8);
       __pyx_t_10 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 472, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 474, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_11);
-      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 472, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 474, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
       __pyx_t_4 = 1;
@@ -9757,7 +9827,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_9 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
         __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 472, __pyx_L1_error)
+        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 474, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_9);
       }
       __pyx_t_4 = 0;
@@ -9766,17 +9836,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
         __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 472, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 474, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_1);
       }
-      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 472, __pyx_L1_error)
+      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 474, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 472, __pyx_L1_error)
+      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 474, __pyx_L1_error)
       __Pyx_DECREF_SET(__pyx_v_out, ((PyObject*)__pyx_t_9));
       __pyx_t_9 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":471
+      /* "csrc/tokenizer/_pretok_c.pyx":473
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -9786,7 +9856,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":473
+    /* "csrc/tokenizer/_pretok_c.pyx":475
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out             # <<<<<<<<<<<<<<
@@ -9804,7 +9874,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":470
+    /* "csrc/tokenizer/_pretok_c.pyx":472
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -9813,17 +9883,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":474
+  /* "csrc/tokenizer/_pretok_c.pyx":476
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out
  *         n = self._merge(text, <BPE>bpe, &ids)             # <<<<<<<<<<<<<<
  *         try:
  *             return (<BPE>bpe).ids_list(ids, n)
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), (&__pyx_v_ids)); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 474, __pyx_L1_error)
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), (&__pyx_v_ids)); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 476, __pyx_L1_error)
   __pyx_v_n = __pyx_t_6;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":475
+  /* "csrc/tokenizer/_pretok_c.pyx":477
  *             return out
  *         n = self._merge(text, <BPE>bpe, &ids)
  *         try:             # <<<<<<<<<<<<<<
@@ -9832,14 +9902,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":476
+    /* "csrc/tokenizer/_pretok_c.pyx":478
  *         n = self._merge(text, <BPE>bpe, &ids)
  *         try:
  *             return (<BPE>bpe).ids_list(ids, n)             # <<<<<<<<<<<<<<
  *         finally:
  *             free(ids)
 */
-    __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe)->__pyx_vtab)->ids_list(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 476, __pyx_L9_error)
+    __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe)->__pyx_vtab)->ids_list(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 478, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_3);
     {
       PyObject *__pyx_temp;
@@ -9853,7 +9923,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     goto __pyx_L8_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":478
+  /* "csrc/tokenizer/_pretok_c.pyx":480
  *             return (<BPE>bpe).ids_list(ids, n)
  *         finally:
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -9907,7 +9977,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":464
+  /* "csrc/tokenizer/_pretok_c.pyx":466
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -9936,7 +10006,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":480
+/* "csrc/tokenizer/_pretok_c.pyx":482
  *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -9984,39 +10054,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 480, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 482, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 480, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 482, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 480, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 482, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 480, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 482, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 480, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 482, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 480, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 482, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 480, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 482, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 480, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 482, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -10027,7 +10097,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 480, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 482, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -10062,7 +10132,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("count", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":481
+  /* "csrc/tokenizer/_pretok_c.pyx":483
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
@@ -10090,7 +10160,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":482
+    /* "csrc/tokenizer/_pretok_c.pyx":484
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))             # <<<<<<<<<<<<<<
@@ -10104,12 +10174,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
       PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_4 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_6, (3-__pyx_t_6) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 482, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 484, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
-    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 482, __pyx_L1_error)
+    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 484, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 482, __pyx_L1_error)
+    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 484, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
 
     {
@@ -10123,7 +10193,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
     __pyx_t_4 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":481
+    /* "csrc/tokenizer/_pretok_c.pyx":483
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
@@ -10132,15 +10202,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":483
+  /* "csrc/tokenizer/_pretok_c.pyx":485
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
  *         return self._merge(text, <BPE>bpe, NULL)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:
 */
-  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), NULL); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 483, __pyx_L1_error)
-  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 483, __pyx_L1_error)
+  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), NULL); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 485, __pyx_L1_error)
+  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 485, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
 
   {
@@ -10154,7 +10224,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   __pyx_t_4 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":480
+  /* "csrc/tokenizer/_pretok_c.pyx":482
  *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -10174,7 +10244,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":485
+/* "csrc/tokenizer/_pretok_c.pyx":487
  *         return self._merge(text, <BPE>bpe, NULL)
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
@@ -10217,7 +10287,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_merge", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":489
+  /* "csrc/tokenizer/_pretok_c.pyx":491
  *         buffer handed to the caller (who frees it)."""
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap             # <<<<<<<<<<<<<<
@@ -10228,7 +10298,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   __pyx_v_longest = 0;
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":490
+  /* "csrc/tokenizer/_pretok_c.pyx":492
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
  *         cdef unsigned char* buf = NULL             # <<<<<<<<<<<<<<
@@ -10237,7 +10307,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   __pyx_v_buf = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":491
+  /* "csrc/tokenizer/_pretok_c.pyx":493
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
  *         cdef unsigned char* buf = NULL
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
@@ -10246,17 +10316,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":493
+  /* "csrc/tokenizer/_pretok_c.pyx":495
  *         cdef int32_t* ids = NULL
  *         cdef int32_t* grown
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             for k in range(t.npieces):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 493, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 495, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":494
+  /* "csrc/tokenizer/_pretok_c.pyx":496
  *         cdef int32_t* grown
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
@@ -10265,7 +10335,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":495
+    /* "csrc/tokenizer/_pretok_c.pyx":497
  *         self._scan(text, &t)
  *         try:
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -10279,7 +10349,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":496
+      /* "csrc/tokenizer/_pretok_c.pyx":498
  *         try:
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)             # <<<<<<<<<<<<<<
@@ -10303,7 +10373,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       __pyx_v_longest = __pyx_t_7;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":497
+      /* "csrc/tokenizer/_pretok_c.pyx":499
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -10314,7 +10384,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":498
+    /* "csrc/tokenizer/_pretok_c.pyx":500
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]
  *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)             # <<<<<<<<<<<<<<
@@ -10334,7 +10404,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     __pyx_v_cap = (((4 * __pyx_v_longest) + 1) + __pyx_t_2);
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":499
+    /* "csrc/tokenizer/_pretok_c.pyx":501
  *                 start = t.ends[k]
  *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)             # <<<<<<<<<<<<<<
@@ -10343,7 +10413,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_buf = ((unsigned char *)malloc(((4 * __pyx_v_longest) + 1)));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":500
+    /* "csrc/tokenizer/_pretok_c.pyx":502
  *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -10352,7 +10422,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_ids = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":501
+    /* "csrc/tokenizer/_pretok_c.pyx":503
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -10378,16 +10448,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     if (unlikely(__pyx_t_8)) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":502
+      /* "csrc/tokenizer/_pretok_c.pyx":504
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()             # <<<<<<<<<<<<<<
  *             start = 0
  *             for k in range(t.npieces):
 */
-      PyErr_NoMemory(); __PYX_ERR(0, 502, __pyx_L4_error)
+      PyErr_NoMemory(); __PYX_ERR(0, 504, __pyx_L4_error)
 
-      /* "csrc/tokenizer/_pretok_c.pyx":501
+      /* "csrc/tokenizer/_pretok_c.pyx":503
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -10396,7 +10466,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":503
+    /* "csrc/tokenizer/_pretok_c.pyx":505
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()
  *             start = 0             # <<<<<<<<<<<<<<
@@ -10405,7 +10475,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_start = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":504
+    /* "csrc/tokenizer/_pretok_c.pyx":506
  *                 raise MemoryError()
  *             start = 0
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -10419,7 +10489,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":505
+      /* "csrc/tokenizer/_pretok_c.pyx":507
  *             start = 0
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)             # <<<<<<<<<<<<<<
@@ -10428,7 +10498,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_nbytes = __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(__pyx_v_t.cp, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k]), __pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":506
+      /* "csrc/tokenizer/_pretok_c.pyx":508
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -10437,7 +10507,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_start = (__pyx_v_t.ends[__pyx_v_k]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":507
+      /* "csrc/tokenizer/_pretok_c.pyx":509
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]
  *                 if ids_out == NULL:             # <<<<<<<<<<<<<<
@@ -10449,18 +10519,18 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       if (__pyx_t_8) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":508
+        /* "csrc/tokenizer/_pretok_c.pyx":510
  *                 start = t.ends[k]
  *                 if ids_out == NULL:
  *                     total += bpe.encode_into(buf, nbytes, ids)             # <<<<<<<<<<<<<<
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
 */
-        __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 508, __pyx_L4_error)
+        __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 510, __pyx_L4_error)
         __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":509
+        /* "csrc/tokenizer/_pretok_c.pyx":511
  *                 if ids_out == NULL:
  *                     total += bpe.encode_into(buf, nbytes, ids)
  *                     continue             # <<<<<<<<<<<<<<
@@ -10469,7 +10539,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         goto __pyx_L11_continue;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":507
+        /* "csrc/tokenizer/_pretok_c.pyx":509
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]
  *                 if ids_out == NULL:             # <<<<<<<<<<<<<<
@@ -10478,7 +10548,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":510
+      /* "csrc/tokenizer/_pretok_c.pyx":512
  *                     total += bpe.encode_into(buf, nbytes, ids)
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte             # <<<<<<<<<<<<<<
@@ -10490,7 +10560,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       if (__pyx_t_8) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":511
+        /* "csrc/tokenizer/_pretok_c.pyx":513
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
  *                     cap = 2 * cap + nbytes             # <<<<<<<<<<<<<<
@@ -10499,7 +10569,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_v_cap = ((2 * __pyx_v_cap) + __pyx_v_nbytes);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":512
+        /* "csrc/tokenizer/_pretok_c.pyx":514
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
  *                     cap = 2 * cap + nbytes
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -10508,7 +10578,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_v_grown = ((int32_t *)realloc(__pyx_v_ids, (__pyx_v_cap * (sizeof(int32_t)))));
 
-        /* "csrc/tokenizer/_pretok_c.pyx":513
+        /* "csrc/tokenizer/_pretok_c.pyx":515
  *                     cap = 2 * cap + nbytes
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
  *                     if grown == NULL:             # <<<<<<<<<<<<<<
@@ -10520,16 +10590,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
         if (unlikely(__pyx_t_8)) {
 
 
-          /* "csrc/tokenizer/_pretok_c.pyx":514
+          /* "csrc/tokenizer/_pretok_c.pyx":516
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
  *                     if grown == NULL:
  *                         raise MemoryError()             # <<<<<<<<<<<<<<
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
 */
-          PyErr_NoMemory(); __PYX_ERR(0, 514, __pyx_L4_error)
+          PyErr_NoMemory(); __PYX_ERR(0, 516, __pyx_L4_error)
 
-          /* "csrc/tokenizer/_pretok_c.pyx":513
+          /* "csrc/tokenizer/_pretok_c.pyx":515
  *                     cap = 2 * cap + nbytes
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
  *                     if grown == NULL:             # <<<<<<<<<<<<<<
@@ -10538,7 +10608,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         }
 
-        /* "csrc/tokenizer/_pretok_c.pyx":515
+        /* "csrc/tokenizer/_pretok_c.pyx":517
  *                     if grown == NULL:
  *                         raise MemoryError()
  *                     ids = grown             # <<<<<<<<<<<<<<
@@ -10547,7 +10617,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_v_ids = __pyx_v_grown;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":510
+        /* "csrc/tokenizer/_pretok_c.pyx":512
  *                     total += bpe.encode_into(buf, nbytes, ids)
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte             # <<<<<<<<<<<<<<
@@ -10556,21 +10626,21 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":516
+      /* "csrc/tokenizer/_pretok_c.pyx":518
  *                         raise MemoryError()
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)             # <<<<<<<<<<<<<<
  *             if ids_out != NULL:
  *                 ids_out[0] = ids
 */
-      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, (__pyx_v_ids + __pyx_v_total)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 516, __pyx_L4_error)
+      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, (__pyx_v_ids + __pyx_v_total)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 518, __pyx_L4_error)
       __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
       __pyx_L11_continue:;
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":517
+    /* "csrc/tokenizer/_pretok_c.pyx":519
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
  *             if ids_out != NULL:             # <<<<<<<<<<<<<<
@@ -10582,7 +10652,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     if (__pyx_t_8) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":518
+      /* "csrc/tokenizer/_pretok_c.pyx":520
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
  *             if ids_out != NULL:
  *                 ids_out[0] = ids             # <<<<<<<<<<<<<<
@@ -10591,7 +10661,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       (__pyx_v_ids_out[0]) = __pyx_v_ids;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":519
+      /* "csrc/tokenizer/_pretok_c.pyx":521
  *             if ids_out != NULL:
  *                 ids_out[0] = ids
  *                 ids = NULL             # <<<<<<<<<<<<<<
@@ -10600,7 +10670,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_ids = NULL;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":517
+      /* "csrc/tokenizer/_pretok_c.pyx":519
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
  *             if ids_out != NULL:             # <<<<<<<<<<<<<<
@@ -10609,7 +10679,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":520
+    /* "csrc/tokenizer/_pretok_c.pyx":522
  *                 ids_out[0] = ids
  *                 ids = NULL
  *             return total             # <<<<<<<<<<<<<<
@@ -10623,7 +10693,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     goto __pyx_L3_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":522
+  /* "csrc/tokenizer/_pretok_c.pyx":524
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -10648,7 +10718,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       {
         free(__pyx_v_buf);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":523
+        /* "csrc/tokenizer/_pretok_c.pyx":525
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -10657,7 +10727,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         free(__pyx_v_ids);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":524
+        /* "csrc/tokenizer/_pretok_c.pyx":526
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -10681,7 +10751,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     __pyx_L3_return: {
       __pyx_t_2 = __pyx_r;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":522
+      /* "csrc/tokenizer/_pretok_c.pyx":524
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -10690,7 +10760,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":523
+      /* "csrc/tokenizer/_pretok_c.pyx":525
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -10699,7 +10769,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_ids);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":524
+      /* "csrc/tokenizer/_pretok_c.pyx":526
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -10712,7 +10782,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":485
+  /* "csrc/tokenizer/_pretok_c.pyx":487
  *         return self._merge(text, <BPE>bpe, NULL)
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
@@ -10740,7 +10810,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":397
+/* "csrc/tokenizer/_pretok_c.pyx":399
  *     """Scanner(patterns): split / encode / count, as the twin's."""
  * 
  *     cdef readonly tuple patterns             # <<<<<<<<<<<<<<
@@ -10807,7 +10877,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8patterns___get
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":398
+/* "csrc/tokenizer/_pretok_c.pyx":400
  * 
  *     cdef readonly tuple patterns
  *     cdef readonly bint fast             # <<<<<<<<<<<<<<
@@ -10846,7 +10916,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4fast___get__(s
       __Pyx_INCREF(__pyx_t_1);
       __Pyx_PyCriticalSection_Begin(&__pyx_cs, (PyObject*)__pyx_t_1);
       /*try:*/ {
-        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 398, __pyx_L4_error)
+        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 400, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_2);
         {
           PyObject *__pyx_temp;
@@ -11423,7 +11493,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":527
+/* "csrc/tokenizer/_pretok_c.pyx":529
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -11433,7 +11503,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
 
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":528
+  /* "csrc/tokenizer/_pretok_c.pyx":530
  * 
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)             # <<<<<<<<<<<<<<
@@ -11442,7 +11512,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cp);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":529
+  /* "csrc/tokenizer/_pretok_c.pyx":531
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)
  *     free(t.cl)             # <<<<<<<<<<<<<<
@@ -11451,7 +11521,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cl);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":530
+  /* "csrc/tokenizer/_pretok_c.pyx":532
  *     free(t.cp)
  *     free(t.cl)
  *     free(t.ends)             # <<<<<<<<<<<<<<
@@ -11460,7 +11530,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->ends);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":531
+  /* "csrc/tokenizer/_pretok_c.pyx":533
  *     free(t.cl)
  *     free(t.ends)
  *     t.cp = NULL             # <<<<<<<<<<<<<<
@@ -11469,7 +11539,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cp = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":532
+  /* "csrc/tokenizer/_pretok_c.pyx":534
  *     free(t.ends)
  *     t.cp = NULL
  *     t.cl = NULL             # <<<<<<<<<<<<<<
@@ -11477,14 +11547,14 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cl = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":533
+  /* "csrc/tokenizer/_pretok_c.pyx":535
  *     t.cp = NULL
  *     t.cl = NULL
  *     t.ends = NULL             # <<<<<<<<<<<<<<
 */
   __pyx_v_t->ends = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":527
+  /* "csrc/tokenizer/_pretok_c.pyx":529
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -12122,14 +12192,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._scan = (int (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan;
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._merge = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t **))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 394, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 396, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner);
@@ -12139,9 +12209,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_Scanner, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 394, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_Scanner, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -12584,49 +12654,49 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_limit = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":449
+  /* "csrc/tokenizer/_pretok_c.pyx":451
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_3split, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_split, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 449, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_3split, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_split, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 451, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_split, __pyx_t_2) < (0)) __PYX_ERR(0, 449, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_split, __pyx_t_2) < (0)) __PYX_ERR(0, 451, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":464
+  /* "csrc/tokenizer/_pretok_c.pyx":466
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         cdef list out = []
  *         cdef int32_t* ids = NULL
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 464, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 466, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 464, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 466, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":480
+  /* "csrc/tokenizer/_pretok_c.pyx":482
  *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 480, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 482, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 480, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 482, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -12892,17 +12962,17 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 449};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 451};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_start, __pyx_mstate->__pyx_n_u_out};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_split, __pyx_mstate->__pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 464};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 466};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_encode, __pyx_mstate->__pyx_kp_b_iso88591_A_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 480};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 482};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_count, __pyx_mstate->__pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }

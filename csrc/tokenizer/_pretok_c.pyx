@@ -97,6 +97,14 @@ cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) 
     return i
 
 
+cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:
+    """\\p{N}{1,max_digits} at i, a digit."""
+    cdef Py_ssize_t j = i + 1
+    while j < b and j - i < max_digits and t.cl[j] & NUMBER:
+        j += 1
+    return j
+
+
 cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:
     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
     end of the text."""
@@ -143,10 +151,7 @@ cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_d
     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
     if k & NUMBER:
-        j = i + 1
-        while j < b and j - i < max_digits and t.cl[j] & NUMBER:
-            j += 1
-        return j
+        return _digits(t, i, b, max_digits)
     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
         j = i + 1  # " ?" then other characters
         while j < b and not (t.cl[j] & not_other):
@@ -254,10 +259,7 @@ cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_di
     if e >= 0:
         return e + _contraction(t, e, b) if contractions else e
     if k & NUMBER:
-        j = i + 1
-        while j < b and j - i < max_digits and t.cl[j] & NUMBER:
-            j += 1
-        return j
+        return _digits(t, i, b, max_digits)
     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
         i += 1  # " ?" then other characters
         k = t.cl[i]

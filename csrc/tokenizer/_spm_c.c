@@ -1745,7 +1745,7 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
 };
 
 
-/* "csrc/tokenizer/_spm_c.pyx":49
+/* "csrc/tokenizer/_spm_c.pyx":40
  * 
  * 
  * cdef class SPM:             # <<<<<<<<<<<<<<
@@ -1794,7 +1794,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 
 
-/* "csrc/tokenizer/_spm_c.pyx":49
+/* "csrc/tokenizer/_spm_c.pyx":40
  * 
  * 
  * cdef class SPM:             # <<<<<<<<<<<<<<
@@ -2936,6 +2936,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 /* Module declarations from "libc.stdlib" */
 
 /* Module declarations from "benchc.tokenizer._piece_cache" */
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(uint64_t); /*proto*/
 static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(unsigned char const *, Py_ssize_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t *); /*proto*/
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *, uint64_t, unsigned char const *, Py_ssize_t, int32_t const *, Py_ssize_t); /*proto*/
@@ -2946,7 +2947,6 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 static int __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE;
 static int __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_METASPACE;
 static int __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_WORDS;
-static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t); /*proto*/
 static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned char const *, Py_ssize_t, Py_ssize_t); /*proto*/
 static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(unsigned char); /*proto*/
 /* #### Code section: typeinfo ### */
@@ -3225,6 +3225,90 @@ return 0;
 /* "benchc/tokenizer/_piece_cache.pxd":23
  * 
  * 
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+*/
+
+static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(uint64_t __pyx_v_x) {
+  uint64_t __pyx_r;
+
+
+  /* "benchc/tokenizer/_piece_cache.pxd":25
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30             # <<<<<<<<<<<<<<
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":26
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+ *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL
+*/
+  __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":27
+ *     x ^= x >> 30
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27             # <<<<<<<<<<<<<<
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":28
+ *     x *= 0xbf58476d1ce4e5b9ULL
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
+ *     x ^= x >> 31
+ *     return x
+*/
+  __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
+
+  /* "benchc/tokenizer/_piece_cache.pxd":29
+ *     x ^= x >> 27
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31             # <<<<<<<<<<<<<<
+ *     return x
+ * 
+*/
+  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
+
+  /* "benchc/tokenizer/_piece_cache.pxd":30
+ *     x *= 0x94d049bb133111ebULL
+ *     x ^= x >> 31
+ *     return x             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = __pyx_v_x;
+  }
+  goto __pyx_L0;
+
+  /* "benchc/tokenizer/_piece_cache.pxd":23
+ * 
+ * 
+ * cdef inline uint64_t mix64(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     # splitmix64's finaliser: spreads sequential ids over a hash table
+ *     x ^= x >> 30
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+  return __pyx_r;
+}
+
+/* "benchc/tokenizer/_piece_cache.pxd":33
+ * 
+ * 
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
@@ -3238,7 +3322,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   Py_ssize_t __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":25
+  /* "benchc/tokenizer/_piece_cache.pxd":35
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
  *     # FNV-1a
  *     cdef uint64_t h = 0xcbf29ce484222325ULL             # <<<<<<<<<<<<<<
@@ -3247,7 +3331,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
 */
   __pyx_v_h = 0xcbf29ce484222325ULL;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":27
+  /* "benchc/tokenizer/_piece_cache.pxd":37
  *     cdef uint64_t h = 0xcbf29ce484222325ULL
  *     cdef Py_ssize_t i
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -3261,7 +3345,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":28
+    /* "benchc/tokenizer/_piece_cache.pxd":38
  *     cdef Py_ssize_t i
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL             # <<<<<<<<<<<<<<
@@ -3272,7 +3356,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   }
 
 
-  /* "benchc/tokenizer/_piece_cache.pxd":29
+  /* "benchc/tokenizer/_piece_cache.pxd":39
  *     for i in range(n):
  *         h = (h ^ p[i]) * 0x100000001b3ULL
  *     return h             # <<<<<<<<<<<<<<
@@ -3285,7 +3369,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   }
   goto __pyx_L0;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":23
+  /* "benchc/tokenizer/_piece_cache.pxd":33
  * 
  * 
  * cdef inline uint64_t piece_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3300,7 +3384,7 @@ static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_ha
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_piece_cache.pxd":32
+/* "benchc/tokenizer/_piece_cache.pxd":42
  * 
  * 
  * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3314,7 +3398,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":35
+  /* "benchc/tokenizer/_piece_cache.pxd":45
  *                                  int32_t* out) noexcept nogil:
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
@@ -3323,7 +3407,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":36
+  /* "benchc/tokenizer/_piece_cache.pxd":46
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
@@ -3359,7 +3443,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   if (__pyx_t_1) {
 
 
-    /* "benchc/tokenizer/_piece_cache.pxd":37
+    /* "benchc/tokenizer/_piece_cache.pxd":47
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -3372,7 +3456,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
     }
     goto __pyx_L0;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":36
+    /* "benchc/tokenizer/_piece_cache.pxd":46
  *     """The ids kept for p[:n] written to out and their number, or -1."""
  *     cdef CacheSlot* s = &cache[h & (CACHE_SLOTS - 1)]
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:             # <<<<<<<<<<<<<<
@@ -3381,7 +3465,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   }
 
-  /* "benchc/tokenizer/_piece_cache.pxd":38
+  /* "benchc/tokenizer/_piece_cache.pxd":48
  *     if s.len != n or s.hash != h or memcmp(s.key, p, n) != 0:
  *         return -1
  *     memcpy(out, s.ids, s.nids * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -3390,7 +3474,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
 */
   (void)(memcpy(__pyx_v_out, __pyx_v_s->ids, (__pyx_v_s->nids * (sizeof(int32_t)))));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":39
+  /* "benchc/tokenizer/_piece_cache.pxd":49
  *         return -1
  *     memcpy(out, s.ids, s.nids * sizeof(int32_t))
  *     return s.nids             # <<<<<<<<<<<<<<
@@ -3403,7 +3487,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   }
   goto __pyx_L0;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":32
+  /* "benchc/tokenizer/_piece_cache.pxd":42
  * 
  * 
  * cdef inline Py_ssize_t cache_get(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3417,7 +3501,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_
   return __pyx_r;
 }
 
-/* "benchc/tokenizer/_piece_cache.pxd":42
+/* "benchc/tokenizer/_piece_cache.pxd":52
  * 
  * 
  * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3430,7 +3514,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":45
+  /* "benchc/tokenizer/_piece_cache.pxd":55
  *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
@@ -3466,7 +3550,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
   if (__pyx_t_1) {
 
 
-    /* "benchc/tokenizer/_piece_cache.pxd":46
+    /* "benchc/tokenizer/_piece_cache.pxd":56
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
  *         return             # <<<<<<<<<<<<<<
@@ -3477,7 +3561,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
     }
     goto __pyx_L0;
 
-    /* "benchc/tokenizer/_piece_cache.pxd":45
+    /* "benchc/tokenizer/_piece_cache.pxd":55
  *                            const int32_t* ids, Py_ssize_t m) noexcept nogil:
  *     cdef CacheSlot* s
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:             # <<<<<<<<<<<<<<
@@ -3486,7 +3570,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   }
 
-  /* "benchc/tokenizer/_piece_cache.pxd":47
+  /* "benchc/tokenizer/_piece_cache.pxd":57
  *     if n > CACHE_KEY or m > CACHE_IDS or n == 0:
  *         return
  *     s = &cache[h & (CACHE_SLOTS - 1)]             # <<<<<<<<<<<<<<
@@ -3495,7 +3579,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s = (&(__pyx_v_cache[(__pyx_v_h & (__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS - 1))]));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":48
+  /* "benchc/tokenizer/_piece_cache.pxd":58
  *         return
  *     s = &cache[h & (CACHE_SLOTS - 1)]
  *     s.hash = h             # <<<<<<<<<<<<<<
@@ -3504,7 +3588,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->hash = __pyx_v_h;
 
-  /* "benchc/tokenizer/_piece_cache.pxd":49
+  /* "benchc/tokenizer/_piece_cache.pxd":59
  *     s = &cache[h & (CACHE_SLOTS - 1)]
  *     s.hash = h
  *     s.len = <uint8_t>n             # <<<<<<<<<<<<<<
@@ -3513,7 +3597,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->len = ((uint8_t)__pyx_v_n);
 
-  /* "benchc/tokenizer/_piece_cache.pxd":50
+  /* "benchc/tokenizer/_piece_cache.pxd":60
  *     s.hash = h
  *     s.len = <uint8_t>n
  *     s.nids = <uint8_t>m             # <<<<<<<<<<<<<<
@@ -3522,7 +3606,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   __pyx_v_s->nids = ((uint8_t)__pyx_v_m);
 
-  /* "benchc/tokenizer/_piece_cache.pxd":51
+  /* "benchc/tokenizer/_piece_cache.pxd":61
  *     s.len = <uint8_t>n
  *     s.nids = <uint8_t>m
  *     memcpy(s.key, p, n)             # <<<<<<<<<<<<<<
@@ -3530,14 +3614,14 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 */
   (void)(memcpy(__pyx_v_s->key, __pyx_v_p, __pyx_v_n));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":52
+  /* "benchc/tokenizer/_piece_cache.pxd":62
  *     s.nids = <uint8_t>m
  *     memcpy(s.key, p, n)
  *     memcpy(s.ids, ids, m * sizeof(int32_t))             # <<<<<<<<<<<<<<
 */
   (void)(memcpy(__pyx_v_s->ids, __pyx_v_ids, (__pyx_v_m * (sizeof(int32_t)))));
 
-  /* "benchc/tokenizer/_piece_cache.pxd":42
+  /* "benchc/tokenizer/_piece_cache.pxd":52
  * 
  * 
  * cdef inline void cache_put(CacheSlot* cache, uint64_t h, const unsigned char* p, Py_ssize_t n,             # <<<<<<<<<<<<<<
@@ -3550,91 +3634,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":24
- * 
- * 
- * cdef inline uint64_t _mix(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
- *     # splitmix64's finaliser
- *     x ^= x >> 30
-*/
-
-static CYTHON_INLINE uint64_t __pyx_f_6benchc_9tokenizer_6_spm_c__mix(uint64_t __pyx_v_x) {
-  uint64_t __pyx_r;
-
-
-  /* "csrc/tokenizer/_spm_c.pyx":26
- * cdef inline uint64_t _mix(uint64_t x) noexcept nogil:
- *     # splitmix64's finaliser
- *     x ^= x >> 30             # <<<<<<<<<<<<<<
- *     x *= 0xbf58476d1ce4e5b9ULL
- *     x ^= x >> 27
-*/
-  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 30));
-
-  /* "csrc/tokenizer/_spm_c.pyx":27
- *     # splitmix64's finaliser
- *     x ^= x >> 30
- *     x *= 0xbf58476d1ce4e5b9ULL             # <<<<<<<<<<<<<<
- *     x ^= x >> 27
- *     x *= 0x94d049bb133111ebULL
-*/
-  __pyx_v_x = (__pyx_v_x * 0xbf58476d1ce4e5b9ULL);
-
-  /* "csrc/tokenizer/_spm_c.pyx":28
- *     x ^= x >> 30
- *     x *= 0xbf58476d1ce4e5b9ULL
- *     x ^= x >> 27             # <<<<<<<<<<<<<<
- *     x *= 0x94d049bb133111ebULL
- *     x ^= x >> 31
-*/
-  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 27));
-
-  /* "csrc/tokenizer/_spm_c.pyx":29
- *     x *= 0xbf58476d1ce4e5b9ULL
- *     x ^= x >> 27
- *     x *= 0x94d049bb133111ebULL             # <<<<<<<<<<<<<<
- *     x ^= x >> 31
- *     return x
-*/
-  __pyx_v_x = (__pyx_v_x * 0x94d049bb133111ebULL);
-
-  /* "csrc/tokenizer/_spm_c.pyx":30
- *     x ^= x >> 27
- *     x *= 0x94d049bb133111ebULL
- *     x ^= x >> 31             # <<<<<<<<<<<<<<
- *     return x
- * 
-*/
-  __pyx_v_x = (__pyx_v_x ^ (__pyx_v_x >> 31));
-
-  /* "csrc/tokenizer/_spm_c.pyx":31
- *     x *= 0x94d049bb133111ebULL
- *     x ^= x >> 31
- *     return x             # <<<<<<<<<<<<<<
- * 
- * 
-*/
-  {
-
-    __pyx_r = __pyx_v_x;
-  }
-  goto __pyx_L0;
-
-  /* "csrc/tokenizer/_spm_c.pyx":24
- * 
- * 
- * cdef inline uint64_t _mix(uint64_t x) noexcept nogil:             # <<<<<<<<<<<<<<
- *     # splitmix64's finaliser
- *     x ^= x >> 30
-*/
-
-  /* function exit code */
-  __pyx_L0:;
-
-  return __pyx_r;
-}
-
-/* "csrc/tokenizer/_spm_c.pyx":34
+/* "csrc/tokenizer/_spm_c.pyx":25
  * 
  * 
  * cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3647,7 +3647,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned c
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_spm_c.pyx":36
+  /* "csrc/tokenizer/_spm_c.pyx":27
  * cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
  *     # "" (U+2581) is E2 96 81
  *     return i + 2 < n and p[i] == 0xE2 and p[i + 1] == 0x96 and p[i + 2] == 0x81             # <<<<<<<<<<<<<<
@@ -3695,7 +3695,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned c
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":34
+  /* "csrc/tokenizer/_spm_c.pyx":25
  * 
  * 
  * cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3708,7 +3708,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_6_spm_c__is_space(unsigned c
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":39
+/* "csrc/tokenizer/_spm_c.pyx":30
  * 
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3720,7 +3720,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   Py_ssize_t __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":40
+  /* "csrc/tokenizer/_spm_c.pyx":31
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:
  *     if b < 0x80:             # <<<<<<<<<<<<<<
@@ -3732,7 +3732,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":41
+    /* "csrc/tokenizer/_spm_c.pyx":32
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:
  *     if b < 0x80:
  *         return 1             # <<<<<<<<<<<<<<
@@ -3745,7 +3745,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":40
+    /* "csrc/tokenizer/_spm_c.pyx":31
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:
  *     if b < 0x80:             # <<<<<<<<<<<<<<
@@ -3754,7 +3754,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":42
+  /* "csrc/tokenizer/_spm_c.pyx":33
  *     if b < 0x80:
  *         return 1
  *     if b < 0xE0:             # <<<<<<<<<<<<<<
@@ -3766,7 +3766,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":43
+    /* "csrc/tokenizer/_spm_c.pyx":34
  *         return 1
  *     if b < 0xE0:
  *         return 2             # <<<<<<<<<<<<<<
@@ -3779,7 +3779,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":42
+    /* "csrc/tokenizer/_spm_c.pyx":33
  *     if b < 0x80:
  *         return 1
  *     if b < 0xE0:             # <<<<<<<<<<<<<<
@@ -3788,7 +3788,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":44
+  /* "csrc/tokenizer/_spm_c.pyx":35
  *     if b < 0xE0:
  *         return 2
  *     if b < 0xF0:             # <<<<<<<<<<<<<<
@@ -3800,7 +3800,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":45
+    /* "csrc/tokenizer/_spm_c.pyx":36
  *         return 2
  *     if b < 0xF0:
  *         return 3             # <<<<<<<<<<<<<<
@@ -3813,7 +3813,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":44
+    /* "csrc/tokenizer/_spm_c.pyx":35
  *     if b < 0xE0:
  *         return 2
  *     if b < 0xF0:             # <<<<<<<<<<<<<<
@@ -3822,7 +3822,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":46
+  /* "csrc/tokenizer/_spm_c.pyx":37
  *     if b < 0xF0:
  *         return 3
  *     return 4             # <<<<<<<<<<<<<<
@@ -3835,7 +3835,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":39
+  /* "csrc/tokenizer/_spm_c.pyx":30
  * 
  * 
  * cdef inline Py_ssize_t _char_len(unsigned char b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3848,7 +3848,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c__char_len(uns
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":61
+/* "csrc/tokenizer/_spm_c.pyx":52
  *     cdef CacheSlot* _cache  # encode_into's memo of pieces
  * 
  *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):             # <<<<<<<<<<<<<<
@@ -3898,58 +3898,58 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_char_ids,&__pyx_mstate_global->__pyx_n_u_pairs,&__pyx_mstate_global->__pyx_n_u_byte_ids,&__pyx_mstate_global->__pyx_n_u_unk_id,&__pyx_mstate_global->__pyx_n_u_fuse_unk,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 61, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 52, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 61, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 52, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, i); __PYX_ERR(0, 61, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, i); __PYX_ERR(0, 52, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 52, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 52, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 61, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 52, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -3961,14 +3961,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_byte_ids = values[2];
     __pyx_v_unk_id = values[3];
     if (values[4]) {
-      __pyx_v_fuse_unk = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_fuse_unk == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 61, __pyx_L3_error)
+      __pyx_v_fuse_unk = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_fuse_unk == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 52, __pyx_L3_error)
     } else {
       __pyx_v_fuse_unk = ((int)0);
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, __pyx_nargs); __PYX_ERR(0, 61, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__init__", 0, 2, 5, __pyx_nargs); __PYX_ERR(0, 52, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -3979,8 +3979,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return -1;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_char_ids), (&PyDict_Type), 1, "char_ids", 1))) __PYX_ERR(0, 61, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_pairs), (&PyDict_Type), 1, "pairs", 1))) __PYX_ERR(0, 61, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_char_ids), (&PyDict_Type), 1, "char_ids", 1))) __PYX_ERR(0, 52, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_pairs), (&PyDict_Type), 1, "pairs", 1))) __PYX_ERR(0, 52, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_char_ids, __pyx_v_pairs, __pyx_v_byte_ids, __pyx_v_unk_id, __pyx_v_fuse_unk);
 
   /* function exit code */
@@ -4039,7 +4039,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__init__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":62
+  /* "csrc/tokenizer/_spm_c.pyx":53
  * 
  *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):
  *         cdef Py_ssize_t cap = 16, i             # <<<<<<<<<<<<<<
@@ -4048,7 +4048,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_cap = 16;
 
-  /* "csrc/tokenizer/_spm_c.pyx":65
+  /* "csrc/tokenizer/_spm_c.pyx":56
  *         cdef uint64_t h
  *         cdef uint32_t key
  *         if byte_ids is not None and len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -4064,7 +4064,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_3 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 65, __pyx_L1_error)
+  __pyx_t_3 = PyObject_Length(__pyx_v_byte_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 56, __pyx_L1_error)
   __pyx_t_2 = (__pyx_t_3 != 0x100);
 
 
@@ -4075,7 +4075,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":66
+    /* "csrc/tokenizer/_spm_c.pyx":57
  *         cdef uint32_t key
  *         if byte_ids is not None and len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")             # <<<<<<<<<<<<<<
@@ -4088,14 +4088,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
       PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_mstate_global->__pyx_kp_u_byte_ids_needs_one_id_per_byte_v};
       __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 66, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 57, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     __Pyx_Raise(__pyx_t_4, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __PYX_ERR(0, 66, __pyx_L1_error)
+    __PYX_ERR(0, 57, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_spm_c.pyx":65
+    /* "csrc/tokenizer/_spm_c.pyx":56
  *         cdef uint64_t h
  *         cdef uint32_t key
  *         if byte_ids is not None and len(byte_ids) != 256:             # <<<<<<<<<<<<<<
@@ -4104,7 +4104,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":67
+  /* "csrc/tokenizer/_spm_c.pyx":58
  *         if byte_ids is not None and len(byte_ids) != 256:
  *             raise ValueError("byte_ids needs one id per byte value")
  *         self.char_ids = char_ids             # <<<<<<<<<<<<<<
@@ -4116,7 +4116,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_GOTREF(__pyx_v_self->char_ids);
   __Pyx_DECREF_SET(__pyx_v_self->char_ids, __pyx_v_char_ids);
 
-  /* "csrc/tokenizer/_spm_c.pyx":68
+  /* "csrc/tokenizer/_spm_c.pyx":59
  *             raise ValueError("byte_ids needs one id per byte value")
  *         self.char_ids = char_ids
  *         self.pairs = pairs             # <<<<<<<<<<<<<<
@@ -4128,7 +4128,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_GOTREF(__pyx_v_self->pairs);
   __Pyx_DECREF_SET(__pyx_v_self->pairs, __pyx_v_pairs);
 
-  /* "csrc/tokenizer/_spm_c.pyx":69
+  /* "csrc/tokenizer/_spm_c.pyx":60
  *         self.char_ids = char_ids
  *         self.pairs = pairs
  *         self._bpe = BPE([-1] * 256, pairs)             # <<<<<<<<<<<<<<
@@ -4136,13 +4136,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
  *             cap *= 2
 */
   __pyx_t_5 = NULL;
-  __pyx_t_7 = PyList_New(1 * 256); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 69, __pyx_L1_error)
+  __pyx_t_7 = PyList_New(1 * 256); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 60, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   { Py_ssize_t __pyx_temp;
     for (__pyx_temp=0; __pyx_temp < 0x100; __pyx_temp++) {
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
-      if (__Pyx_PyList_SET_ITEM(__pyx_t_7, __pyx_temp, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 69, __pyx_L1_error);
+      if (__Pyx_PyList_SET_ITEM(__pyx_t_7, __pyx_temp, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 60, __pyx_L1_error);
     }
   }
   __pyx_t_6 = 1;
@@ -4151,7 +4151,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_bpe_c_BPE, __pyx_callargs+__pyx_t_6, (3-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 69, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 60, __pyx_L1_error)
     __Pyx_GOTREF((PyObject *)__pyx_t_4);
   }
   __Pyx_GIVEREF((PyObject *)__pyx_t_4);
@@ -4159,7 +4159,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_DECREF_SET(__pyx_v_self->_bpe, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_t_4));
   __pyx_t_4 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":70
+  /* "csrc/tokenizer/_spm_c.pyx":61
  *         self.pairs = pairs
  *         self._bpe = BPE([-1] * 256, pairs)
  *         while cap < 2 * len(char_ids) + 16:             # <<<<<<<<<<<<<<
@@ -4169,16 +4169,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   while (1) {
     if (unlikely(__pyx_v_char_ids == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 70, __pyx_L1_error)
+      __PYX_ERR(0, 61, __pyx_L1_error)
     }
-    __pyx_t_3 = PyDict_Size(__pyx_v_char_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 70, __pyx_L1_error)
+    __pyx_t_3 = PyDict_Size(__pyx_v_char_ids); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 61, __pyx_L1_error)
     __pyx_t_1 = (__pyx_v_cap < ((2 * __pyx_t_3) + 16));
 
 
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_spm_c.pyx":71
+    /* "csrc/tokenizer/_spm_c.pyx":62
  *         self._bpe = BPE([-1] * 256, pairs)
  *         while cap < 2 * len(char_ids) + 16:
  *             cap *= 2             # <<<<<<<<<<<<<<
@@ -4188,7 +4188,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __pyx_v_cap = (__pyx_v_cap * 2);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":72
+  /* "csrc/tokenizer/_spm_c.pyx":63
  *         while cap < 2 * len(char_ids) + 16:
  *             cap *= 2
  *         self._mask = cap - 1             # <<<<<<<<<<<<<<
@@ -4197,7 +4197,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_mask = (__pyx_v_cap - 1);
 
-  /* "csrc/tokenizer/_spm_c.pyx":73
+  /* "csrc/tokenizer/_spm_c.pyx":64
  *             cap *= 2
  *         self._mask = cap - 1
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))             # <<<<<<<<<<<<<<
@@ -4206,7 +4206,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_keys = ((uint32_t *)calloc(__pyx_v_cap, (sizeof(uint32_t))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":74
+  /* "csrc/tokenizer/_spm_c.pyx":65
  *         self._mask = cap - 1
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -4215,7 +4215,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_vals = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":75
+  /* "csrc/tokenizer/_spm_c.pyx":66
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._vals == NULL:             # <<<<<<<<<<<<<<
@@ -4241,16 +4241,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":76
+    /* "csrc/tokenizer/_spm_c.pyx":67
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._vals == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for cp, tid in char_ids.items():
  *             key = <uint32_t>cp + 1
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 76, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 67, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_spm_c.pyx":75
+    /* "csrc/tokenizer/_spm_c.pyx":66
  *         self._keys = <uint32_t*>calloc(cap, sizeof(uint32_t))
  *         self._vals = <int32_t*>malloc(cap * sizeof(int32_t))
  *         if self._keys == NULL or self._vals == NULL:             # <<<<<<<<<<<<<<
@@ -4259,19 +4259,19 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":77
+  /* "csrc/tokenizer/_spm_c.pyx":68
  *         if self._keys == NULL or self._vals == NULL:
  *             raise MemoryError()
  *         for cp, tid in char_ids.items():             # <<<<<<<<<<<<<<
  *             key = <uint32_t>cp + 1
- *             h = _mix(key) & self._mask
+ *             h = mix64(key) & self._mask
 */
   __pyx_t_3 = 0;
   if (unlikely(__pyx_v_char_ids == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "items");
-    __PYX_ERR(0, 77, __pyx_L1_error)
+    __PYX_ERR(0, 68, __pyx_L1_error)
   }
-  __pyx_t_7 = __Pyx_dict_iterator(__pyx_v_char_ids, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_8), (&__pyx_t_9)); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_dict_iterator(__pyx_v_char_ids, 1, __pyx_mstate_global->__pyx_n_u_items, (&__pyx_t_8), (&__pyx_t_9)); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 68, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __Pyx_XDECREF(__pyx_t_4);
   __pyx_t_4 = __pyx_t_7;
@@ -4279,7 +4279,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   while (1) {
     __pyx_t_10 = __Pyx_dict_iter_next(__pyx_t_4, __pyx_t_8, &__pyx_t_3, &__pyx_t_7, &__pyx_t_5, NULL, __pyx_t_9);
     if (unlikely(__pyx_t_10 == 0)) break;
-    if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 77, __pyx_L1_error)
+    if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 68, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
     __Pyx_GOTREF(__pyx_t_5);
     __Pyx_XDECREF_SET(__pyx_v_cp, __pyx_t_7);
@@ -4287,29 +4287,29 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __Pyx_XDECREF_SET(__pyx_v_tid, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "csrc/tokenizer/_spm_c.pyx":78
+    /* "csrc/tokenizer/_spm_c.pyx":69
  *             raise MemoryError()
  *         for cp, tid in char_ids.items():
  *             key = <uint32_t>cp + 1             # <<<<<<<<<<<<<<
- *             h = _mix(key) & self._mask
+ *             h = mix64(key) & self._mask
  *             while self._keys[h] != 0 and self._keys[h] != key:
 */
-    __pyx_t_11 = __Pyx_PyLong_As_uint32_t(__pyx_v_cp); if (unlikely((__pyx_t_11 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 78, __pyx_L1_error)
+    __pyx_t_11 = __Pyx_PyLong_As_uint32_t(__pyx_v_cp); if (unlikely((__pyx_t_11 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 69, __pyx_L1_error)
     __pyx_v_key = (((uint32_t)__pyx_t_11) + 1);
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":79
+    /* "csrc/tokenizer/_spm_c.pyx":70
  *         for cp, tid in char_ids.items():
  *             key = <uint32_t>cp + 1
- *             h = _mix(key) & self._mask             # <<<<<<<<<<<<<<
+ *             h = mix64(key) & self._mask             # <<<<<<<<<<<<<<
  *             while self._keys[h] != 0 and self._keys[h] != key:
  *                 h = (h + 1) & self._mask
 */
-    __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_spm_c__mix(__pyx_v_key) & __pyx_v_self->_mask);
+    __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(__pyx_v_key) & __pyx_v_self->_mask);
 
-    /* "csrc/tokenizer/_spm_c.pyx":80
+    /* "csrc/tokenizer/_spm_c.pyx":71
  *             key = <uint32_t>cp + 1
- *             h = _mix(key) & self._mask
+ *             h = mix64(key) & self._mask
  *             while self._keys[h] != 0 and self._keys[h] != key:             # <<<<<<<<<<<<<<
  *                 h = (h + 1) & self._mask
  *             self._keys[h] = key
@@ -4334,8 +4334,8 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_spm_c.pyx":81
- *             h = _mix(key) & self._mask
+      /* "csrc/tokenizer/_spm_c.pyx":72
+ *             h = mix64(key) & self._mask
  *             while self._keys[h] != 0 and self._keys[h] != key:
  *                 h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
  *             self._keys[h] = key
@@ -4344,7 +4344,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
       __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":82
+    /* "csrc/tokenizer/_spm_c.pyx":73
  *             while self._keys[h] != 0 and self._keys[h] != key:
  *                 h = (h + 1) & self._mask
  *             self._keys[h] = key             # <<<<<<<<<<<<<<
@@ -4353,20 +4353,20 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
     (__pyx_v_self->_keys[__pyx_v_h]) = __pyx_v_key;
 
-    /* "csrc/tokenizer/_spm_c.pyx":83
+    /* "csrc/tokenizer/_spm_c.pyx":74
  *                 h = (h + 1) & self._mask
  *             self._keys[h] = key
  *             self._vals[h] = tid             # <<<<<<<<<<<<<<
  *         self._byte_fallback = byte_ids is not None
  *         for i in range(256):
 */
-    __pyx_t_12 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_12 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 83, __pyx_L1_error)
+    __pyx_t_12 = __Pyx_PyLong_As_int32_t(__pyx_v_tid); if (unlikely((__pyx_t_12 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 74, __pyx_L1_error)
     (__pyx_v_self->_vals[__pyx_v_h]) = __pyx_t_12;
 
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":84
+  /* "csrc/tokenizer/_spm_c.pyx":75
  *             self._keys[h] = key
  *             self._vals[h] = tid
  *         self._byte_fallback = byte_ids is not None             # <<<<<<<<<<<<<<
@@ -4376,7 +4376,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_1 = (__pyx_v_byte_ids != Py_None);
   __pyx_v_self->_byte_fallback = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":85
+  /* "csrc/tokenizer/_spm_c.pyx":76
  *             self._vals[h] = tid
  *         self._byte_fallback = byte_ids is not None
  *         for i in range(256):             # <<<<<<<<<<<<<<
@@ -4386,7 +4386,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   for (__pyx_t_8 = 0; __pyx_t_8 < 0x100; __pyx_t_8+=1) {
     __pyx_v_i = __pyx_t_8;
 
-    /* "csrc/tokenizer/_spm_c.pyx":86
+    /* "csrc/tokenizer/_spm_c.pyx":77
  *         self._byte_fallback = byte_ids is not None
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i] if byte_ids is not None else -1             # <<<<<<<<<<<<<<
@@ -4395,9 +4395,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
     __pyx_t_1 = (__pyx_v_byte_ids != Py_None);
     if (__pyx_t_1) {
-      __pyx_t_4 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_GetItemInt(__pyx_v_byte_ids, __pyx_v_i, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_t_4); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 86, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_t_4); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __pyx_t_12 = __pyx_t_13;
     } else {
@@ -4409,7 +4409,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":87
+  /* "csrc/tokenizer/_spm_c.pyx":78
  *         for i in range(256):
  *             self._byte_ids[i] = byte_ids[i] if byte_ids is not None else -1
  *         self._has_unk = unk_id is not None             # <<<<<<<<<<<<<<
@@ -4419,7 +4419,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_1 = (__pyx_v_unk_id != Py_None);
   __pyx_v_self->_has_unk = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":88
+  /* "csrc/tokenizer/_spm_c.pyx":79
  *             self._byte_ids[i] = byte_ids[i] if byte_ids is not None else -1
  *         self._has_unk = unk_id is not None
  *         self._unk_id = unk_id if unk_id is not None else -1             # <<<<<<<<<<<<<<
@@ -4428,7 +4428,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_t_1 = (__pyx_v_unk_id != Py_None);
   if (__pyx_t_1) {
-    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_unk_id); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 88, __pyx_L1_error)
+    __pyx_t_13 = __Pyx_PyLong_As_int32_t(__pyx_v_unk_id); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 79, __pyx_L1_error)
     __pyx_t_12 = __pyx_t_13;
   } else {
 
@@ -4437,7 +4437,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 
   __pyx_v_self->_unk_id = __pyx_t_12;
 
-  /* "csrc/tokenizer/_spm_c.pyx":89
+  /* "csrc/tokenizer/_spm_c.pyx":80
  *         self._has_unk = unk_id is not None
  *         self._unk_id = unk_id if unk_id is not None else -1
  *         self._fuse_unk = fuse_unk             # <<<<<<<<<<<<<<
@@ -4446,7 +4446,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_fuse_unk = __pyx_v_fuse_unk;
 
-  /* "csrc/tokenizer/_spm_c.pyx":90
+  /* "csrc/tokenizer/_spm_c.pyx":81
  *         self._unk_id = unk_id if unk_id is not None else -1
  *         self._fuse_unk = fuse_unk
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))             # <<<<<<<<<<<<<<
@@ -4455,7 +4455,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_v_self->_cache = ((struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot *)calloc(__pyx_e_6benchc_9tokenizer_12_piece_cache_CACHE_SLOTS, (sizeof(struct __pyx_t_6benchc_9tokenizer_12_piece_cache_CacheSlot))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":91
+  /* "csrc/tokenizer/_spm_c.pyx":82
  *         self._fuse_unk = fuse_unk
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:             # <<<<<<<<<<<<<<
@@ -4467,16 +4467,16 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":92
+    /* "csrc/tokenizer/_spm_c.pyx":83
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
  *                   max([m for _, m in pairs.values()], default=-1))
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 92, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 83, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_spm_c.pyx":91
+    /* "csrc/tokenizer/_spm_c.pyx":82
  *         self._fuse_unk = fuse_unk
  *         self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
  *         if self._cache == NULL:             # <<<<<<<<<<<<<<
@@ -4485,7 +4485,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":93
+  /* "csrc/tokenizer/_spm_c.pyx":84
  *         if self._cache == NULL:
  *             raise MemoryError()
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),             # <<<<<<<<<<<<<<
@@ -4495,9 +4495,9 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_5 = NULL;
   if (unlikely(__pyx_v_char_ids == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "values");
-    __PYX_ERR(0, 93, __pyx_L1_error)
+    __PYX_ERR(0, 84, __pyx_L1_error)
   }
-  __pyx_t_7 = __Pyx_PyDict_Values(__pyx_v_char_ids); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyDict_Values(__pyx_v_char_ids); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 84, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   #if CYTHON_VECTORCALL
   #endif
@@ -4506,13 +4506,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_t_7, __pyx_mstate_global->__pyx_int_neg_1};
     #if CYTHON_VECTORCALL
     __pyx_t_14 = __pyx_mstate_global->__pyx_tuple[0];
-    if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 93, __pyx_L1_error)
+    if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L1_error)
     __Pyx_INCREF(__pyx_t_14);
     #else
     {
       PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
       __pyx_t_14 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-      if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 93, __pyx_L1_error)
+      if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_14);
     }
     #endif
@@ -4522,22 +4522,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     #if CYTHON_VECTORCALL
     #endif
     __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 93, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 84, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __pyx_t_7 = NULL;
-  __pyx_t_1 = __Pyx_PyObject_IsTrue(__pyx_v_byte_ids); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__pyx_v_byte_ids); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 84, __pyx_L1_error)
   if (!__pyx_t_1) {
   } else {
     __Pyx_INCREF(__pyx_v_byte_ids);
     __pyx_t_5 = __pyx_v_byte_ids;
     goto __pyx_L20_bool_binop_done;
   }
-  __pyx_t_15 = PyList_New(1); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_t_15 = PyList_New(1); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 84, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_15);
   __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_15, 0, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 93, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_15, 0, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 84, __pyx_L1_error);
   __Pyx_INCREF(__pyx_t_15);
   __pyx_t_5 = __pyx_t_15;
   __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
@@ -4548,11 +4548,11 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __pyx_t_14 = __Pyx_PyObject_FastCall((PyObject*)__pyx_builtin_max, __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 93, __pyx_L1_error)
+    if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 84, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":94
+  /* "csrc/tokenizer/_spm_c.pyx":85
  *             raise MemoryError()
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
  *                   max([m for _, m in pairs.values()], default=-1))             # <<<<<<<<<<<<<<
@@ -4561,14 +4561,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
   __pyx_t_7 = NULL;
   { /* enter inner scope */
-    __pyx_t_15 = PyList_New(0); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 94, __pyx_L24_error)
+    __pyx_t_15 = PyList_New(0); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 85, __pyx_L24_error)
     __Pyx_GOTREF(__pyx_t_15);
     __pyx_t_8 = 0;
     if (unlikely(__pyx_v_pairs == Py_None)) {
       PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "values");
-      __PYX_ERR(0, 94, __pyx_L24_error)
+      __PYX_ERR(0, 85, __pyx_L24_error)
     }
-    __pyx_t_17 = __Pyx_dict_iterator(__pyx_v_pairs, 1, __pyx_mstate_global->__pyx_n_u_values, (&__pyx_t_3), (&__pyx_t_9)); if (unlikely(!__pyx_t_17)) __PYX_ERR(0, 94, __pyx_L24_error)
+    __pyx_t_17 = __Pyx_dict_iterator(__pyx_v_pairs, 1, __pyx_mstate_global->__pyx_n_u_values, (&__pyx_t_3), (&__pyx_t_9)); if (unlikely(!__pyx_t_17)) __PYX_ERR(0, 85, __pyx_L24_error)
     __Pyx_GOTREF(__pyx_t_17);
     __Pyx_XDECREF(__pyx_t_16);
     __pyx_t_16 = __pyx_t_17;
@@ -4576,7 +4576,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     while (1) {
       __pyx_t_10 = __Pyx_dict_iter_next(__pyx_t_16, __pyx_t_3, &__pyx_t_8, NULL, &__pyx_t_17, NULL, __pyx_t_9);
       if (unlikely(__pyx_t_10 == 0)) break;
-      if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 94, __pyx_L24_error)
+      if (unlikely(__pyx_t_10 == -1)) __PYX_ERR(0, 85, __pyx_L24_error)
       __Pyx_GOTREF(__pyx_t_17);
       if ((likely(PyTuple_CheckExact(__pyx_t_17))) || (PyList_CheckExact(__pyx_t_17))) {
         PyObject* sequence = __pyx_t_17;
@@ -4584,7 +4584,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
         if (unlikely(size != 2)) {
           if (size > 2) __Pyx_RaiseTooManyValuesError(2);
           else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-          __PYX_ERR(0, 94, __pyx_L24_error)
+          __PYX_ERR(0, 85, __pyx_L24_error)
         }
         #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
         if (likely(PyTuple_CheckExact(sequence))) {
@@ -4594,22 +4594,22 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
           __Pyx_INCREF(__pyx_t_19);
         } else {
           __pyx_t_18 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-          if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 94, __pyx_L24_error)
+          if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 85, __pyx_L24_error)
           __Pyx_XGOTREF(__pyx_t_18);
           __pyx_t_19 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-          if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 94, __pyx_L24_error)
+          if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L24_error)
           __Pyx_XGOTREF(__pyx_t_19);
         }
         #else
-        __pyx_t_18 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __pyx_t_18 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 85, __pyx_L24_error)
         __Pyx_GOTREF(__pyx_t_18);
-        __pyx_t_19 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __pyx_t_19 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_19)) __PYX_ERR(0, 85, __pyx_L24_error)
         __Pyx_GOTREF(__pyx_t_19);
         #endif
         __Pyx_DECREF(__pyx_t_17); __pyx_t_17 = 0;
       } else {
         Py_ssize_t index = -1;
-        __pyx_t_20 = PyObject_GetIter(__pyx_t_17); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 94, __pyx_L24_error)
+        __pyx_t_20 = PyObject_GetIter(__pyx_t_17); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 85, __pyx_L24_error)
         __Pyx_GOTREF(__pyx_t_20);
         __Pyx_DECREF(__pyx_t_17); __pyx_t_17 = 0;
         __pyx_t_21 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_20);
@@ -4617,7 +4617,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
         __Pyx_GOTREF(__pyx_t_18);
         index = 1; __pyx_t_19 = __pyx_t_21(__pyx_t_20); if (unlikely(!__pyx_t_19)) goto __pyx_L27_unpacking_failed;
         __Pyx_GOTREF(__pyx_t_19);
-        if (__Pyx_IternextUnpackEndCheck(__pyx_t_21(__pyx_t_20), 2) < (0)) __PYX_ERR(0, 94, __pyx_L24_error)
+        if (__Pyx_IternextUnpackEndCheck(__pyx_t_21(__pyx_t_20), 2) < (0)) __PYX_ERR(0, 85, __pyx_L24_error)
         __pyx_t_21 = NULL;
         __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
         goto __pyx_L28_unpacking_done;
@@ -4625,14 +4625,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
         __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
         __pyx_t_21 = NULL;
         if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-        __PYX_ERR(0, 94, __pyx_L24_error)
+        __PYX_ERR(0, 85, __pyx_L24_error)
         __pyx_L28_unpacking_done:;
       }
       __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v__, __pyx_t_18);
       __pyx_t_18 = 0;
       __Pyx_XDECREF_SET(__pyx_7genexpr__pyx_v_m, __pyx_t_19);
       __pyx_t_19 = 0;
-      if (unlikely(__Pyx_ListComp_Append(__pyx_t_15, __pyx_7genexpr__pyx_v_m))) __PYX_ERR(0, 94, __pyx_L24_error)
+      if (unlikely(__Pyx_ListComp_Append(__pyx_t_15, __pyx_7genexpr__pyx_v_m))) __PYX_ERR(0, 85, __pyx_L24_error)
     }
     __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
     __Pyx_XDECREF(__pyx_7genexpr__pyx_v__); __pyx_7genexpr__pyx_v__ = 0;
@@ -4651,13 +4651,13 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     PyObject *__pyx_callargs[3] = {__pyx_t_7, __pyx_t_15, __pyx_mstate_global->__pyx_int_neg_1};
     #if CYTHON_VECTORCALL
     __pyx_t_16 = __pyx_mstate_global->__pyx_tuple[0];
-    if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 94, __pyx_L1_error)
+    if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 85, __pyx_L1_error)
     __Pyx_INCREF(__pyx_t_16);
     #else
     {
       PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
       __pyx_t_16 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-      if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 94, __pyx_L1_error)
+      if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 85, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_16);
     }
     #endif
@@ -4667,11 +4667,11 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     #if CYTHON_VECTORCALL
     #endif
     __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
-    if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 94, __pyx_L1_error)
+    if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 85, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":93
+  /* "csrc/tokenizer/_spm_c.pyx":84
  *         if self._cache == NULL:
  *             raise MemoryError()
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),             # <<<<<<<<<<<<<<
@@ -4680,15 +4680,15 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
 */
 
   __pyx_t_12 = __pyx_v_self->_unk_id;
-  __pyx_t_15 = __Pyx_PyLong_From_int32_t(__pyx_t_12); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_t_15 = __Pyx_PyLong_From_int32_t(__pyx_t_12); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 84, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_15);
-  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_int(__pyx_t_4, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_int(__pyx_t_4, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 84, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
   if (__pyx_t_1) {
     __Pyx_INCREF(__pyx_t_4);
     __pyx_t_16 = __pyx_t_4;
   } else {
-    __pyx_t_15 = __Pyx_PyLong_From_int32_t(__pyx_t_12); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 93, __pyx_L1_error)
+    __pyx_t_15 = __Pyx_PyLong_From_int32_t(__pyx_t_12); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 84, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_15);
     __pyx_t_16 = __pyx_t_15;
     __pyx_t_15 = 0;
@@ -4697,7 +4697,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_INCREF(__pyx_t_16);
   __pyx_t_15 = __pyx_t_16;
   __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
-  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_14, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_14, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 84, __pyx_L1_error)
   if (__pyx_t_1) {
     __Pyx_INCREF(__pyx_t_14);
     __pyx_t_16 = __pyx_t_14;
@@ -4711,14 +4711,14 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_t_15 = __pyx_t_16;
   __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":94
+  /* "csrc/tokenizer/_spm_c.pyx":85
  *             raise MemoryError()
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
  *                   max([m for _, m in pairs.values()], default=-1))             # <<<<<<<<<<<<<<
  *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
  * 
 */
-  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_5, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 94, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_CompareBoolGt_object_object(__pyx_t_5, __pyx_t_15, Py_GT); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(0, 85, __pyx_L1_error)
   if (__pyx_t_1) {
     __Pyx_INCREF(__pyx_t_5);
     __pyx_t_16 = __pyx_t_5;
@@ -4737,7 +4737,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __pyx_v_top = __pyx_t_4;
   __pyx_t_4 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":95
+  /* "csrc/tokenizer/_spm_c.pyx":86
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),
  *                   max([m for _, m in pairs.values()], default=-1))
  *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list             # <<<<<<<<<<<<<<
@@ -4745,7 +4745,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
  *     def __dealloc__(self):
 */
   __pyx_t_16 = NULL;
-  __pyx_t_14 = __Pyx_PyLong_AddObjC(__pyx_v_top, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 95, __pyx_L1_error)
+  __pyx_t_14 = __Pyx_PyLong_AddObjC(__pyx_v_top, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 86, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_14);
   __pyx_t_6 = 1;
   {
@@ -4753,10 +4753,10 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
     __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_16); __pyx_t_16 = 0;
     __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 95, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
-  __pyx_t_14 = PySequence_List(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 95, __pyx_L1_error)
+  __pyx_t_14 = PySequence_List(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 86, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_14);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_GIVEREF(__pyx_t_14);
@@ -4764,7 +4764,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   __Pyx_DECREF_SET(__pyx_v_self->_bpe->_ints, ((PyObject*)__pyx_t_14));
   __pyx_t_14 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":61
+  /* "csrc/tokenizer/_spm_c.pyx":52
  *     cdef CacheSlot* _cache  # encode_into's memo of pieces
  * 
  *     def __init__(self, dict char_ids, dict pairs, byte_ids=None, unk_id=None, bint fuse_unk=False):             # <<<<<<<<<<<<<<
@@ -4803,7 +4803,7 @@ static int __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM___init__(struct __pyx_obj_6b
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":97
+/* "csrc/tokenizer/_spm_c.pyx":88
  *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
@@ -4826,7 +4826,7 @@ static void __pyx_pw_6benchc_9tokenizer_6_spm_c_3SPM_3__dealloc__(PyObject *__py
 
 static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self) {
 
-  /* "csrc/tokenizer/_spm_c.pyx":98
+  /* "csrc/tokenizer/_spm_c.pyx":89
  * 
  *     def __dealloc__(self):
  *         free(self._keys)             # <<<<<<<<<<<<<<
@@ -4835,7 +4835,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_keys);
 
-  /* "csrc/tokenizer/_spm_c.pyx":99
+  /* "csrc/tokenizer/_spm_c.pyx":90
  *     def __dealloc__(self):
  *         free(self._keys)
  *         free(self._vals)             # <<<<<<<<<<<<<<
@@ -4844,7 +4844,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_vals);
 
-  /* "csrc/tokenizer/_spm_c.pyx":100
+  /* "csrc/tokenizer/_spm_c.pyx":91
  *         free(self._keys)
  *         free(self._vals)
  *         free(self._cache)             # <<<<<<<<<<<<<<
@@ -4853,7 +4853,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_o
 */
   free(__pyx_v_self->_cache);
 
-  /* "csrc/tokenizer/_spm_c.pyx":97
+  /* "csrc/tokenizer/_spm_c.pyx":88
  *         self._bpe._ints = list(range(top + 1))  # every id this merger writes, for ids_list
  * 
  *     def __dealloc__(self):             # <<<<<<<<<<<<<<
@@ -4865,7 +4865,7 @@ static void __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_2__dealloc__(struct __pyx_o
 
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":102
+/* "csrc/tokenizer/_spm_c.pyx":93
  *         free(self._cache)
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4901,7 +4901,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__get__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":104
+  /* "csrc/tokenizer/_spm_c.pyx":95
  *     @property
  *     def byte_ids(self):
  *         return [self._byte_ids[i] for i in range(256)] if self._byte_fallback else None             # <<<<<<<<<<<<<<
@@ -4910,14 +4910,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
 */
   if (__pyx_v_self->_byte_fallback) {
     { /* enter inner scope */
-      __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 104, __pyx_L1_error)
+      __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 95, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       for (__pyx_t_3 = 0; __pyx_t_3 < 0x100; __pyx_t_3+=1) {
         __pyx_8genexpr1__pyx_v_i = __pyx_t_3;
-        __pyx_t_4 = __Pyx_PyLong_From_int32_t((__pyx_v_self->_byte_ids[__pyx_8genexpr1__pyx_v_i])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 104, __pyx_L1_error)
+        __pyx_t_4 = __Pyx_PyLong_From_int32_t((__pyx_v_self->_byte_ids[__pyx_8genexpr1__pyx_v_i])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 95, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_4);
         __Pyx_GIVEREF(__pyx_t_4);
-        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_2, __pyx_t_4))) __PYX_ERR(0, 104, __pyx_L1_error)
+        if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_2, __pyx_t_4))) __PYX_ERR(0, 95, __pyx_L1_error)
         __pyx_t_4 = 0;
       }
     } /* exit inner scope */
@@ -4938,7 +4938,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":102
+  /* "csrc/tokenizer/_spm_c.pyx":93
  *         free(self._cache)
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4960,7 +4960,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8byte_ids___get__(stru
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":106
+/* "csrc/tokenizer/_spm_c.pyx":97
  *         return [self._byte_ids[i] for i in range(256)] if self._byte_fallback else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -4993,7 +4993,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__get__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":108
+  /* "csrc/tokenizer/_spm_c.pyx":99
  *     @property
  *     def unk_id(self):
  *         return self._unk_id if self._has_unk else None             # <<<<<<<<<<<<<<
@@ -5001,7 +5001,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
  *     @property
 */
   if (__pyx_v_self->_has_unk) {
-    __pyx_t_2 = __Pyx_PyLong_From_int32_t(__pyx_v_self->_unk_id); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 108, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyLong_From_int32_t(__pyx_v_self->_unk_id); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 99, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __pyx_t_1 = __pyx_t_2;
     __pyx_t_2 = 0;
@@ -5020,7 +5020,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":106
+  /* "csrc/tokenizer/_spm_c.pyx":97
  *         return [self._byte_ids[i] for i in range(256)] if self._byte_fallback else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -5040,7 +5040,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6unk_id___get__(struct
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":110
+/* "csrc/tokenizer/_spm_c.pyx":101
  *         return self._unk_id if self._has_unk else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -5072,14 +5072,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8fuse_unk___get__(stru
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__get__", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":112
+  /* "csrc/tokenizer/_spm_c.pyx":103
  *     @property
  *     def fuse_unk(self):
  *         return self._fuse_unk             # <<<<<<<<<<<<<<
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
 */
-  __pyx_t_1 = __Pyx_PyBool_FromLong(__pyx_v_self->_fuse_unk); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 112, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBool_FromLong(__pyx_v_self->_fuse_unk); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 103, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -5092,7 +5092,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8fuse_unk___get__(stru
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":110
+  /* "csrc/tokenizer/_spm_c.pyx":101
  *         return self._unk_id if self._has_unk else None
  * 
  *     @property             # <<<<<<<<<<<<<<
@@ -5111,12 +5111,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8fuse_unk___get__(stru
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":114
+/* "csrc/tokenizer/_spm_c.pyx":105
  *         return self._fuse_unk
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:             # <<<<<<<<<<<<<<
  *         cdef uint32_t key = cp + 1
- *         cdef uint64_t h = _mix(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
 */
 
 static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *__pyx_v_self, uint32_t __pyx_v_cp) {
@@ -5125,27 +5125,27 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
   int32_t __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":115
+  /* "csrc/tokenizer/_spm_c.pyx":106
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
  *         cdef uint32_t key = cp + 1             # <<<<<<<<<<<<<<
- *         cdef uint64_t h = _mix(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:
 */
   __pyx_v_key = (__pyx_v_cp + 1);
 
-  /* "csrc/tokenizer/_spm_c.pyx":116
+  /* "csrc/tokenizer/_spm_c.pyx":107
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
  *         cdef uint32_t key = cp + 1
- *         cdef uint64_t h = _mix(key) & self._mask             # <<<<<<<<<<<<<<
+ *         cdef uint64_t h = mix64(key) & self._mask             # <<<<<<<<<<<<<<
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
 */
-  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_6_spm_c__mix(__pyx_v_key) & __pyx_v_self->_mask);
+  __pyx_v_h = (__pyx_f_6benchc_9tokenizer_12_piece_cache_mix64(__pyx_v_key) & __pyx_v_self->_mask);
 
-  /* "csrc/tokenizer/_spm_c.pyx":117
+  /* "csrc/tokenizer/_spm_c.pyx":108
  *         cdef uint32_t key = cp + 1
- *         cdef uint64_t h = _mix(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:             # <<<<<<<<<<<<<<
  *             if self._keys[h] == key:
  *                 return self._vals[h]
@@ -5156,8 +5156,8 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_spm_c.pyx":118
- *         cdef uint64_t h = _mix(key) & self._mask
+    /* "csrc/tokenizer/_spm_c.pyx":109
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
  *                 return self._vals[h]
@@ -5168,7 +5168,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":119
+      /* "csrc/tokenizer/_spm_c.pyx":110
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:
  *                 return self._vals[h]             # <<<<<<<<<<<<<<
@@ -5181,8 +5181,8 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_spm_c.pyx":118
- *         cdef uint64_t h = _mix(key) & self._mask
+      /* "csrc/tokenizer/_spm_c.pyx":109
+ *         cdef uint64_t h = mix64(key) & self._mask
  *         while self._keys[h] != 0:
  *             if self._keys[h] == key:             # <<<<<<<<<<<<<<
  *                 return self._vals[h]
@@ -5190,7 +5190,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
 */
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":120
+    /* "csrc/tokenizer/_spm_c.pyx":111
  *             if self._keys[h] == key:
  *                 return self._vals[h]
  *             h = (h + 1) & self._mask             # <<<<<<<<<<<<<<
@@ -5200,7 +5200,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
     __pyx_v_h = ((__pyx_v_h + 1) & __pyx_v_self->_mask);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":121
+  /* "csrc/tokenizer/_spm_c.pyx":112
  *                 return self._vals[h]
  *             h = (h + 1) & self._mask
  *         return -1             # <<<<<<<<<<<<<<
@@ -5213,12 +5213,12 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":114
+  /* "csrc/tokenizer/_spm_c.pyx":105
  *         return self._fuse_unk
  * 
  *     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:             # <<<<<<<<<<<<<<
  *         cdef uint32_t key = cp + 1
- *         cdef uint64_t h = _mix(key) & self._mask
+ *         cdef uint64_t h = mix64(key) & self._mask
 */
 
   /* function exit code */
@@ -5228,7 +5228,7 @@ static CYTHON_INLINE int32_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(st
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":123
+/* "csrc/tokenizer/_spm_c.pyx":114
  *         return -1
  * 
  *     cdef Py_ssize_t _symbols(self, const unsigned char* p, Py_ssize_t n, int32_t* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5253,7 +5253,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   Py_ssize_t __pyx_t_5;
   int __pyx_t_6;
 
-  /* "csrc/tokenizer/_spm_c.pyx":125
+  /* "csrc/tokenizer/_spm_c.pyx":116
  *     cdef Py_ssize_t _symbols(self, const unsigned char* p, Py_ssize_t n, int32_t* out) noexcept nogil:
  *         """The starting symbols of p[:n] (at most n), as the twin's `symbols`."""
  *         cdef Py_ssize_t i = 0, m = 0, w, k             # <<<<<<<<<<<<<<
@@ -5263,7 +5263,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   __pyx_v_i = 0;
   __pyx_v_m = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":128
+  /* "csrc/tokenizer/_spm_c.pyx":119
  *         cdef uint32_t cp
  *         cdef int32_t tid
  *         cdef bint unk = False, all_bytes             # <<<<<<<<<<<<<<
@@ -5272,7 +5272,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
   __pyx_v_unk = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":129
+  /* "csrc/tokenizer/_spm_c.pyx":120
  *         cdef int32_t tid
  *         cdef bint unk = False, all_bytes
  *         while i < n:             # <<<<<<<<<<<<<<
@@ -5285,7 +5285,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_spm_c.pyx":130
+    /* "csrc/tokenizer/_spm_c.pyx":121
  *         cdef bint unk = False, all_bytes
  *         while i < n:
  *             w = _char_len(p[i])             # <<<<<<<<<<<<<<
@@ -5294,7 +5294,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     __pyx_v_w = __pyx_f_6benchc_9tokenizer_6_spm_c__char_len((__pyx_v_p[__pyx_v_i]));
 
-    /* "csrc/tokenizer/_spm_c.pyx":131
+    /* "csrc/tokenizer/_spm_c.pyx":122
  *         while i < n:
  *             w = _char_len(p[i])
  *             if i + w > n:             # <<<<<<<<<<<<<<
@@ -5306,7 +5306,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":132
+      /* "csrc/tokenizer/_spm_c.pyx":123
  *             w = _char_len(p[i])
  *             if i + w > n:
  *                 w = n - i             # <<<<<<<<<<<<<<
@@ -5315,7 +5315,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_w = (__pyx_v_n - __pyx_v_i);
 
-      /* "csrc/tokenizer/_spm_c.pyx":131
+      /* "csrc/tokenizer/_spm_c.pyx":122
  *         while i < n:
  *             w = _char_len(p[i])
  *             if i + w > n:             # <<<<<<<<<<<<<<
@@ -5324,7 +5324,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":133
+    /* "csrc/tokenizer/_spm_c.pyx":124
  *             if i + w > n:
  *                 w = n - i
  *             if w == 1:             # <<<<<<<<<<<<<<
@@ -5334,7 +5334,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     switch (__pyx_v_w) {
       case 1:
 
-      /* "csrc/tokenizer/_spm_c.pyx":134
+      /* "csrc/tokenizer/_spm_c.pyx":125
  *                 w = n - i
  *             if w == 1:
  *                 cp = p[i]             # <<<<<<<<<<<<<<
@@ -5343,7 +5343,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_cp = (__pyx_v_p[__pyx_v_i]);
 
-      /* "csrc/tokenizer/_spm_c.pyx":133
+      /* "csrc/tokenizer/_spm_c.pyx":124
  *             if i + w > n:
  *                 w = n - i
  *             if w == 1:             # <<<<<<<<<<<<<<
@@ -5353,7 +5353,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
       case 2:
 
-      /* "csrc/tokenizer/_spm_c.pyx":136
+      /* "csrc/tokenizer/_spm_c.pyx":127
  *                 cp = p[i]
  *             elif w == 2:
  *                 cp = ((p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F)             # <<<<<<<<<<<<<<
@@ -5362,7 +5362,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_cp = ((((__pyx_v_p[__pyx_v_i]) & 0x1F) << 6) | ((__pyx_v_p[(__pyx_v_i + 1)]) & 0x3F));
 
-      /* "csrc/tokenizer/_spm_c.pyx":135
+      /* "csrc/tokenizer/_spm_c.pyx":126
  *             if w == 1:
  *                 cp = p[i]
  *             elif w == 2:             # <<<<<<<<<<<<<<
@@ -5372,7 +5372,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
       case 3:
 
-      /* "csrc/tokenizer/_spm_c.pyx":138
+      /* "csrc/tokenizer/_spm_c.pyx":129
  *                 cp = ((p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F)
  *             elif w == 3:
  *                 cp = ((p[i] & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)             # <<<<<<<<<<<<<<
@@ -5381,7 +5381,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_cp = (((((__pyx_v_p[__pyx_v_i]) & 0x0F) << 12) | (((__pyx_v_p[(__pyx_v_i + 1)]) & 0x3F) << 6)) | ((__pyx_v_p[(__pyx_v_i + 2)]) & 0x3F));
 
-      /* "csrc/tokenizer/_spm_c.pyx":137
+      /* "csrc/tokenizer/_spm_c.pyx":128
  *             elif w == 2:
  *                 cp = ((p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F)
  *             elif w == 3:             # <<<<<<<<<<<<<<
@@ -5391,7 +5391,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
       default:
 
-      /* "csrc/tokenizer/_spm_c.pyx":140
+      /* "csrc/tokenizer/_spm_c.pyx":131
  *                 cp = ((p[i] & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
  *             else:
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)             # <<<<<<<<<<<<<<
@@ -5402,7 +5402,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       break;
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":141
+    /* "csrc/tokenizer/_spm_c.pyx":132
  *             else:
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
  *             tid = self._char_id(cp)             # <<<<<<<<<<<<<<
@@ -5411,7 +5411,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     __pyx_v_tid = __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__char_id(__pyx_v_self, __pyx_v_cp);
 
-    /* "csrc/tokenizer/_spm_c.pyx":142
+    /* "csrc/tokenizer/_spm_c.pyx":133
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
  *             tid = self._char_id(cp)
  *             if tid >= 0:             # <<<<<<<<<<<<<<
@@ -5423,7 +5423,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":143
+      /* "csrc/tokenizer/_spm_c.pyx":134
  *             tid = self._char_id(cp)
  *             if tid >= 0:
  *                 if unk:             # <<<<<<<<<<<<<<
@@ -5432,7 +5432,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_unk) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":144
+        /* "csrc/tokenizer/_spm_c.pyx":135
  *             if tid >= 0:
  *                 if unk:
  *                     out[m] = self._unk_id             # <<<<<<<<<<<<<<
@@ -5444,7 +5444,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         (__pyx_v_out[__pyx_v_m]) = __pyx_t_2;
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":145
+        /* "csrc/tokenizer/_spm_c.pyx":136
  *                 if unk:
  *                     out[m] = self._unk_id
  *                     m += 1             # <<<<<<<<<<<<<<
@@ -5453,7 +5453,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         __pyx_v_m = (__pyx_v_m + 1);
 
-        /* "csrc/tokenizer/_spm_c.pyx":146
+        /* "csrc/tokenizer/_spm_c.pyx":137
  *                     out[m] = self._unk_id
  *                     m += 1
  *                     unk = False             # <<<<<<<<<<<<<<
@@ -5462,7 +5462,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         __pyx_v_unk = 0;
 
-        /* "csrc/tokenizer/_spm_c.pyx":143
+        /* "csrc/tokenizer/_spm_c.pyx":134
  *             tid = self._char_id(cp)
  *             if tid >= 0:
  *                 if unk:             # <<<<<<<<<<<<<<
@@ -5471,7 +5471,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":147
+      /* "csrc/tokenizer/_spm_c.pyx":138
  *                     m += 1
  *                     unk = False
  *                 out[m] = tid             # <<<<<<<<<<<<<<
@@ -5480,7 +5480,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       (__pyx_v_out[__pyx_v_m]) = __pyx_v_tid;
 
-      /* "csrc/tokenizer/_spm_c.pyx":148
+      /* "csrc/tokenizer/_spm_c.pyx":139
  *                     unk = False
  *                 out[m] = tid
  *                 m += 1             # <<<<<<<<<<<<<<
@@ -5489,7 +5489,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       __pyx_v_m = (__pyx_v_m + 1);
 
-      /* "csrc/tokenizer/_spm_c.pyx":142
+      /* "csrc/tokenizer/_spm_c.pyx":133
  *                 cp = ((p[i] & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
  *             tid = self._char_id(cp)
  *             if tid >= 0:             # <<<<<<<<<<<<<<
@@ -5499,7 +5499,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
       goto __pyx_L6;
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":150
+    /* "csrc/tokenizer/_spm_c.pyx":141
  *                 m += 1
  *             else:
  *                 all_bytes = self._byte_fallback             # <<<<<<<<<<<<<<
@@ -5511,7 +5511,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 
       __pyx_v_all_bytes = __pyx_t_1;
 
-      /* "csrc/tokenizer/_spm_c.pyx":151
+      /* "csrc/tokenizer/_spm_c.pyx":142
  *             else:
  *                 all_bytes = self._byte_fallback
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -5520,7 +5520,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_all_bytes) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":152
+        /* "csrc/tokenizer/_spm_c.pyx":143
  *                 all_bytes = self._byte_fallback
  *                 if all_bytes:
  *                     for k in range(w):             # <<<<<<<<<<<<<<
@@ -5534,7 +5534,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
           __pyx_v_k = __pyx_t_5;
 
-          /* "csrc/tokenizer/_spm_c.pyx":153
+          /* "csrc/tokenizer/_spm_c.pyx":144
  *                 if all_bytes:
  *                     for k in range(w):
  *                         if self._byte_ids[p[i + k]] < 0:             # <<<<<<<<<<<<<<
@@ -5546,7 +5546,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
           if (__pyx_t_1) {
 
 
-            /* "csrc/tokenizer/_spm_c.pyx":154
+            /* "csrc/tokenizer/_spm_c.pyx":145
  *                     for k in range(w):
  *                         if self._byte_ids[p[i + k]] < 0:
  *                             all_bytes = False             # <<<<<<<<<<<<<<
@@ -5555,7 +5555,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
             __pyx_v_all_bytes = 0;
 
-            /* "csrc/tokenizer/_spm_c.pyx":153
+            /* "csrc/tokenizer/_spm_c.pyx":144
  *                 if all_bytes:
  *                     for k in range(w):
  *                         if self._byte_ids[p[i + k]] < 0:             # <<<<<<<<<<<<<<
@@ -5566,7 +5566,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         }
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":151
+        /* "csrc/tokenizer/_spm_c.pyx":142
  *             else:
  *                 all_bytes = self._byte_fallback
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -5575,7 +5575,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":155
+      /* "csrc/tokenizer/_spm_c.pyx":146
  *                         if self._byte_ids[p[i + k]] < 0:
  *                             all_bytes = False
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -5584,7 +5584,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_all_bytes) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":156
+        /* "csrc/tokenizer/_spm_c.pyx":147
  *                             all_bytes = False
  *                 if all_bytes:
  *                     for k in range(w):             # <<<<<<<<<<<<<<
@@ -5598,7 +5598,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
           __pyx_v_k = __pyx_t_5;
 
-          /* "csrc/tokenizer/_spm_c.pyx":157
+          /* "csrc/tokenizer/_spm_c.pyx":148
  *                 if all_bytes:
  *                     for k in range(w):
  *                         out[m] = self._byte_ids[p[i + k]]             # <<<<<<<<<<<<<<
@@ -5607,7 +5607,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
           (__pyx_v_out[__pyx_v_m]) = (__pyx_v_self->_byte_ids[(__pyx_v_p[(__pyx_v_i + __pyx_v_k)])]);
 
-          /* "csrc/tokenizer/_spm_c.pyx":158
+          /* "csrc/tokenizer/_spm_c.pyx":149
  *                     for k in range(w):
  *                         out[m] = self._byte_ids[p[i + k]]
  *                         m += 1             # <<<<<<<<<<<<<<
@@ -5618,7 +5618,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         }
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":155
+        /* "csrc/tokenizer/_spm_c.pyx":146
  *                         if self._byte_ids[p[i + k]] < 0:
  *                             all_bytes = False
  *                 if all_bytes:             # <<<<<<<<<<<<<<
@@ -5628,7 +5628,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         goto __pyx_L12;
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":159
+      /* "csrc/tokenizer/_spm_c.pyx":150
  *                         out[m] = self._byte_ids[p[i + k]]
  *                         m += 1
  *                 elif self._has_unk:             # <<<<<<<<<<<<<<
@@ -5637,7 +5637,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
       if (__pyx_v_self->_has_unk) {
 
-        /* "csrc/tokenizer/_spm_c.pyx":160
+        /* "csrc/tokenizer/_spm_c.pyx":151
  *                         m += 1
  *                 elif self._has_unk:
  *                     if unk and not self._fuse_unk:             # <<<<<<<<<<<<<<
@@ -5659,7 +5659,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
         if (__pyx_t_1) {
 
 
-          /* "csrc/tokenizer/_spm_c.pyx":161
+          /* "csrc/tokenizer/_spm_c.pyx":152
  *                 elif self._has_unk:
  *                     if unk and not self._fuse_unk:
  *                         out[m] = self._unk_id             # <<<<<<<<<<<<<<
@@ -5671,7 +5671,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
           (__pyx_v_out[__pyx_v_m]) = __pyx_t_2;
 
 
-          /* "csrc/tokenizer/_spm_c.pyx":162
+          /* "csrc/tokenizer/_spm_c.pyx":153
  *                     if unk and not self._fuse_unk:
  *                         out[m] = self._unk_id
  *                         m += 1             # <<<<<<<<<<<<<<
@@ -5680,7 +5680,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
           __pyx_v_m = (__pyx_v_m + 1);
 
-          /* "csrc/tokenizer/_spm_c.pyx":160
+          /* "csrc/tokenizer/_spm_c.pyx":151
  *                         m += 1
  *                 elif self._has_unk:
  *                     if unk and not self._fuse_unk:             # <<<<<<<<<<<<<<
@@ -5689,7 +5689,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         }
 
-        /* "csrc/tokenizer/_spm_c.pyx":163
+        /* "csrc/tokenizer/_spm_c.pyx":154
  *                         out[m] = self._unk_id
  *                         m += 1
  *                     unk = True             # <<<<<<<<<<<<<<
@@ -5698,7 +5698,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
         __pyx_v_unk = 1;
 
-        /* "csrc/tokenizer/_spm_c.pyx":159
+        /* "csrc/tokenizer/_spm_c.pyx":150
  *                         out[m] = self._byte_ids[p[i + k]]
  *                         m += 1
  *                 elif self._has_unk:             # <<<<<<<<<<<<<<
@@ -5710,7 +5710,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     }
     __pyx_L6:;
 
-    /* "csrc/tokenizer/_spm_c.pyx":164
+    /* "csrc/tokenizer/_spm_c.pyx":155
  *                         m += 1
  *                     unk = True
  *             i += w             # <<<<<<<<<<<<<<
@@ -5720,7 +5720,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     __pyx_v_i = (__pyx_v_i + __pyx_v_w);
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":165
+  /* "csrc/tokenizer/_spm_c.pyx":156
  *                     unk = True
  *             i += w
  *         if unk:             # <<<<<<<<<<<<<<
@@ -5729,7 +5729,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
   if (__pyx_v_unk) {
 
-    /* "csrc/tokenizer/_spm_c.pyx":166
+    /* "csrc/tokenizer/_spm_c.pyx":157
  *             i += w
  *         if unk:
  *             out[m] = self._unk_id             # <<<<<<<<<<<<<<
@@ -5741,7 +5741,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
     (__pyx_v_out[__pyx_v_m]) = __pyx_t_2;
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":167
+    /* "csrc/tokenizer/_spm_c.pyx":158
  *         if unk:
  *             out[m] = self._unk_id
  *             m += 1             # <<<<<<<<<<<<<<
@@ -5750,7 +5750,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
     __pyx_v_m = (__pyx_v_m + 1);
 
-    /* "csrc/tokenizer/_spm_c.pyx":165
+    /* "csrc/tokenizer/_spm_c.pyx":156
  *                     unk = True
  *             i += w
  *         if unk:             # <<<<<<<<<<<<<<
@@ -5759,7 +5759,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":168
+  /* "csrc/tokenizer/_spm_c.pyx":159
  *             out[m] = self._unk_id
  *             m += 1
  *         return m             # <<<<<<<<<<<<<<
@@ -5772,7 +5772,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":123
+  /* "csrc/tokenizer/_spm_c.pyx":114
  *         return -1
  * 
  *     cdef Py_ssize_t _symbols(self, const unsigned char* p, Py_ssize_t n, int32_t* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5793,7 +5793,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__symbols(struct __pyx_
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":170
+/* "csrc/tokenizer/_spm_c.pyx":161
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* sym,             # <<<<<<<<<<<<<<
@@ -5811,7 +5811,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":174
+  /* "csrc/tokenizer/_spm_c.pyx":165
  *         """Encodes p[:n] into out (room for n), with sym as scratch (room for n); short pieces
  *         are memoized."""
  *         cdef uint64_t h = 0             # <<<<<<<<<<<<<<
@@ -5820,7 +5820,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
   __pyx_v_h = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":176
+  /* "csrc/tokenizer/_spm_c.pyx":167
  *         cdef uint64_t h = 0
  *         cdef Py_ssize_t m
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -5832,7 +5832,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":177
+    /* "csrc/tokenizer/_spm_c.pyx":168
  *         cdef Py_ssize_t m
  *         if n <= CACHE_KEY:
  *             h = piece_hash(p, n)             # <<<<<<<<<<<<<<
@@ -5841,7 +5841,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
     __pyx_v_h = __pyx_f_6benchc_9tokenizer_12_piece_cache_piece_hash(__pyx_v_p, __pyx_v_n);
 
-    /* "csrc/tokenizer/_spm_c.pyx":178
+    /* "csrc/tokenizer/_spm_c.pyx":169
  *         if n <= CACHE_KEY:
  *             h = piece_hash(p, n)
  *             m = cache_get(self._cache, h, p, n, out)             # <<<<<<<<<<<<<<
@@ -5850,7 +5850,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
     __pyx_v_m = __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_get(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out);
 
-    /* "csrc/tokenizer/_spm_c.pyx":179
+    /* "csrc/tokenizer/_spm_c.pyx":170
  *             h = piece_hash(p, n)
  *             m = cache_get(self._cache, h, p, n, out)
  *             if m >= 0:             # <<<<<<<<<<<<<<
@@ -5862,7 +5862,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":180
+      /* "csrc/tokenizer/_spm_c.pyx":171
  *             m = cache_get(self._cache, h, p, n, out)
  *             if m >= 0:
  *                 return m             # <<<<<<<<<<<<<<
@@ -5875,7 +5875,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_spm_c.pyx":179
+      /* "csrc/tokenizer/_spm_c.pyx":170
  *             h = piece_hash(p, n)
  *             m = cache_get(self._cache, h, p, n, out)
  *             if m >= 0:             # <<<<<<<<<<<<<<
@@ -5884,7 +5884,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":176
+    /* "csrc/tokenizer/_spm_c.pyx":167
  *         cdef uint64_t h = 0
  *         cdef Py_ssize_t m
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -5893,17 +5893,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":181
+  /* "csrc/tokenizer/_spm_c.pyx":172
  *             if m >= 0:
  *                 return m
  *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)             # <<<<<<<<<<<<<<
  *         if n <= CACHE_KEY:
  *             cache_put(self._cache, h, p, n, out, m)
 */
-  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->merge_ids_into(__pyx_v_self->_bpe, __pyx_v_sym, ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_symbols(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_sym), __pyx_v_out); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 181, __pyx_L1_error)
+  __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->merge_ids_into(__pyx_v_self->_bpe, __pyx_v_sym, ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_symbols(__pyx_v_self, __pyx_v_p, __pyx_v_n, __pyx_v_sym), __pyx_v_out); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 172, __pyx_L1_error)
   __pyx_v_m = __pyx_t_2;
 
-  /* "csrc/tokenizer/_spm_c.pyx":182
+  /* "csrc/tokenizer/_spm_c.pyx":173
  *                 return m
  *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -5915,7 +5915,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":183
+    /* "csrc/tokenizer/_spm_c.pyx":174
  *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
  *         if n <= CACHE_KEY:
  *             cache_put(self._cache, h, p, n, out, m)             # <<<<<<<<<<<<<<
@@ -5924,7 +5924,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
     __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(__pyx_v_self->_cache, __pyx_v_h, __pyx_v_p, __pyx_v_n, __pyx_v_out, __pyx_v_m);
 
-    /* "csrc/tokenizer/_spm_c.pyx":182
+    /* "csrc/tokenizer/_spm_c.pyx":173
  *                 return m
  *         m = self._bpe.merge_ids_into(sym, self._symbols(p, n, sym), out)
  *         if n <= CACHE_KEY:             # <<<<<<<<<<<<<<
@@ -5933,7 +5933,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":184
+  /* "csrc/tokenizer/_spm_c.pyx":175
  *         if n <= CACHE_KEY:
  *             cache_put(self._cache, h, p, n, out, m)
  *         return m             # <<<<<<<<<<<<<<
@@ -5946,7 +5946,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":170
+  /* "csrc/tokenizer/_spm_c.pyx":161
  *         return m
  * 
  *     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* sym,             # <<<<<<<<<<<<<<
@@ -5965,7 +5965,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into(struct __p
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":186
+/* "csrc/tokenizer/_spm_c.pyx":177
  *         return m
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -6012,32 +6012,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_piece,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 186, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 177, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 186, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 177, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 186, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_piece", 0) < (0)) __PYX_ERR(0, 177, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 186, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, i); __PYX_ERR(0, 177, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 186, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 177, __pyx_L3_error)
     }
     __pyx_v_piece = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 186, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_piece", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 177, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6048,7 +6048,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 186, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_piece), (&PyBytes_Type), 1, "piece", 1))) __PYX_ERR(0, 177, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_piece);
 
   /* function exit code */
@@ -6080,7 +6080,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_piece", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":187
+  /* "csrc/tokenizer/_spm_c.pyx":178
  * 
  *     def encode_piece(self, bytes piece):
  *         return self.encode_text(piece, _CUT_NONE)             # <<<<<<<<<<<<<<
@@ -6089,7 +6089,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
 */
   __pyx_t_2 = ((PyObject *)__pyx_v_self);
   __Pyx_INCREF(__pyx_t_2);
-  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 187, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 178, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __pyx_t_4 = 0;
   {
@@ -6097,7 +6097,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
     __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode_text, __pyx_callargs+__pyx_t_4, (3-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 187, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 178, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   {
@@ -6111,7 +6111,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":186
+  /* "csrc/tokenizer/_spm_c.pyx":177
  *         return m
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
@@ -6132,7 +6132,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_4encode_piece(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":189
+/* "csrc/tokenizer/_spm_c.pyx":180
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
@@ -6180,48 +6180,48 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_cut,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 189, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 180, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 189, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 180, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 189, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 180, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_text", 0) < (0)) __PYX_ERR(0, 189, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode_text", 0) < (0)) __PYX_ERR(0, 180, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, i); __PYX_ERR(0, 189, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, i); __PYX_ERR(0, 180, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 189, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 180, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 189, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 180, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_text = ((PyObject*)values[0]);
     if (values[1]) {
-      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 189, __pyx_L3_error)
+      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 180, __pyx_L3_error)
     } else {
       __pyx_v_cut = ((int)0);
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 189, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 180, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6232,7 +6232,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 189, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 180, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_text, __pyx_v_cut);
 
   /* function exit code */
@@ -6274,7 +6274,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode_text", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":190
+  /* "csrc/tokenizer/_spm_c.pyx":181
  * 
  *     def encode_text(self, bytes text, int cut=0):
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
@@ -6283,17 +6283,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_spm_c.pyx":191
+  /* "csrc/tokenizer/_spm_c.pyx":182
  *     def encode_text(self, bytes text, int cut=0):
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n = self._encode(text, cut, &ids)             # <<<<<<<<<<<<<<
  *         try:
  *             return self._bpe.ids_list(ids, n)
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, (&__pyx_v_ids)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 191, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, (&__pyx_v_ids)); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 182, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":192
+  /* "csrc/tokenizer/_spm_c.pyx":183
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
  *         try:             # <<<<<<<<<<<<<<
@@ -6302,14 +6302,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_spm_c.pyx":193
+    /* "csrc/tokenizer/_spm_c.pyx":184
  *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
  *         try:
  *             return self._bpe.ids_list(ids, n)             # <<<<<<<<<<<<<<
  *         finally:
  *             free(ids)
 */
-    __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->ids_list(__pyx_v_self->_bpe, __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 193, __pyx_L4_error)
+    __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_self->_bpe->__pyx_vtab)->ids_list(__pyx_v_self->_bpe, __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 184, __pyx_L4_error)
     __Pyx_GOTREF(__pyx_t_2);
     {
       PyObject *__pyx_temp;
@@ -6323,7 +6323,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __
     goto __pyx_L3_return;
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":195
+  /* "csrc/tokenizer/_spm_c.pyx":186
  *             return self._bpe.ids_list(ids, n)
  *         finally:
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -6371,7 +6371,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __
     }
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":189
+  /* "csrc/tokenizer/_spm_c.pyx":180
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
@@ -6392,7 +6392,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_6encode_text(struct __
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":197
+/* "csrc/tokenizer/_spm_c.pyx":188
  *             free(ids)
  * 
  *     def count_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
@@ -6440,48 +6440,48 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_cut,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 197, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 188, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 197, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 188, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 197, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 188, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count_text", 0) < (0)) __PYX_ERR(0, 197, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count_text", 0) < (0)) __PYX_ERR(0, 188, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, i); __PYX_ERR(0, 197, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, i); __PYX_ERR(0, 188, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 197, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 188, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 197, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 188, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_text = ((PyObject*)values[0]);
     if (values[1]) {
-      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 197, __pyx_L3_error)
+      __pyx_v_cut = __Pyx_PyLong_As_int(values[1]); if (unlikely((__pyx_v_cut == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 188, __pyx_L3_error)
     } else {
       __pyx_v_cut = ((int)0);
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 197, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("count_text", 0, 1, 2, __pyx_nargs); __PYX_ERR(0, 188, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -6492,7 +6492,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 197, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyBytes_Type), 1, "text", 1))) __PYX_ERR(0, 188, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(((struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self), __pyx_v_text, __pyx_v_cut);
 
   /* function exit code */
@@ -6523,15 +6523,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(struct __p
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("count_text", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":198
+  /* "csrc/tokenizer/_spm_c.pyx":189
  * 
  *     def count_text(self, bytes text, int cut=0):
  *         return self._encode(text, cut, NULL)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, NULL); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 198, __pyx_L1_error)
-  __pyx_t_2 = PyLong_FromSsize_t(__pyx_t_1); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 198, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->_encode(__pyx_v_self, __pyx_v_text, __pyx_v_cut, NULL); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 189, __pyx_L1_error)
+  __pyx_t_2 = PyLong_FromSsize_t(__pyx_t_1); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 189, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
 
   {
@@ -6545,7 +6545,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(struct __p
   __pyx_t_2 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":197
+  /* "csrc/tokenizer/_spm_c.pyx":188
  *             free(ids)
  * 
  *     def count_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
@@ -6564,7 +6564,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8count_text(struct __p
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":200
+/* "csrc/tokenizer/_spm_c.pyx":191
  *         return self._encode(text, cut, NULL)
  * 
  *     cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
@@ -6603,7 +6603,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_encode", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":203
+  /* "csrc/tokenizer/_spm_c.pyx":194
  *         """Encodes text cut into pieces and returns how many ids; with ids_out, they are kept
  *         in a buffer handed to the caller (who frees it)."""
  *         cdef const unsigned char* p = text             # <<<<<<<<<<<<<<
@@ -6612,12 +6612,12 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
   if (unlikely(__pyx_v_text == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 203, __pyx_L1_error)
+    __PYX_ERR(0, 194, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_text); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 203, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_text); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 194, __pyx_L1_error)
   __pyx_v_p = __pyx_t_1;
 
-  /* "csrc/tokenizer/_spm_c.pyx":204
+  /* "csrc/tokenizer/_spm_c.pyx":195
  *         in a buffer handed to the caller (who frees it)."""
  *         cdef const unsigned char* p = text
  *         cdef Py_ssize_t n = len(text), a = 0, b, total = 0             # <<<<<<<<<<<<<<
@@ -6626,14 +6626,14 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
   if (unlikely(__pyx_v_text == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 204, __pyx_L1_error)
+    __PYX_ERR(0, 195, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_text); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 204, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_text); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 195, __pyx_L1_error)
   __pyx_v_n = __pyx_t_2;
   __pyx_v_a = 0;
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":207
+  /* "csrc/tokenizer/_spm_c.pyx":198
  *         cdef int32_t* sym
  *         cdef int32_t* ids
  *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -6642,7 +6642,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
   __pyx_v_sym = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":208
+  /* "csrc/tokenizer/_spm_c.pyx":199
  *         cdef int32_t* ids
  *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte             # <<<<<<<<<<<<<<
@@ -6651,7 +6651,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
   __pyx_v_ids = ((int32_t *)malloc(((__pyx_v_n + 1) * (sizeof(int32_t)))));
 
-  /* "csrc/tokenizer/_spm_c.pyx":209
+  /* "csrc/tokenizer/_spm_c.pyx":200
  *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
  *         if sym == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -6677,7 +6677,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
   if (unlikely(__pyx_t_3)) {
 
 
-    /* "csrc/tokenizer/_spm_c.pyx":210
+    /* "csrc/tokenizer/_spm_c.pyx":201
  *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
  *         if sym == NULL or ids == NULL:
  *             free(sym)             # <<<<<<<<<<<<<<
@@ -6686,7 +6686,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
     free(__pyx_v_sym);
 
-    /* "csrc/tokenizer/_spm_c.pyx":211
+    /* "csrc/tokenizer/_spm_c.pyx":202
  *         if sym == NULL or ids == NULL:
  *             free(sym)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -6695,16 +6695,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
     free(__pyx_v_ids);
 
-    /* "csrc/tokenizer/_spm_c.pyx":212
+    /* "csrc/tokenizer/_spm_c.pyx":203
  *             free(sym)
  *             free(ids)
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         try:
  *             while a < n:
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 212, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 203, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_spm_c.pyx":209
+    /* "csrc/tokenizer/_spm_c.pyx":200
  *         sym = <int32_t*>malloc((n + 1) * sizeof(int32_t))
  *         ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))  # at most one id per byte
  *         if sym == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -6713,7 +6713,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":213
+  /* "csrc/tokenizer/_spm_c.pyx":204
  *             free(ids)
  *             raise MemoryError()
  *         try:             # <<<<<<<<<<<<<<
@@ -6722,7 +6722,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_spm_c.pyx":214
+    /* "csrc/tokenizer/_spm_c.pyx":205
  *             raise MemoryError()
  *         try:
  *             while a < n:             # <<<<<<<<<<<<<<
@@ -6735,7 +6735,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
       if (!__pyx_t_3) break;
 
-      /* "csrc/tokenizer/_spm_c.pyx":215
+      /* "csrc/tokenizer/_spm_c.pyx":206
  *         try:
  *             while a < n:
  *                 b = a + 1             # <<<<<<<<<<<<<<
@@ -6744,7 +6744,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
       __pyx_v_b = (__pyx_v_a + 1);
 
-      /* "csrc/tokenizer/_spm_c.pyx":216
+      /* "csrc/tokenizer/_spm_c.pyx":207
  *             while a < n:
  *                 b = a + 1
  *                 if cut == _CUT_NONE:             # <<<<<<<<<<<<<<
@@ -6756,7 +6756,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
       if (__pyx_t_3) {
 
 
-        /* "csrc/tokenizer/_spm_c.pyx":217
+        /* "csrc/tokenizer/_spm_c.pyx":208
  *                 b = a + 1
  *                 if cut == _CUT_NONE:
  *                     b = n             # <<<<<<<<<<<<<<
@@ -6765,7 +6765,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
         __pyx_v_b = __pyx_v_n;
 
-        /* "csrc/tokenizer/_spm_c.pyx":216
+        /* "csrc/tokenizer/_spm_c.pyx":207
  *             while a < n:
  *                 b = a + 1
  *                 if cut == _CUT_NONE:             # <<<<<<<<<<<<<<
@@ -6775,7 +6775,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
         goto __pyx_L11;
       }
 
-      /* "csrc/tokenizer/_spm_c.pyx":219
+      /* "csrc/tokenizer/_spm_c.pyx":210
  *                     b = n
  *                 else:
  *                     while b < n and not (_is_space(p, b, n) and (             # <<<<<<<<<<<<<<
@@ -6805,7 +6805,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
             goto __pyx_L16_bool_binop_done;
           }
 
-          /* "csrc/tokenizer/_spm_c.pyx":220
+          /* "csrc/tokenizer/_spm_c.pyx":211
  *                 else:
  *                     while b < n and not (_is_space(p, b, n) and (
  *                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):             # <<<<<<<<<<<<<<
@@ -6846,7 +6846,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
           __pyx_L16_bool_binop_done:;
 
-          /* "csrc/tokenizer/_spm_c.pyx":219
+          /* "csrc/tokenizer/_spm_c.pyx":210
  *                     b = n
  *                 else:
  *                     while b < n and not (_is_space(p, b, n) and (             # <<<<<<<<<<<<<<
@@ -6863,7 +6863,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 
           if (!__pyx_t_3) break;
 
-          /* "csrc/tokenizer/_spm_c.pyx":221
+          /* "csrc/tokenizer/_spm_c.pyx":212
  *                     while b < n and not (_is_space(p, b, n) and (
  *                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):
  *                         b += 1             # <<<<<<<<<<<<<<
@@ -6875,7 +6875,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
       }
       __pyx_L11:;
 
-      /* "csrc/tokenizer/_spm_c.pyx":222
+      /* "csrc/tokenizer/_spm_c.pyx":213
  *                             cut == _CUT_METASPACE or not (b >= 3 and _is_space(p, b - 3, n)))):
  *                         b += 1
  *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)             # <<<<<<<<<<<<<<
@@ -6892,12 +6892,12 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
         __pyx_t_7 = __pyx_v_ids;
       }
 
-      __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, (__pyx_v_p + __pyx_v_a), (__pyx_v_b - __pyx_v_a), __pyx_v_sym, __pyx_t_7); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 222, __pyx_L7_error)
+      __pyx_t_2 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_spm_c_SPM *)__pyx_v_self->__pyx_vtab)->encode_into(__pyx_v_self, (__pyx_v_p + __pyx_v_a), (__pyx_v_b - __pyx_v_a), __pyx_v_sym, __pyx_t_7); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 213, __pyx_L7_error)
 
       __pyx_v_total = (__pyx_v_total + __pyx_t_2);
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":223
+      /* "csrc/tokenizer/_spm_c.pyx":214
  *                         b += 1
  *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
  *                 a = b             # <<<<<<<<<<<<<<
@@ -6907,7 +6907,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
       __pyx_v_a = __pyx_v_b;
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":224
+    /* "csrc/tokenizer/_spm_c.pyx":215
  *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
  *                 a = b
  *             if ids_out != NULL:             # <<<<<<<<<<<<<<
@@ -6919,7 +6919,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
     if (__pyx_t_3) {
 
 
-      /* "csrc/tokenizer/_spm_c.pyx":225
+      /* "csrc/tokenizer/_spm_c.pyx":216
  *                 a = b
  *             if ids_out != NULL:
  *                 ids_out[0] = ids             # <<<<<<<<<<<<<<
@@ -6928,7 +6928,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
       (__pyx_v_ids_out[0]) = __pyx_v_ids;
 
-      /* "csrc/tokenizer/_spm_c.pyx":226
+      /* "csrc/tokenizer/_spm_c.pyx":217
  *             if ids_out != NULL:
  *                 ids_out[0] = ids
  *                 ids = NULL             # <<<<<<<<<<<<<<
@@ -6937,7 +6937,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
       __pyx_v_ids = NULL;
 
-      /* "csrc/tokenizer/_spm_c.pyx":224
+      /* "csrc/tokenizer/_spm_c.pyx":215
  *                 total += self.encode_into(p + a, b - a, sym, ids + total if ids_out != NULL else ids)
  *                 a = b
  *             if ids_out != NULL:             # <<<<<<<<<<<<<<
@@ -6946,7 +6946,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
     }
 
-    /* "csrc/tokenizer/_spm_c.pyx":227
+    /* "csrc/tokenizer/_spm_c.pyx":218
  *                 ids_out[0] = ids
  *                 ids = NULL
  *             return total             # <<<<<<<<<<<<<<
@@ -6960,7 +6960,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
     goto __pyx_L6_return;
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":229
+  /* "csrc/tokenizer/_spm_c.pyx":220
  *             return total
  *         finally:
  *             free(sym)             # <<<<<<<<<<<<<<
@@ -6984,7 +6984,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
       {
         free(__pyx_v_sym);
 
-        /* "csrc/tokenizer/_spm_c.pyx":230
+        /* "csrc/tokenizer/_spm_c.pyx":221
  *         finally:
  *             free(sym)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -7006,7 +7006,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
     __pyx_L6_return: {
       __pyx_t_2 = __pyx_r;
 
-      /* "csrc/tokenizer/_spm_c.pyx":229
+      /* "csrc/tokenizer/_spm_c.pyx":220
  *             return total
  *         finally:
  *             free(sym)             # <<<<<<<<<<<<<<
@@ -7014,7 +7014,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
 */
       free(__pyx_v_sym);
 
-      /* "csrc/tokenizer/_spm_c.pyx":230
+      /* "csrc/tokenizer/_spm_c.pyx":221
  *         finally:
  *             free(sym)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -7025,7 +7025,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
     }
   }
 
-  /* "csrc/tokenizer/_spm_c.pyx":200
+  /* "csrc/tokenizer/_spm_c.pyx":191
  *         return self._encode(text, cut, NULL)
  * 
  *     cdef Py_ssize_t _encode(self, bytes text, int cut, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
@@ -7050,7 +7050,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode(struct __pyx_o
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":57
+/* "csrc/tokenizer/_spm_c.pyx":48
  *     cdef bint _byte_fallback, _fuse_unk, _has_unk
  *     cdef int32_t _unk_id
  *     cdef readonly dict char_ids             # <<<<<<<<<<<<<<
@@ -7117,7 +7117,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_6_spm_c_3SPM_8char_ids___get__(stru
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_spm_c.pyx":58
+/* "csrc/tokenizer/_spm_c.pyx":49
  *     cdef int32_t _unk_id
  *     cdef readonly dict char_ids
  *     cdef readonly dict pairs             # <<<<<<<<<<<<<<
@@ -7721,14 +7721,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_spm_c_SPM(__pyx_
   __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM.encode_into = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, unsigned char const *, Py_ssize_t, int32_t *, int32_t *))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM_encode_into;
   __pyx_vtable_6benchc_9tokenizer_6_spm_c_SPM._encode = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_6_spm_c_SPM *, PyObject *, int, int32_t **))__pyx_f_6benchc_9tokenizer_6_spm_c_3SPM__encode;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_spm_c_SPM_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM)) __PYX_ERR(0, 49, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_6_spm_c_SPM_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM)) __PYX_ERR(0, 40, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM = &__pyx_type_6benchc_9tokenizer_6_spm_c_SPM;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 40, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM);
@@ -7738,9 +7738,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_6_spm_c_SPM(__pyx_
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_vtabptr_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_SPM, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 49, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_vtabptr_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 40, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_SPM, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 40, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM) < (0)) __PYX_ERR(0, 40, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -8080,8 +8080,8 @@ __Pyx_RefNannySetupContext("PyInit__spm_c", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_spm_c.pyx":17
- * from benchc.tokenizer._piece_cache cimport CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, piece_hash
+  /* "csrc/tokenizer/_spm_c.pyx":18
+ *     CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, mix64, piece_hash)
  * 
  * from benchc.tokenizer._spm_py import CUT_METASPACE, CUT_NONE, CUT_WORDS             # <<<<<<<<<<<<<<
  * 
@@ -8089,105 +8089,105 @@ __Pyx_RefNannySetupContext("PyInit__spm_c", 0);
 */
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_CUT_METASPACE,__pyx_mstate_global->__pyx_n_u_CUT_NONE,__pyx_mstate_global->__pyx_n_u_CUT_WORDS};
-    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_py, __pyx_imported_names, 3, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 17, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_py, __pyx_imported_names, 3, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 18, __pyx_L1_error)
   }
   __pyx_t_2 = __pyx_t_1;
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_CUT_METASPACE,__pyx_mstate_global->__pyx_n_u_CUT_NONE,__pyx_mstate_global->__pyx_n_u_CUT_WORDS};
     for (__pyx_t_3=0; __pyx_t_3 < 3; __pyx_t_3++) {
-      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 17, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 18, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 17, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 18, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     }
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":19
+  /* "csrc/tokenizer/_spm_c.pyx":20
  * from benchc.tokenizer._spm_py import CUT_METASPACE, CUT_NONE, CUT_WORDS
  * 
  * cdef int _CUT_NONE = CUT_NONE             # <<<<<<<<<<<<<<
  * cdef int _CUT_METASPACE = CUT_METASPACE
  * cdef int _CUT_WORDS = CUT_WORDS
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_NONE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 19, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_NONE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 20, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 19, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 20, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_NONE = __pyx_t_5;
 
-  /* "csrc/tokenizer/_spm_c.pyx":20
+  /* "csrc/tokenizer/_spm_c.pyx":21
  * 
  * cdef int _CUT_NONE = CUT_NONE
  * cdef int _CUT_METASPACE = CUT_METASPACE             # <<<<<<<<<<<<<<
  * cdef int _CUT_WORDS = CUT_WORDS
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_METASPACE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 20, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_METASPACE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 20, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_METASPACE = __pyx_t_5;
 
-  /* "csrc/tokenizer/_spm_c.pyx":21
+  /* "csrc/tokenizer/_spm_c.pyx":22
  * cdef int _CUT_NONE = CUT_NONE
  * cdef int _CUT_METASPACE = CUT_METASPACE
  * cdef int _CUT_WORDS = CUT_WORDS             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_WORDS); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 21, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_CUT_WORDS); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 22, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_t_2); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 22, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_6_spm_c__CUT_WORDS = __pyx_t_5;
 
-  /* "csrc/tokenizer/_spm_c.pyx":186
+  /* "csrc/tokenizer/_spm_c.pyx":177
  *         return m
  * 
  *     def encode_piece(self, bytes piece):             # <<<<<<<<<<<<<<
  *         return self.encode_text(piece, _CUT_NONE)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_5encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 186, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_5encode_piece, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_piece, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 177, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 186, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_t_2) < (0)) __PYX_ERR(0, 177, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":189
+  /* "csrc/tokenizer/_spm_c.pyx":180
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n = self._encode(text, cut, &ids)
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_7encode_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 189, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_7encode_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_encode_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 180, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_mstate_global->__pyx_tuple[1]);
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_text, __pyx_t_2) < (0)) __PYX_ERR(0, 189, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_encode_text, __pyx_t_2) < (0)) __PYX_ERR(0, 180, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_spm_c.pyx":197
+  /* "csrc/tokenizer/_spm_c.pyx":188
  *             free(ids)
  * 
  *     def count_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
  *         return self._encode(text, cut, NULL)
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_9count_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_count_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 197, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_6_spm_c_3SPM_9count_text, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_SPM_count_text, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__spm_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 188, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_mstate_global->__pyx_tuple[1]);
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_count_text, __pyx_t_2) < (0)) __PYX_ERR(0, 197, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_6_spm_c_SPM, __pyx_mstate_global->__pyx_n_u_count_text, __pyx_t_2) < (0)) __PYX_ERR(0, 188, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -8267,7 +8267,7 @@ static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
-  __pyx_builtin_max = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_max); if (!__pyx_builtin_max) __PYX_ERR(0, 93, __pyx_L1_error)
+  __pyx_builtin_max = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_max); if (!__pyx_builtin_max) __PYX_ERR(0, 84, __pyx_L1_error)
 
   /* Cached unbound methods */
   __pyx_mstate->__pyx_umethod_PyDict_Type_items.type = (PyObject*)&PyDict_Type;
@@ -8290,7 +8290,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_InitCachedConstants", 0);
 
-  /* "csrc/tokenizer/_spm_c.pyx":93
+  /* "csrc/tokenizer/_spm_c.pyx":84
  *         if self._cache == NULL:
  *             raise MemoryError()
  *         top = max(self._unk_id, max(char_ids.values(), default=-1), max(byte_ids or [-1]),             # <<<<<<<<<<<<<<
@@ -8299,12 +8299,12 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_default};
-    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 93, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 84, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[0]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[0]);
 
-  /* "csrc/tokenizer/_spm_c.pyx":189
+  /* "csrc/tokenizer/_spm_c.pyx":180
  *         return self.encode_text(piece, _CUT_NONE)
  * 
  *     def encode_text(self, bytes text, int cut=0):             # <<<<<<<<<<<<<<
@@ -8313,7 +8313,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_int_0};
-    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(0, 189, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(0, 180, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[1]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
@@ -8501,17 +8501,17 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 186};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 177};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_encode_piece, __pyx_mstate->__pyx_kp_b_iso88591_A_t_q_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 189};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 180};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_cut, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_encode_text, __pyx_mstate->__pyx_kp_b_iso88591_a_A_D_uAQ_4uIQe1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 197};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 188};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_cut};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__spm_c_pyx, __pyx_mstate->__pyx_n_u_count_text, __pyx_mstate->__pyx_kp_b_iso88591_Q_t81F_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }

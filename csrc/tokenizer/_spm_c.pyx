@@ -12,23 +12,14 @@ from libc.stdint cimport int32_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 
 from benchc.tokenizer._bpe_c cimport BPE
-from benchc.tokenizer._piece_cache cimport CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, piece_hash
+from benchc.tokenizer._piece_cache cimport (
+    CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, mix64, piece_hash)
 
 from benchc.tokenizer._spm_py import CUT_METASPACE, CUT_NONE, CUT_WORDS
 
 cdef int _CUT_NONE = CUT_NONE
 cdef int _CUT_METASPACE = CUT_METASPACE
 cdef int _CUT_WORDS = CUT_WORDS
-
-
-cdef inline uint64_t _mix(uint64_t x) noexcept nogil:
-    # splitmix64's finaliser
-    x ^= x >> 30
-    x *= 0xbf58476d1ce4e5b9ULL
-    x ^= x >> 27
-    x *= 0x94d049bb133111ebULL
-    x ^= x >> 31
-    return x
 
 
 cdef inline bint _is_space(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -76,7 +67,7 @@ cdef class SPM:
             raise MemoryError()
         for cp, tid in char_ids.items():
             key = <uint32_t>cp + 1
-            h = _mix(key) & self._mask
+            h = mix64(key) & self._mask
             while self._keys[h] != 0 and self._keys[h] != key:
                 h = (h + 1) & self._mask
             self._keys[h] = key
@@ -113,7 +104,7 @@ cdef class SPM:
 
     cdef inline int32_t _char_id(self, uint32_t cp) noexcept nogil:
         cdef uint32_t key = cp + 1
-        cdef uint64_t h = _mix(key) & self._mask
+        cdef uint64_t h = mix64(key) & self._mask
         while self._keys[h] != 0:
             if self._keys[h] == key:
                 return self._vals[h]
