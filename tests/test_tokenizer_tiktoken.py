@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from benchc.errors import UsageError
 from benchc.tokenizer import _patterns, _tiktoken_file
 from benchc.tokenizer import tokenizer as T
-from tests.tokenizer_fixtures import CORES, QWEN_DIR, corpus
+from tests.tokenizer_fixtures import CORES, QWEN_DIR, corpus, unicode_text
 
 tiktoken = pytest.importorskip("tiktoken")
 tiktoken_load = pytest.importorskip("tiktoken.load")
@@ -75,7 +74,7 @@ def test_every_encoding_matches_tiktoken(name, core):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_encoding_on_generated_unicode(name):
     @settings(max_examples=60, deadline=None)
-    @given(st.text(max_size=60))
+    @given(unicode_text(60))
     def check(text):
         for core in CORES:
             ours, ref = _pair(name, core)
@@ -153,7 +152,7 @@ def test_kimi_pattern_on_generated_unicode(kimi_dir):
     toks = [_kimi(str(kimi_dir), core) for core in CORES]
 
     @settings(max_examples=100, deadline=None)
-    @given(st.text(max_size=60))
+    @given(unicode_text(60))
     def check(text):
         ref = _kimi_ref().encode(text, allowed_special="all")
         for ours in toks:

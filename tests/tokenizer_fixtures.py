@@ -12,6 +12,7 @@ installed PyPI packages or built here from them (never downloaded):
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -64,6 +65,46 @@ def corpus() -> list[str]:
                                  *range(0x1F600, 0x1F610), 0x301, 0x200D, 10, 9, 0x1C5, 0x2B0, 0x3005)]
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 200))) for _ in range(100)]
     return texts
+
+
+# ------------------------------------------------------------- generated Unicode
+
+
+@functools.cache
+def disagreeing_characters() -> frozenset[str]:
+    """Assigned characters whose classes differ between the `regex` package's Unicode tables
+    (benchc's scanner and its twin read those) and the interpreter's unicodedata: U+0295 ʕ,
+    Ll until Unicode 15 and Lo from 16. tiktoken and HF `tokenizers` read Unicode 15 tables,
+    so on these characters benchc can differ from them (README: Tokenizer)."""
+    import unicodedata
+
+    import numpy as np
+
+    from benchc.tokenizer import _unicode_classes as U
+
+    table = np.frombuffer(U.class_table(), np.uint16)
+    out = set()
+    for cp in range(0x110000):
+        cat = unicodedata.category(chr(cp))
+        if cat in ("Cn", "Cs"):
+            continue
+        bits = {"L": U.LETTER, "N": U.NUMBER, "M": U.MARK, "P": U.PUNCT, "S": U.SYMBOL}.get(cat[0], 0)
+        bits |= U.UPPER if cat in ("Lu", "Lt", "Lm", "Lo") else 0
+        bits |= U.LOWER if cat in ("Ll", "Lm", "Lo") else 0
+        mask = U.LETTER | U.NUMBER | U.MARK | U.PUNCT | U.SYMBOL | U.UPPER | U.LOWER
+        if int(table[cp]) & mask != bits:
+            out.add(chr(cp))
+    return frozenset(out)
+
+
+def unicode_text(max_size: int = 60):
+    """Hypothesis text over the characters assigned in the interpreter's Unicode version
+    (code points the `regex` package's newer tables assign, unassigned for the oracles, are
+    left out), less disagreeing_characters()."""
+    from hypothesis import strategies as st
+
+    return st.text(st.characters(exclude_categories=("Cs", "Cn"),
+                                 exclude_characters="".join(disagreeing_characters())), max_size=max_size)
 
 
 # ------------------------------------------------------- SentencePiece-style tokenizer.json
