@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from benchc.errors import UsageError
 from benchc.tokenizer import _patterns, _tiktoken_file
 from benchc.tokenizer import tokenizer as T
+from tests.conftest import both_cores
 from tests.tokenizer_fixtures import CORES, QWEN_DIR, corpus, unicode_text
 
 tiktoken = pytest.importorskip("tiktoken")
@@ -176,13 +177,26 @@ def _kimi_reference_split(s: str, max_len: int):
     yield s[start:]
 
 
-def test_kimi_cuts_long_runs_as_its_encode_does():
+@pytest.mark.parametrize("module", both_cores("benchc.tokenizer._pretok"), ids=lambda m: m.__name__[-2:])
+def test_kimi_cuts_long_runs_as_its_encode_does(module):
     rng = random.Random(1)
     text = ("x" * 60_001 + " " * 25_001 + "ab \x1c" * 10 + "中" * 50_000 + "\u3000" * 3
             + "".join(rng.choice("a \n") for _ in range(1000)))
-    ours = list(_tiktoken_file.kimi_chunks(text))
+    ours = list(_tiktoken_file.kimi_chunks(module.run_cuts)(text))
     assert ours == [c for c in _kimi_reference_split(text, 25_000) if c]
     assert len(ours) == 5 and "".join(ours) == text  # x-run cut twice, spaces once, Han once
+    for _ in range(300):  # small limits, where runs pass them often; str.isspace's own classes
+        t = "".join(rng.choice("ab \t\x1c\x85\u3000\u200b中") for _ in range(rng.randint(0, 40)))
+        limit = rng.randint(1, 5)
+        assert module.run_cuts(t, limit) == _reference_cuts(t, limit), (t, limit)
+
+
+def _reference_cuts(s: str, limit: int) -> list[int]:
+    cuts, pos = [], 0
+    for piece in list(_kimi_reference_split(s, limit))[:-1]:
+        pos += len(piece)
+        cuts.append(pos)
+    return cuts
 
 
 def test_a_tiktoken_model_without_kimis_config_is_refused(tmp_path):

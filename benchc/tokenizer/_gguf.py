@@ -67,7 +67,7 @@ def _bpe(path: str, meta: dict, tokens: list[str], types: list[int], core: str |
     if pre not in PRE:
         raise UsageError(f"{path}: GGUF pre-tokenizer {pre!r} is not supported yet; known: {', '.join(PRE)}")
     patterns, nfc, ignore_merges = PRE[pre]
-    bpe_cls, _, _ = cores(core)
+    bpe_cls = cores(core).BPE
     ids = {to_bytes(t): i for i, (t, k) in enumerate(zip(tokens, types, strict=True)) if k == NORMAL}
     pairs = merge_pairs(ids, meta.get("tokenizer.ggml.merges") or [])
     byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]

@@ -78,7 +78,7 @@ def _split(path: str, pt: dict):
 
 
 def _byte_level(path, model, pre, special, frozen, steps, core) -> Tokenizer:
-    bpe_cls, _, _ = cores(core)
+    bpe_cls = cores(core).BPE
     splits, prefix_space = [], False
     for pt in pre:
         kind = pt.get("type")
@@ -102,7 +102,7 @@ def _byte_level(path, model, pre, special, frozen, steps, core) -> Tokenizer:
 
 
 def _char_level(path, model, pre, special, frozen, steps, core) -> Tokenizer:
-    _, spm_cls, _ = cores(core)
+    spm_cls = cores(core).SPM
     if model.get("ignore_merges"):
         raise UsageError(f"{path}: ignore_merges on a char-level BPE is not supported yet")
     splits, metaspace_split = [], False

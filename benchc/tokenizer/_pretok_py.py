@@ -15,11 +15,14 @@ lone surrogates kept as `surrogatepass` writes them).
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 import regex
 
 from benchc.tokenizer._patterns import KNOWN, REGEX_SPELLING
 
-__all__ = ["BEHAVIOURS", "KNOWN", "Scanner", "piece_bytes"]
+__all__ = ["BEHAVIOURS", "KNOWN", "Scanner", "piece_bytes", "run_cuts"]
 
 BEHAVIOURS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
@@ -103,3 +106,17 @@ class Scanner:
 
     def count(self, text: str, bpe) -> int:
         return sum(len(bpe.encode_piece(piece_bytes(piece))) for piece in self.split(text))
+
+
+@lru_cache(maxsize=4)
+def _long_run(limit: int) -> re.Pattern:
+    # Python's `re` reads \s as str.isspace; a lookbehind anchors each try at the start of a
+    # run, so the scan is linear in the text's length
+    return re.compile(rf"(?<!\S)\S{{{limit + 1},}}|(?<!\s)\s{{{limit + 1},}}")
+
+
+def run_cuts(text: str, limit: int) -> list[int]:
+    """Offsets where a run of spaces or of non-spaces (str.isspace) longer than `limit` is cut,
+    every `limit` characters into it (Kimi's encode cuts its text so)."""
+    return [cut for m in _long_run(limit).finditer(text) for cut in range(m.start() + limit, m.end(), limit)]
+

@@ -92,7 +92,7 @@ def build_spm(pieces: list[tuple[str, float, int]], *, byte_fallback: bool, kind
               special_types: tuple[int, ...], frozen_types: tuple[int, ...], core: str | None) -> Tokenizer:
     """A SentencePiece BPE tokenizer from (piece, score, type) by id; special_types are
     matched in the raw text, frozen_types after normalization (both never split)."""
-    _, spm_cls, _ = cores(core)
+    spm_cls = cores(core).SPM
     vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
     mergeable = {p: i for i, (p, _, t) in enumerate(pieces) if t in (NORMAL, USER_DEFINED)}
     scores = {i: s for i, (_, s, _) in enumerate(pieces)}

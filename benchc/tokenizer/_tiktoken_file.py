@@ -13,8 +13,7 @@ import base64
 import hashlib
 import json
 import os
-import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from benchc.errors import UsageError
 from benchc.tokenizer import _patterns
@@ -57,7 +56,7 @@ def build(ranks: dict[bytes, int], pattern: str, special: dict[str, int], *, kin
           offset: int = 0, core: str | None = None, **extra) -> Tokenizer:
     """A tiktoken-style tokenizer: ids = ranks + offset; a whole piece that is a token is
     taken whole (ignore_merges: some vocabularies hold tokens merges alone never make)."""
-    bpe_cls, _, _ = cores(core)
+    bpe_cls = cores(core).BPE
     ids = {tok: r + offset for tok, r in ranks.items()}
     pairs = rank_pairs(ranks, offset)
     byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]
@@ -120,34 +119,23 @@ def from_kimi(path: str, core: str | None = None) -> Tokenizer:
     ranks = read_ranks(raw)
     n = len(ranks)
     special = {named.get(i, f"<|reserved_token_{i}|>"): i for i in range(n, n + KIMI_RESERVED)}
-    tok = build(ranks, _patterns.KIMI, special, kind="Kimi tiktoken.model", core=core, chunks=kimi_chunks)
+    tok = build(ranks, _patterns.KIMI, special, kind="Kimi tiktoken.model", core=core,
+                chunks=kimi_chunks(cores(core).run_cuts))
     tok.sha256 = hashlib.sha256(raw + raw_config).hexdigest()
     return tok
 
 
-# Python's `re` reads \s as str.isspace, the test Kimi's encode makes; a lookbehind anchors
-# each try at the start of a run, so the scan is linear in the text's length.
-_LONG_RUN = re.compile(rf"(?<!\S)\S{{{_KIMI_MAX_RUN + 1},}}|(?<!\s)\s{{{_KIMI_MAX_RUN + 1},}}")
-_LONG_SPACES = re.compile(rf"\s{{{_KIMI_MAX_RUN + 1}}}")
-
-
-def _may_have_long_run(window: str) -> bool:
-    """False when no run passes the limit, decided fast (the usual case): str.split cuts at
-    str.isspace, and a try of _LONG_SPACES at a non-space fails at once."""
-    return max(map(len, window.split()), default=0) > _KIMI_MAX_RUN or _LONG_SPACES.search(window) is not None
-
-
-def kimi_chunks(text: str) -> Iterator[str]:
+def kimi_chunks(run_cuts) -> Callable[[str], Iterator[str]]:
     """Kimi's encode cuts text into 400,000-character windows, and a window wherever a run of
-    spaces or of non-spaces passes 25,000 characters (every 25,000 of the run)."""
-    for w in range(0, len(text), _KIMI_MAX_CHARS):
-        window = text[w:w + _KIMI_MAX_CHARS]
-        if not _may_have_long_run(window):
-            yield window
-            continue
-        start = 0
-        for m in _LONG_RUN.finditer(window):
-            for cut in range(m.start() + _KIMI_MAX_RUN, m.end(), _KIMI_MAX_RUN):
+    spaces or of non-spaces passes 25,000 characters (every 25,000 of the run); run_cuts is
+    the selected core's (benchc/tokenizer/_pretok_py.py)."""
+
+    def chunks(text: str) -> Iterator[str]:
+        for w in range(0, len(text), _KIMI_MAX_CHARS):
+            window = text[w:w + _KIMI_MAX_CHARS]
+            start = 0
+            for cut in run_cuts(window, _KIMI_MAX_RUN):
                 yield window[start:cut]
                 start = cut
-        yield window[start:]
+            yield window[start:]
+    return chunks

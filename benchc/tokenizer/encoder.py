@@ -15,6 +15,7 @@ both cores give identical ids (tests/test_tokenizer_*.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import regex
 
@@ -23,17 +24,24 @@ from benchc.tokenizer import _bpe, _spm
 Normalizer = Callable[[str, bool], str]  # (segment, is it at the start of the text) -> text
 
 
-def cores(core: str | None) -> tuple[type, type, type]:
-    """(BPE, SPM, Scanner) of the selected core, or of the one named ("python" / "cython")."""
+class Core(NamedTuple):
+    BPE: type
+    SPM: type
+    Scanner: type
+    run_cuts: Callable[[str, int], list[int]]
+
+
+def cores(core: str | None) -> Core:
+    """The compiled pieces of the selected core, or of the one named ("python" / "cython")."""
     if core is None:
         from benchc.tokenizer import _pretok
-        return _bpe.BPE, _spm.SPM, _pretok.Scanner
+        return Core(_bpe.BPE, _spm.SPM, _pretok.Scanner, _pretok.run_cuts)
     if core == "python":
         from benchc.tokenizer import _bpe_py, _pretok_py, _spm_py
-        return _bpe_py.BPE, _spm_py.SPM, _pretok_py.Scanner
+        return Core(_bpe_py.BPE, _spm_py.SPM, _pretok_py.Scanner, _pretok_py.run_cuts)
     if core == "cython":
         from benchc.tokenizer import _bpe_c, _pretok_c, _spm_c  # type: ignore[attr-defined]
-        return _bpe_c.BPE, _spm_c.SPM, _pretok_c.Scanner
+        return Core(_bpe_c.BPE, _spm_c.SPM, _pretok_c.Scanner, _pretok_c.run_cuts)
     raise ValueError(f"core must be python or cython, not {core!r}")
 
 
@@ -79,7 +87,7 @@ class Tokenizer:
         scanner (None: SentencePiece's cut `cut` instead); prefix_space: ByteLevel's
         add_prefix_space; chunks: cuts the raw text first (Kimi's run limit);
         decode_only: ids never produced from text (Mistral's control tokens)."""
-        _, _, scanner_cls = cores(core)
+        scanner_cls = cores(core).Scanner
         self.kind = kind
         self.merger = merger
         self.special = dict(special or {})

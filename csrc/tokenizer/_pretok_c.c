@@ -1717,7 +1717,7 @@ struct __pyx_t_6benchc_9tokenizer_6_bpe_c_Cand {
 };
 struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text;
 
-/* "csrc/tokenizer/_pretok_c.pyx":24
+/* "csrc/tokenizer/_pretok_c.pyx":25
  * from benchc.tokenizer import _unicode_classes as _U
  * 
  * cdef enum:             # <<<<<<<<<<<<<<
@@ -1736,7 +1736,7 @@ enum  {
   __pyx_e_6benchc_9tokenizer_9_pretok_c_HAN = 0x100
 };
 
-/* "csrc/tokenizer/_pretok_c.pyx":35
+/* "csrc/tokenizer/_pretok_c.pyx":36
  *     HAN = 256
  * 
  * cdef enum:             # <<<<<<<<<<<<<<
@@ -1750,7 +1750,7 @@ enum  {
   __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K = 4
 };
 
-/* "csrc/tokenizer/_pretok_c.pyx":81
+/* "csrc/tokenizer/_pretok_c.pyx":82
  * 
  * 
  * cdef struct Text:             # <<<<<<<<<<<<<<
@@ -1794,7 +1794,7 @@ struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE {
 };
 
 
-/* "csrc/tokenizer/_pretok_c.pyx":396
+/* "csrc/tokenizer/_pretok_c.pyx":397
  * 
  * 
  * cdef class Scanner:             # <<<<<<<<<<<<<<
@@ -1841,7 +1841,7 @@ struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE {
 static struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *__pyx_vtabptr_6benchc_9tokenizer_6_bpe_c_BPE;
 
 
-/* "csrc/tokenizer/_pretok_c.pyx":396
+/* "csrc/tokenizer/_pretok_c.pyx":397
  * 
  * 
  * cdef class Scanner:             # <<<<<<<<<<<<<<
@@ -2993,7 +2993,8 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8patterns___get
 static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4fast___get__(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8__reduce_cython__(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self); /* proto */
 static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cython__(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *__pyx_v_self, PyObject *__pyx_v___pyx_state); /* proto */
-static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state); /* proto */
+static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_run_cuts(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_text, Py_ssize_t __pyx_v_limit); /* proto */
+static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_2__pyx_unpickle_Scanner(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state); /* proto */
 static PyObject *__pyx_tp_new__initialisation_6benchc_9tokenizer_9_pretok_c_Scanner(PyObject *o, 
 #if CYTHON_VECTORCALL_TPNEW
     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
@@ -3052,8 +3053,8 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_items;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
-    PyObject *__pyx_codeobj_tab[6];
-    PyObject *__pyx_string_tab[85];
+    PyObject *__pyx_codeobj_tab[7];
+    PyObject *__pyx_string_tab[95];
     PyObject *__pyx_number_tab[1];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -3158,36 +3159,46 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_cline_in_traceback __pyx_string_tab[52]
 #define __pyx_n_u_contraction_folds __pyx_string_tab[53]
 #define __pyx_n_u_count __pyx_string_tab[54]
-#define __pyx_n_u_encode __pyx_string_tab[55]
-#define __pyx_n_u_encode_piece __pyx_string_tab[56]
-#define __pyx_n_u_get __pyx_string_tab[57]
-#define __pyx_n_u_gpt2 __pyx_string_tab[58]
-#define __pyx_n_u_ids __pyx_string_tab[59]
-#define __pyx_n_u_items __pyx_string_tab[60]
-#define __pyx_n_u_k __pyx_string_tab[61]
-#define __pyx_n_u_n __pyx_string_tab[62]
-#define __pyx_n_u_o200k __pyx_string_tab[63]
-#define __pyx_n_u_out __pyx_string_tab[64]
-#define __pyx_n_u_patterns __pyx_string_tab[65]
-#define __pyx_n_u_piece __pyx_string_tab[66]
-#define __pyx_n_u_piece_bytes __pyx_string_tab[67]
-#define __pyx_n_u_pop __pyx_string_tab[68]
-#define __pyx_n_u_self __pyx_string_tab[69]
-#define __pyx_n_u_setdefault __pyx_string_tab[70]
-#define __pyx_n_u_split __pyx_string_tab[71]
-#define __pyx_n_u_start __pyx_string_tab[72]
-#define __pyx_n_u_state __pyx_string_tab[73]
-#define __pyx_n_u_t __pyx_string_tab[74]
-#define __pyx_n_u_text __pyx_string_tab[75]
-#define __pyx_n_u_update __pyx_string_tab[76]
-#define __pyx_n_u_use_setstate __pyx_string_tab[77]
-#define __pyx_n_u_values __pyx_string_tab[78]
-#define __pyx_kp_b_iso88591_QfA __pyx_string_tab[79]
-#define __pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1 __pyx_string_tab[80]
-#define __pyx_kp_b_iso88591_T_4wd_TQ__ccllppzz_G_G_K_K_R_R __pyx_string_tab[81]
-#define __pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1 __pyx_string_tab[82]
-#define __pyx_kp_b_iso88591_A_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1 __pyx_string_tab[83]
-#define __pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ __pyx_string_tab[84]
+#define __pyx_n_u_cuts __pyx_string_tab[55]
+#define __pyx_n_u_data __pyx_string_tab[56]
+#define __pyx_n_u_encode __pyx_string_tab[57]
+#define __pyx_n_u_encode_piece __pyx_string_tab[58]
+#define __pyx_n_u_get __pyx_string_tab[59]
+#define __pyx_n_u_gpt2 __pyx_string_tab[60]
+#define __pyx_n_u_i __pyx_string_tab[61]
+#define __pyx_n_u_ids __pyx_string_tab[62]
+#define __pyx_n_u_items __pyx_string_tab[63]
+#define __pyx_n_u_k __pyx_string_tab[64]
+#define __pyx_n_u_kind __pyx_string_tab[65]
+#define __pyx_n_u_limit __pyx_string_tab[66]
+#define __pyx_n_u_n __pyx_string_tab[67]
+#define __pyx_n_u_o200k __pyx_string_tab[68]
+#define __pyx_n_u_out __pyx_string_tab[69]
+#define __pyx_n_u_patterns __pyx_string_tab[70]
+#define __pyx_n_u_piece __pyx_string_tab[71]
+#define __pyx_n_u_piece_bytes __pyx_string_tab[72]
+#define __pyx_n_u_pop __pyx_string_tab[73]
+#define __pyx_n_u_previous __pyx_string_tab[74]
+#define __pyx_n_u_run __pyx_string_tab[75]
+#define __pyx_n_u_run_cuts __pyx_string_tab[76]
+#define __pyx_n_u_self __pyx_string_tab[77]
+#define __pyx_n_u_setdefault __pyx_string_tab[78]
+#define __pyx_n_u_space __pyx_string_tab[79]
+#define __pyx_n_u_split __pyx_string_tab[80]
+#define __pyx_n_u_start __pyx_string_tab[81]
+#define __pyx_n_u_state __pyx_string_tab[82]
+#define __pyx_n_u_t __pyx_string_tab[83]
+#define __pyx_n_u_text __pyx_string_tab[84]
+#define __pyx_n_u_update __pyx_string_tab[85]
+#define __pyx_n_u_use_setstate __pyx_string_tab[86]
+#define __pyx_n_u_values __pyx_string_tab[87]
+#define __pyx_kp_b_iso88591_QfA __pyx_string_tab[88]
+#define __pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1 __pyx_string_tab[89]
+#define __pyx_kp_b_iso88591_A_Q_N_1_nAQ_Q_U_1_a_6_A_1_t2Q_G __pyx_string_tab[90]
+#define __pyx_kp_b_iso88591_T_4wd_TQ__ccllppzz_G_G_K_K_R_R __pyx_string_tab[91]
+#define __pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1 __pyx_string_tab[92]
+#define __pyx_kp_b_iso88591_A_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1 __pyx_string_tab[93]
+#define __pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ __pyx_string_tab[94]
 #define __pyx_int_170797358 __pyx_number_tab[0]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
@@ -3209,8 +3220,8 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<85; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<7; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<95; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -3240,8 +3251,8 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<85; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<7; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<95; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -3668,7 +3679,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_12_piece_cache_cache_put(st
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":49
+/* "csrc/tokenizer/_pretok_c.pyx":50
  * 
  * 
  * cdef void _load_tables() except *:             # <<<<<<<<<<<<<<
@@ -3692,7 +3703,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_load_tables", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":51
+  /* "csrc/tokenizer/_pretok_c.pyx":52
  * cdef void _load_tables() except *:
  *     global _classes, _folds, _cls_of, _fold_of, _fold_limit
  *     if _cls_of != NULL:             # <<<<<<<<<<<<<<
@@ -3704,7 +3715,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":52
+    /* "csrc/tokenizer/_pretok_c.pyx":53
  *     global _classes, _folds, _cls_of, _fold_of, _fold_limit
  *     if _cls_of != NULL:
  *         return             # <<<<<<<<<<<<<<
@@ -3715,7 +3726,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":51
+    /* "csrc/tokenizer/_pretok_c.pyx":52
  * cdef void _load_tables() except *:
  *     global _classes, _folds, _cls_of, _fold_of, _fold_limit
  *     if _cls_of != NULL:             # <<<<<<<<<<<<<<
@@ -3724,7 +3735,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":53
+  /* "csrc/tokenizer/_pretok_c.pyx":54
  *     if _cls_of != NULL:
  *         return
  *     _classes = _U.class_table()             # <<<<<<<<<<<<<<
@@ -3732,9 +3743,9 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
  *     _fold_limit = len(_folds)
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_class_table); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_class_table); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_t_6 = 1;
@@ -3754,16 +3765,16 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_5, __pyx_callargs+__pyx_t_6, (1-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 53, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 54, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 53, __pyx_L1_error)
+  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_XGOTREF(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes, ((PyObject*)__pyx_t_2));
   __Pyx_GIVEREF(__pyx_t_2);
   __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":54
+  /* "csrc/tokenizer/_pretok_c.pyx":55
  *         return
  *     _classes = _U.class_table()
  *     _folds = _U.contraction_folds()             # <<<<<<<<<<<<<<
@@ -3771,9 +3782,9 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
  *     _fold_of = _folds
 */
   __pyx_t_5 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_U); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_contraction_folds); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_contraction_folds); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_6 = 1;
@@ -3793,16 +3804,16 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_6, (1-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 54, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 55, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 54, __pyx_L1_error)
+  if (!(likely(PyBytes_CheckExact(__pyx_t_2))||((__pyx_t_2) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_2))) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_XGOTREF(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds, ((PyObject*)__pyx_t_2));
   __Pyx_GIVEREF(__pyx_t_2);
   __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":55
+  /* "csrc/tokenizer/_pretok_c.pyx":56
  *     _classes = _U.class_table()
  *     _folds = _U.contraction_folds()
  *     _fold_limit = len(_folds)             # <<<<<<<<<<<<<<
@@ -3813,13 +3824,13 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   __Pyx_INCREF(__pyx_t_2);
   if (unlikely(__pyx_t_2 == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 55, __pyx_L1_error)
+    __PYX_ERR(0, 56, __pyx_L1_error)
   }
-  __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_t_2); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 55, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyBytes_GET_SIZE(__pyx_t_2); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 56, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_limit = __pyx_t_7;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":56
+  /* "csrc/tokenizer/_pretok_c.pyx":57
  *     _folds = _U.contraction_folds()
  *     _fold_limit = len(_folds)
  *     _fold_of = _folds             # <<<<<<<<<<<<<<
@@ -3828,12 +3839,12 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
 */
   if (unlikely(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 56, __pyx_L1_error)
+    __PYX_ERR(0, 57, __pyx_L1_error)
   }
-  __pyx_t_8 = __Pyx_PyBytes_AsUString(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds); if (unlikely((!__pyx_t_8) && PyErr_Occurred())) __PYX_ERR(0, 56, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyBytes_AsUString(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds); if (unlikely((!__pyx_t_8) && PyErr_Occurred())) __PYX_ERR(0, 57, __pyx_L1_error)
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_of = __pyx_t_8;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":57
+  /* "csrc/tokenizer/_pretok_c.pyx":58
  *     _fold_limit = len(_folds)
  *     _fold_of = _folds
  *     _cls_of = <const uint16_t*><const char*>_classes             # <<<<<<<<<<<<<<
@@ -3842,13 +3853,13 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
 */
   if (unlikely(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 57, __pyx_L1_error)
+    __PYX_ERR(0, 58, __pyx_L1_error)
   }
-  __pyx_t_9 = __Pyx_PyBytes_AsString(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes); if (unlikely((!__pyx_t_9) && PyErr_Occurred())) __PYX_ERR(0, 57, __pyx_L1_error)
+  __pyx_t_9 = __Pyx_PyBytes_AsString(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes); if (unlikely((!__pyx_t_9) && PyErr_Occurred())) __PYX_ERR(0, 58, __pyx_L1_error)
   __pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of = ((uint16_t const *)((char const *)__pyx_t_9));
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":49
+  /* "csrc/tokenizer/_pretok_c.pyx":50
  * 
  * 
  * cdef void _load_tables() except *:             # <<<<<<<<<<<<<<
@@ -3869,7 +3880,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(void) {
   __Pyx_RefNannyFinishContext();
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":60
+/* "csrc/tokenizer/_pretok_c.pyx":61
  * 
  * 
  * cdef inline bint _nl(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3881,7 +3892,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__nl(Py_UCS4 __pyx
   int __pyx_r;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":61
+  /* "csrc/tokenizer/_pretok_c.pyx":62
  * 
  * cdef inline bint _nl(Py_UCS4 c) noexcept nogil:
  *     return c == 10 or c == 13             # <<<<<<<<<<<<<<
@@ -3902,7 +3913,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__nl(Py_UCS4 __pyx
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":60
+  /* "csrc/tokenizer/_pretok_c.pyx":61
  * 
  * 
  * cdef inline bint _nl(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3915,7 +3926,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__nl(Py_UCS4 __pyx
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":64
+/* "csrc/tokenizer/_pretok_c.pyx":65
  * 
  * 
  * cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3928,7 +3939,7 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
   Py_UCS4 __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":65
+  /* "csrc/tokenizer/_pretok_c.pyx":66
  * 
  * cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:
  *     return _fold_of[c] if c < <Py_UCS4>_fold_limit else 0             # <<<<<<<<<<<<<<
@@ -3950,7 +3961,7 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":64
+  /* "csrc/tokenizer/_pretok_c.pyx":65
  * 
  * 
  * cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3963,7 +3974,7 @@ static CYTHON_INLINE Py_UCS4 __pyx_f_6benchc_9tokenizer_9_pretok_c__fold(Py_UCS4
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":68
+/* "csrc/tokenizer/_pretok_c.pyx":69
  * 
  * 
  * cdef inline bint _ascii_punct(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -3976,7 +3987,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_U
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":69
+  /* "csrc/tokenizer/_pretok_c.pyx":70
  * 
  * cdef inline bint _ascii_punct(Py_UCS4 c) noexcept nogil:
  *     return 33 <= c <= 47 or 58 <= c <= 64 or 91 <= c <= 96 or 123 <= c <= 126             # <<<<<<<<<<<<<<
@@ -4032,7 +4043,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":68
+  /* "csrc/tokenizer/_pretok_c.pyx":69
  * 
  * 
  * cdef inline bint _ascii_punct(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4045,7 +4056,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_punct(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":72
+/* "csrc/tokenizer/_pretok_c.pyx":73
  * 
  * 
  * cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4058,7 +4069,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":73
+  /* "csrc/tokenizer/_pretok_c.pyx":74
  * 
  * cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:
  *     return 65 <= c <= 90 or 97 <= c <= 122             # <<<<<<<<<<<<<<
@@ -4090,7 +4101,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":72
+  /* "csrc/tokenizer/_pretok_c.pyx":73
  * 
  * 
  * cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4103,7 +4114,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__ascii_alpha(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":76
+/* "csrc/tokenizer/_pretok_c.pyx":77
  * 
  * 
  * cdef inline bint _cjk(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4116,7 +4127,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4 __py
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":78
+  /* "csrc/tokenizer/_pretok_c.pyx":79
  * cdef inline bint _cjk(Py_UCS4 c) noexcept nogil:
  *     # [---]
  *     return 0x4E00 <= c <= 0x9FA5 or 0x3040 <= c <= 0x30FF             # <<<<<<<<<<<<<<
@@ -4148,7 +4159,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4 __py
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":76
+  /* "csrc/tokenizer/_pretok_c.pyx":77
  * 
  * 
  * cdef inline bint _cjk(Py_UCS4 c) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4161,7 +4172,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk(Py_UCS4 __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":88
+/* "csrc/tokenizer/_pretok_c.pyx":89
  * 
  * 
  * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4175,7 +4186,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint1
   int __pyx_t_2;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":89
+  /* "csrc/tokenizer/_pretok_c.pyx":90
  * 
  * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:
  *     while i < b and cl[i] & mask:             # <<<<<<<<<<<<<<
@@ -4202,7 +4213,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint1
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":90
+    /* "csrc/tokenizer/_pretok_c.pyx":91
  * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:
  *     while i < b and cl[i] & mask:
  *         i += 1             # <<<<<<<<<<<<<<
@@ -4212,7 +4223,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint1
     __pyx_v_i = (__pyx_v_i + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":91
+  /* "csrc/tokenizer/_pretok_c.pyx":92
  *     while i < b and cl[i] & mask:
  *         i += 1
  *     return i             # <<<<<<<<<<<<<<
@@ -4225,7 +4236,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint1
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":88
+  /* "csrc/tokenizer/_pretok_c.pyx":89
  * 
  * 
  * cdef inline Py_ssize_t _run(const uint16_t* cl, Py_ssize_t i, Py_ssize_t b, uint16_t mask) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4239,7 +4250,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__run(uint1
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":94
+/* "csrc/tokenizer/_pretok_c.pyx":95
  * 
  * 
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4253,7 +4264,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
   int __pyx_t_2;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":95
+  /* "csrc/tokenizer/_pretok_c.pyx":96
  * 
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
  *     while i < b and _nl(cp[i]):             # <<<<<<<<<<<<<<
@@ -4280,7 +4291,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":96
+    /* "csrc/tokenizer/_pretok_c.pyx":97
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
  *     while i < b and _nl(cp[i]):
  *         i += 1             # <<<<<<<<<<<<<<
@@ -4290,7 +4301,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
     __pyx_v_i = (__pyx_v_i + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":97
+  /* "csrc/tokenizer/_pretok_c.pyx":98
  *     while i < b and _nl(cp[i]):
  *         i += 1
  *     return i             # <<<<<<<<<<<<<<
@@ -4303,7 +4314,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":94
+  /* "csrc/tokenizer/_pretok_c.pyx":95
  * 
  * 
  * cdef inline Py_ssize_t _newlines(const Py_UCS4* cp, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4317,7 +4328,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__newlines(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":100
+/* "csrc/tokenizer/_pretok_c.pyx":101
  * 
  * 
  * cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4331,7 +4342,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(st
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":102
+  /* "csrc/tokenizer/_pretok_c.pyx":103
  * cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:
  *     """\\p{N}{1,max_digits} at i, a digit."""
  *     cdef Py_ssize_t j = i + 1             # <<<<<<<<<<<<<<
@@ -4340,7 +4351,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(st
 */
   __pyx_v_j = (__pyx_v_i + 1);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":103
+  /* "csrc/tokenizer/_pretok_c.pyx":104
  *     """\\p{N}{1,max_digits} at i, a digit."""
  *     cdef Py_ssize_t j = i + 1
  *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
@@ -4377,7 +4388,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(st
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":104
+    /* "csrc/tokenizer/_pretok_c.pyx":105
  *     cdef Py_ssize_t j = i + 1
  *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:
  *         j += 1             # <<<<<<<<<<<<<<
@@ -4387,7 +4398,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(st
     __pyx_v_j = (__pyx_v_j + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":105
+  /* "csrc/tokenizer/_pretok_c.pyx":106
  *     while j < b and j - i < max_digits and t.cl[j] & NUMBER:
  *         j += 1
  *     return j             # <<<<<<<<<<<<<<
@@ -4400,7 +4411,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(st
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":100
+  /* "csrc/tokenizer/_pretok_c.pyx":101
  * 
  * 
  * cdef inline Py_ssize_t _digits(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4414,7 +4425,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__digits(st
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":108
+/* "csrc/tokenizer/_pretok_c.pyx":109
  * 
  * 
  * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4433,7 +4444,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   Py_ssize_t __pyx_t_4;
   Py_ssize_t __pyx_t_5;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":111
+  /* "csrc/tokenizer/_pretok_c.pyx":112
  *     """(\\s++$ when to_end) | \\s*[\\r\\n]+ | \\s+(?!\\S) | \\s+ at i, a space; b acts as the
  *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1             # <<<<<<<<<<<<<<
@@ -4443,7 +4454,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE);
   __pyx_v_last_nl = -1L;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":112
+  /* "csrc/tokenizer/_pretok_c.pyx":113
  *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
  *     if to_end and j == b:             # <<<<<<<<<<<<<<
@@ -4465,7 +4476,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":113
+    /* "csrc/tokenizer/_pretok_c.pyx":114
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
  *     if to_end and j == b:
  *         return j             # <<<<<<<<<<<<<<
@@ -4478,7 +4489,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":112
+    /* "csrc/tokenizer/_pretok_c.pyx":113
  *     end of the text."""
  *     cdef Py_ssize_t j = _run(t.cl, i, b, SPACE), k, last_nl = -1
  *     if to_end and j == b:             # <<<<<<<<<<<<<<
@@ -4487,7 +4498,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":114
+  /* "csrc/tokenizer/_pretok_c.pyx":115
  *     if to_end and j == b:
  *         return j
  *     for k in range(i, j):             # <<<<<<<<<<<<<<
@@ -4501,7 +4512,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   for (__pyx_t_5 = __pyx_v_i; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_k = __pyx_t_5;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":115
+    /* "csrc/tokenizer/_pretok_c.pyx":116
  *         return j
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):             # <<<<<<<<<<<<<<
@@ -4513,7 +4524,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":116
+      /* "csrc/tokenizer/_pretok_c.pyx":117
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):
  *             last_nl = k             # <<<<<<<<<<<<<<
@@ -4522,7 +4533,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
       __pyx_v_last_nl = __pyx_v_k;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":115
+      /* "csrc/tokenizer/_pretok_c.pyx":116
  *         return j
  *     for k in range(i, j):
  *         if _nl(t.cp[k]):             # <<<<<<<<<<<<<<
@@ -4533,7 +4544,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":117
+  /* "csrc/tokenizer/_pretok_c.pyx":118
  *         if _nl(t.cp[k]):
  *             last_nl = k
  *     if last_nl >= 0:             # <<<<<<<<<<<<<<
@@ -4545,7 +4556,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":118
+    /* "csrc/tokenizer/_pretok_c.pyx":119
  *             last_nl = k
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline             # <<<<<<<<<<<<<<
@@ -4558,7 +4569,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":117
+    /* "csrc/tokenizer/_pretok_c.pyx":118
  *         if _nl(t.cp[k]):
  *             last_nl = k
  *     if last_nl >= 0:             # <<<<<<<<<<<<<<
@@ -4567,7 +4578,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":119
+  /* "csrc/tokenizer/_pretok_c.pyx":120
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:             # <<<<<<<<<<<<<<
@@ -4593,7 +4604,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":120
+    /* "csrc/tokenizer/_pretok_c.pyx":121
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:
  *         return j             # <<<<<<<<<<<<<<
@@ -4606,7 +4617,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":119
+    /* "csrc/tokenizer/_pretok_c.pyx":120
  *     if last_nl >= 0:
  *         return last_nl + 1  # \s* backs off to the run's last newline
  *     if j == b or j - 1 == i:             # <<<<<<<<<<<<<<
@@ -4615,7 +4626,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":121
+  /* "csrc/tokenizer/_pretok_c.pyx":122
  *     if j == b or j - 1 == i:
  *         return j
  *     return j - 1  # (?!\S): leave the last space to the word after it             # <<<<<<<<<<<<<<
@@ -4628,7 +4639,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":108
+  /* "csrc/tokenizer/_pretok_c.pyx":109
  * 
  * 
  * cdef inline Py_ssize_t _spaces(Text* t, Py_ssize_t i, Py_ssize_t b, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4644,7 +4655,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__spaces(st
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":124
+/* "csrc/tokenizer/_pretok_c.pyx":125
  * 
  * 
  * cdef inline Py_ssize_t _contraction(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4659,7 +4670,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":127
+  /* "csrc/tokenizer/_pretok_c.pyx":128
  *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
  *     cdef Py_UCS4 f1, f2
  *     if t.cp[i] != 39 or i + 1 >= b:             # <<<<<<<<<<<<<<
@@ -4685,7 +4696,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":128
+    /* "csrc/tokenizer/_pretok_c.pyx":129
  *     cdef Py_UCS4 f1, f2
  *     if t.cp[i] != 39 or i + 1 >= b:
  *         return 0             # <<<<<<<<<<<<<<
@@ -4698,7 +4709,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":127
+    /* "csrc/tokenizer/_pretok_c.pyx":128
  *     """Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i: 0, 2 or 3."""
  *     cdef Py_UCS4 f1, f2
  *     if t.cp[i] != 39 or i + 1 >= b:             # <<<<<<<<<<<<<<
@@ -4707,7 +4718,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":129
+  /* "csrc/tokenizer/_pretok_c.pyx":130
  *     if t.cp[i] != 39 or i + 1 >= b:
  *         return 0
  *     f1 = _fold(t.cp[i + 1])             # <<<<<<<<<<<<<<
@@ -4716,7 +4727,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
   __pyx_v_f1 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 1)]));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":130
+  /* "csrc/tokenizer/_pretok_c.pyx":131
  *         return 0
  *     f1 = _fold(t.cp[i + 1])
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -4729,7 +4740,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     case 0x6D:
     case 0x64:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":131
+    /* "csrc/tokenizer/_pretok_c.pyx":132
  *     f1 = _fold(t.cp[i + 1])
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
  *         return 2             # <<<<<<<<<<<<<<
@@ -4742,7 +4753,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":130
+    /* "csrc/tokenizer/_pretok_c.pyx":131
  *         return 0
  *     f1 = _fold(t.cp[i + 1])
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -4753,7 +4764,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     default: break;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":132
+  /* "csrc/tokenizer/_pretok_c.pyx":133
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
  *         return 2
  *     if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -4765,7 +4776,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":133
+    /* "csrc/tokenizer/_pretok_c.pyx":134
  *         return 2
  *     if i + 2 < b:
  *         f2 = _fold(t.cp[i + 2])             # <<<<<<<<<<<<<<
@@ -4774,7 +4785,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
     __pyx_v_f2 = __pyx_f_6benchc_9tokenizer_9_pretok_c__fold((__pyx_v_t->cp[(__pyx_v_i + 2)]));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":134
+    /* "csrc/tokenizer/_pretok_c.pyx":135
  *     if i + 2 < b:
  *         f2 = _fold(t.cp[i + 2])
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -4826,7 +4837,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":135
+      /* "csrc/tokenizer/_pretok_c.pyx":136
  *         f2 = _fold(t.cp[i + 2])
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
  *             return 3             # <<<<<<<<<<<<<<
@@ -4839,7 +4850,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":134
+      /* "csrc/tokenizer/_pretok_c.pyx":135
  *     if i + 2 < b:
  *         f2 = _fold(t.cp[i + 2])
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -4848,7 +4859,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":132
+    /* "csrc/tokenizer/_pretok_c.pyx":133
  *     if f1 == 115 or f1 == 116 or f1 == 109 or f1 == 100:  # s t m d
  *         return 2
  *     if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -4857,7 +4868,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":136
+  /* "csrc/tokenizer/_pretok_c.pyx":137
  *         if (f2 == 101 and (f1 == 114 or f1 == 118)) or (f1 == 108 and f2 == 108):  # re ve ll
  *             return 3
  *     return 0             # <<<<<<<<<<<<<<
@@ -4870,7 +4881,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":124
+  /* "csrc/tokenizer/_pretok_c.pyx":125
  * 
  * 
  * cdef inline Py_ssize_t _contraction(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -4885,7 +4896,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__contracti
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":139
+/* "csrc/tokenizer/_pretok_c.pyx":140
  * 
  * 
  * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
@@ -4902,7 +4913,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":143
+  /* "csrc/tokenizer/_pretok_c.pyx":144
  *     """(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LETTERS+|\\p{N}{1,max_digits}
  *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|(\\s++$)|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
@@ -4911,7 +4922,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":144
+  /* "csrc/tokenizer/_pretok_c.pyx":145
  *     | ?[^\\s LETTERS \\p{N}]+[\\r\\n]*|(\\s++$)|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i (always matches)."""
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -4920,7 +4931,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":145
+  /* "csrc/tokenizer/_pretok_c.pyx":146
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t not_other = SPACE | letters | NUMBER             # <<<<<<<<<<<<<<
@@ -4929,7 +4940,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_not_other = ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_v_letters) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":146
+  /* "csrc/tokenizer/_pretok_c.pyx":147
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t not_other = SPACE | letters | NUMBER
  *     cdef Py_ssize_t j = _contraction(t, i, b)             # <<<<<<<<<<<<<<
@@ -4938,7 +4949,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__contraction(__pyx_v_t, __pyx_v_i, __pyx_v_b);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":147
+  /* "csrc/tokenizer/_pretok_c.pyx":148
  *     cdef uint16_t not_other = SPACE | letters | NUMBER
  *     cdef Py_ssize_t j = _contraction(t, i, b)
  *     if j:             # <<<<<<<<<<<<<<
@@ -4950,7 +4961,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":148
+    /* "csrc/tokenizer/_pretok_c.pyx":149
  *     cdef Py_ssize_t j = _contraction(t, i, b)
  *     if j:
  *         return i + j             # <<<<<<<<<<<<<<
@@ -4963,7 +4974,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":147
+    /* "csrc/tokenizer/_pretok_c.pyx":148
  *     cdef uint16_t not_other = SPACE | letters | NUMBER
  *     cdef Py_ssize_t j = _contraction(t, i, b)
  *     if j:             # <<<<<<<<<<<<<<
@@ -4972,7 +4983,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":149
+  /* "csrc/tokenizer/_pretok_c.pyx":150
  *     if j:
  *         return i + j
  *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
@@ -4984,7 +4995,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":150
+    /* "csrc/tokenizer/_pretok_c.pyx":151
  *         return i + j
  *     if k & letters:  # letters, no prefix
  *         return _run(t.cl, i, b, letters)             # <<<<<<<<<<<<<<
@@ -4997,7 +5008,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":149
+    /* "csrc/tokenizer/_pretok_c.pyx":150
  *     if j:
  *         return i + j
  *     if k & letters:  # letters, no prefix             # <<<<<<<<<<<<<<
@@ -5006,7 +5017,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":151
+  /* "csrc/tokenizer/_pretok_c.pyx":152
  *     if k & letters:  # letters, no prefix
  *         return _run(t.cl, i, b, letters)
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
@@ -5052,7 +5063,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":152
+    /* "csrc/tokenizer/_pretok_c.pyx":153
  *         return _run(t.cl, i, b, letters)
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters             # <<<<<<<<<<<<<<
@@ -5065,7 +5076,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":151
+    /* "csrc/tokenizer/_pretok_c.pyx":152
  *     if k & letters:  # letters, no prefix
  *         return _run(t.cl, i, b, letters)
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:             # <<<<<<<<<<<<<<
@@ -5074,7 +5085,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":153
+  /* "csrc/tokenizer/_pretok_c.pyx":154
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -5086,7 +5097,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":154
+    /* "csrc/tokenizer/_pretok_c.pyx":155
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
  *     if k & NUMBER:
  *         return _digits(t, i, b, max_digits)             # <<<<<<<<<<<<<<
@@ -5099,7 +5110,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":153
+    /* "csrc/tokenizer/_pretok_c.pyx":154
  *     if not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b and t.cl[i + 1] & letters:
  *         return _run(t.cl, i + 1, b, letters)  # one prefix character, then letters
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -5108,7 +5119,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":155
+  /* "csrc/tokenizer/_pretok_c.pyx":156
  *     if k & NUMBER:
  *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
@@ -5144,7 +5155,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":156
+    /* "csrc/tokenizer/_pretok_c.pyx":157
  *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         j = i + 1  # " ?" then other characters             # <<<<<<<<<<<<<<
@@ -5153,7 +5164,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":157
+    /* "csrc/tokenizer/_pretok_c.pyx":158
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         j = i + 1  # " ?" then other characters
  *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
@@ -5180,7 +5191,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":158
+      /* "csrc/tokenizer/_pretok_c.pyx":159
  *         j = i + 1  # " ?" then other characters
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -5190,7 +5201,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":159
+    /* "csrc/tokenizer/_pretok_c.pyx":160
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1
  *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
@@ -5203,7 +5214,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":155
+    /* "csrc/tokenizer/_pretok_c.pyx":156
  *     if k & NUMBER:
  *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
@@ -5212,7 +5223,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":160
+  /* "csrc/tokenizer/_pretok_c.pyx":161
  *             j += 1
  *         return _newlines(t.cp, j, b)
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -5224,7 +5235,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":161
+    /* "csrc/tokenizer/_pretok_c.pyx":162
  *         return _newlines(t.cp, j, b)
  *     if not (k & not_other):
  *         j = i             # <<<<<<<<<<<<<<
@@ -5233,7 +5244,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
     __pyx_v_j = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":162
+    /* "csrc/tokenizer/_pretok_c.pyx":163
  *     if not (k & not_other):
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
@@ -5260,7 +5271,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":163
+      /* "csrc/tokenizer/_pretok_c.pyx":164
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -5270,7 +5281,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":164
+    /* "csrc/tokenizer/_pretok_c.pyx":165
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1
  *         return _newlines(t.cp, j, b)             # <<<<<<<<<<<<<<
@@ -5283,7 +5294,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":160
+    /* "csrc/tokenizer/_pretok_c.pyx":161
  *             j += 1
  *         return _newlines(t.cp, j, b)
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -5292,7 +5303,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":165
+  /* "csrc/tokenizer/_pretok_c.pyx":166
  *             j += 1
  *         return _newlines(t.cp, j, b)
  *     return _spaces(t, i, b, to_end)             # <<<<<<<<<<<<<<
@@ -5305,7 +5316,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":139
+  /* "csrc/tokenizer/_pretok_c.pyx":140
  * 
  * 
  * cdef inline Py_ssize_t _cl100k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits,             # <<<<<<<<<<<<<<
@@ -5322,7 +5333,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":168
+/* "csrc/tokenizer/_pretok_c.pyx":169
  * 
  * 
  * cdef inline Py_ssize_t _gpt2_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5341,7 +5352,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   int __pyx_t_2;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":171
+  /* "csrc/tokenizer/_pretok_c.pyx":172
  *     """'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+ at i
  *     (always matches; the contractions are case-sensitive)."""
  *     cdef Py_UCS4 c = t.cp[i], c1, c2             # <<<<<<<<<<<<<<
@@ -5350,7 +5361,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":172
+  /* "csrc/tokenizer/_pretok_c.pyx":173
  *     (always matches; the contractions are case-sensitive)."""
  *     cdef Py_UCS4 c = t.cp[i], c1, c2
  *     cdef uint16_t k = t.cl[i], k1             # <<<<<<<<<<<<<<
@@ -5359,7 +5370,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":174
+  /* "csrc/tokenizer/_pretok_c.pyx":175
  *     cdef uint16_t k = t.cl[i], k1
  *     cdef Py_ssize_t j
  *     if c == 39 and i + 1 < b:             # <<<<<<<<<<<<<<
@@ -5385,7 +5396,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":175
+    /* "csrc/tokenizer/_pretok_c.pyx":176
  *     cdef Py_ssize_t j
  *     if c == 39 and i + 1 < b:
  *         c1 = t.cp[i + 1]             # <<<<<<<<<<<<<<
@@ -5394,7 +5405,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_c1 = (__pyx_v_t->cp[(__pyx_v_i + 1)]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":176
+    /* "csrc/tokenizer/_pretok_c.pyx":177
  *     if c == 39 and i + 1 < b:
  *         c1 = t.cp[i + 1]
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -5407,7 +5418,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       case 0x6D:
       case 0x64:
 
-      /* "csrc/tokenizer/_pretok_c.pyx":177
+      /* "csrc/tokenizer/_pretok_c.pyx":178
  *         c1 = t.cp[i + 1]
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2             # <<<<<<<<<<<<<<
@@ -5420,7 +5431,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       }
       goto __pyx_L0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":176
+      /* "csrc/tokenizer/_pretok_c.pyx":177
  *     if c == 39 and i + 1 < b:
  *         c1 = t.cp[i + 1]
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d             # <<<<<<<<<<<<<<
@@ -5431,7 +5442,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       default: break;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":178
+    /* "csrc/tokenizer/_pretok_c.pyx":179
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
  *         if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -5443,7 +5454,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":179
+      /* "csrc/tokenizer/_pretok_c.pyx":180
  *             return i + 2
  *         if i + 2 < b:
  *             c2 = t.cp[i + 2]             # <<<<<<<<<<<<<<
@@ -5452,7 +5463,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
       __pyx_v_c2 = (__pyx_v_t->cp[(__pyx_v_i + 2)]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":180
+      /* "csrc/tokenizer/_pretok_c.pyx":181
  *         if i + 2 < b:
  *             c2 = t.cp[i + 2]
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -5504,7 +5515,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       if (__pyx_t_1) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":181
+        /* "csrc/tokenizer/_pretok_c.pyx":182
  *             c2 = t.cp[i + 2]
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3             # <<<<<<<<<<<<<<
@@ -5517,7 +5528,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
         }
         goto __pyx_L0;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":180
+        /* "csrc/tokenizer/_pretok_c.pyx":181
  *         if i + 2 < b:
  *             c2 = t.cp[i + 2]
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll             # <<<<<<<<<<<<<<
@@ -5526,7 +5537,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":178
+      /* "csrc/tokenizer/_pretok_c.pyx":179
  *         if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
  *             return i + 2
  *         if i + 2 < b:             # <<<<<<<<<<<<<<
@@ -5535,7 +5546,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":174
+    /* "csrc/tokenizer/_pretok_c.pyx":175
  *     cdef uint16_t k = t.cl[i], k1
  *     cdef Py_ssize_t j
  *     if c == 39 and i + 1 < b:             # <<<<<<<<<<<<<<
@@ -5544,7 +5555,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":182
+  /* "csrc/tokenizer/_pretok_c.pyx":183
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):             # <<<<<<<<<<<<<<
@@ -5580,7 +5591,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":183
+    /* "csrc/tokenizer/_pretok_c.pyx":184
  *                 return i + 3
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
  *         i += 1  # " ?" before a letter, digit or other run             # <<<<<<<<<<<<<<
@@ -5589,7 +5600,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_i = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":184
+    /* "csrc/tokenizer/_pretok_c.pyx":185
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):
  *         i += 1  # " ?" before a letter, digit or other run
  *         k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -5598,7 +5609,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":182
+    /* "csrc/tokenizer/_pretok_c.pyx":183
  *             if (c2 == 101 and (c1 == 114 or c1 == 118)) or (c1 == 108 and c2 == 108):  # re ve ll
  *                 return i + 3
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & SPACE):             # <<<<<<<<<<<<<<
@@ -5607,7 +5618,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":185
+  /* "csrc/tokenizer/_pretok_c.pyx":186
  *         i += 1  # " ?" before a letter, digit or other run
  *         k = t.cl[i]
  *     if k & LETTER:             # <<<<<<<<<<<<<<
@@ -5619,7 +5630,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":186
+    /* "csrc/tokenizer/_pretok_c.pyx":187
  *         k = t.cl[i]
  *     if k & LETTER:
  *         return _run(t.cl, i, b, LETTER)             # <<<<<<<<<<<<<<
@@ -5632,7 +5643,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":185
+    /* "csrc/tokenizer/_pretok_c.pyx":186
  *         i += 1  # " ?" before a letter, digit or other run
  *         k = t.cl[i]
  *     if k & LETTER:             # <<<<<<<<<<<<<<
@@ -5641,7 +5652,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":187
+  /* "csrc/tokenizer/_pretok_c.pyx":188
  *     if k & LETTER:
  *         return _run(t.cl, i, b, LETTER)
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -5653,7 +5664,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":188
+    /* "csrc/tokenizer/_pretok_c.pyx":189
  *         return _run(t.cl, i, b, LETTER)
  *     if k & NUMBER:
  *         return _run(t.cl, i, b, NUMBER)             # <<<<<<<<<<<<<<
@@ -5666,7 +5677,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":187
+    /* "csrc/tokenizer/_pretok_c.pyx":188
  *     if k & LETTER:
  *         return _run(t.cl, i, b, LETTER)
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -5675,7 +5686,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":189
+  /* "csrc/tokenizer/_pretok_c.pyx":190
  *     if k & NUMBER:
  *         return _run(t.cl, i, b, NUMBER)
  *     if not (k & SPACE):             # <<<<<<<<<<<<<<
@@ -5687,7 +5698,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":190
+    /* "csrc/tokenizer/_pretok_c.pyx":191
  *         return _run(t.cl, i, b, NUMBER)
  *     if not (k & SPACE):
  *         j = i             # <<<<<<<<<<<<<<
@@ -5696,7 +5707,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
     __pyx_v_j = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":191
+    /* "csrc/tokenizer/_pretok_c.pyx":192
  *     if not (k & SPACE):
  *         j = i
  *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):             # <<<<<<<<<<<<<<
@@ -5723,7 +5734,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":192
+      /* "csrc/tokenizer/_pretok_c.pyx":193
  *         j = i
  *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -5733,7 +5744,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":193
+    /* "csrc/tokenizer/_pretok_c.pyx":194
  *         while j < b and not (t.cl[j] & (SPACE | LETTER | NUMBER)):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -5746,7 +5757,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":189
+    /* "csrc/tokenizer/_pretok_c.pyx":190
  *     if k & NUMBER:
  *         return _run(t.cl, i, b, NUMBER)
  *     if not (k & SPACE):             # <<<<<<<<<<<<<<
@@ -5755,7 +5766,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":194
+  /* "csrc/tokenizer/_pretok_c.pyx":195
  *             j += 1
  *         return j
  *     j = _run(t.cl, i, b, SPACE)             # <<<<<<<<<<<<<<
@@ -5764,7 +5775,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   __pyx_v_j = __pyx_f_6benchc_9tokenizer_9_pretok_c__run(__pyx_v_t->cl, __pyx_v_i, __pyx_v_b, __pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":195
+  /* "csrc/tokenizer/_pretok_c.pyx":196
  *         return j
  *     j = _run(t.cl, i, b, SPACE)
  *     if j == b or j - i == 1:             # <<<<<<<<<<<<<<
@@ -5790,7 +5801,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":196
+    /* "csrc/tokenizer/_pretok_c.pyx":197
  *     j = _run(t.cl, i, b, SPACE)
  *     if j == b or j - i == 1:
  *         return j             # <<<<<<<<<<<<<<
@@ -5803,7 +5814,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":195
+    /* "csrc/tokenizer/_pretok_c.pyx":196
  *         return j
  *     j = _run(t.cl, i, b, SPACE)
  *     if j == b or j - i == 1:             # <<<<<<<<<<<<<<
@@ -5812,7 +5823,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":197
+  /* "csrc/tokenizer/_pretok_c.pyx":198
  *     if j == b or j - i == 1:
  *         return j
  *     return j - 1  # (?!\\S): leave the last space to what follows             # <<<<<<<<<<<<<<
@@ -5825,7 +5836,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":168
+  /* "csrc/tokenizer/_pretok_c.pyx":169
  * 
  * 
  * cdef inline Py_ssize_t _gpt2_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5844,7 +5855,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(s
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":200
+/* "csrc/tokenizer/_pretok_c.pyx":201
  * 
  * 
  * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5857,7 +5868,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __py
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":201
+  /* "csrc/tokenizer/_pretok_c.pyx":202
  * 
  * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:
  *     return (k & mask) != 0 and (k & excl) == 0             # <<<<<<<<<<<<<<
@@ -5885,7 +5896,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __py
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":200
+  /* "csrc/tokenizer/_pretok_c.pyx":201
  * 
  * 
  * cdef inline bint _in(uint16_t k, uint16_t mask, uint16_t excl) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -5898,7 +5909,7 @@ static CYTHON_INLINE int __pyx_f_6benchc_9tokenizer_9_pretok_c__in(uint16_t __py
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":204
+/* "csrc/tokenizer/_pretok_c.pyx":205
  * 
  * 
  * cdef inline Py_ssize_t _upper_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -5914,7 +5925,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   int __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":208
+  /* "csrc/tokenizer/_pretok_c.pyx":209
  *     """[UP]*[LO]+ at s, or -1. UP and LO overlap (Lm, Lo, marks): [UP]* takes the whole run,
  *     then gives characters back until [LO]+ can match, as the regex engine backtracks."""
  *     cdef Py_ssize_t r = s, e             # <<<<<<<<<<<<<<
@@ -5923,7 +5934,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
   __pyx_v_r = __pyx_v_s;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":209
+  /* "csrc/tokenizer/_pretok_c.pyx":210
  *     then gives characters back until [LO]+ can match, as the regex engine backtracks."""
  *     cdef Py_ssize_t r = s, e
  *     while r < b and _in(t.cl[r], up, excl):             # <<<<<<<<<<<<<<
@@ -5950,7 +5961,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":210
+    /* "csrc/tokenizer/_pretok_c.pyx":211
  *     cdef Py_ssize_t r = s, e
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1             # <<<<<<<<<<<<<<
@@ -5960,7 +5971,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
     __pyx_v_r = (__pyx_v_r + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":211
+  /* "csrc/tokenizer/_pretok_c.pyx":212
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
@@ -5986,7 +5997,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":212
+    /* "csrc/tokenizer/_pretok_c.pyx":213
  *         r += 1
  *     if r < b and _in(t.cl[r], lo, excl):
  *         e = r             # <<<<<<<<<<<<<<
@@ -5995,7 +6006,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
     __pyx_v_e = __pyx_v_r;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":213
+    /* "csrc/tokenizer/_pretok_c.pyx":214
  *     if r < b and _in(t.cl[r], lo, excl):
  *         e = r
  *         while e < b and _in(t.cl[e], lo, excl):             # <<<<<<<<<<<<<<
@@ -6022,7 +6033,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":214
+      /* "csrc/tokenizer/_pretok_c.pyx":215
  *         e = r
  *         while e < b and _in(t.cl[e], lo, excl):
  *             e += 1             # <<<<<<<<<<<<<<
@@ -6032,7 +6043,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
       __pyx_v_e = (__pyx_v_e + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":215
+    /* "csrc/tokenizer/_pretok_c.pyx":216
  *         while e < b and _in(t.cl[e], lo, excl):
  *             e += 1
  *         return e             # <<<<<<<<<<<<<<
@@ -6045,7 +6056,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":211
+    /* "csrc/tokenizer/_pretok_c.pyx":212
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
@@ -6054,7 +6065,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":216
+  /* "csrc/tokenizer/_pretok_c.pyx":217
  *             e += 1
  *         return e
  *     e = r - 1  # back off to the last character of the run that [LO]+ takes             # <<<<<<<<<<<<<<
@@ -6063,7 +6074,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 */
   __pyx_v_e = (__pyx_v_r - 1);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":217
+  /* "csrc/tokenizer/_pretok_c.pyx":218
  *         return e
  *     e = r - 1  # back off to the last character of the run that [LO]+ takes
  *     while e >= s and not _in(t.cl[e], lo, excl):             # <<<<<<<<<<<<<<
@@ -6090,7 +6101,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":218
+    /* "csrc/tokenizer/_pretok_c.pyx":219
  *     e = r - 1  # back off to the last character of the run that [LO]+ takes
  *     while e >= s and not _in(t.cl[e], lo, excl):
  *         e -= 1             # <<<<<<<<<<<<<<
@@ -6100,7 +6111,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
     __pyx_v_e = (__pyx_v_e - 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":219
+  /* "csrc/tokenizer/_pretok_c.pyx":220
  *     while e >= s and not _in(t.cl[e], lo, excl):
  *         e -= 1
  *     return e + 1 if e >= s else -1             # <<<<<<<<<<<<<<
@@ -6122,7 +6133,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":204
+  /* "csrc/tokenizer/_pretok_c.pyx":205
  * 
  * 
  * cdef inline Py_ssize_t _upper_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -6137,7 +6148,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_low
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":222
+/* "csrc/tokenizer/_pretok_c.pyx":223
  * 
  * 
  * cdef inline Py_ssize_t _upper_then_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -6151,7 +6162,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":225
+  /* "csrc/tokenizer/_pretok_c.pyx":226
  *                                           uint16_t excl) noexcept nogil:
  *     """[UP]+[LO]* at s, or -1."""
  *     cdef Py_ssize_t r = s             # <<<<<<<<<<<<<<
@@ -6160,7 +6171,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 */
   __pyx_v_r = __pyx_v_s;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":226
+  /* "csrc/tokenizer/_pretok_c.pyx":227
  *     """[UP]+[LO]* at s, or -1."""
  *     cdef Py_ssize_t r = s
  *     while r < b and _in(t.cl[r], up, excl):             # <<<<<<<<<<<<<<
@@ -6187,7 +6198,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":227
+    /* "csrc/tokenizer/_pretok_c.pyx":228
  *     cdef Py_ssize_t r = s
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1             # <<<<<<<<<<<<<<
@@ -6197,7 +6208,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
     __pyx_v_r = (__pyx_v_r + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":228
+  /* "csrc/tokenizer/_pretok_c.pyx":229
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r == s:             # <<<<<<<<<<<<<<
@@ -6209,7 +6220,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":229
+    /* "csrc/tokenizer/_pretok_c.pyx":230
  *         r += 1
  *     if r == s:
  *         return -1             # <<<<<<<<<<<<<<
@@ -6222,7 +6233,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":228
+    /* "csrc/tokenizer/_pretok_c.pyx":229
  *     while r < b and _in(t.cl[r], up, excl):
  *         r += 1
  *     if r == s:             # <<<<<<<<<<<<<<
@@ -6231,7 +6242,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":230
+  /* "csrc/tokenizer/_pretok_c.pyx":231
  *     if r == s:
  *         return -1
  *     while r < b and _in(t.cl[r], lo, excl):             # <<<<<<<<<<<<<<
@@ -6258,7 +6269,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":231
+    /* "csrc/tokenizer/_pretok_c.pyx":232
  *         return -1
  *     while r < b and _in(t.cl[r], lo, excl):
  *         r += 1             # <<<<<<<<<<<<<<
@@ -6268,7 +6279,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
     __pyx_v_r = (__pyx_v_r + 1);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":232
+  /* "csrc/tokenizer/_pretok_c.pyx":233
  *     while r < b and _in(t.cl[r], lo, excl):
  *         r += 1
  *     return r             # <<<<<<<<<<<<<<
@@ -6281,7 +6292,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":222
+  /* "csrc/tokenizer/_pretok_c.pyx":223
  * 
  * 
  * cdef inline Py_ssize_t _upper_then_lower(Text* t, Py_ssize_t s, Py_ssize_t b, uint16_t up, uint16_t lo,             # <<<<<<<<<<<<<<
@@ -6295,7 +6306,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_the
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":235
+/* "csrc/tokenizer/_pretok_c.pyx":236
  * 
  * 
  * cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits, bint contractions,             # <<<<<<<<<<<<<<
@@ -6320,7 +6331,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   Py_ssize_t __pyx_t_4;
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":242
+  /* "csrc/tokenizer/_pretok_c.pyx":243
  *     (always matches); UP = [\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}], LO = [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}],
  *     both without Han when han."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
@@ -6329,7 +6340,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":243
+  /* "csrc/tokenizer/_pretok_c.pyx":244
  *     both without Han when han."""
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -6338,7 +6349,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":244
+  /* "csrc/tokenizer/_pretok_c.pyx":245
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0             # <<<<<<<<<<<<<<
@@ -6356,7 +6367,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   }
   __pyx_v_excl = __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":245
+  /* "csrc/tokenizer/_pretok_c.pyx":246
  *     cdef uint16_t k = t.cl[i]
  *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
  *     cdef uint16_t not_other = SPACE | LETTER | NUMBER             # <<<<<<<<<<<<<<
@@ -6365,7 +6376,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_not_other = ((__pyx_e_6benchc_9tokenizer_9_pretok_c_SPACE | __pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER) | __pyx_e_6benchc_9tokenizer_9_pretok_c_NUMBER);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":246
+  /* "csrc/tokenizer/_pretok_c.pyx":247
  *     cdef uint16_t up = UPPER | MARK, lo = LOWER | MARK, excl = HAN if han else 0
  *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b             # <<<<<<<<<<<<<<
@@ -6400,7 +6411,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   __pyx_L3_bool_binop_done:;
   __pyx_v_prefix = __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":247
+  /* "csrc/tokenizer/_pretok_c.pyx":248
  *     cdef uint16_t not_other = SPACE | LETTER | NUMBER
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
  *     cdef Py_ssize_t e = -1, j             # <<<<<<<<<<<<<<
@@ -6409,7 +6420,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   __pyx_v_e = -1L;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":248
+  /* "csrc/tokenizer/_pretok_c.pyx":249
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
  *     cdef Py_ssize_t e = -1, j
  *     if han and k & HAN:             # <<<<<<<<<<<<<<
@@ -6431,7 +6442,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":249
+    /* "csrc/tokenizer/_pretok_c.pyx":250
  *     cdef Py_ssize_t e = -1, j
  *     if han and k & HAN:
  *         return _run(t.cl, i, b, HAN)             # <<<<<<<<<<<<<<
@@ -6444,7 +6455,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":248
+    /* "csrc/tokenizer/_pretok_c.pyx":249
  *     cdef bint prefix = not _nl(c) and not (k & (LETTER | NUMBER)) and i + 1 < b
  *     cdef Py_ssize_t e = -1, j
  *     if han and k & HAN:             # <<<<<<<<<<<<<<
@@ -6453,7 +6464,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":251
+  /* "csrc/tokenizer/_pretok_c.pyx":252
  *         return _run(t.cl, i, b, HAN)
  *     # each word alternative: with the one-character prefix first, then without it
  *     if prefix:             # <<<<<<<<<<<<<<
@@ -6462,7 +6473,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   if (__pyx_v_prefix) {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":252
+    /* "csrc/tokenizer/_pretok_c.pyx":253
  *     # each word alternative: with the one-character prefix first, then without it
  *     if prefix:
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6471,7 +6482,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(__pyx_v_t, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":251
+    /* "csrc/tokenizer/_pretok_c.pyx":252
  *         return _run(t.cl, i, b, HAN)
  *     # each word alternative: with the one-character prefix first, then without it
  *     if prefix:             # <<<<<<<<<<<<<<
@@ -6480,7 +6491,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":253
+  /* "csrc/tokenizer/_pretok_c.pyx":254
  *     if prefix:
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6492,7 +6503,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":254
+    /* "csrc/tokenizer/_pretok_c.pyx":255
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:
  *         e = _upper_lower(t, i, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6501,7 +6512,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_lower(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":253
+    /* "csrc/tokenizer/_pretok_c.pyx":254
  *     if prefix:
  *         e = _upper_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6510,7 +6521,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":255
+  /* "csrc/tokenizer/_pretok_c.pyx":256
  *     if e < 0:
  *         e = _upper_lower(t, i, b, up, lo, excl)
  *     if e < 0 and prefix:             # <<<<<<<<<<<<<<
@@ -6533,7 +6544,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":256
+    /* "csrc/tokenizer/_pretok_c.pyx":257
  *         e = _upper_lower(t, i, b, up, lo, excl)
  *     if e < 0 and prefix:
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6542,7 +6553,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(__pyx_v_t, (__pyx_v_i + 1), __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":255
+    /* "csrc/tokenizer/_pretok_c.pyx":256
  *     if e < 0:
  *         e = _upper_lower(t, i, b, up, lo, excl)
  *     if e < 0 and prefix:             # <<<<<<<<<<<<<<
@@ -6551,7 +6562,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":257
+  /* "csrc/tokenizer/_pretok_c.pyx":258
  *     if e < 0 and prefix:
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6563,7 +6574,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":258
+    /* "csrc/tokenizer/_pretok_c.pyx":259
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:
  *         e = _upper_then_lower(t, i, b, up, lo, excl)             # <<<<<<<<<<<<<<
@@ -6572,7 +6583,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__upper_then_lower(__pyx_v_t, __pyx_v_i, __pyx_v_b, __pyx_v_up, __pyx_v_lo, __pyx_v_excl);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":257
+    /* "csrc/tokenizer/_pretok_c.pyx":258
  *     if e < 0 and prefix:
  *         e = _upper_then_lower(t, i + 1, b, up, lo, excl)
  *     if e < 0:             # <<<<<<<<<<<<<<
@@ -6581,7 +6592,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":259
+  /* "csrc/tokenizer/_pretok_c.pyx":260
  *     if e < 0:
  *         e = _upper_then_lower(t, i, b, up, lo, excl)
  *     if e >= 0:             # <<<<<<<<<<<<<<
@@ -6593,7 +6604,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":260
+    /* "csrc/tokenizer/_pretok_c.pyx":261
  *         e = _upper_then_lower(t, i, b, up, lo, excl)
  *     if e >= 0:
  *         return e + _contraction(t, e, b) if contractions else e             # <<<<<<<<<<<<<<
@@ -6612,7 +6623,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":259
+    /* "csrc/tokenizer/_pretok_c.pyx":260
  *     if e < 0:
  *         e = _upper_then_lower(t, i, b, up, lo, excl)
  *     if e >= 0:             # <<<<<<<<<<<<<<
@@ -6621,7 +6632,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":261
+  /* "csrc/tokenizer/_pretok_c.pyx":262
  *     if e >= 0:
  *         return e + _contraction(t, e, b) if contractions else e
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -6633,7 +6644,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":262
+    /* "csrc/tokenizer/_pretok_c.pyx":263
  *         return e + _contraction(t, e, b) if contractions else e
  *     if k & NUMBER:
  *         return _digits(t, i, b, max_digits)             # <<<<<<<<<<<<<<
@@ -6646,7 +6657,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":261
+    /* "csrc/tokenizer/_pretok_c.pyx":262
  *     if e >= 0:
  *         return e + _contraction(t, e, b) if contractions else e
  *     if k & NUMBER:             # <<<<<<<<<<<<<<
@@ -6655,7 +6666,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":263
+  /* "csrc/tokenizer/_pretok_c.pyx":264
  *     if k & NUMBER:
  *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
@@ -6691,7 +6702,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":264
+    /* "csrc/tokenizer/_pretok_c.pyx":265
  *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         i += 1  # " ?" then other characters             # <<<<<<<<<<<<<<
@@ -6700,7 +6711,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_i = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":265
+    /* "csrc/tokenizer/_pretok_c.pyx":266
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -6709,7 +6720,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":263
+    /* "csrc/tokenizer/_pretok_c.pyx":264
  *     if k & NUMBER:
  *         return _digits(t, i, b, max_digits)
  *     if c == 32 and i + 1 < b and not (t.cl[i + 1] & not_other):             # <<<<<<<<<<<<<<
@@ -6718,7 +6729,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":266
+  /* "csrc/tokenizer/_pretok_c.pyx":267
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -6730,7 +6741,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":267
+    /* "csrc/tokenizer/_pretok_c.pyx":268
  *         k = t.cl[i]
  *     if not (k & not_other):
  *         j = i             # <<<<<<<<<<<<<<
@@ -6739,7 +6750,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
     __pyx_v_j = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":268
+    /* "csrc/tokenizer/_pretok_c.pyx":269
  *     if not (k & not_other):
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):             # <<<<<<<<<<<<<<
@@ -6766,7 +6777,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
       if (!__pyx_t_2) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":269
+      /* "csrc/tokenizer/_pretok_c.pyx":270
  *         j = i
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -6776,7 +6787,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":270
+    /* "csrc/tokenizer/_pretok_c.pyx":271
  *         while j < b and not (t.cl[j] & not_other):
  *             j += 1
  *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):             # <<<<<<<<<<<<<<
@@ -6819,7 +6830,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 
       if (!__pyx_t_2) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":271
+      /* "csrc/tokenizer/_pretok_c.pyx":272
  *             j += 1
  *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -6829,7 +6840,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":272
+    /* "csrc/tokenizer/_pretok_c.pyx":273
  *         while j < b and (_nl(t.cp[j]) or (slash and t.cp[j] == 47)):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -6842,7 +6853,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":266
+    /* "csrc/tokenizer/_pretok_c.pyx":267
  *         i += 1  # " ?" then other characters
  *         k = t.cl[i]
  *     if not (k & not_other):             # <<<<<<<<<<<<<<
@@ -6851,7 +6862,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":273
+  /* "csrc/tokenizer/_pretok_c.pyx":274
  *             j += 1
  *         return j
  *     return _spaces(t, i, b, False)             # <<<<<<<<<<<<<<
@@ -6864,7 +6875,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":235
+  /* "csrc/tokenizer/_pretok_c.pyx":236
  * 
  * 
  * cdef inline Py_ssize_t _o200k_at(Text* t, Py_ssize_t i, Py_ssize_t b, int max_digits, bint contractions,             # <<<<<<<<<<<<<<
@@ -6887,7 +6898,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":276
+/* "csrc/tokenizer/_pretok_c.pyx":277
  * 
  * 
  * cdef inline Py_ssize_t _deepseek_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -6903,7 +6914,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":279
+  /* "csrc/tokenizer/_pretok_c.pyx":280
  *     """[ASCII punctuation][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+
  *     | ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i, or -1 (no match)."""
  *     cdef Py_UCS4 c = t.cp[i]             # <<<<<<<<<<<<<<
@@ -6912,7 +6923,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   __pyx_v_c = (__pyx_v_t->cp[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":280
+  /* "csrc/tokenizer/_pretok_c.pyx":281
  *     | ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+ at i, or -1 (no match)."""
  *     cdef Py_UCS4 c = t.cp[i]
  *     cdef uint16_t k = t.cl[i]             # <<<<<<<<<<<<<<
@@ -6921,7 +6932,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   __pyx_v_k = (__pyx_v_t->cl[__pyx_v_i]);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":282
+  /* "csrc/tokenizer/_pretok_c.pyx":283
  *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):             # <<<<<<<<<<<<<<
@@ -6957,7 +6968,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":283
+    /* "csrc/tokenizer/_pretok_c.pyx":284
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
  *         j = i + 1             # <<<<<<<<<<<<<<
@@ -6966,7 +6977,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":284
+    /* "csrc/tokenizer/_pretok_c.pyx":285
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):
  *         j = i + 1
  *         while j < b and _ascii_alpha(t.cp[j]):             # <<<<<<<<<<<<<<
@@ -6993,7 +7004,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":285
+      /* "csrc/tokenizer/_pretok_c.pyx":286
  *         j = i + 1
  *         while j < b and _ascii_alpha(t.cp[j]):
  *             j += 1             # <<<<<<<<<<<<<<
@@ -7003,7 +7014,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
       __pyx_v_j = (__pyx_v_j + 1);
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":286
+    /* "csrc/tokenizer/_pretok_c.pyx":287
  *         while j < b and _ascii_alpha(t.cp[j]):
  *             j += 1
  *         return j             # <<<<<<<<<<<<<<
@@ -7016,7 +7027,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":282
+    /* "csrc/tokenizer/_pretok_c.pyx":283
  *     cdef uint16_t k = t.cl[i]
  *     cdef Py_ssize_t j
  *     if _ascii_punct(c) and i + 1 < b and _ascii_alpha(t.cp[i + 1]):             # <<<<<<<<<<<<<<
@@ -7025,7 +7036,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":287
+  /* "csrc/tokenizer/_pretok_c.pyx":288
  *             j += 1
  *         return j
  *     if k & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -7037,7 +7048,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":288
+    /* "csrc/tokenizer/_pretok_c.pyx":289
  *         return j
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)             # <<<<<<<<<<<<<<
@@ -7050,7 +7061,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":287
+    /* "csrc/tokenizer/_pretok_c.pyx":288
  *             j += 1
  *         return j
  *     if k & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -7059,7 +7070,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":289
+  /* "csrc/tokenizer/_pretok_c.pyx":290
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -7105,7 +7116,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":290
+    /* "csrc/tokenizer/_pretok_c.pyx":291
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)             # <<<<<<<<<<<<<<
@@ -7118,7 +7129,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":289
+    /* "csrc/tokenizer/_pretok_c.pyx":290
  *     if k & (LETTER | MARK):
  *         return _run(t.cl, i, b, LETTER | MARK)
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):             # <<<<<<<<<<<<<<
@@ -7127,7 +7138,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":291
+  /* "csrc/tokenizer/_pretok_c.pyx":292
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7163,7 +7174,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":292
+    /* "csrc/tokenizer/_pretok_c.pyx":293
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)             # <<<<<<<<<<<<<<
@@ -7176,7 +7187,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":291
+    /* "csrc/tokenizer/_pretok_c.pyx":292
  *     if not _nl(c) and not (k & (LETTER | PUNCT | SYMBOL)) and i + 1 < b and t.cl[i + 1] & (LETTER | MARK):
  *         return _run(t.cl, i + 1, b, LETTER | MARK)
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7185,7 +7196,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":293
+  /* "csrc/tokenizer/_pretok_c.pyx":294
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7197,7 +7208,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":294
+    /* "csrc/tokenizer/_pretok_c.pyx":295
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)             # <<<<<<<<<<<<<<
@@ -7210,7 +7221,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":293
+    /* "csrc/tokenizer/_pretok_c.pyx":294
  *     if c == 32 and i + 1 < b and t.cl[i + 1] & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i + 1, b, PUNCT | SYMBOL), b)
  *     if k & (PUNCT | SYMBOL):             # <<<<<<<<<<<<<<
@@ -7219,7 +7230,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":295
+  /* "csrc/tokenizer/_pretok_c.pyx":296
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:             # <<<<<<<<<<<<<<
@@ -7231,7 +7242,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":296
+    /* "csrc/tokenizer/_pretok_c.pyx":297
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:
  *         return _spaces(t, i, b, False)             # <<<<<<<<<<<<<<
@@ -7244,7 +7255,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":295
+    /* "csrc/tokenizer/_pretok_c.pyx":296
  *     if k & (PUNCT | SYMBOL):
  *         return _newlines(t.cp, _run(t.cl, i, b, PUNCT | SYMBOL), b)
  *     if k & SPACE:             # <<<<<<<<<<<<<<
@@ -7253,7 +7264,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":297
+  /* "csrc/tokenizer/_pretok_c.pyx":298
  *     if k & SPACE:
  *         return _spaces(t, i, b, False)
  *     return -1             # <<<<<<<<<<<<<<
@@ -7266,7 +7277,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":276
+  /* "csrc/tokenizer/_pretok_c.pyx":277
  * 
  * 
  * cdef inline Py_ssize_t _deepseek_at(Text* t, Py_ssize_t i, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7282,7 +7293,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":300
+/* "csrc/tokenizer/_pretok_c.pyx":301
  * 
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7292,7 +7303,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_
 
 static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t, Py_ssize_t __pyx_v_end) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":301
+  /* "csrc/tokenizer/_pretok_c.pyx":302
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:
  *     t.ends[t.npieces] = end             # <<<<<<<<<<<<<<
@@ -7301,7 +7312,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
 */
   (__pyx_v_t->ends[__pyx_v_t->npieces]) = __pyx_v_end;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":302
+  /* "csrc/tokenizer/_pretok_c.pyx":303
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:
  *     t.ends[t.npieces] = end
  *     t.npieces += 1             # <<<<<<<<<<<<<<
@@ -7310,7 +7321,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
 */
   __pyx_v_t->npieces = (__pyx_v_t->npieces + 1);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":300
+  /* "csrc/tokenizer/_pretok_c.pyx":301
  * 
  * 
  * cdef inline void _emit(Text* t, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7321,7 +7332,7 @@ static CYTHON_INLINE void __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(struct __p
   /* function exit code */
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":305
+/* "csrc/tokenizer/_pretok_c.pyx":306
  * 
  * 
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7333,7 +7344,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":306
+  /* "csrc/tokenizer/_pretok_c.pyx":307
  * 
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
@@ -7342,7 +7353,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":307
+  /* "csrc/tokenizer/_pretok_c.pyx":308
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7355,7 +7366,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":308
+    /* "csrc/tokenizer/_pretok_c.pyx":309
  *     cdef Py_ssize_t i = 0
  *     while i < n:
  *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)             # <<<<<<<<<<<<<<
@@ -7364,7 +7375,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 */
     __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__cl100k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_letters, __pyx_v_to_end);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":309
+    /* "csrc/tokenizer/_pretok_c.pyx":310
  *     while i < n:
  *         i = _cl100k_at(t, i, n, max_digits, letters, to_end)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7374,7 +7385,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":305
+  /* "csrc/tokenizer/_pretok_c.pyx":306
  * 
  * 
  * cdef void _scan_cl100k(Text* t, Py_ssize_t n, int max_digits, uint16_t letters, bint to_end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7386,7 +7397,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(struct __pyx_t_6b
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":312
+/* "csrc/tokenizer/_pretok_c.pyx":313
  * 
  * 
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7398,7 +7409,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":313
+  /* "csrc/tokenizer/_pretok_c.pyx":314
  * 
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
@@ -7407,7 +7418,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":314
+  /* "csrc/tokenizer/_pretok_c.pyx":315
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7420,7 +7431,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":315
+    /* "csrc/tokenizer/_pretok_c.pyx":316
  *     cdef Py_ssize_t i = 0
  *     while i < n:
  *         i = _gpt2_at(t, i, n)             # <<<<<<<<<<<<<<
@@ -7429,7 +7440,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 */
     __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__gpt2_at(__pyx_v_t, __pyx_v_i, __pyx_v_n);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":316
+    /* "csrc/tokenizer/_pretok_c.pyx":317
  *     while i < n:
  *         i = _gpt2_at(t, i, n)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7439,7 +7450,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":312
+  /* "csrc/tokenizer/_pretok_c.pyx":313
  * 
  * 
  * cdef void _scan_gpt2(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7451,7 +7462,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(struct __pyx_t_6ben
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":319
+/* "csrc/tokenizer/_pretok_c.pyx":320
  * 
  * 
  * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,             # <<<<<<<<<<<<<<
@@ -7463,7 +7474,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
   Py_ssize_t __pyx_v_i;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":321
+  /* "csrc/tokenizer/_pretok_c.pyx":322
  * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,
  *                       bint han) noexcept nogil:
  *     cdef Py_ssize_t i = 0             # <<<<<<<<<<<<<<
@@ -7472,7 +7483,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":322
+  /* "csrc/tokenizer/_pretok_c.pyx":323
  *                       bint han) noexcept nogil:
  *     cdef Py_ssize_t i = 0
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7485,7 +7496,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":323
+    /* "csrc/tokenizer/_pretok_c.pyx":324
  *     cdef Py_ssize_t i = 0
  *     while i < n:
  *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)             # <<<<<<<<<<<<<<
@@ -7494,7 +7505,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 */
     __pyx_v_i = __pyx_f_6benchc_9tokenizer_9_pretok_c__o200k_at(__pyx_v_t, __pyx_v_i, __pyx_v_n, __pyx_v_max_digits, __pyx_v_contractions, __pyx_v_slash, __pyx_v_han);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":324
+    /* "csrc/tokenizer/_pretok_c.pyx":325
  *     while i < n:
  *         i = _o200k_at(t, i, n, max_digits, contractions, slash, han)
  *         _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7504,7 +7515,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":319
+  /* "csrc/tokenizer/_pretok_c.pyx":320
  * 
  * 
  * cdef void _scan_o200k(Text* t, Py_ssize_t n, int max_digits, bint contractions, bint slash,             # <<<<<<<<<<<<<<
@@ -7516,7 +7527,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(struct __pyx_t_6be
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":327
+/* "csrc/tokenizer/_pretok_c.pyx":328
  * 
  * 
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7530,7 +7541,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
   int __pyx_v_gap;
   int __pyx_t_1;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":329
+  /* "csrc/tokenizer/_pretok_c.pyx":330
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
  *     # third Split: matches and the gaps between them are pieces
  *     cdef Py_ssize_t i = a, e             # <<<<<<<<<<<<<<
@@ -7539,7 +7550,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   __pyx_v_i = __pyx_v_a;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":330
+  /* "csrc/tokenizer/_pretok_c.pyx":331
  *     # third Split: matches and the gaps between them are pieces
  *     cdef Py_ssize_t i = a, e
  *     cdef bint gap = False             # <<<<<<<<<<<<<<
@@ -7548,7 +7559,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   __pyx_v_gap = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":331
+  /* "csrc/tokenizer/_pretok_c.pyx":332
  *     cdef Py_ssize_t i = a, e
  *     cdef bint gap = False
  *     while i < b:             # <<<<<<<<<<<<<<
@@ -7561,7 +7572,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":332
+    /* "csrc/tokenizer/_pretok_c.pyx":333
  *     cdef bint gap = False
  *     while i < b:
  *         e = _deepseek_at(t, i, b)             # <<<<<<<<<<<<<<
@@ -7570,7 +7581,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_v_e = __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_at(__pyx_v_t, __pyx_v_i, __pyx_v_b);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":333
+    /* "csrc/tokenizer/_pretok_c.pyx":334
  *     while i < b:
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:             # <<<<<<<<<<<<<<
@@ -7582,7 +7593,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":334
+      /* "csrc/tokenizer/_pretok_c.pyx":335
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:
  *             gap = True             # <<<<<<<<<<<<<<
@@ -7591,7 +7602,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_gap = 1;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":335
+      /* "csrc/tokenizer/_pretok_c.pyx":336
  *         if e < 0:
  *             gap = True
  *             i += 1             # <<<<<<<<<<<<<<
@@ -7600,7 +7611,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_i = (__pyx_v_i + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":336
+      /* "csrc/tokenizer/_pretok_c.pyx":337
  *             gap = True
  *             i += 1
  *             continue             # <<<<<<<<<<<<<<
@@ -7609,7 +7620,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       goto __pyx_L3_continue;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":333
+      /* "csrc/tokenizer/_pretok_c.pyx":334
  *     while i < b:
  *         e = _deepseek_at(t, i, b)
  *         if e < 0:             # <<<<<<<<<<<<<<
@@ -7618,7 +7629,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":337
+    /* "csrc/tokenizer/_pretok_c.pyx":338
  *             i += 1
  *             continue
  *         if gap:             # <<<<<<<<<<<<<<
@@ -7627,7 +7638,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     if (__pyx_v_gap) {
 
-      /* "csrc/tokenizer/_pretok_c.pyx":338
+      /* "csrc/tokenizer/_pretok_c.pyx":339
  *             continue
  *         if gap:
  *             _emit(t, i)             # <<<<<<<<<<<<<<
@@ -7636,7 +7647,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_i);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":339
+      /* "csrc/tokenizer/_pretok_c.pyx":340
  *         if gap:
  *             _emit(t, i)
  *             gap = False             # <<<<<<<<<<<<<<
@@ -7645,7 +7656,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
       __pyx_v_gap = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":337
+      /* "csrc/tokenizer/_pretok_c.pyx":338
  *             i += 1
  *             continue
  *         if gap:             # <<<<<<<<<<<<<<
@@ -7654,7 +7665,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":340
+    /* "csrc/tokenizer/_pretok_c.pyx":341
  *             _emit(t, i)
  *             gap = False
  *         _emit(t, e)             # <<<<<<<<<<<<<<
@@ -7663,7 +7674,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_e);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":341
+    /* "csrc/tokenizer/_pretok_c.pyx":342
  *             gap = False
  *         _emit(t, e)
  *         i = e             # <<<<<<<<<<<<<<
@@ -7674,7 +7685,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
     __pyx_L3_continue:;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":342
+  /* "csrc/tokenizer/_pretok_c.pyx":343
  *         _emit(t, e)
  *         i = e
  *     if gap:             # <<<<<<<<<<<<<<
@@ -7683,7 +7694,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   if (__pyx_v_gap) {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":343
+    /* "csrc/tokenizer/_pretok_c.pyx":344
  *         i = e
  *     if gap:
  *         _emit(t, b)             # <<<<<<<<<<<<<<
@@ -7692,7 +7703,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__emit(__pyx_v_t, __pyx_v_b);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":342
+    /* "csrc/tokenizer/_pretok_c.pyx":343
  *         _emit(t, e)
  *         i = e
  *     if gap:             # <<<<<<<<<<<<<<
@@ -7701,7 +7712,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":327
+  /* "csrc/tokenizer/_pretok_c.pyx":328
  * 
  * 
  * cdef void _deepseek_words(Text* t, Py_ssize_t a, Py_ssize_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7715,7 +7726,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(struct __pyx_t
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":346
+/* "csrc/tokenizer/_pretok_c.pyx":347
  * 
  * 
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7732,7 +7743,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":348
+  /* "csrc/tokenizer/_pretok_c.pyx":349
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:
  *     # first Split \p{N}{1,3}, then [---]+ within each piece, then the words
  *     cdef Py_ssize_t i = 0, j, p, q             # <<<<<<<<<<<<<<
@@ -7741,7 +7752,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
   __pyx_v_i = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":350
+  /* "csrc/tokenizer/_pretok_c.pyx":351
  *     cdef Py_ssize_t i = 0, j, p, q
  *     cdef bint cjk
  *     while i < n:             # <<<<<<<<<<<<<<
@@ -7754,7 +7765,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
     if (!__pyx_t_1) break;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":351
+    /* "csrc/tokenizer/_pretok_c.pyx":352
  *     cdef bint cjk
  *     while i < n:
  *         j = i + 1             # <<<<<<<<<<<<<<
@@ -7763,7 +7774,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
     __pyx_v_j = (__pyx_v_i + 1);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":352
+    /* "csrc/tokenizer/_pretok_c.pyx":353
  *     while i < n:
  *         j = i + 1
  *         if t.cl[i] & NUMBER:             # <<<<<<<<<<<<<<
@@ -7775,7 +7786,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     if (__pyx_t_1) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":353
+      /* "csrc/tokenizer/_pretok_c.pyx":354
  *         j = i + 1
  *         if t.cl[i] & NUMBER:
  *             while j < n and j - i < 3 and t.cl[j] & NUMBER:             # <<<<<<<<<<<<<<
@@ -7812,7 +7823,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":354
+        /* "csrc/tokenizer/_pretok_c.pyx":355
  *         if t.cl[i] & NUMBER:
  *             while j < n and j - i < 3 and t.cl[j] & NUMBER:
  *                 j += 1             # <<<<<<<<<<<<<<
@@ -7822,7 +7833,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
         __pyx_v_j = (__pyx_v_j + 1);
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":352
+      /* "csrc/tokenizer/_pretok_c.pyx":353
  *     while i < n:
  *         j = i + 1
  *         if t.cl[i] & NUMBER:             # <<<<<<<<<<<<<<
@@ -7832,7 +7843,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":356
+    /* "csrc/tokenizer/_pretok_c.pyx":357
  *                 j += 1
  *         else:
  *             while j < n and not (t.cl[j] & NUMBER):             # <<<<<<<<<<<<<<
@@ -7860,7 +7871,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":357
+        /* "csrc/tokenizer/_pretok_c.pyx":358
  *         else:
  *             while j < n and not (t.cl[j] & NUMBER):
  *                 j += 1             # <<<<<<<<<<<<<<
@@ -7872,7 +7883,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     }
     __pyx_L5:;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":358
+    /* "csrc/tokenizer/_pretok_c.pyx":359
  *             while j < n and not (t.cl[j] & NUMBER):
  *                 j += 1
  *         p = i             # <<<<<<<<<<<<<<
@@ -7881,7 +7892,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
     __pyx_v_p = __pyx_v_i;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":359
+    /* "csrc/tokenizer/_pretok_c.pyx":360
  *                 j += 1
  *         p = i
  *         while p < j:             # <<<<<<<<<<<<<<
@@ -7894,7 +7905,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
       if (!__pyx_t_1) break;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":360
+      /* "csrc/tokenizer/_pretok_c.pyx":361
  *         p = i
  *         while p < j:
  *             cjk = _cjk(t.cp[p])             # <<<<<<<<<<<<<<
@@ -7903,7 +7914,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_v_cjk = __pyx_f_6benchc_9tokenizer_9_pretok_c__cjk((__pyx_v_t->cp[__pyx_v_p]));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":361
+      /* "csrc/tokenizer/_pretok_c.pyx":362
  *         while p < j:
  *             cjk = _cjk(t.cp[p])
  *             q = p + 1             # <<<<<<<<<<<<<<
@@ -7912,7 +7923,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_v_q = (__pyx_v_p + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":362
+      /* "csrc/tokenizer/_pretok_c.pyx":363
  *             cjk = _cjk(t.cp[p])
  *             q = p + 1
  *             while q < j and _cjk(t.cp[q]) == cjk:             # <<<<<<<<<<<<<<
@@ -7939,7 +7950,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
         if (!__pyx_t_1) break;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":363
+        /* "csrc/tokenizer/_pretok_c.pyx":364
  *             q = p + 1
  *             while q < j and _cjk(t.cp[q]) == cjk:
  *                 q += 1             # <<<<<<<<<<<<<<
@@ -7949,7 +7960,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
         __pyx_v_q = (__pyx_v_q + 1);
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":364
+      /* "csrc/tokenizer/_pretok_c.pyx":365
  *             while q < j and _cjk(t.cp[q]) == cjk:
  *                 q += 1
  *             _deepseek_words(t, p, q)             # <<<<<<<<<<<<<<
@@ -7958,7 +7969,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 */
       __pyx_f_6benchc_9tokenizer_9_pretok_c__deepseek_words(__pyx_v_t, __pyx_v_p, __pyx_v_q);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":365
+      /* "csrc/tokenizer/_pretok_c.pyx":366
  *                 q += 1
  *             _deepseek_words(t, p, q)
  *             p = q             # <<<<<<<<<<<<<<
@@ -7968,7 +7979,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
       __pyx_v_p = __pyx_v_q;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":366
+    /* "csrc/tokenizer/_pretok_c.pyx":367
  *             _deepseek_words(t, p, q)
  *             p = q
  *         i = j             # <<<<<<<<<<<<<<
@@ -7978,7 +7989,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
     __pyx_v_i = __pyx_v_j;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":346
+  /* "csrc/tokenizer/_pretok_c.pyx":347
  * 
  * 
  * cdef void _scan_deepseek(Text* t, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -7994,7 +8005,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_deepseek(struct __pyx_t_
 
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":369
+/* "csrc/tokenizer/_pretok_c.pyx":370
  * 
  * 
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -8012,7 +8023,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   Py_ssize_t __pyx_t_3;
   int __pyx_t_4;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":371
+  /* "csrc/tokenizer/_pretok_c.pyx":372
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:
  *     """UTF-8 of cp[a:b]; a lone surrogate is written as `surrogatepass` writes it."""
  *     cdef Py_ssize_t n = 0, i             # <<<<<<<<<<<<<<
@@ -8021,7 +8032,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
   __pyx_v_n = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":373
+  /* "csrc/tokenizer/_pretok_c.pyx":374
  *     cdef Py_ssize_t n = 0, i
  *     cdef uint32_t c
  *     for i in range(a, b):             # <<<<<<<<<<<<<<
@@ -8035,7 +8046,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   for (__pyx_t_3 = __pyx_v_a; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":374
+    /* "csrc/tokenizer/_pretok_c.pyx":375
  *     cdef uint32_t c
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]             # <<<<<<<<<<<<<<
@@ -8044,7 +8055,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
     __pyx_v_c = ((uint32_t)(__pyx_v_cp[__pyx_v_i]));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":375
+    /* "csrc/tokenizer/_pretok_c.pyx":376
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:             # <<<<<<<<<<<<<<
@@ -8056,7 +8067,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":376
+      /* "csrc/tokenizer/_pretok_c.pyx":377
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:
  *             out[n] = <unsigned char>c             # <<<<<<<<<<<<<<
@@ -8065,7 +8076,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)__pyx_v_c);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":377
+      /* "csrc/tokenizer/_pretok_c.pyx":378
  *         if c < 0x80:
  *             out[n] = <unsigned char>c
  *             n += 1             # <<<<<<<<<<<<<<
@@ -8074,7 +8085,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 1);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":375
+      /* "csrc/tokenizer/_pretok_c.pyx":376
  *     for i in range(a, b):
  *         c = <uint32_t>cp[i]
  *         if c < 0x80:             # <<<<<<<<<<<<<<
@@ -8084,7 +8095,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":378
+    /* "csrc/tokenizer/_pretok_c.pyx":379
  *             out[n] = <unsigned char>c
  *             n += 1
  *         elif c < 0x800:             # <<<<<<<<<<<<<<
@@ -8096,7 +8107,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":379
+      /* "csrc/tokenizer/_pretok_c.pyx":380
  *             n += 1
  *         elif c < 0x800:
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))             # <<<<<<<<<<<<<<
@@ -8105,7 +8116,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xC0 | (__pyx_v_c >> 6)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":380
+      /* "csrc/tokenizer/_pretok_c.pyx":381
  *         elif c < 0x800:
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -8114,7 +8125,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":381
+      /* "csrc/tokenizer/_pretok_c.pyx":382
  *             out[n] = <unsigned char>(0xC0 | (c >> 6))
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2             # <<<<<<<<<<<<<<
@@ -8123,7 +8134,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 2);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":378
+      /* "csrc/tokenizer/_pretok_c.pyx":379
  *             out[n] = <unsigned char>c
  *             n += 1
  *         elif c < 0x800:             # <<<<<<<<<<<<<<
@@ -8133,7 +8144,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":382
+    /* "csrc/tokenizer/_pretok_c.pyx":383
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2
  *         elif c < 0x10000:             # <<<<<<<<<<<<<<
@@ -8145,7 +8156,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     if (__pyx_t_4) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":383
+      /* "csrc/tokenizer/_pretok_c.pyx":384
  *             n += 2
  *         elif c < 0x10000:
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))             # <<<<<<<<<<<<<<
@@ -8154,7 +8165,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xE0 | (__pyx_v_c >> 12)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":384
+      /* "csrc/tokenizer/_pretok_c.pyx":385
  *         elif c < 0x10000:
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))             # <<<<<<<<<<<<<<
@@ -8163,7 +8174,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 6) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":385
+      /* "csrc/tokenizer/_pretok_c.pyx":386
  *             out[n] = <unsigned char>(0xE0 | (c >> 12))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -8172,7 +8183,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 2)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":386
+      /* "csrc/tokenizer/_pretok_c.pyx":387
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 3             # <<<<<<<<<<<<<<
@@ -8181,7 +8192,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       __pyx_v_n = (__pyx_v_n + 3);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":382
+      /* "csrc/tokenizer/_pretok_c.pyx":383
  *             out[n + 1] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 2
  *         elif c < 0x10000:             # <<<<<<<<<<<<<<
@@ -8191,7 +8202,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
       goto __pyx_L5;
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":388
+    /* "csrc/tokenizer/_pretok_c.pyx":389
  *             n += 3
  *         else:
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))             # <<<<<<<<<<<<<<
@@ -8201,7 +8212,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
     /*else*/ {
       (__pyx_v_out[__pyx_v_n]) = ((unsigned char)(0xF0 | (__pyx_v_c >> 18)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":389
+      /* "csrc/tokenizer/_pretok_c.pyx":390
  *         else:
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))             # <<<<<<<<<<<<<<
@@ -8210,7 +8221,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 1)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 12) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":390
+      /* "csrc/tokenizer/_pretok_c.pyx":391
  *             out[n] = <unsigned char>(0xF0 | (c >> 18))
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))             # <<<<<<<<<<<<<<
@@ -8219,7 +8230,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 2)]) = ((unsigned char)(0x80 | ((__pyx_v_c >> 6) & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":391
+      /* "csrc/tokenizer/_pretok_c.pyx":392
  *             out[n + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))             # <<<<<<<<<<<<<<
@@ -8228,7 +8239,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
 */
       (__pyx_v_out[(__pyx_v_n + 3)]) = ((unsigned char)(0x80 | (__pyx_v_c & 0x3F)));
 
-      /* "csrc/tokenizer/_pretok_c.pyx":392
+      /* "csrc/tokenizer/_pretok_c.pyx":393
  *             out[n + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 4             # <<<<<<<<<<<<<<
@@ -8241,7 +8252,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":393
+  /* "csrc/tokenizer/_pretok_c.pyx":394
  *             out[n + 3] = <unsigned char>(0x80 | (c & 0x3F))
  *             n += 4
  *     return n             # <<<<<<<<<<<<<<
@@ -8254,7 +8265,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":369
+  /* "csrc/tokenizer/_pretok_c.pyx":370
  * 
  * 
  * cdef inline Py_ssize_t _utf8(const Py_UCS4* cp, Py_ssize_t a, Py_ssize_t b, unsigned char* out) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -8270,7 +8281,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(Py_U
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":406
+/* "csrc/tokenizer/_pretok_c.pyx":407
  *     cdef object _twin
  * 
  *     def __init__(self, patterns):             # <<<<<<<<<<<<<<
@@ -8316,32 +8327,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_patterns,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL_TPNEW(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 406, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 407, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 406, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 407, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 406, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "__init__", 0) < (0)) __PYX_ERR(0, 407, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, i); __PYX_ERR(0, 406, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, i); __PYX_ERR(0, 407, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL_TPNEW(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 406, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 407, __pyx_L3_error)
     }
     __pyx_v_patterns = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 406, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("__init__", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 407, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -8385,21 +8396,21 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__init__", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":407
+  /* "csrc/tokenizer/_pretok_c.pyx":408
  * 
  *     def __init__(self, patterns):
  *         self.patterns = tuple(patterns)             # <<<<<<<<<<<<<<
  *         self._twin = _pretok_py.Scanner(self.patterns)
  *         how = _patterns.KNOWN.get(self.patterns)
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_patterns); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 407, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_patterns); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 408, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_GIVEREF(__pyx_t_1);
   __Pyx_GOTREF(__pyx_v_self->patterns);
   __Pyx_DECREF_SET(__pyx_v_self->patterns, ((PyObject*)__pyx_t_1));
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":408
+  /* "csrc/tokenizer/_pretok_c.pyx":409
  *     def __init__(self, patterns):
  *         self.patterns = tuple(patterns)
  *         self._twin = _pretok_py.Scanner(self.patterns)             # <<<<<<<<<<<<<<
@@ -8407,9 +8418,9 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
  *         self.fast = how is not None
 */
   __pyx_t_2 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 408, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 409, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_Scanner); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 408, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_Scanner); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 409, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_5 = 1;
@@ -8429,7 +8440,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 408, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 409, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __Pyx_GIVEREF(__pyx_t_1);
@@ -8437,16 +8448,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __Pyx_DECREF_SET(__pyx_v_self->_twin, __pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":409
+  /* "csrc/tokenizer/_pretok_c.pyx":410
  *         self.patterns = tuple(patterns)
  *         self._twin = _pretok_py.Scanner(self.patterns)
  *         how = _patterns.KNOWN.get(self.patterns)             # <<<<<<<<<<<<<<
  *         self.fast = how is not None
  *         if how is None:
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_patterns_2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 409, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_patterns_2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 410, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_KNOWN); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 409, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_KNOWN); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 410, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_t_4 = __pyx_t_3;
@@ -8457,13 +8468,13 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_get, __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 409, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 410, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __pyx_v_how = __pyx_t_1;
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":410
+  /* "csrc/tokenizer/_pretok_c.pyx":411
  *         self._twin = _pretok_py.Scanner(self.patterns)
  *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None             # <<<<<<<<<<<<<<
@@ -8473,7 +8484,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   __pyx_t_6 = (__pyx_v_how != Py_None);
   __pyx_v_self->fast = __pyx_t_6;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":411
+  /* "csrc/tokenizer/_pretok_c.pyx":412
  *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
  *         if how is None:             # <<<<<<<<<<<<<<
@@ -8484,7 +8495,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":412
+    /* "csrc/tokenizer/_pretok_c.pyx":413
  *         self.fast = how is not None
  *         if how is None:
  *             return             # <<<<<<<<<<<<<<
@@ -8496,7 +8507,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":411
+    /* "csrc/tokenizer/_pretok_c.pyx":412
  *         how = _patterns.KNOWN.get(self.patterns)
  *         self.fast = how is not None
  *         if how is None:             # <<<<<<<<<<<<<<
@@ -8505,30 +8516,30 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":413
+  /* "csrc/tokenizer/_pretok_c.pyx":414
  *         if how is None:
  *             return
  *         _load_tables()             # <<<<<<<<<<<<<<
  *         if how[0] == "cl100k":
  *             self._family = CL100K
 */
-  __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 413, __pyx_L1_error)
+  __pyx_f_6benchc_9tokenizer_9_pretok_c__load_tables(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 414, __pyx_L1_error)
 
-  /* "csrc/tokenizer/_pretok_c.pyx":414
+  /* "csrc/tokenizer/_pretok_c.pyx":415
  *             return
  *         _load_tables()
  *         if how[0] == "cl100k":             # <<<<<<<<<<<<<<
  *             self._family = CL100K
  *             _, self._max_digits, marks, self._to_end = how
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 414, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 415, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_cl100k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 414, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_cl100k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 415, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":415
+    /* "csrc/tokenizer/_pretok_c.pyx":416
  *         _load_tables()
  *         if how[0] == "cl100k":
  *             self._family = CL100K             # <<<<<<<<<<<<<<
@@ -8537,7 +8548,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":416
+    /* "csrc/tokenizer/_pretok_c.pyx":417
  *         if how[0] == "cl100k":
  *             self._family = CL100K
  *             _, self._max_digits, marks, self._to_end = how             # <<<<<<<<<<<<<<
@@ -8550,7 +8561,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       if (unlikely(size != 4)) {
         if (size > 4) __Pyx_RaiseTooManyValuesError(4);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 416, __pyx_L1_error)
+        __PYX_ERR(0, 417, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -8564,16 +8575,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_INCREF(__pyx_t_2);
       } else {
         __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 416, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 417, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_1);
         __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 416, __pyx_L1_error)
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 417, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_3);
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 2, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 416, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 417, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 3, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 416, __pyx_L1_error)
+        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 417, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_2);
       }
       #else
@@ -8581,7 +8592,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         Py_ssize_t i;
         PyObject** temps[4] = {&__pyx_t_1,&__pyx_t_3,&__pyx_t_4,&__pyx_t_2};
         for (i=0; i < 4; i++) {
-          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 416, __pyx_L1_error)
+          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 417, __pyx_L1_error)
           __Pyx_GOTREF(item);
           *(temps[i]) = item;
         }
@@ -8590,7 +8601,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     } else {
       Py_ssize_t index = -1;
       PyObject** temps[4] = {&__pyx_t_1,&__pyx_t_3,&__pyx_t_4,&__pyx_t_2};
-      __pyx_t_7 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 416, __pyx_L1_error)
+      __pyx_t_7 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 417, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
       __pyx_t_8 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_7);
       for (index=0; index < 4; index++) {
@@ -8598,7 +8609,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_GOTREF(item);
         *(temps[index]) = item;
       }
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_7), 4) < (0)) __PYX_ERR(0, 416, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_7), 4) < (0)) __PYX_ERR(0, 417, __pyx_L1_error)
       __pyx_t_8 = NULL;
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       goto __pyx_L6_unpacking_done;
@@ -8606,12 +8617,12 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       __pyx_t_8 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 416, __pyx_L1_error)
+      __PYX_ERR(0, 417, __pyx_L1_error)
       __pyx_L6_unpacking_done:;
     }
-    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_3); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 416, __pyx_L1_error)
+    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_3); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 417, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_2); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 416, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_2); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 417, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
     __pyx_v__ = __pyx_t_1;
     __pyx_t_1 = 0;
@@ -8620,14 +8631,14 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_t_4 = 0;
     __pyx_v_self->_to_end = __pyx_t_6;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":417
+    /* "csrc/tokenizer/_pretok_c.pyx":418
  *             self._family = CL100K
  *             _, self._max_digits, marks, self._to_end = how
  *             self._letters = LETTER | MARK if marks else LETTER             # <<<<<<<<<<<<<<
  *         elif how[0] == "o200k":
  *             self._family = O200K
 */
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_v_marks); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 417, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_v_marks); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 418, __pyx_L1_error)
     if (__pyx_t_6) {
 
       __pyx_t_9 = (__pyx_e_6benchc_9tokenizer_9_pretok_c_LETTER | __pyx_e_6benchc_9tokenizer_9_pretok_c_MARK);
@@ -8638,7 +8649,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 
     __pyx_v_self->_letters = __pyx_t_9;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":414
+    /* "csrc/tokenizer/_pretok_c.pyx":415
  *             return
  *         _load_tables()
  *         if how[0] == "cl100k":             # <<<<<<<<<<<<<<
@@ -8648,21 +8659,21 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":418
+  /* "csrc/tokenizer/_pretok_c.pyx":419
  *             _, self._max_digits, marks, self._to_end = how
  *             self._letters = LETTER | MARK if marks else LETTER
  *         elif how[0] == "o200k":             # <<<<<<<<<<<<<<
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
 */
-  __pyx_t_2 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 418, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 419, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_o200k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 418, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_o200k, Py_EQ); if (unlikely((__pyx_t_6 < 0))) __PYX_ERR(0, 419, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   if (__pyx_t_6) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":419
+    /* "csrc/tokenizer/_pretok_c.pyx":420
  *             self._letters = LETTER | MARK if marks else LETTER
  *         elif how[0] == "o200k":
  *             self._family = O200K             # <<<<<<<<<<<<<<
@@ -8671,7 +8682,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":420
+    /* "csrc/tokenizer/_pretok_c.pyx":421
  *         elif how[0] == "o200k":
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how             # <<<<<<<<<<<<<<
@@ -8684,7 +8695,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       if (unlikely(size != 5)) {
         if (size > 5) __Pyx_RaiseTooManyValuesError(5);
         else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-        __PYX_ERR(0, 420, __pyx_L1_error)
+        __PYX_ERR(0, 421, __pyx_L1_error)
       }
       #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
       if (likely(PyTuple_CheckExact(sequence))) {
@@ -8700,19 +8711,19 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_INCREF(__pyx_t_7);
       } else {
         __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 420, __pyx_L1_error)
+        if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 421, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_2);
         __pyx_t_4 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 420, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 421, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_4);
         __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(sequence, 2, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 420, __pyx_L1_error)
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 421, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_3);
         __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(sequence, 3, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 420, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 421, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_1);
         __pyx_t_7 = __Pyx_PyList_GET_ITEM_REF(sequence, 4, __Pyx_ReferenceSharing_SharedReference);
-        if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 420, __pyx_L1_error)
+        if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 421, __pyx_L1_error)
         __Pyx_XGOTREF(__pyx_t_7);
       }
       #else
@@ -8720,7 +8731,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         Py_ssize_t i;
         PyObject** temps[5] = {&__pyx_t_2,&__pyx_t_4,&__pyx_t_3,&__pyx_t_1,&__pyx_t_7};
         for (i=0; i < 5; i++) {
-          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 420, __pyx_L1_error)
+          PyObject* item = __Pyx_PySequence_ITEM(sequence, i); if (unlikely(!item)) __PYX_ERR(0, 421, __pyx_L1_error)
           __Pyx_GOTREF(item);
           *(temps[i]) = item;
         }
@@ -8729,7 +8740,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     } else {
       Py_ssize_t index = -1;
       PyObject** temps[5] = {&__pyx_t_2,&__pyx_t_4,&__pyx_t_3,&__pyx_t_1,&__pyx_t_7};
-      __pyx_t_10 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 420, __pyx_L1_error)
+      __pyx_t_10 = PyObject_GetIter(__pyx_v_how); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 421, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_10);
       __pyx_t_8 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_10);
       for (index=0; index < 5; index++) {
@@ -8737,7 +8748,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
         __Pyx_GOTREF(item);
         *(temps[index]) = item;
       }
-      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_10), 5) < (0)) __PYX_ERR(0, 420, __pyx_L1_error)
+      if (__Pyx_IternextUnpackEndCheck(__pyx_t_8(__pyx_t_10), 5) < (0)) __PYX_ERR(0, 421, __pyx_L1_error)
       __pyx_t_8 = NULL;
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       goto __pyx_L8_unpacking_done;
@@ -8745,16 +8756,16 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __pyx_t_8 = NULL;
       if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-      __PYX_ERR(0, 420, __pyx_L1_error)
+      __PYX_ERR(0, 421, __pyx_L1_error)
       __pyx_L8_unpacking_done:;
     }
-    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
+    __pyx_t_9 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_9 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 421, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_3); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_IsTrue(__pyx_t_3); if (unlikely((__pyx_t_6 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 421, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __pyx_t_11 = __Pyx_PyObject_IsTrue(__pyx_t_1); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
+    __pyx_t_11 = __Pyx_PyObject_IsTrue(__pyx_t_1); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 421, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __pyx_t_12 = __Pyx_PyObject_IsTrue(__pyx_t_7); if (unlikely((__pyx_t_12 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 420, __pyx_L1_error)
+    __pyx_t_12 = __Pyx_PyObject_IsTrue(__pyx_t_7); if (unlikely((__pyx_t_12 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 421, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
     __pyx_v__ = __pyx_t_2;
     __pyx_t_2 = 0;
@@ -8763,7 +8774,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     __pyx_v_self->_slash = __pyx_t_11;
     __pyx_v_self->_han = __pyx_t_12;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":418
+    /* "csrc/tokenizer/_pretok_c.pyx":419
  *             _, self._max_digits, marks, self._to_end = how
  *             self._letters = LETTER | MARK if marks else LETTER
  *         elif how[0] == "o200k":             # <<<<<<<<<<<<<<
@@ -8773,21 +8784,21 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":421
+  /* "csrc/tokenizer/_pretok_c.pyx":422
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
  *         elif how[0] == "gpt2":             # <<<<<<<<<<<<<<
  *             self._family = GPT2
  *         else:
 */
-  __pyx_t_7 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 421, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_GetItemInt(__pyx_v_how, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 422, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_12 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_gpt2, Py_EQ); if (unlikely((__pyx_t_12 < 0))) __PYX_ERR(0, 421, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyObject_CompareBoolEq_object_str(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_gpt2, Py_EQ); if (unlikely((__pyx_t_12 < 0))) __PYX_ERR(0, 422, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   if (__pyx_t_12) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":422
+    /* "csrc/tokenizer/_pretok_c.pyx":423
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
  *         elif how[0] == "gpt2":
  *             self._family = GPT2             # <<<<<<<<<<<<<<
@@ -8796,7 +8807,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
 */
     __pyx_v_self->_family = __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":421
+    /* "csrc/tokenizer/_pretok_c.pyx":422
  *             self._family = O200K
  *             _, self._max_digits, self._contractions, self._slash, self._han = how
  *         elif how[0] == "gpt2":             # <<<<<<<<<<<<<<
@@ -8806,7 +8817,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
     goto __pyx_L4;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":424
+  /* "csrc/tokenizer/_pretok_c.pyx":425
  *             self._family = GPT2
  *         else:
  *             self._family = DEEPSEEK             # <<<<<<<<<<<<<<
@@ -8818,7 +8829,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   }
   __pyx_L4:;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":406
+  /* "csrc/tokenizer/_pretok_c.pyx":407
  *     cdef object _twin
  * 
  *     def __init__(self, patterns):             # <<<<<<<<<<<<<<
@@ -8847,7 +8858,7 @@ static int __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner___init__(struct __pyx
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":426
+/* "csrc/tokenizer/_pretok_c.pyx":427
  *             self._family = DEEPSEEK
  * 
  *     cdef int _scan(self, str text, Text* t) except -1:             # <<<<<<<<<<<<<<
@@ -8870,7 +8881,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":428
+  /* "csrc/tokenizer/_pretok_c.pyx":429
  *     cdef int _scan(self, str text, Text* t) except -1:
  *         """Fills t (allocated here; the caller frees it with _free) with the pieces of text."""
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i             # <<<<<<<<<<<<<<
@@ -8879,7 +8890,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_n = PyUnicode_GET_LENGTH(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":429
+  /* "csrc/tokenizer/_pretok_c.pyx":430
  *         """Fills t (allocated here; the caller frees it with _free) with the pieces of text."""
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
  *         cdef int kind = PyUnicode_KIND(text)             # <<<<<<<<<<<<<<
@@ -8888,7 +8899,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_kind = PyUnicode_KIND(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":430
+  /* "csrc/tokenizer/_pretok_c.pyx":431
  *         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
  *         cdef int kind = PyUnicode_KIND(text)
  *         cdef void* data = PyUnicode_DATA(text)             # <<<<<<<<<<<<<<
@@ -8897,7 +8908,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_data = PyUnicode_DATA(__pyx_v_text);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":431
+  /* "csrc/tokenizer/_pretok_c.pyx":432
  *         cdef int kind = PyUnicode_KIND(text)
  *         cdef void* data = PyUnicode_DATA(text)
  *         t.npieces = 0             # <<<<<<<<<<<<<<
@@ -8906,7 +8917,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->npieces = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":432
+  /* "csrc/tokenizer/_pretok_c.pyx":433
  *         cdef void* data = PyUnicode_DATA(text)
  *         t.npieces = 0
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))             # <<<<<<<<<<<<<<
@@ -8915,7 +8926,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->cp = ((Py_UCS4 *)malloc(((__pyx_v_n + 1) * (sizeof(Py_UCS4)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":433
+  /* "csrc/tokenizer/_pretok_c.pyx":434
  *         t.npieces = 0
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))             # <<<<<<<<<<<<<<
@@ -8924,7 +8935,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->cl = ((uint16_t *)malloc(((__pyx_v_n + 1) * (sizeof(uint16_t)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":434
+  /* "csrc/tokenizer/_pretok_c.pyx":435
  *         t.cp = <Py_UCS4*>malloc((n + 1) * sizeof(Py_UCS4))
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))             # <<<<<<<<<<<<<<
@@ -8933,7 +8944,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   __pyx_v_t->ends = ((Py_ssize_t *)malloc(((__pyx_v_n + 1) * (sizeof(Py_ssize_t)))));
 
-  /* "csrc/tokenizer/_pretok_c.pyx":435
+  /* "csrc/tokenizer/_pretok_c.pyx":436
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:             # <<<<<<<<<<<<<<
@@ -8969,7 +8980,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":436
+    /* "csrc/tokenizer/_pretok_c.pyx":437
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)             # <<<<<<<<<<<<<<
@@ -8978,16 +8989,16 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__free(__pyx_v_t);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":437
+    /* "csrc/tokenizer/_pretok_c.pyx":438
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:
  *             _free(t)
  *             raise MemoryError()             # <<<<<<<<<<<<<<
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 437, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 438, __pyx_L1_error)
 
-    /* "csrc/tokenizer/_pretok_c.pyx":435
+    /* "csrc/tokenizer/_pretok_c.pyx":436
  *         t.cl = <uint16_t*>malloc((n + 1) * sizeof(uint16_t))
  *         t.ends = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
  *         if t.cp == NULL or t.cl == NULL or t.ends == NULL:             # <<<<<<<<<<<<<<
@@ -8996,7 +9007,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":438
+  /* "csrc/tokenizer/_pretok_c.pyx":439
  *             _free(t)
  *             raise MemoryError()
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -9010,7 +9021,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
     __pyx_v_i = __pyx_t_5;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":439
+    /* "csrc/tokenizer/_pretok_c.pyx":440
  *             raise MemoryError()
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)             # <<<<<<<<<<<<<<
@@ -9019,7 +9030,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     (__pyx_v_t->cp[__pyx_v_i]) = PyUnicode_READ(__pyx_v_kind, __pyx_v_data, __pyx_v_i);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":440
+    /* "csrc/tokenizer/_pretok_c.pyx":441
  *         for i in range(n):
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]             # <<<<<<<<<<<<<<
@@ -9030,7 +9041,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   }
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":441
+  /* "csrc/tokenizer/_pretok_c.pyx":442
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:             # <<<<<<<<<<<<<<
@@ -9040,7 +9051,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   switch (__pyx_v_self->_family) {
     case __pyx_e_6benchc_9tokenizer_9_pretok_c_CL100K:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":442
+    /* "csrc/tokenizer/_pretok_c.pyx":443
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:
  *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)             # <<<<<<<<<<<<<<
@@ -9049,7 +9060,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_cl100k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_letters, __pyx_v_self->_to_end);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":441
+    /* "csrc/tokenizer/_pretok_c.pyx":442
  *             t.cp[i] = PyUnicode_READ(kind, data, i)
  *             t.cl[i] = _cls_of[t.cp[i]]
  *         if self._family == CL100K:             # <<<<<<<<<<<<<<
@@ -9059,7 +9070,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
     case __pyx_e_6benchc_9tokenizer_9_pretok_c_O200K:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":444
+    /* "csrc/tokenizer/_pretok_c.pyx":445
  *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
  *         elif self._family == O200K:
  *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)             # <<<<<<<<<<<<<<
@@ -9068,7 +9079,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_o200k(__pyx_v_t, __pyx_v_n, __pyx_v_self->_max_digits, __pyx_v_self->_contractions, __pyx_v_self->_slash, __pyx_v_self->_han);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":443
+    /* "csrc/tokenizer/_pretok_c.pyx":444
  *         if self._family == CL100K:
  *             _scan_cl100k(t, n, self._max_digits, self._letters, self._to_end)
  *         elif self._family == O200K:             # <<<<<<<<<<<<<<
@@ -9078,7 +9089,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
     case __pyx_e_6benchc_9tokenizer_9_pretok_c_GPT2:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":446
+    /* "csrc/tokenizer/_pretok_c.pyx":447
  *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
  *         elif self._family == GPT2:
  *             _scan_gpt2(t, n)             # <<<<<<<<<<<<<<
@@ -9087,7 +9098,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
 */
     __pyx_f_6benchc_9tokenizer_9_pretok_c__scan_gpt2(__pyx_v_t, __pyx_v_n);
 
-    /* "csrc/tokenizer/_pretok_c.pyx":445
+    /* "csrc/tokenizer/_pretok_c.pyx":446
  *         elif self._family == O200K:
  *             _scan_o200k(t, n, self._max_digits, self._contractions, self._slash, self._han)
  *         elif self._family == GPT2:             # <<<<<<<<<<<<<<
@@ -9097,7 +9108,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
     default:
 
-    /* "csrc/tokenizer/_pretok_c.pyx":448
+    /* "csrc/tokenizer/_pretok_c.pyx":449
  *             _scan_gpt2(t, n)
  *         else:
  *             _scan_deepseek(t, n)             # <<<<<<<<<<<<<<
@@ -9108,7 +9119,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
     break;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":449
+  /* "csrc/tokenizer/_pretok_c.pyx":450
  *         else:
  *             _scan_deepseek(t, n)
  *         return 0             # <<<<<<<<<<<<<<
@@ -9121,7 +9132,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   }
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":426
+  /* "csrc/tokenizer/_pretok_c.pyx":427
  *             self._family = DEEPSEEK
  * 
  *     cdef int _scan(self, str text, Text* t) except -1:             # <<<<<<<<<<<<<<
@@ -9142,7 +9153,7 @@ static int __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan(struct __pyx_obj
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":451
+/* "csrc/tokenizer/_pretok_c.pyx":452
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
@@ -9189,32 +9200,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 451, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 452, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 451, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 452, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "split", 0) < (0)) __PYX_ERR(0, 451, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "split", 0) < (0)) __PYX_ERR(0, 452, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, i); __PYX_ERR(0, 451, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, i); __PYX_ERR(0, 452, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 451, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 452, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 451, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("split", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 452, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -9225,7 +9236,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 451, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 452, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text);
 
   /* function exit code */
@@ -9274,7 +9285,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("split", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":453
+  /* "csrc/tokenizer/_pretok_c.pyx":454
  *     def split(self, str text):
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0             # <<<<<<<<<<<<<<
@@ -9283,7 +9294,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   __pyx_v_start = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":454
+  /* "csrc/tokenizer/_pretok_c.pyx":455
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9295,7 +9306,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":455
+    /* "csrc/tokenizer/_pretok_c.pyx":456
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:
  *             return self._twin.split(text)             # <<<<<<<<<<<<<<
@@ -9309,7 +9320,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_2 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 455, __pyx_L1_error)
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 456, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
     }
     {
@@ -9323,7 +9334,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     __pyx_t_2 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":454
+    /* "csrc/tokenizer/_pretok_c.pyx":455
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9332,17 +9343,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":456
+  /* "csrc/tokenizer/_pretok_c.pyx":457
  *         if not self.fast:
  *             return self._twin.split(text)
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             out = []
 */
-  __pyx_t_5 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(0, 456, __pyx_L1_error)
+  __pyx_t_5 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(0, 457, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":457
+  /* "csrc/tokenizer/_pretok_c.pyx":458
  *             return self._twin.split(text)
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
@@ -9351,19 +9362,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":458
+    /* "csrc/tokenizer/_pretok_c.pyx":459
  *         self._scan(text, &t)
  *         try:
  *             out = []             # <<<<<<<<<<<<<<
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])
 */
-    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 458, __pyx_L5_error)
+    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 459, __pyx_L5_error)
     __Pyx_GOTREF(__pyx_t_2);
     __pyx_v_out = ((PyObject*)__pyx_t_2);
     __pyx_t_2 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":459
+    /* "csrc/tokenizer/_pretok_c.pyx":460
  *         try:
  *             out = []
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -9377,7 +9388,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     for (__pyx_t_8 = 0; __pyx_t_8 < __pyx_t_7; __pyx_t_8+=1) {
       __pyx_v_k = __pyx_t_8;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":460
+      /* "csrc/tokenizer/_pretok_c.pyx":461
  *             out = []
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])             # <<<<<<<<<<<<<<
@@ -9386,15 +9397,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
 */
       if (unlikely(__pyx_v_text == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-        __PYX_ERR(0, 460, __pyx_L5_error)
+        __PYX_ERR(0, 461, __pyx_L5_error)
       }
-      __pyx_t_2 = __Pyx_PyUnicode_Substring(__pyx_v_text, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 460, __pyx_L5_error)
+      __pyx_t_2 = __Pyx_PyUnicode_Substring(__pyx_v_text, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 461, __pyx_L5_error)
       __Pyx_GOTREF(__pyx_t_2);
-      __pyx_t_9 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 460, __pyx_L5_error)
+      __pyx_t_9 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 461, __pyx_L5_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":461
+      /* "csrc/tokenizer/_pretok_c.pyx":462
  *             for k in range(t.npieces):
  *                 out.append(text[start:t.ends[k]])
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -9405,7 +9416,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":462
+    /* "csrc/tokenizer/_pretok_c.pyx":463
  *                 out.append(text[start:t.ends[k]])
  *                 start = t.ends[k]
  *             return out             # <<<<<<<<<<<<<<
@@ -9424,7 +9435,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     goto __pyx_L4_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":464
+  /* "csrc/tokenizer/_pretok_c.pyx":465
  *             return out
  *         finally:
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -9473,7 +9484,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":451
+  /* "csrc/tokenizer/_pretok_c.pyx":452
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
@@ -9497,7 +9508,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_2split(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":466
+/* "csrc/tokenizer/_pretok_c.pyx":467
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -9545,39 +9556,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 466, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 467, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 466, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 467, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 466, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 467, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode", 0) < (0)) __PYX_ERR(0, 466, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "encode", 0) < (0)) __PYX_ERR(0, 467, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, i); __PYX_ERR(0, 466, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, i); __PYX_ERR(0, 467, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 466, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 467, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 466, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 467, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 466, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("encode", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 467, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -9588,7 +9599,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 466, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 467, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -9641,19 +9652,19 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("encode", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":467
+  /* "csrc/tokenizer/_pretok_c.pyx":468
  * 
  *     def encode(self, str text, bpe):
  *         cdef list out = []             # <<<<<<<<<<<<<<
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n
 */
-  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 467, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 468, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_out = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":468
+  /* "csrc/tokenizer/_pretok_c.pyx":469
  *     def encode(self, str text, bpe):
  *         cdef list out = []
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
@@ -9662,7 +9673,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":470
+  /* "csrc/tokenizer/_pretok_c.pyx":471
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9674,7 +9685,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_2) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":471
+    /* "csrc/tokenizer/_pretok_c.pyx":472
  *         cdef Py_ssize_t n
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)             # <<<<<<<<<<<<<<
@@ -9688,7 +9699,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_4, (3-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 471, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 472, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     {
@@ -9702,7 +9713,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     __pyx_t_1 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":470
+    /* "csrc/tokenizer/_pretok_c.pyx":471
  *         cdef int32_t* ids = NULL
  *         cdef Py_ssize_t n
  *         if not self.fast:             # <<<<<<<<<<<<<<
@@ -9711,7 +9722,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":472
+  /* "csrc/tokenizer/_pretok_c.pyx":473
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -9725,7 +9736,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   if (__pyx_t_5) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":473
+    /* "csrc/tokenizer/_pretok_c.pyx":474
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -9739,7 +9750,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_v_text};
       __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_split, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 473, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 474, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     if (likely(PyList_CheckExact(__pyx_t_1)) || PyTuple_CheckExact(__pyx_t_1)) {
@@ -9747,9 +9758,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_6 = 0;
       __pyx_t_7 = NULL;
     } else {
-      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 473, __pyx_L1_error)
+      __pyx_t_6 = -1; __pyx_t_3 = PyObject_GetIter(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 474, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
-      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 473, __pyx_L1_error)
+      __pyx_t_7 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 474, __pyx_L1_error)
     }
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     for (;;) {
@@ -9758,7 +9769,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 473, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 474, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -9768,7 +9779,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           {
             Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_3);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 473, __pyx_L1_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 474, __pyx_L1_error)
             #endif
             if (__pyx_t_6 >= __pyx_temp) break;
           }
@@ -9779,13 +9790,13 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
           #endif
           ++__pyx_t_6;
         }
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 473, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 474, __pyx_L1_error)
       } else {
         __pyx_t_1 = __pyx_t_7(__pyx_t_3);
         if (unlikely(!__pyx_t_1)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 473, __pyx_L1_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 474, __pyx_L1_error)
             PyErr_Clear();
           }
           break;
@@ -9795,7 +9806,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __Pyx_XDECREF_SET(__pyx_v_piece, __pyx_t_1);
       __pyx_t_1 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":474
+      /* "csrc/tokenizer/_pretok_c.pyx":475
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))             # <<<<<<<<<<<<<<
@@ -9805,9 +9816,9 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
       __pyx_t_8 = __pyx_v_bpe;
       __Pyx_INCREF(__pyx_t_8);
       __pyx_t_10 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 474, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_pretok_py); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 475, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_11);
-      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 474, __pyx_L1_error)
+      __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_piece_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 475, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
       __pyx_t_4 = 1;
@@ -9827,7 +9838,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_9 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
         __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 474, __pyx_L1_error)
+        if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 475, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_9);
       }
       __pyx_t_4 = 0;
@@ -9836,17 +9847,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
         __pyx_t_1 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode_piece, __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
         __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 474, __pyx_L1_error)
+        if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 475, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_1);
       }
-      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 474, __pyx_L1_error)
+      __pyx_t_9 = PyNumber_InPlaceAdd(__pyx_v_out, __pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 475, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 474, __pyx_L1_error)
+      if (!(likely(PyList_CheckExact(__pyx_t_9))||((__pyx_t_9) == Py_None) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_9))) __PYX_ERR(0, 475, __pyx_L1_error)
       __Pyx_DECREF_SET(__pyx_v_out, ((PyObject*)__pyx_t_9));
       __pyx_t_9 = 0;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":473
+      /* "csrc/tokenizer/_pretok_c.pyx":474
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge
  *             for piece in self.split(text):             # <<<<<<<<<<<<<<
@@ -9856,7 +9867,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":475
+    /* "csrc/tokenizer/_pretok_c.pyx":476
  *             for piece in self.split(text):
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out             # <<<<<<<<<<<<<<
@@ -9874,7 +9885,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":472
+    /* "csrc/tokenizer/_pretok_c.pyx":473
  *         if not self.fast:
  *             return self._twin.encode(text, bpe)
  *         if not isinstance(bpe, BPE):  # the twin's merger: our pieces, its merge             # <<<<<<<<<<<<<<
@@ -9883,17 +9894,17 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":476
+  /* "csrc/tokenizer/_pretok_c.pyx":477
  *                 out += bpe.encode_piece(_pretok_py.piece_bytes(piece))
  *             return out
  *         n = self._merge(text, <BPE>bpe, &ids)             # <<<<<<<<<<<<<<
  *         try:
  *             return (<BPE>bpe).ids_list(ids, n)
 */
-  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), (&__pyx_v_ids)); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 476, __pyx_L1_error)
+  __pyx_t_6 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), (&__pyx_v_ids)); if (unlikely(__pyx_t_6 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 477, __pyx_L1_error)
   __pyx_v_n = __pyx_t_6;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":477
+  /* "csrc/tokenizer/_pretok_c.pyx":478
  *             return out
  *         n = self._merge(text, <BPE>bpe, &ids)
  *         try:             # <<<<<<<<<<<<<<
@@ -9902,14 +9913,14 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":478
+    /* "csrc/tokenizer/_pretok_c.pyx":479
  *         n = self._merge(text, <BPE>bpe, &ids)
  *         try:
  *             return (<BPE>bpe).ids_list(ids, n)             # <<<<<<<<<<<<<<
  *         finally:
  *             free(ids)
 */
-    __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe)->__pyx_vtab)->ids_list(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 478, __pyx_L9_error)
+    __pyx_t_3 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe)->__pyx_vtab)->ids_list(((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), __pyx_v_ids, __pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 479, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_3);
     {
       PyObject *__pyx_temp;
@@ -9923,7 +9934,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     goto __pyx_L8_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":480
+  /* "csrc/tokenizer/_pretok_c.pyx":481
  *             return (<BPE>bpe).ids_list(ids, n)
  *         finally:
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -9977,7 +9988,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":466
+  /* "csrc/tokenizer/_pretok_c.pyx":467
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -10006,7 +10017,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4encode(struct 
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":482
+/* "csrc/tokenizer/_pretok_c.pyx":483
  *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -10054,39 +10065,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_bpe,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 482, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 483, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 482, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 483, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 482, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 483, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 482, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "count", 0) < (0)) __PYX_ERR(0, 483, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 482, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, i); __PYX_ERR(0, 483, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 482, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 483, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 482, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 483, __pyx_L3_error)
     }
     __pyx_v_text = ((PyObject*)values[0]);
     __pyx_v_bpe = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 482, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("count", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 483, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -10097,7 +10108,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 482, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 483, __pyx_L1_error)
   __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(((struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self), __pyx_v_text, __pyx_v_bpe);
 
   /* function exit code */
@@ -10132,7 +10143,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("count", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":483
+  /* "csrc/tokenizer/_pretok_c.pyx":484
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
@@ -10160,7 +10171,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   if (__pyx_t_1) {
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":484
+    /* "csrc/tokenizer/_pretok_c.pyx":485
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))             # <<<<<<<<<<<<<<
@@ -10174,12 +10185,12 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
       PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_v_text, __pyx_v_bpe};
       __pyx_t_4 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_6, (3-__pyx_t_6) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 484, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 485, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
-    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 484, __pyx_L1_error)
+    __pyx_t_7 = PyObject_Length(__pyx_t_4); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1))) __PYX_ERR(0, 485, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 484, __pyx_L1_error)
+    __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 485, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
 
     {
@@ -10193,7 +10204,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
     __pyx_t_4 = 0;
     goto __pyx_L0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":483
+    /* "csrc/tokenizer/_pretok_c.pyx":484
  * 
  *     def count(self, str text, bpe):
  *         if not self.fast or not isinstance(bpe, BPE):             # <<<<<<<<<<<<<<
@@ -10202,15 +10213,15 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
 */
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":485
+  /* "csrc/tokenizer/_pretok_c.pyx":486
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
  *         return self._merge(text, <BPE>bpe, NULL)             # <<<<<<<<<<<<<<
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:
 */
-  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), NULL); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 485, __pyx_L1_error)
-  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 485, __pyx_L1_error)
+  __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_merge(__pyx_v_self, __pyx_v_text, ((struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe), NULL); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 486, __pyx_L1_error)
+  __pyx_t_4 = PyLong_FromSsize_t(__pyx_t_7); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 486, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
 
   {
@@ -10224,7 +10235,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   __pyx_t_4 = 0;
   goto __pyx_L0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":482
+  /* "csrc/tokenizer/_pretok_c.pyx":483
  *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
@@ -10244,7 +10255,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_6count(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":487
+/* "csrc/tokenizer/_pretok_c.pyx":488
  *         return self._merge(text, <BPE>bpe, NULL)
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
@@ -10287,7 +10298,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_merge", 0);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":491
+  /* "csrc/tokenizer/_pretok_c.pyx":492
  *         buffer handed to the caller (who frees it)."""
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap             # <<<<<<<<<<<<<<
@@ -10298,7 +10309,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   __pyx_v_longest = 0;
   __pyx_v_total = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":492
+  /* "csrc/tokenizer/_pretok_c.pyx":493
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
  *         cdef unsigned char* buf = NULL             # <<<<<<<<<<<<<<
@@ -10307,7 +10318,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   __pyx_v_buf = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":493
+  /* "csrc/tokenizer/_pretok_c.pyx":494
  *         cdef Py_ssize_t k, start = 0, longest = 0, nbytes, m, total = 0, cap
  *         cdef unsigned char* buf = NULL
  *         cdef int32_t* ids = NULL             # <<<<<<<<<<<<<<
@@ -10316,17 +10327,17 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   __pyx_v_ids = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":495
+  /* "csrc/tokenizer/_pretok_c.pyx":496
  *         cdef int32_t* ids = NULL
  *         cdef int32_t* grown
  *         self._scan(text, &t)             # <<<<<<<<<<<<<<
  *         try:
  *             for k in range(t.npieces):
 */
-  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 495, __pyx_L1_error)
+  __pyx_t_1 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_9_pretok_c_Scanner *)__pyx_v_self->__pyx_vtab)->_scan(__pyx_v_self, __pyx_v_text, (&__pyx_v_t)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 496, __pyx_L1_error)
 
 
-  /* "csrc/tokenizer/_pretok_c.pyx":496
+  /* "csrc/tokenizer/_pretok_c.pyx":497
  *         cdef int32_t* grown
  *         self._scan(text, &t)
  *         try:             # <<<<<<<<<<<<<<
@@ -10335,7 +10346,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
   /*try:*/ {
 
-    /* "csrc/tokenizer/_pretok_c.pyx":497
+    /* "csrc/tokenizer/_pretok_c.pyx":498
  *         self._scan(text, &t)
  *         try:
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -10349,7 +10360,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":498
+      /* "csrc/tokenizer/_pretok_c.pyx":499
  *         try:
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)             # <<<<<<<<<<<<<<
@@ -10373,7 +10384,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       __pyx_v_longest = __pyx_t_7;
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":499
+      /* "csrc/tokenizer/_pretok_c.pyx":500
  *             for k in range(t.npieces):
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -10384,7 +10395,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":500
+    /* "csrc/tokenizer/_pretok_c.pyx":501
  *                 longest = max(longest, t.ends[k] - start)
  *                 start = t.ends[k]
  *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)             # <<<<<<<<<<<<<<
@@ -10404,7 +10415,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     __pyx_v_cap = (((4 * __pyx_v_longest) + 1) + __pyx_t_2);
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":501
+    /* "csrc/tokenizer/_pretok_c.pyx":502
  *                 start = t.ends[k]
  *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)             # <<<<<<<<<<<<<<
@@ -10413,7 +10424,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_buf = ((unsigned char *)malloc(((4 * __pyx_v_longest) + 1)));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":502
+    /* "csrc/tokenizer/_pretok_c.pyx":503
  *             cap = 4 * longest + 1 + (PyUnicode_GET_LENGTH(text) if ids_out != NULL else 0)
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -10422,7 +10433,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_ids = ((int32_t *)malloc((__pyx_v_cap * (sizeof(int32_t)))));
 
-    /* "csrc/tokenizer/_pretok_c.pyx":503
+    /* "csrc/tokenizer/_pretok_c.pyx":504
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -10448,16 +10459,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     if (unlikely(__pyx_t_8)) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":504
+      /* "csrc/tokenizer/_pretok_c.pyx":505
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()             # <<<<<<<<<<<<<<
  *             start = 0
  *             for k in range(t.npieces):
 */
-      PyErr_NoMemory(); __PYX_ERR(0, 504, __pyx_L4_error)
+      PyErr_NoMemory(); __PYX_ERR(0, 505, __pyx_L4_error)
 
-      /* "csrc/tokenizer/_pretok_c.pyx":503
+      /* "csrc/tokenizer/_pretok_c.pyx":504
  *             buf = <unsigned char*>malloc(4 * longest + 1)
  *             ids = <int32_t*>malloc(cap * sizeof(int32_t))
  *             if buf == NULL or ids == NULL:             # <<<<<<<<<<<<<<
@@ -10466,7 +10477,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":505
+    /* "csrc/tokenizer/_pretok_c.pyx":506
  *             if buf == NULL or ids == NULL:
  *                 raise MemoryError()
  *             start = 0             # <<<<<<<<<<<<<<
@@ -10475,7 +10486,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     __pyx_v_start = 0;
 
-    /* "csrc/tokenizer/_pretok_c.pyx":506
+    /* "csrc/tokenizer/_pretok_c.pyx":507
  *                 raise MemoryError()
  *             start = 0
  *             for k in range(t.npieces):             # <<<<<<<<<<<<<<
@@ -10489,7 +10500,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
       __pyx_v_k = __pyx_t_4;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":507
+      /* "csrc/tokenizer/_pretok_c.pyx":508
  *             start = 0
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)             # <<<<<<<<<<<<<<
@@ -10498,7 +10509,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_nbytes = __pyx_f_6benchc_9tokenizer_9_pretok_c__utf8(__pyx_v_t.cp, __pyx_v_start, (__pyx_v_t.ends[__pyx_v_k]), __pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":508
+      /* "csrc/tokenizer/_pretok_c.pyx":509
  *             for k in range(t.npieces):
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]             # <<<<<<<<<<<<<<
@@ -10507,7 +10518,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_start = (__pyx_v_t.ends[__pyx_v_k]);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":509
+      /* "csrc/tokenizer/_pretok_c.pyx":510
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]
  *                 if ids_out == NULL:             # <<<<<<<<<<<<<<
@@ -10519,18 +10530,18 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       if (__pyx_t_8) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":510
+        /* "csrc/tokenizer/_pretok_c.pyx":511
  *                 start = t.ends[k]
  *                 if ids_out == NULL:
  *                     total += bpe.encode_into(buf, nbytes, ids)             # <<<<<<<<<<<<<<
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
 */
-        __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 510, __pyx_L4_error)
+        __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, __pyx_v_ids); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 511, __pyx_L4_error)
         __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":511
+        /* "csrc/tokenizer/_pretok_c.pyx":512
  *                 if ids_out == NULL:
  *                     total += bpe.encode_into(buf, nbytes, ids)
  *                     continue             # <<<<<<<<<<<<<<
@@ -10539,7 +10550,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         goto __pyx_L11_continue;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":509
+        /* "csrc/tokenizer/_pretok_c.pyx":510
  *                 nbytes = _utf8(t.cp, start, t.ends[k], buf)
  *                 start = t.ends[k]
  *                 if ids_out == NULL:             # <<<<<<<<<<<<<<
@@ -10548,7 +10559,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":512
+      /* "csrc/tokenizer/_pretok_c.pyx":513
  *                     total += bpe.encode_into(buf, nbytes, ids)
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte             # <<<<<<<<<<<<<<
@@ -10560,7 +10571,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       if (__pyx_t_8) {
 
 
-        /* "csrc/tokenizer/_pretok_c.pyx":513
+        /* "csrc/tokenizer/_pretok_c.pyx":514
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
  *                     cap = 2 * cap + nbytes             # <<<<<<<<<<<<<<
@@ -10569,7 +10580,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_v_cap = ((2 * __pyx_v_cap) + __pyx_v_nbytes);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":514
+        /* "csrc/tokenizer/_pretok_c.pyx":515
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte
  *                     cap = 2 * cap + nbytes
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))             # <<<<<<<<<<<<<<
@@ -10578,7 +10589,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_v_grown = ((int32_t *)realloc(__pyx_v_ids, (__pyx_v_cap * (sizeof(int32_t)))));
 
-        /* "csrc/tokenizer/_pretok_c.pyx":515
+        /* "csrc/tokenizer/_pretok_c.pyx":516
  *                     cap = 2 * cap + nbytes
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
  *                     if grown == NULL:             # <<<<<<<<<<<<<<
@@ -10590,16 +10601,16 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
         if (unlikely(__pyx_t_8)) {
 
 
-          /* "csrc/tokenizer/_pretok_c.pyx":516
+          /* "csrc/tokenizer/_pretok_c.pyx":517
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
  *                     if grown == NULL:
  *                         raise MemoryError()             # <<<<<<<<<<<<<<
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
 */
-          PyErr_NoMemory(); __PYX_ERR(0, 516, __pyx_L4_error)
+          PyErr_NoMemory(); __PYX_ERR(0, 517, __pyx_L4_error)
 
-          /* "csrc/tokenizer/_pretok_c.pyx":515
+          /* "csrc/tokenizer/_pretok_c.pyx":516
  *                     cap = 2 * cap + nbytes
  *                     grown = <int32_t*>realloc(ids, cap * sizeof(int32_t))
  *                     if grown == NULL:             # <<<<<<<<<<<<<<
@@ -10608,7 +10619,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         }
 
-        /* "csrc/tokenizer/_pretok_c.pyx":517
+        /* "csrc/tokenizer/_pretok_c.pyx":518
  *                     if grown == NULL:
  *                         raise MemoryError()
  *                     ids = grown             # <<<<<<<<<<<<<<
@@ -10617,7 +10628,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         __pyx_v_ids = __pyx_v_grown;
 
-        /* "csrc/tokenizer/_pretok_c.pyx":512
+        /* "csrc/tokenizer/_pretok_c.pyx":513
  *                     total += bpe.encode_into(buf, nbytes, ids)
  *                     continue
  *                 if total + nbytes + 1 > cap:  # a piece has at most one id per byte             # <<<<<<<<<<<<<<
@@ -10626,21 +10637,21 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       }
 
-      /* "csrc/tokenizer/_pretok_c.pyx":518
+      /* "csrc/tokenizer/_pretok_c.pyx":519
  *                         raise MemoryError()
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)             # <<<<<<<<<<<<<<
  *             if ids_out != NULL:
  *                 ids_out[0] = ids
 */
-      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, (__pyx_v_ids + __pyx_v_total)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 518, __pyx_L4_error)
+      __pyx_t_7 = ((struct __pyx_vtabstruct_6benchc_9tokenizer_6_bpe_c_BPE *)__pyx_v_bpe->__pyx_vtab)->encode_into(__pyx_v_bpe, __pyx_v_buf, __pyx_v_nbytes, (__pyx_v_ids + __pyx_v_total)); if (unlikely(__pyx_t_7 == ((Py_ssize_t)-1L))) __PYX_ERR(0, 519, __pyx_L4_error)
       __pyx_v_total = (__pyx_v_total + __pyx_t_7);
 
       __pyx_L11_continue:;
     }
 
 
-    /* "csrc/tokenizer/_pretok_c.pyx":519
+    /* "csrc/tokenizer/_pretok_c.pyx":520
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
  *             if ids_out != NULL:             # <<<<<<<<<<<<<<
@@ -10652,7 +10663,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     if (__pyx_t_8) {
 
 
-      /* "csrc/tokenizer/_pretok_c.pyx":520
+      /* "csrc/tokenizer/_pretok_c.pyx":521
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
  *             if ids_out != NULL:
  *                 ids_out[0] = ids             # <<<<<<<<<<<<<<
@@ -10661,7 +10672,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       (__pyx_v_ids_out[0]) = __pyx_v_ids;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":521
+      /* "csrc/tokenizer/_pretok_c.pyx":522
  *             if ids_out != NULL:
  *                 ids_out[0] = ids
  *                 ids = NULL             # <<<<<<<<<<<<<<
@@ -10670,7 +10681,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       __pyx_v_ids = NULL;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":519
+      /* "csrc/tokenizer/_pretok_c.pyx":520
  *                     ids = grown
  *                 total += bpe.encode_into(buf, nbytes, ids + total)
  *             if ids_out != NULL:             # <<<<<<<<<<<<<<
@@ -10679,7 +10690,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
     }
 
-    /* "csrc/tokenizer/_pretok_c.pyx":522
+    /* "csrc/tokenizer/_pretok_c.pyx":523
  *                 ids_out[0] = ids
  *                 ids = NULL
  *             return total             # <<<<<<<<<<<<<<
@@ -10693,7 +10704,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     goto __pyx_L3_return;
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":524
+  /* "csrc/tokenizer/_pretok_c.pyx":525
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -10718,7 +10729,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
       {
         free(__pyx_v_buf);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":525
+        /* "csrc/tokenizer/_pretok_c.pyx":526
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -10727,7 +10738,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
         free(__pyx_v_ids);
 
-        /* "csrc/tokenizer/_pretok_c.pyx":526
+        /* "csrc/tokenizer/_pretok_c.pyx":527
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -10751,7 +10762,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     __pyx_L3_return: {
       __pyx_t_2 = __pyx_r;
 
-      /* "csrc/tokenizer/_pretok_c.pyx":524
+      /* "csrc/tokenizer/_pretok_c.pyx":525
  *             return total
  *         finally:
  *             free(buf)             # <<<<<<<<<<<<<<
@@ -10760,7 +10771,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_buf);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":525
+      /* "csrc/tokenizer/_pretok_c.pyx":526
  *         finally:
  *             free(buf)
  *             free(ids)             # <<<<<<<<<<<<<<
@@ -10769,7 +10780,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
 */
       free(__pyx_v_ids);
 
-      /* "csrc/tokenizer/_pretok_c.pyx":526
+      /* "csrc/tokenizer/_pretok_c.pyx":527
  *             free(buf)
  *             free(ids)
  *             _free(&t)             # <<<<<<<<<<<<<<
@@ -10782,7 +10793,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
     }
   }
 
-  /* "csrc/tokenizer/_pretok_c.pyx":487
+  /* "csrc/tokenizer/_pretok_c.pyx":488
  *         return self._merge(text, <BPE>bpe, NULL)
  * 
  *     cdef Py_ssize_t _merge(self, str text, BPE bpe, int32_t** ids_out) except -1:             # <<<<<<<<<<<<<<
@@ -10810,7 +10821,7 @@ static Py_ssize_t __pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge(struct _
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":399
+/* "csrc/tokenizer/_pretok_c.pyx":400
  *     """Scanner(patterns): split / encode / count, as the twin's."""
  * 
  *     cdef readonly tuple patterns             # <<<<<<<<<<<<<<
@@ -10877,7 +10888,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_8patterns___get
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":400
+/* "csrc/tokenizer/_pretok_c.pyx":401
  * 
  *     cdef readonly tuple patterns
  *     cdef readonly bint fast             # <<<<<<<<<<<<<<
@@ -10916,7 +10927,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_4fast___get__(s
       __Pyx_INCREF(__pyx_t_1);
       __Pyx_PyCriticalSection_Begin(&__pyx_cs, (PyObject*)__pyx_t_1);
       /*try:*/ {
-        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 400, __pyx_L4_error)
+        __pyx_t_2 = __Pyx_PyBool_FromLong(__pyx_v_self->fast); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 401, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_2);
         {
           PyObject *__pyx_temp;
@@ -11493,7 +11504,356 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
   return __pyx_r;
 }
 
-/* "csrc/tokenizer/_pretok_c.pyx":529
+/* "csrc/tokenizer/_pretok_c.pyx":530
+ * 
+ * 
+ * def run_cuts(str text, Py_ssize_t limit):             # <<<<<<<<<<<<<<
+ *     """As the twin's: offsets where a run of spaces or of non-spaces (str.isspace) longer than
+ *     limit is cut, every limit characters into it; one pass over the code points."""
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6benchc_9tokenizer_9_pretok_c_1run_cuts(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6benchc_9tokenizer_9_pretok_c_run_cuts, "As the twin\047s: offsets where a run of spaces or of non-spaces (str.isspace) longer than\n    limit is cut, every limit characters into it; one pass over the code points.");
+static PyMethodDef __pyx_mdef_6benchc_9tokenizer_9_pretok_c_1run_cuts = {"run_cuts", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_9_pretok_c_1run_cuts, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6benchc_9tokenizer_9_pretok_c_run_cuts};
+static PyObject *__pyx_pw_6benchc_9tokenizer_9_pretok_c_1run_cuts(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_text = 0;
+  Py_ssize_t __pyx_v_limit;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[2] = {0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("run_cuts (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_text,&__pyx_mstate_global->__pyx_n_u_limit,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 530, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 530, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 530, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "run_cuts", 0) < (0)) __PYX_ERR(0, 530, __pyx_L3_error)
+      for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("run_cuts", 1, 2, 2, i); __PYX_ERR(0, 530, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 2)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 530, __pyx_L3_error)
+      values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 530, __pyx_L3_error)
+    }
+    __pyx_v_text = ((PyObject*)values[0]);
+    __pyx_v_limit = __Pyx_PyIndex_AsSsize_t(values[1]); if (unlikely((__pyx_v_limit == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 530, __pyx_L3_error)
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("run_cuts", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 530, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("benchc.tokenizer._pretok_c.run_cuts", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_text), (&PyUnicode_Type), 1, "text", 1))) __PYX_ERR(0, 530, __pyx_L1_error)
+  __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_run_cuts(__pyx_self, __pyx_v_text, __pyx_v_limit);
+
+  /* function exit code */
+  goto __pyx_L0;
+  __pyx_L1_error:;
+  __pyx_r = NULL;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  goto __pyx_L7_cleaned_up;
+  __pyx_L0:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __pyx_L7_cleaned_up:;
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_run_cuts(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_text, Py_ssize_t __pyx_v_limit) {
+  Py_ssize_t __pyx_v_n;
+  Py_ssize_t __pyx_v_i;
+  Py_ssize_t __pyx_v_run;
+  int __pyx_v_kind;
+  void *__pyx_v_data;
+  int __pyx_v_space;
+  int __pyx_v_previous;
+  PyObject *__pyx_v_cuts = 0;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  Py_ssize_t __pyx_t_2;
+  Py_ssize_t __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  int __pyx_t_5;
+  int __pyx_t_6;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("run_cuts", 0);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":533
+ *     """As the twin's: offsets where a run of spaces or of non-spaces (str.isspace) longer than
+ *     limit is cut, every limit characters into it; one pass over the code points."""
+ *     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, run = 0             # <<<<<<<<<<<<<<
+ *     cdef int kind = PyUnicode_KIND(text)
+ *     cdef void* data = PyUnicode_DATA(text)
+*/
+  __pyx_v_n = PyUnicode_GET_LENGTH(__pyx_v_text);
+  __pyx_v_run = 0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":534
+ *     limit is cut, every limit characters into it; one pass over the code points."""
+ *     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, run = 0
+ *     cdef int kind = PyUnicode_KIND(text)             # <<<<<<<<<<<<<<
+ *     cdef void* data = PyUnicode_DATA(text)
+ *     cdef int space, previous = -1
+*/
+  __pyx_v_kind = PyUnicode_KIND(__pyx_v_text);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":535
+ *     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, run = 0
+ *     cdef int kind = PyUnicode_KIND(text)
+ *     cdef void* data = PyUnicode_DATA(text)             # <<<<<<<<<<<<<<
+ *     cdef int space, previous = -1
+ *     cdef list cuts = []
+*/
+  __pyx_v_data = PyUnicode_DATA(__pyx_v_text);
+
+  /* "csrc/tokenizer/_pretok_c.pyx":536
+ *     cdef int kind = PyUnicode_KIND(text)
+ *     cdef void* data = PyUnicode_DATA(text)
+ *     cdef int space, previous = -1             # <<<<<<<<<<<<<<
+ *     cdef list cuts = []
+ *     for i in range(n):
+*/
+  __pyx_v_previous = -1;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":537
+ *     cdef void* data = PyUnicode_DATA(text)
+ *     cdef int space, previous = -1
+ *     cdef list cuts = []             # <<<<<<<<<<<<<<
+ *     for i in range(n):
+ *         space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))
+*/
+  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 537, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_v_cuts = ((PyObject*)__pyx_t_1);
+  __pyx_t_1 = 0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":538
+ *     cdef int space, previous = -1
+ *     cdef list cuts = []
+ *     for i in range(n):             # <<<<<<<<<<<<<<
+ *         space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))
+ *         if space == previous:
+*/
+
+  __pyx_t_2 = __pyx_v_n;
+  __pyx_t_3 = __pyx_t_2;
+
+  for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
+    __pyx_v_i = __pyx_t_4;
+
+    /* "csrc/tokenizer/_pretok_c.pyx":539
+ *     cdef list cuts = []
+ *     for i in range(n):
+ *         space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))             # <<<<<<<<<<<<<<
+ *         if space == previous:
+ *             run += 1
+*/
+    __pyx_v_space = Py_UNICODE_ISSPACE(PyUnicode_READ(__pyx_v_kind, __pyx_v_data, __pyx_v_i));
+
+    /* "csrc/tokenizer/_pretok_c.pyx":540
+ *     for i in range(n):
+ *         space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))
+ *         if space == previous:             # <<<<<<<<<<<<<<
+ *             run += 1
+ *             if run > limit:
+*/
+    __pyx_t_5 = (__pyx_v_space == __pyx_v_previous);
+
+    if (__pyx_t_5) {
+
+
+      /* "csrc/tokenizer/_pretok_c.pyx":541
+ *         space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))
+ *         if space == previous:
+ *             run += 1             # <<<<<<<<<<<<<<
+ *             if run > limit:
+ *                 cuts.append(i)
+*/
+      __pyx_v_run = (__pyx_v_run + 1);
+
+      /* "csrc/tokenizer/_pretok_c.pyx":542
+ *         if space == previous:
+ *             run += 1
+ *             if run > limit:             # <<<<<<<<<<<<<<
+ *                 cuts.append(i)
+ *                 run = 1
+*/
+      __pyx_t_5 = (__pyx_v_run > __pyx_v_limit);
+
+      if (__pyx_t_5) {
+
+
+        /* "csrc/tokenizer/_pretok_c.pyx":543
+ *             run += 1
+ *             if run > limit:
+ *                 cuts.append(i)             # <<<<<<<<<<<<<<
+ *                 run = 1
+ *         else:
+*/
+        __pyx_t_1 = PyLong_FromSsize_t(__pyx_v_i); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 543, __pyx_L1_error)
+        __Pyx_GOTREF(__pyx_t_1);
+        __pyx_t_6 = __Pyx_PyList_Append(__pyx_v_cuts, __pyx_t_1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 543, __pyx_L1_error)
+        __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+
+
+        /* "csrc/tokenizer/_pretok_c.pyx":544
+ *             if run > limit:
+ *                 cuts.append(i)
+ *                 run = 1             # <<<<<<<<<<<<<<
+ *         else:
+ *             previous = space
+*/
+        __pyx_v_run = 1;
+
+        /* "csrc/tokenizer/_pretok_c.pyx":542
+ *         if space == previous:
+ *             run += 1
+ *             if run > limit:             # <<<<<<<<<<<<<<
+ *                 cuts.append(i)
+ *                 run = 1
+*/
+      }
+
+      /* "csrc/tokenizer/_pretok_c.pyx":540
+ *     for i in range(n):
+ *         space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))
+ *         if space == previous:             # <<<<<<<<<<<<<<
+ *             run += 1
+ *             if run > limit:
+*/
+      goto __pyx_L5;
+    }
+
+    /* "csrc/tokenizer/_pretok_c.pyx":546
+ *                 run = 1
+ *         else:
+ *             previous = space             # <<<<<<<<<<<<<<
+ *             run = 1
+ *     return cuts
+*/
+    /*else*/ {
+      __pyx_v_previous = __pyx_v_space;
+
+      /* "csrc/tokenizer/_pretok_c.pyx":547
+ *         else:
+ *             previous = space
+ *             run = 1             # <<<<<<<<<<<<<<
+ *     return cuts
+ * 
+*/
+      __pyx_v_run = 1;
+    }
+    __pyx_L5:;
+  }
+
+
+  /* "csrc/tokenizer/_pretok_c.pyx":548
+ *             previous = space
+ *             run = 1
+ *     return cuts             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __Pyx_INCREF(__pyx_v_cuts);
+      __pyx_r = __pyx_v_cuts;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  goto __pyx_L0;
+
+  /* "csrc/tokenizer/_pretok_c.pyx":530
+ * 
+ * 
+ * def run_cuts(str text, Py_ssize_t limit):             # <<<<<<<<<<<<<<
+ *     """As the twin's: offsets where a run of spaces or of non-spaces (str.isspace) longer than
+ *     limit is cut, every limit characters into it; one pass over the code points."""
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_AddTraceback("benchc.tokenizer._pretok_c.run_cuts", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+
+
+
+
+
+  __Pyx_XDECREF(__pyx_v_cuts);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "csrc/tokenizer/_pretok_c.pyx":551
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -11503,7 +11863,7 @@ static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_7Scanner_10__setstate_cy
 
 static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *__pyx_v_t) {
 
-  /* "csrc/tokenizer/_pretok_c.pyx":530
+  /* "csrc/tokenizer/_pretok_c.pyx":552
  * 
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)             # <<<<<<<<<<<<<<
@@ -11512,7 +11872,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cp);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":531
+  /* "csrc/tokenizer/_pretok_c.pyx":553
  * cdef void _free(Text* t) noexcept:
  *     free(t.cp)
  *     free(t.cl)             # <<<<<<<<<<<<<<
@@ -11521,7 +11881,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->cl);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":532
+  /* "csrc/tokenizer/_pretok_c.pyx":554
  *     free(t.cp)
  *     free(t.cl)
  *     free(t.ends)             # <<<<<<<<<<<<<<
@@ -11530,7 +11890,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   free(__pyx_v_t->ends);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":533
+  /* "csrc/tokenizer/_pretok_c.pyx":555
  *     free(t.cl)
  *     free(t.ends)
  *     t.cp = NULL             # <<<<<<<<<<<<<<
@@ -11539,7 +11899,7 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cp = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":534
+  /* "csrc/tokenizer/_pretok_c.pyx":556
  *     free(t.ends)
  *     t.cp = NULL
  *     t.cl = NULL             # <<<<<<<<<<<<<<
@@ -11547,14 +11907,14 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
   __pyx_v_t->cl = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":535
+  /* "csrc/tokenizer/_pretok_c.pyx":557
  *     t.cp = NULL
  *     t.cl = NULL
  *     t.ends = NULL             # <<<<<<<<<<<<<<
 */
   __pyx_v_t->ends = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":529
+  /* "csrc/tokenizer/_pretok_c.pyx":551
  * 
  * 
  * cdef void _free(Text* t) noexcept:             # <<<<<<<<<<<<<<
@@ -11575,15 +11935,15 @@ static void __pyx_f_6benchc_9tokenizer_9_pretok_c__free(struct __pyx_t_6benchc_9
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6benchc_9tokenizer_9_pretok_c_1__pyx_unpickle_Scanner(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6benchc_9tokenizer_9_pretok_c_3__pyx_unpickle_Scanner(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6benchc_9tokenizer_9_pretok_c_1__pyx_unpickle_Scanner = {"__pyx_unpickle_Scanner", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_9_pretok_c_1__pyx_unpickle_Scanner, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6benchc_9tokenizer_9_pretok_c_1__pyx_unpickle_Scanner(PyObject *__pyx_self, 
+static PyMethodDef __pyx_mdef_6benchc_9tokenizer_9_pretok_c_3__pyx_unpickle_Scanner = {"__pyx_unpickle_Scanner", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6benchc_9tokenizer_9_pretok_c_3__pyx_unpickle_Scanner, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6benchc_9tokenizer_9_pretok_c_3__pyx_unpickle_Scanner(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -11666,7 +12026,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return NULL;
   __pyx_L4_argument_unpacking_done:;
   if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v___pyx_state), (&PyTuple_Type), 1, "__pyx_state", 1))) __PYX_ERR(1, 4, __pyx_L1_error)
-  __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(__pyx_self, __pyx_v___pyx_type, __pyx_v___pyx_checksum, __pyx_v___pyx_state);
+  __pyx_r = __pyx_pf_6benchc_9tokenizer_9_pretok_c_2__pyx_unpickle_Scanner(__pyx_self, __pyx_v___pyx_type, __pyx_v___pyx_checksum, __pyx_v___pyx_state);
 
   /* function exit code */
   goto __pyx_L0;
@@ -11686,7 +12046,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c___pyx_unpickle_Scanner(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state) {
+static PyObject *__pyx_pf_6benchc_9tokenizer_9_pretok_c_2__pyx_unpickle_Scanner(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state) {
   PyObject *__pyx_v___pyx_result = 0;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
@@ -12192,14 +12552,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._scan = (int (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_t_6benchc_9tokenizer_9_pretok_c_Text *))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__scan;
   __pyx_vtable_6benchc_9tokenizer_9_pretok_c_Scanner._merge = (Py_ssize_t (*)(struct __pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner *, PyObject *, struct __pyx_obj_6benchc_9tokenizer_6_bpe_c_BPE *, int32_t **))__pyx_f_6benchc_9tokenizer_9_pretok_c_7Scanner__merge;
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 396, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner)) __PYX_ERR(0, 397, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner = &__pyx_type_6benchc_9tokenizer_9_pretok_c_Scanner;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 397, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner);
@@ -12209,9 +12569,9 @@ static int __Pyx_modinit_Exttype___pyx_obj_6benchc_9tokenizer_9_pretok_c_Scanner
     __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner->tp_getattro = PyObject_GenericGetAttr;
   }
   #endif
-  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
-  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_Scanner, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
-  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 396, __pyx_L1_error)
+  if (__Pyx_SetVtable(__pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_vtabptr_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 397, __pyx_L1_error)
+  if (PyObject_SetAttr(__pyx_m, __pyx_mstate_global->__pyx_n_u_Scanner, (PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 397, __pyx_L1_error)
+  if (__Pyx_setup_reduce((PyObject *) __pyx_mstate->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner) < (0)) __PYX_ERR(0, 397, __pyx_L1_error)
   __Pyx_RefNannyFinishContext();
   return 0;
   __pyx_L1_error:;
@@ -12550,7 +12910,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "csrc/tokenizer/_pretok_c.pyx":21
+  /* "csrc/tokenizer/_pretok_c.pyx":22
  * from benchc.tokenizer._bpe_c cimport BPE
  * 
  * from benchc.tokenizer import _patterns, _pretok_py             # <<<<<<<<<<<<<<
@@ -12559,22 +12919,22 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_patterns_2,__pyx_mstate_global->__pyx_n_u_pretok_py};
-    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 2, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 21, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 2, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 22, __pyx_L1_error)
   }
   __pyx_t_2 = __pyx_t_1;
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_patterns_2,__pyx_mstate_global->__pyx_n_u_pretok_py};
     for (__pyx_t_3=0; __pyx_t_3 < 2; __pyx_t_3++) {
-      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 21, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 22, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 21, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_imported_names[__pyx_t_3], __pyx_t_4) < (0)) __PYX_ERR(0, 22, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     }
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":22
+  /* "csrc/tokenizer/_pretok_c.pyx":23
  * 
  * from benchc.tokenizer import _patterns, _pretok_py
  * from benchc.tokenizer import _unicode_classes as _U             # <<<<<<<<<<<<<<
@@ -12583,18 +12943,18 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_unicode_classes};
-    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 22, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_benchc_tokenizer, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 23, __pyx_L1_error)
   }
   __pyx_t_2 = __pyx_t_1;
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_unicode_classes};
     __pyx_t_3 = 0; {
-      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 22, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_3]); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 23, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
       switch (__pyx_t_3) {
         case 0:
-        if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_U, __pyx_t_4) < (0)) __PYX_ERR(0, 22, __pyx_L1_error)
+        if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_U, __pyx_t_4) < (0)) __PYX_ERR(0, 23, __pyx_L1_error)
         break;
         default:;
       }
@@ -12603,7 +12963,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":42
+  /* "csrc/tokenizer/_pretok_c.pyx":43
  * 
  * # the class table and the contraction folds, loaded on first use (about 0.2 s)
  * cdef bytes _classes = None             # <<<<<<<<<<<<<<
@@ -12615,7 +12975,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__classes, ((PyObject*)Py_None));
   __Pyx_GIVEREF(Py_None);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":43
+  /* "csrc/tokenizer/_pretok_c.pyx":44
  * # the class table and the contraction folds, loaded on first use (about 0.2 s)
  * cdef bytes _classes = None
  * cdef bytes _folds = None             # <<<<<<<<<<<<<<
@@ -12627,7 +12987,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   __Pyx_DECREF_SET(__pyx_v_6benchc_9tokenizer_9_pretok_c__folds, ((PyObject*)Py_None));
   __Pyx_GIVEREF(Py_None);
 
-  /* "csrc/tokenizer/_pretok_c.pyx":44
+  /* "csrc/tokenizer/_pretok_c.pyx":45
  * cdef bytes _classes = None
  * cdef bytes _folds = None
  * cdef const uint16_t* _cls_of = NULL             # <<<<<<<<<<<<<<
@@ -12636,7 +12996,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__cls_of = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":45
+  /* "csrc/tokenizer/_pretok_c.pyx":46
  * cdef bytes _folds = None
  * cdef const uint16_t* _cls_of = NULL
  * cdef const uint8_t* _fold_of = NULL             # <<<<<<<<<<<<<<
@@ -12645,7 +13005,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_of = NULL;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":46
+  /* "csrc/tokenizer/_pretok_c.pyx":47
  * cdef const uint16_t* _cls_of = NULL
  * cdef const uint8_t* _fold_of = NULL
  * cdef Py_ssize_t _fold_limit = 0             # <<<<<<<<<<<<<<
@@ -12654,49 +13014,49 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
 */
   __pyx_v_6benchc_9tokenizer_9_pretok_c__fold_limit = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":451
+  /* "csrc/tokenizer/_pretok_c.pyx":452
  *         return 0
  * 
  *     def split(self, str text):             # <<<<<<<<<<<<<<
  *         cdef Text t
  *         cdef Py_ssize_t k, start = 0
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_3split, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_split, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 451, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_3split, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_split, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 452, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_split, __pyx_t_2) < (0)) __PYX_ERR(0, 451, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_split, __pyx_t_2) < (0)) __PYX_ERR(0, 452, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":466
+  /* "csrc/tokenizer/_pretok_c.pyx":467
  *             _free(&t)
  * 
  *     def encode(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         cdef list out = []
  *         cdef int32_t* ids = NULL
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 466, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_5encode, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_encode, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 467, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 466, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_encode, __pyx_t_2) < (0)) __PYX_ERR(0, 467, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "csrc/tokenizer/_pretok_c.pyx":482
+  /* "csrc/tokenizer/_pretok_c.pyx":483
  *             free(ids)
  * 
  *     def count(self, str text, bpe):             # <<<<<<<<<<<<<<
  *         if not self.fast or not isinstance(bpe, BPE):
  *             return len(self.encode(text, bpe))
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 482, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_7Scanner_7count, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Scanner_count, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 483, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 482, __pyx_L1_error)
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_count, __pyx_t_2) < (0)) __PYX_ERR(0, 483, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":1
@@ -12726,6 +13086,21 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
   if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6benchc_9tokenizer_9_pretok_c_Scanner, __pyx_mstate_global->__pyx_n_u_setstate_cython, __pyx_t_2) < (0)) __PYX_ERR(1, 17, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
+  /* "csrc/tokenizer/_pretok_c.pyx":530
+ * 
+ * 
+ * def run_cuts(str text, Py_ssize_t limit):             # <<<<<<<<<<<<<<
+ *     """As the twin's: offsets where a run of spaces or of non-spaces (str.isspace) longer than
+ *     limit is cut, every limit characters into it; one pass over the code points."""
+*/
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_1run_cuts, 0, __pyx_mstate_global->__pyx_n_u_run_cuts, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[5])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 530, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
+  #endif
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_run_cuts, __pyx_t_2) < (0)) __PYX_ERR(0, 530, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+
   /* "(tree fragment)":4
  *     int __Pyx_CheckUnpickleChecksum(long, long, long, long, const char*) except -1
  *     int __Pyx_UpdateUnpickledDict(object, object, Py_ssize_t) except -1
@@ -12733,7 +13108,7 @@ __Pyx_RefNannySetupContext("PyInit__pretok_c", 0);
  *     cdef object __pyx_result
  *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xa2e292e, 0x1cca7c1, 0x17a28a5, b'_contractions, _family, _han, _letters, _max_digits, _slash, _to_end, _twin, fast, patterns')
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_1__pyx_unpickle_Scanner, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[5])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6benchc_9tokenizer_9_pretok_c_3__pyx_unpickle_Scanner, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle_Scanner, NULL, __pyx_mstate_global->__pyx_n_u_benchc_tokenizer__pretok_c, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[6])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -12815,38 +13190,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{28},{7},{6},{2},{9},{5},{7},{25},{27},{13},{14},{13},{2},{20},{12},{8},{8},{12},{8},{10},{8},{7},{14},{12},{11},{10},{22},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{13},{9},{10},{16},{18},{16},{26},{3},{6},{11},{18},{17},{5},{6},{12},{3},{4},{3},{5},{1},{1},{5},{3},{8},{5},{11},{3},{4},{10},{5},{5},{5},{1},{4},{6},{12},{6}};
-    const struct { const unsigned int length: 8; } bytes_length_index[] = {{11},{55},{180},{57},{128},{109}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{15},{1},{1},{179},{8},{28},{7},{6},{2},{9},{5},{7},{25},{27},{13},{14},{13},{2},{20},{12},{8},{8},{12},{8},{10},{8},{7},{14},{12},{11},{10},{22},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{13},{9},{10},{16},{18},{16},{26},{3},{6},{11},{18},{17},{5},{4},{4},{6},{12},{3},{4},{1},{3},{5},{1},{4},{5},{1},{5},{3},{8},{5},{11},{3},{8},{3},{8},{4},{10},{5},{5},{5},{5},{1},{4},{6},{12},{6}};
+    const struct { const unsigned int length: 8; } bytes_length_index[] = {{11},{55},{126},{180},{57},{128},{109}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (948 bytes) */
-static const char cstring[] = "x\332eR\301n\333F\020\265\0045Ql\003\261j\033)\332\002]\2410\354\244\215b\245\212S\240\207B\250\223\2400\340\332nb\241\275,V\313\221\275\025\265\244\270K\3312\212VG\037y\334#\217<\352\350\243\217=\352\310\243>!\237\320YRR\323\230\000wfvg\336\314\274\231\035\035\000\220N\300\316z \365\343\332\217\207\236\006\242\317\231&?\r\365\271\047\211P\304\001W\264!`\032\334!Q:\020\\C`\235$9zu\364\264\361}\2030\351\220\000\376\000\256\025Qa\233\273L)P\304\353\220v(\\-$\321C\037T\215\374\334!C/$\022\300!\332#>\372}\030\240\317A\022\005\332*d\233I\351i\246\205\047)\206\013y\266M\034\021`\0221\000\033\375\232\271\nj\314q(\372\001W\001\177\246\275.Hq\005\3013\352\007\200\026\3455\177x\351\010\305\332.\200\264\347\031\027*\327\234\203\303_Z\207\277rL\004\301L\324(\r\300\t9P\2361@\351\177\017X\231\302\202\356>q/\224zn\200\344\236\003sK\371\256\320\364\035\245G\303K\374\367\221=z\010\227\372\004:\224\316:\004\212\237c_\360\353\204\222[y6O\206_\217\t\231I\317\t\335\354F\262^.\341\302\n\354\221\362s\340]\025\366r+\000\025\272:\327g8V\265s\310\265P\372\202w\021mVi~;\320\226\030\013\331\017\231;\3172c\204\336\341fq\001\227\326@\202\026\225\251\017\352\277C\034\245\032\224\236w-\024\345^\340\205\270(@}\246q\277\244\232\017\320\037b\251\302RJgk\302\324Pr\341\325\0261\252\215\234\237\363\332b\372\037\333\265\3056\264}\340n}w\267\233a\321\254[\356\332\274\310\260\016\030\2076\343]\356I\253g\253\327\361\\Ge\003\316\007\233\237\324\027\300\001gt\346\353\347\302QBCOu\245\367\034\241\261\250y\023\231Wv\320\366\020[\366=_\201\333A>\034\3500\034P\266\036\310M\220\023\204Q\227:\364\035TC\005\013\336\006\314\rA\215\nii+>\216;IsT\230\226\2762\375\t\331\035\257\334\374p\333\235\034\237\244\245\365\350\245\331\211\253q=-\335\037\375\211F5-?N*\311\223\361\341m5-\255\\\327G\205\367\345\245\345/\354C%\332\230ln\305o\223\317\307\215\361\305\215s\373\315?o\047\307tB\371\204\273\023\327\237\370W\223\253\277\336/-\375]xSD\361\246x`\305A\361\304\212\223\342\251\025\247\305V1-\257E\367\243\276\271g\334\244j3\017""\256[\321+\263a\216\323\362\247\021fz\024\365\247xh\3632\336N6\023>\336\030\377~sq\313\254o?-?\234<\334IJI3i\215\017\354\365\364\3777\375Q3-\257\\7\256u\264g\326\315~\274\234T\223\027\343B\272\272\036}\027\261\014\266\032\357%\025DB\037l\332\354\305\2331$u\033\370\231)\244\345/Ms:\203\250\333\260F40\255\270\031\237&\365\034\372\312T\314\226\351\247\253k\321\003,\3744\256\307\315t\355Q\244\314\323\270\237,\217\277\275a7}\033\211\376\253\327\373\263v!~\221\024l\336\007\351\352F\326\361o1\213\303\2449E\234BT\031a\326\257\343z\372q\352\034\036\201^GU\354\251b\247\201\020\226+\014\374$z\207-\324\r\026\260\236u\3230\375\370^\016\234\034\247k\330\221\3314\314\344\365LW+Q\005a\352\377\002\222\362E\201";
-    PyObject *data = __Pyx_DecompressString(cstring, 948, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1060 bytes) */
+static const char cstring[] = "x\332eR\315O\033G\024\307\226!\016X\002\027\223\244\037R\327\255(\244\r\016\246\204T\252\332\312*\t\252\220(\320\000j/\243\361\3543L\275\314\256wf\rFU\313\321\307=\356q\217{\364\321G\216=\356q\217\376\023\362\047\364\315\256\355\244ae\317{o\346}\374\336\357\275u\345\002\030-\227\236_\202POk?\035\330\n\014uA\225\361sO]\330\302\340\3220\301\342Mp\251\002\253gH\345r\246\300\325N\3028|u\270\261\375\335\266A\205i\270\360\0470%\r\3515\231E\245\004i\330-\243\351qKqa\250\236\003\262f\374\3222z\266g\010\000\323P\266\341\240\337\373\001\352\002\204!Ai\305X\243B\330\212*n\013\202\341\\\234\257\031&w\261\010\357\202\216~M-\t5j\232\004\375\200I\227=Wv\033\004\277\001\3679q\\@\213\260\232\323\2736\271\244M\013@\350\363\234q\231i\346\376\301\257g\007\2771,\004\356X\324\010q\301\364\030\020\2262@\310\273\007D&\021\320\375\047f{BM\014\020\3146abI\307\342\212\234\020r\330\273\306\377.\262G\016\340Z\035C\213\220q\207@\3603\365\013~-O0-\317\047\305\360\273\244\\\244\3226=+\275\021\3642\223p\245\005\366H\330\005\260\266\364.3\313\005\351Y*\323\307y\264\252\347\220i\236p8kc\2661\322\354\266\25341:e\307\243\326\244\312\230\021r\217\233\351\005\\k\003\t\232\"\223\357\341\277G\034!\n\244\232t\315%a\266k{\270(@\034\252p\277\204\234\014\320\351!T\256)%\3435\241\262\047\030\267k\323\030\331D\316/Xm:\375\017\355\332t\033\232\0160\253\276\271\331Ns\221\264[f\351\272\310\260r)\203&emf\013\255\247\253\327\262-S\246\003f\236\222&U4\033pv\022\207\003\003\234\325\271\243\26687%Wp)\333m.L\213_r%\354-,\2060\047m\245\376\351A\232=$\301\261\035\304\326\345\266\047]O\340\217\3502\022\254\026\222fB\213\342\024\245\203\270\322EB\026\335\214J\314v\255<\007\361\200\047a\312p\227Z\036\310\333\\RX\r\217\302V\324\270\315\215\n\237\007\235\330\330\034,\014\277\277k\307G\307Ia\331\177\031\254\207\325\260\236\024\036\334\376\205F5)>\215\312\321\327\203\203\273jRX\350\327oso\347ff?\216\237<\213\032\361\306\017\303\243\244P\361\017\262\220G\276\010\033!\336\030!\326Y\361Q+\366g\373\047~\325\257\047\305\245x\351\013""\364\373qP\036|5\234\033\322\244\270\320\337\361\227\375FRZ\306\367\322b_\371[\030\263T\361\367\202z\320H\226\036\371tTz\354w\222\322G\376\264zqf\376S\r\253\354W\342\225\325\360M\364\311`{p54\357\276\371\367M|Db\302bf\305\226\023;7\361\315\337ogf\376\311\355\345Q\354\345\367\265\330\317\037kq\234?\325\3424\177\226Gd\376\003\277\023\314\005VT\325}w\373g\376\253\240\022\034%E]\267\210\010Fx\250\340e\270\026\255DlP\031\3741\274\272\243\332\267\223\024\027\343\305\365\250\0205\242\263\301\276\276\036\375\377\246s\333\320\235ncw;\301r\260\033\316G\325\350\305 \247\273\376\326\247i\332j\270\023\2251\023\372 \345\301N\270\022BT\327\201O\202\\R\374,h\214\306)\352:l\333\357\006g\310\364iT\317R\337\004\345`5@\236\226\374\207\010\3744\254\207H\337c_\006\033a\047\232\037<\033\322a\047\243\271X\352\357\216\333\205\360E\224\323u\037&\245J\332\361\357!\r\275\2501\302<9\277|\213U\277\014\353\311\207\245\263\364\230\3505\016v\007KW\323\024\232+\014\234\365O\260\205t~\313i7\333A\047\234\313\022G8]\354(X\th\220\341\031\225\312~Y\357\307\177\364\365\205\224";
+    PyObject *data = __Pyx_DecompressString(cstring, 1060, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1193 bytes) */
-static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ecsrc/t\377okenizer\337/_pre\013\000_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dKNOW\267NScf\000er\000\004.\377__reduce\233_c\375\002__\017\007\227\000s|\216\000\t\017count9\005\277encodeG\005s\377plit_U__\327Pyx\001\000D\273 _N\377extRef__~\333\004e____d\026\001\336\006\000func\014\001geytg\003\032\000main \001\337modul)\002na\315m\002\003ew9\001\341\000_c\377hecksum_\375_\n\001result\340\006\003A\004!\001\204A\033\003unp\307ickK\000\371\0041\003vt<\245!\214\001qual^\005\213$\231_\213.\244&ex\300\001\270@_\362\222\005s\265\010\250.__te\373st\356\005is_co\367rou\246`e_pa\355t\335`ns\271Epy_\327uni\317!_\321das\277yncio.+\006s\235b\361 hc.\365F\000\r.\376\205fbpecl10\3530k\237\204\002_\351\002cli\367ne_\337 trac\377ebackcon|\010\001\366bfolds\334B\374\323C\331C_piece\376\241@gpt2ids\377itemskno\3012X\000\306\000\275\005!\002&\002_b\375y\360\000popsel\377fsetdefa\310\236@\232b\322`r\347C\370\000xt\377updateus\373e_\351evalue\377s\200\001\330\004%\240Q\377\240f\250A\200\001\340\004\377\037\230q\320 0\260\013\377\270;\300k\320QR\330\377\004\023\2207\230(\240!\177\2401\330\004\007\200|\n\000\377!\330\010)\250\021\250*\377\260N\300!\330\004\013\210\3771\200\001\360\010\000\n\033\375\230\026\000\021\220\024\320\025%\377\240T\250\032\2604\260w\377\270d\300+\310T\320Q\377_\320_c\320cl\320\377lp\320pz\320z~\177\360\000\000\177\001G\002\004\000wG\002K\003\001K\002R\n\001\367R\002V\021\001V\002W\002\377\330\010\020\220\007\220q\230\357\006\230l\250c\000\007\200v\377\210W\220E\230\024\230Q\357\330\010\022\220\200\000\027\220q\377\340\010\027\220t\2307\240\377\047\250\025\250c\260\024\260\337Z\270w\300a\242\001q\330\377\010\017\320\017(\250\004\250_A\250W\260K\023\001\340""\004\013\377q\200A\330\010\013\2104\377\210t\2206\230\023\230D\377\240\n\250!\2505\260\001\177\330\014\023\2203\220aR\002\237!\2406\250\021G\000!\0007\377\230!\2306\240\025\240e\373\25015\001\030\230\001\330\010\257\034\230A\340<\00413\0014\377\220v\230W\240A\240V\373\2501U\003z\230\021\230%\177\230q\330\014\020\220\t\266\000\377V\2401\240A\330\020\027\377\220s\230-\240q\250\n\337\260,\270a\270\033\000\023\220\356-\000\014\210D\350\004e\2405{\250\001t\001\t\330\014\024\355\002\377Y\240a\240u\250A\340\336E\000\001\220\021\200s\000#\240\346\\\004t\220r\006Y\003\010\014\210\027F\220!\321\000\021\212A@\000\250!n~\000\005\220U\300\0001\230~\000\376\314A!\2304\230q\240\006\336S\003\250Q\330\020\317\000\230\025\367\230a\230\212\003\340\014\021\220\005\021D\0001";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1193, 1482);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1339 bytes) */
+static const char cstring[] = "\377(tree fr\377agment).\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000ecsrc/t\377okenizer\337/_pre\013\000_c\377.pyxdisa\337bleen\002\001gc\373is\004\003dKNOW\267NScf\000er\000\004.\377__reduce\233_c\375\002__\017\007\227\000s|\216\000\t\017count9\005\277encodeG\005s\377plit_U__\327Pyx\001\000D\273 _N\377extRef__~\333\004e____d\026\001\336\006\000func\014\001geytg\003\032\000main \001\337modul)\002na\315m\002\003ew9\001\341\000_c\377hecksum_\375_\n\001result\340\006\003A\004!\001\204A\033\003unp\307ickK\000\371\0041\003vt<\245!\214\001qual^\005\213$\231_\213.\244&ex\300\001\270@_\362\222\005s\265\010\250.__te\373st\356\005is_co\367rou\246`e_pa\355t\335`ns\271Epy_\327uni\317!_\321das\277yncio.+\006s\235b\361 hc.\365F\000\r.\376\205fbpecl10\3530k\237\204\002_\351\002cli\367ne_\337 trac\377ebackcon|\010\001\366bfolds\334B\377cutsdata\374\333C\341C_piece\376\251@gpt2iid\377sitemskk\377indlimit\007no2j\000\330\000\317\005+\0020\002\367_by\202 popp\377reviousr\353un\000\000_c\001sel\377fsetdefaF\303@sp\225\000\304b\374`r\221c\336\242 xtup\215\000eu\367se_\223\204\005valu\377es\200\001\330\004%\240\377Q\240f\250A\200\001\340\377\004\037\230q\320 0\260\377\013\270;\300k\320QR\377\330\004\023\2207\230(\240\377!\2401\330\004\007\200|\376\n\000!\330\010)\250\021\250\377*\260N\300!\330\004\013\377\2101\200\001\360\006\000\005\377\031\320\030,\250A\320-\377=\270Q\330\004\024\220N~-\003\026\220n\240A\240\017\000\333 \240e\000\025\220\031\000\010\210\377\005\210U\220!\2201\330\337\010\020\320\020\"X\000>\260\377\021\260&\270\006\270a\330\377\010\013\2106\220\023\220A\367\330\014\023\035\000\014\017\210t\373\22021\000\020\024\220G\230\3771\230A\330\020\026\220a\377\340\014\027\220q\330\014\022}\220u\006\010\000\n\033\230\224\000\377\021\220\024""\320\025%\240T\377\250\032\2604\260w\270d\377\300+\310T\320Q_\320\377_c\320cl\320lp\377\320pz\320z~\360\000\337\000\177\001G\002\004\000G\002\335K\003\001K\002R\n\001R\002\275V\021\001V\002W\002\227\000\220\377\007\220q\230\006\230l\250\376\341\000\007\200v\210W\220E\277\230\024\230Q\330\010t\001\010\372\177\000\340\002\000t\2307\240\047\377\250\025\250c\260\024\260Z\357\270w\300a\240!q\330\010\377\017\320\017(\250\004\250A\257\250W\260K\023\001\340\004\013q\353\200A\346\0014\333\0006\230\023\377\230D\240\n\250!\2505{\260\001\362\0013\220a\220S\001\237!\2406\250\021G\000\377\0007\377\230!\2306\240\025\240e\373\25015\001\030\230\001\330\010O\034\230A\340\252 ?\0011\251!\3374\220v\230W\347 V\250\3751U\003z\230\021\230%\230\356\245 \020\220\t\266\000V\2401\375\240\274 \027\220s\230-\240\377q\250\n\260,\270a\270\275q\341#\010\014\210D\350\004e\357\2405\250\001t\001\t\330\014\375\024\355\002Y\240a\240u\250\377A\340\014\020\220\001\220\021m\200s\000#\240\\\004t\220r\006\224Y\003F\000F\326@6x\000\242`\t\034\236C6\000\005\220U\300\000\273B\312a\177!\2304\230q\240\006S\003\357\250Q\330\020\317\000\230\025\230\373a\230\212\003\340\014\021\220\021\000\234a";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1339, 1650);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1482 bytes) */
-static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecsrc/tokenizer/_pretok_c.pyxdisableenablegcisenabledKNOWNScannerScanner.__reduce_cython__Scanner.__setstate_cython__Scanner.countScanner.encodeScanner.split_U__Pyx_PyDict_NextRef__annotate____dict____func____getstate____main____module____name____new____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle_Scanner__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_is_coroutine_patterns_pretok_py_unicode_classesasyncio.coroutinesbenchc.tokenizerbenchc.tokenizer._pretok_cbpecl100kclass_tablecline_in_tracebackcontraction_foldscountencodeencode_piecegetgpt2idsitemskno200koutpatternspiecepiece_bytespopselfsetdefaultsplitstartstatettextupdateuse_setstatevalues\200\001\330\004%\240Q\240f\250A\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2207\230(\240!\2401\330\004\007\200|\2207\230!\330\010)\250\021\250*\260N\300!\330\004\013\2101\200\001\360\010\000\n\033\230!\330\010\021\220\024\320\025%\240T\250\032\2604\260w\270d\300+\310T\320Q_\320_c\320cl\320lp\320pz\320z~\360\000\000\177\001G\002\360\000\000G\002K\002\360\000\000K\002R\002\360\000\000R\002V\002\360\000\000V\002W\002\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2307\240\047\250\025\250c\260\024\260Z\270w\300a\330\004\007\200q\330\010\017\320\017(\250\004\250A\250W\260K\270w\300a\340\010\017\320\017(\250\004\250A\250W\260K\270q\200A\330\010\013\2104\210t\2206\230\023\230D\240\n\250!\2505\260\001\330\014\023\2203\220a\220t\2307\240!\2406\250\021\330\010\017\210t\2207\230!\2306\240\025\240e\2501\200A\330\010\030\230\001\330\010\034\230A\340\010\013\2104\210t\2201\330\014\023\2204\220v\230W\240A\240V\2501\330\010\013\2104\210z\230""\021\230%\230q\330\014\020\220\t\230\024\230V\2401\240A\330\020\027\220s\230-\240q\250\n\260,\270a\270q\330\014\023\2201\330\010\014\210D\220\007\220q\230\006\230e\2405\250\001\250\021\330\010\t\330\014\024\220E\230\024\230Y\240a\240u\250A\340\014\020\220\001\220\021\200A\340\010#\2401\330\010\013\2104\210t\2201\330\014\023\2204\220v\230V\2401\240A\330\010\014\210F\220!\2206\230\021\230!\330\010\t\330\014\022\220!\330\014\020\220\005\220U\230!\2301\230A\330\020\023\2207\230!\2304\230q\240\006\240a\240u\250A\250Q\330\020\030\230\001\230\025\230a\230q\330\014\023\2201\340\014\021\220\021\220!\2201";
+    #else /* compression: none (1650 bytes) */
+static const char bytes[] = "(tree fragment).?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecsrc/tokenizer/_pretok_c.pyxdisableenablegcisenabledKNOWNScannerScanner.__reduce_cython__Scanner.__setstate_cython__Scanner.countScanner.encodeScanner.split_U__Pyx_PyDict_NextRef__annotate____dict____func____getstate____main____module____name____new____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle_Scanner__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_is_coroutine_patterns_pretok_py_unicode_classesasyncio.coroutinesbenchc.tokenizerbenchc.tokenizer._pretok_cbpecl100kclass_tablecline_in_tracebackcontraction_foldscountcutsdataencodeencode_piecegetgpt2iidsitemskkindlimitno200koutpatternspiecepiece_bytespoppreviousrunrun_cutsselfsetdefaultspacesplitstartstatettextupdateuse_setstatevalues\200\001\330\004%\240Q\240f\250A\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2207\230(\240!\2401\330\004\007\200|\2207\230!\330\010)\250\021\250*\260N\300!\330\004\013\2101\200\001\360\006\000\005\031\320\030,\250A\320-=\270Q\330\004\024\220N\240!\2401\330\004\026\220n\240A\240Q\330\004 \240\001\330\004\025\220Q\330\004\010\210\005\210U\220!\2201\330\010\020\320\020\"\240!\240>\260\021\260&\270\006\270a\330\010\013\2106\220\023\220A\330\014\023\2201\330\014\017\210t\2202\220Q\330\020\024\220G\2301\230A\330\020\026\220a\340\014\027\220q\330\014\022\220!\330\004\013\2101\200\001\360\010\000\n\033\230!\330\010\021\220\024\320\025%\240T\250\032\2604\260w\270d\300+\310T\320Q_\320_c\320cl\320lp\320pz\320z~\360\000\000\177\001G\002\360\000\000G\002K\002\360\000\000K\002R\002\360\000\000R\002V\002\360\000\000V\002W\002\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2307\240\047\250\025\250c\260""\024\260Z\270w\300a\330\004\007\200q\330\010\017\320\017(\250\004\250A\250W\260K\270w\300a\340\010\017\320\017(\250\004\250A\250W\260K\270q\200A\330\010\013\2104\210t\2206\230\023\230D\240\n\250!\2505\260\001\330\014\023\2203\220a\220t\2307\240!\2406\250\021\330\010\017\210t\2207\230!\2306\240\025\240e\2501\200A\330\010\030\230\001\330\010\034\230A\340\010\013\2104\210t\2201\330\014\023\2204\220v\230W\240A\240V\2501\330\010\013\2104\210z\230\021\230%\230q\330\014\020\220\t\230\024\230V\2401\240A\330\020\027\220s\230-\240q\250\n\260,\270a\270q\330\014\023\2201\330\010\014\210D\220\007\220q\230\006\230e\2405\250\001\250\021\330\010\t\330\014\024\220E\230\024\230Y\240a\240u\250A\340\014\020\220\001\220\021\200A\340\010#\2401\330\010\013\2104\210t\2201\330\014\023\2204\220v\230V\2401\240A\330\010\014\210F\220!\2206\230\021\230!\330\010\t\330\014\022\220!\330\014\020\220\005\220U\230!\2301\230A\330\020\023\2207\230!\2304\230q\240\006\240a\240u\250A\250Q\330\020\030\230\001\230\025\230a\230q\330\014\023\2201\340\014\021\220\021\220!\2201";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 79; i++) {
+    for (int i = 0; i < 88; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 10) PyUnicode_InternInPlace(&string);
@@ -12857,8 +13232,8 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 79; i < 85; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-79].length;
+    for (int i = 88; i < 95; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-88].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -12868,15 +13243,15 @@ static const char bytes[] = "(tree fragment).?Note that Cython is deliberately s
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 85; i++) {
+    for (Py_ssize_t i = 0; i < 95; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 79;
-      for (Py_ssize_t i=0; i<6; ++i) {
+      PyObject **table = stringtab + 88;
+      for (Py_ssize_t i=0; i<7; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -12940,9 +13315,9 @@ typedef struct {
     unsigned int argcount : 2;
     unsigned int num_posonly_args : 1;
     unsigned int num_kwonly_args : 1;
-    unsigned int nlocals : 3;
+    unsigned int nlocals : 4;
     unsigned int flags : 10;
-    unsigned int first_line : 9;
+    unsigned int first_line : 10;
 } __Pyx_PyCode_New_function_description;
 #ifdef __cplusplus
 } /* anonymous namespace */
@@ -12962,17 +13337,17 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 451};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 452};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_start, __pyx_mstate->__pyx_n_u_out};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_split, __pyx_mstate->__pyx_kp_b_iso88591_A_1_4t1_4vV1A_F_6_U_1A_7_4q_auAQ, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 466};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 467};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_piece};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_encode, __pyx_mstate->__pyx_kp_b_iso88591_A_A_4t1_4vWAV1_4z_q_V1A_s_q_aq_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 482};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 483};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_bpe};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_count, __pyx_mstate->__pyx_kp_b_iso88591_A_4t6_D_5_3at7_6_t7_6_e1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
@@ -12987,9 +13362,14 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[4] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_setstate_cython, __pyx_mstate->__pyx_kp_b_iso88591_QfA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[4])) goto bad;
   }
   {
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 530};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_text, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_run, __pyx_mstate->__pyx_n_u_kind, __pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_space, __pyx_mstate->__pyx_n_u_previous, __pyx_mstate->__pyx_n_u_cuts};
+    __pyx_mstate_global->__pyx_codeobj_tab[5] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_csrc_tokenizer__pretok_c_pyx, __pyx_mstate->__pyx_n_u_run_cuts, __pyx_mstate->__pyx_kp_b_iso88591_A_Q_N_1_nAQ_Q_U_1_a_6_A_1_t2Q_G, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[5])) goto bad;
+  }
+  {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 4};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_pyx_type, __pyx_mstate->__pyx_n_u_pyx_checksum, __pyx_mstate->__pyx_n_u_pyx_state, __pyx_mstate->__pyx_n_u_pyx_result};
-    __pyx_mstate_global->__pyx_codeobj_tab[5] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_pyx_unpickle_Scanner, __pyx_mstate->__pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[5])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[6] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_pyx_unpickle_Scanner, __pyx_mstate->__pyx_kp_b_iso88591_q_0_kQR_7_1_7_N_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[6])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;

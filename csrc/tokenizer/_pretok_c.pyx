@@ -12,7 +12,8 @@ Every scan below transcribes one alternation of its pattern, in the pattern's or
 the comments name the alternative each branch stands for.
 """
 
-from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
+from cpython.unicode cimport (
+    Py_UNICODE_ISSPACE, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ)
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
 
@@ -524,6 +525,27 @@ cdef class Scanner:
             free(buf)
             free(ids)
             _free(&t)
+
+
+def run_cuts(str text, Py_ssize_t limit):
+    """As the twin's: offsets where a run of spaces or of non-spaces (str.isspace) longer than
+    limit is cut, every limit characters into it; one pass over the code points."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, run = 0
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef int space, previous = -1
+    cdef list cuts = []
+    for i in range(n):
+        space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))
+        if space == previous:
+            run += 1
+            if run > limit:
+                cuts.append(i)
+                run = 1
+        else:
+            previous = space
+            run = 1
+    return cuts
 
 
 cdef void _free(Text* t) noexcept:
