@@ -7,10 +7,13 @@ is one such split, and it matches everywhere). A pattern may also be given as
 (pattern, behaviour, invert) for HF's other Split behaviours: Removed,
 MergedWithPrevious, MergedWithNext, Contiguous. The `regex` package runs the patterns:
 it knows Unicode property classes and possessive quantifiers as tiktoken does, so
-this module is the definition the compiled scanner is tested against.
+this module is the definition the compiled scanner is tested against (a pattern `regex`
+cannot read as written, Kimi's class intersections, runs in the spelling
+_patterns.REGEX_SPELLING gives).
 
 `encode(text, bpe)` / `count(text, bpe)` add the merge of each piece (utf-8 bytes,
-lone surrogates kept as `surrogatepass` writes them).
+lone surrogates kept as `surrogatepass` writes them). `run_cuts(text, limit)`: where
+Kimi's encode cuts long runs of spaces or non-spaces.
 """
 
 from __future__ import annotations
