@@ -14,8 +14,10 @@ server does when it counts a prompt.
 
 from __future__ import annotations
 
+import hashlib
+
 from benchc.errors import UsageError
-from benchc.tokenizer import _patterns
+from benchc.tokenizer import _normalize, _patterns
 from benchc.tokenizer._bytelevel import merge_pairs, to_bytes
 from benchc.tokenizer._gguf_reader import GGUFError, read_metadata
 from benchc.tokenizer._normalize import SPACE, chain
@@ -36,8 +38,6 @@ PRE: dict[str, tuple[tuple[str, ...], bool, bool]] = {
 
 
 def from_gguf(path: str, core: str | None = None) -> Tokenizer:
-    import hashlib
-
     try:
         with open(path, "rb") as f:
             meta, raw = read_metadata(f)
@@ -71,16 +71,11 @@ def _bpe(path: str, meta: dict, tokens: list[str], types: list[int], core: str |
     ids = {to_bytes(t): i for i, (t, k) in enumerate(zip(tokens, types, strict=True)) if k == NORMAL}
     pairs = merge_pairs(ids, meta.get("tokenizer.ggml.merges") or [])
     byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]
-    special = _specials(tokens, types)
-    normalize = None
-    if nfc:
-        import unicodedata
-        normalize = lambda t, _: unicodedata.normalize("NFC", t)  # noqa: E731
     return Tokenizer(kind=f"GGUF gpt2 (byte-level BPE, pre-tokenizer {pre})",
                      merger=bpe_cls(byte_ids, pairs, ids if ignore_merges else None),
-                     vocab={i: b for b, i in ids.items()}, special=special, normalize=normalize,
-                     patterns=list(patterns), prefix_space=bool(meta.get("tokenizer.ggml.add_space_prefix")),
-                     core=core)
+                     vocab={i: b for b, i in ids.items()}, special=_specials(tokens, types),
+                     normalize=_normalize.nfc if nfc else None, patterns=list(patterns),
+                     prefix_space=bool(meta.get("tokenizer.ggml.add_space_prefix")), core=core)
 
 
 def _spm(meta: dict, tokens: list[str], types: list[int], core: str | None) -> Tokenizer:

@@ -15,6 +15,10 @@ from benchc.tokenizer.encoder import Normalizer
 SPACE = "▁"
 
 
+def nfc(text: str, at_start: bool) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
 def chain(steps: list[Normalizer]) -> Normalizer | None:
     if not steps:
         return None

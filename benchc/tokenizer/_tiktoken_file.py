@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from benchc.errors import UsageError
-from benchc.tokenizer import _patterns
+from benchc.tokenizer import _normalize, _patterns
 from benchc.tokenizer.encoder import Tokenizer, cores
 
 # tiktoken's encodings by name: (pattern, special tokens), as tiktoken_ext.openai_public
@@ -60,12 +60,9 @@ def build(ranks: dict[bytes, int], pattern: str, special: dict[str, int], *, kin
     ids = {tok: r + offset for tok, r in ranks.items()}
     pairs = rank_pairs(ranks, offset)
     byte_ids = [ids.get(bytes([b]), -1) for b in range(256)]
-    normalize = None
-    if nfc:
-        import unicodedata
-        normalize = lambda t, _: unicodedata.normalize("NFC", t)  # noqa: E731
     tok = Tokenizer(kind=kind, merger=bpe_cls(byte_ids, pairs, ids), vocab={i: b for b, i in ids.items()},
-                    special=special, normalize=normalize, patterns=[pattern], core=core, **extra)
+                    special=special, normalize=_normalize.nfc if nfc else None, patterns=[pattern], core=core,
+                    **extra)
     tok.ids, tok.pairs, tok.byte_ids = ids, pairs, byte_ids
     return tok
 

@@ -104,6 +104,11 @@ class Tokenizer:
             self._decode[i] = text.encode()
         self._decode.update(decode_only or {})
         self.sha256: str | None = None
+        # byte-level kinds only, set by their loaders: token bytes -> id, the merges, the
+        # ids of the single bytes (what a second merger for the same vocabulary needs)
+        self.ids: dict[bytes, int] | None = None
+        self.pairs: dict[tuple[int, int], tuple[int, int]] | None = None
+        self.byte_ids: list[int] | None = None
 
     @property
     def pretokenizer(self) -> str:
