@@ -117,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     tk = sub.add_parser("tokens", help="count (or list) the tokens of files with a model's tokenizer")
     tk.add_argument("files", nargs="+", metavar="FILE")
     tk.add_argument("--tokenizer", required=True,
-                    help="a tokenizer.json, a model directory holding one, or a tiktoken rank file "
-                    "(cl100k_base.tiktoken, or ENCODING:PATH)")
+                    help="a tokenizer.json, tekken.json, SentencePiece .model or .gguf file, a model "
+                    "directory, or a tiktoken rank file (cl100k_base.tiktoken, or ENCODING:PATH)")
     tk.add_argument("--ids", action="store_true", help="print the token ids too")
 
     r = sub.add_parser("run", help="run a spec and write its result document")
@@ -325,6 +325,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     from benchc.tokenizer.tokenizer import load
 
     tok = load(args.tokenizer)
+    print(f"tokenizer: {tok.kind} ({args.tokenizer}); pre-tokenization: {tok.pretokenizer}", file=sys.stderr)
     for path in args.files:
         try:
             with open(path, encoding="utf-8") as f:

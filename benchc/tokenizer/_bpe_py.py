@@ -13,6 +13,7 @@ ids they named.
               (tiktoken; HF's ignore_merges), else None
 
 `encode_piece(piece)` is that lookup, then the merge; a cache keeps frequent pieces.
+`merge_ids(ids)` merges symbols already mapped to ids (SentencePiece's characters).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ class BPE:
         ids = [self.byte_ids[b] for b in piece]
         if -1 in ids:
             raise KeyError(f"a byte of {piece!r} has no token in this vocabulary")
+        return self.merge_ids(ids)
+
+    def merge_ids(self, ids: list[int]) -> list[int]:
+        """The merge of symbols already mapped to ids (SentencePiece starts from characters)."""
+        ids = list(ids)
         n = len(ids)
         if n <= 1:
             return ids

@@ -7,37 +7,25 @@ is one such split, and it matches everywhere). A pattern may also be given as
 (pattern, behaviour, invert) for HF's other Split behaviours: Removed,
 MergedWithPrevious, MergedWithNext, Contiguous. The `regex` package runs the patterns:
 it knows Unicode property classes and possessive quantifiers as tiktoken does, so
-this module is the definition the compiled scanner is tested against.
+this module is the definition the compiled scanner is tested against (a pattern `regex`
+cannot read as written, Kimi's class intersections, runs in the spelling
+_patterns.REGEX_SPELLING gives).
 
 `encode(text, bpe)` / `count(text, bpe)` add the merge of each piece (utf-8 bytes,
-lone surrogates kept as `surrogatepass` writes them).
+lone surrogates kept as `surrogatepass` writes them). `run_cuts(text, limit)`: where
+Kimi's encode cuts long runs of spaces or non-spaces.
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 import regex
 
-# Pattern chains the compiled core has a hand-written scanner for, and how to run them.
-# ("cl100k", n, marks): the GPT-4 family with digit runs of at most n (Qwen: 1), and with
-# marks (\p{M}) counted as letters (Qwen3.5+). ("deepseek",): DeepSeek's three chained
-# Splits (digits by three, CJK and kana runs, then its word/punctuation pattern).
-_CL100K = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-         r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
-           r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_DEEPSEEK = (r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
-             "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
-             "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+")
-KNOWN: dict[tuple[str, ...], tuple] = {
-    (_CL100K,): ("cl100k", 3, False),
-    (_CL100K.replace("{1,3}", "{1,3}+"),): ("cl100k", 3, False),  # the same match, possessive
-    (_QWEN,): ("cl100k", 1, False),
-    (_QWEN35,): ("cl100k", 1, True),
-    _DEEPSEEK: ("deepseek",),
-}
+from benchc.tokenizer._patterns import KNOWN, REGEX_SPELLING
 
+__all__ = ["BEHAVIOURS", "KNOWN", "Scanner", "piece_bytes", "run_cuts"]
 
 BEHAVIOURS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
@@ -85,6 +73,10 @@ def _split(text: str, pattern, behaviour: str, invert: bool) -> list[str]:
     return [text[a:b] for a, b, *_ in spans]
 
 
+def _compile(pattern: str):
+    return regex.compile(REGEX_SPELLING.get(pattern, pattern))
+
+
 def piece_bytes(piece: str) -> bytes:
     return piece.encode("utf-8", "surrogatepass")
 
@@ -97,8 +89,8 @@ class Scanner:
 
     def __init__(self, patterns: list | tuple):
         self.patterns = tuple(patterns)
-        self._splits = [(regex.compile(p), "Isolated", False) if isinstance(p, str)
-                        else (regex.compile(p[0]), p[1], bool(p[2])) for p in self.patterns]
+        self._splits = [(_compile(p), "Isolated", False) if isinstance(p, str)
+                        else (_compile(p[0]), p[1], bool(p[2])) for p in self.patterns]
         for _, behaviour, _ in self._splits:
             if behaviour not in BEHAVIOURS:
                 raise ValueError(f"Split behaviour {behaviour!r} is not one of {', '.join(BEHAVIOURS)}")
@@ -117,3 +109,17 @@ class Scanner:
 
     def count(self, text: str, bpe) -> int:
         return sum(len(bpe.encode_piece(piece_bytes(piece))) for piece in self.split(text))
+
+
+@lru_cache(maxsize=4)
+def _long_run(limit: int) -> re.Pattern:
+    # Python's `re` reads \s as str.isspace; a lookbehind anchors each try at the start of a
+    # run, so the scan is linear in the text's length
+    return re.compile(rf"(?<!\S)\S{{{limit + 1},}}|(?<!\s)\s{{{limit + 1},}}")
+
+
+def run_cuts(text: str, limit: int) -> list[int]:
+    """Offsets where a run of spaces or of non-spaces (str.isspace) longer than `limit` is cut,
+    every `limit` characters into it (Kimi's encode cuts its text so)."""
+    return [cut for m in _long_run(limit).finditer(text) for cut in range(m.start() + limit, m.end(), limit)]
+

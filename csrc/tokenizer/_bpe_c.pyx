@@ -5,19 +5,25 @@ The pair table is an open-addressing hash of 64-bit keys (id_a << 32 | id_b) to
 (rank, merged id); the merge runs over C arrays with a binary heap of candidate
 pairs, O(n log n) in the piece's length, and creates no Python object but the
 returned list. `merge_into` / `encode_into` are the C entry points the compiled
-pre-tokenizer calls for each piece without leaving C.
+pre-tokenizer calls for each piece without leaving C; `merge_ids_into` starts from
+symbols already mapped to ids (SentencePiece's characters, csrc/tokenizer/_spm_c.pyx).
 """
 
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcmp
 
+from benchc.tokenizer._piece_cache cimport (
+    CACHE_KEY, CACHE_SLOTS, CacheSlot, cache_get, cache_put, mix64, piece_hash)
 
-cdef inline bint _less(Cand* x, Cand* y) nogil:
+
+cdef inline bint _less(Cand* x, Cand* y) noexcept nogil:
     return x.rank < y.rank or (x.rank == y.rank and x.pos < y.pos)
 
 
-cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:
+cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) noexcept nogil:
     cdef Py_ssize_t i = n[0]
     cdef Py_ssize_t parent
     n[0] += 1
@@ -31,7 +37,7 @@ cdef inline void _push(Cand* heap, Py_ssize_t* n, Cand c) nogil:
             break
 
 
-cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) nogil:
+cdef inline Cand _pop(Cand* heap, Py_ssize_t* n) noexcept nogil:
     cdef Cand top = heap[0]
     cdef Py_ssize_t i = 0, l, r, m
     n[0] -= 1
@@ -73,6 +79,12 @@ cdef class BPE:
         if whole is not None:
             self._build_whole(whole)
         self._grow(256)
+        self._cache = <CacheSlot*>calloc(CACHE_SLOTS, sizeof(CacheSlot))
+        if self._cache == NULL:
+            raise MemoryError()
+        top = max(max(byte_ids), max([m for _, m in pairs.values()], default=-1),
+                  max(whole.values(), default=-1) if whole else -1)
+        self._ints = list(range(top + 1))
 
     def __dealloc__(self):
         free(self._keys)
@@ -85,9 +97,10 @@ cdef class BPE:
         free(self._w_slots)
         free(self._scratch)
         free(self._heap)
+        free(self._cache)
 
     cdef void _put(self, uint64_t key, int64_t rank, int32_t merged):
-        cdef uint64_t h = _hash(key) & self._mask
+        cdef uint64_t h = mix64(key) & self._mask
         while self._keys[h] != 0 and self._keys[h] != key:
             h = (h + 1) & self._mask
         self._keys[h] = key
@@ -96,7 +109,7 @@ cdef class BPE:
 
     cdef bint _get(self, int32_t a, int32_t b, int64_t* rank, int32_t* merged) noexcept nogil:
         cdef uint64_t key = _key(a, b)
-        cdef uint64_t h = _hash(key) & self._mask
+        cdef uint64_t h = mix64(key) & self._mask
         while self._keys[h] != 0:
             if self._keys[h] == key:
                 rank[0] = self._ranks[h]
@@ -132,7 +145,7 @@ cdef class BPE:
             for i in range(len(tok)):
                 self._arena[total + i] = tok[i]
             total += len(tok)
-            h = _bytes_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
+            h = piece_hash(<const unsigned char*>tok, len(tok)) & self._w_mask
             while self._w_slots[h] != -1:
                 h = (h + 1) & self._w_mask
             self._w_slots[h] = k
@@ -141,7 +154,7 @@ cdef class BPE:
 
     cdef int32_t _whole_id(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
         """The id of the token whose bytes are exactly p[:n], or -1."""
-        cdef uint64_t h = _bytes_hash(p, n) & self._w_mask
+        cdef uint64_t h = piece_hash(p, n) & self._w_mask
         cdef int32_t k
         while True:
             k = self._w_slots[h]
@@ -169,30 +182,40 @@ cdef class BPE:
 
     cdef Py_ssize_t merge_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:
         """Merges p[:n] and writes the ids to out (room for n); returns how many."""
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        self._grow(n)
+        for i in range(n):
+            self._scratch[i] = self._byte_ids[p[i]]
+            if self._scratch[i] < 0:
+                raise KeyError(f"byte {p[i]} has no token in this vocabulary")
+        return self._merge_scratch(n, out)
+
+    cdef Py_ssize_t merge_ids_into(self, const int32_t* ids, Py_ssize_t n, int32_t* out) except -1:
+        """Merges the symbols ids[:n] (SentencePiece starts from characters, not bytes)."""
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        self._grow(n)
+        for i in range(n):
+            self._scratch[i] = ids[i]
+        return self._merge_scratch(n, out)
+
+    cdef Py_ssize_t _merge_scratch(self, Py_ssize_t n, int32_t* out) except -1:
+        """The merge loop over the n ids in the scratch array (n >= 1, room grown)."""
         cdef Py_ssize_t i, j, k, hn = 0, m = 0
-        cdef int32_t* ids
-        cdef int32_t* nxt
-        cdef int32_t* prev
-        cdef Cand* heap
+        cdef int32_t* ids = self._scratch
+        cdef int32_t* nxt = ids + n
+        cdef int32_t* prev = ids + 2 * n
+        cdef Cand* heap = self._heap
         cdef Cand c
         cdef int64_t rank
         cdef int32_t merged
-        if n == 0:
-            return 0
         if n == 1:
-            out[0] = self._byte_ids[p[0]]
-            if out[0] < 0:
-                raise KeyError(f"byte {p[0]} has no token in this vocabulary")
+            out[0] = ids[0]
             return 1
-        self._grow(n)
-        ids = self._scratch
-        nxt = ids + n
-        prev = ids + 2 * n
-        heap = self._heap
         for i in range(n):
-            ids[i] = self._byte_ids[p[i]]
-            if ids[i] < 0:
-                raise KeyError(f"byte {p[i]} has no token in this vocabulary")
             nxt[i] = i + 1
             prev[i] = i - 1
         nxt[n - 1] = -1
@@ -225,17 +248,56 @@ cdef class BPE:
 
     cdef Py_ssize_t encode_into(self, const unsigned char* p, Py_ssize_t n, int32_t* out) except -1:
         """A piece that is itself a token is taken whole when a whole-piece table was given
-        (as tiktoken does); else it is merged."""
+        (as tiktoken does); else it is merged. Short pieces are memoized."""
         cdef int32_t t
+        cdef uint64_t h = 0
+        cdef Py_ssize_t m
+        if n <= CACHE_KEY:
+            h = piece_hash(p, n)
+            m = cache_get(self._cache, h, p, n, out)
+            if m >= 0:
+                return m
         if self.has_whole and n > 1:
             t = self._whole_id(p, n)
             if t >= 0:
                 out[0] = t
                 return 1
-        return self.merge_into(p, n, out)
+        m = self.merge_into(p, n, out)
+        if n <= CACHE_KEY:
+            cache_put(self._cache, h, p, n, out, m)
+        return m
+
+    cdef list ids_list(self, const int32_t* ids, Py_ssize_t n):
+        """A list of ids[:n], built at its final size from shared int objects (no int is made
+        per token: a list of a million tokens costs references only)."""
+        cdef list out = PyList_New(n)
+        cdef Py_ssize_t i, known = len(self._ints)
+        cdef object o
+        for i in range(n):
+            if 0 <= ids[i] < known:
+                o = <object>PyList_GET_ITEM(self._ints, ids[i])
+            else:
+                o = ids[i]
+            Py_INCREF(o)
+            PyList_SET_ITEM(out, i, o)
+        return out
 
     def merge(self, bytes piece):
         return self._to_list(piece, False)
+
+    def merge_ids(self, ids):
+        """The merge of a list of symbol ids (the twin's merge_ids)."""
+        cdef Py_ssize_t n = len(ids), i, m
+        cdef int32_t* buf = <int32_t*>malloc((2 * n + 1) * sizeof(int32_t))
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                buf[i] = ids[i]
+            m = self.merge_ids_into(buf, n, buf + n)
+            return [buf[n + i] for i in range(m)]
+        finally:
+            free(buf)
 
     def encode_piece(self, bytes piece):
         return self._to_list(piece, True)
@@ -255,25 +317,6 @@ cdef class BPE:
             free(out)
 
 
-cdef inline uint64_t _key(int64_t a, int64_t b) nogil:
+cdef inline uint64_t _key(int64_t a, int64_t b) noexcept nogil:
     # +1 keeps 0 free as the empty-slot marker
     return ((<uint64_t>(a + 1)) << 32) | <uint64_t>(b + 1)
-
-
-cdef inline uint64_t _hash(uint64_t x) nogil:
-    # splitmix64's finaliser: spreads sequential ids over the table
-    x ^= x >> 30
-    x *= 0xbf58476d1ce4e5b9ULL
-    x ^= x >> 27
-    x *= 0x94d049bb133111ebULL
-    x ^= x >> 31
-    return x
-
-
-cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    # FNV-1a
-    cdef uint64_t h = 0xcbf29ce484222325ULL
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 0x100000001b3ULL
-    return h
