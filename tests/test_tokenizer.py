@@ -148,6 +148,24 @@ load:
     assert all(x == prefix[0] for x in prefix)
 
 
+def test_exact_random_prompts_with_a_sentencepiece_tokenizer():
+    """A SentencePiece tokenizer counts " the" as two tokens (its own prefix space, then the
+    word); the words benchc grows prompts with add one token each all the same."""
+    import sentencepiece
+
+    from benchc.plan.prompts import make_source
+    from benchc.tokenizer import load
+    from tests.tokenizer_fixtures import MISTRAL_V1
+
+    params = {"seed": 5, "prefix_tokens": 32, "num_prompts": 4,
+              "input_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 8}}
+    source = make_source("random", params, "fresh", ".", load(MISTRAL_V1))
+    oracle = sentencepiece.SentencePieceProcessor(model_file=MISTRAL_V1)
+    for i in range(4):
+        p = source.prompt(0, i)
+        assert p.input_tokens == 132 == len(oracle.encode(p.text))
+
+
 def test_outputs_are_counted_with_the_tokenizer_after_the_point(tmp_path):
     """The simulator says one word is one token; DeepSeek's tokenizer says otherwise for some
     words: both counts are in the result, with their disagreement."""

