@@ -36,7 +36,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from benchc.plan.workload import VOCABULARY
-from benchc.sim.faults import FaultPicker, parse_faults
+from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 from benchc.sim.prefix_cache import PrefixCache, block_keys
 from benchc.sim.server_metrics import Counters, render
@@ -52,6 +52,14 @@ def _json_escape(b: bytes) -> bytes:
     """Token bytes as the inside of a JSON string (a token may be part of a UTF-8 character:
     such bytes are replaced, as a server decoding per token would)."""
     return json.dumps(b.decode("utf-8", "replace"))[1:-1].encode()
+
+
+class _Reject(Exception):  # noqa: N818 - a response, not an error of the simulator
+    """A request the simulator answers with an error response instead of queueing it."""
+
+    def __init__(self, response: web.Response):
+        super().__init__(response.status)
+        self.response = response
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
@@ -123,6 +131,38 @@ class Seq:
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
                  "head", "tail", "block_keys", "cached")
+    id: str  # the response id (chatcmpl-... / cmpl-...)
+    api: str  # "chat" | "completions"
+    stream: bool
+    resp: Any  # the aiohttp StreamResponse of a stream
+    transport: Any  # the connection (a reset fault aborts it)
+    model: bytes  # the model name as a JSON string
+    created: bytes
+    input_tokens: int
+    max_tokens: int
+    min_tokens: int
+    ignore_eos: bool
+    stop: set[str]
+    rng: random.Random  # this request's own (output words, EOS draws)
+    include_usage: bool
+    continuous_usage: bool
+    emitted: int  # output tokens decoded so far
+    pending: list[tuple[bytes, int]]  # (chunk bytes, tokens) not yet written
+    pending_steps: int
+    words: list[bytes]  # the output of a non-streaming request
+    finish: str | None  # finish_reason once decided
+    done: asyncio.Future  # resolved with the retire reason
+    fault: Fault | None
+    fault_at: int | None  # the output token at which a mid-stream fault acts
+    stall_until: int
+    trace: dict
+    ready_at: int  # ttft_ms mode: not admitted before (CLOCK ns)
+    gone: bool  # the client went away
+    text: list[bytes]  # the whole output, drawn up front (JSON-escaped token bytes)
+    head: bytes  # a chunk's bytes before and after its text
+    tail: bytes
+    block_keys: list  # the prompt's prefix-cache block hashes
+    cached: int  # prompt tokens found in the prefix cache
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -249,7 +289,7 @@ class Engine:
             if seq.gone:
                 self._retire(seq, t, "client_gone")
                 continue
-            if finished and not (seq.stream and seq.pending):
+            if seq.finish is not None and not (seq.stream and seq.pending):
                 self._retire(seq, t, seq.finish)
                 continue
             still.append(seq)
@@ -354,7 +394,9 @@ class Engine:
             seq.pending.append((tail, 0))
 
     def _mid_stream_fault(self, seq: Seq, t: int) -> None:
-        kind = seq.fault.kind
+        fault = seq.fault
+        assert fault is not None  # called only for a request with a fault
+        kind = fault.kind
         seq.fault_at = None  # once
         if kind == "reset":
             if seq.pending:
@@ -363,7 +405,7 @@ class Engine:
                 seq.transport.abort()
             seq.gone = True
         elif kind == "stall":
-            seq.stall_until = t + int(seq.fault.arg_s * 1e9)
+            seq.stall_until = t + int(fault.arg_s * 1e9)
         elif kind == "malformed":
             seq.pending.append((b'data: {"choices":[{"index":0,"delta":{"content":"unterminated\n\n', 0))
 
@@ -470,7 +512,8 @@ class SimServer:
         return self.port
 
     async def _listen(self) -> None:
-        server = self._runner.server
+        assert self._runner is not None and self._runner.server is not None  # start() set it up
+        server: Any = self._runner.server
         loop = asyncio.get_running_loop()
         # As web.TCPSite does, with a protocol that stamps arrivals (_StampingHandler).
         self._server = await loop.create_server(
@@ -540,55 +583,93 @@ class SimServer:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
+        """One completion: read and check the request, queue it in the engine, stream (or
+        return) what the engine decodes for it."""
         arrival = request[ARRIVAL_NS]
+        try:
+            body, tokens, max_tokens = await self._read_request(request, api)
+            fault = await self._pick_fault()
+        except _Reject as r:
+            return r.response
+        seq = self._new_seq(request, body, api, arrival, tokens, max_tokens, fault)
+        headers = {"x-request-id": seq.trace["id"]}
+        if seq.stream and self.cfg.close_after_stream:
+            headers["Keep-Alive"] = "timeout=5, max=100"  # what cpp-httplib says, then closes anyway
+        if seq.stream:
+            await self._open_stream(request, seq, headers)
+        self.engine.submit(seq)
+        try:
+            reason = await seq.done
+        except asyncio.CancelledError:
+            seq.gone = True
+            raise
+        if not seq.stream:
+            return web.json_response(self._whole(seq), headers=headers)
+        if reason not in ("reset", "client_gone"):
+            await self._end_stream(request, seq.resp)
+        return seq.resp
+
+    async def _read_request(self, request: web.Request, api: str) -> tuple[dict, list, int]:
+        """(body, prompt tokens, max_tokens) of a valid request; _Reject with the error a
+        vLLM server would answer otherwise."""
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "the request body is not valid JSON", "BadRequestError")
+            raise _Reject(_error(400, "the request body is not valid JSON", "BadRequestError")) from None
         if body.get("model") != self.cfg.model:
-            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            raise _Reject(_error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"))
         if api == "chat":
             msgs = body.get("messages")
             if not isinstance(msgs, list) or not msgs:
-                return _error(400, "messages must be a non-empty list", "BadRequestError")
+                raise _Reject(_error(400, "messages must be a non-empty list", "BadRequestError"))
             text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
         else:
             text = body.get("prompt")
             if not isinstance(text, str):
-                return _error(400, "prompt must be a string", "BadRequestError")
+                raise _Reject(_error(400, "prompt must be a string", "BadRequestError"))
         if int(body.get("n", 1)) != 1:
-            return _error(400, "only n=1 is supported", "BadRequestError")
+            raise _Reject(_error(400, "only n=1 is supported", "BadRequestError"))
         tokens = self.tok.encode(text) if self.tok else text.split()
         input_tokens = len(tokens)
-        room = self.cfg.max_model_len - input_tokens
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
-            max_tokens = max(room, 1)
+            max_tokens = max(self.cfg.max_model_len - input_tokens, 1)
         max_tokens = int(max_tokens)
         if input_tokens + max_tokens > self.cfg.max_model_len:
-            return _error(400, (
+            raise _Reject(_error(400, (
                 f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, you "
                 f"requested {input_tokens + max_tokens} tokens ({input_tokens} in the messages, "
                 f"{max_tokens} in the completion). Please reduce the length of the messages or "
-                "completion."), "BadRequestError")
+                "completion."), "BadRequestError"))
+        return body, tokens, max_tokens
+
+    async def _pick_fault(self) -> Fault | None:
+        """This request's injected fault, if any: an HTTP error is answered here (_Reject),
+        slow headers wait here, the others act mid-stream (Engine._mid_stream_fault)."""
         fault = self.picker.pick()
         if fault and fault.kind.startswith("http_"):
             status = int(fault.kind[5:])
             message = {429: "Too many requests", 500: "Internal server error",
                        503: "Service unavailable"}[status]
-            return _error(status, message, {429: "RateLimitError", 500: "InternalServerError",
-                                            503: "ServiceUnavailableError"}[status])
+            raise _Reject(_error(status, message, {429: "RateLimitError", 500: "InternalServerError",
+                                                   503: "ServiceUnavailableError"}[status]))
         if fault and fault.kind == "slow_headers":
             await asyncio.sleep(fault.arg_s)
+        return fault
+
+    def _new_seq(self, request: web.Request, body: dict, api: str, arrival: int, tokens: list,
+                 max_tokens: int, fault: Fault | None) -> Seq:
+        """The engine's sequence for a request, with its whole output drawn up front."""
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         self._counter += 1
         opts = body.get("stream_options") or {}
         ignored = self.cfg.ignored_params
-        stream = bool(body.get("stream", False))
         stop = body.get("stop") or []
         seed = body.get("seed")
+        input_tokens = len(tokens)
         seq = Seq(
-            id=("chatcmpl-" if api == "chat" else "cmpl-") + rid, api=api, stream=stream,
+            id=("chatcmpl-" if api == "chat" else "cmpl-") + rid, api=api,
+            stream=bool(body.get("stream", False)),
             transport=request.transport, model=json.dumps(self.cfg.model).encode(),
             created=str(int(time.time())).encode(), input_tokens=input_tokens, max_tokens=max_tokens,
             min_tokens=0 if "min_tokens" in ignored else int(body.get("min_tokens") or 0),
@@ -617,38 +698,31 @@ class SimServer:
         empty = self.engine._chunk(seq, b"\x00", None)
         seq.head, seq.tail = empty.split(b"\x00")
         self.engine.prompt_tokens_total += input_tokens
-        headers = {"x-request-id": rid}
-        if stream and self.cfg.close_after_stream:
-            headers["Keep-Alive"] = "timeout=5, max=100"  # what cpp-httplib says, then closes anyway
-        if stream:
-            resp = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
-                                                           "Cache-Control": "no-cache"})
-            await resp.prepare(request)
-            seq.resp = resp
-            if api == "chat":
-                await resp.write(b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk",'
-                                 b'"created":' + seq.created + b',"model":' + seq.model
-                                 + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
-                                   b'"logprobs":null,"finish_reason":null}]}\n\n')
-        self.engine.submit(seq)
+        return seq
+
+    async def _open_stream(self, request: web.Request, seq: Seq, headers: dict) -> None:
+        """The 200 and, for chat, the role-only first chunk: sent before the request queues, as
+        vLLM sends it, so a client that took it for the first token would be visibly wrong."""
+        resp = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
+                                                       "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        seq.resp = resp
+        if seq.api == "chat":
+            await resp.write(b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk",'
+                             b'"created":' + seq.created + b',"model":' + seq.model
+                             + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+                               b'"logprobs":null,"finish_reason":null}]}\n\n')
+
+    async def _end_stream(self, request: web.Request, resp: web.StreamResponse) -> None:
+        proto = request.protocol
+        if self.cfg.close_after_stream and isinstance(proto, _StampingHandler):
+            # Before the stream's last bytes go out: the client cannot send its next request
+            # on this connection until it has them, and that request must not be read.
+            proto.close_after(self._close_rng.uniform(0.0, self.cfg.close_delay_ms) / 1e3)
         try:
-            reason = await seq.done
-        except asyncio.CancelledError:
-            seq.gone = True
-            raise
-        if not stream:
-            return web.json_response(self._whole(seq), headers=headers)
-        if reason not in ("reset", "client_gone"):
-            proto = request.protocol
-            if self.cfg.close_after_stream and isinstance(proto, _StampingHandler):
-                # Before the stream's last bytes go out: the client cannot send its next request
-                # on this connection until it has them, and that request must not be read.
-                proto.close_after(self._close_rng.uniform(0.0, self.cfg.close_delay_ms) / 1e3)
-            try:
-                await resp.write_eof()
-            except (ConnectionError, RuntimeError):
-                pass
-        return resp
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass
 
     def _whole(self, seq: Seq) -> dict:
         text = b"".join(seq.words).decode()

@@ -36,7 +36,8 @@ def render(names: str, model: str, c: Counters) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _metric(name: str, kind: str, value: float, labels: str = "", help_: str | None = None) -> list[str]:
+def _metric(name: str, kind: str, value: float | str, labels: str = "",
+            help_: str | None = None) -> list[str]:
     out = [f"# HELP {name} {help_}"] if help_ else []
     return out + [f"# TYPE {name} {kind}", f"{name}{labels} {value}"]
 
