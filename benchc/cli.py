@@ -200,9 +200,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 print(f"{path}: {e}", file=sys.stderr)
             continue
         n_points = len(plan.load_steps())
-        report.append({"spec": path, "valid": True, "plan_hash": plan.plan_hash, "load_points": n_points})
+        report.append({"spec": path, "valid": True, "plan_hash": plan.plan_hash, "load_points": n_points,
+                       "budget": plan.budget})
         if args.format == "text":
-            print(f"{path}: valid ({n_points} load points, plan_hash {plan.plan_hash[:12]})")
+            searches = plan.budget.get("searches")
+            what = (f"{searches} capacity search(es), up to {plan.budget['probes_max']} probes" if searches
+                    else f"{n_points} load points")
+            print(f"{path}: valid ({what}, plan_hash {plan.plan_hash[:12]})")
     if args.format == "json":
         print(json.dumps(report, indent=2))
     return worst
