@@ -43,6 +43,13 @@ DEFAULT_TOLERANCE = {"concurrency": {"kind": "absolute", "value": 1},
 PASS, FAIL, UNTRUSTED = "pass", "fail", "untrusted"
 
 
+def show_load(over: str, load: float | None) -> str:
+    """`c=6`, `12.5/s`, or `none`."""
+    if load is None:
+        return "none"
+    return f"c={int(load)}" if over == "concurrency" else f"{load:g}/s"
+
+
 def bracket_loads(over: str, lo: float, hi: float) -> list[float]:
     """The bracketing probes' loads when every one holds: min, 2 min, 4 min, ..., max."""
     out = [lo]
@@ -186,7 +193,7 @@ class CapacitySearch:
         return int(x) if self.over == "concurrency" else round(x, 6)
 
     def _show(self, load: float) -> str:
-        return f"c={load}" if self.over == "concurrency" else f"{load:g}/s"
+        return show_load(self.over, load)
 
     # ------------------------------------------------------------------ the result's account
 
@@ -215,13 +222,12 @@ def probe_step(search_step: Any, index: int, load: float) -> Any:
     """Probe `index` (1, 2, ...) of a search step, at `load`: a load step (plan/model.Step)."""
     over = search_step.search["over"]
     label = search_step.id.rsplit("/", 1)[0] if "/" in search_step.id else ""
-    what = f"c={int(load)}" if over == "concurrency" else f"rate={load:g}/s"
-    name = f"probe{index}:{what}"
+    name = f"probe{index}:" + (show_load(over, load) if over == "concurrency" else f"rate={load:g}/s")
     return replace(search_step, kind="load", id=f"{label}/{name}" if label else name, probe=index,
                    concurrency=int(load) if over == "concurrency" else None,
                    rate_rps=float(load) if over == "rate" else None,
                    prompt_stream=search_step.prompt_stream + index - 1, prompts_sha256=None)
 
 
-__all__ = ["CapacitySearch", "Probe", "probe_step", "worst_case_probes", "bracket_loads", "REPROBES",
-           "DEFAULT_TOLERANCE", "PASS", "FAIL", "UNTRUSTED"]
+__all__ = ["CapacitySearch", "Probe", "probe_step", "show_load", "worst_case_probes", "bracket_loads",
+           "REPROBES", "DEFAULT_TOLERANCE", "PASS", "FAIL", "UNTRUSTED"]

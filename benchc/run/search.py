@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from benchc.plan.model import Step
-from benchc.plan.search import FAIL, PASS, UNTRUSTED, CapacitySearch, Probe, probe_step
+from benchc.plan.search import FAIL, PASS, UNTRUSTED, CapacitySearch, Probe, probe_step, show_load
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +57,10 @@ async def run_search(step: Step, measure: Callable[[Step], Awaitable[dict | None
 
 def describe(block: dict) -> str:
     """One line for the console: the answer, the bracket, what bound it."""
-    over = block["over"]
-
     def show(x: float | None) -> str:
-        return "-" if x is None else (f"c={x}" if over == "concurrency" else f"{x:g}/s")
+        return show_load(block["over"], x)
 
-    head = f"{block['id']} ({over}, {'; '.join(block['slo'])}): "
+    head = f"{block['id']} ({block['over']}, {'; '.join(block['slo'])}): "
     n = len(block["probes"])
     if block["answer"] is None:
         return head + f"no answer ({block['status']}): {block['reason']}; {n} probes"
