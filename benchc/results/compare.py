@@ -15,12 +15,15 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 - repeated points (load.repeats) on both sides: every metric is judged on the runs'
   figures -- Welch's 95% interval of the difference of the two means
   (metrics/intervals.py) -- and the change is beyond noise when that interval excludes
-  zero *and* the change is larger than NOISE_FLOOR. The interval alone would call 5% of
-  comparisons of a setup with itself different (that is what 95% means), and a comparison
-  reads many metrics; like criterion.rs's noise threshold, a change smaller than 1% is
-  not reported as one, however tight the intervals. Only one side repeated: its mean is
-  shown, latency percentiles use the bootstrap on its pooled histograms, throughputs stay
-  `n/a`.
+  zero *and* the change is larger than the noise floor (`--noise-floor`, default 2%). The
+  interval alone would call 5% of comparisons of a setup with itself different (that is
+  what 95% means), and a comparison reads many metrics; like criterion.rs's noise
+  threshold, a change below the floor is not reported as one, however tight the
+  intervals. 2% rather than criterion's 1%: five runs of one simulated point on a
+  2-core machine under full load spread by about 0.6% (sd), so the mean of five differs
+  from another five's by 1% about once in a hundred comparisons, by 2% practically never.
+  Only one side repeated: its mean is shown, latency percentiles use the bootstrap on its
+  pooled histograms, throughputs stay `n/a`.
 """
 
 from __future__ import annotations
@@ -42,13 +45,30 @@ THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s")
 LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p50", "tpot.p99",
              "e2e.p50", "e2e.p99")
 BOOTSTRAP_RESAMPLES = 200
-NOISE_FLOOR = 0.01  # a relative change below this is never called beyond noise (repeated runs)
-NOISE_METHOD = ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
-                f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap; "
-                "throughput and error rate: single figures, significance not computable (n/a); "
-                "points repeated on both sides (load.repeats): every metric from the runs' figures, "
-                "significant when Welch's 95% interval of the difference excludes 0 and the change "
-                f"exceeds {NOISE_FLOOR:.0%}")
+NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
+
+
+def noise_method(floor: float = NOISE_FLOOR) -> str:
+    return ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
+            f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap; "
+            "throughput and error rate: single figures, significance not computable (n/a); "
+            "points repeated on both sides (load.repeats): every metric from the runs' figures, "
+            "significant when Welch's 95% interval of the difference excludes 0 and the change "
+            f"exceeds {floor:.1%} (the noise floor)")
+
+
+NOISE_METHOD = noise_method()
+
+
+def parse_floor(text: str) -> float:
+    """`--noise-floor`: `2%` or `0.02`."""
+    try:
+        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise UsageError(f"--noise-floor {text!r}: give a percentage like 2% (or a fraction like 0.02)")
+    return value
 
 
 def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
@@ -102,7 +122,7 @@ def _pooled(runs: list[dict]) -> dict:
     return {"latency": latency_block(Tally.total(Tally.from_point(p) for p in runs))}
 
 
-def _entry(b_runs: list[dict], n_runs: list[dict], key: str) -> dict | None:
+def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> dict | None:
     """One metric of one point: base, new, change, and whether it is beyond noise."""
     bv, nv = values(b_runs, key), values(n_runs, key)
     if not bv or not nv:
@@ -110,19 +130,20 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str) -> dict | None:
     if len(bv) > 1 and len(nv) > 1:
         a, b, d = mean_interval(bv), mean_interval(nv), difference_interval(bv, nv)
         change = d.mean / a.mean if a.mean else None
-        beyond = d.excludes_zero() and (change is None or abs(change) > NOISE_FLOOR)
+        beyond = d.excludes_zero() and (change is None or abs(change) > floor)
         return {"base": round(a.mean, 3), "new": round(b.mean, 3), "delta": round(d.mean, 3),
                 "change": change, "significant": "yes" if beyond else "no",
                 "runs": [a.n, b.n], "base_ci95": [round(a.low, 3), round(a.high, 3)],
                 "new_ci95": [round(b.low, 3), round(b.high, 3)],
                 "delta_ci95": [round(d.low, 3), round(d.high, 3)]}
     bm, nm = (xs[0] if len(xs) == 1 else sum(xs) / len(xs) for xs in (bv, nv))
+    # a run's histograms bootstrap a latency percentile; throughputs have no interval here
+    significant = _significance(_pooled(b_runs), _pooled(n_runs), key) if "." in key else "n/a"
     return {"base": bm, "new": nm, "delta": nm - bm, "change": (nm - bm) / bm if bm else None,
-            "significant": _significance(_pooled(b_runs), _pooled(n_runs), key),
-            "runs": [len(bv), len(nv)]}
+            "significant": significant, "runs": [len(bv), len(nv)]}
 
 
-def compare_docs(base: dict, new: dict) -> dict:
+def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dict:
     warnings = []
     if base.get("workload_hash") != new.get("workload_hash"):
         warnings.append("the two runs used different workloads (workload_hash differs): "
@@ -143,13 +164,13 @@ def compare_docs(base: dict, new: dict) -> dict:
                             "the client, not only the server")
         metrics = {}
         for m in THROUGHPUTS + ("error_rate",) + LATENCIES:
-            entry = _entry(b_runs, n_runs, m)
+            entry = _entry(b_runs, n_runs, m, noise_floor)
             if entry is not None:
                 metrics[m] = entry
         rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
                      "client_limited": limited, "runs": [len(b_runs), len(n_runs)]})
-    out = {"base": _name(base), "new": _name(new), "noise_method": NOISE_METHOD, "warnings": warnings,
-           "points": rows, "unmatched_points": unmatched}
+    out = {"base": _name(base), "new": _name(new), "noise_method": noise_method(noise_floor),
+           "warnings": warnings, "points": rows, "unmatched_points": unmatched}
     searches = _searches(base, new)
     if searches:
         out["searches"] = searches
@@ -256,7 +277,8 @@ def render(comparison: dict, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_compare(paths: list[str], gates: list[str], fmt: str) -> tuple[str, list[str]]:
+def run_compare(paths: list[str], gates: list[str], fmt: str,
+                noise_floor: float = NOISE_FLOOR) -> tuple[str, list[str]]:
     if len(paths) < 2:
         raise UsageError("compare needs a base result and at least one more")
     try:
@@ -266,7 +288,7 @@ def run_compare(paths: list[str], gates: list[str], fmt: str) -> tuple[str, list
     docs = [read(p) for p in paths]
     outputs, breaches = [], []
     for new in docs[1:]:
-        comparison = compare_docs(docs[0], new)
+        comparison = compare_docs(docs[0], new, noise_floor)
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
     return "\n".join(outputs), breaches
