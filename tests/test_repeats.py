@@ -12,6 +12,7 @@ from benchc.cli import main
 from benchc.metrics._hdr import Histogram
 from benchc.metrics.intervals import difference_interval, mean_interval, t_cdf, t_quantile
 from benchc.plan.compiler import compile_spec
+from benchc.plan.search import CapacitySearch
 from benchc.results.compare import NOISE_FLOOR, compare_docs
 from benchc.results.document import read
 from benchc.run.saturation import SweepStop, why_stop
@@ -276,3 +277,39 @@ def test_a_sweep_stops_after_the_knee_of_a_hard_capacity_and_says_why(tmp_path):
     assert stop["after"] == f"c={knee}" and stop["skipped"] == [f"c={c}" for c in sweep if c > knee]
     assert "saturated" in stop["reason"] and "less than min_gain 10%" in stop["reason"]
     assert doc_["complete"] is True  # skipped by the rule, not lost
+
+
+def as_runs_of_one_point(path, out):
+    """A fixture's three points made the three runs of one repeated point (c=1#1..#3)."""
+    from benchc.results.repeats import summaries
+
+    with open(path) as f:
+        d = json.load(f)
+    for r, p in enumerate(d["points"], 1):
+        p["params"].update(concurrency=1, repeat=r)
+        p["id"] = f"c=1#{r}"
+    d["repeats"] = summaries(d["points"])
+    out.write_text(json.dumps(d))
+    return str(out), d
+
+
+def test_merge_recomputes_the_repeats_and_refuses_searches(tmp_path, capsys):
+    from tests.test_results_tools import SHARD_A, SHARD_B
+
+    a, da = as_runs_of_one_point(SHARD_A, tmp_path / "a.json")
+    b, db = as_runs_of_one_point(SHARD_B, tmp_path / "b.json")
+    assert main(["merge", a, b, "-o", str(tmp_path / "m.json")]) == 0
+    merged = read(str(tmp_path / "m.json"))
+    (rep,) = merged["repeats"]
+    assert rep["runs"] == ["c=1#1", "c=1#2", "c=1#3"]  # run k of one shard merged with run k of the other
+    assert rep["pooled"]["counts"]["sent"] == sum(p["counts"]["sent"] for p in da["points"] + db["points"])
+    assert rep["metrics"]["output_tok_s"]["values"] == [p["throughput"]["output_tok_s"]
+                                                        for p in merged["points"]]
+    search = CapacitySearch({"over": "concurrency", "min": 1, "max": 2, "max_probes": 3, "slo": [],
+                             "tolerance": {"kind": "absolute", "value": 1}})
+    search.abort("the run stopped")
+    da["search"] = [{"combination": 0, "matrix": {}, "id": "search", "answer_point": None, "goodput_s": None,
+                     **search.block()}]
+    (tmp_path / "a.json").write_text(json.dumps(da))
+    assert main(["merge", a, b, "-o", str(tmp_path / "m2.json")]) == 2
+    assert "results of a capacity search do not merge" in capsys.readouterr().err
