@@ -325,14 +325,15 @@ class Runner:
             await self._describe_target(control, combo, base_url, steps)
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
                                    self.opts.grace_s) as ctx:
-                first = [True]
+                first = True
 
                 async def run_load(step: Step, seed: int) -> dict | None:
                     """One warm-up or load step; the load step's point (None: not measured)."""
+                    nonlocal first
                     if cstop.is_set():
                         return None
-                    reset = await self._reset_cache(resetter, step, first[0], control, base_url, ctx.headers)
-                    first[0] = False
+                    reset = await self._reset_cache(resetter, step, first, control, base_url, ctx.headers)
+                    first = False
                     deal = self.dealer.deal(w)
                     if step.kind == "warmup":
                         log.info("%s: warm-up (%s requests)", step.id, step.requests)
