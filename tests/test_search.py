@@ -311,6 +311,16 @@ def predicted_tpot_p50_ms(cfg, c: int, requests: int) -> float:
     return sorted(per_request)[math.ceil(requests / 2) - 1]
 
 
+def predicted_within(cfg, c: int, requests: int, threshold_ms: float) -> int:
+    """How many of those requests decode faster than the threshold (each meets `tpot <`)."""
+    met, left = 0, requests
+    while left:
+        n = min(c, left)
+        met += n if cfg.step_ms(n) < threshold_ms else 0
+        left -= n
+    return met
+
+
 @pytest.mark.slow
 def test_concurrency_search_returns_what_the_step_table_implies(tmp_path, busy_machine_self_check):
     lo, hi, requests, inp, out, threshold_ms = 4, 12, 8, 16, 48, 20.0
@@ -345,6 +355,8 @@ def test_concurrency_search_returns_what_the_step_table_implies(tmp_path, busy_m
     assert search["goodput_s"] == answer["throughput"]["goodput_s"] > 0
     for p in points.values():
         assert p["params"]["probe"] >= 1 and p["counts"]["completed"] == requests
+        # goodput: each request held to the search's SLO
+        assert p["counts"]["slo_met"] == predicted_within(cfg, p["params"]["concurrency"], requests, threshold_ms)
         assert p["cache"]["cached_tokens"] == 0  # fresh prompts: nothing of one probe cached for another
     assert doc["complete"] is True
 
@@ -422,3 +434,36 @@ def test_a_saturated_client_cannot_decide_the_search(tmp_path, monkeypatch, busy
     limited = [p for p in doc["points"] if p["params"]["concurrency"] == saturated_at]
     assert all(p["client"]["client_limited"] and not p["trust"]["trusted"] for p in limited)
     assert all("event-loop lag" in p["client"]["reasons"][0] for p in limited)
+
+
+@pytest.mark.slow
+def test_each_probe_is_split_across_ray_workers_and_held_to_the_search_slo(tmp_path):
+    """On Ray every probe is measured in shards by the workers, which hold each request to the
+    search's SLO (goodput) as the driver does. The workers' own self-checks cannot be relaxed from
+    here: where the busy test machine made one flag a probe, the search may end undecided, and
+    then only for that reason; where it concluded, its answer is the table's."""
+    ray = pytest.importorskip("ray")
+    cfg = make_config("minimax-m2.5-tp4")
+    requests, threshold_ms = 8, 20.0
+    predicted = {c: predicted_tpot_p50_ms(cfg, c, requests) for c in range(4, 13)}
+    expected = max(c for c, v in predicted.items() if v < threshold_ms)
+    slo = f"{{tpot: 'p50 < {threshold_ms:g}ms'}}"
+    spec = write(tmp_path, f"{{over: concurrency, min: 4, max: 12, slo: {slo}}}")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert main(["run", spec, "--quiet", "--backend", "ray", "--workers", "2"]) == 0
+    finally:
+        ray.shutdown()
+    doc = read(str(tmp_path / "r.json"))
+    (search,) = doc["search"]
+    for p in doc["points"]:
+        assert len(p["shards"]) == 2 and p["counts"]["completed"] == requests
+        assert p["cache"]["cached_tokens"] == 0
+        # the workers held each request to the search's SLO: the goodput counts what the table says
+        assert p["counts"]["slo_met"] == predicted_within(cfg, p["params"]["concurrency"], requests,
+                                                          threshold_ms)
+    if search["status"] == "found":
+        assert search["answer"] == expected
+    else:
+        assert search["status"] == "undecided"
+        assert any(p["verdict"] == UNTRUSTED for p in search["probes"])
