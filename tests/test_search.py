@@ -356,7 +356,8 @@ def test_concurrency_search_returns_what_the_step_table_implies(tmp_path, busy_m
     for p in points.values():
         assert p["params"]["probe"] >= 1 and p["counts"]["completed"] == requests
         # goodput: each request held to the search's SLO
-        assert p["counts"]["slo_met"] == predicted_within(cfg, p["params"]["concurrency"], requests, threshold_ms)
+        c = p["params"]["concurrency"]
+        assert p["counts"]["slo_met"] == predicted_within(cfg, c, requests, threshold_ms)
         assert p["cache"]["cached_tokens"] == 0  # fresh prompts: nothing of one probe cached for another
     assert doc["complete"] is True
 
