@@ -347,6 +347,8 @@ def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
     fields its probes take (requests, duration, ramp-up, cooldown; arrivals for a rate)."""
     s = load["search"]
     over = s["over"]
+    lo: float
+    hi: float
     if over == "concurrency":
         lo, hi = int(s["min"]), int(s["max"])
         tolerance = ({"kind": "absolute", "value": int(s["tolerance"])} if "tolerance" in s
@@ -404,11 +406,11 @@ def _budget(steps: list[Step]) -> dict:
     """The most the plan may do: load points, searches and their probes, and requests sent
     (warm-ups included; None when a step is bound by duration only)."""
     loads = [s for s in steps if s.kind == "load"]
-    searches = [s for s in steps if s.kind == "search"]
+    searches = [s.search for s in steps if s.kind == "search" and s.search]
     counts = ([s.requests for s in steps if s.kind in ("warmup", "load")]
-              + [s.search["max_requests"] for s in searches])
+              + [s["max_requests"] for s in searches])
     return {"load_points": len(loads), "searches": len(searches),
-            "probes_max": sum(s.search["max_probes"] for s in searches),
+            "probes_max": sum(s["max_probes"] for s in searches),
             "requests_max": sum(counts) if all(counts) else None}
 
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchc.plan.model import Step
+
 REPROBES = 1  # an untrusted probe's load is probed again this many times before the search stops
 GROWTH = 2  # bracketing multiplies the load by this
 DEFAULT_TOLERANCE = {"concurrency": {"kind": "absolute", "value": 1},
@@ -218,15 +220,16 @@ class CapacitySearch:
                 "probes": [p.to_json() for p in self.probes]}
 
 
-def probe_step(search_step: Any, index: int, load: float) -> Any:
+def probe_step(search_step: Step, index: int, load: float) -> Step:
     """Probe `index` (1, 2, ...) of a search step, at `load`: a load step (plan/model.Step)."""
+    assert search_step.search is not None, "a search step holds its search"
     over = search_step.search["over"]
     label = search_step.id.rsplit("/", 1)[0] if "/" in search_step.id else ""
     name = f"probe{index}:" + (show_load(over, load) if over == "concurrency" else f"rate={load:g}/s")
     return replace(search_step, kind="load", id=f"{label}/{name}" if label else name, probe=index,
                    concurrency=int(load) if over == "concurrency" else None,
                    rate_rps=float(load) if over == "rate" else None,
-                   prompt_stream=search_step.prompt_stream + index - 1, prompts_sha256=None)
+                   prompt_stream=(search_step.prompt_stream or 0) + index - 1, prompts_sha256=None)
 
 
 __all__ = ["CapacitySearch", "Probe", "probe_step", "show_load", "worst_case_probes", "bracket_loads",

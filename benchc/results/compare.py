@@ -129,6 +129,7 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> di
         return None
     if len(bv) > 1 and len(nv) > 1:
         a, b, d = mean_interval(bv), mean_interval(nv), difference_interval(bv, nv)
+        assert a is not None and b is not None and d is not None  # two runs or more a side
         change = d.mean / a.mean if a.mean else None
         beyond = d.excludes_zero() and (change is None or abs(change) > floor)
         return {"base": round(a.mean, 3), "new": round(b.mean, 3), "delta": round(d.mean, 3),

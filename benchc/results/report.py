@@ -20,6 +20,7 @@ import html
 import io
 import os
 from collections import defaultdict
+from typing import Any
 
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
@@ -160,7 +161,7 @@ def _search_threshold(doc: dict, block: dict, i: int) -> float:
     return step["search"]["slo"][i]["value"]
 
 
-def search_figure(plt, docs: list[dict]):
+def search_figure(plt: Any, docs: list[dict]) -> Any:
     """Per search and SLO item: the metric at every probe's load, the threshold, the answer."""
     panels = [(d, s, i) for d in docs for s in d.get("search", []) for i in range(len(s["slo"]))]
     if not panels:

@@ -33,17 +33,19 @@ async def run_search(step: Step, measure: Callable[[Step], Awaitable[dict | None
     """Drive the search of `step` (a `search` step); `measure(probe)` runs one probe's load
     step and returns its point (None when the run stopped). Returns the result's `search`
     entry for the combination."""
+    assert step.search is not None, "a search step holds its search"
     search = CapacitySearch(step.search)
     points: dict[str, dict] = {}
     while (load := search.next_load()) is not None:
-        probe = probe_step(step, len(search.probes) + 1, load)
+        index = len(search.probes) + 1
+        probe = probe_step(step, index, load)
         point = await measure(probe)
         if point is None:
             search.abort(f"the run stopped during {probe.id}")
             break
         points[point["id"]] = point
         outcome, doubts = verdict(point)
-        search.record(Probe(probe.probe, load, outcome, point["id"], point["slo"]["checks"], doubts))
+        search.record(Probe(index, load, outcome, point["id"], point["slo"]["checks"], doubts))
         if outcome == UNTRUSTED:
             say(f"WARNING: {probe.id}: cannot decide the search ({'; '.join(doubts)})")
         log.info("%s: %s", probe.id, outcome)
