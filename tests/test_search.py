@@ -299,66 +299,77 @@ def busy_machine_self_check(monkeypatch):
     monkeypatch.setattr(loadgen, "SEND_SKEW_P99_US", 10 * loadgen.SEND_SKEW_P99_US)
 
 
-def predicted_tpot_p50_ms(cfg, c: int, requests: int) -> float:
-    """The p50 TPOT of a closed-loop point of `requests` equal requests at concurrency c, from the
-    step table alone: full batches of c, then the remainder as a smaller batch; a request decodes
-    every step at its batch's step time. The HdrHistogram's p50 is the ceil(n/2)-th value."""
-    per_request, left = [], requests
+def waves(cfg, c: int, requests: int) -> list[int]:
+    """The batch each of `requests` equal requests decodes in, closed loop at concurrency c: full
+    batches of min(c, max_num_seqs) (the rest wait in the simulator's FIFO), then the remainder."""
+    width, left, out = min(c, cfg.max_num_seqs), requests, []
     while left:
-        n = min(c, left)
-        per_request += [cfg.step_ms(n)] * n
+        n = min(width, left)
+        out += [n] * n
         left -= n
-    return sorted(per_request)[math.ceil(requests / 2) - 1]
+    return out
+
+
+def predicted_tpot_p50_ms(cfg, c: int, requests: int) -> float:
+    """The p50 TPOT of such a point from the step table alone: a request decodes every step at its
+    batch's step time. The HdrHistogram's p50 is the ceil(n/2)-th value."""
+    return sorted(cfg.step_ms(n) for n in waves(cfg, c, requests))[math.ceil(requests / 2) - 1]
 
 
 def predicted_within(cfg, c: int, requests: int, threshold_ms: float) -> int:
     """How many of those requests decode faster than the threshold (each meets `tpot <`)."""
-    met, left = 0, requests
-    while left:
-        n = min(c, left)
-        met += n if cfg.step_ms(n) < threshold_ms else 0
-        left -= n
-    return met
+    return sum(cfg.step_ms(n) < threshold_ms for n in waves(cfg, c, requests))
 
 
 @pytest.mark.slow
 def test_concurrency_search_returns_what_the_step_table_implies(tmp_path, busy_machine_self_check):
+    """One search per matrix combination: the minimax preset as it is, and limited to 4 running
+    sequences (whose TPOT then stays at the 4-sequence step time whatever the concurrency)."""
     lo, hi, requests, inp, out, threshold_ms = 4, 12, 8, 16, 48, 20.0
-    cfg = make_config("minimax-m2.5-tp4")
-    predicted = {c: predicted_tpot_p50_ms(cfg, c, requests) for c in range(lo, hi + 1)}
-    # What can move a measured p50 TPOT off the table: a newly admitted batch's prefill charged
-    # to a step others decode in (at most c x input tokens / prefill rate, spread over out - 1
-    # gaps), and the simulator's last step late on a busy machine (15 ms, over out - 1 gaps).
-    slack_ms = hi * inp / cfg.prefill_tok_s * 1000 / (out - 1) + 15.0 / (out - 1)
-    assert all(abs(v - threshold_ms) > slack_ms for v in predicted.values()), (predicted, slack_ms)
-    tpots = list(predicted.values())
-    assert all(a <= b for a, b in zip(tpots, tpots[1:], strict=False))  # it rises with the batch
-    expected = max(c for c, v in predicted.items() if v < threshold_ms)
-    # the probes the policy makes when each probe's verdict is the table's
-    oracle = CapacitySearch(definition(lo=lo, hi=hi))
-    expected_loads = drive(oracle, lambda c, _: PASS if predicted[c] < threshold_ms else FAIL)
+    seqs = [256, 4]
+    expect = {}
+    for n in seqs:
+        cfg = make_config("minimax-m2.5-tp4", max_num_seqs=n)
+        predicted = {c: predicted_tpot_p50_ms(cfg, c, requests) for c in range(lo, hi + 1)}
+        # What can move a measured p50 TPOT off the table: a newly admitted batch's prefill charged
+        # to a step others decode in (at most c x input tokens / prefill rate, spread over out - 1
+        # gaps), and the simulator's last step late on a busy machine (15 ms, over out - 1 gaps).
+        slack_ms = hi * inp / cfg.prefill_tok_s * 1000 / (out - 1) + 15.0 / (out - 1)
+        assert all(abs(v - threshold_ms) > slack_ms for v in predicted.values()), (predicted, slack_ms)
+        tpots = list(predicted.values())
+        assert all(a <= b for a, b in zip(tpots, tpots[1:], strict=False))  # it rises with the load
+        answer = max((c for c, v in predicted.items() if v < threshold_ms), default=None)
+        # the probes the policy makes when each probe's verdict is the table's
+        oracle = CapacitySearch(definition(lo=lo, hi=hi))
+        loads = drive(oracle, lambda c, _, p=predicted: PASS if p[c] < threshold_ms else FAIL)
+        expect[n] = (cfg, answer, oracle.status, loads)
+    assert expect[256][1:3] == (6, "found") and expect[4][1:3] == (hi, "at_max")  # as the table says
 
     slo = f"tpot: 'p50 < {threshold_ms:g}ms'"
-    spec = write(tmp_path, f"{{over: concurrency, min: {lo}, max: {hi}, slo: {{{slo}}}}}", inp=inp, out=out,
-                 requests=requests)
+    spec = write(tmp_path, f"{{over: concurrency, min: {lo}, max: {hi}, slo: {{{slo}}}}}", inp=inp,
+                 out=out, requests=requests, sim=", max_num_seqs: '${matrix.seqs}'",
+                 extra=f"matrix: {{seqs: {seqs}}}\n")
     assert main(["run", spec, "--quiet"]) == 0
     doc = read(str(tmp_path / "r.json"))
-    (search,) = doc["search"]
-    assert (search["status"], search["answer"]) == ("found", expected)
-    assert search["bracket"] == {"lo": expected, "hi": expected + 1}
-    assert search["binding"] == [f"tpot: p50 < {threshold_ms:g}ms"]
-    assert [p["load"] for p in search["probes"]] == expected_loads
+    assert [s["matrix"] for s in doc["search"]] == [{"seqs": n} for n in seqs]
     points = {p["id"]: p for p in doc["points"]}
-    assert [p["point"] for p in search["probes"]] == list(points)  # every probe is a point of the result
-    answer = points[search["answer_point"]]
-    assert answer["params"]["concurrency"] == expected
-    assert search["goodput_s"] == answer["throughput"]["goodput_s"] > 0
-    for p in points.values():
-        assert p["params"]["probe"] >= 1 and p["counts"]["completed"] == requests
-        # goodput: each request held to the search's SLO
-        c = p["params"]["concurrency"]
-        assert p["counts"]["slo_met"] == predicted_within(cfg, c, requests, threshold_ms)
-        assert p["cache"]["cached_tokens"] == 0  # fresh prompts: nothing of one probe cached for another
+    for search, n in zip(doc["search"], seqs, strict=True):
+        cfg, answer, status, loads = expect[n]
+        assert (search["status"], search["answer"]) == (status, answer)
+        assert [p["load"] for p in search["probes"]] == loads
+        if status == "found":
+            assert search["bracket"] == {"lo": answer, "hi": answer + 1}
+            assert search["binding"] == [f"tpot: p50 < {threshold_ms:g}ms"]
+        answer_point = points[search["answer_point"]]
+        assert answer_point["params"]["concurrency"] == answer and answer_point["matrix"] == {"seqs": n}
+        assert search["goodput_s"] == answer_point["throughput"]["goodput_s"] > 0
+        for probe in search["probes"]:
+            p = points[probe["point"]]
+            assert p["params"]["probe"] == probe["probe"] and p["counts"]["completed"] == requests
+            # goodput: each request held to the search's SLO
+            assert p["counts"]["slo_met"] == predicted_within(cfg, probe["load"], requests, threshold_ms)
+            assert p["cache"]["cached_tokens"] == 0  # fresh prompts: nothing of one probe cached for another
+    assert len(points) == sum(len(s["probes"]) for s in doc["search"])  # every point is a probe
     assert doc["complete"] is True
 
 
