@@ -8,7 +8,7 @@ schema's keys and the README's spec reference).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from benchc.errors import PlanError
@@ -26,6 +26,7 @@ from benchc.plan.model import (
     Workload,
 )
 from benchc.plan.prompts import make_source, source_digest, step_digest
+from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.workload import normalise_length
 from benchc.spec import matrix as mx
 from benchc.spec.loader import Spec
@@ -66,6 +67,16 @@ DEFAULTS: dict[str, Any] = {
     "load.sweep.burstiness": 1.0,
     "load.ramp_up": 0.0,
     "load.cooldown": 0.0,
+    # Runs of every sweep point; more than one gives each point's mean and 95% interval.
+    "load.repeats": 1,
+    # A search decides on the spec's SLO unless it names its own.
+    "load.search.slo": "the spec's slo",
+    # Integers are bisected to the exact largest concurrency; rates to 5% of the answer.
+    "load.search.tolerance": "1 (concurrency), 5% (rate)",
+    # Room for two re-probes of untrusted probes beyond what the policy needs at most.
+    "load.search.max_probes": "worst case + 2",
+    "load.search.arrival": "poisson",
+    "load.saturation.latency": "e2e.p50",
     "output.path": "results/{name}-{timestamp}.json",
     "output.requests": False,
     "run.backend": "local",
@@ -78,11 +89,13 @@ def compile_spec(spec: Spec) -> Plan:
     load = d["load"]
     combos = []
     steps: list[Step] = []
-    stream = 0  # every warmup and load step of the plan gets a prompt stream of its own
+    slo = _slo(d.get("slo") or {})
+    repeats = load.get("repeats", DEFAULTS["load.repeats"])
+    stream = 0  # every warmup and load step (every probe of a search) gets a prompt stream of its own
     for index, values in enumerate(mx.combinations(d.get("matrix"))):
         data = mx.expand(d, values)
         label = ",".join(f"{k}={mx.format_value(v)}" for k, v in values.items())
-        points = _points(load, index, label)
+        points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
         num_prompts = _num_prompts(load, points, data["workload"]["dataset"])
         workload, source = _workload(data["workload"], num_prompts, spec.file,
                                      data["target"].get("tokenizer"))
@@ -101,10 +114,11 @@ def compile_spec(spec: Spec) -> Plan:
         if combo.smoke:
             steps.append(Step("smoke", index, _join(label, "smoke")))
         warmup = _warmup(load, points, index, label)
-        for step in ([warmup] if warmup else []) + points:
+        for step in ([warmup] if warmup else []) + _repeated(points, repeats):
             steps.append(replace(step, prompt_stream=stream,
                                  prompts_sha256=step_digest(source, stream, step.requests)))
-            stream += 1
+            # a search reserves one stream per probe it may make: probe k sends stream + k - 1
+            stream += step.search["max_probes"] if step.search else 1
     plan = Plan(
         plan_version=PLAN_VERSION,
         name=d["name"],
@@ -112,7 +126,10 @@ def compile_spec(spec: Spec) -> Plan:
         spec={"path": spec.file, "sha256": spec.sha256},
         combinations=combos,
         steps=steps,
-        slo=_slo(d.get("slo") or {}),
+        slo=slo,
+        repeats=repeats,
+        saturation=_saturation(load.get("saturation")),
+        budget=_budget(steps),
         output={"path": d.get("output", {}).get("path", DEFAULTS["output.path"]),
                 "requests": d.get("output", {}).get("requests", DEFAULTS["output.requests"])},
         run={"backend": d.get("run", {}).get("backend", DEFAULTS["run.backend"]),
@@ -316,10 +333,94 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
     return out
 
 
+def _repeated(points: list[Step], repeats: int) -> list[Step]:
+    """Each point `repeats` times, in interleaved passes (the whole sweep, then again): a
+    drift of the server or the machine over the run then spreads over every point's runs,
+    widening their intervals, instead of shifting the points measured last."""
+    if repeats <= 1:
+        return points
+    return [replace(p, id=f"{p.id}#{r}", repeat=r) for r in range(1, repeats + 1) for p in points]
+
+
+def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
+    """The combination's capacity search (plan/search.py): its definition, and the load
+    fields its probes take (requests, duration, ramp-up, cooldown; arrivals for a rate)."""
+    s = load["search"]
+    over = s["over"]
+    lo: float
+    hi: float
+    if over == "concurrency":
+        lo, hi = int(s["min"]), int(s["max"])
+        tolerance = ({"kind": "absolute", "value": int(s["tolerance"])} if "tolerance" in s
+                     else DEFAULT_TOLERANCE["concurrency"])
+    else:
+        lo, hi = parse_rate(s["min"]), parse_rate(s["max"])
+        tolerance = _rate_tolerance(s["tolerance"]) if "tolerance" in s else DEFAULT_TOLERANCE["rate"]
+    items = _slo(s["slo"]) if "slo" in s else slo
+    worst = worst_case_probes(over, lo, hi, tolerance)
+    max_probes = int(s.get("max_probes", worst + 2 * REPROBES))
+    requests = load.get("requests")
+    duration = parse_duration(load["duration"]) if "duration" in load else None
+    definition = {
+        "over": over, "min": lo, "max": hi, "tolerance": tolerance,
+        "slo": [asdict(x) for x in items],
+        "worst_case_probes": worst,  # with every probe trusted
+        "max_probes": max_probes,  # never more, re-probes included
+        "max_requests": max_probes * requests if requests else None,
+        "max_duration_s": max_probes * duration if duration else None,
+        "probe_streams": "probe k sends prompt stream prompt_stream + k - 1",
+    }
+    arrival = s.get("arrival", DEFAULTS["load.search.arrival"]) if over == "rate" else None
+    return Step("search", index, _join(label, "search"), arrival=arrival,
+                burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
+                            else None),
+                max_concurrency=s.get("max_concurrency") if over == "rate" else None,
+                requests=requests, duration_s=duration,
+                ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
+                cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
+                search=definition)
+
+
+def _rate_tolerance(value: Any) -> dict:
+    """`5%` (of the bracket's lower end) or a rate (`0.5/s`, or a number of req/s)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return {"kind": "relative", "value": float(value[:-1]) / 100.0}
+    return {"kind": "absolute", "value": parse_rate(value)}
+
+
+def _saturation(rule: dict | None) -> dict | None:
+    """load.saturation as fractions; None without one (run/saturation.py applies it)."""
+    if not rule:
+        return None
+    return {"min_gain": _fraction(rule["min_gain"]) if "min_gain" in rule else None,
+            "latency": rule.get("latency", DEFAULTS["load.saturation.latency"]),
+            "max_error_rate": _fraction(rule["max_error_rate"]) if "max_error_rate" in rule else None}
+
+
+def _fraction(value: Any) -> float:
+    """`5%` or 0.05."""
+    return float(value[:-1]) / 100.0 if isinstance(value, str) else float(value)
+
+
+def _budget(steps: list[Step]) -> dict:
+    """The most the plan may do: load points, searches and their probes, and requests sent
+    (warm-ups included; None when a step is bound by duration only)."""
+    loads = [s for s in steps if s.kind == "load"]
+    searches = [s.search for s in steps if s.kind == "search" and s.search]
+    counts = ([s.requests for s in steps if s.kind in ("warmup", "load")]
+              + [s["max_requests"] for s in searches])
+    return {"load_points": len(loads), "searches": len(searches),
+            "probes_max": sum(s["max_probes"] for s in searches),
+            "requests_max": sum(counts) if all(counts) else None}
+
+
 def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | None:
     w = load.get("warmup")
     first = points[0]
-    width = first.concurrency or first.max_concurrency or 1
+    if first.search:  # a search's first probe: its min concurrency, or the rate's cap
+        width = first.search["min"] if first.search["over"] == "concurrency" else first.max_concurrency or 1
+    else:
+        width = first.concurrency or first.max_concurrency or 1
     if w is None:
         requests, duration = width, None
     else:

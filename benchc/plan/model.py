@@ -13,6 +13,13 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Workload.prompts says fresh or shared, Workload.prompts_sha256 hashes what prompts
        are dealt from (a file's items, or a random generator's fingerprint);
        Server.reset_cache. A v1 plan reads as prompts: shared, which is what it did.
+    3  answers, not only sweeps: a `search` step per combination (load.search, plan/search.py:
+       probes decided at run time, probe k sending prompt stream Step.prompt_stream + k - 1,
+       Step.search the definition with its most probes and requests); repeated points
+       (load.repeats: Step.repeat, each run a load step of its own stream, passes
+       interleaved); Plan.repeats, Plan.saturation (the sweep's early-stop rule) and
+       Plan.budget (how many points, probes and requests at most). Additive: a v1 or v2 plan
+       reads with none of them.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from typing import Any
 
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 
-PLAN_VERSION = 2
-READABLE_PLAN_VERSIONS = (1, 2)
+PLAN_VERSION = 3
+READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,10 @@ class Step:
     smoke   -- run the combination's smoke checks
     warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
                point's concurrency
-    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`)
+    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`); with
+               load.repeats, one run of it (`repeat`); at run time, a search's probe (`probe`)
+    search  -- a capacity search (`search`, plan/search.py): the probes' load steps are made
+               from this one at run time; its load fields are their template
     """
 
     kind: str
@@ -136,6 +146,9 @@ class Step:
     # prompts_sha256 hashes the first of them (None where they depend on the run: a file)
     prompt_stream: int | None = None
     prompts_sha256: str | None = None
+    repeat: int | None = None  # load: which run (1..N) of a point repeated N times
+    search: dict | None = None  # search, and its probes: the search's definition (plan/search.py)
+    probe: int | None = None  # a search's probe (1, 2, ...): set at run time, never in a plan
 
 
 @dataclass(frozen=True)
@@ -160,6 +173,13 @@ class Plan:
     workload_hash: str = ""
     plan_hash: str = ""
     run: dict = field(default_factory=dict)  # how to run it (backend); not part of plan_hash
+    repeats: int = 1  # load.repeats: runs of every sweep point
+    # load.saturation: stop a sweep once throughput stops rising while latency rises, or
+    # errors pass a bound (run/saturation.py); None: every point runs
+    saturation: dict | None = None
+    # the most the plan may do: load points, searches and their probes, requests (None when
+    # a step is bound by duration only); derived from the steps
+    budget: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ JSON form
 
@@ -221,11 +241,15 @@ class Plan:
                 for c in self.combinations
             ],
             "steps": [{k: v for k, v in asdict(s).items() if k != "id"}
-                      for s in self.steps if s.kind in ("warmup", "load")],
+                      for s in self.steps if s.kind in ("warmup", "load", "search")],
+            "saturation": self.saturation,
         }
 
     def load_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "load"]
+
+    def search_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == "search"]
 
 
 def _sha(material: Any) -> str:

@@ -35,7 +35,7 @@ from benchc.results.document import metric_value
 from benchc.results.trust import judge
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
-from benchc.run.prepare import Prepared, measuring
+from benchc.run.prepare import Prepared, measuring, step_slo_checks
 from benchc.spec.thresholds import Threshold
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,19 @@ async def open_client(prepared: Prepared, target: Target, base_url: str, http: s
 
 
 def step_params(step: Step) -> dict:
-    return {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
-            "requests": step.requests, "duration_s": step.duration_s}
+    params = {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
+              "requests": step.requests, "duration_s": step.duration_s}
+    if step.repeat is not None:
+        params["repeat"] = step.repeat  # which run of a repeated point
+    if step.probe is not None:
+        params["probe"] = step.probe  # which probe of the combination's capacity search
+    return params
 
 
 def target_inflight(step: Step) -> int:
+    """The most requests the step keeps in flight (a concurrency search: its largest probe)."""
+    if step.search is not None and step.search["over"] == "concurrency" and step.concurrency is None:
+        return int(step.search["max"])
     return step.concurrency or step.max_concurrency or 0
 
 
@@ -123,7 +131,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     ctx.feed = feed
     try:
         with measuring():
-            extra = await run_step(ctx, step, rec, prepared.slo_checks, seed=seed, shard=shard)
+            extra = await run_step(ctx, step, rec, step_slo_checks(step, prepared), seed=seed, shard=shard)
     finally:
         ctx.feed = None
     if prepared.tokenizer is not None:

@@ -58,6 +58,16 @@ def slo_checks(plan: Plan) -> list[Threshold]:
     return [Threshold(s.metric, s.stat, s.op, s.value, False, s.text) for s in plan.slo]
 
 
+def step_slo_checks(step: Step, prepared: Prepared) -> list[Threshold]:
+    """The SLO a step's requests and figures are held to: a search's probe, its search's
+    (load.search.slo, which defaults to the spec's); any other step, the spec's. Read from
+    the step itself, so a Ray worker given a probe holds its requests to the same SLO."""
+    if step.search is None:
+        return prepared.slo_checks
+    return [Threshold(s["metric"], s["stat"], s["op"], s["value"], False, s["text"])
+            for s in step.search["slo"]]
+
+
 @contextlib.contextmanager
 def measuring() -> Iterator[None]:
     """No garbage collection while a point is measured.
