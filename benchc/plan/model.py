@@ -13,6 +13,9 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Workload.prompts says fresh or shared, Workload.prompts_sha256 hashes what prompts
        are dealt from (a file's items, or a random generator's fingerprint);
        Server.reset_cache. A v1 plan reads as prompts: shared, which is what it did.
+       Later, optional (a plan without them reads as before): datasets trace and
+       prefix_groups; Workload.trace (a trace file's sha256 and its slice's statistics);
+       Step.speedup and arrival "trace" (a trace replayed on its own schedule).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Workload:
-    dataset: str  # "random" | "jsonl" | "sharegpt"
+    dataset: str  # a kind of plan/datasets.py: random | jsonl | sharegpt | trace | prefix_groups
     params: dict  # the dataset's normalised parameters (lengths as {kind, ...})
     sampling: Sampling
     num_prompts: int | None  # the pool dealt in turn (files; prompts: shared); None: endless
@@ -97,6 +100,9 @@ class Workload:
     output_tokens: dict  # {"min", "mean", "max"} asked of the server, or {} when unset
     tokenizer_sha256: str | None = None  # of the tokenizer file that sized the prompts
     prompts: str = "fresh"  # fresh: no request repeats another's prompt; shared: one set for all
+    # a trace: its file's sha256 and what the slice holds (requests, token totals, duration_s
+    # in trace time, clipped_requests, ...; plan/trace.py), else None
+    trace: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,9 @@ class Step:
     smoke   -- run the combination's smoke checks
     warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
                point's concurrency
-    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`)
+    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`); a trace
+               replay is open loop on the trace's own times over `speedup` (arrival "trace",
+               rate_rps the mean rate that gives)
     """
 
     kind: str
@@ -125,7 +133,7 @@ class Step:
     id: str  # stable, human: "c=4", "tp=8,ep=true/rate=10"
     concurrency: int | None = None
     rate_rps: float | None = None
-    arrival: str | None = None  # poisson | gamma | constant (open loop)
+    arrival: str | None = None  # poisson | gamma | constant | trace (open loop)
     burstiness: float | None = None  # gamma shape; 1.0 is Poisson
     max_concurrency: int | None = None
     requests: int | None = None
@@ -136,6 +144,7 @@ class Step:
     # prompts_sha256 hashes the first of them (None where they depend on the run: a file)
     prompt_stream: int | None = None
     prompts_sha256: str | None = None
+    speedup: float | None = None  # arrival "trace": the trace's times are divided by this
 
 
 @dataclass(frozen=True)
@@ -204,11 +213,16 @@ class Plan:
     def _workload_material(self) -> list:
         """What makes two runs' requests alike: dataset and sampling, not how many were sent
         (prompt i of a dataset is the same whatever num_prompts is)."""
-        return [{"dataset": c.workload.dataset, "prompts": c.workload.prompts,
-                 "sampling": asdict(c.workload.sampling),
-                 "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"},
-                 "tokenizer_sha256": c.workload.tokenizer_sha256}
-                for c in self.combinations]
+        out = []
+        for c in self.combinations:
+            w = c.workload
+            material = {"dataset": w.dataset, "prompts": w.prompts, "sampling": asdict(w.sampling),
+                        "params": {k: v for k, v in w.params.items() if k != "num_prompts"},
+                        "tokenizer_sha256": w.tokenizer_sha256}
+            if w.trace is not None:  # the trace's content, not only its path
+                material["trace_sha256"] = w.trace["sha256"]
+            out.append(material)
+        return out
 
     def _plan_material(self) -> dict:
         """Everything that defines the work; not names, paths, URLs, credentials or output."""

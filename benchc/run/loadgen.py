@@ -15,8 +15,9 @@ import random
 import resource
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import count, islice
 
 import aiohttp
 
@@ -166,7 +167,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         if step.concurrency:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
         else:
-            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, shard)
+            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait,
+                             _schedule(step, feed, seed, shard))
         if tasks:
             if ctx.stop_event.is_set():
                 await asyncio.wait(set(tasks), timeout=ctx.grace_s)
@@ -204,18 +206,26 @@ async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadlin
             spawn(next(issued))
 
 
-async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline,
-                     shard: tuple[int, int] = (0, 1)) -> None:
+def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
+    """The open-loop step's arrival times, in seconds from its start: the trace's own (the
+    feed's prompts set them) or the plan's seeded arrival process. A shard (distributed runs)
+    takes every count-th arrival, so the shards' union is exactly the plan's schedule."""
     index, count = shard
-    n = step.requests or int(step.rate_rps * step.duration_s * 2 + 16)
-    # The plan's schedule; a shard (distributed runs) takes every count-th arrival, so the
-    # shards' union is exactly the plan's schedule.
-    schedule = arrival_times(step, n, seed)[index::count]
+    times = feed.arrivals() if feed is not None else None
+    if times is None:
+        times = arrival_times(step, step.requests or int(step.rate_rps * step.duration_s * 2 + 16), seed)
+    return islice(times, index, None, count)
+
+
+async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule: Iterable[float]) -> None:
+    """Each request at its scheduled time, whatever the schedule: the client never waits
+    for a response before sending the next, only for the step's max_concurrency."""
     start_ns = CLOCK()
     for offset in schedule:
         scheduled_ns = start_ns + int(offset * 1e9)
-        delay = (scheduled_ns - CLOCK()) / 1e9
-        if delay > 0:
+        # again until due: uvloop's timers round to the millisecond and may fire up to half
+        # of one early, and a request must never go before its time
+        while (delay := (scheduled_ns - CLOCK()) / 1e9) > 0:
             done, _ = await asyncio.wait({stop_wait}, timeout=delay)
             if done:
                 return

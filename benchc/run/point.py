@@ -78,8 +78,11 @@ async def open_client(prepared: Prepared, target: Target, base_url: str, http: s
 
 
 def step_params(step: Step) -> dict:
-    return {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
-            "requests": step.requests, "duration_s": step.duration_s}
+    params = {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
+              "requests": step.requests, "duration_s": step.duration_s}
+    if step.speedup is not None:
+        params["speedup"] = step.speedup
+    return params
 
 
 def target_inflight(step: Step) -> int:
@@ -174,6 +177,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["backend"] = m.backend
     if m.shards is not None:
         point["shards"] = m.shards  # each shard's own figures: the merge can be checked, a slow one found
+    if combo.workload.trace is not None:
+        point["trace"] = trace_block(combo.workload.trace, step, point)
     point["cache"]["prompts"] = combo.workload.prompts
     if reset is not None:
         point["cache"]["reset"] = reset
@@ -185,6 +190,21 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["slo"] = evaluate_slo(slo_checks, point)
     point["trust"] = judge(point)
     return point
+
+
+def trace_block(trace: dict, step: Step, point: dict) -> dict:
+    """A trace point's `trace` block: what the trace's slice holds (its file's sha256,
+    requests, token totals, clipped requests, its span at this point's speedup) beside what
+    the point sent and got back."""
+    block = {k: v for k, v in trace.items() if k != "duration_s"}
+    block["trace_duration_s"] = trace["duration_s"]  # in the trace's own time
+    if step.speedup is not None:
+        block["speedup"] = step.speedup
+        block["duration_s"] = round(trace["duration_s"] / step.speedup, 6)  # as scheduled here
+    block["sent"] = {"requests": point["counts"]["sent"], "completed": point["counts"]["completed"],
+                     "input_tokens": point["tokens"]["input"], "output_tokens": point["tokens"]["output"],
+                     "duration_s": point["window"]["duration_s"]}
+    return block
 
 
 def evaluate_slo(checks: list[Threshold], point: dict) -> dict:
