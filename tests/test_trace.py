@@ -16,6 +16,7 @@ from benchc.plan.datasets import make_source
 from benchc.plan.prompts import Deal, step_digest
 from benchc.plan.trace import load_trace, speedup_for, trace_params, trace_rate
 from benchc.run.feed import Dealer, StepFeed
+from benchc.run.loadgen import _schedule
 from benchc.spec import loader
 
 MOONCAKE = [  # (ms, input, output, hash ids); block size 4
@@ -253,6 +254,11 @@ def test_every_step_replays_the_trace_and_the_dealer_counts_what_was_sent(tmp_pa
     feed = StepFeed(src, plan.combinations[0], p4)
     assert list(feed.arrivals()) == [t / 4 for t in src.trace.time_s]
     assert json.loads(feed.get(0).body)["max_tokens"] == 3 and feed.get(0).expected_output_tokens == 3
+    # the open loop's schedule is the trace's; shards (Ray workers) take every n-th row of it
+    assert list(_schedule(p4, feed, seed=0)) == [t / 4 for t in src.trace.time_s]
+    shards = [list(_schedule(p4, StepFeed(src, plan.combinations[0], p4, shard=(k, 2)), 0, (k, 2)))
+              for k in range(2)]
+    assert shards == [[t / 4 for t in src.trace.time_s][k::2] for k in range(2)]
 
 
 def test_rate_rescales_the_trace(tmp_path):
