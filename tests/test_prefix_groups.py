@@ -14,7 +14,9 @@ from benchc.plan.model import Plan
 from benchc.plan.prefix_groups import prefix_group_params
 from benchc.plan.prompts import Deal
 from benchc.plan.workload import normalise_length
+from benchc.results import br
 from benchc.results.document import read
+from tests.test_export import check_valid
 from tests.test_run import Sim
 
 GROUPS = {"groups": 3, "prefix_tokens": 32, "suffix_tokens": {"min": 4, "max": 9}, "output_tokens": 3}
@@ -120,3 +122,10 @@ def test_every_request_after_its_groups_first_finds_exactly_the_prefix_cached(tm
         expected = 64 * (12 - 3) if point is doc["points"][0] else 64 * 12
         assert (c["cached_tokens"], c["declared_shared_tokens"]) == (expected, 64 * 12)
         assert c["above_declared"] is False
+    # exported as llm-d Benchmark Reports: G groups sharing a prefix of P tokens
+    reports = br.to_reports(doc, "0.2")
+    check_valid(reports, "0.2")
+    std = reports[0]["scenario"]["load"]["standardized"]
+    assert std["prefix"] == {"prefix_len": {"distribution": "fixed", "value": 64}, "num_groups": 3,
+                             "num_users_per_group": 1, "num_prefixes": 1}
+    assert std["input_seq_len"]["distribution"] == "uniform" and std["source"] == "random"
