@@ -32,7 +32,7 @@ workload:
     trace: {{path: {path}, format: {fmt}{extra}}}
 load:
   warmup: {{requests: 0}}
-  sweep: {{speedup: {speedups}}}
+  sweep: {{speedup: {speedups}{cap}}}
 output: {{path: {out}, requests: true}}
 """
 
@@ -86,12 +86,13 @@ def implied_cached(rows, order):
     return out
 
 
-def replay(tmp_path, fmt, text, speedups, extra=""):
+def replay(tmp_path, fmt, text, speedups, extra="", cap=""):
     trace_file = tmp_path / f"trace.{fmt}"
     trace_file.write_text(text)
     spec = tmp_path / "s.yaml"
     out = tmp_path / "r.json"
-    spec.write_text(SPEC.format(path=trace_file.name, fmt=fmt, extra=extra, speedups=speedups, out=out))
+    spec.write_text(SPEC.format(path=trace_file.name, fmt=fmt, extra=extra, speedups=speedups, out=out,
+                                cap=cap))
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]")
     try:
         assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
@@ -122,7 +123,9 @@ def check_schedule(point, sent, times_s, speedup, ins, outs, trace):
     assert (tb["requests"], tb["input_tokens"], tb["output_tokens"]) == (len(ins), sum(ins), sum(outs))
     assert tb["sent"]["requests"] == len(ins) and tb["sent"]["input_tokens"] == sum(ins)
     assert tb["speedup"] == speedup and tb["duration_s"] == pytest.approx(times_s[-1] / speedup, abs=1e-6)
-    assert point["client"]["send_skew_us"]["count"] == len(ins)
+    client = point["client"]
+    assert client["send_skew_us"]["count"] == len(ins) and client["capped_sends"] == 0
+    assert client["late_sends"] == sum(r["t0_ns"] - r["scheduled_ns"] >= 1_000_000 for r in sent)
 
 
 @pytest.mark.slow  # runs against the simulator
@@ -188,3 +191,23 @@ def test_azure_and_burstgpt_traces_replay_on_time_with_their_lengths(tmp_path, f
     check_schedule(point, by_point[point["id"]], times, 4.0, ins, outs, trace)
     # no hash ids: every prompt its own, nothing cached
     assert point["cache"]["cached_tokens"] == 0 and point["trace"]["raised_requests"] == (fmt == "burstgpt")
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_arrivals_beyond_max_concurrency_wait_and_are_counted(tmp_path):
+    """Six requests due at once, at most two in flight: the last four each wait for an earlier
+    one to end, are sent late (the simulator takes at least 3 steps of 1 ms per request), and
+    the self-check counts them."""
+    rows = [{"timestamp": 0, "input_length": 20, "output_length": 3} for _ in range(6)]
+    doc, by_point, trace = replay(tmp_path, "mooncake", "".join(json.dumps(r) + "\n" for r in rows), "[1]",
+                                  cap=", max_concurrency: 2")
+    (point,) = doc["points"]
+    sent = sorted(by_point[point["id"]], key=lambda r: r["t0_ns"])
+    assert [r["scheduled_ns"] for r in sent] == [sent[0]["scheduled_ns"]] * 6
+    ends = sorted(trace[r["id"]]["end_ns"] for r in sent)
+    for k, r in enumerate(sent[2:]):
+        # the k-th waiting request goes only once k + 1 requests have ended
+        assert trace[r["id"]]["arrival_ns"] >= ends[k]
+    client = point["client"]
+    assert client["capped_sends"] == 4 and client["late_sends"] >= 4
+    assert point["latency"]["ttft_from_schedule_us"]["max"] > point["latency"]["ttft_us"]["max"]

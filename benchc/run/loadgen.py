@@ -33,6 +33,7 @@ LOOP_LAG_P99_US = 5_000  # event-loop lag p99 above 5 ms ...
 LOOP_LAG_MIN_TICKS = 5  # ... in at least 5 ticks: one OS hiccup on a small machine is not saturation
 CPU_BUSY_FRACTION = 0.90  # the client process used >= 90% of one core
 SEND_SKEW_P99_US = 10_000  # open loop: sends more than 10 ms late at p99
+LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 TICK_S = 0.005
 
 
@@ -113,6 +114,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     check = _SelfCheck()
     check.start()
     skew = Recorder()
+    # open loop: sends LATE_SEND_US or more after their time, and arrivals held at max_concurrency
+    sends = {"late": 0, "capped": 0}
     cpu0, wall0 = _cpu_s(), time.perf_counter()
     steady = {"start_ns": None, "end_ns": None, "tokens": 0}
     deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
@@ -148,6 +151,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             check.inflight -= 1
             if scheduled_ns is not None:
                 skew.record_ns(max(0, r.t0_ns - scheduled_ns))
+                if r.t0_ns - scheduled_ns >= LATE_SEND_US * 1000:
+                    sends["late"] += 1
             if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
                 steady["end_ns"] = CLOCK()
             if steady["start_ns"] is not None and steady["end_ns"] is None and r.ok:
@@ -168,7 +173,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
         else:
             await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait,
-                             _schedule(step, feed, seed, shard))
+                             _schedule(step, feed, seed, shard), sends)
         if tasks:
             if ctx.stop_event.is_set():
                 await asyncio.wait(set(tasks), timeout=ctx.grace_s)
@@ -183,7 +188,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         await check.stop()
     wall = time.perf_counter() - wall0
     cpu = _cpu_s() - cpu0
-    return _client_summary(check, skew, cpu, wall, steady, step)
+    return _client_summary(check, skew, cpu, wall, steady, step, sends)
 
 
 async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline) -> None:
@@ -217,7 +222,8 @@ def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> I
     return islice(times, index, None, count)
 
 
-async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule: Iterable[float]) -> None:
+async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule: Iterable[float],
+                     sends: dict) -> None:
     """Each request at its scheduled time, whatever the schedule: the client never waits
     for a response before sending the next, only for the step's max_concurrency."""
     start_ns = CLOCK()
@@ -231,6 +237,8 @@ async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule:
                 return
         if not may_issue():
             return
+        if step.max_concurrency and len(tasks) >= step.max_concurrency:
+            sends["capped"] += 1
         while step.max_concurrency and len(tasks) >= step.max_concurrency:
             # At the cap: this arrival waits (it is late, and its schedule latency shows it).
             done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -240,7 +248,7 @@ async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule:
 
 
 def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: float, steady: dict,
-                    step: Step) -> dict:
+                    step: Step, sends: dict | None = None) -> dict:
     lag = check.lag.summary()
     cpu_fraction = cpu_s / wall_s if wall_s > 0 else 0.0
     reasons = []
@@ -260,6 +268,8 @@ def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: flo
             "late_ticks": check.late_ticks,
             "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
             "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
+            **({"late_sends": sends["late"], "capped_sends": sends["capped"]}
+               if sends is not None and step.concurrency is None else {}),
             "client_limited": bool(reasons), "reasons": reasons,
         },
         "steady": {"duration_s": round(steady_s, 6), "output_tokens": steady["tokens"],

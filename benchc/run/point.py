@@ -122,7 +122,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     where they are, after the measured requests. `feed` holds the step's requests (this
     shard's share of them)."""
     rec = PointRecorder(target_inflight(step), keep_requests=prepared.keep_requests,
-                        open_loop=step.rate_rps is not None, keep_text=ctx.keep_text)
+                        open_loop=not step.concurrency, keep_text=ctx.keep_text)
     ctx.feed = feed
     try:
         with measuring():
