@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchc.client.request import build_body
 from benchc.plan.datasets import KINDS
@@ -29,7 +29,7 @@ DURATION_PREBUILD = 1000
 @dataclass(frozen=True)
 class Request:
     body: bytes
-    prompt: Prompt
+    prompt: Prompt  # its counts and sharing; its text is in the body, and not held twice
     index: int  # the request's index in its step (the prompt stream's)
     expected_output_tokens: int | None  # the length the request pins down, if it does
 
@@ -76,7 +76,8 @@ class StepFeed:
             and w.sampling.max_tokens is None
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
-        return Request(json.dumps(body).encode(), prompt, i, _expected(w.sampling, prompt, pin))
+        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
+                       _expected(w.sampling, prompt, pin))
 
 
 def _expected(s, prompt: Prompt, pinned: bool = False) -> int | None:
