@@ -197,7 +197,8 @@ def test_azure_and_burstgpt_traces_replay_on_time_with_their_lengths(tmp_path, f
 def test_arrivals_beyond_max_concurrency_wait_and_are_counted(tmp_path):
     """Six requests due at once, at most two in flight: the last four each wait for an earlier
     one to end, are sent late (the simulator takes at least 3 steps of 1 ms per request), and
-    the self-check counts them: late, all four; held at the cap, the third for certain (the
+    the self-check counts them: late, all four (the first two too, when opening their
+    connections took a millisecond); held at the cap, the third for certain (the
     first two cannot have ended), the others unless two requests ended together and freed
     two places at once."""
     rows = [{"timestamp": 0, "input_length": 20, "output_length": 3} for _ in range(6)]
@@ -211,5 +212,5 @@ def test_arrivals_beyond_max_concurrency_wait_and_are_counted(tmp_path):
         # the k-th waiting request goes only once k + 1 requests have ended
         assert trace[r["id"]]["arrival_ns"] >= ends[k]
     client = point["client"]
-    assert 1 <= client["capped_sends"] <= 4 and client["late_sends"] == 4
+    assert 1 <= client["capped_sends"] <= 4 and 4 <= client["late_sends"] <= 6
     assert point["latency"]["ttft_from_schedule_us"]["max"] > point["latency"]["ttft_us"]["max"]
