@@ -81,26 +81,13 @@ def skew_run(d: str, url: str, kind: str, trace: str, n: int, rate: float) -> tu
     return statistics.median(skews), _percentile(skews, 0.99)
 
 
-BIG_SPEC = """\
-version: 1
-name: big
-target: {{base_url: "http://127.0.0.1:9/v1", model: benchc-sim, api: completions}}
-workload:
-  dataset:
-    trace: {{path: {trace}, format: mooncake}}
-load:
-  warmup: {{requests: 0}}
-  sweep: {{speedup: [1]}}
-output: {{path: {out}}}
-"""
-
-
 def first_send(d: str, url: str, sim_trace: str, trace: str) -> tuple[float, int]:
     """(seconds from `benchc run`'s start to the first request at the simulator, benchc's peak
     resident memory in kB by then)."""
     spec = os.path.join(d, "big.yaml")
     with open(spec, "w") as f:
-        f.write(BIG_SPEC.format(trace=trace, out=os.path.join(d, "big.json")))
+        f.write(TRACE_SPEC.format(dataset=f"trace: {{path: {trace}, format: mooncake}}",
+                                  sweep="{speedup: [1]}", stop="", out=os.path.join(d, "big.json")))
     seen = os.path.getsize(sim_trace) if os.path.exists(sim_trace) else 0
     t0 = time.perf_counter()
     p = subprocess.Popen(pinned([sys.executable, "-m", "benchc", "run", spec, "--base-url", url, "--quiet",

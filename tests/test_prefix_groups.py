@@ -2,22 +2,19 @@
 across the groups in a seeded, balanced order; on the simulator, every request after its
 group's first finds exactly its group's P tokens cached, in closed and open loop."""
 
-import json
 import os
 from collections import Counter
 
 import pytest
 
-from benchc.cli import main
 from benchc.plan.datasets import make_source
 from benchc.plan.model import Plan
 from benchc.plan.prefix_groups import prefix_group_params
 from benchc.plan.prompts import Deal
 from benchc.plan.workload import normalise_length
 from benchc.results import br
-from benchc.results.document import read
 from tests.test_export import check_valid
-from tests.test_run import Sim
+from tests.test_trace_replay import run_on_sim
 
 GROUPS = {"groups": 3, "prefix_tokens": 32, "suffix_tokens": {"min": 4, "max": 9}, "output_tokens": 3}
 PARAMS = {"seed": 5, **prefix_group_params(GROUPS, None)}
@@ -93,20 +90,10 @@ def test_every_request_after_its_groups_first_finds_exactly_the_prefix_cached(tm
     """P = 64, a multiple of the simulator's 16-token blocks: exactly P cached per request after
     its group's first, by the simulator's own admission order; the second point finds every
     group's prefix cached from the first (a prefix is the run's, as random's prefix_tokens)."""
-    spec = tmp_path / "s.yaml"
-    out = tmp_path / "r.json"
-    spec.write_text(SPEC.format(sweep=sweep, out=out))
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]")
-    try:
-        assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
-        trace = sim.records()
-    finally:
-        sim.close()
-    doc = read(str(out))
+    doc, reqs, trace = run_on_sim(tmp_path, SPEC.format(sweep=sweep, out=tmp_path / "r.json"))
     plan = Plan.from_dict(doc["plan"])
     w = plan.combinations[0].workload
     src = make_source(w.dataset, w.params, w.prompts)
-    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
     steps = {s.id: s for s in plan.load_steps()}
     seen: set[int] = set()
     for point in doc["points"]:

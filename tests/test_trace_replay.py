@@ -86,21 +86,26 @@ def implied_cached(rows, order):
     return out
 
 
-def replay(tmp_path, fmt, text, speedups, extra="", cap=""):
-    trace_file = tmp_path / f"trace.{fmt}"
-    trace_file.write_text(text)
+def run_on_sim(tmp_path, spec_text):
+    """`benchc run` of a spec (its output at tmp_path/r.json, with per-request records) against a
+    simulator with 1 ms steps: (result, per-request records, the simulator's trace by id)."""
     spec = tmp_path / "s.yaml"
-    out = tmp_path / "r.json"
-    spec.write_text(SPEC.format(path=trace_file.name, fmt=fmt, extra=extra, speedups=speedups, out=out,
-                                cap=cap))
+    spec.write_text(spec_text)
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]")
     try:
         assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
         trace = sim.records()
     finally:
         sim.close()
-    doc = read(str(out))
     reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    return read(str(tmp_path / "r.json")), reqs, trace
+
+
+def replay(tmp_path, fmt, text, speedups, extra="", cap=""):
+    trace_file = tmp_path / f"trace.{fmt}"
+    trace_file.write_text(text)
+    doc, reqs, trace = run_on_sim(tmp_path, SPEC.format(path=trace_file.name, fmt=fmt, extra=extra,
+                                                        speedups=speedups, out=tmp_path / "r.json", cap=cap))
     by_point = {p["id"]: sorted((r for r in reqs if r["point"] == p["id"]), key=lambda r: r["prompt_index"])
                 for p in doc["points"]}
     return doc, by_point, trace

@@ -86,6 +86,13 @@ def _trace_source(params: dict, mode: str, base_dir: str, tok: Any) -> TraceProm
     return TracePrompts(load_trace(params, base_dir), params, mode, tok)
 
 
+def _drawn_lengths(input_key: str) -> Callable[[Any, dict], tuple[dict, dict]]:
+    """The lengths of a synthetic dataset: its input distribution (`input_key`) after its
+    prefix, and its output distribution."""
+    return lambda source, p: (length_spread(p[input_key], p["prefix_tokens"]),
+                              length_spread(p["output_tokens"]))
+
+
 def _no(source: Any) -> bool:
     return False
 
@@ -98,9 +105,7 @@ KINDS: dict[str, DatasetKind] = {
     "random": DatasetKind(
         params=_random_params,
         source=lambda params, mode, base_dir, tok: RandomPrompts(params, mode, tok),
-        lengths=lambda source, p: (length_spread(p["input_tokens"], p["prefix_tokens"]),
-                                   length_spread(p["output_tokens"])),
-        exact_lengths=_yes),
+        lengths=_drawn_lengths("input_tokens"), exact_lengths=_yes),
     "jsonl": DatasetKind(
         params=lambda cfg, pool: {"path": cfg["path"], "num_prompts": pool,
                                   "shuffle": cfg.get("shuffle", False)},
@@ -117,9 +122,7 @@ KINDS: dict[str, DatasetKind] = {
     "prefix_groups": DatasetKind(
         params=prefix_group_params,
         source=lambda params, mode, base_dir, tok: PrefixGroupPrompts(params, mode, tok),
-        lengths=lambda source, p: (length_spread(p["suffix_tokens"], p["prefix_tokens"]),
-                                   length_spread(p["output_tokens"])),
-        exact_lengths=_yes),
+        lengths=_drawn_lengths("suffix_tokens"), exact_lengths=_yes),
 }
 
 
