@@ -73,7 +73,7 @@ def skew_run(d: str, url: str, kind: str, trace: str, n: int, rate: float) -> tu
     spec = os.path.join(d, f"{kind}.yaml")
     with open(spec, "w") as f:
         f.write(TRACE_SPEC.format(dataset=dataset, sweep=sweep, stop=stop, out=out))
-    cmd = [sys.executable, "-m", "benchc", "run", spec, "--base-url", url, "--quiet", "--force"]
+    cmd = [sys.executable, "-m", "benchc", "run", spec, "--base-url", url, "--quiet", "--out", out, "--force"]
     subprocess.run(pinned(cmd, 1), check=True, stdout=subprocess.DEVNULL)
     with open(os.path.splitext(out)[0] + ".requests.jsonl") as f:
         skews = [(r["t0_ns"] - r["scheduled_ns"]) / 1e3 for r in map(json.loads, f)]
@@ -91,7 +91,8 @@ def first_send(d: str, url: str, sim_trace: str, trace: str) -> tuple[float, int
     seen = os.path.getsize(sim_trace) if os.path.exists(sim_trace) else 0
     t0 = time.perf_counter()
     p = subprocess.Popen(pinned([sys.executable, "-m", "benchc", "run", spec, "--base-url", url, "--quiet",
-                                 "--force"], 1), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--out", os.path.join(d, "big.json"), "--force"], 1),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # the simulator writes a request to its trace when it ends; the first of these requests
         # (an 8-token answer on the instant preset) ends within a millisecond or so of arriving

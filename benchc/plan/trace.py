@@ -87,11 +87,30 @@ class Trace:
         return self.ids[self.ids_at[r]:self.ids_at[r + 1]]
 
 
+# The last trace loaded, by file (path, modification time, size) and params: `benchc run`
+# compiles the plan, then rebuilds its prompt source from it (run/prepare.py); one read of a
+# long trace is enough. A Trace is not changed once loaded.
+_LAST: list = [None, None]
+
+
 def load_trace(params: dict, base_dir: str = ".") -> Trace:
     """The slice of the trace file that `params` (trace_params) names, with the file's sha256
     and the slice's statistics; PlanError names the file (and line) of anything wrong."""
     p = Path(params["path"]).expanduser()
     path = p if p.is_absolute() else Path(base_dir) / p
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise PlanError(f"trace {path}: {e.strerror}") from e
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, json.dumps(params, sort_keys=True))
+    if _LAST[0] == key:
+        return _LAST[1]
+    trace = _read(path, params)
+    _LAST[:] = [key, trace]
+    return trace
+
+
+def _read(path: Path, params: dict) -> Trace:
     fmt = params["format"]
     trace = Trace(str(path), fmt, params.get("block_size", 1))  # only mooncake rows have blocks
     opts = {"block_size": trace.block_size, "filter": params.get("filter")}
