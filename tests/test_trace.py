@@ -365,3 +365,19 @@ def test_the_example_trace_is_what_its_script_writes(tmp_path):
     plan = compile_spec(loader.load(os.path.join(REPO, "specs", "trace-replay.yaml"), env={}))
     stats = plan.combinations[0].workload.trace
     assert stats["requests"] > 100 and stats["shared_tokens"] > 0 and stats["clipped_requests"] >= 1
+
+
+def test_a_trace_changed_since_the_plan_is_refused_at_run_time(tmp_path):
+    from benchc.errors import RunError
+    from benchc.run.prepare import prepare
+
+    f = write_mooncake(tmp_path / "m.jsonl")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset="trace: {path: m.jsonl, format: mooncake, block_size: 4}",
+                                sweep="speedup: [1]", warmup=0))
+    plan = compile_spec(loader.load(str(spec), env={}))
+    first = prepare(plan, plan.combinations[0]).source
+    assert prepare(plan, plan.combinations[0]).source.trace is first.trace  # read once per process
+    write_mooncake(f, MOONCAKE[:-1] + [(41, 9, 3, [7, 8, 9])])  # one output length changed
+    with pytest.raises(RunError, match="differ from those it was compiled with"):
+        prepare(plan, plan.combinations[0])

@@ -1,8 +1,8 @@
 """The trace dataset: a trace file's slice as a schedule, and the prompts its rows send.
 
-`load_trace` streams the file once (plan/trace_formats.py reads each format), keeps the
-slice's rows as compact arrays -- per request its time, input and output lengths, and its
-hash ids in one flat array -- and hashes the whole file. Nothing else of the file is held:
+`load_trace` hashes the whole file, then streams it once (plan/trace_formats.py reads each
+format) and keeps the slice's rows as compact arrays -- per request its time, input and
+output lengths, and its hash ids in one flat array. Nothing else of the file is held:
 a request's prompt is built when it is sent (run/feed.py), and a user's own prompt text
 (benchc format) is read back from the file by its byte offset then.
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from benchc.errors import PlanError
 from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, one_token_words
-from benchc.plan.trace_formats import READERS, HashedLines, Row, literal_prompt
+from benchc.plan.trace_formats import READERS, Lines, Row, literal_prompt
 from benchc.plan.workload import Prompt
 from benchc.units import parse_duration, parse_tokens
 
@@ -87,9 +87,9 @@ class Trace:
         return self.ids[self.ids_at[r]:self.ids_at[r + 1]]
 
 
-# The last trace loaded, by file (path, modification time, size) and params: `benchc run`
-# compiles the plan, then rebuilds its prompt source from it (run/prepare.py); one read of a
-# long trace is enough. A Trace is not changed once loaded.
+# The last trace loaded, by its file's content (sha256) and params: `benchc run` compiles the
+# plan, then rebuilds its prompt source from it (run/prepare.py); hashing the file again costs
+# a few milliseconds, parsing it again seconds. A Trace is not changed once loaded.
 _LAST: list = [None, None]
 
 
@@ -99,20 +99,22 @@ def load_trace(params: dict, base_dir: str = ".") -> Trace:
     p = Path(params["path"]).expanduser()
     path = p if p.is_absolute() else Path(base_dir) / p
     try:
-        st = path.stat()
+        with open(path, "rb") as f:
+            sha256 = hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
         raise PlanError(f"trace {path}: {e.strerror}") from e
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, json.dumps(params, sort_keys=True))
+    key = (str(path.resolve()), sha256, json.dumps(params, sort_keys=True))
     if _LAST[0] == key:
         return _LAST[1]
-    trace = _read(path, params)
+    trace = _read(path, params, sha256)
     _LAST[:] = [key, trace]
     return trace
 
 
-def _read(path: Path, params: dict) -> Trace:
+def _read(path: Path, params: dict, sha256: str) -> Trace:
     fmt = params["format"]
     trace = Trace(str(path), fmt, params.get("block_size", 1))  # only mooncake rows have blocks
+    trace.sha256 = sha256
     opts = {"block_size": trace.block_size, "filter": params.get("filter")}
     sl = params["slice"]
     caps = (params.get("max_input_tokens"), params.get("max_output_tokens"))
@@ -120,11 +122,11 @@ def _read(path: Path, params: dict) -> Trace:
     first = last = None
     sessions: dict[str, int] = {}
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below, after the rest is hashed
+        f = open(path, "rb")  # noqa: SIM115 - the with below closes it
     except OSError as e:
         raise PlanError(f"trace {path}: {e.strerror}") from e
     with f:
-        lines = HashedLines(f)
+        lines = Lines(f)
         lo = hi = 0.0
         for row in READERS[fmt](lines, str(path), opts):
             if first is None:
@@ -139,7 +141,6 @@ def _read(path: Path, params: dict) -> Trace:
             _add(trace, row, lo, caps, tally, sessions)
             if sl["requests"] and len(trace) == sl["requests"]:
                 break
-        trace.sha256 = lines.finish()
     if not len(trace):
         if first is None:
             held = (f"the filter kept none of its {opts['filtered_out']} rows" if opts.get("filtered_out")
@@ -152,7 +153,7 @@ def _read(path: Path, params: dict) -> Trace:
     _find_sharing(trace)
     outs = trace.output_tokens
     trace.stats = {
-        "format": fmt, "sha256": trace.sha256, "requests": len(trace),
+        "format": fmt, "sha256": sha256, "requests": len(trace),
         "input_tokens": sum(trace.input_tokens),
         "output_tokens": sum(outs) if min(outs) >= 0 else None,
         "duration_s": round(trace.time_s[-1], 6),

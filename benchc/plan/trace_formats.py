@@ -21,7 +21,6 @@ before it is an error naming both, not something to sort silently.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from array import array
 from collections.abc import Callable, Iterator
@@ -45,26 +44,19 @@ class Row(NamedTuple):
     session: str | None  # session_id / Session ID, kept for multi-turn replay (not built yet)
 
 
-class HashedLines:
-    """A file read line by line, hashed as it is read; `finish()` hashes the rest (a slice
-    may stop reading early, the sha256 still covers the whole file)."""
+class Lines:
+    """A file read line by line, with each line's byte offset (a user's prompt is read back
+    from it when sent)."""
 
     def __init__(self, f: IO[bytes]):
         self.f = f
-        self.h = hashlib.sha256()
         self.offset = 0
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         for raw in self.f:
-            self.h.update(raw)
             at = self.offset
             self.offset += len(raw)
             yield at, raw
-
-    def finish(self) -> str:
-        while chunk := self.f.read(1 << 20):
-            self.h.update(chunk)
-        return self.h.hexdigest()
 
 
 def _article(word: str) -> str:
@@ -118,7 +110,7 @@ class _InOrder:
 # --------------------------------------------------------------------------- JSON lines
 
 
-def _json_rows(lines: HashedLines, path: str) -> Iterator[tuple[int, int, dict]]:
+def _json_rows(lines: Lines, path: str) -> Iterator[tuple[int, int, dict]]:
     for n, (offset, raw) in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -138,7 +130,7 @@ def _need(path: str, line: int, rec: dict, keys: tuple[str, ...], fmt: str) -> N
                                 f"has {', '.join(keys)})")
 
 
-def read_mooncake(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
+def read_mooncake(lines: Lines, path: str, opts: dict) -> Iterator[Row]:
     order = _InOrder(path, "mooncake")
     for n, _, rec in _json_rows(lines, path):
         _need(path, n, rec, ("timestamp", "input_length", "output_length"), "mooncake")
@@ -159,7 +151,7 @@ def read_mooncake(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
                   None)
 
 
-def read_benchc(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
+def read_benchc(lines: Lines, path: str, opts: dict) -> Iterator[Row]:
     order = _InOrder(path, "benchc")
     for n, offset, rec in _json_rows(lines, path):
         _need(path, n, rec, ("timestamp",), "benchc")
@@ -195,7 +187,7 @@ def literal_words(path: str, line: int, rec: dict) -> int:
 # --------------------------------------------------------------------------- CSV
 
 
-def _csv_rows(lines: HashedLines, path: str, fmt: str, need: tuple[str, ...]
+def _csv_rows(lines: Lines, path: str, fmt: str, need: tuple[str, ...]
               ) -> Iterator[tuple[int, dict[str, str]]]:
     def text() -> Iterator[str]:
         for _, raw in lines:
@@ -235,7 +227,7 @@ def _clock(path: str, line: int, value: str) -> float:
     return (dt - datetime(1970, 1, 1)).total_seconds()
 
 
-def read_azure(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
+def read_azure(lines: Lines, path: str, opts: dict) -> Iterator[Row]:
     order = _InOrder(path, "azure")
     for n, row in _csv_rows(lines, path, "azure", ("TIMESTAMP", "ContextTokens", "GeneratedTokens")):
         t = _clock(path, n, row["TIMESTAMP"])
@@ -244,7 +236,7 @@ def read_azure(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
                   _length(path, n, "GeneratedTokens", row["GeneratedTokens"]), None, -1, None)
 
 
-def read_burstgpt(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
+def read_burstgpt(lines: Lines, path: str, opts: dict) -> Iterator[Row]:
     """BurstGPT rows kept by `opts["filter"]` ({model: [...], log_type: [...]}); the rows it
     leaves out are counted in opts["filtered_out"]."""
     keep = opts.get("filter") or {}
@@ -264,7 +256,7 @@ def read_burstgpt(lines: HashedLines, path: str, opts: dict) -> Iterator[Row]:
                   _length(path, n, "Response tokens", row["Response tokens"]), None, -1, session)
 
 
-READERS: dict[str, Callable[[HashedLines, str, dict], Iterator[Row]]] = {
+READERS: dict[str, Callable[[Lines, str, dict], Iterator[Row]]] = {
     "mooncake": read_mooncake, "azure": read_azure, "burstgpt": read_burstgpt, "benchc": read_benchc}
 
 
@@ -276,4 +268,4 @@ def literal_prompt(path: str, offset: int) -> dict:
         return json.loads(f.readline())
 
 
-__all__ = ["FORMATS", "READERS", "Row", "HashedLines", "literal_prompt"]
+__all__ = ["FORMATS", "READERS", "Row", "Lines", "literal_prompt"]
