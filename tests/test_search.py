@@ -12,8 +12,9 @@ import pytest
 
 from benchc.cli import main
 from benchc.plan.compiler import compile_spec
+from benchc.plan.datasets import make_source
 from benchc.plan.model import Plan
-from benchc.plan.prompts import make_source, step_digest
+from benchc.plan.prompts import step_digest
 from benchc.plan.search import (
     FAIL,
     PASS,
@@ -25,7 +26,7 @@ from benchc.plan.search import (
     worst_case_probes,
 )
 from benchc.results.document import read
-from benchc.run import loadgen
+from benchc.run import loadgen, sendcheck
 from benchc.sim.model import make_config
 from benchc.spec import loader
 from tests.conftest import REPO
@@ -296,7 +297,7 @@ def busy_machine_self_check(monkeypatch):
     send-skew thresholds are raised here ten-fold, so that only a client truly swamped stops the
     search: TPOT and TTFT come from the kernel's receive stamps, which a late loop does not move."""
     monkeypatch.setattr(loadgen, "LOOP_LAG_P99_US", 10 * loadgen.LOOP_LAG_P99_US)
-    monkeypatch.setattr(loadgen, "SEND_SKEW_P99_US", 10 * loadgen.SEND_SKEW_P99_US)
+    monkeypatch.setattr(sendcheck, "SEND_DELAY_P99_US", 10 * sendcheck.SEND_DELAY_P99_US)
 
 
 def waves(cfg, c: int, requests: int) -> list[int]:

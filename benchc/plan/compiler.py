@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from benchc.errors import PlanError
+from benchc.plan.datasets import KINDS, make_source, spread
 from benchc.plan.model import (
     PLAN_VERSION,
     Combination,
@@ -25,9 +26,9 @@ from benchc.plan.model import (
     Target,
     Workload,
 )
-from benchc.plan.prompts import make_source, source_digest, step_digest
+from benchc.plan.prompts import source_digest, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
-from benchc.plan.workload import normalise_length
+from benchc.plan.trace import speedup_for, trace_rate
 from benchc.spec import matrix as mx
 from benchc.spec.loader import Spec
 from benchc.spec.thresholds import parse_threshold
@@ -49,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "smoke.checks.max_tokens": 64,
     "workload.dataset.*.seed": 0,
     "workload.dataset.random.prefix_tokens": 0,
+    "workload.dataset.trace.block_size": 512,  # the published Mooncake traces' block
     # Every request a prompt no other request of the run sent (but the shared prefix):
     # servers cache prompt prefixes by default, and a repeated prompt measures a cache hit.
     "workload.prompts": "fresh",
@@ -57,8 +59,9 @@ DEFAULTS: dict[str, Any] = {
     # cycling); a file in fresh mode deals all its items unless num_prompts says fewer.
     "workload.dataset.num_prompts_for_duration": 1000,
     "workload.sampling.temperature": 0.0,
-    # A random dataset asks for exact output lengths; the server must not stop early.
-    "workload.sampling.ignore_eos.random": True,
+    # Synthetic prompts (random, prefix_groups, a trace giving every output length) ask for
+    # exact output lengths: the server must not stop early. A user's prompts do not.
+    "workload.sampling.ignore_eos.exact_lengths": True,
     "workload.sampling.ignore_eos.files": False,
     # Warmup: as many requests as the first point's concurrency, so every
     # connection of the pool is open and warm before measuring.
@@ -99,6 +102,8 @@ def compile_spec(spec: Spec) -> Plan:
         num_prompts = _num_prompts(load, points, data["workload"]["dataset"])
         workload, source = _workload(data["workload"], num_prompts, spec.file,
                                      data["target"].get("tokenizer"))
+        if workload.trace is not None:
+            points = [_replay(p, workload.trace) for p in points]
         server = _server(data.get("server"))
         _check_reset(server)
         combo = Combination(
@@ -237,52 +242,34 @@ def load_tokenizer(path: str | None, spec_file: str):
 
 def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None):
     """(the Workload, its prompt source)."""
-    (kind, cfg), = w["dataset"].items()
+    (name, cfg), = w["dataset"].items()
+    kind = KINDS[name]
+    cfg = {**_dataset_defaults(name), **cfg}
     mode = w.get("prompts", DEFAULTS["workload.prompts"])
-    params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"])}
     # a pool only where prompts are dealt from one: a shared set, or a file's items
     pool = cfg.get("num_prompts", num_prompts if mode == "shared" else None)
-    if kind == "random":
-        params.update(
-            input_tokens=normalise_length(cfg["input_tokens"]),
-            output_tokens=normalise_length(cfg["output_tokens"]),
-            prefix_tokens=parse_tokens(
-                cfg.get("prefix_tokens", DEFAULTS["workload.dataset.random.prefix_tokens"])),
-            num_prompts=pool,
-        )
-    else:
-        params.update(path=cfg["path"], num_prompts=pool)
-        if kind == "jsonl":
-            params["shuffle"] = cfg.get("shuffle", False)
-        if kind == "sharegpt" and "output_tokens" in cfg:
-            params["output_tokens"] = normalise_length(cfg["output_tokens"])
+    params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"]),
+                              **kind.params(cfg, pool)}
     base_dir = os.path.dirname(os.path.abspath(spec_file)) if not spec_file.startswith("<") else "."
     tok = load_tokenizer(tokenizer_path, spec_file)
-    source = make_source(kind, params, mode, base_dir, tok)
+    source = make_source(name, params, mode, base_dir, tok)
     s = w.get("sampling", {})
-    ignore_default = DEFAULTS["workload.sampling.ignore_eos." + ("random" if kind == "random" else "files")]
+    exact = "exact_lengths" if kind.exact_lengths(source) else "files"
     sampling = Sampling(
         temperature=float(s.get("temperature", DEFAULTS["workload.sampling.temperature"])),
         top_p=s.get("top_p"),
         max_tokens=parse_tokens(s["max_tokens"]) if "max_tokens" in s else None,
         min_tokens=parse_tokens(s["min_tokens"]) if "min_tokens" in s else None,
-        ignore_eos=bool(s.get("ignore_eos", ignore_default)),
+        ignore_eos=bool(s.get("ignore_eos", DEFAULTS["workload.sampling.ignore_eos." + exact])),
         stop=[s["stop"]] if isinstance(s.get("stop"), str) else list(s.get("stop", [])),
         seed=s.get("seed"),
         extra_body=dict(s.get("extra_body", {})),
     )
-    if kind == "random":
-        prefix = params["prefix_tokens"]
-        ins = _length_stats(params["input_tokens"], prefix)
-        outs = _length_stats(params["output_tokens"])
-    else:
-        ins = _stats([p.input_tokens for p in source.items])
-        asked = [p.output_tokens for p in source.items if p.output_tokens is not None]
-        outs = _stats(asked) if asked else {}
+    ins, outs = kind.lengths(source, params)
     if sampling.max_tokens is not None:
-        outs = _stats([sampling.max_tokens])
+        outs = spread([sampling.max_tokens])
     workload = Workload(
-        dataset=kind,
+        dataset=name,
         params=params,
         sampling=sampling,
         num_prompts=source.pool_size,
@@ -291,25 +278,15 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         tokenizer_sha256=tok.sha256 if tok else None,
         output_tokens=outs,
         prompts=mode,
+        trace=kind.describe(source) if kind.describe else None,
     )
     return workload, source
 
 
-def _stats(xs: list[int]) -> dict:
-    return {"min": min(xs), "mean": round(sum(xs) / len(xs), 3), "max": max(xs)}
-
-
-def _length_stats(length: dict, plus: int = 0) -> dict:
-    """min, mean and max of a length distribution (workload.draw_length's), plus `plus`
-    tokens; a normal one is cut below at 1 and has no maximum (None)."""
-    if length["kind"] == "fixed":
-        v = max(1, length["value"]) + plus
-        return {"min": v, "mean": float(v), "max": v}
-    if length["kind"] == "uniform":
-        lo, hi = max(1, length["min"]), max(1, length["max"])
-        return {"min": lo + plus, "mean": round((lo + hi) / 2 + plus, 3), "max": hi + plus}
-    return {"min": 1 + plus, "mean": float(max(1, length["mean"]) + plus), "max": None,
-            "stdev": length["stdev"]}
+def _dataset_defaults(name: str) -> dict:
+    """The DEFAULTS of workload.dataset.NAME's keys."""
+    head = f"workload.dataset.{name}."
+    return {k[len(head):]: v for k, v in DEFAULTS.items() if k.startswith(head)}
 
 
 def _points(load: dict, index: int, label: str) -> list[Step]:
@@ -323,6 +300,9 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
     if "concurrency" in sweep:
         return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)
                 for c in sweep["concurrency"]]
+    if "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
+        return [Step("load", index, _join(label, f"speedup={x:g}"), arrival="trace", speedup=float(x),
+                     max_concurrency=sweep.get("max_concurrency"), **common) for x in sweep["speedup"]]
     arrival = sweep.get("arrival", DEFAULTS["load.sweep.arrival"])
     burst = sweep.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma" else None
     out = []
@@ -412,6 +392,16 @@ def _budget(steps: list[Step]) -> dict:
     return {"load_points": len(loads), "searches": len(searches),
             "probes_max": sum(s["max_probes"] for s in searches),
             "requests_max": sum(counts) if all(counts) else None}
+def _replay(step: Step, trace: dict) -> Step:
+    """A point of a trace dataset: it sends the slice's requests once. Open loop, it sends them
+    on the trace's times over the speedup, or over the speedup that gives the sweep's rate."""
+    step = replace(step, requests=trace["requests"], duration_s=None)
+    if step.concurrency:
+        return step
+    if step.speedup is None:
+        speedup = speedup_for(trace, step.rate_rps)
+        return replace(step, arrival="trace", burstiness=None, speedup=round(speedup, 9))
+    return replace(step, rate_rps=trace_rate(trace, step.speedup))
 
 
 def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | None:

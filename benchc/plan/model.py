@@ -19,7 +19,9 @@ Format history (bump PLAN_VERSION on any change of meaning):
        (load.repeats: Step.repeat, each run a load step of its own stream, passes
        interleaved); Plan.repeats, Plan.saturation (the sweep's early-stop rule) and
        Plan.budget (how many points, probes and requests at most). Additive: a v1 or v2 plan
-       reads with none of them.
+       reads with none of them. Also optional (a plan without them reads as before): datasets trace and
+       prefix_groups; Workload.trace (a trace file's sha256 and its slice's statistics);
+       Step.speedup and arrival "trace" (a trace replayed on its own schedule).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Workload:
-    dataset: str  # "random" | "jsonl" | "sharegpt"
+    dataset: str  # a kind of plan/datasets.py: random | jsonl | sharegpt | trace | prefix_groups
     params: dict  # the dataset's normalised parameters (lengths as {kind, ...})
     sampling: Sampling
     num_prompts: int | None  # the pool dealt in turn (files; prompts: shared); None: endless
@@ -104,6 +106,9 @@ class Workload:
     output_tokens: dict  # {"min", "mean", "max"} asked of the server, or {} when unset
     tokenizer_sha256: str | None = None  # of the tokenizer file that sized the prompts
     prompts: str = "fresh"  # fresh: no request repeats another's prompt; shared: one set for all
+    # a trace: its file's sha256 and what the slice holds (requests, token totals, duration_s
+    # in trace time, clipped_requests, ...; plan/trace.py), else None
+    trace: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,9 @@ class Step:
     warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
                point's concurrency
     load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`); with
-               load.repeats, one run of it (`repeat`); at run time, a search's probe (`probe`)
+               load.repeats, one run of it (`repeat`); at run time, a search's probe (`probe`);
+               a trace replay is open loop on the trace's own times over `speedup` (arrival
+               "trace", rate_rps the mean rate that gives)
     search  -- a capacity search (`search`, plan/search.py): the probes' load steps are made
                from this one at run time; its load fields are their template
     """
@@ -135,7 +142,7 @@ class Step:
     id: str  # stable, human: "c=4", "tp=8,ep=true/rate=10"
     concurrency: int | None = None
     rate_rps: float | None = None
-    arrival: str | None = None  # poisson | gamma | constant (open loop)
+    arrival: str | None = None  # poisson | gamma | constant | trace (open loop)
     burstiness: float | None = None  # gamma shape; 1.0 is Poisson
     max_concurrency: int | None = None
     requests: int | None = None
@@ -149,6 +156,7 @@ class Step:
     repeat: int | None = None  # load: which run (1..N) of a point repeated N times
     search: dict | None = None  # search, and its probes: the search's definition (plan/search.py)
     probe: int | None = None  # a search's probe (1, 2, ...): set at run time, never in a plan
+    speedup: float | None = None  # arrival "trace": the trace's times are divided by this
 
 
 @dataclass(frozen=True)
@@ -224,11 +232,16 @@ class Plan:
     def _workload_material(self) -> list:
         """What makes two runs' requests alike: dataset and sampling, not how many were sent
         (prompt i of a dataset is the same whatever num_prompts is)."""
-        return [{"dataset": c.workload.dataset, "prompts": c.workload.prompts,
-                 "sampling": asdict(c.workload.sampling),
-                 "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"},
-                 "tokenizer_sha256": c.workload.tokenizer_sha256}
-                for c in self.combinations]
+        out = []
+        for c in self.combinations:
+            w = c.workload
+            material = {"dataset": w.dataset, "prompts": w.prompts, "sampling": asdict(w.sampling),
+                        "params": {k: v for k, v in w.params.items() if k != "num_prompts"},
+                        "tokenizer_sha256": w.tokenizer_sha256}
+            if w.trace is not None:  # the trace's content, not only its path
+                material["trace_sha256"] = w.trace["sha256"]
+            out.append(material)
+        return out
 
     def _plan_material(self) -> dict:
         """Everything that defines the work; not names, paths, URLs, credentials or output."""

@@ -51,7 +51,11 @@ def series_label(doc: dict, matrix: dict) -> str:
 
 def _x(point: dict) -> tuple[str, float]:
     p = point["params"]
-    return ("concurrency", p["concurrency"]) if p.get("concurrency") else ("rate (req/s)", p["rate_rps"])
+    if p.get("concurrency"):
+        return "concurrency", p["concurrency"]
+    if p.get("rate_rps") is None and p.get("speedup") is not None:  # a trace whose requests come at once
+        return "trace speedup", p["speedup"]
+    return "rate (req/s)", p["rate_rps"]
 
 
 def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:

@@ -15,8 +15,9 @@ from typing import Any
 
 from benchc.errors import RunError
 from benchc.plan.compiler import load_tokenizer
+from benchc.plan.datasets import make_source
 from benchc.plan.model import Combination, Plan, Step
-from benchc.plan.prompts import Deal, PromptSource, make_source, source_digest, step_digest
+from benchc.plan.prompts import Deal, PromptSource, source_digest, step_digest
 from benchc.run.feed import StepFeed
 from benchc.spec.thresholds import Threshold
 

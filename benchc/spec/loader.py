@@ -387,7 +387,8 @@ def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, st
         names = [_TYPE_NAMES.get(t, t) for t in (want if isinstance(want, list) else [want])]
         return [(path, f"expected {' or '.join(names)}, got {_show(inst)}", False)]
     if v in ("maxProperties", "minProperties") and path and path[-1] == "dataset":
-        return [(path, "give exactly one dataset: random, jsonl or sharegpt", False)]
+        kinds = list(err.schema.get("properties", {}))
+        return [(path, f"give exactly one dataset: {', '.join(kinds[:-1])} or {kinds[-1]}", False)]
     if v == "pattern":
         return [(path, f"{_show(inst)} does not match the pattern {err.validator_value}", False)]
     return [(path, err.message, False)]
@@ -441,7 +442,9 @@ def _smoke_problems(spec: Spec, d: dict) -> list[SpecProblem]:
 def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out = []
     for name, cfg in d["workload"]["dataset"].items():
-        for k in ("input_tokens", "output_tokens"):
+        if name == "trace":
+            out += _trace_problems(spec, cfg)
+        for k in ("input_tokens", "output_tokens", "suffix_tokens"):
             length = cfg.get(k)
             if isinstance(length, dict) and "min" in length:
                 if parse_tokens(length["min"]) > parse_tokens(length["max"]):
@@ -454,6 +457,14 @@ def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     return out
 
 
+def _trace_problems(spec: Spec, cfg: dict) -> list[SpecProblem]:
+    """Keys of workload.dataset.trace that only one format has."""
+    at = ("workload", "dataset", "trace")
+    only = {"block_size": "mooncake", "filter": "burstgpt"}
+    return [spec.problem(at + (k,), f"{k} applies to format: {fmt}", key=True)
+            for k, fmt in only.items() if k in cfg and cfg["format"] != fmt]
+
+
 def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
@@ -461,15 +472,28 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         out.append(p(("load",), "give exactly one of sweep (fixed points) or search (the largest load "
                                 "that meets the SLO)"))
     sweep = load.get("sweep", {})
-    if "sweep" in load and ("concurrency" in sweep) == ("rate" in sweep):
-        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop) "
-                                        "or rate (open loop)"))
+    trace = "trace" in d["workload"]["dataset"]
+    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup")) != 1:
+        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop) "
+                                        "or speedup (a trace dataset on its own times)"))
+    if trace and "search" in load:
+        out.append(p(("load", "search"), "a capacity search over a trace replay is not built yet: sweep "
+                                         "the trace's speedup, or search with a random dataset", key=True))
     if "concurrency" in sweep:
         out += [p(("load", "sweep", k), f"{k} applies to a rate sweep, not to concurrency", key=True)
                 for k in ("arrival", "burstiness", "max_concurrency") if k in sweep]
     if "burstiness" in sweep and sweep.get("arrival", "poisson") != "gamma":
         out.append(p(("load", "sweep", "burstiness"), "burstiness applies to arrival: gamma", key=True))
-    if "requests" not in load and "duration" not in load:
+    if "speedup" in sweep and not trace:
+        out.append(p(("load", "sweep", "speedup"), "speedup replays a trace: it needs workload.dataset.trace",
+                     key=True))
+    if trace:
+        out += [p(("load", "sweep", k), f"a trace gives the arrival times; {k} does not apply", key=True)
+                for k in ("arrival", "burstiness") if k in sweep]
+        out += [p(("load", k), f"every point of a trace sends its slice once; choose the requests with "
+                               f"workload.dataset.trace.slice, not load.{k}", key=True)
+                for k in ("requests", "duration") if k in load]
+    elif "requests" not in load and "duration" not in load:
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"))
     return out + _search_problems(spec, d) + _saturation_problems(spec, d)
 
