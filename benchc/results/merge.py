@@ -21,6 +21,7 @@ from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
 from benchc.results.document import now_iso, point_key
+from benchc.results.shards import refuse_duplicates, shard_ids
 from benchc.results.trust import judge
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
@@ -34,6 +35,7 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     if len(hashes) != 1:
         raise UsageError("these results come from different plans (plan_hash "
                          + ", ".join(sorted(h[:12] for h in hashes)) + "); only shards of one plan merge")
+    refuse_duplicates(docs, sources)
     out = copy.deepcopy(docs[0])
     groups: dict[tuple, list[dict]] = {}
     order: list[tuple] = []
@@ -50,6 +52,9 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
     out["merged_from"] = [{"source": s, "created": d["created"], "host": d["environment"].get("host"),
                            "complete": d["complete"]} for s, d in zip(sources, docs, strict=True)]
+    # each part's identity, so that merging this result again with one of its parts is refused
+    out["merged_from"] = [{**m, "shard": sid} for m, d in zip(out["merged_from"], docs, strict=True)
+                          for sid in shard_ids(d)]
     return out
 
 
