@@ -169,7 +169,7 @@ class _Builder:
         (`!!binary`) is a problem at its position, and its text stands in for it."""
         try:
             value = self.loader.construct_object(node, deep=True)
-        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError, LookupError, AttributeError) as e:
             what = getattr(e, "problem", None) or str(e)
             self.problems.append(SpecProblem(*self.mark(node), json_path(path),
                                              f"cannot read {node.value[:40]!r} as {_tag(node.tag)}: {what}"))

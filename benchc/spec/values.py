@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import jsonschema
 
 from benchc.errors import SpecProblem
+from benchc.redact import redact_url
 from benchc.spec.schemas import load_schema
 from benchc.units import parse_tokens
 
@@ -52,23 +53,24 @@ def base_url_problem(url: str) -> str | None:
     in server and proxy logs; give it as target.api_key or target.headers instead.
     `{free}` stands for a port benchc picks at launch.
     """
+    shown = repr(redact_url(url))  # the message must not repeat a credential
     if _CONTROL.search(url) or " " in url:
-        return f"{url!r} holds a space or control character"
+        return f"{shown} holds a space or control character"
     try:
         u = urlsplit(url.replace("{free}", "1"))
         port = u.port
     except ValueError as e:
-        return f"{url!r} is not a URL ({e})"
+        return f"{shown} is not a URL ({e})"
     if "://" not in url:
-        return f"{url!r} has no scheme: write http://{url} (or https://)"
+        return f"{shown} has no scheme: write http://{redact_url(url)} (or https://)"
     if u.scheme not in ("http", "https"):
-        return f"{url!r} is not an http(s) URL"
+        return f"{shown} is not an http(s) URL"
     if not u.hostname:
-        return f"{url!r} names no host"
+        return f"{shown} names no host"
     if port == 0:
-        return f"{url!r}: port 0 is not a port a server listens on"
+        return f"{shown}: port 0 is not a port a server listens on"
     if u.query or u.fragment or url.endswith(("?", "#")):
-        return (f"{url!r} has a query or fragment: benchc appends API paths to base_url, so give "
+        return (f"{shown} has a query or fragment: benchc appends API paths to base_url, so give "
                 "credentials as target.api_key or target.headers, not in the URL")
     return None
 

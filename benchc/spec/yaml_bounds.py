@@ -7,7 +7,8 @@ when it is turned into Python data; an alias may also refer to a node that conta
 nested document overflows Python's stack. Here a document is refused, with the line and
 column where it crossed a bound, before any of that happens:
 
-- at most MAX_BYTES bytes of text (a spec is a few kilobytes);
+- at most MAX_BYTES bytes of text (a spec is a few kilobytes; PyYAML reads about a
+  megabyte a second, so this also bounds the time);
 - at most MAX_DEPTH levels of nesting, with aliases expanded;
 - at most MAX_VALUES values (scalars, lists and mappings), with aliases expanded;
 - no alias that refers to a value containing it.
@@ -22,9 +23,9 @@ from typing import Any
 import yaml
 from yaml.reader import ReaderError
 
-MAX_BYTES = 1 << 20
+MAX_BYTES = 256 * 1024
 MAX_DEPTH = 64
-MAX_VALUES = 100_000
+MAX_VALUES = 10_000
 
 
 class YamlLimitError(Exception):
@@ -162,5 +163,6 @@ def load_value(text: str) -> Any:
         return None
     try:
         return loader.construct_document(node)
-    except (ValueError, TypeError, OverflowError) as e:  # `!!int x`, 5000-digit integers
+    except (ValueError, TypeError, OverflowError, LookupError, AttributeError) as e:
+        # `!!int x`, `!!int ""`, `!!timestamp x`, 5000-digit integers: the tag cannot make the value
         raise yaml.YAMLError(str(e)) from e
