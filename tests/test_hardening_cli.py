@@ -10,26 +10,13 @@ import pytest
 
 from benchc.cli import main
 from benchc.results.document import read
+from tests.test_spec import BASE
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SHARD_A = os.path.join(DATA, "result-v1-shard-a.json")
 SHARD_B = os.path.join(DATA, "result-v1-shard-b.json")
 
-SPEC = """\
-version: 1
-name: t
-target:
-  base_url: http://localhost:8000/v1
-  model: m
-  api_key: sk-spec-key-1234
-workload:
-  dataset:
-    random: {input_tokens: 16, output_tokens: 8}
-load:
-  sweep:
-    concurrency: [1]
-  requests: 2
-"""
+SPEC = BASE.replace("  model: m\n", "  model: m\n  api_key: sk-spec-key-1234\n")
 
 
 def run_main(capsys, argv):

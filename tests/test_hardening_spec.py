@@ -10,30 +10,10 @@ import sys
 import pytest
 
 from benchc.cli import main
-from benchc.errors import SpecError, UsageError
+from benchc.errors import UsageError
 from benchc.spec import limits, matrix, yaml_bounds
 from benchc.spec import loader as spec
-
-BASE = """\
-version: 1
-name: t
-target:
-  base_url: http://localhost:8000/v1
-  model: m
-workload:
-  dataset:
-    random: {input_tokens: 16, output_tokens: 8}
-load:
-  sweep:
-    concurrency: [1, 2]
-  requests: 4
-"""
-
-
-def problems(text, overrides=(), env=None):
-    with pytest.raises(SpecError) as e:
-        spec.load_text(text, "s.yaml", overrides, env or {})
-    return [str(p) for p in e.value.problems]
+from tests.test_spec import BASE, problems  # the minimal valid spec, and its problems as text
 
 
 def billion_laughs(levels: int = 9, width: int = 9) -> str:
