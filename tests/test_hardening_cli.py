@@ -99,7 +99,7 @@ def test_a_tokenizer_json_without_vocab_is_exit_2(tmp_path, capsys):
     tok.write_text(json.dumps({"model": {"type": "BPE", "merges": []}}))
     (tmp_path / "t.txt").write_text("hello")
     code, err = run_main(capsys, ["tokens", str(tmp_path / "t.txt"), "--tokenizer", str(tok)])
-    assert code == 2 and f"cannot load the tokenizer {tok}" in err
+    assert code == 2 and str(tok) in err and "vocab" in err  # the file, and what it lacks
 
 
 def test_tokens_of_a_file_that_is_not_utf8_is_exit_2(tmp_path, capsys):

@@ -90,8 +90,9 @@ def alias_bomb(draw) -> bytes:
 
 @pytest.fixture
 def lowered_ceilings(monkeypatch):
-    monkeypatch.setattr(limits, "MAX_PROMPT_TOKENS", 200_000)
-    monkeypatch.setattr(limits, "MAX_COMBINATIONS", 16)
+    monkeypatch.setattr(limits, "MAX_TOKENS", 2_000)
+    monkeypatch.setattr(limits, "MAX_COMBINATIONS", 8)
+    monkeypatch.setattr(limits, "MAX_LOAD_POINTS", 32)
 
 
 def validate(data: bytes, extra: list[str] = ()) -> None:

@@ -95,14 +95,14 @@ def test_an_oversized_spec_file_is_refused_before_it_is_parsed(tmp_path, capsys)
 # --------------------------------------------------------------------------- class 2: ceilings
 
 
-def test_a_billion_requests_is_refused_before_a_prompt_is_built(monkeypatch):
-    def no_prompts(*a, **k):
-        raise AssertionError("prompts were built for a spec over the ceiling")
-
-    monkeypatch.setattr("benchc.plan.workload.build_prompts", no_prompts)
-    assert problems(BASE, ["load.requests=1000000000"]) == [
-        "--set load.requests: $.load.requests: 1,000,000,000 requests per point is more than 1,000,000 "
-        "(benchc's ceiling; README: Limits)"]
+def test_a_billion_requests_is_refused_before_the_plan_is_compiled(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("benchc.plan.compiler.compile_spec",
+                        lambda *a: pytest.fail("a spec over the ceiling was compiled"))
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE)
+    assert main(["validate", str(path), "--set", "load.requests=1000000000"]) == 2
+    assert ("--set load.requests: $.load.requests: 1,000,000,000 requests per point is more than 1,000,000 "
+            "(benchc's ceiling; README: Limits)") in capsys.readouterr().err
 
 
 def test_a_ten_million_combination_matrix_is_refused_without_enumerating_it(monkeypatch):
@@ -136,19 +136,12 @@ def test_an_open_loop_point_without_a_request_count_is_bounded_by_rate_times_dur
     spec.load_text(text, "s.yaml", env={})  # 36,000: fine
 
 
-def test_prompt_tokens_of_a_combination_are_bounded():
-    found = problems(BASE, ["load.requests=1000000", "workload.dataset.random.input_tokens=2000"])
-    assert found == ["s.yaml:8:13: $.workload.dataset.random: 2,000,000,000 prompt tokens to build "
-                     "(1,000,000 prompts of up to 2,000 tokens) is more than 1,000,000,000 (benchc's "
-                     "ceiling; README: Limits)"]
-
-
 def test_the_ceilings_are_what_the_readme_states():
     with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
         readme = f.read()
     assert "\n## Limits\n" in readme
     section = readme.split("\n## Limits\n", 1)[1].split("\n## ", 1)[0]
-    for n in (limits.MAX_REQUESTS, limits.MAX_CONCURRENCY, limits.MAX_TOKENS, limits.MAX_PROMPT_TOKENS,
+    for n in (limits.MAX_REQUESTS, limits.MAX_CONCURRENCY, limits.MAX_TOKENS,
               limits.MAX_COMBINATIONS, limits.MAX_LOAD_POINTS, yaml_bounds.MAX_DEPTH, yaml_bounds.MAX_VALUES,
               yaml_bounds.MAX_BYTES):
         assert f"{n:,}" in section, f"README's Limits section does not state {n:,}"
