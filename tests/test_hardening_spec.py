@@ -52,7 +52,11 @@ def test_a_billion_laughs_stays_small_in_a_memory_limited_process(tmp_path):
 
 def test_nesting_900_deep_is_refused_not_a_recursion_error():
     text = "version: 1\nname: t\nx: " + "[" * 900 + "]" * 900 + "\n"
-    assert problems(text) == ["s.yaml:3:67: $: nested more than 64 levels deep"]
+    # the 65th bracket, at column 68 (refused by the scanner, before PyYAML's quadratic walk
+    # over every open bracket at every token gets far)
+    assert problems(text) == ["s.yaml:3:68: $: nested more than 64 levels deep"]
+    deep_blocks = "version: 1\nname: t\n" + "".join("  " * i + f"k{i}:\n" for i in range(100))
+    assert problems(deep_blocks) == ["s.yaml:66:127: $: nested more than 64 levels deep"]  # the composer
 
 
 def test_aliases_cannot_nest_deeper_than_the_bound():

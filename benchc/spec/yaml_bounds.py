@@ -49,6 +49,13 @@ class BoundedLoader(yaml.SafeLoader):
         self._depth = 0
         self._composed = 0
 
+    def fetch_flow_collection_start(self, TokenClass: type) -> None:  # noqa: N803 - PyYAML's name
+        # The scanner keeps one possible simple key per open `[` or `{` and walks them all at
+        # every token: quadratic in flow depth, so it is bounded here, before the composer.
+        if self.flow_level >= MAX_DEPTH:
+            raise YamlLimitError(*_at(self.get_mark()), f"nested more than {MAX_DEPTH} levels deep")
+        super().fetch_flow_collection_start(TokenClass)
+
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
             return super().compose_node(parent, index)
