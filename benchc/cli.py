@@ -234,7 +234,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from benchc.sim.model import make_config
+    from benchc.sim.model import PARAMS, make_config
     from benchc.sim.server import serve_forever
     from benchc.spec import yaml_bounds
     from benchc.spec.values import sim_param_problems
@@ -249,8 +249,6 @@ def cmd_sim(args: argparse.Namespace) -> int:
             params[name] = yaml_bounds.load_value(value)
         except (yaml.YAMLError, yaml_bounds.YamlLimitError) as e:
             raise UsageError(f"sim: --param {name}: the value is not a YAML value benchc reads ({e})") from e
-    from benchc.sim.model import PARAMS
-
     problems = sim_param_problems(params, PARAMS)
     if problems:
         raise UsageError("sim: " + "\n  ".join(["invalid simulator parameters:"] + problems))
