@@ -73,6 +73,17 @@ def test_two_workers_merge_exactly_and_match_one_worker(tmp_path):
     assert p1["tokens"]["output"] == p2["tokens"]["output"] == 16 * 48
 
 
+def test_a_point_below_the_worker_count_sends_every_planned_request(tmp_path):
+    # issue 22: at concurrency 1 over 2 workers, one shard got concurrency 0 and its 6
+    # requests were never sent, while the point said complete
+    out = tmp_path / "c1.json"
+    assert main(["run", spec(tmp_path, sweep="concurrency: [1]", out=8, requests=12), "--backend", "ray",
+                 "--workers", "2", "--out", str(out), "--quiet"]) == 0
+    p = read(str(out))["points"][0]
+    assert p["complete"] is True
+    assert p["counts"]["sent"] == p["counts"]["completed"] == 12
+
+
 def test_open_loop_shards_take_the_plans_schedule(tmp_path):
     out = tmp_path / "open.json"
     assert main(["run", spec(tmp_path, sweep="rate: [20/s]", out=8, requests=15), "--backend", "ray",
