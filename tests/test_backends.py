@@ -139,3 +139,39 @@ def test_a_failed_combination_is_listed_in_the_results_errors(tmp_path):
     assert doc["complete"] is False and doc["points"] == []
     assert doc["errors"] == [{"kind": "smoke_failed", "combination": 0, "point": None,
                               "message": "smoke checks failed"}]
+
+
+@pytest.mark.parametrize("dataset", ["random: {input_tokens: 12, output_tokens: 4, prefix_tokens: 3}",
+                                     "jsonl: {path: data/p.jsonl}"])
+def test_a_kit_rebuilds_a_combination_where_the_files_are_not(tmp_path, dataset):
+    """What a Ray worker on another machine does: the plan and the driver's Kit (pickled, as
+    Ray sends it) give the same requests as the spec's files did."""
+    import pickle
+    import shutil
+
+    from benchc.plan.compiler import compile_spec
+    from benchc.run.feed import Dealer
+    from benchc.run.prepare import prepare
+    from benchc.spec import loader
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "p.jsonl").write_text("".join(json.dumps({"prompt": f"tell me {i} things"}) + "\n"
+                                                       for i in range(5)))
+    shutil.copy(DEEPSEEK, tmp_path / "tokenizer.json")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace(DEEPSEEK, "tokenizer.json")
+                    .replace("random: {input_tokens: 16, output_tokens: 24}", dataset))
+    plan = compile_spec(loader.load(str(spec), env={}))
+    combo = plan.combinations[0]
+    assert combo.workload.dataset == dataset.split(":")[0]
+    here = prepare(plan, combo)
+    kit = pickle.loads(pickle.dumps(here.kit()))
+    for f in ("s.yaml", "tokenizer.json", "data/p.jsonl"):
+        (tmp_path / f).unlink()
+    there = prepare(plan, combo, kit)
+    step = plan.load_steps()[0]
+    deal = Dealer().deal(combo.workload)
+    a, b = here.feed(step, deal), there.feed(step, deal)
+    assert [a.get(i).body for i in range(REQUESTS)] == [b.get(i).body for i in range(REQUESTS)]
+    assert there.tokenizer.sha256 == combo.workload.tokenizer_sha256 == here.tokenizer.sha256
+    assert there.tokenizer.count("tell me 3 things") == here.tokenizer.count("tell me 3 things")

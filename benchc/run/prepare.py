@@ -2,23 +2,68 @@
 the combination's prompt source rebuilt from the plan and checked against it, the tokenizer,
 the SLO checks (prepare -> Prepared), each step's requests (feed: run/feed.py), and a
 collector-free measuring window.
+
+The driver reads the spec's files (a dataset, the tokenizer); a Ray worker, which may run on
+a machine without them, rebuilds the same Prepared from the plan and a Kit the driver sends:
+the dataset's items and the tokenizer file's bytes (random prompts are a pure function of
+the plan and need nothing more).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from benchc.errors import RunError
-from benchc.plan.compiler import load_tokenizer
+from benchc.plan.compiler import load_tokenizer, tokenizer_path
 from benchc.plan.model import Combination, Plan, Step
-from benchc.plan.prompts import Deal, PromptSource, make_source, source_digest, step_digest
+from benchc.plan.prompts import Deal, FilePrompts, PromptSource, make_source, source_digest, step_digest
+from benchc.plan.workload import Prompt
 from benchc.run.feed import StepFeed
+from benchc.run.shards import WHOLE, Shard
 from benchc.spec.thresholds import Threshold
+from benchc.tokenizer.tokenizer import load_file, tokenizer_file
+
+
+@dataclass(frozen=True)
+class TokenizerCopy:
+    """A tokenizer file's bytes, to load where the file is not."""
+
+    name: str  # the file's own name (a tiktoken file's tells its encoding)
+    encoding: str | None  # the tiktoken encoding it is read with; None: a tokenizer.json
+    data: bytes
+
+    @classmethod
+    def read(cls, path: str, sha256: str | None) -> TokenizerCopy:
+        file, encoding = tokenizer_file(path)
+        with open(file, "rb") as f:
+            data = f.read()
+        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+            raise RunError(f"the tokenizer {file} changed while it was read")
+        return cls(os.path.basename(file), encoding, data)
+
+    def load(self) -> Any:
+        # the loaders read files: a private copy, gone once loaded
+        with tempfile.TemporaryDirectory(prefix="benchc-tokenizer-") as d:
+            copy = os.path.join(d, self.name)
+            with open(copy, "wb") as f:
+                f.write(self.data)
+            return load_file(copy, self.encoding)
+
+
+@dataclass(frozen=True)
+class Kit:
+    """What a worker needs besides the plan to rebuild a combination's Prepared without the
+    spec's files: a file dataset's items (in dealing order) and the tokenizer's bytes."""
+
+    items: list[Prompt] | None = None
+    tokenizer: TokenizerCopy | None = None
 
 
 @dataclass(frozen=True)
@@ -31,27 +76,44 @@ class Prepared:
     tokenizer: Any  # the target's tokenizer (outputs are counted with it after each point), or None
     slo_checks: list[Threshold]  # each completed request is checked against these (goodput)
     keep_requests: bool  # output.requests: keep a record per request
+    tokenizer_copy: TokenizerCopy | None = None  # the tokenizer file's bytes (driver), for a Kit
 
-    def feed(self, step: Step, deal: Deal, shard: tuple[int, int] = (0, 1)) -> StepFeed:
+    def feed(self, step: Step, deal: Deal, shard: Shard = WHOLE) -> StepFeed:
         """The requests of `step` (as the plan has it: its prompt stream and request count)
         for this worker's share, continuing the run's deal of the prompt pool."""
         return StepFeed(self.source, self.combo, step, deal, shard)
 
+    def kit(self) -> Kit:
+        """What a worker needs to rebuild this without the spec's files (prepare(..., kit))."""
+        return Kit(self.source.items if isinstance(self.source, FilePrompts) else None, self.tokenizer_copy)
 
-def prepare(plan: Plan, combo: Combination) -> Prepared:
-    """Rebuild a combination's prompt source from the plan and check it against the prompts
-    the plan was compiled with (each step's first ones, and a file's items)."""
+
+def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
+    """Rebuild a combination's prompt source from the plan -- from the spec's files, or from
+    the driver's `kit` -- and check it against the plan it was compiled with (each step's
+    first prompts, a file's items, the tokenizer)."""
     w, target = combo.workload, combo.target
     spec_path = plan.spec["path"]
-    tok = load_tokenizer(target.tokenizer, spec_path)
-    source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
+    copy = None
+    if kit is None:
+        tok = load_tokenizer(target.tokenizer, spec_path)
+        if tok is not None:  # its bytes too, read now: a Ray worker is sent them (Kit)
+            copy = TokenizerCopy.read(tokenizer_path(target.tokenizer, spec_path), tok.sha256)
+        source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
+    else:
+        tok = kit.tokenizer.load() if kit.tokenizer is not None else None
+        source = (FilePrompts(kit.items, w.prompts) if kit.items is not None
+                  else make_source(w.dataset, w.params, w.prompts, tokenizer=tok))
+    if w.tokenizer_sha256 is not None and (tok is None or tok.sha256 != w.tokenizer_sha256):
+        raise RunError("the tokenizer differs from the one the plan was compiled with "
+                       "(target.tokenizer changed since the plan was made?)")
     same = source_digest(source) == w.prompts_sha256 and all(
         step_digest(source, s.prompt_stream, s.requests) == s.prompts_sha256
         for s in plan.steps if s.combination == combo.index and s.prompt_stream is not None)
     if not same:
         raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                        "(a dataset or tokenizer file changed since the plan was made?)")
-    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")))
+    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")), copy)
 
 
 def slo_checks(plan: Plan) -> list[Threshold]:

@@ -268,23 +268,31 @@ def from_tiktoken(path: str, pattern: str | None = None, special: dict[str, int]
 def load(path: str, core: str | None = None) -> Tokenizer:
     """A tokenizer.json file, a model directory holding one, or a tiktoken rank file named
     after its encoding (cl100k_base.tiktoken) or given as ENCODING:PATH."""
+    file, encoding = tokenizer_file(path)
+    return load_file(file, encoding, core)
+
+
+def tokenizer_file(path: str) -> tuple[str, str | None]:
+    """(the file `load(path)` reads, the tiktoken encoding it is read with or None for a
+    tokenizer.json): what a copy of the tokenizer elsewhere needs (run/prepare.py)."""
     name, sep, rest = path.partition(":")
     if sep and name in ENCODINGS:
-        return _tiktoken_file(rest, name, core)
+        return rest, name
     stem, ext = os.path.splitext(os.path.basename(path))
     if ext == ".tiktoken":
         if stem not in ENCODINGS:
             raise UsageError(f"{path}: name the encoding of a tiktoken file, as ENCODING:{path} "
                              f"(one of {', '.join(ENCODINGS)})")
-        return _tiktoken_file(path, stem, core)
+        return path, stem
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
-    if not os.path.exists(path):
-        raise UsageError(f"no tokenizer at {path}")
-    return from_tokenizer_json(path, core)
+    return path, None
 
 
-def _tiktoken_file(path: str, encoding: str, core: str | None) -> Tokenizer:
-    if not os.path.exists(path):
-        raise UsageError(f"no tokenizer at {path}")
-    return from_tiktoken(path, encoding=encoding, core=core)
+def load_file(file: str, encoding: str | None, core: str | None = None) -> Tokenizer:
+    """The tokenizer in `file`: a tiktoken rank file of `encoding`, else a tokenizer.json."""
+    if not os.path.exists(file):
+        raise UsageError(f"no tokenizer at {file}")
+    if encoding is not None:
+        return from_tiktoken(file, encoding=encoding, core=core)
+    return from_tokenizer_json(file, core)
