@@ -17,6 +17,7 @@ from benchc.cli import main  # noqa: E402
 from benchc.metrics._hdr import Histogram  # noqa: E402
 from benchc.results.document import read  # noqa: E402
 from benchc.run.ray_backend import RayBackend  # noqa: E402
+from tests.conftest import wait_for  # noqa: E402
 
 SPEC = """\
 version: 1
@@ -42,12 +43,22 @@ def cluster():
     ray.shutdown()
 
 
-def worker_actor(i: int):
-    """Worker i of the one run going on (its actor's name is the run's own)."""
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-             if a["namespace"] == "benchc" and a["name"].endswith(f"-{i}")]
-    assert len(names) == 1, names
-    return ray.get_actor(names[0], namespace="benchc")
+def benchc_actors() -> list[str]:
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "benchc"]
+
+
+@pytest.fixture
+def backends(monkeypatch):
+    """The RayBackend of each run the test starts, once its workers run."""
+    started, start = [], RayBackend.start
+
+    async def recording(self, plan, stop):
+        hosts = await start(self, plan, stop)
+        started.append(self)
+        return hosts
+
+    monkeypatch.setattr(RayBackend, "start", recording)
+    return started
 
 
 def spec(tmp_path, sweep="concurrency: [4]", out=48, requests=16):
@@ -103,8 +114,7 @@ def test_open_loop_shards_take_the_plans_schedule(tmp_path):
     assert "e2e_from_schedule_us" in p["latency"]
 
 
-def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys):
-    from tests.conftest import wait_for
+def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys, backends):
     from tests.test_run import Sim
 
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--model", "m")
@@ -115,7 +125,7 @@ def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys):
         # of requests to go
         wait_for(lambda: sim.trace.exists() and sim.trace.read_text().strip(), timeout_s=120,
                  what="a first finished request in the simulator's trace")
-        ray.kill(worker_actor(1))
+        ray.kill(backends[0].actors[1])
 
     killer = threading.Thread(target=kill_mid_point)
     killer.start()
@@ -160,8 +170,9 @@ def test_a_worker_killed_before_it_started_is_a_run_error(tmp_path, monkeypatch,
                  "--quiet"]) == 3
     err = capsys.readouterr().err
     assert "benchc: Ray worker 1 (benchc-" in err and "died before it started: " in err
+    assert "killed by `ray.kill`" in err  # Ray's reason
     assert "internal error" not in err and not out.exists()
-    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "benchc"]
+    wait_for(lambda: not benchc_actors(), "the failed start's other worker to be gone")
 
 
 def test_a_worker_killed_before_its_first_point_is_a_reported_failure(tmp_path, monkeypatch, capsys):

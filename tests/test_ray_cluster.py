@@ -219,9 +219,9 @@ def test_addresses_and_sizes_that_cannot_work_say_why(head, tmp_path):
     code, err = finish(benchc_run(head, str(spec), str(tmp_path / "x.json"), "--ray-address", nobody))
     assert code == 3 and f"cannot reach the Ray cluster at {nobody}: Connection refused" in err
     # the head's token is not used for an address given explicitly unless asked: Ray's
-    # connect fails (Ray retries it for 20 s; one try is enough here)
+    # connect fails (Ray retries it for 20 s; three tries are enough here)
     code, err = finish(benchc_run(head, str(spec), str(tmp_path / "y.json"), "--ray-address", head.address,
-                                  env={"RAY_AUTH_MODE": "disabled", "RAY_gcs_server_port_wait_time_s": "1"}))
+                                  env={"RAY_AUTH_MODE": "disabled", "RAY_gcs_server_port_wait_time_s": "3"}))
     assert code == 3 and f"cannot join the Ray cluster at {head.address}: " in err
     assert "InvalidAuthToken" in err and "run with RAY_AUTH_MODE=token" in err
     code, err = finish(benchc_run(head, str(spec), str(tmp_path / "z.json"), "--ray-address", head.address,

@@ -92,7 +92,9 @@ class RayBackend:
         self._connect()
         n = self._worker_count()
         self.plan_dict = plan.to_dict(redact=False)  # with secrets: the workers send the requests
-        worker = self.ray.remote(num_cpus=1, max_restarts=0)(LoadWorker)
+        # one CPU each: a worker is one asyncio client, which saturates one core at most;
+        # SPREAD: over as many nodes as the cluster has, each client with its own NIC and cores
+        worker = self.ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(LoadWorker)
         self.actors = [worker.options(name=f"benchc-{self.run_id}-{i}", namespace=NAMESPACE).remote()
                        for i in range(n)]
         places = await self._started(stop)
@@ -200,7 +202,7 @@ class RayBackend:
                                                 self.http, (deal.start, deal.seen), self.grace_s)
                 for st, s in shards]
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
-        outcomes = await self._collect(refs, [s for _, s in shards], stop or asyncio.Event())
+        outcomes = await self._collect(refs, [s for _, s in shards], start_at, stop or asyncio.Event())
         results = [o for o in outcomes if isinstance(o, Measurement)]
         failures = [f"{step.id}: worker {s.index} failed: {ray_reason(o)}"
                     for (_, s), o in zip(shards, outcomes, strict=True) if not isinstance(o, Measurement)]
@@ -214,9 +216,10 @@ class RayBackend:
             m.backend["failures"] = failures
         return m, failures
 
-    async def _collect(self, refs: list, shards: list[Shard], stop: asyncio.Event) -> list:
+    async def _collect(self, refs: list, shards: list[Shard], point: float, stop: asyncio.Event) -> list:
         """Each shard's Measurement or the exception that stands for it. On `stop` the
-        workers are halted and given the grace period (and a margin) to return."""
+        workers are halted (the point named by its start time) and given the grace period
+        (and a margin) to return."""
         tasks = [asyncio.ensure_future(r) for r in refs]
         stopped = asyncio.ensure_future(stop.wait())
         try:
@@ -224,7 +227,7 @@ class RayBackend:
                                return_when=asyncio.FIRST_COMPLETED)
             if stop.is_set() and not all(t.done() for t in tasks):
                 for s in shards:
-                    self.actors[s.index].halt.remote()
+                    self.actors[s.index].halt.remote(point)
                 await asyncio.wait(tasks, timeout=self.grace_s + HALT_MARGIN_S)
             return [(t.exception() or t.result()) if t.done() and not t.cancelled()
                     else TimeoutError("did not return its shard after the stop") for t in tasks]
@@ -263,9 +266,14 @@ def ray_reason(e: BaseException) -> str:
         e = e.__cause__ or e.__context__
     lines = [x.strip() for x in text.splitlines() if x.strip()]
     raised = [x for x in lines if re.match(r"^(\w+\.)*\w*(Error|Exception)\b:", x)]
-    if raised:
-        return raised[-1]
-    return lines[0] if lines else "no reason given"
+    reason = raised[-1] if raised else lines[0] if lines else "no reason given"
+    # a dead actor's error says why further down ("The actor is dead because it was killed ...")
+    reason = " ".join([reason] + [x for x in lines if x.startswith(("The actor is dead because",
+                                                                     "The actor never ran"))])
+    # Ray's messages run on with advice for every case: its first sentence is the reason
+    if len(reason) > 200 and ". " in reason[80:]:
+        reason = reason[:reason.index(". ", 80) + 1]
+    return reason
 
 
 def _auth_hint(e: BaseException, address: str | None) -> str:
@@ -293,7 +301,7 @@ class LoadWorker:
     def __init__(self) -> None:
         # (plan_hash, combination) -> (plan, prepared), or why it could not be prepared
         self._combos: dict[tuple[str, int], tuple[Plan, Prepared] | Exception] = {}
-        self._stop: asyncio.Event | None = None
+        self._stops: dict[float, asyncio.Event] = {}  # each point's stop, by its start time
 
     def place(self) -> dict:
         import ray
@@ -323,14 +331,18 @@ class LoadWorker:
         # the step as the plan has it (its prompt stream and request count) for the prompts
         planned = next(s for s in plan.steps if s.combination == combo_index and s.id == step.id)
         feed = prepared.feed(planned, Deal(*deal), shard)
-        self._stop = stop = asyncio.Event()
-        async with open_client(prepared, prepared.combo.target, base_url, http, stop, grace_s) as ctx:
-            # every shard waits for the shared wall-clock start (or a halt)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), max(0.0, start_at - time.time()))
-            return await measure_point(ctx, step, prepared, seed, feed, shard)
+        # a halt may come before this call runs: it leaves the point's stop set
+        stop = self._stops.setdefault(start_at, asyncio.Event())
+        try:
+            async with open_client(prepared, prepared.combo.target, base_url, http, stop, grace_s) as ctx:
+                # every shard waits for the shared wall-clock start (or a halt)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(0.0, start_at - time.time()))
+                return await measure_point(ctx, step, prepared, seed, feed, shard)
+        finally:
+            self._stops.pop(start_at, None)
 
-    async def halt(self) -> None:
-        """Stop the point in progress: no new request; those in flight get the grace period."""
-        if self._stop is not None:
-            self._stop.set()
+    async def halt(self, point: float) -> None:
+        """Stop the point that starts at `point` (its shared start time): no new request;
+        those in flight get the grace period."""
+        self._stops.setdefault(point, asyncio.Event()).set()
