@@ -257,16 +257,33 @@ def _check_reachable(address: str | None) -> None:
                        "running there, and is the port open to this machine?)") from e
 
 
+def _chain(e: BaseException | None) -> list[BaseException]:
+    """An exception and those it was raised from, outermost first."""
+    out: list[BaseException] = []
+    while e is not None and all(e is not x for x in out):
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _chain_text(e: BaseException | None) -> str:
+    return "\n".join(str(x) for x in _chain(e))
+
+
 def ray_reason(e: BaseException) -> str:
     """Ray's reason for an error, in one line: the innermost exception line of the error
-    (Ray chains them and embeds remote tracebacks in messages)."""
-    text = ""
-    while e is not None:
-        text += "\n" + str(e)
-        e = e.__cause__ or e.__context__
-    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    (Ray chains them and embeds remote tracebacks in messages), else the error's first
+    line with the exception it was raised from."""
+    chain = _chain(e)
+    lines = [x.strip() for x in _chain_text(e).splitlines() if x.strip()]
     raised = [x for x in lines if re.match(r"^(\w+\.)*\w*(Error|Exception)\b:", x)]
-    reason = raised[-1] if raised else lines[0] if lines else "no reason given"
+    if raised:
+        reason = raised[-1]
+    else:
+        reason = lines[0] if lines else type(e).__name__
+        inner = chain[-1]
+        if inner is not e and str(inner).strip():
+            reason += f" ({type(inner).__name__}: {str(inner).strip().splitlines()[0]})"
     # a dead actor's error says why further down ("The actor is dead because it was killed ...")
     reason = " ".join([reason] + [x for x in lines if x.startswith(("The actor is dead because",
                                                                      "The actor never ran"))])
@@ -279,10 +296,7 @@ def ray_reason(e: BaseException) -> str:
 def _auth_hint(e: BaseException, address: str | None) -> str:
     """Ray uses its token for a cluster it finds by itself (auto) and only when told for one
     named by address (RAY_AUTH_MODE=token): a head started by `ray start --head` asks for one."""
-    text = ""
-    while e is not None:
-        text += str(e)
-        e = e.__cause__ or e.__context__
+    text = _chain_text(e)
     if "InvalidAuthToken" not in text and "AuthenticationError" not in text:
         return ""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
