@@ -226,14 +226,20 @@ def _smoke(s: dict | None) -> Smoke | None:
     return Smoke(bool(s.get("continue_on_fail", DEFAULTS["smoke.continue_on_fail"])), checks)
 
 
+def tokenizer_path(path: str, spec_file: str) -> str:
+    """target.tokenizer as `tokenizer.load` takes it: relative paths from the spec's folder."""
+    if not os.path.isabs(path) and not spec_file.startswith("<"):
+        return os.path.join(os.path.dirname(os.path.abspath(spec_file)), path)
+    return path
+
+
 def load_tokenizer(path: str | None, spec_file: str):
     """target.tokenizer (relative to the spec's folder), or None."""
     if not path:
         return None
     from benchc.tokenizer.tokenizer import load
 
-    if not os.path.isabs(path) and not spec_file.startswith("<"):
-        path = os.path.join(os.path.dirname(os.path.abspath(spec_file)), path)
+    path = tokenizer_path(path, spec_file)
     try:
         return load(path)
     except Exception as e:  # noqa: BLE001 - any unreadable tokenizer is a plan error, said plainly
