@@ -498,3 +498,61 @@ def test_a_simulator_that_admits_nothing_still_answers_and_stops_on_sigterm():
         if p.poll() is None:
             p.kill()
         p.stdout.close()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_point_says_how_many_requests_it_lets_finish(tmp_path, sim):
+    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=48, extra="  requests: 40")
+    p = subprocess.Popen([PY, "-m", "benchc", "run", spec, "--base-url", sim.url, "--set",
+                          "load.warmup.requests=0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        wait_for(lambda: sim.trace.exists() and len(sim.trace.read_text().splitlines()) >= 2,
+                 "two finished requests in the simulator's trace")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    # two in flight, or one in the instant between a request's end and its successor's start
+    said = next(line for line in err.splitlines() if line.startswith("interrupted"))
+    assert said in (f"interrupted during point c=2: finishing {n} in-flight request{s} (up to 5s); Ctrl-C "
+                    "again to stop now" for n, s in ((2, "s"), (1, "")))
+
+
+MATRIX = """\
+version: 1
+name: m
+target:
+  base_url: http://127.0.0.1:${{matrix.port}}/v1
+  model: MiniMaxAI/MiniMax-M2.5
+workload:
+  dataset:
+    random: {{input_tokens: 16, output_tokens: 4}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [1]}}
+  requests: 2
+matrix:
+  port: [{good}, {bad}]
+output:
+  path: {path}
+"""
+
+
+def test_a_combination_whose_target_cannot_be_reached_keeps_what_earlier_ones_measured(tmp_path, capsys, sim):
+    """The whole run ended with exit 3 and no result, losing the first combination's point."""
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        bad = s.getsockname()[1]
+    spec = tmp_path / "m.yaml"
+    spec.write_text(MATRIX.format(good=sim.url.rsplit(":", 1)[1].split("/")[0], bad=bad,
+                                  path=tmp_path / "r.json"))
+    code, err = run_main(capsys, ["run", str(spec), "--quiet"])
+    assert code == 3 and f"port={bad}: cannot reach the target at http://127.0.0.1:{bad}/v1" in err
+    doc = read(str(tmp_path / "r.json"))
+    assert [c["status"] for c in doc["combinations"]] == ["ok", "server_unreachable"]
+    assert [(e["kind"], e["combination"]) for e in doc["errors"]] == [("server_unreachable", 1)]
+    assert len(doc["points"]) == 1 and doc["points"][0]["counts"]["completed"] == 2
+    assert doc["complete"] is False
