@@ -36,6 +36,8 @@ class Console:
 
     def say(self, text: str) -> None:
         if not self.quiet:
+            if self.live:
+                sys.stderr.write("\r\033[K")  # over the progress line, which the next request redraws
             print(text, file=sys.stderr, flush=True)
 
     def progress(self, step: Step) -> Callable[[PointRecorder, int], None] | None:

@@ -52,6 +52,7 @@ class StepContext:
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
     pool: object = None  # a benchc.client.http1.Pool: measured requests go on it instead of the session
     inflight: int = 0  # requests of the running step in flight (what a Ctrl-C waits for)
+    finished: int = 0  # requests ended so far (the run's heartbeat tells a silent server by it)
 
 
 class _SelfCheck:
@@ -158,6 +159,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         finally:
             check.inflight -= 1
             ctx.inflight -= 1
+            ctx.finished += 1
             if streak.add(r):
                 ctx.stop_event.set()
             slots.give_back(CLOCK())

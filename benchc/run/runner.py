@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,9 @@ METRIC_DEFINITIONS = "benchc-1: README.md#metric-definitions"
 # process of ours may take to see that the process exited (it is seen in milliseconds; the
 # bound only matters for a server that is alive but unreachable, which is then reported so).
 EXIT_SEEN_S = 5.0
+# While a point runs and no request ends, a line this often says what is awaited (a server
+# that took the connections and answers nothing is otherwise silent until the deadlines).
+HEARTBEAT_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -530,7 +534,29 @@ class Runner:
         if self.backend:
             return await self.backend.measure(combo.index, step, base_url, seed, deal, ctx.stop_event)
         ctx.progress = self.console.progress(step)
-        return await measure_point(ctx, step, prepared, seed, prepared.feed(step, deal)), []
+        heartbeat = asyncio.create_task(self._heartbeat(step, ctx))
+        try:
+            return await measure_point(ctx, step, prepared, seed, prepared.feed(step, deal)), []
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self, step: Step, ctx: StepContext) -> None:
+        """Every HEARTBEAT_S in which no request of the point ended, say how many are awaited and
+        how long they may still take."""
+        seen, quiet_since = ctx.finished, time.monotonic()
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if ctx.finished != seen:
+                seen, quiet_since = ctx.finished, time.monotonic()
+                continue
+            if ctx.inflight:
+                t, n = ctx.target, ctx.inflight
+                quiet = time.monotonic() - quiet_since
+                self.console.say(
+                    f"{step.id}: waiting for the server: {n} request{'s' if n != 1 else ''} in flight, "
+                    f"none ended in {quiet:.0f}s (one without an answer fails after "
+                    f"{t.first_byte_timeout_s:g}s, target.first_byte_timeout; a silent stream after "
+                    f"{t.idle_timeout_s:g}s; any after {t.timeout_s:g}s)")
 
     # ------------------------------------------------------------------ output
 
