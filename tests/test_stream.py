@@ -161,6 +161,8 @@ TRICKY = [
     b'{"usage":{"completion_tokens":null}}',
     b'{"usage":{"completion_tokens":-3,"prompt_tokens":2}}',
     b'{"choices":[{"delta":null,"text":"t"}]}',
+    b'{"usage":{"completion_tokens":99999999999999999999999,"prompt_tokens":-9223372036854775809}}',
+    b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # deeper than json.loads follows: malformed
 ]
 
 

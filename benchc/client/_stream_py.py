@@ -15,20 +15,22 @@ from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import ns_to_us
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def interpret(payload: bytes) -> tuple | None:
     """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
     none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
     message of an error object or None; the text or None). None when the payload is not a
-    JSON object.
+    JSON object (or nests deeper than json.loads follows). Token counts outside a signed
+    64-bit integer are taken as absent (the compiled core holds them in int64).
 
     This is the definition both cores follow: the compiled core reads the common shapes
     in place and calls this function for everything else.
     """
     try:
         obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
@@ -58,9 +60,9 @@ def interpret(payload: bytes) -> tuple | None:
     usage = obj.get("usage")
     if isinstance(usage, dict):
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(ct, int) and not isinstance(ct, bool):
+        if isinstance(ct, int) and not isinstance(ct, bool) and _INT64_MIN <= ct <= _INT64_MAX:
             completion = ct
-        if isinstance(pt, int) and not isinstance(pt, bool):
+        if isinstance(pt, int) and not isinstance(pt, bool) and _INT64_MIN <= pt <= _INT64_MAX:
             prompt = pt
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
     return text_bytes, finish, completion, prompt, error, text

@@ -1,0 +1,52 @@
+# The stream parser's core (csrc/client/_stream_c.pyx): a C struct and the functions over it,
+# run without the GIL. StreamParser wraps one; the receive loop (_rxloop_c) feeds the struct of
+# a StreamParser from its own thread. A field the parser learns to read is added here once.
+
+from libc.stdint cimport int64_t
+
+cdef enum:
+    EXAMPLE_KEPT = 200  # bytes of the first malformed event kept (as the twin)
+
+cdef struct Bytes:  # a growable byte buffer
+    unsigned char* p
+    Py_ssize_t n, cap
+
+cdef struct StreamCore:
+    # SSE framing, as benchc/client/_sse_py.py
+    Bytes line  # a line begun in an earlier read
+    Bytes data  # the current event's data lines (joined with LF) once they outlive their read
+    Py_ssize_t data_lines
+    bint has_data, skip_lf
+    # the common event is one `data:` line then a blank line, often in one read: it is read in
+    # place (offsets into the current buffer) without a copy
+    Py_ssize_t pa, pb
+    # what the stream carried (the twin's attributes)
+    int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes
+    int64_t usage_completion, usage_prompt, malformed, multi_token_chunks, events, prev_usage
+    bint has_finish, has_error_event
+    Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
+    unsigned char example[EXAMPLE_KEPT]
+    Py_ssize_t example_len
+    # The shape of this stream's plain text chunk: the bytes before its text value (with the
+    # opening quote) and from its closing quote on. A server repeats them for every token of
+    # a request (id, model, created...): an event that starts and ends with exactly these
+    # bytes has the same keys in the same places, so only its text needs reading.
+    bint has_shape
+    Bytes shape_head, shape_tail
+    int64_t* gaps  # between consecutive text chunks (ns)
+    int64_t* tokens  # per text chunk: its token count, -1 when unknown
+    Py_ssize_t n_gaps, n_tokens, cap
+    # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
+    # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 2 + (1 if UTF-8)
+    bint keep_text
+    Bytes texts
+    int64_t* piece_ends
+    Py_ssize_t n_pieces, pieces_cap
+
+cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil
+cdef void stream_free(StreamCore* s) noexcept nogil
+cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil
+cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil
+
+cdef class StreamParser:
+    cdef StreamCore core
