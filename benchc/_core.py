@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 
 HOT_MODULES = ("benchc.metrics._hdr", "benchc.client._stream", "benchc.tokenizer._bpe",
-               "benchc.tokenizer._pretok", "benchc.client._chunked", "benchc.client._rx")
+               "benchc.tokenizer._pretok", "benchc.client._chunked", "benchc.client._rx",
+               "benchc.client._response")
 
 
 def use_extensions() -> bool:

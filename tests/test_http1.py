@@ -1,6 +1,7 @@
 """benchc's own HTTP/1.1 reader (benchc.client.http1, client.send_native) against raw asyncio
 servers on loopback that write exactly the bytes each case needs: real servers'
-quirks, broken servers, keep-alive races, timeouts. And the chunked decoder's twins."""
+quirks, broken servers, keep-alive races, timeouts -- on each transport: the asyncio loop,
+the compiled receive loop and its pure-Python twin. And the chunked decoder's twins."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchc.client import http1
+from benchc.client import _rxloop, _rxloop_py, http1
 from benchc.client.request import send_native
 from benchc.metrics.record import (
     CANCELLED,
@@ -27,6 +28,22 @@ from benchc.plan.model import Target
 from tests.conftest import both_cores
 
 DECODERS = [m.ChunkedDecoder for m in both_cores("benchc.client._chunked")]
+LOOPS = {"asyncio": None, "rx-py": _rxloop_py}
+if len(both_cores("benchc.client._rxloop")) > 1 and http1.KERNEL_STAMPS:
+    from benchc.client import _rxloop_c
+
+    LOOPS["rx-c"] = _rxloop_c
+
+
+@pytest.fixture(autouse=True, params=list(LOOPS))
+def transport(request, monkeypatch):
+    """Every test of this module on each transport: a Pool() reads through this loop."""
+    monkeypatch.setattr(_rxloop, "MODULE", LOOPS[request.param])
+    return request.param
+
+
+def served_by(transport: str) -> str:
+    return http1.ASYNCIO if transport == "asyncio" else http1.RX_LOOP
 
 
 def sse(texts: list[str], usage: bool = True) -> list[bytes]:
@@ -103,7 +120,7 @@ async def one_request(script, t=None) -> tuple[RequestRecord, RawServer]:
         return r, srv
 
 
-def test_every_event_its_own_chunk_dribbled_byte_by_byte():
+def test_every_event_its_own_chunk_dribbled_byte_by_byte(transport):
     texts = ["Hel", "lo", " wörld", " 😀", "\n"]
 
     async def script(n, reader, writer):
@@ -115,6 +132,7 @@ def test_every_event_its_own_chunk_dribbled_byte_by_byte():
 
     r, srv = run(one_request(script))
     assert r.ok, r.error_detail
+    assert r.path == served_by(transport)
     assert r.text_chunks == 5 and r.usage_output_tokens == 5 and r.finish_reason == "stop"
     assert r.text_bytes == len("".join(texts).encode())
     head, body = srv.requests[0]
@@ -182,6 +200,36 @@ def test_a_keep_alive_connection_closed_while_idle_is_retried_once():
     r1, r2, conns = run(race())
     assert r1.ok and r2.ok, (r1.error_detail, r2.error_detail)
     assert conns == 2
+
+
+@pytest.mark.parametrize("transport", [t for t in LOOPS if t != "asyncio"], indirect=True)
+def test_a_connection_the_receive_loop_saw_close_is_retried_once(transport):
+    """The same race on the receive loop: the loop saw the server's close while the
+    connection sat idle, and the pool hands it out before Python heard of it."""
+    import time
+
+    async def script(n, reader, writer):
+        writer.write(OK_HEAD + chunked(sse(["a"])))
+        await writer.drain()
+        return "close"
+
+    async def race():
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            r1 = await request(pool, srv.url)
+            [conn] = [c for idle in pool._idle.values() for c in idle]
+            deadline = time.monotonic() + 10
+            # the asyncio loop is held here: the loop's report of the close cannot be heard
+            while conn.transport.rx.poll() != "closed" and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert not conn.closed  # Python has not heard yet
+            r2 = await request(pool, srv.url)
+            await pool.close()
+            return r1, r2, srv.connections
+
+    r1, r2, conns = run(race())
+    assert r1.ok and r2.ok, (r1.error_detail, r2.error_detail)
+    assert conns == 2 and r2.path == http1.RX_LOOP
 
 
 @pytest.mark.parametrize("form", ["content-length", "read-to-close", "lf-only-chunked", "continue-first"])

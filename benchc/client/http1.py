@@ -3,11 +3,19 @@
 Why not aiohttp on the hot path (measured, see benchmarks/client_ingest.py): a real
 server writes each SSE event as its own HTTP chunk, and aiohttp runs Python for every
 chunk (feed_data, its read buffer, a wakeup of the reading task): one profile saw 18,035
-socket reads deliver 197,376 chunks at 15-20 us each. Here the connection's protocol
-callback handles a whole socket read at once: one timestamp, one C call that de-chunks
-it (benchc.client._chunked), one C call that parses its events (benchc.client._stream). The sending
-task sleeps until the response ends. aiohttp stays for everything off the hot path
-(/models, /metrics, smoke checks).
+socket reads deliver 197,376 chunks at 15-20 us each.
+
+Two transports read a response, through one ResponseReader (benchc.client._response: the
+head, de-chunking, the stream parser):
+- the receive loop (benchc.client._rxloop; plain http on Linux with the compiled core): a
+  thread of its own, without the GIL, reads every connection handed to it; the asyncio
+  loop hears from it once per batch of finished responses;
+- the asyncio transports (https, other systems, BENCHC_NO_EXTENSIONS=1): the connection's
+  protocol callback handles a whole socket read at once: one timestamp, one C call.
+Everything else is here, once, for both: connecting, writing the request, t0, the pool and
+its keep-alive rules, the timeouts, the retry of a reused connection, the exchange's
+outcome. The sending task sleeps until the response ends. aiohttp stays for everything off
+the hot path (/models, /metrics, smoke checks).
 
 Scope: http and https; a keep-alive pool without a limit; chunked, Content-Length and
 read-to-close bodies; no compression (Accept-Encoding: identity), no proxies, no
@@ -18,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 import socket
 import ssl as ssl_mod
 import struct
@@ -27,23 +34,16 @@ import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from benchc.client._chunked import ChunkedDecoder
+from benchc.client import _response, _rxloop, _stream
 from benchc.client._rx import read_stamped
 from benchc.client._rx_py import SO_TIMESTAMPNS
 from benchc.metrics.record import IDLE_TIMEOUT, STREAM_BROKEN, TIMEOUT
 
 CLOCK = time.perf_counter_ns
-MAX_HEAD = 64 * 1024  # response status line and headers
-_FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding)"
-                              rb"[ \t]*:([^\r\n]*)")
-EXCERPT = 300  # bytes of a non-200 body kept for the error detail
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None and sys.platform.startswith("linux")
 RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: a 256 KiB buffer cost 16 us per read
-
-
-class ProtocolError(Exception):
-    """The server's response broke HTTP/1.1 (bad status line, bad chunking, compression)."""
+RX_LOOP, ASYNCIO = "rx_loop", "asyncio"  # which transport read a response (Exchange.path)
 
 
 class Origin:
@@ -82,135 +82,55 @@ class Origin:
 
 
 class Exchange:
-    """One request's response, read by the connection's callbacks.
-
-    `parser` gets the body of a 200 (a StreamParser); any other status keeps an excerpt
-    of its body. `done` (a future) resolves when the response ends, fails, times out or
-    the connection goes away; `error` is then None or (kind, detail) with kind one of
-    TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN or CONNECT (benchc.metrics.record).
+    """One request's response. Its bytes are read by a ResponseReader fed by the connection's
+    transport: the asyncio protocol callback, or the receive loop's thread (`path` says
+    which). `done` (a future) resolves when the response ends, fails, times out or the
+    connection goes away; `error` is then None or (kind, detail) with kind one of TIMEOUT,
+    IDLE_TIMEOUT, STREAM_BROKEN or CONNECT (benchc.metrics.record), and `keep_alive` whether
+    the connection may carry another request.
     """
 
-    __slots__ = ("parser", "done", "status", "error", "end_ns", "last_rx_ns", "got_bytes",
-                 "keep_alive", "excerpt", "_head", "_mode", "_remaining", "_decoder", "conn")
+    __slots__ = ("reader", "done", "error", "end_ns", "keep_alive", "conn", "path")
 
-    def __init__(self, parser: Any, done: asyncio.Future):
-        self.parser = parser
+    def __init__(self, reader: Any, done: asyncio.Future):
+        self.reader = reader
         self.done = done
-        self.status: int | None = None
         self.error: tuple[str, str] | None = None
         self.end_ns = 0
-        self.last_rx_ns = 0
-        self.got_bytes = False
-        self.keep_alive = True
-        self.excerpt = b""
-        self._head = b""
-        self._mode = ""  # "chunked", "length" or "close", once the head is read
-        self._remaining = 0
-        self._decoder: Any = None
+        self.keep_alive = False
         self.conn: Connection | None = None
+        self.path = ASYNCIO
 
-    # ---- fed by Connection.data_received
+    # what the reader saw (the idle timer reads last_rx_ns while the response comes in)
+    @property
+    def status(self) -> int | None:
+        return self.reader.status
+
+    @property
+    def got_bytes(self) -> bool:
+        return self.reader.got_bytes
+
+    @property
+    def excerpt(self) -> bytes:
+        return self.reader.excerpt
+
+    @property
+    def last_rx_ns(self) -> int:
+        return self.reader.last_rx_ns
+
+    # ---- fed by Connection.data_arrived (the asyncio transports)
 
     def feed(self, data: bytes, now: int) -> None:
-        self.got_bytes = True
-        self.last_rx_ns = now
-        if not self._mode:
-            data = self._read_head(data)
-            if data is None or self.done.done():
-                return
-        if self._mode == "chunked":
-            payload = self._decoder.feed(data)
-            if payload:
-                self._deliver(payload, now)
-            if self._decoder.done:
-                self.keep_alive = self.keep_alive and not self._decoder.excess
-                self.finish(now)
-            elif self._decoder.error:
-                self.keep_alive = False
-                self.finish(now, (STREAM_BROKEN, f"bad chunked encoding: {self._decoder.error}"))
-        elif self._mode == "length":
-            if len(data) > self._remaining:
-                self.keep_alive = False  # bytes past the body: the connection is out of step
-                data = data[:self._remaining]
-            self._remaining -= len(data)
-            if data:
-                self._deliver(data, now)
-            if self._remaining == 0:
-                self.finish(now)
-        elif data:  # "close": the body ends when the server closes
-            self._deliver(data, now)
+        r = self.reader
+        r.feed(data, now)
+        if r.finished:
+            self.finish(r.end_ns, r.error)
 
-    def _deliver(self, payload: bytes, now: int) -> None:
-        if self.status == 200:
-            self.parser.feed(payload, now)
-        elif len(self.excerpt) < EXCERPT:
-            self.excerpt += payload[:EXCERPT - len(self.excerpt)]
-
-    def _read_head(self, data: bytes) -> bytes | None:
-        """Consumes the status line and headers; returns the body bytes that followed them,
-        or None while the head is incomplete (or broken: the exchange is then finished)."""
-        buf = self._head + data
-        end, sep = buf.find(b"\r\n\r\n"), 4
-        if end < 0:
-            end, sep = buf.find(b"\n\n"), 2
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                self.keep_alive = False
-                self.finish(self.last_rx_ns, (STREAM_BROKEN, "response head too large"))
-            self._head = buf
-            return None
-        head, rest = buf[:end], buf[end + sep:]
-        self._head = b""
-        try:
-            self._parse_head(head)
-        except ProtocolError as e:
-            self.keep_alive = False
-            self.finish(self.last_rx_ns, (STREAM_BROKEN, str(e)))
-            return None
-        if self.status is not None and 100 <= self.status < 200:  # 100 Continue and friends
-            self.status, self._mode = None, ""
-            return self._read_head(rest) if rest else None
-        if self._mode == "length" and self._remaining == 0:
-            self.finish(self.last_rx_ns)
-            return None
-        return rest
-
-    def _parse_head(self, head: bytes) -> None:
-        status_line, _, fields = head.partition(b"\n")
-        parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise ProtocolError(f"bad status line: {status_line[:80]!r}")
-        self.status = int(parts[1])
-        if parts[0] == b"HTTP/1.0":
-            self.keep_alive = False
-        length, chunked = None, False
-        # only the four headers that frame the body matter; one regex pass finds them
-        for name, value in _FRAMING_HEADERS.findall(b"\n" + fields.lower()):
-            value = value.strip()
-            if name == b"transfer-encoding":
-                chunked = chunked or b"chunked" in value
-            elif name == b"content-length":
-                if not value.isdigit():
-                    raise ProtocolError(f"bad Content-Length: {value[:40]!r}")
-                length = int(value)
-            elif name == b"connection":
-                if b"close" in value:
-                    self.keep_alive = False
-                elif b"keep-alive" in value:
-                    self.keep_alive = True
-            elif name == b"content-encoding" and value not in (b"", b"identity"):
-                raise ProtocolError(f"compressed response ({value.decode('latin-1')}) although "
-                                    f"identity was asked for")
-        if 100 <= self.status < 200:
-            return
-        if chunked:
-            self._mode, self._decoder = "chunked", ChunkedDecoder()
-        elif length is not None:
-            self._mode, self._remaining = "length", length
-        elif self.status in (204, 304):
-            self._mode, self._remaining = "length", 0
-        else:
-            self._mode, self.keep_alive = "close", False
+    def lost(self, exc: BaseException | None) -> None:
+        """The connection closed: the end of a read-to-close body, else a broken one."""
+        r = self.reader
+        r.lost(exc, CLOCK())
+        self.finish(r.end_ns, r.error)
 
     # ---- endings
 
@@ -219,23 +139,11 @@ class Exchange:
             return
         self.end_ns = now or CLOCK()
         self.error = error
+        self.keep_alive = error is None and self.reader.keep_alive
         conn, self.conn = self.conn, None
         if conn is not None:
             conn.exchange_over(self)
         self.done.set_result(None)
-
-    def lost(self, exc: BaseException | None) -> None:
-        """The connection closed: the end of a read-to-close body, else a broken one."""
-        if self._mode == "close" and exc is None:
-            self.finish(CLOCK())
-            return
-        why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
-        if self.status is None:
-            why += " before any response" if not self.got_bytes else " inside the response head"
-        else:
-            why += " mid-response"
-        self.keep_alive = False
-        self.finish(CLOCK(), (STREAM_BROKEN, why[:200]))
 
 
 class Connection(asyncio.Protocol):
@@ -244,13 +152,13 @@ class Connection(asyncio.Protocol):
     def __init__(self, pool: Pool, key: tuple):
         self.pool = pool
         self.key = key
-        self.transport: asyncio.Transport | None = None
+        self.transport: Any = None  # asyncio's, a StampedTransport or an RxTransport
         self.exchange: Exchange | None = None
         self.closed = False
         self.idle_since = 0  # CLOCK() when it was last put back in the pool
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self.data_arrived(data, CLOCK())  # stamped before anything else runs
@@ -276,12 +184,26 @@ class Connection(asyncio.Protocol):
     def start(self, ex: Exchange, request: bytes) -> None:
         self.exchange = ex
         ex.conn = self
+        t = self.transport
+        if isinstance(t, RxTransport):
+            ex.path = RX_LOOP
+            if not t.begin(ex.reader):  # the loop saw it end while it sat idle: as if lost now
+                self.exchange, ex.conn = None, None
+                self.close()
+                ex.lost(None)
+                return
         try:
-            self.transport.write(request)  # type: ignore[union-attr]
+            t.write(request)
         except (OSError, RuntimeError) as e:  # a transport closing under us: as if lost
             self.exchange, ex.conn = None, None
             self.close()
             ex.lost(e)
+
+    def stop_reading(self) -> bool:
+        """Before Python ends the exchange itself (a timeout): False when the receive loop had
+        already finished it (its outcome is on the way, and stands)."""
+        t = self.transport
+        return t.take_back() if isinstance(t, RxTransport) else True
 
     def exchange_over(self, ex: Exchange) -> None:
         self.exchange = None
@@ -303,10 +225,16 @@ class Connection(asyncio.Protocol):
 
 class Pool:
     """Keep-alive connections per origin, opened on demand, no limit (as the aiohttp
-    connector benchc uses elsewhere). Idle connections older than keepalive_s are closed."""
+    connector benchc uses elsewhere). Idle connections older than keepalive_s are closed.
+
+    `rx_loop`: "auto" hands plain-http connections to the compiled receive loop where there
+    is one (benchc.client._rxloop: Linux, compiled core); "off" (or None) reads them on the
+    asyncio loop; a module with RxLoop (benchc.client._rxloop_py, _rxloop_c) picks one, as
+    tests do. The loop reads with the reader and parser of its own core (its module's
+    ResponseReader and StreamParser); without a loop the selected cores read."""
 
     def __init__(self, keepalive_s: float = 60.0, ssl_context: ssl_mod.SSLContext | None = None,
-                 kernel_stamps: bool = KERNEL_STAMPS):
+                 kernel_stamps: bool = KERNEL_STAMPS, rx_loop: Any = "auto"):
         self.keepalive_s = keepalive_s
         self.kernel_stamps = kernel_stamps  # plain http on Linux: reads carry the kernel's stamp
         # Linux turns receive stamping on for the whole host only after the first socket asks,
@@ -320,6 +248,21 @@ class Pool:
         self._open: set[Connection] = set()
         self._origins: dict[tuple[str, tuple], Origin] = {}
         self._ssl = ssl_context  # https: the system's trust store unless one is given
+        if rx_loop == "auto":
+            rx_loop = _rxloop.MODULE
+        elif rx_loop == "off":
+            rx_loop = None
+        self._rx_mod = rx_loop if kernel_stamps else None  # the loop reads stamped sockets only
+        self.ResponseReader = self._rx_mod.ResponseReader if self._rx_mod else _response.ResponseReader
+        self.StreamParser = self._rx_mod.StreamParser if self._rx_mod else _stream.StreamParser
+        self._rx: Any = None  # the loop, started with the first connection it reads
+        self._rx_conns: dict[int, RxTransport] = {}  # by token
+        self._rx_tokens = 0
+
+    @property
+    def rx_loop(self) -> Any:
+        """The receive loop (None until a connection was handed to one)."""
+        return self._rx
 
     def origin(self, url: str, headers: dict[str, str]) -> Origin:
         key = (url, tuple(headers.items()))
@@ -371,10 +314,31 @@ class Pool:
                 sock.close()
                 raise
             conn = Connection(self, origin.key)
-            conn.transport = StampedTransport(loop, sock, conn)  # type: ignore[assignment]
+            if self._rx_mod is not None:
+                conn.transport = RxTransport(loop, sock, conn, self)
+            else:
+                conn.transport = StampedTransport(loop, sock, conn)
             self._open.add(conn)
             return conn
         raise error or OSError(f"no address for {origin.host}")
+
+    # ---- the receive loop
+
+    def _rx_attach(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                   transport: RxTransport) -> Any:
+        if self._rx is None:
+            self._rx = self._rx_mod.RxLoop()
+            loop.add_reader(self._rx.fileno(), self._rx_finished)
+        self._rx_tokens += 1
+        self._rx_conns[self._rx_tokens] = transport
+        return self._rx.attach(sock, self._rx_tokens)
+
+    def _rx_finished(self) -> None:
+        """The loop finished responses or saw connections end: one wakeup for all of them."""
+        for token in self._rx.finished():
+            t = self._rx_conns.get(token)
+            if t is not None:
+                t.reported()
 
     def release(self, conn: Connection) -> None:
         conn.idle_since = CLOCK()
@@ -392,6 +356,9 @@ class Pool:
             self._primer = None
         if self._open:
             await asyncio.sleep(0)  # let the transports run their connection_lost
+        if self._rx is not None:
+            asyncio.get_running_loop().remove_reader(self._rx.fileno())
+            self._rx.close()
 
 
 class StampedTransport:
@@ -407,7 +374,13 @@ class StampedTransport:
         self.fd = sock.fileno()
         self.closed = False
         self._out = bytearray()
-        loop.add_reader(self.fd, self._readable)
+        self._watch()
+
+    def _watch(self) -> None:
+        self.loop.add_reader(self.fd, self._readable)
+
+    def _unwatch(self) -> None:
+        self.loop.remove_reader(self.fd)
 
     def _readable(self) -> None:
         try:
@@ -463,20 +436,54 @@ class StampedTransport:
         if self.closed:
             return
         self.closed = True
-        self.loop.remove_reader(self.fd)
+        self._unwatch()
         if self._out:
             self.loop.remove_writer(self.fd)
         self.sock.close()
         self.loop.call_soon(self.protocol.connection_lost, exc)
 
 
+class RxTransport(StampedTransport):
+    """A StampedTransport whose reads the receive loop's thread makes: the asyncio loop only
+    writes the request (the rest of it too, should the socket's buffer fill) and hears from
+    the receive loop when a response finished or the connection ended (`reported`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: Connection,
+                 pool: Pool):
+        self.pool = pool
+        super().__init__(loop, sock, protocol)
+
+    def _watch(self) -> None:
+        self.rx = self.pool._rx_attach(self.loop, self.sock, self)
+
+    def _unwatch(self) -> None:
+        self.rx.detach()  # before the socket closes: the loop never reads a closed descriptor
+        self.pool._rx_conns.pop(self.rx.token, None)
+
+    def begin(self, reader: Any) -> bool:
+        return self.rx.begin(reader)
+
+    def take_back(self) -> bool:
+        return self.rx.take_back()
+
+    def reported(self) -> None:
+        """The loop finished the exchange's response (its reader says how), or stopped
+        watching the connection (it ended, broke, or carried bytes nobody asked for)."""
+        state = self.rx.poll()  # under the slot's lock: the reader's fields are the loop's last
+        ex = self.protocol.exchange
+        if ex is not None and state != "active" and ex.reader.finished:
+            ex.finish(ex.reader.end_ns, ex.reader.error)
+        if state == "closed" and not self.closed:
+            self._shutdown(None)
+
+
 async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, parser: Any,
                    total_s: float, idle_s: float, on_sent: Any) -> Exchange:
-    """Sends one request and reads its response into `parser`. Connect failures raise
-    OSError (or asyncio.TimeoutError); every other failure is in the returned exchange's
-    `error`. A reused connection that the server had closed before any response byte is
-    retried once on a new one (a keep-alive race, not a server failure). `on_sent()` is
-    called right after the request is handed to the socket."""
+    """Sends one request and reads its response into `parser` (made by pool.StreamParser).
+    Connect failures raise OSError (or asyncio.TimeoutError); every other failure is in the
+    returned exchange's `error`. A reused connection that the server had closed before any
+    response byte is retried once on a new one (a keep-alive race, not a server failure).
+    `on_sent()` is called right after the request is handed to the socket."""
     loop = asyncio.get_running_loop()
     start = CLOCK()
     for attempt in (0, 1):
@@ -485,10 +492,9 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
         if conn is None:
             left = total_s - (CLOCK() - start) / 1e9
             conn = await asyncio.wait_for(pool.connect(origin), max(left, 0.001))
-        ex = Exchange(parser, loop.create_future())
+        ex = Exchange(pool.ResponseReader(parser, CLOCK()), loop.create_future())
         conn.start(ex, origin.request(request_id, body))
         on_sent()
-        ex.last_rx_ns = CLOCK()
         timer = _Deadline(loop, ex, CLOCK(), total_s - (CLOCK() - start) / 1e9, idle_s)
         try:
             await ex.done
@@ -532,7 +538,8 @@ class _Deadline:
             self.handle = self.loop.call_later(self._wait_s(), self._check)
             return
         conn = ex.conn
-        ex.keep_alive = False
+        if conn is not None and not conn.stop_reading():
+            return  # the receive loop finished it first: its outcome stands
         ex.finish(now, (kind, why))
         if conn is not None:
             conn.abort()

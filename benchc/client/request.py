@@ -159,6 +159,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     `keep_text` keeps the output for counting with a tokenizer after the point."""
     parser = StreamParser(keep_text)
     rec.parser = parser
+    rec.path = "aiohttp"
     timeout = aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s)
     # t0 starts before aiohttp prepares the request; the session's trace hook
     # (make_trace_config) moves it to the moment the request was written, so the
@@ -226,8 +227,9 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
                       target: Target, keep_text: bool = False) -> RequestRecord:
     """As send(), on benchc's own HTTP/1.1 connections (benchc.client.http1): each socket read
     is stamped, de-chunked and parsed in one protocol callback, and t0 is taken right
-    after the request is handed to the socket."""
-    parser = StreamParser(keep_text)
+    after the request is handed to the socket. `rec.path` says which transport read the
+    response: the receive loop or the asyncio loop (see benchc.client.http1)."""
+    parser = pool.StreamParser(keep_text)
     rec.parser = parser
     rec.t0_ns = CLOCK()
 
@@ -248,6 +250,7 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         rec.error, rec.error_detail = CONNECT, (str(e) or type(e).__name__)[:200]
         return _conclude(rec, parser)
     rec.status = ex.status
+    rec.path = ex.path
     if ex.error is None and ex.status != 200:
         rec.error = HTTP
         rec.error_detail = f"{ex.status}: {ex.excerpt.decode('utf-8', 'replace')}"

@@ -45,6 +45,7 @@ class RequestRecord:
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
+    path: str | None = None  # the transport that read the response: rx_loop, asyncio or aiohttp
 
     @property
     def ok(self) -> bool:
@@ -63,4 +64,4 @@ class RequestRecord:
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "usage_output_tokens": self.usage_output_tokens, "text_chunks": self.text_chunks,
                 "finish_reason": self.finish_reason, "error": self.error,
-                "error_detail": self.error_detail, "status": self.status}
+                "error_detail": self.error_detail, "status": self.status, "path": self.path}

@@ -29,6 +29,7 @@ class PointRecorder:
     ttft_sched: Recorder = field(default_factory=Recorder)
     e2e_sched: Recorder = field(default_factory=Recorder)
     errors: Counter = field(default_factory=Counter)
+    paths: Counter = field(default_factory=Counter)  # requests by the transport that read them
     error_examples: dict = field(default_factory=dict)
     sent: int = 0
     completed: int = 0
@@ -51,6 +52,8 @@ class PointRecorder:
 
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
         self.sent += 1
+        if r.path is not None:
+            self.paths[r.path] += 1
         if self.first_t0 is None or r.t0_ns < self.first_t0:
             self.first_t0 = r.t0_ns
         if r.end_ns and (self.last_end is None or r.end_ns > self.last_end):
