@@ -350,6 +350,7 @@ def test_connect_refused_and_credentials_from_the_url():
 
 # ------------------------------------------------------------- chunked decoder twins
 
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=300), max_size=12), st.integers(0, 2**32 - 1),
        st.booleans(), st.booleans())
@@ -373,6 +374,7 @@ def test_decoder_cores_agree_on_any_split(parts, seed, lf_only, extensions):
     assert all(r == results[0] for r in results)
 
 
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_decoder_cores_agree_on_garbage(garbage):
@@ -453,6 +455,7 @@ def test_reads_carry_the_kernels_arrival_time_not_the_loops():
     assert ttft_ms < 150  # the kernel saw the bytes before it (within a few ms)
 
 
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @pytest.mark.skipif(not http1.KERNEL_STAMPS, reason="kernel receive stamps are a Linux feature")
 def test_stamped_read_twins_agree():
     """Both cores read the same bytes and date them by the kernel, not by the read."""

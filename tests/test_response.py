@@ -86,7 +86,8 @@ def read(reader_mod, stream_mod, wire: bytes, end, cuts):
 
 @pytest.mark.parametrize("name,wire,end", CASES, ids=[c[0] for c in CASES])
 def test_cores_agree_on_every_response(name, wire, end):
-    for cuts in ([], range(0, len(wire), 7), range(0, len(wire), 1 + len(wire) // 3)):
+    small = 7 if len(wire) < 5000 else len(wire) // 300  # the twin rereads a long head per read
+    for cuts in ([], range(0, len(wire), small), range(0, len(wire), 1 + len(wire) // 3)):
         results = [read(r, s, wire, end, cuts) for r, s in CORES]
         assert all(x == results[0] for x in results), name
 

@@ -361,6 +361,27 @@ class Pool:
             self._rx.close()
 
 
+class RxFigures:
+    """What the receive loop cost over a span (a load point), for the client self-check: its
+    thread's CPU seconds, its lag (us from a read's kernel stamp to the loop's read of it: a
+    loop that falls behind shows here, while every stamp stays exact), its reads and bytes.
+    Made at the span's start; take() at its end (None when no loop read in the span)."""
+
+    def __init__(self, pool: Pool):
+        self.pool = pool
+        rx = pool.rx_loop
+        self.cpu0 = rx.cpu_s() if rx is not None else 0.0
+        if rx is not None:
+            rx.take_lag()  # start afresh
+
+    def take(self) -> dict | None:
+        rx = self.pool.rx_loop
+        if rx is None:
+            return None
+        lag, reads, nbytes = rx.take_lag()
+        return {"cpu_s": rx.cpu_s() - self.cpu0, "lag": lag, "reads": reads, "bytes": nbytes}
+
+
 class StampedTransport:
     """Plain TCP read with recvmsg, each read stamped with the kernel's receive time of its
     bytes (SO_TIMESTAMPNS). When many streams' bytes arrive together, the loop hands them to

@@ -69,6 +69,7 @@ class RunOptions:
     ray_address: str | None = None
     workers: int = 0  # ray: 0 means one per CPU of the cluster
     http: str = "native"  # the measured requests' client: "native" (benchc.client.http1) or "aiohttp"
+    rx_loop: str = "auto"  # native: "auto" reads plain http on the receive loop where built, "off" never
 
 
 class _Sim:
@@ -326,7 +327,8 @@ class Runner:
                               headers=headers_for(target), target=target, bodies=bodies, prompts=prompts,
                               expected_output=_expected_lengths(combo, prompts),
                               stop_event=cstop, grace_s=self.opts.grace_s,
-                              pool=http1.Pool() if self.opts.http == "native" else None)
+                              pool=http1.Pool(rx_loop=self.opts.rx_loop) if self.opts.http == "native"
+                              else None)
             checks = _slo_checks(self.plan)
             root = server_root(base_url)
             try:

@@ -29,7 +29,7 @@ from libc.stdlib cimport free, malloc, realloc
 
 from benchc.client._response_c cimport ResponseCore, response_feed, response_lost
 from benchc.client._response_c cimport ResponseReader as CReader
-from benchc.client._rx_c cimport monotonic_ns, recv_stamped
+from benchc.client._rx_c cimport recv_stamped
 from benchc.metrics._hdr_c cimport Histogram
 
 from benchc.client._response_c import ResponseReader as _Reader
