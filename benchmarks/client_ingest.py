@@ -13,8 +13,9 @@ simulator, `instant` preset) to see what that one sustains.
 Modes:
   per-token   one write per token per stream, every --interval-ms (raised where C streams
               would ask more writes per second than --server-rate: the server must not be
-              what sets the pace); a client that keeps up reads each event on its own
-  coalesced   each response in one write (the client's best case)
+              what sets the pace), --seconds per request; a client that keeps up reads each
+              event on its own (the receive loop counts its reads: reads/token 1.00)
+  coalesced   each response (--tokens) in one write (the client's best case)
 
 Prints per mode, C and client the medians over --repeats runs: tok/s, client CPU seconds
 (user+sys of the whole process, every thread: getrusage), tokens per client CPU-second, and
@@ -37,7 +38,7 @@ import time
 from contextlib import contextmanager
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
-from benchmarks._harness import pinned, simulator, worker  # noqa: E402
+from benchmarks._harness import emit, pinned, simulator, worker  # noqa: E402
 
 CLIENTS = {  # label: (kind, core)
     "asyncio": ("native-asyncio", "cython"),
@@ -153,9 +154,9 @@ def worker_main(a: list[str]) -> None:
     try:
         import uvloop
     except ImportError:
-        print(json.dumps(asyncio.run(run)))
+        emit(asyncio.run(run))
     else:
-        print(json.dumps(uvloop.run(run)))
+        emit(uvloop.run(run))
 
 
 @contextmanager
@@ -189,24 +190,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--requests-per-stream", type=int, default=2)
+    ap.add_argument("--requests-per-stream", type=int, default=1)
+    ap.add_argument("--coalesced-requests", type=int, default=8, help="coalesced: requests per stream")
+    ap.add_argument("--seconds", type=float, default=4.0, help="per-token: about this long per request")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--modes", nargs="+", default=["per-token", "coalesced"],
                     choices=["per-token", "coalesced"])
     ap.add_argument("--clients", nargs="+", default=["asyncio", "rx-loop"], choices=list(CLIENTS))
     ap.add_argument("--server", choices=["fast", "sim"], default="fast")
     ap.add_argument("--interval-ms", type=float, default=5.0, help="per-token: ms between a stream's tokens")
-    ap.add_argument("--server-rate", type=float, default=50_000,
+    ap.add_argument("--server-rate", type=float, default=12_000,
                     help="per-token: the most writes per second asked of the server (it sets the interval "
-                         "at high C)")
+                         "at high C; on 2 shared cores the fast server kept to about 15k)")
     a = ap.parse_args()
     load = os.getloadavg()
-    print(f"client_ingest: {a.tokens} tokens/request, one token per SSE event, {a.requests_per_stream} "
-          f"requests per stream, {a.repeats} repeats (medians), server {a.server}; cpus={os.cpu_count()}, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start")
+    print(f"client_ingest: one token per SSE event, {a.repeats} repeats (medians), server {a.server}; "
+          f"cpus={os.cpu_count()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start")
     for mode in a.modes:
         for c in a.concurrency:
-            interval = max(a.interval_ms, 1000.0 * c / a.server_rate) if mode == "per-token" else 0.0
+            if mode == "per-token":
+                interval = max(a.interval_ms, 1000.0 * c / a.server_rate)
+                tokens = max(16, min(a.tokens, int(a.seconds * 1000 / interval)))
+                n = a.requests_per_stream
+            else:
+                interval, tokens, n = 0.0, a.tokens, a.coalesced_requests
             rows: dict[str, list[dict]] = {label: [] for label in a.clients}
             servers = []
             for _ in range(a.repeats):
@@ -214,10 +221,11 @@ def main() -> None:
                     kind, core = CLIENTS[label]
                     ctx = fast_server(interval) if a.server == "fast" else sim_server(mode, interval)
                     with ctx as (url, figures):
-                        args = [kind, url, str(c), str(a.requests_per_stream), str(a.tokens)]
+                        args = [kind, url, str(c), str(n), str(tokens)]
                         rows[label].append(worker(__file__, args, core))
                     servers += figures
-            desc = f"{interval:g} ms between tokens" if mode == "per-token" else "whole response per write"
+            desc = f"{interval:.3g} ms between tokens" if mode == "per-token" else "whole response per write"
+            desc += f", {tokens} tokens x {n} requests per stream"
             print(f"  {mode} C={c} ({desc})")
             per_cpu = {}
             for label, rs in rows.items():

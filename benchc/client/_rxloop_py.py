@@ -86,6 +86,11 @@ class RxLoop:
             self._reads = self._bytes = 0
         return out
 
+    @property
+    def thread_id(self) -> int:
+        """The loop's thread, as the system knows it (for perf, top -H)."""
+        return self._thread.native_id
+
     def cpu_s(self) -> float:
         """CPU seconds the loop's thread used so far."""
         return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident))

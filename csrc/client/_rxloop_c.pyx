@@ -194,6 +194,11 @@ cdef class RxLoop:
         pthread_mutex_unlock(&self.smu)
         return old, reads, nbytes
 
+    @property
+    def thread_id(self):
+        """The loop's thread, as the system knows it (for perf, top -H)."""
+        return self.thread.native_id
+
     def cpu_s(self):
         """CPU seconds the loop's thread used so far."""
         return time.clock_gettime(time.pthread_getcpuclockid(self.thread.ident))
