@@ -16,13 +16,14 @@ cdef enum:
     CHUNK_BAD_SIZE = 3
 
 cdef struct ChunkedCore:
+    # what every read touches first, then the buffers (cache lines a read rarely needs)
     int state
     long long remaining  # payload bytes left in the current chunk
-    unsigned char line[CHUNK_MAX_LINE + 1]  # a size or trailer line not yet complete
     Py_ssize_t line_len
     int error
-    unsigned char bad[CHUNK_BAD_KEPT]
     Py_ssize_t bad_len
+    unsigned char bad[CHUNK_BAD_KEPT]
+    unsigned char line[CHUNK_MAX_LINE + 1]  # a size or trailer line not yet complete
 
 cdef void chunked_init(ChunkedCore* c) noexcept nogil
 cdef Py_ssize_t chunked_feed(ChunkedCore* c, const unsigned char* p, Py_ssize_t n, unsigned char* out,

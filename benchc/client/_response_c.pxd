@@ -17,29 +17,29 @@ cdef enum:
     MODE_CLOSE = 3
 
 cdef struct ResponseCore:
+    # what every read touches first (one stream's state is cold when its next read comes)
     StreamCore* parser  # the body of a 200 goes here
     int status  # -1 until a final head was read
     int mode
     int64_t remaining  # MODE_LENGTH: body bytes still to come
-    ChunkedCore chunked
     bint got_bytes, keep_alive, finished
+    bint failed  # memory ran out (or the parser's interpret raised)
     int64_t end_ns, last_rx_ns
     int error  # 0, or one of the twin's codes (HEAD_TOO_LARGE .. LOST)
     int lost_errno  # LOST: the read's errno, 0 when the server closed
-    unsigned char named[RESPONSE_KEPT]  # the bytes a message names (a status line, a value)
-    Py_ssize_t named_len
+    Py_ssize_t named_len, excerpt_len
     Bytes head  # the head read so far
-    Bytes body  # scratch: one read's de-chunked payload
+    ChunkedCore chunked  # its hot fields first, its line buffer last
+    unsigned char named[RESPONSE_KEPT]  # the bytes a message names (a status line, a value)
     unsigned char excerpt[RESPONSE_EXCERPT]
-    Py_ssize_t excerpt_len
-    bint failed  # memory ran out (or the parser's interpret raised)
 
 cdef void response_init(ResponseCore* r, StreamCore* parser, int64_t now) noexcept nogil
 cdef void response_free(ResponseCore* r) noexcept nogil
-cdef void response_feed(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil
+cdef void response_feed(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil
 cdef void response_lost(ResponseCore* r, int err, int64_t now) noexcept nogil
 
 cdef class ResponseReader:
     cdef ResponseCore core
+    cdef Bytes scratch  # a read's bytes, de-chunked in place
     cdef readonly object parser
     cdef object _lost_text

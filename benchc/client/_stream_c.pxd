@@ -12,36 +12,35 @@ cdef struct Bytes:  # a growable byte buffer
     Py_ssize_t n, cap
 
 cdef struct StreamCore:
-    # SSE framing, as benchc/client/_sse_py.py
+    # Hot fields first: one stream's state is cold when its next read comes, so what every
+    # read touches sits together; buffers a read rarely needs come last.
+    # SSE framing, as benchc/client/_sse_py.py: the common event is one `data:` line then a
+    # blank line, often in one read: it is read in place (offsets into the current buffer)
+    Py_ssize_t pa, pb
+    bint has_data, skip_lf, has_shape, keep_text
+    Py_ssize_t data_lines
+    # what the stream carried (the twin's attributes)
+    int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes, events, prev_usage
+    int64_t usage_completion, usage_prompt, malformed, multi_token_chunks
+    int64_t* gaps  # between consecutive text chunks (ns)
+    int64_t* tokens  # per text chunk: its token count, -1 when unknown
+    Py_ssize_t n_gaps, n_tokens, cap
     Bytes line  # a line begun in an earlier read
     Bytes data  # the current event's data lines (joined with LF) once they outlive their read
-    Py_ssize_t data_lines
-    bint has_data, skip_lf
-    # the common event is one `data:` line then a blank line, often in one read: it is read in
-    # place (offsets into the current buffer) without a copy
-    Py_ssize_t pa, pb
-    # what the stream carried (the twin's attributes)
-    int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes
-    int64_t usage_completion, usage_prompt, malformed, multi_token_chunks, events, prev_usage
-    bint has_finish, has_error_event
-    Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
-    unsigned char example[EXAMPLE_KEPT]
-    Py_ssize_t example_len
     # The shape of this stream's plain text chunk: the bytes before its text value (with the
     # opening quote) and from its closing quote on. A server repeats them for every token of
     # a request (id, model, created...): an event that starts and ends with exactly these
     # bytes has the same keys in the same places, so only its text needs reading.
-    bint has_shape
     Bytes shape_head, shape_tail
-    int64_t* gaps  # between consecutive text chunks (ns)
-    int64_t* tokens  # per text chunk: its token count, -1 when unknown
-    Py_ssize_t n_gaps, n_tokens, cap
+    bint has_finish, has_error_event
+    Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
     # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 2 + (1 if UTF-8)
-    bint keep_text
     Bytes texts
     int64_t* piece_ends
     Py_ssize_t n_pieces, pieces_cap
+    Py_ssize_t example_len
+    unsigned char example[EXAMPLE_KEPT]
 
 cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil
 cdef void stream_free(StreamCore* s) noexcept nogil

@@ -108,16 +108,15 @@ cdef void response_init(ResponseCore* r, StreamCore* parser, int64_t now) noexce
     r.error = 0
     r.lost_errno = 0
     r.named_len = 0
-    r.head.p = r.body.p = NULL
-    r.head.n = r.head.cap = r.body.n = r.body.cap = 0
+    r.head.p = NULL
+    r.head.n = r.head.cap = 0
     r.excerpt_len = 0
     r.failed = False
 
 
 cdef void response_free(ResponseCore* r) noexcept nogil:
     free(r.head.p)
-    free(r.body.p)
-    r.head.p = r.body.p = NULL
+    r.head.p = NULL
 
 
 cdef inline void _finish(ResponseCore* r, int64_t now, int error) noexcept nogil:
@@ -136,8 +135,9 @@ cdef void _fail(ResponseCore* r, int error, const unsigned char* named, Py_ssize
 
 # ---------------------------------------------------------------- reading
 
-cdef void response_feed(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
-    """One read's bytes, arrived at `now` (see the twin's feed)."""
+cdef void response_feed(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """One read's bytes, arrived at `now` (see the twin's feed). A chunked body is decoded in
+    place: p[:n] is the caller's to lose."""
     cdef Py_ssize_t m
     if r.finished:
         return
@@ -159,15 +159,12 @@ cdef void response_feed(ResponseCore* r, const unsigned char* p, Py_ssize_t n, i
     _body(r, p, n, now)
 
 
-cdef void _body(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+cdef void _body(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
     cdef Py_ssize_t m, rest = 0
     if r.mode == MODE_CHUNKED:
-        if _reserve(&r.body, n) < 0:
-            r.failed = True
-            return
-        m = chunked_feed(&r.chunked, p, n, r.body.p, &rest)
+        m = chunked_feed(&r.chunked, p, n, p, &rest)  # the payload only moves to the front
         if m:
-            _deliver(r, r.body.p, m, now)
+            _deliver(r, p, m, now)
         if r.chunked.state == CHUNK_DONE:
             r.keep_alive = r.keep_alive and rest == n
             _finish(r, now, 0)
@@ -360,13 +357,23 @@ cdef class ResponseReader:
         self.parser = parser
         response_init(&self.core, &parser.core, now)
         self._lost_text = None
+        self.scratch.p = NULL
+        self.scratch.n = self.scratch.cap = 0
 
     def __dealloc__(self):
         response_free(&self.core)
+        free(self.scratch.p)
 
     def feed(self, data, int64_t now):
-        cdef bytes b = data if type(data) is bytes else bytes(data)
-        response_feed(&self.core, b, len(b), now)
+        cdef const unsigned char[::1] view = data
+        cdef Py_ssize_t n = view.shape[0]
+        if n == 0:
+            response_feed(&self.core, NULL, 0, now)
+            return
+        if _reserve(&self.scratch, n) < 0:
+            raise MemoryError()
+        memcpy(self.scratch.p, &view[0], n)  # de-chunked in place: not in the caller's bytes
+        response_feed(&self.core, self.scratch.p, n, now)
         if self.core.failed:
             raise MemoryError("the response reader ran out of memory")
 
