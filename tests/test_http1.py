@@ -424,6 +424,7 @@ def test_https_with_certificate_verification(tmp_path):
 
     (r1, r2), conns = run(main(client_ctx))
     assert r1.ok and r2.ok and r1.text_chunks == 2 and conns == 1
+    assert r1.path == r2.path == http1.ASYNCIO  # the receive loop reads plain http only: visibly
     (r1, _), _ = run(main(None))  # the system trust store does not know this certificate
     assert r1.error == CONNECT and "CERTIFICATE_VERIFY_FAILED" in r1.error_detail
 

@@ -4,6 +4,7 @@ any split of the byte stream."""
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -201,3 +202,26 @@ def test_cores_agree_where_a_chunk_keeps_the_shape_of_the_one_before():
         data = stream_of(order)
         results = [measure(m, data, []) for m in cores()]
         assert all(r == results[0] for r in results)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=10))
+def test_kept_text_is_the_same_on_both_cores(cuts):
+    """keep_text (a tokenizer counts the output after the point): the text pieces of the fast
+    path (raw JSON strings, decoded when asked) and of json.loads (str) join identically."""
+    events = VLLM_CHAT + ODD + TRICKY[:14]
+    data = stream_of(events)
+    cuts = sorted({c % (len(data) + 1) for c in cuts})
+    texts = []
+    for stream_mod, _ in cores():
+        p = stream_mod.StreamParser(keep_text=True)
+        bounds = [0, *cuts, len(data)]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            p.feed(data[a:b], 1)
+        p.close(2)
+        texts.append(p.text())
+    assert all(t == texts[0] for t in texts)
+    assert texts[0].startswith(' Hello wörld "quoted"\n\tnext😀 emoji, 中文thinking...r end completion')
+    for stream_mod, _ in cores():
+        with pytest.raises(ValueError):
+            stream_mod.StreamParser().text()
