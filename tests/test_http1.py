@@ -166,17 +166,18 @@ def test_keep_alive_reuses_one_connection_and_a_closing_server_costs_no_error():
     assert all(r.ok for r in rs) and [r.text_chunks for r in rs] == [2] * 4 and conns == 4
 
 
+async def one_stream_then_close(n, reader, writer):
+    writer.write(OK_HEAD + chunked(sse(["a"])))
+    await writer.drain()
+    return "close"
+
+
 def test_a_keep_alive_connection_closed_while_idle_is_retried_once():
     """The race of a server's keep-alive timeout: the pool hands out a connection the
     server has just closed; the request goes again on a new one, not as an error."""
 
-    async def script(n, reader, writer):
-        writer.write(OK_HEAD + chunked(sse(["a"])))
-        await writer.drain()
-        return "close"
-
     async def race():
-        async with RawServer(script) as srv:
+        async with RawServer(one_stream_then_close) as srv:
             pool = http1.Pool()
             r1 = await request(pool, srv.url)
             await asyncio.sleep(0.05)  # the server's close arrives
@@ -208,13 +209,8 @@ def test_a_connection_the_receive_loop_saw_close_is_retried_once(transport):
     connection sat idle, and the pool hands it out before Python heard of it."""
     import time
 
-    async def script(n, reader, writer):
-        writer.write(OK_HEAD + chunked(sse(["a"])))
-        await writer.drain()
-        return "close"
-
     async def race():
-        async with RawServer(script) as srv:
+        async with RawServer(one_stream_then_close) as srv:
             pool = http1.Pool()
             r1 = await request(pool, srv.url)
             [conn] = [c for idle in pool._idle.values() for c in idle]

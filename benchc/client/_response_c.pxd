@@ -5,7 +5,8 @@
 from libc.stdint cimport int64_t
 
 from benchc.client._chunked_c cimport ChunkedCore
-from benchc.client._stream_c cimport Bytes, StreamCore
+from benchc.client._bytes cimport Bytes
+from benchc.client._stream_c cimport StreamCore
 
 cdef enum:
     RESPONSE_EXCERPT = 300  # as the twin's EXCERPT

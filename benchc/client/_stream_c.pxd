@@ -4,12 +4,10 @@
 
 from libc.stdint cimport int64_t
 
+from benchc.client._bytes cimport Bytes
+
 cdef enum:
     EXAMPLE_KEPT = 200  # bytes of the first malformed event kept (as the twin)
-
-cdef struct Bytes:  # a growable byte buffer
-    unsigned char* p
-    Py_ssize_t n, cap
 
 cdef struct StreamCore:
     # Hot fields first: one stream's state is cold when its next read comes, so what every

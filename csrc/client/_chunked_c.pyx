@@ -69,6 +69,16 @@ cdef void _on_line(ChunkedCore* c, const unsigned char* s, Py_ssize_t n) noexcep
         c.state = CHUNK_DONE
 
 
+cdef inline bint _keep(ChunkedCore* c, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Adds p[:n] to the line kept across reads; False (and failed) when it grows too long."""
+    if c.line_len + n > CHUNK_MAX_LINE:
+        _fail(c, CHUNK_TOO_LONG, p, 0)
+        return False
+    memcpy(c.line + c.line_len, p, n)
+    c.line_len += n
+    return True
+
+
 cdef Py_ssize_t chunked_feed(ChunkedCore* c, const unsigned char* p, Py_ssize_t n, unsigned char* out,
                              Py_ssize_t* rest) noexcept nogil:
     """Decodes p[:n] into out (room for n bytes; out may be p itself: the payload only ever
@@ -90,23 +100,13 @@ cdef Py_ssize_t chunked_feed(ChunkedCore* c, const unsigned char* p, Py_ssize_t 
                 c.state = CHUNK_DATA_END
         elif c.state == CHUNK_SIZE or c.state == CHUNK_DATA_END or c.state == CHUNK_TRAILER:
             nl = <const unsigned char*>memchr(p + i, 10, n - i)
-            if nl == NULL:
-                take = n - i
-                if c.line_len + take > CHUNK_MAX_LINE:
-                    _fail(c, CHUNK_TOO_LONG, p, 0)
+            j = (nl - p) if nl != NULL else n
+            if nl == NULL or c.line_len:  # the line goes on past this read, or began before it
+                if not _keep(c, p + i, j - i):
                     break
-                memcpy(c.line + c.line_len, p + i, take)
-                c.line_len += take
-                i = n
-                continue
-            j = nl - p
-            if c.line_len:  # the line began in an earlier read
-                take = j - i
-                if c.line_len + take > CHUNK_MAX_LINE:
-                    _fail(c, CHUNK_TOO_LONG, p, 0)
-                    break
-                memcpy(c.line + c.line_len, p + i, take)
-                c.line_len += take
+                if nl == NULL:
+                    i = n
+                    continue
                 _on_line(c, c.line, c.line_len)
                 c.line_len = 0
             else:

@@ -14,9 +14,10 @@ import os
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
+from benchc.client._bytes cimport bytes_reserve
 from benchc.client._chunked_c cimport CHUNK_DONE, CHUNK_FAILED, chunked_feed, chunked_init
 from benchc.client._stream_c cimport StreamParser, stream_feed
 
@@ -51,20 +52,6 @@ cdef Py_ssize_t C_MAX_LENGTH_DIGITS = MAX_LENGTH_DIGITS
 
 
 # ---------------------------------------------------------------- small byte helpers
-
-cdef int _reserve(Bytes* b, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap = b.cap if b.cap else 256
-    cdef unsigned char* q
-    if b.n + extra <= b.cap:
-        return 0
-    while cap < b.n + extra:
-        cap *= 2
-    q = <unsigned char*>realloc(b.p, cap)
-    if q == NULL:
-        return -1
-    b.p, b.cap = q, cap
-    return 0
-
 
 cdef inline bint _space(unsigned char c) noexcept nogil:
     """ASCII whitespace as bytes.split() and bytes.strip() see it."""
@@ -144,7 +131,7 @@ cdef void response_feed(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t
     r.got_bytes = True
     r.last_rx_ns = now
     if r.mode == MODE_HEAD:
-        if _reserve(&r.head, n) < 0:
+        if bytes_reserve(&r.head, n) < 0:
             r.failed = True
             return
         memcpy(r.head.p + r.head.n, p, n)
@@ -370,7 +357,7 @@ cdef class ResponseReader:
         if n == 0:
             response_feed(&self.core, NULL, 0, now)
             return
-        if _reserve(&self.scratch, n) < 0:
+        if bytes_reserve(&self.scratch, n) < 0:
             raise MemoryError()
         memcpy(self.scratch.p, &view[0], n)  # de-chunked in place: not in the caller's bytes
         response_feed(&self.core, self.scratch.p, n, now)

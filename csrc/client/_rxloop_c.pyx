@@ -409,18 +409,11 @@ cdef class RxConn:
     def take_back(self):
         """ACTIVE -> CLOSED with the reader unfinished, for Python to end (a timeout, a
         cancellation): True. False when the loop had finished it (its token is on the way)."""
-        cdef Slot* s = self.slot
         cdef bint was_active
-        if s == NULL:
+        if self.slot == NULL:
             return False
         with nogil:
-            pthread_mutex_lock(&s.mu)
-            was_active = s.state == ACTIVE
-            if was_active:
-                s.reader = NULL
-                _unwatch(self.loop.epfd, s)
-                s.state = CLOSED
-            pthread_mutex_unlock(&s.mu)
+            was_active = _stop(self.slot, self.loop.epfd, True)
         self._reader = None
         return was_active
 
@@ -436,13 +429,23 @@ cdef class RxConn:
         cdef bint was_active
         self.slot = NULL
         with nogil:
-            pthread_mutex_lock(&s.mu)
-            was_active = s.state == ACTIVE
-            s.reader = NULL
-            if not self.loop.stopped:
-                _unwatch(self.loop.epfd, s)
-            s.state = CLOSED
-            pthread_mutex_unlock(&s.mu)
+            was_active = _stop(s, -1 if self.loop.stopped else self.loop.epfd, False)
             self.loop._retire(s)
         self._reader = None
         return was_active
+
+
+cdef bint _stop(Slot* s, int epfd, bint only_active) noexcept nogil:
+    """-> CLOSED under the slot's mutex (only from ACTIVE with only_active), no longer watched
+    (epfd -1: the loop's thread is gone); True when it was ACTIVE (the reader, unfinished,
+    is now Python's)."""
+    cdef bint was_active
+    pthread_mutex_lock(&s.mu)
+    was_active = s.state == ACTIVE
+    if was_active or not only_active:
+        s.reader = NULL
+        if epfd >= 0:
+            _unwatch(epfd, s)
+        s.state = CLOSED
+    pthread_mutex_unlock(&s.mu)
+    return was_active

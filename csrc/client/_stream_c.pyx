@@ -21,7 +21,7 @@ thread. Only an event the fast path cannot read takes the GIL, for `interpret`.
 import json
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from benchc.client._bytes cimport hex_value
+from benchc.client._bytes cimport Bytes, bytes_put, bytes_set, hex_value
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memchr, memcmp, memcpy
@@ -311,35 +311,6 @@ cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) 
 
 # ---------------------------------------------------------------- buffers
 
-cdef int _reserve(Bytes* b, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap = b.cap if b.cap else 64
-    cdef unsigned char* q
-    if b.n + extra <= b.cap:
-        return 0
-    while cap < b.n + extra:
-        cap *= 2
-    q = <unsigned char*>realloc(b.p, cap)
-    if q == NULL:
-        return -1
-    b.p, b.cap = q, cap
-    return 0
-
-
-cdef inline int _put(Bytes* b, const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    if n <= 0:
-        return 0
-    if _reserve(b, n) < 0:
-        return -1
-    memcpy(b.p + b.n, p, n)
-    b.n += n
-    return 0
-
-
-cdef inline int _set(Bytes* b, const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    b.n = 0
-    return _put(b, p, n)
-
-
 cdef inline bytes _bytes_of(Bytes* b):
     return PyBytes_FromStringAndSize(<char*>b.p, b.n) if b.n else b""
 
@@ -401,8 +372,8 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     if s.line.n:  # a line begun in an earlier read: completed here, then read from its buffer
         i = _line_end(p, start, n)
         if i < 0:
-            return _put(&s.line, p + start, n - start)
-        if _put(&s.line, p + start, i - start) < 0 or _line(s, s.line.p, 0, s.line.n, now) < 0 \
+            return bytes_put(&s.line, p + start, n - start)
+        if bytes_put(&s.line, p + start, i - start) < 0 or _line(s, s.line.p, 0, s.line.n, now) < 0 \
                 or _materialise(s, s.line.p) < 0:
             return -1
         s.line.n = 0
@@ -416,7 +387,7 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
         start = _after_eol(s, p, i, n)
     if _materialise(s, p) < 0:
         return -1
-    return _put(&s.line, p + start, n - start)
+    return bytes_put(&s.line, p + start, n - start)
 
 
 cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil:
@@ -441,10 +412,10 @@ cdef inline Py_ssize_t _after_eol(StreamCore* s, const unsigned char* p, Py_ssiz
 
 
 cdef int _data_line(StreamCore* s, const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    if s.data_lines and _put(&s.data, <const unsigned char*>b"\n", 1) < 0:
+    if s.data_lines and bytes_put(&s.data, <const unsigned char*>b"\n", 1) < 0:
         return -1
     s.data_lines += 1
-    return _put(&s.data, p, n)
+    return bytes_put(&s.data, p, n)
 
 
 cdef inline int _materialise(StreamCore* s, const unsigned char* p) noexcept nogil:
@@ -575,7 +546,7 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
                text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, now) < 0:
         return -1
     if has_text and fa < 0 and ct < 0 and pt < 0:  # a plain text chunk: its shape
-        if _set(&s.shape_head, p, ts) < 0 or _set(&s.shape_tail, p + te, n - te) < 0:
+        if bytes_set(&s.shape_head, p, ts) < 0 or bytes_set(&s.shape_tail, p + te, n - te) < 0:
             return -1
         s.has_shape = True
     return 1
@@ -589,7 +560,7 @@ cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py
     is no text; text (raw JSON string bytes, or UTF-8 when text_utf8) is kept with keep_text."""
     cdef int64_t tokens = -1
     if has_finish:
-        if _set(&s.finish, finish, finish_len) < 0:
+        if bytes_set(&s.finish, finish, finish_len) < 0:
             return -1
         s.has_finish = True
     if has_completion:
@@ -617,7 +588,7 @@ cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf
         if q == NULL:
             return -1
         s.piece_ends, s.pieces_cap = q, cap
-    if _put(&s.texts, text, n) < 0:
+    if bytes_put(&s.texts, text, n) < 0:
         return -1
     s.piece_ends[s.n_pieces] = s.texts.n * 2 + (1 if utf8 else 0)
     s.n_pieces += 1
@@ -691,7 +662,7 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
     text_bytes, finish, completion, prompt, error, text = fields
     if error is not None:
         err = error.encode("utf-8", "surrogatepass")
-        if _set(&s.error_event, err, len(err)) < 0:
+        if bytes_set(&s.error_event, err, len(err)) < 0:
             return -1
         s.has_error_event = True
     if finish is not None:
