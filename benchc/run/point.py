@@ -1,7 +1,7 @@
 """One load point, the same way on every backend: measure, (merge), assemble.
 
     prepare(plan, combo) (run/prepare.py)      -> Prepared     prompt source, tokenizer, SLOs
-    open_client(prepared, target, url, http)   -> StepContext  the measured requests' client
+    open_client(prepared, target, url, http, ...) -> StepContext  the measured requests' client
     prepared.feed(step, deal, shard)           -> StepFeed     the step's requests (this shard's)
     measure_point(ctx, step, prepared, seed, feed) -> Measurement  where the requests are sent
     merge_measurements([...])                  -> Measurement  the shards of a Ray point, exactly
@@ -61,12 +61,13 @@ def _connection_log() -> aiohttp.TraceConfig:
 
 @contextlib.asynccontextmanager
 async def open_client(prepared: Prepared, target: Target, base_url: str, http: str,
-                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0
+                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0, rx_loop: str = "auto"
                       ) -> AsyncIterator[StepContext]:
     """The client of one combination's measured requests: benchc's own HTTP/1.1 pool
-    (http="native") or an aiohttp session, closed on the way out."""
+    (http="native"; `rx_loop` "auto" reads plain http on the receive loop where it is built,
+    "off" on the event loop) or an aiohttp session, closed on the way out."""
     async with measured_session() as session:
-        pool = http1.Pool() if http == "native" else None
+        pool = http1.Pool(rx_loop=rx_loop) if http == "native" else None
         try:
             yield StepContext(session=session, url=endpoint(base_url, target.api),
                               headers=headers_for(target), target=target,

@@ -67,8 +67,9 @@ def shard_steps(step: Step, n: int) -> list[Step]:
 
 
 class RayBackend:
-    def __init__(self, address: str | None, workers: int, http: str = "native"):
+    def __init__(self, address: str | None, workers: int, http: str = "native", rx_loop: str = "auto"):
         self.http = http
+        self.rx_loop = rx_loop
         self.ray = import_ray()
         if not self.ray.is_initialized():
             self.ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -108,7 +109,7 @@ class RayBackend:
         shards = shard_steps(step, len(self.actors))
         start_at = time.time() + START_DELAY_S
         refs = [a.run.remote(self.plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
-                             self.http, (deal.start, deal.seen))
+                             self.http, (deal.start, deal.seen), self.rx_loop)
                 for i, (a, s) in enumerate(zip(self.actors, shards, strict=False))]
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
         results, failures = [], []
@@ -154,13 +155,13 @@ class LoadWorker:
 
     async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
                   shard: tuple[int, int], start_at: float, http: str = "native",
-                  deal: tuple[int, int] = (0, 0)) -> Measurement:
+                  deal: tuple[int, int] = (0, 0), rx_loop: str = "auto") -> Measurement:
         plan, prepared = self._combination(plan_dict, combo_index)
         step = Step(**step_dict)  # this shard's share of the step
         # the step as the plan has it (its prompt stream and request count) for the prompts
         planned = next(s for s in plan.steps if s.combination == combo_index and s.id == step.id)
         feed = prepared.feed(planned, Deal(*deal), shard)
-        async with open_client(prepared, prepared.combo.target, base_url, http) as ctx:
+        async with open_client(prepared, prepared.combo.target, base_url, http, rx_loop=rx_loop) as ctx:
             # every shard waits for the shared wall-clock start
             await asyncio.sleep(max(0.0, start_at - time.time()))
             return await measure_point(ctx, step, prepared, seed, feed, shard)

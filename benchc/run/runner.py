@@ -65,6 +65,7 @@ class RunOptions:
     ray_address: str | None = None
     workers: int = 0  # ray: 0 means one per CPU of the cluster
     http: str = "native"  # the measured requests' client: "native" (benchc.client.http1) or "aiohttp"
+    rx_loop: str = "auto"  # native: "auto" reads plain http on the receive loop where built, "off" never
 
 
 @dataclass
@@ -185,7 +186,7 @@ class Runner:
     def _start_ray(self) -> None:
         from benchc.run.ray_backend import RayBackend
 
-        self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http)
+        self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.rx_loop)
         hosts = self.backend.start(self.plan)
         self.backend_info = {"kind": "ray", "workers": len(hosts), "hosts": sorted(set(hosts))}
         self.console.say(f"ray: {len(hosts)} workers on {', '.join(sorted(set(hosts)))}")
@@ -308,7 +309,7 @@ class Runner:
         async with aiohttp.ClientSession() as control:
             await self._describe_target(control, combo, base_url, steps)
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
-                                   self.opts.grace_s) as ctx:
+                                   self.opts.grace_s, self.opts.rx_loop) as ctx:
                 first = True
                 for i, step in enumerate(steps):
                     if cstop.is_set():
