@@ -9,6 +9,7 @@ import asyncio
 import json
 import random
 import statistics
+import time
 
 import jsonschema
 import pytest
@@ -184,7 +185,11 @@ def test_a_slowed_client_is_still_flagged_under_the_cap(tmp_path, monkeypatch):
     real = loadgen.send_native
 
     async def late_send(*args, **kwargs):
-        await asyncio.sleep(0.02)  # the client dawdles before handing the request over
+        # the client dawdles 20 ms before handing the request over; by the clock the send delay
+        # is read with: uvloop's timers count from the loop's cached time and can fire early
+        until = time.perf_counter() + 0.02
+        while time.perf_counter() < until:
+            await asyncio.sleep(until - time.perf_counter())
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(loadgen, "send_native", late_send)
