@@ -8,27 +8,23 @@ from __future__ import annotations
 import asyncio
 import json
 import select
-import socket
 import statistics
 import time
 
 import pytest
 
-from benchc.client import _rxloop_py, http1
+from benchc.client import http1
 from benchc.client.request import send_native
 from benchc.metrics.record import HTTP, IDLE_TIMEOUT, MALFORMED, STREAM_BROKEN, RequestRecord
 from benchc.plan.model import Target
 from benchc.sim.model import make_config
 from benchc.sim.server import SimServer
-from tests.conftest import both_cores
+from tests.conftest import rx_loop_of, transports
+from tests.test_http1 import stamped_pair
 
 MODEL = "MiniMaxAI/MiniMax-M2.5"
-LOOPS = {"rx-py": _rxloop_py}
-if len(both_cores("benchc.client._rxloop")) > 1 and http1.KERNEL_STAMPS:
-    from benchc.client import _rxloop_c
-
-    LOOPS["rx-c"] = _rxloop_c
-TRANSPORTS = {"asyncio": "off", **LOOPS}
+TRANSPORTS = {name: rx_loop_of(name) for name in transports()}  # Pool's rx_loop for each
+LOOPS = {name: mod for name, mod in TRANSPORTS.items() if name != "asyncio"}
 pytestmark = pytest.mark.skipif(not http1.KERNEL_STAMPS,
                                 reason="the receive loop reads stamped sockets (Linux)")
 
@@ -152,12 +148,8 @@ def test_chunk_stamps_match_the_simulators_writes(transport):
 # ------------------------------------------------------------- the slot's states, on sockets
 
 def _pair():
-    listener = socket.create_server(("127.0.0.1", 0))
-    c = socket.socket()
-    c.setsockopt(socket.SOL_SOCKET, http1.SO_TIMESTAMPNS, 1)
-    c.connect(listener.getsockname())
-    s, _ = listener.accept()
-    listener.close()
+    """(the client's end, non-blocking with receive stamps, the server's end)."""
+    s, c = stamped_pair()
     c.setblocking(False)
     return c, s
 
