@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--fail-on", action="append", default=[], metavar="GATE",
                     help="e.g. 'output_tok_s < -5%%', 'ttft.p99 > +10%%', 'error_rate > 1%%' (repeatable)")
     cp.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+    cp.add_argument("--noise-floor", default="2%", metavar="PCT",
+                    help="repeated runs: a smaller change is never called beyond noise (default 2%%)")
 
     mg = sub.add_parser("merge", help="merge shards of one plan into one result, exactly")
     mg.add_argument("results", nargs="+", metavar="RESULT")
@@ -203,9 +205,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 print(f"{path}: {e}", file=sys.stderr)
             continue
         n_points = len(plan.load_steps())
-        report.append({"spec": path, "valid": True, "plan_hash": plan.plan_hash, "load_points": n_points})
+        report.append({"spec": path, "valid": True, "plan_hash": plan.plan_hash, "load_points": n_points,
+                       "budget": plan.budget})
         if args.format == "text":
-            print(f"{path}: valid ({n_points} load points, plan_hash {plan.plan_hash[:12]})")
+            searches = plan.budget.get("searches")
+            what = (f"{searches} capacity search(es), up to {plan.budget['probes_max']} probes" if searches
+                    else f"{n_points} load points")
+            print(f"{path}: valid ({what}, plan_hash {plan.plan_hash[:12]})")
     if args.format == "json":
         print(json.dumps(report, indent=2))
     return worst
@@ -263,9 +269,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from benchc.results.compare import raise_on_breaches, run_compare
+    from benchc.results.compare import parse_floor, raise_on_breaches, run_compare
 
-    text, breaches = run_compare(args.results, args.fail_on, args.format)
+    text, breaches = run_compare(args.results, args.fail_on, args.format, parse_floor(args.noise_floor))
     sys.stdout.write(text)
     raise_on_breaches(breaches)
     return EXIT_OK

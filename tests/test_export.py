@@ -25,24 +25,38 @@ target:
   model: sim-model
 workload:
   dataset:
-    random: {{input_tokens: {isl}, output_tokens: {osl}, prefix_tokens: {prefix}}}
+    {dataset}
 load:
   warmup: {{requests: 1}}
   sweep:
 {sweep}
-  requests: {requests}
-output:
+{stop}output:
   path: unused.json
   requests: true
 """
 
-# The result shapes every exporter must handle. A new kind of point (trace replay) gets a line
-# here, and every test below runs on it.
+# A Mooncake trace of 6 requests under one shared block (block_size 16), some arriving together.
+MOONCAKE = "".join(json.dumps({"timestamp": t, "input_length": n, "output_length": o, "hash_ids": ids}) + "\n"
+                   for t, n, o, ids in [(0, 40, 4, [0, 1, 2]), (0, 20, 3, [0, 3]), (15, 33, 5, [0, 1, 4]),
+                                        (40, 17, 2, [0, 5]), (41, 60, 4, [0, 1, 2, 6]), (90, 8, 3, [7])])
+
+
+def _random(isl, osl, prefix):
+    return f"random: {{input_tokens: {isl}, output_tokens: {osl}, prefix_tokens: {prefix}}}"
+
+
+# The result shapes every exporter must handle. A new kind of point gets a line here, and every
+# test below runs on it.
 SHAPES = {
-    "closed": dict(sweep="    concurrency: [2]", requests=6, isl=24, osl=4, prefix=0),
-    "open": dict(sweep="    rate: [40]\n    arrival: poisson", requests=6, isl=24, osl=4, prefix=0),
-    "multi": dict(sweep="    concurrency: [1, 3]", requests=4, isl="{min: 8, max: 16}",
-                  osl="{mean: 4, stdev: 1}", prefix=8),
+    "closed": dict(sweep="    concurrency: [2]", stop="  requests: 6\n", dataset=_random(24, 4, 0)),
+    "open": dict(sweep="    rate: [40]\n    arrival: poisson", stop="  requests: 6\n",
+                 dataset=_random(24, 4, 0)),
+    "multi": dict(sweep="    concurrency: [1, 3]", stop="  requests: 4\n",
+                  dataset=_random("{min: 8, max: 16}", "{mean: 4, stdev: 1}", 8)),
+    # a replayed trace: open loop on the trace's own times (every point sends the trace once)
+    "trace": dict(sweep="    speedup: [2]", stop="",
+                  dataset="trace: {path: trace.jsonl, format: mooncake, block_size: 16}",
+                  files={"trace.jsonl": MOONCAKE}),
 }
 
 
@@ -55,7 +69,10 @@ def runs(tmp_path_factory):
         if shape not in done:
             d = tmp_path_factory.mktemp(shape)
             spec = d / "spec.yaml"
-            spec.write_text(SPEC.format(shape=shape, **SHAPES[shape]))
+            config = dict(SHAPES[shape])
+            for name, content in config.pop("files", {}).items():
+                (d / name).write_text(content)
+            spec.write_text(SPEC.format(shape=shape, **config))
             out = d / "result.json"
             assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
             done[shape] = str(out), read(str(out))

@@ -10,8 +10,11 @@ pytestmark = pytest.mark.slow  # a Ray cluster in worker processes
 from benchc.cli import main  # noqa: E402
 from benchc.metrics._hdr import Histogram  # noqa: E402
 from benchc.plan.model import Step  # noqa: E402
+from benchc.plan.search import UNTRUSTED  # noqa: E402
 from benchc.results.document import read  # noqa: E402
 from benchc.run.ray_backend import shard_steps, split  # noqa: E402
+from benchc.sim.model import make_config  # noqa: E402
+from tests.test_search import predicted_tpot_p50_ms, predicted_within, write  # noqa: E402
 
 SPEC = """\
 version: 1
@@ -124,3 +127,30 @@ def test_the_spec_can_choose_the_backend(tmp_path):
     local = tmp_path / "local.json"
     assert main(["run", path, "--backend", "local", "--out", str(local), "--quiet"]) == 0
     assert "backend" not in read(str(local))["points"][0]
+
+
+def test_a_search_splits_each_probe_across_workers_held_to_the_search_slo(tmp_path):
+    """On Ray every probe is measured in shards by the workers, which hold each request to the
+    search's SLO (goodput) as the driver does. The workers' own self-checks cannot be relaxed from
+    here: where the busy test machine made one flag a probe, the search may end undecided, and
+    then only for that reason; where it concluded, its answer is the table's."""
+    cfg = make_config("minimax-m2.5-tp4")
+    requests, threshold_ms = 8, 20.0
+    predicted = {c: predicted_tpot_p50_ms(cfg, c, requests) for c in range(4, 13)}
+    expected = max(c for c, v in predicted.items() if v < threshold_ms)
+    slo = f"{{tpot: 'p50 < {threshold_ms:g}ms'}}"
+    spec = write(tmp_path, f"{{over: concurrency, min: 4, max: 12, slo: {slo}}}")
+    assert main(["run", spec, "--quiet", "--backend", "ray", "--workers", "2"]) == 0
+    doc = read(str(tmp_path / "r.json"))
+    (search,) = doc["search"]
+    for p in doc["points"]:
+        assert len(p["shards"]) == 2 and p["counts"]["completed"] == requests
+        assert p["cache"]["cached_tokens"] == 0
+        # the workers held each request to the search's SLO: the goodput counts what the table says
+        assert p["counts"]["slo_met"] == predicted_within(cfg, p["params"]["concurrency"], requests,
+                                                          threshold_ms)
+    if search["status"] == "found":
+        assert search["answer"] == expected
+    else:
+        assert search["status"] == "undecided"
+        assert any(p["verdict"] == UNTRUSTED for p in search["probes"])

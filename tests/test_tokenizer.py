@@ -117,7 +117,7 @@ def test_cores_merge_identically(piece):
 def test_random_prompts_have_exactly_the_asked_input_tokens(tmp_path):
     """Issue 6: a random-dataset prompt asked for 512 input tokens has exactly 512 by the oracle."""
     from benchc.plan.compiler import compile_spec, load_tokenizer
-    from benchc.plan.prompts import make_source
+    from benchc.plan.datasets import make_source
     from benchc.spec import loader as spec_mod
 
     f = tmp_path / "s.yaml"
@@ -153,7 +153,7 @@ def test_exact_random_prompts_with_a_sentencepiece_tokenizer():
     word); the words benchc grows prompts with add one token each all the same."""
     import sentencepiece
 
-    from benchc.plan.prompts import make_source
+    from benchc.plan.datasets import make_source
     from benchc.tokenizer import load
     from tests.tokenizer_fixtures import MISTRAL_V1
 

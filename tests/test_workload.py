@@ -7,7 +7,8 @@ import tracemalloc
 import pytest
 
 from benchc.errors import PlanError
-from benchc.plan.prompts import Deal, make_source, prompts_digest, step_digest
+from benchc.plan.datasets import make_source
+from benchc.plan.prompts import Deal, prompts_digest, step_digest
 from benchc.plan.workload import draw_length, load_items, normalise_length
 
 RANDOM = {"seed": 3, "input_tokens": {"kind": "fixed", "value": 40},

@@ -8,10 +8,11 @@ schema's keys and the README's spec reference).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from benchc.errors import PlanError
+from benchc.plan.datasets import KINDS, make_source, spread
 from benchc.plan.model import (
     PLAN_VERSION,
     Combination,
@@ -25,8 +26,9 @@ from benchc.plan.model import (
     Target,
     Workload,
 )
-from benchc.plan.prompts import make_source, source_digest, step_digest
-from benchc.plan.workload import normalise_length
+from benchc.plan.prompts import source_digest, step_digest
+from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
+from benchc.plan.trace import speedup_for, trace_rate
 from benchc.spec import matrix as mx
 from benchc.spec.loader import Spec
 from benchc.spec.thresholds import parse_threshold
@@ -48,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "smoke.checks.max_tokens": 64,
     "workload.dataset.*.seed": 0,
     "workload.dataset.random.prefix_tokens": 0,
+    "workload.dataset.trace.block_size": 512,  # the published Mooncake traces' block
     # Every request a prompt no other request of the run sent (but the shared prefix):
     # servers cache prompt prefixes by default, and a repeated prompt measures a cache hit.
     "workload.prompts": "fresh",
@@ -56,8 +59,9 @@ DEFAULTS: dict[str, Any] = {
     # cycling); a file in fresh mode deals all its items unless num_prompts says fewer.
     "workload.dataset.num_prompts_for_duration": 1000,
     "workload.sampling.temperature": 0.0,
-    # A random dataset asks for exact output lengths; the server must not stop early.
-    "workload.sampling.ignore_eos.random": True,
+    # Synthetic prompts (random, prefix_groups, a trace giving every output length) ask for
+    # exact output lengths: the server must not stop early. A user's prompts do not.
+    "workload.sampling.ignore_eos.exact_lengths": True,
     "workload.sampling.ignore_eos.files": False,
     # Warmup: as many requests as the first point's concurrency, so every
     # connection of the pool is open and warm before measuring.
@@ -66,6 +70,16 @@ DEFAULTS: dict[str, Any] = {
     "load.sweep.burstiness": 1.0,
     "load.ramp_up": 0.0,
     "load.cooldown": 0.0,
+    # Runs of every sweep point; more than one gives each point's mean and 95% interval.
+    "load.repeats": 1,
+    # A search decides on the spec's SLO unless it names its own.
+    "load.search.slo": "the spec's slo",
+    # Integers are bisected to the exact largest concurrency; rates to 5% of the answer.
+    "load.search.tolerance": "1 (concurrency), 5% (rate)",
+    # Room for two re-probes of untrusted probes beyond what the policy needs at most.
+    "load.search.max_probes": "worst case + 2",
+    "load.search.arrival": "poisson",
+    "load.saturation.latency": "e2e.p50",
     "output.path": "results/{name}-{timestamp}.json",
     "output.requests": False,
     "run.backend": "local",
@@ -78,14 +92,18 @@ def compile_spec(spec: Spec) -> Plan:
     load = d["load"]
     combos = []
     steps: list[Step] = []
-    stream = 0  # every warmup and load step of the plan gets a prompt stream of its own
+    slo = _slo(d.get("slo") or {})
+    repeats = load.get("repeats", DEFAULTS["load.repeats"])
+    stream = 0  # every warmup and load step (every probe of a search) gets a prompt stream of its own
     for index, values in enumerate(mx.combinations(d.get("matrix"))):
         data = mx.expand(d, values)
         label = ",".join(f"{k}={mx.format_value(v)}" for k, v in values.items())
-        points = _points(load, index, label)
+        points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
         num_prompts = _num_prompts(load, points, data["workload"]["dataset"])
         workload, source = _workload(data["workload"], num_prompts, spec.file,
                                      data["target"].get("tokenizer"))
+        if workload.trace is not None:
+            points = [_replay(p, workload.trace) for p in points]
         server = _server(data.get("server"))
         _check_reset(server)
         combo = Combination(
@@ -101,10 +119,11 @@ def compile_spec(spec: Spec) -> Plan:
         if combo.smoke:
             steps.append(Step("smoke", index, _join(label, "smoke")))
         warmup = _warmup(load, points, index, label)
-        for step in ([warmup] if warmup else []) + points:
+        for step in ([warmup] if warmup else []) + _repeated(points, repeats):
             steps.append(replace(step, prompt_stream=stream,
                                  prompts_sha256=step_digest(source, stream, step.requests)))
-            stream += 1
+            # a search reserves one stream per probe it may make: probe k sends stream + k - 1
+            stream += step.search["max_probes"] if step.search else 1
     plan = Plan(
         plan_version=PLAN_VERSION,
         name=d["name"],
@@ -112,7 +131,10 @@ def compile_spec(spec: Spec) -> Plan:
         spec={"path": spec.file, "sha256": spec.sha256},
         combinations=combos,
         steps=steps,
-        slo=_slo(d.get("slo") or {}),
+        slo=slo,
+        repeats=repeats,
+        saturation=_saturation(load.get("saturation")),
+        budget=_budget(steps),
         output={"path": d.get("output", {}).get("path", DEFAULTS["output.path"]),
                 "requests": d.get("output", {}).get("requests", DEFAULTS["output.requests"])},
         run={"backend": d.get("run", {}).get("backend", DEFAULTS["run.backend"]),
@@ -220,52 +242,34 @@ def load_tokenizer(path: str | None, spec_file: str):
 
 def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None):
     """(the Workload, its prompt source)."""
-    (kind, cfg), = w["dataset"].items()
+    (name, cfg), = w["dataset"].items()
+    kind = KINDS[name]
+    cfg = {**_dataset_defaults(name), **cfg}
     mode = w.get("prompts", DEFAULTS["workload.prompts"])
-    params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"])}
     # a pool only where prompts are dealt from one: a shared set, or a file's items
     pool = cfg.get("num_prompts", num_prompts if mode == "shared" else None)
-    if kind == "random":
-        params.update(
-            input_tokens=normalise_length(cfg["input_tokens"]),
-            output_tokens=normalise_length(cfg["output_tokens"]),
-            prefix_tokens=parse_tokens(
-                cfg.get("prefix_tokens", DEFAULTS["workload.dataset.random.prefix_tokens"])),
-            num_prompts=pool,
-        )
-    else:
-        params.update(path=cfg["path"], num_prompts=pool)
-        if kind == "jsonl":
-            params["shuffle"] = cfg.get("shuffle", False)
-        if kind == "sharegpt" and "output_tokens" in cfg:
-            params["output_tokens"] = normalise_length(cfg["output_tokens"])
+    params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"]),
+                              **kind.params(cfg, pool)}
     base_dir = os.path.dirname(os.path.abspath(spec_file)) if not spec_file.startswith("<") else "."
     tok = load_tokenizer(tokenizer_path, spec_file)
-    source = make_source(kind, params, mode, base_dir, tok)
+    source = make_source(name, params, mode, base_dir, tok)
     s = w.get("sampling", {})
-    ignore_default = DEFAULTS["workload.sampling.ignore_eos." + ("random" if kind == "random" else "files")]
+    exact = "exact_lengths" if kind.exact_lengths(source) else "files"
     sampling = Sampling(
         temperature=float(s.get("temperature", DEFAULTS["workload.sampling.temperature"])),
         top_p=s.get("top_p"),
         max_tokens=parse_tokens(s["max_tokens"]) if "max_tokens" in s else None,
         min_tokens=parse_tokens(s["min_tokens"]) if "min_tokens" in s else None,
-        ignore_eos=bool(s.get("ignore_eos", ignore_default)),
+        ignore_eos=bool(s.get("ignore_eos", DEFAULTS["workload.sampling.ignore_eos." + exact])),
         stop=[s["stop"]] if isinstance(s.get("stop"), str) else list(s.get("stop", [])),
         seed=s.get("seed"),
         extra_body=dict(s.get("extra_body", {})),
     )
-    if kind == "random":
-        prefix = params["prefix_tokens"]
-        ins = _length_stats(params["input_tokens"], prefix)
-        outs = _length_stats(params["output_tokens"])
-    else:
-        ins = _stats([p.input_tokens for p in source.items])
-        asked = [p.output_tokens for p in source.items if p.output_tokens is not None]
-        outs = _stats(asked) if asked else {}
+    ins, outs = kind.lengths(source, params)
     if sampling.max_tokens is not None:
-        outs = _stats([sampling.max_tokens])
+        outs = spread([sampling.max_tokens])
     workload = Workload(
-        dataset=kind,
+        dataset=name,
         params=params,
         sampling=sampling,
         num_prompts=source.pool_size,
@@ -274,25 +278,15 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         tokenizer_sha256=tok.sha256 if tok else None,
         output_tokens=outs,
         prompts=mode,
+        trace=kind.describe(source) if kind.describe else None,
     )
     return workload, source
 
 
-def _stats(xs: list[int]) -> dict:
-    return {"min": min(xs), "mean": round(sum(xs) / len(xs), 3), "max": max(xs)}
-
-
-def _length_stats(length: dict, plus: int = 0) -> dict:
-    """min, mean and max of a length distribution (workload.draw_length's), plus `plus`
-    tokens; a normal one is cut below at 1 and has no maximum (None)."""
-    if length["kind"] == "fixed":
-        v = max(1, length["value"]) + plus
-        return {"min": v, "mean": float(v), "max": v}
-    if length["kind"] == "uniform":
-        lo, hi = max(1, length["min"]), max(1, length["max"])
-        return {"min": lo + plus, "mean": round((lo + hi) / 2 + plus, 3), "max": hi + plus}
-    return {"min": 1 + plus, "mean": float(max(1, length["mean"]) + plus), "max": None,
-            "stdev": length["stdev"]}
+def _dataset_defaults(name: str) -> dict:
+    """The DEFAULTS of workload.dataset.NAME's keys."""
+    head = f"workload.dataset.{name}."
+    return {k[len(head):]: v for k, v in DEFAULTS.items() if k.startswith(head)}
 
 
 def _points(load: dict, index: int, label: str) -> list[Step]:
@@ -306,6 +300,9 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
     if "concurrency" in sweep:
         return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)
                 for c in sweep["concurrency"]]
+    if "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
+        return [Step("load", index, _join(label, f"speedup={x:g}"), arrival="trace", speedup=float(x),
+                     max_concurrency=sweep.get("max_concurrency"), **common) for x in sweep["speedup"]]
     arrival = sweep.get("arrival", DEFAULTS["load.sweep.arrival"])
     burst = sweep.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma" else None
     out = []
@@ -316,10 +313,104 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
     return out
 
 
+def _repeated(points: list[Step], repeats: int) -> list[Step]:
+    """Each point `repeats` times, in interleaved passes (the whole sweep, then again): a
+    drift of the server or the machine over the run then spreads over every point's runs,
+    widening their intervals, instead of shifting the points measured last."""
+    if repeats <= 1:
+        return points
+    return [replace(p, id=f"{p.id}#{r}", repeat=r) for r in range(1, repeats + 1) for p in points]
+
+
+def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
+    """The combination's capacity search (plan/search.py): its definition, and the load
+    fields its probes take (requests, duration, ramp-up, cooldown; arrivals for a rate)."""
+    s = load["search"]
+    over = s["over"]
+    lo: float
+    hi: float
+    if over == "concurrency":
+        lo, hi = int(s["min"]), int(s["max"])
+        tolerance = ({"kind": "absolute", "value": int(s["tolerance"])} if "tolerance" in s
+                     else DEFAULT_TOLERANCE["concurrency"])
+    else:
+        lo, hi = parse_rate(s["min"]), parse_rate(s["max"])
+        tolerance = _rate_tolerance(s["tolerance"]) if "tolerance" in s else DEFAULT_TOLERANCE["rate"]
+    items = _slo(s["slo"]) if "slo" in s else slo
+    worst = worst_case_probes(over, lo, hi, tolerance)
+    max_probes = int(s.get("max_probes", worst + 2 * REPROBES))
+    requests = load.get("requests")
+    duration = parse_duration(load["duration"]) if "duration" in load else None
+    definition = {
+        "over": over, "min": lo, "max": hi, "tolerance": tolerance,
+        "slo": [asdict(x) for x in items],
+        "worst_case_probes": worst,  # with every probe trusted
+        "max_probes": max_probes,  # never more, re-probes included
+        "max_requests": max_probes * requests if requests else None,
+        "max_duration_s": max_probes * duration if duration else None,
+        "probe_streams": "probe k sends prompt stream prompt_stream + k - 1",
+    }
+    arrival = s.get("arrival", DEFAULTS["load.search.arrival"]) if over == "rate" else None
+    return Step("search", index, _join(label, "search"), arrival=arrival,
+                burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
+                            else None),
+                max_concurrency=s.get("max_concurrency") if over == "rate" else None,
+                requests=requests, duration_s=duration,
+                ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
+                cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
+                search=definition)
+
+
+def _rate_tolerance(value: Any) -> dict:
+    """`5%` (of the bracket's lower end) or a rate (`0.5/s`, or a number of req/s)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return {"kind": "relative", "value": float(value[:-1]) / 100.0}
+    return {"kind": "absolute", "value": parse_rate(value)}
+
+
+def _saturation(rule: dict | None) -> dict | None:
+    """load.saturation as fractions; None without one (run/saturation.py applies it)."""
+    if not rule:
+        return None
+    return {"min_gain": _fraction(rule["min_gain"]) if "min_gain" in rule else None,
+            "latency": rule.get("latency", DEFAULTS["load.saturation.latency"]),
+            "max_error_rate": _fraction(rule["max_error_rate"]) if "max_error_rate" in rule else None}
+
+
+def _fraction(value: Any) -> float:
+    """`5%` or 0.05."""
+    return float(value[:-1]) / 100.0 if isinstance(value, str) else float(value)
+
+
+def _budget(steps: list[Step]) -> dict:
+    """The most the plan may do: load points, searches and their probes, and requests sent
+    (warm-ups included; None when a step is bound by duration only)."""
+    loads = [s for s in steps if s.kind == "load"]
+    searches = [s.search for s in steps if s.kind == "search" and s.search]
+    counts = ([s.requests for s in steps if s.kind in ("warmup", "load")]
+              + [s["max_requests"] for s in searches])
+    return {"load_points": len(loads), "searches": len(searches),
+            "probes_max": sum(s["max_probes"] for s in searches),
+            "requests_max": sum(counts) if all(counts) else None}
+def _replay(step: Step, trace: dict) -> Step:
+    """A point of a trace dataset: it sends the slice's requests once. Open loop, it sends them
+    on the trace's times over the speedup, or over the speedup that gives the sweep's rate."""
+    step = replace(step, requests=trace["requests"], duration_s=None)
+    if step.concurrency:
+        return step
+    if step.speedup is None:
+        speedup = speedup_for(trace, step.rate_rps)
+        return replace(step, arrival="trace", burstiness=None, speedup=round(speedup, 9))
+    return replace(step, rate_rps=trace_rate(trace, step.speedup))
+
+
 def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | None:
     w = load.get("warmup")
     first = points[0]
-    width = first.concurrency or first.max_concurrency or 1
+    if first.search:  # a search's first probe: its min concurrency, or the rate's cap
+        width = first.search["min"] if first.search["over"] == "concurrency" else first.max_concurrency or 1
+    else:
+        width = first.concurrency or first.max_concurrency or 1
     if w is None:
         requests, duration = width, None
     else:

@@ -13,6 +13,15 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Workload.prompts says fresh or shared, Workload.prompts_sha256 hashes what prompts
        are dealt from (a file's items, or a random generator's fingerprint);
        Server.reset_cache. A v1 plan reads as prompts: shared, which is what it did.
+    3  answers, not only sweeps: a `search` step per combination (load.search, plan/search.py:
+       probes decided at run time, probe k sending prompt stream Step.prompt_stream + k - 1,
+       Step.search the definition with its most probes and requests); repeated points
+       (load.repeats: Step.repeat, each run a load step of its own stream, passes
+       interleaved); Plan.repeats, Plan.saturation (the sweep's early-stop rule) and
+       Plan.budget (how many points, probes and requests at most). Additive: a v1 or v2 plan
+       reads with none of them. Also optional (a plan without them reads as before): datasets trace and
+       prefix_groups; Workload.trace (a trace file's sha256 and its slice's statistics);
+       Step.speedup and arrival "trace" (a trace replayed on its own schedule).
 """
 
 from __future__ import annotations
@@ -24,8 +33,8 @@ from typing import Any
 
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 
-PLAN_VERSION = 2
-READABLE_PLAN_VERSIONS = (1, 2)
+PLAN_VERSION = 3
+READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,7 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Workload:
-    dataset: str  # "random" | "jsonl" | "sharegpt"
+    dataset: str  # a kind of plan/datasets.py: random | jsonl | sharegpt | trace | prefix_groups
     params: dict  # the dataset's normalised parameters (lengths as {kind, ...})
     sampling: Sampling
     num_prompts: int | None  # the pool dealt in turn (files; prompts: shared); None: endless
@@ -97,6 +106,9 @@ class Workload:
     output_tokens: dict  # {"min", "mean", "max"} asked of the server, or {} when unset
     tokenizer_sha256: str | None = None  # of the tokenizer file that sized the prompts
     prompts: str = "fresh"  # fresh: no request repeats another's prompt; shared: one set for all
+    # a trace: its file's sha256 and what the slice holds (requests, token totals, duration_s
+    # in trace time, clipped_requests, ...; plan/trace.py), else None
+    trace: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,12 @@ class Step:
     smoke   -- run the combination's smoke checks
     warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
                point's concurrency
-    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`)
+    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`); with
+               load.repeats, one run of it (`repeat`); at run time, a search's probe (`probe`);
+               a trace replay is open loop on the trace's own times over `speedup` (arrival
+               "trace", rate_rps the mean rate that gives)
+    search  -- a capacity search (`search`, plan/search.py): the probes' load steps are made
+               from this one at run time; its load fields are their template
     """
 
     kind: str
@@ -125,7 +142,7 @@ class Step:
     id: str  # stable, human: "c=4", "tp=8,ep=true/rate=10"
     concurrency: int | None = None
     rate_rps: float | None = None
-    arrival: str | None = None  # poisson | gamma | constant (open loop)
+    arrival: str | None = None  # poisson | gamma | constant | trace (open loop)
     burstiness: float | None = None  # gamma shape; 1.0 is Poisson
     max_concurrency: int | None = None
     requests: int | None = None
@@ -136,6 +153,10 @@ class Step:
     # prompts_sha256 hashes the first of them (None where they depend on the run: a file)
     prompt_stream: int | None = None
     prompts_sha256: str | None = None
+    repeat: int | None = None  # load: which run (1..N) of a point repeated N times
+    search: dict | None = None  # search, and its probes: the search's definition (plan/search.py)
+    probe: int | None = None  # a search's probe (1, 2, ...): set at run time, never in a plan
+    speedup: float | None = None  # arrival "trace": the trace's times are divided by this
 
 
 @dataclass(frozen=True)
@@ -160,6 +181,13 @@ class Plan:
     workload_hash: str = ""
     plan_hash: str = ""
     run: dict = field(default_factory=dict)  # how to run it (backend); not part of plan_hash
+    repeats: int = 1  # load.repeats: runs of every sweep point
+    # load.saturation: stop a sweep once throughput stops rising while latency rises, or
+    # errors pass a bound (run/saturation.py); None: every point runs
+    saturation: dict | None = None
+    # the most the plan may do: load points, searches and their probes, requests (None when
+    # a step is bound by duration only); derived from the steps
+    budget: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ JSON form
 
@@ -204,11 +232,16 @@ class Plan:
     def _workload_material(self) -> list:
         """What makes two runs' requests alike: dataset and sampling, not how many were sent
         (prompt i of a dataset is the same whatever num_prompts is)."""
-        return [{"dataset": c.workload.dataset, "prompts": c.workload.prompts,
-                 "sampling": asdict(c.workload.sampling),
-                 "params": {k: v for k, v in c.workload.params.items() if k != "num_prompts"},
-                 "tokenizer_sha256": c.workload.tokenizer_sha256}
-                for c in self.combinations]
+        out = []
+        for c in self.combinations:
+            w = c.workload
+            material = {"dataset": w.dataset, "prompts": w.prompts, "sampling": asdict(w.sampling),
+                        "params": {k: v for k, v in w.params.items() if k != "num_prompts"},
+                        "tokenizer_sha256": w.tokenizer_sha256}
+            if w.trace is not None:  # the trace's content, not only its path
+                material["trace_sha256"] = w.trace["sha256"]
+            out.append(material)
+        return out
 
     def _plan_material(self) -> dict:
         """Everything that defines the work; not names, paths, URLs, credentials or output."""
@@ -221,11 +254,15 @@ class Plan:
                 for c in self.combinations
             ],
             "steps": [{k: v for k, v in asdict(s).items() if k != "id"}
-                      for s in self.steps if s.kind in ("warmup", "load")],
+                      for s in self.steps if s.kind in ("warmup", "load", "search")],
+            "saturation": self.saturation,
         }
 
     def load_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "load"]
+
+    def search_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == "search"]
 
 
 def _sha(material: Any) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from benchc.errors import PlanError
-from benchc.plan.workload import VOCABULARY, Prompt, draw_length, load_items
+from benchc.plan.workload import VOCABULARY, Prompt, draw_length
 
 # How many prompts of each step the plan hashes: every prompt is built by the same pure
 # function of (seed, stream, index), so the first few prove that the same ones are rebuilt.
@@ -76,16 +76,21 @@ def prompts_digest(prompts: list[Prompt]) -> str:
 
 def step_digest(source: PromptSource, stream: int, requests: int | None) -> str | None:
     """sha256 of a step's first SAMPLE prompts, when they do not depend on the run (a
-    file's items in fresh mode depend on how many earlier steps took: None)."""
-    if source.pool_size is not None and source.mode == "fresh":
+    file's items in fresh mode depend on how many earlier steps took: None; a trace's rows
+    do not, every step replays them from the first)."""
+    if source.pool_size is not None and source.mode == "fresh" and not getattr(source, "replays", False):
         return None
     n = min(SAMPLE, requests) if requests else SAMPLE
     return prompts_digest([source.prompt(stream, i) for i in range(n)])
 
 
 def source_digest(source: PromptSource) -> str:
-    """sha256 of what the source deals from: a pool's every prompt in order, or the first
-    SAMPLE prompts of the pool stream of an endless source (its generator's fingerprint)."""
+    """sha256 of what the source deals from: its own digest where it has one (a trace: its
+    file's sha256 and the slice), a pool's every prompt in order, or the first SAMPLE
+    prompts of the pool stream of an endless source (its generator's fingerprint)."""
+    digest = getattr(source, "digest", None)
+    if digest is not None:
+        return digest()
     if isinstance(source, FilePrompts):
         return prompts_digest(source.items)
     return prompts_digest([source.prompt(POOL_STREAM, i) for i in range(SAMPLE)])
@@ -107,20 +112,20 @@ class RandomPrompts:
         self.prefix_n = params["prefix_tokens"]
         self.tok = tokenizer
         self.pool_size = params["num_prompts"] if mode == "shared" else None
+        self.words = one_token_words(tokenizer)
         # The shared prefix comes from its own generator, so that changing prefix_tokens
         # leaves the rest of every prompt unchanged.
-        prefix_rng = random.Random(self.seed ^ 0x5EED)
-        if tokenizer is None:
-            self.words = VOCABULARY
-            self.prefix = " ".join(prefix_rng.choice(VOCABULARY) for _ in range(self.prefix_n))
-        else:
-            # words that add exactly one token after text: " the" alone is two tokens to a
-            # SentencePiece tokenizer (its own prefix space, then the word), one after a word
-            base = tokenizer.count("x")
-            self.words = [w for w in VOCABULARY if tokenizer.count("x " + w) - base == 1]
-            if not self.words:
-                raise PlanError("the tokenizer has none of benchc's one-token words; use a jsonl dataset")
-            self.prefix = self._extend("", self.prefix_n, prefix_rng) if self.prefix_n else ""
+        self.prefix = self._make_prefix(random.Random(self.seed ^ 0x5EED), self.prefix_n)
+
+    def _make_prefix(self, rng: random.Random, n: int) -> str:
+        """n tokens of words from `rng` (n words without a tokenizer)."""
+        if self.tok is None:
+            return " ".join(rng.choice(VOCABULARY) for _ in range(n))
+        return self._extend("", n, rng) if n else ""
+
+    def _prefix(self, stream: int, index: int) -> tuple[str, int]:
+        """The shared prefix prompt (stream, index) starts with, and its tokens."""
+        return self.prefix, self.prefix_n
 
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
         reused = False
@@ -136,9 +141,10 @@ class RandomPrompts:
         # The marker first after the prefix: no two prompts share more than the prefix
         # (and what a server's tokenizer makes of the marker's first characters).
         head = f"{stream}.{index}" if stream != POOL_STREAM else f"{index}"
-        if self.prefix:
-            head = f"{self.prefix} {head}"
-        total = self.prefix_n + n_in
+        prefix, prefix_n = self._prefix(stream, index)
+        if prefix:
+            head = f"{prefix} {head}"
+        total = prefix_n + n_in
         if self.tok is None:
             text = head + " " + " ".join(rng.choices(self.words, k=n_in - 1)) if n_in > 1 else head
         else:
@@ -146,7 +152,7 @@ class RandomPrompts:
                 raise PlanError(f"{n_in} input tokens is too short for prompt {stream}.{index}'s "
                                 "marker and prefix")
             text = self._extend(head, total, rng)
-        return Prompt(text, None, total, n_out, shared_tokens=self.prefix_n, reused=reused)
+        return Prompt(text, None, total, n_out, shared_tokens=prefix_n, reused=reused)
 
     def _extend(self, text: str, target: int, rng: random.Random) -> str:
         """`text` grown by one-token words to exactly `target` tokens (checked by counting)."""
@@ -178,12 +184,19 @@ class FilePrompts:
         return replace(item, reused=True) if reused else item
 
 
-def make_source(dataset: str, params: dict, mode: str, base_dir: str = ".", tokenizer=None) -> PromptSource:
-    """The prompt source of a combination's workload (files are read here, once)."""
-    if dataset == "random":
-        return RandomPrompts(params, mode, tokenizer)
-    return FilePrompts(load_items(dataset, params, base_dir), mode)
+def one_token_words(tokenizer=None) -> list[str]:
+    """The vocabulary words a prompt is built of: all of them without a tokenizer (a word is a
+    token), else those that add exactly one token after text, so that n of them, each after a
+    space, are exactly n tokens (" the" alone is two tokens to a SentencePiece tokenizer: its
+    own prefix space, then the word; after a word it is one)."""
+    if tokenizer is None:
+        return list(VOCABULARY)
+    base = tokenizer.count("x")
+    words = [w for w in VOCABULARY if tokenizer.count("x " + w) - base == 1]
+    if not words:
+        raise PlanError("the tokenizer has none of benchc's one-token words; use a jsonl dataset")
+    return words
 
 
-__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "make_source", "step_digest",
-           "source_digest", "prompts_digest", "SAMPLE", "POOL_STREAM"]
+__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest",
+           "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]

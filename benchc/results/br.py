@@ -42,7 +42,10 @@ _PERCENTILES = {"p0p1": 0.1, "p1": 1, "p5": 5, "p10": 10, "p25": 25, "p50": 50, 
 _LATENCIES = {"ttft_us": ("time_to_first_token", "ms"), "tpot_us": ("time_per_output_token", "ms/token"),
               "itl_us": ("inter_token_latency", "ms/token"), "e2e_us": ("request_latency", "ms")}
 
-_SOURCES = {"random": "random", "jsonl": "sampled", "sharegpt": "sampled"}
+# How each dataset's input tokens come about: words drawn by benchc (random), or a user's text
+# (sampled); a benchc-format trace may carry its rows' own text.
+_SOURCES = {"random": "random", "prefix_groups": "random", "jsonl": "sampled", "sharegpt": "sampled",
+            "trace": "random"}
 
 
 def statistics(block: dict | None, units: str) -> dict | None:
@@ -98,11 +101,15 @@ def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
     workload = combo.get("workload", {})
     params = workload.get("params", {})
     prefix = params.get("prefix_tokens") or 0
+    source = _SOURCES.get(workload.get("dataset"), "unknown")
+    if params.get("format") == "benchc":
+        source = "unknown"  # its rows may be words benchc draws or the user's own text
+    declared = params.get("input_tokens", params.get("suffix_tokens"))  # prefix_groups: the suffix
     standardized: dict = {
         "tool": "benchc", "tool_version": doc["benchc_version"],
         "parallelism": (doc.get("backend") or {}).get("workers") or 1,
-        "source": _SOURCES.get(workload.get("dataset"), "unknown"), "stage": index,
-        "input_seq_len": _seq_len(params.get("input_tokens"), workload.get("input_tokens"), prefix)
+        "source": source, "stage": index,
+        "input_seq_len": _seq_len(declared, workload.get("input_tokens"), prefix)
         or {"distribution": "other", "value": 0},
     }
     osl = _output_seq_len(workload)
@@ -110,7 +117,8 @@ def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
         standardized["output_seq_len"] = osl
     if prefix:
         standardized["prefix"] = {"prefix_len": {"distribution": "fixed", "value": prefix},
-                                  "num_groups": 1, "num_users_per_group": 1, "num_prefixes": 1}
+                                  "num_groups": params.get("groups") or 1, "num_users_per_group": 1,
+                                  "num_prefixes": 1}
     if point["params"].get("rate_rps"):
         standardized["rate_qps"] = point["params"]["rate_rps"]
     if point["params"].get("concurrency"):

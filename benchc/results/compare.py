@@ -12,6 +12,18 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 - throughputs and error rate: one figure per point and run, so no interval can
   be computed from a single run; the change is reported as `n/a` (never called
   significant). Repeat the run to get one.
+- repeated points (load.repeats) on both sides: every metric is judged on the runs'
+  figures -- Welch's 95% interval of the difference of the two means
+  (metrics/intervals.py) -- and the change is beyond noise when that interval excludes
+  zero *and* the change is larger than the noise floor (`--noise-floor`, default 2%). The
+  interval alone would call 5% of comparisons of a setup with itself different (that is
+  what 95% means), and a comparison reads many metrics; like criterion.rs's noise
+  threshold, a change below the floor is not reported as one, however tight the
+  intervals. 2% rather than criterion's 1%: five runs of one simulated point on a
+  2-core machine under full load spread by about 0.6% (sd), so the mean of five differs
+  from another five's by 1% about once in a hundred comparisons, by 2% practically never.
+  Only one side repeated: its mean is shown, latency percentiles use the bootstrap on its
+  pooled histograms, throughputs stay `n/a`.
 """
 
 from __future__ import annotations
@@ -22,16 +34,41 @@ import numpy as np
 
 from benchc.errors import ThresholdFailed, UsageError
 from benchc.metrics._hdr import Histogram
-from benchc.results.document import metric_value, point_key, read
+from benchc.metrics.aggregate import Tally, latency_block
+from benchc.metrics.intervals import difference_interval, mean_interval
+from benchc.plan.search import show_load
+from benchc.results.document import is_probe, load_key, read
+from benchc.results.repeats import base_id, values
 from benchc.spec.thresholds import Threshold, parse_gate
 
 THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s")
 LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p50", "tpot.p99",
              "e2e.p50", "e2e.p99")
 BOOTSTRAP_RESAMPLES = 200
-NOISE_METHOD = ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
-                f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap; "
-                "throughput and error rate: single figures, significance not computable (n/a)")
+NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
+
+
+def noise_method(floor: float = NOISE_FLOOR) -> str:
+    return ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
+            f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap; "
+            "throughput and error rate: single figures, significance not computable (n/a); "
+            "points repeated on both sides (load.repeats): every metric from the runs' figures, "
+            "significant when Welch's 95% interval of the difference excludes 0 and the change "
+            f"exceeds {floor:.1%} (the noise floor)")
+
+
+NOISE_METHOD = noise_method()
+
+
+def parse_floor(text: str) -> float:
+    """`--noise-floor`: `2%` or `0.02`."""
+    try:
+        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise UsageError(f"--noise-floor {text!r}: give a percentage like 2% (or a fraction like 0.02)")
+    return value
 
 
 def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
@@ -54,6 +91,7 @@ def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
 
 
 def _significance(base: dict, new: dict, key: str) -> str:
+    """Single runs: a latency percentile's bootstrap intervals (see the module's docstring)."""
     if "." not in key:
         return "n/a"
     metric, stat = key.split(".", 1)
@@ -67,35 +105,95 @@ def _significance(base: dict, new: dict, key: str) -> str:
     return "yes" if a[1] < b[0] or b[1] < a[0] else "no"
 
 
-def compare_docs(base: dict, new: dict) -> dict:
+def _runs(doc: dict) -> dict[tuple, list[dict]]:
+    """The doc's points by load and matrix values: one point, or the runs of a repeated one.
+    A search's probes are left out: their loads are the search's to choose (see `searches`)."""
+    out: dict[tuple, list[dict]] = {}
+    for p in doc["points"]:
+        if not is_probe(p):
+            out.setdefault(load_key(p), []).append(p)
+    return out
+
+
+def _pooled(runs: list[dict]) -> dict:
+    """One point standing for several runs in the bootstrap: their histograms added exactly."""
+    if len(runs) == 1:
+        return runs[0]
+    return {"latency": latency_block(Tally.total(Tally.from_point(p) for p in runs))}
+
+
+def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> dict | None:
+    """One metric of one point: base, new, change, and whether it is beyond noise."""
+    bv, nv = values(b_runs, key), values(n_runs, key)
+    if not bv or not nv:
+        return None
+    if len(bv) > 1 and len(nv) > 1:
+        a, b, d = mean_interval(bv), mean_interval(nv), difference_interval(bv, nv)
+        assert a is not None and b is not None and d is not None  # two runs or more a side
+        change = d.mean / a.mean if a.mean else None
+        beyond = d.excludes_zero() and (change is None or abs(change) > floor)
+        return {"base": round(a.mean, 3), "new": round(b.mean, 3), "delta": round(d.mean, 3),
+                "change": change, "significant": "yes" if beyond else "no",
+                "runs": [a.n, b.n], "base_ci95": [round(a.low, 3), round(a.high, 3)],
+                "new_ci95": [round(b.low, 3), round(b.high, 3)],
+                "delta_ci95": [round(d.low, 3), round(d.high, 3)]}
+    bm, nm = (xs[0] if len(xs) == 1 else sum(xs) / len(xs) for xs in (bv, nv))
+    # a run's histograms bootstrap a latency percentile; throughputs have no interval here
+    significant = _significance(_pooled(b_runs), _pooled(n_runs), key) if "." in key else "n/a"
+    return {"base": bm, "new": nm, "delta": nm - bm, "change": (nm - bm) / bm if bm else None,
+            "significant": significant, "runs": [len(bv), len(nv)]}
+
+
+def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dict:
     warnings = []
     if base.get("workload_hash") != new.get("workload_hash"):
         warnings.append("the two runs used different workloads (workload_hash differs): "
                         "differences may come from the workload, not only the server")
-    base_points = {point_key(p): p for p in base["points"]}
+    base_runs = _runs(base)
     rows = []
-    for p in new["points"]:
-        b = base_points.get(point_key(p))
-        if b is None:
+    unmatched = []
+    for key, n_runs in _runs(new).items():
+        b_runs = base_runs.get(key)
+        name = base_id(n_runs[0])
+        if b_runs is None:
+            unmatched.append(name)
             continue
-        limited = [name for name, q in (("base", b), ("new", p)) if q["client"]["client_limited"]]
+        limited = [side for side, runs in (("base", b_runs), ("new", n_runs))
+                   if any(q["client"]["client_limited"] for q in runs)]
         if limited:
-            warnings.append(f"{p['id']}: client-limited in {' and '.join(limited)}: its figures measure "
+            warnings.append(f"{name}: client-limited in {' and '.join(limited)}: its figures measure "
                             "the client, not only the server")
         metrics = {}
-        for key in THROUGHPUTS + ("error_rate",) + LATENCIES:
-            bv, nv = metric_value(b, key), metric_value(p, key)
-            if bv is None or nv is None:
-                continue
-            entry = {"base": bv, "new": nv, "delta": nv - bv,
-                     "change": (nv - bv) / bv if bv else None,
-                     "significant": _significance(b, p, key)}
-            metrics[key] = entry
-        rows.append({"point": p["id"], "base_point": b["id"], "metrics": metrics,
-                     "client_limited": limited})
-    unmatched = [p["id"] for p in new["points"] if point_key(p) not in base_points]
-    return {"base": _name(base), "new": _name(new), "noise_method": NOISE_METHOD, "warnings": warnings,
-            "points": rows, "unmatched_points": unmatched}
+        for m in THROUGHPUTS + ("error_rate",) + LATENCIES:
+            entry = _entry(b_runs, n_runs, m, noise_floor)
+            if entry is not None:
+                metrics[m] = entry
+        rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
+                     "client_limited": limited, "runs": [len(b_runs), len(n_runs)]})
+    out = {"base": _name(base), "new": _name(new), "noise_method": noise_method(noise_floor),
+           "warnings": warnings, "points": rows, "unmatched_points": unmatched}
+    searches = _searches(base, new)
+    if searches:
+        out["searches"] = searches
+    return out
+
+
+def _searches(base: dict, new: dict) -> list[dict]:
+    """Capacity searches of the same combination (matrix values) side by side."""
+    def key(s: dict) -> tuple:
+        return tuple(sorted((k, str(v)) for k, v in s.get("matrix", {}).items()))
+
+    old = {key(s): s for s in base.get("search", [])}
+    out = []
+    for s in new.get("search", []):
+        b = old.get(key(s))
+        if b is None:
+            continue
+        out.append({"search": s["id"], "over": s["over"], "slo": s["slo"],
+                    "base": {k: b[k] for k in ("answer", "status", "goodput_s")},
+                    "new": {k: s[k] for k in ("answer", "status", "goodput_s")},
+                    "same_slo": b["slo"] == s["slo"]})
+    return out
 
 
 def _name(doc: dict) -> str:
@@ -128,6 +226,17 @@ def _fmt(key: str, v: float) -> str:
     return f"{v:,.1f}"
 
 
+def _shown(key: str, m: dict, side: str) -> str:
+    """base or new, with the half-width of its 95% interval when the runs give one."""
+    text = _fmt(key, m[side])
+    ci = m.get(f"{side}_ci95")
+    if ci:
+        half = (ci[1] - ci[0]) / 2
+        text += f" ±{half / 1000:.2f}ms" if "." in key else (f" ±{half:.2%}" if key == "error_rate"
+                                                              else f" ±{half:,.1f}")
+    return text
+
+
 def render(comparison: dict, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(comparison, indent=1)
@@ -145,8 +254,10 @@ def render(comparison: dict, fmt: str) -> str:
         for key, m in row["metrics"].items():
             change = "" if m["change"] is None else (
                 f"{m['change']:+.1%}" if "." not in key else f"{m['delta'] / 1000:+.2f}ms")
-            table.append([row["point"] + (" (client-limited)" if row["client_limited"] else ""), key,
-                          _fmt(key, m["base"]), _fmt(key, m["new"]), change, m["significant"]])
+            runs = row.get("runs", [1, 1])
+            name = row["point"] + (f" ({runs[0]}+{runs[1]} runs)" if max(runs) > 1 else "")
+            table.append([name + (" (client-limited)" if row["client_limited"] else ""), key,
+                          _shown(key, m, "base"), _shown(key, m, "new"), change, m["significant"]])
     if md:
         lines.append("")
         lines.append("| " + " | ".join(header) + " |")
@@ -156,13 +267,19 @@ def render(comparison: dict, fmt: str) -> str:
         widths = [max(len(str(x)) for x in col) for col in zip(header, *table, strict=False)]
         for r in [header, *table]:
             lines.append("  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=False)).rstrip())
+    for sr in comparison.get("searches", []):
+        note = "" if sr["same_slo"] else " (different SLOs!)"
+        base, new = (show_load(sr["over"], sr[side]["answer"]) for side in ("base", "new"))
+        lines.append(f"{sr['search']} ({'; '.join(sr['slo'])}): answer {base} ({sr['base']['status']}) -> "
+                     f"{new} ({sr['new']['status']}){note}")
     if comparison["unmatched_points"]:
         lines.append(f"points only in new: {', '.join(comparison['unmatched_points'])}")
     lines.append(("\n_" if md else "") + "noise: " + comparison["noise_method"] + ("_" if md else ""))
     return "\n".join(lines) + "\n"
 
 
-def run_compare(paths: list[str], gates: list[str], fmt: str) -> tuple[str, list[str]]:
+def run_compare(paths: list[str], gates: list[str], fmt: str,
+                noise_floor: float = NOISE_FLOOR) -> tuple[str, list[str]]:
     if len(paths) < 2:
         raise UsageError("compare needs a base result and at least one more")
     try:
@@ -172,7 +289,7 @@ def run_compare(paths: list[str], gates: list[str], fmt: str) -> tuple[str, list
     docs = [read(p) for p in paths]
     outputs, breaches = [], []
     for new in docs[1:]:
-        comparison = compare_docs(docs[0], new)
+        comparison = compare_docs(docs[0], new, noise_floor)
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
     return "\n".join(outputs), breaches

@@ -116,11 +116,24 @@ def read(path: str) -> dict:
 # --------------------------------------------------------------------------- reading points
 
 
-def point_key(point: dict) -> tuple:
-    """What makes two points comparable: the load (concurrency or rate) and the matrix values."""
+def load_key(point: dict) -> tuple:
+    """What makes two points comparable: the load (concurrency or rate) and the matrix values.
+    The runs of a repeated point share it (results/repeats.py groups them by it)."""
     params = point["params"]
     load = ("c", params["concurrency"]) if params.get("concurrency") else ("rate", params.get("rate_rps"))
     return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
+
+
+def point_key(point: dict) -> tuple:
+    """What makes two points the same point of a plan (shards of it merge): its load_key, and
+    which run of a repeated point, or which probe of a capacity search, it is."""
+    params = point["params"]
+    return load_key(point) + (params.get("repeat"), params.get("probe"))
+
+
+def is_probe(point: dict) -> bool:
+    """A probe of a capacity search (its place in the search is in the result's `search`)."""
+    return point["params"].get("probe") is not None
 
 
 def is_closed_loop(point: dict) -> bool:

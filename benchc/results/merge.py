@@ -21,6 +21,7 @@ from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
 from benchc.results.document import now_iso, point_key
+from benchc.results.repeats import summaries
 from benchc.results.trust import judge
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
@@ -34,6 +35,9 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     if len(hashes) != 1:
         raise UsageError("these results come from different plans (plan_hash "
                          + ", ".join(sorted(h[:12] for h in hashes)) + "); only shards of one plan merge")
+    if any(d.get("search") for d in docs):
+        raise UsageError("results of a capacity search do not merge: each shard chose its own probes "
+                         "from its own figures; split one search's load with --backend ray instead")
     out = copy.deepcopy(docs[0])
     groups: dict[tuple, list[dict]] = {}
     order: list[tuple] = []
@@ -44,6 +48,8 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
                 order.append(k)
             groups.setdefault(k, []).append(p)
     out["points"] = [merge_points(groups[k]) for k in order]
+    if "repeats" in out:  # the runs' intervals, again from the merged runs
+        out["repeats"] = summaries(out["points"])
     out["created"] = now_iso()
     out["complete"] = all(d["complete"] for d in docs) and all(len(g) == len(docs) for g in groups.values())
     out["interrupted"] = any(d.get("interrupted") for d in docs)

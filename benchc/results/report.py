@@ -5,7 +5,10 @@
   picked from): TTFT and TPOT, p50 and p99;
 - TTFT and ITL percentile spectra from the HdrHistograms (tail on a log axis);
 - several results overlaid, each named by spec name, model and matrix values; where
-  several results share a name (repeats), points show their mean with min-max bars.
+  several results share a name (repeats), points show their mean with min-max bars, as do
+  the runs of a repeated point (load.repeats) within one result;
+- capacity searches (load.search): each SLO item's metric against the load of every probe,
+  with the threshold and the answer marked (untrusted probes drawn apart, as x).
 
 matplotlib is an optional extra: `pip install 'benchc[report]'`.
 """
@@ -17,9 +20,11 @@ import html
 import io
 import os
 from collections import defaultdict
+from typing import Any
 
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
+from benchc.plan.search import show_load
 
 SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
 
@@ -46,7 +51,11 @@ def series_label(doc: dict, matrix: dict) -> str:
 
 def _x(point: dict) -> tuple[str, float]:
     p = point["params"]
-    return ("concurrency", p["concurrency"]) if p.get("concurrency") else ("rate (req/s)", p["rate_rps"])
+    if p.get("concurrency"):
+        return "concurrency", p["concurrency"]
+    if p.get("rate_rps") is None and p.get("speedup") is not None:  # a trace whose requests come at once
+        return "trace speedup", p["speedup"]
+    return "rate (req/s)", p["rate_rps"]
 
 
 def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
@@ -56,6 +65,8 @@ def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
     owner: dict[str, str] = {}
     for d in docs:
         for p in d["points"]:
+            if p["params"].get("probe") is not None and not p["trust"]["trusted"]:
+                continue  # an untrusted probe decided nothing; the search figure shows it apart
             label = series_label(d, p.get("matrix", {}))
             n = 2
             base = label
@@ -141,7 +152,63 @@ def figures(docs: list[dict]) -> dict[str, object]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
         figs[f"{metric}_spectrum"] = fig
+    search = search_figure(plt, docs)
+    if search is not None:
+        figs["search"] = search
     return figs
+
+
+def _search_threshold(doc: dict, block: dict, i: int) -> float:
+    """The i-th SLO item's threshold of a search, from the plan's search step."""
+    step = next(st for st in doc["plan"]["steps"]
+                if st["kind"] == "search" and st["combination"] == block["combination"])
+    return step["search"]["slo"][i]["value"]
+
+
+def search_figure(plt: Any, docs: list[dict]) -> Any:
+    """Per search and SLO item: the metric at every probe's load, the threshold, the answer."""
+    panels = [(d, s, i) for d in docs for s in d.get("search", []) for i in range(len(s["slo"]))]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.6 * len(panels)), squeeze=False,
+                             layout="constrained")
+    for ax, (d, s, i) in zip(axes[:, 0], panels, strict=True):
+        text = s["slo"][i]
+        latency = text.split(":", 1)[0] in ("ttft", "itl", "tpot", "e2e")
+        scale = 1000.0 if latency else 1.0
+        for trusted, marker in ((True, "o"), (False, "x")):
+            pts = sorted((p["load"], p["checks"][i]["value"] / scale) for p in s["probes"]
+                         if (p["verdict"] != "untrusted") == trusted and p["checks"][i]["value"] is not None)
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker=marker, ls="-" if trusted else "",
+                        color="C0" if trusted else "C3",
+                        label="probes" if trusted else "untrusted probes (decided nothing)")
+        binding = ", binding" if text in s["binding"] else ""
+        ax.axhline(_search_threshold(d, s, i) / scale, ls="--", color="C1",
+                   label=f"threshold ({text}{binding})")
+        if s["answer"] is not None:
+            ax.axvline(s["answer"], color="C2", label=f"answer {s['answer']:g} ({s['status']})")
+        ax.set_xlabel("concurrency" if s["over"] == "concurrency" else "rate (req/s)")
+        ax.set_ylabel(text.split(":", 1)[0] + (" (ms)" if latency else ""))
+        ax.set_title(f"{series_label(d, s.get('matrix', {}))}: capacity search, {s['status']}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def search_rows(docs: list[dict]) -> list[list[str]]:
+    rows = []
+    for d in docs:
+        for s in d.get("search", []):
+            lo, hi = (show_load(s["over"], s["bracket"][k]) for k in ("lo", "hi"))
+            rows.append([series_label(d, s.get("matrix", {})), "; ".join(s["slo"]),
+                         show_load(s["over"], s["answer"]),
+                         "-" if s["goodput_s"] is None else f"{s['goodput_s']:g}", f"[{lo}, {hi}]",
+                         "; ".join(s["binding"]) or "-", s["status"], str(len(s["probes"]))])
+    return rows
+
+
+SEARCH_HEADER = ["result", "SLO", "answer", "goodput req/s", "bracket", "binding", "status", "probes"]
 
 
 def _ms(p: dict, metric: str, stat: str) -> float | None:
@@ -193,6 +260,12 @@ def write_report(docs: list[dict], png_dir: str | None, html_path: str | None) -
         esc = html.escape
         table = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
                         for r in summary_rows(docs))
+        searches = search_rows(docs)
+        search_table = ""
+        if searches:
+            cells = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in searches)
+            search_table = ("<h2>capacity searches</h2><table><tr>"
+                            + "".join(f"<th>{esc(h)}</th>" for h in SEARCH_HEADER) + f"</tr>{cells}</table>")
         imgs = "".join(f'<h2>{esc(n.replace("_", " "))}</h2><img alt="{esc(n)}" '
                        f'src="data:image/png;base64,{base64.b64encode(d).decode()}">'
                        for n, d in images.items())
@@ -203,7 +276,7 @@ def write_report(docs: list[dict], png_dir: str | None, html_path: str | None) -
                 "td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}</style></head><body>"
                 f"<h1>benchc report</h1><p>{names}</p><table><tr>"
                 + "".join(f"<th>{esc(h)}</th>" for h in HEADER)
-                + f"</tr>{table}</table>{imgs}</body></html>\n")
+                + f"</tr>{table}</table>{search_table}{imgs}</body></html>\n")
         with open(html_path, "w", encoding="utf-8") as f:
             f.write(page)
         written.append(html_path)

@@ -13,6 +13,21 @@ HEADER = (f"{'point':<24} {'reqs':>5} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p
           f"{'ITL p50':>8} {'ITL p99':>8} {'E2E mean':>9} {'E2E p99':>9} {'errors':>6}")
 
 
+def _check(c: dict) -> str:
+    """`tpot: p50 < 20ms: 19.2ms ok` (latencies are held in microseconds)."""
+    metric = c["threshold"].split(":", 1)[0]
+    v = c["value"]
+    if v is None:
+        shown = "-"
+    elif metric in ("ttft", "itl", "tpot", "e2e"):
+        shown = f"{v / 1000:.1f}ms"
+    elif metric == "error_rate":
+        shown = f"{v:.2%}"
+    else:
+        shown = f"{v:,.1f}"
+    return f"{c['threshold']}: {shown} {'ok' if c['passed'] else 'FAIL'}"
+
+
 class Console:
     def __init__(self, quiet: bool, live: bool):
         self.quiet = quiet
@@ -58,6 +73,9 @@ class Console:
             mark += " !slo"
         if p.get("cache", {}).get("above_declared"):
             mark += " !cache"
+        if p["params"].get("probe") is not None and p.get("slo"):
+            # a search's probe: what decides it, the SLO metric against its threshold
+            mark += "  " + "; ".join(_check(c) for c in p["slo"]["checks"])
         print(f"{p['id']:<24} {p['counts']['completed']:>5} {p['throughput']['output_tok_s']:>10.1f} "
               f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
               f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "

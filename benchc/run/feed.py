@@ -13,9 +13,11 @@ so their prompts never overlap and together are the plan's.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from benchc.client.request import build_body
+from benchc.plan.datasets import KINDS
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal, PromptSource
 from benchc.plan.workload import Prompt
@@ -27,7 +29,7 @@ DURATION_PREBUILD = 1000
 @dataclass(frozen=True)
 class Request:
     body: bytes
-    prompt: Prompt
+    prompt: Prompt  # its counts and sharing; its text is in the body, and not held twice
     index: int  # the request's index in its step (the prompt stream's)
     expected_output_tokens: int | None  # the length the request pins down, if it does
 
@@ -57,19 +59,32 @@ class StepFeed:
         indices below it counted): what the run has dealt once the step is over."""
         return self.issued * self.shards
 
+    def arrivals(self) -> Iterable[float] | None:
+        """When the step's requests are due, in seconds from its start, where its prompts set
+        the schedule (a trace replayed on its own times); None where the step's arrival
+        process does (run/loadgen.arrival_times)."""
+        if self.step.arrival != "trace":
+            return None
+        return self.source.arrivals(self.step.speedup or 1.0)
+
     def _build(self, j: int) -> Request:
         i = j * self.shards + self.shard
         prompt = self.source.prompt(self.step.prompt_stream or 0, i, self.deal)
         w, target = self.combo.workload, self.combo.target
-        body = json.dumps(build_body(target, w.sampling, prompt,
-                                     continuous_usage=target.continuous_usage)).encode()
-        return Request(body, prompt, i, _expected(w.sampling, prompt))
+        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
+        pin = w.params.get("min_tokens", False) and prompt.output_tokens is not None \
+            and w.sampling.max_tokens is None
+        if pin:  # the dataset asks min_tokens = this request's own output length
+            body["min_tokens"] = prompt.output_tokens
+        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
+                       _expected(w.sampling, prompt, pin))
 
 
-def _expected(s, prompt: Prompt) -> int | None:
-    """The output length the request pins down (ignore_eos, or min_tokens = max_tokens)."""
+def _expected(s, prompt: Prompt, pinned: bool = False) -> int | None:
+    """The output length the request pins down (ignore_eos, or min_tokens = max_tokens, or the
+    dataset's own min_tokens per request)."""
     mt = s.max_tokens or prompt.output_tokens
-    fixed = s.ignore_eos or (s.min_tokens is not None and s.min_tokens == mt)
+    fixed = s.ignore_eos or pinned or (s.min_tokens is not None and s.min_tokens == mt)
     return mt if fixed else None
 
 
@@ -86,7 +101,7 @@ class Dealer:
         if workload.num_prompts is None:
             return Deal()  # endless: every prompt new, nothing to count
         key = workload.prompts_sha256
-        if workload.prompts == "fresh":
+        if _continues(workload):
             return Deal(start=self._dealt.get(key, 0))
         return Deal(seen=self._seen.get(key, 0))
 
@@ -95,7 +110,13 @@ class Dealer:
         if workload.num_prompts is None:
             return
         key = workload.prompts_sha256
-        if workload.prompts == "fresh":
+        if _continues(workload):
             self._dealt[key] = self._dealt.get(key, 0) + consumed
         else:
             self._seen[key] = max(self._seen.get(key, 0), min(workload.num_prompts, consumed))
+
+
+def _continues(workload) -> bool:
+    """Whether a step deals the pool's next items (a file, fresh) rather than the pool from its
+    first item (prompts: shared; a trace, which every point replays from its first row)."""
+    return workload.prompts == "fresh" and not KINDS[workload.dataset].replays

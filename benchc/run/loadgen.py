@@ -16,8 +16,9 @@ import resource
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import count, islice
 
 import aiohttp
 
@@ -35,6 +36,7 @@ from benchc.run.sendcheck import SendCheck, SlotLedger
 LOOP_LAG_P99_US = 5_000  # event-loop lag p99 above 5 ms ...
 LOOP_LAG_MIN_TICKS = 5  # ... in at least 5 ticks: one OS hiccup on a small machine is not saturation
 CPU_BUSY_FRACTION = 0.90  # the client process used >= 90% of one core
+LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 TICK_S = 0.005
 
 
@@ -117,6 +119,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     skew = Recorder()
     sends = SendCheck()
     slots = SlotLedger(step.concurrency or step.max_concurrency or None)
+    # open loop: sends LATE_SEND_US or more after their time, and arrivals held at max_concurrency
+    open_counts = {"late": 0, "capped": 0}
     paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
     rx = RxFigures(ctx.pool) if ctx.pool is not None else None
     cpu0, wall0 = _cpu_s(), time.perf_counter()
@@ -159,6 +163,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                 paths[r.path] += 1
             if scheduled_ns is not None:
                 skew.record_ns(max(0, r.t0_ns - scheduled_ns))
+                if r.t0_ns - scheduled_ns >= LATE_SEND_US * 1000:
+                    open_counts["late"] += 1
             if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
                 steady["end_ns"] = CLOCK()
             if steady["start_ns"] is not None and steady["end_ns"] is None and r.ok:
@@ -178,7 +184,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         if step.concurrency:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
         else:
-            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline, shard)
+            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait,
+                             _schedule(step, feed, seed, shard), open_counts)
         if tasks:
             if ctx.stop_event.is_set():
                 await asyncio.wait(set(tasks), timeout=ctx.grace_s)
@@ -193,7 +200,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         await check.stop()
     wall = time.perf_counter() - wall0
     cpu = _cpu_s() - cpu0
-    out = _client_summary(check, skew, cpu, wall, steady, step, dict(paths),
+    out = _client_summary(check, skew, cpu, wall, steady, step, open_counts, dict(paths),
                           rx.take() if rx is not None else None)
     figures, reasons = sends.summary()
     rules = reuse_rules(ctx.session, ctx.pool)  # type: ignore[arg-type]
@@ -225,23 +232,34 @@ async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadlin
             spawn(next(issued))
 
 
-async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, deadline,
-                     shard: tuple[int, int] = (0, 1)) -> None:
+def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
+    """The open-loop step's arrival times, in seconds from its start: the trace's own (the
+    feed's prompts set them) or the plan's seeded arrival process. A shard (distributed runs)
+    takes every count-th arrival, so the shards' union is exactly the plan's schedule."""
     index, count = shard
-    n = step.requests or int(step.rate_rps * step.duration_s * 2 + 16)
-    # The plan's schedule; a shard (distributed runs) takes every count-th arrival, so the
-    # shards' union is exactly the plan's schedule.
-    schedule = arrival_times(step, n, seed)[index::count]
+    times = feed.arrivals() if feed is not None else None
+    if times is None:
+        times = arrival_times(step, step.requests or int(step.rate_rps * step.duration_s * 2 + 16), seed)
+    return islice(times, index, None, count)
+
+
+async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule: Iterable[float],
+                     counts: dict) -> None:
+    """Each request at its scheduled time, whatever the schedule: the client never waits
+    for a response before sending the next, only for the step's max_concurrency."""
     start_ns = CLOCK()
     for offset in schedule:
         scheduled_ns = start_ns + int(offset * 1e9)
-        delay = (scheduled_ns - CLOCK()) / 1e9
-        if delay > 0:
+        # again until due: uvloop's timers round to the millisecond and may fire up to half
+        # of one early, and a request must never go before its time
+        while (delay := (scheduled_ns - CLOCK()) / 1e9) > 0:
             done, _ = await asyncio.wait({stop_wait}, timeout=delay)
             if done:
                 return
         if not may_issue():
             return
+        if step.max_concurrency and len(tasks) >= step.max_concurrency:
+            counts["capped"] += 1
         while step.max_concurrency and len(tasks) >= step.max_concurrency:
             # At the cap: this arrival waits (it is late, and its schedule latency shows it).
             done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -251,7 +269,8 @@ async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, seed, dea
 
 
 def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: float, steady: dict,
-                    step: Step, transport: dict | None = None, rx: dict | None = None) -> dict:
+                    step: Step, sends: dict | None = None, transport: dict | None = None,
+                    rx: dict | None = None) -> dict:
     lag = check.lag.summary()
     cpu_fraction = cpu_s / wall_s if wall_s > 0 else 0.0
     # the event loop's thread: the process less the receive loop's thread, where one read
@@ -271,6 +290,8 @@ def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: flo
         "late_ticks": check.late_ticks,
         "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
         "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
+        **({"late_sends": sends["late"], "capped_sends": sends["capped"]}
+           if sends is not None and step.concurrency is None else {}),
         "client_limited": bool(reasons), "reasons": reasons,
     }
     if transport:

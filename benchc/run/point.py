@@ -35,7 +35,7 @@ from benchc.results.document import metric_value
 from benchc.results.trust import judge
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
-from benchc.run.prepare import Prepared, measuring
+from benchc.run.prepare import Prepared, measuring, step_slo_checks
 from benchc.spec.thresholds import Threshold
 
 log = logging.getLogger(__name__)
@@ -79,11 +79,21 @@ async def open_client(prepared: Prepared, target: Target, base_url: str, http: s
 
 
 def step_params(step: Step) -> dict:
-    return {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
-            "requests": step.requests, "duration_s": step.duration_s}
+    params = {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
+              "requests": step.requests, "duration_s": step.duration_s}
+    if step.repeat is not None:
+        params["repeat"] = step.repeat  # which run of a repeated point
+    if step.probe is not None:
+        params["probe"] = step.probe  # which probe of the combination's capacity search
+    if step.speedup is not None:
+        params["speedup"] = step.speedup
+    return params
 
 
 def target_inflight(step: Step) -> int:
+    """The most requests the step keeps in flight (a concurrency search: its largest probe)."""
+    if step.search is not None and step.search["over"] == "concurrency" and step.concurrency is None:
+        return int(step.search["max"])
     return step.concurrency or step.max_concurrency or 0
 
 
@@ -120,11 +130,11 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     where they are, after the measured requests. `feed` holds the step's requests (this
     shard's share of them)."""
     rec = PointRecorder(target_inflight(step), keep_requests=prepared.keep_requests,
-                        open_loop=step.rate_rps is not None, keep_text=ctx.keep_text)
+                        open_loop=not step.concurrency, keep_text=ctx.keep_text)
     ctx.feed = feed
     try:
         with measuring():
-            extra = await run_step(ctx, step, rec, prepared.slo_checks, seed=seed, shard=shard)
+            extra = await run_step(ctx, step, rec, step_slo_checks(step, prepared), seed=seed, shard=shard)
     finally:
         ctx.feed = None
     if prepared.tokenizer is not None:
@@ -176,6 +186,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["backend"] = m.backend
     if m.shards is not None:
         point["shards"] = m.shards  # each shard's own figures: the merge can be checked, a slow one found
+    if combo.workload.trace is not None:
+        point["trace"] = trace_block(combo.workload.trace, step, point)
     point["cache"]["prompts"] = combo.workload.prompts
     if reset is not None:
         point["cache"]["reset"] = reset
@@ -187,6 +199,21 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["slo"] = evaluate_slo(slo_checks, point)
     point["trust"] = judge(point)
     return point
+
+
+def trace_block(trace: dict, step: Step, point: dict) -> dict:
+    """A trace point's `trace` block: what the trace's slice holds (its file's sha256,
+    requests, token totals, clipped requests, its span at this point's speedup) beside what
+    the point sent and got back."""
+    block = {k: v for k, v in trace.items() if k != "duration_s"}
+    block["trace_duration_s"] = trace["duration_s"]  # in the trace's own time
+    if step.speedup is not None:
+        block["speedup"] = step.speedup
+        block["duration_s"] = round(trace["duration_s"] / step.speedup, 6)  # as scheduled here
+    block["sent"] = {"requests": point["counts"]["sent"], "completed": point["counts"]["completed"],
+                     "input_tokens": point["tokens"]["input"], "output_tokens": point["tokens"]["output"],
+                     "duration_s": point["window"]["duration_s"]}
+    return block
 
 
 def evaluate_slo(checks: list[Threshold], point: dict) -> dict:

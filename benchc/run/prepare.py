@@ -15,8 +15,9 @@ from typing import Any
 
 from benchc.errors import RunError
 from benchc.plan.compiler import load_tokenizer
+from benchc.plan.datasets import make_source
 from benchc.plan.model import Combination, Plan, Step
-from benchc.plan.prompts import Deal, PromptSource, make_source, source_digest, step_digest
+from benchc.plan.prompts import Deal, PromptSource, source_digest, step_digest
 from benchc.run.feed import StepFeed
 from benchc.spec.thresholds import Threshold
 
@@ -56,6 +57,16 @@ def prepare(plan: Plan, combo: Combination) -> Prepared:
 
 def slo_checks(plan: Plan) -> list[Threshold]:
     return [Threshold(s.metric, s.stat, s.op, s.value, False, s.text) for s in plan.slo]
+
+
+def step_slo_checks(step: Step, prepared: Prepared) -> list[Threshold]:
+    """The SLO a step's requests and figures are held to: a search's probe, its search's
+    (load.search.slo, which defaults to the spec's); any other step, the spec's. Read from
+    the step itself, so a Ray worker given a probe holds its requests to the same SLO."""
+    if step.search is None:
+        return prepared.slo_checks
+    return [Threshold(s["metric"], s["stat"], s["op"], s["value"], False, s["text"])
+            for s in step.search["slo"]]
 
 
 @contextlib.contextmanager

@@ -158,8 +158,10 @@ class LoadWorker:
                   deal: tuple[int, int] = (0, 0), rx_loop: str = "auto") -> Measurement:
         plan, prepared = self._combination(plan_dict, combo_index)
         step = Step(**step_dict)  # this shard's share of the step
-        # the step as the plan has it (its prompt stream and request count) for the prompts
-        planned = next(s for s in plan.steps if s.combination == combo_index and s.id == step.id)
+        # the step as the plan has it (its prompt stream and request count) for the prompts; a
+        # search's probe, made at run time, carries its own stream (its share's count only sizes
+        # what is built ahead)
+        planned = next((s for s in plan.steps if s.combination == combo_index and s.id == step.id), step)
         feed = prepared.feed(planned, Deal(*deal), shard)
         async with open_client(prepared, prepared.combo.target, base_url, http, rx_loop=rx_loop) as ctx:
             # every shard waits for the shared wall-clock start

@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,14 +28,24 @@ from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResul
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
-from benchc.results.document import SCHEMA_VERSION, environment, now_iso, output_path, write_atomic
+from benchc.results.document import (
+    SCHEMA_VERSION,
+    environment,
+    is_probe,
+    now_iso,
+    output_path,
+    write_atomic,
+)
+from benchc.results.repeats import summaries
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console
 from benchc.run.feed import Dealer
 from benchc.run.loadgen import StepContext
 from benchc.run.point import Measurement, assemble_point, measure_point, open_client, target_inflight, warm_up
 from benchc.run.point_telemetry import PointTelemetry
-from benchc.run.prepare import Prepared, prepare
+from benchc.run.prepare import Prepared, prepare, step_slo_checks
+from benchc.run.saturation import SweepStop
+from benchc.run.search import describe, run_search
 from benchc.run.server import (
     Launched,
     ServerFailed,
@@ -136,6 +146,8 @@ class Runner:
         self.backend_info: dict = {"kind": "local"}
         self.interrupted = False
         self.points: list[dict] = []
+        self.searches: list[dict] = []  # the result's `search`: one entry per combination's search
+        self.skipped: list[str] = []  # load steps a saturation stop skipped
         self.requests: list[dict] = []
         self.dealer = Dealer()  # what each prompt pool has dealt so far in this run
         self.targets: list[dict] = []
@@ -208,7 +220,7 @@ class Runner:
             async with self._serving(combo, record, cstop) as base_url:
                 if combo.smoke and not await self._smoke(combo, base_url, record):
                     return
-                await self._sweep(combo, base_url, cstop)
+                await self._sweep(combo, base_url, cstop, record)
         except ServerFailed as e:
             message, _, detail = str(e).partition("\n")
             record["status"] = "server_failed"
@@ -295,15 +307,19 @@ class Runner:
                                   detail=f"--- last lines of the server log ---\n{tail}"))
             cstop.set()
 
-    async def _sweep(self, combo: Combination, base_url: str, cstop: asyncio.Event) -> None:
-        """Warm-up and load steps of the combination, in plan order: each gets the next prompts
-        of the run's deal, after the prefix-cache reset the spec asks for."""
+    async def _sweep(self, combo: Combination, base_url: str, cstop: asyncio.Event, record: dict) -> None:
+        """Warm-up, load and search steps of the combination, in plan order: each load step (and
+        each probe of a search) gets the next prompts of the run's deal, after the prefix-cache
+        reset the spec asks for; load.saturation may stop the sweep early (run/saturation.py)."""
         steps = [s for s in self.plan.steps if s.combination == combo.index]
         prepared = prepare(self.plan, combo)
         if self.backend:
             await self.backend.prepare(combo.index)
         w = combo.workload
+        seed0 = w.params.get("seed", 0)
         resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
+        stop = SweepStop(self.plan.saturation)
+        positions: dict[int | None, int] = {}  # pass (repeat) -> load steps of it so far
         # /models, /metrics and cache resets go on a session of their own, never on the
         # measured client's
         async with aiohttp.ClientSession() as control:
@@ -311,23 +327,56 @@ class Runner:
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
                                    self.opts.grace_s, self.opts.rx_loop) as ctx:
                 first = True
-                for i, step in enumerate(steps):
+
+                async def run_load(step: Step, seed: int) -> dict | None:
+                    """One warm-up or load step; the load step's point (None: not measured)."""
+                    nonlocal first
                     if cstop.is_set():
-                        break
-                    if step.kind not in ("warmup", "load"):
-                        continue
+                        return None
                     reset = await self._reset_cache(resetter, step, first, control, base_url, ctx.headers)
                     first = False
                     deal = self.dealer.deal(w)
                     if step.kind == "warmup":
                         log.info("%s: warm-up (%s requests)", step.id, step.requests)
                         self.dealer.took(w, await warm_up(ctx, step, prepared.feed(step, deal)))
-                    else:
-                        seed = w.params.get("seed", 0) + i
-                        consumed = await self._point(ctx, control, step, combo, prepared, seed, base_url,
-                                                     deal, reset)
-                        self.dealer.took(w, consumed)
-                        await self._cool_down(step, cstop)
+                        return None
+                    point, consumed = await self._point(ctx, control, step, combo, prepared, seed, base_url,
+                                                        deal, reset)
+                    self.dealer.took(w, consumed)
+                    await self._cool_down(step, cstop)
+                    return point
+
+                for i, step in enumerate(steps):
+                    if cstop.is_set():
+                        break
+                    if step.kind == "search":
+                        # probe k: arrival seed seed0 + i + k - 1, prompt stream step's + k - 1
+                        def probe_load(probe: Step, i: int = i) -> Awaitable[dict | None]:
+                            return run_load(probe, seed0 + i + probe.probe - 1)
+
+                        block = await run_search(step, probe_load, self.console.say)
+                        self.searches.append({"matrix": combo.matrix, **block})
+                        self.console.say(_label(combo) + describe(block))
+                    elif step.kind == "load":
+                        position = positions[step.repeat] = positions.get(step.repeat, -1) + 1
+                        if stop.skips(step.id, position):
+                            continue
+                        point = await run_load(step, seed0 + i)
+                        if point is not None:
+                            stop.after(point, position)
+                    elif step.kind == "warmup":
+                        await run_load(step, seed0 + i)
+        if stop.record() is not None:
+            record["sweep_stop"] = stop.record()
+            self.skipped += stop.skipped
+            self.console.say(f"{_label(combo)}sweep stopped: {record['sweep_stop']['reason']}; skipped "
+                             f"{', '.join(stop.skipped) or 'nothing'}")
+        self._say_repeats(combo)
+
+    def _say_repeats(self, combo: Combination) -> None:
+        """Per repeated point of the combination: the mean and 95% interval of its runs."""
+        for r in summaries([p for p in self.points if p["combination"] == combo.index]):
+            self.console.say(_repeat_line(r))
 
     async def _reset_cache(self, resetter: CacheReset, step: Step, first: bool,
                            session: aiohttp.ClientSession, base_url: str, headers: dict) -> dict | None:
@@ -367,9 +416,11 @@ class Runner:
             return {"error": f"{type(e).__name__}"}
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
-                     prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None) -> int:
+                     prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
+                     ) -> tuple[dict | None, int]:
         """One load point: measured by the backend with telemetry sampled around it, then
-        assembled (run/point.py), kept and shown. Returns the prompt indices it took."""
+        assembled (run/point.py), kept and shown. Returns it (None when nothing was measured)
+        and the prompt indices it took."""
         log.info("%s: start", step.id)
         telemetry = PointTelemetry(control, server_root(base_url))
         async with telemetry.around():
@@ -377,14 +428,14 @@ class Runner:
         for f in failures:
             self._fail(RunFailure("worker_failed", f, combo.index, step.id))
         if m is None:
-            return 0
-        point = assemble_point(step, combo, m, telemetry, prepared.slo_checks, reset)
+            return None, 0
+        point = assemble_point(step, combo, m, telemetry, step_slo_checks(step, prepared), reset)
         log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, point["counts"]["sent"],
                  point["counts"]["completed"], point["counts"]["failed"], point["window"]["duration_s"])
         self.points.append(point)
         self.requests += m.requests
         self.console.point(point)
-        return m.consumed
+        return point, m.consumed
 
     async def _measure(self, ctx: StepContext, step: Step, combo: Combination, prepared: Prepared, seed: int,
                        base_url: str, deal: Deal) -> tuple[Measurement | None, list[str]]:
@@ -397,9 +448,16 @@ class Runner:
     # ------------------------------------------------------------------ output
 
     def _document(self) -> dict:
+        # complete: every planned load point ran or a saturation stop skipped it, and every
+        # search ended by its own rule
         n_planned = len(self.plan.load_steps())
-        complete = not self.interrupted and not self.errors and len(self.points) == n_planned
-        slo_points = [p for p in self.points if "slo" in p]
+        n_points = len([p for p in self.points if not is_probe(p)])
+        searches_done = (len(self.searches) == len(self.plan.search_steps())
+                         and all(s["status"] != "interrupted" for s in self.searches))
+        complete = (not self.interrupted and not self.errors and n_points + len(self.skipped) == n_planned
+                    and searches_done)
+        # a probe failing the SLO is how a search finds its answer, not a failed run
+        slo_points = [p for p in self.points if "slo" in p and not is_probe(p)]
         return {
             "schema_version": SCHEMA_VERSION, "benchc_version": __version__, "core": core_name(),
             "created": now_iso(), "complete": complete, "interrupted": self.interrupted,
@@ -413,7 +471,23 @@ class Runner:
             "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
             "slo": {"defined": bool(self.plan.slo), "passed": all(p["slo"]["passed"] for p in slo_points)},
             "errors": [e.to_json() for e in self.errors],
+            **({"search": self.searches} if self.searches else {}),
+            **({"repeats": summaries(self.points)} if self.plan.repeats > 1 else {}),
         }
+
+
+def _repeat_line(r: dict) -> str:
+    """`c=4 over 5 runs (mean [95% CI]): output_tok_s 254.1 [252.9, 255.3] tok/s, ...`"""
+    def show(key: str, scale: float = 1.0, unit: str = "") -> str:
+        e = r["metrics"][key]
+        if "ci95" not in e:
+            return f"{key} -"
+        lo, hi = e["ci95"]
+        return f"{key} {e['mean'] / scale:,.1f}{unit} [{lo / scale:,.1f}, {hi / scale:,.1f}]"
+
+    untrusted = f"; untrusted runs: {', '.join(r['untrusted_runs'])}" if r["untrusted_runs"] else ""
+    return (f"{r['point']} over {r['n']} runs (mean [95% CI]): {show('output_tok_s')} tok/s, "
+            f"{show('ttft.p99', 1000, 'ms')}, {show('tpot.p50', 1000, 'ms')}{untrusted}")
 
 
 def _redacted_spec(spec_data: dict) -> dict:
@@ -465,6 +539,10 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
         raise UntrustedResult("--strict: " + "; ".join(doubts) + f"; result written to {path}")
     if plan.slo and not doc["slo"]["passed"]:
         failed = [f"{p['id']}: {c['threshold']} (measured {c['value']})" for p in doc["points"]
-                  if "slo" in p for c in p["slo"]["checks"] if not c["passed"]]
+                  if "slo" in p and not is_probe(p) for c in p["slo"]["checks"] if not c["passed"]]
         raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(failed) + f"\nresult written to {path}")
+    below = [s for s in doc.get("search", []) if s["status"] == "below_min"]
+    if below:
+        raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(f"{s['id']}: {s['reason']}" for s in below)
+                              + f"\nresult written to {path}")
     return doc, path

@@ -197,6 +197,7 @@ class Engine:
             blocks = max(1, cfg.prefix_cache_capacity_tokens() // cfg.block_size)
             self.prefix = PrefixCache(cfg.block_size, blocks)
         self.cache_resets_total = 0
+        self.admitted_total = 0  # admissions so far: each request's place in the admission order
         # vLLM's per-request phase histograms, as sum and count: queue, prefill, decode, ttft
         self.phase_s = dict.fromkeys(("queue", "prefill", "decode", "ttft"), 0.0)
         self.phase_n = 0
@@ -223,6 +224,10 @@ class Engine:
             self.waiting.popleft()
             self.kv_used += self._kv_need(seq)
             seq.trace["admitted_ns"] = now
+            # several requests admitted at one step share `now`: this says which came first (the
+            # order its prefix cache saw them in)
+            seq.trace["admitted_seq"] = self.admitted_total
+            self.admitted_total += 1
             if self.prefix is not None:
                 # once per request, at admission: its prefill is charged at this step
                 seq.cached = seq.trace["cached_tokens"] = self.prefix.admit(seq.block_keys, seq.input_tokens)

@@ -26,7 +26,7 @@ from benchc import __version__
 from benchc.errors import SpecError, SpecProblem, UsageError
 from benchc.spec import matrix
 from benchc.spec.thresholds import parse_threshold
-from benchc.units import parse_tokens
+from benchc.units import parse_rate, parse_tokens
 
 Path = tuple  # a JSON path as a tuple of keys and indices
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -387,7 +387,8 @@ def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, st
         names = [_TYPE_NAMES.get(t, t) for t in (want if isinstance(want, list) else [want])]
         return [(path, f"expected {' or '.join(names)}, got {_show(inst)}", False)]
     if v in ("maxProperties", "minProperties") and path and path[-1] == "dataset":
-        return [(path, "give exactly one dataset: random, jsonl or sharegpt", False)]
+        kinds = list(err.schema.get("properties", {}))
+        return [(path, f"give exactly one dataset: {', '.join(kinds[:-1])} or {kinds[-1]}", False)]
     if v == "pattern":
         return [(path, f"{_show(inst)} does not match the pattern {err.validator_value}", False)]
     return [(path, err.message, False)]
@@ -441,7 +442,9 @@ def _smoke_problems(spec: Spec, d: dict) -> list[SpecProblem]:
 def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out = []
     for name, cfg in d["workload"]["dataset"].items():
-        for k in ("input_tokens", "output_tokens"):
+        if name == "trace":
+            out += _trace_problems(spec, cfg)
+        for k in ("input_tokens", "output_tokens", "suffix_tokens"):
             length = cfg.get(k)
             if isinstance(length, dict) and "min" in length:
                 if parse_tokens(length["min"]) > parse_tokens(length["max"]):
@@ -454,20 +457,115 @@ def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     return out
 
 
+def _trace_problems(spec: Spec, cfg: dict) -> list[SpecProblem]:
+    """Keys of workload.dataset.trace that only one format has."""
+    at = ("workload", "dataset", "trace")
+    only = {"block_size": "mooncake", "filter": "burstgpt"}
+    return [spec.problem(at + (k,), f"{k} applies to format: {fmt}", key=True)
+            for k, fmt in only.items() if k in cfg and cfg["format"] != fmt]
+
+
 def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
-    sweep = load["sweep"]
-    if ("concurrency" in sweep) == ("rate" in sweep):
-        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop) "
-                                        "or rate (open loop)"))
+    if ("sweep" in load) == ("search" in load):
+        out.append(p(("load",), "give exactly one of sweep (fixed points) or search (the largest load "
+                                "that meets the SLO)"))
+    sweep = load.get("sweep", {})
+    trace = "trace" in d["workload"]["dataset"]
+    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup")) != 1:
+        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop) "
+                                        "or speedup (a trace dataset on its own times)"))
+    if trace and "search" in load:
+        out.append(p(("load", "search"), "a capacity search over a trace replay is not built yet: sweep "
+                                         "the trace's speedup, or search with a random dataset", key=True))
     if "concurrency" in sweep:
         out += [p(("load", "sweep", k), f"{k} applies to a rate sweep, not to concurrency", key=True)
                 for k in ("arrival", "burstiness", "max_concurrency") if k in sweep]
     if "burstiness" in sweep and sweep.get("arrival", "poisson") != "gamma":
         out.append(p(("load", "sweep", "burstiness"), "burstiness applies to arrival: gamma", key=True))
-    if "requests" not in load and "duration" not in load:
+    if "speedup" in sweep and not trace:
+        out.append(p(("load", "sweep", "speedup"), "speedup replays a trace: it needs workload.dataset.trace",
+                     key=True))
+    if trace:
+        out += [p(("load", "sweep", k), f"a trace gives the arrival times; {k} does not apply", key=True)
+                for k in ("arrival", "burstiness") if k in sweep]
+        out += [p(("load", k), f"every point of a trace sends its slice once; choose the requests with "
+                               f"workload.dataset.trace.slice, not load.{k}", key=True)
+                for k in ("requests", "duration") if k in load]
+    elif "requests" not in load and "duration" not in load:
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"))
+    return out + _search_problems(spec, d) + _saturation_problems(spec, d)
+
+
+def _search_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """load.search: loads of the kind it searches over, a range, a tolerance, an SLO to decide."""
+    load = d["load"]
+    search = load.get("search")
+    if search is None:
+        return []
+    out, p, over = [], spec.problem, search["over"]
+    at = ("load", "search")
+    bounds = {}
+    for k in ("min", "max"):
+        v = search[k]
+        if over == "concurrency" and not isinstance(v, int):
+            out.append(p(at + (k,), f"{_show(v)}: a concurrency search takes an integer {k}"))
+            continue
+        try:
+            bounds[k] = v if over == "concurrency" else parse_rate(v)
+        except ValueError as e:
+            out.append(p(at + (k,), str(e)))
+    if len(bounds) == 2 and bounds["min"] >= bounds["max"]:
+        out.append(p(at + ("max",), "max must be greater than min"))
+    tol = search.get("tolerance")
+    if tol is not None and over == "concurrency" and not (isinstance(tol, int) and tol >= 1):
+        out.append(p(at + ("tolerance",), f"{_show(tol)}: a concurrency search's tolerance is an integer "
+                                          ">= 1 (1: the exact largest concurrency)"))
+    if over == "concurrency":
+        out += [p(at + (k,), f"{k} applies to a rate search, not to concurrency", key=True)
+                for k in ("arrival", "burstiness", "max_concurrency") if k in search]
+    if "burstiness" in search and search.get("arrival", "poisson") != "gamma":
+        out.append(p(at + ("burstiness",), "burstiness applies to arrival: gamma", key=True))
+    if not search.get("slo") and not d.get("slo"):
+        out.append(p(at, "a search needs an SLO to hold: give load.search.slo or the spec's slo"))
+    for metric, exprs in (search.get("slo") or {}).items():
+        items = exprs if isinstance(exprs, list) else [exprs]
+        for i, expr in enumerate(items):
+            try:
+                parse_threshold(metric, expr)
+            except ValueError as e:
+                where = ("slo", metric, i) if isinstance(exprs, list) else ("slo", metric)
+                out.append(p(at + where, str(e)))
+    if load.get("repeats", 1) > 1:
+        out.append(p(("load", "repeats"), "repeats with a search is not built yet: each probe runs "
+                                          "once; repeat the run, or sweep around the answer with repeats"))
+    return out
+
+
+def _saturation_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """load.saturation: a rule to apply, to a sweep whose loads rise."""
+    load = d["load"]
+    rule = load.get("saturation")
+    if rule is None:
+        return []
+    out, p = [], spec.problem
+    if "min_gain" not in rule and "max_error_rate" not in rule:
+        out.append(p(("load", "saturation"), "give min_gain (stop when throughput stops rising), "
+                                             "max_error_rate, or both"))
+    if "latency" in rule and "min_gain" not in rule:
+        out.append(p(("load", "saturation", "latency"), "latency applies with min_gain", key=True))
+    sweep = load.get("sweep")
+    if sweep is None:
+        out.append(p(("load", "saturation"), "saturation stops a sweep; a search stops by itself", key=True))
+        return out
+    try:
+        loads = sweep.get("concurrency") or [parse_rate(r) for r in sweep.get("rate", [])]
+    except ValueError:
+        return out  # the sweep's own rule says what is wrong with the rate
+    if any(b <= a for a, b in zip(loads, loads[1:], strict=False)):
+        out.append(p(("load", "sweep"), "saturation needs the sweep's loads in rising order: each point "
+                                        "is compared with the one before"))
     return out
 
 

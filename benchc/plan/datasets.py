@@ -1,0 +1,134 @@
+"""The dataset kinds of `workload.dataset`, in one table: what each kind's spec block compiles
+to, the prompt source that builds its prompts, and what the compiler and the runner need to
+know of it. A new kind is a module of its own under plan/ and one entry here (and its block
+in benchc/schemas/spec-v1.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchc.plan.prefix_groups import PrefixGroupPrompts, prefix_group_params
+from benchc.plan.prompts import FilePrompts, PromptSource, RandomPrompts
+from benchc.plan.trace import TracePrompts, load_trace, trace_params
+from benchc.plan.workload import load_items, normalise_length
+from benchc.units import parse_tokens
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    """One kind of dataset.
+
+    params(cfg, pool)  -- its spec block normalised (Workload.params, less the seed); `pool`
+                          is the number of prompts dealt in turn where a pool is dealt
+    source(params, mode, base_dir, tokenizer) -> its PromptSource (plan/prompts.py)
+    lengths(source, params) -> ({min, mean, max} of the input tokens, of the output tokens)
+    exact_lengths(source) -- its prompts say exactly how long each output is (sampling.ignore_eos
+                          then defaults to compiler.DEFAULTS' ignore_eos.exact_lengths)
+    replays            -- every step sends its rows from the first (a trace), rather than
+                          the next of a pool (run/feed.Dealer)
+    timed              -- its rows carry arrival times: load.sweep.speedup replays them, a
+                          rate rescales them
+    describe(source)   -- what the plan keeps of the dataset's file (Workload.trace), or None
+    """
+
+    params: Callable[[dict, int | None], dict]
+    source: Callable[[dict, str, str, Any], PromptSource]
+    lengths: Callable[[Any, dict], tuple[dict, dict]]
+    exact_lengths: Callable[[Any], bool]
+    replays: bool = False
+    timed: bool = False
+    describe: Callable[[Any], dict] | None = None
+
+
+def spread(xs: list[int]) -> dict:
+    return {"min": min(xs), "mean": round(sum(xs) / len(xs), 3), "max": max(xs)}
+
+
+def length_spread(length: dict, plus: int = 0) -> dict:
+    """min, mean and max of a length distribution (workload.draw_length's), plus `plus`
+    tokens; a normal one is cut below at 1 and has no maximum (None)."""
+    if length["kind"] == "fixed":
+        v = max(1, length["value"]) + plus
+        return {"min": v, "mean": float(v), "max": v}
+    if length["kind"] == "uniform":
+        lo, hi = max(1, length["min"]), max(1, length["max"])
+        return {"min": lo + plus, "mean": round((lo + hi) / 2 + plus, 3), "max": hi + plus}
+    return {"min": 1 + plus, "mean": float(max(1, length["mean"]) + plus), "max": None,
+            "stdev": length["stdev"]}
+
+
+def _random_params(cfg: dict, pool: int | None) -> dict:
+    return {"input_tokens": normalise_length(cfg["input_tokens"]),
+            "output_tokens": normalise_length(cfg["output_tokens"]),
+            "prefix_tokens": parse_tokens(cfg["prefix_tokens"]), "num_prompts": pool}
+
+
+def _file_lengths(source: FilePrompts, params: dict) -> tuple[dict, dict]:
+    asked = [p.output_tokens for p in source.items if p.output_tokens is not None]
+    return spread([p.input_tokens for p in source.items]), (spread(asked) if asked else {})
+
+
+def _file_source(kind: str) -> Callable[[dict, str, str, Any], PromptSource]:
+    return lambda params, mode, base_dir, tok: FilePrompts(load_items(kind, params, base_dir), mode)
+
+
+def _sharegpt_params(cfg: dict, pool: int | None) -> dict:
+    params: dict[str, Any] = {"path": cfg["path"], "num_prompts": pool}
+    if "output_tokens" in cfg:
+        params["output_tokens"] = normalise_length(cfg["output_tokens"])
+    return params
+
+
+def _trace_source(params: dict, mode: str, base_dir: str, tok: Any) -> TracePrompts:
+    return TracePrompts(load_trace(params, base_dir), params, mode, tok)
+
+
+def _drawn_lengths(input_key: str) -> Callable[[Any, dict], tuple[dict, dict]]:
+    """The lengths of a synthetic dataset: its input distribution (`input_key`) after its
+    prefix, and its output distribution."""
+    return lambda source, p: (length_spread(p[input_key], p["prefix_tokens"]),
+                              length_spread(p["output_tokens"]))
+
+
+def _no(source: Any) -> bool:
+    return False
+
+
+def _yes(source: Any) -> bool:
+    return True
+
+
+KINDS: dict[str, DatasetKind] = {
+    "random": DatasetKind(
+        params=_random_params,
+        source=lambda params, mode, base_dir, tok: RandomPrompts(params, mode, tok),
+        lengths=_drawn_lengths("input_tokens"), exact_lengths=_yes),
+    "jsonl": DatasetKind(
+        params=lambda cfg, pool: {"path": cfg["path"], "num_prompts": pool,
+                                  "shuffle": cfg.get("shuffle", False)},
+        source=_file_source("jsonl"), lengths=_file_lengths, exact_lengths=_no),
+    "sharegpt": DatasetKind(
+        params=_sharegpt_params, source=_file_source("sharegpt"), lengths=_file_lengths, exact_lengths=_no),
+    "trace": DatasetKind(
+        params=lambda cfg, pool: trace_params(cfg),
+        source=_trace_source,
+        lengths=lambda source, p: source.lengths(),
+        # when the trace gives every request's output length
+        exact_lengths=lambda source: min(source.trace.output_tokens) >= 0,
+        replays=True, timed=True, describe=lambda source: dict(source.trace.stats)),
+    "prefix_groups": DatasetKind(
+        params=prefix_group_params,
+        source=lambda params, mode, base_dir, tok: PrefixGroupPrompts(params, mode, tok),
+        lengths=_drawn_lengths("suffix_tokens"), exact_lengths=_yes),
+}
+
+
+def make_source(dataset: str, params: dict, mode: str, base_dir: str = ".", tokenizer=None) -> PromptSource:
+    """The prompt source of a combination's workload: its kind's (files are read here, once)."""
+    return KINDS[dataset].source(params, mode, base_dir, tokenizer)
+
+
+__all__ = ["KINDS", "DatasetKind", "make_source", "spread", "length_spread"]
