@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from contextlib import contextmanager
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
@@ -100,6 +101,7 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, kind: str) -> dict:
 
     target = Target(url, None, "chat", "benchc-sim", None, {}, 600.0, 600.0, None)
     rec = PointRecorder(c)
+    paths: Counter = Counter()  # as loadgen counts a point's transports
     payload, endpoint = body(tokens), url + "/chat/completions"
     headers = {"Content-Type": "application/json"}
     native = kind.startswith("native")
@@ -108,6 +110,7 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, kind: str) -> dict:
         r = RequestRecord("r", 0, 1, tokens)
         await (send_native if native else send)(s, endpoint, headers, payload, r, target)
         rec.add(r)
+        paths[r.path] += 1
         return r.output_tokens if r.ok else 0
 
     # as `benchc run` does inside a measured point, the collector is held off
@@ -123,8 +126,8 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, kind: str) -> dict:
             async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
                                              trace_configs=[make_trace_config()]) as s:
                 out = await measured(s, one, c, n)
-    out["paths"] = dict(rec.paths)
-    out["errors"] = dict(rec.errors)
+    out["paths"] = dict(paths)
+    out["errors"] = dict(rec.tally.errors)
     return out
 
 
