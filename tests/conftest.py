@@ -80,15 +80,17 @@ def wait_for(condition, what: str = "the condition", timeout_s: float = 60.0) ->
 
 # The own reader's transports (benchc.client.http1): the event loop, and the receive loop
 # where the system has kernel receive stamps (Linux): its pure-Python twin, and the compiled
-# loop where it is built (CI requires the build). Each reads with the cores of its own kind.
+# loop where it is built (CI requires the build) and the compiled cores are in use (its
+# parser records into the compiled histograms). Each reads with the cores of its own kind.
 def transports() -> list[str]:
     """The transports a test of measured streams runs on, by name (see use_transport)."""
+    from benchc._core import use_extensions
     from benchc.client import http1
 
     names = ["asyncio"]
     if http1.KERNEL_STAMPS:
         names.append("rx-py")
-        if _compiled("benchc.client._rxloop") is not None:
+        if use_extensions() and _compiled("benchc.client._rxloop") is not None:
             names.append("rx-c")
     return names
 

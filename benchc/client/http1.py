@@ -240,6 +240,7 @@ class Origin:
         return b"%sx-request-id: %s\r\nContent-Length: %d\r\n\r\n%s" % (
             self._head, request_id.encode("latin-1"), len(body), body)
 
+
 class Exchange:
     """One request's response. Its bytes are read by a ResponseReader fed by the connection's
     transport: the asyncio protocol callback, or the receive loop's thread (`path` says
