@@ -109,19 +109,22 @@ class ResponseReader:
         self.got_bytes = True
         self.last_rx_ns = now
         if not self._mode:
-            data = self._read_head(data)
-            if data is None or self.finished:
+            body = self._read_head(data)
+            if body is None or self.finished:
                 return
+            data = body
         if self._mode == "chunked":
-            payload = self._decoder.feed(data)
+            decoder = self._decoder
+            assert decoder is not None  # made with the chunked head
+            payload = decoder.feed(data)
             if payload:
                 self._deliver(payload, now)
-            if self._decoder.done:
-                self.keep_alive = self.keep_alive and not self._decoder.excess
+            if decoder.done:
+                self.keep_alive = self.keep_alive and not decoder.excess
                 self._finish(now)
-            elif self._decoder.error:
+            elif decoder.error:
                 self.keep_alive = False
-                self._finish(now, (STREAM_BROKEN, error_detail(BAD_CHUNKED, b"", self._decoder.error)))
+                self._finish(now, (STREAM_BROKEN, error_detail(BAD_CHUNKED, b"", decoder.error)))
         elif self._mode == "length":
             if len(data) > self._remaining:
                 self.keep_alive = False  # bytes past the body: the connection is out of step

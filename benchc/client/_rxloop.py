@@ -5,14 +5,15 @@ Unlike the other selectors, the pure-Python twin is never chosen here: it define
 loop does (tests run both and compare), but a thread running Python bytecode per read would
 be slower than the asyncio path it stands in for."""
 
+import importlib
 import sys
+from types import ModuleType
 
 from benchc._core import select
 
 _, CORE = select(__name__, "RxLoop")
+MODULE: ModuleType | None = None
 if CORE == "cython" and sys.platform.startswith("linux"):
-    from benchc.client import _rxloop_c as MODULE
-else:
-    MODULE = None
+    MODULE = importlib.import_module("benchc.client._rxloop_c")
 
 __all__ = ["CORE", "MODULE"]

@@ -32,6 +32,7 @@ import selectors
 import socket
 import threading
 import time
+from typing import Any
 
 from benchc.client._response_py import ResponseReader
 from benchc.client._rx_py import read_stamped
@@ -94,10 +95,12 @@ class RxLoop:
     @property
     def thread_id(self) -> int:
         """The loop's thread, as the system knows it (for perf, top -H)."""
+        assert self._thread.native_id is not None  # started in __init__
         return self._thread.native_id
 
     def cpu_s(self) -> float:
         """CPU seconds the loop's thread used so far."""
+        assert self._thread.ident is not None  # started in __init__
         return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident))
 
     def close(self) -> None:
@@ -182,7 +185,7 @@ class RxConn:
         self.loop, self.sock, self.token = loop, sock, token
         self._lock = threading.Lock()
         self._state = IDLE
-        self._reader = None
+        self._reader: Any = None  # ACTIVE: the exchange's ResponseReader
         self._watched = True
         self.closed_for: str | None = None  # why the loop closed it (written before CLOSED, then final)
         loop._sel.register(sock, selectors.EVENT_READ, self)

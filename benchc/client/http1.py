@@ -477,7 +477,7 @@ class Pool:
             rx_loop = _rxloop.MODULE
         elif rx_loop == "off":
             rx_loop = None
-        self._rx_mod = rx_loop if kernel_stamps else None  # the loop reads stamped sockets only
+        self._rx_mod: Any = rx_loop if kernel_stamps else None  # the loop reads stamped sockets only
         self.ResponseReader = self._rx_mod.ResponseReader if self._rx_mod else _response.ResponseReader
         self.StreamParser = self._rx_mod.StreamParser if self._rx_mod else _stream.StreamParser
         self._rx: Any = None  # the loop, started with the first connection it reads
