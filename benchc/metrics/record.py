@@ -65,6 +65,7 @@ class RequestRecord:
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
+    path: str | None = None  # the transport that read the response: rx_loop, asyncio or aiohttp
 
     @property
     def ok(self) -> bool:
@@ -90,4 +91,4 @@ class RequestRecord:
                 "cached_tokens": self.cached_tokens, "reused_prompt": self.reused,
                 "finish_reason": self.finish_reason, "error": self.error,
                 "error_detail": self.error_detail, "status": self.status,
-                "reused_connection": self.reused_connection, "retried": self.retried}
+                "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
