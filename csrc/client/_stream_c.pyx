@@ -91,6 +91,48 @@ cdef inline int _hex4(const unsigned char* p) noexcept nogil:
     return v
 
 
+cdef inline bint _cont(unsigned char c) noexcept nogil:
+    return 0x80 <= c <= 0xBF
+
+
+cdef Py_ssize_t _utf8_at(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
+    """The length of the UTF-8 sequence at p[i] (a byte >= 0x80) as json.loads decodes bytes
+    (UTF-8 with surrogatepass: encoded surrogates are accepted), or -1 when it is invalid
+    there: json.loads then refuses the whole event, so the fast path must not read it."""
+    cdef unsigned char c = p[i]
+    if 0xC2 <= c <= 0xDF:
+        return 2 if i + 1 < b and _cont(p[i + 1]) else -1
+    if 0xE0 <= c <= 0xEF:
+        if i + 2 >= b or not _cont(p[i + 2]):
+            return -1
+        if c == 0xE0:
+            return 3 if 0xA0 <= p[i + 1] <= 0xBF else -1
+        return 3 if _cont(p[i + 1]) else -1
+    if 0xF0 <= c <= 0xF4:
+        if i + 3 >= b or not _cont(p[i + 2]) or not _cont(p[i + 3]):
+            return -1
+        if c == 0xF0:
+            return 4 if 0x90 <= p[i + 1] <= 0xBF else -1
+        if c == 0xF4:
+            return 4 if 0x80 <= p[i + 1] <= 0x8F else -1
+        return 4 if _cont(p[i + 1]) else -1
+    return -1
+
+
+cdef bint _utf8_ok(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """The whole event decodes as json.loads decodes bytes (see _utf8_at)."""
+    cdef Py_ssize_t i = 0, k
+    while i < n:
+        if p[i] < 0x80:
+            i += 1
+            continue
+        k = _utf8_at(p, i, n)
+        if k < 0:
+            return False
+        i += k
+    return True
+
+
 cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int64_t* nbytes) noexcept nogil:
     """p[i] is just after an opening quote: return the index after the closing quote, and the
     UTF-8 byte length of the decoded string in nbytes; -1 when it cannot be followed."""
@@ -104,6 +146,13 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int6
             return i + 1
         if c < 32:
             return -1  # control characters are invalid inside JSON strings
+        if c >= 0x80:  # a UTF-8 sequence: json.loads refuses an invalid one
+            lo = _utf8_at(p, i, b)
+            if lo < 0:
+                return -1
+            n += lo
+            i += lo
+            continue
         if c != 92:  # '\\'
             n += 1
             i += 1
@@ -570,11 +619,11 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
     if n < 2 or p[0] != 123 or p[n - 1] != 125:
         return 0
     if s.has_shape:
-        k = _same_shape(s, p, n, now)
+        k = _same_shape(s, p, n, now)  # its head and tail were checked when the shape was taken
         if k != 0:
             return k
-    if not _scan_keys(p, n, &f) or f.unusual:
-        return 0
+    if not _utf8_ok(p, n) or not _scan_keys(p, n, &f) or f.unusual:
+        return 0  # bytes json.loads would not decode (it calls the event malformed), or an odd shape
     if f.delta >= 0:
         if p[f.delta] != 123:
             return 0
