@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
+import os
+import re
 import subprocess
 import sys
 
@@ -30,6 +33,7 @@ from benchc.metrics.record import (
     CLIENT_EXHAUSTED,
     CONNECT,
     EMPTY,
+    ERROR_KINDS,
     FIRST_BYTE_TIMEOUT,
     IDLE_TIMEOUT,
     NOT_SSE,
@@ -266,3 +270,15 @@ def test_a_client_out_of_file_descriptors_records_client_exhausted(path):
     error, status, detail = out.stdout.strip().split(" ", 2)
     assert (error, status) == (CLIENT_EXHAUSTED, "None"), out.stdout
     assert "Too many open files" in detail or "[Errno 24]" in detail, detail
+
+
+def test_the_readme_and_the_result_schema_name_every_error_kind():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    table = readme[readme.index("| kind | what happened |"):]
+    table = table[:table.index("\n\n")]
+    assert sorted(re.findall(r"^  \| `(\w+)` \|", table, re.M)) == sorted(ERROR_KINDS)
+    with open(os.path.join(REPO, "benchc", "schemas", "result-v1.json"), encoding="utf-8") as f:
+        schema = json.load(f)
+    described = schema["$defs"]["point"]["properties"]["counts"]["properties"]["errors"]["description"]
+    assert all(kind in described for kind in ERROR_KINDS)
