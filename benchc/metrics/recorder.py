@@ -51,8 +51,10 @@ class PointRecorder:
             t.error_examples.setdefault(r.error, r.error_detail)
             return
         t.completed += 1
-        ttft_ns = r.first_text_ns - r.t0_ns
-        e2e_ns = r.end_ns - r.t0_ns
+        first_text_ns, end_ns = r.first_text_ns, r.end_ns
+        assert first_text_ns is not None and end_ns is not None  # what makes a request ok
+        ttft_ns = first_text_ns - r.t0_ns
+        e2e_ns = end_ns - r.t0_ns
         self.ttft.record_ns(ttft_ns)
         self.e2e.record_ns(e2e_ns)
         # One call per request: the parser records its chunk gaps, and per token where the
@@ -64,8 +66,8 @@ class PointRecorder:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
             self.tpot.record_ns(int(tpot_ns))
         if r.scheduled_ns is not None:
-            self.ttft_sched.record_ns(r.first_text_ns - r.scheduled_ns)
-            self.e2e_sched.record_ns(r.end_ns - r.scheduled_ns)
+            self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
+            self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
         t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
         t.output_tokens += out
         if r.usage_output_tokens is not None:

@@ -16,19 +16,21 @@ import resource
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count, islice
+from typing import Any
 
 import aiohttp
 
-from benchc.client.http1 import RxFigures
+from benchc.client.http1 import Pool, RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
-from benchc.plan.model import Step
+from benchc.plan.model import Step, Target
 from benchc.run.deadserver import ConnectStreak
+from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
 
 # Client self-check thresholds: past any of these the client, not the server, may
@@ -46,13 +48,13 @@ class StepContext:
     session: aiohttp.ClientSession
     url: str
     headers: dict
-    target: object
-    feed: object = None  # the step's requests (run/feed.py StepFeed), set before each step
+    target: Target
+    feed: StepFeed | None = None  # the step's requests, set before each step
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
-    progress: object = None  # callable(recorder, inflight) or None
+    progress: Callable[[PointRecorder, int], None] | None = None  # (recorder, inflight)
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
-    pool: object = None  # a benchc.client.http1.Pool: measured requests go on it instead of the session
+    pool: Pool | None = None  # measured requests go on the own reader's pool instead of the session
     inflight: int = 0  # requests of the running step in flight (what a Ctrl-C waits for)
     finished: int = 0  # requests ended so far (the run's heartbeat tells a silent server by it)
 
@@ -100,6 +102,7 @@ def arrival_times(step: Step, n: int, seed: int) -> list[float]:
     """Seconds from the point's start of the first `n` arrivals of an open-loop step."""
     rng = random.Random(seed)
     rate = step.rate_rps
+    assert rate is not None  # an open-loop step has one
     t, out = 0.0, []
     for _ in range(n):
         if step.arrival == "constant":
@@ -129,13 +132,14 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
     rx = RxFigures(ctx.pool) if ctx.pool is not None else None
     cpu0, wall0 = _cpu_s(), time.perf_counter()
-    steady = {"start_ns": None, "end_ns": None, "tokens": 0}
+    steady: dict[str, Any] = {"start_ns": None, "end_ns": None, "tokens": 0}
     deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
     limit = step.requests
     issued = count()
     n_issued = [0]  # requests started in this step (the request-count stop counts these)
     tasks: set[asyncio.Task] = set()
     feed = ctx.feed
+    assert feed is not None  # set before each step
 
     def may_issue() -> bool:
         if ctx.stop_event.is_set():
@@ -212,7 +216,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     out = _client_summary(check, skew, cpu, wall, steady, step, open_counts, dict(paths),
                           rx.take() if rx is not None else None)
     figures, reasons = sends.summary()
-    rules = reuse_rules(ctx.session, ctx.pool)  # type: ignore[arg-type]
+    rules = reuse_rules(ctx.session, ctx.pool)
     if rules is not None:
         figures["connections"].update(rules.report())
     out["client"].update(figures)
@@ -248,8 +252,9 @@ def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> I
     takes every count-th arrival, so the shards' union is exactly the plan's schedule."""
     index, count = shard
     times = feed.arrivals() if feed is not None else None
-    if times is None:
-        times = arrival_times(step, step.requests or int(step.rate_rps * step.duration_s * 2 + 16), seed)
+    if times is None:  # a rate and a request count or a duration: the compiler saw to it
+        n = step.requests or int((step.rate_rps or 0.0) * (step.duration_s or 0.0) * 2 + 16)
+        times = arrival_times(step, n, seed)
     return islice(times, index, None, count)
 
 
