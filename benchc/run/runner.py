@@ -129,6 +129,7 @@ class _Sim:
             sys.executable, "-m", "benchc", "sim", "--port", "0", "--model", self.model,
             "--config-json", json.dumps(self.params), *verbose, stdout=asyncio.subprocess.PIPE,
             start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
+        assert self.proc.stdout is not None  # a pipe, asked for above
         line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode()
         if "listening on " not in line:
             status = await self.proc.wait()
@@ -299,6 +300,7 @@ class Runner:
                 await self._unwatch()
                 await sim.stop()
         elif not self.opts.base_url and server is not None and not server.attach:
+            assert base_url is not None  # validated: a target without `sim` has a base_url
             self.phase = f"{_label(combo)}launching the server"
             launched, base_url = await self._launch(combo, base_url, record)
             try:
@@ -315,6 +317,7 @@ class Runner:
                 self.phase = f"{_label(combo)}stopping the server"
                 record["server"]["exit_status"] = await stop_server(launched, server.stop_timeout_s)
         else:
+            assert base_url is not None  # validated: a target without `sim` has a base_url
             if server is not None:
                 record["server"] = {"kind": "attached"}
             yield base_url
@@ -322,6 +325,8 @@ class Runner:
     async def _launch(self, combo: Combination, base_url: str, record: dict) -> tuple[Launched, str]:
         """Start server.command (with {free} filled in); returns it and the URL it will serve."""
         server = combo.server
+        # _serving launches only a combination's own server, one with a command (not attach)
+        assert server is not None and server.command is not None
         argv = list(server.command)
         if any("{free}" in a for a in argv) or "{free}" in base_url:
             port = str(free_port())
@@ -338,6 +343,7 @@ class Runner:
     async def _smoke(self, combo: Combination, base_url: str, record: dict) -> bool:
         """Run the smoke checks; False when they failed and the combination stops."""
         self.phase = f"{_label(combo)}running the smoke checks"
+        assert combo.smoke is not None  # called only for a combination with smoke checks
         smoke = await run_smoke(combo.smoke, combo.target, base_url, headers_for(combo.target),
                                 _secrets(combo))
         record["smoke"] = smoke
@@ -692,7 +698,7 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
         check_file_descriptors(plan, opts)
         runner = Runner(plan, spec_data, opts, path)
         try:
-            import uvloop  # type: ignore[import-not-found]
+            import uvloop
 
             doc = uvloop.run(runner.run())
         except ImportError:
