@@ -16,6 +16,7 @@ receive loop) and aiohttp. Raw loopback servers write exactly the bytes of each 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -282,3 +283,77 @@ def test_the_readme_and_the_result_schema_name_every_error_kind():
         schema = json.load(f)
     described = schema["$defs"]["point"]["properties"]["counts"]["properties"]["errors"]["description"]
     assert all(kind in described for kind in ERROR_KINDS)
+
+
+class SilentServer:
+    """Takes connections and reads requests; answers GET (the run's /models look-up) with a
+    404, and never answers a POST: the server of issue 15 that hung benchc silently."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.posts = 0
+        self.conns: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        try:
+            head = conn.recv(65536)
+            if head.startswith(b"GET"):
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                conn.close()
+                return
+            self.posts += 1
+            while conn.recv(65536):  # until the client gives up on it
+                pass
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            with contextlib.suppress(OSError):
+                c.close()
+
+
+@pytest.mark.slow
+def test_a_run_against_a_server_that_never_answers_says_so_and_ends_at_the_first_byte_deadline(
+        tmp_path, capsys, monkeypatch):
+    """Before: no output for the whole request timeout (10 minutes by default). Now a line while
+    every request waits, and each fails as first_byte_timeout after target.first_byte_timeout."""
+    from benchc.cli import main
+    from benchc.results.document import read
+    from benchc.run import runner
+    from tests.test_run import write_spec
+
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.25)
+    srv = SilentServer()
+    try:
+        spec = write_spec(tmp_path, sweep="    concurrency: [2]", extra="  requests: 2",
+                          target="\n  first_byte_timeout: 1500ms")
+        code = main(["run", spec, "--base-url", srv.url, "--set", "load.warmup.requests=0"])
+    finally:
+        srv.close()
+    err = capsys.readouterr().err
+    assert "c=2: waiting for the server: 2 requests in flight, none ended in" in err
+    assert "one without an answer fails after 1.5s, target.first_byte_timeout" in err
+    doc = read(str(tmp_path / "r.json"))
+    point = doc["points"][0]
+    assert point["counts"]["errors"] == {FIRST_BYTE_TIMEOUT: 2} and srv.posts == 2
+    assert code == 0 and doc["complete"] is True  # the load ran to its end; every request failed

@@ -265,8 +265,10 @@ def test_an_attached_server_killed_mid_run_stops_the_point_and_exits_3(tmp_path)
         sim.p.wait(timeout=30)
         out, err = p.communicate(timeout=120)
     finally:
-        if p.poll() is None:
-            p.kill()
+        for proc in (p, sim.p):  # a failure above must leave no process behind
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
         sim.p.stdout.close()
     finished = len(sim.trace.read_text().splitlines())
     assert p.returncode == 3, err
