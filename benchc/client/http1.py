@@ -549,10 +549,14 @@ class Pool:
                 sock.close()
                 raise
             conn = Connection(self, origin.key)
-            if self._rx_mod is not None:
-                conn.transport = RxTransport(loop, sock, conn, self)
-            else:
-                conn.transport = StampedTransport(loop, sock, conn)
+            try:
+                if self._rx_mod is not None:
+                    conn.transport = RxTransport(loop, sock, conn, self)  # may start the loop: descriptors
+                else:
+                    conn.transport = StampedTransport(loop, sock, conn)
+            except BaseException:  # out of descriptors for the loop's own (EMFILE): no socket left open
+                sock.close()
+                raise
             self._open.add(conn)
             return conn
         raise error or OSError(f"no address for {origin.host}")

@@ -138,22 +138,19 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int6
     UTF-8 byte length of the decoded string in nbytes; -1 when it cannot be followed."""
     cdef int64_t n = 0
     cdef int cp, lo
-    cdef unsigned char c
+    cdef unsigned char c, hi = 0  # the OR of the string's raw bytes: UTF-8 is checked when >= 0x80
+    cdef Py_ssize_t start = i
     while i < b:
         c = p[i]
         if c == 34:  # '"'
+            if hi >= 0x80 and not _utf8_ok(p + start, i - start):
+                return -1  # bytes json.loads would not decode: it calls the event malformed
             nbytes[0] = n
             return i + 1
         if c < 32:
             return -1  # control characters are invalid inside JSON strings
-        if c >= 0x80:  # a UTF-8 sequence: json.loads refuses an invalid one
-            lo = _utf8_at(p, i, b)
-            if lo < 0:
-                return -1
-            n += lo
-            i += lo
-            continue
         if c != 92:  # '\\'
+            hi |= c
             n += 1
             i += 1
             continue
