@@ -32,7 +32,7 @@ from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or
 from benchc.metrics.cache import cache_check
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Combination, Step, Target
-from benchc.results.document import metric_value
+from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
@@ -222,11 +222,3 @@ def trace_block(trace: dict, step: Step, point: dict) -> dict:
                      "input_tokens": point["tokens"]["input"], "output_tokens": point["tokens"]["output"],
                      "duration_s": point["window"]["duration_s"]}
     return block
-
-
-def evaluate_slo(checks: list[Threshold], point: dict) -> dict:
-    results = []
-    for t in checks:
-        value = metric_value(point, t.key)
-        results.append({"threshold": t.text, "value": value, "passed": value is not None and t.holds(value)})
-    return {"passed": all(r["passed"] for r in results), "checks": results}
