@@ -58,6 +58,13 @@ def test_fail_on_gates_trip_with_exit_1(capsys):
     assert main(["compare", MINIMAX, KIMI, "--fail-on", "speed < 5%"]) == 2
 
 
+@pytest.mark.parametrize("gate", ["goodput_s < -5%", "ttft.p90 > 500ms", "itl.mean > +10%"])
+def test_a_gate_on_a_figure_compare_does_not_compare_is_refused(gate, capsys):
+    """Such gates passed whatever the figures were: nothing could trip them."""
+    assert main(["compare", MINIMAX, KIMI, "--fail-on", gate]) == 2
+    assert f"compare does not compare {gate.split()[0]}; a gate may use output_tok_s" in capsys.readouterr().err
+
+
 def test_markdown_renders_a_table(capsys):
     assert main(["compare", MINIMAX, KIMI, "--format", "markdown"]) == 0
     md = capsys.readouterr().out
