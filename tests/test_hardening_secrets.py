@@ -64,6 +64,9 @@ def assert_clean(text: str, where: str) -> None:
     (["vllm", "serve", "--hf-token", "hf_token_0003", "--download-dir=/x", "OMP=4"],
      ["vllm", "serve", "--hf-token", "***", "--download-dir=/x", "OMP=4"]),
     (["curl", "http://u:pw@h/x"], ["curl", "http://***@h/x"]),
+    # every secret word in a shell string's flags, as in list form (credential, passwd, cookie were kept)
+    (["/bin/sh", "-c", "srv --credential c1 --db-passwd=p1 --cookie 'a b' --port 8"],
+     ["/bin/sh", "-c", "srv --credential *** --db-passwd=*** --cookie *** --port 8"]),
 ])
 def test_commands_lose_their_secrets_by_name(argv, shown):
     assert redact_argv(argv) == shown

@@ -62,7 +62,8 @@ def test_fail_on_gates_trip_with_exit_1(capsys):
 def test_a_gate_on_a_figure_compare_does_not_compare_is_refused(gate, capsys):
     """Such gates passed whatever the figures were: nothing could trip them."""
     assert main(["compare", MINIMAX, KIMI, "--fail-on", gate]) == 2
-    assert f"compare does not compare {gate.split()[0]}; a gate may use output_tok_s" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"compare does not compare {gate.split()[0]}; a gate may use output_tok_s" in err
 
 
 def test_markdown_renders_a_table(capsys):
