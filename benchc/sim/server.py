@@ -403,9 +403,7 @@ class Engine:
         assert fault is not None  # called only for a request with a fault
         kind = fault.kind
         seq.fault_at = None  # once
-        if kind == "reset":
-            if seq.pending:
-                seq.pending = seq.pending[:1]  # some bytes reach the client, then the reset
+        if kind == "reset":  # what was already flushed reached the client; the rest never will
             if seq.transport is not None:
                 seq.transport.abort()
             seq.gone = True
