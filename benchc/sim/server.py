@@ -231,6 +231,7 @@ class Engine:
             if self.prefix is not None:
                 # once per request, at admission: its prefill is charged at this step
                 seq.cached = seq.trace["cached_tokens"] = self.prefix.admit(seq.block_keys, seq.input_tokens)
+            self.prompt_tokens_total += seq.input_tokens  # processed from here, as its prefix hits count
             self.running.append(seq)
             admitted.append(seq)
         return admitted
@@ -440,7 +441,8 @@ class Engine:
         tr["output_tokens"] = seq.emitted
         log.debug("request %s finished: %s, %d tokens%s", tr.get("id"), reason, seq.emitted,
                   f", fault {tr['fault']}" if tr.get("fault") else "")
-        self.requests_total += 1
+        if reason not in ("reset", "client_gone"):  # vLLM's request_success_total: finished answers
+            self.requests_total += 1
         if tr["first_token_ns"] is not None:
             p = self.phase_s
             p["queue"] += (tr["admitted_ns"] - tr["arrival_ns"]) / 1e9
@@ -700,7 +702,6 @@ class SimServer:
             seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
         empty = self.engine._chunk(seq, b"\x00", None)
         seq.head, seq.tail = empty.split(b"\x00")
-        self.engine.prompt_tokens_total += input_tokens
         return seq
 
     async def _open_stream(self, request: web.Request, seq: Seq, headers: dict) -> None:
