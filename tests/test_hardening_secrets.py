@@ -116,6 +116,18 @@ def test_write_atomic_scrubs_only_inside_a_run(tmp_path):
     assert json.loads((tmp_path / "b.json").read_text()) == {"error": "401: Authorization: Bearer ***"}
 
 
+def test_the_terminal_gets_every_line_scrubbed(capsys):
+    """Console.say printed as given: a cache-reset warning quoted the server's root with its
+    URL credentials."""
+    from benchc.run.console import Console
+
+    url = "http://bench:pw-0007@10.0.0.1:8000/v1?token=tk-0008"
+    with redact.scrubbing(Scrubber.of(urls=[url])):
+        Console(quiet=False, live=False).say(f"no cache reset on {url}")
+    err = capsys.readouterr().err
+    assert "pw-0007" not in err and "tk-0008" not in err and "no cache reset on http://" in err
+
+
 def test_a_server_log_is_scrubbed_in_place_keeping_other_bytes(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(b"start \xff\nargs: --hf-token hf_token_0003\nready\n")
