@@ -20,8 +20,9 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
   what 95% means), and a comparison reads many metrics; like criterion.rs's noise
   threshold, a change below the floor is not reported as one, however tight the
   intervals. 2% rather than criterion's 1%: five runs of one simulated point on a
-  2-core machine under full load spread by about 0.6% (sd), so the mean of five differs
-  from another five's by 1% about once in a hundred comparisons, by 2% practically never.
+  2-core machine spread by 0.1-0.7% (sd; benchmarks/noise_floor.py prints it), so the
+  mean of five differs from another five's by 1% about once in a hundred comparisons at
+  the widest of those spreads, by 2% practically never.
   Only one side repeated: its mean is shown, latency percentiles use the bootstrap on its
   pooled histograms, throughputs stay `n/a`.
 """
