@@ -25,7 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***"
-_SECRET_NAME = re.compile(r"(auth|key|token|secret|password|passwd|cookie|credential)", re.I)
+_SECRET_WORDS = "auth|key|token|secret|password|passwd|cookie|credential"
+_SECRET_NAME = re.compile(rf"({_SECRET_WORDS})", re.I)
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _URL_USERINFO = re.compile(r"(://)[^/\s@]+@")
 
@@ -92,7 +93,7 @@ def _is_shell_line(argv: list[str], i: int) -> bool:
 
 
 _SHELL_FLAG = re.compile(
-    r"(--?[\w-]*(?:auth|key|token|secret|password)[\w-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)", re.I)
+    rf"(--?[\w-]*(?:{_SECRET_WORDS})[\w-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)", re.I)  # the same words
 # NAME=value as a word of its own (a shell assignment, or an argument of `env`)
 _SHELL_ASSIGNMENT = re.compile(r"(?<![\w./-])([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)")
 

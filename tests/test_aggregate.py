@@ -163,3 +163,24 @@ def test_old_results_without_the_slo_count_still_merge_and_say_so():
         assert p["counts"]["slo_met"] == sum(derived)
         assert p["throughput"]["goodput_s"] == round(sum(derived) / p["window"]["duration_s"], 3)
         assert any(d.startswith("counts.slo_met:") for d in p["derived"])
+
+
+def test_one_request_served_from_an_old_cache_is_not_hidden_by_the_others():
+    """The verdict compared the point's sums: a request that got a prompt it sent in an
+    earlier run from the cache passed unnoticed beside requests sharing less than allowed."""
+    from benchc.metrics.cache import CACHE_SLACK_TOKENS, CacheCounters, cache_check
+    from benchc.metrics.record import RequestRecord
+
+    counters = CacheCounters()
+    def record(input_tokens: int, shared_tokens: int, cached_tokens: int) -> RequestRecord:
+        return RequestRecord("r", 0, input_tokens, None, shared_tokens=shared_tokens,
+                             cached_tokens=cached_tokens, cached_source="usage")
+
+    fresh, shared = record(40, 0, 32), record(100, 100, 0)
+    for r in (fresh, shared):
+        counters.add(r)
+    point = {"cache": counters.block()}
+    assert 32 < counters.allowed_tokens == CACHE_SLACK_TOKENS + 100  # the sums alone look fine
+    c = cache_check(point)
+    assert c["reported"]["requests_above_allowed"] == 1 and c["above_declared"] is True
+    assert "1 request(s) got more of theirs from it than this workload shares with them" in c["warning"]

@@ -64,6 +64,9 @@ def assert_clean(text: str, where: str) -> None:
     (["vllm", "serve", "--hf-token", "hf_token_0003", "--download-dir=/x", "OMP=4"],
      ["vllm", "serve", "--hf-token", "***", "--download-dir=/x", "OMP=4"]),
     (["curl", "http://u:pw@h/x"], ["curl", "http://***@h/x"]),
+    # every secret word in a shell string's flags, as in list form (credential, passwd, cookie were kept)
+    (["/bin/sh", "-c", "srv --credential c1 --db-passwd=p1 --cookie 'a b' --port 8"],
+     ["/bin/sh", "-c", "srv --credential *** --db-passwd=*** --cookie *** --port 8"]),
 ])
 def test_commands_lose_their_secrets_by_name(argv, shown):
     assert redact_argv(argv) == shown
@@ -111,6 +114,18 @@ def test_write_atomic_scrubs_only_inside_a_run(tmp_path):
     with redact.scrubbing(Scrubber(["sk-apikey-0001"])):
         write_atomic(str(tmp_path / "b.json"), text)
     assert json.loads((tmp_path / "b.json").read_text()) == {"error": "401: Authorization: Bearer ***"}
+
+
+def test_the_terminal_gets_every_line_scrubbed(capsys):
+    """Console.say printed as given: a cache-reset warning quoted the server's root with its
+    URL credentials."""
+    from benchc.run.console import Console
+
+    url = "http://bench:pw-0007@10.0.0.1:8000/v1?token=tk-0008"
+    with redact.scrubbing(Scrubber.of(urls=[url])):
+        Console(quiet=False, live=False).say(f"no cache reset on {url}")
+    err = capsys.readouterr().err
+    assert "pw-0007" not in err and "tk-0008" not in err and "no cache reset on http://" in err
 
 
 def test_a_server_log_is_scrubbed_in_place_keeping_other_bytes(tmp_path):

@@ -132,6 +132,15 @@ def test_each_ceiling_names_its_value(override, where, what):
     assert len(found) == 1 and where in found[0] and what in found[0] and "ceiling" in found[0]
 
 
+def test_a_prefix_groups_suffix_is_bounded_like_any_prompt():
+    """It had no ceiling: compiling built 8 prompts of whatever length it said."""
+    text = BASE.replace("random: {input_tokens: 16, output_tokens: 8}",
+                        "prefix_groups: {groups: 2, prefix_tokens: 8, suffix_tokens: 20M, output_tokens: 8}")
+    found = problems(text)
+    assert len(found) == 1 and "$.workload.dataset.prefix_groups.suffix_tokens" in found[0]
+    assert "tokens per request" in found[0] and "ceiling" in found[0]
+
+
 def test_an_open_loop_point_without_a_request_count_is_bounded_by_rate_times_duration():
     text = BASE.replace("    concurrency: [1, 2]\n  requests: 4\n", "    rate: [1000/s]\n  duration: 1h\n")
     found = problems(text)

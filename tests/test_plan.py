@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -52,8 +53,25 @@ def test_round_trip_through_json_is_exact():
 def test_unknown_plan_version_is_refused_by_name():
     d = plan_of(DEMO).to_dict()
     d["plan_version"] = 99
-    with pytest.raises(ValueError, match="plan_version 99"):
+    with pytest.raises(PlanError, match="plan_version 99"):
         Plan.from_dict(d)
+
+
+def test_the_hash_of_a_spec_with_a_simulator_tokenizer_is_the_same_in_any_checkout(tmp_path):
+    """The simulator's tokenizer path was hashed made absolute: the same spec in two checkouts
+    had two plan hashes, and `merge` refused their shards as different plans."""
+    hashes = set()
+    for checkout in ("a", "b"):
+        d = tmp_path / checkout
+        d.mkdir()
+        (d / "tok.json").write_text("{}")
+        preset = "    preset: minimax-m2.5-tp4\n"
+        spec = Path(DEMO).read_text().replace(preset, preset + "    tokenizer: tok.json\n")
+        (d / "s.yaml").write_text(spec)
+        plan = plan_of(str(d / "s.yaml"))
+        assert plan.combinations[0].target.sim["tokenizer"] == str(d / "tok.json")  # for the subprocess
+        hashes.add(plan.plan_hash)
+    assert len(hashes) == 1
 
 
 def test_secrets_never_appear_in_a_printed_plan(capsys):

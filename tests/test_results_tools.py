@@ -58,6 +58,14 @@ def test_fail_on_gates_trip_with_exit_1(capsys):
     assert main(["compare", MINIMAX, KIMI, "--fail-on", "speed < 5%"]) == 2
 
 
+@pytest.mark.parametrize("gate", ["goodput_s < -5%", "ttft.p90 > 500ms", "itl.mean > +10%"])
+def test_a_gate_on_a_figure_compare_does_not_compare_is_refused(gate, capsys):
+    """Such gates passed whatever the figures were: nothing could trip them."""
+    assert main(["compare", MINIMAX, KIMI, "--fail-on", gate]) == 2
+    err = capsys.readouterr().err
+    assert f"compare does not compare {gate.split()[0]}; a gate may use output_tok_s" in err
+
+
 def test_markdown_renders_a_table(capsys):
     assert main(["compare", MINIMAX, KIMI, "--format", "markdown"]) == 0
     md = capsys.readouterr().out
@@ -121,6 +129,29 @@ def test_merged_result_validates():
     from benchc.results.merge import merge_docs
 
     validate_document(merge_docs([read(SHARD_A), read(SHARD_B)], ["a", "b"]))
+
+
+def test_a_merged_result_judges_its_slo_on_its_own_figures():
+    """It kept shard 0's verdict, per-request file and, for exports, its creation time."""
+    from benchc.results.clock import point_span
+    from benchc.results.merge import merge_docs
+
+    a, b = read(SHARD_A), read(SHARD_B)
+    slo = {"metric": "ttft", "stat": "p99", "op": "<", "value": 1.0, "text": "ttft p99 < 1us"}
+    for d in (a, b):  # each shard says it passed; no merged point can meet 1 us
+        d["plan"]["slo"] = [slo]
+        for p in d["points"]:
+            p["slo"] = {"passed": True, "checks": []}
+        d["slo"] = {"defined": True, "passed": True}
+    merged = merge_docs([a, b], ["a", "b"])
+    validate_document(merged)
+    assert merged["slo"] == {"defined": True, "passed": False}
+    for p in merged["points"]:
+        (check,) = p["slo"]["checks"]
+        assert check["value"] == p["latency"]["ttft_us"]["p99"] and not check["passed"]
+    assert merged["requests_file"] is None  # neither shard's records are the merged set
+    last = max(point_span(merged, p)[1] for p in merged["points"])
+    assert last.isoformat().startswith(b["created"][:-1])  # the later shard's, not the merge's
 
 
 def test_report_writes_pngs_and_a_self_contained_html(tmp_path, capsys):

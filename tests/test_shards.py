@@ -169,3 +169,30 @@ def test_a_merged_point_names_the_worker_whose_client_was_saturated():
         [(0, "a", 0.2), (1, "b", 0.95)]
     doubt = judge({"client": m.client, "tokens": {}, "cache": {}})["doubts"][0]
     assert doubt["check"] == "client_limited" and f"worker 1 on b: {busy}" in doubt["message"]
+
+
+def test_a_shard_from_another_machine_is_moved_onto_the_drivers_clock():
+    """Each machine's monotonic clock counts from its own boot: shards' windows were united as
+    they came, so a point spread over two machines had a window (and rates) of days."""
+    from benchc.metrics.aggregate import Tally
+    from benchc.run.clocks import MOVED_NOTE, ClockMark, shift_ns
+    from benchc.run.point import Measurement, merge_measurements
+
+    def shard(start_ns: int, clock: ClockMark) -> Measurement:
+        t = Tally(sent=1, completed=1, output_tokens=10, start_ns=start_ns, end_ns=start_ns + 2_000_000_000)
+        return Measurement(t, {"client_limited": False}, {"duration_s": 2.0, "output_tokens": 10,
+                                                           "output_tok_s": 5.0}, None, {},
+                           requests=[{"t0_ns": start_ns, "scheduled_ns": None}], clock=clock)
+
+    driver = ClockMark("boot-a", 1_000 * 10**9)  # its monotonic 0 is wall 1,000 s
+    here = shard(50 * 10**9, ClockMark("boot-a", driver.wall_minus_mono_ns + 3))  # the same kernel
+    there = shard(7 * 10**9, ClockMark("boot-b", 1_043 * 10**9))  # wall 1,050 s: monotonic 50 s here
+    assert shift_ns(here.clock, driver) == 0
+    for m in (here, there):
+        delta = shift_ns(m.clock, driver)
+        if delta:
+            m.move(delta)
+    merged = merge_measurements([here, there])
+    assert (merged.tally.start_ns, merged.tally.end_ns) == (50 * 10**9, 52 * 10**9)
+    assert [r["t0_ns"] for r in merged.requests] == [50 * 10**9, 50 * 10**9]
+    assert merged.moved and not here.moved and MOVED_NOTE.startswith("shards measured on other machines")

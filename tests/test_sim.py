@@ -220,11 +220,15 @@ def test_reset_fault_breaks_the_stream():
             async with s.post("/v1/chat/completions", json=chat_body(20, stream=True)) as r:
                 async for chunk in r.content.iter_any():
                     got += chunk
-        return got, server.trace
+        async with s.get("/metrics") as r:
+            return got, server.trace, await r.text()
 
-    got, trace = run(with_sim(fault_cfg("reset:1"), body))
+    got, trace, metrics = run(with_sim(fault_cfg("reset:1"), body))
     assert b'"role":"assistant"' in got and b"[DONE]" not in got
     assert trace[0]["reason"] == "reset" and trace[0]["fault"] == "reset"
+    # a reset is no success, as on vLLM (it was counted as one); its prompt was processed
+    assert 'vllm:request_success_total{model_name="MiniMaxAI/MiniMax-M2.5"} 0' in metrics
+    assert 'vllm:prompt_tokens_total{model_name="MiniMaxAI/MiniMax-M2.5"} 3' in metrics
 
 
 def test_stall_fault_leaves_a_gap():

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchc.errors import UsageError
 from benchc.tokenizer import tokenizer as T
 from tests.conftest import both_cores
 
@@ -44,12 +45,14 @@ def qwen(request):
 CORPUS = corpus()
 
 
+@pytest.mark.slow  # a whole corpus against HF tokenizers
 def test_deepseek_ids_identical_to_hf_tokenizers(deepseek):
     ours, hf = deepseek
     for text in CORPUS:
         assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text[:60]
 
 
+@pytest.mark.slow  # a whole corpus against tiktoken
 def test_qwen_ids_identical_to_tiktoken(qwen):
     ours, ref = qwen
     for text in CORPUS:
@@ -76,8 +79,6 @@ def test_decode_round_trips_and_count(deepseek):
 def test_model_directory_and_errors(tmp_path):
     (tmp_path / "tokenizer.json").write_bytes(Path(DEEPSEEK).read_bytes())
     assert T.load(str(tmp_path)).count("hello world") == 2
-    from benchc.errors import UsageError
-
     with pytest.raises(UsageError, match="no tokenizer at"):
         T.load(str(tmp_path / "missing"))
     # a malformed file of any kind is a usage error naming it, never a traceback
@@ -231,6 +232,7 @@ def test_simulator_with_a_tokenizer_streams_real_tokens():
     assert tok["count"] == usage["prompt_tokens"]
 
 
+@pytest.mark.slow  # HF tokenizers as the oracle
 def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):
     """HF's engine reads \\p{N}{1,3}+ as (\\p{N}{1,3})+ where tiktoken's is possessive: a
     tokenizer.json is read as HF reads it."""
@@ -247,6 +249,31 @@ def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):
             assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
 
 
+def test_add_prefix_space_is_hfs_a_space_before_anything_but_a_space(tmp_path):
+    """HF's ByteLevel prefixes a space unless the text starts with one (a newline or a tab gets
+    one too; benchc gave them none); after a Split it would prefix each piece: refused."""
+    import json
+
+    d = json.loads(Path(DEEPSEEK).read_text())
+    d["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                          "use_regex": True}
+    f = tmp_path / "tokenizer.json"
+    f.write_text(json.dumps(d))
+    hf = HF.from_file(str(f))
+    texts = ["\nhello world", "\tindented", " spaced", "plain", "\r\nwindows", "\u3000ideographic"]
+    for core in CORES:
+        ours = T.load(str(f), core)
+        for text in texts:
+            assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, repr(text)
+    d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\d"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": False}]}
+    f.write_text(json.dumps(d))
+    with pytest.raises(UsageError, match="add_prefix_space after a Split is not supported yet"):
+        T.load(str(f))
+
+
+@pytest.mark.slow  # HF tokenizers as the oracle, 15 cases per behaviour
 @pytest.mark.parametrize("behaviour", ["Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous",
                                        "Isolated-inverted"])
 def test_every_split_behaviour_matches_hf(behaviour, tmp_path):

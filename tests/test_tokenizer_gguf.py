@@ -22,6 +22,8 @@ gguf = pytest.importorskip("gguf")
 spm = pytest.importorskip("sentencepiece")
 from tokenizers import Tokenizer as HF  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the gguf package writes and reads the fixtures
+
 CORPUS = corpus()
 
 
@@ -103,3 +105,9 @@ def test_what_is_not_built_yet_is_refused(tmp_path):
     (tmp_path / "cut.gguf").write_bytes(b"GGUF" + (3).to_bytes(4, "little") + bytes(3))
     with pytest.raises(UsageError, match="truncated"):
         T.load(str(tmp_path / "cut.gguf"))
+    # a forged key length (2^60 bytes) is refused before anything of that size is asked for
+    header = b"GGUF" + (3).to_bytes(4, "little") + bytes(8) + (1).to_bytes(8, "little")  # one key
+    forged = header + (1 << 60).to_bytes(8, "little")
+    (tmp_path / "forged.gguf").write_bytes(forged + b"key")
+    with pytest.raises(UsageError, match="truncated"):
+        T.load(str(tmp_path / "forged.gguf"))

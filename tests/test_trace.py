@@ -164,6 +164,16 @@ def test_length_caps_clip_and_count(tmp_path):
     ("benchc", '{"timestamp": 1, "prompt": "hi", "input_tokens": 3}\n',
      r"m:1: each row needs exactly one of 'prompt', 'messages' or 'input_tokens'"),
     ("benchc", "", r"m: the slice \(start 0s\) holds no request \(the file holds no request\)"),
+    # not finite (JSON's NaN and Infinity, CSV's "nan"): a traceback before
+    ("mooncake", '{"timestamp": 0, "input_length": NaN, "output_length": 1}\n',
+     r"m:1: input_length must be a whole number of tokens, got nan"),
+    ("mooncake", '{"timestamp": 0, "input_length": 4, "output_length": Infinity}\n',
+     r"m:1: output_length must be a whole number of tokens, got inf"),
+    ("burstgpt", "Timestamp,Request tokens,Response tokens\nnan,2,3\n",
+     r"m:2: Timestamp must be a finite number, got nan"),
+    # past the per-request ceiling (the plan builds prompts of it while compiling)
+    ("mooncake", '{"timestamp": 0, "input_length": 20000000, "output_length": 1}\n',
+     r"m:1: 20,000,000 input tokens, over benchc's ceiling of 10,000,000 per request"),
 ])
 def test_bad_traces_are_named_by_file_and_line(tmp_path, fmt, text, message):
     f = tmp_path / "m"

@@ -115,16 +115,20 @@ def cache_check(point: dict, server: dict | None = None) -> dict:
     else:
         c.update(source="none", cached_tokens=None, cached_fraction=None, above_declared=False)
         return c
-    above = cached > allowed
+    # per request where the server said per request: one request's hit of a prompt it kept from
+    # before is not hidden by the others' sharing less than they might
+    over = reported["requests_above_allowed"] if source != "prometheus" else 0
+    above = cached > allowed or over > 0
     c.update(source=source, cached_tokens=cached,
              cached_fraction=round(cached / prompt, 4) if prompt else None,
              allowed_fraction=round(min(allowed, prompt) / prompt, 4) if prompt else None,
              above_declared=above)
     if above:
+        which = (f"more than this workload shares (at most {allowed})" if cached > allowed else
+                 f"and {over} request(s) got more of theirs from it than this workload shares with them")
         c["warning"] = (f"{cached} of {prompt} prompt tokens came from the server's prefix cache "
-                        f"({cached / prompt:.0%}, by {source}), more than this workload shares (at most "
-                        f"{allowed}): the server served prompts it kept from before, so TTFT here partly "
-                        "measures cache hits")
+                        f"({cached / prompt:.0%}, by {source}), {which}: the server served prompts it "
+                        "kept from before, so TTFT here partly measures cache hits")
     return c
 
 

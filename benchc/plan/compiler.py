@@ -102,7 +102,7 @@ def compile_spec(spec: Spec) -> Plan:
         data = mx.expand(d, values)
         label = ",".join(f"{k}={mx.format_value(v)}" for k, v in values.items())
         points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
-        num_prompts = _num_prompts(load, points, data["workload"]["dataset"])
+        num_prompts = _num_prompts(load, points)
         workload, source = _workload(data["workload"], num_prompts, spec.file,
                                      data["target"].get("tokenizer"))
         if workload.trace is not None:
@@ -435,7 +435,7 @@ def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | No
                 requests=requests, duration_s=duration)
 
 
-def _num_prompts(load: dict, points: list[Step], dataset: dict) -> int:
+def _num_prompts(load: dict, points: list[Step]) -> int:
     counts = [p.requests for p in points if p.requests]
     warm = (load.get("warmup") or {}).get("requests") or 0
     if counts:

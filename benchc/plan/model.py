@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from benchc.errors import PlanError
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 
 PLAN_VERSION = 3
@@ -209,7 +211,7 @@ class Plan:
     def from_dict(cls, d: dict) -> Plan:
         version = d.get("plan_version")
         if version not in READABLE_PLAN_VERSIONS:
-            raise ValueError(f"plan_version {version!r} is not one this benchc reads "
+            raise PlanError(f"plan_version {version!r} is not one this benchc reads "
                              f"(it reads {', '.join(map(str, READABLE_PLAN_VERSIONS))})")
         combos = []
         for c in d["combinations"]:
@@ -253,7 +255,7 @@ class Plan:
             "plan_version": self.plan_version,
             "combinations": [
                 {"matrix": c.matrix, "api": c.target.api, "model": c.target.model,
-                 "sim": c.target.sim, "workload": asdict(c.workload),
+                 "sim": self._sim_material(c.target.sim), "workload": asdict(c.workload),
                  "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
@@ -261,6 +263,14 @@ class Plan:
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }
+
+    def _sim_material(self, sim: dict | None) -> dict | None:
+        """The simulator's settings with its tokenizer's path relative to the spec's folder (the
+        compiler made it absolute for the subprocess): one spec, one hash in any checkout."""
+        if not sim or not sim.get("tokenizer") or self.spec["path"].startswith("<"):
+            return sim
+        spec_dir = os.path.dirname(os.path.abspath(self.spec["path"]))
+        return {**sim, "tokenizer": os.path.relpath(sim["tokenizer"], spec_dir)}
 
     def load_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "load"]

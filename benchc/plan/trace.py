@@ -32,6 +32,7 @@ from benchc.errors import PlanError
 from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, one_token_words
 from benchc.plan.trace_formats import READERS, Lines, Row, literal_prompt
 from benchc.plan.workload import Prompt
+from benchc.spec.limits import MAX_TOKENS
 from benchc.units import parse_duration, parse_tokens
 
 _MASK64 = (1 << 64) - 1
@@ -152,7 +153,7 @@ def _read(path: Path, params: dict, sha256: str) -> Trace:
                 continue
             if row.time_s >= hi:
                 break
-            _add(trace, row, lo, caps, tally, sessions)
+            _add(trace, row, lo, caps, tally, sessions, str(path))
             if sl["requests"] and len(trace) == sl["requests"]:
                 break
     if not len(trace):
@@ -188,7 +189,7 @@ def _describe(sl: dict) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def _add(trace: Trace, row: Row, t0: float, caps: tuple, tally: dict, sessions: dict) -> None:
+def _add(trace: Trace, row: Row, t0: float, caps: tuple, tally: dict, sessions: dict, path: str) -> None:
     """One row into the trace: lengths capped (counted) and raised to 1 (counted: a server
     takes no empty prompt and no max_tokens of 0), hash ids cut to the blocks it fills."""
     n_in, n_out = row.input_tokens, row.output_tokens
@@ -200,6 +201,10 @@ def _add(trace: Trace, row: Row, t0: float, caps: tuple, tally: dict, sessions: 
     if cap_out is not None and n_out is not None and n_out > cap_out:
         n_out, clipped = cap_out, True
     tally["clipped"] += clipped
+    for n, what in ((n_in, "input"), (n_out or 0, "output")):
+        if n > MAX_TOKENS:  # 8 prompts of it are built to compile the plan: bounded like a spec's
+            raise PlanError(f"{path}:{row.line}: {n:,} {what} tokens, over benchc's ceiling of "
+                            f"{MAX_TOKENS:,} per request (cap them with max_{what}_tokens)")
     if n_in < 1 or n_out == 0:
         tally["raised"] += 1
         n_in, n_out = max(1, n_in), None if n_out is None else max(1, n_out)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from array import array
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -75,6 +76,8 @@ def _length(path: str, line: int, name: str, value: object) -> int:
             value = float(value) if value.strip() else None
         except ValueError:
             raise _fail(path, line, f"{name} {value!r} is not a number") from None
+    if isinstance(value, float) and not math.isfinite(value):  # NaN, Infinity: JSON and CSV allow them
+        raise _fail(path, line, f"{name} must be a whole number of tokens, got {value!r}")
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise _fail(path, line, f"{name} must be a whole number of tokens, got {value!r}")
     if value < 0:
@@ -85,11 +88,11 @@ def _length(path: str, line: int, name: str, value: object) -> int:
 def _number(path: str, line: int, name: str, value: object) -> float:
     if isinstance(value, str):
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             raise _fail(path, line, f"{name} {value!r} is not a number") from None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(path, line, f"{name} must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _fail(path, line, f"{name} must be a finite number, got {value!r}")
     return float(value)
 
 

@@ -11,6 +11,8 @@ monotonic offset before that:
 Durations and the order and spacing of points are exact. The absolute times are approximate:
 late by the time between the last request's end and the document's assembly (telemetry, the
 server's shutdown), and early by less than a second (`created` is truncated to the second).
+A merged result was created when it was merged, maybe days later: its anchor is the latest
+of its shards' `created` (shards of one plan run side by side on one clock).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def parse_created(doc: dict) -> datetime.datetime | None:
 
 
 def _anchor(doc: dict) -> tuple[datetime.datetime, int] | None:
-    created = parse_created(doc)
+    parts = [parse_created(m) for m in doc.get("merged_from") or [] if isinstance(m, dict)]
+    created = max((p for p in parts if p is not None), default=None) if parts else parse_created(doc)
     ends = [p["window"].get("end_ns") for p in doc.get("points", [])]
     ends = [e for e in ends if isinstance(e, int)]
     if created is None or not ends:

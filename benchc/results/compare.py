@@ -20,8 +20,9 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
   what 95% means), and a comparison reads many metrics; like criterion.rs's noise
   threshold, a change below the floor is not reported as one, however tight the
   intervals. 2% rather than criterion's 1%: five runs of one simulated point on a
-  2-core machine under full load spread by about 0.6% (sd), so the mean of five differs
-  from another five's by 1% about once in a hundred comparisons, by 2% practically never.
+  2-core machine spread by 0.1-0.7% (sd; benchmarks/noise_floor.py prints it), so the
+  mean of five differs from another five's by 1% about once in a hundred comparisons at
+  the widest of those spreads, by 2% practically never.
   Only one side repeated: its mean is shown, latency percentiles use the bootstrap on its
   pooled histograms, throughputs stay `n/a`.
 """
@@ -44,6 +45,7 @@ from benchc.spec.thresholds import Threshold, parse_gate
 THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s")
 LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p50", "tpot.p99",
              "e2e.p50", "e2e.p99")
+COMPARED = THROUGHPUTS + ("error_rate",) + LATENCIES  # what each compared point carries
 BOOTSTRAP_RESAMPLES = 200
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
 
@@ -164,7 +166,7 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dic
             warnings.append(f"{name}: client-limited in {' and '.join(limited)}: its figures measure "
                             "the client, not only the server")
         metrics = {}
-        for m in THROUGHPUTS + ("error_rate",) + LATENCIES:
+        for m in COMPARED:
             entry = _entry(b_runs, n_runs, m, noise_floor)
             if entry is not None:
                 metrics[m] = entry
@@ -286,6 +288,10 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
         parsed = [parse_gate(g) for g in gates]
     except ValueError as e:
         raise UsageError(f"--fail-on: {e}") from e
+    for g in parsed:  # a gate on a figure compare does not compare could never trip
+        if g.key not in COMPARED:
+            raise UsageError(f"--fail-on {g.text!r}: compare does not compare {g.key}; a gate may "
+                             f"use {', '.join(COMPARED)}")
     docs = [read(p) for p in paths]
     outputs, breaches = [], []
     for new in docs[1:]:

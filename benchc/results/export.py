@@ -30,6 +30,9 @@ def requests_jsonl(doc: dict, result_path: str) -> str:
     a truncated or damaged file is refused, naming the line, so that no half record is
     ever passed on."""
     path = _requests_path(doc, result_path)
+    if not path and doc.get("merged_from"):
+        raise UsageError("a merged result has no per-request file: each shard's records stay beside "
+                         "the shard; export those")
     if not path:
         raise UsageError("this result has no per-request records (run with output.requests: true)")
     try:

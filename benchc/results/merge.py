@@ -23,7 +23,9 @@ from benchc.metrics.cache import cache_check
 from benchc.results.document import now_iso, point_key
 from benchc.results.repeats import summaries
 from benchc.results.shards import refuse_duplicates, shard_ids
+from benchc.results.slo import evaluate_slo, run_verdict, slo_thresholds
 from benchc.results.trust import judge
+from benchc.spec.thresholds import Threshold
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
                "monotonic clocks; exact when the shards share a clock (one machine)")
@@ -49,10 +51,13 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
             if k not in groups:
                 order.append(k)
             groups.setdefault(k, []).append(p)
-    out["points"] = [merge_points(groups[k]) for k in order]
+    checks = slo_thresholds(out["plan"].get("slo", []))
+    out["points"] = [merge_points(groups[k], checks) for k in order]
+    out["slo"] = run_verdict(bool(checks), out["points"])  # from the merged figures, not shard 0's
     if "repeats" in out:  # the runs' intervals, again from the merged runs
         out["repeats"] = summaries(out["points"])
-    out["created"] = now_iso()
+    out["created"] = now_iso()  # when merged; exports date the points by the shards' (results/clock.py)
+    out["requests_file"] = None  # each shard's records stay beside it; none holds the merged set
     out["complete"] = all(d["complete"] for d in docs) and all(len(g) == len(docs) for g in groups.values())
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
@@ -64,8 +69,9 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     return out
 
 
-def merge_points(shards: list[dict]) -> dict:
-    """One point from the points of its shards (result documents' points)."""
+def merge_points(shards: list[dict], slo_checks: list[Threshold] | None = None) -> dict:
+    """One point from the points of its shards (result documents' points); its SLO verdict
+    again, on the merged figures, where the shards' points had one."""
     try:
         tally = Tally.total(Tally.from_point(s) for s in shards)
     except (ValueError, HdrFormatError) as e:
@@ -83,7 +89,8 @@ def merge_points(shards: list[dict]) -> dict:
     # every shard scraped the one server)
     cache_check(p)
     p["client"] = merge_client_checks([s["client"] for s in shards])
-    # thresholds are re-checked on the merged figures by `compare --fail-on`
+    if slo_checks and any("slo" in s for s in shards):
+        p["slo"] = evaluate_slo(slo_checks, p)
     p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}
     p["trust"] = judge(p)
     return p

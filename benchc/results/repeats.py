@@ -49,9 +49,9 @@ def summary(runs: list[dict]) -> dict:
     first = runs[0]
     metrics = {}
     for key in METRICS:
-        values = [v for v in (metric_value(p, key) for p in runs) if v is not None]
-        interval = mean_interval(values)
-        entry: dict = {"values": values}
+        figures = values(runs, key)
+        interval = mean_interval(figures)
+        entry: dict = {"values": figures}
         if interval is not None:
             entry.update(interval.to_json(3))
         metrics[key] = entry

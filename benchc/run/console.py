@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from benchc import redact
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
 
@@ -35,10 +36,12 @@ class Console:
         self.rows = 0
 
     def say(self, text: str) -> None:
+        """A line to the terminal, with every secret value of the run replaced (a warning may
+        quote a URL, a server's answer or its command line)."""
         if not self.quiet:
             if self.live:
                 sys.stderr.write("\r\033[K")  # over the progress line, which the next request redraws
-            print(text, file=sys.stderr, flush=True)
+            print(redact.active().text(text), file=sys.stderr, flush=True)
 
     def progress(self, step: Step) -> Callable[[PointRecorder, int], None] | None:
         """A callback showing the point's progress after each request, or None."""

@@ -32,8 +32,9 @@ from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or
 from benchc.metrics.cache import cache_check
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Combination, Step, Target
-from benchc.results.document import metric_value
+from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
+from benchc.run.clocks import MOVED_NOTE, ClockMark
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
 from benchc.run.prepare import Prepared, measuring, step_slo_checks
@@ -116,6 +117,19 @@ class Measurement:
     consumed: int = 0  # the step's prompt indices its requests took (feed.StepFeed.consumed)
     worker: int = 0  # the shard's index (Ray worker i of the point's n)
     stopped: str | None = None  # why the point's load stopped early on its own (run/deadserver.py)
+    clock: ClockMark | None = None  # a Ray worker's clock (run/clocks.py); None: the driver's
+    moved: bool = False  # placed on the driver's clock from another machine's
+
+    def move(self, delta_ns: int) -> None:
+        """Put every time it holds on another clock (`delta_ns` later)."""
+        t = self.tally
+        t.start_ns = t.start_ns + delta_ns if t.start_ns is not None else None
+        t.end_ns = t.end_ns + delta_ns if t.end_ns is not None else None
+        for r in self.requests:
+            for k in ("t0_ns", "scheduled_ns"):
+                if r.get(k) is not None:
+                    r[k] += delta_ns
+        self.moved = True
 
 
 async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> tuple[int, str | None]:
@@ -155,7 +169,9 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
     """The shards of one point, as one measurement: tallies added exactly, self-checks side
     by side (each named by worker and host), steady-state rates and in-flight counts summed
-    (the shards ran together)."""
+    (the shards ran together). The steady rate is the sum of the shards' rates, each over
+    its own steady span, so it is not output_tokens / duration_s; duration_s is the shortest
+    span (README: Metric definitions)."""
     tally = Tally.total(m.tally for m in parts)
     steady = {"duration_s": min(m.steady["duration_s"] for m in parts),
               "output_tokens": sum(m.steady["output_tokens"] for m in parts),
@@ -171,7 +187,7 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
                        mean_inflight=sum_or_none(m.mean_inflight for m in parts),
                        params=parts[0].params, complete=all(m.complete for m in parts),
                        host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards,
-                       consumed=max(m.consumed for m in parts),
+                       consumed=max(m.consumed for m in parts), moved=any(m.moved for m in parts),
                        stopped=next((m.stopped for m in parts if m.stopped), None))
 
 
@@ -189,6 +205,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
     point = {"id": step.id, "combination": combo.index, "matrix": combo.matrix, "params": step_params(step),
              "complete": m.complete,
              **figures(m.tally, m.steady.get("output_tok_s"), m.mean_inflight)}
+    if m.moved:
+        point["window"]["note"] = MOVED_NOTE
     point["client"] = m.client
     point["steady"] = m.steady
     point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"],
@@ -225,11 +243,3 @@ def trace_block(trace: dict, step: Step, point: dict) -> dict:
                      "input_tokens": point["tokens"]["input"], "output_tokens": point["tokens"]["output"],
                      "duration_s": point["window"]["duration_s"]}
     return block
-
-
-def evaluate_slo(checks: list[Threshold], point: dict) -> dict:
-    results = []
-    for t in checks:
-        value = metric_value(point, t.key)
-        results.append({"threshold": t.text, "value": value, "passed": value is not None and t.holds(value)})
-    return {"passed": all(r["passed"] for r in results), "checks": results}

@@ -26,6 +26,7 @@ from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal, FilePrompts, PromptSource, source_digest, step_digest
 from benchc.plan.trace import Trace, TracePrompts
 from benchc.plan.workload import Prompt
+from benchc.results.slo import slo_thresholds
 from benchc.run.feed import StepFeed
 from benchc.run.shards import WHOLE, Shard
 from benchc.spec.thresholds import Threshold
@@ -127,7 +128,7 @@ def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
 
 
 def slo_checks(plan: Plan) -> list[Threshold]:
-    return [Threshold(s.metric, s.stat, s.op, s.value, False, s.text) for s in plan.slo]
+    return slo_thresholds(plan.slo)
 
 
 def step_slo_checks(step: Step, prepared: Prepared) -> list[Threshold]:
@@ -136,8 +137,7 @@ def step_slo_checks(step: Step, prepared: Prepared) -> list[Threshold]:
     the step itself, so a Ray worker given a probe holds its requests to the same SLO."""
     if step.search is None:
         return prepared.slo_checks
-    return [Threshold(s["metric"], s["stat"], s["op"], s["value"], False, s["text"])
-            for s in step.search["slo"]]
+    return slo_thresholds(step.search["slo"])
 
 
 @contextlib.contextmanager

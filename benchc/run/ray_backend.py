@@ -44,6 +44,7 @@ from typing import Any
 from benchc.errors import RunError, UsageError
 from benchc.plan.model import Plan, Step
 from benchc.plan.prompts import NO_DEAL, Deal
+from benchc.run import clocks
 from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
 from benchc.run.prepare import Kit, Prepared, prepare
 from benchc.run.shards import Shard, split_step
@@ -208,6 +209,11 @@ class RayBackend:
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
         outcomes = await self._collect(refs, [s for _, s in shards], start_at, stop or asyncio.Event())
         results = [o for o in outcomes if isinstance(o, Measurement)]
+        here = clocks.mark()
+        for r in results:  # a shard from another machine, onto this one's clock
+            delta = clocks.shift_ns(r.clock, here)
+            if delta:
+                r.move(delta)
         failures = [f"{step.id}: worker {s.index} failed: {ray_reason(o)}"
                     for (_, s), o in zip(shards, outcomes, strict=True) if not isinstance(o, Measurement)]
         if not results:
@@ -359,7 +365,9 @@ class LoadWorker:
                 # every shard waits for the shared wall-clock start (or a halt)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(0.0, start_at - time.time()))
-                return await measure_point(ctx, step, prepared, seed, feed, shard)
+                m = await measure_point(ctx, step, prepared, seed, feed, shard)
+                m.clock = clocks.mark()
+                return m
         finally:
             self._stops.pop(start_at, None)
 

@@ -23,7 +23,9 @@ def prometheus_timings(before: dict | None, after: dict | None, point: dict) -> 
             n = after[c] - before[c]
             if n > 0:
                 out[f"{phase}_ms_mean"] = round((after[s] - before[s]) / n * 1e3, 3)
-                out["requests"] = int(n)
+                # vLLM observes the phases when a request finishes (TTFT at its first token, so
+                # that count may be ahead): the most any phase counted, not the last one read
+                out["requests"] = max(out.get("requests", 0), int(n))
     if len(out) == 1:
         return None
     lat = point["latency"]

@@ -233,6 +233,7 @@ class Engine:
             if self.prefix is not None:
                 # once per request, at admission: its prefill is charged at this step
                 seq.cached = seq.trace["cached_tokens"] = self.prefix.admit(seq.block_keys, seq.input_tokens)
+            self.prompt_tokens_total += seq.input_tokens  # processed from here, as its prefix hits count
             self.running.append(seq)
             admitted.append(seq)
         return admitted
@@ -417,9 +418,7 @@ class Engine:
         assert fault is not None  # called only for a request with a fault
         kind = fault.kind
         seq.fault_at = None  # once
-        if kind == "reset":
-            if seq.pending:
-                seq.pending = seq.pending[:1]  # some bytes reach the client, then the reset
+        if kind == "reset":  # what was already flushed reached the client; the rest never will
             if seq.transport is not None:
                 seq.transport.abort()
             seq.gone = True
@@ -456,7 +455,8 @@ class Engine:
         tr["output_tokens"] = seq.emitted
         log.debug("request %s finished: %s, %d tokens%s", tr.get("id"), reason, seq.emitted,
                   f", fault {tr['fault']}" if tr.get("fault") else "")
-        self.requests_total += 1
+        if reason not in ("reset", "client_gone"):  # vLLM's request_success_total: finished answers
+            self.requests_total += 1
         if tr["first_token_ns"] is not None:
             p = self.phase_s
             p["queue"] += (tr["admitted_ns"] - tr["arrival_ns"]) / 1e9
@@ -719,7 +719,6 @@ class SimServer:
             seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
         empty = self.engine._chunk(seq, b"\x00", None)
         seq.head, seq.tail = empty.split(b"\x00")
-        self.engine.prompt_tokens_total += input_tokens
         return seq
 
     async def _open_stream(self, request: web.Request, seq: Seq, headers: dict) -> None:

@@ -103,7 +103,7 @@ def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
     out: list[SpecProblem] = []
     (kind, cfg), = d["workload"]["dataset"].items()
     where = ("workload", "dataset", kind)
-    for key in ("input_tokens", "prefix_tokens", "output_tokens"):
+    for key in ("input_tokens", "prefix_tokens", "output_tokens", "suffix_tokens"):
         n = _largest(cfg[key]) if key in cfg else 0
         if n > MAX_TOKENS:
             out.append(spec.problem(where + (key,), _over(n, MAX_TOKENS, "tokens per request")))

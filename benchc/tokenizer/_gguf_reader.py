@@ -27,8 +27,13 @@ class _Reader:
     def __init__(self, f: BinaryIO):
         self.f = f
         self.raw = bytearray()  # every byte read: the tokenizer's sha256 is taken over them
+        at = f.tell()
+        self.size = f.seek(0, 2)
+        f.seek(at)
 
     def take(self, n: int) -> bytes:
+        if n > self.size - self.f.tell():  # a forged length would allocate it before the short read
+            raise GGUFError(f"truncated file (a value of {n:,} bytes past its end)")
         b = self.f.read(n)
         if len(b) != n:
             raise GGUFError("truncated file")

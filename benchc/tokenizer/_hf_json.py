@@ -85,6 +85,10 @@ def _byte_level(path, model, pre, special, frozen, steps, core) -> Tokenizer:
         if kind == "Split":
             splits.append(_split(path, pt))
         elif kind == "ByteLevel":
+            if pt.get("add_prefix_space") and splits:
+                # HF prefixes each piece the Splits before it made; benchc prefixes each segment
+                raise UsageError(f"{path}: a ByteLevel with add_prefix_space after a Split is not "
+                                 "supported yet")
             prefix_space = prefix_space or bool(pt.get("add_prefix_space"))
             if pt.get("use_regex", True):
                 splits.append(GPT2)

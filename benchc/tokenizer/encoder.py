@@ -155,7 +155,7 @@ class Tokenizer:
                 for piece, frozen_id, _ in self._frozen.split(segment):
                     if frozen_id is not None:
                         yield piece, frozen_id
-                    elif self.prefix_space and not piece[0].isspace():
+                    elif self.prefix_space and piece[0] != " ":  # HF's ByteLevel: a space, not \n
                         yield " " + piece, None
                     else:
                         yield piece, None

@@ -1,0 +1,93 @@
+"""How much repeated runs of one setup differ, and whether `compare` tells a 10% faster one
+apart: the figures behind compare's noise floor (results/compare.NOISE_FLOOR, README: Answers).
+
+Three result files, each one point at C=8 (one batch of 8 requests of 32 tokens, so a run is
+one wave) repeated N times on the embedded simulator: the minimax preset, the same again, and
+the same with every step 1.1x as fast. Prints each side's spread of output tok/s between runs
+(sd, % of the mean), the difference of the means of the two same-preset sides, and what
+compare says of same vs same and same vs faster.
+
+    python benchmarks/noise_floor.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchc.cli import main  # noqa: E402
+from benchc.results.compare import NOISE_FLOOR, compare_docs  # noqa: E402
+from benchc.results.document import read  # noqa: E402
+from benchc.sim.model import MINIMAX_TABLE  # noqa: E402
+
+SPEC = """\
+version: 1
+name: noise
+target:
+  sim: {{preset: minimax-m2.5-tp4{sim}}}
+  model: MiniMaxAI/MiniMax-M2.5
+workload:
+  dataset:
+    random: {{input_tokens: 16, output_tokens: 32}}
+load:
+  warmup: {{requests: 1}}
+  sweep: {{concurrency: [8]}}
+  requests: 8
+  repeats: {repeats}
+output: {{path: {path}}}
+"""
+
+
+def run_side(d: str, name: str, repeats: int, speedup: float) -> dict:
+    sim = ""
+    if speedup != 1.0:
+        table = [[b, round(ms / speedup, 4)] for b, ms in MINIMAX_TABLE]
+        sim = f", step_table: {json.dumps(table)}"
+    spec = os.path.join(d, f"{name}.yaml")
+    out = os.path.join(d, f"{name}.json")
+    with open(spec, "w") as f:
+        f.write(SPEC.format(sim=sim, repeats=repeats, path=out))
+    with contextlib.redirect_stdout(io.StringIO()):
+        if main(["run", spec, "--quiet"]) != 0:
+            raise SystemExit(f"the {name} run failed")
+    return read(out)
+
+
+def runs_tok_s(doc: dict) -> list[float]:
+    return [p["throughput"]["output_tok_s"] for p in doc["points"]]
+
+
+def main_() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        docs = {name: run_side(d, name, args.repeats, speed)
+                for name, speed in (("base", 1.0), ("again", 1.0), ("faster", 1.1))}
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"{args.repeats} runs a side of C=8, 8 x 32 tokens")
+    means = {}
+    for name, doc in docs.items():
+        v = runs_tok_s(doc)
+        means[name] = statistics.fmean(v)
+        sd = statistics.stdev(v) / means[name]
+        print(f"  {name:<7} output tok/s mean {means[name]:8.1f}  spread sd {sd:.2%}"
+              f"  runs {', '.join(f'{x:.1f}' for x in v)}")
+    print(f"  means of the two same-preset sides differ by {means['again'] / means['base'] - 1:+.2%}; "
+          f"faster vs base {means['faster'] / means['base'] - 1:+.2%} (the tables say +10%)")
+    for other in ("again", "faster"):
+        m = compare_docs(docs["base"], docs[other])["points"][0]["metrics"]["output_tok_s"]
+        print(f"  compare base vs {other}: change {m['change']:+.2%}, beyond noise: {m['significant']} "
+              f"(floor {NOISE_FLOOR:.0%})")
+
+
+if __name__ == "__main__":
+    main_()
