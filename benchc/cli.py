@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("results", nargs="+", metavar="RESULT")
     rp.add_argument("--png", metavar="DIR", help="write the plots here as PNG files")
     rp.add_argument("--html", metavar="FILE", help="write one self-contained HTML page")
+    rp.add_argument("--force", action="store_true", help="overwrite the PNGs or the page if they exist")
 
     tk = sub.add_parser("tokens", help="count (or list) the tokens of files with a model's tokenizer")
     tk.add_argument("files", nargs="+", metavar="FILE")
@@ -342,7 +344,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from benchc.results.document import read
     from benchc.results.report import write_report
 
-    for path in write_report([read(p) for p in args.results], args.png, args.html):
+    for path in write_report([read(p) for p in args.results], args.png, args.html, args.force):
         print(path)
     return EXIT_OK
 
@@ -405,11 +407,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         except BenchcError as e:
             e.args = (scrub.text(str(e)),)
             raise
-    if args.json:
-        print(scrub.json(json.dumps(doc, indent=1)))
-    else:
-        print(path)
+    text = scrub.json(json.dumps(doc, indent=1)) + "\n" if args.json else path + "\n"
+    failed = _print_result(text)
+    if failed is not None:
+        # the result is on disk; stdout failing (a full device, a closed pipe) loses nothing
+        print(f"benchc: warning: could not print the result to stdout ({failed}); it is on disk at {path}",
+              file=sys.stderr)
     return EXIT_OK
+
+
+def _print_result(text: str) -> str | None:
+    """Write `text` to stdout; None, or why it could not be written. After a failure the
+    descriptor under stdout is pointed at the null device, so that the interpreter's last
+    flush of what is still buffered does not fail again (and turn the exit status into 120)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return None
+    except OSError as e:
+        with contextlib.suppress(OSError, AttributeError, ValueError):  # a stdout without a descriptor
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        return e.strerror or str(e)
 
 
 def _check_base_url(url: str) -> None:

@@ -18,6 +18,7 @@ from benchc.client.request import send_native
 from benchc.metrics.record import (
     CANCELLED,
     CONNECT,
+    FIRST_BYTE_TIMEOUT,
     HTTP,
     IDLE_TIMEOUT,
     STREAM_BROKEN,
@@ -90,8 +91,9 @@ class RawServer:
             writer.close()
 
 
-def target(timeout_s: float = 10.0, idle_s: float = 10.0) -> Target:
-    return Target("http://x/v1", None, "chat", "m", None, {}, timeout_s, idle_s, None)
+def target(timeout_s: float = 10.0, idle_s: float = 10.0, first_byte_s: float = 10.0) -> Target:
+    return Target("http://x/v1", None, "chat", "m", None, {}, timeout_s, idle_s, None,
+                  first_byte_timeout_s=first_byte_s)
 
 
 async def request(pool, url, t=None, headers=None) -> RequestRecord:
@@ -262,7 +264,10 @@ def test_timeouts_before_and_after_the_head():
         await writer.drain()
         await asyncio.sleep(5)
 
-    assert run(one_request(stall_before, target(idle_s=0.2)))[0].error == TIMEOUT
+    r, _ = run(one_request(stall_before, target(first_byte_s=0.2)))
+    assert r.error == FIRST_BYTE_TIMEOUT and r.status is None
+    assert r.error_detail == ("no response byte within target.first_byte_timeout (0.2s) after the request "
+                              "was sent")
     r, _ = run(one_request(stall_after, target(idle_s=0.2)))
     assert r.error == IDLE_TIMEOUT and r.status == 200
     r, _ = run(one_request(stall_after, target(timeout_s=0.3, idle_s=10)))

@@ -12,7 +12,7 @@ import pytest
 
 from benchc.client import http1
 from benchc.client.request import make_connector, make_trace_config, reuse_rules, send, send_native
-from benchc.metrics.record import CONNECT, STREAM_BROKEN, TIMEOUT, RequestRecord
+from benchc.metrics.record import CONNECT, FIRST_BYTE_TIMEOUT, STREAM_BROKEN, RequestRecord
 from tests.conftest import rx_loop_of, transports
 from tests.test_http1 import OK_HEAD, RawServer, chunked, sse, target
 
@@ -215,8 +215,8 @@ def test_genuine_failures_stay_errors(path):
             return await answer(writer)
         await asyncio.sleep(5)
 
-    rs, srv, _ = run(sequential(path, silent_on_reuse, 2, t=target(timeout_s=10, idle_s=0.3)))
-    assert rs[1].error == TIMEOUT and not rs[1].retried and len(srv.requests) == 2
+    rs, srv, _ = run(sequential(path, silent_on_reuse, 2, t=target(timeout_s=10, first_byte_s=0.3)))
+    assert rs[1].error == FIRST_BYTE_TIMEOUT and not rs[1].retried and len(srv.requests) == 2
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -33,10 +33,13 @@ cdef struct ResponseCore:
     Py_ssize_t named_len, excerpt_len
     bint has_keep_alive  # a Keep-Alive header came: its value (lower case) in keep_alive_value
     Py_ssize_t keep_alive_len
+    bint has_content_type  # a Content-Type header came: its value (lower case) in content_type
+    Py_ssize_t content_type_len
     Bytes head  # the head read so far
     ChunkedCore chunked  # its hot fields first, its line buffer last
     unsigned char named[RESPONSE_KEPT]  # the bytes a message names (a status line, a value)
     unsigned char keep_alive_value[RESPONSE_KEPT]  # `timeout=5, max=100`, for http1's keep-alive rules
+    unsigned char content_type[RESPONSE_KEPT]  # what a 200 that carried no event was
     unsigned char excerpt[RESPONSE_EXCERPT]
 
 cdef void response_init(ResponseCore* r, StreamCore* parser, int64_t sent_ns) noexcept nogil

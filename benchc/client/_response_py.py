@@ -8,7 +8,10 @@ the body -- chunked (benchc.client._chunked), Content-Length or read-to-close --
 `parser` (a StreamParser) when the status is 200, else into an excerpt. Once `finished`,
 `error` is None or (kind, detail) and `keep_alive` says whether the response lets the
 connection carry another request (`Connection`, HTTP/1.0, framing); `keep_alive_header` is
-its `Keep-Alive` value, which http1's keep-alive rules judge (timeout, max). Both transports
+its `Keep-Alive` value, which http1's keep-alive rules judge (timeout, max); `content_type`
+its `Content-Type` (lower case, what a 200 that carried no event was). A stream that passes
+the parser's bounds (_sse_py.MAX_SSE_BYTES) ends the response as an `oversized_event` error
+and the connection with it. Both transports
 of benchc.client.http1 read through it: the asyncio protocol callback and the receive loop
 (benchc.client._rxloop), so a response means the same on both.
 
@@ -26,18 +29,20 @@ import re
 from typing import Any
 
 from benchc.client._chunked_py import ChunkedDecoder
-from benchc.metrics.record import STREAM_BROKEN
+from benchc.client._sse_py import oversized_detail
+from benchc.metrics.record import OVERSIZED, STREAM_BROKEN
 
 MAX_HEAD = 64 * 1024  # response status line and headers
 EXCERPT = 300  # bytes of a non-200 body kept for the error detail
 MAX_LENGTH_DIGITS = 18  # a Content-Length that fits a signed 64-bit integer
 _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding"
-                              rb"|keep-alive)[ \t]*:([^\r\n]*)")
+                              rb"|keep-alive|content-type)[ \t]*:([^\r\n]*)")
 
 # Why a response failed. The compiled core reports a code and the bytes it names; the words
 # are made here, once, for both cores.
 HEAD_TOO_LARGE, BAD_STATUS_LINE, BAD_CONTENT_LENGTH, COMPRESSED, BAD_CHUNKED, LOST = range(1, 7)
-KEPT = 80  # bytes of the offending line or value named in a message, and of a Keep-Alive value
+OVERSIZED_STREAM = 7  # the parser stopped at a line or event past its bounds (its `oversized` says which)
+KEPT = 80  # bytes of the offending line or value named in a message; of a Keep-Alive or Content-Type value
 
 
 def error_detail(code: int, named: bytes, why: str | None = None) -> str:
@@ -79,7 +84,7 @@ class _Failed(Exception):
 class ResponseReader:
     __slots__ = ("parser", "status", "got_bytes", "keep_alive", "keep_alive_header", "excerpt", "finished",
                  "error", "end_ns", "sent_ns", "early_reads", "last_rx_ns", "_head", "_mode", "_remaining",
-                 "_decoder")
+                 "_decoder", "content_type")
 
     def __init__(self, parser: Any, sent_ns: int = 0) -> None:
         self.parser = parser
@@ -87,6 +92,7 @@ class ResponseReader:
         self.got_bytes = False
         self.keep_alive = True
         self.keep_alive_header: bytes | None = None  # `Keep-Alive: timeout=5, max=100`, lower case
+        self.content_type: bytes | None = None  # lower case, KEPT bytes at most
         self.excerpt = b""
         self.finished = False
         self.error: tuple[str, str] | None = None
@@ -119,6 +125,8 @@ class ResponseReader:
             payload = decoder.feed(data)
             if payload:
                 self._deliver(payload, now)
+                if self.finished:
+                    return
             if decoder.done:
                 self.keep_alive = self.keep_alive and not decoder.excess
                 self._finish(now)
@@ -132,6 +140,8 @@ class ResponseReader:
             self._remaining -= len(data)
             if data:
                 self._deliver(data, now)
+                if self.finished:
+                    return
             if self._remaining == 0:
                 self._finish(now)
         elif data:  # "close": the body ends when the server closes
@@ -156,7 +166,11 @@ class ResponseReader:
 
     def _deliver(self, payload: bytes, now: int) -> None:
         if self.status == 200:
-            self.parser.feed(payload, now)
+            parser = self.parser
+            parser.feed(payload, now)
+            if parser.oversized:  # the parser stopped reading: so does the connection
+                self.keep_alive = False
+                self._finish(now, (OVERSIZED, oversized_detail(parser.oversized)))
         elif len(self.excerpt) < EXCERPT:
             self.excerpt += payload[:EXCERPT - len(self.excerpt)]
 
@@ -216,6 +230,8 @@ class ResponseReader:
                     self.keep_alive = True
             elif name == b"keep-alive":
                 self.keep_alive_header = value[:KEPT]
+            elif name == b"content-type":
+                self.content_type = value[:KEPT]
             elif name == b"content-encoding" and value not in (b"", b"identity"):
                 raise _Failed(COMPRESSED, value)
         if 100 <= self.status < 200:

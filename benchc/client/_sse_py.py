@@ -6,6 +6,12 @@ in CRLF, LF or a lone CR (also when the CR and LF arrive in different reads);
 a blank line ends an event; `data:` lines (with or without the space after the
 colon) are joined with LF; comment lines (`:` first) and other fields (`event`,
 `id`, `retry`) are ignored.
+
+Input is bounded: a line longer than MAX_SSE_BYTES (ended or not), or an event whose data
+lines joined pass it, stops the decoder (`oversized` says which): it returns the events
+completed before that line, drops what it held, and ignores every later byte, so a server
+that streams one endless line costs at most MAX_SSE_BYTES and a read of memory. The
+compiled parser (csrc/client/_stream_c.pyx) stops at the same line.
 """
 
 from __future__ import annotations
@@ -13,18 +19,32 @@ from __future__ import annotations
 import re
 
 _EOL = re.compile(rb"\r\n|\r|\n")
+# The longest SSE line, and the most data one event may carry (its data lines joined with LF).
+# LLM servers send events of a few hundred bytes; a final event with usage and logprobs is a
+# few KiB; 1 MiB is far past any of them and small enough to hold per stream.
+MAX_SSE_BYTES = 1 << 20
+LINE_TOO_LONG, EVENT_TOO_LARGE = 1, 2  # SSEDecoder.oversized (0: within the bounds)
+
+
+def oversized_detail(code: int) -> str:
+    """The words of an `oversized_event` error, for both cores' code."""
+    if code == LINE_TOO_LONG:
+        return f"an SSE line longer than {MAX_SSE_BYTES} bytes; the connection was closed"
+    return f"an SSE event carrying more than {MAX_SSE_BYTES} bytes of data; the connection was closed"
 
 
 class SSEDecoder:
     """Incremental SSE decoder: feed it reads of any size, get complete data payloads."""
 
-    __slots__ = ("_buf", "_data", "_has_data", "_skip_lf")
+    __slots__ = ("_buf", "_data", "_has_data", "_skip_lf", "_size", "oversized")
 
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
         self._has_data = False
         self._skip_lf = False  # the last read ended in CR; an LF first in the next belongs to it
+        self._size = 0  # the current event's data bytes, joined
+        self.oversized = 0  # LINE_TOO_LONG or EVENT_TOO_LARGE once a bound was passed (then final)
 
     @property
     def buffered(self) -> int:
@@ -32,7 +52,10 @@ class SSEDecoder:
         return len(self._buf)
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """The data payloads of every event completed by `chunk`, in order."""
+        """The data payloads of every event completed by `chunk`, in order (up to a line past
+        the bounds, after which it returns nothing)."""
+        if self.oversized:
+            return []
         buf = self._buf + chunk if self._buf else bytes(chunk)
         start = 0
         if self._skip_lf and buf[:1] == b"\n":
@@ -41,12 +64,24 @@ class SSEDecoder:
         events: list[bytes] = []
         n = len(buf)
         for m in _EOL.finditer(buf, start):
+            if m.start() - start > MAX_SSE_BYTES:
+                self._stop(LINE_TOO_LONG)
+                return events
             self._line(buf[start:m.start()], events)
+            if self.oversized:
+                return events
             start = m.end()
             if m.group() == b"\r" and start == n:
                 self._skip_lf = True
+        if n - start > MAX_SSE_BYTES:  # a line not ended yet, already too long
+            self._stop(LINE_TOO_LONG)
+            return events
         self._buf = buf[start:]
         return events
+
+    def _stop(self, code: int) -> None:
+        self.oversized = code
+        self._buf, self._data, self._has_data, self._size = b"", [], False, 0
 
     def close(self) -> list[bytes]:
         """End of stream: an unterminated last line and event still count.
@@ -56,6 +91,8 @@ class SSEDecoder:
         would lose tokens, so it is delivered.
         """
         events: list[bytes] = []
+        if self.oversized:
+            return events
         if self._buf:
             self._line(self._buf, events)
             self._buf = b""
@@ -68,6 +105,7 @@ class SSEDecoder:
                 events.append(b"\n".join(self._data))
                 self._data = []
                 self._has_data = False
+                self._size = 0
             return
         if line[0] == 0x3A:  # ':' comment
             return
@@ -76,5 +114,9 @@ class SSEDecoder:
             return
         if value[:1] == b" ":
             value = value[1:]
+        self._size += len(value) + (1 if self._has_data else 0)
+        if self._size > MAX_SSE_BYTES:
+            self._stop(EVENT_TOO_LARGE)
+            return
         self._data.append(value)
         self._has_data = True

@@ -8,6 +8,7 @@ from benchc.client._bytes cimport Bytes
 
 cdef enum:
     EXAMPLE_KEPT = 200  # bytes of the first malformed event kept (as the twin)
+    FIRST_KEPT = 200  # bytes of the stream's start kept (the twin's FIRST_BYTES_KEPT)
 
 cdef struct StreamCore:
     # Hot fields first: one stream's state is cold when its next read comes, so what every
@@ -16,6 +17,8 @@ cdef struct StreamCore:
     # blank line, often in one read: it is read in place (offsets into the current buffer)
     Py_ssize_t pa, pb
     bint has_data, skip_lf, has_shape, keep_text
+    int oversized  # 0, or the twin's LINE_TOO_LONG / EVENT_TOO_LARGE: the stream is no longer read
+    Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
     Py_ssize_t data_lines
     # what the stream carried (the twin's attributes)
     int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes, events, prev_usage
@@ -46,6 +49,7 @@ cdef struct StreamCore:
     double timings_ms[2]
     Py_ssize_t example_len
     unsigned char example[EXAMPLE_KEPT]
+    unsigned char first[FIRST_KEPT]
 
 cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil
 cdef void stream_free(StreamCore* s) noexcept nogil

@@ -6,6 +6,11 @@ reasoning, or completions' text), finish_reason and usage (with the cached promp
 of usage.prompt_tokens_details), llama.cpp's per-response `timings`, and times the
 text-bearing chunks. This twin parses each event with json.loads: it is the
 definition of the results the compiled core must reproduce exactly.
+
+Bounded (see _sse_py): a line or an event past MAX_SSE_BYTES stops the parser; `oversized`
+then says which (the reader ends the response as an `oversized_event` error). The first
+FIRST_BYTES_KEPT bytes of the stream are kept (`first_bytes`), to say what a 200 answer
+that carried no event was.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # llama.cpp's per-response `timings` object: the fields benchc keeps, and their JSON type
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
 TIMINGS_MS = ("prompt_ms", "predicted_ms")
+FIRST_BYTES_KEPT = 200  # bytes of the stream's start kept (StreamParser.first_bytes)
 
 
 def _count(v) -> int | None:
@@ -114,7 +120,7 @@ class StreamParser:
     __slots__ = ("_sse", "first_text_ns", "last_text_ns", "done_ns", "text_chunks", "text_bytes",
                  "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
-                 "_texts", "usage_cached", "server_timings")
+                 "_texts", "usage_cached", "server_timings", "first_bytes")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
@@ -137,8 +143,16 @@ class StreamParser:
         self.chunk_tokens: list[int] = []  # per text chunk: its token count, -1 when unknown
         self._prev_usage = 0
         self.events = 0
+        self.first_bytes = b""  # the stream's first FIRST_BYTES_KEPT bytes
+
+    @property
+    def oversized(self) -> int:
+        """0, or why the stream stopped being read (_sse_py's LINE_TOO_LONG, EVENT_TOO_LARGE)."""
+        return self._sse.oversized
 
     def feed(self, data: bytes, now_ns: int) -> None:
+        if len(self.first_bytes) < FIRST_BYTES_KEPT:
+            self.first_bytes += bytes(data[:FIRST_BYTES_KEPT - len(self.first_bytes)])
         for payload in self._sse.feed(data):
             self._event(payload, now_ns)
 

@@ -49,7 +49,7 @@ from urllib.parse import unquote, urlsplit
 from benchc.client import _response, _rxloop, _stream
 from benchc.client._rx import read_stamped
 from benchc.client._rx_py import SO_TIMESTAMPNS
-from benchc.metrics.record import IDLE_TIMEOUT, TIMEOUT
+from benchc.metrics.record import FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT, TIMEOUT
 
 CLOCK = time.perf_counter_ns
 log = logging.getLogger(__name__)  # -vv: connections opened, keep-alive retries (no header is logged)
@@ -246,7 +246,8 @@ class Exchange:
     transport: the asyncio protocol callback, or the receive loop's thread (`path` says
     which). `done` (a future) resolves when the response ends, fails, times out or the
     connection goes away; `error` is then None or (kind, detail) with kind one of TIMEOUT,
-    IDLE_TIMEOUT, STREAM_BROKEN or CONNECT (benchc.metrics.record), and `keep_alive` whether
+    FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, OVERSIZED or CONNECT
+    (benchc.metrics.record), and `keep_alive` whether
     the response let the connection carry another request (the keep-alive rules decide).
     """
 
@@ -548,10 +549,14 @@ class Pool:
                 sock.close()
                 raise
             conn = Connection(self, origin.key)
-            if self._rx_mod is not None:
-                conn.transport = RxTransport(loop, sock, conn, self)
-            else:
-                conn.transport = StampedTransport(loop, sock, conn)
+            try:
+                if self._rx_mod is not None:
+                    conn.transport = RxTransport(loop, sock, conn, self)  # may start the loop: descriptors
+                else:
+                    conn.transport = StampedTransport(loop, sock, conn)
+            except BaseException:  # out of descriptors for the loop's own (EMFILE): no socket left open
+                sock.close()
+                raise
             self._open.add(conn)
             return conn
         raise error or OSError(f"no address for {origin.host}")
@@ -749,14 +754,17 @@ class RxTransport(StampedTransport):
 
 
 async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, parser: Any,
-                   total_s: float, idle_s: float, on_sent: Any) -> Exchange:
+                   total_s: float, idle_s: float, on_sent: Any,
+                   first_byte_s: float | None = None) -> Exchange:
     """Sends one request and reads its response into `parser` (made by pool.StreamParser).
     Connect failures raise OSError (or asyncio.TimeoutError); every other failure is in the
     returned exchange's `error`. A request on a reused connection that failed before any
     response byte goes once more on a fresh connection (retry_on_fresh), on either transport.
     `on_sent(sent_ns, reused, connect_ns)` is called after each attempt is handed to the
     socket, with the time taken just before the write; `connect_ns` is the time that attempt
-    spent opening its connection (0 on a reused one)."""
+    spent opening its connection (0 on a reused one). `first_byte_s`: the longest wait from
+    the write to the response's first byte (a FIRST_BYTE_TIMEOUT after it); None: the idle
+    limit applies from the write on."""
     loop = asyncio.get_running_loop()
     start = CLOCK()
     ex: Exchange | None = None
@@ -779,7 +787,7 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
         ex = Exchange(pool.ResponseReader(parser, sent), loop.create_future())
         conn.start(ex, request)
         on_sent(sent, reused, connect_ns)
-        timer = _Deadline(loop, ex, sent, total_s - (sent - start) / 1e9, idle_s)
+        timer = _Deadline(loop, ex, sent, total_s - (sent - start) / 1e9, idle_s, first_byte_s)
         try:
             await ex.done
         except asyncio.CancelledError:
@@ -787,8 +795,7 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
             raise
         finally:
             timer.cancel()
-        if ex.error is not None and retry_on_fresh(reused, attempt, ex.got_bytes,
-                                                   ex.error[0] in (TIMEOUT, IDLE_TIMEOUT)):
+        if ex.error is not None and retry_on_fresh(reused, attempt, ex.got_bytes, ex.error[0] in _TIMEOUTS):
             log.debug("request %s: the kept-alive connection was closed by the server before an answer; "
                       "retrying on a new one", request_id)
             continue
@@ -798,21 +805,40 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
     return ex  # type: ignore[return-value]  # the loop always returns
 
 
+# never the keep-alive race (retry_on_fresh): the server may be working on the request
+_TIMEOUTS = (TIMEOUT, IDLE_TIMEOUT, FIRST_BYTE_TIMEOUT)
+
+
+def first_byte_detail(first_byte_s: float) -> str:
+    """The words of a FIRST_BYTE_TIMEOUT, for both HTTP paths."""
+    return f"no response byte within target.first_byte_timeout ({first_byte_s:g}s) after the request was sent"
+
+
 class _Deadline:
-    """One timer per exchange for both limits: the whole exchange (total_s) and the
+    """One timer per exchange for its limits: the whole exchange (total_s), the wait for the
+    response's first byte (first_byte_s, from the write; None: the idle limit) and the
     silence between reads (idle_s). It re-arms itself from the last read's time instead
     of being reset on every read, so a read costs no timer work."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, ex: Exchange, start_ns: int, total_s: float,
-                 idle_s: float):
+                 idle_s: float, first_byte_s: float | None = None):
         self.ex = ex
         self.total_end = start_ns + int(total_s * 1e9)
         self.idle_ns = int(idle_s * 1e9)
+        self.first_byte_s = first_byte_s
+        self.first_byte_end = start_ns + int((first_byte_s or 0) * 1e9)
         self.loop = loop
         self.handle = self.loop.call_later(self._wait_s(), self._check)
 
+    def _awaiting_first_byte(self) -> bool:
+        return self.first_byte_s is not None and not self.ex.got_bytes
+
     def _wait_s(self) -> float:
+        # the idle deadline too while the first byte is awaited: the byte may come before the
+        # first-byte deadline, and the idle limit then runs from it
         due = min(self.total_end, self.ex.last_rx_ns + self.idle_ns)
+        if self._awaiting_first_byte():
+            due = min(due, self.first_byte_end)
         return max((due - CLOCK()) / 1e9, 0.0)
 
     def _check(self) -> None:
@@ -821,6 +847,11 @@ class _Deadline:
             return
         if now >= self.total_end:
             kind, why = TIMEOUT, "total timeout"
+        elif self._awaiting_first_byte():
+            if now < self.first_byte_end:
+                self.handle = self.loop.call_later(self._wait_s(), self._check)
+                return
+            kind, why = FIRST_BYTE_TIMEOUT, first_byte_detail(self.first_byte_s or 0.0)
         elif now - ex.last_rx_ns >= self.idle_ns:
             kind, why = (IDLE_TIMEOUT if ex.status == 200 else TIMEOUT), "no data within the idle timeout"
         else:

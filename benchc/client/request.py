@@ -10,6 +10,7 @@ raised: the run goes on.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import time
 from typing import Any
@@ -17,15 +18,21 @@ from typing import Any
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from benchc import redact
 from benchc.client import http1
+from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
 from benchc.metrics.record import (
     CANCELLED,
+    CLIENT_EXHAUSTED,
     CONNECT,
     EMPTY,
+    FIRST_BYTE_TIMEOUT,
     HTTP,
     IDLE_TIMEOUT,
     MALFORMED,
+    NOT_SSE,
+    OVERSIZED,
     STREAM_BROKEN,
     TIMEOUT,
     RequestRecord,
@@ -34,7 +41,39 @@ from benchc.plan.model import Sampling, Target
 from benchc.plan.workload import Prompt
 
 CLOCK = time.perf_counter_ns
+# A socket that could not be made or bound: the client's own descriptors (EMFILE, ENFILE) or
+# local ports (EADDRNOTAVAIL) ran out. Not the server's doing: CLIENT_EXHAUSTED, never CONNECT
+# (which counts toward a dead server, benchc.run.deadserver).
+_EXHAUSTED_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL})
 
+
+def connect_failure(exc: BaseException) -> str:
+    """The error kind of a request that could not connect: CLIENT_EXHAUSTED when the client
+    ran out of descriptors or ports (the errno of `exc`, of aiohttp's wrapped os_error, or of
+    an exception it was raised from), else CONNECT."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for err in (e, getattr(e, "os_error", None)):
+            if getattr(err, "errno", None) in _EXHAUSTED_ERRNOS:
+                return CLIENT_EXHAUSTED
+        e = e.__cause__ or e.__context__
+    return CONNECT
+
+
+def _is_event_stream(content_type: str | None) -> bool:
+    return content_type is not None and content_type.split(";")[0].strip().lower() == "text/event-stream"
+
+
+def not_sse_detail(content_type: str | None, first_bytes: bytes) -> str:
+    """What a 200 that carried no event was: its Content-Type and its first bytes, with every
+    secret value of the run replaced (a gateway's page may echo the request's headers)."""
+    scrub = redact.active()
+    began = scrub.text(first_bytes.decode("utf-8", "replace"))
+    what = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+    body = f"its body began {began!r}" if first_bytes else "its body was empty"
+    return scrub.text(f"the 200 answer was not an event stream ({what}; {body})")[:400]
 
 
 def _take(rec: RequestRecord, parser: Any) -> None:
@@ -246,36 +285,50 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     rec.path = AIOHTTP
     rules = getattr(session.connector, "rules", None)
     kw = {"data": body, "headers": {**headers, "x-request-id": rec.id},
-          "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s),
+          # aiohttp's read timer runs from the request's write: the first-byte limit until the
+          # response head came, then the idle limit (_after_head)
+          "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.first_byte_timeout_s),
           "trace_request_ctx": rec}
-    retry = await _post(session, url, kw, rec, target, parser, rules, attempt=0)
+    retry, content_type = await _post(session, url, kw, rec, target, parser, rules, attempt=0)
     if retry:
         if rules is not None:
             rules.server_closed(AIOHTTP_ORIGIN, None)
         rec.retried, rec.status, rec.error, rec.error_detail = True, None, None, None
         async with aiohttp.ClientSession(connector=make_connector(force_close=True), read_bufsize=1 << 20,
                                          auto_decompress=False, trace_configs=session.trace_configs) as fresh:
-            await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
-    return _conclude(rec, parser)
+            _, content_type = await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
+    return _conclude(rec, parser, content_type)
+
+
+def _after_head(proto: Any, idle_s: float) -> None:
+    """The response head came: aiohttp's read timer (sock_read, the first-byte limit until
+    now) becomes the idle limit between reads (aiohttp re-arms it on each read)."""
+    if proto is not None and hasattr(proto, "start_timeout") and hasattr(type(proto), "read_timeout"):
+        proto.read_timeout = idle_s
+        proto.start_timeout()
 
 
 async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: RequestRecord, target: Target,
-                parser: Any, rules: http1.ReuseRules | None, attempt: int) -> bool:
-    """One attempt of send(); True when it is to go again on a fresh connection."""
+                parser: Any, rules: http1.ReuseRules | None, attempt: int) -> tuple[bool, str | None]:
+    """One attempt of send(): whether it is to go again on a fresh connection, and the
+    response's Content-Type."""
     # t0 starts before aiohttp prepares the request; the session's trace hook
     # (make_trace_config) moves it to the moment the request was written, so the
     # client's own request preparation and connection-pool wait stay out of TTFT.
     rec.t0_ns, rec.t0_sent, rec.reused_connection, rec.end_ns = CLOCK(), False, False, None
+    content_type = None
     try:
         async with session.post(url, **kw) as resp:
             rec.status = resp.status
+            content_type = resp.headers.get("Content-Type")
+            proto = resp.connection.protocol if resp.connection else None
+            _after_head(proto, target.idle_timeout_s)
             if resp.status != 200:
                 text = (await resp.read())[:300].decode("utf-8", "replace")
                 rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
                 rec.end_ns = CLOCK()
-                return False
+                return False, content_type
             content = resp.content
-            proto = resp.connection.protocol if resp.connection else None
             if proto is not None and hasattr(proto, "rx_ns"):
                 proto.rx_ns = 0  # bytes before here were headers; the body's own arrive next
             # The hot loop: one parser call per read, with the read's arrival time; the
@@ -285,38 +338,51 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
                 if not data:
                     break
                 parser.feed(data, _arrival(proto))
+                if parser.oversized:  # the parser stopped reading: the connection goes with it
+                    rec.error, rec.error_detail = OVERSIZED, oversized_detail(parser.oversized)
+                    resp.close()
+                    break
             parser.close(CLOCK())
             rec.end_ns = parser.done_ns or CLOCK()
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
         raise
     except aiohttp.ClientConnectorError as e:
-        rec.error, rec.error_detail = CONNECT, str(e)[:200]
+        rec.error, rec.error_detail = connect_failure(e), str(e)[:200]
     except asyncio.TimeoutError as e:  # noqa: UP041 - aiohttp raises this alias on 3.11
         rec.error = IDLE_TIMEOUT if rec.first_text_ns is not None or rec.status == 200 else TIMEOUT
+        rec.error_detail = str(e)[:200] or type(e).__name__
         if (CLOCK() - rec.t0_ns) / 1e9 >= target.timeout_s * 0.999:
             rec.error = TIMEOUT
-        rec.error_detail = str(e)[:200] or type(e).__name__
+        elif rec.status is None and rec.t0_sent:  # sent, and no head came: sock_read's first-byte limit
+            rec.error = FIRST_BYTE_TIMEOUT
+            rec.error_detail = http1.first_byte_detail(target.first_byte_timeout_s)
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
             ConnectionError) as e:
         if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, rec.status is not None,
                                                       False):
-            return True
-        rec.error, rec.error_detail = STREAM_BROKEN if rec.status == 200 else CONNECT, str(e)[:200]
+            return True, None
+        rec.error = STREAM_BROKEN if rec.status == 200 else connect_failure(e)
+        rec.error_detail = str(e)[:200]
     except aiohttp.ClientError as e:
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
     if rec.error is not None and attempt == 1:
         rec.error_detail = ((rec.error_detail or "") + " (a retry after a reused connection failed)")[:200]
-    return False
+    return False, content_type
 
 
-def _conclude(rec: RequestRecord, parser: Any) -> RequestRecord:
+def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) -> RequestRecord:
     """Copy the parser's measures into the record and judge a stream that ended without
-    a transport error: malformed chunks, an error event, no text, no ending."""
+    a transport error: not an event stream at all, malformed chunks, an error event, no
+    text, no ending. `content_type`: the response's Content-Type, when one came."""
     if rec.end_ns is None or rec.end_ns < rec.t0_ns:
         # a failure known before the send returned (a write refused at once) ended at the send
         rec.end_ns = max(rec.end_ns or CLOCK(), rec.t0_ns)
     _take(rec, parser)
+    if rec.error is None and not parser.events and (parser.first_bytes or not _is_event_stream(content_type)):
+        # a 200 whose body framed no event: an HTML page, the whole answer as JSON (a server
+        # that ignored "stream": true), a proxy's notice; say what it was
+        rec.error, rec.error_detail = NOT_SSE, not_sse_detail(content_type, parser.first_bytes)
     if rec.error is None and parser.malformed:
         rec.error = MALFORMED
         rec.error_detail = (parser.malformed_example or b"").decode("utf-8", "replace")
@@ -349,7 +415,7 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
 
     try:
         ex = await http1.exchange(pool, pool.origin(url, headers), rec.id, body, parser,
-                                  target.timeout_s, target.idle_timeout_s, sent)
+                                  target.timeout_s, target.idle_timeout_s, sent, target.first_byte_timeout_s)
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
         raise
@@ -357,7 +423,7 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         rec.error, rec.error_detail = TIMEOUT, f"connect: {e or type(e).__name__}"[:200]
         return _conclude(rec, parser)
     except (OSError, ValueError) as e:
-        rec.error, rec.error_detail = CONNECT, (str(e) or type(e).__name__)[:200]
+        rec.error, rec.error_detail = connect_failure(e), (str(e) or type(e).__name__)[:200]
         return _conclude(rec, parser)
     rec.status = ex.status
     rec.early_reads = ex.early_reads
@@ -373,4 +439,5 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         rec.error = CONNECT if kind == STREAM_BROKEN and ex.status != 200 else kind
     parser.close(ex.end_ns)
     rec.end_ns = parser.done_ns or ex.end_ns
-    return _conclude(rec, parser)
+    ct = ex.reader.content_type
+    return _conclude(rec, parser, ct.decode("latin-1") if ct is not None else None)

@@ -19,7 +19,12 @@ STREAM_BROKEN = "stream_broken"
 MALFORMED = "malformed_chunk"
 EMPTY = "empty_output"
 CANCELLED = "cancelled"
-ERROR_KINDS = (CONNECT, HTTP, TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, MALFORMED, EMPTY, CANCELLED)
+FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # sent, but no answer began within target.first_byte_timeout
+OVERSIZED = "oversized_event"  # an SSE line or event past the client's bounds (the connection is closed)
+CLIENT_EXHAUSTED = "client_exhausted"  # the client ran out of descriptors or ports: not the server's doing
+NOT_SSE = "not_event_stream"  # a 200 whose body framed no SSE event (HTML, a whole JSON answer)
+ERROR_KINDS = (CONNECT, HTTP, TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, MALFORMED, EMPTY, CANCELLED,
+               FIRST_BYTE_TIMEOUT, OVERSIZED, CLIENT_EXHAUSTED, NOT_SSE)
 
 
 @dataclass

@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "target.api": "chat",
     "target.timeout": "10m",
     "target.idle_timeout": "60s",
+    # a server that took the connection and sends nothing is found in a minute, not at the
+    # whole request's timeout; one that holds its answer while a request queues needs more
+    "target.first_byte_timeout": "60s",
     "target.sim.preset": "minimax-m2.5-tp4",
     "server.ready.path": "/health",
     "server.ready.timeout": "20m",  # a 1T-parameter model took 13 minutes to load
@@ -164,6 +167,8 @@ def _target(t: dict, spec_file: str) -> Target:
         headers=dict(t.get("headers", {})),
         timeout_s=parse_duration(t.get("timeout", DEFAULTS["target.timeout"])),
         idle_timeout_s=parse_duration(t.get("idle_timeout", DEFAULTS["target.idle_timeout"])),
+        first_byte_timeout_s=parse_duration(t.get("first_byte_timeout",
+                                                  DEFAULTS["target.first_byte_timeout"])),
         tokenizer=t.get("tokenizer"),
         continuous_usage=bool(t.get("continuous_usage_stats", False)),
     )

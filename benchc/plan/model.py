@@ -22,6 +22,7 @@ Format history (bump PLAN_VERSION on any change of meaning):
        reads with none of them. Also optional (a plan without them reads as before): datasets trace and
        prefix_groups; Workload.trace (a trace file's sha256 and its slice's statistics);
        Step.speedup and arrival "trace" (a trace replayed on its own schedule).
+       Target.first_byte_timeout_s (optional: a plan without it reads with 60 s).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class Target:
     # ask for usage on every chunk (vLLM's stream_options.continuous_usage_stats), which
     # gives each chunk's token count: per-token ITL and visible multi-token chunks
     continuous_usage: bool = False
+    # longest wait for the first byte of an answer (its status line); optional: older plans
+    # read with the default
+    first_byte_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,17 @@ https://benchc.dev/schemas/result-vN.json; the README's "Result format" keeps th
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import platform
 import re
 import socket
+import stat
 import sys
 import tempfile
+from dataclasses import dataclass, field
 
 import jsonschema
 
@@ -38,16 +41,124 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def output_path(template: str, name: str, plan_hash: str) -> str:
-    """Fill {name}, {timestamp}, {plan_hash}; add -2, -3... rather than overwrite a file."""
+def requests_path(result_path: str) -> str:
+    """The per-request JSONL written beside a result (`output.requests: true`)."""
+    return os.path.splitext(result_path)[0] + ".requests.jsonl"
+
+
+def output_path(template: str, name: str, plan_hash: str, sidecars: bool = False) -> str:
+    """Fill {name}, {timestamp}, {plan_hash}; add -2, -3... rather than overwrite a file (with
+    `sidecars`, a name whose per-request JSONL exists is taken too)."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = template.format(name=name, timestamp=stamp, plan_hash=plan_hash[:12])
     base, ext = os.path.splitext(path)
     n = 2
-    while os.path.exists(path):
+    while os.path.lexists(path) or (sidecars and os.path.lexists(requests_path(path))):
         path = f"{base}-{n}{ext}"
         n += 1
     return path
+
+
+def _kind(mode: int) -> str | None:
+    """What a path that is not a regular file is, in words (None: a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def check_target(path: str, overwrite: bool, hint: str = "choose another --out or pass --force") -> None:
+    """`path` may be written: absent, or (with `overwrite`) a regular file. A FIFO, a symlink,
+    a device (/dev/null, /dev/full) or a folder is refused even with `overwrite`: the rename
+    that writes a file atomically would replace it (or writing through it would lose the
+    document)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from e
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise UsageError(f"{path} is {kind}: benchc writes only regular files (never through a link or "
+                         "into a device); choose another path")
+    if not overwrite:
+        empty = " (empty: a run that did not finish reserved it)" if st.st_size == 0 else ""
+        raise UsageError(f"{path} exists{empty}; {hint}")
+
+
+def check_folder(path: str) -> None:
+    """The folder of `path` exists (created here when missing) and a file can be created in
+    it: what write_atomic needs, found out before anything is measured."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        # some part of the way is a file
+        at = folder
+        while at and not os.path.exists(at):
+            at = os.path.dirname(at)
+        raise UsageError(f"cannot write {path}: {at} is a file, not a folder") from e
+    except OSError as e:
+        raise UsageError(f"cannot create the folder {folder} for {path}: {e.strerror}") from e
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".benchc-probe-", dir=folder)
+    except OSError as e:
+        raise UsageError(f"cannot write in {folder} ({e.strerror}); choose another path") from e
+    os.close(fd)
+    os.unlink(probe)
+
+
+@dataclass
+class Reservation:
+    """Output paths a run checked before it sent anything. The result (and its per-request
+    file) absent before are created empty, exclusively, so no other run takes them; one that
+    is never written is removed again by release()."""
+
+    result: str
+    requests: str | None  # the per-request JSONL, when the run keeps one
+    placeholders: list[str] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Remove the placeholders nothing was written to (the run ended without a document)."""
+        for p in self.placeholders:
+            with contextlib.suppress(OSError):
+                st = os.lstat(p)
+                if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                    os.unlink(p)
+        self.placeholders = []
+
+
+def reserve_outputs(result: str, requests: bool, logs: list[str], overwrite: bool) -> Reservation:
+    """Check and reserve a run's output paths before its first request: the result, its
+    `*.requests.jsonl` when `requests`, and the server logs (appended to; an existing log must
+    be a regular file). Raises UsageError (exit 2) naming the first path that cannot be
+    written; nothing is left behind then."""
+    res = Reservation(result, requests_path(result) if requests else None)
+    try:
+        for path in [result] + ([res.requests] if res.requests else []):
+            check_folder(path)
+            check_target(path, overwrite)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            except FileExistsError:
+                check_target(path, overwrite)  # appeared meanwhile: another run took it
+                continue
+            except OSError as e:
+                raise UsageError(f"cannot write {path}: {e.strerror}") from e
+            os.close(fd)
+            res.placeholders.append(path)
+        for path in logs:
+            check_folder(path)
+            check_target(path, overwrite=True)
+    except BaseException:
+        res.release()
+        raise
+    return res
 
 
 def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
@@ -55,18 +166,23 @@ def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
 
     `text` is JSON or JSON lines (a result, per-request records): during a run every secret
     value the run knows is replaced in its strings first (benchc.redact.scrubbing)."""
-    text = redact.active().json(text)
-    if os.path.exists(path) and not overwrite:
-        raise UsageError(f"{path} exists; choose another --out or pass --force")
+    write_bytes_atomic(path, redact.active().json(text).encode("utf-8"), overwrite)
+
+
+def write_bytes_atomic(path: str, data: bytes, overwrite: bool = False) -> None:
+    """Write `data` to `path` through a temporary file and a rename. Only a regular file is
+    ever replaced (check_target), with `overwrite`; the folder is created when missing."""
+    check_target(path, overwrite)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".benchc-", suffix=".tmp", dir=d)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result is an ordinary file
+        check_target(path, overwrite)  # again, just before the rename: nothing special appeared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

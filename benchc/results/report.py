@@ -25,6 +25,7 @@ from typing import Any
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.plan.search import show_load
+from benchc.results.document import check_folder, check_target, write_bytes_atomic
 
 SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
 
@@ -240,22 +241,32 @@ HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 m
           "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
 
 
-def write_report(docs: list[dict], png_dir: str | None, html_path: str | None) -> list[str]:
+def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
+                 overwrite: bool = False) -> list[str]:
+    """Write the PNGs into `png_dir` and/or the page to `html_path`; returns the paths written.
+    Every path is checked before any is written: an existing file needs `overwrite`, and only
+    regular files are ever replaced (results.document.check_target)."""
     if not png_dir and not html_path:
         raise UsageError("say where: --png DIR and/or --html FILE")
+    hint = "choose another place or pass --force"
+    if html_path:
+        check_target(html_path, overwrite, hint)
+        check_folder(html_path)
+    if png_dir and os.path.exists(png_dir) and not os.path.isdir(png_dir):
+        raise UsageError(f"--png {png_dir} is a file, not a folder")
     plt = _plt()
     figs = figures(docs)
     images = {name: _png(fig) for name, fig in figs.items()}
     for fig in figs.values():
         plt.close(fig)
+    pngs = {os.path.join(png_dir, f"{name}.png"): data for name, data in images.items()} if png_dir else {}
+    taken = [p for p in pngs if os.path.lexists(p)]
+    for path in taken:
+        check_target(path, overwrite, hint)  # a special file is refused even with overwrite
     written = []
-    if png_dir:
-        os.makedirs(png_dir, exist_ok=True)
-        for name, data in images.items():
-            path = os.path.join(png_dir, f"{name}.png")
-            with open(path, "wb") as f:
-                f.write(data)
-            written.append(path)
+    for path, data in pngs.items():
+        write_bytes_atomic(path, data, overwrite)
+        written.append(path)
     if html_path:
         esc = html.escape
         table = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
@@ -277,7 +288,6 @@ def write_report(docs: list[dict], png_dir: str | None, html_path: str | None) -
                 f"<h1>benchc report</h1><p>{names}</p><table><tr>"
                 + "".join(f"<th>{esc(h)}</th>" for h in HEADER)
                 + f"</tr>{table}</table>{search_table}{imgs}</body></html>\n")
-        with open(html_path, "w", encoding="utf-8") as f:
-            f.write(page)
+        write_bytes_atomic(html_path, page.encode("utf-8"), overwrite)
         written.append(html_path)
     return written

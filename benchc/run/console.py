@@ -39,6 +39,8 @@ class Console:
         """A line to the terminal, with every secret value of the run replaced (a warning may
         quote a URL, a server's answer or its command line)."""
         if not self.quiet:
+            if self.live:
+                sys.stderr.write("\r\033[K")  # over the progress line, which the next request redraws
             print(redact.active().text(text), file=sys.stderr, flush=True)
 
     def progress(self, step: Step) -> Callable[[PointRecorder, int], None] | None:

@@ -29,6 +29,7 @@ from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
+from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
 
@@ -54,6 +55,8 @@ class StepContext:
     progress: Callable[[PointRecorder, int], None] | None = None  # (recorder, inflight)
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
     pool: Pool | None = None  # measured requests go on the own reader's pool instead of the session
+    inflight: int = 0  # requests of the running step in flight (what a Ctrl-C waits for)
+    finished: int = 0  # requests ended so far (the run's heartbeat tells a silent server by it)
 
 
 class _SelfCheck:
@@ -117,10 +120,12 @@ def arrival_times(step: Step, n: int, seed: int) -> list[float]:
 async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks: list | None,
                    seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
     """Drive one load (or warmup) step; returns the client self-check and steady-state figures."""
+    target = step.concurrency or step.max_concurrency or 0
     check = _SelfCheck()
     check.start()
     skew = Recorder()
     sends = SendCheck()
+    streak = ConnectStreak(target)  # a server that stopped answering stops the point (run/deadserver.py)
     slots = SlotLedger(step.concurrency or step.max_concurrency or None)
     # open loop: sends LATE_SEND_US or more after their time, and arrivals held at max_concurrency
     open_counts = {"late": 0, "capped": 0}
@@ -135,7 +140,6 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     tasks: set[asyncio.Task] = set()
     feed = ctx.feed
     assert feed is not None  # set before each step
-    target = step.concurrency or step.max_concurrency or 0
 
     def may_issue() -> bool:
         if ctx.stop_event.is_set():
@@ -152,6 +156,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0)
         check.inflight += 1
+        ctx.inflight += 1
         if check.inflight == target and steady["start_ns"] is None:
             steady["start_ns"] = CLOCK()
         try:
@@ -161,6 +166,10 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                 await send(ctx.session, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
         finally:
             check.inflight -= 1
+            ctx.inflight -= 1
+            ctx.finished += 1
+            if streak.add(r):
+                ctx.stop_event.set()
             slots.give_back(CLOCK())
             sends.add(r)
             if r.path is not None:
@@ -213,6 +222,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     out["client"].update(figures)
     out["client"]["reasons"] += reasons
     out["client"]["client_limited"] = bool(out["client"]["reasons"])
+    out["stopped"] = streak.reason
     return out
 
 

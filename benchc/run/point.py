@@ -116,6 +116,7 @@ class Measurement:
     backend: dict | None = None  # a distributed point: how it was split (set by the backend)
     consumed: int = 0  # the step's prompt indices its requests took (feed.StepFeed.consumed)
     worker: int = 0  # the shard's index (Ray worker i of the point's n)
+    stopped: str | None = None  # why the point's load stopped early on its own (run/deadserver.py)
     clock: ClockMark | None = None  # a Ray worker's clock (run/clocks.py); None: the driver's
     moved: bool = False  # placed on the driver's clock from another machine's
 
@@ -131,13 +132,14 @@ class Measurement:
         self.moved = True
 
 
-async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> int:
-    """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took."""
+async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> tuple[int, str | None]:
+    """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
+    it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
     ctx.feed = feed
     with measuring():
-        await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
+        extra = await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
     ctx.feed = None  # the step's bodies go before the next step's are built
-    return feed.consumed()
+    return feed.consumed(), extra["stopped"]
 
 
 async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int, feed: StepFeed,
@@ -161,7 +163,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
-                       worker=shard.index)
+                       worker=shard.index, stopped=extra["stopped"])
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -185,7 +187,8 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
                        mean_inflight=sum_or_none(m.mean_inflight for m in parts),
                        params=parts[0].params, complete=all(m.complete for m in parts),
                        host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards,
-                       consumed=max(m.consumed for m in parts), moved=any(m.moved for m in parts))
+                       consumed=max(m.consumed for m in parts), moved=any(m.moved for m in parts),
+                       stopped=next((m.stopped for m in parts if m.stopped), None))
 
 
 class Telemetry(Protocol):

@@ -15,6 +15,8 @@ import logging
 import os
 import signal
 import sys
+import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +36,14 @@ from benchc.results.document import (
     is_probe,
     now_iso,
     output_path,
+    requests_path,
+    reserve_outputs,
     write_atomic,
 )
 from benchc.results.repeats import summaries
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console
+from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
 from benchc.run.loadgen import StepContext
 from benchc.run.point import Measurement, assemble_point, measure_point, open_client, target_inflight, warm_up
@@ -60,6 +65,13 @@ from benchc.run.server import (
 from benchc.run.smoke import run_smoke
 
 METRIC_DEFINITIONS = "benchc-1: README.md#metric-definitions"
+# After a step stopped because no request could connect: how long the watcher of a server
+# process of ours may take to see that the process exited (it is seen in milliseconds; the
+# bound only matters for a server that is alive but unreachable, which is then reported so).
+EXIT_SEEN_S = 5.0
+# While a point runs and no request ends, a line this often says what is awaited (a server
+# that took the connections and answers nothing is otherwise silent until the deadlines).
+HEARTBEAT_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -83,7 +95,8 @@ class RunFailure:
     """A run-level error: what stopped a combination, or lost part of a point. The result
     lists them under `errors`; the run exits 3 with their text."""
 
-    kind: str  # server_failed | server_died | smoke_failed | worker_failed
+    # server_failed | server_died | server_unreachable | smoke_failed | worker_failed | combination_failed
+    kind: str
     message: str  # one line
     combination: int
     point: str | None = None
@@ -95,6 +108,10 @@ class RunFailure:
 
     def text(self) -> str:
         return self.message + (f"\n{self.detail}" if self.detail else "")
+
+
+class TargetUnreachable(RunError):
+    """The combination's target does not accept connections at all (before any load)."""
 
 
 class _Sim:
@@ -112,9 +129,11 @@ class _Sim:
             sys.executable, "-m", "benchc", "sim", "--port", "0", "--model", self.model,
             "--config-json", json.dumps(self.params), *verbose, stdout=asyncio.subprocess.PIPE,
             start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
+        assert self.proc.stdout is not None  # a pipe, asked for above
         line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode()
         if "listening on " not in line:
-            raise RunError(f"the simulator did not start (exit {await self.proc.wait()})")
+            status = await self.proc.wait()
+            raise ServerFailed(f"the simulator did not start (exit {status})", status, "")
         url = line.split("listening on ")[1].split()[0]
         log.info("simulator (pid %d) listening on %s", self.proc.pid, url)
         return url
@@ -151,6 +170,9 @@ class Runner:
         self.requests: list[dict] = []
         self.dealer = Dealer()  # what each prompt pool has dealt so far in this run
         self.targets: list[dict] = []
+        self.phase = "starting"  # what the run is doing, for the Ctrl-C message
+        self._monitor: asyncio.Task | None = None  # watches the combination's server process, if ours
+        self._ctx: StepContext | None = None  # the combination's measured client (its in-flight count)
         # the live progress line would tangle with -v log lines
         self.console = Console(opts.quiet, live=not logging.getLogger("benchc").isEnabledFor(logging.INFO))
 
@@ -169,8 +191,7 @@ class Runner:
             if self.combo_stop is not None:
                 self.combo_stop.set()
             if presses == 1:
-                self.console.say("\ninterrupted: finishing in-flight requests "
-                                 f"(up to {self.opts.grace_s:g}s); Ctrl-C again to stop now")
+                self.console.say(f"\n{self._interrupt_message()}; Ctrl-C again to stop now")
             elif main:
                 main.cancel()
 
@@ -195,11 +216,23 @@ class Runner:
                 self.backend.stop()
         return self._document()
 
+    def _interrupt_message(self) -> str:
+        """What the first Ctrl-C stops: the phase the run was in, and the requests it lets finish."""
+        inflight = self._ctx.inflight if self._ctx is not None else 0
+        if self.phase.startswith("point ") and self.backend:
+            return (f"interrupted during {self.phase}: the workers finish their in-flight requests "
+                    f"(up to {self.opts.grace_s:g}s)")
+        if inflight:
+            return (f"interrupted during {self.phase}: finishing {inflight} in-flight "
+                    f"request{'s' if inflight != 1 else ''} (up to {self.opts.grace_s:g}s)")
+        return f"interrupted while {self.phase}: stopping, and writing what was measured"
+
     async def _start_ray(self) -> None:
         """The Ray workers, started before anything else (and stopped by run's finally, whatever
         happens, a failed start included)."""
         from benchc.run.ray_backend import RayBackend
 
+        self.phase = "starting the Ray workers"
         self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.grace_s,
                                   rx_loop=self.opts.rx_loop)
         hosts = await self.backend.start(self.plan, self.stop_event)
@@ -231,8 +264,20 @@ class Runner:
             record["error"] = message
             record["log_tail"] = e.tail
             self._fail(RunFailure("server_failed", _label(combo) + message, combo.index, detail=detail))
+        except Interrupted as e:
+            # Ctrl-C before the combination's load (the readiness wait): nothing measured here
+            record["status"] = "interrupted"
+            record["error"] = str(e)
+        except RunError as e:
+            # the target unreachable, the prompts not as planned: this combination stops, what
+            # earlier ones measured is kept, and the next one goes on
+            kind = "server_unreachable" if isinstance(e, TargetUnreachable) else "combination_failed"
+            record["status"] = kind
+            record["error"] = str(e)
+            self._fail(RunFailure(kind, _label(combo) + str(e), combo.index))
         finally:
             self.combo_stop = None
+            self._ctx = None
 
     @contextlib.asynccontextmanager
     async def _serving(self, combo: Combination, record: dict, cstop: asyncio.Event) -> AsyncIterator[str]:
@@ -243,27 +288,36 @@ class Runner:
         base_url = self.opts.base_url or combo.target.base_url
         if not self.opts.base_url and combo.target.sim is not None:
             sim = _Sim(combo.target.sim, combo.target.model)
+            self.phase = f"{_label(combo)}starting the simulator"
             try:
                 base_url = await sim.start()
-                record["server"] = {"kind": "simulator"}
+                assert sim.proc is not None
+                record["server"] = {"kind": "simulator", "pid": sim.proc.pid}
+                self._monitor = asyncio.create_task(self._watch(combo, sim.proc, "the simulator", None,
+                                                                cstop, record))
                 yield base_url
             finally:
+                await self._unwatch()
                 await sim.stop()
         elif not self.opts.base_url and server is not None and not server.attach:
+            assert base_url is not None  # validated: a target without `sim` has a base_url
+            self.phase = f"{_label(combo)}launching the server"
             launched, base_url = await self._launch(combo, base_url, record)
-            monitor = None
             try:
+                self.phase = f"{_label(combo)}waiting for the server to be ready"
                 ready_s = await wait_ready(launched, base_url, server, combo.target.model,
                                            headers_for(combo.target), cstop)
                 record["server"]["load_time_s"] = round(ready_s, 3)
                 self.console.say(f"{_label(combo)}ready after {record['server']['load_time_s']:.1f}s")
-                monitor = asyncio.create_task(self._watch(combo, launched, cstop, record))
+                self._monitor = asyncio.create_task(self._watch(combo, launched.proc, "the server",
+                                                                launched.log_path, cstop, record))
                 yield base_url
             finally:
-                if monitor:
-                    monitor.cancel()
+                await self._unwatch()
+                self.phase = f"{_label(combo)}stopping the server"
                 record["server"]["exit_status"] = await stop_server(launched, server.stop_timeout_s)
         else:
+            assert base_url is not None  # validated: a target without `sim` has a base_url
             if server is not None:
                 record["server"] = {"kind": "attached"}
             yield base_url
@@ -271,21 +325,25 @@ class Runner:
     async def _launch(self, combo: Combination, base_url: str, record: dict) -> tuple[Launched, str]:
         """Start server.command (with {free} filled in); returns it and the URL it will serve."""
         server = combo.server
+        # _serving launches only a combination's own server, one with a command (not attach)
+        assert server is not None and server.command is not None
         argv = list(server.command)
         if any("{free}" in a for a in argv) or "{free}" in base_url:
             port = str(free_port())
             argv = [a.replace("{free}", port) for a in argv]
             base_url = base_url.replace("{free}", port)
-        log_path = server.log or os.path.splitext(self.result_path)[0] + f".server-{combo.index}.log"
+        log_path = server_log_path(combo, self.result_path)
         launched = await launch(server, argv, log_path)
         record["server"] = {"kind": "launched", "command": redact_argv(argv), "log": log_path,
-                            "pid": launched.proc.pid}
-        self.console.say(f"{_label(combo)}launched the server (pid {launched.proc.pid}); waiting for "
+                            "pid": launched.server_pid}
+        self.console.say(f"{_label(combo)}launched the server (pid {launched.server_pid}); waiting for "
                          f"{server.ready_path} (up to {server.ready_timeout_s:g}s), log: {log_path}")
         return launched, base_url
 
     async def _smoke(self, combo: Combination, base_url: str, record: dict) -> bool:
         """Run the smoke checks; False when they failed and the combination stops."""
+        self.phase = f"{_label(combo)}running the smoke checks"
+        assert combo.smoke is not None  # called only for a combination with smoke checks
         smoke = await run_smoke(combo.smoke, combo.target, base_url, headers_for(combo.target),
                                 _secrets(combo))
         record["smoke"] = smoke
@@ -298,18 +356,44 @@ class Runner:
         self._fail(RunFailure("smoke_failed", f"{_label(combo)}smoke checks failed", combo.index))
         return False
 
-    async def _watch(self, combo: Combination, launched: Launched, cstop: asyncio.Event,
-                     record: dict) -> None:
-        """A launched server that exits mid-run stops this combination's load, with its log tail."""
-        status = await launched.proc.wait()
-        if not cstop.is_set():
-            tail = log_tail(launched.log_path)
-            record["status"] = "server_died"
-            record["error"] = f"the server exited with status {status} during the run"
+    async def _watch(self, combo: Combination, proc: asyncio.subprocess.Process, what: str,
+                     log_path: str | None, cstop: asyncio.Event, record: dict) -> None:
+        """A server process of ours (launched, or the simulator) that exits mid-run stops this
+        combination's load, with its log tail. Cancelled before benchc stops it itself."""
+        status = await proc.wait()
+        if self.stop_event.is_set():
+            return  # the run is being interrupted: not the server's doing
+        tail = log_tail(log_path)
+        record["status"] = "server_died"
+        record["error"] = f"{what} exited with status {status} during the run"
+        detail = ""
+        if log_path is not None:
             record["log_tail"] = tail
-            self._fail(RunFailure("server_died", record["error"], combo.index,
-                                  detail=f"--- last lines of the server log ---\n{tail}"))
-            cstop.set()
+            detail = f"--- last lines of the server log ---\n{tail}"
+        self._fail(RunFailure("server_died", _label(combo) + record["error"], combo.index, detail=detail))
+        cstop.set()
+
+    async def _unwatch(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitor
+            self._monitor = None
+
+    async def _server_gone(self, combo: Combination, step: Step, reason: str) -> None:
+        """A step stopped because its requests could no longer connect (run/deadserver.py). A
+        server process of ours that exited is the better diagnosis: its watcher is given a
+        moment to see the exit (the connections fail as the process dies, its exit is seen
+        just after) and report it; otherwise the server is recorded as unreachable."""
+        record = self.combos[-1]
+        if self._monitor is not None:
+            await asyncio.wait({self._monitor}, timeout=EXIT_SEEN_S)
+        if record["status"] == "server_died":
+            return
+        record["status"] = "server_unreachable"
+        record["error"] = reason
+        self._fail(RunFailure("server_unreachable", f"{_label(combo)}{step.id}: {reason}", combo.index,
+                              step.id))
 
     async def _sweep(self, combo: Combination, base_url: str, cstop: asyncio.Event, record: dict) -> None:
         """Warm-up, load and search steps of the combination, in plan order: each load step (and
@@ -330,6 +414,7 @@ class Runner:
             await self._describe_target(control, combo, base_url, steps)
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
                                    self.opts.grace_s, self.opts.rx_loop) as ctx:
+                self._ctx = ctx
                 first = True
 
                 async def run_load(step: Step, seed: int) -> dict | None:
@@ -342,7 +427,11 @@ class Runner:
                     deal = self.dealer.deal(w)
                     if step.kind == "warmup":
                         log.info("%s: warm-up (%s requests)", step.id, step.requests)
-                        self.dealer.took(w, await warm_up(ctx, step, prepared.feed(step, deal)))
+                        self.phase = f"{_label(combo)}warming up"
+                        consumed, stopped = await warm_up(ctx, step, prepared.feed(step, deal))
+                        self.dealer.took(w, consumed)
+                        if stopped:
+                            await self._server_gone(combo, step, stopped)
                         return None
                     point, consumed = await self._point(ctx, control, step, combo, prepared, seed, base_url,
                                                         deal, reset)
@@ -395,11 +484,13 @@ class Runner:
 
     async def _cool_down(self, step: Step, cstop: asyncio.Event) -> None:
         if step.cooldown_s and not cstop.is_set():
+            self.phase = f"cooling down after {step.id}"
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(cstop.wait(), step.cooldown_s)
 
     async def _describe_target(self, session: aiohttp.ClientSession, combo: Combination, base_url: str,
                                steps: list[Step]) -> None:
+        self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
         self.targets.append({"combination": combo.index, "matrix": combo.matrix,
                              "base_url": redact_url(base_url), "model": target.model,
@@ -415,7 +506,8 @@ class Runner:
                     return {"status": r.status}
                 return await r.json()
         except aiohttp.ClientConnectorError as e:
-            raise RunError(f"cannot reach the target at {redact_url(base_url)}: {e.strerror or e}") from e
+            raise TargetUnreachable(f"cannot reach the target at {redact_url(base_url)}: "
+                                    f"{e.strerror or e}") from e
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as e:
             return {"error": f"{type(e).__name__}"}
 
@@ -426,6 +518,7 @@ class Runner:
         assembled (run/point.py), kept and shown. Returns it (None when nothing was measured)
         and the prompt indices it took."""
         log.info("%s: start", step.id)
+        self.phase = f"point {step.id}"
         telemetry = PointTelemetry(control, server_root(base_url))
         async with telemetry.around():
             m, failures = await self._measure(ctx, step, combo, prepared, seed, base_url, deal)
@@ -433,6 +526,8 @@ class Runner:
             self._fail(RunFailure("worker_failed", f, combo.index, step.id))
         if m is None:
             return None, 0
+        if m.stopped:
+            await self._server_gone(combo, step, m.stopped)
         point = assemble_point(step, combo, m, telemetry, step_slo_checks(step, prepared), reset)
         log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, point["counts"]["sent"],
                  point["counts"]["completed"], point["counts"]["failed"], point["window"]["duration_s"])
@@ -447,7 +542,29 @@ class Runner:
         if self.backend:
             return await self.backend.measure(combo.index, step, base_url, seed, deal, ctx.stop_event)
         ctx.progress = self.console.progress(step)
-        return await measure_point(ctx, step, prepared, seed, prepared.feed(step, deal)), []
+        heartbeat = asyncio.create_task(self._heartbeat(step, ctx))
+        try:
+            return await measure_point(ctx, step, prepared, seed, prepared.feed(step, deal)), []
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self, step: Step, ctx: StepContext) -> None:
+        """Every HEARTBEAT_S in which no request of the point ended, say how many are awaited and
+        how long they may still take."""
+        seen, quiet_since = ctx.finished, time.monotonic()
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if ctx.finished != seen:
+                seen, quiet_since = ctx.finished, time.monotonic()
+                continue
+            if ctx.inflight:
+                t, n = ctx.target, ctx.inflight
+                quiet = time.monotonic() - quiet_since
+                self.console.say(
+                    f"{step.id}: waiting for the server: {n} request{'s' if n != 1 else ''} in flight, "
+                    f"none ended in {quiet:.0f}s (one without an answer fails after "
+                    f"{t.first_byte_timeout_s:g}s, target.first_byte_timeout; a silent stream after "
+                    f"{t.idle_timeout_s:g}s; any after {t.timeout_s:g}s)")
 
     # ------------------------------------------------------------------ output
 
@@ -514,24 +631,81 @@ def _redacted_spec(spec_data: dict) -> dict:
     return resolved
 
 
+def server_log_path(combo: Combination, result_path: str) -> str:
+    """Where a launched server's output goes: server.log, else beside the result."""
+    assert combo.server is not None
+    return combo.server.log or os.path.splitext(result_path)[0] + f".server-{combo.index}.log"
+
+
+def _launches(plan: Plan, opts: RunOptions) -> list[Combination]:
+    """The combinations whose server benchc launches (not attached, not the simulator)."""
+    if opts.base_url:
+        return []
+    return [c for c in plan.combinations
+            if c.target.sim is None and c.server is not None and not c.server.attach]
+
+
+def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
+    """The open-file limit against the plan's widest concurrency, before anything starts
+    (run/fdlimit.py). On Ray each worker holds only its share of the sockets, on its host."""
+    if opts.backend != "local":
+        return
+    widest = max([target_inflight(s) for s in plan.steps] + [1])
+    ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
+
+
+def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
+    """Write the per-request JSONL (when there are records) and the result, to the paths
+    reserved before the run. Should that fail now (the disk filled up, the file was replaced
+    by something benchc does not write through), the measurement goes to a file of its own in
+    the temporary folder rather than being lost; RunError names it."""
+    try:
+        if requests:
+            req_path = requests_path(path)
+            write_atomic(req_path, "".join(json.dumps(r) + "\n" for r in requests), overwrite=True)
+            doc["requests_file"] = os.path.basename(req_path)
+        write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=True)
+        return path
+    except (OSError, UsageError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        doc.pop("requests_file", None)
+        rescued = [_rescue(json.dumps(doc, indent=1) + "\n", ".json")]
+        if requests:
+            rescued.append(_rescue("".join(json.dumps(r) + "\n" for r in requests), ".requests.jsonl"))
+        raise RunError(f"could not write the result to {path} ({why}); it is in "
+                       + " and ".join(rescued)) from e
+
+
+def _rescue(text: str, suffix: str) -> str:
+    fd, rescue = tempfile.mkstemp(prefix="benchc-result-", suffix=suffix)
+    os.close(fd)
+    write_atomic(rescue, text, overwrite=True)
+    return rescue
+
+
 def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     """Run the plan; write the result; return (document, path). Raises Interrupted, RunError,
-    UntrustedResult or ThresholdFailed *after* writing, so the document is never lost."""
-    path = opts.out or output_path(plan.output["path"], plan.name, plan.plan_hash)
-    if opts.out and os.path.exists(opts.out) and not opts.force:
-        raise UsageError(f"{opts.out} exists; choose another --out or pass --force")
-    runner = Runner(plan, spec_data, opts, path)
-    try:
-        import uvloop  # type: ignore[import-not-found]
+    UntrustedResult or ThresholdFailed *after* writing, so the document is never lost.
 
-        doc = uvloop.run(runner.run())
-    except ImportError:
-        doc = asyncio.run(runner.run())
-    if runner.requests:
-        req_path = os.path.splitext(path)[0] + ".requests.jsonl"
-        write_atomic(req_path, "".join(json.dumps(r) + "\n" for r in runner.requests), overwrite=opts.force)
-        doc["requests_file"] = os.path.basename(req_path)
-    write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=opts.force)
+    Every output path (result, per-request JSONL, server logs) is checked and the result's
+    reserved before the run starts: a run whose result could not be written is refused
+    (UsageError, exit 2) before its first request."""
+    path = opts.out or output_path(plan.output["path"], plan.name, plan.plan_hash,
+                                   sidecars=bool(plan.output.get("requests")))
+    reserved = reserve_outputs(path, bool(plan.output.get("requests")),
+                               [server_log_path(c, path) for c in _launches(plan, opts)], opts.force)
+    try:
+        check_file_descriptors(plan, opts)
+        runner = Runner(plan, spec_data, opts, path)
+        try:
+            import uvloop
+
+            doc = uvloop.run(runner.run())
+        except ImportError:
+            doc = asyncio.run(runner.run())
+        path = _write_result(path, doc, runner.requests)
+    finally:
+        reserved.release()
     if runner.interrupted:
         raise Interrupted(f"interrupted; partial result written to {path}")
     if runner.errors:

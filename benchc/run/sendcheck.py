@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 
 from benchc.metrics.latency import Recorder
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import CLIENT_EXHAUSTED, RequestRecord
 
 SEND_DELAY_P99_US = 10_000  # a free slot, yet the request went out more than 10 ms late (p99)
 _FIGURES = ("count", "mean", "p50", "p99", "max")
@@ -49,8 +49,9 @@ class SlotLedger:
 
 
 class SendCheck:
-    """Per point: the client's own send delay, the queueing at the cap, and how requests
-    found their connections (by their first attempt)."""
+    """Per point: the client's own send delay, the queueing at the cap, how requests found
+    their connections (by their first attempt), and requests the client itself could not
+    make (out of file descriptors or ports: the point is then client-limited)."""
 
     def __init__(self) -> None:
         self.client = Recorder()  # ready -> first write, less connect time
@@ -59,6 +60,7 @@ class SendCheck:
         self.reused = 0
         self.fresh = 0
         self.early_reads = 0
+        self.exhausted = 0  # requests failed as CLIENT_EXHAUSTED
 
     def add(self, r: RequestRecord) -> None:
         if r.scheduled_ns is not None:
@@ -66,6 +68,8 @@ class SendCheck:
             if r.queued_ns > 0:
                 self.queued.record_ns(r.queued_ns)
         self.early_reads += r.early_reads
+        if r.error == CLIENT_EXHAUSTED:
+            self.exhausted += 1
         if r.first_sent_ns is None:
             return  # never sent (the connect failed): no send delay to judge
         if r.ready_ns is not None:
@@ -84,6 +88,9 @@ class SendCheck:
         if delay.get("p99", 0) > SEND_DELAY_P99_US:
             reasons.append(f"send delay with a free slot p99 {delay['p99'] / 1000:.1f} ms > "
                            f"{SEND_DELAY_P99_US / 1000:.0f} ms")
+        if self.exhausted:
+            reasons.append(f"{self.exhausted} requests failed for want of client resources (file "
+                           "descriptors or local ports; counted as client_exhausted)")
         q = self.queued.summary()
         if self.scheduled:
             cap = {"requests": q["count"], "of": self.scheduled,

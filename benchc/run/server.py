@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from benchc import redact
-from benchc.errors import RunError
+from benchc.errors import Interrupted, RunError
 from benchc.plan.model import Server
 from benchc.redact import redact_argv, redact_url
 
@@ -84,32 +85,48 @@ class ServerFailed(RunError):
         super().__init__(message + (f"\n--- last lines of the server log ---\n{tail}" if tail else ""))
 
 
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+
+
 @dataclass
 class Launched:
-    proc: asyncio.subprocess.Process
+    proc: asyncio.subprocess.Process  # the supervisor (run/supervisor.py): exits as the server does
     log_path: str
     started: float
+    server_pid: int = 0  # the server's own process
     ready_s: float | None = None
 
 
 async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
-    """Start `argv` in its own process group, output appended to `log_path`."""
+    """Start `argv` under the supervisor (run/supervisor.py), in a process group of its own,
+    output appended to `log_path`. benchc holds the supervisor's stdin: should benchc die in
+    any way, the pipe closes and the supervisor stops the whole group."""
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     env = {**os.environ, **server.env}
     log_file = open(log_path, "ab")  # noqa: SIM115 - the child holds it; closed below
     try:
         log_file.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
         log_file.flush()
+        # -I: the supervisor is plain Python; nothing of the server's environment steers it
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=log_file, stderr=log_file, stdin=asyncio.subprocess.DEVNULL, cwd=server.cwd,
-            env=env, start_new_session=True)
+            sys.executable, "-I", SUPERVISOR, f"{server.stop_timeout_s:g}", "--", *argv,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log_file,
+            cwd=server.cwd, env=env, start_new_session=True)
     except OSError as e:
-        raise ServerFailed(f"server.command could not start: {e.strerror} ({argv[0]})", None,
+        raise ServerFailed(f"server.command could not start: {e.strerror} ({server.cwd or argv[0]})", None,
                            log_tail(log_path)) from e
     finally:
         log_file.close()
-    log.info("launched (pid %d): %s; log: %s", proc.pid, " ".join(redact_argv(argv)), log_path)
-    return Launched(proc, log_path, time.perf_counter())
+    assert proc.stdout is not None
+    said = (await proc.stdout.readline()).decode(errors="replace").split(maxsplit=2)
+    if len(said) < 2 or said[0] != "pid":
+        status = await proc.wait()
+        why = said[2].strip() if len(said) == 3 and said[0] == "error" else f"exit status {status}"
+        raise ServerFailed(f"server.command could not start: {why} ({argv[0]})", status, log_tail(log_path))
+    pid = int(said[1])
+    log.info("launched (pid %d, supervisor %d): %s; log: %s", pid, proc.pid, " ".join(redact_argv(argv)),
+             log_path)
+    return Launched(proc, log_path, time.perf_counter(), pid)
 
 
 async def wait_ready(launched: Launched | None, base_url: str, server: Server, model: str,
@@ -125,7 +142,7 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
                 raise ServerFailed(f"the server exited with status {launched.proc.returncode} before it "
                                    "was ready", launched.proc.returncode, log_tail(launched.log_path))
             if stop.is_set():
-                raise RunError("interrupted while waiting for the server")
+                raise Interrupted("interrupted while waiting for the server to be ready")
             try:
                 async with s.get(root + server.ready_path, headers=headers,
                                  timeout=aiohttp.ClientTimeout(total=5)) as r:

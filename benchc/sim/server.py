@@ -24,6 +24,7 @@ Deliberate choices, each as vLLM's OpenAI server does unless noted:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -42,6 +43,7 @@ from benchc.sim.prefix_cache import PrefixCache, block_keys
 from benchc.sim.server_metrics import Counters, render
 
 CLOCK = time.perf_counter_ns
+SHUTDOWN_TIMEOUT_S = 2.0  # how long a stop waits for requests still being answered
 log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
@@ -258,6 +260,18 @@ class Engine:
             now = CLOCK()
             admitted = self._admit(now)
             if not self.running:
+                # Nothing could be admitted (the head is not ready yet, or the parameters admit
+                # nothing): wait for an arrival or the head's ready time, never spin without
+                # yielding (the loop would starve the server and ignore SIGTERM).
+                head_ready = self.waiting[0].ready_at if self.waiting else None
+                wait_s = ((head_ready - CLOCK()) / 1e9) if head_ready else None
+                self.wake.clear()
+                if wait_s is None or wait_s > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.wake.wait(), wait_s)
+                else:
+                    await self.wake.wait()
+                next_t = 0
                 continue
             step_s = cfg.step_ms(len(self.running)) / 1000.0
             if cfg.jitter:
@@ -506,7 +520,10 @@ class SimServer:
             with socket.socket() as s:
                 s.bind((self.cfg.host, 0))
                 self.port = s.getsockname()[1]
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        # a stop waits this long for requests still being answered (aiohttp's default, 60 s,
+        # made SIGTERM look ignored while a request waited for a place it would never get)
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
+                                     shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self._runner.setup()
         self._engine_task = asyncio.create_task(self.engine.run())
         if self.refuse_for_s:
@@ -552,7 +569,7 @@ class SimServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         e, cfg = self.engine, self.cfg
-        kv = (e.kv_used / cfg.kv_tokens) if cfg.kv_tokens else len(e.running) / cfg.max_num_seqs
+        kv = (e.kv_used / cfg.kv_tokens) if cfg.kv_tokens else len(e.running) / max(1, cfg.max_num_seqs)
         prefix = e.prefix
         counters = Counters(running=len(e.running), waiting=len(e.waiting), kv_usage=kv,
                             prompt_tokens=e.prompt_tokens_total,

@@ -31,11 +31,13 @@ from benchc.client._response_py import (
     LOST,
     MAX_HEAD,
     MAX_LENGTH_DIGITS,
+    OVERSIZED_STREAM,
     error_detail,
     exc_text,
     lost_detail,
 )
-from benchc.metrics.record import STREAM_BROKEN
+from benchc.client._sse_py import oversized_detail
+from benchc.metrics.record import OVERSIZED, STREAM_BROKEN
 
 
 cdef extern from "string.h":
@@ -47,6 +49,7 @@ cdef int C_BAD_CONTENT_LENGTH = BAD_CONTENT_LENGTH
 cdef int C_COMPRESSED = COMPRESSED
 cdef int C_BAD_CHUNKED = BAD_CHUNKED
 cdef int C_LOST = LOST
+cdef int C_OVERSIZED_STREAM = OVERSIZED_STREAM
 cdef Py_ssize_t C_MAX_HEAD = MAX_HEAD
 cdef Py_ssize_t C_MAX_LENGTH_DIGITS = MAX_LENGTH_DIGITS
 
@@ -96,6 +99,8 @@ cdef void response_init(ResponseCore* r, StreamCore* parser, int64_t sent_ns) no
     r.last_rx_ns = sent_ns
     r.has_keep_alive = False
     r.keep_alive_len = 0
+    r.has_content_type = False
+    r.content_type_len = 0
     r.error = 0
     r.lost_errno = 0
     r.named_len = 0
@@ -159,6 +164,8 @@ cdef void _body(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t now) no
         m = chunked_feed(&r.chunked, p, n, p, &rest)  # the payload only moves to the front
         if m:
             _deliver(r, p, m, now)
+            if r.finished:
+                return
         if r.chunked.state == CHUNK_DONE:
             r.keep_alive = r.keep_alive and rest == n
             _finish(r, now, 0)
@@ -172,6 +179,8 @@ cdef void _body(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t now) no
         r.remaining -= n
         if n:
             _deliver(r, p, n, now)
+            if r.finished:
+                return
         if r.remaining == 0:
             _finish(r, now, 0)
     elif n:  # MODE_CLOSE: the body ends when the server closes
@@ -181,8 +190,12 @@ cdef void _body(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t now) no
 cdef void _deliver(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
     cdef Py_ssize_t room
     if r.status == 200:
-        if r.parser != NULL and stream_feed(r.parser, p, n, now) < 0:
-            r.failed = True
+        if r.parser != NULL:
+            if stream_feed(r.parser, p, n, now) < 0:
+                r.failed = True
+            elif r.parser.oversized:  # the parser stopped reading: so does the connection
+                r.keep_alive = False
+                _finish(r, now, C_OVERSIZED_STREAM)
     elif r.excerpt_len < RESPONSE_EXCERPT:
         room = RESPONSE_EXCERPT - r.excerpt_len
         if n > room:
@@ -298,6 +311,11 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
             r.keep_alive_len = vb - va if vb - va < RESPONSE_KEPT else RESPONSE_KEPT
             for k in range(r.keep_alive_len):
                 r.keep_alive_value[k] = _lower(h[va + k])
+        elif _is(h + i, name_end - i, b"content-type", 12):
+            r.has_content_type = True  # the last one counts, as in the twin
+            r.content_type_len = vb - va if vb - va < RESPONSE_KEPT else RESPONSE_KEPT
+            for k in range(r.content_type_len):
+                r.content_type[k] = _lower(h[va + k])
         elif _is(h + i, name_end - i, b"content-encoding", 16) and vb > va \
                 and not _is(h + va, vb - va, b"identity", 8):
             _fail_lower(r, C_COMPRESSED, h + va, vb - va)
@@ -426,10 +444,18 @@ cdef class ResponseReader:
         return PyBytes_FromStringAndSize(<char*>self.core.keep_alive_value, self.core.keep_alive_len)
 
     @property
+    def content_type(self):
+        if not self.core.has_content_type:
+            return None
+        return PyBytes_FromStringAndSize(<char*>self.core.content_type, self.core.content_type_len)
+
+    @property
     def error(self):
         cdef int code = self.core.error
         if code == 0:
             return None
+        if code == C_OVERSIZED_STREAM:
+            return OVERSIZED, oversized_detail(self.parser.oversized)
         named = PyBytes_FromStringAndSize(<char*>self.core.named, self.core.named_len)
         if code == C_LOST:
             text = self._lost_text

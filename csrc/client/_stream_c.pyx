@@ -28,12 +28,18 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memchr, memcmp, memcpy
 
 from benchc.metrics._hdr_c cimport Histogram
+from benchc.client._sse_py import EVENT_TOO_LARGE, LINE_TOO_LONG, MAX_SSE_BYTES
 from benchc.client._stream_py import TIMINGS_INT, TIMINGS_MS
 from benchc.client._stream_py import interpret as _interpret
 
 
 cdef extern from "string.h":
     void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen) nogil
+
+# the bounds of _sse_py: a longer line, or an event with more data, stops the stream
+cdef Py_ssize_t C_MAX_SSE = MAX_SSE_BYTES
+cdef int C_LINE_TOO_LONG = LINE_TOO_LONG
+cdef int C_EVENT_TOO_LARGE = EVENT_TOO_LARGE
 
 
 cdef inline int64_t _to_us(int64_t ns) noexcept nogil:
@@ -85,20 +91,66 @@ cdef inline int _hex4(const unsigned char* p) noexcept nogil:
     return v
 
 
+cdef inline bint _cont(unsigned char c) noexcept nogil:
+    return 0x80 <= c <= 0xBF
+
+
+cdef Py_ssize_t _utf8_at(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
+    """The length of the UTF-8 sequence at p[i] (a byte >= 0x80) as json.loads decodes bytes
+    (UTF-8 with surrogatepass: encoded surrogates are accepted), or -1 when it is invalid
+    there: json.loads then refuses the whole event, so the fast path must not read it."""
+    cdef unsigned char c = p[i]
+    if 0xC2 <= c <= 0xDF:
+        return 2 if i + 1 < b and _cont(p[i + 1]) else -1
+    if 0xE0 <= c <= 0xEF:
+        if i + 2 >= b or not _cont(p[i + 2]):
+            return -1
+        if c == 0xE0:
+            return 3 if 0xA0 <= p[i + 1] <= 0xBF else -1
+        return 3 if _cont(p[i + 1]) else -1
+    if 0xF0 <= c <= 0xF4:
+        if i + 3 >= b or not _cont(p[i + 2]) or not _cont(p[i + 3]):
+            return -1
+        if c == 0xF0:
+            return 4 if 0x90 <= p[i + 1] <= 0xBF else -1
+        if c == 0xF4:
+            return 4 if 0x80 <= p[i + 1] <= 0x8F else -1
+        return 4 if _cont(p[i + 1]) else -1
+    return -1
+
+
+cdef bint _utf8_ok(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """The whole event decodes as json.loads decodes bytes (see _utf8_at)."""
+    cdef Py_ssize_t i = 0, k
+    while i < n:
+        if p[i] < 0x80:
+            i += 1
+            continue
+        k = _utf8_at(p, i, n)
+        if k < 0:
+            return False
+        i += k
+    return True
+
+
 cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int64_t* nbytes) noexcept nogil:
     """p[i] is just after an opening quote: return the index after the closing quote, and the
     UTF-8 byte length of the decoded string in nbytes; -1 when it cannot be followed."""
     cdef int64_t n = 0
     cdef int cp, lo
-    cdef unsigned char c
+    cdef unsigned char c, hi = 0  # the OR of the string's raw bytes: UTF-8 is checked when >= 0x80
+    cdef Py_ssize_t start = i
     while i < b:
         c = p[i]
         if c == 34:  # '"'
+            if hi >= 0x80 and not _utf8_ok(p + start, i - start):
+                return -1  # bytes json.loads would not decode: it calls the event malformed
             nbytes[0] = n
             return i + 1
         if c < 32:
             return -1  # control characters are invalid inside JSON strings
         if c != 92:  # '\\'
+            hi |= c
             n += 1
             i += 1
             continue
@@ -343,6 +395,8 @@ cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
     s.has_timings = False
     s.has_finish = s.has_error_event = s.has_shape = False
     s.example_len = 0
+    s.oversized = 0
+    s.first_len = 0
     s.keep_text = keep_text
     s.piece_ends = NULL
     s.n_pieces = s.pieces_cap = 0
@@ -375,36 +429,77 @@ cdef void stream_free(StreamCore* s) noexcept nogil:
 
 cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
     """One read's bytes, all stamped `now`: frames their events and reads each; -1 when
-    memory ran out (or the twin's interpret raised)."""
-    cdef Py_ssize_t start = 0, i
+    memory ran out (or the twin's interpret raised). A line or event past the bounds stops
+    the stream (s.oversized; 0 is returned): later reads are ignored."""
+    cdef Py_ssize_t start = 0, i, k
+    if s.oversized:
+        return 0
+    if s.first_len < FIRST_KEPT:
+        k = min(n, FIRST_KEPT - s.first_len)
+        memcpy(s.first + s.first_len, p, k)
+        s.first_len += k
     if s.skip_lf and n > 0 and p[0] == 10:
         start = 1  # the CR that ended the last read had its LF here
     s.skip_lf = False
     if s.line.n:  # a line begun in an earlier read: completed here, then read from its buffer
         i = _line_end(p, start, n)
+        if s.line.n + ((i if i >= 0 else n) - start) > C_MAX_SSE:
+            _stop(s, C_LINE_TOO_LONG)
+            return 0
         if i < 0:
             return bytes_put(&s.line, p + start, n - start)
-        if bytes_put(&s.line, p + start, i - start) < 0 or _line(s, s.line.p, 0, s.line.n, now) < 0 \
-                or _materialise(s, s.line.p) < 0:
+        if bytes_put(&s.line, p + start, i - start) < 0 or _line(s, s.line.p, 0, s.line.n, now) < 0:
             return -1
+        if s.oversized:
+            return 0
+        if _materialise(s, s.line.p) < 0:
+            return -1
+        if s.oversized:
+            return 0
         s.line.n = 0
         start = _after_eol(s, p, i, n)
     while start < n:
         i = _line_end(p, start, n)
         if i < 0:
             break
+        if i - start > C_MAX_SSE:
+            _stop(s, C_LINE_TOO_LONG)
+            return 0
         if _line(s, p, start, i, now) < 0:
             return -1
+        if s.oversized:
+            return 0
         start = _after_eol(s, p, i, n)
+    if n - start > C_MAX_SSE:  # a line not ended yet, already too long
+        _stop(s, C_LINE_TOO_LONG)
+        return 0
     if _materialise(s, p) < 0:
         return -1
+    if s.oversized:
+        return 0
     return bytes_put(&s.line, p + start, n - start)
+
+
+cdef void _stop(StreamCore* s, int why) noexcept nogil:
+    """A bound was passed: the stream is no longer read, and what it held is given back."""
+    s.oversized = why
+    s.has_data = False
+    s.pa = -1
+    s.data_lines = 0
+    free(s.line.p)
+    free(s.data.p)
+    s.line.p = s.data.p = NULL
+    s.line.n = s.line.cap = s.data.n = s.data.cap = 0
 
 
 cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil:
     """End of stream: an unterminated last line and event still count (see _sse_py.close)."""
+    if s.oversized:
+        return 0
     if s.line.n and _line(s, s.line.p, 0, s.line.n, now) < 0:
         return -1
+    if s.oversized:
+        return 0
     if _line(s, s.line.p, 0, 0, now) < 0 or _materialise(s, s.line.p) < 0:
         return -1
     s.line.n = 0
@@ -423,6 +518,10 @@ cdef inline Py_ssize_t _after_eol(StreamCore* s, const unsigned char* p, Py_ssiz
 
 
 cdef int _data_line(StreamCore* s, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Appends one data line to the event's data; past the bound, stops the stream (0)."""
+    if s.data.n + (1 if s.data_lines else 0) + n > C_MAX_SSE:
+        _stop(s, C_EVENT_TOO_LARGE)
+        return 0
     if s.data_lines and bytes_put(&s.data, <const unsigned char*>b"\n", 1) < 0:
         return -1
     s.data_lines += 1
@@ -450,6 +549,8 @@ cdef int _line(StreamCore* s, const unsigned char* p, Py_ssize_t a, Py_ssize_t b
                 return _event(s, p + a, b - a, now)
             if _materialise(s, p) < 0:
                 return -1
+            if s.oversized:
+                return 0
             r = _event(s, s.data.p, s.data.n, now)
             s.data.n = 0
             s.data_lines = 0
@@ -471,6 +572,8 @@ cdef int _line(StreamCore* s, const unsigned char* p, Py_ssize_t a, Py_ssize_t b
     if s.has_data:
         if _materialise(s, p) < 0 or _data_line(s, p + a, b - a) < 0:  # a second data line
             return -1
+        if s.oversized:
+            return 0
     else:
         s.pa, s.pb = a, b
     s.has_data = True
@@ -513,11 +616,11 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
     if n < 2 or p[0] != 123 or p[n - 1] != 125:
         return 0
     if s.has_shape:
-        k = _same_shape(s, p, n, now)
+        k = _same_shape(s, p, n, now)  # its head and tail were checked when the shape was taken
         if k != 0:
             return k
-    if not _scan_keys(p, n, &f) or f.unusual:
-        return 0
+    if not _utf8_ok(p, n) or not _scan_keys(p, n, &f) or f.unusual:
+        return 0  # bytes json.loads would not decode (it calls the event malformed), or an odd shape
     if f.delta >= 0:
         if p[f.delta] != 123:
             return 0
@@ -771,6 +874,14 @@ cdef class StreamParser:
     @property
     def malformed(self):
         return self.core.malformed
+
+    @property
+    def oversized(self):
+        return self.core.oversized
+
+    @property
+    def first_bytes(self):
+        return PyBytes_FromStringAndSize(<char*>self.core.first, self.core.first_len)
 
     @property
     def multi_token_chunks(self):

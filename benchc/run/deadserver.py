@@ -1,0 +1,44 @@
+"""A server that stopped answering, told from a point's own requests.
+
+When the server dies (or its address stops accepting connections) mid-point, every
+request after that fails to connect at once, and a point would otherwise go on sending
+them by the thousand and call itself complete. Requests that failed to connect are
+counted since the point's last request the server answered (any status line: a 200, an
+error status, a stream that broke after its 200); past the limit the point stops, is
+marked incomplete, and the run records the failure (exit 3). Timeouts, cancellations and
+the client's own failures neither count nor reset: they say nothing of the server.
+"""
+
+from __future__ import annotations
+
+from benchc.metrics.record import CONNECT, RequestRecord
+
+# Requests in a row that could not connect, at least: twice the point's in-flight target, so
+# that each of its slots failed twice over (a burst as the server goes away is not enough), and
+# never fewer than this many.
+MIN_CONNECT_FAILURES = 10
+
+
+def failure_limit(inflight: int) -> int:
+    return max(MIN_CONNECT_FAILURES, 2 * inflight)
+
+
+class ConnectStreak:
+    """Consecutive connect failures since the server last answered, for one point."""
+
+    def __init__(self, inflight: int):
+        self.limit = failure_limit(inflight)
+        self.streak = 0
+        self.reason: str | None = None  # set once, when the limit is reached
+
+    def add(self, r: RequestRecord) -> bool:
+        """Count a finished request; True once, when the streak reaches the limit."""
+        if r.error == CONNECT and r.status is None:
+            self.streak += 1
+            if self.streak >= self.limit and self.reason is None:
+                self.reason = (f"{self.streak} requests in a row could not connect to the server "
+                               f"(last: {r.error_detail or 'no detail'}): the server is down or unreachable")
+                return True
+        elif r.error is None or r.status is not None:
+            self.streak = 0
+        return False

@@ -1,0 +1,42 @@
+"""File descriptors against concurrency, before the first request.
+
+Every request in flight holds a socket, on either client; a process that runs out of
+descriptors fails its connects with EMFILE, which would look like a server refusing them.
+Before a local run starts, the widest in-flight count of the plan plus a margin (the event
+loop, log files, the control session, telemetry pipes) is compared with RLIMIT_NOFILE: the
+soft limit is raised toward the hard one when it is lower (any process may do that), and
+when even the hard limit is too low the run is refused (exit 2) with what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+
+from benchc.errors import UsageError
+
+FD_MARGIN = 64  # descriptors beside the measured sockets: loop, logs, control session, telemetry
+log = logging.getLogger(__name__)
+
+
+def needed_fds(widest_inflight: int) -> int:
+    return widest_inflight + FD_MARGIN
+
+
+def ensure_fds(widest_inflight: int, what: str = "") -> int:
+    """Make the soft RLIMIT_NOFILE at least needed_fds(widest_inflight); returns the soft limit
+    in force. Raises UsageError when the hard limit does not allow it."""
+    need = needed_fds(widest_inflight)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise UsageError(
+            f"{what or f'{widest_inflight} requests in flight'} need about {need} file descriptors (one "
+            f"socket each, and {FD_MARGIN} more), but this process may open at most {hard} (ulimit -Hn): "
+            f"raise the hard limit (e.g. `ulimit -n {need}` as root, or nofile in "
+            "/etc/security/limits.conf) or lower the concurrency")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    log.info("raised the open-file limit from %d to %d (hard limit %s) for %d requests in flight",
+             soft, need, "unlimited" if hard == resource.RLIM_INFINITY else hard, widest_inflight)
+    return need
