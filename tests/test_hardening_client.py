@@ -29,16 +29,18 @@ import pytest
 
 from benchc import redact
 from benchc.client._sse_py import MAX_SSE_BYTES
-from benchc.client.request import connect_failure
+from benchc.client.request import connect_failure, send, send_native
 from benchc.metrics.record import (
     CLIENT_EXHAUSTED,
     CONNECT,
     EMPTY,
     ERROR_KINDS,
     FIRST_BYTE_TIMEOUT,
+    HTTP,
     IDLE_TIMEOUT,
     NOT_SSE,
     OVERSIZED,
+    TIMEOUT,
     RequestRecord,
 )
 from benchc.run.deadserver import ConnectStreak
@@ -139,6 +141,53 @@ def test_after_the_first_byte_the_idle_limit_applies_not_the_first_byte_one(path
     t = target(timeout_s=60, idle_s=0.3, first_byte_s=60)
     rs, _, _ = run(sequential(path, head_then_silence, 1, t=t))
     assert rs[0].error == IDLE_TIMEOUT and rs[0].status == 200
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_the_whole_requests_limit_is_a_timeout_even_while_bytes_flow(path):
+    """aiohttp's total limit after a 200 was called idle_timeout unless the request had run
+    for the whole limit by benchc's clock (aiohttp's starts earlier, before the connect)."""
+    async def trickle(n, reader, writer):
+        writer.write(OK_HEAD)
+        for i in range(200):  # a chunk every 20 ms: never idle, slower than the whole limit
+            writer.write(chunked(sse([f"t{i}"]))[:-5])  # events, without the stream's last chunk
+            await writer.drain()
+            await asyncio.sleep(0.02)
+
+    rs, _, _ = run(sequential(path, trickle, 1, t=target(timeout_s=0.4, idle_s=5, first_byte_s=5)))
+    assert rs[0].error == TIMEOUT and rs[0].status == 200, (rs[0].error, rs[0].error_detail)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_error_status_whose_body_is_cut_short_is_that_status(path):
+    """It was counted as `connect`, as though the server had never answered."""
+    async def cut(n, reader, writer):
+        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\noverloa")
+        await writer.drain()
+        writer.transport.abort()
+
+    rs, _, _ = run(sequential(path, cut, 1))
+    assert rs[0].error == HTTP and rs[0].status == 503 and rs[0].error_detail.startswith("503: ")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_users_x_request_id_header_does_not_go_out_twice(path):
+    """The own reader sent the user's and the request's own; the simulator joins on the first."""
+    async def go():
+        async with RawServer(answering(OK_HEAD + chunked(sse(["a"])))) as srv:
+            c = Client(path)
+            r = RequestRecord("own-id", 0, 1, None)
+            headers = {"Content-Type": "application/json", "X-Request-Id": "users"}
+            if c.pool is not None:
+                await send_native(c.pool, srv.url, headers, b'{"x": 1}', r, target())
+            else:
+                await send(c.session, srv.url, headers, b'{"x": 1}', r, target())
+            await c.close()
+            return r, srv.requests[0][0]
+
+    r, head = run(go())
+    ids = [line for line in head.split(b"\r\n") if line.lower().startswith(b"x-request-id:")]
+    assert r.ok and [i.lower() for i in ids] == [b"x-request-id: own-id"]
 
 
 SECRET = "sk-live-0123456789abcdef"

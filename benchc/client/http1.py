@@ -53,7 +53,9 @@ from benchc.metrics.record import FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT, TIMEOUT
 
 CLOCK = time.perf_counter_ns
 log = logging.getLogger(__name__)  # -vv: connections opened, keep-alive retries (no header is logged)
-_SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+# set by the client itself (x-request-id: the request's own id, which the simulator's trace joins on)
+_SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding",
+                 "x-request-id"}
 KERNEL_STAMPS = SO_TIMESTAMPNS >= 0 and sys.platform.startswith("linux")
 RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: a 256 KiB buffer cost 16 us per read
 RX_LOOP, ASYNCIO = "rx_loop", "asyncio"  # which transport read a response (Exchange.path)

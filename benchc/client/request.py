@@ -284,16 +284,21 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     rec.parser = parser
     rec.path = AIOHTTP
     rules = getattr(session.connector, "rules", None)
-    kw = {"data": body, "headers": {**headers, "x-request-id": rec.id},
+    kw = {"data": body, "headers": {**{k: v for k, v in headers.items() if k.lower() != "x-request-id"},
+                                    "x-request-id": rec.id},
           # aiohttp's read timer runs from the request's write: the first-byte limit until the
           # response head came, then the idle limit (_after_head)
           "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.first_byte_timeout_s),
           "trace_request_ctx": rec}
+    start = CLOCK()
     retry, content_type = await _post(session, url, kw, rec, target, parser, rules, attempt=0)
     if retry:
         if rules is not None:
             rules.server_closed(AIOHTTP_ORIGIN, None)
         rec.retried, rec.status, rec.error, rec.error_detail = True, None, None, None
+        # both attempts share target.timeout, as on the own reader (http1.exchange)
+        left = max(target.timeout_s - (CLOCK() - start) / 1e9, 0.001)
+        kw["timeout"] = aiohttp.ClientTimeout(total=left, sock_read=target.first_byte_timeout_s)
         async with aiohttp.ClientSession(connector=make_connector(force_close=True), read_bufsize=1 << 20,
                                          auto_decompress=False, trace_configs=session.trace_configs) as fresh:
             _, content_type = await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
@@ -350,20 +355,22 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
     except aiohttp.ClientConnectorError as e:
         rec.error, rec.error_detail = connect_failure(e), str(e)[:200]
     except asyncio.TimeoutError as e:  # noqa: UP041 - aiohttp raises this alias on 3.11
-        rec.error = IDLE_TIMEOUT if rec.first_text_ns is not None or rec.status == 200 else TIMEOUT
         rec.error_detail = str(e)[:200] or type(e).__name__
-        if (CLOCK() - rec.t0_ns) / 1e9 >= target.timeout_s * 0.999:
+        if not isinstance(e, aiohttp.ServerTimeoutError):  # the total limit (aiohttp's own clock)
             rec.error = TIMEOUT
-        elif rec.status is None and rec.t0_sent:  # sent, and no head came: sock_read's first-byte limit
+        elif rec.status is None and rec.t0_sent:  # sock_read, sent and no head came: the first-byte limit
             rec.error = FIRST_BYTE_TIMEOUT
             rec.error_detail = http1.first_byte_detail(target.first_byte_timeout_s)
+        else:  # sock_read between reads
+            rec.error = IDLE_TIMEOUT if rec.status == 200 else TIMEOUT
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
             ConnectionError) as e:
         if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, rec.status is not None,
                                                       False):
             return True, None
-        rec.error = STREAM_BROKEN if rec.status == 200 else connect_failure(e)
-        rec.error_detail = str(e)[:200]
+        rec.error = (STREAM_BROKEN if rec.status == 200 else HTTP if rec.status is not None
+                     else connect_failure(e))
+        rec.error_detail = (f"{rec.status}: " if rec.error == HTTP else "") + str(e)[:200]
     except aiohttp.ClientError as e:
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
     if rec.error is not None and attempt == 1:
@@ -435,8 +442,13 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         return rec
     if ex.error is not None:
         kind, rec.error_detail = ex.error
-        # as on aiohttp: a connection lost before a 200 arrived is a connect failure
-        rec.error = CONNECT if kind == STREAM_BROKEN and ex.status != 200 else kind
+        # as on aiohttp: a connection lost before any head is a connect failure, and after an
+        # error status (its body cut short) that status's error
+        if kind == STREAM_BROKEN and ex.status != 200:
+            rec.error = HTTP if ex.status else CONNECT
+            rec.error_detail = f"{ex.status}: {rec.error_detail}" if ex.status else rec.error_detail
+        else:
+            rec.error = kind
     parser.close(ex.end_ns)
     rec.end_ns = parser.done_ns or ex.end_ns
     ct = ex.reader.content_type
