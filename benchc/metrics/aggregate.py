@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import ERROR_KINDS
+from benchc.metrics.sessions import SessionCounters
 from benchc.metrics.timings import ServerTimings
 
 # Latency blocks in the order a result lists them. The first four are in every point;
@@ -120,6 +121,7 @@ class Tally:
     latency: dict[str, Recorder] = field(default_factory=dict)  # LATENCIES name -> recorder
     cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
+    sessions: SessionCounters = field(default_factory=SessionCounters)  # multi-turn: by turn, by session
     derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
 
     @property
@@ -158,6 +160,7 @@ class Tally:
             self.recorder(name).merge(rec)
         self.cache.merge(other.cache)
         self.server_timings.merge(other.server_timings)
+        self.sessions.merge(other.sessions)
         self.derived += [d for d in other.derived if d not in self.derived]
 
     @classmethod
@@ -198,6 +201,7 @@ class Tally:
         if "cache" in point:  # results before benchc counted prefix caching have none
             t.cache = CacheCounters.from_block(point["cache"])
         t.server_timings = ServerTimings.from_block(point.get("server_timings"))
+        t.sessions = SessionCounters.from_block(point.get("sessions"))
         return t
 
 
@@ -268,6 +272,9 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     server_timings = t.server_timings.block()
     if server_timings is not None:
         out["server_timings"] = server_timings
+    sessions = t.sessions.block()
+    if sessions is not None:
+        out["sessions"] = sessions
     if t.derived:
         out["derived"] = list(t.derived)
     return out

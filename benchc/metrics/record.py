@@ -58,6 +58,11 @@ class RequestRecord:
     cached_source: str | None = None  # "usage" | "timings"
     server_timings: dict | None = None  # llama.cpp's timings: prompt_ms, predicted_ms, ...
     finish_reason: str | None = None
+    # A turn of a multi-turn session (run/sessions.py): the session's index in its step, the
+    # turn (1, 2, ...), and when the turn before it ended (the think time runs from there)
+    session: int | None = None
+    turn: int | None = None
+    prev_end_ns: int | None = None
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
@@ -78,7 +83,7 @@ class RequestRecord:
         if self.ok:
             ttft = (self.first_text_ns - self.t0_ns) / 1e3 if self.first_text_ns else None
             e2e = (self.end_ns - self.t0_ns) / 1e3 if self.end_ns else None
-        return {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
+        out = {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
                 "scheduled_ns": self.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
                 "queued_us": self.queued_ns / 1e3 if self.scheduled_ns is not None else None,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
@@ -87,3 +92,6 @@ class RequestRecord:
                 "finish_reason": self.finish_reason, "error": self.error,
                 "error_detail": self.error_detail, "status": self.status,
                 "reused_connection": self.reused_connection, "retried": self.retried}
+        if self.turn is not None:
+            out.update(session=self.session, turn=self.turn)
+        return out

@@ -49,6 +49,8 @@ class PointRecorder:
         if not r.ok:
             t.errors[r.error] += 1
             t.error_examples.setdefault(r.error, r.error_detail)
+            if r.turn is not None:
+                t.sessions.add_turn(r, None, None)
             return
         t.completed += 1
         ttft_ns = r.first_text_ns - r.t0_ns
@@ -76,6 +78,8 @@ class PointRecorder:
             t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
         t.multi_token_chunks += r.multi_token_chunks
         t.cache.add(r)
+        if r.turn is not None:
+            t.sessions.add_turn(r, ttft_ns, e2e_ns)
         if r.server_timings is not None:
             t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
         if self.keep_text:
@@ -86,6 +90,10 @@ class PointRecorder:
                 t.osl_mismatched += 1
         if slo_checks is not None and _meets_slo(r, slo_checks, ttft_ns, e2e_ns, tpot_ns):
             t.slo_met += 1
+
+    def add_session(self, info: dict) -> None:
+        """A session that is over: its outcome and duration (run/sessions.run_session)."""
+        self.tally.sessions.add_session(info)
 
     def count_with(self, tokenizer: Any) -> None:
         """Count each kept output once, on its joined text (after the point, off the timed path).

@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from benchc.errors import PlanError
-from benchc.plan.datasets import KINDS, make_source, spread
+from benchc.plan.datasets import KINDS, is_multi_turn, make_source, spread
 from benchc.plan.model import (
     PLAN_VERSION,
     Combination,
@@ -26,7 +26,7 @@ from benchc.plan.model import (
     Target,
     Workload,
 )
-from benchc.plan.prompts import source_digest, step_digest
+from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.trace import speedup_for, trace_rate
 from benchc.spec import matrix as mx
@@ -51,6 +51,9 @@ DEFAULTS: dict[str, Any] = {
     "workload.dataset.*.seed": 0,
     "workload.dataset.random.prefix_tokens": 0,
     "workload.dataset.trace.block_size": 512,  # the published Mooncake traces' block
+    # sessions: no shared system prompt, and each turn goes as soon as the answer before it ended
+    "workload.dataset.sessions.prefix_tokens": 0,
+    "workload.dataset.sessions.think_time": 0,
     # Every request a prompt no other request of the run sent (but the shared prefix):
     # servers cache prompt prefixes by default, and a repeated prompt measures a cache hit.
     "workload.prompts": "fresh",
@@ -114,6 +117,8 @@ def compile_spec(spec: Spec) -> Plan:
             smoke=_smoke(data.get("smoke")),
             workload=workload,
         )
+        if workload.sessions is not None and combo.target.api != "chat":
+            raise PlanError("sessions send their history as chat messages: they need target.api: chat")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
@@ -121,7 +126,7 @@ def compile_spec(spec: Spec) -> Plan:
         warmup = _warmup(load, points, index, label)
         for step in ([warmup] if warmup else []) + _repeated(points, repeats):
             steps.append(replace(step, prompt_stream=stream,
-                                 prompts_sha256=step_digest(source, stream, step.requests)))
+                                 prompts_sha256=step_digest(source, stream, step_count(step, source))))
             # a search reserves one stream per probe it may make: probe k sends stream + k - 1
             stream += step.search["max_probes"] if step.search else 1
     plan = Plan(
@@ -279,6 +284,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         output_tokens=outs,
         prompts=mode,
         trace=kind.describe(source) if kind.describe else None,
+        sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
     )
     return workload, source
 
@@ -292,7 +298,7 @@ def _dataset_defaults(name: str) -> dict:
 def _points(load: dict, index: int, label: str) -> list[Step]:
     sweep = load["sweep"]
     common = dict(
-        requests=load.get("requests"),
+        requests=load.get("requests"), sessions=load.get("sessions"),
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
@@ -300,6 +306,10 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
     if "concurrency" in sweep:
         return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)
                 for c in sweep["concurrency"]]
+    if "users" in sweep:  # sessions at a per-user pace (AIPerf's user-centric rate)
+        interval = parse_duration(sweep["turn_interval"])
+        return [Step("load", index, _join(label, f"users={u}"), users=u, turn_interval_s=interval, **common)
+                for u in sweep["users"]]
     if "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
         return [Step("load", index, _join(label, f"speedup={x:g}"), arrival="trace", speedup=float(x),
                      max_concurrency=sweep.get("max_concurrency"), **common) for x in sweep["speedup"]]
@@ -355,7 +365,7 @@ def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
                 burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
                             else None),
                 max_concurrency=s.get("max_concurrency") if over == "rate" else None,
-                requests=requests, duration_s=duration,
+                requests=requests, duration_s=duration, sessions=load.get("sessions"),
                 ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
                 cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
                 search=definition)
@@ -396,6 +406,8 @@ def _replay(step: Step, trace: dict) -> Step:
     """A point of a trace dataset: it sends the slice's requests once. Open loop, it sends them
     on the trace's times over the speedup, or over the speedup that gives the sweep's rate."""
     step = replace(step, requests=trace["requests"], duration_s=None)
+    if "sessions" in trace:  # its sessions, each with all its turns
+        step = replace(step, requests=None, sessions=trace["sessions"])
     if step.concurrency:
         return step
     if step.speedup is None:
@@ -410,21 +422,22 @@ def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | No
     if first.search:  # a search's first probe: its min concurrency, or the rate's cap
         width = first.search["min"] if first.search["over"] == "concurrency" else first.max_concurrency or 1
     else:
-        width = first.concurrency or first.max_concurrency or 1
+        width = first.concurrency or first.max_concurrency or first.users or 1
+    sessions = None
     if w is None:
         requests, duration = width, None
     else:
-        requests = w.get("requests")
+        requests, sessions = w.get("requests"), w.get("sessions")
         duration = parse_duration(w["duration"]) if "duration" in w else None
-    if not requests and not duration:
+    if not requests and not duration and not sessions:
         return None
     return Step("warmup", index, _join(label, "warmup"), concurrency=width,
-                requests=requests, duration_s=duration)
+                requests=requests, duration_s=duration, sessions=sessions)
 
 
 def _num_prompts(load: dict, points: list[Step], dataset: dict) -> int:
-    counts = [p.requests for p in points if p.requests]
-    warm = (load.get("warmup") or {}).get("requests") or 0
+    counts = [n for p in points for n in (p.requests, p.sessions) if n]
+    warm = max((load.get("warmup") or {}).get(k) or 0 for k in ("requests", "sessions"))
     if counts:
         return max(counts + [warm, 1])
     return DEFAULTS["workload.dataset.num_prompts_for_duration"]

@@ -65,8 +65,8 @@ class PromptSource(Protocol):
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt: ...
 
 
-def prompts_digest(prompts: list[Prompt]) -> str:
-    """sha256 of prompts' content, in order (text, messages and token counts)."""
+def prompts_digest(prompts: list) -> str:
+    """sha256 of prompts' (or sessions') content, in order (text, messages and token counts)."""
     h = hashlib.sha256()
     for p in prompts:
         h.update(json.dumps(p.to_json(), sort_keys=True, ensure_ascii=False).encode())
@@ -81,7 +81,18 @@ def step_digest(source: PromptSource, stream: int, requests: int | None) -> str 
     if source.pool_size is not None and source.mode == "fresh" and not getattr(source, "replays", False):
         return None
     n = min(SAMPLE, requests) if requests else SAMPLE
-    return prompts_digest([source.prompt(stream, i) for i in range(n)])
+    return prompts_digest([_item(source)(stream, i) for i in range(n)])
+
+
+def _item(source: PromptSource):
+    """How a source builds item i of a stream: a prompt, or a session's script (plan/sessions.py,
+    whose sources deal sessions; a session step's count is its sessions')."""
+    return source.session if getattr(source, "sessions", False) else source.prompt  # type: ignore[attr-defined]
+
+
+def step_count(step, source: PromptSource) -> int | None:
+    """How many items a step takes from its stream, where the plan says: requests, or sessions."""
+    return step.sessions if getattr(source, "sessions", False) else step.requests
 
 
 def source_digest(source: PromptSource) -> str:
@@ -93,7 +104,7 @@ def source_digest(source: PromptSource) -> str:
         return digest()
     if isinstance(source, FilePrompts):
         return prompts_digest(source.items)
-    return prompts_digest([source.prompt(POOL_STREAM, i) for i in range(SAMPLE)])
+    return prompts_digest([_item(source)(POOL_STREAM, i) for i in range(SAMPLE)])
 
 
 # --------------------------------------------------------------------------- random
@@ -145,14 +156,18 @@ class RandomPrompts:
         if prefix:
             head = f"{prefix} {head}"
         total = prefix_n + n_in
-        if self.tok is None:
-            text = head + " " + " ".join(rng.choices(self.words, k=n_in - 1)) if n_in > 1 else head
-        else:
-            if self.tok.count(head) > total:
-                raise PlanError(f"{n_in} input tokens is too short for prompt {stream}.{index}'s "
-                                "marker and prefix")
-            text = self._extend(head, total, rng)
+        text = self.text(head, total, rng, n_in, f"prompt {stream}.{index}")
         return Prompt(text, None, total, n_out, shared_tokens=prefix_n, reused=reused)
+
+    def text(self, head: str, total: int, rng: random.Random, words: int, what: str) -> str:
+        """`head` (a marker, after any prefix) grown to `total` tokens with words drawn from
+        `rng`: without a tokenizer `words` words in all (the marker counts as one), with one
+        exactly `total` tokens by it."""
+        if self.tok is None:
+            return head + " " + " ".join(rng.choices(self.words, k=words - 1)) if words > 1 else head
+        if self.tok.count(head) > total:
+            raise PlanError(f"{words} input tokens is too short for {what}'s marker and prefix")
+        return self._extend(head, total, rng)
 
     def _extend(self, text: str, target: int, rng: random.Random) -> str:
         """`text` grown by one-token words to exactly `target` tokens (checked by counting)."""
@@ -198,5 +213,5 @@ def one_token_words(tokenizer=None) -> list[str]:
     return words
 
 
-__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest",
+__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest", "step_count",
            "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]

@@ -77,10 +77,10 @@ class StepFeed:
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
         return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
-                       _expected(w.sampling, prompt, pin))
+                       expected_output(w.sampling, prompt, pin))
 
 
-def _expected(s, prompt: Prompt, pinned: bool = False) -> int | None:
+def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:
     """The output length the request pins down (ignore_eos, or min_tokens = max_tokens, or the
     dataset's own min_tokens per request)."""
     mt = s.max_tokens or prompt.output_tokens

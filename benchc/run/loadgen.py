@@ -27,6 +27,7 @@ from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
 from benchc.run.sendcheck import SendCheck, SlotLedger
+from benchc.run.sessions import SessionEnv, run_session, until
 
 # Client self-check thresholds: past any of these the client, not the server, may
 # have set the pace, and the point is marked client_limited. A send late with a free
@@ -125,39 +126,49 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     limit = step.requests
     issued = count()
     n_issued = [0]  # requests started in this step (the request-count stop counts these)
+    n_units = [0]  # requests, or sessions, started (a sessions step's session count stops on these)
+    active = [0]  # units in flight: requests, or sessions (the steady state holds them at target)
     tasks: set[asyncio.Task] = set()
     feed = ctx.feed
-    target = step.concurrency or step.max_concurrency or 0
+    multi_turn = getattr(feed, "sessions", False)
+    target = step.concurrency or step.max_concurrency or step.users or 0
+    stop_wait = asyncio.create_task(ctx.stop_event.wait())
 
-    def may_issue() -> bool:
+    def may_continue(at_ns: int | None = None) -> bool:
+        """Another request may go (now, or at `at_ns`): no stop, no deadline, under the count."""
         if ctx.stop_event.is_set():
             return False
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= deadline:
             return False
         return limit is None or n_issued[0] < limit
 
-    async def one(i: int, scheduled_ns: int | None, ready_ns: int) -> None:
-        req = feed.get(i)
-        prompt = req.prompt
-        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
-                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
-                          shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
-                          queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0)
-        check.inflight += 1
-        if check.inflight == target and steady["start_ns"] is None:
+    def may_issue() -> bool:
+        """Another unit (a request, or a session) may start."""
+        return may_continue() and (not multi_turn or step.sessions is None or n_units[0] < step.sessions)
+
+    def unit_started() -> None:
+        active[0] += 1
+        if active[0] == target and steady["start_ns"] is None:
             steady["start_ns"] = CLOCK()
+
+    async def measured(body: bytes, r: RequestRecord, ended=None) -> None:
+        """Send one request and record it (a single prompt, or a session's turn); `ended` is
+        called first when it is over (a single prompt's slot is free from then)."""
+        check.inflight += 1
         try:
             if ctx.pool is not None:
-                await send_native(ctx.pool, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
+                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target,
+                                  ctx.keep_text or multi_turn)
             else:
-                await send(ctx.session, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
+                await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, ctx.keep_text or multi_turn)
         finally:
             check.inflight -= 1
-            slots.give_back(CLOCK())
+            if ended is not None:
+                ended()
             sends.add(r)
-            if scheduled_ns is not None:
-                skew.record_ns(max(0, r.t0_ns - scheduled_ns))
-                if r.t0_ns - scheduled_ns >= LATE_SEND_US * 1000:
+            if r.scheduled_ns is not None:
+                skew.record_ns(max(0, r.t0_ns - r.scheduled_ns))
+                if r.t0_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
                     open_counts["late"] += 1
             if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
                 steady["end_ns"] = CLOCK()
@@ -167,16 +178,59 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             if ctx.progress:
                 ctx.progress(rec, check.inflight)
 
+    async def one(i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        req = feed.get(i)
+        prompt = req.prompt
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
+                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
+                          shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
+                          queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0)
+        unit_started()
+
+        def ended() -> None:
+            active[0] -= 1
+            slots.give_back(CLOCK())
+
+        await measured(req.body, r, ended)
+
+    def took_turn() -> None:
+        n_issued[0] += 1
+
+    env = SessionEnv(measured, may_continue, lambda due: until(due, stop_wait), took_turn, rec.add_session,
+                     open_loop=not step.concurrency, speedup=step.speedup or 1.0, pace_s=step.turn_interval_s)
+
+    async def session(j: int, scheduled_ns: int | None, ready_ns: int) -> int:
+        index, script = feed.get(j)
+        unit_started()
+        try:
+            return await run_session(env, feed.conversation(script), index, scheduled_ns, ready_ns)
+        finally:
+            active[0] -= 1
+            slots.give_back(CLOCK())
+
     def spawn(i: int, scheduled_ns: int | None = None) -> None:
         n_issued[0] += 1
-        t = asyncio.create_task(one(i, scheduled_ns, slots.take(scheduled_ns, CLOCK())))
+        n_units[0] += 1
+        unit = session if multi_turn else one
+        t = asyncio.create_task(unit(i, scheduled_ns, slots.take(scheduled_ns, CLOCK())))
         tasks.add(t)
         t.add_done_callback(tasks.discard)
 
-    stop_wait = asyncio.create_task(ctx.stop_event.wait())
+    async def user(start_ns: int) -> None:
+        """One user of a user-centric step: sessions back to back, each turn at the pace."""
+        due = start_ns
+        while await until(due, stop_wait) and may_issue():
+            n_issued[0] += 1
+            n_units[0] += 1
+            last_send = await session(next(issued), due, max(due, CLOCK()))
+            due = last_send + int(step.turn_interval_s * 1e9)
+
     try:
         if step.concurrency:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
+        elif step.users:
+            _users(step, tasks, user)
+            await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         else:
             await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait,
                              _schedule(step, feed, seed, shard), open_counts)
@@ -223,6 +277,18 @@ async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadlin
         # keep exactly C in flight: one new request per finished one
         while len(tasks) < c and may_issue():
             spawn(next(issued))
+
+
+def _users(step: Step, tasks: set, user) -> None:
+    """Start a user-centric step's users, spread evenly over one turn interval, so that the
+    turns arrive at users / turn_interval from the start (AIPerf staggers its users likewise;
+    benchc's all start at their sessions' first turn)."""
+    start = CLOCK()
+    gap = int(step.turn_interval_s * 1e9) // step.users
+    for u in range(step.users):
+        t = asyncio.create_task(user(start + u * gap))
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
 
 
 def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:

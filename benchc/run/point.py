@@ -93,7 +93,7 @@ def target_inflight(step: Step) -> int:
     """The most requests the step keeps in flight (a concurrency search: its largest probe)."""
     if step.search is not None and step.search["over"] == "concurrency" and step.concurrency is None:
         return int(step.search["max"])
-    return step.concurrency or step.max_concurrency or 0
+    return step.concurrency or step.max_concurrency or step.users or 0
 
 
 @dataclass

@@ -17,8 +17,10 @@ from benchc.errors import RunError
 from benchc.plan.compiler import load_tokenizer
 from benchc.plan.datasets import make_source
 from benchc.plan.model import Combination, Plan, Step
-from benchc.plan.prompts import Deal, PromptSource, source_digest, step_digest
+from benchc.plan.prompts import Deal, PromptSource, source_digest, step_count, step_digest
+from benchc.plan.sessions import is_sessions
 from benchc.run.feed import StepFeed
+from benchc.run.sessions import SessionFeed
 from benchc.spec.thresholds import Threshold
 
 
@@ -33,9 +35,12 @@ class Prepared:
     slo_checks: list[Threshold]  # each completed request is checked against these (goodput)
     keep_requests: bool  # output.requests: keep a record per request
 
-    def feed(self, step: Step, deal: Deal, shard: tuple[int, int] = (0, 1)) -> StepFeed:
+    def feed(self, step: Step, deal: Deal, shard: tuple[int, int] = (0, 1)) -> StepFeed | SessionFeed:
         """The requests of `step` (as the plan has it: its prompt stream and request count)
-        for this worker's share, continuing the run's deal of the prompt pool."""
+        for this worker's share, continuing the run's deal of the prompt pool; for a sessions
+        workload, its sessions (run/sessions.py)."""
+        if is_sessions(self.source):
+            return SessionFeed(self.source, self.combo, step, deal, shard, self.tokenizer)
         return StepFeed(self.source, self.combo, step, deal, shard)
 
 
@@ -47,7 +52,7 @@ def prepare(plan: Plan, combo: Combination) -> Prepared:
     tok = load_tokenizer(target.tokenizer, spec_path)
     source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
     same = source_digest(source) == w.prompts_sha256 and all(
-        step_digest(source, s.prompt_stream, s.requests) == s.prompts_sha256
+        step_digest(source, s.prompt_stream, step_count(s, source)) == s.prompts_sha256
         for s in plan.steps if s.combination == combo.index and s.prompt_stream is not None)
     if not same:
         raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
