@@ -64,8 +64,10 @@ class TurnCounters:
             self.latency[k].merge(rec)
 
     def block(self, name: str) -> dict:
-        frac = round(self.cached_tokens / self.reporting_prompt_tokens, 4) if self.reporting_prompt_tokens else None
-        return {"turn": name, "sent": self.sent, "completed": self.completed, "input_tokens": self.input_tokens,
+        prompt = self.reporting_prompt_tokens
+        frac = round(self.cached_tokens / prompt, 4) if prompt else None
+        return {"turn": name, "sent": self.sent, "completed": self.completed,
+                "input_tokens": self.input_tokens,
                 "mean_input_tokens": round(self.input_tokens / self.completed, 3) if self.completed else None,
                 "cache": {"reporting": self.reporting, "prompt_tokens": self.reporting_prompt_tokens,
                           "cached_tokens": self.cached_tokens, "cached_fraction": frac},

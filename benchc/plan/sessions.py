@@ -57,7 +57,8 @@ def think_params(value: Any) -> dict:
         if "mean" in value:
             return {"kind": "normal", "mean_s": parse_duration(value["mean"]),
                     "stdev_s": parse_duration(value["stdev"])}
-        return {"kind": "uniform", "min_s": parse_duration(value["min"]), "max_s": parse_duration(value["max"])}
+        return {"kind": "uniform", "min_s": parse_duration(value["min"]),
+                "max_s": parse_duration(value["max"])}
     return {"kind": "fixed", "s": parse_duration(value)}
 
 
@@ -166,9 +167,9 @@ class SyntheticSessions:
         self.seed = params["seed"]
         self.pool_size = params["num_prompts"] if mode == "shared" else None
         # the words, the exact-length growth and the shared prefix of random prompts
-        self.words = RandomPrompts({"seed": self.seed, "prefix_tokens": params["prefix_tokens"],
-                                    "num_prompts": params["num_prompts"], "input_tokens": params["input_tokens"],
-                                    "output_tokens": params["output_tokens"]}, mode, tokenizer)
+        self.words = RandomPrompts({k: params[k] for k in ("prefix_tokens", "num_prompts", "input_tokens",
+                                                           "output_tokens")} | {"seed": self.seed},
+                                   mode, tokenizer)
 
     def session(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Session:
         reused = False
@@ -195,7 +196,8 @@ class SyntheticSessions:
         return Session(turns, reused=reused)
 
     def stats(self) -> SessionStats:
-        return SessionStats("sessions", length_spread(self.params["turns"]), think_spread(self.params["think_time"]))
+        p = self.params
+        return SessionStats("sessions", length_spread(p["turns"]), think_spread(p["think_time"]))
 
 
 # --------------------------------------------------------------------------- files

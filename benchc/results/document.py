@@ -120,7 +120,12 @@ def load_key(point: dict) -> tuple:
     """What makes two points comparable: the load (concurrency or rate) and the matrix values.
     The runs of a repeated point share it (results/repeats.py groups them by it)."""
     params = point["params"]
-    load = ("c", params["concurrency"]) if params.get("concurrency") else ("rate", params.get("rate_rps"))
+    if params.get("concurrency"):
+        load: tuple = ("c", params["concurrency"])
+    elif params.get("users"):  # sessions at a per-user pace
+        load = ("users", params["users"], params.get("turn_interval_s"))
+    else:
+        load = ("rate", params.get("rate_rps"))
     return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
 
 

@@ -53,6 +53,8 @@ def _x(point: dict) -> tuple[str, float]:
     p = point["params"]
     if p.get("concurrency"):
         return "concurrency", p["concurrency"]
+    if p.get("users"):
+        return "users", p["users"]
     if p.get("rate_rps") is None and p.get("speedup") is not None:  # a trace whose requests come at once
         return "trace speedup", p["speedup"]
     return "rate (req/s)", p["rate_rps"]

@@ -155,12 +155,12 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
         called first when it is over (a single prompt's slot is free from then)."""
         check.inflight += 1
+        keep = ctx.keep_text or multi_turn  # a session's answers go back in its next turn
         try:
             if ctx.pool is not None:
-                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target,
-                                  ctx.keep_text or multi_turn)
+                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep)
             else:
-                await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, ctx.keep_text or multi_turn)
+                await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
         finally:
             check.inflight -= 1
             if ended is not None:
@@ -298,7 +298,9 @@ def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> I
     index, count = shard
     times = feed.arrivals() if feed is not None else None
     if times is None:
-        times = arrival_times(step, step.requests or int(step.rate_rps * step.duration_s * 2 + 16), seed)
+        # a sessions step's arrivals are its sessions' (its requests, the turns, are at least as many)
+        n = step.sessions or step.requests or int(step.rate_rps * step.duration_s * 2 + 16)
+        times = arrival_times(step, n, seed)
     return islice(times, index, None, count)
 
 

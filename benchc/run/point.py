@@ -86,6 +86,10 @@ def step_params(step: Step) -> dict:
         params["probe"] = step.probe  # which probe of the combination's capacity search
     if step.speedup is not None:
         params["speedup"] = step.speedup
+    if step.sessions is not None:
+        params["sessions"] = step.sessions  # a sessions workload: the sessions it starts
+    if step.users is not None:  # user-centric: users at a pace
+        params.update(users=step.users, turn_interval_s=step.turn_interval_s)
     return params
 
 

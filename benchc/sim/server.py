@@ -333,7 +333,8 @@ class Engine:
                 if seq.finish is None and not seq.continuous_usage:
                     chunk = seq.rhead + text + seq.tail
                 else:
-                    chunk = self._chunk(seq, text, None if rest else seq.finish, reasoning=True, upto=start + r)
+                    chunk = self._chunk(seq, text, None if rest else seq.finish, reasoning=True,
+                                        upto=start + r)
                 seq.pending.append((chunk, r))
                 seq.trace["reasoning_chunks"] += 1
                 words, tokens = words[r:], rest
@@ -370,7 +371,8 @@ class Engine:
             key = b"reasoning_content" if reasoning else b"content"
             return (b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk","created":'
                     + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":{"' + key
-                    + b'":"' + text + b'"},"logprobs":null,"finish_reason":' + reason + b"}]" + usage + b"}\n\n")
+                    + b'":"' + text + b'"},"logprobs":null,"finish_reason":' + reason + b"}]" + usage
+                    + b"}\n\n")
         return (b'data: {"id":"' + seq.id.encode() + b'","object":"text_completion","created":'
                 + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"text":"' + text
                 + b'","logprobs":null,"finish_reason":' + reason + b',"stop_reason":null}]' + usage
@@ -732,7 +734,8 @@ class SimServer:
                    "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,
                    "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0},
         )
-        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api == "chat" else 0  # chat only, as vLLM
+        # reasoning on chat only, as vLLM's reasoning parsers
+        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api == "chat" else 0
         if self.cfg.trace_text:
             seq.trace["messages" if api == "chat" else "prompt"] = body.get("messages" if api == "chat"
                                                                              else "prompt")
@@ -785,9 +788,11 @@ class SimServer:
         created = int(seq.created)
         model = self.cfg.model
         if seq.api == "chat":
+            message = {"role": "assistant", "content": text}
+            if reasoning:
+                message["reasoning_content"] = reasoning
             return {"id": seq.id, "object": "chat.completion", "created": created, "model": model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
-                                                         **({"reasoning_content": reasoning} if reasoning else {})},
+                    "choices": [{"index": 0, "message": message,
                                  "logprobs": None, "finish_reason": seq.finish}], "usage": usage}
         return {"id": seq.id, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": seq.finish,
