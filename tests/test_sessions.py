@@ -406,3 +406,12 @@ output: {{path: {out}, requests: true}}
     (point,) = read(str(out))["points"]
     assert point["params"]["sessions"] == 2 and point["sessions"]["completed"] == 2
     assert point["trace"]["sessions"] == 2 and point["counts"]["sent"] == 5
+
+
+def test_sessions_on_ray_are_refused_before_anything_starts(tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset="sessions: {turns: 2, input_tokens: 8, output_tokens: 4}",
+                                sweep="{concurrency: [2]}", load="  sessions: 2", api=""))
+    assert main(["run", str(spec), "--backend", "ray", "--quiet", "--out", str(tmp_path / "r.json")]) == 2
+    assert "sessions (multi-turn) are not built yet on Ray" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()

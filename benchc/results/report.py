@@ -8,7 +8,8 @@
   several results share a name (repeats), points show their mean with min-max bars, as do
   the runs of a repeated point (load.repeats) within one result;
 - capacity searches (load.search): each SLO item's metric against the load of every probe,
-  with the threshold and the answer marked (untrusted probes drawn apart, as x).
+  with the threshold and the answer marked (untrusted probes drawn apart, as x);
+- sessions: TTFT against the turn index, and the server's cached fraction per turn.
 
 matplotlib is an optional extra: `pip install 'benchc[report]'`.
 """
@@ -154,10 +155,53 @@ def figures(docs: list[dict]) -> dict[str, object]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
         figs[f"{metric}_spectrum"] = fig
+    turns = turns_figure(plt, docs)
+    if turns is not None:
+        figs["ttft_by_turn"] = turns
     search = search_figure(plt, docs)
     if search is not None:
         figs["search"] = search
     return figs
+
+
+def turn_x(name: str) -> int:
+    """A turn bucket's place on the x axis: "3" at 3, ">=10" at 10."""
+    return int(name.lstrip(">="))
+
+
+def turns_figure(plt: Any, docs: list[dict]) -> Any:
+    """Sessions: TTFT (p50 solid, p99 dashed) and the server's cached fraction against the turn
+    index, one line per point: where the prefix cache holds the history, TTFT stays flat as
+    the history grows."""
+    lines = [(series_label(d, p.get("matrix", {})), p) for d in docs for p in d["points"]
+             if (p.get("sessions") or {}).get("by_turn")]
+    if not lines:
+        return None
+    fig, (ax, cx) = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
+    names: dict[int, str] = {}
+    for i, (label, p) in enumerate(lines):
+        by_turn = p["sessions"]["by_turn"]
+        xs = [turn_x(b["turn"]) for b in by_turn]
+        names.update({turn_x(b["turn"]): b["turn"] for b in by_turn})
+        color = f"C{i % 10}"
+        for stat, style in (("p50", "-"), ("p99", "--")):
+            ys = [(b["latency"]["ttft_us"].get(stat) or float("nan")) / 1000 for b in by_turn]
+            ax.plot(xs, ys, style, marker="o", color=color, label=f"{label} {p['id']} {stat}")
+        fr = [b["cache"]["cached_fraction"] for b in by_turn]
+        cx.plot(xs, [float("nan") if f is None else f for f in fr], marker="o", color=color,
+                label=f"{label} {p['id']}")
+    ticks = sorted(names)
+    for a in (ax, cx):
+        a.set_xticks(ticks, [names[t] for t in ticks])
+        a.set_xlabel("turn")
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=7)
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title("TTFT by turn: p50 (solid) / p99 (dashed)")
+    cx.set_ylabel("cached fraction of the prompt (server)")
+    cx.set_ylim(0, 1)
+    cx.set_title("Prefix cache by turn")
+    return fig
 
 
 def _search_threshold(doc: dict, block: dict, i: int) -> float:

@@ -197,6 +197,11 @@ class Runner:
     def _start_ray(self) -> None:
         from benchc.run.ray_backend import RayBackend
 
+        if any(c.workload.sessions is not None for c in self.plan.combinations):
+            # the split of sessions over workers is left to the Ray split rules (issue 22)
+            raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
+                             "--backend local")
+
         self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http)
         hosts = self.backend.start(self.plan)
         self.backend_info = {"kind": "ray", "workers": len(hosts), "hosts": sorted(set(hosts))}
