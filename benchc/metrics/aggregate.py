@@ -98,6 +98,50 @@ class TokenizerCount:
 
 
 @dataclass
+class TemplateCount:
+    """Input tokens as the server renders the chat (the model's chat template) beside benchc's
+    count of the messages' content: the template's overhead, and how the rendered count
+    agrees with the server's usage.prompt_tokens."""
+
+    requests: int = 0
+    input: int = 0  # the rendered messages' tokens
+    content: int = 0  # benchc's count of the same requests' content
+    usage_requests: int = 0  # of those, the requests whose server reported prompt_tokens ...
+    usage: int = 0  # ... what it reported ...
+    usage_counted: int = 0  # ... and the rendered count of the same requests
+
+    def add_request(self, rendered: int, content: int, usage: int | None) -> None:
+        self.requests += 1
+        self.input += rendered
+        self.content += content
+        if usage is not None:
+            self.usage_requests += 1
+            self.usage += usage
+            self.usage_counted += rendered
+
+    def add(self, other: TemplateCount) -> None:
+        for name in ("requests", "input", "content", "usage_requests", "usage", "usage_counted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def block(self) -> dict:
+        out: dict = {"requests": self.requests, "input_tokens": self.input, "content_tokens": self.content,
+                     "overhead_tokens": self.input - self.content,
+                     "overhead_per_request": round((self.input - self.content) / self.requests, 3)
+                     if self.requests else None}
+        if self.usage_requests:
+            out["usage"] = {"requests": self.usage_requests, "prompt_tokens": self.usage,
+                            "counted": self.usage_counted,
+                            "relative_difference": relative_difference(self.usage_counted, self.usage)}
+        return out
+
+    @classmethod
+    def from_block(cls, b: dict) -> TemplateCount:
+        u = b.get("usage") or {}
+        return cls(b["requests"], b["input_tokens"], b["content_tokens"], u.get("requests", 0),
+                   u.get("prompt_tokens", 0), u.get("counted", 0))
+
+
+@dataclass
 class Tally:
     """Everything a point counted: integers and histograms only."""
 
@@ -118,6 +162,7 @@ class Tally:
     osl_checked: int = 0  # requests whose output length the request pinned down ...
     osl_mismatched: int = 0  # ... and those that came back with another length
     tokenizer: TokenizerCount | None = None
+    template: TemplateCount | None = None  # with a chat template: the input as the server renders it
     latency: dict[str, Recorder] = field(default_factory=dict)  # LATENCIES name -> recorder
     cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
@@ -156,6 +201,10 @@ class Tally:
             if self.tokenizer is None:
                 self.tokenizer = TokenizerCount()
             self.tokenizer.add(other.tokenizer)
+        if other.template is not None:
+            if self.template is None:
+                self.template = TemplateCount()
+            self.template.add(other.template)
         for name, rec in other.latency.items():
             self.recorder(name).merge(rec)
         self.cache.merge(other.cache)
@@ -197,6 +246,8 @@ class Tally:
         t.osl_checked, t.osl_mismatched = osl.get("requests_checked", 0), osl.get("mismatched", 0)
         if "tokenizer" in tok:
             t.tokenizer = _tokenizer_count(tok["tokenizer"], t.derived)
+        if "chat_template" in tok:
+            t.template = TemplateCount.from_block(tok["chat_template"])
         t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
         if "cache" in point:  # results before benchc counted prefix caching have none
             t.cache = CacheCounters.from_block(point["cache"])
@@ -232,6 +283,8 @@ def tokens_block(t: Tally) -> dict:
                                   "relative_difference": relative_difference(t.usage_chunks, t.usage_tokens)}
     if t.tokenizer is not None:
         out["tokenizer"] = t.tokenizer.block()
+    if t.template is not None:
+        out["chat_template"] = t.template.block()
     out["osl"] = {"requests_checked": t.osl_checked, "mismatched": t.osl_mismatched}
     return out
 

@@ -63,6 +63,10 @@ class RequestRecord:
     session: int | None = None
     turn: int | None = None
     prev_end_ns: int | None = None
+    # With a chat template: the input as the server renders it (its exact tokens), known when
+    # the request was built, or (a session's turn) counted after the point from its messages
+    template_input_tokens: int | None = None
+    messages: list | None = None
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchc.metrics.aggregate import CHUNKS, TOKENIZER, USAGE, Tally, TokenizerCount, figures
+from benchc.metrics.aggregate import CHUNKS, TOKENIZER, USAGE, Tally, TemplateCount, TokenizerCount, figures
 from benchc.metrics.record import RequestRecord
 
 
@@ -25,6 +25,8 @@ class PointRecorder:
     tally: Tally = field(default_factory=Tally)
     requests: list[dict] = field(default_factory=list)  # per-request records (keep_requests)
     kept: list = field(default_factory=list)  # (parser, usage tokens, text chunks) per completed request
+    # session turns to count with the chat template after the point: (messages, content tokens, usage)
+    templated: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         t = self.tally
@@ -78,6 +80,12 @@ class PointRecorder:
             t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
         t.multi_token_chunks += r.multi_token_chunks
         t.cache.add(r)
+        if r.template_input_tokens is not None:
+            if t.template is None:
+                t.template = TemplateCount()
+            t.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
+        elif r.messages is not None:  # a session's turn: its history is counted after the point
+            self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
         if r.turn is not None:
             t.sessions.add_turn(r, ttft_ns, e2e_ns)
         if r.server_timings is not None:
@@ -115,6 +123,16 @@ class PointRecorder:
             t.methods.add(TOKENIZER)
         t.tokenizer = n
         self.kept = []
+
+    def count_template(self, template: Any) -> None:
+        """The kept session turns' inputs as the server renders them (after the point: a long
+        history's rendering and tokenizing stays off the measured window)."""
+        t = self.tally
+        if self.templated and t.template is None:
+            t.template = TemplateCount()
+        for messages, content, usage in self.templated:
+            t.template.add_request(template.count(messages), content, usage)  # type: ignore[union-attr]
+        self.templated = []
 
     def summary(self, steady: dict | None = None, mean_inflight: float | None = None) -> dict:
         """The point's figures (aggregate.figures of its tally)."""

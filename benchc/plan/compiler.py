@@ -104,7 +104,7 @@ def compile_spec(spec: Spec) -> Plan:
         points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
         num_prompts = _num_prompts(load, points, data["workload"]["dataset"])
         workload, source = _workload(data["workload"], num_prompts, spec.file,
-                                     data["target"].get("tokenizer"))
+                                     data["target"].get("tokenizer"), data["target"].get("api", "chat"))
         if workload.trace is not None:
             points = [_replay(p, workload.trace) for p in points]
         server = _server(data.get("server"))
@@ -231,21 +231,61 @@ def _smoke(s: dict | None) -> Smoke | None:
     return Smoke(bool(s.get("continue_on_fail", DEFAULTS["smoke.continue_on_fail"])), checks)
 
 
+def _tokenizer_path(path: str, spec_file: str) -> str:
+    if not os.path.isabs(path) and not spec_file.startswith("<"):
+        return os.path.join(os.path.dirname(os.path.abspath(spec_file)), path)
+    return path
+
+
 def load_tokenizer(path: str | None, spec_file: str):
     """target.tokenizer (relative to the spec's folder), or None."""
     if not path:
         return None
     from benchc.tokenizer.tokenizer import load
 
-    if not os.path.isabs(path) and not spec_file.startswith("<"):
-        path = os.path.join(os.path.dirname(os.path.abspath(spec_file)), path)
     try:
-        return load(path)
+        return load(_tokenizer_path(path, spec_file))
     except Exception as e:  # noqa: BLE001 - any unreadable tokenizer is a plan error, said plainly
         raise PlanError(f"target.tokenizer: {e}") from e
 
 
-def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None):
+def load_template(path: str | None, spec_file: str, tokenizer, api: str = "chat"):
+    """The chat template of target.tokenizer's model directory (tokenizer/chat_template.py),
+    bound to the tokenizer; None without a tokenizer, without a template, for the
+    completions API (a prompt is sent as it is), or without jinja2 (describe_template says so)."""
+    if not path or tokenizer is None or api != "chat":
+        return None
+    from benchc.tokenizer.chat_template import ChatTemplate, load_chat_template
+
+    try:
+        template = load_chat_template(_tokenizer_path(path, spec_file), tokenizer)
+    except Exception as e:  # noqa: BLE001 - an unreadable tokenizer_config.json, said plainly
+        raise PlanError(f"target.tokenizer: {e}") from e
+    if template is None or not ChatTemplate.available():
+        return None
+    return template
+
+
+def describe_template(path: str | None, spec_file: str, api: str) -> dict | None:
+    """What the plan keeps of target.tokenizer's chat template: where it is, its sha256, and
+    whether benchc counts input tokens with it (jinja2 installed, the chat API)."""
+    if not path:
+        return None
+    from benchc.tokenizer.chat_template import JINJA_MISSING, ChatTemplate, find
+
+    found = find(_tokenizer_path(path, spec_file))
+    if found is None:
+        return None
+    template = ChatTemplate(*found)
+    out = {"source": os.path.basename(template.source), "sha256": template.sha256,
+           "counting": api == "chat" and ChatTemplate.available()}
+    if not out["counting"]:
+        out["note"] = JINJA_MISSING if api == "chat" else "the completions API sends prompts as they are"
+    return out
+
+
+def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None,
+              api: str = "chat"):
     """(the Workload, its prompt source)."""
     (name, cfg), = w["dataset"].items()
     kind = KINDS[name]
@@ -285,6 +325,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         prompts=mode,
         trace=kind.describe(source) if kind.describe else None,
         sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
+        chat_template=describe_template(tokenizer_path, spec_file, api),
     )
     return workload, source
 

@@ -24,7 +24,7 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Step.speedup and arrival "trace" (a trace replayed on its own schedule). Also optional:
        multi-turn sessions (dataset sessions, sharegpt and trace with `sessions`;
        Workload.sessions; Step.sessions, the sessions a step starts; Step.users and
-       Step.turn_interval_s, the user-centric pace).
+       Step.turn_interval_s, the user-centric pace); Workload.chat_template.
 """
 
 from __future__ import annotations
@@ -115,6 +115,9 @@ class Workload:
     # multi-turn: what the sessions hold (source, turns per session, think time; plan/sessions.py),
     # else None (single prompts)
     sessions: dict | None = None
+    # target.tokenizer's chat template: {source, sha256, counting[, note]} (input tokens are
+    # counted as the server renders them, tokenizer/chat_template.py), else None
+    chat_template: dict | None = None
 
 
 @dataclass(frozen=True)

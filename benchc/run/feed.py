@@ -1,6 +1,7 @@
 """The requests of one step: request bodies built from the plan's prompt source.
 
-A step's bodies are built before it starts, outside the measured window, up to PREBUILD_BYTES
+A step's bodies are built before it starts, outside the measured window (with a chat template,
+each one's exact input tokens counted there too), up to PREBUILD_BYTES
 (a step of 10^5 long prompts would otherwise hold gigabytes); past those, and past
 DURATION_PREBUILD requests of a step bound by time only, each body is built when its
 request is issued (a random prompt of 1k words costs some tens of microseconds; the client
@@ -32,14 +33,16 @@ class Request:
     prompt: Prompt  # its counts and sharing; its text is in the body, and not held twice
     index: int  # the request's index in its step (the prompt stream's)
     expected_output_tokens: int | None  # the length the request pins down, if it does
+    template_tokens: int | None = None  # its input as the server renders it (a chat template)
 
 
 class StepFeed:
     """Request j of this worker's share of a step (j counts from 0 in issue order)."""
 
     def __init__(self, source: PromptSource, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: tuple[int, int] = (0, 1)):
+                 shard: tuple[int, int] = (0, 1), template=None):
         self.source, self.combo, self.step, self.deal = source, combo, step, deal
+        self.template = template  # the model's chat template: each request's exact input tokens
         self.shard, self.shards = shard
         self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
         self._built: list[Request] = []
@@ -76,8 +79,9 @@ class StepFeed:
             and w.sampling.max_tokens is None
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
+        exact = self.template.count(body["messages"]) if self.template is not None else None
         return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
-                       expected_output(w.sampling, prompt, pin))
+                       expected_output(w.sampling, prompt, pin), exact)
 
 
 def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:

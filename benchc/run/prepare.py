@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchc.errors import RunError
-from benchc.plan.compiler import load_tokenizer
+from benchc.plan.compiler import load_template, load_tokenizer
 from benchc.plan.datasets import make_source
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal, PromptSource, source_digest, step_count, step_digest
@@ -34,14 +34,15 @@ class Prepared:
     tokenizer: Any  # the target's tokenizer (outputs are counted with it after each point), or None
     slo_checks: list[Threshold]  # each completed request is checked against these (goodput)
     keep_requests: bool  # output.requests: keep a record per request
+    template: Any = None  # the model's chat template (exact input tokens), or None
 
     def feed(self, step: Step, deal: Deal, shard: tuple[int, int] = (0, 1)) -> StepFeed | SessionFeed:
         """The requests of `step` (as the plan has it: its prompt stream and request count)
         for this worker's share, continuing the run's deal of the prompt pool; for a sessions
         workload, its sessions (run/sessions.py)."""
         if is_sessions(self.source):
-            return SessionFeed(self.source, self.combo, step, deal, shard, self.tokenizer)
-        return StepFeed(self.source, self.combo, step, deal, shard)
+            return SessionFeed(self.source, self.combo, step, deal, shard, self.tokenizer, self.template)
+        return StepFeed(self.source, self.combo, step, deal, shard, self.template)
 
 
 def prepare(plan: Plan, combo: Combination) -> Prepared:
@@ -57,7 +58,8 @@ def prepare(plan: Plan, combo: Combination) -> Prepared:
     if not same:
         raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                        "(a dataset or tokenizer file changed since the plan was made?)")
-    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")))
+    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")),
+                    load_template(target.tokenizer, spec_path, tok, target.api))
 
 
 def slo_checks(plan: Plan) -> list[Threshold]:

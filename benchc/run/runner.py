@@ -317,6 +317,10 @@ class Runner:
         reset the spec asks for; load.saturation may stop the sweep early (run/saturation.py)."""
         steps = [s for s in self.plan.steps if s.combination == combo.index]
         prepared = prepare(self.plan, combo)
+        if w_template := combo.workload.chat_template:
+            self.console.say(f"chat template ({w_template['source']}): " + (
+                "input tokens counted as the server renders them" if w_template["counting"]
+                else f"not used: {w_template['note']}"))
         if self.backend:
             await self.backend.prepare(combo.index)
         w = combo.workload

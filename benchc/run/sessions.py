@@ -41,10 +41,11 @@ class SessionFeed:
     sessions = True
 
     def __init__(self, source, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: tuple[int, int] = (0, 1), tokenizer=None):
+                 shard: tuple[int, int] = (0, 1), tokenizer=None, template=None):
         self.source, self.combo, self.step, self.deal = source, combo, step, deal
         self.shard, self.shards = shard
         self.tokenizer = tokenizer
+        self.template = template  # a chat template: turns keep their messages, counted after the point
         self.issued = 0
 
     def get(self, j: int) -> tuple[int, Session]:
@@ -63,7 +64,7 @@ class SessionFeed:
         return self.source.arrivals(self.step.speedup or 1.0)
 
     def conversation(self, session: Session) -> Conversation:
-        return Conversation(session, self.combo, self.tokenizer)
+        return Conversation(session, self.combo, self.tokenizer, self.template is not None)
 
 
 def _words(text: str) -> int:
@@ -73,8 +74,10 @@ def _words(text: str) -> int:
 class Conversation:
     """One session's history and the body of its next turn."""
 
-    def __init__(self, session: Session, combo: Combination, tokenizer=None):
+    def __init__(self, session: Session, combo: Combination, tokenizer=None, keep_messages: bool = False):
         self.session, self.combo = session, combo
+        self.keep_messages = keep_messages
+        self.messages: list[dict] | None = None  # the last turn's, when kept
         self.history: list[dict] = []
         self.history_tokens = 0  # benchc's count of the history (answers by the tokenizer, else words)
         self.count = tokenizer.count if tokenizer is not None else _words
@@ -85,6 +88,7 @@ class Conversation:
         earlier turns' (None where nobody can say: a user's text)."""
         w, target = self.combo.workload, self.combo.target
         messages = self.history + turn.messages
+        self.messages = messages if self.keep_messages else None
         new = turn.own_tokens + turn.shared_tokens if turn.own_tokens is not None else \
             sum(max(1, _words(str(m.get("content", "")))) for m in turn.messages)
         n_in = self.history_tokens + new
@@ -144,7 +148,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
                           expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
                           reused=session.reused, ready_ns=due,
                           queued_ns=due - sched if sched is not None and k == 1 else 0,
-                          session=index, turn=k, prev_end_ns=prev_end)
+                          session=index, turn=k, prev_end_ns=prev_end, messages=conv.messages)
         await env.measured(body, r)
         sent += 1
         start_ns = r.t0_ns if start_ns is None else start_ns
