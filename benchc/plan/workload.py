@@ -145,19 +145,24 @@ def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
     return _sample(items, params)
 
 
+def read_sharegpt(path_text: str, base_dir: str) -> tuple[Path, Any]:
+    """(the file's path, its JSON) of a ShareGPT dataset; PlanError names what is wrong."""
+    path = _resolve(path_text, base_dir)
+    try:
+        return path, json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise PlanError(f"sharegpt dataset {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise PlanError(f"sharegpt dataset {path}: not JSON ({e.msg} at line {e.lineno})") from e
+
+
 def _sharegpt_prompts(params: dict, base_dir: str) -> list[Prompt]:
     """ShareGPT JSON: a list of {conversations: [{from: human, value}, {from: gpt, value}, ...]}.
 
     As in vLLM's benchmark: the first human turn is the prompt, the reply's
     length is the output length (unless output_tokens overrides it).
     """
-    path = _resolve(params["path"], base_dir)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PlanError(f"sharegpt dataset {path}: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise PlanError(f"sharegpt dataset {path}: not JSON ({e.msg} at line {e.lineno})") from e
+    path, data = read_sharegpt(params["path"], base_dir)
     override = params.get("output_tokens")
     rng = random.Random(params["seed"])
     items = []

@@ -61,13 +61,7 @@ class PrefixCache:
                 break
             blocks.move_to_end(key)
             hit += 1
-        for key in keys[hit:]:
-            if key in blocks:
-                blocks.move_to_end(key)
-            else:
-                blocks[key] = None
-        while len(blocks) > self.capacity_blocks:
-            blocks.popitem(last=False)
+        self.insert(keys[hit:])
         cached = hit * self.block_size
         self.queries_total += prompt_tokens
         self.hits_total += cached
