@@ -242,14 +242,24 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from benchc.sim.model import make_config
+    from benchc.sim.model import PARAMS, make_config
     from benchc.sim.server import serve_forever
+    from benchc.spec import yaml_bounds
+    from benchc.spec.values import sim_param_problems
 
     params: dict = json.loads(args.config_json) if args.config_json else {}
     preset = params.pop("preset", args.preset)
     for item in args.param:
-        name, _, value = item.partition("=")
-        params[name] = yaml.safe_load(value)
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise UsageError(f"sim: --param {item!r}: expected NAME=VALUE, e.g. max_num_seqs=64")
+        try:
+            params[name] = yaml_bounds.load_value(value)
+        except (yaml.YAMLError, yaml_bounds.YamlLimitError) as e:
+            raise UsageError(f"sim: --param {name}: the value is not a YAML value benchc reads ({e})") from e
+    problems = sim_param_problems(params, PARAMS)
+    if problems:
+        raise UsageError("sim: " + "\n  ".join(["invalid simulator parameters:"] + problems))
     if args.host:
         params["host"] = args.host
     if args.model:
@@ -263,7 +273,14 @@ def cmd_sim(args: argparse.Namespace) -> int:
         parse_faults(cfg.faults)
     except (ValueError, TypeError) as e:
         raise UsageError(f"sim: {e}") from e
-    asyncio.run(serve_forever(cfg, args.port, args.trace))
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"sim: --port {args.port} is not a port (0 to 65535; 0 picks a free one)")
+    try:
+        asyncio.run(serve_forever(cfg, args.port, args.trace))
+    except OSError as e:
+        # the listening socket or the trace file: both are the user's to fix
+        what = f"cannot open {e.filename}" if e.filename else f"cannot listen on {cfg.host}:{args.port}"
+        raise UsageError(f"sim: {what}: {e.strerror or e}") from e
     return EXIT_OK
 
 
@@ -332,37 +349,86 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_tokens(args: argparse.Namespace) -> int:
     from benchc.tokenizer.tokenizer import load
 
-    tok = load(args.tokenizer)
+    try:
+        tok = load(args.tokenizer)
+    except BenchcError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever a loader trips on in a user's file is the file's fault
+        detail = (e.strerror or str(e) if isinstance(e, OSError) else
+                  f"a field it needs is missing ({e})" if isinstance(e, KeyError) else
+                  f"{type(e).__name__}: {e}")
+        raise UsageError(f"cannot load the tokenizer {args.tokenizer}: {detail}") from e
     print(f"tokenizer: {tok.kind} ({args.tokenizer}); pre-tokenization: {tok.pretokenizer}", file=sys.stderr)
     for path in args.files:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                raw = f.read()
         except OSError as e:
             raise UsageError(f"cannot read {path}: {e.strerror}") from e
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise UsageError(f"{path}:{line}: byte 0x{raw[e.start]:02x} is not UTF-8 text; benchc counts "
+                             "the tokens of UTF-8 text") from e
         ids = tok.encode(text)
         print(f"{path}\t{len(ids)}" + ("\t" + " ".join(map(str, ids)) if args.ids else ""))
     return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from benchc import redact
     from benchc.plan.compiler import compile_spec
     from benchc.run.runner import RunOptions, execute
+    from benchc.run.secrets import run_scrubber
     from benchc.spec import loader as spec_mod
 
+    if args.base_url is not None:
+        _check_base_url(args.base_url)
     spec = spec_mod.load(args.spec, args.overrides)
     plan = compile_spec(spec)
+    if args.base_url is not None:
+        _check_url_credentials(args.base_url, plan)
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,
                       quiet=args.quiet or args.json, strict=args.strict,
                       backend=args.backend or plan.run.get("backend", "local"),
                       ray_address=args.ray_address or plan.run.get("ray_address"),
                       workers=args.workers or plan.run.get("workers", 0), http=args.http)
-    doc, path = execute(plan, spec.data, opts)
+    # Every secret value of the run is replaced in what the run writes (results, per-request
+    # records: results.document.write_atomic), prints, and says when it fails.
+    scrub = run_scrubber(plan, args.base_url)
+    with redact.scrubbing(scrub):
+        try:
+            doc, path = execute(plan, spec.data, opts)
+        except BenchcError as e:
+            e.args = (scrub.text(str(e)),)
+            raise
     if args.json:
-        print(json.dumps(doc, indent=1))
+        print(scrub.json(json.dumps(doc, indent=1)))
     else:
         print(path)
     return EXIT_OK
+
+
+def _check_base_url(url: str) -> None:
+    from benchc.spec.values import base_url_problem
+
+    problem = base_url_problem(url)
+    if problem:
+        raise UsageError(f"--base-url: {problem}")
+
+
+def _check_url_credentials(url: str, plan) -> None:
+    """user:password in --base-url and the spec's api_key (or Authorization header) would both
+    set the request's credentials: refused, as in a spec."""
+    from urllib.parse import urlsplit
+
+    if urlsplit(url).username is None:
+        return
+    for c in plan.combinations:
+        if c.target.api_key or any(k.lower() == "authorization" for k in c.target.headers):
+            raise UsageError("--base-url holds user:password and the spec gives target.api_key or an "
+                             "Authorization header: both set the credentials; keep one")
 
 
 VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "sim": cmd_sim,

@@ -164,6 +164,21 @@ def test_spec_rules_for_sessions(tmp_path, capsys, dataset, sweep, load, api, me
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("dataset,load,message", [
+    ("sessions: {turns: 20000, input_tokens: 8, output_tokens: 4}", "  sessions: 2",
+     "20,000 turns per session is more than 10,000"),
+    ("sessions: {turns: 5000, input_tokens: 2k, output_tokens: 1k}", "  sessions: 2",
+     "15,000,000 tokens in a session's last turn"),
+    ("sessions: {turns: 2, input_tokens: 8, output_tokens: 4}", "  sessions: 2000000",
+     "2,000,000 sessions per point is more than 1,000,000"),
+])
+def test_ceilings_of_sessions(tmp_path, capsys, dataset, load, message):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset=dataset, sweep="{concurrency: [2]}", load=load, api=""))
+    assert main(["validate", str(spec)]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_sessions_need_the_chat_api(tmp_path):
     from benchc.plan.compiler import compile_spec
 

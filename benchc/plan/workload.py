@@ -118,12 +118,42 @@ def _word_count(text: str) -> int:
     return max(1, len(text.split()))
 
 
+def _read_text(path: Path, what: str) -> str:
+    """A dataset file as UTF-8 text; an unreadable or undecodable one is a PlanError naming it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise PlanError(f"{what} {path}: {e.strerror}") from e
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise PlanError(f"{path}:{line}: byte 0x{raw[e.start]:02x} is not UTF-8 text "
+                        f"(a {what} is UTF-8; convert the file, e.g. with iconv)") from e
+
+
+def _output_tokens(rec: dict, path: Path, n: int) -> int | None:
+    """A JSONL record's optional output_tokens: a whole number of at least 1."""
+    v = rec.get("output_tokens")
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise PlanError(f"{path}:{n}: output_tokens {json.dumps(v)} is not a whole number of at least 1")
+    return v
+
+
+def _record_shape(rec: dict, path: Path, n: int) -> None:
+    """What the readers below rely on: a string prompt, or a non-empty list of message objects."""
+    if "prompt" in rec and not isinstance(rec["prompt"], str):
+        raise PlanError(f"{path}:{n}: 'prompt' must be a string")
+    if "messages" in rec and (not isinstance(rec["messages"], list) or not rec["messages"]
+                              or not all(isinstance(m, dict) for m in rec["messages"])):
+        raise PlanError(f"{path}:{n}: 'messages' must be a non-empty list of {{role, content}} objects")
+
+
 def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
     path = _resolve(params["path"], base_dir)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise PlanError(f"jsonl dataset {path}: {e.strerror}") from e
+    lines = _read_text(path, "jsonl dataset").splitlines()
     items = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -132,9 +162,12 @@ def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise PlanError(f"{path}:{n}: not a JSON object ({e.msg})") from e
+        except RecursionError as e:
+            raise PlanError(f"{path}:{n}: JSON nested too deep to read") from e
         if not isinstance(rec, dict) or ("prompt" in rec) == ("messages" in rec):
             raise PlanError(f"{path}:{n}: each line needs exactly one of 'prompt' or 'messages'")
-        out_tokens = rec.get("output_tokens")
+        _record_shape(rec, path, n)
+        out_tokens = _output_tokens(rec, path, n)
         if "prompt" in rec:
             items.append(Prompt(rec["prompt"], None, _word_count(rec["prompt"]), out_tokens, None))
         else:
@@ -149,11 +182,11 @@ def read_sharegpt(path_text: str, base_dir: str) -> tuple[Path, Any]:
     """(the file's path, its JSON) of a ShareGPT dataset; PlanError names what is wrong."""
     path = _resolve(path_text, base_dir)
     try:
-        return path, json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PlanError(f"sharegpt dataset {path}: {e.strerror}") from e
+        return path, json.loads(_read_text(path, "sharegpt dataset"))
     except json.JSONDecodeError as e:
         raise PlanError(f"sharegpt dataset {path}: not JSON ({e.msg} at line {e.lineno})") from e
+    except RecursionError as e:
+        raise PlanError(f"sharegpt dataset {path}: JSON nested too deep to read") from e
 
 
 def _sharegpt_prompts(params: dict, base_dir: str) -> list[Prompt]:
@@ -168,10 +201,10 @@ def _sharegpt_prompts(params: dict, base_dir: str) -> list[Prompt]:
     items = []
     for conv in data if isinstance(data, list) else []:
         turns = conv.get("conversations") if isinstance(conv, dict) else None
-        if not turns or len(turns) < 2:
+        if not isinstance(turns, list) or len(turns) < 2 or not all(isinstance(t, dict) for t in turns[:2]):
             continue
         prompt, reply = turns[0].get("value", ""), turns[1].get("value", "")
-        if not prompt:
+        if not prompt or not isinstance(prompt, str) or not isinstance(reply, str):
             continue
         n_out = draw_length(rng, override) if override else _word_count(reply)
         items.append(Prompt(prompt, None, _word_count(prompt), n_out, None))

@@ -19,6 +19,7 @@ import tempfile
 
 import jsonschema
 
+from benchc import redact
 from benchc.errors import ResultFormatError, UsageError
 
 SCHEMA_VERSION = 1
@@ -50,7 +51,11 @@ def output_path(template: str, name: str, plan_hash: str) -> str:
 
 
 def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a document."""
+    """Write via a temporary file and rename, so a reader never sees half a document.
+
+    `text` is JSON or JSON lines (a result, per-request records): during a run every secret
+    value the run knows is replaced in its strings first (benchc.redact.scrubbing)."""
+    text = redact.active().json(text)
     if os.path.exists(path) and not overwrite:
         raise UsageError(f"{path} exists; choose another --out or pass --force")
     d = os.path.dirname(os.path.abspath(path))
@@ -87,11 +92,22 @@ def schema_text(which: str, version: int) -> str:
 def validate_document(doc: dict) -> None:
     from benchc.spec.loader import load_schema
 
-    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise ResultFormatError("not a benchc result document (no schema_version)")
+    version = doc["schema_version"]
+    readable = ", ".join(map(str, READABLE_VERSIONS))
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        # only a whole number >= 1 is a version; anything else says the file is damaged, not new
+        raise ResultFormatError(f"result schema_version {json.dumps(version)} is not a version number "
+                                f"(it is a whole number; this benchc reads {readable}): the document "
+                                "is damaged or not a benchc result")
+    if version > max(READABLE_VERSIONS):
+        raise ResultFormatError(f"result schema_version {version} is not one this benchc reads (it reads "
+                                f"{readable}): it is newer; a newer benchc may read it "
+                                "(pip install -U benchc)")
     if version not in READABLE_VERSIONS:
-        raise ResultFormatError(f"result schema_version {version!r} is not one this benchc reads "
-                                f"(it reads {', '.join(map(str, READABLE_VERSIONS))}); "
-                                "a newer benchc may read it")
+        raise ResultFormatError(f"result schema_version {version} is not one this benchc reads "
+                                f"(it reads {readable})")
     errors = sorted(jsonschema.Draft202012Validator(load_schema(f"result-v{version}")).iter_errors(doc),
                     key=lambda e: list(e.absolute_path))
     if errors:
@@ -103,12 +119,19 @@ def validate_document(doc: dict) -> None:
 
 def read(path: str) -> dict:
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as e:
         raise ResultFormatError(f"cannot read {path}: {e.strerror}") from e
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ResultFormatError(f"{path} is not a result document: byte {e.start} (0x{raw[e.start]:02x}) "
+                                "is not UTF-8 text (a binary file?)") from e
     except json.JSONDecodeError as e:
         raise ResultFormatError(f"{path} is not JSON ({e.msg} at line {e.lineno})") from e
+    except RecursionError as e:
+        raise ResultFormatError(f"{path} is not a result document: JSON nested too deep to read") from e
     validate_document(doc)
     return doc
 

@@ -27,27 +27,54 @@ def _requests_path(doc: dict, result_path: str) -> str | None:
 
 
 def requests_jsonl(doc: dict, result_path: str) -> str:
+    """The per-request file's text, once every line of it is checked to be a whole record:
+    a truncated or damaged file is refused, naming the line, so that no half record is
+    ever passed on."""
     path = _requests_path(doc, result_path)
     if not path:
         raise UsageError("this result has no per-request records (run with output.requests: true)")
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as e:
         raise UsageError(f"the per-request file {path} is missing: {e.strerror}") from e
+    _records(raw, path)
+    return raw.decode("utf-8")
+
+
+def _records(raw: bytes, path: str) -> list[dict]:
+    """Every record of a per-request JSONL file; ResultFormatError names the first bad line."""
+    out = []
+    lines = raw.split(b"\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            why = "cut short: the file ends inside a record" if n == len(lines) else "not a JSON record"
+            raise ResultFormatError(f"{path} line {n}: {why} ({e}); the per-request file is damaged") from e
+        if not isinstance(r, dict) or not isinstance(r.get("point"), str) or not isinstance(
+                r.get("t0_ns"), int):
+            raise ResultFormatError(f"{path} line {n}: not a per-request record of benchc (a JSON object "
+                                    "with point and t0_ns)")
+        out.append(r)
+    return out
 
 
 def requests_by_point(doc: dict, result_path: str) -> dict[str, list[dict]] | None:
     """The per-request records grouped by point id, in the order they were sent, or None when
     the run did not keep them."""
-    if not _requests_path(doc, result_path):
+    path = _requests_path(doc, result_path)
+    if not path:
         return None
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise UsageError(f"the per-request file {path} is missing: {e.strerror}") from e
     out: dict[str, list[dict]] = {}
-    for n, line in enumerate(requests_jsonl(doc, result_path).splitlines(), 1):
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ResultFormatError(f"{doc['requests_file']} line {n} is not JSON ({e.msg})") from e
+    for r in _records(raw, path):
         out.setdefault(r["point"], []).append(r)
     for records in out.values():
         records.sort(key=lambda r: r["t0_ns"])

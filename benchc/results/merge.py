@@ -22,6 +22,7 @@ from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or
 from benchc.metrics.cache import cache_check
 from benchc.results.document import now_iso, point_key
 from benchc.results.repeats import summaries
+from benchc.results.shards import refuse_duplicates, shard_ids
 from benchc.results.trust import judge
 
 WINDOW_NOTE = ("window united across shards: earliest start to latest end on the shards' own "
@@ -38,6 +39,7 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     if any(d.get("search") for d in docs):
         raise UsageError("results of a capacity search do not merge: each shard chose its own probes "
                          "from its own figures; split one search's load with --backend ray instead")
+    refuse_duplicates(docs, sources)
     out = copy.deepcopy(docs[0])
     groups: dict[tuple, list[dict]] = {}
     order: list[tuple] = []
@@ -56,6 +58,9 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
     out["merged_from"] = [{"source": s, "created": d["created"], "host": d["environment"].get("host"),
                            "complete": d["complete"]} for s, d in zip(sources, docs, strict=True)]
+    # each part's identity, so that merging this result again with one of its parts is refused
+    out["merged_from"] = [{**m, "shard": sid} for m, d in zip(out["merged_from"], docs, strict=True)
+                          for sid in shard_ids(d)]
     return out
 
 

@@ -14,6 +14,7 @@ chosen at launch, so a spec can launch a server on a port nobody else holds.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from benchc import redact
 from benchc.errors import RunError
 from benchc.plan.model import Server
 from benchc.redact import redact_argv, redact_url
@@ -44,11 +46,34 @@ def server_root(base_url: str) -> str:
 
 
 def log_tail(path: str | None, lines: int = 30) -> str:
+    """The log's last lines, every known secret of the run replaced (they go into the result
+    and onto the terminal)."""
     if not path or not os.path.exists(path):
         return ""
     with open(path, "rb") as f:
         tail = deque(f, maxlen=lines)
-    return b"".join(tail).decode("utf-8", "replace")
+    return redact.active().text(b"".join(tail).decode("utf-8", "replace"))
+
+
+def scrub_log(path: str) -> None:
+    """Replace every known secret of the run in the server's log, once the server has stopped
+    (a server may print its command line or environment). Bytes that are not UTF-8 stay as
+    they were."""
+    scrubber = redact.active()
+    if not scrubber or not os.path.exists(path):
+        return
+    tmp = f"{path}.benchc-scrub"
+    changed = False
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        for line in src:
+            text = line.decode("utf-8", "surrogateescape")
+            clean = scrubber.text(text)
+            changed = changed or clean != text
+            dst.write(clean.encode("utf-8", "surrogateescape"))
+    if changed:
+        os.replace(tmp, path)
+    else:
+        os.unlink(tmp)
 
 
 class ServerFailed(RunError):
@@ -110,12 +135,19 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
                     async with s.get(base_url.rstrip("/") + "/models", headers=headers,
                                      timeout=aiohttp.ClientTimeout(total=5)) as r:
                         body = await r.json(content_type=None) if r.status == 200 else {}
-                    names = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+                    listed = body.get("data") if isinstance(body, dict) else None
+                    listed = listed if isinstance(listed, list) else []  # any JSON may come back
+                    names = [m.get("id") for m in listed if isinstance(m, dict)]
                     if model in names:
                         log.info("ready: %s answered 200 and /v1/models lists %r", server.ready_path, model)
                         return (time.perf_counter() - launched.started) if launched else 0.0
                     last = f"/v1/models lists {names}, not {model!r}"
             except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+                if _request_cannot_be_made(e):
+                    # asking again cannot help: say so now, not after ready.timeout
+                    raise ServerFailed(f"the readiness check cannot be sent ({e}): a configuration "
+                                       "error, not a server still starting", None,
+                                       log_tail(launched.log_path) if launched else "") from e
                 last = f"{type(e).__name__}: {e}"[:200]
             log.debug("readiness poll: %s", last)
             if time.perf_counter() >= deadline:
@@ -125,6 +157,14 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
                 await asyncio.wait_for(stop.wait(), server.ready_interval_s)
             except TimeoutError:
                 pass
+
+
+def _request_cannot_be_made(e: BaseException) -> bool:
+    """aiohttp refuses to build the request (an invalid URL, credentials given twice): a
+    ValueError that is neither a failed connection nor an unreadable answer."""
+    if isinstance(e, aiohttp.InvalidURL):
+        return True
+    return isinstance(e, ValueError) and not isinstance(e, (aiohttp.ClientError, json.JSONDecodeError))
 
 
 async def stop_server(launched: Launched | None, timeout_s: float) -> int | None:
@@ -141,6 +181,7 @@ async def stop_server(launched: Launched | None, timeout_s: float) -> int | None
             await proc.wait()
     # whatever the leader did, nothing of its group may outlive benchc
     _signal_group(proc.pid, signal.SIGKILL)
+    scrub_log(launched.log_path)
     return proc.returncode
 
 

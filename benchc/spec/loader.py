@@ -15,8 +15,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import jsonschema
@@ -24,12 +22,14 @@ import yaml
 
 from benchc import __version__
 from benchc.errors import SpecError, SpecProblem, UsageError
-from benchc.spec import matrix
+from benchc.spec import limits, matrix, values, yaml_bounds
+from benchc.spec.schemas import load_schema
 from benchc.spec.thresholds import parse_threshold
 from benchc.units import parse_rate, parse_tokens
 
 Path = tuple  # a JSON path as a tuple of keys and indices
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_ANY = re.compile(r"\$\{env:([^}]*)\}?")  # every ${env: ...} written, well-formed or not
 
 
 @dataclass
@@ -65,13 +65,6 @@ def json_path(path: Path) -> str:
     return out
 
 
-@cache
-def load_schema(name: str) -> dict:
-    """A JSON schema shipped in benchc/schemas (`spec-v1`, `result-v1`)."""
-    text = resources.files("benchc").joinpath("schemas", f"{name}.json").read_text()
-    return json.loads(text)
-
-
 # --------------------------------------------------------------------------- loading
 
 
@@ -89,8 +82,12 @@ def load(
             raw = f.read()
     except OSError as e:
         raise UsageError(f"cannot read spec {file}: {e.strerror}") from e
-    return load_text(raw.decode("utf-8", errors="replace"), file, overrides, env,
-                     sha256=hashlib.sha256(raw).hexdigest())
+    try:
+        yaml_bounds.check_size(raw)
+        text = yaml_bounds.decode(raw)
+    except yaml_bounds.YamlLimitError as e:
+        raise SpecError([SpecProblem(file, e.line, e.col, "$", e.message)]) from e
+    return load_text(text, file, overrides, env, sha256=hashlib.sha256(raw).hexdigest())
 
 
 def load_text(
@@ -104,11 +101,9 @@ def load_text(
     spec = Spec(file, {}, sha256 or hashlib.sha256(text.encode()).hexdigest())
     problems: list[SpecProblem] = []
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
+        loader, node = yaml_bounds.compose(text)
+    except yaml_bounds.YamlLimitError as e:
+        raise SpecError([SpecProblem(file, e.line, e.col, "$", e.message)]) from e
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -147,7 +142,11 @@ class _Builder:
             out: dict[str, Any] = {}
             first_seen: dict[str, int] = {}
             for knode, vnode in node.value:
-                key = self.loader.construct_object(knode, deep=True)
+                if not isinstance(knode, yaml.ScalarNode):
+                    self.problems.append(SpecProblem(*self.mark(knode), json_path(path),
+                                                     "a key must be a plain name, not a list or mapping"))
+                    continue
+                key = self.scalar(knode, path)
                 key = key if isinstance(key, str) else _scalar_text(key)
                 if key in out:
                     self.problems.append(SpecProblem(
@@ -160,15 +159,38 @@ class _Builder:
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
-        value = self.loader.construct_object(node, deep=True)
-        if isinstance(value, (datetime.date, datetime.datetime)):
-            value = node.value  # keep dates as written; the schema wants strings
+        value = self.scalar(node, path)
         if isinstance(value, str) and "${env:" in value:
             value = self.interpolate(value, node, path)
         return value
 
+    def scalar(self, node: yaml.ScalarNode, path: Path) -> Any:
+        """A scalar's value; one a tag cannot make (`!!int x`) or that JSON cannot hold
+        (`!!binary`) is a problem at its position, and its text stands in for it."""
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError, LookupError, AttributeError) as e:
+            what = getattr(e, "problem", None) or str(e)
+            self.problems.append(SpecProblem(*self.mark(node), json_path(path),
+                                             f"cannot read {node.value[:40]!r} as {_tag(node.tag)}: {what}"))
+            return node.value
+        if isinstance(value, (datetime.date, datetime.datetime)):
+            return node.value  # keep dates as written; the schema wants strings
+        if isinstance(value, bytes):
+            self.problems.append(SpecProblem(*self.mark(node), json_path(path),
+                                             "binary values (!!binary) are not allowed in a spec"))
+            return node.value
+        return value
+
     def interpolate(self, value: str, node: yaml.ScalarNode, path: Path) -> Any:
         missing = []
+        for m in _ENV_ANY.finditer(value):
+            if not _ENV.match(value, m.start()):
+                self.problems.append(SpecProblem(
+                    *self.mark(node), json_path(path),
+                    f"{m.group(0)!r} is not an environment reference: write ${{env:NAME}} or "
+                    "${env:NAME:-default}, NAME of letters, digits and '_'"))
+                missing.append(m.group(0))
 
         def replace(m: re.Match) -> str:
             name, default = m.group(1), m.group(2)
@@ -188,12 +210,16 @@ class _Builder:
         # as if the value had been written in its place.
         if node.style is None and not missing and out and _ENV.fullmatch(value):
             try:
-                typed = yaml.safe_load(out)
-            except yaml.YAMLError:
+                typed = yaml_bounds.load_value(out)
+            except (yaml.YAMLError, yaml_bounds.YamlLimitError):
                 return out
             if isinstance(typed, (int, float, bool)) or typed is None:
                 return typed
         return out
+
+
+def _tag(tag: str) -> str:
+    return tag.replace("tag:yaml.org,2002:", "!!")
 
 
 def _scalar_text(v: Any) -> str:
@@ -231,7 +257,9 @@ def _apply_override(spec: Spec, data: dict, item: str) -> None:
     key_text, value_text = item.split("=", 1)
     path = _parse_override_path(key_text.strip())
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
+        value = yaml_bounds.load_value(value_text) if value_text.strip() else ""
+    except yaml_bounds.YamlLimitError as e:
+        raise UsageError(f"--set {key_text}: the value is refused ({e.message})") from e
     except yaml.YAMLError as e:
         raise UsageError(f"--set {item!r}: the value is not valid YAML ({e})") from e
     node: Any = data
@@ -270,11 +298,16 @@ def validate(spec: Spec) -> list[SpecProblem]:
     """Every schema and semantic problem of `spec.data`, once each."""
     data = spec.data
     # Values holding ${matrix.X} are checked once substituted, per combination.
-    problems = [pr for pr, path, inst in _schema_problems_with_instances(spec, data)
-                if not (path and path[0] in matrix.SUBSTITUTED_SECTIONS
-                        and matrix.find_placeholders(inst))]
+    problems = values.nonfinite_problems(spec, data)
+    problems += [pr for pr, path, inst in _schema_problems_with_instances(spec, data)
+                 if not (path and path[0] in matrix.SUBSTITUTED_SECTIONS
+                         and matrix.find_placeholders(inst))]
     if problems:
         # Expansion and semantic rules assume the shape the schema promises.
+        return problems
+    problems = limits.count_problems(spec, data)
+    if problems:
+        # refused before a combination is enumerated or a prompt built
         return problems
     for path, name in matrix.find_placeholders(data):
         axes = matrix.axes_of(data.get("matrix"))
@@ -293,7 +326,11 @@ def validate(spec: Spec) -> list[SpecProblem]:
     for combo in combos:
         expanded = matrix.expand(data, combo)
         label = ",".join(f"{k}={matrix.format_value(v)}" for k, v in combo.items())
-        for pr in _schema_problems(spec, expanded) + _semantic_problems(spec, expanded):
+        # the semantic rules assume schema-valid data, which a substituted value may break
+        found_here = _schema_problems(spec, expanded) or (
+            _semantic_problems(spec, expanded) + values.combination_problems(spec, expanded)
+            + limits.combination_problems(spec, expanded))
+        for pr in found_here:
             found.setdefault((pr.file, pr.line, pr.col, pr.path, pr.message), []).append(label)
     for (file, line, col, path, message), labels in found.items():
         if len(labels) < len(combos):

@@ -1,0 +1,147 @@
+"""Checks of single values a JSON schema cannot say: finite numbers, usable URLs, header
+text, output lengths, simulator parameters.
+
+Shared by spec validation and the command line (`--base-url`, `benchc sim --param`), so a
+value is judged the same way wherever it comes from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema
+
+from benchc.errors import SpecProblem
+from benchc.redact import redact_url
+from benchc.spec.schemas import load_schema
+from benchc.units import parse_tokens
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# RFC 9110 token: the characters a header name may hold
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _json_path(path: tuple) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def nonfinite_paths(value: Any, path: tuple = ()) -> list[tuple]:
+    """Paths of every NaN or infinity below `value` (JSON holds neither)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in nonfinite_paths(v, path + (k,))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in nonfinite_paths(v, path + (i,))]
+    return []
+
+
+def nonfinite_problems(spec: Any, data: dict) -> list[SpecProblem]:
+    return [spec.problem(p, "NaN and infinity are not numbers benchc accepts (give a finite number)")
+            for p in nonfinite_paths(data)]
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with `url` as the root of an OpenAI-compatible server, or None.
+
+    A query or fragment is refused: benchc appends the API's paths (/chat/completions,
+    /models, the readiness path) to this URL, and a credential in a query string ends up
+    in server and proxy logs; give it as target.api_key or target.headers instead.
+    `{free}` stands for a port benchc picks at launch.
+    """
+    shown = repr(redact_url(url))  # the message must not repeat a credential
+    if _CONTROL.search(url) or " " in url:
+        return f"{shown} holds a space or control character"
+    try:
+        u = urlsplit(url.replace("{free}", "1"))
+        port = u.port
+    except ValueError as e:
+        return f"{shown} is not a URL ({e})"
+    if "://" not in url:
+        return f"{shown} has no scheme: write http://{redact_url(url)} (or https://)"
+    if u.scheme not in ("http", "https"):
+        return f"{shown} is not an http(s) URL"
+    if not u.hostname:
+        return f"{shown} names no host"
+    if port == 0:
+        return f"{shown}: port 0 is not a port a server listens on"
+    if u.query or u.fragment or url.endswith(("?", "#")):
+        return (f"{shown} has a query or fragment: benchc appends API paths to base_url, so give "
+                "credentials as target.api_key or target.headers, not in the URL")
+    return None
+
+
+def _credentials_problems(spec: Any, target: dict) -> list[SpecProblem]:
+    out = []
+    url = target.get("base_url")
+    if url:
+        problem = base_url_problem(url)
+        if problem:
+            out.append(spec.problem(("target", "base_url"), problem))
+        else:
+            u = urlsplit(url.replace("{free}", "1"))
+            has_auth_header = any(k.lower() == "authorization" for k in target.get("headers", {}))
+            if u.username is not None and (target.get("api_key") or has_auth_header):
+                out.append(spec.problem(("target", "base_url"), "user:password in the URL and "
+                                        f"{'api_key' if target.get('api_key') else 'an Authorization header'}"
+                                        " both give credentials; keep one"))
+    if _CONTROL.search(target.get("api_key") or ""):
+        out.append(spec.problem(("target", "api_key"), "holds a control character or line break"))
+    for name, value in target.get("headers", {}).items():
+        if not _TOKEN.match(name):
+            out.append(spec.problem(("target", "headers", name), f"{name!r} is not a header name "
+                                    "(letters, digits and !#$%&'*+.^_`|~-)", key=True))
+        elif _CONTROL.search(str(value).replace("\t", " ")):
+            out.append(spec.problem(("target", "headers", name), "holds a control character or line break"))
+    return out
+
+
+def _at_least_one(length: Any) -> bool:
+    """A spec length whose every draw is at least 1 token."""
+    if isinstance(length, dict) and "mean" in length:
+        return parse_tokens(length["mean"]) >= 1
+    if isinstance(length, dict):
+        return parse_tokens(length["min"]) >= 1
+    return parse_tokens(length) >= 1
+
+
+def _output_length_problems(spec: Any, d: dict) -> list[SpecProblem]:
+    out = []
+    zero = "an output of 0 tokens measures nothing; ask for at least 1"
+    for kind, cfg in d["workload"]["dataset"].items():
+        if "output_tokens" in cfg and not _at_least_one(cfg["output_tokens"]):
+            out.append(spec.problem(("workload", "dataset", kind, "output_tokens"), zero))
+    sampling = d["workload"].get("sampling", {})
+    if "max_tokens" in sampling and parse_tokens(sampling["max_tokens"]) < 1:
+        out.append(spec.problem(("workload", "sampling", "max_tokens"), zero))
+    for i, check in enumerate((d.get("smoke") or {}).get("checks", [])):
+        if "max_tokens" in check and parse_tokens(check["max_tokens"]) < 1:
+            out.append(spec.problem(("smoke", "checks", i, "max_tokens"), zero))
+    return out
+
+
+def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
+    """Value problems of one expanded, schema-valid combination."""
+    return _credentials_problems(spec, d["target"]) + _output_length_problems(spec, d)
+
+
+def sim_param_problems(params: dict, names: list[str]) -> list[str]:
+    """Simulator parameters (`benchc sim --param`) checked against the spec schema's
+    target.sim, the one statement of their ranges; `names` are all the parameters the
+    simulator has (one the schema does not describe is checked by the simulator only)."""
+    schema = load_schema("spec-v1")["properties"]["target"]["properties"]["sim"]
+    described = {k: v for k, v in params.items() if k in schema["properties"]}
+    out = [f"{_json_path(p)[2:]}: NaN and infinity are not allowed" for p in nonfinite_paths(params)]
+    for name in params:
+        if name not in names and name not in schema["properties"]:
+            close = difflib.get_close_matches(name, names, n=1)
+            out.append(f"unknown parameter {name!r}" + (f"; did you mean {close[0]!r}?" if close else
+                                                         f"; known: {', '.join(names)}"))
+    for err in jsonschema.Draft202012Validator(schema).iter_errors(described):
+        where = _json_path(tuple(err.absolute_path))[2:] or "parameters"
+        out.append(f"{where}: {err.message}")
+    return out

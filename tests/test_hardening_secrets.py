@@ -1,0 +1,227 @@
+"""No secret stored (issue 15, class 6): by name in plans and results, by value wherever a
+server echoes one back or a command line carries one."""
+
+import asyncio
+import json
+import os
+import threading
+
+import pytest
+from aiohttp import web
+
+from benchc import redact
+from benchc.cli import main
+from benchc.plan.compiler import compile_spec
+from benchc.redact import Scrubber, redact_argv
+from benchc.results.document import write_atomic
+from benchc.run.secrets import run_scrubber
+from benchc.run.server import scrub_log
+from benchc.spec import loader as spec
+
+SPEC = """\
+version: 1
+name: t
+target:
+  base_url: {url}
+  model: m
+  api_key: sk-apikey-0001
+  headers: {{X-Api-Key: xk-header-0002, X-Trace: "on"}}
+{server}workload:
+  dataset:
+    random: {{input_tokens: 8, output_tokens: 4}}
+load:
+  warmup: {{requests: 0}}
+  sweep:
+    concurrency: [1]
+  requests: 3
+output:
+  path: {out}
+  requests: true
+"""
+SECRETS = ("sk-apikey-0001", "xk-header-0002", "hf_token_0003")
+
+
+def write_spec(tmp_path, url="http://localhost:8000/v1", server=""):
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.format(url=url, server=server, out=tmp_path / "r.json"))
+    return str(path)
+
+
+def assert_clean(text: str, where: str) -> None:
+    for s in SECRETS:
+        assert s not in text, f"{s} in {where}"
+
+
+# --------------------------------------------------------------------------- by name
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["env", "HF_TOKEN=hf_token_0003", "vllm", "serve", "m"], ["env", "HF_TOKEN=***", "vllm", "serve", "m"]),
+    (["/bin/sh", "-c", "HF_TOKEN=hf_token_0003 vllm serve m"],
+     ["/bin/sh", "-c", "HF_TOKEN=*** vllm serve m"]),
+    (["/bin/sh", "-c", "export HF_TOKEN='hf_token_0003'; vllm serve --api-key=k1 m"],
+     ["/bin/sh", "-c", "export HF_TOKEN=***; vllm serve --api-key=*** m"]),
+    (["vllm", "serve", "--hf-token", "hf_token_0003", "--download-dir=/x", "OMP=4"],
+     ["vllm", "serve", "--hf-token", "***", "--download-dir=/x", "OMP=4"]),
+    (["curl", "http://u:pw@h/x"], ["curl", "http://***@h/x"]),
+])
+def test_commands_lose_their_secrets_by_name(argv, shown):
+    assert redact_argv(argv) == shown
+
+
+@pytest.mark.parametrize("command", [
+    '"HF_TOKEN=hf_token_0003 vllm serve m --port {free}"',
+    "[env, HF_TOKEN=hf_token_0003, vllm, serve, m]",
+])
+def test_a_token_in_server_command_never_reaches_the_printed_plan(tmp_path, capsys, command):
+    path = write_spec(tmp_path, "http://127.0.0.1:{free}/v1", f"server:\n  command: {command}\n")
+    assert main(["plan", path]) == 0
+    out = capsys.readouterr().out
+    assert_clean(out, "the plan")
+    assert "HF_TOKEN=***" in json.dumps(json.loads(out)["combinations"][0]["server"]["command"])
+
+
+# --------------------------------------------------------------------------- by value
+
+
+def test_the_scrubber_knows_every_secret_of_a_run(tmp_path):
+    server = "server:\n  command: HF_TOKEN=hf_token_0003 vllm serve m\n  env: {MY_SECRET: env-value-4}\n"
+    path = write_spec(tmp_path, "http://127.0.0.1:{free}/v1", server)
+    plan = compile_spec(spec.load(path, env={}))
+    s = run_scrubber(plan, "http://user:pw-0005@127.0.0.1:9/v1")
+    for secret in SECRETS + ("env-value-4", "pw-0005", "user:pw-0005"):
+        assert secret in s.secrets
+    assert "dXNlcjpwdy0wMDA1" in s.secrets  # the Basic credential a client sends for user:pw-0005
+
+
+def test_json_scrubbing_touches_strings_only_and_leaves_histograms_whole():
+    s = Scrubber(["4096", 'se"cr\\et-é', "HISTFAAA"])
+    doc = {"n": 4096, "t0_ns": 140960000, "e": 'echo se"cr\\et-é and 4096', "hdr": "HISTFAAAx4096y",
+           "4096": "k"}
+    for ensure_ascii in (True, False):
+        out = json.loads(s.json(json.dumps(doc, ensure_ascii=ensure_ascii)))
+        assert out == {"n": 4096, "t0_ns": 140960000, "e": "echo *** and ***", "hdr": "HISTFAAAx4096y",
+                       "***": "k"}
+
+
+def test_write_atomic_scrubs_only_inside_a_run(tmp_path):
+    text = json.dumps({"error": "401: Authorization: Bearer sk-apikey-0001"}) + "\n"
+    write_atomic(str(tmp_path / "a.json"), text)
+    assert "sk-apikey-0001" in (tmp_path / "a.json").read_text()
+    with redact.scrubbing(Scrubber(["sk-apikey-0001"])):
+        write_atomic(str(tmp_path / "b.json"), text)
+    assert json.loads((tmp_path / "b.json").read_text()) == {"error": "401: Authorization: Bearer ***"}
+
+
+def test_a_server_log_is_scrubbed_in_place_keeping_other_bytes(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(b"start \xff\nargs: --hf-token hf_token_0003\nready\n")
+    with redact.scrubbing(Scrubber(["hf_token_0003"])):
+        scrub_log(str(log))
+    assert log.read_bytes() == b"start \xff\nargs: --hf-token ***\nready\n"
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+class EchoGateway:
+    """A gateway that answers every completion with 401 and echoes the request's headers in
+    the body, as some do; /v1/models lists the model. Runs in a thread of its own."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(30)
+
+    def _serve(self):
+        async def models(_):
+            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+        async def deny(request):
+            echoed = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
+            return web.Response(status=401, text=f"unauthorized, you sent {echoed}")
+
+        async def start():
+            app = web.Application()
+            app.router.add_get("/v1/models", models)
+            app.router.add_post("/v1/chat/completions", deny)
+            self.runner = web.AppRunner(app)
+            await self.runner.setup()
+            site = web.TCPSite(self.runner, "127.0.0.1", 0)
+            await site.start()
+            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+            self.ready.set()
+
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(start())
+        self.loop.run_forever()
+
+    def close(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+        self.loop.close()
+
+
+@pytest.mark.slow
+def test_secrets_echoed_in_error_bodies_are_stored_nowhere(tmp_path, capsys):
+    gateway = EchoGateway()
+    try:
+        smoke = "smoke:\n  continue_on_fail: true\n  checks: [{prompt: hi}]\n"
+        path = write_spec(tmp_path, gateway.url, smoke)
+        assert main(["run", path, "--json"]) == 0
+    finally:
+        gateway.close()
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    point = doc["points"][0]
+    assert point["counts"]["errors"] == {"http_status": 3}
+    example = point["counts"]["error_examples"]["http_status"]
+    assert "Bearer ***" in example and "X-Api-Key: ***" in example  # what was echoed, scrubbed
+    assert "Bearer ***" in doc["combinations"][0]["smoke"]["checks"][0]["non_streaming"]["error"]
+    records = (tmp_path / "r.requests.jsonl").read_text()
+    assert len(records.splitlines()) == 3 and "Bearer ***" in records
+    for name, text in (("stdout", out), ("stderr", err), ("the result", (tmp_path / "r.json").read_text()),
+                       ("the per-request file", records)):
+        assert_clean(text, name)
+
+
+@pytest.mark.slow
+def test_a_token_a_launched_server_prints_is_scrubbed_from_result_log_and_messages(tmp_path, capsys):
+    # the "server" prints its token and dies before it is ready
+    command = ("\"HF_TOKEN=hf_token_0003 sh -c 'echo starting with token $HF_TOKEN; exit 3'\"\n"
+               "  ready: {timeout: 60s, interval: 50ms}\n")
+    path = write_spec(tmp_path, "http://127.0.0.1:{free}/v1", f"server:\n  command: {command}")
+    assert main(["run", path]) == 3
+    err = capsys.readouterr().err
+    assert "starting with token ***" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    combo = doc["combinations"][0]
+    assert combo["status"] == "server_failed" and "starting with token ***" in combo["log_tail"]
+    assert combo["server"]["command"] == ["/bin/sh", "-c", "HF_TOKEN=*** sh -c 'echo starting with token "
+                                          "$HF_TOKEN; exit 3'"]
+    with open(combo["server"]["log"], encoding="utf-8") as f:
+        log = f.read()
+    assert "starting with token ***" in log
+    for name, text in (("stderr", err), ("the result", json.dumps(doc)), ("the server log", log)):
+        assert_clean(text, name)
+    assert os.path.basename(combo["server"]["log"]) == "r.server-0.log"
+
+
+def test_readiness_says_at_once_when_its_request_cannot_be_made():
+    """user:password in the URL and an Authorization header: aiohttp refuses to build the
+    request, and readiness used to ask again until ready.timeout (20 min by default)."""
+    from benchc.plan.model import Server
+    from benchc.run.server import ServerFailed, wait_ready
+
+    server = Server(attach=False, command=None, env={}, cwd=None, ready_path="/health",
+                    ready_timeout_s=3600.0, ready_interval_s=1.0, log=None, stop_timeout_s=1.0)
+
+    async def ready() -> None:
+        await wait_ready(None, "http://u:pw@127.0.0.1:9/v1", server, "m",
+                         {"Authorization": "Bearer sk-apikey-0001"}, asyncio.Event())
+
+    with pytest.raises(ServerFailed, match="the readiness check cannot be sent .*a configuration error"):
+        asyncio.run(ready())
