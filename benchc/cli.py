@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ray: split each point across Ray workers (pip install 'benchc[ray]'); "
                         "default: the spec's run.backend, else local")
     r.add_argument("--ray-address", help="Ray cluster to join: auto, ray://host:10001, or host:6379")
-    r.add_argument("--workers", type=int, help="Ray workers (default: the spec's, else one per CPU)")
+    r.add_argument("--workers", type=int, help="Ray workers (default: the spec's, else one per free CPU)")
     r.add_argument("--http", choices=["native", "aiohttp"], default="native",
                    help="HTTP client of the measured requests: benchc's own HTTP/1.1 reader "
                         "(default; one C call per socket read) or aiohttp")

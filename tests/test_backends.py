@@ -139,3 +139,70 @@ def test_a_failed_combination_is_listed_in_the_results_errors(tmp_path):
     assert doc["complete"] is False and doc["points"] == []
     assert doc["errors"] == [{"kind": "smoke_failed", "combination": 0, "point": None,
                               "message": "smoke checks failed"}]
+
+
+@pytest.mark.parametrize("dataset", ["random: {input_tokens: 12, output_tokens: 4, prefix_tokens: 3}",
+                                     "jsonl: {path: data/p.jsonl}"])
+def test_a_kit_rebuilds_a_combination_where_the_files_are_not(tmp_path, dataset):
+    """What a Ray worker on another machine does: the plan and the driver's Kit (pickled, as
+    Ray sends it) give the same requests as the spec's files did."""
+    import pickle
+    import shutil
+
+    from benchc.plan.compiler import compile_spec
+    from benchc.run.feed import Dealer
+    from benchc.run.prepare import prepare
+    from benchc.spec import loader
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "p.jsonl").write_text("".join(json.dumps({"prompt": f"tell me {i} things"}) + "\n"
+                                                       for i in range(5)))
+    shutil.copy(DEEPSEEK, tmp_path / "tokenizer.json")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace(DEEPSEEK, "tokenizer.json")
+                    .replace("random: {input_tokens: 16, output_tokens: 24}", dataset))
+    plan = compile_spec(loader.load(str(spec), env={}))
+    combo = plan.combinations[0]
+    assert combo.workload.dataset == dataset.split(":")[0]
+    here = prepare(plan, combo)
+    kit = pickle.loads(pickle.dumps(here.kit()))
+    for f in ("s.yaml", "tokenizer.json", "data/p.jsonl"):
+        (tmp_path / f).unlink()
+    there = prepare(plan, combo, kit)
+    step = plan.load_steps()[0]
+    deal = Dealer().deal(combo.workload)
+    a, b = here.feed(step, deal), there.feed(step, deal)
+    assert [a.get(i).body for i in range(REQUESTS)] == [b.get(i).body for i in range(REQUESTS)]
+    assert there.tokenizer.sha256 == combo.workload.tokenizer_sha256 == here.tokenizer.sha256
+    assert there.tokenizer.count("tell me 3 things") == here.tokenizer.count("tell me 3 things")
+
+
+def test_a_kit_carries_a_trace_with_its_users_prompts(tmp_path):
+    """A trace replayed on a Ray worker that cannot see the trace file: the Kit carries the
+    slice and the users' own prompts (benchc's trace format), and the requests are the same."""
+    import pickle
+
+    from benchc.plan.compiler import compile_spec
+    from benchc.run.feed import Dealer
+    from benchc.run.prepare import prepare
+    from benchc.spec import loader
+
+    rows = [{"timestamp": 10 * i, "prompt": f"question number {i} about rivers", "output_tokens": 4}
+            if i % 2 else {"timestamp": 10 * i, "input_tokens": 12, "output_tokens": 4} for i in range(6)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("version: 1\nname: t\ntarget: {base_url: 'http://127.0.0.1:9/v1', model: m}\n"
+                    "workload:\n  dataset:\n    trace: {path: t.jsonl, format: benchc}\n"
+                    "load:\n  sweep: {speedup: [1]}\n")
+    plan = compile_spec(loader.load(str(spec), env={}))
+    combo = plan.combinations[0]
+    step = plan.load_steps()[0]
+    deal = Dealer().deal(combo.workload)
+    here = prepare(plan, combo)
+    a = here.feed(step, deal)
+    sent_here = ([a.get(i).body for i in range(6)], list(a.arrivals()))
+    kit = pickle.loads(pickle.dumps(here.kit()))
+    (tmp_path / "t.jsonl").unlink()
+    b = prepare(plan, combo, kit).feed(step, deal)
+    assert ([b.get(i).body for i in range(6)], list(b.arrivals())) == sent_here
+    assert b"question number 3 about rivers" in sent_here[0][3]

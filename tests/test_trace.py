@@ -17,6 +17,7 @@ from benchc.plan.prompts import Deal, step_digest
 from benchc.plan.trace import load_trace, speedup_for, trace_params, trace_rate
 from benchc.run.feed import Dealer, StepFeed
 from benchc.run.loadgen import _schedule
+from benchc.run.shards import split_step
 from benchc.spec import loader
 
 MOONCAKE = [  # (ms, input, output, hash ids); block size 4
@@ -257,8 +258,8 @@ def test_every_step_replays_the_trace_and_the_dealer_counts_what_was_sent(tmp_pa
     assert json.loads(feed.get(0).body)["max_tokens"] == 3 and feed.get(0).expected_output_tokens == 3
     # the open loop's schedule is the trace's; shards (Ray workers) take every n-th row of it
     assert list(_schedule(p4, feed, seed=0)) == [t / 4 for t in src.trace.time_s]
-    shards = [list(_schedule(p4, StepFeed(src, plan.combinations[0], p4, shard=(k, 2)), 0, (k, 2)))
-              for k in range(2)]
+    shards = [list(_schedule(p4, StepFeed(src, plan.combinations[0], p4, shard=s), 0, s.schedule_slice))
+              for _, s in split_step(p4, 2)]
     assert shards == [[t / 4 for t in src.trace.time_s][k::2] for k in range(2)]
 
 

@@ -333,8 +333,22 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     return out
 
 
-def merge_client_checks(checks: list[dict]) -> dict:
-    """The client self-checks of shards that ran side by side: limited when any one was."""
+def merge_client_checks(checks: list[dict], who: list[dict] | None = None) -> dict:
+    """The client self-checks of shards that ran side by side: limited when any one was.
+    `who`: each shard's {"worker": index, "host": name} (Ray), kept beside its check,
+    named in its reasons and listed under `limited_workers` when it was saturated, so the
+    worker that set the pace can be found."""
+    if who is None:
+        return {"client_limited": any(c["client_limited"] for c in checks),
+                "reasons": [r for c in checks for r in c.get("reasons", [])],
+                "shards": checks}
+    pairs = list(zip(who, checks, strict=True))
     return {"client_limited": any(c["client_limited"] for c in checks),
-            "reasons": [r for c in checks for r in c.get("reasons", [])],
-            "shards": checks}
+            "reasons": [f"{_named(w)}: {r}" for w, c in pairs for r in c.get("reasons", [])],
+            "limited_workers": [{**w, "reasons": c.get("reasons", [])}
+                                for w, c in pairs if c["client_limited"]],
+            "shards": [{**w, **c} for w, c in pairs]}
+
+
+def _named(who: dict) -> str:
+    return f"worker {who['worker']} on {who['host']}"

@@ -231,7 +231,8 @@ def _smoke(s: dict | None) -> Smoke | None:
     return Smoke(bool(s.get("continue_on_fail", DEFAULTS["smoke.continue_on_fail"])), checks)
 
 
-def _tokenizer_path(path: str, spec_file: str) -> str:
+def tokenizer_path(path: str, spec_file: str) -> str:
+    """target.tokenizer as `tokenizer.load` takes it: relative paths from the spec's folder."""
     if not os.path.isabs(path) and not spec_file.startswith("<"):
         return os.path.join(os.path.dirname(os.path.abspath(spec_file)), path)
     return path
@@ -243,27 +244,37 @@ def load_tokenizer(path: str | None, spec_file: str):
         return None
     from benchc.tokenizer.tokenizer import load
 
+    path = tokenizer_path(path, spec_file)
     try:
-        return load(_tokenizer_path(path, spec_file))
+        return load(path)
     except Exception as e:  # noqa: BLE001 - any unreadable tokenizer is a plan error, said plainly
         raise PlanError(f"target.tokenizer: {e}") from e
 
 
-def load_template(path: str | None, spec_file: str, tokenizer, api: str = "chat"):
-    """The chat template of target.tokenizer's model directory (tokenizer/chat_template.py),
-    bound to the tokenizer; None without a tokenizer, without a template, for the
-    completions API (a prompt is sent as it is), or without jinja2 (describe_template says so)."""
-    if not path or tokenizer is None or api != "chat":
+def find_template(path: str | None, spec_file: str, api: str = "chat") -> tuple[str, str, dict] | None:
+    """target.tokenizer's chat template as found beside it (tokenizer/chat_template.find: its
+    text, file and tokenizer_config.json) where benchc counts with it -- the chat API (a
+    completions prompt is sent as it is), jinja2 installed; else None (describe_template
+    says why)."""
+    if not path or api != "chat":
         return None
-    from benchc.tokenizer.chat_template import ChatTemplate, load_chat_template
+    from benchc.tokenizer.chat_template import ChatTemplate, find
 
+    if not ChatTemplate.available():
+        return None
     try:
-        template = load_chat_template(_tokenizer_path(path, spec_file), tokenizer)
+        return find(tokenizer_path(path, spec_file))
     except Exception as e:  # noqa: BLE001 - an unreadable tokenizer_config.json, said plainly
         raise PlanError(f"target.tokenizer: {e}") from e
-    if template is None or not ChatTemplate.available():
+
+
+def bind_template(found: tuple[str, str, dict] | None, tokenizer):
+    """A found chat template bound to the tokenizer that counts its text, or None."""
+    if found is None or tokenizer is None:
         return None
-    return template
+    from benchc.tokenizer.chat_template import ChatTemplate
+
+    return ChatTemplate(*found, tokenizer=tokenizer)
 
 
 def describe_template(path: str | None, spec_file: str, api: str) -> dict | None:
@@ -273,7 +284,7 @@ def describe_template(path: str | None, spec_file: str, api: str) -> dict | None
         return None
     from benchc.tokenizer.chat_template import JINJA_MISSING, ChatTemplate, find
 
-    found = find(_tokenizer_path(path, spec_file))
+    found = find(tokenizer_path(path, spec_file))
     if found is None:
         return None
     template = ChatTemplate(*found)

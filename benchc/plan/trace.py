@@ -81,9 +81,22 @@ class Trace:
         self.session_names: list[str] = []
         self.sha256 = ""
         self.stats: dict[str, Any] = {}
+        self.literals: dict[int, dict] | None = None  # a portable copy's users' prompts, by offset
 
     def __len__(self) -> int:
         return len(self.time_s)
+
+    def portable(self) -> Trace:
+        """A copy that needs no file: the users' own prompts (benchc format) read in now, for a
+        worker that cannot see the trace file (a Ray worker on another machine)."""
+        copy = Trace(self.path, self.format, self.block_size)
+        copy.__dict__.update({k: v for k, v in self.__dict__.items() if k != "literals"})
+        copy.literals = {off: literal_prompt(self.path, off) for off in self.text_at if off >= 0}
+        return copy
+
+    def literal(self, offset: int) -> dict:
+        """The user's own prompt of the row at `offset` (read from the file when it is sent)."""
+        return self.literals[offset] if self.literals is not None else literal_prompt(self.path, offset)
 
     def hash_ids(self, r: int) -> array:
         return self.ids[self.ids_at[r]:self.ids_at[r + 1]]
@@ -275,7 +288,7 @@ class TracePrompts:
         n_out = tr.output_tokens[r]
         n_out = None if n_out < 0 else n_out
         if tr.text_at[r] >= 0:  # the user's own prompt: sent as it is, again on every point
-            rec = literal_prompt(tr.path, tr.text_at[r])
+            rec = tr.literal(tr.text_at[r])
             reused = lap > 0 or index < deal.seen
             return Prompt(rec.get("prompt"), rec.get("messages"), tr.input_tokens[r], n_out, None, reused)
         reused = False

@@ -7,8 +7,8 @@ DURATION_PREBUILD requests of a step bound by time only, each body is built when
 request is issued (a random prompt of 1k words costs some tens of microseconds; the client
 self-check sees that cost like any other).
 
-Shards (Ray workers) share a step: worker k of n sends the step's requests k, k + n, ...
-so their prompts never overlap and together are the plan's.
+Shards (Ray workers) share a step: each sends the request indices its Shard owns
+(run/shards.py), so their prompts never overlap and together are the plan's.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from benchc.plan.datasets import KINDS
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal, PromptSource
 from benchc.plan.workload import Prompt
+from benchc.run.shards import WHOLE, Shard
 
 PREBUILD_BYTES = 64 << 20
 DURATION_PREBUILD = 1000
@@ -40,13 +41,12 @@ class StepFeed:
     """Request j of this worker's share of a step (j counts from 0 in issue order)."""
 
     def __init__(self, source: PromptSource, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: tuple[int, int] = (0, 1), template=None):
-        self.source, self.combo, self.step, self.deal = source, combo, step, deal
+                 shard: Shard = WHOLE, template=None):
+        self.source, self.combo, self.step, self.deal, self.shard = source, combo, step, deal, shard
         self.template = template  # the model's chat template: each request's exact input tokens
-        self.shard, self.shards = shard
         self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
         self._built: list[Request] = []
-        share = -(-step.requests // self.shards) if step.requests else DURATION_PREBUILD
+        share = shard.share(step.requests) if step.requests is not None else DURATION_PREBUILD
         size = 0
         while len(self._built) < share and size < PREBUILD_BYTES:
             r = self._build(len(self._built))
@@ -58,9 +58,9 @@ class StepFeed:
         return self._built[j] if j < len(self._built) else self._build(j)
 
     def consumed(self) -> int:
-        """How many of the step's indices this worker's requests took (from 0, all shards'
-        indices below it counted): what the run has dealt once the step is over."""
-        return self.issued * self.shards
+        """How many of the step's indices this worker's requests took (from 0, other shards'
+        indices below its last counted): what the run has dealt once the step is over."""
+        return self.shard.reach(self.issued)
 
     def arrivals(self) -> Iterable[float] | None:
         """When the step's requests are due, in seconds from its start, where its prompts set
@@ -71,7 +71,7 @@ class StepFeed:
         return self.source.arrivals(self.step.speedup or 1.0)
 
     def _build(self, j: int) -> Request:
-        i = j * self.shards + self.shard
+        i = self.shard.request_index(j)
         prompt = self.source.prompt(self.step.prompt_stream or 0, i, self.deal)
         w, target = self.combo.workload, self.combo.target
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)

@@ -2,7 +2,8 @@
 
     prepare(plan, combo) (run/prepare.py)      -> Prepared     prompt source, tokenizer, SLOs
     open_client(prepared, target, url, http)   -> StepContext  the measured requests' client
-    prepared.feed(step, deal, shard)           -> StepFeed     the step's requests (this shard's)
+    prepared.feed(step, deal, shard)           -> StepFeed     the step's requests (this shard's:
+                                                               run/shards.py)
     measure_point(ctx, step, prepared, seed, feed) -> Measurement  where the requests are sent
     merge_measurements([...])                  -> Measurement  the shards of a Ray point, exactly
     assemble_point(step, combo, m, telemetry, slo_checks, reset) -> the result's point (driver)
@@ -36,6 +37,7 @@ from benchc.results.trust import judge
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
 from benchc.run.prepare import Prepared, measuring, step_slo_checks
+from benchc.run.shards import WHOLE, Shard
 from benchc.spec.thresholds import Threshold
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,7 @@ class Measurement:
     shards: list[dict] | None = None  # a merged point: each shard's own counts and histograms
     backend: dict | None = None  # a distributed point: how it was split (set by the backend)
     consumed: int = 0  # the step's prompt indices its requests took (feed.StepFeed.consumed)
+    worker: int = 0  # the shard's index (Ray worker i of the point's n)
 
 
 async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> int:
@@ -127,7 +130,7 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> int:
 
 
 async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int, feed: StepFeed,
-                        shard: tuple[int, int] = (0, 1)) -> Measurement:
+                        shard: Shard = WHOLE) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,
     where they are, after the measured requests. `feed` holds the step's requests (this
@@ -137,7 +140,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     ctx.feed = feed
     try:
         with measuring():
-            extra = await run_step(ctx, step, rec, step_slo_checks(step, prepared), seed=seed, shard=shard)
+            extra = await run_step(ctx, step, rec, step_slo_checks(step, prepared), seed=seed,
+                                   shard=shard.schedule_slice)
     finally:
         ctx.feed = None
     if prepared.tokenizer is not None:
@@ -147,12 +151,14 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
-                       requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed())
+                       requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
+                       worker=shard.index)
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
     """The shards of one point, as one measurement: tallies added exactly, self-checks side
-    by side, steady-state rates and in-flight counts summed (the shards ran together)."""
+    by side (each named by worker and host), steady-state rates and in-flight counts summed
+    (the shards ran together)."""
     tally = Tally.total(m.tally for m in parts)
     steady = {"duration_s": min(m.steady["duration_s"] for m in parts),
               "output_tokens": sum(m.steady["output_tokens"] for m in parts),
@@ -160,9 +166,11 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     shards = []
     for m in parts:
         f = figures(m.tally)
-        shards.append({"host": m.host, "params": m.params, "counts": f["counts"], "window": f["window"],
+        shards.append({"worker": m.worker, "host": m.host, "params": m.params, "counts": f["counts"],
+                       "window": f["window"],
                        "hdr": {k: v.get("hdr") for k, v in f["latency"].items()}})
-    return Measurement(tally=tally, client=merge_client_checks([m.client for m in parts]), steady=steady,
+    who = [{"worker": m.worker, "host": m.host} for m in parts]
+    return Measurement(tally=tally, client=merge_client_checks([m.client for m in parts], who), steady=steady,
                        mean_inflight=sum_or_none(m.mean_inflight for m in parts),
                        params=parts[0].params, complete=all(m.complete for m in parts),
                        host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards,

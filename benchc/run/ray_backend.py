@@ -1,20 +1,28 @@
 """Distributed load generation on Ray: one plan, many client processes or machines.
 
-Each load point is split across N worker actors, one asyncio client each:
-- closed loop: the concurrency is split (C=256 over 4 workers = 64 each; remainders
-  go to the first workers), and so is the request count;
-- open loop: every worker computes the plan's arrival schedule and takes every Nth
-  arrival, so the union of the shards is the plan's schedule; `max_concurrency` is
-  split like concurrency.
-Workers start together: the driver names a wall-clock start a little in the future
-and each worker waits for it. Every latency is measured within one worker's own
-clock; only window starts and ends cross machines, and the merged window is
-united from them (see results/merge.WINDOW_NOTE). Each worker measures its shard with
-the local backend's own code (point.measure_point: recorder, self-check, per-request
-records, tokenizer counts) and returns the Measurement; the driver adds them exactly
-(point.merge_measurements) and assembles the point as for a local run. A worker that
-dies mid-point is reported, the point is marked incomplete, and the other shards' data
-is kept.
+Each load point is split across the run's worker actors, one asyncio client each
+(run/shards.py): closed loop, the concurrency is split and every shard sends its slots'
+share of the requests; open loop, every worker takes every n-th arrival of the plan's
+one schedule, and a concurrency cap is split. A point never gives a worker requests
+without the concurrency to send them: a point with fewer slots (or requests) than there
+are workers runs on fewer, and its `backend.workers` says how many.
+
+Workers start together: the driver names a wall-clock start a little in the future and
+each worker waits for it. Every latency is measured within one worker's own clock; only
+window starts and ends cross machines, and the merged window is united from them (see
+results/merge.WINDOW_NOTE). Each worker measures its shard with the local backend's own
+code (point.measure_point: recorder, self-check, per-request records, tokenizer counts)
+and returns the Measurement; the driver adds them exactly (point.merge_measurements) and
+assembles the point as for a local run. A worker that dies mid-point is reported, the
+point is marked incomplete, and the other shards' data is kept.
+
+Workers need no files: the driver sends each the plan and a Kit per combination (a file
+dataset's items, the tokenizer file's bytes; run/prepare.py), so only the driver's machine
+needs the spec's files.
+
+A run's actors are its own: named `benchc-<run id>-<i>` (namespace `benchc`), so runs on one
+cluster never collide, owned by the driver (Ray ends them with it), and killed on every
+way out (the end, an error, Ctrl-C or SIGTERM, a failed start).
 
 Ray is an optional extra: pip install 'benchc[ray]'.
 """
@@ -22,21 +30,30 @@ Ray is an optional extra: pip install 'benchc[ray]'.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import re
+import signal
 import socket
+import threading
 import time
-from dataclasses import replace
+import uuid
 from typing import Any
 
-from benchc.errors import UsageError
+from benchc.errors import RunError, UsageError
 from benchc.plan.model import Plan, Step
 from benchc.plan.prompts import NO_DEAL, Deal
 from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
-from benchc.run.prepare import Prepared, prepare
+from benchc.run.prepare import Kit, Prepared, prepare
+from benchc.run.shards import Shard, split_step
 
 log = logging.getLogger(__name__)
-START_DELAY_S = 2.0  # how far ahead the shared start is set: time for every worker to be ready
+START_DELAY_S = 2.0  # how far ahead a point's shared start is set: time for every worker to be ready
+START_TIMEOUT_S = 120.0  # how long the workers may take to be placed and started (CPUs held elsewhere)
+CONNECT_TIMEOUT_S = 5.0  # the TCP check of host:port before Ray's own connect (which retries for minutes)
+HALT_MARGIN_S = 10.0  # past the grace period, how long a halted worker has to return its shard
+NAMESPACE = "benchc"
 
 
 def import_ray() -> Any:
@@ -47,93 +64,258 @@ def import_ray() -> Any:
     return ray
 
 
-def split(total: int | None, n: int) -> list[int | None]:
-    """`total` over n shards, remainders to the first ones (None stays None)."""
-    if total is None:
-        return [None] * n
-    return [total // n + (1 if i < total % n else 0) for i in range(n)]
-
-
-def shard_steps(step: Step, n: int) -> list[Step]:
-    """The step each of n workers runs; a worker with no share gets none."""
-    if step.concurrency:
-        shares = split(step.concurrency, n)
-        reqs = split(step.requests, n)
-        return [replace(step, concurrency=c, requests=r) for c, r in zip(shares, reqs, strict=True) if c]
-    # open loop: every worker keeps the plan's rate and count and takes its slice of the
-    # one schedule (loadgen._open_loop, shard=(i, n)); only a concurrency cap is split
-    caps = split(step.max_concurrency, n)
-    return [replace(step, max_concurrency=m) for m in caps]
-
-
 class RayBackend:
-    def __init__(self, address: str | None, workers: int, http: str = "native"):
-        self.http = http
-        self.ray = import_ray()
-        if not self.ray.is_initialized():
-            self.ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                          ignore_reinit_error=True)
-        self.n = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
-        self.actor_cls = self.ray.remote(num_cpus=1)(LoadWorker)
-        self.actors: list = []
-        self.plan_dict: dict = {}
+    """The run's workers on a Ray cluster: started once (start), sent each combination's
+    prompts (prepare), given each point's shards (measure), killed at the end (stop)."""
 
-    def start(self, plan: Plan) -> list[str]:
-        """Start the workers; returns the host each one runs on."""
-        # with secrets: the workers send the requests
-        self.plan_dict = plan.to_dict(redact=False)
-        self.actors = [self.actor_cls.options(name=f"benchc-worker-{i}", namespace="benchc",
-                                              lifetime=None).remote() for i in range(self.n)]
-        places = self.ray.get([a.place.remote() for a in self.actors])
+    def __init__(self, address: str | None, workers: int, http: str = "native", grace_s: float = 5.0):
+        if workers < 0:
+            raise UsageError(f"--workers {workers}: give 1 or more (0: one per free CPU of the cluster)")
+        self.address, self.requested, self.http, self.grace_s = address, workers, http, grace_s
+        self.ray = import_ray()
+        self.run_id = uuid.uuid4().hex[:8]
+        self.actors: list = []
+        self.hosts: list[str] = []
+        self.plan_dict: dict = {}
+        self._own_session = False  # we joined the cluster, so we leave it
+
+    @property
+    def where(self) -> str:
+        return self.address or "auto (Ray's default)"
+
+    # ------------------------------------------------------------------ start, stop
+
+    async def start(self, plan: Plan, stop: asyncio.Event) -> list[str]:
+        """Join the cluster, start the workers and wait until each is running; returns the
+        host of each ([] when `stop` was set first). RunError (exit 3) with the address and
+        Ray's reason when the cluster cannot be joined, is too small, or a worker dies."""
+        self._connect()
+        n = self._worker_count()
+        self.plan_dict = plan.to_dict(redact=False)  # with secrets: the workers send the requests
+        # one CPU each: a worker is one asyncio client, which saturates one core at most;
+        # SPREAD: over as many nodes as the cluster has, each client with its own NIC and cores
+        worker = self.ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(LoadWorker)
+        self.actors = [worker.options(name=f"benchc-{self.run_id}-{i}", namespace=NAMESPACE).remote()
+                       for i in range(n)]
+        places = await self._started(stop)
+        if places is None:
+            return []
         for i, p in enumerate(places):
             log.info("ray: worker %d on %s (node %s, pid %d)", i, p["host"], p["node"], p["pid"])
-        return [p["host"] for p in places]
+        self.hosts = [p["host"] for p in places]
+        return self.hosts
+
+    def info(self) -> dict:
+        """The run's backend, as the result keeps it."""
+        return {"kind": "ray", "workers": len(self.actors), "hosts": sorted(set(self.hosts)),
+                "actors": f"{NAMESPACE}/benchc-{self.run_id}-*"}
 
     def stop(self) -> None:
+        """Kill the run's workers, and leave the cluster if this run joined it."""
         for a in self.actors:
-            self.ray.kill(a)
+            with contextlib.suppress(Exception):  # already dead: nothing to do
+                self.ray.kill(a, no_restart=True)
         self.actors = []
+        if self._own_session:
+            self._own_session = False
+            self.ray.shutdown()
 
-    async def prepare(self, combo: int) -> None:
-        """Have every worker build the combination's prompts now, not inside a point's start delay.
-        A worker that cannot is reported by each point it fails (measure), as a dead one is."""
-        await asyncio.gather(*[a.prepare.remote(self.plan_dict, combo) for a in self.actors],
-                             return_exceptions=True)
+    def _connect(self) -> None:
+        if self.ray.is_initialized():
+            return  # the caller's own Ray session (a test, a notebook): used as it is
+        _check_reachable(self.address)
+        # ray.init makes SIGTERM end the process at once (its own handler, and its C++ logger's);
+        # benchc's (the runner's: stop, keep what was measured, write it) is put back after
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        except Exception as e:  # noqa: BLE001 - whatever stops Ray from joining: its reason, said plainly
+            raise RunError(f"cannot join the Ray cluster at {self.where}: {ray_reason(e)}"
+                           f"{_auth_hint(e, self.address)}") from e
+        finally:
+            if sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)
+        self._own_session = True
 
-    async def measure(self, combo: int, step: Step, base_url: str, seed: int, deal: Deal = NO_DEAL
-                      ) -> tuple[Measurement | None, list[str]]:
-        """(the merged measurement or None, failures): one point, split across the workers.
-        `deal`: where the step's prompts start in their pool, as the driver's run counted it;
-        worker i of n sends the step's requests i, i + n, ... (run/feed.py)."""
-        shards = shard_steps(step, len(self.actors))
+    def _worker_count(self) -> int:
+        total = int(self.ray.cluster_resources().get("CPU", 0))
+        free = int(self.ray.available_resources().get("CPU", 0))
+        n = self.requested or max(1, free)
+        if n > total:
+            raise RunError(f"the Ray cluster at {self.where} has {total} CPUs; --workers {n} needs one per "
+                           f"worker: pass --workers {total} or fewer, or add nodes to the cluster")
+        if n > free:
+            log.warning("ray: %d of the cluster's %d CPUs are free; waiting up to %gs for %d (other runs?)",
+                        free, total, START_TIMEOUT_S, n)
+        return n
+
+    async def _started(self, stop: asyncio.Event) -> list[dict] | None:
+        """Each worker's place once all run (None: `stop` was set first)."""
+        tasks = [asyncio.ensure_future(a.place.remote()) for a in self.actors]
+        every = asyncio.gather(*tasks)  # done when all are, or at the first that fails
+        every.add_done_callback(lambda f: f.cancelled() or f.exception())  # told below, not logged
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            done, _ = await asyncio.wait([every, stopped], timeout=START_TIMEOUT_S,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if stopped in done:
+                return None
+            for i, t in enumerate(tasks):
+                if t.done() and t.exception() is not None:
+                    raise RunError(f"Ray worker {i} (benchc-{self.run_id}-{i}) died before it started: "
+                                   f"{ray_reason(t.exception())}")
+            if every not in done:
+                started = sum(t.done() for t in tasks)
+                free = int(self.ray.available_resources().get("CPU", 0))
+                raise RunError(f"only {started} of {len(tasks)} Ray workers started within "
+                               f"{START_TIMEOUT_S:g}s on the cluster at {self.where} ({free} CPUs free now: "
+                               "other runs hold them?)")
+            return every.result()
+        finally:
+            stopped.cancel()
+            for t in tasks:
+                t.cancel()
+
+    # ------------------------------------------------------------------ per combination, per point
+
+    async def prepare(self, prepared: Prepared) -> None:
+        """Send every worker the plan and the combination's Kit, and have it build the
+        combination's prompts now, not inside a point's start delay. A worker that cannot is
+        reported by each point it fails (measure), as a dead one is."""
+        kit = self.ray.put(prepared.kit())  # once into the object store, fetched once per node
+        await asyncio.gather(*[a.prepare.remote(self.plan_dict, prepared.combo.index, kit)
+                               for a in self.actors], return_exceptions=True)
+
+    async def measure(self, combo: int, step: Step, base_url: str, seed: int, deal: Deal = NO_DEAL,
+                      stop: asyncio.Event | None = None) -> tuple[Measurement | None, list[str]]:
+        """(the merged measurement or None, failures): one point, split across the workers
+        (run/shards.py). `deal`: where the step's prompts start in their pool, as the driver's
+        run counted it. `stop` (Ctrl-C, SIGTERM, the server died) halts every worker: no new
+        request, those in flight get the grace period, each returns what it measured."""
+        shards = split_step(step, len(self.actors))
+        if len(shards) < len(self.actors):
+            log.info("%s: %d of %d workers (no more can each be given requests and concurrency)",
+                     step.id, len(shards), len(self.actors))
         start_at = time.time() + START_DELAY_S
-        refs = [a.run.remote(self.plan_dict, combo, s.__dict__, base_url, seed, (i, len(shards)), start_at,
-                             self.http, (deal.start, deal.seen))
-                for i, (a, s) in enumerate(zip(self.actors, shards, strict=False))]
+        plan_hash = self.plan_dict["plan_hash"]
+        refs = [self.actors[s.index].run.remote(plan_hash, combo, st.__dict__, base_url, seed, s, start_at,
+                                                self.http, (deal.start, deal.seen), self.grace_s)
+                for st, s in shards]
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
-        results, failures = [], []
-        for i, ref in enumerate(refs):
-            try:
-                results.append(await ref)
-            except Exception as e:  # noqa: BLE001 - a dead worker: report it, keep the others
-                failures.append(f"{step.id}: worker {i} failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+        outcomes = await self._collect(refs, [s for _, s in shards], start_at, stop or asyncio.Event())
+        results = [o for o in outcomes if isinstance(o, Measurement)]
+        failures = [f"{step.id}: worker {s.index} failed: {ray_reason(o)}"
+                    for (_, s), o in zip(shards, outcomes, strict=True) if not isinstance(o, Measurement)]
         if not results:
             return None, failures
         m = merge_measurements(results)
-        m.backend = {"kind": "ray", "workers": len(shards), "completed_shards": len(results),
-                     "hosts": sorted({r.host for r in results})}
+        m.backend = {"kind": "ray", "workers": len(shards), "available_workers": len(self.actors),
+                     "completed_shards": len(results), "hosts": sorted({r.host for r in results})}
         if failures:
             m.complete = False
             m.backend["failures"] = failures
         return m, failures
 
+    async def _collect(self, refs: list, shards: list[Shard], point: float, stop: asyncio.Event) -> list:
+        """Each shard's Measurement or the exception that stands for it. On `stop` the
+        workers are halted (the point named by its start time) and given the grace period
+        (and a margin) to return."""
+        tasks = [asyncio.ensure_future(r) for r in refs]
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([asyncio.gather(*tasks, return_exceptions=True), stopped],
+                               return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set() and not all(t.done() for t in tasks):
+                for s in shards:
+                    self.actors[s.index].halt.remote(point)
+                await asyncio.wait(tasks, timeout=self.grace_s + HALT_MARGIN_S)
+            return [(t.exception() or t.result()) if t.done() and not t.cancelled()
+                    else TimeoutError("did not return its shard after the stop") for t in tasks]
+        finally:
+            stopped.cancel()
+            for t in tasks:
+                t.cancel()
+
+
+def _check_reachable(address: str | None) -> None:
+    """Fail fast, with the reason, when nothing answers at host:port: Ray's own connect
+    retries an unreachable address for minutes."""
+    if address in (None, "", "auto", "local"):
+        return
+    hostport = address.removeprefix("ray://")
+    m = re.fullmatch(r"\[?([^\[\]]+?)\]?:(\d+)", hostport)
+    if m is None:
+        raise UsageError(f"--ray-address {address}: give host:port (the head's GCS port, 6379 by default), "
+                         "ray://host:port (Ray Client) or auto")
+    host, port = m.group(1), int(m.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e) or type(e).__name__
+        raise RunError(f"cannot reach the Ray cluster at {address}: {reason} (is `ray start --head` "
+                       "running there, and is the port open to this machine?)") from e
+
+
+def _chain(e: BaseException | None) -> list[BaseException]:
+    """An exception and those it was raised from, outermost first."""
+    out: list[BaseException] = []
+    while e is not None and all(e is not x for x in out):
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _chain_text(e: BaseException | None) -> str:
+    return "\n".join(str(x) for x in _chain(e))
+
+
+def ray_reason(e: BaseException) -> str:
+    """Ray's reason for an error, in one line: the innermost exception line of the error
+    (Ray chains them and embeds remote tracebacks in messages), else the error's first
+    line with the exception it was raised from."""
+    chain = _chain(e)
+    lines = [x.strip() for x in _chain_text(e).splitlines() if x.strip()]
+    raised = [x for x in lines if re.match(r"^(\w+\.)*\w*(Error|Exception)\b:", x)]
+    if raised:
+        reason = raised[-1]
+    else:
+        reason = lines[0] if lines else type(e).__name__
+        inner = chain[-1]
+        if inner is not e and str(inner).strip():
+            reason += f" ({type(inner).__name__}: {str(inner).strip().splitlines()[0]})"
+    # a dead actor's error says why further down ("The actor is dead because it was killed ...")
+    reason = " ".join([reason] + [x for x in lines if x.startswith(("The actor is dead because",
+                                                                     "The actor never ran"))])
+    # Ray's messages run on with advice for every case: its first sentence is the reason
+    if len(reason) > 200 and ". " in reason[80:]:
+        reason = reason[:reason.index(". ", 80) + 1]
+    return reason
+
+
+def _auth_hint(e: BaseException, address: str | None) -> str:
+    """Ray uses its token for a cluster it finds by itself (auto) and only when told for one
+    named by address (RAY_AUTH_MODE=token): a head started by `ray start --head` asks for one."""
+    text = _chain_text(e)
+    if "InvalidAuthToken" not in text and "AuthenticationError" not in text:
+        return ""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return (" (RAY_AUTH_MODE=token is set: is the token the cluster's? ~/.ray/auth_token, "
+                "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)")
+    return (". The cluster asks for token authentication, which Ray uses for an address it is given only "
+            "when told: run with RAY_AUTH_MODE=token (and the cluster's token in ~/.ray/auth_token, "
+            "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
+            + (", or --ray-address auto on the head's own machine" if address not in (None, "auto") else ""))
+
 
 class LoadWorker:
-    """One client of a distributed point: rebuilds the plan's prompts and measures its shard
-    with the local backend's code."""
+    """One client of a distributed point: rebuilds the plan's prompts from the plan and the
+    driver's Kit, and measures its shard with the local backend's code."""
 
     def __init__(self) -> None:
-        self._combos: dict[tuple[str, int], tuple[Plan, Prepared]] = {}
+        # (plan_hash, combination) -> (plan, prepared), or why it could not be prepared
+        self._combos: dict[tuple[str, int], tuple[Plan, Prepared] | Exception] = {}
+        self._stops: dict[float, asyncio.Event] = {}  # each point's stop, by its start time
 
     def place(self) -> dict:
         import ray
@@ -141,28 +323,42 @@ class LoadWorker:
         return {"host": socket.gethostname(), "pid": os.getpid(),
                 "node": ray.get_runtime_context().get_node_id()[:12]}
 
-    async def prepare(self, plan_dict: dict, combo_index: int) -> None:
-        self._combination(plan_dict, combo_index)
-
-    def _combination(self, plan_dict: dict, combo_index: int) -> tuple[Plan, Prepared]:
-        """The plan and the combination's prompt source, built once per worker."""
+    async def prepare(self, plan_dict: dict, combo_index: int, kit: Kit) -> None:
         key = (plan_dict["plan_hash"], combo_index)
-        if key not in self._combos:
+        try:
             plan = Plan.from_dict(plan_dict)
-            self._combos[key] = (plan, prepare(plan, plan.combinations[combo_index]))
-        return self._combos[key]
+            self._combos[key] = (plan, prepare(plan, plan.combinations[combo_index], kit))
+        except Exception as e:
+            self._combos[key] = e  # each point says it
+            raise
 
-    async def run(self, plan_dict: dict, combo_index: int, step_dict: dict, base_url: str, seed: int,
-                  shard: tuple[int, int], start_at: float, http: str = "native",
-                  deal: tuple[int, int] = (0, 0)) -> Measurement:
-        plan, prepared = self._combination(plan_dict, combo_index)
+    async def run(self, plan_hash: str, combo_index: int, step_dict: dict, base_url: str, seed: int,
+                  shard: Shard, start_at: float, http: str = "native", deal: tuple[int, int] = (0, 0),
+                  grace_s: float = 5.0) -> Measurement:
+        got = self._combos.get((plan_hash, combo_index))
+        if got is None:
+            raise RunError(f"combination {combo_index} was not sent to this worker")
+        if isinstance(got, Exception):
+            raise got
+        plan, prepared = got
         step = Step(**step_dict)  # this shard's share of the step
         # the step as the plan has it (its prompt stream and request count) for the prompts; a
         # search's probe, made at run time, carries its own stream (its share's count only sizes
         # what is built ahead)
         planned = next((s for s in plan.steps if s.combination == combo_index and s.id == step.id), step)
         feed = prepared.feed(planned, Deal(*deal), shard)
-        async with open_client(prepared, prepared.combo.target, base_url, http) as ctx:
-            # every shard waits for the shared wall-clock start
-            await asyncio.sleep(max(0.0, start_at - time.time()))
-            return await measure_point(ctx, step, prepared, seed, feed, shard)
+        # a halt may come before this call runs: it leaves the point's stop set
+        stop = self._stops.setdefault(start_at, asyncio.Event())
+        try:
+            async with open_client(prepared, prepared.combo.target, base_url, http, stop, grace_s) as ctx:
+                # every shard waits for the shared wall-clock start (or a halt)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(0.0, start_at - time.time()))
+                return await measure_point(ctx, step, prepared, seed, feed, shard)
+        finally:
+            self._stops.pop(start_at, None)
+
+    async def halt(self, point: float) -> None:
+        """Stop the point that starts at `point` (its shared start time): no new request;
+        those in flight get the grace period."""
+        self._stops.setdefault(point, asyncio.Event()).set()

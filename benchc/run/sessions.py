@@ -32,18 +32,18 @@ from benchc.plan.prompts import NO_DEAL, Deal
 from benchc.plan.sessions import Session, Turn
 from benchc.plan.workload import Prompt
 from benchc.run.feed import expected_output
+from benchc.run.shards import WHOLE, Shard
 
 
 class SessionFeed:
-    """Session j of this worker's share of a step (j counts from 0 in start order); shards
-    take sessions k, k + n, ... as StepFeed takes requests."""
+    """Session j of this worker's share of a step (j counts from 0 in start order); a shard
+    (run/shards.py) numbers its sessions as StepFeed does its requests."""
 
     sessions = True
 
-    def __init__(self, source, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: tuple[int, int] = (0, 1), tokenizer=None, template=None):
-        self.source, self.combo, self.step, self.deal = source, combo, step, deal
-        self.shard, self.shards = shard
+    def __init__(self, source, combo: Combination, step: Step, deal: Deal = NO_DEAL, shard: Shard = WHOLE,
+                 tokenizer=None, template=None):
+        self.source, self.combo, self.step, self.deal, self.shard = source, combo, step, deal, shard
         self.tokenizer = tokenizer
         self.template = template  # a chat template: turns keep their messages, counted after the point
         self.issued = 0
@@ -51,11 +51,12 @@ class SessionFeed:
     def get(self, j: int) -> tuple[int, Session]:
         """(the session's index in its step, its script)."""
         self.issued = max(self.issued, j + 1)
-        i = j * self.shards + self.shard
+        i = self.shard.request_index(j)
         return i, self.source.session(self.step.prompt_stream or 0, i, self.deal)
 
     def consumed(self) -> int:
-        return self.issued * self.shards
+        """The step's session indices taken (as StepFeed.consumed counts requests)."""
+        return self.shard.reach(self.issued)
 
     def arrivals(self) -> Iterable[float] | None:
         """A trace's sessions' start times over the speedup (arrival "trace"), else None."""

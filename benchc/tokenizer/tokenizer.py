@@ -24,7 +24,7 @@ from benchc.tokenizer._tiktoken_file import ENCODINGS, from_kimi, from_tiktoken,
 from benchc.tokenizer.encoder import Tokenizer
 
 __all__ = ["ENCODINGS", "Tokenizer", "from_gguf", "from_kimi", "from_sentencepiece", "from_tekken",
-           "from_tiktoken", "from_tokenizer_json", "load"]
+           "from_tiktoken", "from_tokenizer_json", "load", "tokenizer_files"]
 
 _DIR_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model")
 
@@ -81,6 +81,26 @@ def _from_dir(path: str, core: str | None) -> Tokenizer:
         return from_sentencepiece(os.path.join(path, "tokenizer.model"), core)
     raise UsageError(f"no tokenizer at {path} (looked for {', '.join(_DIR_FILES)}, or tiktoken.model with "
                      "Kimi's tokenizer_config.json)")
+
+
+# the files of a model directory the loaders may read (a directory also holds the weights,
+# which a copy of the tokenizer must not carry)
+_DIR_TOKENIZER_FILES = _DIR_FILES + ("tiktoken.model", "tokenizer_config.json")
+
+
+def tokenizer_files(path: str) -> tuple[str, list[str]]:
+    """What load(path) reads, for a copy of the tokenizer elsewhere (a Ray worker without the
+    spec's files, run/prepare.py): (`how`, the files). `how` is "dir" (load the folder the
+    copies are put in), "file" (load the copy) or "ENCODING:" (load ENCODING:copy)."""
+    name, sep, rest = path.partition(":")
+    if sep and name in ENCODINGS:
+        return f"{name}:", [_existing(rest)]
+    if os.path.isdir(path):
+        files = [os.path.join(path, f) for f in _DIR_TOKENIZER_FILES if os.path.isfile(os.path.join(path, f))]
+        if not files:
+            raise UsageError(f"no tokenizer at {path}")
+        return "dir", files
+    return "file", [_existing(path)]
 
 
 def _existing(path: str) -> str:
