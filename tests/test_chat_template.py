@@ -136,6 +136,7 @@ RANDOM = "random: {input_tokens: 24, output_tokens: 4, prefix_tokens: 6}"
 
 @pytest.mark.slow  # loads the tokenizer (6 MB of JSON) for the plan and again for the run
 def test_each_request_of_a_plan_counts_its_rendered_input(model_dir, oracle, tmp_path):
+    model_dir = shutil.copytree(model_dir, tmp_path / "gone")  # removed before the worker's turn
     text = SPEC.format(tok=model_dir, dataset=RANDOM, load="  requests: 5", out=tmp_path / "r.json")
     plan = compile_spec(load_text(text, "s.yaml", env={}))
     combo = plan.combinations[0]
@@ -149,6 +150,12 @@ def test_each_request_of_a_plan_counts_its_rendered_input(model_dir, oracle, tmp
         messages = json.loads(req.body)["messages"]
         assert req.template_tokens == hf_count(oracle, messages)
         assert req.prompt.input_tokens == 30  # the content alone, as before: 6 shared + 24
+    # a Ray worker, without the model directory, counts the same from what the driver sends it
+    kit = prepared.kit()
+    shutil.rmtree(tmp_path / "gone", ignore_errors=True)
+    worker = prepare(plan, combo, kit)
+    assert worker.template is not None and worker.template.sha256 == prepared.template.sha256
+    assert worker.feed(step, NO_DEAL).get(3).template_tokens == feed.get(3).template_tokens
 
 
 @pytest.mark.slow  # runs against the simulator
