@@ -42,6 +42,13 @@ def extensions():
             raise
         return []
     sources = sorted(glob.glob("csrc/*/*.pyx"))
+    for src in sources:
+        # a module's own .pxd sits in the package, where cythonize does not look for it: a C
+        # file older than that .pxd is made again (else its struct layout goes stale)
+        pxd = os.path.join("benchc", os.path.relpath(src, "csrc"))[:-4] + ".pxd"
+        c = src[:-4] + ".c"
+        if os.path.exists(pxd) and os.path.exists(c) and os.path.getmtime(pxd) > os.path.getmtime(c):
+            os.remove(c)
     from setuptools import Extension
 
     # csrc/ mirrors the package: csrc/client/_stream_c.pyx is benchc.client._stream_c

@@ -9,7 +9,7 @@ import os
 
 HOT_MODULES = ("benchc.metrics._hdr", "benchc.client._stream", "benchc.tokenizer._bpe",
                "benchc.tokenizer._pretok", "benchc.client._chunked", "benchc.client._rx",
-               "benchc.tokenizer._spm")
+               "benchc.tokenizer._spm", "benchc.client._response")
 
 
 def use_extensions() -> bool:

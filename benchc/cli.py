@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--http", choices=["native", "aiohttp"], default="native",
                    help="HTTP client of the measured requests: benchc's own HTTP/1.1 reader "
                         "(default; one C call per socket read) or aiohttp")
+    r.add_argument("--rx-loop", choices=["auto", "off"], default="auto",
+                   help="own reader: read plain-http streams on the receive loop in C, a thread of "
+                        "its own (auto: on Linux with the compiled core) or on the event loop (off)")
     r.add_argument("--strict", action="store_true",
                    help="exit 6 when a point was client-limited, output lengths were not as asked, the "
                         "server served more from its prefix cache than the spec shares, or a "
@@ -393,7 +396,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                       quiet=args.quiet or args.json, strict=args.strict,
                       backend=args.backend or plan.run.get("backend", "local"),
                       ray_address=args.ray_address or plan.run.get("ray_address"),
-                      workers=args.workers or plan.run.get("workers", 0), http=args.http)
+                      workers=args.workers or plan.run.get("workers", 0), http=args.http,
+                      rx_loop=args.rx_loop)
     # Every secret value of the run is replaced in what the run writes (results, per-request
     # records: results.document.write_atomic), prints, and says when it fails.
     scrub = run_scrubber(plan, args.base_url)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 
 PIN = sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1 and shutil.which("taskset")
@@ -34,11 +35,25 @@ def simulator(params: dict, trace: str | None = None):
         p.stdout.close()
 
 
+def emit(result: dict) -> None:
+    """A worker's result: into the file its parent named (a result of more than a pipe's 64 KiB
+    once came back through stdout with bytes missing at that boundary), else to stdout."""
+    path = os.environ.get("BENCHC_BENCH_RESULT")
+    if path:
+        with open(path, "w") as f:
+            json.dump(result, f)
+    else:
+        print(json.dumps(result))
+
+
 def worker(script: str, args: list[str], core: str | None) -> dict:
-    """Run `script --worker ARGS` in a pinned process; it prints one JSON line."""
+    """Run `script --worker ARGS` in a pinned process; it emit()s one JSON object."""
     env = dict(os.environ)
     if core == "python":
         env["BENCHC_NO_EXTENSIONS"] = "1"
-    out = subprocess.run(pinned([sys.executable, script, "--worker", *args], 1), env=env,
-                         capture_output=True, text=True, check=True, timeout=600)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory() as d:
+        env["BENCHC_BENCH_RESULT"] = os.path.join(d, "result.json")
+        subprocess.run(pinned([sys.executable, script, "--worker", *args], 1), env=env, check=True,
+                       timeout=600)
+        with open(env["BENCHC_BENCH_RESULT"]) as f:
+            return json.load(f)

@@ -1,12 +1,14 @@
 """How close benchc's TTFT and ITL are to the truth: the simulator with a fixed 50 ms
-TTFT and 10 ms steps (ITL), C concurrent streams, its trace as ground truth, for
-each core of benchc's client.
+TTFT and 10 ms steps (ITL), C concurrent streams, one token per event, its trace as
+ground truth, for each transport and core of benchc's client: the receive loop in C
+(cython/rx-loop), the asyncio transport on both cores, aiohttp.
 
     python benchmarks/accuracy.py [--concurrency 256 1024] [--tokens 24] [--stagger-ms 0]
 
-Prints p50, p99 and max of |measured - true| per core and C, for TTFT (per request)
+Prints p50, p99 and max of |measured - true| per client and C, for TTFT (per request)
 and ITL (per chunk gap, matched by position in the stream), and whether the client
-self-check would have flagged the run (event-loop lag p99 over 5 ms). Then the two
+self-check would have flagged the run (event-loop lag p99 over 5 ms, or the receive
+loop's lag from a read's kernel stamp over 5 ms, in at least 5 ticks or reads). Then the two
 parts of the TTFT difference, on the one monotonic clock both processes share: the
 client's stamp of every text chunk minus the simulator's write of it (the client's own
 error), and the simulator's arrival stamp minus the client's send (how late the
@@ -26,7 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
-from benchmarks._harness import simulator, worker  # noqa: E402
+from benchmarks._harness import emit, simulator, worker  # noqa: E402
 
 SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0, "prefill_tok_s": 0.0,
        "max_num_seqs": 4096, "chunks_per_write": 1}
@@ -39,15 +41,15 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
     from benchc.client.request import make_connector, make_trace_config, send, send_native
     from benchc.metrics.record import RequestRecord
     from benchc.plan.model import Target
-    from benchc.run.loadgen import _SelfCheck
+    from benchc.run.loadgen import _rx_check, _SelfCheck
 
     target = Target(url, None, "completions", "MiniMaxAI/MiniMax-M2.5", None, {}, 600.0, 600.0, None)
     payload = json.dumps({"model": "MiniMaxAI/MiniMax-M2.5", "prompt": "go", "max_tokens": tokens,
                           "ignore_eos": True, "stream": True}).encode()
     headers = {"Content-Type": "application/json"}
     out = []
-    if http == "native":
-        s, sender = http1.Pool(), send_native
+    if http.startswith("native"):
+        s, sender = http1.Pool(rx_loop="off" if http == "native-asyncio" else "auto"), send_native
     else:
         s, sender = aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
                                           trace_configs=[make_trace_config()]), send
@@ -57,6 +59,8 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
                                       RequestRecord(f"warm-{i}", 0, 1, tokens), target) for i in range(c)))
         check = _SelfCheck()
         check.start()
+        rx = http1.RxFigures(s) if isinstance(s, http1.Pool) else None
+        t0 = time.perf_counter()
         recs = [RequestRecord(f"r{i}", 0, 1, tokens) for i in range(c)]
 
         async def one(i: int, r: RequestRecord) -> None:
@@ -66,12 +70,18 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
         await asyncio.gather(*(one(i, r) for i, r in enumerate(recs)))
         await check.stop()
         lag = check.lag.summary()
+        rx_figures = rx.take() if rx is not None else None
+        reasons: list[str] = []
+        rx_block = _rx_check(rx_figures, time.perf_counter() - t0, reasons) if rx_figures else None
     finally:
         await s.close()
     for r in recs:
         out.append({"id": r.id, "t0_ns": r.t0_ns, "first_ns": r.first_text_ns or 0,
                     "ttft_ns": (r.first_text_ns or 0) - r.t0_ns, "gaps": r.parser.gaps_ns, "ok": r.ok})
-    return {"requests": out, "lag_p99_us": lag.get("p99", 0), "late_ticks": check.late_ticks}
+    return {"requests": out, "lag_p99_us": lag.get("p99", 0), "late_ticks": check.late_ticks,
+            "rx_lag_p99_us": rx_block["lag_us"].get("p99", 0) if rx_block else None,
+            "rx_late_reads": rx_block["late_reads"] if rx_block else None, "rx_reasons": reasons,
+            "paths": sorted({r.path for r in recs})}
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -90,7 +100,9 @@ def main() -> None:
     print(f"accuracy: simulator TTFT 50 ms, ITL 10 ms, {a.tokens} tokens/request, requests started "
           f"{a.stagger_ms:g} ms apart; cpus={os.cpu_count()}")
     for c in a.concurrency:
-        for label, core, http in (("cython", "cython", "native"), ("python", "python", "native"),
+        for label, core, http in (("cython/rx-loop", "cython", "native"),
+                                  ("cython/asyncio", "cython", "native-asyncio"),
+                                  ("python/asyncio", "python", "native-asyncio"),
                                   ("cython/aiohttp", "cython", "aiohttp")):
             with tempfile.TemporaryDirectory() as d:
                 trace = os.path.join(d, "trace.jsonl")
@@ -116,18 +128,21 @@ def main() -> None:
                 read_lag.append((t["arrival_ns"] - r["t0_ns"]) / 1e6)
                 # TTFT against the simulator's write of the first chunk, counted from the send
                 ttft_send_err.append(abs(r["ttft_ns"] - (times[0] - r["t0_ns"])) / 1e6)
-            flagged = got["lag_p99_us"] > 5000 and got["late_ticks"] >= 5
-            print(f"  C={c:<5} {label:<14}  TTFT |err| p50 {pct(ttft_err, 50):6.2f} "
-                  f"p99 {pct(ttft_err, 99):6.2f} max {max(ttft_err):6.2f} ms | "
-                  f"ITL |err| p50 {pct(itl_err, 50):6.2f} "
-                  f"p99 {pct(itl_err, 99):6.2f} max {max(itl_err):6.2f} ms | loop lag p99 "
-                  f"{got['lag_p99_us'] / 1000:.1f} ms{' -> flagged client-limited' if flagged else ''}")
-            print(f"  {'':<22}TTFT |err| against send -> first write p50 {pct(ttft_send_err, 50):6.2f} "
-                  f"p99 {pct(ttft_send_err, 99):6.2f} max {max(ttft_send_err):6.2f} ms")
-            print(f"  {'':<22}chunk stamp - server write p50 {pct(stamp_err, 50):6.2f} "
-                  f"p99 {pct(stamp_err, 99):6.2f} max {max(stamp_err):6.2f} ms | "
-                  f"server read lag (arrival - send) p50 {pct(read_lag, 50):6.2f} "
-                  f"p99 {pct(read_lag, 99):6.2f} ms")
+            flagged = (got["lag_p99_us"] > 5000 and got["late_ticks"] >= 5) or bool(got["rx_reasons"])
+            rx = (f" | receive-loop lag p99 {got['rx_lag_p99_us'] / 1000:.2f} ms"
+                  if got["rx_lag_p99_us"] is not None else "")
+            print(f"  C={c:<5} {label:<14}  TTFT |err| p50 {pct(ttft_err, 50):6.3f} "
+                  f"p99 {pct(ttft_err, 99):6.3f} max {max(ttft_err):6.3f} ms | "
+                  f"ITL |err| p50 {pct(itl_err, 50):6.3f} "
+                  f"p99 {pct(itl_err, 99):6.3f} max {max(itl_err):6.3f} ms | loop lag p99 "
+                  f"{got['lag_p99_us'] / 1000:.1f} ms{rx}{' -> flagged client-limited' if flagged else ''} "
+                  f"(read by {'/'.join(got['paths'])})")
+            print(f"  {'':<22}TTFT |err| against send -> first write p50 {pct(ttft_send_err, 50):6.3f} "
+                  f"p99 {pct(ttft_send_err, 99):6.3f} max {max(ttft_send_err):6.3f} ms")
+            print(f"  {'':<22}chunk stamp - server write p50 {pct(stamp_err, 50):6.3f} "
+                  f"p99 {pct(stamp_err, 99):6.3f} max {max(stamp_err):6.3f} ms | "
+                  f"server read lag (arrival - send) p50 {pct(read_lag, 50):6.3f} "
+                  f"p99 {pct(read_lag, 99):6.3f} ms")
 
 
 if __name__ == "__main__":
@@ -137,8 +152,8 @@ if __name__ == "__main__":
         try:  # the loop `benchc run` uses: uvloop when installed
             import uvloop
         except ImportError:
-            print(json.dumps(asyncio.run(run(url, c, tokens, http, stagger))))
+            emit(asyncio.run(run(url, c, tokens, http, stagger)))
         else:
-            print(json.dumps(uvloop.run(run(url, c, tokens, http, stagger))))
+            emit(uvloop.run(run(url, c, tokens, http, stagger)))
     else:
         main()

@@ -1,17 +1,26 @@
-"""How many streamed tokens a client can ingest per CPU-second: benchc's client on
-its own HTTP/1.1 reader (Cython and Python cores), on aiohttp (Cython core), and a
-minimal aiohttp line reader that
-JSON-parses each event (what most Python benchmark clients do), against the same
-simulator in another process (`instant` preset: no delays), one token per SSE event.
+"""How many streamed tokens a client ingests per CPU-second, one token per SSE event: benchc's
+own HTTP/1.1 reader on its two transports side by side in one run -- the asyncio loop
+(`asyncio`) and the receive loop in C (`rx-loop`) -- and, on request, the Python core, the
+Cython core on aiohttp and a minimal aiohttp line reader that JSON-parses each event (what
+most Python benchmark clients do).
 
-    python benchmarks/client_ingest.py [--concurrency 64 256 1024] [--tokens 256]
+    python benchmarks/client_ingest.py [--concurrency 256 1024] [--tokens 256] [--repeats 3]
 
-Server modes:
-  coalesced      the simulator writes each response at once (the client's best case)
-  per-token      one write per token per stream, a step every 2 ms (the worst case)
+Server (pinned to core 0, the client to core 1, where taskset exists): benchmarks/fast_server.py
+by default (pre-encoded events, a bare asyncio protocol), or `--server sim` (the embedded
+simulator, `instant` preset) to see what that one sustains.
 
-Prints, per mode and C: tok/s achieved, client CPU seconds (user+sys, getrusage),
-and tokens per client CPU-second; then the Cython core's ratio to the line reader.
+Modes:
+  per-token   one write per token per stream, every --interval-ms (raised where C streams
+              would ask more writes per second than --server-rate: the server must not be
+              what sets the pace), --seconds per request; a client that keeps up reads each
+              event on its own (the receive loop counts its reads: reads/token 1.00)
+  coalesced   each response (--tokens) in one write (the client's best case)
+
+Prints per mode, C and client the medians over --repeats runs: tok/s, client CPU seconds
+(user+sys of the whole process, every thread: getrusage), tokens per client CPU-second, and
+for the receive loop its reads per token (1.0: one event per read) and its own CPU; then
+the receive loop's ratio to the asyncio transport, the server's CPU and late ticks.
 """
 
 from __future__ import annotations
@@ -19,18 +28,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
+import signal
+import statistics
+import subprocess
 import sys
 import time
+from collections import Counter
+from contextlib import contextmanager
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
-from benchmarks._harness import simulator, worker  # noqa: E402
+from benchmarks._harness import emit, pinned, simulator, worker  # noqa: E402
 
-MODES = {
-    "coalesced": {"preset": "instant", "chunks_per_write": 100000, "max_num_seqs": 4096},
-    "per-token": {"preset": "instant", "chunks_per_write": 1, "max_num_seqs": 4096,
-                  "step_table": [[1, 2.0]]},
+CLIENTS = {  # label: (kind, core)
+    "asyncio": ("native-asyncio", "cython"),
+    "rx-loop": ("native-rx", "cython"),
+    "python-core": ("native-asyncio", "python"),
+    "aiohttp": ("aiohttp", "cython"),
+    "line-reader": ("reader", None),
 }
+SIM = {"coalesced": {"preset": "instant", "chunks_per_write": 100000, "max_num_seqs": 4096},
+       "per-token": {"preset": "instant", "chunks_per_write": 1, "max_num_seqs": 4096}}
 
 
 def body(tokens: int) -> bytes:
@@ -44,13 +63,22 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def measured(session, one, c: int, n: int) -> dict:
+async def measured(session, one, c: int, n: int, pool=None) -> dict:
     """One warm-up request per stream (connections open), then C streams x n requests,
-    timed: only the request loop counts, not imports or session set-up."""
+    timed: only the request loop counts, not imports or session set-up. With a pool whose
+    receive loop read, that loop's own CPU and reads over the timed part too."""
     await asyncio.gather(*(one(session) for _ in range(c)))
+    rx = pool.rx_loop if pool is not None else None
+    if rx is not None:
+        rx.take_lag()
+        rx_cpu0 = rx.cpu_s()
     cpu0, t0 = _cpu(), time.perf_counter()
     counts = await asyncio.gather(*(_loop(session, one, n) for _ in range(c)))
-    return {"tokens": sum(counts), "wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - cpu0}
+    out = {"tokens": sum(counts), "wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - cpu0}
+    if rx is not None:
+        _, out["rx_reads"], _ = rx.take_lag()
+        out["rx_cpu_s"] = rx.cpu_s() - rx_cpu0
+    return out
 
 
 async def _loop(session, one, n: int) -> int:
@@ -60,7 +88,7 @@ async def _loop(session, one, n: int) -> int:
     return total
 
 
-async def run_benchc(url: str, c: int, n: int, tokens: int, http: str = "native") -> dict:
+async def run_benchc(url: str, c: int, n: int, tokens: int, kind: str) -> dict:
     """benchc's own client path: send() with its stream parser, then the point's recorders."""
     import aiohttp
 
@@ -73,27 +101,34 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, http: str = "native"
 
     target = Target(url, None, "chat", "benchc-sim", None, {}, 600.0, 600.0, None)
     rec = PointRecorder(c)
+    paths: Counter = Counter()  # as loadgen counts a point's transports
     payload, endpoint = body(tokens), url + "/chat/completions"
     headers = {"Content-Type": "application/json"}
+    native = kind.startswith("native")
 
     async def one(s) -> int:
         r = RequestRecord("r", 0, 1, tokens)
-        await (send_native if http == "native" else send)(s, endpoint, headers, payload, r, target)
+        await (send_native if native else send)(s, endpoint, headers, payload, r, target)
         rec.add(r)
+        paths[r.path] += 1
         return r.output_tokens if r.ok else 0
 
     # as `benchc run` does inside a measured point, the collector is held off
-    if http == "native":
-        pool = http1.Pool()
+    if native:
+        pool = http1.Pool(rx_loop="auto" if kind == "native-rx" else "off")
         try:
             with measuring():
-                return await measured(pool, one, c, n)
+                out = await measured(pool, one, c, n, pool)
         finally:
             await pool.close()
-    with measuring():
-        async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
-                                         trace_configs=[make_trace_config()]) as s:
-            return await measured(s, one, c, n)
+    else:
+        with measuring():
+            async with aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20,
+                                             trace_configs=[make_trace_config()]) as s:
+                out = await measured(s, one, c, n)
+    out["paths"] = dict(paths)
+    out["errors"] = dict(rec.tally.errors)
+    return out
 
 
 async def run_line_reader(url: str, c: int, n: int, tokens: int) -> dict:
@@ -117,57 +152,106 @@ async def run_line_reader(url: str, c: int, n: int, tokens: int) -> dict:
 
 
 def worker_main(a: list[str]) -> None:
-    kind, url, c, n, tokens, loop = a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5]
-    if kind == "reader":
-        run = run_line_reader(url, c, n, tokens)
-    else:
-        run = run_benchc(url, c, n, tokens, "aiohttp" if kind == "benchc-aiohttp" else "native")
-    if loop == "uvloop":
-        import uvloop
-
-        print(json.dumps(uvloop.run(run)))
-    else:
-        print(json.dumps(asyncio.run(run)))
-
-
-def default_loop() -> str:
-    """The loop `benchc run` uses: uvloop when installed (pip install 'benchc[fast]')."""
+    kind, url, c, n, tokens = a[0], a[1], int(a[2]), int(a[3]), int(a[4])
+    run = run_line_reader(url, c, n, tokens) if kind == "reader" else run_benchc(url, c, n, tokens, kind)
     try:
-        import uvloop  # noqa: F401
+        import uvloop
     except ImportError:
-        return "asyncio"
-    return "uvloop"
+        emit(asyncio.run(run))
+    else:
+        emit(uvloop.run(run))
+
+
+@contextmanager
+def fast_server(interval_ms: float):
+    """Yields (base URL, a list that receives the server's own figures when it stops)."""
+    cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "fast_server.py"),
+           "--interval-ms", str(interval_ms)]
+    p = subprocess.Popen(pinned(cmd, 0), stdout=subprocess.PIPE, text=True)
+    figures: list[dict] = []
+    try:
+        line = p.stdout.readline()
+        yield line.split("listening on ")[1].split()[0], figures
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if lines:
+            figures.append(json.loads(lines[-1]))
+
+
+@contextmanager
+def sim_server(mode: str, interval_ms: float):
+    params = dict(SIM[mode])
+    if mode == "per-token":
+        params["step_table"] = [[1, interval_ms]]
+    with simulator(params) as url:
+        yield url, []
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256, 1024])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--requests-per-stream", type=int, default=4)
-    ap.add_argument("--modes", nargs="+", default=list(MODES))
-    ap.add_argument("--loop", choices=["asyncio", "uvloop"], default=default_loop(),
-                    help="event loop of every client (default: what benchc run uses)")
+    ap.add_argument("--requests-per-stream", type=int, default=1)
+    ap.add_argument("--coalesced-requests", type=int, default=8, help="coalesced: requests per stream")
+    ap.add_argument("--seconds", type=float, default=4.0, help="per-token: about this long per request")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", nargs="+", default=["per-token", "coalesced"],
+                    choices=["per-token", "coalesced"])
+    ap.add_argument("--clients", nargs="+", default=["asyncio", "rx-loop"], choices=list(CLIENTS))
+    ap.add_argument("--server", choices=["fast", "sim"], default="fast")
+    ap.add_argument("--interval-ms", type=float, default=5.0, help="per-token: ms between a stream's tokens")
+    ap.add_argument("--server-rate", type=float, default=12_000,
+                    help="per-token: the most writes per second asked of the server (it sets the interval "
+                         "at high C; on 2 shared cores the fast server kept to about 15k)")
     a = ap.parse_args()
-    import os
-    print(f"client_ingest: {a.tokens} tokens/request, one token per SSE event, "
-          f"{a.requests_per_stream} requests per stream, {a.loop} loop; cpus={os.cpu_count()}")
+    load = os.getloadavg()
+    print(f"client_ingest: one token per SSE event, {a.repeats} repeats (medians), server {a.server}; "
+          f"cpus={os.cpu_count()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start")
     for mode in a.modes:
-        with simulator(MODES[mode]) as url:
-            for c in a.concurrency:
-                rows = {}
-                for label, kind, core in (("benchc cython", "benchc", "cython"),
-                                          ("benchc python", "benchc", "python"),
-                                          ("benchc cython/aiohttp", "benchc-aiohttp", "cython"),
-                                          ("aiohttp line reader", "reader", None)):
-                    args = [kind, url, str(c), str(a.requests_per_stream), str(a.tokens), a.loop]
-                    r = worker(__file__, args, core)
-                    rows[label] = r
-                    per_cpu = r["tokens"] / r["cpu_s"] if r["cpu_s"] else float("nan")
-                    print(f"  {mode:<9} C={c:<5} {label:<21} {r['tokens'] / r['wall_s']:>11,.0f} tok/s  "
-                          f"cpu {r['cpu_s']:6.2f}s  {per_cpu:>11,.0f} tok/cpu-s")
-                cy, rd = rows["benchc cython"], rows["aiohttp line reader"]
-                ratio = (cy["tokens"] / cy["cpu_s"]) / (rd["tokens"] / rd["cpu_s"])
-                print(f"  {mode:<9} C={c:<5} cython core vs line reader: {ratio:.2f}x tokens per CPU-second")
+        for c in a.concurrency:
+            if mode == "per-token":
+                interval = max(a.interval_ms, 1000.0 * c / a.server_rate)
+                tokens = max(16, min(a.tokens, int(a.seconds * 1000 / interval)))
+                n = a.requests_per_stream
+            else:
+                interval, tokens, n = 0.0, a.tokens, a.coalesced_requests
+            rows: dict[str, list[dict]] = {label: [] for label in a.clients}
+            servers = []
+            for _ in range(a.repeats):
+                for label in a.clients:  # interleaved: a slow spell on the machine hits every client
+                    kind, core = CLIENTS[label]
+                    ctx = fast_server(interval) if a.server == "fast" else sim_server(mode, interval)
+                    with ctx as (url, figures):
+                        args = [kind, url, str(c), str(n), str(tokens)]
+                        rows[label].append(worker(__file__, args, core))
+                    servers += figures
+            desc = f"{interval:.3g} ms between tokens" if mode == "per-token" else "whole response per write"
+            desc += f", {tokens} tokens x {n} requests per stream"
+            print(f"  {mode} C={c} ({desc})")
+            per_cpu = {}
+            for label, rs in rows.items():
+                tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
+                cpu = statistics.median(r["cpu_s"] for r in rs)
+                per_cpu[label] = statistics.median(r["tokens"] / r["cpu_s"] for r in rs)
+                extra = ""
+                if "rx_reads" in rs[0]:
+                    rpt = statistics.median(r["rx_reads"] / max(r["tokens"], 1) for r in rs)
+                    loop_cpu = statistics.median(r["rx_cpu_s"] for r in rs)
+                    extra = f"  reads/token {rpt:.2f}  loop thread cpu {loop_cpu:.2f}s"
+                bad = sum(sum(r.get("errors", {}).values()) for r in rs)
+                print(f"    {label:<12} {tps:>11,.0f} tok/s  cpu {cpu:6.2f}s  {per_cpu[label]:>11,.0f} "
+                      f"tok/cpu-s  paths {rs[0].get('paths', {})}{extra}{f'  ERRORS {bad}' if bad else ''}")
+            if "rx-loop" in per_cpu and "asyncio" in per_cpu:
+                ratio = per_cpu["rx-loop"] / per_cpu["asyncio"]
+                print(f"    rx-loop vs asyncio: {ratio:.2f}x tokens per CPU-second")
+            if servers:
+                cpu = statistics.median(s["cpu_s"] / s["wall_s"] for s in servers)
+                late = sum(s["late_ticks"] for s in servers)
+                ticks = sum(s["ticks"] for s in servers)
+                print(f"    server: {cpu:.0%} of its core (median over its runs), "
+                      f"{late} of {ticks} ticks late")
 
 
 if __name__ == "__main__":

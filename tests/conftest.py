@@ -76,3 +76,36 @@ def wait_for(condition, what: str = "the condition", timeout_s: float = 60.0) ->
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.02)
+
+
+# The own reader's transports (benchc.client.http1): the event loop, and the receive loop
+# where the system has kernel receive stamps (Linux): its pure-Python twin, and the compiled
+# loop where it is built (CI requires the build) and the compiled cores are in use (its
+# parser records into the compiled histograms). Each reads with the cores of its own kind.
+def transports() -> list[str]:
+    """The transports a test of measured streams runs on, by name (see use_transport)."""
+    from benchc._core import use_extensions
+    from benchc.client import http1
+
+    names = ["asyncio"]
+    if http1.KERNEL_STAMPS:
+        names.append("rx-py")
+        if use_extensions() and _compiled("benchc.client._rxloop") is not None:
+            names.append("rx-c")
+    return names
+
+
+def rx_loop_of(name: str):
+    """http1.Pool's rx_loop argument that reads on transport `name`."""
+    loop = {"asyncio": None, "rx-py": "benchc.client._rxloop_py", "rx-c": "benchc.client._rxloop_c"}[name]
+    return importlib.import_module(loop) if loop else "off"
+
+
+def use_transport(monkeypatch, name: str) -> str:
+    """Every http1.Pool() made from now on with rx_loop="auto" (as `benchc run` makes them)
+    reads on transport `name`; returns the RequestRecord.path its responses will carry."""
+    from benchc.client import _rxloop, http1
+
+    loop = rx_loop_of(name)
+    monkeypatch.setattr(_rxloop, "MODULE", None if loop == "off" else loop)
+    return http1.ASYNCIO if loop == "off" else http1.RX_LOOP

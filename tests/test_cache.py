@@ -1,7 +1,8 @@
 """Prefix caching end to end, against the simulator with its prefix cache on: what each
 request found cached (the simulator's trace) against what the result says, for fresh
 prompts, shared prompts, a shared prefix, resets, a server without a reset endpoint, a
-server that kept a previous run's prompts, a file that runs out, and server timings."""
+server that kept a previous run's prompts, a file that runs out, and server timings -- each
+read on every transport of the own reader (the cached tokens come from the stream parser)."""
 
 import json
 import os
@@ -9,9 +10,10 @@ import os
 import pytest
 
 from benchc.cli import main
+from benchc.client import _rxloop, http1
 from benchc.plan.model import Plan
 from benchc.results.document import read
-from tests.conftest import REPO
+from tests.conftest import REPO, transports, use_transport
 from tests.test_run import Sim
 
 SPEC = """\
@@ -33,6 +35,12 @@ output: {{path: {path}, requests: true}}
 FAST = ("--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]")
 
 
+@pytest.fixture(params=transports())
+def transport(request, monkeypatch):
+    """The own reader's transport the run's measured requests are read on."""
+    return use_transport(monkeypatch, request.param)
+
+
 def spec(tmp_path, name="s", inp=33, prefix=0, prompts="fresh", warmup=4, conc="[1, 2, 4, 8]",
          requests=6, server=""):
     f = tmp_path / f"{name}.yaml"
@@ -45,6 +53,8 @@ def run(tmp_path, sim, name="s", extra=(), **kw):
     code = main(["run", spec(tmp_path, name, **kw), "--base-url", sim.url, "--quiet", *extra])
     doc = read(str(tmp_path / f"{name}.json"))
     reqs = [json.loads(x) for x in (tmp_path / f"{name}.requests.jsonl").read_text().splitlines()]
+    served = http1.ASYNCIO if _rxloop.MODULE is None else http1.RX_LOOP  # as the transport fixture set
+    assert {r["path"] for r in reqs} == {served}
     return code, doc, reqs
 
 
@@ -55,6 +65,7 @@ def by_point(doc, reqs, trace):
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_the_issue_sweep_with_fresh_prompts_finds_nothing_cached(tmp_path):
     """warmup 4, concurrency 1, 2, 4, 8: every measured request's cached tokens are 0 (no
     shared prefix), as the simulator's own trace says, and the result says the same."""
@@ -78,6 +89,7 @@ def test_the_issue_sweep_with_fresh_prompts_finds_nothing_cached(tmp_path):
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_shared_prompts_are_served_from_cache_from_the_second_point_on_and_the_result_says_so(tmp_path):
     sim = Sim(tmp_path, *FAST)
     try:
@@ -98,6 +110,7 @@ def test_shared_prompts_are_served_from_cache_from_the_second_point_on_and_the_r
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_a_512_token_shared_prefix_cached_fraction_matches_the_trace(tmp_path):
     sim = Sim(tmp_path, *FAST)
     try:
@@ -117,6 +130,7 @@ def test_a_512_token_shared_prefix_cached_fraction_matches_the_trace(tmp_path):
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_reset_between_points_makes_the_shared_prefix_uncached_again(tmp_path):
     sim = Sim(tmp_path, *FAST)
     try:
@@ -134,6 +148,7 @@ def test_reset_between_points_makes_the_shared_prefix_uncached_again(tmp_path):
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_a_server_without_a_reset_endpoint_is_said_so_and_strict_fails(tmp_path, capsys):
     sim = Sim(tmp_path, *FAST, "--param", "reset_endpoints=false")
     try:
@@ -152,6 +167,7 @@ def test_a_server_without_a_reset_endpoint_is_said_so_and_strict_fails(tmp_path,
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_a_server_that_kept_the_previous_runs_prompts_is_flagged(tmp_path, capsys):
     """The same plan twice against a server that stayed up: the second run's prompts are all
     in its cache, more than the spec shares (nothing): a warning, a mark, and --strict fails."""
@@ -172,6 +188,7 @@ def test_a_server_that_kept_the_previous_runs_prompts_is_flagged(tmp_path, capsy
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_without_cached_tokens_in_usage_the_prometheus_counters_say_it(tmp_path):
     sim = Sim(tmp_path, *FAST, "--param", "usage_cached_tokens=false")
     try:
@@ -198,6 +215,7 @@ def test_without_cached_tokens_in_usage_the_prometheus_counters_say_it(tmp_path)
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_a_file_with_fewer_items_than_requests_counts_the_reused_prompts(tmp_path):
     data = tmp_path / "five.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"question number {i} about rivers"}) + "\n"
@@ -225,6 +243,7 @@ output: {{path: {tmp_path / "f.json"}, requests: true}}
 
 
 @pytest.mark.slow  # runs against the simulator
+@pytest.mark.usefixtures("transport")
 def test_server_timings_stand_beside_the_clients(tmp_path):
     sim = Sim(tmp_path, *FAST, "--param", "timings=true")
     try:

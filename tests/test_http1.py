@@ -1,6 +1,7 @@
 """benchc's own HTTP/1.1 reader (benchc.client.http1, client.send_native) against raw asyncio
 servers on loopback that write exactly the bytes each case needs: real servers'
-quirks, broken servers, keep-alive races, timeouts. And the chunked decoder's twins."""
+quirks, broken servers, keep-alive races, timeouts -- on each transport: the asyncio loop,
+the compiled receive loop and its pure-Python twin. And the chunked decoder's twins."""
 
 from __future__ import annotations
 
@@ -24,7 +25,18 @@ from benchc.metrics.record import (
     RequestRecord,
 )
 from benchc.plan.model import Target
-from tests.conftest import both_cores
+from tests.conftest import both_cores, transports, use_transport
+
+
+@pytest.fixture(autouse=True, params=transports())
+def transport(request, monkeypatch):
+    """Every test of this module on each transport: a Pool() reads through this loop."""
+    use_transport(monkeypatch, request.param)
+    return request.param
+
+
+def served_by(transport: str) -> str:
+    return http1.ASYNCIO if transport == "asyncio" else http1.RX_LOOP
 
 
 def sse(texts: list[str], usage: bool = True) -> list[bytes]:
@@ -101,7 +113,7 @@ async def one_request(script, t=None) -> tuple[RequestRecord, RawServer]:
         return r, srv
 
 
-def test_every_event_its_own_chunk_dribbled_byte_by_byte():
+def test_every_event_its_own_chunk_dribbled_byte_by_byte(transport):
     texts = ["Hel", "lo", " wörld", " 😀", "\n"]
 
     async def script(n, reader, writer):
@@ -113,6 +125,7 @@ def test_every_event_its_own_chunk_dribbled_byte_by_byte():
 
     r, srv = run(one_request(script))
     assert r.ok, r.error_detail
+    assert r.path == served_by(transport)
     assert r.text_chunks == 5 and r.usage_output_tokens == 5 and r.finish_reason == "stop"
     assert r.text_bytes == len("".join(texts).encode())
     head, body = srv.requests[0]
@@ -144,6 +157,46 @@ def test_keep_alive_reuses_one_connection_and_a_closing_server_costs_no_error():
     assert all(r.ok for r in rs) and conns == 1
     rs, conns = run(main(close_each))
     assert all(r.ok for r in rs) and [r.text_chunks for r in rs] == [2] * 4 and conns == 4
+
+
+async def one_stream_then_close(n, reader, writer):
+    writer.write(OK_HEAD + chunked(sse(["a"])))
+    await writer.drain()
+    return "close"
+
+
+async def loop_saw_the_close(dropped_check: bool):
+    """The receive loop saw the server's close while the connection sat idle, and Python has
+    not heard yet (the asyncio loop is held). With the idle check (Connection.dropped) the
+    pool leaves the connection out; without it, the loop refuses the request (begin) and the
+    request goes once more on a fresh connection: the keep-alive race, retried."""
+    import time
+
+    async with RawServer(one_stream_then_close) as srv:
+        pool = http1.Pool()
+        r1 = await request(pool, srv.url)
+        [conn] = [c for idle in pool._idle.values() for c in idle]
+        deadline = time.monotonic() + 10
+        while conn.transport.rx.poll() != "closed" and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert not conn.closed  # Python has not heard yet
+        if not dropped_check:
+            conn.dropped = lambda: False
+        r2 = await request(pool, srv.url)
+        report = pool.rules.report()
+        await pool.close()
+        return r1, r2, srv, report
+
+
+@pytest.mark.parametrize("transport", [t for t in transports() if t != "asyncio"], indirect=True)
+@pytest.mark.parametrize("dropped_check", [True, False], ids=["idle-check", "refused-by-the-loop"])
+def test_a_connection_the_receive_loop_saw_close_is_not_an_error(transport, dropped_check):
+    r1, r2, srv, report = run(loop_saw_the_close(dropped_check))
+    assert r1.ok and r2.ok, (r1.error_detail, r2.error_detail)
+    assert srv.connections == 2 and len(srv.requests) == 2  # the dead connection carried nothing
+    assert r2.path == http1.RX_LOOP and not r2.reused_connection
+    assert r2.retried is (not dropped_check)
+    assert report["server_closes"] == 1  # counted once, either way
 
 
 @pytest.mark.parametrize("form", ["content-length", "read-to-close", "lf-only-chunked", "continue-first"])
@@ -265,6 +318,7 @@ def test_connect_refused_and_credentials_from_the_url():
 
 # ------------------------------------------------------------- chunked decoder twins
 
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=300), max_size=12), st.integers(0, 2**32 - 1),
        st.booleans(), st.booleans())
@@ -288,6 +342,7 @@ def test_decoder_cores_agree_on_any_split(parts, seed, lf_only, extensions):
     assert all(r == results[0] for r in results)
 
 
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_decoder_cores_agree_on_garbage(garbage):
@@ -337,6 +392,7 @@ def test_https_with_certificate_verification(tmp_path):
 
     (r1, r2), conns = run(main(client_ctx))
     assert r1.ok and r2.ok and r1.text_chunks == 2 and conns == 1
+    assert r1.path == r2.path == http1.ASYNCIO  # the receive loop reads plain http only: visibly
     (r1, _), _ = run(main(None))  # the system trust store does not know this certificate
     assert r1.error == CONNECT and "CERTIFICATE_VERIFY_FAILED" in r1.error_detail
 
@@ -409,6 +465,7 @@ def test_reads_carry_the_kernels_arrival_time_not_the_loops():
     assert kernel.first_text_ns <= k_block["from"]  # the kernel saw the bytes before it
 
 
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @pytest.mark.skipif(not http1.KERNEL_STAMPS, reason="kernel receive stamps are a Linux feature")
 def test_stamped_read_twins_agree():
     """Both cores read the same bytes and date them by the kernel, not by the read."""

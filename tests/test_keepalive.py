@@ -1,7 +1,7 @@
-"""Keep-alive on both HTTP paths (benchc's own reader and aiohttp) against raw loopback
-servers: the race of a server closing a pooled connection is retried once on a fresh
-connection and counted, the server's signals stop reuse, an origin that closes every
-connection stops being pooled, and genuine failures stay errors."""
+"""Keep-alive on both HTTP paths (benchc's own reader, on each of its transports, and
+aiohttp) against raw loopback servers: the race of a server closing a pooled connection is
+retried once on a fresh connection and counted, the server's signals stop reuse, an origin
+that closes every connection stops being pooled, and genuine failures stay errors."""
 
 from __future__ import annotations
 
@@ -13,18 +13,24 @@ import pytest
 from benchc.client import http1
 from benchc.client.request import make_connector, make_trace_config, reuse_rules, send, send_native
 from benchc.metrics.record import CONNECT, STREAM_BROKEN, TIMEOUT, RequestRecord
+from tests.conftest import rx_loop_of, transports
 from tests.test_http1 import OK_HEAD, RawServer, chunked, sse, target
 
-PATHS = ["native", "aiohttp"]
+# the own reader on each transport (native-asyncio, native-rx-py, native-rx-c), and aiohttp
+NATIVE = [f"native-{t}" for t in transports()]
+PATHS = [*NATIVE, "aiohttp"]
 
 
 class Client:
-    """One of the two HTTP paths, with its pool (or session) kept across requests."""
+    """One of the HTTP paths, with its pool (or session) kept across requests: "native" (the
+    own reader as `benchc run` makes it), "native-TRANSPORT" (on that transport), "aiohttp"."""
 
     def __init__(self, path: str, kernel_stamps: bool = http1.KERNEL_STAMPS):
         self.path = path
-        self.pool = http1.Pool(kernel_stamps=kernel_stamps) if path == "native" else None
-        self.session = None if path == "native" else aiohttp.ClientSession(
+        native = path.startswith("native")
+        rx_loop = rx_loop_of(path.split("-", 1)[1]) if native and "-" in path else "auto"
+        self.pool = http1.Pool(kernel_stamps=kernel_stamps, rx_loop=rx_loop) if native else None
+        self.session = None if native else aiohttp.ClientSession(
             connector=make_connector(), trace_configs=[make_trace_config()], auto_decompress=False)
         self.n = 0
 
@@ -113,7 +119,7 @@ def test_an_origin_that_closes_every_connection_stops_being_pooled(path):
     assert all(r.ok for r in rs), [r.error_detail for r in rs]
     # The own reader pools a retry's fresh connection, so the next request races again; the
     # aiohttp path retries on a one-off connection, so the next request opens its own.
-    races = [False, True, True, True] if path == "native" else [False, True, False, True, False, True]
+    races = [False, True, True, True] if path in NATIVE else [False, True, False, True, False, True]
     assert [r.retried for r in rs] == races + [False] * (8 - len(races))
     assert report["pooled"] is False and "3 connections in a row right after a response" in report["note"]
     assert srv.connections == 8 and len(srv.requests) == 8 + http1.STOP_POOLING_AFTER
@@ -140,7 +146,8 @@ def test_keep_alive_max_is_honoured_and_the_server_never_closes_first(path):
 
 
 @pytest.mark.skipif(not http1.KERNEL_STAMPS, reason="the idle peek is the plain-socket (Linux) transport's")
-def test_an_eof_seen_on_an_idle_connection_keeps_it_out_of_use():
+@pytest.mark.parametrize("path", NATIVE)
+def test_an_eof_seen_on_an_idle_connection_keeps_it_out_of_use(path):
     """The server closes right after the response; once its FIN is in, the next request
     does not take the dead connection (no race, no retry), and the close is counted."""
     closed = asyncio.Event
@@ -160,7 +167,7 @@ def test_an_eof_seen_on_an_idle_connection_keeps_it_out_of_use():
             await done.wait()  # the FIN has left: on loopback it is in the client's socket now
             done.clear()
 
-        return await sequential("native", script, 3, between=wait_for_close)
+        return await sequential(path, script, 3, between=wait_for_close)
 
     rs, srv, report = run(main())
     assert all(r.ok and not r.retried and not r.reused_connection for r in rs)

@@ -9,6 +9,7 @@ import asyncio
 import json
 import random
 import statistics
+import time
 
 import jsonschema
 import pytest
@@ -22,11 +23,26 @@ from benchc.run.sendcheck import SEND_DELAY_P99_US
 from benchc.sim.model import make_config
 from benchc.sim.server import SimServer
 from benchc.spec.loader import load_schema
-from tests.test_keepalive import Client
+from tests.conftest import use_transport
+from tests.test_keepalive import PATHS, Client
 from tests.test_run import Sim, requests_of, write_spec
 
 REQUEST_SCHEMA = jsonschema.Draft202012Validator({"$ref": "#/$defs/request",
                                                    "$defs": load_schema("result-v1")["$defs"]})
+
+
+def http_args(path: str, monkeypatch) -> list[str]:
+    """`benchc run`'s options for one HTTP path of test_keepalive.PATHS (the own reader's
+    transport is the one `--rx-loop auto` finds: set here, in this process)."""
+    if path == "aiohttp":
+        return ["--http", "aiohttp"]
+    use_transport(monkeypatch, path.split("-", 1)[1])
+    return ["--http", "native", "--rx-loop", "auto"]
+
+
+def served_as(path: str) -> dict:
+    """What a point's client.transport says for `path`, less the counts."""
+    return {"aiohttp": "aiohttp", "native-asyncio": http1.ASYNCIO}.get(path, http1.RX_LOOP)
 
 
 def check_latencies(records: list[dict], points: list[dict]) -> None:
@@ -45,8 +61,8 @@ def check_latencies(records: list[dict], points: list[dict]) -> None:
                 assert block["min"] >= 0 and block["out_of_range"] == 0, (name, block)
 
 
-@pytest.mark.parametrize("http", ["native", "aiohttp"])
-def test_a_server_that_closes_after_every_stream_costs_retries_not_errors(tmp_path, http):
+@pytest.mark.parametrize("http", PATHS)
+def test_a_server_that_closes_after_every_stream_costs_retries_not_errors(tmp_path, http, monkeypatch):
     # Seed 14's first close delays (uniform 0..200 ms) are all above 40 ms: each connection
     # of the first wave is reused while its close is pending, so the race happens for sure.
     seed, wave = 14, 8
@@ -55,10 +71,12 @@ def test_a_server_that_closes_after_every_stream_costs_retries_not_errors(tmp_pa
     spec = write_spec(tmp_path, sweep=f"    concurrency: [{wave}]", out=4, extra="  requests: 48",
                       sim=f", close_after_stream: true, close_delay_ms: 200, seed: {seed}, "
                           "metrics_names: llamacpp")
-    assert main(["run", spec, "--quiet", "--http", http, "--set", "load.warmup.requests=0"]) == 0
+    args = http_args(http, monkeypatch)
+    assert main(["run", spec, "--quiet", *args, "--set", "load.warmup.requests=0"]) == 0
     doc = read(str(tmp_path / "r.json"))
     p = doc["points"][0]
     assert p["counts"]["failed"] == 0 and p["counts"]["completed"] == 48, p["counts"]["error_examples"]
+    assert p["client"]["transport"] == {served_as(http): 48}
     assert p["counts"]["retries"] >= http1.STOP_POOLING_AFTER
     conns = p["client"]["connections"]
     assert conns["pooled"] is False and "right after a response" in conns["note"]
@@ -75,15 +93,15 @@ FAULTS = ["http_429:0.08", "http_500:0.08", "http_503:0.08", "reset:0.1", "stall
           "malformed:0.1", "no_done:0.1", "slow_headers:0.1:50ms"]
 
 
-@pytest.mark.parametrize("http", ["native", "aiohttp"])
-def test_every_stored_latency_of_every_fault_kind_is_non_negative(tmp_path, http):
+@pytest.mark.parametrize("http", PATHS)
+def test_every_stored_latency_of_every_fault_kind_is_non_negative(tmp_path, http, monkeypatch):
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
               "--param", "seed=7", "--param", "close_after_stream=true", "--param", "close_delay_ms=3",
               *[a for f in FAULTS for a in ("--fault", f)])
     try:
         spec = write_spec(tmp_path, sweep="    rate: [200/s]\n    max_concurrency: 4", out=8,
                           extra="  requests: 80")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet", "--http", http]) == 0
+        assert main(["run", spec, "--base-url", sim.url, "--quiet", *http_args(http, monkeypatch)]) == 0
     finally:
         sim.close()
     doc = read(str(tmp_path / "r.json"))  # validates: the schema says every latency is >= 0
@@ -97,7 +115,7 @@ def test_every_stored_latency_of_every_fault_kind_is_non_negative(tmp_path, http
     check_latencies(records, doc["points"])
 
 
-@pytest.mark.parametrize("path", ["native", "aiohttp"])
+@pytest.mark.parametrize("path", PATHS)
 def test_a_refusing_server_is_a_connect_error_with_no_latency(path):
     async def main_():
         server = SimServer(make_config(faults=["refuse_for:60s"]))
@@ -135,7 +153,8 @@ def test_open_loop_past_capacity_is_cap_queueing_not_a_slow_client(tmp_path):
     # The cap's wait is not the client's: no send-delay reason. (On a machine whose every core
     # is busy the loop-lag check may still see this process starved; that is its own finding.)
     assert not any(r.startswith(("send delay", "send skew")) for r in client["reasons"]), client["reasons"]
-    assert all(r.startswith(("event-loop lag", "client CPU")) for r in client["reasons"])
+    assert all(r.startswith(("event-loop lag", "client CPU", "receive-loop lag", "receive-loop CPU"))
+               for r in client["reasons"])
     assert client["client_limited"] is bool(client["reasons"])
     cap = client["cap_queueing"]
     assert cap["of"] == 24 and cap["requests"] >= 12 and "did not keep up" in cap["note"]
@@ -166,7 +185,11 @@ def test_a_slowed_client_is_still_flagged_under_the_cap(tmp_path, monkeypatch):
     real = loadgen.send_native
 
     async def late_send(*args, **kwargs):
-        await asyncio.sleep(0.02)  # the client dawdles before handing the request over
+        # the client dawdles 20 ms before handing the request over; by the clock the send delay
+        # is read with: uvloop's timers count from the loop's cached time and can fire early
+        until = time.perf_counter() + 0.02
+        while time.perf_counter() < until:
+            await asyncio.sleep(until - time.perf_counter())
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(loadgen, "send_native", late_send)
@@ -204,8 +227,8 @@ def test_slot_ledger_dates_each_request_by_the_load_not_by_the_client():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("http", ["native", "aiohttp"])
-def test_ten_thousand_requests_at_c64_against_a_closing_server(tmp_path, http):
+@pytest.mark.parametrize("http", [p for p in PATHS if p != "native-rx-py"])  # the twin: in the small tests
+def test_ten_thousand_requests_at_c64_against_a_closing_server(tmp_path, http, monkeypatch):
     """The issue's volume: 10,000 requests at C=64 against a server that closes after every
     stream, after a seeded random delay (seed 126: the first 70 delays are all above 19 ms, so
     the first wave of reuses races for sure). No errors, the retries counted, every latency >= 0."""
@@ -217,9 +240,11 @@ def test_ten_thousand_requests_at_c64_against_a_closing_server(tmp_path, http):
     f = tmp_path / "s.yaml"
     f.write_text(f.read_text().replace("preset: minimax-m2.5-tp4", "preset: instant")
                  .replace("model: MiniMaxAI/MiniMax-M2.5", "model: benchc-sim"))
-    assert main(["run", spec, "--quiet", "--http", http, "--set", "load.warmup.requests=0"]) == 0
+    args = http_args(http, monkeypatch)
+    assert main(["run", spec, "--quiet", *args, "--set", "load.warmup.requests=0"]) == 0
     doc = read(str(tmp_path / "r.json"))
     p = doc["points"][0]
+    assert p["client"]["transport"] == {served_as(http): 10_000}
     assert p["counts"]["completed"] == 10_000 and p["counts"]["failed"] == 0, p["counts"]["error_examples"]
     assert p["counts"]["retries"] >= http1.STOP_POOLING_AFTER
     records = requests_of(tmp_path)

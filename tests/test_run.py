@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from benchc.cli import main
+from benchc.client._rxloop import MODULE as RX_LOOP
 from benchc.results.document import read, validate_document
 from tests.conftest import REPO, wait_for
 
@@ -125,19 +126,28 @@ def test_latencies_and_counts_agree_with_the_simulator_trace(tmp_path):
         assert point["throughput"]["output_tok_s"] == rate
 
 
-@pytest.mark.parametrize("http", ["native", "aiohttp"])
-def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path, http):
+@pytest.mark.parametrize("http,rx_loop", [("native", "auto"), ("native", "off"), ("aiohttp", "auto")])
+def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path, http, rx_loop):
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
               "--fault", "http_503:0.15", "--fault", "http_429:0.1", "--fault", "reset:0.1",
               "--fault", "malformed:0.1", "--param", "seed=4")
     try:
         spec = write_spec(tmp_path, sweep="    concurrency: [4]", out=8, extra="  requests: 60")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet", "--http", http]) == 0
+        args = ["--http", http, "--rx-loop", rx_loop]
+        assert main(["run", spec, "--base-url", sim.url, "--quiet", *args]) == 0
     finally:
         sim.close()
     doc = read(str(tmp_path / "r.json"))
     assert doc["environment"]["http_client"] == http
     p = doc["points"][0]
+    # the point says which transport read its requests, and what the receive loop cost
+    path = "aiohttp" if http == "aiohttp" else "rx_loop" if rx_loop == "auto" and RX_LOOP else "asyncio"
+    assert p["client"]["transport"] == {path: 60}
+    if path == "rx_loop":
+        rx = p["client"]["rx_loop"]
+        assert rx["reads"] > 0 and rx["lag_us"]["count"] == rx["reads"] and rx["cpu_s"] > 0
+    else:
+        assert "rx_loop" not in p["client"]
     errors = p["counts"]["errors"]
     assert set(errors) == {"http_status", "stream_broken", "malformed_chunk"}
     faults = [t["fault"] for t in sim.records().values()]

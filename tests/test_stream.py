@@ -5,6 +5,7 @@ any split of the byte stream."""
 import json
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,6 +169,12 @@ TRICKY = [
     b'{"usage":{"prompt_tokens_details":{"cached_tokens":1.0}},"timings":{"prompt_ms":3,"predicted_ms":2.5}}',
     b'{"x":{"timings":{"cache_n":4},"prompt_tokens_details":{"cached_tokens":4}},"timings":null}',
     b'{"choices":[{"delta":{"content":"t"}}],"timings":{"cache_n":4,"prompt_n":1,"predicted_n":1}}',
+    b'{"usage":{"completion_tokens":99999999999999999999999,"prompt_tokens":-9223372036854775809}}',
+    b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # deeper than json.loads follows: malformed
+    # cached tokens and timings no int64 or finite double holds: absent on both cores
+    b'{"usage":{"prompt_tokens_details":{"cached_tokens":9223372036854775808}},'
+    b'"timings":{"cache_n":9223372036854775807,"prompt_n":99999999999999999999,"prompt_ms":1e400,'
+    b'"predicted_ms":' + b"9" * 400 + b'}}',
 ]
 
 
@@ -256,3 +263,26 @@ def test_cores_agree_on_the_server_fixtures_over_any_split(cuts):
         cut = [c % (len(data) + 1) for c in cuts]
         results = [measure(m, data, cut) for m in cores()]
         assert all(r == results[0] for r in results)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=10))
+def test_kept_text_is_the_same_on_both_cores(cuts):
+    """keep_text (a tokenizer counts the output after the point): the text pieces of the fast
+    path (raw JSON strings, decoded when asked) and of json.loads (str) join identically."""
+    events = VLLM_CHAT + ODD + TRICKY[:14]
+    data = stream_of(events)
+    cuts = sorted({c % (len(data) + 1) for c in cuts})
+    texts = []
+    for stream_mod, _ in cores():
+        p = stream_mod.StreamParser(keep_text=True)
+        bounds = [0, *cuts, len(data)]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            p.feed(data[a:b], 1)
+        p.close(2)
+        texts.append(p.text())
+    assert all(t == texts[0] for t in texts)
+    assert texts[0].startswith(' Hello wörld "quoted"\n\tnext😀 emoji, 中文thinking...r end completion')
+    for stream_mod, _ in cores():
+        with pytest.raises(ValueError):
+            stream_mod.StreamParser().text()

@@ -1,7 +1,8 @@
 """Streamed responses of llama.cpp, vLLM, SGLang and TGI (tests/data/streams, written from
 each server's documented format) replayed byte for byte by a loopback server through
-benchc's client: both HTTP paths, both parser cores, written as the server writes them (one
-write per HTTP chunk) and cut at arbitrary points. No miscounting, no false errors."""
+benchc's client: both HTTP paths (the own reader on each of its transports), both parser
+cores, written as the server writes them (one write per HTTP chunk) and cut at arbitrary
+points. No miscounting, no false errors."""
 
 from __future__ import annotations
 
@@ -14,12 +15,17 @@ import pytest
 
 import benchc.client.request as request_mod
 from tests.conftest import REPO, both_cores
-from tests.test_keepalive import Client
+from tests.test_keepalive import NATIVE, Client
 
 DATA = os.path.join(REPO, "tests", "data", "streams")
 with open(os.path.join(DATA, "expected.json"), encoding="utf-8") as f:
     EXPECTED = json.load(f)
 PARSERS = both_cores("benchc.client._stream")
+READERS = both_cores("benchc.client._response")
+# (HTTP path, core): aiohttp and the own reader's event-loop transport with either parser
+# core; a receive loop reads with the cores of its own kind (rx-py the twins, rx-c compiled)
+CLIENTS = [(path, core) for path in ("aiohttp", "native-asyncio") for core in ("py", "c")]
+CLIENTS += [(path, path.rsplit("-", 1)[1]) for path in NATIVE if path != "native-asyncio"]
 
 
 def pieces(wire: bytes, how: str, seed: int) -> list[bytes]:
@@ -43,7 +49,7 @@ def pieces(wire: bytes, how: str, seed: int) -> list[bytes]:
     return out
 
 
-async def replay(path: str, wire: bytes, how: str, close_after: bool, n: int = 2):
+async def replay(path: str, core: str, wire: bytes, how: str, close_after: bool, n: int = 2):
     """n requests one after another; the server answers each with the fixture."""
     served = []
 
@@ -69,6 +75,9 @@ async def replay(path: str, wire: bytes, how: str, close_after: bool, n: int = 2
     server = await asyncio.start_server(conn, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
     c = Client(path)
+    if path == "native-asyncio":  # the reader and parser of this core (a loop brings its own)
+        c.pool.ResponseReader = READERS[core == "c"].ResponseReader
+        c.pool.StreamParser = PARSERS[core == "c"].StreamParser
     try:
         return [await c.request(url) for _ in range(n)], served
     finally:
@@ -77,18 +86,19 @@ async def replay(path: str, wire: bytes, how: str, close_after: bool, n: int = 2
 
 
 @pytest.mark.parametrize("how", ["server-writes", "random"])
-@pytest.mark.parametrize("path", ["native", "aiohttp"])
-@pytest.mark.parametrize("parser", PARSERS, ids=[m.__name__.rsplit(".", 1)[1] for m in PARSERS])
+@pytest.mark.parametrize("path,core", CLIENTS, ids=[f"{p}-{c}" for p, c in CLIENTS])
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_real_servers_streams_are_counted_exactly(name, parser, path, how, monkeypatch):
-    monkeypatch.setattr(request_mod, "StreamParser", parser.StreamParser)
+def test_real_servers_streams_are_counted_exactly(name, path, core, how, monkeypatch):
+    parser = PARSERS[core == "c"]
+    monkeypatch.setattr(request_mod, "StreamParser", parser.StreamParser)  # aiohttp's
     with open(os.path.join(DATA, name), "rb") as f:
         wire = f.read()
     want = EXPECTED[name]
     close_after = name.startswith("llamacpp")
-    records, served = asyncio.run(replay(path, wire, how, close_after))
+    records, served = asyncio.run(replay(path, core, wire, how, close_after))
     for r in records:
         assert r.ok, (r.error, r.error_detail)
+        assert type(r.parser) is parser.StreamParser  # the core this case is about read it
         assert r.status == 200 and r.parser.malformed == 0 and r.parser.error_event is None
         assert r.text_chunks == want["text_chunks"]
         assert r.text_bytes == len(want["text"].encode())
@@ -96,6 +106,8 @@ def test_real_servers_streams_are_counted_exactly(name, parser, path, how, monke
         assert r.usage_input_tokens == want["usage_input_tokens"]
         assert r.finish_reason == want["finish_reason"]
         assert r.multi_token_chunks == want["multi_token_chunks"]
+        # issue 14's fields: cached prompt tokens (usage) and llama.cpp's timings, on every path
+        assert r.cached_tokens == want.get("cached_tokens") and r.server_timings == want.get("server_timings")
         assert r.parser.done_ns and r.t0_ns <= r.first_text_ns <= r.end_ns
         line = r.to_json()
         assert 0 <= line["ttft_us"] <= line["e2e_us"]

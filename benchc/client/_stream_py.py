@@ -11,19 +11,33 @@ definition of the results the compiled core must reproduce exactly.
 from __future__ import annotations
 
 import json
+import math
 
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import ns_to_us
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # llama.cpp's per-response `timings` object: the fields benchc keeps, and their JSON type
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
 TIMINGS_MS = ("prompt_ms", "predicted_ms")
 
 
 def _count(v) -> int | None:
-    """A token count: a non-negative JSON integer, else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+    """A token count: a non-negative JSON integer that fits a signed 64-bit integer (the
+    compiled core holds it in int64), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _INT64_MAX else None
+
+
+def _ms(v) -> float | None:
+    """A duration in ms: a non-negative, finite JSON number (as a double), else None."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:  # an integer no double holds
+        return None
+    return f if 0 <= f < math.inf else None
 
 
 def _timings(t) -> dict | None:
@@ -35,9 +49,9 @@ def _timings(t) -> dict | None:
         if _count(t.get(k)) is not None:
             out[k] = t[k]
     for k in TIMINGS_MS:
-        v = t.get(k)
-        if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
-            out[k] = float(v)
+        v = _ms(t.get(k))
+        if v is not None:
+            out[k] = v
     return out or None
 
 
@@ -46,14 +60,16 @@ def interpret(payload: bytes) -> tuple | None:
     none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
     message of an error object or None; the text or None; usage.prompt_tokens_details.
     cached_tokens or None; llama.cpp's `timings` as a dict of its kept fields, or None).
-    None when the payload is not a JSON object.
+    None when the payload is not a JSON object (or nests deeper than json.loads follows).
+    Token counts outside a signed 64-bit integer are taken as absent (the compiled core
+    holds them in int64).
 
     This is the definition both cores follow: the compiled core reads the common shapes
     in place and calls this function for everything else.
     """
     try:
         obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
@@ -83,9 +99,9 @@ def interpret(payload: bytes) -> tuple | None:
     usage = obj.get("usage")
     if isinstance(usage, dict):
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(ct, int) and not isinstance(ct, bool):
+        if isinstance(ct, int) and not isinstance(ct, bool) and _INT64_MIN <= ct <= _INT64_MAX:
             completion = ct
-        if isinstance(pt, int) and not isinstance(pt, bool):
+        if isinstance(pt, int) and not isinstance(pt, bool) and _INT64_MIN <= pt <= _INT64_MAX:
             prompt = pt
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache

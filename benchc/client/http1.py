@@ -3,23 +3,33 @@
 Why not aiohttp on the hot path (measured, see benchmarks/client_ingest.py): a real
 server writes each SSE event as its own HTTP chunk, and aiohttp runs Python for every
 chunk (feed_data, its read buffer, a wakeup of the reading task): one profile saw 18,035
-socket reads deliver 197,376 chunks at 15-20 us each. Here the connection's protocol
-callback handles a whole socket read at once: one timestamp, one C call that de-chunks
-it (benchc.client._chunked), one C call that parses its events (benchc.client._stream). The sending
-task sleeps until the response ends. aiohttp stays for everything off the hot path
-(/models, /metrics, smoke checks).
+socket reads deliver 197,376 chunks at 15-20 us each.
+
+Two transports read a response, through one ResponseReader (benchc.client._response: the
+head, de-chunking, the stream parser):
+- the receive loop (benchc.client._rxloop; plain http on Linux with the compiled core): a
+  thread of its own, without the GIL, reads every connection handed to it; the asyncio
+  loop hears from it once per batch of finished responses;
+- the asyncio transports (https, other systems, BENCHC_NO_EXTENSIONS=1, --rx-loop off): the
+  connection's protocol callback handles a whole socket read at once: one timestamp, one
+  C call.
+Everything else is here, once, for both: connecting, writing the request, t0, the pool and
+its keep-alive rules, the timeouts, the retry of a reused connection, the exchange's
+outcome. The sending task sleeps until the response ends. aiohttp stays for everything off
+the hot path (/models, /metrics, smoke checks).
 
 Scope: http and https; a keep-alive pool without a limit; chunked, Content-Length and
 read-to-close bodies; no compression (Accept-Encoding: identity), no proxies, no
 redirects (a 3xx is an http_status error, as any status but 200).
 
-Keep-alive (ReuseRules, below, used by this pool and by the aiohttp path in request.py):
-a pooled connection is not reused once the server said it will close it (`Connection:
-close`, HTTP/1.0, EOF seen, `Keep-Alive: max` reached, idle past `Keep-Alive: timeout`);
-a request on a reused connection that fails before any response byte is sent once more
-on a fresh connection (the keep-alive race, as browsers and HTTP libraries handle it);
-an origin whose connections the server closes right after each response stops being
-pooled.
+Keep-alive (ReuseRules, below, used by this pool on both transports and by the aiohttp
+path in request.py): a pooled connection is not reused once the server said it will close
+it (`Connection: close`, HTTP/1.0, EOF seen, `Keep-Alive: max` reached, idle past
+`Keep-Alive: timeout`); a request on a reused connection that fails before any response
+byte is sent once more on a fresh connection (the keep-alive race, as browsers and HTTP
+libraries handle it); an origin whose connections the server closes right after each
+response stops being pooled. The response reader reads the `Connection` and `Keep-Alive`
+headers; the rules judge them here.
 """
 
 from __future__ import annotations
@@ -27,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import re
 import select
 import socket
 import ssl as ssl_mod
@@ -37,24 +46,17 @@ import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from benchc.client._chunked import ChunkedDecoder
+from benchc.client import _response, _rxloop, _stream
 from benchc.client._rx import read_stamped
 from benchc.client._rx_py import SO_TIMESTAMPNS
-from benchc.metrics.record import IDLE_TIMEOUT, STREAM_BROKEN, TIMEOUT
+from benchc.metrics.record import IDLE_TIMEOUT, TIMEOUT
 
 CLOCK = time.perf_counter_ns
 log = logging.getLogger(__name__)  # -vv: connections opened, keep-alive retries (no header is logged)
-MAX_HEAD = 64 * 1024  # response status line and headers
-_FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding"
-                              rb"|keep-alive)[ \t]*:([^\r\n]*)")
-EXCERPT = 300  # bytes of a non-200 body kept for the error detail
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None and sys.platform.startswith("linux")
 RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: a 256 KiB buffer cost 16 us per read
-
-
-class ProtocolError(Exception):
-    """The server's response broke HTTP/1.1 (bad status line, bad chunking, compression)."""
+RX_LOOP, ASYNCIO = "rx_loop", "asyncio"  # which transport read a response (Exchange.path)
 
 
 # ------------------------------------------------------------------ keep-alive rules
@@ -240,147 +242,70 @@ class Origin:
 
 
 class Exchange:
-    """One request's response, read by the connection's callbacks.
-
-    `parser` gets the body of a 200 (a StreamParser); any other status keeps an excerpt
-    of its body. `done` (a future) resolves when the response ends, fails, times out or
-    the connection goes away; `error` is then None or (kind, detail) with kind one of
-    TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN or CONNECT (benchc.metrics.record).
+    """One request's response. Its bytes are read by a ResponseReader fed by the connection's
+    transport: the asyncio protocol callback, or the receive loop's thread (`path` says
+    which). `done` (a future) resolves when the response ends, fails, times out or the
+    connection goes away; `error` is then None or (kind, detail) with kind one of TIMEOUT,
+    IDLE_TIMEOUT, STREAM_BROKEN or CONNECT (benchc.metrics.record), and `keep_alive` whether
+    the response let the connection carry another request (the keep-alive rules decide).
     """
 
-    __slots__ = ("parser", "done", "status", "error", "end_ns", "last_rx_ns", "got_bytes",
-                 "keep_alive", "keep_alive_header", "excerpt", "sent_ns", "early_reads", "_head", "_mode",
-                 "_remaining", "_decoder", "conn")
+    __slots__ = ("reader", "done", "error", "end_ns", "keep_alive", "conn", "path")
 
-    def __init__(self, parser: Any, done: asyncio.Future):
-        self.parser = parser
+    def __init__(self, reader: Any, done: asyncio.Future):
+        self.reader = reader
         self.done = done
-        self.status: int | None = None
         self.error: tuple[str, str] | None = None
         self.end_ns = 0
-        self.last_rx_ns = 0
-        self.got_bytes = False
-        self.keep_alive = True
-        self.keep_alive_header: bytes | None = None  # `Keep-Alive: timeout=5, max=100`
-        self.excerpt = b""
-        self.sent_ns = 0  # taken just before the request was handed to the socket
-        self.early_reads = 0  # reads stamped before sent_ns (dated sent_ns instead)
-        self._head = b""
-        self._mode = ""  # "chunked", "length" or "close", once the head is read
-        self._remaining = 0
-        self._decoder: Any = None
+        self.keep_alive = False
         self.conn: Connection | None = None
+        self.path = ASYNCIO
 
-    # ---- fed by Connection.data_received
+    # what the reader saw (the idle timer reads last_rx_ns while the response comes in)
+    @property
+    def status(self) -> int | None:
+        return self.reader.status
+
+    @property
+    def got_bytes(self) -> bool:
+        return self.reader.got_bytes
+
+    @property
+    def excerpt(self) -> bytes:
+        return self.reader.excerpt
+
+    @property
+    def last_rx_ns(self) -> int:
+        return self.reader.last_rx_ns
+
+    @property
+    def sent_ns(self) -> int:
+        """Taken just before the request was handed to the socket (t0)."""
+        return self.reader.sent_ns
+
+    @property
+    def early_reads(self) -> int:
+        """Reads stamped before sent_ns (dated sent_ns instead; see ResponseReader)."""
+        return self.reader.early_reads
+
+    @property
+    def keep_alive_header(self) -> bytes | None:
+        """The response's `Keep-Alive: timeout=5, max=100` value, for the keep-alive rules."""
+        return self.reader.keep_alive_header
+
+    # ---- fed by Connection.data_arrived (the asyncio transports)
 
     def feed(self, data: bytes, now: int) -> None:
-        if now < self.sent_ns:
-            # No answer precedes its request, and sent_ns is read before the write; a kernel
-            # stamp (CLOCK_REALTIME moved onto the monotonic clock) that says otherwise is off
-            # by a clock step. Dated at sent_ns, and counted.
-            now = self.sent_ns
-            self.early_reads += 1
-        self.got_bytes = True
-        self.last_rx_ns = now
-        if not self._mode:
-            data = self._read_head(data)
-            if data is None or self.done.done():
-                return
-        if self._mode == "chunked":
-            payload = self._decoder.feed(data)
-            if payload:
-                self._deliver(payload, now)
-            if self._decoder.done:
-                self.keep_alive = self.keep_alive and not self._decoder.excess
-                self.finish(now)
-            elif self._decoder.error:
-                self.keep_alive = False
-                self.finish(now, (STREAM_BROKEN, f"bad chunked encoding: {self._decoder.error}"))
-        elif self._mode == "length":
-            if len(data) > self._remaining:
-                self.keep_alive = False  # bytes past the body: the connection is out of step
-                data = data[:self._remaining]
-            self._remaining -= len(data)
-            if data:
-                self._deliver(data, now)
-            if self._remaining == 0:
-                self.finish(now)
-        elif data:  # "close": the body ends when the server closes
-            self._deliver(data, now)
+        r = self.reader
+        r.feed(data, now)
+        if r.finished:
+            self.finish(r.end_ns, r.error)
 
-    def _deliver(self, payload: bytes, now: int) -> None:
-        if self.status == 200:
-            self.parser.feed(payload, now)
-        elif len(self.excerpt) < EXCERPT:
-            self.excerpt += payload[:EXCERPT - len(self.excerpt)]
-
-    def _read_head(self, data: bytes) -> bytes | None:
-        """Consumes the status line and headers; returns the body bytes that followed them,
-        or None while the head is incomplete (or broken: the exchange is then finished)."""
-        buf = self._head + data
-        end, sep = buf.find(b"\r\n\r\n"), 4
-        if end < 0:
-            end, sep = buf.find(b"\n\n"), 2
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                self.keep_alive = False
-                self.finish(self.last_rx_ns, (STREAM_BROKEN, "response head too large"))
-            self._head = buf
-            return None
-        head, rest = buf[:end], buf[end + sep:]
-        self._head = b""
-        try:
-            self._parse_head(head)
-        except ProtocolError as e:
-            self.keep_alive = False
-            self.finish(self.last_rx_ns, (STREAM_BROKEN, str(e)))
-            return None
-        if self.status is not None and 100 <= self.status < 200:  # 100 Continue and friends
-            self.status, self._mode = None, ""
-            return self._read_head(rest) if rest else None
-        if self._mode == "length" and self._remaining == 0:
-            self.finish(self.last_rx_ns)
-            return None
-        return rest
-
-    def _parse_head(self, head: bytes) -> None:
-        status_line, _, fields = head.partition(b"\n")
-        parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise ProtocolError(f"bad status line: {status_line[:80]!r}")
-        self.status = int(parts[1])
-        if parts[0] == b"HTTP/1.0":
-            self.keep_alive = False
-        length, chunked = None, False
-        # only the four headers that frame the body matter; one regex pass finds them
-        for name, value in _FRAMING_HEADERS.findall(b"\n" + fields.lower()):
-            value = value.strip()
-            if name == b"transfer-encoding":
-                chunked = chunked or b"chunked" in value
-            elif name == b"content-length":
-                if not value.isdigit():
-                    raise ProtocolError(f"bad Content-Length: {value[:40]!r}")
-                length = int(value)
-            elif name == b"connection":
-                if b"close" in value:
-                    self.keep_alive = False
-                elif b"keep-alive" in value:
-                    self.keep_alive = True
-            elif name == b"keep-alive":
-                self.keep_alive_header = value
-            elif name == b"content-encoding" and value not in (b"", b"identity"):
-                raise ProtocolError(f"compressed response ({value.decode('latin-1')}) although "
-                                    f"identity was asked for")
-        if 100 <= self.status < 200:
-            return
-        if chunked:
-            self._mode, self._decoder = "chunked", ChunkedDecoder()
-        elif length is not None:
-            self._mode, self._remaining = "length", length
-        elif self.status in (204, 304):
-            self._mode, self._remaining = "length", 0
-        else:
-            self._mode, self.keep_alive = "close", False
+    def lost(self, exc: BaseException | None) -> None:
+        """The connection closed: the end of a read-to-close body, else a broken one."""
+        r = self.reader
+        r.lost(exc, CLOCK())
+        self.finish(r.end_ns, r.error)
 
     # ---- endings
 
@@ -389,23 +314,11 @@ class Exchange:
             return
         self.end_ns = now or CLOCK()
         self.error = error
+        self.keep_alive = error is None and self.reader.keep_alive
         conn, self.conn = self.conn, None
         if conn is not None:
             conn.exchange_over(self)
         self.done.set_result(None)
-
-    def lost(self, exc: BaseException | None) -> None:
-        """The connection closed: the end of a read-to-close body, else a broken one."""
-        if self._mode == "close" and exc is None:
-            self.finish(CLOCK())
-            return
-        why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
-        if self.status is None:
-            why += " before any response" if not self.got_bytes else " inside the response head"
-        else:
-            why += " mid-response"
-        self.keep_alive = False
-        self.finish(CLOCK(), (STREAM_BROKEN, why[:200]))
 
 
 class Connection(asyncio.Protocol):
@@ -414,7 +327,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, pool: Pool, key: tuple):
         self.pool = pool
         self.key = key
-        self.transport: asyncio.Transport | None = None
+        self.transport: Any = None  # asyncio's, a StampedTransport or an RxTransport
         self.exchange: Exchange | None = None
         self.closed = False  # set before we close it: a close we did not start is the server's
         self.use = pool.rules.opened(key)
@@ -424,7 +337,7 @@ class Connection(asyncio.Protocol):
         return self.use.idle_since
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self.data_arrived(data, CLOCK())  # stamped before anything else runs
@@ -455,14 +368,33 @@ class Connection(asyncio.Protocol):
         self.exchange = ex
         ex.conn = self
         self.use.reused = self.use.exchanges > 0
+        t = self.transport
+        if isinstance(t, RxTransport):
+            ex.path = RX_LOOP
+            if not t.begin(ex.reader):
+                # The loop saw the connection end (or bytes nobody asked for) while it sat idle,
+                # and Python had not heard yet: the request is never written. As a write on a
+                # closed connection: lost, and raced (retry_on_fresh) when reused.
+                self.exchange, ex.conn = None, None
+                if self.use.exchanges and t.rx.closed_for == "end":
+                    self.pool.rules.server_closed(self.key, CLOCK() - self.use.idle_since)
+                self.close()
+                ex.lost(None)
+                return
         try:
-            self.transport.write(request)  # type: ignore[union-attr]
+            t.write(request)
         except (OSError, RuntimeError) as e:  # a transport closing under us: as if lost
             self.exchange, ex.conn = None, None
             if self.use.exchanges:
                 self.pool.rules.server_closed(self.key, None)
             self.close()
             ex.lost(e)
+
+    def stop_reading(self) -> bool:
+        """Before Python ends the exchange itself (a timeout): False when the receive loop had
+        already finished it (its outcome is on the way, and stands)."""
+        t = self.transport
+        return t.take_back() if isinstance(t, RxTransport) else True
 
     def exchange_over(self, ex: Exchange) -> None:
         self.exchange = None
@@ -476,11 +408,17 @@ class Connection(asyncio.Protocol):
     def dropped(self) -> bool:
         """Whether this idle connection already holds an EOF (or stray bytes) the event loop
         has not read yet: a peek costs one syscall and spares a request the keep-alive race
-        (urllib3 checks idle connections the same way)."""
+        (urllib3 checks idle connections the same way). On the receive loop, first whether
+        the loop closed it already (it read the end, or bytes nobody asked for) and Python has
+        not heard yet; else the same peek (the loop may not have got to it)."""
         t = self.transport
         if t is None or t.is_closing():
             return True  # connection_lost is on its way, and counts the close
-        sock = getattr(t, "sock", None)  # StampedTransport: the plain socket
+        if isinstance(t, RxTransport) and t.rx.poll() == "closed":
+            if t.rx.closed_for == "end":  # the loop read the server's close
+                self.pool.rules.server_closed(self.key, CLOCK() - self.use.idle_since)
+            return True
+        sock = getattr(t, "sock", None)  # StampedTransport, RxTransport: the plain socket
         if sock is None:
             return False  # asyncio's own transports (TLS) report an EOF through connection_lost
         try:
@@ -511,10 +449,16 @@ class Connection(asyncio.Protocol):
 class Pool:
     """Keep-alive connections per origin, opened on demand, no limit (as the aiohttp
     connector benchc uses elsewhere), reused by `rules` (ReuseRules): idle ones older than
-    keepalive_s or the server's Keep-Alive timeout are closed."""
+    keepalive_s or the server's Keep-Alive timeout are closed.
+
+    `rx_loop`: "auto" hands plain-http connections to the compiled receive loop where there
+    is one (benchc.client._rxloop: Linux, compiled core); "off" (or None) reads them on the
+    asyncio loop; a module with RxLoop (benchc.client._rxloop_py, _rxloop_c) picks one, as
+    tests do. The loop reads with the reader and parser of its own core (its module's
+    ResponseReader and StreamParser); without a loop the selected cores read."""
 
     def __init__(self, keepalive_s: float = 60.0, ssl_context: ssl_mod.SSLContext | None = None,
-                 kernel_stamps: bool = KERNEL_STAMPS, rules: ReuseRules | None = None):
+                 kernel_stamps: bool = KERNEL_STAMPS, rules: ReuseRules | None = None, rx_loop: Any = "auto"):
         self.keepalive_s = keepalive_s
         self.rules = rules or ReuseRules(keepalive_s)
         self.kernel_stamps = kernel_stamps  # plain http on Linux: reads carry the kernel's stamp
@@ -529,6 +473,21 @@ class Pool:
         self._open: set[Connection] = set()
         self._origins: dict[tuple[str, tuple], Origin] = {}
         self._ssl = ssl_context  # https: the system's trust store unless one is given
+        if rx_loop == "auto":
+            rx_loop = _rxloop.MODULE
+        elif rx_loop == "off":
+            rx_loop = None
+        self._rx_mod: Any = rx_loop if kernel_stamps else None  # the loop reads stamped sockets only
+        self.ResponseReader = self._rx_mod.ResponseReader if self._rx_mod else _response.ResponseReader
+        self.StreamParser = self._rx_mod.StreamParser if self._rx_mod else _stream.StreamParser
+        self._rx: Any = None  # the loop, started with the first connection it reads
+        self._rx_conns: dict[int, RxTransport] = {}  # by token
+        self._rx_tokens = 0
+
+    @property
+    def rx_loop(self) -> Any:
+        """The receive loop (None until a connection was handed to one)."""
+        return self._rx
 
     def origin(self, url: str, headers: dict[str, str]) -> Origin:
         key = (url, tuple(headers.items()))
@@ -550,7 +509,7 @@ class Pool:
                 conn.close()
                 continue
             if conn.dropped():
-                if not conn.transport.is_closing():  # type: ignore[union-attr]
+                if not conn.transport.is_closing():
                     conn.close()
                 continue
             return conn
@@ -560,7 +519,8 @@ class Pool:
         loop = asyncio.get_running_loop()
         if self.kernel_stamps and not origin.tls:
             conn = await self._connect_stamped(loop, origin)
-            log.debug("opened a connection to %s:%d (kernel receive stamps)", origin.host, origin.port)
+            log.debug("opened a connection to %s:%d (kernel receive stamps%s)", origin.host, origin.port,
+                      ", the receive loop reads it" if isinstance(conn.transport, RxTransport) else "")
             return conn
         if origin.tls and self._ssl is None:
             self._ssl = ssl_mod.create_default_context()
@@ -588,10 +548,31 @@ class Pool:
                 sock.close()
                 raise
             conn = Connection(self, origin.key)
-            conn.transport = StampedTransport(loop, sock, conn)  # type: ignore[assignment]
+            if self._rx_mod is not None:
+                conn.transport = RxTransport(loop, sock, conn, self)
+            else:
+                conn.transport = StampedTransport(loop, sock, conn)
             self._open.add(conn)
             return conn
         raise error or OSError(f"no address for {origin.host}")
+
+    # ---- the receive loop
+
+    def _rx_attach(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                   transport: RxTransport) -> Any:
+        if self._rx is None:
+            self._rx = self._rx_mod.RxLoop()
+            loop.add_reader(self._rx.fileno(), self._rx_finished)
+        self._rx_tokens += 1
+        self._rx_conns[self._rx_tokens] = transport
+        return self._rx.attach(sock, self._rx_tokens)
+
+    def _rx_finished(self) -> None:
+        """The loop finished responses or saw connections end: one wakeup for all of them."""
+        for token in self._rx.finished():
+            t = self._rx_conns.get(token)
+            if t is not None:
+                t.reported()
 
     def release(self, conn: Connection) -> None:
         self._idle.setdefault(conn.key, []).append(conn)
@@ -608,6 +589,30 @@ class Pool:
             self._primer = None
         if self._open:
             await asyncio.sleep(0)  # let the transports run their connection_lost
+        if self._rx is not None:
+            asyncio.get_running_loop().remove_reader(self._rx.fileno())
+            self._rx.close()
+
+
+class RxFigures:
+    """What the receive loop cost over a span (a load point), for the client self-check: its
+    thread's CPU seconds, its lag (us from a read's kernel stamp to the loop's read of it: a
+    loop that falls behind shows here, while every stamp stays exact), its reads and bytes.
+    Made at the span's start; take() at its end (None when no loop read in the span)."""
+
+    def __init__(self, pool: Pool):
+        self.pool = pool
+        rx = pool.rx_loop
+        self.cpu0 = rx.cpu_s() if rx is not None else 0.0
+        if rx is not None:
+            rx.take_lag()  # start afresh
+
+    def take(self) -> dict | None:
+        rx = self.pool.rx_loop
+        if rx is None:
+            return None
+        lag, reads, nbytes = rx.take_lag()
+        return {"cpu_s": rx.cpu_s() - self.cpu0, "lag": lag, "reads": reads, "bytes": nbytes}
 
 
 class StampedTransport:
@@ -623,7 +628,13 @@ class StampedTransport:
         self.fd = sock.fileno()
         self.closed = False
         self._out = bytearray()
-        loop.add_reader(self.fd, self._readable)
+        self._watch()
+
+    def _watch(self) -> None:
+        self.loop.add_reader(self.fd, self._readable)
+
+    def _unwatch(self) -> None:
+        self.loop.remove_reader(self.fd)
 
     def _readable(self) -> None:
         try:
@@ -682,22 +693,70 @@ class StampedTransport:
         if self.closed:
             return
         self.closed = True
-        self.loop.remove_reader(self.fd)
+        self._unwatch()
         if self._out:
             self.loop.remove_writer(self.fd)
         self.sock.close()
         self.loop.call_soon(self.protocol.connection_lost, exc)
 
 
+class RxTransport(StampedTransport):
+    """A StampedTransport whose reads the receive loop's thread makes: the asyncio loop only
+    writes the request (the rest of it too, should the socket's buffer fill) and hears from
+    the receive loop when a response finished or the connection ended (`reported`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: Connection,
+                 pool: Pool):
+        self.pool = pool
+        super().__init__(loop, sock, protocol)
+
+    def _watch(self) -> None:
+        self.rx = self.pool._rx_attach(self.loop, self.sock, self)
+
+    def _unwatch(self) -> None:
+        self.rx.detach()  # before the socket closes: the loop never reads a closed descriptor
+        self.pool._rx_conns.pop(self.rx.token, None)
+
+    def begin(self, reader: Any) -> bool:
+        return self.rx.begin(reader)
+
+    def take_back(self) -> bool:
+        return self.rx.take_back()
+
+    def reported(self) -> None:
+        """The loop finished the exchange's response (its reader says how), or stopped
+        watching the connection: it ended under a response or while idle, or carried bytes
+        nobody asked for. Each goes the way the event-loop transport's callbacks take it, in
+        the order the loop saw them: a response that finished, through the exchange's finish
+        (the keep-alive rules judge it); an end, through connection_lost (the rules hear of
+        the server's close; an exchange it ended finishes as lost there); stray bytes, or a
+        response that said close, through the connection's own close."""
+        state = self.rx.poll()  # under the slot's lock: the reader's fields are the loop's last
+        why = self.rx.closed_for if state == "closed" else None
+        if self.closed:
+            return
+        if why == "lost":
+            self._shutdown(None)
+            return
+        ex = self.protocol.exchange
+        if ex is not None and state != "active" and ex.reader.finished:
+            ex.finish(ex.reader.end_ns, ex.reader.error)  # then an end, if one came
+        if state == "closed" and not self.closed:
+            if why == "end":
+                self._shutdown(None)  # the server closed it while idle
+            else:
+                self.protocol.close()  # stray bytes: out of step
+
+
 async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, parser: Any,
                    total_s: float, idle_s: float, on_sent: Any) -> Exchange:
-    """Sends one request and reads its response into `parser`. Connect failures raise
-    OSError (or asyncio.TimeoutError); every other failure is in the returned exchange's
-    `error`. A request on a reused connection that failed before any response byte goes
-    once more on a fresh connection (retry_on_fresh). `on_sent(sent_ns, reused, connect_ns)`
-    is called after each attempt is handed to the socket, with the time taken just before
-    the write; `connect_ns` is the time that attempt spent opening its connection (0 on a
-    reused one)."""
+    """Sends one request and reads its response into `parser` (made by pool.StreamParser).
+    Connect failures raise OSError (or asyncio.TimeoutError); every other failure is in the
+    returned exchange's `error`. A request on a reused connection that failed before any
+    response byte goes once more on a fresh connection (retry_on_fresh), on either transport.
+    `on_sent(sent_ns, reused, connect_ns)` is called after each attempt is handed to the
+    socket, with the time taken just before the write; `connect_ns` is the time that attempt
+    spent opening its connection (0 on a reused one)."""
     loop = asyncio.get_running_loop()
     start = CLOCK()
     ex: Exchange | None = None
@@ -710,13 +769,14 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
             t = CLOCK()
             conn = await asyncio.wait_for(pool.connect(origin), max(left, 0.001))
             connect_ns = CLOCK() - t
-        ex = Exchange(parser, loop.create_future())
         request = origin.request(request_id, body)
         # Stamped just before the write: no answer can arrive before it. Read after the write
         # returns, the stamp came late whenever the send woke the server on this CPU and the
         # kernel switched to it on the way out of the syscall (its answer then carried an
-        # earlier kernel stamp than the request's).
-        ex.sent_ns = ex.last_rx_ns = sent = CLOCK()
+        # earlier kernel stamp than the request's). The reader dates a read stamped earlier
+        # (a clock step) at this time, and counts it.
+        sent = CLOCK()
+        ex = Exchange(pool.ResponseReader(parser, sent), loop.create_future())
         conn.start(ex, request)
         on_sent(sent, reused, connect_ns)
         timer = _Deadline(loop, ex, sent, total_s - (sent - start) / 1e9, idle_s)
@@ -767,7 +827,8 @@ class _Deadline:
             self.handle = self.loop.call_later(self._wait_s(), self._check)
             return
         conn = ex.conn
-        ex.keep_alive = False
+        if conn is not None and not conn.stop_reading():
+            return  # the receive loop finished it first: its outcome stands
         ex.finish(now, (kind, why))
         if conn is not None:
             conn.abort()

@@ -97,6 +97,7 @@ def headers_for(target: Target) -> dict[str, str]:
     return h
 
 
+AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 names its own two)
 AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
 
 
@@ -241,6 +242,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     seen by aiohttp itself, not by a peek, and does not count toward the pooling verdict."""
     parser = StreamParser(keep_text)
     rec.parser = parser
+    rec.path = AIOHTTP
     rules = getattr(session.connector, "rules", None)
     kw = {"data": body, "headers": {**headers, "x-request-id": rec.id},
           "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.idle_timeout_s),
@@ -329,9 +331,11 @@ def _conclude(rec: RequestRecord, parser: Any) -> RequestRecord:
 async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, rec: RequestRecord,
                       target: Target, keep_text: bool = False) -> RequestRecord:
     """As send(), on benchc's own HTTP/1.1 connections (benchc.client.http1): each socket read
-    is stamped, de-chunked and parsed in one protocol callback, and t0 is taken just before
-    the request is handed to the socket."""
-    parser = StreamParser(keep_text)
+    is stamped, de-chunked and parsed in one C call (on the receive loop's thread, or in a
+    protocol callback of the event loop), and t0 is taken just before the request is handed
+    to the socket. `rec.path` says which transport read the response: the receive loop or
+    the asyncio loop (see benchc.client.http1)."""
+    parser = pool.StreamParser(keep_text)
     rec.parser = parser
     rec.t0_ns = CLOCK()
 
@@ -356,6 +360,7 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         return _conclude(rec, parser)
     rec.status = ex.status
     rec.early_reads = ex.early_reads
+    rec.path = ex.path
     if ex.error is None and ex.status != 200:
         rec.error = HTTP
         rec.error_detail = f"{ex.status}: {ex.excerpt.decode('utf-8', 'replace')}"

@@ -9,7 +9,8 @@ cdef class Histogram:
     cdef int64_t* _counts
     cdef readonly int64_t total_count, out_of_range, min_value, max_value
 
-    cdef inline int _bucket(self, int64_t v) nogil
+    cdef inline int _bucket(self, int64_t v) noexcept nogil
+    cdef inline Py_ssize_t _index(self, int64_t v) noexcept nogil
     cpdef Py_ssize_t index_of(self, int64_t v)
     cpdef int64_t value_at_index(self, Py_ssize_t i)
     cpdef int64_t lowest_equivalent(self, int64_t v)
@@ -17,4 +18,5 @@ cdef class Histogram:
     cpdef int64_t highest_equivalent(self, int64_t v)
     cpdef int64_t median_equivalent(self, int64_t v)
     cpdef bint record(self, int64_t value, int64_t count=*)
+    cdef bint record_nogil(self, int64_t value, int64_t count) noexcept nogil
     cpdef int64_t value_at_percentile(self, double p)

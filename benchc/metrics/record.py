@@ -70,6 +70,7 @@ class RequestRecord:
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
+    path: str | None = None  # the transport that read the response: rx_loop, asyncio or aiohttp
 
     @property
     def ok(self) -> bool:
@@ -95,7 +96,7 @@ class RequestRecord:
                 "cached_tokens": self.cached_tokens, "reused_prompt": self.reused,
                 "finish_reason": self.finish_reason, "error": self.error,
                 "error_detail": self.error_detail, "status": self.status,
-                "reused_connection": self.reused_connection, "retried": self.retried}
+                "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
         if self.turn is not None:
             out.update(session=self.session, turn=self.turn)
         return out

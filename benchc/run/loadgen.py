@@ -15,14 +15,16 @@ import random
 import resource
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count, islice
 
 import aiohttp
 
+from benchc.client.http1 import RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
-from benchc.metrics.latency import Recorder
+from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
@@ -120,6 +122,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     slots = SlotLedger(step.concurrency or step.max_concurrency or None)
     # open loop: sends LATE_SEND_US or more after their time, and arrivals held at max_concurrency
     open_counts = {"late": 0, "capped": 0}
+    paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
+    rx = RxFigures(ctx.pool) if ctx.pool is not None else None
     cpu0, wall0 = _cpu_s(), time.perf_counter()
     steady = {"start_ns": None, "end_ns": None, "tokens": 0}
     deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
@@ -166,6 +170,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             if ended is not None:
                 ended()
             sends.add(r)
+            if r.path is not None:
+                paths[r.path] += 1
             if r.scheduled_ns is not None:
                 skew.record_ns(max(0, r.t0_ns - r.scheduled_ns))
                 if r.t0_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
@@ -249,7 +255,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         await check.stop()
     wall = time.perf_counter() - wall0
     cpu = _cpu_s() - cpu0
-    out = _client_summary(check, skew, cpu, wall, steady, step, open_counts)
+    out = _client_summary(check, skew, cpu, wall, steady, step, open_counts, dict(paths),
+                          rx.take() if rx is not None else None)
     figures, reasons = sends.summary()
     rules = reuse_rules(ctx.session, ctx.pool)  # type: ignore[arg-type]
     if rules is not None:
@@ -331,29 +338,54 @@ async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule:
 
 
 def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: float, steady: dict,
-                    step: Step, sends: dict | None = None) -> dict:
+                    step: Step, sends: dict | None = None, transport: dict | None = None,
+                    rx: dict | None = None) -> dict:
     lag = check.lag.summary()
     cpu_fraction = cpu_s / wall_s if wall_s > 0 else 0.0
+    # the event loop's thread: the process less the receive loop's thread, where one read
+    loop_cpu_fraction = (cpu_s - rx["cpu_s"]) / wall_s if rx is not None and wall_s > 0 else cpu_fraction
     reasons = []
     if lag.get("p99", 0) > LOOP_LAG_P99_US and check.late_ticks >= LOOP_LAG_MIN_TICKS:
         reasons.append(f"event-loop lag p99 {lag['p99'] / 1000:.1f} ms > {LOOP_LAG_P99_US / 1000:.0f} ms "
                        f"({check.late_ticks} ticks late)")
-    if cpu_fraction >= CPU_BUSY_FRACTION:
-        reasons.append(f"client CPU {cpu_fraction:.0%} of one core")
+    if loop_cpu_fraction >= CPU_BUSY_FRACTION:
+        reasons.append(f"client CPU {loop_cpu_fraction:.0%} of one core")
     sk = skew.summary()  # schedule -> send: the cap's queueing and the client's delay together
+    rx_block = _rx_check(rx, wall_s, reasons) if rx is not None else None
     steady_s = ((steady["end_ns"] or 0) - (steady["start_ns"] or 0)) / 1e9 if steady["end_ns"] else 0.0
     mean_inflight = check.inflight_sum / check.inflight_samples if check.inflight_samples else 0.0
+    client = {
+        "loop_lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
+        "late_ticks": check.late_ticks,
+        "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
+        "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
+        **({"late_sends": sends["late"], "capped_sends": sends["capped"]}
+           if sends is not None and step.concurrency is None else {}),
+        "client_limited": bool(reasons), "reasons": reasons,
+    }
+    if transport:
+        client["transport"] = transport
+    if rx_block is not None:
+        client["rx_loop"] = rx_block
     return {
-        "client": {
-            "loop_lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
-            "late_ticks": check.late_ticks,
-            "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
-            "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
-            **({"late_sends": sends["late"], "capped_sends": sends["capped"]}
-               if sends is not None and step.concurrency is None else {}),
-            "client_limited": bool(reasons), "reasons": reasons,
-        },
+        "client": client,
         "steady": {"duration_s": round(steady_s, 6), "output_tokens": steady["tokens"],
                    "output_tok_s": round(steady["tokens"] / steady_s, 3) if steady_s > 0.05 else None},
         "mean_inflight_sampled": round(mean_inflight, 3),
     }
+
+
+def _rx_check(rx: dict, wall_s: float, reasons: list[str]) -> dict:
+    """The receive loop's part of the self-check, by the event loop's own thresholds: its lag
+    (a read's kernel stamp to the loop's read of it) and its thread's CPU."""
+    lag = summarize(rx["lag"])
+    late = sum(count for us, count in rx["lag"].nonzero() if us > LOOP_LAG_P99_US)
+    fraction = rx["cpu_s"] / wall_s if wall_s > 0 else 0.0
+    if lag.get("p99", 0) > LOOP_LAG_P99_US and late >= LOOP_LAG_MIN_TICKS:
+        reasons.append(f"receive-loop lag p99 {lag['p99'] / 1000:.1f} ms > {LOOP_LAG_P99_US / 1000:.0f} ms "
+                       f"({late} reads late)")
+    if fraction >= CPU_BUSY_FRACTION:
+        reasons.append(f"receive-loop CPU {fraction:.0%} of one core")
+    return {"lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
+            "late_reads": late, "reads": rx["reads"], "bytes": rx["bytes"],
+            "cpu_s": round(rx["cpu_s"], 4), "cpu_fraction": round(fraction, 4)}

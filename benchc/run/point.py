@@ -63,12 +63,13 @@ def _connection_log() -> aiohttp.TraceConfig:
 
 @contextlib.asynccontextmanager
 async def open_client(prepared: Prepared, target: Target, base_url: str, http: str,
-                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0
+                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0, rx_loop: str = "auto"
                       ) -> AsyncIterator[StepContext]:
     """The client of one combination's measured requests: benchc's own HTTP/1.1 pool
-    (http="native") or an aiohttp session, closed on the way out."""
+    (http="native"; `rx_loop` "auto" reads plain http on the receive loop where it is built,
+    "off" on the event loop) or an aiohttp session, closed on the way out."""
     async with measured_session() as session:
-        pool = http1.Pool() if http == "native" else None
+        pool = http1.Pool(rx_loop=rx_loop) if http == "native" else None
         try:
             yield StepContext(session=session, url=endpoint(base_url, target.api),
                               headers=headers_for(target), target=target,

@@ -68,10 +68,12 @@ class RayBackend:
     """The run's workers on a Ray cluster: started once (start), sent each combination's
     prompts (prepare), given each point's shards (measure), killed at the end (stop)."""
 
-    def __init__(self, address: str | None, workers: int, http: str = "native", grace_s: float = 5.0):
+    def __init__(self, address: str | None, workers: int, http: str = "native", grace_s: float = 5.0,
+                 rx_loop: str = "auto"):
         if workers < 0:
             raise UsageError(f"--workers {workers}: give 1 or more (0: one per free CPU of the cluster)")
         self.address, self.requested, self.http, self.grace_s = address, workers, http, grace_s
+        self.rx_loop = rx_loop  # --rx-loop: the workers' transport for measured streams
         self.ray = import_ray()
         self.run_id = uuid.uuid4().hex[:8]
         self.actors: list = []
@@ -199,7 +201,8 @@ class RayBackend:
         start_at = time.time() + START_DELAY_S
         plan_hash = self.plan_dict["plan_hash"]
         refs = [self.actors[s.index].run.remote(plan_hash, combo, st.__dict__, base_url, seed, s, start_at,
-                                                self.http, (deal.start, deal.seen), self.grace_s)
+                                                self.http, (deal.start, deal.seen), self.grace_s,
+                                                self.rx_loop)
                 for st, s in shards]
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
         outcomes = await self._collect(refs, [s for _, s in shards], start_at, stop or asyncio.Event())
@@ -334,7 +337,7 @@ class LoadWorker:
 
     async def run(self, plan_hash: str, combo_index: int, step_dict: dict, base_url: str, seed: int,
                   shard: Shard, start_at: float, http: str = "native", deal: tuple[int, int] = (0, 0),
-                  grace_s: float = 5.0) -> Measurement:
+                  grace_s: float = 5.0, rx_loop: str = "auto") -> Measurement:
         got = self._combos.get((plan_hash, combo_index))
         if got is None:
             raise RunError(f"combination {combo_index} was not sent to this worker")
@@ -350,7 +353,8 @@ class LoadWorker:
         # a halt may come before this call runs: it leaves the point's stop set
         stop = self._stops.setdefault(start_at, asyncio.Event())
         try:
-            async with open_client(prepared, prepared.combo.target, base_url, http, stop, grace_s) as ctx:
+            async with open_client(prepared, prepared.combo.target, base_url, http, stop, grace_s,
+                                   rx_loop=rx_loop) as ctx:
                 # every shard waits for the shared wall-clock start (or a halt)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(0.0, start_at - time.time()))

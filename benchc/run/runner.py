@@ -75,6 +75,7 @@ class RunOptions:
     ray_address: str | None = None
     workers: int = 0  # ray: 0 means one per CPU of the cluster
     http: str = "native"  # the measured requests' client: "native" (benchc.client.http1) or "aiohttp"
+    rx_loop: str = "auto"  # native: "auto" reads plain http on the receive loop where built, "off" never
 
 
 @dataclass
@@ -203,7 +204,8 @@ class Runner:
             # sessions would split by session, not by request (run/shards.py): not built yet
             raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
                              "--backend local")
-        self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.grace_s)
+        self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.grace_s,
+                                  rx_loop=self.opts.rx_loop)
         hosts = await self.backend.start(self.plan, self.stop_event)
         if hosts:  # else interrupted while they started
             self.backend_info = self.backend.info()
@@ -335,7 +337,7 @@ class Runner:
         async with aiohttp.ClientSession() as control:
             await self._describe_target(control, combo, base_url, steps)
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
-                                   self.opts.grace_s) as ctx:
+                                   self.opts.grace_s, self.opts.rx_loop) as ctx:
                 first = True
 
                 async def run_load(step: Step, seed: int) -> dict | None:

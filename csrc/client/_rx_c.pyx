@@ -1,7 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """One socket read with the kernel's receive stamp, in C; same API and results as
 benchc/client/_rx_py.py. The Python twin costs a 4-tuple, a list of ancillary tuples and a
-struct unpack per read; at one read per token that showed as the client's CPU."""
+struct unpack per read; at one read per token that showed as the client's CPU. The read
+itself is `recv_stamped` (benchc/client/_rx_c.pxd), run without the GIL: read_stamped and
+the receive loop (_rxloop_c) share it."""
+
+import os
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.errno cimport EAGAIN, EINTR, errno
@@ -53,49 +57,70 @@ cdef inline int64_t _ns(int clock) noexcept nogil:
     return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
-def read_stamped(sock, Py_ssize_t size):
-    """(bytes read, b"" at end of stream; their arrival on the monotonic clock of
-    time.perf_counter_ns): the kernel's receive stamp when the socket asked for
-    SO_TIMESTAMPNS, else now. BlockingIOError when nothing is there, OSError on failure."""
-    cdef int fd = sock.fileno()
-    cdef char* buf = <char*>malloc(size)
+cdef int64_t monotonic_ns() noexcept nogil:
+    """time.perf_counter_ns()'s clock."""
+    return _ns(CLOCK_MONOTONIC)
+
+
+cdef Py_ssize_t recv_stamped(int fd, unsigned char* buf, Py_ssize_t size, int64_t* stamp,
+                             int64_t* now) noexcept nogil:
+    """recvmsg into buf: the byte count (0 at end of stream, -1 with errno set), the bytes'
+    arrival in stamp (the kernel's receive stamp when the socket asked for SO_TIMESTAMPNS,
+    else now) and the time of the read in now, both on the monotonic clock."""
     cdef char control[128]
     cdef iovec iov
     cdef msghdr msg
     cdef cmsghdr* c
     cdef timespec ts
     cdef ssize_t n
-    cdef int64_t now, stamp = -1
+    cdef int64_t t = -1
+    iov.iov_base = buf
+    iov.iov_len = size
+    msg.msg_name = NULL
+    msg.msg_namelen = 0
+    msg.msg_iov = &iov
+    msg.msg_iovlen = 1
+    msg.msg_control = control
+    msg.msg_controllen = sizeof(control)
+    msg.msg_flags = 0
+    n = recvmsg(fd, &msg, 0)
+    now[0] = _ns(CLOCK_MONOTONIC)
+    stamp[0] = now[0]
+    if n <= 0:
+        return n
+    c = CMSG_FIRSTHDR(&msg)
+    while c != NULL:
+        if c.cmsg_level == SOL_SOCKET and c.cmsg_type == SO_TIMESTAMPNS:
+            memcpy(&ts, CMSG_DATA(c), sizeof(ts))
+            # the kernel stamps in CLOCK_REALTIME: moved onto the monotonic clock with the
+            # offset between the two read now
+            t = (<int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec) - (_ns(CLOCK_REALTIME) - now[0])
+            break
+        c = CMSG_NXTHDR(&msg, c)
+    if 0 <= t <= now[0]:
+        stamp[0] = t
+    return n
+
+
+def read_stamped(sock, Py_ssize_t size):
+    """(bytes read, b"" at end of stream; their arrival on the monotonic clock of
+    time.perf_counter_ns): the kernel's receive stamp when the socket asked for
+    SO_TIMESTAMPNS, else now. BlockingIOError when nothing is there, OSError on failure."""
+    cdef int fd = sock.fileno()
+    cdef unsigned char* buf = <unsigned char*>malloc(size)
+    cdef Py_ssize_t n
+    cdef int64_t stamp, now
+    cdef int err
     if buf == NULL:
         raise MemoryError()
     try:
-        iov.iov_base = buf
-        iov.iov_len = size
-        msg.msg_name = NULL
-        msg.msg_namelen = 0
-        msg.msg_iov = &iov
-        msg.msg_iovlen = 1
-        msg.msg_control = control
-        msg.msg_controllen = sizeof(control)
-        msg.msg_flags = 0
         with nogil:
-            n = recvmsg(fd, &msg, 0)
+            n = recv_stamped(fd, buf, size, &stamp, &now)
         if n < 0:
-            if errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR:
-                raise BlockingIOError(errno, "no data")
-            raise OSError(errno, "recvmsg failed")
-        now = _ns(CLOCK_MONOTONIC)
-        c = CMSG_FIRSTHDR(&msg)
-        while c != NULL:
-            if c.cmsg_level == SOL_SOCKET and c.cmsg_type == SO_TIMESTAMPNS:
-                memcpy(&ts, CMSG_DATA(c), sizeof(ts))
-                # the kernel stamps in CLOCK_REALTIME: moved onto the monotonic clock with
-                # the offset between the two read now
-                stamp = (<int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec) - (_ns(CLOCK_REALTIME) - now)
-                break
-            c = CMSG_NXTHDR(&msg, c)
-        if stamp < 0 or stamp > now:
-            stamp = now
-        return PyBytes_FromStringAndSize(buf, n), stamp
+            err = errno
+            if err == EAGAIN or err == EWOULDBLOCK or err == EINTR:
+                raise BlockingIOError(err, os.strerror(err))
+            raise OSError(err, os.strerror(err))  # its subclass by errno, as socket.recvmsg raises
+        return PyBytes_FromStringAndSize(<char*>buf, n), stamp
     finally:
         free(buf)

@@ -12,16 +12,23 @@ object, a string it cannot follow, a payload that is not an object, and the obje
 stream carries once at its end (usage's `prompt_tokens_details`, llama.cpp's `timings`)
 -- goes to the twin's own `interpret` (json.loads), so both cores give the same results
 on every input, from one definition of each field.
+
+The parser is a C struct (StreamCore, benchc/client/_stream_c.pxd) and functions over it
+that run without the GIL: `stream_feed` and `stream_close`. The StreamParser class below
+wraps one; the receive loop (_rxloop_c) feeds the struct of such an object from its own
+thread. Only an event the fast path cannot read takes the GIL, for `interpret`.
 """
 
 import json
 
-from benchc.client._bytes cimport hex_value
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from benchc.client._bytes cimport Bytes, bytes_put, bytes_set, hex_value
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memchr, memcmp
+from libc.string cimport memchr, memcmp, memcpy
 
 from benchc.metrics._hdr_c cimport Histogram
+from benchc.client._stream_py import TIMINGS_INT, TIMINGS_MS
 from benchc.client._stream_py import interpret as _interpret
 
 
@@ -29,22 +36,13 @@ cdef extern from "string.h":
     void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen) nogil
 
 
-def _decode_piece(x):
-    """A kept text piece: a str, or the raw bytes of a JSON string (escapes decoded here)."""
-    if isinstance(x, str):
-        return x
-    if b"\\" in x:
-        return json.loads(b'"' + x + b'"')
-    return x.decode("utf-8", "surrogatepass")
-
-
-cdef inline int64_t _to_us(int64_t ns) nogil:
+cdef inline int64_t _to_us(int64_t ns) noexcept nogil:
     cdef int64_t us = (ns + 500) // 1000
     return us if us > 0 else 1
 
 
 cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t a, Py_ssize_t b, const char* needle,
-                             Py_ssize_t n) nogil:
+                             Py_ssize_t n) noexcept nogil:
     cdef const unsigned char* hit
     if b - a < n:
         return -1
@@ -52,7 +50,7 @@ cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t a, Py_ssize_t b,
     return -1 if hit == NULL else hit - p
 
 
-cdef inline Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) nogil:
+cdef inline Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) noexcept nogil:
     """The index of the first CR or LF in p[a:n], or -1. memchr for LF (SSE servers end
     lines with LF), then for a CR before it: two vectorised scans instead of a byte loop."""
     cdef const unsigned char* lf = <const unsigned char*>memchr(p + a, 10, n - a)
@@ -63,20 +61,20 @@ cdef inline Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t a, Py_ssize_
     return end if lf != NULL else -1
 
 
-cdef inline Py_ssize_t _skip_ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) nogil:
+cdef inline Py_ssize_t _skip_ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
     while i < b and (p[i] == 32 or p[i] == 9 or p[i] == 10 or p[i] == 13):
         i += 1
     return i
 
 
-cdef inline bint _is_null(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) nogil:
+cdef inline bint _is_null(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
     """The JSON value at p[j] is `null`."""
     return j + 4 <= n and memcmp(p + j, b"null", 4) == 0
 
 
 
 
-cdef inline int _hex4(const unsigned char* p) nogil:
+cdef inline int _hex4(const unsigned char* p) noexcept nogil:
     """The value of 4 hex digits (a \\uXXXX escape), or -1."""
     cdef int k, h, v = 0
     for k in range(4):
@@ -87,7 +85,7 @@ cdef inline int _hex4(const unsigned char* p) nogil:
     return v
 
 
-cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int64_t* nbytes) nogil:
+cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t b, int64_t* nbytes) noexcept nogil:
     """p[i] is just after an opening quote: return the index after the closing quote, and the
     UTF-8 byte length of the decoded string in nbytes; -1 when it cannot be followed."""
     cdef int64_t n = 0
@@ -176,7 +174,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     them, and the keys benchc reads are recorded, where the twin reads them, with the start
     of their value: `choices`, `usage` at the top; `delta`, `text`, `finish_reason` in the
     first element of choices; the text keys in that delta; the token counts in that usage.
-    False when a string does not end inside the event, when brackets do not balance, or when
+    False when a string does not end inside the event, when brackets do not balance or nest
+    deeper than 64, or when
     a byte outside strings is one JSON never has there. That screen is not a grammar: an
     event of valid JSON gives the twin's results; an invalid one that passes the screen
     (say `{"a":tru}`) may be read where json.loads would call it malformed."""
@@ -265,6 +264,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                         f.unusual = True  # the cached prompt tokens: the twin reads them
         elif c == 123 or c == 91:
             depth += 1
+            if depth > 64:
+                return False  # deeper than LLM servers nest: json.loads judges (and may refuse)
             if i == choice_at:
                 choice_depth = depth
             elif i == delta_at:
@@ -318,306 +319,518 @@ cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) 
     return v
 
 
+# ---------------------------------------------------------------- buffers
+
+cdef inline bytes _bytes_of(Bytes* b):
+    return PyBytes_FromStringAndSize(<char*>b.p, b.n) if b.n else b""
+
+
+# ---------------------------------------------------------------- the struct's life
+
+cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
+    """A fresh parser in *s (whose memory holds anything); -1 when memory ran out."""
+    s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
+    s.texts.p = NULL
+    s.line.n = s.data.n = s.finish.n = s.error_event.n = s.shape_head.n = s.shape_tail.n = s.texts.n = 0
+    s.line.cap = s.data.cap = s.finish.cap = s.error_event.cap = s.shape_head.cap = s.shape_tail.cap = 0
+    s.texts.cap = 0
+    s.data_lines = 0
+    s.has_data = s.skip_lf = False
+    s.pa = s.pb = -1
+    s.first_text_ns = s.last_text_ns = s.done_ns = s.text_chunks = s.text_bytes = 0
+    s.malformed = s.multi_token_chunks = s.events = s.prev_usage = 0
+    s.usage_completion = s.usage_prompt = s.usage_cached = -1
+    s.has_timings = False
+    s.has_finish = s.has_error_event = s.has_shape = False
+    s.example_len = 0
+    s.keep_text = keep_text
+    s.piece_ends = NULL
+    s.n_pieces = s.pieces_cap = 0
+    s.cap = 64
+    s.n_gaps = s.n_tokens = 0
+    s.gaps = <int64_t*>malloc(s.cap * sizeof(int64_t))
+    s.tokens = <int64_t*>malloc(s.cap * sizeof(int64_t))
+    if s.gaps == NULL or s.tokens == NULL:
+        return -1
+    return 0
+
+
+cdef void stream_free(StreamCore* s) noexcept nogil:
+    free(s.line.p)
+    free(s.data.p)
+    free(s.finish.p)
+    free(s.error_event.p)
+    free(s.shape_head.p)
+    free(s.shape_tail.p)
+    free(s.texts.p)
+    free(s.piece_ends)
+    free(s.gaps)
+    free(s.tokens)
+    s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
+    s.texts.p = NULL
+    s.piece_ends = s.gaps = s.tokens = NULL
+
+
+# ---------------------------------------------------------------- SSE framing (as _sse_py)
+
+cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """One read's bytes, all stamped `now`: frames their events and reads each; -1 when
+    memory ran out (or the twin's interpret raised)."""
+    cdef Py_ssize_t start = 0, i
+    if s.skip_lf and n > 0 and p[0] == 10:
+        start = 1  # the CR that ended the last read had its LF here
+    s.skip_lf = False
+    if s.line.n:  # a line begun in an earlier read: completed here, then read from its buffer
+        i = _line_end(p, start, n)
+        if i < 0:
+            return bytes_put(&s.line, p + start, n - start)
+        if bytes_put(&s.line, p + start, i - start) < 0 or _line(s, s.line.p, 0, s.line.n, now) < 0 \
+                or _materialise(s, s.line.p) < 0:
+            return -1
+        s.line.n = 0
+        start = _after_eol(s, p, i, n)
+    while start < n:
+        i = _line_end(p, start, n)
+        if i < 0:
+            break
+        if _line(s, p, start, i, now) < 0:
+            return -1
+        start = _after_eol(s, p, i, n)
+    if _materialise(s, p) < 0:
+        return -1
+    return bytes_put(&s.line, p + start, n - start)
+
+
+cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil:
+    """End of stream: an unterminated last line and event still count (see _sse_py.close)."""
+    if s.line.n and _line(s, s.line.p, 0, s.line.n, now) < 0:
+        return -1
+    if _line(s, s.line.p, 0, 0, now) < 0 or _materialise(s, s.line.p) < 0:
+        return -1
+    s.line.n = 0
+    return 0
+
+
+cdef inline Py_ssize_t _after_eol(StreamCore* s, const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Where the next line starts after the CR or LF at p[i] (CRLF is one line end)."""
+    if p[i] == 13:
+        if i + 1 < n:
+            if p[i + 1] == 10:
+                i += 1
+        else:
+            s.skip_lf = True
+    return i + 1
+
+
+cdef int _data_line(StreamCore* s, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    if s.data_lines and bytes_put(&s.data, <const unsigned char*>b"\n", 1) < 0:
+        return -1
+    s.data_lines += 1
+    return bytes_put(&s.data, p, n)
+
+
+cdef inline int _materialise(StreamCore* s, const unsigned char* p) noexcept nogil:
+    """A data line whose event is not complete yet outlives this buffer: copy it."""
+    cdef Py_ssize_t a = s.pa
+    if a >= 0:
+        s.pa = -1
+        return _data_line(s, p + a, s.pb - a)
+    return 0
+
+
+cdef int _line(StreamCore* s, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, int64_t now) noexcept nogil:
+    cdef Py_ssize_t colon
+    cdef int r
+    if a == b:
+        if s.has_data:
+            s.has_data = False
+            if s.pa >= 0 and not s.data_lines:
+                a, b = s.pa, s.pb
+                s.pa = -1
+                return _event(s, p + a, b - a, now)
+            if _materialise(s, p) < 0:
+                return -1
+            r = _event(s, s.data.p, s.data.n, now)
+            s.data.n = 0
+            s.data_lines = 0
+            return r
+        return 0
+    if p[a] == 58:
+        return 0
+    if b - a >= 5 and memcmp(p + a, b"data:", 5) == 0:
+        colon = a + 4  # the common line, without a search
+    else:
+        colon = _find(p, a, b, ":", 1)
+    if colon < 0:
+        colon = b
+    if colon - a != 4 or memcmp(p + a, b"data", 4) != 0:
+        return 0
+    a = colon + 1 if colon < b else b
+    if a < b and p[a] == 32:
+        a += 1
+    if s.has_data:
+        if _materialise(s, p) < 0 or _data_line(s, p + a, b - a) < 0:  # a second data line
+            return -1
+    else:
+        s.pa, s.pb = a, b
+    s.has_data = True
+    return 0
+
+
+# ---------------------------------------------------------------- events
+
+cdef int _event(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    cdef int r
+    s.events += 1
+    if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
+        if not s.done_ns:
+            s.done_ns = now
+        return 0
+    r = _fast(s, p, n, now)
+    if r == 0:
+        return _slow(s, p, n, now)
+    return 0 if r > 0 else -1
+
+
+cdef inline bint _ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 128:
+            return False
+    return True
+
+
+cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """The known shapes, read in place: 1 when read, 0 to send the event to json.loads,
+    -1 when memory ran out."""
+    cdef Keys f
+    cdef Py_ssize_t j, e
+    cdef int k
+    cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1
+    cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
+    cdef Py_ssize_t fa = -1, fb = -1  # the finish_reason's bytes
+    cdef bint has_text = False
+    if n < 2 or p[0] != 123 or p[n - 1] != 125:
+        return 0
+    if s.has_shape:
+        k = _same_shape(s, p, n, now)
+        if k != 0:
+            return k
+    if not _scan_keys(p, n, &f) or f.unusual:
+        return 0
+    if f.delta >= 0:
+        if p[f.delta] != 123:
+            return 0
+        for k in range(3):  # the first text key holding a non-empty string, as the twin
+            if f.text_key[k] >= 0:
+                te = _text_at(p, f.text_key[k], n, &text_len)
+                if te == -2:
+                    return 0
+                if te >= 0:
+                    ts = f.text_key[k] + 1
+                    break
+    elif f.text >= 0:
+        te = _text_at(p, f.text, n, &text_len)
+        if te == -2:
+            return 0
+        ts = f.text + 1
+    has_text = te >= 0
+    j = f.finish
+    if j >= 0:
+        if p[j] == 34:
+            e = _string(p, j + 1, n, &nbytes)
+            if e < 0 or e - j - 2 != nbytes or not _ascii(p + j + 1, nbytes):
+                return 0  # escapes (or bytes beyond ASCII) in a finish_reason: json decodes it
+            if e - j > 2:
+                fa, fb = j + 1, e - 1
+        elif not _is_null(p, j, n):
+            return 0
+    if f.usage >= 0:
+        if p[f.usage] == 123:
+            ct = _int_at(p, f.completion, n)
+            pt = _int_at(p, f.prompt, n)
+            if ct == -2 or pt == -2:
+                return 0
+        elif not _is_null(p, f.usage, n):
+            return 0
+    if _commit(s, fa >= 0, p + (fa if fa >= 0 else 0), fb - fa, ct >= 0, ct, pt >= 0, pt,
+               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, now) < 0:
+        return -1
+    if has_text and fa < 0 and ct < 0 and pt < 0:  # a plain text chunk: its shape
+        if bytes_set(&s.shape_head, p, ts) < 0 or bytes_set(&s.shape_tail, p + te, n - te) < 0:
+            return -1
+        s.has_shape = True
+    return 1
+
+
+cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py_ssize_t finish_len,
+                 bint has_completion, int64_t completion, bint has_prompt, int64_t prompt,
+                 int64_t text_bytes, const unsigned char* text, Py_ssize_t text_len, bint text_utf8,
+                 int64_t now) noexcept nogil:
+    """One event's fields into the stream's state, in the twin's order (`apply`): text_bytes 0
+    is no text; text (raw JSON string bytes, or UTF-8 when text_utf8) is kept with keep_text."""
+    cdef int64_t tokens = -1
+    if has_finish:
+        if bytes_set(&s.finish, finish, finish_len) < 0:
+            return -1
+        s.has_finish = True
+    if has_completion:
+        if text_bytes:
+            tokens = completion - s.prev_usage
+            if tokens > 1:
+                s.multi_token_chunks += 1
+        s.prev_usage = completion
+        s.usage_completion = completion
+    if has_prompt:
+        s.usage_prompt = prompt
+    if text_bytes:
+        if s.keep_text and _piece(s, text, text_len, text_utf8) < 0:
+            return -1
+        return _text(s, text_bytes, tokens, now)
+    return 0
+
+
+cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef int64_t* q
+    if s.n_pieces == s.pieces_cap:
+        cap = s.pieces_cap * 2 if s.pieces_cap else 64
+        q = <int64_t*>realloc(s.piece_ends, cap * sizeof(int64_t))
+        if q == NULL:
+            return -1
+        s.piece_ends, s.pieces_cap = q, cap
+    if bytes_put(&s.texts, text, n) < 0:
+        return -1
+    s.piece_ends[s.n_pieces] = s.texts.n * 2 + (1 if utf8 else 0)
+    s.n_pieces += 1
+    return 0
+
+
+cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """The event is this stream's text chunk shape with another text: read that text (1);
+    0 when it is not."""
+    cdef Py_ssize_t a = s.shape_head.n, z = s.shape_tail.n, e
+    cdef int64_t nbytes = 0
+    if n < a + z or memcmp(p, s.shape_head.p, a) != 0 or memcmp(p + n - z, s.shape_tail.p, z) != 0:
+        return 0
+    e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
+    if e != n - z + 1 or e - 1 == a:
+        return 0  # another string layout, or an empty text: the full path decides
+    if s.keep_text and _piece(s, p + a, e - 1 - a, False) < 0:
+        return -1
+    return 1 if _text(s, nbytes, -1, now) == 0 else -1
+
+
+cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int64_t now) noexcept nogil:
+    s.text_bytes += nbytes
+    if s.n_tokens >= s.cap - 1 and _grow(s) < 0:
+        return -1
+    if s.first_text_ns:
+        s.gaps[s.n_gaps] = now - s.last_text_ns
+        s.n_gaps += 1
+    else:
+        s.first_text_ns = now
+    s.last_text_ns = now
+    s.text_chunks += 1
+    s.tokens[s.n_tokens] = tokens
+    s.n_tokens += 1
+    return 0
+
+
+cdef int _grow(StreamCore* s) noexcept nogil:
+    cdef Py_ssize_t cap = s.cap * 2
+    cdef int64_t* g = <int64_t*>realloc(s.gaps, cap * sizeof(int64_t))
+    if g == NULL:
+        return -1
+    s.gaps = g
+    g = <int64_t*>realloc(s.tokens, cap * sizeof(int64_t))
+    if g == NULL:
+        return -1
+    s.tokens = g
+    s.cap = cap
+    return 0
+
+
+cdef int _slow(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """Anything the fast path does not read: the twin's own interpretation of the event
+    (json.loads), under the GIL -- the receive loop's thread takes it only here."""
+    with gil:
+        try:
+            return _apply(s, PyBytes_FromStringAndSize(<const char*>p, n), now)
+        except Exception:  # MemoryError and the like: the caller reports it
+            return -1
+
+
+cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
+    cdef bytes fin = None, txt = None, err
+    fields = _interpret(payload)
+    if fields is None:
+        s.malformed += 1
+        if s.malformed == 1:
+            s.example_len = min(len(payload), EXAMPLE_KEPT)
+            memcpy(s.example, <const char*>payload, s.example_len)
+        return 0
+    text_bytes, finish, completion, prompt, error, text, cached, timings = fields
+    if error is not None:
+        err = error.encode("utf-8", "surrogatepass")
+        if bytes_set(&s.error_event, err, len(err)) < 0:
+            return -1
+        s.has_error_event = True
+    if cached is not None:
+        s.usage_cached = cached
+    if timings is not None:  # the last one sent, whole (as the twin keeps it)
+        s.has_timings = True
+        s.timings_n[0] = timings.get("cache_n", -1)
+        s.timings_n[1] = timings.get("prompt_n", -1)
+        s.timings_n[2] = timings.get("predicted_n", -1)
+        s.timings_ms[0] = timings.get("prompt_ms", -1.0)
+        s.timings_ms[1] = timings.get("predicted_ms", -1.0)
+    if finish is not None:
+        fin = finish.encode("utf-8", "surrogatepass")
+    if text_bytes and s.keep_text:
+        txt = text.encode("utf-8", "surrogatepass")
+    return _commit(s, fin is not None, fin if fin is not None else b"", len(fin) if fin is not None else 0,
+                   completion is not None, completion if completion is not None else 0,
+                   prompt is not None, prompt if prompt is not None else 0, text_bytes,
+                   txt if txt is not None else b"", len(txt) if txt is not None else 0, True, now)
+
+
+# ---------------------------------------------------------------- the Python face
+
+cdef object _text_or_none(bint has, Bytes* b):
+    return _bytes_of(b).decode("utf-8", "surrogatepass") if has else None
+
+
 cdef class StreamParser:
-    cdef bytes _buf
-    cdef list _data
-    cdef bint _has_data, _skip_lf
-    # the common event is one `data:` line then a blank line, often in one read: it is
-    # read in place (offsets into the current buffer) without a bytes object of its own
-    cdef Py_ssize_t _pa, _pb
-    cdef readonly int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes
-    cdef readonly int64_t usage_completion, usage_prompt, usage_cached, malformed, multi_token_chunks, events
-    cdef readonly object finish_reason, malformed_example, error_event, server_timings
-    cdef int64_t _prev_usage
-    cdef list _texts  # None, or the output's pieces: str, or raw JSON string bytes to decode
-    # The shape of this stream's plain text chunk: the bytes before its text value (with the
-    # opening quote) and from its closing quote on. A server repeats them for every token of
-    # a request (id, model, created...): an event that starts and ends with exactly these
-    # bytes has the same keys in the same places, so only its text needs reading.
-    cdef bytes _shape_head, _shape_tail
-    cdef int64_t* _gaps
-    cdef int64_t* _tokens
-    cdef Py_ssize_t _n_gaps, _n_tokens, _cap
+    """Feed it every socket read with the read's arrival time (see the twin)."""
 
     def __cinit__(self, bint keep_text=False):
-        self._texts = [] if keep_text else None
-        self._shape_head = self._shape_tail = None
-        self._buf = b""
-        self._data = []
-        self._has_data = False
-        self._skip_lf = False
-        self._pa = self._pb = -1
-        self.first_text_ns = self.last_text_ns = self.done_ns = 0
-        self.text_chunks = self.text_bytes = self.malformed = self.multi_token_chunks = self.events = 0
-        self.usage_completion = self.usage_prompt = self.usage_cached = -1
-        self.finish_reason = self.malformed_example = self.error_event = self.server_timings = None
-        self._prev_usage = 0
-        self._cap = 64
-        self._gaps = <int64_t*>malloc(self._cap * sizeof(int64_t))
-        self._tokens = <int64_t*>malloc(self._cap * sizeof(int64_t))
-        if self._gaps == NULL or self._tokens == NULL:
+        if stream_init(&self.core, keep_text) < 0:
+            stream_free(&self.core)
             raise MemoryError()
-        self._n_gaps = self._n_tokens = 0
 
     def __dealloc__(self):
-        free(self._gaps)
-        free(self._tokens)
+        stream_free(&self.core)
 
-    def text(self):
-        """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
-        if self._texts is None:
-            raise ValueError("this parser was not asked to keep the text")
-        return "".join(_decode_piece(x) for x in self._texts)
+    def feed(self, data, int64_t now_ns):
+        cdef bytes b = data if type(data) is bytes else bytes(data)
+        if stream_feed(&self.core, b, len(b), now_ns) < 0:
+            raise MemoryError("the stream parser ran out of memory")
+
+    def close(self, int64_t now_ns):
+        if stream_close(&self.core, now_ns) < 0:
+            raise MemoryError("the stream parser ran out of memory")
+
+    @property
+    def first_text_ns(self):
+        return self.core.first_text_ns
+
+    @property
+    def last_text_ns(self):
+        return self.core.last_text_ns
+
+    @property
+    def done_ns(self):
+        return self.core.done_ns
+
+    @property
+    def text_chunks(self):
+        return self.core.text_chunks
+
+    @property
+    def text_bytes(self):
+        return self.core.text_bytes
+
+    @property
+    def usage_completion(self):
+        return self.core.usage_completion
+
+    @property
+    def usage_prompt(self):
+        return self.core.usage_prompt
+
+    @property
+    def usage_cached(self):
+        return self.core.usage_cached
+
+    @property
+    def server_timings(self):
+        """llama.cpp's `timings` (the last one sent): its kept fields, as the twin's dict."""
+        cdef int k
+        if not self.core.has_timings:
+            return None
+        out = {}
+        for k in range(3):
+            if self.core.timings_n[k] >= 0:
+                out[TIMINGS_INT[k]] = self.core.timings_n[k]
+        for k in range(2):
+            if self.core.timings_ms[k] >= 0:
+                out[TIMINGS_MS[k]] = self.core.timings_ms[k]
+        return out
+
+    @property
+    def malformed(self):
+        return self.core.malformed
+
+    @property
+    def multi_token_chunks(self):
+        return self.core.multi_token_chunks
+
+    @property
+    def events(self):
+        return self.core.events
+
+    @property
+    def finish_reason(self):
+        return _text_or_none(self.core.has_finish, &self.core.finish)
+
+    @property
+    def error_event(self):
+        return _text_or_none(self.core.has_error_event, &self.core.error_event)
+
+    @property
+    def malformed_example(self):
+        if not self.core.malformed:
+            return None
+        return PyBytes_FromStringAndSize(<char*>self.core.example, self.core.example_len)
 
     @property
     def gaps_ns(self):
-        return [self._gaps[i] for i in range(self._n_gaps)]
+        return [self.core.gaps[i] for i in range(self.core.n_gaps)]
 
     @property
     def chunk_tokens(self):
-        return [self._tokens[i] for i in range(self._n_tokens)]
+        return [self.core.tokens[i] for i in range(self.core.n_tokens)]
 
-    cdef int _grow(self) except -1:
-        cdef Py_ssize_t cap = self._cap * 2
-        cdef int64_t* g = <int64_t*>realloc(self._gaps, cap * sizeof(int64_t))
-        if g == NULL:
-            raise MemoryError()
-        self._gaps = g
-        g = <int64_t*>realloc(self._tokens, cap * sizeof(int64_t))
-        if g == NULL:
-            raise MemoryError()
-        self._tokens = g
-        self._cap = cap
-        return 0
-
-    # ---------------------------------------------------------------- SSE framing (as _sse_py)
-
-    def feed(self, data, int64_t now_ns):
-        cdef bytes buf = self._buf + bytes(data) if self._buf else bytes(data)
-        cdef const unsigned char* p = buf
-        cdef Py_ssize_t n = len(buf), start = 0, i
-        cdef unsigned char c
-        if self._skip_lf and n > 0 and p[0] == 10:
-            start = 1
-        self._skip_lf = False
-        while start < n:
-            i = _line_end(p, start, n)
-            if i < 0:
-                break
-            self._line(p, start, i, now_ns)
-            if p[i] == 13:
-                if i + 1 < n:
-                    if p[i + 1] == 10:
-                        i += 1
-                else:
-                    self._skip_lf = True
-            start = i + 1
-        self._materialise(p)
-        self._buf = buf[start:]
-
-    def close(self, int64_t now_ns):
-        cdef bytes rest = self._buf
-        cdef const unsigned char* p = rest
-        if len(rest):
-            self._line(p, 0, len(rest), now_ns)
-            self._buf = b""
-        self._line(p, 0, 0, now_ns)
-        self._materialise(p)
-
-    cdef inline void _materialise(self, const unsigned char* p):
-        """A data line whose event is not complete yet outlives this buffer: copy it."""
-        if self._pa >= 0:
-            self._data.append(p[self._pa:self._pb])
-            self._pa = self._pb = -1
-
-    cdef int _line(self, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, int64_t now) except -1:
-        cdef Py_ssize_t colon
-        cdef bytes payload
-        if a == b:
-            if self._has_data:
-                self._has_data = False
-                if self._pa >= 0 and not self._data:
-                    a, b = self._pa, self._pb
-                    self._pa = self._pb = -1
-                    self._event(p + a, b - a, now)
-                    return 0
-                self._materialise(p)
-                payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-                self._data = []
-                self._event(<const unsigned char*>payload, len(payload), now)
-            return 0
-        if p[a] == 58:
-            return 0
-        if b - a >= 5 and memcmp(p + a, b"data:", 5) == 0:
-            colon = a + 4  # the common line, without a search
-        else:
-            colon = _find(p, a, b, ":", 1)
-        if colon < 0:
-            colon = b
-        if colon - a != 4 or memcmp(p + a, b"data", 4) != 0:
-            return 0
-        a = colon + 1 if colon < b else b
-        if a < b and p[a] == 32:
-            a += 1
-        if self._has_data:
-            self._materialise(p)  # a second data line: the event is joined as bytes
-            self._data.append(p[a:b])
-        else:
-            self._pa, self._pb = a, b
-        self._has_data = True
-        return 0
-
-    # ---------------------------------------------------------------- events
-
-    cdef int _event(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
-        self.events += 1
-        if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
-            if not self.done_ns:
-                self.done_ns = now
-            return 0
-        if not self._fast(p, n, now):
-            self._slow(p[:n], now)
-        return 0
-
-    cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
-        """The known shapes, read in place; False sends the event to json.loads."""
-        cdef Keys f
-        cdef Py_ssize_t j, e
-        cdef int k
-        cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1
-        cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
-        cdef bint has_text = False
-        cdef object finish = None
-        if n < 2 or p[0] != 123 or p[n - 1] != 125:
-            return False
-        if self._shape_head is not None and self._same_shape(p, n, now):
-            return True
-        if not _scan_keys(p, n, &f) or f.unusual:
-            return False
-        if f.delta >= 0:
-            if p[f.delta] != 123:
-                return False
-            for k in range(3):  # the first text key holding a non-empty string, as the twin
-                if f.text_key[k] >= 0:
-                    te = _text_at(p, f.text_key[k], n, &text_len)
-                    if te == -2:
-                        return False
-                    if te >= 0:
-                        ts = f.text_key[k] + 1
-                        break
-        elif f.text >= 0:
-            te = _text_at(p, f.text, n, &text_len)
-            if te == -2:
-                return False
-            ts = f.text + 1
-        has_text = te >= 0
-        j = f.finish
-        if j >= 0:
-            if p[j] == 34:
-                e = _string(p, j + 1, n, &nbytes)
-                if e < 0 or e - j - 2 != nbytes:
-                    return False  # escapes in a finish_reason: let json decode it
-                if e - j > 2:
-                    finish = p[j + 1:e - 1].decode("utf-8")
-            elif not _is_null(p, j, n):
-                return False
-        if f.usage >= 0:
-            if p[f.usage] == 123:
-                ct = _int_at(p, f.completion, n)
-                pt = _int_at(p, f.prompt, n)
-                if ct == -2 or pt == -2:
-                    return False
-            elif not _is_null(p, f.usage, n):
-                return False
-        self._commit(finish, None if ct < 0 else ct, None if pt < 0 else pt, text_len if has_text else 0,
-                     p[ts:te] if has_text and self._texts is not None else None, now)
-        if has_text and finish is None and ct < 0 and pt < 0:  # a plain text chunk: its shape
-            self._shape_head, self._shape_tail = p[:ts], p[te:n]
-        return True
-
-    cdef int _commit(self, object finish, object completion, object prompt, int64_t text_bytes,
-                     object text, int64_t now) except -1:
-        """One event's fields into the stream's state, in the twin's order (`apply`): None is
-        absent, text_bytes 0 is no text, text is what to keep (or None)."""
-        cdef int64_t tokens = -1
-        if finish is not None:
-            self.finish_reason = finish
-        if completion is not None:
-            if text_bytes:
-                tokens = completion - self._prev_usage
-                if tokens > 1:
-                    self.multi_token_chunks += 1
-            self._prev_usage = completion
-            self.usage_completion = completion
-        if prompt is not None:
-            self.usage_prompt = prompt
-        if text_bytes:
-            if self._texts is not None:
-                self._texts.append(text)
-            self._text(text_bytes, tokens, now)
-        return 0
-
-    cdef bint _same_shape(self, const unsigned char* p, Py_ssize_t n, int64_t now) except -1:
-        """The event is this stream's text chunk shape with another text: read that text."""
-        cdef Py_ssize_t a = len(self._shape_head), z = len(self._shape_tail), e
-        cdef int64_t nbytes = 0
-        if n < a + z or memcmp(p, <const char*>self._shape_head, a) != 0 \
-                or memcmp(p + n - z, <const char*>self._shape_tail, z) != 0:
-            return False
-        e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
-        if e != n - z + 1 or e - 1 == a:
-            return False  # another string layout, or an empty text: the full path decides
-        if self._texts is not None:
-            self._texts.append(p[a:e - 1])
-        self._text(nbytes, -1, now)
-        return True
-
-    cdef int _text(self, int64_t nbytes, int64_t tokens, int64_t now) except -1:
-        self.text_bytes += nbytes
-        if self.first_text_ns:
-            if self._n_gaps >= self._cap - 1:
-                self._grow()
-            self._gaps[self._n_gaps] = now - self.last_text_ns
-            self._n_gaps += 1
-        else:
-            self.first_text_ns = now
-        self.last_text_ns = now
-        self.text_chunks += 1
-        if self._n_tokens >= self._cap - 1:
-            self._grow()
-        self._tokens[self._n_tokens] = tokens
-        self._n_tokens += 1
-        return 0
-
-    cdef int _slow(self, bytes payload, int64_t now) except -1:
-        """Anything the fast path does not read: the twin's own interpretation of the event."""
-        fields = _interpret(payload)
-        if fields is None:
-            self.malformed += 1
-            if self.malformed_example is None:
-                self.malformed_example = bytes(payload[:200])
-            return 0
-        text_bytes, finish, completion, prompt, error, text, cached, timings = fields
-        if error is not None:
-            self.error_event = error
-        if cached is not None:
-            self.usage_cached = cached
-        if timings is not None:
-            self.server_timings = timings
-        self._commit(finish, completion, prompt, text_bytes, text, now)
-        return 0
-
-    # ---------------------------------------------------------------- recording
+    def text(self):
+        """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
+        cdef Py_ssize_t i, a = 0, end
+        cdef bytes all_, piece
+        if not self.core.keep_text:
+            raise ValueError("this parser was not asked to keep the text")
+        all_ = _bytes_of(&self.core.texts)
+        out = []
+        for i in range(self.core.n_pieces):
+            end = self.core.piece_ends[i] >> 1
+            piece = all_[a:end]
+            if self.core.piece_ends[i] & 1:
+                out.append(piece.decode("utf-8", "surrogatepass"))
+            elif b"\\" in piece:
+                out.append(json.loads(b'"' + piece + b'"'))
+            else:
+                out.append(piece.decode("utf-8", "surrogatepass"))
+            a = end
+        return "".join(out)
 
     def record_gaps(self, Histogram itl, Histogram itl_token=None):
         """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's
         token count is known: a chunk of k tokens after gap g is k tokens of g/k."""
         cdef Py_ssize_t i
         cdef int64_t k
-        for i in range(self._n_gaps):
-            itl.record(_to_us(self._gaps[i]), 1)
+        for i in range(self.core.n_gaps):
+            itl.record(_to_us(self.core.gaps[i]), 1)
         if itl_token is not None:
-            for i in range(self._n_gaps):
-                k = self._tokens[i + 1]
+            for i in range(self.core.n_gaps):
+                k = self.core.tokens[i + 1]
                 if k > 0:
-                    itl_token.record(_to_us(self._gaps[i] // k), k)
+                    itl_token.record(_to_us(self.core.gaps[i] // k), k)

@@ -57,13 +57,16 @@ cdef class Histogram:
 
     # ---------------------------------------------------------------- layout
 
-    cdef inline int _bucket(self, int64_t v) nogil:
+    cdef inline int _bucket(self, int64_t v) noexcept nogil:
         return _bit_length(<uint64_t>(v | self.sub_mask)) - self.unit_magnitude - (self.sub_half_mag + 1)
 
-    cpdef Py_ssize_t index_of(self, int64_t v):
+    cdef inline Py_ssize_t _index(self, int64_t v) noexcept nogil:
         cdef int b = self._bucket(v)
         cdef int64_t sb = v >> (b + self.unit_magnitude)
         return ((<int64_t>(b + 1)) << self.sub_half_mag) + sb - self.sub_half
+
+    cpdef Py_ssize_t index_of(self, int64_t v):
+        return self._index(v)
 
     cpdef int64_t value_at_index(self, Py_ssize_t i):
         cdef int64_t b = (i >> self.sub_half_mag) - 1
@@ -93,11 +96,16 @@ cdef class Histogram:
 
     cpdef bint record(self, int64_t value, int64_t count=1):
         """Add `count` of `value`; False (and counted in out_of_range) when it cannot be held."""
+        return self.record_nogil(value, count)
+
+    cdef bint record_nogil(self, int64_t value, int64_t count) noexcept nogil:
+        """record() for a thread without the GIL (the receive loop's own lag); the caller
+        keeps other threads off this histogram meanwhile."""
         cdef Py_ssize_t i
         if value < 0 or value > self.highest:
             self.out_of_range += count
             return False
-        i = self.index_of(value)
+        i = self._index(value)
         if i >= self.counts_len:
             self.out_of_range += count
             return False

@@ -1,0 +1,230 @@
+"""One HTTP/1.1 response, read as its bytes arrive: pure Python (the reference twin of
+csrc/client/_response_c.pyx).
+
+`ResponseReader(parser, sent_ns)` takes every read of a connection from the moment its
+request was written at `sent_ns` (`feed(data, arrival_ns)`) and the connection's end
+(`lost(exc, now_ns)`): it reads the status line and the headers that frame the body, then
+the body -- chunked (benchc.client._chunked), Content-Length or read-to-close -- into
+`parser` (a StreamParser) when the status is 200, else into an excerpt. Once `finished`,
+`error` is None or (kind, detail) and `keep_alive` says whether the response lets the
+connection carry another request (`Connection`, HTTP/1.0, framing); `keep_alive_header` is
+its `Keep-Alive` value, which http1's keep-alive rules judge (timeout, max). Both transports
+of benchc.client.http1 read through it: the asyncio protocol callback and the receive loop
+(benchc.client._rxloop), so a response means the same on both.
+
+No answer precedes its request: a read stamped before `sent_ns` (the kernel's stamp is
+CLOCK_REALTIME moved onto the monotonic clock, so a clock step can put it there) is dated
+`sent_ns` instead, and counted in `early_reads`.
+
+Scope: no compression (Accept-Encoding: identity is asked for), 1xx heads skipped, a
+3-digit status, the headers that frame a body and say whether the connection stays open.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from benchc.client._chunked_py import ChunkedDecoder
+from benchc.metrics.record import STREAM_BROKEN
+
+MAX_HEAD = 64 * 1024  # response status line and headers
+EXCERPT = 300  # bytes of a non-200 body kept for the error detail
+MAX_LENGTH_DIGITS = 18  # a Content-Length that fits a signed 64-bit integer
+_FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding"
+                              rb"|keep-alive)[ \t]*:([^\r\n]*)")
+
+# Why a response failed. The compiled core reports a code and the bytes it names; the words
+# are made here, once, for both cores.
+HEAD_TOO_LARGE, BAD_STATUS_LINE, BAD_CONTENT_LENGTH, COMPRESSED, BAD_CHUNKED, LOST = range(1, 7)
+KEPT = 80  # bytes of the offending line or value named in a message, and of a Keep-Alive value
+
+
+def error_detail(code: int, named: bytes, why: str | None = None) -> str:
+    """The words of a failure: `named` are the bytes it is about; `why` the chunked
+    decoder's own message (BAD_CHUNKED) or the connection's end (LOST, see lost_detail)."""
+    if code == HEAD_TOO_LARGE:
+        return "response head too large"
+    if code == BAD_STATUS_LINE:
+        return f"bad status line: {named[:KEPT]!r}"
+    if code == BAD_CONTENT_LENGTH:
+        return f"bad Content-Length: {named[:40]!r}"
+    if code == COMPRESSED:
+        return f"compressed response ({named[:KEPT].decode('latin-1')}) although identity was asked for"
+    if code == BAD_CHUNKED:
+        return f"bad chunked encoding: {why}"
+    return why or ""
+
+
+def lost_detail(exc_text: str | None, status: int | None, got_bytes: bool) -> str:
+    """How a connection that ended under a response broke: the exception's words (None: the
+    server closed it) and where in the response it was."""
+    why = exc_text or "the server closed the connection"
+    if status is None:
+        why += " before any response" if not got_bytes else " inside the response head"
+    else:
+        why += " mid-response"
+    return why[:200]
+
+
+def exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Failed(Exception):
+    def __init__(self, code: int, named: bytes):
+        self.code, self.named = code, named
+
+
+class ResponseReader:
+    __slots__ = ("parser", "status", "got_bytes", "keep_alive", "keep_alive_header", "excerpt", "finished",
+                 "error", "end_ns", "sent_ns", "early_reads", "last_rx_ns", "_head", "_mode", "_remaining",
+                 "_decoder")
+
+    def __init__(self, parser: Any, sent_ns: int = 0) -> None:
+        self.parser = parser
+        self.status: int | None = None
+        self.got_bytes = False
+        self.keep_alive = True
+        self.keep_alive_header: bytes | None = None  # `Keep-Alive: timeout=5, max=100`, lower case
+        self.excerpt = b""
+        self.finished = False
+        self.error: tuple[str, str] | None = None
+        self.end_ns = 0
+        self.sent_ns = sent_ns  # taken just before the request was handed to the socket
+        self.early_reads = 0  # reads stamped before sent_ns (dated sent_ns instead)
+        self.last_rx_ns = sent_ns  # the last read's arrival (the idle timeout counts from it)
+        self._head = b""
+        self._mode = ""  # "chunked", "length" or "close", once the head is read
+        self._remaining = 0
+        self._decoder: ChunkedDecoder | None = None
+
+    def feed(self, data: bytes, now: int) -> None:
+        """One read's bytes, arrived at `now`."""
+        if self.finished:
+            return
+        if now < self.sent_ns:
+            now = self.sent_ns
+            self.early_reads += 1
+        self.got_bytes = True
+        self.last_rx_ns = now
+        if not self._mode:
+            body = self._read_head(data)
+            if body is None or self.finished:
+                return
+            data = body
+        if self._mode == "chunked":
+            decoder = self._decoder
+            assert decoder is not None  # made with the chunked head
+            payload = decoder.feed(data)
+            if payload:
+                self._deliver(payload, now)
+            if decoder.done:
+                self.keep_alive = self.keep_alive and not decoder.excess
+                self._finish(now)
+            elif decoder.error:
+                self.keep_alive = False
+                self._finish(now, (STREAM_BROKEN, error_detail(BAD_CHUNKED, b"", decoder.error)))
+        elif self._mode == "length":
+            if len(data) > self._remaining:
+                self.keep_alive = False  # bytes past the body: the connection is out of step
+                data = data[:self._remaining]
+            self._remaining -= len(data)
+            if data:
+                self._deliver(data, now)
+            if self._remaining == 0:
+                self._finish(now)
+        elif data:  # "close": the body ends when the server closes
+            self._deliver(data, now)
+
+    def lost(self, exc: BaseException | None, now: int) -> None:
+        """The connection ended (`exc` None: the server closed it): the end of a read-to-close
+        body, else a broken response."""
+        if self.finished:
+            return
+        if self._mode == "close" and exc is None:
+            self._finish(now)
+            return
+        self.keep_alive = False
+        why = lost_detail(exc_text(exc) if exc is not None else None, self.status, self.got_bytes)
+        self._finish(now, (STREAM_BROKEN, why))
+
+    def _finish(self, now: int, error: tuple[str, str] | None = None) -> None:
+        self.finished = True
+        self.end_ns = now
+        self.error = error
+
+    def _deliver(self, payload: bytes, now: int) -> None:
+        if self.status == 200:
+            self.parser.feed(payload, now)
+        elif len(self.excerpt) < EXCERPT:
+            self.excerpt += payload[:EXCERPT - len(self.excerpt)]
+
+    def _read_head(self, data: bytes) -> bytes | None:
+        """Consumes the status line and headers; returns the body bytes that followed them,
+        or None while the head is incomplete (or broken: the response is then finished)."""
+        buf = self._head + data
+        end, sep = buf.find(b"\r\n\r\n"), 4
+        if end < 0:
+            end, sep = buf.find(b"\n\n"), 2
+        if end < 0:
+            if len(buf) > MAX_HEAD:
+                self.keep_alive = False
+                self._finish(self.last_rx_ns, (STREAM_BROKEN, error_detail(HEAD_TOO_LARGE, b"")))
+            self._head = buf
+            return None
+        head, rest = buf[:end], buf[end + sep:]
+        self._head = b""
+        try:
+            self._parse_head(head)
+        except _Failed as e:
+            self.keep_alive = False
+            self._finish(self.last_rx_ns, (STREAM_BROKEN, error_detail(e.code, e.named)))
+            return None
+        if self.status is not None and 100 <= self.status < 200:  # 100 Continue and friends
+            self.status, self._mode = None, ""
+            return self._read_head(rest) if rest else None
+        if self._mode == "length" and self._remaining == 0:
+            self._finish(self.last_rx_ns)
+            return None
+        return rest
+
+    def _parse_head(self, head: bytes) -> None:
+        status_line, _, fields = head.partition(b"\n")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or len(parts[1]) != 3 \
+                or not parts[1].isdigit():
+            raise _Failed(BAD_STATUS_LINE, status_line)
+        self.status = int(parts[1])
+        if parts[0] == b"HTTP/1.0":
+            self.keep_alive = False
+        length, chunked = None, False
+        # only the headers that frame the body or say whether the connection stays open
+        # matter; one regex pass finds them
+        for name, value in _FRAMING_HEADERS.findall(b"\n" + fields.lower()):
+            value = value.strip()
+            if name == b"transfer-encoding":
+                chunked = chunked or b"chunked" in value
+            elif name == b"content-length":
+                if not value.isdigit() or len(value) > MAX_LENGTH_DIGITS:
+                    raise _Failed(BAD_CONTENT_LENGTH, value)
+                length = int(value)
+            elif name == b"connection":
+                if b"close" in value:
+                    self.keep_alive = False
+                elif b"keep-alive" in value:
+                    self.keep_alive = True
+            elif name == b"keep-alive":
+                self.keep_alive_header = value[:KEPT]
+            elif name == b"content-encoding" and value not in (b"", b"identity"):
+                raise _Failed(COMPRESSED, value)
+        if 100 <= self.status < 200:
+            return
+        if chunked:
+            self._mode, self._decoder = "chunked", ChunkedDecoder()
+        elif length is not None:
+            self._mode, self._remaining = "length", length
+        elif self.status in (204, 304):
+            self._mode, self._remaining = "length", 0
+        else:
+            self._mode, self.keep_alive = "close", False

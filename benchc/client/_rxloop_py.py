@@ -1,0 +1,231 @@
+"""The receive loop, pure Python (the reference twin of csrc/client/_rxloop_c.pyx): a thread
+that reads the measured streams' sockets, so the asyncio loop is woken once per batch of
+finished responses instead of once per read.
+
+    loop = RxLoop()                      # its thread starts at once
+    conn = loop.attach(sock, token)      # watch a connected socket (non-blocking)
+    conn.begin(reader)                   # its request was written: feed `reader` from now on
+    ... asyncio's add_reader(loop.fileno(), ...) -> loop.finished() -> [token, ...]
+    conn.poll()                          # "idle" (the response finished, the socket may carry
+                                         # another), "active", or "closed" (not watched any more)
+    conn.closed_for                      # why the loop closed it: "response" (a finished response
+                                         # said so), "lost" (the connection ended under a response:
+                                         # EOF, an error), "end" (it ended while idle), "stray"
+                                         # (bytes came while idle); None otherwise
+    conn.take_back() / conn.detach()     # a timeout or cancellation / before closing the socket
+
+The thread reads each ready socket once (level-triggered), stamped with the kernel's receive
+time (benchc.client._rx), and feeds the read to the connection's ResponseReader
+(benchc.client._response): the same reader the asyncio transports feed, so a response read
+here means what it means there. A slot moves IDLE -> ACTIVE (Python, begin) -> IDLE (the
+thread, a finished keep-alive response) or CLOSED (the thread: the response said close, the
+connection ended or broke, bytes came while idle; or Python: take_back, detach). Every move
+happens under the slot's lock; every move the thread makes is reported as the slot's token.
+The compiled twin does the same without the GIL, edge-triggered, and records what the
+thread costs (its CPU and its lag from a read's kernel stamp to the read) the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import threading
+import time
+from typing import Any
+
+from benchc.client._response_py import ResponseReader
+from benchc.client._rx_py import read_stamped
+from benchc.client._stream_py import StreamParser
+from benchc.metrics.latency import new_histogram, ns_to_us
+
+RECV_SIZE = 64 * 1024  # as http1.RECV_SIZE
+IDLE, ACTIVE, CLOSED = "idle", "active", "closed"
+RESPONSE, LOST, END, STRAY = "response", "lost", "end", "stray"  # why the loop closed a slot (closed_for)
+CLOCK = time.perf_counter_ns
+
+__all__ = ["RxConn", "RxLoop", "ResponseReader", "StreamParser"]  # the reader and parser it feeds
+
+
+class RxLoop:
+    def __init__(self) -> None:
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()  # readable while finished() has tokens
+        self._stop_r, self._stop_w = os.pipe()
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        self._sel.register(self._stop_r, selectors.EVENT_READ, None)
+        self._q = threading.Lock()  # the finished tokens and the wake flag
+        self._done: list[int] = []
+        self._wake_pending = False
+        self._stats = threading.Lock()
+        self._lag = new_histogram()
+        self._reads = self._bytes = 0
+        self.stopped = False
+        self._thread = threading.Thread(target=self._run, name="benchc-rxloop-py", daemon=True)
+        self._thread.start()
+
+    def fileno(self) -> int:
+        return self._wake_r
+
+    def attach(self, sock: socket.socket, token: int) -> RxConn:
+        """Watch a connected socket; its finished responses and its end come back as `token`."""
+        return RxConn(self, sock, token)
+
+    def finished(self) -> list[int]:
+        """Tokens of the slots that finished a response or closed since the last call."""
+        try:
+            os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            pass
+        with self._q:
+            out, self._done = self._done, []
+            self._wake_pending = False
+        return out
+
+    def take_lag(self) -> tuple:
+        """The histogram of the loop's lag (us from a read's kernel stamp to the read) since the
+        last call, and the reads and bytes since then."""
+        with self._stats:
+            old, self._lag = self._lag, new_histogram()
+            out = old, self._reads, self._bytes
+            self._reads = self._bytes = 0
+        return out
+
+    @property
+    def thread_id(self) -> int:
+        """The loop's thread, as the system knows it (for perf, top -H)."""
+        assert self._thread.native_id is not None  # started in __init__
+        return self._thread.native_id
+
+    def cpu_s(self) -> float:
+        """CPU seconds the loop's thread used so far."""
+        assert self._thread.ident is not None  # started in __init__
+        return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident))
+
+    def close(self) -> None:
+        if self.stopped:
+            return
+        os.write(self._stop_w, b"x")
+        self._thread.join()
+        self.stopped = True
+        self._sel.close()
+        for fd in (self._wake_r, self._wake_w, self._stop_r, self._stop_w):
+            os.close(fd)
+
+    # ---------------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        while True:
+            wake = False
+            for key, _ in self._sel.select():
+                if key.data is None:
+                    return
+                wake = self._serve(key.data) or wake
+            if wake:  # once per batch: Python drains every finished token at once
+                os.write(self._wake_w, b"x")
+
+    def _serve(self, conn: RxConn) -> bool:
+        """One read of a ready socket; True when Python must be woken."""
+        with conn._lock:
+            if conn._state == CLOSED:
+                return False
+            try:
+                data, stamp = read_stamped(conn.sock, RECV_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as e:
+                return self._ended(conn, e, CLOCK())
+            now = CLOCK()
+            if not data:
+                return self._ended(conn, None, now)
+            with self._stats:
+                self._reads += 1
+                self._bytes += len(data)
+                self._lag.record(ns_to_us(now - stamp))
+            if conn._state == IDLE:  # bytes nobody asked for: the connection is out of step
+                return self._close(conn, STRAY)
+            r = conn._reader
+            r.feed(data, stamp)
+            if not r.finished:
+                return False
+            conn._reader = None
+            if r.keep_alive:
+                conn._state = IDLE
+                return self._push(conn.token)
+            return self._close(conn, RESPONSE)
+
+    def _ended(self, conn: RxConn, exc: OSError | None, now: int) -> bool:
+        if conn._state == ACTIVE:
+            conn._reader.lost(exc, now)
+            conn._reader = None
+            return self._close(conn, LOST)
+        return self._close(conn, END)
+
+    def _close(self, conn: RxConn, why: str) -> bool:
+        conn._unwatch()
+        conn._state = CLOSED
+        conn.closed_for = why
+        return self._push(conn.token)
+
+    def _push(self, token: int) -> bool:
+        with self._q:
+            self._done.append(token)
+            wake = not self._wake_pending
+            self._wake_pending = True
+        return wake
+
+
+class RxConn:
+    """One connection's slot in the loop, driven from Python."""
+
+    def __init__(self, loop: RxLoop, sock: socket.socket, token: int):
+        if loop.stopped:
+            raise RuntimeError("the receive loop is closed")
+        self.loop, self.sock, self.token = loop, sock, token
+        self._lock = threading.Lock()
+        self._state = IDLE
+        self._reader: Any = None  # ACTIVE: the exchange's ResponseReader
+        self._watched = True
+        self.closed_for: str | None = None  # why the loop closed it (written before CLOSED, then final)
+        loop._sel.register(sock, selectors.EVENT_READ, self)
+
+    def begin(self, reader) -> bool:
+        """IDLE -> ACTIVE: the loop feeds `reader` from now on. False when the loop saw the
+        connection end (or bytes nobody asked for) while it was idle."""
+        with self._lock:
+            if self._state != IDLE:
+                return False
+            self._reader, self._state = reader, ACTIVE
+            return True
+
+    def poll(self) -> str:
+        """The slot's state: "idle", "active" or "closed"."""
+        with self._lock:
+            return self._state
+
+    def take_back(self) -> bool:
+        """ACTIVE -> CLOSED with the reader unfinished, for Python to end (a timeout, a
+        cancellation): True. False when the loop had finished it (its token is on the way)."""
+        with self._lock:
+            if self._state != ACTIVE:
+                return False
+            self._reader = None
+            self._unwatch()
+            self._state = CLOSED
+            return True
+
+    def detach(self) -> bool:
+        """-> CLOSED and forgotten, before Python closes the socket. True when a reader was
+        still being fed (now Python's, unfinished)."""
+        with self._lock:
+            was_active = self._state == ACTIVE
+            self._reader = None
+            self._unwatch()
+            self._state = CLOSED
+            return was_active
+
+    def _unwatch(self) -> None:
+        if self._watched and not self.loop.stopped:
+            self.loop._sel.unregister(self.sock)
+        self._watched = False

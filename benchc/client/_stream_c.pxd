@@ -1,0 +1,56 @@
+# The stream parser's core (csrc/client/_stream_c.pyx): a C struct and the functions over it,
+# run without the GIL. StreamParser wraps one; the receive loop (_rxloop_c) feeds the struct of
+# a StreamParser from its own thread. A field the parser learns to read is added here once.
+
+from libc.stdint cimport int64_t
+
+from benchc.client._bytes cimport Bytes
+
+cdef enum:
+    EXAMPLE_KEPT = 200  # bytes of the first malformed event kept (as the twin)
+
+cdef struct StreamCore:
+    # Hot fields first: one stream's state is cold when its next read comes, so what every
+    # read touches sits together; buffers a read rarely needs come last.
+    # SSE framing, as benchc/client/_sse_py.py: the common event is one `data:` line then a
+    # blank line, often in one read: it is read in place (offsets into the current buffer)
+    Py_ssize_t pa, pb
+    bint has_data, skip_lf, has_shape, keep_text
+    Py_ssize_t data_lines
+    # what the stream carried (the twin's attributes)
+    int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes, events, prev_usage
+    int64_t usage_completion, usage_prompt, malformed, multi_token_chunks
+    int64_t* gaps  # between consecutive text chunks (ns)
+    int64_t* tokens  # per text chunk: its token count, -1 when unknown
+    Py_ssize_t n_gaps, n_tokens, cap
+    Bytes line  # a line begun in an earlier read
+    Bytes data  # the current event's data lines (joined with LF) once they outlive their read
+    # The shape of this stream's plain text chunk: the bytes before its text value (with the
+    # opening quote) and from its closing quote on. A server repeats them for every token of
+    # a request (id, model, created...): an event that starts and ends with exactly these
+    # bytes has the same keys in the same places, so only its text needs reading.
+    Bytes shape_head, shape_tail
+    bint has_finish, has_error_event
+    Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
+    # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
+    # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 2 + (1 if UTF-8)
+    Bytes texts
+    int64_t* piece_ends
+    Py_ssize_t n_pieces, pieces_cap
+    # read once per stream, at its end, by the twin's interpret (see _stream_py): the cached
+    # prompt tokens (-1: not reported) and llama.cpp's timings, in the twin's TIMINGS_INT and
+    # TIMINGS_MS order (-1: that field was absent from the last `timings` object)
+    int64_t usage_cached
+    bint has_timings
+    int64_t timings_n[3]
+    double timings_ms[2]
+    Py_ssize_t example_len
+    unsigned char example[EXAMPLE_KEPT]
+
+cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil
+cdef void stream_free(StreamCore* s) noexcept nogil
+cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil
+cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil
+
+cdef class StreamParser:
+    cdef StreamCore core
