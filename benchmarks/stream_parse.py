@@ -1,0 +1,95 @@
+"""Nanoseconds per SSE event in the stream parser alone (no sockets): the hot path every
+transport runs (the own reader, aiohttp, the receive loop), on the compiled core and
+optionally the Python twin.
+
+    python benchmarks/stream_parse.py [--tokens 256] [--streams 2000] [--repeats 7] [--python]
+
+Streams of --tokens one-token chat chunks shaped as vLLM writes them, fed to a fresh
+StreamParser per stream, then its chunk gaps recorded (record_gaps, as the recorder does):
+  content     every token a `content` delta (a model that does not reason)
+  reasoning   the first half `reasoning_content` deltas, then `content` (a reasoning model)
+  usage       content deltas with continuous usage (each chunk's usage object)
+Two feeds: `per-event` (one read per event, as a client that keeps up sees them) and
+`coalesced` (the whole stream in one read). Prints the median over --repeats of ns per event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0])
+
+
+def event(key: str, text: str, usage: dict | None = None) -> bytes:
+    obj: dict = {"id": "chatcmpl-5d1f0c2b9c8e4a7f", "object": "chat.completion.chunk", "created": 1733000000,
+                 "model": "MiniMaxAI/MiniMax-M2.5",
+                 "choices": [{"index": 0, "delta": {key: text}, "logprobs": None, "finish_reason": None}]}
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def stream(kind: str, tokens: int) -> list[bytes]:
+    out = []
+    for i in range(tokens):
+        key = "reasoning_content" if kind == "reasoning" and i < tokens // 2 else "content"
+        usage = {"prompt_tokens": 16, "total_tokens": 17 + i, "completion_tokens": i + 1}
+        if kind != "usage":
+            usage = None
+        out.append(event(key, f" w{i % 97}", usage))
+    out.append(b'data: {"id":"chatcmpl-5d1f0c2b9c8e4a7f","object":"chat.completion.chunk",'
+               b'"created":1733000000,'
+               b'"model":"MiniMaxAI/MiniMax-M2.5","choices":[],"usage":{"prompt_tokens":16,"total_tokens":'
+               + str(16 + tokens).encode() + b',"completion_tokens":' + str(tokens).encode() + b"}}\n\n")
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def per_event_ns(parser_cls, hist_cls, reads: list[bytes], streams: int, events: int) -> float:
+    t = time.perf_counter_ns()
+    for _ in range(streams):
+        p = parser_cls()
+        now = 1_000_000
+        for r in reads:
+            now += 1_000_003
+            p.feed(r, now)
+        p.close(now)
+        p.record_gaps(hist_cls())
+    return (time.perf_counter_ns() - t) / (streams * events)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--streams", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--python", action="store_true", help="also the Python twin (slow: fewer streams)")
+    a = ap.parse_args()
+    cores = []
+    try:
+        from benchc.client._stream_c import StreamParser as CParser
+        from benchc.metrics._hdr_c import Histogram as CHist
+        cores.append(("cython", CParser, CHist, a.streams))
+    except ImportError:
+        print("  (Cython core not built)")
+    if a.python:
+        from benchc.client._stream_py import StreamParser as PyParser
+        from benchc.metrics._hdr_py import Histogram as PyHist
+        cores.append(("python", PyParser, PyHist, max(1, a.streams // 20)))
+    print(f"stream_parse: {a.tokens} tokens per stream, median of {a.repeats} (ns per event)")
+    for kind in ("content", "reasoning", "usage"):
+        events = stream(kind, a.tokens)
+        for feed, reads in (("per-event", events), ("coalesced", [b"".join(events)])):
+            for name, parser_cls, hist_cls, streams in cores:
+                times = [per_event_ns(parser_cls, hist_cls, reads, streams, len(events))
+                         for _ in range(a.repeats)]
+                print(f"  {kind:9s} {feed:9s} {name:6s} {statistics.median(times):8.1f} ns/event  "
+                      f"(min {min(times):.1f})")
+
+
+if __name__ == "__main__":
+    main()
