@@ -25,9 +25,14 @@ from benchc.metrics.timings import ServerTimings
 
 # Latency blocks in the order a result lists them. The first four are in every point;
 # the per-token ITL only when chunks carried their token counts (continuous usage); the
-# from-schedule pair only in open loop.
+# from-schedule pair only in open loop; the reasoning three only where a request reasoned.
+REASONING_LATENCIES = ("ttf_reasoning_us", "ttf_answer_us", "itl_answer_us")
+# A request without reasoning answers from its first chunk: its time to first answer is its
+# TTFT and its answer ITL its ITL. Until a point meets a request that reasons, these two are
+# not recorded twice (see split_answers).
+ANSWER_OF = {"ttf_answer_us": "ttft_us", "itl_answer_us": "itl_us"}
 LATENCIES = ("ttft_us", "itl_us", "tpot_us", "e2e_us", "itl_per_token_us",
-             "ttft_from_schedule_us", "e2e_from_schedule_us")
+             "ttft_from_schedule_us", "e2e_from_schedule_us") + REASONING_LATENCIES
 ALWAYS = LATENCIES[:4]
 
 # How a request's output tokens were counted (tokens.output_method); "mixed" when the
@@ -98,6 +103,45 @@ class TokenizerCount:
 
 
 @dataclass
+class ReasoningCount:
+    """How a point's completed requests split their output between reasoning and answer."""
+
+    requests: int = 0  # completed requests that reasoned
+    reasoning_tokens: int = 0  # of every completed request
+    answer_tokens: int = 0
+    without_answer: int = 0  # reasoned, and ran out of tokens before any answer
+    methods: set[str] = field(default_factory=set)  # USAGE (completion_tokens_details) or CHUNKS, TOKENIZER
+
+    def add_request(self, reasoned: bool, reasoning: int, output: int, answered: bool, method: str) -> None:
+        self.requests += reasoned
+        self.reasoning_tokens += reasoning
+        self.answer_tokens += max(0, output - reasoning)
+        self.without_answer += reasoned and not answered
+        if reasoned:
+            self.methods.add(method)
+
+    def add(self, other: ReasoningCount) -> None:
+        for name in ("requests", "reasoning_tokens", "answer_tokens", "without_answer"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.methods |= other.methods
+
+    def block(self) -> dict | None:
+        """The point's `reasoning` block; None when no request reasoned."""
+        if not self.requests:
+            return None
+        return {"requests": self.requests, "reasoning_tokens": self.reasoning_tokens,
+                "answer_tokens": self.answer_tokens, "method": output_method(self.methods),
+                "requests_without_answer": self.without_answer}
+
+    @classmethod
+    def from_block(cls, b: dict | None) -> ReasoningCount:
+        if not b:
+            return cls()
+        return cls(b["requests"], b["reasoning_tokens"], b["answer_tokens"], b["requests_without_answer"],
+                   set() if b["method"] == NONE else {b["method"]})
+
+
+@dataclass
 class TemplateCount:
     """Input tokens as the server renders the chat (the model's chat template) beside benchc's
     count of the messages' content: the template's overhead, and how the rendered count
@@ -163,6 +207,10 @@ class Tally:
     osl_mismatched: int = 0  # ... and those that came back with another length
     tokenizer: TokenizerCount | None = None
     template: TemplateCount | None = None  # with a chat template: the input as the server renders it
+    reasoning: ReasoningCount = field(default_factory=ReasoningCount)  # reasoning models: the split
+    # the ANSWER_OF recorders hold every completed request's values; until then they are
+    # implicitly its TTFT and ITL (no request reasoned)
+    answers_split: bool = False
     latency: dict[str, Recorder] = field(default_factory=dict)  # LATENCIES name -> recorder
     cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
@@ -205,11 +253,19 @@ class Tally:
             if self.template is None:
                 self.template = TemplateCount()
             self.template.add(other.template)
+        if other.answers_split:
+            split_answers(self)
         for name, rec in other.latency.items():
-            self.recorder(name).merge(rec)
+            if name not in ANSWER_OF or other.answers_split:
+                self.recorder(name).merge(rec)
+        if self.answers_split and not other.answers_split:  # the other's answers are its TTFT and ITL
+            for answer, base in ANSWER_OF.items():
+                if base in other.latency:
+                    self.recorder(answer).merge(other.latency[base])
         self.cache.merge(other.cache)
         self.server_timings.merge(other.server_timings)
         self.sessions.merge(other.sessions)
+        self.reasoning.add(other.reasoning)
         self.derived += [d for d in other.derived if d not in self.derived]
 
     @classmethod
@@ -249,10 +305,12 @@ class Tally:
         if "chat_template" in tok:
             t.template = TemplateCount.from_block(tok["chat_template"])
         t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
+        t.answers_split = "ttf_answer_us" in t.latency
         if "cache" in point:  # results before benchc counted prefix caching have none
             t.cache = CacheCounters.from_block(point["cache"])
         t.server_timings = ServerTimings.from_block(point.get("server_timings"))
         t.sessions = SessionCounters.from_block(point.get("sessions"))
+        t.reasoning = ReasoningCount.from_block(point.get("reasoning"))
         return t
 
 
@@ -289,12 +347,25 @@ def tokens_block(t: Tally) -> dict:
     return out
 
 
+def split_answers(t: Tally) -> None:
+    """From now on the tally records the time to first answer and answer ITL of every request:
+    what it recorded before (requests without reasoning) is its TTFT and ITL, copied in once."""
+    if t.answers_split:
+        return
+    t.answers_split = True
+    for answer, base in ANSWER_OF.items():
+        t.recorder(answer).merge(t.recorder(base))
+
+
 def latency_block(t: Tally) -> dict:
     out = {}
     for name in LATENCIES:
         rec = t.latency.get(name)
         if name in ALWAYS:
             out[name] = (rec or Recorder()).summary()
+        elif name in REASONING_LATENCIES:
+            if t.reasoning.requests and t.answers_split and rec is not None:  # else TTFT and ITL again
+                out[name] = rec.summary()
         elif rec is not None and (name != "itl_per_token_us" or rec.hist.total_count or rec.out_of_range):
             out[name] = rec.summary()
     return out
@@ -328,6 +399,9 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     sessions = t.sessions.block()
     if sessions is not None:
         out["sessions"] = sessions
+    reasoning = t.reasoning.block()
+    if reasoning is not None:
+        out["reasoning"] = reasoning
     if t.derived:
         out["derived"] = list(t.derived)
     return out

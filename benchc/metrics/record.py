@@ -41,6 +41,12 @@ class RequestRecord:
     retried: bool = False  # the keep-alive race: sent again on a fresh connection
     early_reads: int = 0  # reads the kernel stamped before t0 (a clock step): dated t0
     first_text_ns: int | None = None
+    # Reasoning models: the first reasoning chunk and the first answer (content) chunk, the
+    # chunks of each kind, and the server's usage.completion_tokens_details.reasoning_tokens
+    first_reasoning_ns: int | None = None
+    first_answer_ns: int | None = None
+    reasoning_chunks: int = 0
+    usage_reasoning_tokens: int | None = None
     end_ns: int | None = None
     parser: Any = None  # the StreamParser that read the stream (its chunk gaps go to the ITL histograms)
     text_chunks: int = 0
@@ -81,6 +87,17 @@ class RequestRecord:
         """Usage when the server sent it, else one token per text-bearing chunk."""
         return self.usage_output_tokens if self.usage_output_tokens is not None else self.text_chunks
 
+    @property
+    def reasoned(self) -> bool:
+        """The request streamed reasoning, or its server counted reasoning tokens."""
+        return self.first_reasoning_ns is not None or bool(self.usage_reasoning_tokens)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """The server's count of the output's reasoning tokens, else one per reasoning chunk."""
+        usage = self.usage_reasoning_tokens
+        return usage if usage is not None else self.reasoning_chunks
+
     def to_json(self) -> dict:
         """One line of the per-request records. A failed request has no latencies (null): what
         it measured before failing is not a TTFT or an E2E, and the point counts it as an error."""
@@ -99,4 +116,13 @@ class RequestRecord:
                 "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
         if self.turn is not None:
             out.update(session=self.session, turn=self.turn)
+        if self.reasoned:
+            ok = self.ok
+            out.update(ttf_reasoning_us=_since(self.first_reasoning_ns, self.t0_ns) if ok else None,
+                       ttf_answer_us=_since(self.first_answer_ns, self.t0_ns) if ok else None,
+                       reasoning_tokens=self.reasoning_tokens)
         return out
+
+
+def _since(t_ns: int | None, t0_ns: int) -> float | None:
+    return (t_ns - t0_ns) / 1e3 if t_ns else None

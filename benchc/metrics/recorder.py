@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchc.metrics.aggregate import CHUNKS, TOKENIZER, USAGE, Tally, TemplateCount, TokenizerCount, figures
+from benchc.metrics.aggregate import (
+    CHUNKS,
+    TOKENIZER,
+    USAGE,
+    Tally,
+    TemplateCount,
+    TokenizerCount,
+    figures,
+    split_answers,
+)
+from benchc.metrics.latency import Recorder
 from benchc.metrics.record import RequestRecord
 
 
@@ -24,7 +34,8 @@ class PointRecorder:
     keep_text: bool = False
     tally: Tally = field(default_factory=Tally)
     requests: list[dict] = field(default_factory=list)  # per-request records (keep_requests)
-    kept: list = field(default_factory=list)  # (parser, usage tokens, text chunks) per completed request
+    # per completed request (keep_text): (parser, usage tokens, text chunks, reasoning to count)
+    kept: list = field(default_factory=list)
     # session turns to count with the chat template after the point: (messages, content tokens, usage)
     templated: list = field(default_factory=list)
 
@@ -34,6 +45,8 @@ class PointRecorder:
         self.ttft, self.itl, self.tpot, self.e2e = (t.recorder(n) for n in ("ttft_us", "itl_us", "tpot_us",
                                                                               "e2e_us"))
         self.itl_token = t.recorder("itl_per_token_us")
+        # reasoning models' (made when a request first reasons: see aggregate.split_answers)
+        self.reasoning: tuple[Recorder, Recorder, Recorder] | None = None
         if self.open_loop:
             self.ttft_sched = t.recorder("ttft_from_schedule_us")
             self.e2e_sched = t.recorder("e2e_from_schedule_us")
@@ -55,6 +68,10 @@ class PointRecorder:
                 t.sessions.add_turn(r, None, None)
             return
         t.completed += 1
+        if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
+            split_answers(t)  # before this request's TTFT and ITL are recorded
+            self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
+                              t.recorder("itl_answer_us"))
         ttft_ns = r.first_text_ns - r.t0_ns
         e2e_ns = r.end_ns - r.t0_ns
         self.ttft.record_ns(ttft_ns)
@@ -62,6 +79,13 @@ class PointRecorder:
         # One call per request: the parser records its chunk gaps, and per token where the
         # chunk's token count is known (continuous usage), straight into the histograms.
         r.parser.record_gaps(self.itl.hist, self.itl_token.hist)
+        if self.reasoning is not None:  # else these are its TTFT and ITL (no request reasoned yet)
+            ttf_reasoning, ttf_answer, itl_answer = self.reasoning
+            if r.first_answer_ns is not None:
+                ttf_answer.record_ns(r.first_answer_ns - r.t0_ns)
+            if r.first_reasoning_ns is not None:
+                ttf_reasoning.record_ns(r.first_reasoning_ns - r.t0_ns)
+            r.parser.record_answer_gaps(itl_answer.hist)
         out = r.output_tokens
         tpot_ns = None
         if out >= 2:
@@ -90,8 +114,13 @@ class PointRecorder:
             t.sessions.add_turn(r, ttft_ns, e2e_ns)
         if r.server_timings is not None:
             t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
+        # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
+        recount = self.keep_text and r.reasoned and r.usage_reasoning_tokens is None
+        if not recount:
+            t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, r.first_answer_ns is not None,
+                                    USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
         if self.keep_text:
-            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks))
+            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks, recount))
         if r.expected_output_tokens is not None:
             t.osl_checked += 1
             if out != r.expected_output_tokens:
@@ -110,7 +139,7 @@ class PointRecorder:
         Where the server sent no usage, these counts replace the chunk counts."""
         t = self.tally
         n = TokenizerCount(requests=len(self.kept))
-        for parser, usage, chunks in self.kept:
+        for parser, usage, chunks, recount in self.kept:
             count = tokenizer.count(parser.text())
             n.output += count
             if usage is not None:
@@ -118,6 +147,10 @@ class PointRecorder:
                 n.usage_counted += count
             else:
                 t.output_tokens += count - chunks
+            if recount:  # reasoning the server did not count: the tokenizer's count of its text
+                t.reasoning.add_request(True, tokenizer.count(parser.reasoning_text()),
+                                        usage if usage is not None else count, parser.first_answer_ns > 0,
+                                        TOKENIZER)
         if CHUNKS in t.methods and self.kept:
             t.methods.discard(CHUNKS)
             t.methods.add(TOKENIZER)

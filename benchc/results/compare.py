@@ -43,7 +43,9 @@ from benchc.spec.thresholds import Threshold, parse_gate
 
 THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s")
 LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p50", "tpot.p99",
-             "e2e.p50", "e2e.p99")
+             "e2e.p50", "e2e.p99",
+             # reasoning models: when the answer starts, and its pace (where both sides have them)
+             "ttf_answer.p50", "ttf_answer.p99", "itl_answer.p50")
 BOOTSTRAP_RESAMPLES = 200
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
 

@@ -9,7 +9,8 @@
   the runs of a repeated point (load.repeats) within one result;
 - capacity searches (load.search): each SLO item's metric against the load of every probe,
   with the threshold and the answer marked (untrusted probes drawn apart, as x);
-- sessions: TTFT against the turn index, and the server's cached fraction per turn.
+- sessions: TTFT against the turn index, and the server's cached fraction per turn;
+- reasoning models: time to first answer token beside TTFT (p50, dotted), and in the table.
 
 matplotlib is an optional extra: `pip install 'benchc[report]'`.
 """
@@ -127,9 +128,14 @@ def figures(docs: list[dict]) -> dict[str, object]:
             for stat, style in (("p50", "-"), ("p99", "--")):
                 vals = [_stat(by_x[x], lambda p, m=metric, s=stat: _ms(p, m, s))[0] for x in xs]
                 ax.plot(tput, vals, style, marker="o", color=color, label=f"{label} {stat}")
+            if metric == "ttft" and any(_ms(p, "ttf_answer", "p50") is not None for x in xs for p in by_x[x]):
+                # a reasoning model: when the answer started, beside the first token of any kind
+                vals = [_stat(by_x[x], lambda p: _ms(p, "ttf_answer", "p50"))[0] for x in xs]
+                ax.plot(tput, vals, ":", marker="^", color=color, label=f"{label} first answer p50")
         ax.set_xlabel("output throughput (tok/s)")
         ax.set_ylabel(f"{title} (ms)")
-        ax.set_title(f"{title} p50 (solid) / p99 (dashed) vs throughput")
+        ax.set_title(f"{title} p50 (solid) / p99 (dashed) vs throughput"
+                     + (" (dotted: first answer token)" if metric == "ttft" else ""))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     figs["latency_vs_throughput"] = fig
@@ -276,14 +282,14 @@ def summary_rows(docs: list[dict]) -> list[list[str]]:
                 return "-" if v is None else fmt.format(v)
             rows.append([series_label(d, p.get("matrix", {})), p["id"], str(p["counts"]["completed"]),
                          f(p["throughput"]["output_tok_s"]), f(_ms(p, "ttft", "p50")),
-                         f(_ms(p, "ttft", "p99")), f(_ms(p, "itl", "p50")), f(_ms(p, "itl", "p99")),
-                         f(_ms(p, "e2e", "p99")),
+                         f(_ms(p, "ttft", "p99")), f(_ms(p, "ttf_answer", "p50")), f(_ms(p, "itl", "p50")),
+                         f(_ms(p, "itl", "p99")), f(_ms(p, "e2e", "p99")),
                          str(p["counts"]["failed"]), "yes" if p["client"]["client_limited"] else ""])
     return rows
 
 
-HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-          "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
+HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "first answer p50 ms",
+          "ITL p50 ms", "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
 
 
 def write_report(docs: list[dict], png_dir: str | None, html_path: str | None) -> list[str]:

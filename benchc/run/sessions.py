@@ -158,7 +158,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
             outcome = "failed"
             break
         ok += 1
-        conv.answered(turn, r.parser.text())
+        conv.answered(turn, r.parser.answer_text())
         prev_end, prev_send = r.end_ns, r.t0_ns
     env.done({"outcome": outcome, "turns": sent, "completed_turns": ok, "start_ns": start_ns,
               "end_ns": end_ns})

@@ -50,7 +50,8 @@ class SimConfig:
     seed: int = 0
     faults: list[str] = field(default_factory=list)
     # request fields the server silently ignores, as some real servers do with
-    # `ignore_eos` and `min_tokens`: lets tests see benchc notice
+    # `ignore_eos` and `min_tokens`: lets tests see benchc notice (`stream_options`: a stream
+    # without usage, whatever include_usage asked)
     ignored_params: list[str] = field(default_factory=list)
     # a tokenizer.json (or its folder): chunks are real tokens of it and usage is exact;
     # without one, one word is one token
