@@ -143,6 +143,7 @@ def check_valid(reports, version):
             assert block["units"] in UNITS[name], (name, block["units"])
 
 
+@pytest.mark.slow  # runs for each kind of result
 @pytest.mark.parametrize("version", br.VERSIONS)
 def test_every_report_validates_against_llmd_schema(result, version, capsys):
     path, doc = result

@@ -61,6 +61,7 @@ def check_latencies(records: list[dict], points: list[dict]) -> None:
                 assert block["min"] >= 0 and block["out_of_range"] == 0, (name, block)
 
 
+@pytest.mark.slow  # a run per transport
 @pytest.mark.parametrize("http", PATHS)
 def test_a_server_that_closes_after_every_stream_costs_retries_not_errors(tmp_path, http, monkeypatch):
     # Seed 14's first close delays (uniform 0..200 ms) are all above 40 ms: each connection
@@ -93,6 +94,7 @@ FAULTS = ["http_429:0.08", "http_500:0.08", "http_503:0.08", "reset:0.1", "stall
           "malformed:0.1", "no_done:0.1", "slow_headers:0.1:50ms"]
 
 
+@pytest.mark.slow  # a run per transport
 @pytest.mark.parametrize("http", PATHS)
 def test_every_stored_latency_of_every_fault_kind_is_non_negative(tmp_path, http, monkeypatch):
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",

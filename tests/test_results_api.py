@@ -35,6 +35,7 @@ def test_load_gives_typed_points_with_the_documents_values(path):
         assert r.point(p.id) is p
 
 
+@pytest.mark.slow  # decodes every stored histogram
 @pytest.mark.parametrize("path", FIXTURES, ids=os.path.basename)
 def test_histograms_are_hdrhistogram_objects_decoded_from_the_stored_encoding(path):
     for p in benchc.results.load(path).points:

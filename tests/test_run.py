@@ -62,6 +62,7 @@ def requests_of(tmp_path):
     return [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # the whole demo spec, as the README runs it
 def test_demo_spec_runs_and_result_validates(tmp_path, capsys):
     out = str(tmp_path / "demo.json")
     assert main(["run", os.path.join(REPO, "specs", "demo.yaml"), "--out", out,

@@ -67,6 +67,7 @@ def test_kind_specific_figures_and_their_meaning():
     assert server_summary(None, unknown, [], 1) == {"available": False}
 
 
+@pytest.mark.slow  # a run per server kind
 @pytest.mark.parametrize("names,kind", [("vllm", "vllm"), ("sglang", "sglang"), ("llamacpp", "llama.cpp"),
                                         ("tgi", "tgi")])
 def test_a_run_reads_each_servers_names_from_the_simulator(tmp_path, names, kind):

@@ -44,12 +44,14 @@ def qwen(request):
 CORPUS = corpus()
 
 
+@pytest.mark.slow  # a whole corpus against HF tokenizers
 def test_deepseek_ids_identical_to_hf_tokenizers(deepseek):
     ours, hf = deepseek
     for text in CORPUS:
         assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text[:60]
 
 
+@pytest.mark.slow  # a whole corpus against tiktoken
 def test_qwen_ids_identical_to_tiktoken(qwen):
     ours, ref = qwen
     for text in CORPUS:
@@ -231,6 +233,7 @@ def test_simulator_with_a_tokenizer_streams_real_tokens():
     assert tok["count"] == usage["prompt_tokens"]
 
 
+@pytest.mark.slow  # HF tokenizers as the oracle
 def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):
     """HF's engine reads \\p{N}{1,3}+ as (\\p{N}{1,3})+ where tiktoken's is possessive: a
     tokenizer.json is read as HF reads it."""
@@ -247,6 +250,7 @@ def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):
             assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
 
 
+@pytest.mark.slow  # HF tokenizers as the oracle, 15 cases per behaviour
 @pytest.mark.parametrize("behaviour", ["Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous",
                                        "Isolated-inverted"])
 def test_every_split_behaviour_matches_hf(behaviour, tmp_path):

@@ -22,6 +22,8 @@ gguf = pytest.importorskip("gguf")
 spm = pytest.importorskip("sentencepiece")
 from tokenizers import Tokenizer as HF  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the gguf package writes and reads the fixtures
+
 CORPUS = corpus()
 
 

@@ -31,6 +31,8 @@ from tests.tokenizer_fixtures import (
 spm = pytest.importorskip("sentencepiece")
 from tokenizers import Tokenizer as HF  # noqa: E402
 
+pytestmark = pytest.mark.slow  # sentencepiece and HF as the oracles
+
 CORPUS = corpus()
 MODELS = sorted(glob.glob(os.path.join(MISTRAL_DATA, "*.model*")))
 

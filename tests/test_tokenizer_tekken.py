@@ -11,6 +11,8 @@ from benchc.errors import UsageError
 from benchc.tokenizer import tokenizer as T
 from tests.tokenizer_fixtures import CORES, MISTRAL_DATA, TEKKEN, corpus, unicode_text
 
+pytestmark = pytest.mark.slow  # mistral-common as the oracle
+
 tekken = pytest.importorskip("mistral_common.tokens.tokenizers.tekken")
 CORPUS = corpus()
 FILES = [os.path.join(MISTRAL_DATA, f) for f in ("tekken_240718.json", "tekken_240911.json")]

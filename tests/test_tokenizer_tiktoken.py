@@ -19,6 +19,8 @@ from benchc.tokenizer import tokenizer as T
 from tests.conftest import both_cores
 from tests.tokenizer_fixtures import CORES, QWEN_DIR, corpus, unicode_text
 
+pytestmark = pytest.mark.slow  # tiktoken's encodings as the oracle
+
 tiktoken = pytest.importorskip("tiktoken")
 tiktoken_load = pytest.importorskip("tiktoken.load")
 

@@ -7,8 +7,9 @@ import struct
 import sys
 import time
 
-# Linux stamps each received packet (software timestamps) when a socket asks for it
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+# Linux stamps each received packet (software timestamps) when a socket asks for it; -1
+# elsewhere (no stamps, the read's own time is used), as in the C twin
+SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else -1)
 _TIMESPEC = struct.Struct("@qq")
 
 

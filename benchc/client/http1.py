@@ -54,7 +54,7 @@ from benchc.metrics.record import IDLE_TIMEOUT, TIMEOUT
 CLOCK = time.perf_counter_ns
 log = logging.getLogger(__name__)  # -vv: connections opened, keep-alive retries (no header is logged)
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
-KERNEL_STAMPS = SO_TIMESTAMPNS is not None and sys.platform.startswith("linux")
+KERNEL_STAMPS = SO_TIMESTAMPNS >= 0 and sys.platform.startswith("linux")
 RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: a 256 KiB buffer cost 16 us per read
 RX_LOOP, ASYNCIO = "rx_loop", "asyncio"  # which transport read a response (Exchange.path)
 
@@ -352,7 +352,7 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost tells the exchange
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
         by_server = not self.closed
         self.closed = True
         self.pool.forget(self)

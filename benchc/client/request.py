@@ -170,7 +170,8 @@ def make_connector(force_close: bool = False) -> aiohttp.TCPConnector:
     """
     conn = _Connector(limit=0, ttl_dns_cache=300, force_close=force_close)
     if hasattr(conn, "_factory") and hasattr(conn, "_loop"):
-        conn._factory = functools.partial(_StampingProtocol, loop=conn._loop, rules=conn.rules)
+        # setattr: a private attribute, typed by aiohttp for its own protocol class
+        setattr(conn, "_factory", functools.partial(_StampingProtocol, loop=conn._loop, rules=conn.rules))  # noqa: B010
     return conn
 
 

@@ -72,8 +72,10 @@ class PointRecorder:
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
                               t.recorder("itl_answer_us"))
-        ttft_ns = r.first_text_ns - r.t0_ns
-        e2e_ns = r.end_ns - r.t0_ns
+        first_text_ns, end_ns = r.first_text_ns, r.end_ns
+        assert first_text_ns is not None and end_ns is not None  # what makes a request ok
+        ttft_ns = first_text_ns - r.t0_ns
+        e2e_ns = end_ns - r.t0_ns
         self.ttft.record_ns(ttft_ns)
         self.e2e.record_ns(e2e_ns)
         # One call per request: the parser records its chunk gaps, and per token where the
@@ -92,8 +94,8 @@ class PointRecorder:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
             self.tpot.record_ns(int(tpot_ns))
         if r.scheduled_ns is not None:
-            self.ttft_sched.record_ns(r.first_text_ns - r.scheduled_ns)
-            self.e2e_sched.record_ns(r.end_ns - r.scheduled_ns)
+            self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
+            self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
         t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
         t.output_tokens += out
         if r.usage_output_tokens is not None:

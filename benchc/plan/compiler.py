@@ -178,6 +178,7 @@ def _server(s: dict | None) -> Server | None:
     if not s:
         return None
     cmd = s.get("command")
+    argv: list[str] | None
     if isinstance(cmd, str):
         argv = ["/bin/sh", "-c", cmd]
     else:
@@ -349,7 +350,7 @@ def _dataset_defaults(name: str) -> dict:
 
 def _points(load: dict, index: int, label: str) -> list[Step]:
     sweep = load["sweep"]
-    common = dict(
+    common: dict[str, Any] = dict(
         requests=load.get("requests"), sessions=load.get("sessions"),
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
@@ -463,6 +464,7 @@ def _replay(step: Step, trace: dict) -> Step:
     if step.concurrency:
         return step
     if step.speedup is None:
+        assert step.rate_rps is not None  # neither closed loop nor a speedup: a rate sweep
         speedup = speedup_for(trace, step.rate_rps)
         return replace(step, arrival="trace", burstiness=None, speedup=round(speedup, 9))
     return replace(step, rate_rps=trace_rate(trace, step.speedup))

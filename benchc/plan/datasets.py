@@ -88,7 +88,9 @@ def _sharegpt_lengths(source: Any, params: dict) -> tuple[dict, dict]:
     if isinstance(source, FileSessions):
         turns = [t for s in source.items for t in s.turns]
         ins = [sum(len(str(m["content"]).split()) for m in t.messages) for t in turns]
-        return spread([max(1, n) for n in ins]), spread([t.output_tokens for t in turns])
+        # a ShareGPT turn's answer length is its reply's words (None only where a file gives none)
+        outs = [n for t in turns if (n := t.output_tokens) is not None]
+        return spread([max(1, n) for n in ins]), spread(outs)
     return _file_lengths(source, params)
 
 

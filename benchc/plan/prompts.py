@@ -66,8 +66,12 @@ class PromptSource(Protocol):
     """Prompt i of a prompt stream; `mode` is fresh or shared; `pool_size` is the number of
     distinct prompts dealt in turn (None: endless, every prompt new)."""
 
-    mode: str
-    pool_size: int | None
+    # read-only here (a property), so that a source whose pool always has a size fits too
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def pool_size(self) -> int | None: ...
 
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt: ...
 

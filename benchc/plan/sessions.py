@@ -132,7 +132,7 @@ class SessionStats:
     sessions: int | None = None  # a file's or a trace's count; None: endless
 
     def to_json(self) -> dict:
-        out = {"source": self.source, "turns": self.turns}
+        out: dict[str, Any] = {"source": self.source, "turns": self.turns}
         if self.think_time is not None:
             out["think_time"] = self.think_time
         if self.sessions is not None:

@@ -134,7 +134,8 @@ def _read(path: Path, params: dict, sha256: str) -> Trace:
     sl = params["slice"]
     caps = (params.get("max_input_tokens"), params.get("max_output_tokens"))
     tally = {"clipped": 0, "raised": 0}
-    first = last = None
+    first: float | None = None
+    last = 0.0
     sessions: dict[str, int] = {}
     try:
         f = open(path, "rb")  # noqa: SIM115 - the with below closes it
@@ -207,7 +208,7 @@ def _add(trace: Trace, row: Row, t0: float, caps: tuple, tally: dict, sessions: 
     trace.time_s.append(row.time_s - t0)
     trace.input_tokens.append(n_in)
     trace.output_tokens.append(-1 if n_out is None else n_out)
-    ids = row.hash_ids or []
+    ids = row.hash_ids if row.hash_ids is not None else array("q")
     trace.ids.extend(ids[:-(-n_in // trace.block_size)])
     trace.ids_at.append(len(trace.ids))
     trace.text_at.append(row.offset)
@@ -285,8 +286,8 @@ class TracePrompts:
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
         tr = self.trace
         lap, r = divmod(index, len(tr))
-        n_out = tr.output_tokens[r]
-        n_out = None if n_out < 0 else n_out
+        raw_out = tr.output_tokens[r]
+        n_out = None if raw_out < 0 else raw_out
         if tr.text_at[r] >= 0:  # the user's own prompt: sent as it is, again on every point
             rec = tr.literal(tr.text_at[r])
             reused = lap > 0 or index < deal.seen

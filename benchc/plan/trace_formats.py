@@ -240,7 +240,7 @@ def read_burstgpt(lines: Lines, path: str, opts: dict) -> Iterator[Row]:
     """BurstGPT rows kept by `opts["filter"]` ({model: [...], log_type: [...]}); the rows it
     leaves out are counted in opts["filtered_out"]."""
     keep = opts.get("filter") or {}
-    need = ("Timestamp", "Request tokens", "Response tokens")
+    need: tuple[str, ...] = ("Timestamp", "Request tokens", "Response tokens")
     need += ("Model",) if "model" in keep else ()
     need += ("Log Type",) if "log_type" in keep else ()
     order = _InOrder(path, "burstgpt")

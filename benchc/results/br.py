@@ -65,7 +65,8 @@ def _seq_len(declared: dict | None, measured: dict | None, prefix: int = 0) -> d
     """A SequenceLength: the distribution the spec declared (plus the shared prefix, which every
     prompt carries), with the min and max of the prompts the plan actually built."""
     measured = measured or {}
-    kind = (declared or {}).get("kind")
+    declared = declared or {}
+    kind = declared.get("kind")
     if kind == "fixed":
         out = {"distribution": "fixed", "value": declared["value"] + prefix}
     elif kind == "uniform":
@@ -132,7 +133,7 @@ def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
 
 
 def _server_component(doc: dict, combo: dict) -> dict:
-    target = next((t for t in doc.get("target", []) if t.get("combination") == combo.get("index")), {})
+    target: dict = next((t for t in doc.get("target", []) if t.get("combination") == combo.get("index")), {})
     models = (target.get("models") or {}).get("data") or []
     served = next((m for m in models if m.get("id") == target.get("model")), models[0] if models else {})
     if target.get("simulated"):

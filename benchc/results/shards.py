@@ -26,7 +26,8 @@ def shard_id(doc: dict) -> str:
 def shard_ids(doc: dict) -> list[str]:
     """The identities of the measurements in `doc`: its parts' for a merged result."""
     parts = [m.get("shard") for m in doc.get("merged_from") or [] if isinstance(m, dict)]
-    return parts if parts and all(isinstance(p, str) for p in parts) else [shard_id(doc)]
+    named = [p for p in parts if isinstance(p, str)]
+    return named if parts and len(named) == len(parts) else [shard_id(doc)]
 
 
 def refuse_duplicates(docs: list[dict], sources: list[str]) -> None:

@@ -21,6 +21,7 @@ from benchc.client.request import build_body
 from benchc.plan.datasets import KINDS
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal, PromptSource
+from benchc.plan.trace import TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.run.shards import WHOLE, Shard
 
@@ -46,7 +47,9 @@ class StepFeed:
         self.template = template  # the model's chat template: each request's exact input tokens
         self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
         self._built: list[Request] = []
-        share = shard.share(step.requests) if step.requests is not None else DURATION_PREBUILD
+        share = shard.share(step.requests)
+        if share is None:
+            share = DURATION_PREBUILD
         size = 0
         while len(self._built) < share and size < PREBUILD_BYTES:
             r = self._build(len(self._built))
@@ -68,6 +71,7 @@ class StepFeed:
         process does (run/loadgen.arrival_times)."""
         if self.step.arrival != "trace":
             return None
+        assert isinstance(self.source, TracePrompts)  # the compiler allows arrival: trace only there
         return self.source.arrivals(self.step.speedup or 1.0)
 
     def _build(self, j: int) -> Request:

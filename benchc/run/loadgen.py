@@ -16,20 +16,22 @@ import resource
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count, islice
+from typing import Any
 
 import aiohttp
 
-from benchc.client.http1 import RxFigures
+from benchc.client.http1 import Pool, RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
-from benchc.plan.model import Step
+from benchc.plan.model import Step, Target
+from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
-from benchc.run.sessions import SessionEnv, run_session, until
+from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 
 # Client self-check thresholds: past any of these the client, not the server, may
 # have set the pace, and the point is marked client_limited. A send late with a free
@@ -46,13 +48,13 @@ class StepContext:
     session: aiohttp.ClientSession
     url: str
     headers: dict
-    target: object
-    feed: object = None  # the step's requests (run/feed.py StepFeed), set before each step
+    target: Target
+    feed: StepFeed | SessionFeed | None = None  # the step's requests (or sessions), set before each step
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
-    progress: object = None  # callable(recorder, inflight) or None
+    progress: Callable[[PointRecorder, int], None] | None = None  # (recorder, inflight)
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
-    pool: object = None  # a benchc.client.http1.Pool: measured requests go on it instead of the session
+    pool: Pool | None = None  # measured requests go on the own reader's pool instead of the session
 
 
 class _SelfCheck:
@@ -98,6 +100,7 @@ def arrival_times(step: Step, n: int, seed: int) -> list[float]:
     """Seconds from the point's start of the first `n` arrivals of an open-loop step."""
     rng = random.Random(seed)
     rate = step.rate_rps
+    assert rate is not None  # an open-loop step has one
     t, out = 0.0, []
     for _ in range(n):
         if step.arrival == "constant":
@@ -125,7 +128,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
     rx = RxFigures(ctx.pool) if ctx.pool is not None else None
     cpu0, wall0 = _cpu_s(), time.perf_counter()
-    steady = {"start_ns": None, "end_ns": None, "tokens": 0}
+    steady: dict[str, Any] = {"start_ns": None, "end_ns": None, "tokens": 0}
     deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
     limit = step.requests
     issued = count()
@@ -134,7 +137,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     active = [0]  # units in flight: requests, or sessions (the steady state holds them at target)
     tasks: set[asyncio.Task] = set()
     feed = ctx.feed
-    multi_turn = getattr(feed, "sessions", False)
+    assert feed is not None  # set before each step
+    multi_turn = isinstance(feed, SessionFeed)
     target = step.concurrency or step.max_concurrency or step.users or 0
     stop_wait = asyncio.create_task(ctx.stop_event.wait())
 
@@ -185,6 +189,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                 ctx.progress(rec, check.inflight)
 
     async def one(i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
         prompt = req.prompt
         r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
@@ -207,6 +212,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                      open_loop=not step.concurrency, speedup=step.speedup or 1.0, pace_s=step.turn_interval_s)
 
     async def session(j: int, scheduled_ns: int | None, ready_ns: int) -> int:
+        assert isinstance(feed, SessionFeed)  # a sessions step
         index, script = feed.get(j)
         unit_started()
         try:
@@ -226,6 +232,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     async def user(start_ns: int) -> None:
         """One user of a user-centric step: sessions back to back, each turn at the pace."""
         due = start_ns
+        assert step.turn_interval_s is not None  # a user-centric step has its pace
         while await until(due, stop_wait) and may_issue():
             n_issued[0] += 1
             n_units[0] += 1
@@ -258,7 +265,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     out = _client_summary(check, skew, cpu, wall, steady, step, open_counts, dict(paths),
                           rx.take() if rx is not None else None)
     figures, reasons = sends.summary()
-    rules = reuse_rules(ctx.session, ctx.pool)  # type: ignore[arg-type]
+    rules = reuse_rules(ctx.session, ctx.pool)
     if rules is not None:
         figures["connections"].update(rules.report())
     out["client"].update(figures)
@@ -291,6 +298,7 @@ def _users(step: Step, tasks: set, user) -> None:
     """Start a user-centric step's users, spread evenly over one turn interval, so that the
     turns arrive at users / turn_interval from the start (AIPerf staggers its users likewise;
     benchc's all start at their sessions' first turn)."""
+    assert step.users is not None and step.turn_interval_s is not None  # a user-centric step
     start = CLOCK()
     gap = int(step.turn_interval_s * 1e9) // step.users
     for u in range(step.users):
@@ -306,8 +314,9 @@ def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> I
     index, count = shard
     times = feed.arrivals() if feed is not None else None
     if times is None:
-        # a sessions step's arrivals are its sessions' (its requests, the turns, are at least as many)
-        n = step.sessions or step.requests or int(step.rate_rps * step.duration_s * 2 + 16)
+        # a sessions step's arrivals are its sessions' (its requests, the turns, are at least as
+        # many); else a rate and a request count or a duration: the compiler saw to it
+        n = step.sessions or step.requests or int((step.rate_rps or 0.0) * (step.duration_s or 0.0) * 2 + 16)
         times = arrival_times(step, n, seed)
     return islice(times, index, None, count)
 

@@ -37,6 +37,7 @@ from benchc.results.trust import judge
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
 from benchc.run.prepare import Prepared, measuring, step_slo_checks
+from benchc.run.sessions import SessionFeed
 from benchc.run.shards import WHOLE, Shard
 from benchc.spec.thresholds import Threshold
 
@@ -121,7 +122,7 @@ class Measurement:
     worker: int = 0  # the shard's index (Ray worker i of the point's n)
 
 
-async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> int:
+async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) -> int:
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took."""
     ctx.feed = feed
     with measuring():
@@ -130,7 +131,8 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> int:
     return feed.consumed()
 
 
-async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int, feed: StepFeed,
+async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
+                        feed: StepFeed | SessionFeed,
                         shard: Shard = WHOLE) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,

@@ -112,7 +112,7 @@ def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
     copy = None
     if kit is None:
         tok = load_tokenizer(target.tokenizer, spec_path)
-        if tok is not None:  # its bytes too, read now: a Ray worker is sent them (Kit)
+        if tok is not None and target.tokenizer:  # its bytes too, read now: a Ray worker is sent them (Kit)
             copy = TokenizerCopy.read(tokenizer_path(target.tokenizer, spec_path))
         source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
         found = find_template(target.tokenizer, spec_path, target.api)

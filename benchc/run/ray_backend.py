@@ -158,7 +158,8 @@ class RayBackend:
         every.add_done_callback(lambda f: f.cancelled() or f.exception())  # told below, not logged
         stopped = asyncio.ensure_future(stop.wait())
         try:
-            done, _ = await asyncio.wait([every, stopped], timeout=START_TIMEOUT_S,
+            first: list[asyncio.Future[Any]] = [every, stopped]
+            done, _ = await asyncio.wait(first, timeout=START_TIMEOUT_S,
                                          return_when=asyncio.FIRST_COMPLETED)
             if stopped in done:
                 return None
@@ -226,8 +227,8 @@ class RayBackend:
         tasks = [asyncio.ensure_future(r) for r in refs]
         stopped = asyncio.ensure_future(stop.wait())
         try:
-            await asyncio.wait([asyncio.gather(*tasks, return_exceptions=True), stopped],
-                               return_when=asyncio.FIRST_COMPLETED)
+            first: list[asyncio.Future[Any]] = [asyncio.gather(*tasks, return_exceptions=True), stopped]
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
             if stop.is_set() and not all(t.done() for t in tasks):
                 for s in shards:
                     self.actors[s.index].halt.remote(point)

@@ -125,13 +125,15 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
     """Send a session's turns in order; returns the send time (ns) of its last turn sent."""
     session = conv.session
     first_due = scheduled_ns if scheduled_ns is not None else ready_ns
-    prev_end = prev_send = None
+    prev_end: int | None = None  # the previous turn's end and send (set once a turn completed)
+    prev_send: int | None = None
     sent = ok = 0
     start_ns = end_ns = None
     outcome = "completed"
     for k, turn in enumerate(session.turns, 1):
         due = ready_ns
         if k > 1:
+            assert prev_end is not None and prev_send is not None  # turn k-1 completed, else the loop ended
             if env.pace_s is not None:
                 due = max(prev_send + int(env.pace_s * 1e9), prev_end)
             elif turn.at_s is not None:

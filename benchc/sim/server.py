@@ -429,6 +429,7 @@ class Engine:
         next turn of a conversation sends again: its history ends with this answer)."""
         bs = self.cfg.block_size
         keys = seq.block_keys
+        assert self.prefix is not None  # called only with the prefix cache on
         out = seq.out_ids[:seq.emitted] if seq.out_ids is not None else \
             [w.decode().strip() for w in seq.text[:seq.emitted]]
         self.prefix.insert(block_keys(list(seq.prompt_tokens[len(keys) * bs:]) + out, bs, keys))

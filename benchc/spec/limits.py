@@ -88,7 +88,7 @@ def count_problems(spec: Any, data: dict) -> list[SpecProblem]:
     else:
         # a sweep's points run `repeats` times each; a search probes at most max_probes times
         # (when not given, the policy's worst case, which a bounded range keeps small)
-        values = next((sweep[k] for k in ("concurrency", "rate", "speedup", "users") if k in sweep), [])
+        values: list = next((sweep[k] for k in ("concurrency", "rate", "speedup", "users") if k in sweep), [])
         per_combo = len(values) * max(1, load.get("repeats", 1)) if sweep else search.get("max_probes", 0)
         if combos * per_combo > MAX_LOAD_POINTS:
             where = ("load", "sweep") if sweep else ("load", "search", "max_probes")

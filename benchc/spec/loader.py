@@ -159,6 +159,7 @@ class _Builder:
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
+        assert isinstance(node, yaml.ScalarNode)  # the third and last kind of node
         value = self.scalar(node, path)
         if isinstance(value, str) and "${env:" in value:
             value = self.interpolate(value, node, path)
@@ -396,7 +397,11 @@ def _schema_problems_with_instances(spec: Spec, data: dict) -> list[tuple[SpecPr
 
 def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, str, bool]]:
     """Turn one jsonschema error into (path, human message, points-at-key) items."""
-    v, schema, inst = err.validator, err.schema, err.instance
+    # jsonschema types these as maybe-unset; an error from iter_errors has them all set
+    v: Any = err.validator
+    schema: Any = err.schema
+    inst: Any = err.instance
+    value: Any = err.validator_value
     if "x-message" in schema and v not in ("additionalProperties", "required"):
         return [(path, f"{_show(inst)} {schema['x-message']}", False)]
     if v == "additionalProperties" and isinstance(schema.get("properties"), dict):
@@ -411,23 +416,23 @@ def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, st
         missing = re.match(r"'(.+)' is a required property", err.message)
         return [(path, f"missing required key '{missing.group(1) if missing else err.message}'", False)]
     if "propertyNames" in err.relative_schema_path or "propertyNames" in err.schema_path:
-        allowed = err.validator_value if v == "enum" else []
+        allowed = value if v == "enum" else []
         hint = _suggest(inst, allowed) or (f"; allowed here: {', '.join(allowed)}" if allowed else "")
         if v == "pattern":
             return [(path + (inst,), f"'{inst}' is not a valid name (letters, digits and '_')", True)]
         return [(path + (inst,), f"unknown key '{inst}'{hint}", True)]
     if v == "enum":
-        return [(path, f"{_show(inst)} is not one of {', '.join(map(_show, err.validator_value))}"
-                 + _suggest(inst, err.validator_value), False)]
+        return [(path, f"{_show(inst)} is not one of {', '.join(map(_show, value))}"
+                 + _suggest(inst, value), False)]
     if v == "type":
-        want = err.validator_value
-        names = [_TYPE_NAMES.get(t, t) for t in (want if isinstance(want, list) else [want])]
+        want = value
+        names = [_TYPE_NAMES.get(t) or t for t in (want if isinstance(want, list) else [want])]
         return [(path, f"expected {' or '.join(names)}, got {_show(inst)}", False)]
     if v in ("maxProperties", "minProperties") and path and path[-1] == "dataset":
-        kinds = list(err.schema.get("properties", {}))
+        kinds = list(schema.get("properties", {}))
         return [(path, f"give exactly one dataset: {', '.join(kinds[:-1])} or {kinds[-1]}", False)]
     if v == "pattern":
-        return [(path, f"{_show(inst)} does not match the pattern {err.validator_value}", False)]
+        return [(path, f"{_show(inst)} does not match the pattern {value}", False)]
     return [(path, err.message, False)]
 
 

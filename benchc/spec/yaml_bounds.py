@@ -56,7 +56,7 @@ class BoundedLoader(yaml.SafeLoader):
             raise YamlLimitError(*_at(self.get_mark()), f"nested more than {MAX_DEPTH} levels deep")
         super().fetch_flow_collection_start(TokenClass)
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             return super().compose_node(parent, index)
         self._depth += 1

@@ -6,6 +6,7 @@ normalization too), and SentencePiece's own. Each is built once into one functio
 from __future__ import annotations
 
 import unicodedata
+from functools import partial
 
 import regex
 
@@ -32,6 +33,10 @@ def chain(steps: list[Normalizer]) -> Normalizer | None:
     return run
 
 
+def _unicode_form(form: str, text: str, _: object) -> str:
+    return unicodedata.normalize(form, text)  # type: ignore[arg-type]  # form is one of the four
+
+
 def hf_steps(spec: dict | None, where: str) -> list[Normalizer]:
     """The steps of a tokenizer.json `normalizer` (Sequence flattened)."""
     if not spec:
@@ -40,7 +45,7 @@ def hf_steps(spec: dict | None, where: str) -> list[Normalizer]:
     if kind == "Sequence":
         return [s for n in spec.get("normalizers", []) for s in hf_steps(n, where)]
     if kind in ("NFC", "NFD", "NFKC", "NFKD"):
-        return [lambda t, _, form=kind: unicodedata.normalize(form, t)]
+        return [partial(_unicode_form, kind)]
     if kind == "Lowercase":
         return [lambda t, _: t.lower()]
     if kind == "Prepend":

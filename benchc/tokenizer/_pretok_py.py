@@ -34,7 +34,8 @@ def _split(text: str, pattern, behaviour: str, invert: bool) -> list[str]:
     """One HF Split over one piece, as tokenizers' SplitDelimiterBehavior does it: the
     text as spans flagged matched or not (invert swaps the flags), then joined per
     behaviour."""
-    spans, pos = [], 0  # (start, end, is_match)
+    spans: list = []  # (start, end, is_match): tuples, lists where pieces merge
+    pos = 0
     for m in pattern.finditer(text):
         if m.end() == m.start():
             continue

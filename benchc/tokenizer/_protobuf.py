@@ -38,6 +38,7 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """(field number, wire type, value) of each record of one message, in order: ints for
     VARINT/FIXED64/FIXED32 (raw bits), bytes for BYTES (a string, bytes or a sub-message)."""
     i, n = 0, len(buf)
+    value: int | bytes
     while i < n:
         key, i = _varint(buf, i)
         number, wire = key >> 3, key & 7

@@ -28,6 +28,20 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 _MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "word", 4: "char"}
 
 
+def _message(v: int | bytes) -> bytes:
+    """A length-delimited field's value (the caller checked its wire type)."""
+    if not isinstance(v, bytes):
+        raise ProtobufError("a number where a string or message belongs")
+    return v
+
+
+def _number(v: int | bytes) -> int:
+    """A varint or fixed field's value (the caller checked its wire type)."""
+    if not isinstance(v, int):
+        raise ProtobufError("a string where a number belongs")
+    return v
+
+
 def read_model(raw: bytes) -> dict:
     """The parts of a ModelProto benchc uses, as plain values."""
     pieces: list[tuple[str, float, int]] = []
@@ -36,24 +50,25 @@ def read_model(raw: bytes) -> dict:
     for number, wire, value in fields(raw):
         if number == 1 and wire == BYTES:
             piece, score, kind = "", 0.0, NORMAL
-            for n, w, v in fields(value):
+            for n, w, v in fields(_message(value)):
                 if n == 1 and w == BYTES:
-                    piece = v.decode("utf-8")
+                    piece = _message(v).decode("utf-8")
                 elif n == 2 and w == FIXED32:
-                    score = as_float(v)
+                    score = as_float(_number(v))
                 elif n == 3 and w == VARINT:
-                    kind = v
+                    kind = _number(v)
             pieces.append((piece, score, kind))
         elif number == 2 and wire == BYTES:
-            trainer = {n: v for n, w, v in fields(value) if w == VARINT}
+            trainer = {n: _number(v) for n, w, v in fields(_message(value)) if w == VARINT}
         elif number == 3 and wire == BYTES:
-            norm = {n: v for n, w, v in fields(value)}
+            norm = {n: v for n, w, v in fields(_message(value))}
+    normalizer = norm.get(1, b"")
     return {
         "pieces": pieces,
         "model_type": trainer.get(3, 1),
         "byte_fallback": bool(trainer.get(35, 0)),
         "whitespace_as_suffix": bool(trainer.get(24, 0)),
-        "normalizer": norm.get(1, b"").decode() if isinstance(norm.get(1, b""), bytes) else "",
+        "normalizer": normalizer.decode() if isinstance(normalizer, bytes) else "",
         "charsmap": norm.get(2, b""),
         "add_dummy_prefix": bool(norm.get(3, 1)),
         "remove_extra_whitespaces": bool(norm.get(4, 1)),

@@ -49,11 +49,12 @@ class SPM:
     def symbols(self, piece: bytes) -> list[int]:
         out: list[int] = []
         unk = 0  # how many unknown characters are pending (fused into one)
+        unk_id = -1 if self.unk_id is None else self.unk_id  # unk is only set when there is one
         for ch in piece.decode("utf-8", "surrogatepass"):
             i = self.char_ids.get(ord(ch))
             if i is not None:
                 if unk:
-                    out.append(self.unk_id)
+                    out.append(unk_id)
                     unk = 0
                 out.append(i)
                 continue
@@ -64,10 +65,10 @@ class SPM:
                     continue
             if self.unk_id is not None:
                 if unk and not self.fuse_unk:
-                    out.append(self.unk_id)
+                    out.append(unk_id)
                 unk = 1
         if unk:
-            out.append(self.unk_id)
+            out.append(unk_id)
         return out
 
     def encode_piece(self, piece: bytes) -> list[int]:
