@@ -82,10 +82,12 @@ def test_time_to_first_answer_is_the_first_answer_chunk_and_the_split_is_exact(t
         assert (r["reasoning_tokens"], r["output_tokens"]) == (tr["reasoning_tokens"], tr["output_tokens"])
         answer_errors.append(first_write_error_ms(r, tr, "ttf_answer_us", tr["reasoning_chunks"]))
         reasoning_errors.append(first_write_error_ms(r, tr, "ttf_reasoning_us", 0))
-        assert r["ttft_us"] == r["ttf_reasoning_us"] < r["ttf_answer_us"]  # TTFT: text of any kind
-    # never before the write (kernel receive stamps, or the read's own time); late by about as
-    # long as the write call takes (more where the machine's cores are busy elsewhere)
-    assert min(answer_errors + reasoning_errors) > -0.1, (answer_errors, reasoning_errors)
+        assert r["ttft_us"] == r["ttf_reasoning_us"] <= r["ttf_answer_us"]  # TTFT: text of any kind
+    # never before the write (kernel receive stamps, or the read's own time), but for moving the
+    # kernel's CLOCK_REALTIME stamp onto the monotonic clock (two clock reads, which a busy
+    # machine may pull apart): the chunk before, written a step (1 ms) earlier, would be -1 ms.
+    # Late by about as long as the write call takes (more where the cores are busy elsewhere).
+    assert min(answer_errors + reasoning_errors) > -0.5, (answer_errors, reasoning_errors)
     assert statistics.median(answer_errors) < 1.0, answer_errors
     assert statistics.median(reasoning_errors) < 1.0, reasoning_errors
     assert point["reasoning"] == {"requests": 6, "reasoning_tokens": 6 * 4, "answer_tokens": 6 * 6,
@@ -111,9 +113,9 @@ def test_without_usage_the_split_comes_from_the_chunks_and_a_request_may_not_ans
         assert r["output_tokens"] - r["reasoning_tokens"] == tr["output_tokens"] - tr["reasoning_tokens"]
         answered = tr["output_tokens"] > tr["reasoning_tokens"]
         silent += not answered
-        if answered:  # not before the simulator wrote the first answer chunk
-            assert first_write_error_ms(r, tr, "ttf_answer_us", tr["reasoning_chunks"]) > -0.1
-            assert r["ttf_answer_us"] > r["ttf_reasoning_us"]
+        if answered:  # not before the simulator wrote the first answer chunk (see above)
+            assert first_write_error_ms(r, tr, "ttf_answer_us", tr["reasoning_chunks"]) > -0.5
+            assert r["ttf_answer_us"] >= r["ttf_reasoning_us"]  # one read may carry both
         else:
             assert r["ttf_answer_us"] is None and r["finish_reason"] == "length"
     assert 0 < silent < len(reqs)  # the seed draws both kinds

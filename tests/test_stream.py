@@ -288,22 +288,26 @@ def test_cores_agree_on_the_server_fixtures_over_any_split(cuts):
         assert all(r == results[0] for r in results)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=10))
-def test_kept_text_is_the_same_on_both_cores(cuts):
-    """keep_text (a tokenizer counts the output after the point): the text pieces of the fast
-    path (raw JSON strings, decoded when asked) and of json.loads (str) join identically."""
-    events = VLLM_CHAT + ODD + TRICKY[:14]
-    data = stream_of(events)
+def kept_over(data: bytes, cuts) -> list:
+    """A keep_text parser of each core, fed `data` split at `cuts` (taken modulo its length)."""
     cuts = sorted({c % (len(data) + 1) for c in cuts})
-    texts = []
+    parsers = []
     for stream_mod, _ in cores():
         p = stream_mod.StreamParser(keep_text=True)
         bounds = [0, *cuts, len(data)]
         for a, b in zip(bounds, bounds[1:], strict=False):
             p.feed(data[a:b], 1)
         p.close(2)
-        texts.append(p.text())
+        parsers.append(p)
+    return parsers
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=10))
+def test_kept_text_is_the_same_on_both_cores(cuts):
+    """keep_text (a tokenizer counts the output after the point): the text pieces of the fast
+    path (raw JSON strings, decoded when asked) and of json.loads (str) join identically."""
+    texts = [p.text() for p in kept_over(stream_of(VLLM_CHAT + ODD + TRICKY[:14]), cuts)]
     assert all(t == texts[0] for t in texts)
     assert texts[0].startswith(' Hello wörld "quoted"\n\tnext😀 emoji, 中文thinking...r end completion')
     for stream_mod, _ in cores():
@@ -401,14 +405,6 @@ def test_cores_agree_on_reasoning_streams_over_any_split():
 @given(st.lists(st.integers(min_value=0, max_value=3000), max_size=12))
 def test_kept_reasoning_and_answer_are_the_same_on_both_cores(cuts):
     data = stream_of(THINK_THEN_ANSWER + VLLM_CHAT + TRICKY[-16:])
-    cuts = sorted({c % (len(data) + 1) for c in cuts})
-    kept = []
-    for stream_mod, _ in cores():
-        p = stream_mod.StreamParser(keep_text=True)
-        bounds = [0, *cuts, len(data)]
-        for a, b in zip(bounds, bounds[1:], strict=False):
-            p.feed(data[a:b], 1)
-        p.close(2)
-        kept.append((p.reasoning_text(), p.answer_text(), p.text()))
+    kept = [(p.reasoning_text(), p.answer_text(), p.text()) for p in kept_over(data, cuts)]
     assert all(k == kept[0] for k in kept)
     assert kept[0][0].startswith("Let me think") and kept[0][1].startswith("Hi there!")
