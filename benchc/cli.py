@@ -106,9 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="a result as CSV, per-request JSONL, llm-d Benchmark Reports "
                         "(0.2, 0.2.1) or vLLM bench-serve JSON")
     ex.add_argument("result", metavar="RESULT")
-    ex.add_argument("--format", choices=["csv", "jsonl", "br0.2", "br0.2.1", "vllm"], default="csv",
-                    help="br0.2, br0.2.1 and vllm give one JSON document per point: one per line on "
-                         "stdout, or one file per point with -o (OUT, or OUT-1, OUT-2, ... for several)")
+    ex.add_argument("--format", choices=["csv", "csv-turns", "jsonl", "br0.2", "br0.2.1", "vllm"],
+                    default="csv",
+                    help="csv-turns: one row per point and turn of a sessions workload; br0.2, br0.2.1 and "
+                         "vllm give one JSON document per point: one per line on stdout, or one file per "
+                         "point with -o (OUT, or OUT-1, OUT-2, ... for several)")
     ex.add_argument("-o", "--out", help="write here instead of stdout")
     ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 

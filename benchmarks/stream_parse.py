@@ -1,74 +1,99 @@
-"""Nanoseconds per SSE event in the stream parser alone (no sockets, no server), so that a
-change to the parser shows its own cost: the compiled core, and the Python twin with
---python. Streams of 256-event responses, vLLM's chunk shape:
+"""Nanoseconds per SSE event in the stream parser alone (no sockets): the hot path every
+transport runs (the own reader, aiohttp, the receive loop), on the compiled core and
+optionally the Python twin.
 
-- per-token   one event per feed (a real server's one write per token)
-- coalesced   a whole response per feed (reads that carry many events)
-- non-ascii   per-token, each token's text 3 CJK characters (UTF-8 the parser checks)
+    python benchmarks/stream_parse.py [--tokens 256] [--streams 2000] [--repeats 7] [--python]
+    python benchmarks/stream_parse.py --tree /path/to/other/checkout   # its built benchc, to compare
 
-    python benchmarks/stream_parse.py [--repeats 7] [--responses 400] [--python]
-    python benchmarks/stream_parse.py --tree /path/to/other/checkout   # its built benchc
-
-Prints the median over the repeats of ns per event (process CPU time) per stream.
+Streams of --tokens one-token chat chunks shaped as vLLM writes them, fed to a fresh
+StreamParser per stream, then its chunk gaps recorded (record_gaps, as the recorder does):
+  content     every token a `content` delta (a model that does not reason)
+  reasoning   the first half `reasoning_content` deltas, then `content` (a reasoning model)
+  usage       content deltas with continuous usage (each chunk's usage object)
+  non-ascii   content deltas of 3 CJK characters each (text whose UTF-8 the parser checks)
+Two feeds: `per-event` (one read per event, as a client that keeps up sees them) and
+`coalesced` (the whole stream in one read). Prints the median over --repeats of ns per event.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import statistics
 import sys
 import time
 
-TOKENS = 256
+sys.path.insert(0, __file__.rsplit("/", 2)[0])
 
 
-def response(text: str) -> list[bytes]:
-    head = {"id": "chatcmpl-0123456789abcdef", "object": "chat.completion.chunk", "created": 1733000000,
-            "model": "MiniMaxAI/MiniMax-M2.5"}
-    events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                    "logprobs": None, "finish_reason": None}]}]
-    events += [{**head, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
-                                     "finish_reason": None}]} for _ in range(TOKENS - 2)]
-    events.append({**head, "choices": [{"index": 0, "delta": {}, "logprobs": None,
-                                        "finish_reason": "length"}],
-                   "usage": {"prompt_tokens": 512, "completion_tokens": TOKENS - 2, "total_tokens": 766}})
-    wire = [b"data: " + json.dumps(e, ensure_ascii=False).encode() + b"\n\n" for e in events]
-    return wire + [b"data: [DONE]\n\n"]
+def event(key: str, text: str, usage: dict | None = None) -> bytes:
+    obj: dict = {"id": "chatcmpl-5d1f0c2b9c8e4a7f", "object": "chat.completion.chunk", "created": 1733000000,
+                 "model": "MiniMaxAI/MiniMax-M2.5",
+                 "choices": [{"index": 0, "delta": {key: text}, "logprobs": None, "finish_reason": None}]}
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-def ns_per_event(parser_cls, feeds: list[bytes], responses: int) -> float:
-    t = time.process_time_ns()
-    for r in range(responses):
+def stream(kind: str, tokens: int) -> list[bytes]:
+    out = []
+    for i in range(tokens):
+        key = "reasoning_content" if kind == "reasoning" and i < tokens // 2 else "content"
+        usage = {"prompt_tokens": 16, "total_tokens": 17 + i, "completion_tokens": i + 1}
+        if kind != "usage":
+            usage = None
+        out.append(event(key, "漢字か" if kind == "non-ascii" else f" w{i % 97}", usage))
+    out.append(b'data: {"id":"chatcmpl-5d1f0c2b9c8e4a7f","object":"chat.completion.chunk",'
+               b'"created":1733000000,'
+               b'"model":"MiniMaxAI/MiniMax-M2.5","choices":[],"usage":{"prompt_tokens":16,"total_tokens":'
+               + str(16 + tokens).encode() + b',"completion_tokens":' + str(tokens).encode() + b"}}\n\n")
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def per_event_ns(parser_cls, hist_cls, reads: list[bytes], streams: int, events: int) -> float:
+    t = time.perf_counter_ns()
+    for _ in range(streams):
         p = parser_cls()
-        for i, f in enumerate(feeds):
-            p.feed(f, r * 1_000_000 + i)
-        p.close(r * 1_000_000 + len(feeds))
-    return (time.process_time_ns() - t) / (responses * (TOKENS + 1))
+        now = 1_000_000
+        for r in reads:
+            now += 1_000_003
+            p.feed(r, now)
+        p.close(now)
+        p.record_gaps(hist_cls())
+    return (time.perf_counter_ns() - t) / (streams * events)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--streams", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--responses", type=int, default=400)
-    ap.add_argument("--python", action="store_true", help="the pure-Python twin instead of the compiled core")
+    ap.add_argument("--python", action="store_true", help="also the Python twin (slow: fewer streams)")
     ap.add_argument("--tree", help="import benchc from this checkout (built in place) instead")
-    args = ap.parse_args()
-    if args.tree:
-        sys.path.insert(0, args.tree)
-    mod = importlib.import_module("benchc.client._stream_py" if args.python else "benchc.client._stream_c")
-    per_token = response(" x")
-    streams = {"per-token": per_token, "coalesced": [b"".join(per_token)], "non-ascii": response("漢字か")}
-    results: dict[str, list[float]] = {k: [] for k in streams}
-    for _ in range(args.repeats):  # interleaved, so that a busy spell hits every stream alike
-        for name, feeds in streams.items():
-            results[name].append(ns_per_event(mod.StreamParser, feeds, args.responses))
-    print(f"stream_parse: {mod.__file__}, {args.repeats} repeats x {args.responses} responses of "
-          f"{TOKENS} events")
-    for name, values in results.items():
-        print(f"  {name:10s} {statistics.median(values):8.1f} ns/event (min {min(values):.1f}, "
-              f"max {max(values):.1f})")
+    a = ap.parse_args()
+    if a.tree:
+        sys.path.insert(0, a.tree)
+    cores = []
+    try:
+        from benchc.client._stream_c import StreamParser as CParser
+        from benchc.metrics._hdr_c import Histogram as CHist
+        cores.append(("cython", CParser, CHist, a.streams))
+    except ImportError:
+        print("  (Cython core not built)")
+    if a.python:
+        from benchc.client._stream_py import StreamParser as PyParser
+        from benchc.metrics._hdr_py import Histogram as PyHist
+        cores.append(("python", PyParser, PyHist, max(1, a.streams // 20)))
+    print(f"stream_parse: {a.tokens} tokens per stream, median of {a.repeats} (ns per event)")
+    for kind in ("content", "reasoning", "usage", "non-ascii"):
+        events = stream(kind, a.tokens)
+        for feed, reads in (("per-event", events), ("coalesced", [b"".join(events)])):
+            for name, parser_cls, hist_cls, streams in cores:
+                times = [per_event_ns(parser_cls, hist_cls, reads, streams, len(events))
+                         for _ in range(a.repeats)]
+                print(f"  {kind:9s} {feed:9s} {name:6s} {statistics.median(times):8.1f} ns/event  "
+                      f"(min {min(times):.1f})")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ SPEC = """\
 version: 1
 name: export-{shape}
 target:
-  sim: {{preset: minimax-m2.5-tp4}}
+  sim: {{preset: minimax-m2.5-tp4{sim}}}
   model: sim-model
 workload:
   dataset:
@@ -57,6 +57,9 @@ SHAPES = {
     "trace": dict(sweep="    speedup: [2]", stop="",
                   dataset="trace: {path: trace.jsonl, format: mooncake, block_size: 16}",
                   files={"trace.jsonl": MOONCAKE}),
+    # a reasoning model: reasoning_content before the answer, the point's reasoning block
+    "reasoning": dict(sweep="    concurrency: [2]", stop="  requests: 4\n", dataset=_random(24, 6, 0),
+                      sim=", reasoning_tokens: 3"),
 }
 
 
@@ -69,7 +72,7 @@ def runs(tmp_path_factory):
         if shape not in done:
             d = tmp_path_factory.mktemp(shape)
             spec = d / "spec.yaml"
-            config = dict(SHAPES[shape])
+            config = {"sim": "", **SHAPES[shape]}
             for name, content in config.pop("files", {}).items():
                 (d / name).write_text(content)
             spec.write_text(SPEC.format(shape=shape, **config))

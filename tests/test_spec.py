@@ -80,15 +80,15 @@ def test_bad_override_is_reported_where_it_came_from():
      "s.yaml:13:3: $.load.requestz: unknown key 'requestz' — did you mean 'requests'?"),
     (("  requests: 4", "  requests: 4\n  wibble: 5"),
      "s.yaml:13:3: $.load.wibble: unknown key 'wibble'; allowed here: warmup, sweep, search, "
-     "requests, duration, ramp_up, cooldown, repeats, saturation"),
+     "requests, duration, sessions, ramp_up, cooldown, repeats, saturation"),
     (("version: 1", "version: 2"), "s.yaml:1:10: $.version: 2 must be 1: the only spec version this "
      "benchc reads"),
     (("name: t", "name: 'bad name'"), "s.yaml:2:7: $.name: 'bad name' is not a name: letters, digits, "
      "'.', '_' and '-', starting with a letter or digit"),
     (("    random: {input_tokens: 16, output_tokens: 8}",
       "    random: {input_tokens: 16, output_tokens: 8}\n    jsonl: {path: x.jsonl}"),
-     "s.yaml:8:5: $.workload.dataset: give exactly one dataset: random, jsonl, sharegpt, trace or "
-     "prefix_groups"),
+     "s.yaml:8:5: $.workload.dataset: give exactly one dataset: random, jsonl, sharegpt, trace, "
+     "prefix_groups or sessions"),
     (("  base_url: http://localhost:8000/v1\n", ""),
      "s.yaml:4:3: $.target: give exactly one of base_url (a running server) or sim (the embedded "
      "simulator)"),

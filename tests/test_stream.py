@@ -63,12 +63,16 @@ def measure(mods, data: bytes, cuts):
     for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
         p.feed(data[a:b], 1_000_000 * (i + 1))
     p.close(10**12)
-    itl, per_token = hdr_mod.Histogram(), hdr_mod.Histogram()
+    itl, per_token, answer = hdr_mod.Histogram(), hdr_mod.Histogram(), hdr_mod.Histogram()
     p.record_gaps(itl, per_token)
+    p.record_answer_gaps(answer)
     return (p.first_text_ns, p.last_text_ns, p.done_ns, p.text_chunks, p.text_bytes, p.usage_completion,
             p.usage_prompt, p.finish_reason, p.malformed, p.malformed_example, p.error_event,
             p.multi_token_chunks, p.gaps_ns, p.chunk_tokens, p.events, itl.nonzero(), per_token.nonzero(),
-            p.usage_cached, p.server_timings)
+            p.usage_cached, p.server_timings,
+            # reasoning models: timing-dependent first, then the counts
+            (p.first_reasoning_ns, p.first_answer_ns, p.answer_gaps_ns, answer.nonzero(), p.reasoning_chunks,
+             p.usage_reasoning))
 
 
 def cores():
@@ -112,7 +116,7 @@ def test_random_splits_give_identical_results_on_both_cores(cuts, crlf):
     for m in cores():
         r = measure(m, data, cuts)
         # timestamps depend on the split; every count and value does not
-        assert r[3:12] == whole[3:12] and r[13:15] == whole[13:15]
+        assert r[3:12] == whole[3:12] and r[13:15] == whole[13:15] and r[19][4:] == whole[19][4:]
     results = [measure(m, data, cuts) for m in cores()]
     assert all(r == results[0] for r in results)
 
@@ -175,6 +179,24 @@ TRICKY = [
     b'{"usage":{"prompt_tokens_details":{"cached_tokens":9223372036854775808}},'
     b'"timings":{"cache_n":9223372036854775807,"prompt_n":99999999999999999999,"prompt_ms":1e400,'
     b'"predicted_ms":' + b"9" * 400 + b'}}',
+    # reasoning: which key holds the text, and usage's completion_tokens_details
+    b'{"choices":[{"delta":{"reasoning_content":"r","content":"a"}}]}',  # content wins: an answer
+    b'{"choices":[{"delta":{"content":null,"reasoning_content":"","reasoning":"r2"}}]}',
+    b'{"choices":[{"delta":{"reasoning_content":null}}],"usage":{"completion_tokens":4,'
+    b'"completion_tokens_details":{"reasoning_tokens":3,"accepted_prediction_tokens":0}}}',
+    b'{"usage":{"completion_tokens_details":{"reasoning_tokens":null},"completion_tokens":2}}',
+    b'{"usage":{"completion_tokens_details":{"reasoning_tokens":-1}}}',
+    b'{"usage":{"completion_tokens_details":{"reasoning_tokens":2.0}}}',
+    b'{"usage":{"completion_tokens_details":{"reasoning_tokens":99999999999999999999}}}',
+    b'{"usage":{"completion_tokens_details":{"reasoning_tokens":1},"completion_tokens_details":{}}}',
+    b'{"usage":{"completion_tokens_details":{"reasoning_tokens":1,"reasoning_tokens":2}}}',
+    b'{"usage":{"completion_tokens_details":null,"completion_tokens":2}}',
+    b'{"usage":{"completion_tokens_details":5}}',
+    b'{"usage":{"reasoning_tokens":5,"x":{"completion_tokens_details":{"reasoning_tokens":6}}}}',
+    b'{"completion_tokens_details":{"reasoning_tokens":7},"usage":{"completion_tokens":1}}',
+    b'{"usage":{"completion_tokens_details":{"x":{"reasoning_tokens":8}},"prompt_tokens":1}}',
+    b'{"choices":[{"delta":{"reasoning":"r"},"finish_reason":null}],"usage":{"completion_tokens_details":'
+    b'{"reasoning_tokens":9}}}',
 ]
 
 
@@ -187,6 +209,7 @@ def test_cores_agree_on_tricky_shapes():
 
 _KEYS = ["choices", "delta", "content", "reasoning_content", "reasoning", "text", "finish_reason",
          "usage", "completion_tokens", "prompt_tokens", "error", "logprobs", "tool_calls", "x",
+         "completion_tokens_details", "reasoning_tokens",
          "prompt_tokens_details", "cached_tokens", "timings", "cache_n", "prompt_n", "prompt_ms",
          "predicted_n", "predicted_ms"]
 _JSON = st.recursive(
@@ -231,8 +254,8 @@ def test_llama_cpp_timings_and_cached_tokens_on_both_cores():
     for m in cores():
         r = measure(m, data, range(0, len(data), 61))
         assert r[3] == 3 and r[5:8] == (3, 55, "length")
-        assert r[-2] == -1  # no usage.prompt_tokens_details
-        assert r[-1] == {"cache_n": 50, "prompt_n": 5, "predicted_n": 3, "prompt_ms": 12.847,
+        assert r[17] == -1  # no usage.prompt_tokens_details
+        assert r[18] == {"cache_n": 50, "prompt_n": 5, "predicted_n": 3, "prompt_ms": 12.847,
                          "predicted_ms": 24.113}
     # a request takes the cached tokens from the timings when usage has none
     from benchc.client.request import _take
@@ -252,7 +275,7 @@ def test_vllm_cached_tokens_on_both_cores():
     for m in cores():
         r = measure(m, data, [len(data) - 40])
         assert r[3] == 3 and r[5:8] == (3, 1043, "length")
-        assert (r[-2], r[-1]) == (1024, None)
+        assert (r[17], r[18]) == (1024, None)
 
 
 @settings(max_examples=60, deadline=None)
@@ -265,24 +288,123 @@ def test_cores_agree_on_the_server_fixtures_over_any_split(cuts):
         assert all(r == results[0] for r in results)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=10))
-def test_kept_text_is_the_same_on_both_cores(cuts):
-    """keep_text (a tokenizer counts the output after the point): the text pieces of the fast
-    path (raw JSON strings, decoded when asked) and of json.loads (str) join identically."""
-    events = VLLM_CHAT + ODD + TRICKY[:14]
-    data = stream_of(events)
+def kept_over(data: bytes, cuts) -> list:
+    """A keep_text parser of each core, fed `data` split at `cuts` (taken modulo its length)."""
     cuts = sorted({c % (len(data) + 1) for c in cuts})
-    texts = []
+    parsers = []
     for stream_mod, _ in cores():
         p = stream_mod.StreamParser(keep_text=True)
         bounds = [0, *cuts, len(data)]
         for a, b in zip(bounds, bounds[1:], strict=False):
             p.feed(data[a:b], 1)
         p.close(2)
-        texts.append(p.text())
+        parsers.append(p)
+    return parsers
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=10))
+def test_kept_text_is_the_same_on_both_cores(cuts):
+    """keep_text (a tokenizer counts the output after the point): the text pieces of the fast
+    path (raw JSON strings, decoded when asked) and of json.loads (str) join identically."""
+    texts = [p.text() for p in kept_over(stream_of(VLLM_CHAT + ODD + TRICKY[:14]), cuts)]
     assert all(t == texts[0] for t in texts)
     assert texts[0].startswith(' Hello wörld "quoted"\n\tnext😀 emoji, 中文thinking...r end completion')
     for stream_mod, _ in cores():
         with pytest.raises(ValueError):
             stream_mod.StreamParser().text()
+
+
+# Reasoning models: vLLM streams the thinking as `reasoning_content` deltas (newer releases and
+# SGLang/llama.cpp as `reasoning`), then the answer as `content`.
+THINK_THEN_ANSWER = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"reasoning_content": "Let"}),
+    chunk({"reasoning_content": " me"}),  # the same bytes around its text: the shape path
+    chunk({"reasoning": " think"}),
+    chunk({"content": "Hi"}),
+    chunk({"content": " there"}),
+    chunk({"content": "!"}, finish="stop"),
+    json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6,
+                                                    "completion_tokens_details": {"reasoning_tokens": 3}}},
+               ).encode(),
+]
+
+
+def fed_one_event_per_ms(stream_mod, events, keep_text=False):
+    """A parser fed each event (and [DONE]) as a read of its own, the k-th at k ms."""
+    p = stream_mod.StreamParser(keep_text=keep_text)
+    for k, e in enumerate([*events, b"[DONE]"], start=1):
+        p.feed(b"data: " + e + b"\n\n", k * 1_000_000)
+    p.close(10**12)
+    return p
+
+
+def test_reasoning_then_answer_is_told_apart(stream_modules):
+    stream_mod, hdr_mod = stream_modules
+    p = fed_one_event_per_ms(stream_mod, THINK_THEN_ANSWER, keep_text=True)
+    ms = 1_000_000
+    assert (p.first_text_ns, p.first_reasoning_ns, p.first_answer_ns) == (2 * ms, 2 * ms, 5 * ms)
+    assert (p.text_chunks, p.reasoning_chunks, p.usage_reasoning, p.usage_completion) == (6, 3, 3, 6)
+    assert p.gaps_ns == [ms] * 5  # TTFT and ITL stay "text of any kind"
+    assert p.answer_gaps_ns == [ms, ms]  # within the answer: not the turn from thinking to answering
+    h = hdr_mod.Histogram()
+    p.record_answer_gaps(h)
+    assert h.nonzero() == [(1000, 2)]
+    assert (p.reasoning_text(), p.answer_text()) == ("Let me think", "Hi there!")
+    assert p.text() == "Let me thinkHi there!"
+
+
+def test_interleaved_thinking_answers_from_its_first_content(stream_modules):
+    """MiniMax-M2.5 interleaves thinking: the answer starts at the first content chunk, and its
+    gaps are those between answer chunks that follow each other."""
+    events = [chunk({"reasoning_content": "a"}), chunk({"content": "b"}), chunk({"reasoning_content": "c"}),
+              chunk({"content": "d"}), chunk({"content": "e"})]
+    p = fed_one_event_per_ms(stream_modules[0], events, keep_text=True)
+    assert (p.first_reasoning_ns, p.first_answer_ns, p.reasoning_chunks) == (1_000_000, 2_000_000, 2)
+    assert p.answer_gaps_ns == [1_000_000] and p.usage_reasoning == -1
+    assert (p.reasoning_text(), p.answer_text()) == ("ac", "bde")
+
+
+def test_a_stream_without_reasoning_answers_from_its_first_text(stream_modules):
+    """Completions (no reasoning fields) and a chat model that does not reason: the answer is
+    every text chunk, so its first time and gaps are TTFT's and ITL's."""
+    for events in ([chunk(text=" one"), chunk(text=" two"), chunk(text=" three", finish="length")],
+                   VLLM_CHAT[:4]):
+        p = fed_one_event_per_ms(stream_modules[0], events)
+        assert p.first_answer_ns == p.first_text_ns > 0 and p.answer_gaps_ns == p.gaps_ns
+        assert (p.first_reasoning_ns, p.reasoning_chunks, p.usage_reasoning) == (0, 0, -1)
+
+
+def test_a_stream_that_only_reasoned_has_no_answer(stream_modules):
+    """max_tokens spent on thinking: no answer chunk at all."""
+    usage = {"completion_tokens": 2, "completion_tokens_details": {"reasoning_tokens": 2}}
+    events = [chunk({"reasoning_content": "hm"}),
+              chunk({"reasoning_content": "m"}, finish="length", usage=usage)]
+    p = fed_one_event_per_ms(stream_modules[0], events)
+    assert (p.first_answer_ns, p.answer_gaps_ns, p.reasoning_chunks, p.usage_reasoning) == (0, [], 2, 2)
+
+
+def test_cores_agree_on_reasoning_streams_over_any_split():
+    """Reasoning and answer chunks, with continuous usage (completion_tokens_details in every
+    chunk, read in place by the compiled core) and without, over every split."""
+    def usage(n, r):
+        return {"completion_tokens": n, "completion_tokens_details": {"reasoning_tokens": r}}
+
+    cont = [chunk({"reasoning_content": f"r{i}"}, usage=usage(i + 1, i + 1)) for i in range(3)]
+    cont += [chunk({"content": f"a{i}"}, usage=usage(4 + i, 3)) for i in range(3)]
+    for events in (THINK_THEN_ANSWER, cont, THINK_THEN_ANSWER + cont):
+        data = stream_of(events)
+        for step in (1, 7, 50, len(data)):
+            results = [measure(m, data, range(0, len(data), step)) for m in cores()]
+            assert all(r == results[0] for r in results)
+            assert results[0][19][4] > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=3000), max_size=12))
+def test_kept_reasoning_and_answer_are_the_same_on_both_cores(cuts):
+    data = stream_of(THINK_THEN_ANSWER + VLLM_CHAT + TRICKY[-16:])
+    kept = [(p.reasoning_text(), p.answer_text(), p.text()) for p in kept_over(data, cuts)]
+    assert all(k == kept[0] for k in kept)
+    assert kept[0][0].startswith("Let me think") and kept[0][1].startswith("Hi there!")

@@ -108,9 +108,10 @@ def test_benchc_jsonl_synthetic_and_literal_rows(tmp_path):
     assert [src.prompt(4, i, Deal(seen=2)).reused for i in range(3)] == [False, True, False]
 
 
-def test_sessions_are_not_built_yet(tmp_path):
-    with pytest.raises(PlanError, match="sessions.*not built yet"):
-        trace_params({"path": "x", "format": "benchc", "sessions": True})
+def test_sessions_of_other_formats_are_not_built_yet(tmp_path):
+    assert trace_params({"path": "x", "format": "benchc", "sessions": True})["sessions"] is True
+    with pytest.raises(PlanError, match="burstgpt sessions.*not built yet"):
+        trace_params({"path": "x", "format": "burstgpt", "sessions": True})
 
 
 # --------------------------------------------------------------------------- slices and caps
@@ -310,7 +311,7 @@ load:
     ("trace: {path: m.jsonl, format: azure, block_size: 16}", "speedup: [1]", "",
      "block_size applies to format: mooncake"),
     ("trace: {path: m.jsonl, format: mooncake}", "speedup: [1]\n    concurrency: [2]", "",
-     "give exactly one of concurrency (closed loop), rate (open loop) or speedup"),
+     "give exactly one of concurrency (closed loop), rate (open loop), speedup"),
     ("trace: {path: m.jsonl, format: mooncake}", "speedup: [0]", "",
      "less than or equal to the minimum of 0"),
 ])

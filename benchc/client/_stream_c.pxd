@@ -19,12 +19,17 @@ cdef struct StreamCore:
     bint has_data, skip_lf, has_shape, keep_text
     int oversized  # 0, or the twin's LINE_TOO_LONG / EVENT_TOO_LARGE: the stream is no longer read
     Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
+    bint shape_reasoning  # the shape's text is reasoning (its head names the reasoning key)
     Py_ssize_t data_lines
     # what the stream carried (the twin's attributes)
     int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes, events, prev_usage
     int64_t usage_completion, usage_prompt, malformed, multi_token_chunks
+    # reasoning models: the first chunk of each kind, the reasoning chunks, and usage.
+    # completion_tokens_details.reasoning_tokens (-1: not reported)
+    int64_t first_reasoning_ns, first_answer_ns, reasoning_chunks, usage_reasoning
     int64_t* gaps  # between consecutive text chunks (ns)
     int64_t* tokens  # per text chunk: its token count, -1 when unknown
+    unsigned char* kinds  # per text chunk: 1 a reasoning chunk, 0 an answer chunk
     Py_ssize_t n_gaps, n_tokens, cap
     Bytes line  # a line begun in an earlier read
     Bytes data  # the current event's data lines (joined with LF) once they outlive their read
@@ -36,7 +41,8 @@ cdef struct StreamCore:
     bint has_finish, has_error_event
     Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
-    # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 2 + (1 if UTF-8)
+    # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 4 + (2 if reasoning)
+    # + (1 if UTF-8)
     Bytes texts
     int64_t* piece_ends
     Py_ssize_t n_pieces, pieces_cap

@@ -3,9 +3,16 @@
 Feed it every socket read with the read's arrival time; it frames SSE events,
 extracts from each chunk the text (delta content / reasoning_content /
 reasoning, or completions' text), finish_reason and usage (with the cached prompt tokens
-of usage.prompt_tokens_details), llama.cpp's per-response `timings`, and times the
-text-bearing chunks. This twin parses each event with json.loads: it is the
-definition of the results the compiled core must reproduce exactly.
+of usage.prompt_tokens_details and the reasoning tokens of usage.completion_tokens_details),
+llama.cpp's per-response `timings`, and times the text-bearing chunks. This twin parses each
+event with json.loads: it is the definition of the results the compiled core must reproduce
+exactly.
+
+Reasoning models (vLLM, SGLang and llama.cpp stream their thinking as `reasoning_content` or
+`reasoning` deltas): a text chunk is a reasoning chunk when its text came from one of those
+keys, else an answer chunk (a delta's `content`, a completion's `text`). Every text chunk
+counts for TTFT and the chunk gaps (ITL), as before; the answer's own first chunk and its gaps
+between consecutive answer chunks are kept beside them.
 
 Bounded (see _sse_py): a line or an event past MAX_SSE_BYTES stops the parser; `oversized`
 then says which (the reader ends the response as an `oversized_event` error). The first
@@ -21,7 +28,8 @@ import math
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import ns_to_us
 
-_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+_TEXT_KEYS = ("content", "reasoning_content", "reasoning")  # the first non-empty one is the text
+_ANSWER_KEY = _TEXT_KEYS[0]  # the others are the reasoning's
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # llama.cpp's per-response `timings` object: the fields benchc keeps, and their JSON type
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
@@ -65,7 +73,9 @@ def interpret(payload: bytes) -> tuple | None:
     """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
     none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
     message of an error object or None; the text or None; usage.prompt_tokens_details.
-    cached_tokens or None; llama.cpp's `timings` as a dict of its kept fields, or None).
+    cached_tokens or None; llama.cpp's `timings` as a dict of its kept fields, or None; whether
+    the text is reasoning (a delta's reasoning_content / reasoning); usage.
+    completion_tokens_details.reasoning_tokens or None).
     None when the payload is not a JSON object (or nests deeper than json.loads follows).
     Token counts outside a signed 64-bit integer are taken as absent (the compiled core
     holds them in int64).
@@ -83,7 +93,7 @@ def interpret(payload: bytes) -> tuple | None:
     if "error" in obj:
         err = obj["error"]
         error = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
-    text, finish = None, None
+    text, finish, reasoning = None, None, False
     choices = obj.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         c0 = choices[0]
@@ -92,7 +102,7 @@ def interpret(payload: bytes) -> tuple | None:
             for k in _TEXT_KEYS:
                 v = delta.get(k)
                 if isinstance(v, str) and v:
-                    text = v
+                    text, reasoning = v, k != _ANSWER_KEY
                     break
         else:
             v = c0.get("text")
@@ -101,7 +111,7 @@ def interpret(payload: bytes) -> tuple | None:
         fr = c0.get("finish_reason")
         if isinstance(fr, str) and fr:
             finish = fr
-    completion = prompt = cached = None
+    completion = prompt = cached = reasoning_tokens = None
     usage = obj.get("usage")
     if isinstance(usage, dict):
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
@@ -112,18 +122,24 @@ def interpret(payload: bytes) -> tuple | None:
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache
             cached = _count(details.get("cached_tokens"))
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict):  # OpenAI's, and servers that follow it: the output's reasoning part
+            reasoning_tokens = _count(details.get("reasoning_tokens"))
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
-    return text_bytes, finish, completion, prompt, error, text, cached, _timings(obj.get("timings"))
+    return (text_bytes, finish, completion, prompt, error, text, cached, _timings(obj.get("timings")),
+            reasoning, reasoning_tokens)
 
 
 class StreamParser:
     __slots__ = ("_sse", "first_text_ns", "last_text_ns", "done_ns", "text_chunks", "text_bytes",
                  "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
-                 "_texts", "usage_cached", "server_timings", "first_bytes")
+                 "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
+                 "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
+        self._text_kinds: list[bool] = []  # per kept piece: reasoning
         self._sse = SSEDecoder()
         self.first_text_ns = 0
         self.last_text_ns = 0
@@ -141,6 +157,11 @@ class StreamParser:
         self.multi_token_chunks = 0
         self.gaps_ns: list[int] = []  # between consecutive text-bearing chunks
         self.chunk_tokens: list[int] = []  # per text chunk: its token count, -1 when unknown
+        self._kinds: list[bool] = []  # per text chunk: a reasoning chunk (else an answer chunk)
+        self.first_reasoning_ns = 0  # the first reasoning chunk
+        self.first_answer_ns = 0  # the first answer chunk (content, or a completion's text)
+        self.reasoning_chunks = 0
+        self.usage_reasoning = -1  # usage.completion_tokens_details.reasoning_tokens; -1: not reported
         self._prev_usage = 0
         self.events = 0
         self.first_bytes = b""  # the stream's first FIRST_BYTES_KEPT bytes
@@ -175,7 +196,7 @@ class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return
-        text_bytes, finish, completion, prompt, error, text, cached, timings = fields
+        text_bytes, finish, completion, prompt, error, text, cached, timings, reasoning, rtokens = fields
         if error is not None:
             self.error_event = error
         if cached is not None:
@@ -194,10 +215,13 @@ class StreamParser:
             self.usage_completion = completion
         if prompt is not None:
             self.usage_prompt = prompt
+        if rtokens is not None:
+            self.usage_reasoning = rtokens
         if text_bytes:
             self.text_bytes += text_bytes
             if self._texts is not None:
                 self._texts.append(text)
+                self._text_kinds.append(reasoning)
             if self.first_text_ns:
                 self.gaps_ns.append(now - self.last_text_ns)
             else:
@@ -205,12 +229,39 @@ class StreamParser:
             self.last_text_ns = now
             self.text_chunks += 1
             self.chunk_tokens.append(tokens)
+            self._kinds.append(reasoning)
+            if reasoning:
+                self.reasoning_chunks += 1
+                if not self.first_reasoning_ns:
+                    self.first_reasoning_ns = now
+            elif not self.first_answer_ns:
+                self.first_answer_ns = now
 
     def text(self) -> str:
         """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
         if self._texts is None:
             raise ValueError("this parser was not asked to keep the text")
         return "".join(self._texts)
+
+    def reasoning_text(self) -> str:
+        """The reasoning chunks' text (keep_text=True)."""
+        return self._kept(True)
+
+    def answer_text(self) -> str:
+        """The answer chunks' text (keep_text=True): what a chat's next turn sends back."""
+        return self._kept(False)
+
+    def _kept(self, reasoning: bool) -> str:
+        if self._texts is None:
+            raise ValueError("this parser was not asked to keep the text")
+        return "".join(t for t, k in zip(self._texts, self._text_kinds, strict=True) if k == reasoning)
+
+    @property
+    def answer_gaps_ns(self) -> list[int]:
+        """The gaps between consecutive answer chunks (gap i lies between chunks i and i+1):
+        the answer's own ITL, without the reasoning's pace or the turn from reasoning to answer."""
+        k = self._kinds
+        return [g for i, g in enumerate(self.gaps_ns) if not (k[i] or k[i + 1])]
 
     def record_gaps(self, itl, itl_token=None) -> None:
         """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's
@@ -221,3 +272,8 @@ class StreamParser:
             for g, k in zip(self.gaps_ns, self.chunk_tokens[1:], strict=False):
                 if k > 0:
                     itl_token.record(ns_to_us(g // k), k)
+
+    def record_answer_gaps(self, itl_answer) -> None:
+        """Record the answer's chunk gaps (us) into `itl_answer` (see answer_gaps_ns)."""
+        for g in self.answer_gaps_ns:
+            itl_answer.record(ns_to_us(g))

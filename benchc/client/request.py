@@ -79,6 +79,10 @@ def not_sse_detail(content_type: str | None, first_bytes: bytes) -> str:
 def _take(rec: RequestRecord, parser: Any) -> None:
     """Copy what the parser measured into the record."""
     rec.first_text_ns = parser.first_text_ns or None
+    rec.first_reasoning_ns = parser.first_reasoning_ns or None
+    rec.first_answer_ns = parser.first_answer_ns or None
+    rec.reasoning_chunks = parser.reasoning_chunks
+    rec.usage_reasoning_tokens = parser.usage_reasoning if parser.usage_reasoning >= 0 else None
     rec.text_chunks = parser.text_chunks
     rec.text_bytes = parser.text_bytes
     rec.usage_output_tokens = parser.usage_completion if parser.usage_completion >= 0 else None

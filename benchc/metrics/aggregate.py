@@ -20,13 +20,19 @@ from dataclasses import dataclass, field
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import ERROR_KINDS
+from benchc.metrics.sessions import SessionCounters
 from benchc.metrics.timings import ServerTimings
 
 # Latency blocks in the order a result lists them. The first four are in every point;
 # the per-token ITL only when chunks carried their token counts (continuous usage); the
-# from-schedule pair only in open loop.
+# from-schedule pair only in open loop; the reasoning three only where a request reasoned.
+REASONING_LATENCIES = ("ttf_reasoning_us", "ttf_answer_us", "itl_answer_us")
+# A request without reasoning answers from its first chunk: its time to first answer is its
+# TTFT and its answer ITL its ITL. Until a point meets a request that reasons, these two are
+# not recorded twice (see split_answers).
+ANSWER_OF = {"ttf_answer_us": "ttft_us", "itl_answer_us": "itl_us"}
 LATENCIES = ("ttft_us", "itl_us", "tpot_us", "e2e_us", "itl_per_token_us",
-             "ttft_from_schedule_us", "e2e_from_schedule_us")
+             "ttft_from_schedule_us", "e2e_from_schedule_us") + REASONING_LATENCIES
 ALWAYS = LATENCIES[:4]
 
 # How a request's output tokens were counted (tokens.output_method); "mixed" when the
@@ -97,6 +103,89 @@ class TokenizerCount:
 
 
 @dataclass
+class ReasoningCount:
+    """How a point's completed requests split their output between reasoning and answer."""
+
+    requests: int = 0  # completed requests that reasoned
+    reasoning_tokens: int = 0  # of every completed request
+    answer_tokens: int = 0
+    without_answer: int = 0  # reasoned, and ran out of tokens before any answer
+    methods: set[str] = field(default_factory=set)  # USAGE (completion_tokens_details) or CHUNKS, TOKENIZER
+
+    def add_request(self, reasoned: bool, reasoning: int, output: int, answered: bool, method: str) -> None:
+        self.requests += reasoned
+        self.reasoning_tokens += reasoning
+        self.answer_tokens += max(0, output - reasoning)
+        self.without_answer += reasoned and not answered
+        if reasoned:
+            self.methods.add(method)
+
+    def add(self, other: ReasoningCount) -> None:
+        for name in ("requests", "reasoning_tokens", "answer_tokens", "without_answer"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.methods |= other.methods
+
+    def block(self) -> dict | None:
+        """The point's `reasoning` block; None when no request reasoned."""
+        if not self.requests:
+            return None
+        return {"requests": self.requests, "reasoning_tokens": self.reasoning_tokens,
+                "answer_tokens": self.answer_tokens, "method": output_method(self.methods),
+                "requests_without_answer": self.without_answer}
+
+    @classmethod
+    def from_block(cls, b: dict | None) -> ReasoningCount:
+        if not b:
+            return cls()
+        return cls(b["requests"], b["reasoning_tokens"], b["answer_tokens"], b["requests_without_answer"],
+                   set() if b["method"] == NONE else {b["method"]})
+
+
+@dataclass
+class TemplateCount:
+    """Input tokens as the server renders the chat (the model's chat template) beside benchc's
+    count of the messages' content: the template's overhead, and how the rendered count
+    agrees with the server's usage.prompt_tokens."""
+
+    requests: int = 0
+    input: int = 0  # the rendered messages' tokens
+    content: int = 0  # benchc's count of the same requests' content
+    usage_requests: int = 0  # of those, the requests whose server reported prompt_tokens ...
+    usage: int = 0  # ... what it reported ...
+    usage_counted: int = 0  # ... and the rendered count of the same requests
+
+    def add_request(self, rendered: int, content: int, usage: int | None) -> None:
+        self.requests += 1
+        self.input += rendered
+        self.content += content
+        if usage is not None:
+            self.usage_requests += 1
+            self.usage += usage
+            self.usage_counted += rendered
+
+    def add(self, other: TemplateCount) -> None:
+        for name in ("requests", "input", "content", "usage_requests", "usage", "usage_counted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def block(self) -> dict:
+        out: dict = {"requests": self.requests, "input_tokens": self.input, "content_tokens": self.content,
+                     "overhead_tokens": self.input - self.content,
+                     "overhead_per_request": round((self.input - self.content) / self.requests, 3)
+                     if self.requests else None}
+        if self.usage_requests:
+            out["usage"] = {"requests": self.usage_requests, "prompt_tokens": self.usage,
+                            "counted": self.usage_counted,
+                            "relative_difference": relative_difference(self.usage_counted, self.usage)}
+        return out
+
+    @classmethod
+    def from_block(cls, b: dict) -> TemplateCount:
+        u = b.get("usage") or {}
+        return cls(b["requests"], b["input_tokens"], b["content_tokens"], u.get("requests", 0),
+                   u.get("prompt_tokens", 0), u.get("counted", 0))
+
+
+@dataclass
 class Tally:
     """Everything a point counted: integers and histograms only."""
 
@@ -117,9 +206,15 @@ class Tally:
     osl_checked: int = 0  # requests whose output length the request pinned down ...
     osl_mismatched: int = 0  # ... and those that came back with another length
     tokenizer: TokenizerCount | None = None
+    template: TemplateCount | None = None  # with a chat template: the input as the server renders it
+    reasoning: ReasoningCount = field(default_factory=ReasoningCount)  # reasoning models: the split
+    # the ANSWER_OF recorders hold every completed request's values; until then they are
+    # implicitly its TTFT and ITL (no request reasoned)
+    answers_split: bool = False
     latency: dict[str, Recorder] = field(default_factory=dict)  # LATENCIES name -> recorder
     cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
+    sessions: SessionCounters = field(default_factory=SessionCounters)  # multi-turn: by turn, by session
     derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
 
     @property
@@ -154,10 +249,23 @@ class Tally:
             if self.tokenizer is None:
                 self.tokenizer = TokenizerCount()
             self.tokenizer.add(other.tokenizer)
+        if other.template is not None:
+            if self.template is None:
+                self.template = TemplateCount()
+            self.template.add(other.template)
+        if other.answers_split:
+            split_answers(self)
         for name, rec in other.latency.items():
-            self.recorder(name).merge(rec)
+            if name not in ANSWER_OF or other.answers_split:
+                self.recorder(name).merge(rec)
+        if self.answers_split and not other.answers_split:  # the other's answers are its TTFT and ITL
+            for answer, base in ANSWER_OF.items():
+                if base in other.latency:
+                    self.recorder(answer).merge(other.latency[base])
         self.cache.merge(other.cache)
         self.server_timings.merge(other.server_timings)
+        self.sessions.merge(other.sessions)
+        self.reasoning.add(other.reasoning)
         self.derived += [d for d in other.derived if d not in self.derived]
 
     @classmethod
@@ -194,10 +302,15 @@ class Tally:
         t.osl_checked, t.osl_mismatched = osl.get("requests_checked", 0), osl.get("mismatched", 0)
         if "tokenizer" in tok:
             t.tokenizer = _tokenizer_count(tok["tokenizer"], t.derived)
+        if "chat_template" in tok:
+            t.template = TemplateCount.from_block(tok["chat_template"])
         t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
+        t.answers_split = "ttf_answer_us" in t.latency
         if "cache" in point:  # results before benchc counted prefix caching have none
             t.cache = CacheCounters.from_block(point["cache"])
         t.server_timings = ServerTimings.from_block(point.get("server_timings"))
+        t.sessions = SessionCounters.from_block(point.get("sessions"))
+        t.reasoning = ReasoningCount.from_block(point.get("reasoning"))
         return t
 
 
@@ -228,8 +341,20 @@ def tokens_block(t: Tally) -> dict:
                                   "relative_difference": relative_difference(t.usage_chunks, t.usage_tokens)}
     if t.tokenizer is not None:
         out["tokenizer"] = t.tokenizer.block()
+    if t.template is not None:
+        out["chat_template"] = t.template.block()
     out["osl"] = {"requests_checked": t.osl_checked, "mismatched": t.osl_mismatched}
     return out
+
+
+def split_answers(t: Tally) -> None:
+    """From now on the tally records the time to first answer and answer ITL of every request:
+    what it recorded before (requests without reasoning) is its TTFT and ITL, copied in once."""
+    if t.answers_split:
+        return
+    t.answers_split = True
+    for answer, base in ANSWER_OF.items():
+        t.recorder(answer).merge(t.recorder(base))
 
 
 def latency_block(t: Tally) -> dict:
@@ -238,6 +363,9 @@ def latency_block(t: Tally) -> dict:
         rec = t.latency.get(name)
         if name in ALWAYS:
             out[name] = (rec or Recorder()).summary()
+        elif name in REASONING_LATENCIES:
+            if t.reasoning.requests and t.answers_split and rec is not None:  # else TTFT and ITL again
+                out[name] = rec.summary()
         elif rec is not None and (name != "itl_per_token_us" or rec.hist.total_count or rec.out_of_range):
             out[name] = rec.summary()
     return out
@@ -268,6 +396,12 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     server_timings = t.server_timings.block()
     if server_timings is not None:
         out["server_timings"] = server_timings
+    sessions = t.sessions.block()
+    if sessions is not None:
+        out["sessions"] = sessions
+    reasoning = t.reasoning.block()
+    if reasoning is not None:
+        out["reasoning"] = reasoning
     if t.derived:
         out["derived"] = list(t.derived)
     return out

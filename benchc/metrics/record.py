@@ -46,6 +46,12 @@ class RequestRecord:
     retried: bool = False  # the keep-alive race: sent again on a fresh connection
     early_reads: int = 0  # reads the kernel stamped before t0 (a clock step): dated t0
     first_text_ns: int | None = None
+    # Reasoning models: the first reasoning chunk and the first answer (content) chunk, the
+    # chunks of each kind, and the server's usage.completion_tokens_details.reasoning_tokens
+    first_reasoning_ns: int | None = None
+    first_answer_ns: int | None = None
+    reasoning_chunks: int = 0
+    usage_reasoning_tokens: int | None = None
     end_ns: int | None = None
     parser: Any = None  # the StreamParser that read the stream (its chunk gaps go to the ITL histograms)
     text_chunks: int = 0
@@ -63,6 +69,15 @@ class RequestRecord:
     cached_source: str | None = None  # "usage" | "timings"
     server_timings: dict | None = None  # llama.cpp's timings: prompt_ms, predicted_ms, ...
     finish_reason: str | None = None
+    # A turn of a multi-turn session (run/sessions.py): the session's index in its step, the
+    # turn (1, 2, ...), and when the turn before it ended (the think time runs from there)
+    session: int | None = None
+    turn: int | None = None
+    prev_end_ns: int | None = None
+    # With a chat template: the input as the server renders it (its exact tokens), known when
+    # the request was built, or (a session's turn) counted after the point from its messages
+    template_input_tokens: int | None = None
+    messages: list | None = None
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
@@ -77,6 +92,17 @@ class RequestRecord:
         """Usage when the server sent it, else one token per text-bearing chunk."""
         return self.usage_output_tokens if self.usage_output_tokens is not None else self.text_chunks
 
+    @property
+    def reasoned(self) -> bool:
+        """The request streamed reasoning, or its server counted reasoning tokens."""
+        return self.first_reasoning_ns is not None or bool(self.usage_reasoning_tokens)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """The server's count of the output's reasoning tokens, else one per reasoning chunk."""
+        usage = self.usage_reasoning_tokens
+        return usage if usage is not None else self.reasoning_chunks
+
     def to_json(self) -> dict:
         """One line of the per-request records. A failed request has no latencies (null): what
         it measured before failing is not a TTFT or an E2E, and the point counts it as an error."""
@@ -84,7 +110,7 @@ class RequestRecord:
         if self.ok:
             ttft = (self.first_text_ns - self.t0_ns) / 1e3 if self.first_text_ns else None
             e2e = (self.end_ns - self.t0_ns) / 1e3 if self.end_ns else None
-        return {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
+        out = {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": self.t0_ns,
                 "scheduled_ns": self.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
                 "queued_us": self.queued_ns / 1e3 if self.scheduled_ns is not None else None,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
@@ -93,3 +119,15 @@ class RequestRecord:
                 "finish_reason": self.finish_reason, "error": self.error,
                 "error_detail": self.error_detail, "status": self.status,
                 "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
+        if self.turn is not None:
+            out.update(session=self.session, turn=self.turn)
+        if self.reasoned:
+            ok = self.ok
+            out.update(ttf_reasoning_us=_since(self.first_reasoning_ns, self.t0_ns) if ok else None,
+                       ttf_answer_us=_since(self.first_answer_ns, self.t0_ns) if ok else None,
+                       reasoning_tokens=self.reasoning_tokens)
+        return out
+
+
+def _since(t_ns: int | None, t0_ns: int) -> float | None:
+    return (t_ns - t0_ns) / 1e3 if t_ns else None

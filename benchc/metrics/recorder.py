@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchc.metrics.aggregate import CHUNKS, TOKENIZER, USAGE, Tally, TokenizerCount, figures
+from benchc.metrics.aggregate import (
+    CHUNKS,
+    TOKENIZER,
+    USAGE,
+    Tally,
+    TemplateCount,
+    TokenizerCount,
+    figures,
+    split_answers,
+)
+from benchc.metrics.latency import Recorder
 from benchc.metrics.record import RequestRecord
 
 
@@ -24,7 +34,10 @@ class PointRecorder:
     keep_text: bool = False
     tally: Tally = field(default_factory=Tally)
     requests: list[dict] = field(default_factory=list)  # per-request records (keep_requests)
-    kept: list = field(default_factory=list)  # (parser, usage tokens, text chunks) per completed request
+    # per completed request (keep_text): (parser, usage tokens, text chunks, reasoning to count)
+    kept: list = field(default_factory=list)
+    # session turns to count with the chat template after the point: (messages, content tokens, usage)
+    templated: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         t = self.tally
@@ -32,6 +45,8 @@ class PointRecorder:
         self.ttft, self.itl, self.tpot, self.e2e = (t.recorder(n) for n in ("ttft_us", "itl_us", "tpot_us",
                                                                               "e2e_us"))
         self.itl_token = t.recorder("itl_per_token_us")
+        # reasoning models' (made when a request first reasons: see aggregate.split_answers)
+        self.reasoning: tuple[Recorder, Recorder, Recorder] | None = None
         if self.open_loop:
             self.ttft_sched = t.recorder("ttft_from_schedule_us")
             self.e2e_sched = t.recorder("e2e_from_schedule_us")
@@ -49,8 +64,14 @@ class PointRecorder:
         if not r.ok:
             t.errors[r.error] += 1
             t.error_examples.setdefault(r.error, r.error_detail)
+            if r.turn is not None:
+                t.sessions.add_turn(r, None, None)
             return
         t.completed += 1
+        if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
+            split_answers(t)  # before this request's TTFT and ITL are recorded
+            self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
+                              t.recorder("itl_answer_us"))
         first_text_ns, end_ns = r.first_text_ns, r.end_ns
         assert first_text_ns is not None and end_ns is not None  # what makes a request ok
         ttft_ns = first_text_ns - r.t0_ns
@@ -60,6 +81,13 @@ class PointRecorder:
         # One call per request: the parser records its chunk gaps, and per token where the
         # chunk's token count is known (continuous usage), straight into the histograms.
         r.parser.record_gaps(self.itl.hist, self.itl_token.hist)
+        if self.reasoning is not None:  # else these are its TTFT and ITL (no request reasoned yet)
+            ttf_reasoning, ttf_answer, itl_answer = self.reasoning
+            if r.first_answer_ns is not None:
+                ttf_answer.record_ns(r.first_answer_ns - r.t0_ns)
+            if r.first_reasoning_ns is not None:
+                ttf_reasoning.record_ns(r.first_reasoning_ns - r.t0_ns)
+            r.parser.record_answer_gaps(itl_answer.hist)
         out = r.output_tokens
         tpot_ns = None
         if out >= 2:
@@ -78,16 +106,33 @@ class PointRecorder:
             t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
         t.multi_token_chunks += r.multi_token_chunks
         t.cache.add(r)
+        if r.template_input_tokens is not None:
+            if t.template is None:
+                t.template = TemplateCount()
+            t.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
+        elif r.messages is not None:  # a session's turn: its history is counted after the point
+            self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
+        if r.turn is not None:
+            t.sessions.add_turn(r, ttft_ns, e2e_ns)
         if r.server_timings is not None:
             t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
+        # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
+        recount = self.keep_text and r.reasoned and r.usage_reasoning_tokens is None
+        if not recount:
+            t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, r.first_answer_ns is not None,
+                                    USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
         if self.keep_text:
-            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks))
+            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks, recount))
         if r.expected_output_tokens is not None:
             t.osl_checked += 1
             if out != r.expected_output_tokens:
                 t.osl_mismatched += 1
         if slo_checks is not None and _meets_slo(r, slo_checks, ttft_ns, e2e_ns, tpot_ns):
             t.slo_met += 1
+
+    def add_session(self, info: dict) -> None:
+        """A session that is over: its outcome and duration (run/sessions.run_session)."""
+        self.tally.sessions.add_session(info)
 
     def count_with(self, tokenizer: Any) -> None:
         """Count each kept output once, on its joined text (after the point, off the timed path).
@@ -96,7 +141,7 @@ class PointRecorder:
         Where the server sent no usage, these counts replace the chunk counts."""
         t = self.tally
         n = TokenizerCount(requests=len(self.kept))
-        for parser, usage, chunks in self.kept:
+        for parser, usage, chunks, recount in self.kept:
             count = tokenizer.count(parser.text())
             n.output += count
             if usage is not None:
@@ -104,11 +149,25 @@ class PointRecorder:
                 n.usage_counted += count
             else:
                 t.output_tokens += count - chunks
+            if recount:  # reasoning the server did not count: the tokenizer's count of its text
+                t.reasoning.add_request(True, tokenizer.count(parser.reasoning_text()),
+                                        usage if usage is not None else count, parser.first_answer_ns > 0,
+                                        TOKENIZER)
         if CHUNKS in t.methods and self.kept:
             t.methods.discard(CHUNKS)
             t.methods.add(TOKENIZER)
         t.tokenizer = n
         self.kept = []
+
+    def count_template(self, template: Any) -> None:
+        """The kept session turns' inputs as the server renders them (after the point: a long
+        history's rendering and tokenizing stays off the measured window)."""
+        t = self.tally
+        if self.templated and t.template is None:
+            t.template = TemplateCount()
+        for messages, content, usage in self.templated:
+            t.template.add_request(template.count(messages), content, usage)  # type: ignore[union-attr]
+        self.templated = []
 
     def summary(self, steady: dict | None = None, mean_inflight: float | None = None) -> dict:
         """The point's figures (aggregate.figures of its tally)."""

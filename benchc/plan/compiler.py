@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from benchc.errors import PlanError
-from benchc.plan.datasets import KINDS, make_source, spread
+from benchc.plan.datasets import KINDS, is_multi_turn, make_source, spread
 from benchc.plan.model import (
     PLAN_VERSION,
     Combination,
@@ -26,7 +26,7 @@ from benchc.plan.model import (
     Target,
     Workload,
 )
-from benchc.plan.prompts import source_digest, step_digest
+from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.trace import speedup_for, trace_rate
 from benchc.spec import matrix as mx
@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "workload.dataset.*.seed": 0,
     "workload.dataset.random.prefix_tokens": 0,
     "workload.dataset.trace.block_size": 512,  # the published Mooncake traces' block
+    # sessions: no shared system prompt, and each turn goes as soon as the answer before it ended
+    "workload.dataset.sessions.prefix_tokens": 0,
+    "workload.dataset.sessions.think_time": 0,
     # Every request a prompt no other request of the run sent (but the shared prefix):
     # servers cache prompt prefixes by default, and a repeated prompt measures a cache hit.
     "workload.prompts": "fresh",
@@ -104,7 +107,7 @@ def compile_spec(spec: Spec) -> Plan:
         points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
         num_prompts = _num_prompts(load, points)
         workload, source = _workload(data["workload"], num_prompts, spec.file,
-                                     data["target"].get("tokenizer"))
+                                     data["target"].get("tokenizer"), data["target"].get("api", "chat"))
         if workload.trace is not None:
             points = [_replay(p, workload.trace) for p in points]
         server = _server(data.get("server"))
@@ -117,6 +120,8 @@ def compile_spec(spec: Spec) -> Plan:
             smoke=_smoke(data.get("smoke")),
             workload=workload,
         )
+        if workload.sessions is not None and combo.target.api != "chat":
+            raise PlanError("sessions send their history as chat messages: they need target.api: chat")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
@@ -124,7 +129,7 @@ def compile_spec(spec: Spec) -> Plan:
         warmup = _warmup(load, points, index, label)
         for step in ([warmup] if warmup else []) + _repeated(points, repeats):
             steps.append(replace(step, prompt_stream=stream,
-                                 prompts_sha256=step_digest(source, stream, step.requests)))
+                                 prompts_sha256=step_digest(source, stream, step_count(step, source))))
             # a search reserves one stream per probe it may make: probe k sends stream + k - 1
             stream += step.search["max_probes"] if step.search else 1
     plan = Plan(
@@ -252,7 +257,52 @@ def load_tokenizer(path: str | None, spec_file: str):
         raise PlanError(f"target.tokenizer: {e}") from e
 
 
-def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None):
+def find_template(path: str | None, spec_file: str, api: str = "chat") -> tuple[str, str, dict] | None:
+    """target.tokenizer's chat template as found beside it (tokenizer/chat_template.find: its
+    text, file and tokenizer_config.json) where benchc counts with it -- the chat API (a
+    completions prompt is sent as it is), jinja2 installed; else None (describe_template
+    says why)."""
+    if not path or api != "chat":
+        return None
+    from benchc.tokenizer.chat_template import ChatTemplate, find
+
+    if not ChatTemplate.available():
+        return None
+    try:
+        return find(tokenizer_path(path, spec_file))
+    except Exception as e:  # noqa: BLE001 - an unreadable tokenizer_config.json, said plainly
+        raise PlanError(f"target.tokenizer: {e}") from e
+
+
+def bind_template(found: tuple[str, str, dict] | None, tokenizer):
+    """A found chat template bound to the tokenizer that counts its text, or None."""
+    if found is None or tokenizer is None:
+        return None
+    from benchc.tokenizer.chat_template import ChatTemplate
+
+    return ChatTemplate(*found, tokenizer=tokenizer)
+
+
+def describe_template(path: str | None, spec_file: str, api: str) -> dict | None:
+    """What the plan keeps of target.tokenizer's chat template: where it is, its sha256, and
+    whether benchc counts input tokens with it (jinja2 installed, the chat API)."""
+    if not path:
+        return None
+    from benchc.tokenizer.chat_template import JINJA_MISSING, ChatTemplate, find
+
+    found = find(tokenizer_path(path, spec_file))
+    if found is None:
+        return None
+    template = ChatTemplate(*found)
+    out = {"source": os.path.basename(template.source), "sha256": template.sha256,
+           "counting": api == "chat" and ChatTemplate.available()}
+    if not out["counting"]:
+        out["note"] = JINJA_MISSING if api == "chat" else "the completions API sends prompts as they are"
+    return out
+
+
+def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None,
+              api: str = "chat"):
     """(the Workload, its prompt source)."""
     (name, cfg), = w["dataset"].items()
     kind = KINDS[name]
@@ -291,6 +341,8 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         output_tokens=outs,
         prompts=mode,
         trace=kind.describe(source) if kind.describe else None,
+        sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
+        chat_template=describe_template(tokenizer_path, spec_file, api),
     )
     return workload, source
 
@@ -304,7 +356,7 @@ def _dataset_defaults(name: str) -> dict:
 def _points(load: dict, index: int, label: str) -> list[Step]:
     sweep = load["sweep"]
     common: dict[str, Any] = dict(
-        requests=load.get("requests"),
+        requests=load.get("requests"), sessions=load.get("sessions"),
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
@@ -312,6 +364,10 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
     if "concurrency" in sweep:
         return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)
                 for c in sweep["concurrency"]]
+    if "users" in sweep:  # sessions at a per-user pace (AIPerf's user-centric rate)
+        interval = parse_duration(sweep["turn_interval"])
+        return [Step("load", index, _join(label, f"users={u}"), users=u, turn_interval_s=interval, **common)
+                for u in sweep["users"]]
     if "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
         return [Step("load", index, _join(label, f"speedup={x:g}"), arrival="trace", speedup=float(x),
                      max_concurrency=sweep.get("max_concurrency"), **common) for x in sweep["speedup"]]
@@ -367,7 +423,7 @@ def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
                 burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
                             else None),
                 max_concurrency=s.get("max_concurrency") if over == "rate" else None,
-                requests=requests, duration_s=duration,
+                requests=requests, duration_s=duration, sessions=load.get("sessions"),
                 ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
                 cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
                 search=definition)
@@ -408,6 +464,8 @@ def _replay(step: Step, trace: dict) -> Step:
     """A point of a trace dataset: it sends the slice's requests once. Open loop, it sends them
     on the trace's times over the speedup, or over the speedup that gives the sweep's rate."""
     step = replace(step, requests=trace["requests"], duration_s=None)
+    if "sessions" in trace:  # its sessions, each with all its turns
+        step = replace(step, requests=None, sessions=trace["sessions"])
     if step.concurrency:
         return step
     if step.speedup is None:
@@ -423,21 +481,22 @@ def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | No
     if first.search:  # a search's first probe: its min concurrency, or the rate's cap
         width = first.search["min"] if first.search["over"] == "concurrency" else first.max_concurrency or 1
     else:
-        width = first.concurrency or first.max_concurrency or 1
+        width = first.concurrency or first.max_concurrency or first.users or 1
+    sessions = None
     if w is None:
         requests, duration = width, None
     else:
-        requests = w.get("requests")
+        requests, sessions = w.get("requests"), w.get("sessions")
         duration = parse_duration(w["duration"]) if "duration" in w else None
-    if not requests and not duration:
+    if not requests and not duration and not sessions:
         return None
     return Step("warmup", index, _join(label, "warmup"), concurrency=width,
-                requests=requests, duration_s=duration)
+                requests=requests, duration_s=duration, sessions=sessions)
 
 
 def _num_prompts(load: dict, points: list[Step]) -> int:
-    counts = [p.requests for p in points if p.requests]
-    warm = (load.get("warmup") or {}).get("requests") or 0
+    counts = [n for p in points for n in (p.requests, p.sessions) if n]
+    warm = max((load.get("warmup") or {}).get(k) or 0 for k in ("requests", "sessions"))
     if counts:
         return max(counts + [warm, 1])
     return DEFAULTS["workload.dataset.num_prompts_for_duration"]

@@ -12,8 +12,16 @@ from typing import Any
 
 from benchc.plan.prefix_groups import PrefixGroupPrompts, prefix_group_params
 from benchc.plan.prompts import FilePrompts, PromptSource, RandomPrompts
+from benchc.plan.sessions import (
+    FileSessions,
+    SyntheticSessions,
+    TraceSessions,
+    session_params,
+    sharegpt_sessions,
+    think_params,
+)
 from benchc.plan.trace import TracePrompts, load_trace, trace_params
-from benchc.plan.workload import load_items, normalise_length
+from benchc.plan.workload import length_spread, load_items, normalise_length, spread
 from benchc.units import parse_tokens
 
 
@@ -32,6 +40,7 @@ class DatasetKind:
     timed              -- its rows carry arrival times: load.sweep.speedup replays them, a
                           rate rescales them
     describe(source)   -- what the plan keeps of the dataset's file (Workload.trace), or None
+    multi_turn(params) -- its params make sessions (plan/sessions.py) rather than single prompts
     """
 
     params: Callable[[dict, int | None], dict]
@@ -41,23 +50,7 @@ class DatasetKind:
     replays: bool = False
     timed: bool = False
     describe: Callable[[Any], dict] | None = None
-
-
-def spread(xs: list[int]) -> dict:
-    return {"min": min(xs), "mean": round(sum(xs) / len(xs), 3), "max": max(xs)}
-
-
-def length_spread(length: dict, plus: int = 0) -> dict:
-    """min, mean and max of a length distribution (workload.draw_length's), plus `plus`
-    tokens; a normal one is cut below at 1 and has no maximum (None)."""
-    if length["kind"] == "fixed":
-        v = max(1, length["value"]) + plus
-        return {"min": v, "mean": float(v), "max": v}
-    if length["kind"] == "uniform":
-        lo, hi = max(1, length["min"]), max(1, length["max"])
-        return {"min": lo + plus, "mean": round((lo + hi) / 2 + plus, 3), "max": hi + plus}
-    return {"min": 1 + plus, "mean": float(max(1, length["mean"]) + plus), "max": None,
-            "stdev": length["stdev"]}
+    multi_turn: Callable[[dict], bool] = lambda params: False
 
 
 def _random_params(cfg: dict, pool: int | None) -> dict:
@@ -79,11 +72,43 @@ def _sharegpt_params(cfg: dict, pool: int | None) -> dict:
     params: dict[str, Any] = {"path": cfg["path"], "num_prompts": pool}
     if "output_tokens" in cfg:
         params["output_tokens"] = normalise_length(cfg["output_tokens"])
+    if cfg.get("sessions"):  # every user turn of a conversation, with its history
+        params.update(sessions=True, think_time=think_params(cfg.get("think_time", 0)),
+                      max_turns=cfg.get("max_turns"))
     return params
 
 
-def _trace_source(params: dict, mode: str, base_dir: str, tok: Any) -> TracePrompts:
-    return TracePrompts(load_trace(params, base_dir), params, mode, tok)
+def _sharegpt_source(params: dict, mode: str, base_dir: str, tok: Any) -> PromptSource:
+    if params.get("sessions"):
+        return FileSessions(sharegpt_sessions(params, base_dir), mode, params)  # type: ignore[return-value]
+    return FilePrompts(load_items("sharegpt", params, base_dir), mode)
+
+
+def _sharegpt_lengths(source: Any, params: dict) -> tuple[dict, dict]:
+    if isinstance(source, FileSessions):
+        turns = [t for s in source.items for t in s.turns]
+        ins = [sum(len(str(m["content"]).split()) for m in t.messages) for t in turns]
+        # a ShareGPT turn's answer length is its reply's words (None only where a file gives none)
+        outs = [n for t in turns if (n := t.output_tokens) is not None]
+        return spread([max(1, n) for n in ins]), spread(outs)
+    return _file_lengths(source, params)
+
+
+def _trace_source(params: dict, mode: str, base_dir: str, tok: Any) -> PromptSource:
+    rows = TracePrompts(load_trace(params, base_dir), params, mode, tok)
+    return TraceSessions(rows) if params.get("sessions") else rows  # type: ignore[return-value]
+
+
+def _trace_stats(source: Any) -> dict:
+    rows = source.rows if isinstance(source, TraceSessions) else source
+    stats = dict(rows.trace.stats)
+    if isinstance(source, TraceSessions):
+        stats["sessions"] = source.pool_size
+    return stats
+
+
+def _rows(source: Any) -> TracePrompts:
+    return source.rows if isinstance(source, TraceSessions) else source
 
 
 def _drawn_lengths(input_key: str) -> Callable[[Any, dict], tuple[dict, dict]]:
@@ -111,18 +136,26 @@ KINDS: dict[str, DatasetKind] = {
                                   "shuffle": cfg.get("shuffle", False)},
         source=_file_source("jsonl"), lengths=_file_lengths, exact_lengths=_no),
     "sharegpt": DatasetKind(
-        params=_sharegpt_params, source=_file_source("sharegpt"), lengths=_file_lengths, exact_lengths=_no),
+        params=_sharegpt_params, source=_sharegpt_source, lengths=_sharegpt_lengths, exact_lengths=_no,
+        multi_turn=lambda params: bool(params.get("sessions"))),
     "trace": DatasetKind(
         params=lambda cfg, pool: trace_params(cfg),
         source=_trace_source,
-        lengths=lambda source, p: source.lengths(),
+        lengths=lambda source, p: _rows(source).lengths(),
         # when the trace gives every request's output length
-        exact_lengths=lambda source: min(source.trace.output_tokens) >= 0,
-        replays=True, timed=True, describe=lambda source: dict(source.trace.stats)),
+        exact_lengths=lambda source: min(_rows(source).trace.output_tokens) >= 0,
+        replays=True, timed=True, describe=_trace_stats,
+        multi_turn=lambda params: bool(params.get("sessions"))),
     "prefix_groups": DatasetKind(
         params=prefix_group_params,
         source=lambda params, mode, base_dir, tok: PrefixGroupPrompts(params, mode, tok),
         lengths=_drawn_lengths("suffix_tokens"), exact_lengths=_yes),
+    "sessions": DatasetKind(
+        params=session_params,
+        source=lambda params, mode, base_dir, tok: SyntheticSessions(params, mode, tok),  # type: ignore
+        # per turn: the new user message (turn 1's system prompt on top), and the answer
+        lengths=lambda source, p: (length_spread(p["input_tokens"]), length_spread(p["output_tokens"])),
+        exact_lengths=_yes, multi_turn=lambda params: True),
 }
 
 
@@ -131,4 +164,9 @@ def make_source(dataset: str, params: dict, mode: str, base_dir: str = ".", toke
     return KINDS[dataset].source(params, mode, base_dir, tokenizer)
 
 
-__all__ = ["KINDS", "DatasetKind", "make_source", "spread", "length_spread"]
+def is_multi_turn(dataset: str, params: dict) -> bool:
+    """A workload of sessions (plan/sessions.py): its requests are turns of conversations."""
+    return KINDS[dataset].multi_turn(params)
+
+
+__all__ = ["KINDS", "DatasetKind", "make_source", "spread", "length_spread", "is_multi_turn"]

@@ -22,7 +22,10 @@ Format history (bump PLAN_VERSION on any change of meaning):
        reads with none of them. Also optional (a plan without them reads as before): datasets trace and
        prefix_groups; Workload.trace (a trace file's sha256 and its slice's statistics);
        Step.speedup and arrival "trace" (a trace replayed on its own schedule).
-       Target.first_byte_timeout_s (optional: a plan without it reads with 60 s).
+       Target.first_byte_timeout_s (optional: a plan without it reads with 60 s). Also optional:
+       multi-turn sessions (dataset sessions, sharegpt and trace with `sessions`;
+       Workload.sessions; Step.sessions, the sessions a step starts; Step.users and
+       Step.turn_interval_s, the user-centric pace); Workload.chat_template.
 """
 
 from __future__ import annotations
@@ -115,6 +118,12 @@ class Workload:
     # a trace: its file's sha256 and what the slice holds (requests, token totals, duration_s
     # in trace time, clipped_requests, ...; plan/trace.py), else None
     trace: dict | None = None
+    # multi-turn: what the sessions hold (source, turns per session, think time; plan/sessions.py),
+    # else None (single prompts)
+    sessions: dict | None = None
+    # target.tokenizer's chat template: {source, sha256, counting[, note]} (input tokens are
+    # counted as the server renders them, tokenizer/chat_template.py), else None
+    chat_template: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,8 @@ class Step:
     smoke   -- run the combination's smoke checks
     warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
                point's concurrency
-    load    -- one sweep point: closed loop (`concurrency`) or open loop (`rate_rps`); with
+    load    -- one sweep point: closed loop (`concurrency`), open loop (`rate_rps`) or, for
+               sessions, user-centric (`users` at `turn_interval_s`); with
                load.repeats, one run of it (`repeat`); at run time, a search's probe (`probe`);
                a trace replay is open loop on the trace's own times over `speedup` (arrival
                "trace", rate_rps the mean rate that gives)
@@ -163,6 +173,13 @@ class Step:
     search: dict | None = None  # search, and its probes: the search's definition (plan/search.py)
     probe: int | None = None  # a search's probe (1, 2, ...): set at run time, never in a plan
     speedup: float | None = None  # arrival "trace": the trace's times are divided by this
+    # multi-turn workloads: the step starts at most this many sessions (concurrency is then
+    # concurrent sessions, a rate their arrival rate); `requests` counts turns
+    sessions: int | None = None
+    # user-centric pace: `users` sessions at once, each sending its next turn turn_interval_s
+    # after its previous turn's send (not before that turn ended), a new session when one ends
+    users: int | None = None
+    turn_interval_s: float | None = None
 
 
 @dataclass(frozen=True)

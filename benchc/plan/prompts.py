@@ -55,6 +55,13 @@ class Deal:
 NO_DEAL = Deal()  # a step's first deal: nothing dealt before it
 
 
+def pooled(pool_size: int, index: int, deal: Deal) -> tuple[int, int, bool]:
+    """prompts: shared: (POOL_STREAM, the pool's item, whether it was sent before) of a step's
+    request `index`: every step deals the one pool from its start."""
+    pos = deal.start + index
+    return POOL_STREAM, pos % pool_size, pos >= pool_size or pos < deal.seen
+
+
 class PromptSource(Protocol):
     """Prompt i of a prompt stream; `mode` is fresh or shared; `pool_size` is the number of
     distinct prompts dealt in turn (None: endless, every prompt new)."""
@@ -69,8 +76,8 @@ class PromptSource(Protocol):
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt: ...
 
 
-def prompts_digest(prompts: list[Prompt]) -> str:
-    """sha256 of prompts' content, in order (text, messages and token counts)."""
+def prompts_digest(prompts: list) -> str:
+    """sha256 of prompts' (or sessions') content, in order (text, messages and token counts)."""
     h = hashlib.sha256()
     for p in prompts:
         h.update(json.dumps(p.to_json(), sort_keys=True, ensure_ascii=False).encode())
@@ -85,7 +92,18 @@ def step_digest(source: PromptSource, stream: int, requests: int | None) -> str 
     if source.pool_size is not None and source.mode == "fresh" and not getattr(source, "replays", False):
         return None
     n = min(SAMPLE, requests) if requests else SAMPLE
-    return prompts_digest([source.prompt(stream, i) for i in range(n)])
+    return prompts_digest([_item(source)(stream, i) for i in range(n)])
+
+
+def _item(source: PromptSource):
+    """How a source builds item i of a stream: a prompt, or a session's script (plan/sessions.py,
+    whose sources deal sessions; a session step's count is its sessions')."""
+    return source.session if getattr(source, "sessions", False) else source.prompt  # type: ignore[attr-defined]
+
+
+def step_count(step, source: PromptSource) -> int | None:
+    """How many items a step takes from its stream, where the plan says: requests, or sessions."""
+    return step.sessions if getattr(source, "sessions", False) else step.requests
 
 
 def source_digest(source: PromptSource) -> str:
@@ -97,7 +115,7 @@ def source_digest(source: PromptSource) -> str:
         return digest()
     if isinstance(source, FilePrompts):
         return prompts_digest(source.items)
-    return prompts_digest([source.prompt(POOL_STREAM, i) for i in range(SAMPLE)])
+    return prompts_digest([_item(source)(POOL_STREAM, i) for i in range(SAMPLE)])
 
 
 # --------------------------------------------------------------------------- random
@@ -134,9 +152,7 @@ class RandomPrompts:
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
         reused = False
         if self.pool_size is not None:  # shared: every step deals the one pool from its start
-            pos = deal.start + index
-            reused = pos >= self.pool_size or pos < deal.seen
-            stream, index = POOL_STREAM, pos % self.pool_size
+            stream, index, reused = pooled(self.pool_size, index, deal)
         # One generator per prompt, seeded by (seed, stream, index): any prompt can be built
         # alone, in any order, by any worker.
         rng = random.Random(((self.seed & _MASK64) << 96) | ((stream + 1) << 48) | index)
@@ -149,14 +165,18 @@ class RandomPrompts:
         if prefix:
             head = f"{prefix} {head}"
         total = prefix_n + n_in
-        if self.tok is None:
-            text = head + " " + " ".join(rng.choices(self.words, k=n_in - 1)) if n_in > 1 else head
-        else:
-            if self.tok.count(head) > total:
-                raise PlanError(f"{n_in} input tokens is too short for prompt {stream}.{index}'s "
-                                "marker and prefix")
-            text = self._extend(head, total, rng)
+        text = self.text(head, total, rng, n_in, f"prompt {stream}.{index}")
         return Prompt(text, None, total, n_out, shared_tokens=prefix_n, reused=reused)
+
+    def text(self, head: str, total: int, rng: random.Random, words: int, what: str) -> str:
+        """`head` (a marker, after any prefix) grown to `total` tokens with words drawn from
+        `rng`: without a tokenizer `words` words in all (the marker counts as one), with one
+        exactly `total` tokens by it."""
+        if self.tok is None:
+            return head + " " + " ".join(rng.choices(self.words, k=words - 1)) if words > 1 else head
+        if self.tok.count(head) > total:
+            raise PlanError(f"{words} input tokens is too short for {what}'s marker and prefix")
+        return self._extend(head, total, rng)
 
     def _extend(self, text: str, target: int, rng: random.Random) -> str:
         """`text` grown by one-token words to exactly `target` tokens (checked by counting)."""
@@ -202,5 +222,5 @@ def one_token_words(tokenizer=None) -> list[str]:
     return words
 
 
-__all__ = ["Deal", "NO_DEAL", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest",
-           "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]
+__all__ = ["Deal", "NO_DEAL", "pooled", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest",
+           "step_count", "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]

@@ -56,9 +56,11 @@ def trace_params(cfg: dict) -> dict:
     if "filter" in cfg:
         params["filter"] = {k: [v] if isinstance(v, str) else list(v) for k, v in cfg["filter"].items()}
     if cfg.get("sessions"):
-        raise PlanError("workload.dataset.trace.sessions: replaying a trace's sessions as multi-turn "
-                        "conversations is not built yet; without `sessions`, every row is sent as a "
-                        "request of its own (its session_id is read and kept)")
+        if cfg["format"] != "benchc":
+            raise PlanError(f"workload.dataset.trace.sessions: replaying {cfg['format']} sessions as "
+                            "multi-turn conversations is not built yet (their rows' lengths include the "
+                            "history); format: benchc replays session_id rows as turns")
+        params["sessions"] = True  # rows of one session_id are the turns of a conversation (plan/sessions.py)
     return params
 
 

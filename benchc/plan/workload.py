@@ -72,6 +72,23 @@ def draw_length(rng: random.Random, length: dict) -> int:
     return max(1, round(rng.gauss(length["mean"], length["stdev"])))
 
 
+def spread(xs: list[int]) -> dict:
+    return {"min": min(xs), "mean": round(sum(xs) / len(xs), 3), "max": max(xs)}
+
+
+def length_spread(length: dict, plus: int = 0) -> dict:
+    """min, mean and max of a length distribution (workload.draw_length's), plus `plus`
+    tokens; a normal one is cut below at 1 and has no maximum (None)."""
+    if length["kind"] == "fixed":
+        v = max(1, length["value"]) + plus
+        return {"min": v, "mean": float(v), "max": v}
+    if length["kind"] == "uniform":
+        lo, hi = max(1, length["min"]), max(1, length["max"])
+        return {"min": lo + plus, "mean": round((lo + hi) / 2 + plus, 3), "max": hi + plus}
+    return {"min": 1 + plus, "mean": float(max(1, length["mean"]) + plus), "max": None,
+            "stdev": length["stdev"]}
+
+
 def load_items(dataset: str, params: dict, base_dir: str = ".") -> list[Prompt]:
     """A dataset file's prompts, in dealing order (shuffled with the seed when asked, or when
     `num_prompts` takes fewer than the file holds); deterministic for given params."""
@@ -161,19 +178,24 @@ def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
     return _sample(items, params)
 
 
+def read_sharegpt(path_text: str, base_dir: str) -> tuple[Path, Any]:
+    """(the file's path, its JSON) of a ShareGPT dataset; PlanError names what is wrong."""
+    path = _resolve(path_text, base_dir)
+    try:
+        return path, json.loads(_read_text(path, "sharegpt dataset"))
+    except json.JSONDecodeError as e:
+        raise PlanError(f"sharegpt dataset {path}: not JSON ({e.msg} at line {e.lineno})") from e
+    except RecursionError as e:
+        raise PlanError(f"sharegpt dataset {path}: JSON nested too deep to read") from e
+
+
 def _sharegpt_prompts(params: dict, base_dir: str) -> list[Prompt]:
     """ShareGPT JSON: a list of {conversations: [{from: human, value}, {from: gpt, value}, ...]}.
 
     As in vLLM's benchmark: the first human turn is the prompt, the reply's
     length is the output length (unless output_tokens overrides it).
     """
-    path = _resolve(params["path"], base_dir)
-    try:
-        data = json.loads(_read_text(path, "sharegpt dataset"))
-    except json.JSONDecodeError as e:
-        raise PlanError(f"sharegpt dataset {path}: not JSON ({e.msg} at line {e.lineno})") from e
-    except RecursionError as e:
-        raise PlanError(f"sharegpt dataset {path}: JSON nested too deep to read") from e
+    path, data = read_sharegpt(params["path"], base_dir)
     override = params.get("output_tokens")
     rng = random.Random(params["seed"])
     items = []

@@ -35,16 +35,18 @@ import numpy as np
 
 from benchc.errors import ThresholdFailed, UsageError
 from benchc.metrics._hdr import Histogram
-from benchc.metrics.aggregate import Tally, latency_block
+from benchc.metrics.aggregate import Tally, figures
 from benchc.metrics.intervals import difference_interval, mean_interval
 from benchc.plan.search import show_load
-from benchc.results.document import is_probe, load_key, read
+from benchc.results.document import is_probe, latency_summary, load_key, read
 from benchc.results.repeats import base_id, values
 from benchc.spec.thresholds import Threshold, parse_gate
 
 THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s")
 LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p50", "tpot.p99",
-             "e2e.p50", "e2e.p99")
+             "e2e.p50", "e2e.p99",
+             # reasoning models: when the answer starts, and its pace (where both sides have them)
+             "ttf_answer.p50", "ttf_answer.p99", "itl_answer.p50")
 COMPARED = THROUGHPUTS + ("error_rate",) + LATENCIES  # what each compared point carries
 BOOTSTRAP_RESAMPLES = 200
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
@@ -96,12 +98,12 @@ def _significance(base: dict, new: dict, key: str) -> str:
     """Single runs: a latency percentile's bootstrap intervals (see the module's docstring)."""
     if "." not in key:
         return "n/a"
-    metric, stat = key.split(".", 1)
+    metric, stat = key.rsplit(".", 1) if not key.endswith(".p99.9") else (key[:-6], "p99.9")
     pct = float(stat[1:]) if stat.startswith("p") else None
     if pct is None:
         return "n/a"
-    a = _interval(base["latency"].get(f"{metric}_us", {}).get("hdr"), pct)
-    b = _interval(new["latency"].get(f"{metric}_us", {}).get("hdr"), pct)
+    a = _interval((latency_summary(base, metric) or {}).get("hdr"), pct)
+    b = _interval((latency_summary(new, metric) or {}).get("hdr"), pct)
     if a is None or b is None:
         return "n/a"
     return "yes" if a[1] < b[0] or b[1] < a[0] else "no"
@@ -118,10 +120,25 @@ def _runs(doc: dict) -> dict[tuple, list[dict]]:
 
 
 def _pooled(runs: list[dict]) -> dict:
-    """One point standing for several runs in the bootstrap: their histograms added exactly."""
+    """One point standing for several runs in the bootstrap: their histograms added exactly
+    (turns of sessions too)."""
     if len(runs) == 1:
         return runs[0]
-    return {"latency": latency_block(Tally.total(Tally.from_point(p) for p in runs))}
+    return figures(Tally.total(Tally.from_point(p) for p in runs))
+
+
+def turn_metrics(b_runs: list[dict], n_runs: list[dict]) -> tuple[str, ...]:
+    """Per turn both sides' sessions points have: its TTFT (p50, p99) and ITL p50; and the
+    sessions' duration p50."""
+    def turns(runs: list[dict]) -> set[str]:
+        return {b["turn"] for p in runs for b in (p.get("sessions") or {}).get("by_turn", [])}
+
+    common = turns(b_runs) & turns(n_runs)
+    if not common:
+        return ()
+    order = sorted(common, key=lambda t: (t.startswith(">"), int(t.lstrip(">="))))
+    return tuple(f"turn{t}.{m}" for t in order for m in ("ttft.p50", "ttft.p99", "itl.p50")) + \
+        ("session_duration.p50",)
 
 
 def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> dict | None:
@@ -166,7 +183,7 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dic
             warnings.append(f"{name}: client-limited in {' and '.join(limited)}: its figures measure "
                             "the client, not only the server")
         metrics = {}
-        for m in COMPARED:
+        for m in COMPARED + turn_metrics(b_runs, n_runs):
             entry = _entry(b_runs, n_runs, m, noise_floor)
             if entry is not None:
                 metrics[m] = entry

@@ -259,7 +259,12 @@ def load_key(point: dict) -> tuple:
     """What makes two points comparable: the load (concurrency or rate) and the matrix values.
     The runs of a repeated point share it (results/repeats.py groups them by it)."""
     params = point["params"]
-    load = ("c", params["concurrency"]) if params.get("concurrency") else ("rate", params.get("rate_rps"))
+    if params.get("concurrency"):
+        load: tuple = ("c", params["concurrency"])
+    elif params.get("users"):  # sessions at a per-user pace
+        load = ("users", params["users"], params.get("turn_interval_s"))
+    else:
+        load = ("rate", params.get("rate_rps"))
     return (load, tuple(sorted((k, str(v)) for k, v in point.get("matrix", {}).items())))
 
 
@@ -281,12 +286,25 @@ def is_closed_loop(point: dict) -> bool:
     return bool(point["params"].get("concurrency"))
 
 
+def latency_summary(point: dict, metric: str) -> dict | None:
+    """A latency summary of a point: `ttft` (its latency block's ttft_us), `turn3.ttft` (turn 3's
+    of a sessions point, `turn>=10.ttft` the last bucket's), `session_duration`; None if absent."""
+    if metric.startswith("turn"):
+        turn, _, name = metric[4:].partition(".")
+        by_turn = (point.get("sessions") or {}).get("by_turn", [])
+        block = next((b for b in by_turn if b["turn"] == turn), None)
+        return (block or {}).get("latency", {}).get(f"{name}_us")
+    if metric == "session_duration":
+        return (point.get("sessions") or {}).get("duration_us")
+    return point["latency"].get(f"{metric}_us")
+
+
 def metric_value(point: dict, key: str) -> float | None:
-    """`output_tok_s`, `error_rate`, `ttft.p99` (microseconds) ... from a point; None if absent."""
+    """`output_tok_s`, `error_rate`, `ttft.p99` (microseconds), `turn2.ttft.p50` ... from a point;
+    None if absent."""
     if "." in key:
-        metric, stat = key.split(".", 1)
-        block = point["latency"].get(f"{metric}_us") or {}
-        return block.get(stat)
+        metric, stat = key.rsplit(".", 1) if not key.endswith(".p99.9") else (key[:-6], "p99.9")
+        return (latency_summary(point, metric) or {}).get(stat)
     if key == "error_rate":
         return point.get("error_rate")
     return point["throughput"].get(key)

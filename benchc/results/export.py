@@ -1,9 +1,10 @@
 """`benchc export`: a result in the formats other tools read.
 
-Whole-result formats give one text: `csv` (one row per point) and `jsonl` (the per-request
-records). Per-point formats give one JSON document per load point: `br0.2` and `br0.2.1`
-(llm-d Benchmark Reports, results/br.py) and `vllm` (what `vllm bench serve --save-result`
-writes, results/vllm.py).
+Whole-result formats give one text: `csv` (one row per point), `csv-turns` (one row per point
+and turn index of a sessions workload) and `jsonl` (the per-request records). Per-point
+formats give one JSON document per load point: `br0.2` and `br0.2.1` (llm-d Benchmark
+Reports, results/br.py) and `vllm` (what `vllm bench serve --save-result` writes,
+results/vllm.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from benchc.errors import ResultFormatError, UsageError
 from benchc.results import br, vllm
 from benchc.results.table import to_csv
 
-WHOLE_FORMATS = ("csv", "jsonl")
+WHOLE_FORMATS = ("csv", "csv-turns", "jsonl")
 PER_POINT_FORMATS = ("br0.2", "br0.2.1", "vllm")
 FORMATS = WHOLE_FORMATS + PER_POINT_FORMATS
 
@@ -86,6 +87,11 @@ def requests_by_point(doc: dict, result_path: str) -> dict[str, list[dict]] | No
 def export_whole(doc: dict, fmt: str, result_path: str) -> str:
     if fmt == "csv":
         return to_csv(doc)
+    if fmt == "csv-turns":
+        if not any(p.get("sessions") for p in doc["points"]):
+            raise UsageError("csv-turns: this result has no sessions (the points of a sessions workload "
+                             "have turns)")
+        return to_csv(doc, turns=True)
     if fmt == "jsonl":
         return requests_jsonl(doc, result_path)
     raise UsageError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")

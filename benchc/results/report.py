@@ -8,7 +8,9 @@
   several results share a name (repeats), points show their mean with min-max bars, as do
   the runs of a repeated point (load.repeats) within one result;
 - capacity searches (load.search): each SLO item's metric against the load of every probe,
-  with the threshold and the answer marked (untrusted probes drawn apart, as x).
+  with the threshold and the answer marked (untrusted probes drawn apart, as x);
+- sessions: TTFT against the turn index, and the server's cached fraction per turn;
+- reasoning models: time to first answer token beside TTFT (p50, dotted), and in the table.
 
 matplotlib is an optional extra: `pip install 'benchc[report]'`.
 """
@@ -54,6 +56,8 @@ def _x(point: dict) -> tuple[str, float]:
     p = point["params"]
     if p.get("concurrency"):
         return "concurrency", p["concurrency"]
+    if p.get("users"):
+        return "users", p["users"]
     if p.get("rate_rps") is None and p.get("speedup") is not None:  # a trace whose requests come at once
         return "trace speedup", p["speedup"]
     return "rate (req/s)", p["rate_rps"]
@@ -125,9 +129,14 @@ def figures(docs: list[dict]) -> dict[str, object]:
             for stat, style in (("p50", "-"), ("p99", "--")):
                 vals = [_stat(by_x[x], lambda p, m=metric, s=stat: _ms(p, m, s))[0] for x in xs]
                 ax.plot(tput, vals, style, marker="o", color=color, label=f"{label} {stat}")
+            if metric == "ttft" and any(_ms(p, "ttf_answer", "p50") is not None for x in xs for p in by_x[x]):
+                # a reasoning model: when the answer started, beside the first token of any kind
+                vals = [_stat(by_x[x], lambda p: _ms(p, "ttf_answer", "p50"))[0] for x in xs]
+                ax.plot(tput, vals, ":", marker="^", color=color, label=f"{label} first answer p50")
         ax.set_xlabel("output throughput (tok/s)")
         ax.set_ylabel(f"{title} (ms)")
-        ax.set_title(f"{title} p50 (solid) / p99 (dashed) vs throughput")
+        ax.set_title(f"{title} p50 (solid) / p99 (dashed) vs throughput"
+                     + (" (dotted: first answer token)" if metric == "ttft" else ""))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     figs["latency_vs_throughput"] = fig
@@ -153,10 +162,53 @@ def figures(docs: list[dict]) -> dict[str, object]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
         figs[f"{metric}_spectrum"] = fig
+    turns = turns_figure(plt, docs)
+    if turns is not None:
+        figs["ttft_by_turn"] = turns
     search = search_figure(plt, docs)
     if search is not None:
         figs["search"] = search
     return figs
+
+
+def turn_x(name: str) -> int:
+    """A turn bucket's place on the x axis: "3" at 3, ">=10" at 10."""
+    return int(name.lstrip(">="))
+
+
+def turns_figure(plt: Any, docs: list[dict]) -> Any:
+    """Sessions: TTFT (p50 solid, p99 dashed) and the server's cached fraction against the turn
+    index, one line per point: where the prefix cache holds the history, TTFT stays flat as
+    the history grows."""
+    lines = [(series_label(d, p.get("matrix", {})), p) for d in docs for p in d["points"]
+             if (p.get("sessions") or {}).get("by_turn")]
+    if not lines:
+        return None
+    fig, (ax, cx) = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
+    names: dict[int, str] = {}
+    for i, (label, p) in enumerate(lines):
+        by_turn = p["sessions"]["by_turn"]
+        xs = [turn_x(b["turn"]) for b in by_turn]
+        names.update({turn_x(b["turn"]): b["turn"] for b in by_turn})
+        color = f"C{i % 10}"
+        for stat, style in (("p50", "-"), ("p99", "--")):
+            ys = [(b["latency"]["ttft_us"].get(stat) or float("nan")) / 1000 for b in by_turn]
+            ax.plot(xs, ys, style, marker="o", color=color, label=f"{label} {p['id']} {stat}")
+        fr = [b["cache"]["cached_fraction"] for b in by_turn]
+        cx.plot(xs, [float("nan") if f is None else f for f in fr], marker="o", color=color,
+                label=f"{label} {p['id']}")
+    ticks = sorted(names)
+    for a in (ax, cx):
+        a.set_xticks(ticks, [names[t] for t in ticks])
+        a.set_xlabel("turn")
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=7)
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title("TTFT by turn: p50 (solid) / p99 (dashed)")
+    cx.set_ylabel("cached fraction of the prompt (server)")
+    cx.set_ylim(0, 1)
+    cx.set_title("Prefix cache by turn")
+    return fig
 
 
 def _search_threshold(doc: dict, block: dict, i: int) -> float:
@@ -231,14 +283,14 @@ def summary_rows(docs: list[dict]) -> list[list[str]]:
                 return "-" if v is None else fmt.format(v)
             rows.append([series_label(d, p.get("matrix", {})), p["id"], str(p["counts"]["completed"]),
                          f(p["throughput"]["output_tok_s"]), f(_ms(p, "ttft", "p50")),
-                         f(_ms(p, "ttft", "p99")), f(_ms(p, "itl", "p50")), f(_ms(p, "itl", "p99")),
-                         f(_ms(p, "e2e", "p99")),
+                         f(_ms(p, "ttft", "p99")), f(_ms(p, "ttf_answer", "p50")), f(_ms(p, "itl", "p50")),
+                         f(_ms(p, "itl", "p99")), f(_ms(p, "e2e", "p99")),
                          str(p["counts"]["failed"]), "yes" if p["client"]["client_limited"] else ""])
     return rows
 
 
-HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-          "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
+HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "first answer p50 ms",
+          "ITL p50 ms", "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
 
 
 def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,

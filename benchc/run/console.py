@@ -29,6 +29,26 @@ def _check(c: dict) -> str:
     return f"{c['threshold']}: {shown} {'ok' if c['passed'] else 'FAIL'}"
 
 
+def _detail_lines(p: dict, ms) -> list[str]:
+    """Under a point's row: when its answers started (reasoning models), and its turns
+    (sessions): TTFT p50 and the server's cached fraction per turn."""
+    out = []
+    r, lat = p.get("reasoning"), p["latency"]
+    if r:
+        first = lat["ttf_answer_us"]
+        out.append(f"reasoning {r['reasoning_tokens']:,} + answer {r['answer_tokens']:,} tokens "
+                   f"({r['method']}); first answer token p50 {ms(first, 'p50')} p99 {ms(first, 'p99')}; "
+                   f"answer ITL p50 {ms(lat['itl_answer_us'], 'p50')}")
+    s = p.get("sessions")
+    if s:
+        turns = ", ".join(f"{b['turn']}: {ms(b['latency']['ttft_us'], 'p50')}"
+                          + (f" ({b['cache']['cached_fraction']:.0%} cached)"
+                             if b["cache"]["cached_fraction"] is not None else "") for b in s["by_turn"])
+        out.append(f"sessions {s['completed']}/{s['started']} completed ({s['cut']} cut, "
+                   f"{s['failed']} failed); TTFT p50 by turn {turns}")
+    return out
+
+
 class Console:
     def __init__(self, quiet: bool, live: bool):
         self.quiet = quiet
@@ -85,6 +105,8 @@ class Console:
               f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
               f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "
               f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
+        for line in _detail_lines(p, ms):
+            self.say(f"  {p['id']}: {line}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
         # findings that do not make the figures doubtful: the server's queue at the cap, and

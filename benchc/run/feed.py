@@ -1,6 +1,7 @@
 """The requests of one step: request bodies built from the plan's prompt source.
 
-A step's bodies are built before it starts, outside the measured window, up to PREBUILD_BYTES
+A step's bodies are built before it starts, outside the measured window (with a chat template,
+each one's exact input tokens counted there too), up to PREBUILD_BYTES
 (a step of 10^5 long prompts would otherwise hold gigabytes); past those, and past
 DURATION_PREBUILD requests of a step bound by time only, each body is built when its
 request is issued (a random prompt of 1k words costs some tens of microseconds; the client
@@ -34,14 +35,16 @@ class Request:
     prompt: Prompt  # its counts and sharing; its text is in the body, and not held twice
     index: int  # the request's index in its step (the prompt stream's)
     expected_output_tokens: int | None  # the length the request pins down, if it does
+    template_tokens: int | None = None  # its input as the server renders it (a chat template)
 
 
 class StepFeed:
     """Request j of this worker's share of a step (j counts from 0 in issue order)."""
 
     def __init__(self, source: PromptSource, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: Shard = WHOLE):
+                 shard: Shard = WHOLE, template=None):
         self.source, self.combo, self.step, self.deal, self.shard = source, combo, step, deal, shard
+        self.template = template  # the model's chat template: each request's exact input tokens
         self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
         self._built: list[Request] = []
         share = shard.share(step.requests)
@@ -80,11 +83,12 @@ class StepFeed:
             and w.sampling.max_tokens is None
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
+        exact = self.template.count(body["messages"]) if self.template is not None else None
         return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
-                       _expected(w.sampling, prompt, pin))
+                       expected_output(w.sampling, prompt, pin), exact)
 
 
-def _expected(s, prompt: Prompt, pinned: bool = False) -> int | None:
+def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:
     """The output length the request pins down (ignore_eos, or min_tokens = max_tokens, or the
     dataset's own min_tokens per request)."""
     mt = s.max_tokens or prompt.output_tokens

@@ -32,6 +32,7 @@ from benchc.plan.model import Step, Target
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
+from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 
 # Client self-check thresholds: past any of these the client, not the server, may
 # have set the pace, and the point is marked client_limited. A send late with a free
@@ -49,7 +50,7 @@ class StepContext:
     url: str
     headers: dict
     target: Target
-    feed: StepFeed | None = None  # the step's requests, set before each step
+    feed: StepFeed | SessionFeed | None = None  # the step's requests (or sessions), set before each step
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
     progress: Callable[[PointRecorder, int], None] | None = None  # (recorder, inflight)
@@ -120,7 +121,7 @@ def arrival_times(step: Step, n: int, seed: int) -> list[float]:
 async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks: list | None,
                    seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
     """Drive one load (or warmup) step; returns the client self-check and steady-state figures."""
-    target = step.concurrency or step.max_concurrency or 0
+    target = step.concurrency or step.max_concurrency or step.users or 0  # units held in flight
     check = _SelfCheck()
     check.start()
     skew = Recorder()
@@ -137,46 +138,56 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     limit = step.requests
     issued = count()
     n_issued = [0]  # requests started in this step (the request-count stop counts these)
+    n_units = [0]  # requests, or sessions, started (a sessions step's session count stops on these)
+    active = [0]  # units in flight: requests, or sessions (the steady state holds them at target)
     tasks: set[asyncio.Task] = set()
     feed = ctx.feed
     assert feed is not None  # set before each step
+    multi_turn = isinstance(feed, SessionFeed)
+    stop_wait = asyncio.create_task(ctx.stop_event.wait())
 
-    def may_issue() -> bool:
+    def may_continue(at_ns: int | None = None) -> bool:
+        """Another request may go (now, or at `at_ns`): no stop, no deadline, under the count."""
         if ctx.stop_event.is_set():
             return False
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= deadline:
             return False
         return limit is None or n_issued[0] < limit
 
-    async def one(i: int, scheduled_ns: int | None, ready_ns: int) -> None:
-        req = feed.get(i)
-        prompt = req.prompt
-        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
-                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
-                          shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
-                          queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0)
+    def may_issue() -> bool:
+        """Another unit (a request, or a session) may start."""
+        return may_continue() and (not multi_turn or step.sessions is None or n_units[0] < step.sessions)
+
+    def unit_started() -> None:
+        active[0] += 1
+        if active[0] == target and steady["start_ns"] is None:
+            steady["start_ns"] = CLOCK()
+
+    async def measured(body: bytes, r: RequestRecord, ended=None) -> None:
+        """Send one request and record it (a single prompt, or a session's turn); `ended` is
+        called first when it is over (a single prompt's slot is free from then)."""
         check.inflight += 1
         ctx.inflight += 1
-        if check.inflight == target and steady["start_ns"] is None:
-            steady["start_ns"] = CLOCK()
+        keep = ctx.keep_text or multi_turn  # a session's answers go back in its next turn
         try:
             if ctx.pool is not None:
-                await send_native(ctx.pool, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
+                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep)
             else:
-                await send(ctx.session, ctx.url, ctx.headers, req.body, r, ctx.target, ctx.keep_text)
+                await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
         finally:
             check.inflight -= 1
             ctx.inflight -= 1
             ctx.finished += 1
             if streak.add(r):
                 ctx.stop_event.set()
-            slots.give_back(CLOCK())
+            if ended is not None:
+                ended()
             sends.add(r)
             if r.path is not None:
                 paths[r.path] += 1
-            if scheduled_ns is not None:
-                skew.record_ns(max(0, r.t0_ns - scheduled_ns))
-                if r.t0_ns - scheduled_ns >= LATE_SEND_US * 1000:
+            if r.scheduled_ns is not None:
+                skew.record_ns(max(0, r.t0_ns - r.scheduled_ns))
+                if r.t0_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
                     open_counts["late"] += 1
             if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
                 steady["end_ns"] = CLOCK()
@@ -186,16 +197,63 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             if ctx.progress:
                 ctx.progress(rec, check.inflight)
 
+    async def one(i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        assert isinstance(feed, StepFeed)  # a single prompt's step
+        req = feed.get(i)
+        prompt = req.prompt
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
+                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
+                          shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
+                          queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
+                          template_input_tokens=req.template_tokens)
+        unit_started()
+
+        def ended() -> None:
+            active[0] -= 1
+            slots.give_back(CLOCK())
+
+        await measured(req.body, r, ended)
+
+    def took_turn() -> None:
+        n_issued[0] += 1
+
+    env = SessionEnv(measured, may_continue, lambda due: until(due, stop_wait), took_turn, rec.add_session,
+                     open_loop=not step.concurrency, speedup=step.speedup or 1.0, pace_s=step.turn_interval_s)
+
+    async def session(j: int, scheduled_ns: int | None, ready_ns: int) -> int:
+        assert isinstance(feed, SessionFeed)  # a sessions step
+        index, script = feed.get(j)
+        unit_started()
+        try:
+            return await run_session(env, feed.conversation(script), index, scheduled_ns, ready_ns)
+        finally:
+            active[0] -= 1
+            slots.give_back(CLOCK())
+
     def spawn(i: int, scheduled_ns: int | None = None) -> None:
         n_issued[0] += 1
-        t = asyncio.create_task(one(i, scheduled_ns, slots.take(scheduled_ns, CLOCK())))
+        n_units[0] += 1
+        unit = session if multi_turn else one
+        t = asyncio.create_task(unit(i, scheduled_ns, slots.take(scheduled_ns, CLOCK())))
         tasks.add(t)
         t.add_done_callback(tasks.discard)
 
-    stop_wait = asyncio.create_task(ctx.stop_event.wait())
+    async def user(start_ns: int) -> None:
+        """One user of a user-centric step: sessions back to back, each turn at the pace."""
+        due = start_ns
+        assert step.turn_interval_s is not None  # a user-centric step has its pace
+        while await until(due, stop_wait) and may_issue():
+            n_issued[0] += 1
+            n_units[0] += 1
+            last_send = await session(next(issued), due, max(due, CLOCK()))
+            due = last_send + int(step.turn_interval_s * 1e9)
+
     try:
         if step.concurrency:
             await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
+        elif step.users:
+            _users(step, tasks, user)
+            await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         else:
             await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait,
                              _schedule(step, feed, seed, shard), open_counts)
@@ -246,14 +304,29 @@ async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadlin
             spawn(next(issued))
 
 
+def _users(step: Step, tasks: set, user) -> None:
+    """Start a user-centric step's users, spread evenly over one turn interval, so that the
+    turns arrive at users / turn_interval from the start (AIPerf staggers its users likewise;
+    benchc's all start at their sessions' first turn)."""
+    assert step.users is not None and step.turn_interval_s is not None  # a user-centric step
+    start = CLOCK()
+    gap = int(step.turn_interval_s * 1e9) // step.users
+    for u in range(step.users):
+        t = asyncio.create_task(user(start + u * gap))
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+
+
 def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
     """The open-loop step's arrival times, in seconds from its start: the trace's own (the
     feed's prompts set them) or the plan's seeded arrival process. A shard (distributed runs)
     takes every count-th arrival, so the shards' union is exactly the plan's schedule."""
     index, count = shard
     times = feed.arrivals() if feed is not None else None
-    if times is None:  # a rate and a request count or a duration: the compiler saw to it
-        n = step.requests or int((step.rate_rps or 0.0) * (step.duration_s or 0.0) * 2 + 16)
+    if times is None:
+        # a sessions step's arrivals are its sessions' (its requests, the turns, are at least as
+        # many); else a rate and a request count or a duration: the compiler saw to it
+        n = step.sessions or step.requests or int((step.rate_rps or 0.0) * (step.duration_s or 0.0) * 2 + 16)
         times = arrival_times(step, n, seed)
     return islice(times, index, None, count)
 

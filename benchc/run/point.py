@@ -38,6 +38,7 @@ from benchc.run.clocks import MOVED_NOTE, ClockMark
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
 from benchc.run.prepare import Prepared, measuring, step_slo_checks
+from benchc.run.sessions import SessionFeed
 from benchc.run.shards import WHOLE, Shard
 from benchc.spec.thresholds import Threshold
 
@@ -90,6 +91,10 @@ def step_params(step: Step) -> dict:
         params["probe"] = step.probe  # which probe of the combination's capacity search
     if step.speedup is not None:
         params["speedup"] = step.speedup
+    if step.sessions is not None:
+        params["sessions"] = step.sessions  # a sessions workload: the sessions it starts
+    if step.users is not None:  # user-centric: users at a pace
+        params.update(users=step.users, turn_interval_s=step.turn_interval_s)
     return params
 
 
@@ -97,7 +102,7 @@ def target_inflight(step: Step) -> int:
     """The most requests the step keeps in flight (a concurrency search: its largest probe)."""
     if step.search is not None and step.search["over"] == "concurrency" and step.concurrency is None:
         return int(step.search["max"])
-    return step.concurrency or step.max_concurrency or 0
+    return step.concurrency or step.max_concurrency or step.users or 0
 
 
 @dataclass
@@ -132,7 +137,7 @@ class Measurement:
         self.moved = True
 
 
-async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> tuple[int, str | None]:
+async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) -> tuple[int, str | None]:
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
     it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
     ctx.feed = feed
@@ -142,7 +147,8 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed) -> tuple[int, st
     return feed.consumed(), extra["stopped"]
 
 
-async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int, feed: StepFeed,
+async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
+                        feed: StepFeed | SessionFeed,
                         shard: Shard = WHOLE) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,
@@ -159,6 +165,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
         ctx.feed = None
     if prepared.tokenizer is not None:
         rec.count_with(prepared.tokenizer)
+    if prepared.template is not None:
+        rec.count_template(prepared.template)
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),

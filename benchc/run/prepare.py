@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchc.errors import RunError
-from benchc.plan.compiler import load_tokenizer, tokenizer_path
+from benchc.plan.compiler import bind_template, find_template, load_tokenizer, tokenizer_path
 from benchc.plan.datasets import make_source
 from benchc.plan.model import Combination, Plan, Step
-from benchc.plan.prompts import Deal, FilePrompts, PromptSource, source_digest, step_digest
+from benchc.plan.prompts import Deal, FilePrompts, PromptSource, source_digest, step_count, step_digest
+from benchc.plan.sessions import is_sessions
 from benchc.plan.trace import Trace, TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.results.slo import slo_thresholds
 from benchc.run.feed import StepFeed
+from benchc.run.sessions import SessionFeed
 from benchc.run.shards import WHOLE, Shard
 from benchc.spec.thresholds import Threshold
 from benchc.tokenizer.tokenizer import load, tokenizer_files
@@ -70,6 +72,7 @@ class Kit:
     items: list[Prompt] | None = None
     tokenizer: TokenizerCopy | None = None
     trace: Trace | None = None  # a trace dataset's slice, its users' prompts read in (portable)
+    chat_template: tuple | None = None  # the model's chat template as found (text, file, config)
 
 
 @dataclass(frozen=True)
@@ -83,16 +86,22 @@ class Prepared:
     slo_checks: list[Threshold]  # each completed request is checked against these (goodput)
     keep_requests: bool  # output.requests: keep a record per request
     tokenizer_copy: TokenizerCopy | None = None  # the tokenizer file's bytes (driver), for a Kit
+    template: Any = None  # the model's chat template (exact input tokens), or None
+    template_found: tuple | None = None  # what it was made of (chat_template.find), for a Kit
 
-    def feed(self, step: Step, deal: Deal, shard: Shard = WHOLE) -> StepFeed:
+    def feed(self, step: Step, deal: Deal, shard: Shard = WHOLE) -> StepFeed | SessionFeed:
         """The requests of `step` (as the plan has it: its prompt stream and request count)
-        for this worker's share, continuing the run's deal of the prompt pool."""
-        return StepFeed(self.source, self.combo, step, deal, shard)
+        for this worker's share, continuing the run's deal of the prompt pool; for a sessions
+        workload, its sessions (run/sessions.py)."""
+        if is_sessions(self.source):
+            return SessionFeed(self.source, self.combo, step, deal, shard, self.tokenizer, self.template)
+        return StepFeed(self.source, self.combo, step, deal, shard, self.template)
 
     def kit(self) -> Kit:
         """What a worker needs to rebuild this without the spec's files (prepare(..., kit))."""
         return Kit(self.source.items if isinstance(self.source, FilePrompts) else None, self.tokenizer_copy,
-                   self.source.trace.portable() if isinstance(self.source, TracePrompts) else None)
+                   self.source.trace.portable() if isinstance(self.source, TracePrompts) else None,
+                   self.template_found)
 
 
 def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
@@ -107,7 +116,9 @@ def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
         if tok is not None and target.tokenizer:  # its bytes too, read now: a Ray worker is sent them (Kit)
             copy = TokenizerCopy.read(tokenizer_path(target.tokenizer, spec_path))
         source = make_source(w.dataset, w.params, w.prompts, os.path.dirname(os.path.abspath(spec_path)), tok)
+        found = find_template(target.tokenizer, spec_path, target.api)
     else:
+        found = kit.chat_template
         tok = kit.tokenizer.load() if kit.tokenizer is not None else None
         if kit.items is not None:
             source = FilePrompts(kit.items, w.prompts)
@@ -119,12 +130,13 @@ def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
         raise RunError("the tokenizer differs from the one the plan was compiled with "
                        "(target.tokenizer changed since the plan was made?)")
     same = source_digest(source) == w.prompts_sha256 and all(
-        step_digest(source, s.prompt_stream, s.requests) == s.prompts_sha256
+        step_digest(source, s.prompt_stream, step_count(s, source)) == s.prompts_sha256
         for s in plan.steps if s.combination == combo.index and s.prompt_stream is not None)
     if not same:
         raise RunError("the prompts rebuilt from the plan differ from those it was compiled with "
                        "(a dataset or tokenizer file changed since the plan was made?)")
-    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")), copy)
+    return Prepared(combo, source, tok, slo_checks(plan), bool(plan.output.get("requests")), copy,
+                    bind_template(found, tok), found)
 
 
 def slo_checks(plan: Plan) -> list[Threshold]:

@@ -232,6 +232,10 @@ class Runner:
         happens, a failed start included)."""
         from benchc.run.ray_backend import RayBackend
 
+        if any(c.workload.sessions is not None for c in self.plan.combinations):
+            # sessions would split by session, not by request (run/shards.py): not built yet
+            raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
+                             "--backend local")
         self.phase = "starting the Ray workers"
         self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.grace_s,
                                   rx_loop=self.opts.rx_loop)
@@ -401,6 +405,10 @@ class Runner:
         reset the spec asks for; load.saturation may stop the sweep early (run/saturation.py)."""
         steps = [s for s in self.plan.steps if s.combination == combo.index]
         prepared = prepare(self.plan, combo)
+        if w_template := combo.workload.chat_template:
+            self.console.say(f"chat template ({w_template['source']}): " + (
+                "input tokens counted as the server renders them" if w_template["counting"]
+                else f"not used: {w_template['note']}"))
         if self.backend:
             await self.backend.prepare(prepared)
         w = combo.workload

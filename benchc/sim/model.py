@@ -50,7 +50,8 @@ class SimConfig:
     seed: int = 0
     faults: list[str] = field(default_factory=list)
     # request fields the server silently ignores, as some real servers do with
-    # `ignore_eos` and `min_tokens`: lets tests see benchc notice
+    # `ignore_eos` and `min_tokens`: lets tests see benchc notice (`stream_options`: a stream
+    # without usage, whatever include_usage asked)
     ignored_params: list[str] = field(default_factory=list)
     # a tokenizer.json (or its folder): chunks are real tokens of it and usage is exact;
     # without one, one word is one token
@@ -68,6 +69,13 @@ class SimConfig:
     # llama.cpp's per-response `timings` object (cache_n, prompt_n, prompt_ms, predicted_n,
     # predicted_ms) on the last chunk
     timings: bool = False
+    # a reasoning model behind vLLM's reasoning parser: the first reasoning_tokens tokens of
+    # every output (within max_tokens) stream as `reasoning_content` deltas, the rest as
+    # `content`; usage.completion_tokens_details.reasoning_tokens counts them
+    reasoning_tokens: int = 0
+    # the trace keeps each request's messages (or prompt) and its streamed answer and
+    # reasoning text: tests compare what a session sent back with what was streamed
+    trace_text: bool = False
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -129,6 +137,8 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError(f"unknown simulator parameter(s): {', '.join(sorted(unknown))}")
     if overrides.get("metrics_names", "vllm") not in METRICS_NAMES:
         raise ValueError(f"metrics_names must be one of {', '.join(METRICS_NAMES)}")
+    if overrides.get("reasoning_tokens", 0) < 0:
+        raise ValueError("reasoning_tokens must be at least 0")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:

@@ -12,7 +12,8 @@ tokens. Cached blocks are evicted least recently used first once more than
 Simplification (said here so nobody reads more into it): blocks of running requests are
 not pinned against eviction, and one request's blocks become cached when it is admitted
 (its prefill is charged at that step), so a request admitted right after it at the same
-step hits them.
+step hits them. The full blocks its output filled become cached when it finishes (insert):
+a multi-turn conversation's next turn finds its whole history, answers included.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 
-def block_keys(tokens: Sequence, block_size: int) -> list[int]:
-    """The chained keys of the prompt's full blocks, in order (a partial last block has none)."""
+def block_keys(tokens: Sequence, block_size: int, after: list[int] | None = None) -> list[int]:
+    """The chained keys of the prompt's full blocks, in order (a partial last block has none).
+    `after`: the keys of the blocks before `tokens` (which then start at a block boundary),
+    to continue their chain."""
     keys = []
-    prev = 0
+    prev = after[-1] if after else 0
     for start in range(0, len(tokens) - block_size + 1, block_size):
         prev = hash((prev, tuple(tokens[start:start + block_size])))
         keys.append(prev)
@@ -58,17 +61,24 @@ class PrefixCache:
                 break
             blocks.move_to_end(key)
             hit += 1
-        for key in keys[hit:]:
+        self.insert(keys[hit:])
+        cached = hit * self.block_size
+        self.queries_total += prompt_tokens
+        self.hits_total += cached
+        return cached
+
+    def insert(self, keys: list[int]) -> None:
+        """Cache blocks a finished request filled with its output (vLLM keeps a request's full
+        blocks, generated tokens too, in its prefix cache when it frees them): the next turn
+        of a conversation, whose prompt is this one plus its answer, finds them."""
+        blocks = self._blocks
+        for key in keys:
             if key in blocks:
                 blocks.move_to_end(key)
             else:
                 blocks[key] = None
         while len(blocks) > self.capacity_blocks:
             blocks.popitem(last=False)
-        cached = hit * self.block_size
-        self.queries_total += prompt_tokens
-        self.hits_total += cached
-        return cached
 
     def reset(self) -> None:
         """Forget every block (vLLM's POST /reset_prefix_cache, SGLang's POST /flush_cache)."""

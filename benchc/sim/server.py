@@ -132,7 +132,7 @@ class Seq:
                  "max_tokens", "min_tokens", "ignore_eos", "stop", "rng", "include_usage",
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
-                 "head", "tail", "block_keys", "cached")
+                 "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead")
     id: str  # the response id (chatcmpl-... / cmpl-...)
     api: str  # "chat" | "completions"
     stream: bool
@@ -165,6 +165,10 @@ class Seq:
     tail: bytes
     block_keys: list  # the prompt's prefix-cache block hashes
     cached: int  # prompt tokens found in the prefix cache
+    prompt_tokens: list  # the prompt's tokens (words, or ids), kept while the prefix cache needs them
+    out_ids: list | None  # with a tokenizer: the output's token ids
+    reasoning: int  # the output's first tokens that are reasoning (reasoning_content deltas)
+    rhead: bytes  # a reasoning chunk's bytes before its text (its tail is `tail`)
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -336,13 +340,27 @@ class Engine:
             seq.words.extend(words)
             return
         if tokens or seq.finish:
+            seq.pending_steps += 1
+            r = max(0, min(seq.reasoning - start, tokens))  # this step's reasoning tokens
+            if r:  # a chunk of its own: a delta carries reasoning_content or content, as vLLM's
+                rest = tokens - r
+                text = words[0] if r == 1 else b"".join(words[:r])
+                if seq.finish is None and not seq.continuous_usage:
+                    chunk = seq.rhead + text + seq.tail
+                else:
+                    chunk = self._chunk(seq, text, None if rest else seq.finish, reasoning=True,
+                                        upto=start + r)
+                seq.pending.append((chunk, r))
+                seq.trace["reasoning_chunks"] += 1
+                words, tokens = words[r:], rest
+                if not tokens:
+                    return
             text = words[0] if tokens == 1 else b"".join(words)
             if seq.finish is None and not seq.continuous_usage:
                 chunk = seq.head + text + seq.tail  # the common case: two concatenations
             else:
                 chunk = self._chunk(seq, text, seq.finish)
             seq.pending.append((chunk, tokens))
-            seq.pending_steps += 1
 
     def _check_stop(self, seq: Seq, words: list[bytes], start: int) -> list[bytes]:
         """Cut `words` at a stop string or a drawn EOS, setting seq.finish."""
@@ -356,26 +374,34 @@ class Engine:
                 return words[:i + 1]
         return words
 
-    def _chunk(self, seq: Seq, text: bytes, finish: str | None) -> bytes:
+    def _chunk(self, seq: Seq, text: bytes, finish: str | None, reasoning: bool = False,
+               upto: int | None = None) -> bytes:
+        """One event; `reasoning`: its text is reasoning_content; `upto`: the tokens its
+        continuous usage counts (default: all emitted so far)."""
         reason = b"null" if finish is None else b'"' + finish.encode() + b'"'
         usage = b""
         if seq.continuous_usage:
-            usage = b',"usage":' + self._usage(seq).encode()
+            usage = b',"usage":' + self._usage(seq, upto=upto).encode()
         if seq.api == "chat":
+            key = b"reasoning_content" if reasoning else b"content"
             return (b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk","created":'
-                    + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":{"content":"'
-                    + text + b'"},"logprobs":null,"finish_reason":' + reason + b"}]" + usage + b"}\n\n")
+                    + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":{"' + key
+                    + b'":"' + text + b'"},"logprobs":null,"finish_reason":' + reason + b"}]" + usage
+                    + b"}\n\n")
         return (b'data: {"id":"' + seq.id.encode() + b'","object":"text_completion","created":'
                 + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"text":"' + text
                 + b'","logprobs":null,"finish_reason":' + reason + b',"stop_reason":null}]' + usage
                 + b"}\n\n")
 
-    def _usage(self, seq: Seq, final: bool = False) -> str:
-        return json.dumps(self._usage_dict(seq, final), separators=(",", ":"))
+    def _usage(self, seq: Seq, final: bool = False, upto: int | None = None) -> str:
+        return json.dumps(self._usage_dict(seq, final, upto), separators=(",", ":"))
 
-    def _usage_dict(self, seq: Seq, final: bool) -> dict:
-        usage: dict = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + seq.emitted,
-                       "completion_tokens": seq.emitted}
+    def _usage_dict(self, seq: Seq, final: bool, upto: int | None = None) -> dict:
+        n = seq.emitted if upto is None else upto
+        usage: dict = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + n,
+                       "completion_tokens": n}
+        if seq.reasoning:  # as OpenAI's API reports them (a completion's reasoning part)
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(seq.reasoning, n)}
         if final and self.prefix is not None and self.cfg.usage_cached_tokens:
             # vLLM puts the details on the final usage only (and only when asked to)
             usage["prompt_tokens_details"] = {"cached_tokens": seq.cached}
@@ -413,6 +439,17 @@ class Engine:
         if tail:
             seq.pending.append((tail, 0))
 
+    def _cache_output(self, seq: Seq) -> None:
+        """The full blocks of prompt and output, cached when the request finishes (what the
+        next turn of a conversation sends again: its history ends with this answer)."""
+        bs = self.cfg.block_size
+        keys = seq.block_keys
+        assert self.prefix is not None  # called only with the prefix cache on
+        out = seq.out_ids[:seq.emitted] if seq.out_ids is not None else \
+            [w.decode().strip() for w in seq.text[:seq.emitted]]
+        self.prefix.insert(block_keys(list(seq.prompt_tokens[len(keys) * bs:]) + out, bs, keys))
+        seq.prompt_tokens = []
+
     def _mid_stream_fault(self, seq: Seq, t: int) -> None:
         fault = seq.fault
         assert fault is not None  # called only for a request with a fault
@@ -449,6 +486,13 @@ class Engine:
     def _retire(self, seq: Seq, t: int, reason: str) -> None:
         self.kv_used -= self._kv_need(seq)
         tr = seq.trace
+        tr["reasoning_tokens"] = min(seq.reasoning, seq.emitted)
+        if self.prefix is not None and reason in ("length", "stop") and seq.emitted:
+            self._cache_output(seq)
+        if self.cfg.trace_text:
+            out = [json.loads(b'"' + w + b'"') for w in seq.text[:seq.emitted]]
+            tr["reasoning"] = "".join(out[:seq.reasoning])
+            tr["output"] = "".join(out[seq.reasoning:])
         if not seq.stream or tr["end_ns"] is None:
             tr["end_ns"] = CLOCK()
         tr["reason"] = reason
@@ -698,18 +742,24 @@ class SimServer:
             ignore_eos=False if "ignore_eos" in ignored else bool(body.get("ignore_eos", False)),
             stop=set([stop] if isinstance(stop, str) else stop),
             rng=random.Random(seed if seed is not None else (self.cfg.seed << 32) + self._counter),
-            include_usage=bool(opts.get("include_usage")),
-            continuous_usage=bool(opts.get("continuous_usage_stats")),
+            include_usage=bool(opts.get("include_usage")) and "stream_options" not in ignored,
+            continuous_usage=bool(opts.get("continuous_usage_stats")) and "stream_options" not in ignored,
             done=asyncio.get_running_loop().create_future(), fault=fault,
             fault_at=max(1, max_tokens // 2) if fault else None,
             ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
             trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
                    "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
                    "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,
-                   "fault": fault.kind if fault else None},
+                   "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0},
         )
+        # reasoning on chat only, as vLLM's reasoning parsers
+        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api == "chat" else 0
+        if self.cfg.trace_text:
+            seq.trace["messages" if api == "chat" else "prompt"] = body.get("messages" if api == "chat"
+                                                                             else "prompt")
         if self.engine.prefix is not None:
             seq.block_keys = block_keys(tokens, self.cfg.block_size)
+            seq.prompt_tokens = tokens
         # The whole output is drawn up front (one C call), and each chunk is built by
         # two concatenations around pre-encoded pieces: no json.dumps per token.
         seq.text = seq.rng.choices(_WORDS, k=max_tokens)
@@ -717,8 +767,11 @@ class SimServer:
             # every vocabulary word is at least one token: these words give enough tokens
             ids = self.tok.encode(b"".join(seq.text).decode())[:max_tokens]
             seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
+            seq.out_ids = ids
         empty = self.engine._chunk(seq, b"\x00", None)
         seq.head, seq.tail = empty.split(b"\x00")
+        if seq.reasoning:
+            seq.rhead = self.engine._chunk(seq, b"\x00", None, reasoning=True).split(b"\x00")[0]
         return seq
 
     async def _open_stream(self, request: web.Request, seq: Seq, headers: dict) -> None:
@@ -746,13 +799,17 @@ class SimServer:
             pass
 
     def _whole(self, seq: Seq) -> dict:
-        text = b"".join(seq.words).decode()
+        words = [json.loads(b'"' + w + b'"') for w in seq.words]
+        text, reasoning = "".join(words[seq.reasoning:]), "".join(words[:seq.reasoning])
         usage = self.engine._usage_dict(seq, final=True)
         created = int(seq.created)
         model = self.cfg.model
         if seq.api == "chat":
+            message = {"role": "assistant", "content": text}
+            if reasoning:
+                message["reasoning_content"] = reasoning
             return {"id": seq.id, "object": "chat.completion", "created": created, "model": model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                    "choices": [{"index": 0, "message": message,
                                  "logprobs": None, "finish_reason": seq.finish}], "usage": usage}
         return {"id": seq.id, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": seq.finish,

@@ -23,6 +23,7 @@ MAX_CONCURRENCY = 1_000_000  # requests in flight at once (sweep.concurrency, ma
 MAX_TOKENS = 10_000_000  # tokens of one request: input, shared prefix, output
 MAX_COMBINATIONS = 1_000  # matrix combinations (before exclusions)
 MAX_LOAD_POINTS = 10_000  # load points of a plan: combinations x sweep values
+MAX_TURNS = 10_000  # turns of one session (its script is built when the session starts)
 
 _HINT = " (benchc's ceiling; README: Limits)"
 
@@ -45,6 +46,15 @@ def count_problems(spec: Any, data: dict) -> list[SpecProblem]:
     if warm > MAX_REQUESTS:
         out.append(spec.problem(("load", "warmup", "requests"), _over(warm, MAX_REQUESTS,
                                                                       "warmup requests")))
+    # sessions: each starts at least one request (its first turn)
+    for where, n in ((("load", "sessions"), load.get("sessions", 0)),
+                     (("load", "warmup", "sessions"), (load.get("warmup") or {}).get("sessions", 0))):
+        if n > MAX_REQUESTS:
+            out.append(spec.problem(where, _over(n, MAX_REQUESTS, "sessions per point")))
+    for i, u in enumerate(sweep.get("users", [])):
+        if u > MAX_CONCURRENCY:
+            out.append(spec.problem(("load", "sweep", "users", i),
+                                    _over(u, MAX_CONCURRENCY, "sessions at once")))
     for i, c in enumerate(sweep.get("concurrency", [])):
         if c > MAX_CONCURRENCY:
             out.append(spec.problem(("load", "sweep", "concurrency", i),
@@ -78,8 +88,8 @@ def count_problems(spec: Any, data: dict) -> list[SpecProblem]:
     else:
         # a sweep's points run `repeats` times each; a search probes at most max_probes times
         # (when not given, the policy's worst case, which a bounded range keeps small)
-        per_combo = (len(sweep.get("concurrency", sweep.get("rate", sweep.get("speedup", []))))
-                     * max(1, load.get("repeats", 1))) if sweep else search.get("max_probes", 0)
+        values: list = next((sweep[k] for k in ("concurrency", "rate", "speedup", "users") if k in sweep), [])
+        per_combo = len(values) * max(1, load.get("repeats", 1)) if sweep else search.get("max_probes", 0)
         if combos * per_combo > MAX_LOAD_POINTS:
             where = ("load", "sweep") if sweep else ("load", "search", "max_probes")
             what = "load points (combinations x sweep values x repeats)" if sweep else \
@@ -112,6 +122,14 @@ def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
         if key in sampling and parse_tokens(sampling[key]) > MAX_TOKENS:
             out.append(spec.problem(("workload", "sampling", key),
                                     _over(parse_tokens(sampling[key]), MAX_TOKENS, "tokens per request")))
+    if "turns" in cfg:  # a session's last turn sends every turn before it: one request's input
+        turns = _largest(cfg["turns"])
+        per_turn = _largest(cfg["input_tokens"]) + _largest(cfg["output_tokens"])
+        if turns > MAX_TURNS:
+            out.append(spec.problem(where + ("turns",), _over(turns, MAX_TURNS, "turns per session")))
+        elif turns * per_turn + _largest(cfg.get("prefix_tokens", 0)) > MAX_TOKENS:
+            out.append(spec.problem(where + ("turns",), _over(
+                turns * per_turn, MAX_TOKENS, "tokens in a session's last turn (turns x (input + output))")))
     if cfg.get("num_prompts", 0) > MAX_REQUESTS:
         out.append(spec.problem(where + ("num_prompts",), _over(cfg["num_prompts"], MAX_REQUESTS, "prompts")))
     return out

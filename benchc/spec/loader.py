@@ -515,9 +515,11 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
                                 "that meets the SLO)"))
     sweep = load.get("sweep", {})
     trace = "trace" in d["workload"]["dataset"]
-    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup")) != 1:
-        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop) "
-                                        "or speedup (a trace dataset on its own times)"))
+    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup", "users")) != 1:
+        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop), "
+                                        "speedup (a trace dataset on its own times) or users (sessions at a "
+                                        "per-user pace)"))
+    out += _session_load_problems(spec, d)
     if trace and "search" in load:
         out.append(p(("load", "search"), "a capacity search over a trace replay is not built yet: sweep "
                                          "the trace's speedup, or search with a random dataset", key=True))
@@ -534,10 +536,42 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
                 for k in ("arrival", "burstiness") if k in sweep]
         out += [p(("load", k), f"every point of a trace sends its slice once; choose the requests with "
                                f"workload.dataset.trace.slice, not load.{k}", key=True)
-                for k in ("requests", "duration") if k in load]
-    elif "requests" not in load and "duration" not in load:
-        out.append(p(("load",), "say when each point stops: give requests, duration, or both"))
+                for k in ("requests", "duration", "sessions") if k in load]
+    elif "requests" not in load and "duration" not in load and "sessions" not in load:
+        out.append(p(("load",), "say when each point stops: give requests, duration, or both"
+                                + (" (or sessions)" if _multi_turn(d) else "")))
     return out + _search_problems(spec, d) + _saturation_problems(spec, d)
+
+
+def _multi_turn(d: dict) -> bool:
+    """The workload is sessions (multi-turn conversations)."""
+    (name, cfg), = d["workload"]["dataset"].items()
+    return name == "sessions" or (name in ("sharegpt", "trace") and bool(cfg.get("sessions")))
+
+
+def _session_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """Load keys that only sessions have: the session count, the user-centric pace."""
+    out, p = [], spec.problem
+    load = d["load"]
+    sweep = load.get("sweep", {})
+    multi = _multi_turn(d)
+    if not multi:
+        out += [p(at, "sessions count the sessions of a sessions workload (workload.dataset.sessions, or "
+                      "sharegpt or trace with sessions: true)", key=True)
+                for at, has in ((("load", "sessions"), "sessions" in load),
+                                (("load", "warmup", "sessions"), "sessions" in (load.get("warmup") or {})))
+                if has]
+        if "users" in sweep:
+            out.append(p(("load", "sweep", "users"), "users send sessions at a per-user pace: they need a "
+                                                     "sessions workload", key=True))
+    if "users" in sweep and "turn_interval" not in sweep:
+        out.append(p(("load", "sweep"), "users needs turn_interval: each user's pace between its turns"))
+    if "turn_interval" in sweep and "users" not in sweep:
+        out.append(p(("load", "sweep", "turn_interval"), "turn_interval is the pace of users", key=True))
+    if "users" in sweep:
+        out += [p(("load", "sweep", k), f"{k} applies to a rate sweep, not to users", key=True)
+                for k in ("arrival", "burstiness", "max_concurrency") if k in sweep]
+    return out
 
 
 def _search_problems(spec: Spec, d: dict) -> list[SpecProblem]:

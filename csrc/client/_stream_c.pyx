@@ -5,7 +5,8 @@ One call per socket read: SSE framing (memchr per line), and for each event a
 fast path that reads the few fields benchc needs in place: one pass over the event
 skips strings with memchr, counts nesting outside them, and notes where the values of
 the keys it reads begin (`delta` and its direct `content` / `reasoning_content` /
-`reasoning`, `text`, `finish_reason`, `usage` and its direct token counts). JSON
+`reasoning`, `text`, `finish_reason`, `usage` and its direct token counts, and its
+`completion_tokens_details.reasoning_tokens`). JSON
 string escapes are decoded for the byte count (\\n, \\", \\uXXXX with surrogate
 pairs). Anything else -- repeated keys, an error or tool_calls key, a logprobs
 object, a string it cannot follow, a payload that is not an object, and the objects a
@@ -204,6 +205,8 @@ cdef struct Keys:
     Py_ssize_t usage  # a top-level key
     Py_ssize_t text_key[3]  # content / reasoning_content / reasoning, keys of that delta
     Py_ssize_t completion, prompt  # keys of that usage object
+    Py_ssize_t details  # usage's completion_tokens_details
+    Py_ssize_t reasoning  # its reasoning_tokens
     # an "error" or "tool_calls" key, a "logprobs" object, a repeated key, a "timings" object or
     # usage's "prompt_tokens_details" object: json.loads
     bint unusual
@@ -225,7 +228,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     """Walks the event once: strings are skipped with memchr, nesting is counted outside
     them, and the keys benchc reads are recorded, where the twin reads them, with the start
     of their value: `choices`, `usage` at the top; `delta`, `text`, `finish_reason` in the
-    first element of choices; the text keys in that delta; the token counts in that usage.
+    first element of choices; the text keys in that delta; the token counts in that usage, and
+    the reasoning tokens of its completion_tokens_details.
     False when a string does not end inside the event, when brackets do not balance or nest
     deeper than 64, or when
     a byte outside strings is one JSON never has there. That screen is not a grammar: an
@@ -237,10 +241,10 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     cdef int depth = 0
     # the objects benchc reads: where each one's '{' is, then the depth inside it (-1: not
     # open; once closed, it stays closed)
-    cdef Py_ssize_t choice_at = -1, delta_at = -1, usage_at = -1
-    cdef int choice_depth = -1, delta_depth = -1, usage_depth = -1
+    cdef Py_ssize_t choice_at = -1, delta_at = -1, usage_at = -1, details_at = -1
+    cdef int choice_depth = -1, delta_depth = -1, usage_depth = -1, details_depth = -1
     cdef unsigned char c
-    f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = -1
+    f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = f.details = f.reasoning = -1
     f.text_key[0] = f.text_key[1] = f.text_key[2] = -1
     f.unusual = False
     while i < n:
@@ -314,6 +318,14 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 elif _key_is(key, klen, b"prompt_tokens_details", 21):
                     if p[val] == 123:
                         f.unusual = True  # the cached prompt tokens: the twin reads them
+                elif _key_is(key, klen, b"completion_tokens_details", 25):
+                    # read here: a server may send it with every chunk's usage
+                    _first(&f.details, val, f)
+                    if p[val] == 123:
+                        details_at = val
+            elif depth == details_depth:
+                if _key_is(key, klen, b"reasoning_tokens", 16):
+                    _first(&f.reasoning, val, f)
         elif c == 123 or c == 91:
             depth += 1
             if depth > 64:
@@ -324,6 +336,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 delta_depth = depth
             elif i == usage_at:
                 usage_depth = depth
+            elif i == details_at:
+                details_depth = depth
             i += 1
         elif c == 125 or c == 93:
             depth -= 1
@@ -335,6 +349,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 delta_depth = -2
             if depth < usage_depth:
                 usage_depth = -2
+            if depth < details_depth:
+                details_depth = -2
             i += 1
         else:
             if not _JSON_BYTE[c]:
@@ -391,9 +407,10 @@ cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
     s.pa = s.pb = -1
     s.first_text_ns = s.last_text_ns = s.done_ns = s.text_chunks = s.text_bytes = 0
     s.malformed = s.multi_token_chunks = s.events = s.prev_usage = 0
-    s.usage_completion = s.usage_prompt = s.usage_cached = -1
+    s.usage_completion = s.usage_prompt = s.usage_cached = s.usage_reasoning = -1
+    s.first_reasoning_ns = s.first_answer_ns = s.reasoning_chunks = 0
     s.has_timings = False
-    s.has_finish = s.has_error_event = s.has_shape = False
+    s.has_finish = s.has_error_event = s.has_shape = s.shape_reasoning = False
     s.example_len = 0
     s.oversized = 0
     s.first_len = 0
@@ -404,7 +421,8 @@ cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
     s.n_gaps = s.n_tokens = 0
     s.gaps = <int64_t*>malloc(s.cap * sizeof(int64_t))
     s.tokens = <int64_t*>malloc(s.cap * sizeof(int64_t))
-    if s.gaps == NULL or s.tokens == NULL:
+    s.kinds = <unsigned char*>malloc(s.cap)
+    if s.gaps == NULL or s.tokens == NULL or s.kinds == NULL:
         return -1
     return 0
 
@@ -420,6 +438,8 @@ cdef void stream_free(StreamCore* s) noexcept nogil:
     free(s.piece_ends)
     free(s.gaps)
     free(s.tokens)
+    free(s.kinds)
+    s.kinds = NULL
     s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
     s.texts.p = NULL
     s.piece_ends = s.gaps = s.tokens = NULL
@@ -609,10 +629,10 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
     cdef Keys f
     cdef Py_ssize_t j, e
     cdef int k
-    cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1
+    cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1, rt = -1
     cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
     cdef Py_ssize_t fa = -1, fb = -1  # the finish_reason's bytes
-    cdef bint has_text = False
+    cdef bint has_text = False, reasoning = False
     if n < 2 or p[0] != 123 or p[n - 1] != 125:
         return 0
     if s.has_shape:
@@ -631,6 +651,7 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
                     return 0
                 if te >= 0:
                     ts = f.text_key[k] + 1
+                    reasoning = k > 0  # reasoning_content or reasoning
                     break
     elif f.text >= 0:
         te = _text_at(p, f.text, n, &text_len)
@@ -654,24 +675,33 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
             pt = _int_at(p, f.prompt, n)
             if ct == -2 or pt == -2:
                 return 0
+            if f.details >= 0:
+                if p[f.details] == 123:
+                    rt = _int_at(p, f.reasoning, n)
+                    if rt == -2:
+                        return 0  # null, negative, a float...: json decides
+                elif not _is_null(p, f.details, n):
+                    return 0
         elif not _is_null(p, f.usage, n):
             return 0
-    if _commit(s, fa >= 0, p + (fa if fa >= 0 else 0), fb - fa, ct >= 0, ct, pt >= 0, pt,
-               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, now) < 0:
+    if _commit(s, fa >= 0, p + (fa if fa >= 0 else 0), fb - fa, ct >= 0, ct, pt >= 0, pt, rt,
+               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, reasoning, now) < 0:
         return -1
-    if has_text and fa < 0 and ct < 0 and pt < 0:  # a plain text chunk: its shape
+    if has_text and fa < 0 and ct < 0 and pt < 0 and rt < 0:  # a plain text chunk: its shape
         if bytes_set(&s.shape_head, p, ts) < 0 or bytes_set(&s.shape_tail, p + te, n - te) < 0:
             return -1
         s.has_shape = True
+        s.shape_reasoning = reasoning
     return 1
 
 
 cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py_ssize_t finish_len,
                  bint has_completion, int64_t completion, bint has_prompt, int64_t prompt,
-                 int64_t text_bytes, const unsigned char* text, Py_ssize_t text_len, bint text_utf8,
-                 int64_t now) noexcept nogil:
+                 int64_t reasoning_tokens, int64_t text_bytes, const unsigned char* text,
+                 Py_ssize_t text_len, bint text_utf8, bint reasoning, int64_t now) noexcept nogil:
     """One event's fields into the stream's state, in the twin's order (`apply`): text_bytes 0
-    is no text; text (raw JSON string bytes, or UTF-8 when text_utf8) is kept with keep_text."""
+    is no text; text (raw JSON string bytes, or UTF-8 when text_utf8) is kept with keep_text;
+    reasoning: the text is reasoning; reasoning_tokens -1 is absent."""
     cdef int64_t tokens = -1
     if has_finish:
         if bytes_set(&s.finish, finish, finish_len) < 0:
@@ -686,14 +716,16 @@ cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py
         s.usage_completion = completion
     if has_prompt:
         s.usage_prompt = prompt
+    if reasoning_tokens >= 0:
+        s.usage_reasoning = reasoning_tokens
     if text_bytes:
-        if s.keep_text and _piece(s, text, text_len, text_utf8) < 0:
+        if s.keep_text and _piece(s, text, text_len, text_utf8, reasoning) < 0:
             return -1
-        return _text(s, text_bytes, tokens, now)
+        return _text(s, text_bytes, tokens, reasoning, now)
     return 0
 
 
-cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8) noexcept nogil:
+cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, bint reasoning) noexcept nogil:
     cdef Py_ssize_t cap
     cdef int64_t* q
     if s.n_pieces == s.pieces_cap:
@@ -704,7 +736,7 @@ cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf
         s.piece_ends, s.pieces_cap = q, cap
     if bytes_put(&s.texts, text, n) < 0:
         return -1
-    s.piece_ends[s.n_pieces] = s.texts.n * 2 + (1 if utf8 else 0)
+    s.piece_ends[s.n_pieces] = s.texts.n * 4 + (2 if reasoning else 0) + (1 if utf8 else 0)
     s.n_pieces += 1
     return 0
 
@@ -719,12 +751,12 @@ cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
     if e != n - z + 1 or e - 1 == a:
         return 0  # another string layout, or an empty text: the full path decides
-    if s.keep_text and _piece(s, p + a, e - 1 - a, False) < 0:
+    if s.keep_text and _piece(s, p + a, e - 1 - a, False, s.shape_reasoning) < 0:
         return -1
-    return 1 if _text(s, nbytes, -1, now) == 0 else -1
+    return 1 if _text(s, nbytes, -1, s.shape_reasoning, now) == 0 else -1
 
 
-cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int64_t now) noexcept nogil:
+cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, bint reasoning, int64_t now) noexcept nogil:
     s.text_bytes += nbytes
     if s.n_tokens >= s.cap - 1 and _grow(s) < 0:
         return -1
@@ -736,13 +768,21 @@ cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int64_t now) noexc
     s.last_text_ns = now
     s.text_chunks += 1
     s.tokens[s.n_tokens] = tokens
+    s.kinds[s.n_tokens] = reasoning
     s.n_tokens += 1
+    if reasoning:
+        s.reasoning_chunks += 1
+        if not s.first_reasoning_ns:
+            s.first_reasoning_ns = now
+    elif not s.first_answer_ns:
+        s.first_answer_ns = now
     return 0
 
 
 cdef int _grow(StreamCore* s) noexcept nogil:
     cdef Py_ssize_t cap = s.cap * 2
     cdef int64_t* g = <int64_t*>realloc(s.gaps, cap * sizeof(int64_t))
+    cdef unsigned char* k
     if g == NULL:
         return -1
     s.gaps = g
@@ -750,6 +790,10 @@ cdef int _grow(StreamCore* s) noexcept nogil:
     if g == NULL:
         return -1
     s.tokens = g
+    k = <unsigned char*>realloc(s.kinds, cap)
+    if k == NULL:
+        return -1
+    s.kinds = k
     s.cap = cap
     return 0
 
@@ -773,7 +817,7 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings = fields
+    text_bytes, finish, completion, prompt, error, text, cached, timings, reasoning, rtokens = fields
     if error is not None:
         err = error.encode("utf-8", "surrogatepass")
         if bytes_set(&s.error_event, err, len(err)) < 0:
@@ -794,14 +838,40 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
         txt = text.encode("utf-8", "surrogatepass")
     return _commit(s, fin is not None, fin if fin is not None else b"", len(fin) if fin is not None else 0,
                    completion is not None, completion if completion is not None else 0,
-                   prompt is not None, prompt if prompt is not None else 0, text_bytes,
-                   txt if txt is not None else b"", len(txt) if txt is not None else 0, True, now)
+                   prompt is not None, prompt if prompt is not None else 0,
+                   rtokens if rtokens is not None else -1, text_bytes,
+                   txt if txt is not None else b"", len(txt) if txt is not None else 0, True, reasoning, now)
 
 
 # ---------------------------------------------------------------- the Python face
 
 cdef object _text_or_none(bint has, Bytes* b):
     return _bytes_of(b).decode("utf-8", "surrogatepass") if has else None
+
+
+cdef object _kept(StreamCore* s, int which):
+    """The kept pieces of `which` kind: 1 answer, 2 reasoning, 3 both."""
+    cdef Py_ssize_t i, a = 0, end
+    cdef bytes all_, piece
+    cdef int64_t tag
+    if not s.keep_text:
+        raise ValueError("this parser was not asked to keep the text")
+    all_ = _bytes_of(&s.texts)
+    out = []
+    for i in range(s.n_pieces):
+        tag = s.piece_ends[i]
+        end = tag >> 2
+        piece = all_[a:end]
+        a = end
+        if not (which & (2 if tag & 2 else 1)):
+            continue
+        if tag & 1:
+            out.append(piece.decode("utf-8", "surrogatepass"))
+        elif b"\\" in piece:
+            out.append(json.loads(b'"' + piece + b'"'))
+        else:
+            out.append(piece.decode("utf-8", "surrogatepass"))
+    return "".join(out)
 
 
 cdef class StreamParser:
@@ -855,6 +925,22 @@ cdef class StreamParser:
     @property
     def usage_cached(self):
         return self.core.usage_cached
+
+    @property
+    def first_reasoning_ns(self):
+        return self.core.first_reasoning_ns
+
+    @property
+    def first_answer_ns(self):
+        return self.core.first_answer_ns
+
+    @property
+    def reasoning_chunks(self):
+        return self.core.reasoning_chunks
+
+    @property
+    def usage_reasoning(self):
+        return self.core.usage_reasoning
 
     @property
     def server_timings(self):
@@ -913,25 +999,25 @@ cdef class StreamParser:
     def chunk_tokens(self):
         return [self.core.tokens[i] for i in range(self.core.n_tokens)]
 
+    @property
+    def answer_gaps_ns(self):
+        """The gaps between consecutive answer chunks (see the twin)."""
+        cdef Py_ssize_t i
+        cdef unsigned char* k = self.core.kinds
+        return [self.core.gaps[i] for i in range(self.core.n_gaps) if not (k[i] or k[i + 1])]
+
     def text(self):
         """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
-        cdef Py_ssize_t i, a = 0, end
-        cdef bytes all_, piece
-        if not self.core.keep_text:
-            raise ValueError("this parser was not asked to keep the text")
-        all_ = _bytes_of(&self.core.texts)
-        out = []
-        for i in range(self.core.n_pieces):
-            end = self.core.piece_ends[i] >> 1
-            piece = all_[a:end]
-            if self.core.piece_ends[i] & 1:
-                out.append(piece.decode("utf-8", "surrogatepass"))
-            elif b"\\" in piece:
-                out.append(json.loads(b'"' + piece + b'"'))
-            else:
-                out.append(piece.decode("utf-8", "surrogatepass"))
-            a = end
-        return "".join(out)
+        return _kept(&self.core, 3)
+
+    def reasoning_text(self):
+        """The reasoning chunks' text (keep_text=True)."""
+        return _kept(&self.core, 2)
+
+    def answer_text(self):
+        """The answer chunks' text (keep_text=True): what a chat's next turn sends back."""
+        return _kept(&self.core, 1)
+
 
     def record_gaps(self, Histogram itl, Histogram itl_token=None):
         """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's
@@ -945,3 +1031,11 @@ cdef class StreamParser:
                 k = self.core.tokens[i + 1]
                 if k > 0:
                     itl_token.record(_to_us(self.core.gaps[i] // k), k)
+
+    def record_answer_gaps(self, Histogram itl_answer):
+        """Record the answer's chunk gaps (us) into `itl_answer` (see answer_gaps_ns)."""
+        cdef Py_ssize_t i
+        cdef unsigned char* k = self.core.kinds
+        for i in range(self.core.n_gaps):
+            if not (k[i] or k[i + 1]):
+                itl_answer.record(_to_us(self.core.gaps[i]), 1)

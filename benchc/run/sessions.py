@@ -1,0 +1,180 @@
+"""Sessions, sent: a step's conversations (SessionFeed), each one's growing history
+(Conversation), and the turn loop of one session (run_session).
+
+Turn k's request is the session's history -- every earlier turn's messages and, after each,
+the answer the server streamed for it (the content, not any reasoning: chat templates drop
+reasoning from the history, as the servers' own clients do) -- then turn k's new messages.
+The answer is known only once turn k-1 ended, so each turn's body is built when it is due,
+not ahead like a single prompt's (run/feed.py).
+
+When a turn is due (plan/sessions.py says which rule a session follows):
+- think time: its `think_s` after the previous turn's end (the read that ended its stream);
+- a trace's times: the session's first turn's due time plus the turn's `at_s` over the
+  speedup, and never before the previous turn ended;
+- user-centric pace (load.sweep.users): the previous turn's send plus turn_interval, and
+  never before the previous turn ended.
+A turn that failed ends its session (its answer, which the next turn would carry, is
+missing); a stop condition or Ctrl-C ends a session between turns (`cut`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from benchc.client.request import CLOCK, build_body
+from benchc.metrics.record import RequestRecord
+from benchc.plan.model import Combination, Step
+from benchc.plan.prompts import NO_DEAL, Deal
+from benchc.plan.sessions import Session, Turn
+from benchc.plan.workload import Prompt
+from benchc.run.feed import expected_output
+from benchc.run.shards import WHOLE, Shard
+
+
+class SessionFeed:
+    """Session j of this worker's share of a step (j counts from 0 in start order); a shard
+    (run/shards.py) numbers its sessions as StepFeed does its requests."""
+
+    sessions = True
+
+    def __init__(self, source, combo: Combination, step: Step, deal: Deal = NO_DEAL, shard: Shard = WHOLE,
+                 tokenizer=None, template=None):
+        self.source, self.combo, self.step, self.deal, self.shard = source, combo, step, deal, shard
+        self.tokenizer = tokenizer
+        self.template = template  # a chat template: turns keep their messages, counted after the point
+        self.issued = 0
+
+    def get(self, j: int) -> tuple[int, Session]:
+        """(the session's index in its step, its script)."""
+        self.issued = max(self.issued, j + 1)
+        i = self.shard.request_index(j)
+        return i, self.source.session(self.step.prompt_stream or 0, i, self.deal)
+
+    def consumed(self) -> int:
+        """The step's session indices taken (as StepFeed.consumed counts requests)."""
+        return self.shard.reach(self.issued)
+
+    def arrivals(self) -> Iterable[float] | None:
+        """A trace's sessions' start times over the speedup (arrival "trace"), else None."""
+        if self.step.arrival != "trace":
+            return None
+        return self.source.arrivals(self.step.speedup or 1.0)
+
+    def conversation(self, session: Session) -> Conversation:
+        return Conversation(session, self.combo, self.tokenizer, self.template is not None)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class Conversation:
+    """One session's history and the body of its next turn."""
+
+    def __init__(self, session: Session, combo: Combination, tokenizer=None, keep_messages: bool = False):
+        self.session, self.combo = session, combo
+        self.keep_messages = keep_messages
+        self.messages: list[dict] | None = None  # the last turn's, when kept
+        self.history: list[dict] = []
+        self.history_tokens = 0  # benchc's count of the history (answers by the tokenizer, else words)
+        self.count = tokenizer.count if tokenizer is not None else _words
+        self._new = 0  # tokens of the messages of the turn last built
+    def turn(self, turn: Turn) -> tuple[bytes, int, int | None, int | None]:
+        """(body, input tokens, shared tokens, expected output tokens) of a turn: the history,
+        then its messages. Its shared tokens are all but its own: the history is the session's
+        earlier turns' (None where nobody can say: a user's text)."""
+        w, target = self.combo.workload, self.combo.target
+        messages = self.history + turn.messages
+        self.messages = messages if self.keep_messages else None
+        new = turn.own_tokens + turn.shared_tokens if turn.own_tokens is not None else \
+            sum(max(1, _words(str(m.get("content", "")))) for m in turn.messages)
+        n_in = self.history_tokens + new
+        self._new = new
+        prompt = Prompt(None, messages, n_in, turn.output_tokens)
+        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
+        shared = None if turn.own_tokens is None else n_in - turn.own_tokens
+        return json.dumps(body).encode(), n_in, shared, expected_output(w.sampling, prompt)
+
+    def answered(self, turn: Turn, answer: str) -> None:
+        """The turn's messages and the server's answer join the history."""
+        self.history += turn.messages
+        self.history.append({"role": "assistant", "content": answer})
+        self.history_tokens += self._new + self.count(answer)
+
+
+@dataclass
+class SessionEnv:
+    """What a session needs of the step that runs it (run/loadgen.py)."""
+
+    measured: Callable[[bytes, RequestRecord], Awaitable[None]]  # send one turn, record it
+    may_continue: Callable[..., bool]  # a next turn may start (now, or at a time in ns): no stop reached
+    until: Callable[[int], Awaitable[bool]]  # wait until a time (ns); False: the step was stopped
+    took_turn: Callable[[], None]  # a turn after the first goes (the step's request count)
+    done: Callable[[dict], None]  # the session is over: what it did (PointRecorder.add_session)
+    open_loop: bool  # turns keep a scheduled time (latencies from schedule)
+    speedup: float = 1.0  # a trace's times are over this
+    pace_s: float | None = None  # user-centric: a turn's send this long after the previous one's
+
+
+async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled_ns: int | None,
+                      ready_ns: int) -> int:
+    """Send a session's turns in order; returns the send time (ns) of its last turn sent."""
+    session = conv.session
+    first_due = scheduled_ns if scheduled_ns is not None else ready_ns
+    prev_end: int | None = None  # the previous turn's end and send (set once a turn completed)
+    prev_send: int | None = None
+    sent = ok = 0
+    start_ns = end_ns = None
+    outcome = "completed"
+    for k, turn in enumerate(session.turns, 1):
+        due = ready_ns
+        if k > 1:
+            assert prev_end is not None and prev_send is not None  # turn k-1 completed, else the loop ended
+            if env.pace_s is not None:
+                due = max(prev_send + int(env.pace_s * 1e9), prev_end)
+            elif turn.at_s is not None:
+                due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
+            else:
+                due = prev_end + int(turn.think_s * 1e9)
+            # a turn due past the step's deadline never goes: no waiting out its think time
+            if not env.may_continue(due) or not await env.until(due) or not env.may_continue():
+                outcome = "cut"
+                break
+            env.took_turn()
+        body, n_in, shared, expected = conv.turn(turn)
+        sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=index, input_tokens=n_in,
+                          expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
+                          reused=session.reused, ready_ns=due,
+                          queued_ns=due - sched if sched is not None and k == 1 else 0,
+                          session=index, turn=k, prev_end_ns=prev_end, messages=conv.messages)
+        await env.measured(body, r)
+        sent += 1
+        start_ns = r.t0_ns if start_ns is None else start_ns
+        end_ns = r.end_ns
+        if not r.ok:
+            outcome = "failed"
+            break
+        ok += 1
+        conv.answered(turn, r.parser.answer_text())
+        prev_end, prev_send = r.end_ns, r.t0_ns
+    env.done({"outcome": outcome, "turns": sent, "completed_turns": ok, "start_ns": start_ns,
+              "end_ns": end_ns})
+    return prev_send if prev_send is not None else ready_ns
+
+
+async def until(due_ns: int, stop_wait: asyncio.Task) -> bool:
+    """Wait until `due_ns` (CLOCK); False as soon as the step is stopped. Again until due:
+    uvloop's timers round to the millisecond and may fire up to half of one early."""
+    while (delay := (due_ns - CLOCK()) / 1e9) > 0:
+        done, _ = await asyncio.wait({stop_wait}, timeout=delay)
+        if done:
+            return False
+    return not stop_wait.done()
+
+
+__all__ = ["SessionFeed", "Conversation", "SessionEnv", "run_session", "until"]
