@@ -558,3 +558,28 @@ def test_a_combination_whose_target_cannot_be_reached_keeps_what_earlier_ones_me
     assert [(e["kind"], e["combination"]) for e in doc["errors"]] == [("server_unreachable", 1)]
     assert len(doc["points"]) == 1 and doc["points"][0]["counts"]["completed"] == 2
     assert doc["complete"] is False
+
+
+def test_the_clients_own_failure_is_its_own_kind_and_never_a_completed_request(tmp_path, capsys, sim,
+                                                                                monkeypatch, caplog):
+    """An exception from benchc's code in a request went out of send() with no error set: the
+    request was counted as completed (with no latencies) and an assertion hid the cause."""
+    from benchc.metrics.record import CLIENT_ERROR
+    from benchc.run import loadgen
+
+    real, calls = loadgen.send_native, []
+
+    async def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug in the client")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(loadgen, "send_native", failing_once)
+    spec = write_spec(tmp_path, sweep="    concurrency: [1]", out=4, extra="  requests: 4")
+    code, err = run_main(capsys, ["run", spec, "--base-url", sim.url])
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    assert point["counts"]["errors"] == {CLIENT_ERROR: 1} and point["counts"]["completed"] == 3
+    assert point["counts"]["error_examples"][CLIENT_ERROR] == "RuntimeError: a bug in the client"
+    (logged,) = [r for r in caplog.records if r.name == "benchc.run.loadgen"]
+    assert logged.levelname == "ERROR" and logged.exc_info is not None  # with its traceback

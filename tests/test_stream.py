@@ -408,3 +408,12 @@ def test_kept_reasoning_and_answer_are_the_same_on_both_cores(cuts):
     kept = [(p.reasoning_text(), p.answer_text(), p.text()) for p in kept_over(data, cuts)]
     assert all(k == kept[0] for k in kept)
     assert kept[0][0].startswith("Let me think") and kept[0][1].startswith("Hi there!")
+
+
+def test_an_error_key_that_is_null_is_no_error_event(stream_modules):
+    """`"error": null` beside a healthy chunk made the stream an error event ("None"), on both
+    cores (the compiled one hands chunks with an error key to the twin's reading)."""
+    data = (b'data: {"choices":[{"delta":{"content":"a"}}],"error":null}\n\n'
+            b'data: {"choices":[{"delta":{},"finish_reason":"stop"}],"error":null}\n\ndata: [DONE]\n\n')
+    r = measure(stream_modules, data, [])
+    assert r[10] is None and r[3] == 1 and r[7] == "stop"

@@ -90,8 +90,8 @@ def interpret(payload: bytes) -> tuple | None:
     if not isinstance(obj, dict):
         return None
     error = None
-    if "error" in obj:
-        err = obj["error"]
+    err = obj.get("error")
+    if err is not None:  # `"error": null` is a chunk that says it carries none
         error = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
     text, finish, reasoning = None, None, False
     choices = obj.get("choices")

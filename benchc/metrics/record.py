@@ -23,8 +23,9 @@ FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # sent, but no answer began within ta
 OVERSIZED = "oversized_event"  # an SSE line or event past the client's bounds (the connection is closed)
 CLIENT_EXHAUSTED = "client_exhausted"  # the client ran out of descriptors or ports: not the server's doing
 NOT_SSE = "not_event_stream"  # a 200 whose body framed no SSE event (HTML, a whole JSON answer)
+CLIENT_ERROR = "client_error"  # benchc's own code failed on the request (a bug: the log has it)
 ERROR_KINDS = (CONNECT, HTTP, TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, MALFORMED, EMPTY, CANCELLED,
-               FIRST_BYTE_TIMEOUT, OVERSIZED, CLIENT_EXHAUSTED, NOT_SSE)
+               FIRST_BYTE_TIMEOUT, OVERSIZED, CLIENT_EXHAUSTED, NOT_SSE, CLIENT_ERROR)
 
 
 @dataclass

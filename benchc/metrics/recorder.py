@@ -67,13 +67,13 @@ class PointRecorder:
             if r.turn is not None:
                 t.sessions.add_turn(r, None, None)
             return
+        first_text_ns, end_ns = r.first_text_ns, r.end_ns
+        assert first_text_ns is not None and end_ns is not None  # what makes a request ok
         t.completed += 1
         if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
                               t.recorder("itl_answer_us"))
-        first_text_ns, end_ns = r.first_text_ns, r.end_ns
-        assert first_text_ns is not None and end_ns is not None  # what makes a request ok
         ttft_ns = first_text_ns - r.t0_ns
         e2e_ns = end_ns - r.t0_ns
         self.ttft.record_ns(ttft_ns)

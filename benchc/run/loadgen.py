@@ -11,6 +11,7 @@ flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import resource
 import time
@@ -26,7 +27,7 @@ import aiohttp
 from benchc.client.http1 import Pool, RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder, summarize
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
 from benchc.run.deadserver import ConnectStreak
@@ -42,6 +43,8 @@ LOOP_LAG_MIN_TICKS = 5  # ... in at least 5 ticks: one OS hiccup on a small mach
 CPU_BUSY_FRACTION = 0.90  # the client process used >= 90% of one core
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 TICK_S = 0.005
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -174,6 +177,10 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                 await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep)
             else:
                 await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
+        except Exception as e:  # send() records every failure of the server's: this is benchc's own
+            log.exception("request %s: the client failed", r.id)
+            r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
+            r.end_ns = r.end_ns or CLOCK()
         finally:
             check.inflight -= 1
             ctx.inflight -= 1
@@ -185,9 +192,11 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             sends.add(r)
             if r.path is not None:
                 paths[r.path] += 1
-            if r.scheduled_ns is not None:
-                skew.record_ns(max(0, r.t0_ns - r.scheduled_ns))
-                if r.t0_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
+            # the first attempt's write (a keep-alive retry's own is later, and a request that
+            # never connected has none): as the self-check's send delay (sendcheck) counts it
+            if r.scheduled_ns is not None and r.first_sent_ns is not None:
+                skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
+                if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
                     open_counts["late"] += 1
             if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
                 steady["end_ns"] = CLOCK()
@@ -353,6 +362,8 @@ async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule:
             done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done:
                 return
+        if not may_issue():  # the step's time ran out while it waited for a slot
+            return
         spawn(next(issued), scheduled_ns)
 
 
