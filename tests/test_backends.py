@@ -74,6 +74,7 @@ def runs(tmp_path_factory):
         ray.shutdown()
 
 
+@pytest.mark.slow  # a run per backend
 @pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_strict_fails_on_output_lengths_the_server_ignored(runs, backend):
     code, err, doc, _ = runs(backend)
@@ -141,6 +142,7 @@ def test_a_failed_combination_is_listed_in_the_results_errors(tmp_path):
                               "message": "smoke checks failed"}]
 
 
+@pytest.mark.slow  # a run per dataset kind
 @pytest.mark.parametrize("dataset", ["random: {input_tokens: 12, output_tokens: 4, prefix_tokens: 3}",
                                      "jsonl: {path: data/p.jsonl}"])
 def test_a_kit_rebuilds_a_combination_where_the_files_are_not(tmp_path, dataset):

@@ -93,6 +93,7 @@ CHATS = [
 ]
 
 
+@pytest.mark.slow  # transformers as the oracle
 @pytest.mark.parametrize("messages", CHATS)
 def test_text_and_count_are_what_transformers_makes(template, oracle, messages):
     assert template.render(messages) == oracle.apply_chat_template(messages, tokenize=False,

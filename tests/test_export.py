@@ -152,6 +152,7 @@ def test_every_report_validates_against_llmd_schema(result, version, capsys):
     check_valid(reports, version)
 
 
+@pytest.mark.slow  # runs for each kind of result
 def test_reports_carry_the_points_own_figures(result, capsys):
     path, doc = result
     reports = export(capsys, path, "br0.2")

@@ -121,6 +121,7 @@ def test_a_server_that_never_answers_fails_at_the_first_byte_deadline(path):
     assert line["ttft_us"] is None and line["e2e_us"] is None
 
 
+@pytest.mark.slow  # waits out the limits on every path
 @pytest.mark.parametrize("path", PATHS)
 def test_after_the_first_byte_the_idle_limit_applies_not_the_first_byte_one(path):
     async def head_then_wait(n, reader, writer):

@@ -169,6 +169,7 @@ def test_a_server_log_that_is_not_a_regular_file_is_refused(tmp_path, specials):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow  # draws the plots
 def test_report_never_overwrites_without_force(tmp_path, capsys):
     result = os.path.join(REPO, "tests", "data", "result-v1-shard-a.json")
     page = tmp_path / "report.html"
@@ -481,6 +482,7 @@ asyncio.run(serve_forever(make_config("instant", max_num_seqs=0), 0))
 """
 
 
+@pytest.mark.slow  # a simulator process
 def test_a_simulator_that_admits_nothing_still_answers_and_stops_on_sigterm():
     """`benchc sim --param max_num_seqs=0` busy-looped and ignored SIGTERM (the spec now refuses
     0; the engine must not spin whatever its parameters)."""

@@ -6,6 +6,7 @@ the compiled receive loop and its pure-Python twin. And the chunked decoder's tw
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 
@@ -416,10 +417,13 @@ def stamped_pair() -> tuple:
     return a, b
 
 
-def wait_for_kernel_stamps(read_stamped, timeout_s: float = 30.0) -> None:
+@contextlib.contextmanager
+def kernel_stamps_on(read_stamped, timeout_s: float = 30.0):
     """Linux turns receive stamping on from deferred kernel work after the first socket asks
-    (see http1.Pool): until then reads are dated when they are read. Probe until a read
-    carries a stamp from before it was read: waiting for the event, not guessing a delay."""
+    (see http1.Pool), and off again the same way when the last one closes: in either window
+    reads are dated when they are read. Probe until a read carries a stamp from before it was
+    read (waiting for the event, not guessing a delay), and keep the probing socket open for
+    the block, so that stamping stays on (a test that closed it first failed once in a while)."""
     import time
 
     a, b = stamped_pair()
@@ -431,8 +435,9 @@ def wait_for_kernel_stamps(read_stamped, timeout_s: float = 30.0) -> None:
             time.sleep(0.005)
             _, stamp = read_stamped(b, 1024)
             if stamp <= sent:
-                return
+                break
             assert time.monotonic() < deadline, "the kernel never stamped a read"
+        yield
     finally:
         a.close()
         b.close()
@@ -458,9 +463,8 @@ def test_reads_carry_the_kernels_arrival_time_not_the_loops():
     async def main(kernel):
         async with RawServer(script) as srv:
             pool = http1.Pool(kernel_stamps=kernel)
-            if kernel:
-                wait_for_kernel_stamps(read_stamped)
-            r = await request(pool, srv.url)
+            with kernel_stamps_on(read_stamped) if kernel else contextlib.nullcontext():
+                r = await request(pool, srv.url)
             await pool.close()
             return r, dict(block)
 
@@ -477,9 +481,11 @@ def test_stamped_read_twins_agree():
     import time
 
     for m in both_cores("benchc.client._rx"):
-        wait_for_kernel_stamps(m.read_stamped)
-        a, b = stamped_pair()
-        try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(kernel_stamps_on(m.read_stamped))
+            a, b = stamped_pair()
+            stack.callback(b.close)
+            stack.callback(a.close)
             b.setblocking(False)
             with pytest.raises(BlockingIOError):
                 m.read_stamped(b, 1024)
@@ -491,6 +497,3 @@ def test_stamped_read_twins_agree():
             assert stamp <= sent, m.__name__  # dated on arrival, not when read
             a.close()
             assert m.read_stamped(b, 1024)[0] == b""  # end of stream
-        finally:
-            a.close()
-            b.close()

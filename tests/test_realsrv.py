@@ -139,6 +139,7 @@ OPEN_LOOP = dict(sweep="    rate: [40/s]\n    arrival: constant\n    max_concurr
                  extra="  requests: 24")
 
 
+@pytest.mark.slow  # an end-to-end run
 def test_open_loop_past_capacity_is_cap_queueing_not_a_slow_client(tmp_path):
     """Twice the simulator's capacity with a cap of 2: arrivals wait for a free slot. That
     wait is reported as queueing caused by the server, the point is not client-limited,
@@ -181,6 +182,7 @@ def test_open_loop_past_capacity_is_cap_queueing_not_a_slow_client(tmp_path):
     assert p["latency"]["e2e_from_schedule_us"]["p99"] > 2 * p["latency"]["e2e_us"]["p99"]
 
 
+@pytest.mark.slow  # an end-to-end run
 def test_a_slowed_client_is_still_flagged_under_the_cap(tmp_path, monkeypatch):
     """The same load, with a test hook that makes the client 20 ms late on every send: the
     lateness happens with a slot free, so it is the client's, and the point says so."""
@@ -204,6 +206,7 @@ def test_a_slowed_client_is_still_flagged_under_the_cap(tmp_path, monkeypatch):
     assert p["client"]["cap_queueing"]["requests"] > 0  # the cap's wait is still reported apart
 
 
+@pytest.mark.slow  # end-to-end runs
 def test_per_request_records_say_how_each_request_went_out(tmp_path):
     spec = write_spec(tmp_path, **OPEN_LOOP)
     assert main(["run", spec, "--quiet"]) == 0

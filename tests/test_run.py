@@ -127,6 +127,7 @@ def test_latencies_and_counts_agree_with_the_simulator_trace(tmp_path):
         assert point["throughput"]["output_tok_s"] == rate
 
 
+@pytest.mark.slow  # a run per transport
 @pytest.mark.parametrize("http,rx_loop", [("native", "auto"), ("native", "off"), ("aiohttp", "auto")])
 def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path, http, rx_loop):
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
@@ -208,6 +209,7 @@ def test_result_validation_refuses_unknown_versions():
         validate_document({"schema_version": 9})
 
 
+@pytest.mark.slow  # an end-to-end run
 def test_continuous_usage_gives_per_token_itl_and_shows_multi_token_chunks(tmp_path):
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=20, extra="  requests: 4",
                       sim=", tokens_per_step: 2", target="\n  continuous_usage_stats: true")
@@ -220,6 +222,7 @@ def test_continuous_usage_gives_per_token_itl_and_shows_multi_token_chunks(tmp_p
     assert per_token["p50"] == pytest.approx(itl["p50"] / 2, rel=0.02)
 
 
+@pytest.mark.slow  # end-to-end runs
 def test_ignored_ignore_eos_is_flagged_and_strict_exits_6(tmp_path, capsys):
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=30, extra="  requests: 6",
                       sim=", eos_prob: 0.2, seed: 1, ignored_params: [ignore_eos]")

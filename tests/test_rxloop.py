@@ -135,8 +135,9 @@ def test_chunk_stamps_match_the_simulators_writes(transport):
     # write, in the same process: a stamp comes about as late as the write call takes (sub-ms;
     # more when the machine's cores are busy with something else), and never earlier than the
     # write by more than moving the kernel's CLOCK_REALTIME stamp onto the monotonic clock can
-    # err (two clock reads, microseconds apart).
-    assert min(errors_ms) > -0.1
+    # err (two clock reads, microseconds apart; up to ~0.1 ms seen with every core busy, so
+    # half a millisecond, as tests/test_reasoning.py allows).
+    assert min(errors_ms) > -0.5
     assert statistics.median(errors_ms) < 1.0 and max(errors_ms) < 20.0
     if transport == "asyncio":
         assert rx is None

@@ -157,6 +157,7 @@ def decode_rate(trace) -> float:
     return total
 
 
+@pytest.mark.slow  # the preset's table, point by point
 @pytest.mark.parametrize("c,expected", [(1, 84.4), (2, 142.6), (4, 254.2), (8, 353.2)])
 def test_minimax_preset_matches_the_deployment_log(c, expected):
     async def body(s, server):

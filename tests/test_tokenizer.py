@@ -69,6 +69,7 @@ def test_random_unicode_deepseek(text):
 _DEEPSEEK = (T.load(DEEPSEEK, CORES[-1]), HF.from_file(DEEPSEEK))
 
 
+@pytest.mark.slow  # a whole corpus
 def test_decode_round_trips_and_count(deepseek):
     ours, _ = deepseek
     text = "round trip: 你好 😀 e\u0301"
@@ -115,6 +116,7 @@ def test_cores_merge_identically(piece):
     assert all(r == results[0] for r in results)
 
 
+@pytest.mark.slow  # a whole corpus
 def test_random_prompts_have_exactly_the_asked_input_tokens(tmp_path):
     """Issue 6: a random-dataset prompt asked for 512 input tokens has exactly 512 by the oracle."""
     from benchc.plan.compiler import compile_spec, load_tokenizer
@@ -167,6 +169,7 @@ def test_exact_random_prompts_with_a_sentencepiece_tokenizer():
         assert p.input_tokens == 132 == len(oracle.encode(p.text))
 
 
+@pytest.mark.slow  # an end-to-end run
 def test_outputs_are_counted_with_the_tokenizer_after_the_point(tmp_path):
     """The simulator says one word is one token; DeepSeek's tokenizer says otherwise for some
     words: both counts are in the result, with their disagreement."""
@@ -249,6 +252,7 @@ def test_tokenizer_json_reads_interval_plus_as_hf_does(tmp_path):
             assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
 
 
+@pytest.mark.slow  # HF tokenizers as the oracle
 def test_add_prefix_space_is_hfs_a_space_before_anything_but_a_space(tmp_path):
     """HF's ByteLevel prefixes a space unless the text starts with one (a newline or a tab gets
     one too; benchc gave them none); after a Split it would prefix each piece: refused."""
