@@ -222,6 +222,17 @@ def test_continuous_usage_gives_per_token_itl_and_shows_multi_token_chunks(tmp_p
     assert per_token["p50"] == pytest.approx(itl["p50"] / 2, rel=0.02)
 
 
+def test_fewer_chunks_than_tokens_asked_is_no_output_length_mismatch_without_usage(tmp_path, capsys):
+    """A server that sends no usage and two tokens per chunk honoured ignore_eos; counted per
+    chunk, every request looked half as long as asked, and --strict failed a correct server."""
+    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=20, extra="  requests: 4",
+                      sim=", tokens_per_step: 2, ignored_params: [stream_options]")
+    assert main(["run", spec, "--strict", "--quiet"]) == 0, capsys.readouterr().err
+    p = read(str(tmp_path / "r.json"))["points"][0]
+    assert p["tokens"]["output_method"] == "chunks" and p["tokens"]["output"] == 4 * 10
+    assert p["tokens"]["osl"]["requests_checked"] == 0  # nobody can tell from chunks alone
+
+
 @pytest.mark.slow  # end-to-end runs
 def test_ignored_ignore_eos_is_flagged_and_strict_exits_6(tmp_path, capsys):
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=30, extra="  requests: 6",

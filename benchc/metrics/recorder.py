@@ -121,12 +121,15 @@ class PointRecorder:
         if not recount:
             t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, r.first_answer_ns is not None,
                                     USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
+        expected = r.expected_output_tokens
         if self.keep_text:
-            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks, recount))
-        if r.expected_output_tokens is not None:
+            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks, recount, expected))
+        # The output length asked for (min_tokens, ignore_eos) against the server's count. Counted
+        # per chunk (no usage), fewer chunks than asked says nothing (a chunk may carry several
+        # tokens): the tokenizer checks those after the point (count_with), else nobody can.
+        if expected is not None and (r.usage_output_tokens is not None or out > expected):
             t.osl_checked += 1
-            if out != r.expected_output_tokens:
-                t.osl_mismatched += 1
+            t.osl_mismatched += out != expected
         if slo_checks is not None and _meets_slo(r, slo_checks, ttft_ns, e2e_ns, tpot_ns):
             t.slo_met += 1
 
@@ -141,7 +144,7 @@ class PointRecorder:
         Where the server sent no usage, these counts replace the chunk counts."""
         t = self.tally
         n = TokenizerCount(requests=len(self.kept))
-        for parser, usage, chunks, recount in self.kept:
+        for parser, usage, chunks, recount, expected in self.kept:
             count = tokenizer.count(parser.text())
             n.output += count
             if usage is not None:
@@ -149,6 +152,9 @@ class PointRecorder:
                 n.usage_counted += count
             else:
                 t.output_tokens += count - chunks
+                if expected is not None and chunks <= expected:  # left to this count by add()
+                    t.osl_checked += 1
+                    t.osl_mismatched += count != expected
             if recount:  # reasoning the server did not count: the tokenizer's count of its text
                 t.reasoning.add_request(True, tokenizer.count(parser.reasoning_text()),
                                         usage if usage is not None else count, parser.first_answer_ns > 0,
