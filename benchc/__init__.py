@@ -1,3 +1,3 @@
 """benchc: declarative benchmarks for OpenAI-compatible LLM servers."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

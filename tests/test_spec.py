@@ -95,7 +95,7 @@ def test_bad_override_is_reported_where_it_came_from():
     (("  requests: 4", "  requests: 4\nserver: {attach: true, log: x.log}"),
      "s.yaml:13:24: $.server.log: log only applies to a launched server (server.command)"),
     (("  requests: 4", "  requests: 4\nminimum_benchc_version: '99.0'"),
-     "s.yaml:13:25: $.minimum_benchc_version: this spec needs benchc >= 99.0; this is 0.1.0 "
+     "s.yaml:13:25: $.minimum_benchc_version: this spec needs benchc >= 99.0; this is 0.2.0 "
      "(pip install -U benchc)"),
     (("  requests: 4", "  requests: 4\nsmoke: {checks: [{prompt: x, expect: '('}]}"),
      "s.yaml:13:38: $.smoke.checks[0].expect: not a valid regular expression: missing ), unterminated "
