@@ -6,7 +6,7 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import both_cores
@@ -148,8 +148,14 @@ def test_what_the_twin_reads():
     assert one("keep-alive-in-1xx")[13] == b"max=1"  # an interim head's counts too (as before the move)
 
 
+# cases with bytes after the response's end: those bytes
+EXCESS = {"chunked-then-excess": b"HTTP/1.1", "length-too-much": b"junk"}
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(CASES), st.lists(st.integers(0, 10**6), max_size=12), st.integers(0, 2**32 - 1))
+@example(next(c for c in CASES if c[0] == "length-too-much"), [440], 0)  # a read ends with the response
+@example(next(c for c in CASES if c[0] == "chunked-then-excess"), [509], 0)
 def test_any_split_gives_the_same_on_both_cores(case, cuts, seed):
     name, wire, end = case
     cuts = [c % (len(wire) + 1) for c in cuts]
@@ -157,7 +163,13 @@ def test_any_split_gives_the_same_on_both_cores(case, cuts, seed):
     assert all(x == results[0] for x in results), name
     # split-independent: everything but the stamps matches the unsplit read
     whole = read(*CORES[0], wire, end, [])
-    assert results[0][:6] == whole[:6] and results[0][8:11] == whole[8:11]
+    assert results[0][8:11] == whole[8:11]
+    if name in EXCESS and len(wire) - len(EXCESS[name]) in cuts:
+        # a read that ends exactly where the response does: the bytes past it come in a later
+        # read, the idle connection's to find (the pool peeks before reuse), not the reader's
+        assert results[0][:2] + results[0][3:6] == whole[:2] + whole[3:6]
+    else:
+        assert results[0][:6] == whole[:6]
 
 
 @pytest.mark.parametrize("cores", CORES, ids=["py", "c"])
