@@ -41,6 +41,7 @@ from benchc.results.document import (
     write_atomic,
 )
 from benchc.results.repeats import summaries
+from benchc.results.slo import run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console
 from benchc.run.fdlimit import ensure_fds
@@ -585,8 +586,6 @@ class Runner:
                          and all(s["status"] != "interrupted" for s in self.searches))
         complete = (not self.interrupted and not self.errors and n_points + len(self.skipped) == n_planned
                     and searches_done)
-        # a probe failing the SLO is how a search finds its answer, not a failed run
-        slo_points = [p for p in self.points if "slo" in p and not is_probe(p)]
         return {
             "schema_version": SCHEMA_VERSION, "benchc_version": __version__, "core": core_name(),
             "created": now_iso(), "complete": complete, "interrupted": self.interrupted,
@@ -598,7 +597,7 @@ class Runner:
                                        self.opts.http),
             "target": self.targets, "combinations": self.combos, "backend": self.backend_info,
             "metric_definitions": METRIC_DEFINITIONS, "points": self.points,
-            "slo": {"defined": bool(self.plan.slo), "passed": all(p["slo"]["passed"] for p in slo_points)},
+            "slo": run_verdict(bool(self.plan.slo), self.points),  # a probe's failure is the search's
             "errors": [e.to_json() for e in self.errors],
             **({"search": self.searches} if self.searches else {}),
             **({"repeats": summaries(self.points)} if self.plan.repeats > 1 else {}),
