@@ -181,6 +181,15 @@ class Step:
     users: int | None = None
     turn_interval_s: float | None = None
 
+    @property
+    def inflight_target(self) -> int:
+        """The units (requests, or sessions) the step keeps in flight: its concurrency, its
+        open loop's max_concurrency, its users (0: an open loop without a cap); a concurrency
+        search's template, its largest probe's."""
+        if self.search is not None and self.search["over"] == "concurrency" and self.concurrency is None:
+            return int(self.search["max"])
+        return self.concurrency or self.max_concurrency or self.users or 0
+
 
 @dataclass(frozen=True)
 class SloItem:

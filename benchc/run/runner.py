@@ -47,7 +47,7 @@ from benchc.run.console import Console
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
 from benchc.run.loadgen import StepContext
-from benchc.run.point import Measurement, assemble_point, measure_point, open_client, target_inflight, warm_up
+from benchc.run.point import Measurement, assemble_point, measure_point, open_client, warm_up
 from benchc.run.point_telemetry import PointTelemetry
 from benchc.run.prepare import Prepared, prepare, step_slo_checks
 from benchc.run.saturation import SweepStop
@@ -505,7 +505,7 @@ class Runner:
                              "base_url": redact_url(base_url), "model": target.model,
                              "simulated": target.sim is not None,
                              "models": await self._models(session, base_url, combo),
-                             "max_inflight": max([target_inflight(s) for s in steps] + [1])})
+                             "max_inflight": max([s.inflight_target for s in steps] + [1])})
 
     async def _models(self, session: aiohttp.ClientSession, base_url: str, combo: Combination) -> Any:
         try:
@@ -657,7 +657,7 @@ def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
     (run/fdlimit.py). On Ray each worker holds only its share of the sockets, on its host."""
     if opts.backend != "local":
         return
-    widest = max([target_inflight(s) for s in plan.steps] + [1])
+    widest = max([s.inflight_target for s in plan.steps] + [1])
     ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
 
 
