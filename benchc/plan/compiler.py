@@ -2,7 +2,7 @@
 prompt stream and the sha256 of its first prompts (plan/prompts.py builds them on demand).
 
 Every default lives here, once, in DEFAULTS (a test keeps it in step with the
-schema's keys and the README's spec reference).
+schema's keys and docs/spec.md).
 """
 
 from __future__ import annotations

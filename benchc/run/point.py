@@ -166,7 +166,7 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     by side (each named by worker and host), steady-state rates and in-flight counts summed
     (the shards ran together). The steady rate is the sum of the shards' rates, each over
     its own steady span, so it is not output_tokens / duration_s; duration_s is the shortest
-    span (README: Metric definitions)."""
+    span (docs/metrics.md)."""
     tally = Tally.total(m.tally for m in parts)
     steady = {"duration_s": min(m.steady["duration_s"] for m in parts),
               "output_tokens": sum(m.steady["output_tokens"] for m in parts),

@@ -65,7 +65,7 @@ from benchc.run.server import (
 )
 from benchc.run.smoke import run_smoke
 
-METRIC_DEFINITIONS = "benchc-1: README.md#metric-definitions"
+METRIC_DEFINITIONS = "benchc-1: docs/metrics.md"
 # After a step stopped because no request could connect: how long the watcher of a server
 # process of ours may take to see that the process exited (it is seen in milliseconds; the
 # bound only matters for a server that is alive but unreachable, which is then reported so).
