@@ -13,6 +13,7 @@ from typing import Any
 from benchc.metrics.aggregate import (
     CHUNKS,
     TOKENIZER,
+    TOOL_LATENCY,
     USAGE,
     Tally,
     TemplateCount,
@@ -61,6 +62,7 @@ class PointRecorder:
             t.end_ns = r.end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
+        t.stream.add(r)
         if not r.ok:
             t.errors[r.error] += 1
             t.error_examples.setdefault(r.error, r.error_detail)
@@ -93,6 +95,8 @@ class PointRecorder:
         if out >= 2:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
             self.tpot.record_ns(int(tpot_ns))
+        if r.first_tool_ns is not None:
+            t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
             self.e2e_sched.record_ns(end_ns - r.scheduled_ns)

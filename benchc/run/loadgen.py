@@ -29,6 +29,7 @@ from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
+from benchc.redact import redact_url
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
@@ -132,7 +133,8 @@ class StepRun:
         self.check = _SelfCheck()
         self.skew = Recorder()  # schedule -> first write, open loop
         self.sends = SendCheck()
-        self.streak = ConnectStreak(self.target)  # a server that stopped answering stops the point
+        # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
+        self.streak = ConnectStreak(self.target, ctx.target.api, redact_url(ctx.url))
         self.slots = SlotLedger(step.concurrency or step.max_concurrency or None)
         self.late = 0  # open loop: sends LATE_SEND_US or more after their time
         self.capped = 0  # open loop: arrivals held at max_concurrency
