@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchc.errors import PlanError
 from benchc.plan.model import Sampling, Target
+from benchc.plan.tools import chat_choice
 from benchc.plan.workload import Prompt
 
 
@@ -34,11 +36,20 @@ class Api:
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        """The workload's tools (plan/tools.py: chat-form definitions and a choice) in this
+        API's form."""
+        raise PlanError(f"tools in the workload are not built yet for the {self.name} API")
+
     def body(self, target: Target, sampling: Sampling, prompt: Prompt, *, stream: bool = True,
-             continuous_usage: bool = False, max_tokens: int | None = None) -> dict:
+             continuous_usage: bool = False, max_tokens: int | None = None,
+             tools: dict | None = None) -> dict:
         """The JSON body of one request. `max_tokens` overrides the sampling's and the
-        prompt's output length; `continuous_usage` asks for usage on every chunk (vLLM)."""
+        prompt's output length; `continuous_usage` asks for usage on every chunk (vLLM);
+        `tools`: the workload's tools (Workload.tools), offered in this API's form."""
         body: dict[str, Any] = {"model": target.model, **self._input(prompt)}
+        if tools:
+            body.update(self._tools(tools))
         mt = max_tokens or sampling.max_tokens or prompt.output_tokens
         if mt is not None:
             body["max_tokens"] = mt
@@ -83,7 +94,19 @@ class ChatApi(Api):
     name, path = "chat", "/chat/completions"
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
-        return {"messages": prompt.messages or [{"role": "user", "content": prompt.text}]}
+        messages = prompt.messages or [{"role": "user", "content": prompt.text}]
+        if prompt.images:  # the last message's text, then its images as image_url parts
+            *head, last = messages
+            parts = [{"type": "text", "text": last.get("content") or ""}] + [
+                {"type": "image_url", "image_url": {"url": im.data_url()}} for im in prompt.images]
+            messages = [*head, {**last, "content": parts}]
+        return {"messages": messages}
+
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        out: dict[str, Any] = {"tools": tools["definitions"]}
+        if tools["choice"] != "auto":  # auto is the default: left out, as clients leave it
+            out["tool_choice"] = chat_choice(tools["choice"])
+        return out
 
     def answer_text(self, data: dict) -> str:
         return "".join(_delta_text(c.get("message") or {}) for c in (data.get("choices") or [])[:1])

@@ -171,6 +171,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         called first when it is over (a single prompt's slot is free from then)."""
         check.inflight += 1
         ctx.inflight += 1
+        r.request_bytes = len(body)
         keep = ctx.keep_text or multi_turn  # a session's answers go back in its next turn
         try:
             if ctx.pool is not None:
@@ -214,7 +215,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                           expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
-                          template_input_tokens=req.template_tokens)
+                          template_input_tokens=req.template_tokens, images=req.images,
+                          tools=req.tools)
         unit_started()
 
         def ended() -> None:
@@ -234,7 +236,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
         index, script = feed.get(j)
         unit_started()
         try:
-            return await run_session(env, feed.conversation(script), index, scheduled_ns, ready_ns)
+            return await run_session(env, feed.conversation(script, index), index, scheduled_ns, ready_ns)
         finally:
             active[0] -= 1
             slots.give_back(CLOCK())

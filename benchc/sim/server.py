@@ -40,6 +40,7 @@ from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 from benchc.sim.prefix_cache import PrefixCache, block_keys
+from benchc.sim.prompt_tokens import PromptCounter
 from benchc.sim.server_metrics import Counters, render
 
 CLOCK = time.perf_counter_ns
@@ -47,6 +48,7 @@ SHUTDOWN_TIMEOUT_S = 2.0  # how long a stop waits for requests still being answe
 log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
+IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
 
 
@@ -531,6 +533,7 @@ class SimServer:
             from benchc.tokenizer.tokenizer import load
 
             self.tok = load(cfg.tokenizer)
+        self.prompt_counter = PromptCounter(self.tok, cfg.image_patch_px, cfg.image_max_tokens)
         self.engine = Engine(cfg, self.trace_file)
         self.started_ns = CLOCK()
         self._runner: web.AppRunner | None = None
@@ -688,14 +691,15 @@ class SimServer:
             msgs = body.get("messages")
             if not isinstance(msgs, list) or not msgs:
                 raise _Reject(_error(400, "messages must be a non-empty list", "BadRequestError"))
-            text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+            # tools, messages, content parts, images (sim/prompt_tokens.py's rule)
+            tokens, request[IMAGE_TOKENS] = self.prompt_counter.chat(body)
         else:
             text = body.get("prompt")
             if not isinstance(text, str):
                 raise _Reject(_error(400, "prompt must be a string", "BadRequestError"))
+            tokens = self.tok.encode(text) if self.tok else text.split()
         if int(body.get("n", 1)) != 1:
             raise _Reject(_error(400, "only n=1 is supported", "BadRequestError"))
-        tokens = self.tok.encode(text) if self.tok else text.split()
         input_tokens = len(tokens)
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
@@ -752,6 +756,9 @@ class SimServer:
                    "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,
                    "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0},
         )
+        if request.get(IMAGE_TOKENS) or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
+            seq.trace["image_tokens"] = request.get(IMAGE_TOKENS, 0)  # what they cost, as received
+            seq.trace["body_bytes"] = request.content_length
         # reasoning on chat only, as vLLM's reasoning parsers
         seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api == "chat" else 0
         if self.cfg.trace_text:
