@@ -380,3 +380,21 @@ def test_agent_loops_are_refused_until_built():
     with pytest.raises(PlanError, match="agent loops are not built yet"):
         plan_of("  tools: {synthetic: {count: 1, tokens: 10}}\n  agent: {tool_result_tokens: 10}",
                 dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
+
+
+# --------------------------------------------------------------------------- agent loops: the history
+
+
+def test_tool_text_splits_into_calls():
+    from benchc.run.sessions import split_tool_text
+
+    # real servers: each call's name, then its arguments' JSON object
+    assert split_tool_text('ls{"path": "/"}grep{"q": "a b"}') == [("ls", '{"path": "/"}'),
+                                                                   ("grep", '{"q": "a b"}')]
+    # the simulator: a name word, then argument words (no JSON): one call
+    assert split_tool_text(" water the of and") == [("water", " the of and")]
+    # a known tool's name wins over the first word, the longest where names share a prefix
+    assert split_tool_text("tool_1_ab the of", ["tool_1", "tool_1_ab"]) == [("tool_1_ab", " the of")]
+    # a call cut short by max_tokens: its name, and the arguments it got
+    assert split_tool_text('ls{"path": "/') == [("ls", '{"path": "/')]
+    assert split_tool_text("") == [] and split_tool_text("  ") == []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -96,6 +97,8 @@ class Conversation:
         self.name = name  # (prompt stream, session index): names the tool results
         self.tool_steps = 0  # tool rounds answered so far (each one's results are new)
         self._results = 0  # tokens of the last tool round's results
+        offered = combo.workload.tools  # the workload's tools: their names name a streamed call
+        self.tool_names = [d["function"]["name"] for d in offered["definitions"]] if offered else []
 
     def _request(self, messages: list[dict], n_in: int, output_tokens: int | None,
                  own: int | None) -> tuple[bytes, int, int | None, int | None]:
@@ -228,7 +231,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
         sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
         r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
         rounds = 0
-        while r.ok and conv.tools is not None and (calls := tool_calls(r)):
+        while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
             rounds += 1
             latency_s = conv.called(r.parser.answer_text(), calls)
             prev_end, prev_send = r.end_ns, r.t0_ns
@@ -246,7 +249,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
         if not r.ok:
             outcome = "failed"
             break
-        if not (conv.tools is not None and tool_calls(r)):
+        if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
             conv.answered(turn, r.parser.answer_text())
         prev_end, prev_send = r.end_ns, r.t0_ns
     env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
@@ -254,10 +257,52 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
     return prev_send if prev_send is not None else ready_ns
 
 
-def tool_calls(r: RequestRecord) -> list[dict]:
-    """The tool calls a completed answer made ({id, name, arguments}: the arguments' text as
-    streamed; an id the server did not give is made from the request's), or []."""
-    return []
+def tool_calls(r: RequestRecord, names: Iterable[str] = ()) -> list[dict]:
+    """The tool calls a completed answer made, as {id, name, arguments} (the arguments' text as
+    streamed), or [] when it called none. The stream parser keeps a call's name and argument
+    pieces as one text (its tool_text); split_tool_text parts them. The server's call id is
+    not kept: each call gets one made from the request's id (servers match a tool message to
+    its call by position, and vLLM does not check the id)."""
+    text = r.parser.tool_text() if getattr(r.parser, "tool_chunks", 0) else ""
+    return [{"id": f"call_{r.id[:16]}_{k}", "name": name, "arguments": args}
+            for k, (name, args) in enumerate(split_tool_text(text, names))]
+
+
+_JSON = json.JSONDecoder()
+
+
+def split_tool_text(text: str, names: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """(name, arguments) of each call in a stream's tool text: each call's name, then its
+    arguments. Where every call's arguments are a JSON object (real servers: name1{...}name2
+    {...}), each name is what precedes its object; else one call, named by the longest
+    workload tool name the text starts with, or its first word, its arguments the rest (the
+    simulator streams a name word and argument words)."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    calls, pos = [], 0
+    while pos < len(text):
+        brace = text.find("{", pos)
+        if brace < 0:
+            break
+        try:
+            _, end = _JSON.raw_decode(text, brace)
+        except ValueError:
+            break
+        name = text[pos:brace].strip()
+        if not name:
+            break
+        calls.append((name, text[brace:end]))
+        pos = end
+    if calls and not text[pos:].strip():
+        return calls
+    known = sorted((n for n in names if stripped.startswith(n)), key=len, reverse=True)
+    if known:
+        name = known[0]
+    else:  # a first word, before any argument object (a call cut short by max_tokens)
+        m = re.match(r"[^\s{]+", stripped)
+        name = m.group() if m else ""
+    return [(name, stripped[len(name):])]
 
 
 async def until(due_ns: int, stop_wait: asyncio.Task) -> bool:
