@@ -398,3 +398,21 @@ def test_tool_text_splits_into_calls():
     # a call cut short by max_tokens: its name, and the arguments it got
     assert split_tool_text('ls{"path": "/') == [("ls", '{"path": "/')]
     assert split_tool_text("") == [] and split_tool_text("  ") == []
+
+
+def test_what_one_request_carries_has_a_ceiling(tmp_path):
+    from benchc.cli import main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset=RANDOM, workload="  tools: {synthetic: {count: 4096, tokens: 1000}}\n"
+                                                          "  images: {count: 64, width: 8192, height: 8192}"))
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["validate", str(spec)]) == 2
+    text = err.getvalue()
+    assert "s.yaml:7:22: $.workload.tools.synthetic: 4096 x 1000 tokens of tool definitions is more than " \
+           "1,048,576 in every request (benchc's ceiling)" in text
+    assert "$.workload.images: 64 images of 8192 x 8192 is more than 67,108,864 pixels" in text

@@ -500,6 +500,12 @@ def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     return out
 
 
+# What one request may carry: tool definitions past a million tokens, or images past 2^26
+# pixels (about 200 MB of raw RGB to encode), are beyond any served model's context
+_MAX_TOOL_TOKENS = 1 << 20
+_MAX_IMAGE_PIXELS = 1 << 26
+
+
 def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     """workload.tools, images and agent: one source of tools, and what each needs."""
     out, p, w = [], spec.problem, d["workload"]
@@ -520,6 +526,16 @@ def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         if tools is None:
             out.append(p(("workload", "agent"), "an agent loop answers tool calls: give workload.tools too",
                          key=True))
+    syn = (tools or {}).get("synthetic")
+    if syn and syn["count"] * syn["tokens"] > _MAX_TOOL_TOKENS:
+        out.append(p(("workload", "tools", "synthetic"), f"{syn['count']} x {syn['tokens']} tokens of tool "
+                                                         f"definitions is more than {_MAX_TOOL_TOKENS:,} in "
+                                                         "every request (benchc's ceiling)"))
+    img = w.get("images")
+    if img and img["count"] * img["width"] * img["height"] > _MAX_IMAGE_PIXELS:
+        out.append(p(("workload", "images"), f"{img['count']} images of {img['width']} x {img['height']} is "
+                                             f"more than {_MAX_IMAGE_PIXELS:,} pixels in every request "
+                                             "(benchc's ceiling)"))
     if "images" in w and _multi_turn(d):
         out.append(p(("workload", "images"), "images in sessions are not built yet: use a single-prompt "
                                              "dataset (random, jsonl, ...)", key=True))
