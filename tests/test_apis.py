@@ -47,3 +47,44 @@ def test_answer_text_per_api():
     assert APIS["chat"].event_text({"choices": [{"delta": {"content": "x"}}]}) == "x"
     assert APIS["completions"].answer_text({"choices": [{"text": "t"}]}) == "t"
     assert APIS["completions"].event_text({"choices": []}) == ""
+
+
+def test_a_404_or_501_says_the_api_is_not_served():
+    from benchc.metrics.record import HTTP, RequestRecord
+    from benchc.run.deadserver import NOT_SERVED, UNREACHABLE, ConnectStreak, stop_kind
+
+    for status in (404, 501):
+        streak = ConnectStreak(4, "messages", "http://h:1/v1/messages")
+        ok = RequestRecord("a", 0, 1, None, status=200)
+        assert not streak.add(ok)
+        r = RequestRecord("b", 0, 1, None, status=status, error=HTTP, error_detail=f"{status}: Not Found")
+        assert streak.add(r) and not streak.add(r)  # once
+        reason = streak.reason
+        assert "does not serve the messages API" in reason and "http://h:1/v1/messages" in reason
+        assert stop_kind(streak.reason) == NOT_SERVED
+    streak = ConnectStreak(1)
+    assert not streak.add(RequestRecord("c", 0, 1, None, status=500, error=HTTP))
+    assert stop_kind("10 requests in a row could not connect") == UNREACHABLE
+
+
+def test_every_planned_api_has_an_adapter():
+    from benchc.plan.model import APIS as PLANNED
+
+    assert set(APIS) == set(PLANNED)
+
+
+def test_messages_and_responses_bodies_and_headers():
+    prompt = Prompt(text=None, messages=[{"role": "system", "content": "be brief"},
+                                         {"role": "user", "content": "hi"}], input_tokens=3, output_tokens=5)
+    sampling = SAMPLING.__class__(**{**SAMPLING.__dict__, "stop": ["\n"], "extra_body": {}})
+    body = APIS["messages"].body(_target("messages"), sampling, prompt)
+    assert body == {"model": "m", "messages": [{"role": "user", "content": "hi"}], "system": "be brief",
+                    "max_tokens": 5, "temperature": 0.5, "top_p": 0.9, "stop_sequences": ["\n"],
+                    "stream": True}
+    h = APIS["messages"].headers(_target("messages"))
+    assert h["x-api-key"] == "sk-secret" and h["anthropic-version"] and "Authorization" not in h
+    body = APIS["responses"].body(_target("responses"), sampling, prompt, max_tokens=7)
+    assert body["input"] == prompt.messages and body["max_output_tokens"] == 7
+    assert "stream_options" not in body
+    assert request.endpoint("http://h:1/v1", "responses") == "http://h:1/v1/responses"
+    assert request.endpoint("http://h:1/v1", "messages") == "http://h:1/v1/messages"

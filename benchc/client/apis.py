@@ -12,7 +12,7 @@ from typing import Any
 
 from benchc.errors import PlanError
 from benchc.plan.model import Sampling, Target
-from benchc.plan.tools import chat_choice
+from benchc.plan.tools import CHOICES, chat_choice
 from benchc.plan.workload import Prompt
 
 
@@ -36,10 +36,27 @@ class Api:
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         raise NotImplementedError
 
+    max_tokens_key = "max_tokens"
+
     def _tools(self, tools: dict) -> dict[str, Any]:
         """The workload's tools (plan/tools.py: chat-form definitions and a choice) in this
         API's form."""
         raise PlanError(f"tools in the workload are not built yet for the {self.name} API")
+
+    def _text_part(self, text: str) -> dict[str, Any]:
+        return {"type": "text", "text": text}
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        """An image (plan/images.Image) as this API's content part."""
+        raise PlanError(f"images in prompts are not built yet for the {self.name} API")
+
+    def _with_images(self, messages: list[dict], images: tuple) -> list[dict]:
+        """The prompt's images after the last message's text, as content parts in this API's form."""
+        if not images:
+            return messages
+        *head, last = messages
+        parts = [self._text_part(last.get("content") or "")] + [self._image_part(im) for im in images]
+        return [*head, {**last, "content": parts}]
 
     def body(self, target: Target, sampling: Sampling, prompt: Prompt, *, stream: bool = True,
              continuous_usage: bool = False, max_tokens: int | None = None,
@@ -52,26 +69,37 @@ class Api:
             body.update(self._tools(tools))
         mt = max_tokens or sampling.max_tokens or prompt.output_tokens
         if mt is not None:
-            body["max_tokens"] = mt
+            body[self.max_tokens_key] = mt
         body["temperature"] = sampling.temperature
         if sampling.top_p is not None:
             body["top_p"] = sampling.top_p
-        if sampling.min_tokens is not None:
-            body["min_tokens"] = sampling.min_tokens
-        if sampling.ignore_eos:
-            body["ignore_eos"] = True
-        if sampling.stop:
-            body["stop"] = sampling.stop
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
+        body.update(self._extensions(sampling))
         if stream:
             body["stream"] = True
-            opts = {"include_usage": True}
-            if continuous_usage:
-                opts["continuous_usage_stats"] = True
-            body["stream_options"] = opts
+            body.update(self._stream_options(continuous_usage))
         body.update(sampling.extra_body)
         return body
+
+    def _extensions(self, sampling: Sampling) -> dict[str, Any]:
+        """The sampling fields beyond OpenAI's own that vLLM and SGLang read (min_tokens,
+        ignore_eos) and the stop strings and seed."""
+        out: dict[str, Any] = {}
+        if sampling.min_tokens is not None:
+            out["min_tokens"] = sampling.min_tokens
+        if sampling.ignore_eos:
+            out["ignore_eos"] = True
+        if sampling.stop:
+            out["stop"] = sampling.stop
+        if sampling.seed is not None:
+            out["seed"] = sampling.seed
+        return out
+
+    def _stream_options(self, continuous_usage: bool) -> dict[str, Any]:
+        """Ask for usage at the end of the stream (and on every chunk)."""
+        opts = {"include_usage": True}
+        if continuous_usage:
+            opts["continuous_usage_stats"] = True
+        return {"stream_options": opts}
 
     def headers(self, target: Target) -> dict[str, str]:
         """The request's headers: JSON, the spec's own, and the API key as a bearer token
@@ -94,13 +122,10 @@ class ChatApi(Api):
     name, path = "chat", "/chat/completions"
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
-        messages = prompt.messages or [{"role": "user", "content": prompt.text}]
-        if prompt.images:  # the last message's text, then its images as image_url parts
-            *head, last = messages
-            parts = [{"type": "text", "text": last.get("content") or ""}] + [
-                {"type": "image_url", "image_url": {"url": im.data_url()}} for im in prompt.images]
-            messages = [*head, {**last, "content": parts}]
-        return {"messages": messages}
+        return {"messages": self._with_images(_conversation(prompt), prompt.images)}
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        return {"type": "image_url", "image_url": {"url": image.data_url()}}
 
     def _tools(self, tools: dict) -> dict[str, Any]:
         out: dict[str, Any] = {"tools": tools["definitions"]}
@@ -130,4 +155,121 @@ class CompletionsApi(Api):
     event_text = answer_text
 
 
-APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi())}
+def _conversation(prompt: Prompt) -> list[dict]:
+    return prompt.messages or [{"role": "user", "content": prompt.text}]
+
+
+class _TypedEventsApi(Api):
+    """The APIs whose streams are typed events (Responses, Messages): their end events carry
+    the usage, so no stream_options."""
+
+    def _stream_options(self, continuous_usage: bool) -> dict[str, Any]:
+        return {}
+
+
+class ResponsesApi(_TypedEventsApi):
+    """OpenAI's Responses API (/v1/responses), as vLLM serves it: the prompt as `input` (a string,
+    or the conversation as a list of messages), `max_output_tokens`; vLLM's sampling extensions
+    as on chat (a server that ignores them shows in the output-length check)."""
+
+    name, path = "responses", "/responses"
+    max_tokens_key = "max_output_tokens"
+
+    def _input(self, prompt: Prompt) -> dict[str, Any]:
+        if prompt.images:  # images need the message form: input_text, then input_image parts
+            return {"input": self._with_images(_conversation(prompt), prompt.images)}
+        return {"input": prompt.messages if prompt.messages else prompt.text}
+
+    def _text_part(self, text: str) -> dict[str, Any]:
+        return {"type": "input_text", "text": text}
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        return {"type": "input_image", "image_url": image.data_url()}
+
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        """Flat function tools: {type, name, description, parameters}; a forced one by name."""
+        flat = [{"type": "function", **d["function"]} for d in tools["definitions"]]
+        out: dict[str, Any] = {"tools": flat}
+        choice = tools["choice"]
+        if choice != "auto":
+            out["tool_choice"] = choice if choice in CHOICES else {"type": "function", "name": choice}
+        return out
+
+    def answer_text(self, data: dict) -> str:
+        out = []
+        for item in data.get("output") or []:
+            for part in (item.get("content") or []) if isinstance(item, dict) else []:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    out.append(part["text"])
+        return "".join(out)
+
+    def event_text(self, data: dict) -> str:
+        kind = data.get("type")
+        if kind in ("response.output_text.delta", "response.reasoning_text.delta",
+                    "response.reasoning_summary_text.delta"):
+            return str(data.get("delta") or "")
+        return ""
+
+
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API version every server benchc meets accepts
+
+
+class MessagesApi(_TypedEventsApi):
+    """Anthropic's Messages API (/v1/messages): system messages go to the top-level `system`,
+    `max_tokens` is required (the plan refuses a workload without an output length), stop
+    strings are `stop_sequences`, the key goes in `x-api-key` beside `anthropic-version`.
+    Anthropic's API refuses fields it does not define: vLLM's extensions (ignore_eos,
+    min_tokens, seed) go only through sampling.extra_body."""
+
+    name, path = "messages", "/messages"
+
+    def _input(self, prompt: Prompt) -> dict[str, Any]:
+        msgs = _conversation(prompt)
+        system = [str(m.get("content", "")) for m in msgs if m.get("role") == "system"]
+        rest = [m for m in msgs if m.get("role") != "system"]
+        out: dict[str, Any] = {"messages": self._with_images(rest, prompt.images)}
+        if system:
+            out["system"] = "\n".join(system)
+        return out
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        return {"type": "image",
+                "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
+
+    # tool_choice by Anthropic's names: required is `any`, a forced tool is {type: tool, name}
+    _CHOICES = {"none": {"type": "none"}, "required": {"type": "any"}}
+
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        """{name, description, input_schema} per tool (a definition without parameters takes
+        an empty object schema: Anthropic requires one)."""
+        out: dict[str, Any] = {"tools": [
+            {"name": fn["name"], "description": fn.get("description", ""),
+             "input_schema": fn.get("parameters") or {"type": "object", "properties": {}}}
+            for fn in (d["function"] for d in tools["definitions"])]}
+        choice = tools["choice"]
+        if choice != "auto":
+            out["tool_choice"] = self._CHOICES.get(choice) or {"type": "tool", "name": choice}
+        return out
+
+    def _extensions(self, sampling: Sampling) -> dict[str, Any]:
+        return {"stop_sequences": sampling.stop} if sampling.stop else {}
+
+    def headers(self, target: Target) -> dict[str, str]:
+        h = {"Content-Type": "application/json", **target.headers}
+        names = {k.lower() for k in h}
+        if target.api_key and "x-api-key" not in names and "authorization" not in names:
+            h["x-api-key"] = target.api_key
+        if "anthropic-version" not in names:
+            h["anthropic-version"] = ANTHROPIC_VERSION
+        return h
+
+    def answer_text(self, data: dict) -> str:
+        return "".join(str(b.get("text") or b.get("thinking") or "") for b in data.get("content") or []
+                       if isinstance(b, dict))
+
+    def event_text(self, data: dict) -> str:
+        delta = data.get("delta") if data.get("type") == "content_block_delta" else None
+        return str(delta.get("text") or delta.get("thinking") or "") if isinstance(delta, dict) else ""
+
+
+APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi(), ResponsesApi(), MessagesApi())}

@@ -2,9 +2,9 @@
 
 Timestamps are time.perf_counter_ns (CLOCK_MONOTONIC on Linux), one per socket
 read, taken as soon as the read returns; every event in that read shares it.
-TTFT counts from the first chunk that carries text (content, reasoning_content
-or text) -- never from a role-only first chunk. Errors are classified, never
-raised: the run goes on.
+TTFT counts from the first chunk that carries output of any kind (content, reasoning,
+a completion's text, a tool call's name or arguments) -- never from a role-only first chunk.
+Errors are classified, never raised: the run goes on.
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ def _take(rec: RequestRecord, parser: Any) -> None:
     rec.first_reasoning_ns = parser.first_reasoning_ns or None
     rec.first_answer_ns = parser.first_answer_ns or None
     rec.reasoning_chunks = parser.reasoning_chunks
+    rec.first_tool_ns = parser.first_tool_ns or None
+    rec.tool_chunks = parser.tool_chunks
+    rec.unknown_events = parser.unknown_events
     rec.usage_reasoning_tokens = parser.usage_reasoning if parser.usage_reasoning >= 0 else None
     rec.text_chunks = parser.text_chunks
     rec.text_bytes = parser.text_bytes

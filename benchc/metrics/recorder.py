@@ -13,6 +13,7 @@ from typing import Any
 from benchc.metrics.aggregate import (
     CHUNKS,
     TOKENIZER,
+    TOOL_LATENCY,
     USAGE,
     Tally,
     TemplateCount,
@@ -62,6 +63,7 @@ class PointRecorder:
         if self.keep_requests:
             self.requests.append(r.to_json())
         t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
+        t.stream.add(r)
         if not r.ok:
             t.errors[r.error] += 1
             t.error_examples.setdefault(r.error, r.error_detail)
@@ -94,6 +96,8 @@ class PointRecorder:
         if out >= 2:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
             self.tpot.record_ns(int(tpot_ns))
+        if r.first_tool_ns is not None:
+            t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
             self.e2e_sched.record_ns(end_ns - r.scheduled_ns)

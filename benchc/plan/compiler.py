@@ -15,6 +15,7 @@ from benchc.errors import PlanError
 from benchc.plan.datasets import KINDS, is_multi_turn, make_source, spread
 from benchc.plan.images import image_params
 from benchc.plan.model import (
+    CONVERSATION_APIS,
     PLAN_VERSION,
     Combination,
     Plan,
@@ -130,8 +131,13 @@ def compile_spec(spec: Spec) -> Plan:
             smoke=_smoke(data.get("smoke")),
             workload=workload,
         )
-        if workload.sessions is not None and combo.target.api != "chat":
-            raise PlanError("sessions send their history as chat messages: they need target.api: chat")
+        api = combo.target.api
+        if workload.sessions is not None and api not in CONVERSATION_APIS:
+            raise PlanError("sessions send their history as chat messages: they need target.api: "
+                            + ", ".join(CONVERSATION_APIS))
+        if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
+            raise PlanError("target.api messages: the Messages API requires max_tokens; set "
+                            "workload.sampling.max_tokens or the dataset's output length")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
@@ -272,7 +278,7 @@ def find_template(path: str | None, spec_file: str, api: str = "chat") -> tuple[
     text, file and tokenizer_config.json) where benchc counts with it -- the chat API (a
     completions prompt is sent as it is), jinja2 installed; else None (describe_template
     says why)."""
-    if not path or api != "chat":
+    if not path or api not in CONVERSATION_APIS:
         return None
     from benchc.tokenizer.chat_template import ChatTemplate, find
 
@@ -305,9 +311,10 @@ def describe_template(path: str | None, spec_file: str, api: str) -> dict | None
         return None
     template = ChatTemplate(*found)
     out = {"source": os.path.basename(template.source), "sha256": template.sha256,
-           "counting": api == "chat" and ChatTemplate.available()}
+           "counting": api in CONVERSATION_APIS and ChatTemplate.available()}
     if not out["counting"]:
-        out["note"] = JINJA_MISSING if api == "chat" else "the completions API sends prompts as they are"
+        out["note"] = (JINJA_MISSING if api in CONVERSATION_APIS
+                       else "the completions API sends prompts as they are")
     return out
 
 

@@ -45,11 +45,17 @@ PLAN_VERSION = 3
 READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 
+# The server APIs a target may name (benchc.client.apis has one adapter each), and those that
+# send a conversation (messages, rendered by the model's chat template) rather than a prompt
+APIS = ("chat", "completions", "responses", "messages")
+CONVERSATION_APIS = ("chat", "responses", "messages")
+
+
 @dataclass(frozen=True)
 class Target:
     base_url: str | None  # None for the simulator: its address is known only when it starts
     sim: dict | None  # simulator parameters (preset + overrides), or None
-    api: str  # "chat" | "completions"
+    api: str  # one of APIS
     model: str
     api_key: str | None
     headers: dict[str, str]

@@ -30,6 +30,7 @@ from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
+from benchc.redact import redact_url
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
@@ -129,7 +130,8 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
     check.start()
     skew = Recorder()
     sends = SendCheck()
-    streak = ConnectStreak(target)  # a server that stopped answering stops the point (run/deadserver.py)
+    # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
+    streak = ConnectStreak(target, ctx.target.api, redact_url(ctx.url))
     slots = SlotLedger(step.concurrency or step.max_concurrency or None)
     # open loop: sends LATE_SEND_US or more after their time, and arrivals held at max_concurrency
     open_counts = {"late": 0, "capped": 0}

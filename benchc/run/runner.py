@@ -44,6 +44,7 @@ from benchc.results.repeats import summaries
 from benchc.results.slo import run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console
+from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
 from benchc.run.loadgen import StepContext
@@ -96,7 +97,8 @@ class RunFailure:
     """A run-level error: what stopped a combination, or lost part of a point. The result
     lists them under `errors`; the run exits 3 with their text."""
 
-    # server_failed | server_died | server_unreachable | smoke_failed | worker_failed | combination_failed
+    # server_failed | server_died | server_unreachable | api_not_served | smoke_failed | worker_failed |
+    # combination_failed
     kind: str
     message: str  # one line
     combination: int
@@ -395,9 +397,10 @@ class Runner:
             await asyncio.wait({self._monitor}, timeout=EXIT_SEEN_S)
         if record["status"] == "server_died":
             return
-        record["status"] = "server_unreachable"
+        kind = stop_kind(reason)  # unreachable, or without the API (run/deadserver.py)
+        record["status"] = kind
         record["error"] = reason
-        self._fail(RunFailure("server_unreachable", f"{_label(combo)}{step.id}: {reason}", combo.index,
+        self._fail(RunFailure(kind, f"{_label(combo)}{step.id}: {reason}", combo.index,
                               step.id))
 
     async def _sweep(self, combo: Combination, base_url: str, cstop: asyncio.Event, record: dict) -> None:

@@ -1,14 +1,17 @@
-"""What the simulator counts as a chat request's prompt: the tokens its usage reports and its
-prefix cache keys on, in the order a chat template would write them.
+"""What the simulator counts as a chat, Responses or Messages request's prompt: the tokens
+its usage reports and its prefix cache keys on, in the order a chat template would write them.
 
 - tool definitions (`tools`) first, as templates put them in the system part: each one's
   JSON text (json.dumps' default separators), one word one token, or the configured
   tokenizer's tokens;
-- then every message in order: its `content` when a string; a list of content parts
+- then the instructions or system prompt and every message (Responses: input item) in order:
+  its `content` when a string; a list of content parts
   (text parts' `text`, image parts); an assistant message's `tool_calls` (each call's
-  function name and its `arguments` text, as the server streamed it); a tool message's
-  content like any other.
-- an image (`image_url` part with a data URL) counts by the documented rule, Qwen2-VL's: one
+  function name and its `arguments` text, as the server streamed it), Responses'
+  function_call items (the same) and Messages' tool_use blocks (name, input's JSON); a tool
+  result (a tool message, a function_call_output, a tool_result block) as its text.
+- an image (chat's `image_url` part, Responses' `input_image`, Messages' `image` block, with
+  a data URL or base64 source) counts by the documented rule, Qwen2-VL's: one
   token per `image_patch_px` x `image_patch_px` patch of the image resized to the nearest
   multiple of the patch (at least one patch a side), at most `image_max_tokens`:
       tokens = min(image_max_tokens, max(1, round(w / p)) * max(1, round(h / p)))
@@ -36,12 +39,20 @@ def image_tokens(width: int | None, height: int | None, patch: int, cap: int) ->
 
 
 def _image_part(part: dict) -> tuple[bytes, tuple[int, int] | None] | None:
-    """(the image's bytes or URL, its size) of an image content part, or None if not one."""
-    if part.get("type") == "image_url":
+    """(the image's bytes or URL, its size) of an image content part in any API's form (chat's
+    image_url, Responses' input_image, Messages' image with a base64 source), or None."""
+    kind = part.get("type")
+    if kind == "image_url":
         iu = part.get("image_url")
         url = iu.get("url") if isinstance(iu, dict) else iu
-    elif part.get("type") == "input_image":  # the Responses API's form
+    elif kind == "input_image":
         url = part.get("image_url")
+    elif kind == "image":
+        src = part.get("source")
+        if isinstance(src, dict) and src.get("type") == "base64":
+            url = f"data:{src.get('media_type')};base64,{src.get('data', '')}"
+        else:
+            url = str(src.get("url", "")) if isinstance(src, dict) else ""
     else:
         return None
     url = url if isinstance(url, str) else ""
@@ -73,7 +84,8 @@ class PromptCounter:
         return [f"<img:{digest}:{i}>" for i in range(n)]
 
     def _pieces(self, content: Any, into: list) -> None:
-        """A message's content as pieces: text (str) and images (their token lists)."""
+        """A message's content as pieces: text (str) and images (their token lists); the
+        blocks of Anthropic's tool calls and results as their text."""
         if isinstance(content, str):
             into.append(content)
         elif isinstance(content, list):
@@ -85,12 +97,34 @@ class PromptCounter:
                     into.append(self._image(*img))
                 elif isinstance(part.get("text"), str):
                     into.append(part["text"])
+                elif part.get("type") == "tool_use":
+                    into.append(f"{part.get('name', '')} {json.dumps(part.get('input'), ensure_ascii=False)}")
+                elif part.get("type") == "tool_result":
+                    self._pieces(part.get("content"), into)
         elif content is not None:
             into.append(str(content))
 
-    def chat(self, body: dict) -> tuple[list, int]:
-        """(tokens, of which image tokens) of a chat body: its tools, then its messages."""
+    def prompt(self, api: str, body: dict) -> tuple[list, int]:
+        """(tokens, of which image tokens) of a chat, Responses or Messages body (checked
+        before: the server's _prompt_text): its tools, then its instructions or system prompt,
+        then its messages (Responses' input items) in order."""
         pieces: list = [json.dumps(t, ensure_ascii=False) for t in body.get("tools") or []]
+        if api == "responses":
+            if body.get("instructions"):
+                pieces.append(str(body["instructions"]))
+            items = body.get("input")
+            for item in [{"content": items}] if isinstance(items, str) else items or []:
+                if not isinstance(item, dict):
+                    continue
+                if item.get("type") == "function_call":
+                    pieces.append(f"{item.get('name', '')} {item.get('arguments', '')}")
+                elif item.get("type") == "function_call_output":
+                    pieces.append(str(item.get("output", "")))
+                else:
+                    self._pieces(item.get("content"), pieces)
+            return self._tokens(pieces)
+        if api == "messages" and body.get("system"):
+            self._pieces(body["system"], pieces)
         for m in body.get("messages") or []:
             if not isinstance(m, dict):
                 continue
@@ -99,6 +133,14 @@ class PromptCounter:
                 fn = call.get("function") if isinstance(call, dict) else None
                 if isinstance(fn, dict):
                     pieces.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+        return self._tokens(pieces)
+
+    def chat(self, body: dict) -> tuple[list, int]:
+        """(tokens, of which image tokens) of a chat body."""
+        return self.prompt("chat", body)
+
+    def _tokens(self, pieces: list) -> tuple[list, int]:
+        """Pieces as tokens: each run of text joined with spaces and tokenized in one piece."""
         out: list = []
         images = 0
         text: list[str] = []
