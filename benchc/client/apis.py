@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchc.errors import PlanError
 from benchc.plan.model import Sampling, Target
+from benchc.plan.tools import CHOICES, chat_choice
 from benchc.plan.workload import Prompt
 
 
@@ -36,11 +38,35 @@ class Api:
 
     max_tokens_key = "max_tokens"
 
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        """The workload's tools (plan/tools.py: chat-form definitions and a choice) in this
+        API's form."""
+        raise PlanError(f"tools in the workload are not built yet for the {self.name} API")
+
+    def _text_part(self, text: str) -> dict[str, Any]:
+        return {"type": "text", "text": text}
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        """An image (plan/images.Image) as this API's content part."""
+        raise PlanError(f"images in prompts are not built yet for the {self.name} API")
+
+    def _with_images(self, messages: list[dict], images: tuple) -> list[dict]:
+        """The prompt's images after the last message's text, as content parts in this API's form."""
+        if not images:
+            return messages
+        *head, last = messages
+        parts = [self._text_part(last.get("content") or "")] + [self._image_part(im) for im in images]
+        return [*head, {**last, "content": parts}]
+
     def body(self, target: Target, sampling: Sampling, prompt: Prompt, *, stream: bool = True,
-             continuous_usage: bool = False, max_tokens: int | None = None) -> dict:
+             continuous_usage: bool = False, max_tokens: int | None = None,
+             tools: dict | None = None) -> dict:
         """The JSON body of one request. `max_tokens` overrides the sampling's and the
-        prompt's output length; `continuous_usage` asks for usage on every chunk (vLLM)."""
+        prompt's output length; `continuous_usage` asks for usage on every chunk (vLLM);
+        `tools`: the workload's tools (Workload.tools), offered in this API's form."""
         body: dict[str, Any] = {"model": target.model, **self._input(prompt)}
+        if tools:
+            body.update(self._tools(tools))
         mt = max_tokens or sampling.max_tokens or prompt.output_tokens
         if mt is not None:
             body[self.max_tokens_key] = mt
@@ -96,7 +122,16 @@ class ChatApi(Api):
     name, path = "chat", "/chat/completions"
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
-        return {"messages": _conversation(prompt)}
+        return {"messages": self._with_images(_conversation(prompt), prompt.images)}
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        return {"type": "image_url", "image_url": {"url": image.data_url()}}
+
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        out: dict[str, Any] = {"tools": tools["definitions"]}
+        if tools["choice"] != "auto":  # auto is the default: left out, as clients leave it
+            out["tool_choice"] = chat_choice(tools["choice"])
+        return out
 
     def answer_text(self, data: dict) -> str:
         return "".join(_delta_text(c.get("message") or {}) for c in (data.get("choices") or [])[:1])
@@ -141,7 +176,24 @@ class ResponsesApi(_TypedEventsApi):
     max_tokens_key = "max_output_tokens"
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
+        if prompt.images:  # images need the message form: input_text, then input_image parts
+            return {"input": self._with_images(_conversation(prompt), prompt.images)}
         return {"input": prompt.messages if prompt.messages else prompt.text}
+
+    def _text_part(self, text: str) -> dict[str, Any]:
+        return {"type": "input_text", "text": text}
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        return {"type": "input_image", "image_url": image.data_url()}
+
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        """Flat function tools: {type, name, description, parameters}; a forced one by name."""
+        flat = [{"type": "function", **d["function"]} for d in tools["definitions"]]
+        out: dict[str, Any] = {"tools": flat}
+        choice = tools["choice"]
+        if choice != "auto":
+            out["tool_choice"] = choice if choice in CHOICES else {"type": "function", "name": choice}
+        return out
 
     def answer_text(self, data: dict) -> str:
         out = []
@@ -174,9 +226,29 @@ class MessagesApi(_TypedEventsApi):
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         msgs = _conversation(prompt)
         system = [str(m.get("content", "")) for m in msgs if m.get("role") == "system"]
-        out: dict[str, Any] = {"messages": [m for m in msgs if m.get("role") != "system"]}
+        rest = [m for m in msgs if m.get("role") != "system"]
+        out: dict[str, Any] = {"messages": self._with_images(rest, prompt.images)}
         if system:
             out["system"] = "\n".join(system)
+        return out
+
+    def _image_part(self, image: Any) -> dict[str, Any]:
+        return {"type": "image",
+                "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
+
+    # tool_choice by Anthropic's names: required is `any`, a forced tool is {type: tool, name}
+    _CHOICES = {"none": {"type": "none"}, "required": {"type": "any"}}
+
+    def _tools(self, tools: dict) -> dict[str, Any]:
+        """{name, description, input_schema} per tool (a definition without parameters takes
+        an empty object schema: Anthropic requires one)."""
+        out: dict[str, Any] = {"tools": [
+            {"name": fn["name"], "description": fn.get("description", ""),
+             "input_schema": fn.get("parameters") or {"type": "object", "properties": {}}}
+            for fn in (d["function"] for d in tools["definitions"])]}
+        choice = tools["choice"]
+        if choice != "auto":
+            out["tool_choice"] = self._CHOICES.get(choice) or {"type": "tool", "name": choice}
         return out
 
     def _extensions(self, sampling: Sampling) -> dict[str, Any]:

@@ -102,10 +102,11 @@ def _take(rec: RequestRecord, parser: Any) -> None:
 
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
-               continuous_usage: bool = False, max_tokens: int | None = None) -> dict:
-    """The request body for target.api (benchc.client.apis)."""
+               continuous_usage: bool = False, max_tokens: int | None = None,
+               tools: dict | None = None) -> dict:
+    """The request body for target.api (benchc.client.apis), offering `tools` where given."""
     return APIS[target.api].body(target, sampling, prompt, stream=stream,
-                                 continuous_usage=continuous_usage, max_tokens=max_tokens)
+                                 continuous_usage=continuous_usage, max_tokens=max_tokens, tools=tools)
 
 
 def endpoint(target_base_url: str, api: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
+from benchc.metrics.payload import PayloadCount
 from benchc.metrics.record import ERROR_KINDS
 from benchc.metrics.sessions import SessionCounters
 from benchc.metrics.streams import StreamCounts
@@ -218,6 +219,7 @@ class Tally:
     cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
     sessions: SessionCounters = field(default_factory=SessionCounters)  # multi-turn: by turn, by session
+    payload: PayloadCount = field(default_factory=PayloadCount)  # images and tools: bytes, server's tokens
     stream: StreamCounts = field(default_factory=StreamCounts)  # tool calls, unknown events
     derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
 
@@ -269,6 +271,7 @@ class Tally:
         self.cache.merge(other.cache)
         self.server_timings.merge(other.server_timings)
         self.sessions.merge(other.sessions)
+        self.payload.merge(other.payload)
         self.stream.merge(other.stream)
         self.reasoning.add(other.reasoning)
         self.derived += [d for d in other.derived if d not in self.derived]
@@ -315,6 +318,7 @@ class Tally:
             t.cache = CacheCounters.from_block(point["cache"])
         t.server_timings = ServerTimings.from_block(point.get("server_timings"))
         t.sessions = SessionCounters.from_block(point.get("sessions"))
+        t.payload = PayloadCount.from_block(point.get("payload"))
         t.reasoning = ReasoningCount.from_block(point.get("reasoning"))
         t.stream = StreamCounts.from_block(point.get("stream"))
         return t
@@ -408,6 +412,9 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     reasoning = t.reasoning.block()
     if reasoning is not None:
         out["reasoning"] = reasoning
+    payload = t.payload.block()
+    if payload is not None:
+        out["payload"] = payload
     stream = t.stream.block()
     if stream is not None:
         out["stream"] = stream

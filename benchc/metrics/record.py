@@ -84,6 +84,11 @@ class RequestRecord:
     # the request was built, or (a session's turn) counted after the point from its messages
     template_input_tokens: int | None = None
     messages: list | None = None
+    # What the body carried beside text (metrics/payload.py): its bytes, its images, and
+    # whether it offered tools
+    request_bytes: int = 0
+    images: int = 0
+    tools: bool = False
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None

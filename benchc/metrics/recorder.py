@@ -62,6 +62,7 @@ class PointRecorder:
             t.end_ns = r.end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
+        t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
         t.stream.add(r)
         if not r.ok:
             t.errors[r.error] += 1
@@ -169,14 +170,15 @@ class PointRecorder:
         t.tokenizer = n
         self.kept = []
 
-    def count_template(self, template: Any) -> None:
+    def count_template(self, template: Any, tools: list | None = None) -> None:
         """The kept session turns' inputs as the server renders them (after the point: a long
-        history's rendering and tokenizing stays off the measured window)."""
+        history's rendering and tokenizing stays off the measured window), with the tool
+        definitions every turn offered (`tools`, chat form), if any."""
         t = self.tally
         if self.templated and t.template is None:
             t.template = TemplateCount()
         for messages, content, usage in self.templated:
-            t.template.add_request(template.count(messages), content, usage)  # type: ignore[union-attr]
+            t.template.add_request(template.count(messages, tools), content, usage)  # type: ignore[union-attr]
         self.templated = []
 
     def summary(self, steady: dict | None = None, mean_inflight: float | None = None) -> dict:

@@ -186,6 +186,7 @@ class StepRun:
         ctx = self.ctx
         self.check.inflight += 1
         ctx.inflight += 1
+        r.request_bytes = len(body)
         keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
         try:
             if ctx.pool is not None:
@@ -234,7 +235,8 @@ class StepRun:
                           expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
-                          template_input_tokens=req.template_tokens)
+                          template_input_tokens=req.template_tokens, images=req.images,
+                          tools=req.tools)
         self._unit_started()
         await self.measured(req.body, r, self._unit_ended)
 
@@ -252,7 +254,8 @@ class StepRun:
         index, script = feed.get(j)
         self._unit_started()
         try:
-            return await run_session(self.env, feed.conversation(script), index, scheduled_ns, ready_ns)
+            return await run_session(self.env, feed.conversation(script, index), index, scheduled_ns,
+                                     ready_ns)
         finally:
             self._unit_ended()
 

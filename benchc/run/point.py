@@ -153,7 +153,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     if prepared.tokenizer is not None:
         rec.count_with(prepared.tokenizer)
     if prepared.template is not None:
-        rec.count_template(prepared.template)
+        tools = prepared.combo.workload.tools
+        rec.count_template(prepared.template, tools["definitions"] if tools else None)
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),

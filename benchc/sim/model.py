@@ -85,6 +85,11 @@ class SimConfig:
     # the trace keeps each request's messages (or prompt) and its streamed answer and
     # reasoning text: tests compare what a session sent back with what was streamed
     trace_text: bool = False
+    # images in a chat prompt count as Qwen2-VL counts them (sim/prompt_tokens.py): one token
+    # per image_patch_px-square patch of the image resized to the nearest multiple of the
+    # patch, at most image_max_tokens (an image whose size it cannot read counts the most)
+    image_patch_px: int = 28
+    image_max_tokens: int = 16384
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -148,6 +153,8 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError(f"metrics_names must be one of {', '.join(METRICS_NAMES)}")
     if overrides.get("reasoning_tokens", 0) < 0:
         raise ValueError("reasoning_tokens must be at least 0")
+    if overrides.get("image_patch_px", 28) < 1 or overrides.get("image_max_tokens", 1) < 1:
+        raise ValueError("image_patch_px and image_max_tokens must be at least 1")
     if not 0 <= overrides.get("tool_call_fraction", 0) <= 1:
         raise ValueError("tool_call_fraction must be between 0 and 1")
     if overrides.get("tool_call_tokens", 1) < 1:

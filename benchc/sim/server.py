@@ -41,6 +41,7 @@ from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 from benchc.sim.prefix_cache import PrefixCache, block_keys
+from benchc.sim.prompt_tokens import PromptCounter
 from benchc.sim.server_metrics import Counters, render
 from benchc.sim.wire import REASONING, TOOL, WIRES, runs
 
@@ -49,6 +50,7 @@ SHUTDOWN_TIMEOUT_S = 2.0  # how long a stop waits for requests still being answe
 log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
+IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
 
 
@@ -594,6 +596,7 @@ class SimServer:
             from benchc.tokenizer.tokenizer import load
 
             self.tok = load(cfg.tokenizer)
+        self.prompt_counter = PromptCounter(self.tok, cfg.image_patch_px, cfg.image_max_tokens)
         self.engine = Engine(cfg, self.trace_file)
         self.started_ns = CLOCK()
         self._runner: web.AppRunner | None = None
@@ -744,10 +747,13 @@ class SimServer:
             raise _Reject(_error(400, "the request body is not valid JSON", "BadRequestError")) from None
         if body.get("model") != self.cfg.model:
             raise _Reject(_error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"))
-        text = _prompt_text(api, body)
+        text = _prompt_text(api, body)  # checked as a server checks it (400s)
+        if api == "completions":
+            tokens = self.tok.encode(text) if self.tok else text.split()
+        else:  # tools, messages, content parts, images, tool calls (sim/prompt_tokens.py's rule)
+            tokens, request[IMAGE_TOKENS] = self.prompt_counter.prompt(api, body)
         if int(body.get("n", 1)) != 1:
             raise _Reject(_error(400, "only n=1 is supported", "BadRequestError"))
-        tokens = self.tok.encode(text) if self.tok else text.split()
         input_tokens = len(tokens)
         if api == "messages" and body.get("max_tokens") is None:
             raise _Reject(_error(400, "max_tokens: Field required", "BadRequestError"))
@@ -808,6 +814,9 @@ class SimServer:
                    "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0,
                    "first_tool_ns": None, "tool_chunks": 0},
         )
+        if request.get(IMAGE_TOKENS) or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
+            seq.trace["image_tokens"] = request.get(IMAGE_TOKENS, 0)  # what they cost, as received
+            seq.trace["body_bytes"] = request.content_length
         # reasoning and tool calls in the chat-like APIs, as vLLM's reasoning and tool parsers
         seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api != "completions" else 0
         if self.cfg.trace_text:
