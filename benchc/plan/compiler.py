@@ -105,7 +105,8 @@ def compile_spec(spec: Spec) -> Plan:
         data = mx.expand(d, values)
         label = ",".join(f"{k}={mx.format_value(v)}" for k, v in values.items())
         points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
-        num_prompts = _num_prompts(load, points)
+        batch = data["workload"].get("batch", 1)
+        num_prompts = _num_prompts(load, points) * batch
         workload, source = _workload(data["workload"], num_prompts, spec.file,
                                      data["target"].get("tokenizer"), data["target"].get("api", "chat"))
         if workload.trace is not None:
@@ -122,6 +123,9 @@ def compile_spec(spec: Spec) -> Plan:
         )
         if workload.sessions is not None and combo.target.api != "chat":
             raise PlanError("sessions send their history as chat messages: they need target.api: chat")
+        if batch > 1 and combo.target.api != "embeddings":
+            raise PlanError(f"workload.batch: {batch} sends several inputs in one request: only "
+                            "target.api: embeddings takes them (a generation request has one prompt)")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
@@ -343,6 +347,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         trace=kind.describe(source) if kind.describe else None,
         sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
         chat_template=describe_template(tokenizer_path, spec_file, api),
+        batch=w.get("batch", 1),
     )
     return workload, source
 

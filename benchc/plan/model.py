@@ -47,7 +47,7 @@ READABLE_PLAN_VERSIONS = (1, 2, 3)
 class Target:
     base_url: str | None  # None for the simulator: its address is known only when it starts
     sim: dict | None  # simulator parameters (preset + overrides), or None
-    api: str  # "chat" | "completions"
+    api: str  # "chat" | "completions" | "embeddings"
     model: str
     api_key: str | None
     headers: dict[str, str]
@@ -124,6 +124,8 @@ class Workload:
     # target.tokenizer's chat template: {source, sha256, counting[, note]} (input tokens are
     # counted as the server renders them, tokenizer/chat_template.py), else None
     chat_template: dict | None = None
+    # inputs per request (workload.batch): an embeddings request sends this many prompts
+    batch: int = 1
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,7 @@ class Plan:
             "plan_version": self.plan_version,
             "combinations": [
                 {"matrix": c.matrix, "api": c.target.api, "model": c.target.model,
-                 "sim": self._sim_material(c.target.sim), "workload": asdict(c.workload),
+                 "sim": self._sim_material(c.target.sim), "workload": _workload_fields(c.workload),
                  "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
@@ -294,6 +296,15 @@ class Plan:
 
     def search_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "search"]
+
+
+def _workload_fields(w: Workload) -> dict:
+    """A workload's fields for the plan hash; a field added since plans were first hashed is
+    left out at its default, so that an unchanged spec keeps its hash."""
+    d = asdict(w)
+    if d["batch"] == 1:
+        del d["batch"]
+    return d
 
 
 def _sha(material: Any) -> str:

@@ -47,11 +47,17 @@ class Prompt:
     # user's file); reused: this very prompt was sent earlier in the run.
     shared_tokens: int | None = 0
     reused: bool = False
+    # A request of several inputs (workload.batch, embeddings): each one's text; then `text` and
+    # `messages` are None and input_tokens is their sum
+    inputs: tuple[str, ...] | None = None
 
     def to_json(self) -> dict:
         """Its content (what a digest covers)."""
-        return {"text": self.text, "messages": self.messages,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        out: dict[str, Any] = {"text": self.text, "messages": self.messages,
+               "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.inputs is not None:
+            out["inputs"] = list(self.inputs)
+        return out
 
 
 def normalise_length(value: Any) -> dict:

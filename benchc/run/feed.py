@@ -36,6 +36,7 @@ class Request:
     index: int  # the request's index in its step (the prompt stream's)
     expected_output_tokens: int | None  # the length the request pins down, if it does
     template_tokens: int | None = None  # its input as the server renders it (a chat template)
+    inputs: int = 1  # the inputs it carries (workload.batch)
 
 
 class StepFeed:
@@ -61,9 +62,21 @@ class StepFeed:
         return self._built[j] if j < len(self._built) else self._build(j)
 
     def consumed(self) -> int:
-        """How many of the step's indices this worker's requests took (from 0, other shards'
-        indices below its last counted): what the run has dealt once the step is over."""
-        return self.shard.reach(self.issued)
+        """How many of the step's prompt indices this worker's requests took (from 0, other
+        shards' indices below its last counted): what the run has dealt once the step is over."""
+        return self.shard.reach(self.issued) * self.combo.workload.batch
+
+    def _prompt(self, i: int, batch: int) -> Prompt:
+        """Request i's prompt: the prompt stream's i-th, or with a batch of n inputs
+        (embeddings) its prompts n*i .. n*i+n-1 as one prompt of n inputs."""
+        stream = self.step.prompt_stream or 0
+        if batch == 1:
+            return self.source.prompt(stream, i, self.deal)
+        parts = [self.source.prompt(stream, i * batch + k, self.deal) for k in range(batch)]
+        shared = [p.shared_tokens for p in parts]
+        return Prompt(None, None, sum(p.input_tokens for p in parts), None,
+                      shared_tokens=None if None in shared else sum(shared),  # type: ignore[arg-type]
+                      reused=any(p.reused for p in parts), inputs=tuple(_text(p) for p in parts))
 
     def arrivals(self) -> Iterable[float] | None:
         """When the step's requests are due, in seconds from its start, where its prompts set
@@ -76,16 +89,23 @@ class StepFeed:
 
     def _build(self, j: int) -> Request:
         i = self.shard.request_index(j)
-        prompt = self.source.prompt(self.step.prompt_stream or 0, i, self.deal)
         w, target = self.combo.workload, self.combo.target
+        prompt = self._prompt(i, w.batch)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
         pin = w.params.get("min_tokens", False) and prompt.output_tokens is not None \
             and w.sampling.max_tokens is None
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
         exact = self.template.count(body["messages"]) if self.template is not None else None
-        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
-                       expected_output(w.sampling, prompt, pin), exact)
+        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None, inputs=None), i,
+                       expected_output(w.sampling, prompt, pin), exact, w.batch)
+
+
+def _text(prompt: Prompt) -> str:
+    """A prompt as one input's text (a dataset's chat messages joined)."""
+    if prompt.text is not None:
+        return prompt.text
+    return " ".join(str(m.get("content", "")) for m in prompt.messages or [])
 
 
 def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:

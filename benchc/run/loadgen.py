@@ -214,7 +214,7 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                           expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
-                          template_input_tokens=req.template_tokens)
+                          template_input_tokens=req.template_tokens, inputs=req.inputs)
         unit_started()
 
         def ended() -> None:

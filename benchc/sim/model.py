@@ -76,6 +76,8 @@ class SimConfig:
     # the trace keeps each request's messages (or prompt) and its streamed answer and
     # reasoning text: tests compare what a session sent back with what was streamed
     trace_text: bool = False
+    # /v1/embeddings: the floats of each input's vector
+    embed_dim: int = 384
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -139,6 +141,8 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError(f"metrics_names must be one of {', '.join(METRICS_NAMES)}")
     if overrides.get("reasoning_tokens", 0) < 0:
         raise ValueError("reasoning_tokens must be at least 0")
+    if overrides.get("embed_dim", 1) < 1:
+        raise ValueError("embed_dim must be at least 1")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:
