@@ -22,6 +22,7 @@ from benchc import redact
 from benchc.client import http1
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
+from benchc.client.apis import APIS
 from benchc.metrics.record import (
     CANCELLED,
     CLIENT_EXHAUSTED,
@@ -100,57 +101,24 @@ def _take(rec: RequestRecord, parser: Any) -> None:
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
                continuous_usage: bool = False, max_tokens: int | None = None) -> dict:
-    body: dict[str, Any] = {"model": target.model}
-    if target.api == "embeddings":  # one JSON answer: no sampling, no stream
-        text = prompt.text if prompt.text is not None else " ".join(
-            str(m.get("content", "")) for m in prompt.messages or [])
-        body["input"] = list(prompt.inputs) if prompt.inputs is not None else [text]
-        body.update(sampling.extra_body)
-        return body
-    if target.api == "chat":
-        body["messages"] = prompt.messages or [{"role": "user", "content": prompt.text}]
-    else:
-        body["prompt"] = prompt.text if prompt.text is not None else " ".join(
-            str(m.get("content", "")) for m in prompt.messages or [])
-    mt = max_tokens or sampling.max_tokens or prompt.output_tokens
-    if mt is not None:
-        body["max_tokens"] = mt
-    body["temperature"] = sampling.temperature
-    if sampling.top_p is not None:
-        body["top_p"] = sampling.top_p
-    if sampling.min_tokens is not None:
-        body["min_tokens"] = sampling.min_tokens
-    if sampling.ignore_eos:
-        body["ignore_eos"] = True
-    if sampling.stop:
-        body["stop"] = sampling.stop
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
-    if stream:
-        body["stream"] = True
-        opts = {"include_usage": True}
-        if continuous_usage:
-            opts["continuous_usage_stats"] = True
-        body["stream_options"] = opts
-    body.update(sampling.extra_body)
-    return body
+    """The request body for target.api (benchc.client.apis)."""
+    return APIS[target.api].body(target, sampling, prompt, stream=stream,
+                                 continuous_usage=continuous_usage, max_tokens=max_tokens)
 
 
 def streams(target: Target) -> bool:
     """Whether the target's API answers with an event stream (else one JSON body)."""
-    return target.api != "embeddings"
+    return APIS[target.api].streams
 
 
 def endpoint(target_base_url: str, api: str) -> str:
-    path = {"chat": "/chat/completions", "embeddings": "/embeddings"}.get(api, "/completions")
-    return target_base_url.rstrip("/") + path
+    """The URL of `api` under a /v1 root."""
+    return APIS[api].url(target_base_url)
 
 
 def headers_for(target: Target) -> dict[str, str]:
-    h = {"Content-Type": "application/json", **target.headers}
-    if target.api_key:
-        h.setdefault("Authorization", f"Bearer {target.api_key}")
-    return h
+    """The request headers for target.api (benchc.client.apis)."""
+    return APIS[target.api].headers(target)
 
 
 AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 names its own two)

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from benchc.client.apis import prompt_text
 from benchc.client.request import build_body
 from benchc.plan.datasets import KINDS
 from benchc.plan.model import Combination, Step
@@ -76,7 +77,7 @@ class StepFeed:
         shared = [p.shared_tokens for p in parts]
         return Prompt(None, None, sum(p.input_tokens for p in parts), None,
                       shared_tokens=None if None in shared else sum(shared),  # type: ignore[arg-type]
-                      reused=any(p.reused for p in parts), inputs=tuple(_text(p) for p in parts))
+                      reused=any(p.reused for p in parts), inputs=tuple(prompt_text(p) for p in parts))
 
     def arrivals(self) -> Iterable[float] | None:
         """When the step's requests are due, in seconds from its start, where its prompts set
@@ -99,13 +100,6 @@ class StepFeed:
         exact = self.template.count(body["messages"]) if self.template is not None else None
         return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None, inputs=None), i,
                        expected_output(w.sampling, prompt, pin), exact, w.batch)
-
-
-def _text(prompt: Prompt) -> str:
-    """A prompt as one input's text (a dataset's chat messages joined)."""
-    if prompt.text is not None:
-        return prompt.text
-    return " ".join(str(m.get("content", "")) for m in prompt.messages or [])
 
 
 def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:
