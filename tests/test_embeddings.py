@@ -146,3 +146,32 @@ def test_a_point_of_answers_without_a_stream_records_e2e_only():
     assert s["latency"]["e2e_us"]["count"] == 3 and abs(s["latency"]["e2e_us"]["max"] - 3000) <= 3  # 3 digits
     assert s["latency"]["ttft_us"]["count"] == s["latency"]["tpot_us"]["count"] == 0
     assert s["tokens"]["output_method"] == "none" and s["throughput"]["inputs_s"] == round(12 / 0.003, 3)
+
+
+def test_a_smoke_check_reads_an_embeddings_answer_as_its_count_and_size():
+    from benchc.client.apis import APIS
+
+    api = APIS["embeddings"]
+    assert not api.streams and api.path == "/embeddings"
+    answer = {"object": "list", "data": [{"index": i, "embedding": [0.1] * 8} for i in range(2)]}
+    assert api.answer_text(answer) == "2 embeddings of 8 floats"
+    assert api.answer_text({"data": []}) == ""
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_compare_export_and_report_read_an_embeddings_result(tmp_path, capsys):
+    """An embeddings point has empty TTFT, ITL and TPOT blocks: the tools show what it has."""
+    run(tmp_path, ([], use_transport(pytest.MonkeyPatch(), "asyncio")), n=4)
+    result = str(tmp_path / "e.json")
+    assert main(["compare", result, result]) == 0
+    out = capsys.readouterr().out
+    assert "e2e.p50" in out and "request_s" in out and "ttft.p50" not in out
+    assert main(["export", result, "--format", "csv", "-o", str(tmp_path / "e.csv")]) == 0
+    header, row = (tmp_path / "e.csv").read_text().splitlines()[:2]
+    values = dict(zip(header.split(","), row.split(","), strict=True))
+    assert values["ttft_p50_ms"] == "" and values["inputs"] == "12" and float(values["inputs_s"]) > 0
+    assert main(["export", result, "--format", "vllm", "-o", str(tmp_path / "v.json")]) == 0
+    # the plots: no TTFT or ITL spectrum (nothing to draw), and no warning about an empty one
+    assert main(["report", result, "--html", str(tmp_path / "e.html")]) == 0
+    page = (tmp_path / "e.html").read_text()
+    assert 'alt="latency_vs_throughput"' in page and 'alt="ttft_spectrum"' not in page

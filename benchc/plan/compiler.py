@@ -301,7 +301,7 @@ def describe_template(path: str | None, spec_file: str, api: str) -> dict | None
     out = {"source": os.path.basename(template.source), "sha256": template.sha256,
            "counting": api == "chat" and ChatTemplate.available()}
     if not out["counting"]:
-        out["note"] = JINJA_MISSING if api == "chat" else "the completions API sends prompts as they are"
+        out["note"] = JINJA_MISSING if api == "chat" else f"the {api} API sends prompts as they are"
     return out
 
 
