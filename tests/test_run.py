@@ -71,7 +71,7 @@ def test_demo_spec_runs_and_result_validates(tmp_path, capsys):
     assert doc["complete"] is True and [p["id"] for p in doc["points"]] == ["c=1", "c=2"]
     p = doc["points"][0]
     assert p["counts"] == {"sent": 4, "completed": 4, "failed": 0, "retries": 0, "errors": {},
-                           "error_examples": {}, "slo_met": 4}
+                           "error_examples": {}, "slo_met": 4, "inputs": 4}
     assert p["tokens"]["output"] == 4 * 64 and p["tokens"]["output_method"] == "usage"
     assert p["tokens"]["chunks_vs_usage"]["relative_difference"] == 0.0
     assert p["tokens"]["osl"] == {"requests_checked": 4, "mismatched": 0}

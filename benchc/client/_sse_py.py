@@ -24,12 +24,16 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 # few KiB; 1 MiB is far past any of them and small enough to hold per stream.
 MAX_SSE_BYTES = 1 << 20
 LINE_TOO_LONG, EVENT_TOO_LARGE = 1, 2  # SSEDecoder.oversized (0: within the bounds)
+BODY_TOO_LARGE = 3  # a non-streamed answer's skeleton past its bound (benchc.client._body_py)
 
 
 def oversized_detail(code: int) -> str:
     """The words of an `oversized_event` error, for both cores' code."""
     if code == LINE_TOO_LONG:
         return f"an SSE line longer than {MAX_SSE_BYTES} bytes; the connection was closed"
+    if code == BODY_TOO_LARGE:
+        return (f"a JSON answer whose skeleton (all but its vectors and nested strings) passed "
+                f"{MAX_SSE_BYTES} bytes; the connection was closed")
     return f"an SSE event carrying more than {MAX_SSE_BYTES} bytes of data; the connection was closed"
 
 

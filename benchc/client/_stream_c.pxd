@@ -55,14 +55,21 @@ cdef struct StreamCore:
     bint has_timings
     int64_t timings_n[3]
     double timings_ms[2]
+    # A non-streamed answer (body mode, benchc/client/_body_py.py): its skeleton is kept in
+    # `data` as it arrives; the skimmer's state (depth, the string being read, the container
+    # at depth 3) and the results the interpretation counted (-1: none said)
+    bint body, body_done, body_escape, body_object3, body_key3, body_read
+    int body_depth, body_string
+    int64_t results
     Py_ssize_t example_len
     unsigned char example[EXAMPLE_KEPT]
     unsigned char first[FIRST_KEPT]
 
-cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil
+cdef int stream_init(StreamCore* s, bint keep_text, bint body=*) noexcept nogil
 cdef void stream_free(StreamCore* s) noexcept nogil
 cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil
 cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil
 
 cdef class StreamParser:
     cdef StreamCore core
+    cdef _apply_body(self, fields, bytes kept)

@@ -18,6 +18,12 @@ first tool-call chunk, are kept beside them. The Responses and Messages APIs' ev
 into the same fields (see `interpret`); an event of a type no API here has is skipped and
 counted (`unknown_events`).
 
+A non-streamed answer (`StreamParser(body=True)`: embeddings and the like, one JSON body) is
+read by the same object, so every reader and transport feeds it as it feeds a stream: its
+bytes go to a BodySkim (benchc.client._body_py), `done_ns` is the arrival of the read that
+closed the JSON, and `close` interprets the skeleton once (`usage_prompt`, `results`,
+`error_event`; a body that is not a JSON object counts as `malformed`). It carries no text.
+
 Bounded (see _sse_py): a line or an event past MAX_SSE_BYTES stops the parser; `oversized`
 then says which (the reader ends the response as an `oversized_event` error). The first
 FIRST_BYTES_KEPT bytes of the stream are kept (`first_bytes`), to say what a 200 answer
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 
+from benchc.client import _body_py
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import ns_to_us
 
@@ -313,9 +320,12 @@ class StreamParser:
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
                  "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
                  "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds",
-                 "first_tool_ns", "tool_chunks", "unknown_events")
+                 "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results")
 
-    def __init__(self, keep_text: bool = False) -> None:
+    def __init__(self, keep_text: bool = False, body: bool = False) -> None:
+        # a non-streamed answer: one JSON body, skimmed as it arrives (see the module)
+        self._skim = _body_py.BodySkim() if body else None
+        self.results = -1  # a body's results (vectors, scores); -1: none said
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
         self._text_kinds: list[int] = []  # per kept piece: ANSWER, REASONING or TOOL
         self._sse = SSEDecoder()
@@ -349,18 +359,56 @@ class StreamParser:
 
     @property
     def oversized(self) -> int:
-        """0, or why the stream stopped being read (_sse_py's LINE_TOO_LONG, EVENT_TOO_LARGE)."""
-        return self._sse.oversized
+        """0, or why the stream stopped being read (_sse_py's LINE_TOO_LONG, EVENT_TOO_LARGE,
+        BODY_TOO_LARGE)."""
+        return self._skim.oversized if self._skim is not None else self._sse.oversized
+
+    @property
+    def body(self) -> bool:
+        """This parser reads one JSON body, not an event stream."""
+        return self._skim is not None
 
     def feed(self, data: bytes, now_ns: int) -> None:
         if len(self.first_bytes) < FIRST_BYTES_KEPT:
             self.first_bytes += bytes(data[:FIRST_BYTES_KEPT - len(self.first_bytes)])
+        if self._skim is not None:
+            if self._skim.feed(bytes(data)):
+                self.done_ns = now_ns
+            return
         for payload in self._sse.feed(data):
             self._event(payload, now_ns)
 
     def close(self, now_ns: int) -> None:
+        if self._skim is not None:
+            self._close_body()
+            return
         for payload in self._sse.close():
             self._event(payload, now_ns)
+
+    def _close_body(self) -> None:
+        """The body's one interpretation (_body_py.interpret), once, when its reading ended."""
+        skim = self._skim
+        assert skim is not None  # a body parser
+        if self.events or skim.oversized:
+            return
+        self.events = 1
+        kept = bytes(skim.kept)
+        skim.kept = bytearray()  # given back: what is needed is read now
+        self.apply_body(_body_py.interpret(kept), kept)
+
+    def apply_body(self, fields: tuple | None, kept: bytes) -> None:
+        """Take a body's fields (see _body_py.interpret)."""
+        if fields is None:
+            self.malformed += 1
+            self.malformed_example = kept[:200]
+            return
+        prompt, results, error = fields
+        if prompt is not None:
+            self.usage_prompt = prompt
+        if results is not None:
+            self.results = results
+        if error is not None:
+            self.error_event = error
 
     def _event(self, payload: bytes, now: int) -> None:
         self.events += 1

@@ -16,6 +16,13 @@ from benchc.plan.tools import CHOICES, chat_choice
 from benchc.plan.workload import Prompt
 
 
+def prompt_text(prompt: Prompt) -> str:
+    """A prompt as one text: its own, or a dataset's messages with their contents joined."""
+    if prompt.text is not None:
+        return prompt.text
+    return " ".join(str(m.get("content", "")) for m in prompt.messages or [])
+
+
 def _delta_text(d: dict) -> str:
     return (d.get("content") or "") + (d.get("reasoning_content") or d.get("reasoning") or "")
 
@@ -145,9 +152,7 @@ class CompletionsApi(Api):
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         # messages (a dataset's conversation) are sent as one prompt: their contents joined
-        text = prompt.text if prompt.text is not None else " ".join(
-            str(m.get("content", "")) for m in prompt.messages or [])
-        return {"prompt": text}
+        return {"prompt": prompt_text(prompt)}
 
     def answer_text(self, data: dict) -> str:
         return "".join(c.get("text") or "" for c in (data.get("choices") or [])[:1])
@@ -272,4 +277,34 @@ class MessagesApi(_TypedEventsApi):
         return str(delta.get("text") or delta.get("thinking") or "") if isinstance(delta, dict) else ""
 
 
-APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi(), ResponsesApi(), MessagesApi())}
+class EmbeddingsApi(Api):
+    """OpenAI's /v1/embeddings (vLLM's pooling runner, SGLang, TEI): one JSON answer, never a
+    stream (the stream parser reads it in body mode: docs/embeddings.md)."""
+
+    name, path, streams = "embeddings", "/embeddings", False
+
+    def _input(self, prompt: Prompt) -> dict[str, Any]:
+        # a batch (workload.batch) is its inputs; one prompt is a list of one
+        return {"input": list(prompt.inputs) if prompt.inputs is not None else [prompt_text(prompt)]}
+
+    def body(self, target: Target, sampling: Sampling, prompt: Prompt, *, stream: bool = True,
+             continuous_usage: bool = False, max_tokens: int | None = None,
+             tools: dict | None = None) -> dict:
+        """The inputs and the spec's extra_body: nothing of sampling, streaming or tools applies."""
+        return {"model": target.model, **self._input(prompt), **sampling.extra_body}
+
+    def answer_text(self, data: dict) -> str:
+        """What a smoke check's `expect` sees of an answer: `N embeddings of D floats`."""
+        items = data.get("data")
+        if not isinstance(items, list) or not items:
+            return ""
+        first = items[0].get("embedding") if isinstance(items[0], dict) else None
+        size = f" of {len(first)} floats" if isinstance(first, list) else ""
+        return f"{len(items)} embeddings{size}"
+
+    def event_text(self, data: dict) -> str:
+        return self.answer_text(data)  # never streamed: the smoke check reads one answer
+
+
+APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi(), ResponsesApi(), MessagesApi(),
+                                             EmbeddingsApi())}

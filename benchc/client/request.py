@@ -92,6 +92,7 @@ def _take(rec: RequestRecord, parser: Any) -> None:
     rec.usage_output_tokens = parser.usage_completion if parser.usage_completion >= 0 else None
     rec.usage_input_tokens = parser.usage_prompt if parser.usage_prompt >= 0 else None
     rec.multi_token_chunks = parser.multi_token_chunks
+    rec.results = parser.results if parser.results >= 0 else None
     rec.finish_reason = parser.finish_reason
     timings = parser.server_timings
     rec.server_timings = timings
@@ -107,6 +108,11 @@ def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool 
     """The request body for target.api (benchc.client.apis), offering `tools` where given."""
     return APIS[target.api].body(target, sampling, prompt, stream=stream,
                                  continuous_usage=continuous_usage, max_tokens=max_tokens, tools=tools)
+
+
+def streams(target: Target) -> bool:
+    """Whether the target's API answers with an event stream (else one JSON body)."""
+    return APIS[target.api].streams
 
 
 def endpoint(target_base_url: str, api: str) -> str:
@@ -263,7 +269,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     asked for a fresh connection; it sends `Connection: close`); a Keep-Alive timeout is not
     read (aiohttp's own keepalive_timeout, 60 s here, applies); an idle connection's EOF is
     seen by aiohttp itself, not by a peek, and does not count toward the pooling verdict."""
-    parser = StreamParser(keep_text)
+    parser = StreamParser(keep_text, body=not streams(target))
     rec.parser = parser
     rec.path = AIOHTTP
     rules = getattr(session.connector, "rules", None)
@@ -317,8 +323,10 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
                 rec.end_ns = CLOCK()
                 return False, content_type
             content = resp.content
-            if proto is not None and hasattr(proto, "rx_ns"):
-                proto.rx_ns = 0  # bytes before here were headers; the body's own arrive next
+            if proto is not None and hasattr(proto, "rx_ns") and not getattr(content, "total_bytes", 0):
+                # bytes before here were headers; the body's own arrive next. Body bytes that
+                # came in the head's read (a whole JSON answer does) keep that read's arrival.
+                proto.rx_ns = 0
             # The hot loop: one parser call per read, with the read's arrival time; the
             # parser frames events, extracts text/usage/finish and times text chunks.
             while True:
@@ -369,6 +377,8 @@ def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) 
         # a failure known before the send returned (a write refused at once) ended at the send
         rec.end_ns = max(rec.end_ns or CLOCK(), rec.t0_ns)
     _take(rec, parser)
+    if parser.body:
+        return _conclude_body(rec, parser)
     if rec.error is None and not parser.events and (parser.first_bytes or not _is_event_stream(content_type)):
         # a 200 whose body framed no event: an HTML page, the whole answer as JSON (a server
         # that ignored "stream": true), a proxy's notice; say what it was
@@ -385,6 +395,22 @@ def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) 
     return rec
 
 
+def _conclude_body(rec: RequestRecord, parser: Any) -> RequestRecord:
+    """Judge a non-streamed answer (one JSON body, benchc.client._body_py) that ended without a
+    transport error: not a JSON object, an error object, no results, cut short."""
+    if rec.error is None and parser.malformed:
+        rec.error = MALFORMED
+        began = redact.active().text((parser.malformed_example or b"").decode("utf-8", "replace"))
+        rec.error_detail = f"the answer is not a JSON object: {began!r}"[:400]
+    if rec.error is None and parser.error_event is not None:
+        rec.error, rec.error_detail = STREAM_BROKEN, f"error object: {parser.error_event}"
+    if rec.error is None and not parser.done_ns:
+        rec.error, rec.error_detail = STREAM_BROKEN, "the answer ended before its JSON did"
+    if rec.error is None and not rec.results:
+        rec.error, rec.error_detail = EMPTY, "the answer carried no results (its `data` was empty or absent)"
+    return rec
+
+
 async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, rec: RequestRecord,
                       target: Target, keep_text: bool = False) -> RequestRecord:
     """As send(), on benchc's own HTTP/1.1 connections (benchc.client.http1): each socket read
@@ -392,7 +418,7 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
     protocol callback of the event loop), and t0 is taken just before the request is handed
     to the socket. `rec.path` says which transport read the response: the receive loop or
     the asyncio loop (see benchc.client.http1)."""
-    parser = pool.StreamParser(keep_text)
+    parser = pool.StreamParser(keep_text, body=not streams(target))
     rec.parser = parser
     rec.t0_ns = CLOCK()
 

@@ -203,6 +203,7 @@ class Tally:
     slo_met: int = 0  # completed requests that met every SLO of the spec (all, without SLOs)
     input_tokens: int = 0
     output_tokens: int = 0
+    inputs: int = 0  # inputs the completed requests carried (an embeddings batch; one prompt otherwise)
     multi_token_chunks: int = 0
     methods: set[str] = field(default_factory=set)  # how outputs were counted: USAGE, TOKENIZER, CHUNKS
     usage_tokens: int = 0  # server usage of the requests whose stream carried it ...
@@ -244,7 +245,7 @@ class Tally:
         starts = [t for t in (self.start_ns, other.start_ns) if t]
         ends = [t for t in (self.end_ns, other.end_ns) if t]
         self.start_ns, self.end_ns = (min(starts) if starts else None), (max(ends) if ends else None)
-        for name in ("sent", "completed", "retries", "slo_met", "input_tokens", "output_tokens",
+        for name in ("sent", "completed", "retries", "slo_met", "input_tokens", "output_tokens", "inputs",
                      "multi_token_chunks", "usage_tokens", "usage_chunks", "osl_checked", "osl_mismatched"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
@@ -292,6 +293,7 @@ class Tally:
         t.start_ns, t.end_ns = w.get("start_ns"), w.get("end_ns")
         t.sent, t.completed = c["sent"], c["completed"]
         t.retries = c.get("retries", 0)  # results before the keep-alive retry was counted: none
+        t.inputs = c.get("inputs", t.completed)  # results before batches: one prompt per request
         t.errors = Counter(c["errors"])
         t.error_examples = dict(c.get("error_examples", {}))
         if "slo_met" in c:
@@ -391,11 +393,13 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
         "window": {"start_ns": t.start_ns, "end_ns": t.end_ns, "duration_s": round(w, 6)},
         "counts": {"sent": t.sent, "completed": t.completed, "failed": t.failed, "retries": t.retries,
                    "errors": error_counts(t.errors), "error_examples": dict(t.error_examples),
-                   "slo_met": t.slo_met},
+                   "slo_met": t.slo_met, "inputs": t.inputs},
         "tokens": tokens_block(t),
         "throughput": {"output_tok_s": per_second(t.output_tokens, w),
                        "total_tok_s": per_second(t.output_tokens + t.input_tokens, w),
+                       "input_tok_s": per_second(t.input_tokens, w),
                        "request_s": request_s,
+                       "inputs_s": per_second(t.inputs, w),
                        "goodput_s": per_second(t.slo_met, w),
                        "steady_output_tok_s": steady_output_tok_s},
         "latency": latency,

@@ -64,6 +64,10 @@ class RequestRecord:
     text_bytes: int = 0
     usage_output_tokens: int | None = None
     usage_input_tokens: int | None = None
+    # Inputs the request carried (an embeddings request's batch; one prompt otherwise), and the
+    # results a non-streamed answer returned for them (its `data`: vectors, scores; None: a stream)
+    inputs: int = 1
+    results: int | None = None
     multi_token_chunks: int = 0  # seen only with continuous usage stats
     # Prefix caching. By the spec: the prompt's first shared_tokens tokens are sent by other
     # requests too (None: nobody can say, a user's file); reused: this prompt was sent before.
@@ -132,6 +136,8 @@ class RequestRecord:
                 "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
         if self.turn is not None:
             out.update(session=self.session, turn=self.turn)
+        if self.results is not None or self.inputs != 1:  # a non-streamed answer (embeddings)
+            out.update(inputs=self.inputs, results=self.results, usage_input_tokens=self.usage_input_tokens)
         if self.reasoned:
             ok = self.ok
             out.update(ttf_reasoning_us=_since(self.first_reasoning_ns, self.t0_ns) if ok else None,

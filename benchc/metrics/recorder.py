@@ -71,16 +71,27 @@ class PointRecorder:
                 t.sessions.add_turn(r, None, None)
             return
         first_text_ns, end_ns = r.first_text_ns, r.end_ns
-        assert first_text_ns is not None and end_ns is not None  # what makes a request ok
+        assert end_ns is not None  # what makes a request ok (a stream's also has a first text)
         t.completed += 1
+        t.inputs += r.inputs
+        e2e_ns = end_ns - r.t0_ns
+        self.e2e.record_ns(e2e_ns)
+        if r.scheduled_ns is not None:
+            self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
+        t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        t.cache.add(r)
+        if first_text_ns is None:
+            # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
+            # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
+            if slo_checks is not None and _meets_slo(r, slo_checks, None, e2e_ns, None):
+                t.slo_met += 1
+            return
         if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
                               t.recorder("itl_answer_us"))
         ttft_ns = first_text_ns - r.t0_ns
-        e2e_ns = end_ns - r.t0_ns
         self.ttft.record_ns(ttft_ns)
-        self.e2e.record_ns(e2e_ns)
         # One call per request: the parser records its chunk gaps, and per token where the
         # chunk's token count is known (continuous usage), straight into the histograms.
         r.parser.record_gaps(self.itl.hist, self.itl_token.hist)
@@ -100,8 +111,6 @@ class PointRecorder:
             t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
-            self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
-        t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
         t.output_tokens += out
         if r.usage_output_tokens is not None:
             t.methods.add(USAGE)
@@ -110,7 +119,6 @@ class PointRecorder:
         else:
             t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
         t.multi_token_chunks += r.multi_token_chunks
-        t.cache.add(r)
         if r.template_input_tokens is not None:
             if t.template is None:
                 t.template = TemplateCount()
@@ -186,10 +194,12 @@ class PointRecorder:
         return figures(self.tally, (steady or {}).get("output_tok_s"), mean_inflight)
 
 
-def _meets_slo(r: RequestRecord, checks: list, ttft_ns: int, e2e_ns: int, tpot_ns: float | None) -> bool:
+def _meets_slo(r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,
+               tpot_ns: float | None) -> bool:
     """Whether one completed request met every SLO (a metric it has no value for is not held
-    against it: tpot of a one-token output, itl of a one-chunk stream)."""
-    values = {"ttft": ttft_ns / 1e3, "e2e": e2e_ns / 1e3,
+    against it: tpot of a one-token output, itl of a one-chunk stream, ttft of an answer that
+    was not streamed)."""
+    values = {"ttft": ttft_ns / 1e3 if ttft_ns is not None else None, "e2e": e2e_ns / 1e3,
               "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
               "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None}
     return all(values.get(c.metric) is None or c.holds(values[c.metric]) for c in checks)

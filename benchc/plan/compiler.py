@@ -116,7 +116,8 @@ def compile_spec(spec: Spec) -> Plan:
         data = mx.expand(d, values)
         label = ",".join(f"{k}={mx.format_value(v)}" for k, v in values.items())
         points = [_search(load, index, label, slo)] if "search" in load else _points(load, index, label)
-        num_prompts = _num_prompts(load, points)
+        batch = data["workload"].get("batch", 1)
+        num_prompts = _num_prompts(load, points) * batch
         workload, source = _workload(data["workload"], num_prompts, spec.file,
                                      data["target"].get("tokenizer"), data["target"].get("api", "chat"))
         if workload.trace is not None:
@@ -138,6 +139,9 @@ def compile_spec(spec: Spec) -> Plan:
         if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
             raise PlanError("target.api messages: the Messages API requires max_tokens; set "
                             "workload.sampling.max_tokens or the dataset's output length")
+        if batch > 1 and api != "embeddings":
+            raise PlanError(f"workload.batch: {batch} sends several inputs in one request: only "
+                            "target.api: embeddings takes them (a generation request has one prompt)")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
@@ -314,7 +318,7 @@ def describe_template(path: str | None, spec_file: str, api: str) -> dict | None
            "counting": api in CONVERSATION_APIS and ChatTemplate.available()}
     if not out["counting"]:
         out["note"] = (JINJA_MISSING if api in CONVERSATION_APIS
-                       else "the completions API sends prompts as they are")
+                       else f"the {api} API sends prompts as they are")
     return out
 
 
@@ -363,6 +367,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
         images=image_params(w.get("images")),
         agent=_agent(w),
+        batch=w.get("batch", 1),
     )
     return workload, source
 

@@ -47,7 +47,7 @@ READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 # The server APIs a target may name (benchc.client.apis has one adapter each), and those that
 # send a conversation (messages, rendered by the model's chat template) rather than a prompt
-APIS = ("chat", "completions", "responses", "messages")
+APIS = ("chat", "completions", "responses", "messages", "embeddings")
 CONVERSATION_APIS = ("chat", "responses", "messages")
 
 
@@ -138,6 +138,8 @@ class Workload:
     tools: dict | None = None  # {source, choice, tokens, definitions (chat form), ...}
     images: dict | None = None  # {count, width, height, format, source}
     agent: dict | None = None  # {tool_result_tokens, tool_latency, max_tool_calls}
+    # inputs per request (workload.batch): an embeddings request sends this many prompts
+    batch: int = 1
 
 
 @dataclass(frozen=True)
@@ -329,9 +331,11 @@ def _agentic(w: Workload) -> dict:
 
 
 def _workload_dict(w: Workload) -> dict:
-    """asdict(w) without the optional additions it does not use: the hash of a plan that
-    has none of them is the hash it had before they existed."""
-    return {k: v for k, v in asdict(w).items() if k not in _AGENTIC or v is not None}
+    """asdict(w) without the optional additions it does not use (tools, images, an agent loop
+    when None; batch at 1): the hash of a plan that has none of them is the hash it had before
+    they existed."""
+    return {k: v for k, v in asdict(w).items()
+            if not (k in _AGENTIC and v is None) and not (k == "batch" and v == 1)}
 
 
 def _sha(material: Any) -> str:

@@ -50,13 +50,18 @@ class Prompt:
     # images the prompt carries (plan/images.Image: a JSONL record's, or workload.images'
     # synthetic ones, added when the request is built); the adapter puts them in its form
     images: tuple = ()
+    # A request of several inputs (workload.batch, embeddings): each one's text; then `text` and
+    # `messages` are None and input_tokens is their sum
+    inputs: tuple[str, ...] | None = None
 
     def to_json(self) -> dict:
         """Its content (what a digest covers)."""
-        out = {"text": self.text, "messages": self.messages,
-               "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        out: dict[str, Any] = {"text": self.text, "messages": self.messages,
+                               "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
         if self.images:  # only then: a prompt without images digests as it always did
             out["images"] = [im.to_json() for im in self.images]
+        if self.inputs is not None:
+            out["inputs"] = list(self.inputs)
         return out
 
 

@@ -153,6 +153,9 @@ def figures(docs: list[dict]) -> dict[str, object]:
                 ys = [h.value_at_percentile(p) / 1000 for p in SPECTRUM_PERCENTILES]
                 ax.plot(xs, ys, marker=".", color=f"C{i}", alpha=0.35 + 0.65 * (j + 1) / len(by_x),
                         label=f"{label} {xname[:4]}={x:g}")
+        if not ax.lines:  # no point has this latency (embeddings: no TTFT, no ITL)
+            plt.close(fig)
+            continue
         ax.set_xscale("log")
         ticks = [0, 90, 99, 99.9, 99.99]
         ax.set_xticks([1 / (1 - p / 100) for p in ticks], [f"p{p:g}" for p in ticks])

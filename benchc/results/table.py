@@ -14,6 +14,9 @@ CSV_COLUMNS = [
     # reasoning models (empty where no request reasoned) and sessions (empty for single prompts)
     "ttf_answer_p50_ms", "ttf_answer_p99_ms", "reasoning_tokens", "answer_tokens",
     "sessions_started", "sessions_completed", "session_duration_p50_ms",
+    # inputs (an embeddings request's batch; one per generation request) and input rates (empty
+    # for results written before benchc counted them)
+    "inputs", "inputs_s", "input_tok_s",
 ]
 # `benchc export --format csv-turns`: one row per point and turn index of a sessions workload
 TURN_COLUMNS = ["point", "turn", "sent", "completed", "mean_input_tokens", "cached_fraction",
@@ -54,7 +57,9 @@ def point_row(point: dict) -> dict:
                reasoning_tokens=reasoning.get("reasoning_tokens"),
                answer_tokens=reasoning.get("answer_tokens"),
                sessions_started=sessions.get("started"), sessions_completed=sessions.get("completed"),
-               session_duration_p50_ms=_block_ms(sessions.get("duration_us"), "p50"))
+               session_duration_p50_ms=_block_ms(sessions.get("duration_us"), "p50"),
+               inputs=point["counts"].get("inputs"), inputs_s=t.get("inputs_s"),
+               input_tok_s=t.get("input_tok_s"))
     return row
 
 

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from benchc.client.apis import prompt_text
 from benchc.client.request import build_body
 from benchc.plan.datasets import KINDS
 from benchc.plan.images import synthetic_images
@@ -39,6 +40,7 @@ class Request:
     template_tokens: int | None = None  # its input as the server renders it (a chat template)
     images: int = 0  # images it carries (their bytes are in the body)
     tools: bool = False  # it offers the workload's tools
+    inputs: int = 1  # the inputs it carries (workload.batch)
 
 
 class StepFeed:
@@ -64,9 +66,21 @@ class StepFeed:
         return self._built[j] if j < len(self._built) else self._build(j)
 
     def consumed(self) -> int:
-        """How many of the step's indices this worker's requests took (from 0, other shards'
-        indices below its last counted): what the run has dealt once the step is over."""
-        return self.shard.reach(self.issued)
+        """How many of the step's prompt indices this worker's requests took (from 0, other
+        shards' indices below its last counted): what the run has dealt once the step is over."""
+        return self.shard.reach(self.issued) * self.combo.workload.batch
+
+    def _prompt(self, i: int, batch: int) -> Prompt:
+        """Request i's prompt: the prompt stream's i-th, or with a batch of n inputs
+        (embeddings) its prompts n*i .. n*i+n-1 as one prompt of n inputs."""
+        stream = self.step.prompt_stream or 0
+        if batch == 1:
+            return self.source.prompt(stream, i, self.deal)
+        parts = [self.source.prompt(stream, i * batch + k, self.deal) for k in range(batch)]
+        shared = [p.shared_tokens for p in parts]
+        return Prompt(None, None, sum(p.input_tokens for p in parts), None,
+                      shared_tokens=None if None in shared else sum(shared),  # type: ignore[arg-type]
+                      reused=any(p.reused for p in parts), inputs=tuple(prompt_text(p) for p in parts))
 
     def arrivals(self) -> Iterable[float] | None:
         """When the step's requests are due, in seconds from its start, where its prompts set
@@ -79,12 +93,11 @@ class StepFeed:
 
     def _build(self, j: int) -> Request:
         i = self.shard.request_index(j)
-        stream = self.step.prompt_stream or 0
-        prompt = self.source.prompt(stream, i, self.deal)
         w, target = self.combo.workload, self.combo.target
+        prompt = self._prompt(i, w.batch)
         if w.images:  # the request's own images; a shared prompt's are the same each time it goes
             pool = w.num_prompts if w.prompts == "shared" else None
-            at = pooled(pool, i, self.deal)[:2] if pool else (stream, i)
+            at = pooled(pool, i, self.deal)[:2] if pool else (self.step.prompt_stream or 0, i)
             prompt = replace(prompt, images=prompt.images + synthetic_images(w.images, w.params["seed"], *at))
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
         pin = w.params.get("min_tokens", False) and prompt.output_tokens is not None \
@@ -92,9 +105,10 @@ class StepFeed:
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
         exact = None if self.template is None else self.template.count(body["messages"], body.get("tools"))
-        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None, images=()), i,
-                       expected_output(w.sampling, prompt, pin), exact, len(prompt.images),
-                       w.tools is not None)
+        return Request(json.dumps(body).encode(),
+                       replace(prompt, text=None, messages=None, images=(), inputs=None), i,
+                       expected_output(w.sampling, prompt, pin), exact, images=len(prompt.images),
+                       tools=w.tools is not None, inputs=w.batch)
 
 
 def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:

@@ -236,7 +236,7 @@ class StepRun:
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
                           template_input_tokens=req.template_tokens, images=req.images,
-                          tools=req.tools)
+                          tools=req.tools, inputs=req.inputs)
         self._unit_started()
         await self.measured(req.body, r, self._unit_ended)
 

@@ -90,6 +90,8 @@ class SimConfig:
     # patch, at most image_max_tokens (an image whose size it cannot read counts the most)
     image_patch_px: int = 28
     image_max_tokens: int = 16384
+    # /v1/embeddings: the floats of each input's vector
+    embed_dim: int = 384
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -161,6 +163,8 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError("tool_call_tokens must be at least 1")
     if set(overrides.get("apis", APIS)) - set(APIS):
         raise ValueError(f"apis: the simulator serves {', '.join(APIS)}")
+    if overrides.get("embed_dim", 1) < 1:
+        raise ValueError("embed_dim must be at least 1")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:

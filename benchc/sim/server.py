@@ -15,6 +15,12 @@ Deliberate choices, each as vLLM's OpenAI server does unless noted:
   `stream_options.continuous_usage_stats` adds `usage` to every chunk;
 - one word is one token; with `tokenizer` configured, the output is real tokens of
   it (each chunk one token's text) and every usage figure is that tokenizer's count;
+- POST /v1/embeddings (vLLM's pooling runner): one JSON answer, never a stream. Its cost
+  model is the engine's: the request joins a step as a prefill (`step_ms(batch)` plus its
+  input tokens / `prefill_tok_s`, shared with every request admitted at that step) and is
+  done at that step's end; each input gets a vector of `embed_dim` floats (or base64 with
+  `encoding_format: base64`), usage.prompt_tokens is exact, the trace has the request's
+  `inputs` and the write of its answer (`end_ns`); no prefix cache;
 - a prefix cache (sim/prefix_cache.py) as vLLM's: the final usage carries
   `prompt_tokens_details.cached_tokens`, /metrics vLLM's prefix-cache counters, the trace
   each request's `cached_tokens`; POST /reset_prefix_cache (vLLM) and POST /flush_cache
@@ -24,11 +30,13 @@ Deliberate choices, each as vLLM's OpenAI server does unless noted:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import json
 import logging
 import random
+import struct
 import time
 import uuid
 from collections import deque
@@ -169,9 +177,9 @@ class Seq:
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
-                 "tool_at", "tool_end", "tool_finish", "wire")
-    id: str  # the response id (chatcmpl-... / cmpl-...)
-    api: str  # "chat" | "completions" | "responses" | "messages"
+                 "tool_at", "tool_end", "tool_finish", "wire", "inputs")
+    id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
+    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings"
     stream: bool
     resp: Any  # the aiohttp StreamResponse of a stream
     transport: Any  # the connection (a reset fault aborts it)
@@ -210,6 +218,7 @@ class Seq:
     tool_end: int | None  # ... and the token after its last (within max_tokens)
     tool_finish: str | None  # the finish at tool_end: tool_calls, or length when max_tokens cut the call
     wire: dict | None  # the Responses / Messages stream's state (sim/wire.py)
+    inputs: int  # embeddings: the inputs of the request (one vector each)
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -275,7 +284,7 @@ class Engine:
             # order its prefix cache saw them in)
             seq.trace["admitted_seq"] = self.admitted_total
             self.admitted_total += 1
-            if self.prefix is not None:
+            if self.prefix is not None and seq.block_keys is not None:
                 # once per request, at admission: its prefill is charged at this step
                 seq.cached = seq.trace["cached_tokens"] = self.prefix.admit(seq.block_keys, seq.input_tokens)
             self.prompt_tokens_total += seq.input_tokens  # processed from here, as its prefix hits count
@@ -363,6 +372,10 @@ class Engine:
     def _generate(self, seq: Seq) -> None:
         """Decode this step's tokens for one sequence and queue its chunk."""
         if seq.finish is not None:
+            return
+        if seq.api == "embeddings":  # its one step was its prefill: the vectors are ready
+            seq.finish = "stop"
+            seq.trace["first_token_ns"] = CLOCK()
             return
         cfg = self.cfg
         start = seq.emitted
@@ -573,13 +586,18 @@ class Engine:
             p["decode"] += (tr["end_ns"] - tr["first_token_ns"]) / 1e9
             p["ttft"] += (tr["first_token_ns"] - tr["arrival_ns"]) / 1e9
             self.phase_n += 1
+        if seq.api != "embeddings":  # an answer written by its handler is traced once written
+            self.record(tr)
+        if not seq.done.done():
+            seq.done.set_result(reason)
+
+    def record(self, tr: dict) -> None:
+        """One finished request's trace."""
         if self.keep_trace:
             self.trace.append(tr)
         if self.trace_sink is not None:
             self.trace_sink.write(json.dumps(tr, separators=(",", ":")) + "\n")
             self.trace_sink.flush()
-        if not seq.done.done():
-            seq.done.set_result(reason)
 
 
 class SimServer:
@@ -604,6 +622,12 @@ class SimServer:
         self._server: asyncio.Server | None = None
         self._counter = 0
         self._close_rng = random.Random(cfg.seed ^ 0xC105E)  # close_after_stream delays
+        # /v1/embeddings: one vector, drawn from the seed and encoded once; every input gets it
+        # (a client is measured on the answer's size and timing, not on its values)
+        rng = random.Random(cfg.seed ^ 0xE3B)
+        floats = [round(rng.uniform(-0.1, 0.1), 8) for _ in range(cfg.embed_dim)]
+        self._vector = json.dumps(floats, separators=(",", ":")).encode()
+        self._vector_b64 = b'"' + base64.b64encode(struct.pack(f"<{cfg.embed_dim}f", *floats)) + b'"'
 
     @property
     def trace(self) -> list[dict]:
@@ -616,6 +640,7 @@ class SimServer:
                           ("responses", "/v1/responses"), ("messages", "/v1/messages")):
             if api in self.cfg.apis:
                 app.router.add_post(path, functools.partial(self._generate, api=api))
+        app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -711,6 +736,103 @@ class SimServer:
                    for w in str(text or "").split()]
         return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": self.cfg.max_model_len})
 
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        """vLLM's /v1/embeddings: one JSON answer with a vector per input, written once the
+        engine ran the request's prefill step (the trace's `end_ns` is that write)."""
+        arrival = request[ARRIVAL_NS]
+        try:
+            body, counts = await self._read_embedding_request(request)
+            fault = await self._pick_fault()
+        except _Reject as r:
+            return r.response
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        tokens = sum(counts)
+        seq = Seq(id="embd-" + rid, api="embeddings", stream=False, transport=request.transport,
+                  input_tokens=tokens, max_tokens=0, inputs=len(counts), fault=fault, reasoning=0, text=[],
+                  done=asyncio.get_running_loop().create_future(),
+                  ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
+                  trace={"id": rid, "api": "embeddings", "arrival_ns": arrival, "admitted_ns": None,
+                         "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
+                         "input_tokens": tokens, "inputs": len(counts), "output_tokens": 0,
+                         "cached_tokens": 0, "fault": fault.kind if fault else None,
+                         "reasoning_tokens": 0, "reasoning_chunks": 0})
+        self.engine.submit(seq)
+        try:
+            reason = await seq.done
+            if reason == "client_gone":
+                return web.Response(status=499)
+            return await self._write_embeddings(request, seq, body.get("encoding_format") == "base64")
+        except asyncio.CancelledError:
+            seq.gone = True
+            seq.trace["reason"] = "client_gone"
+            raise
+        finally:
+            self.engine.record(seq.trace)
+
+    async def _read_embedding_request(self, request: web.Request) -> tuple[dict, list[int]]:
+        """(body, the token count of each input) of a valid embeddings request; _Reject with
+        vLLM's error otherwise. An input is a string, or token ids; `input` one or a list."""
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise _Reject(_error(400, "the request body is not valid JSON", "BadRequestError")) from None
+        if not isinstance(body, dict) or body.get("model") != self.cfg.model:
+            model = body.get("model") if isinstance(body, dict) else None
+            raise _Reject(_error(404, f"The model `{model}` does not exist.", "NotFoundError"))
+        inputs = body.get("input")
+        if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs:
+            raise _Reject(_error(400, "input must be a string, a list of strings or token ids",
+                                 "BadRequestError"))
+        counts = []
+        for x in inputs:
+            if isinstance(x, str):
+                counts.append(len(self.tok.encode(x)) if self.tok else len(x.split()))
+            elif isinstance(x, list) and all(isinstance(i, int) for i in x):
+                counts.append(len(x))
+            else:
+                raise _Reject(_error(400, "input must be a string, a list of strings or token ids",
+                                     "BadRequestError"))
+            if counts[-1] > self.cfg.max_model_len:
+                raise _Reject(_error(400, (
+                    f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, you "
+                    f"requested {counts[-1]} tokens in the input for embedding generation. Please reduce "
+                    "the length of the input."), "BadRequestError"))
+        return body, counts
+
+    async def _write_embeddings(self, request: web.Request, seq: Seq, b64: bool) -> web.StreamResponse:
+        """The answer, in vLLM's shape (usage last); faults: `reset` drops the connection,
+        `stall` waits before the answer, `malformed` sends its first half (a JSON cut short)."""
+        tr, fault = seq.trace, seq.fault
+        vector = self._vector_b64 if b64 else self._vector
+        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens,
+                 "completion_tokens": 0, "prompt_tokens_details": None}
+        out = (b'{"id":"' + seq.id.encode() + b'","object":"list","created":' + str(int(time.time())).encode()
+               + b',"model":' + json.dumps(self.cfg.model).encode() + b',"data":['
+               + b",".join(b'{"index":%d,"object":"embedding","embedding":%s}' % (i, vector)
+                           for i in range(seq.inputs))
+               + b'],"usage":' + json.dumps(usage, separators=(",", ":")).encode() + b"}")
+        if fault is not None and fault.kind == "reset":
+            tr["reason"] = "reset"
+            if seq.transport is not None:
+                seq.transport.abort()
+            return web.Response(status=499)  # never sent: the connection is gone
+        if fault is not None and fault.kind == "stall":
+            await asyncio.sleep(fault.arg_s)
+        if fault is not None and fault.kind == "malformed":
+            out = out[:len(out) // 2]
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
+                                                       "x-request-id": tr["id"]})
+        resp.content_length = len(out)
+        await resp.prepare(request)
+        tr["end_ns"] = CLOCK()  # as a stream's chunks are stamped: just before the write
+        try:
+            await resp.write(out)
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):
+            tr["reason"] = "client_gone"
+        return resp
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         """One completion: read and check the request, queue it in the engine, stream (or
         return) what the engine decodes for it."""

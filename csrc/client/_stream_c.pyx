@@ -18,6 +18,10 @@ The parser is a C struct (StreamCore, benchc/client/_stream_c.pxd) and functions
 that run without the GIL: `stream_feed` and `stream_close`. The StreamParser class below
 wraps one; the receive loop (_rxloop_c) feeds the struct of such an object from its own
 thread. Only an event the fast path cannot read takes the GIL, for `interpret`.
+
+Body mode (`StreamParser(body=True)`, a non-streamed JSON answer): `stream_feed` skims the
+body into its skeleton (`_body_feed`, the twin's benchc/client/_body_py.BodySkim, byte for byte)
+without the GIL; `close` hands the skeleton to the twin's `_body_py.interpret`, once.
 """
 
 import json
@@ -33,6 +37,9 @@ from benchc.client._sse_py import EVENT_TOO_LARGE, LINE_TOO_LONG, MAX_SSE_BYTES
 from benchc.client._stream_py import ANSWER as _ANSWER, REASONING as _REASONING, TOOL as _TOOL
 from benchc.client._stream_py import TIMINGS_INT, TIMINGS_MS
 from benchc.client._stream_py import interpret as _interpret
+from benchc.client._body_py import DEEPEST_KEPT, MAX_KEPT_BODY
+from benchc.client._body_py import interpret as _interpret_body
+from benchc.client._sse_py import BODY_TOO_LARGE
 
 
 cdef extern from "string.h":
@@ -44,6 +51,13 @@ cdef int ANSWER = _ANSWER, REASONING = _REASONING, TOOL = _TOOL
 cdef Py_ssize_t C_MAX_SSE = MAX_SSE_BYTES
 cdef int C_LINE_TOO_LONG = LINE_TOO_LONG
 cdef int C_EVENT_TOO_LARGE = EVENT_TOO_LARGE
+cdef int C_BODY_TOO_LARGE = BODY_TOO_LARGE
+cdef Py_ssize_t C_MAX_KEPT_BODY = MAX_KEPT_BODY
+cdef int C_DEEPEST = DEEPEST_KEPT
+cdef enum:  # how a string of a body is read (the twin's _KEEP, _EMPTY, _DROP)
+    STR_KEEP = 1
+    STR_EMPTY = 2
+    STR_DROP = 3
 
 
 cdef inline int64_t _to_us(int64_t ns) noexcept nogil:
@@ -426,8 +440,9 @@ cdef inline bytes _bytes_of(Bytes* b):
 
 # ---------------------------------------------------------------- the struct's life
 
-cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
-    """A fresh parser in *s (whose memory holds anything); -1 when memory ran out."""
+cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept nogil:
+    """A fresh parser in *s (whose memory holds anything); -1 when memory ran out. `body`: it
+    reads one JSON body (see the module)."""
     s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
     s.texts.p = NULL
     s.line.n = s.data.n = s.finish.n = s.error_event.n = s.shape_head.n = s.shape_tail.n = s.texts.n = 0
@@ -448,6 +463,10 @@ cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
     s.oversized = 0
     s.first_len = 0
     s.keep_text = keep_text
+    s.body = body
+    s.body_done = s.body_escape = s.body_object3 = s.body_key3 = s.body_read = False
+    s.body_depth = s.body_string = 0
+    s.results = -1
     s.piece_ends = NULL
     s.n_pieces = s.pieces_cap = 0
     s.cap = 64
@@ -491,6 +510,8 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
         k = min(n, FIRST_KEPT - s.first_len)
         memcpy(s.first + s.first_len, p, k)
         s.first_len += k
+    if s.body:
+        return _body_feed(s, p, n, now)
     if s.skip_lf and n > 0 and p[0] == 10:
         start = 1  # the CR that ended the last read had its LF here
     s.skip_lf = False
@@ -531,6 +552,86 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     if s.oversized:
         return 0
     return bytes_put(&s.line, p + start, n - start)
+
+
+cdef int _body_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """A body's bytes into its skeleton (s.data), as the twin's BodySkim.feed; -1 when memory
+    ran out."""
+    cdef Py_ssize_t i = 0, j
+    cdef unsigned char c
+    cdef const unsigned char* q
+    if s.body_done:
+        return 0
+    while i < n:
+        if s.body_string:
+            if s.body_escape:  # the byte after a backslash is never the string's end
+                s.body_escape = False
+                if s.body_string == STR_KEEP and bytes_put(&s.data, p + i, 1) < 0:
+                    return -1
+                i += 1
+                continue
+            j = i
+            while j < n and p[j] != 34 and p[j] != 92:
+                j += 1
+            if s.body_string == STR_KEEP and bytes_put(&s.data, p + i, (j + 1 if j < n else n) - i) < 0:
+                return -1
+            if j == n:
+                break
+            i = j + 1
+            if p[j] == 92:
+                s.body_escape = True
+            else:
+                if s.body_string == STR_EMPTY and bytes_put(&s.data, b'"', 1) < 0:
+                    return -1
+                s.body_string = 0
+            continue
+        if s.body_depth > C_DEEPEST:
+            j = i
+            while j < n and p[j] != 34 and p[j] != 91 and p[j] != 93 and p[j] != 123 and p[j] != 125:
+                j += 1
+            if j == n:
+                break
+            i = j + 1
+            c = p[j]
+            if c == 34:
+                s.body_string = STR_DROP
+            elif c == 91 or c == 123:
+                s.body_depth += 1
+            else:
+                s.body_depth -= 1
+                if s.body_depth == C_DEEPEST and bytes_put(&s.data, p + j, 1) < 0:
+                    return -1
+            continue
+        j = i
+        while j < n and p[j] != 34 and p[j] != 91 and p[j] != 93 and p[j] != 123 and p[j] != 125 \
+                and p[j] != 44 and p[j] != 58:
+            j += 1
+        if j == n:
+            if bytes_put(&s.data, p + i, n - i) < 0:
+                return -1
+            break
+        if bytes_put(&s.data, p + i, j + 1 - i) < 0:
+            return -1
+        i = j + 1
+        c = p[j]
+        if c == 34:
+            s.body_string = STR_EMPTY if s.body_depth == C_DEEPEST and not s.body_key3 else STR_KEEP
+        elif c == 91 or c == 123:
+            s.body_depth += 1
+            if s.body_depth == C_DEEPEST:
+                s.body_object3 = s.body_key3 = c == 123
+        elif c == 93 or c == 125:
+            if s.body_depth > 0:
+                s.body_depth -= 1
+                if s.body_depth == 0:
+                    s.body_done = True
+                    s.done_ns = now
+                    break
+        elif s.body_depth == C_DEEPEST:
+            s.body_key3 = s.body_object3 if c == 44 else False
+    if s.data.n > C_MAX_KEPT_BODY:
+        _stop(s, C_BODY_TOO_LARGE)
+    return 0
 
 
 cdef void _stop(StreamCore* s, int why) noexcept nogil:
@@ -1023,8 +1124,8 @@ cdef object _kept(StreamCore* s, int which):
 cdef class StreamParser:
     """Feed it every socket read with the read's arrival time (see the twin)."""
 
-    def __cinit__(self, bint keep_text=False):
-        if stream_init(&self.core, keep_text) < 0:
+    def __cinit__(self, bint keep_text=False, bint body=False):
+        if stream_init(&self.core, keep_text, body) < 0:
             stream_free(&self.core)
             raise MemoryError()
 
@@ -1037,8 +1138,48 @@ cdef class StreamParser:
             raise MemoryError("the stream parser ran out of memory")
 
     def close(self, int64_t now_ns):
+        cdef bytes kept
+        if self.core.body:
+            # the body's one interpretation (the twin's _close_body), once its reading ended
+            if self.core.body_read or self.core.oversized:
+                return
+            self.core.body_read = True
+            self.core.events = 1
+            kept = _bytes_of(&self.core.data)
+            free(self.core.data.p)  # given back: what is needed is read now
+            self.core.data.p = NULL
+            self.core.data.n = self.core.data.cap = 0
+            self._apply_body(_interpret_body(kept), kept)
+            return
         if stream_close(&self.core, now_ns) < 0:
             raise MemoryError("the stream parser ran out of memory")
+
+    cdef _apply_body(self, fields, bytes kept):
+        cdef bytes err
+        if fields is None:
+            self.core.malformed += 1
+            self.core.example_len = min(len(kept), EXAMPLE_KEPT)
+            memcpy(self.core.example, <const char*>kept, self.core.example_len)
+            return
+        prompt, results, error = fields
+        if prompt is not None:
+            self.core.usage_prompt = prompt
+        if results is not None:
+            self.core.results = results
+        if error is not None:
+            err = error.encode("utf-8", "surrogatepass")
+            if bytes_set(&self.core.error_event, err, len(err)) < 0:
+                raise MemoryError("the stream parser ran out of memory")
+            self.core.has_error_event = True
+
+    @property
+    def body(self):
+        """This parser reads one JSON body, not an event stream."""
+        return self.core.body
+
+    @property
+    def results(self):
+        return self.core.results
 
     @property
     def first_text_ns(self):

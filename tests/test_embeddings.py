@@ -1,0 +1,177 @@
+"""The embeddings API (target.api: embeddings) against the simulator's trace, on every client
+path: the own reader on each transport (the event loop and the receive loops, whose parser is
+the compiled core or, for the receive loop's twin, the Python one) and aiohttp. No stream: a
+request's latency is its E2E, compared with the simulator's write of its answer; its input
+tokens are the simulator's usage; its results are its batch."""
+
+import json
+import statistics
+
+import pytest
+
+from benchc.cli import main
+from benchc.client.request import build_body, endpoint
+from benchc.metrics.record import RequestRecord
+from benchc.metrics.recorder import PointRecorder
+from benchc.plan.model import Sampling, Target
+from benchc.plan.workload import Prompt
+from benchc.results.document import read
+from tests.conftest import transports, use_transport
+from tests.test_run import Sim
+
+SPEC = """\
+version: 1
+name: embed
+target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5, api: embeddings}}
+workload:
+  batch: {batch}
+  dataset:
+    random: {{input_tokens: {{min: 4, max: 40}}, output_tokens: 1, seed: 5}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{{load}}}
+  requests: {n}
+output: {{path: {path}, requests: true}}
+"""
+PATHS = [*transports(), "aiohttp"]
+
+
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    """(extra `benchc run` arguments, the RequestRecord.path its records carry)."""
+    if request.param == "aiohttp":
+        return ["--http", "aiohttp"], "aiohttp"
+    return [], use_transport(monkeypatch, request.param)
+
+
+def run(tmp_path, path, n, batch=3, load="concurrency: [2]", sim_args=(), code=0):
+    """`benchc run` of n embeddings requests: (the result's point, its requests, the trace by id)."""
+    extra, served = path
+    f = tmp_path / "e.yaml"
+    f.write_text(SPEC.format(n=n, batch=batch, load=load, path=tmp_path / "e.json"))
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
+              "--param", "embed_dim=256", *sim_args)
+    try:
+        assert main(["run", str(f), "--base-url", sim.url, "--quiet", *extra]) == code
+        trace = sim.records()
+    finally:
+        sim.close()
+    reqs = [json.loads(x) for x in (tmp_path / "e.requests.jsonl").read_text().splitlines()]
+    assert len(reqs) == n and {r["path"] for r in reqs} == {served}
+    (point,) = read(str(tmp_path / "e.json"))["points"]
+    return point, reqs, trace
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_e2e_input_tokens_and_results_equal_the_trace_on_every_path(tmp_path, path):
+    """Each request's end (t0 + E2E) is the simulator's write of its answer: never before it
+    (but for moving a kernel stamp onto the monotonic clock), late by about a write (median
+    under 1 ms); its input tokens are the trace's (usage.prompt_tokens), its results its batch.
+    The point has no TTFT, ITL or TPOT, and its rates count inputs and input tokens. One
+    request at a time: answers in lockstep would share one late read on a busy machine."""
+    point, reqs, trace = run(tmp_path, path, n=8, load="concurrency: [1]")
+    errors = []
+    for r in reqs:
+        tr = trace[r["id"]]
+        assert tr["api"] == "embeddings" and tr["reason"] == "stop"
+        assert (r["inputs"], r["results"], tr["inputs"]) == (3, 3, 3)
+        assert r["usage_input_tokens"] == tr["input_tokens"] == r["input_tokens"]  # one word, one token
+        assert r["ttft_us"] is None and r["output_tokens"] == 0 and r["error"] is None
+        errors.append((r["t0_ns"] + r["e2e_us"] * 1e3 - tr["end_ns"]) / 1e6)
+    assert min(errors) > -0.5, errors
+    assert statistics.median(errors) < 1.0, errors
+    lat = point["latency"]
+    assert (lat["ttft_us"]["count"], lat["itl_us"]["count"], lat["tpot_us"]["count"]) == (0, 0, 0)
+    assert "p50" not in lat["ttft_us"] and lat["e2e_us"]["count"] == 8
+    assert point["counts"]["inputs"] == 8 * 3 and point["counts"]["completed"] == 8
+    tokens = sum(t["input_tokens"] for t in trace.values())
+    assert point["tokens"]["input"] == tokens and point["tokens"]["output_method"] == "none"
+    w = (point["window"]["end_ns"] - point["window"]["start_ns"]) / 1e9
+    assert point["throughput"]["input_tok_s"] == round(tokens / w, 3)
+    assert point["throughput"]["inputs_s"] == round(24 / w, 3)
+    assert point["throughput"]["request_s"] == round(8 / w, 3)
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_open_loop_keeps_e2e_from_the_schedule(tmp_path):
+    """Open loop as for generation: E2E from the scheduled start beside E2E from the send."""
+    point, reqs, trace = run(tmp_path, ([], use_transport(pytest.MonkeyPatch(), "asyncio")), n=10, batch=1,
+                             load="rate: [200]")
+    lat = point["latency"]
+    assert lat["e2e_from_schedule_us"]["count"] == lat["e2e_us"]["count"] == 10
+    assert lat["e2e_from_schedule_us"]["min"] >= lat["e2e_us"]["min"]
+    assert "ttft_from_schedule_us" not in lat or lat["ttft_from_schedule_us"]["count"] == 0
+    assert all(r["results"] == 1 for r in reqs)
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_a_cut_answer_and_a_reset_are_errors_of_their_kind(tmp_path, path):
+    """The simulator's faults on embeddings: `malformed` sends half the JSON (a body that is
+    not a JSON object), `reset` drops the connection: each request is an error of its kind,
+    and exactly the faulted ones fail."""
+    faults = ("--fault", "malformed:0.3", "--fault", "reset:0.2")
+    point, reqs, trace = run(tmp_path, path, n=12, sim_args=faults)
+    by_fault = {}
+    for r in reqs:
+        by_fault.setdefault(trace[r["id"]]["fault"] if r["id"] in trace else "reset", []).append(r["error"])
+    assert set(by_fault.get("malformed", [])) <= {"malformed_chunk"}
+    assert set(by_fault.get(None, [])) == {None}
+    assert set(by_fault.get("reset", [])) <= {"stream_broken"}
+    assert by_fault.get("malformed") and point["counts"]["failed"] == 12 - len(by_fault[None])
+
+
+def test_the_body_is_the_inputs_with_the_extra_body_and_no_sampling():
+    target = Target(base_url="http://h/v1", sim=None, api="embeddings", model="e5", api_key=None, headers={},
+                    timeout_s=60.0, idle_timeout_s=60.0, tokenizer=None)
+    sampling = Sampling(temperature=0.0, top_p=None, max_tokens=16, min_tokens=None, ignore_eos=True, stop=[],
+                        seed=None, extra_body={"dimensions": 64})
+    one = build_body(target, sampling, Prompt("a b", None, 2, 1))
+    assert one == {"model": "e5", "input": ["a b"], "dimensions": 64}
+    batch = build_body(target, sampling, Prompt(None, None, 3, None, inputs=("a", "b c")))
+    assert batch["input"] == ["a", "b c"]
+    assert endpoint("http://h/v1/", "embeddings") == "http://h/v1/embeddings"
+
+
+def test_a_point_of_answers_without_a_stream_records_e2e_only():
+    """The recorder: an answer with no first text (not a stream) counts its E2E, inputs and
+    input tokens; TTFT, ITL and TPOT stay empty."""
+    rec = PointRecorder(2)
+    for i in range(3):
+        r = RequestRecord(id=str(i), prompt_index=i, input_tokens=10, expected_output_tokens=None,
+                          t0_ns=1_000_000, end_ns=1_000_000 + (i + 1) * 1_000_000, inputs=4, results=4)
+        r.usage_input_tokens = 12
+        rec.add(r)
+    s = rec.summary()
+    assert (s["counts"]["completed"], s["counts"]["inputs"], s["tokens"]["input"]) == (3, 12, 36)
+    assert s["latency"]["e2e_us"]["count"] == 3 and abs(s["latency"]["e2e_us"]["max"] - 3000) <= 3  # 3 digits
+    assert s["latency"]["ttft_us"]["count"] == s["latency"]["tpot_us"]["count"] == 0
+    assert s["tokens"]["output_method"] == "none" and s["throughput"]["inputs_s"] == round(12 / 0.003, 3)
+
+
+def test_a_smoke_check_reads_an_embeddings_answer_as_its_count_and_size():
+    from benchc.client.apis import APIS
+
+    api = APIS["embeddings"]
+    assert not api.streams and api.path == "/embeddings"
+    answer = {"object": "list", "data": [{"index": i, "embedding": [0.1] * 8} for i in range(2)]}
+    assert api.answer_text(answer) == "2 embeddings of 8 floats"
+    assert api.answer_text({"data": []}) == ""
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_compare_export_and_report_read_an_embeddings_result(tmp_path, capsys):
+    """An embeddings point has empty TTFT, ITL and TPOT blocks: the tools show what it has."""
+    run(tmp_path, ([], use_transport(pytest.MonkeyPatch(), "asyncio")), n=4)
+    result = str(tmp_path / "e.json")
+    assert main(["compare", result, result]) == 0
+    out = capsys.readouterr().out
+    assert "e2e.p50" in out and "request_s" in out and "ttft.p50" not in out
+    assert main(["export", result, "--format", "csv", "-o", str(tmp_path / "e.csv")]) == 0
+    header, row = (tmp_path / "e.csv").read_text().splitlines()[:2]
+    values = dict(zip(header.split(","), row.split(","), strict=True))
+    assert values["ttft_p50_ms"] == "" and values["inputs"] == "12" and float(values["inputs_s"]) > 0
+    assert main(["export", result, "--format", "vllm", "-o", str(tmp_path / "v.json")]) == 0
+    # the plots: no TTFT or ITL spectrum (nothing to draw), and no warning about an empty one
+    assert main(["report", result, "--html", str(tmp_path / "e.html")]) == 0
+    page = (tmp_path / "e.html").read_text()
+    assert 'alt="latency_vs_throughput"' in page and 'alt="ttft_spectrum"' not in page
