@@ -401,7 +401,7 @@ def test_a_run_against_a_server_that_never_answers_says_so_and_ends_at_the_first
     finally:
         srv.close()
     err = capsys.readouterr().err
-    assert "c=2: waiting for the server: 2 requests in flight, none ended in" in err
+    assert "c=2: waiting for the server: 2 requests in flight, nothing arrived in" in err
     assert "one without an answer fails after 1.5s, target.first_byte_timeout" in err
     doc = read(str(tmp_path / "r.json"))
     point = doc["points"][0]

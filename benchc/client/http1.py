@@ -43,6 +43,8 @@ import ssl as ssl_mod
 import struct
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -757,7 +759,7 @@ class RxTransport(StampedTransport):
 
 async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, parser: Any,
                    total_s: float, idle_s: float, on_sent: Any,
-                   first_byte_s: float | None = None) -> Exchange:
+                   first_byte_s: float | None = None, due: Due | None = None) -> Exchange:
     """Sends one request and reads its response into `parser` (made by pool.StreamParser).
     Connect failures raise OSError (or asyncio.TimeoutError); every other failure is in the
     returned exchange's `error`. A request on a reused connection that failed before any
@@ -766,7 +768,9 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
     socket, with the time taken just before the write; `connect_ns` is the time that attempt
     spent opening its connection (0 on a reused one). `first_byte_s`: the longest wait from
     the write to the response's first byte (a FIRST_BYTE_TIMEOUT after it); None: the idle
-    limit applies from the write on."""
+    limit applies from the write on. `due`: the first attempt's connection is taken (or
+    opened) now and its write waits for the due time (an open loop's punctual send);
+    its `connect_ns` is then the part of the connect that ran past that time."""
     loop = asyncio.get_running_loop()
     start = CLOCK()
     ex: Exchange | None = None
@@ -779,7 +783,11 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
             t = CLOCK()
             conn = await asyncio.wait_for(pool.connect(origin), max(left, 0.001))
             connect_ns = CLOCK() - t
+            if due is not None and attempt == 0:
+                connect_ns = max(0, t + connect_ns - max(t, due.at_ns))
         request = origin.request(request_id, body)
+        if due is not None and attempt == 0:
+            await due.wait(due.at_ns)
         # Stamped just before the write: no answer can arrive before it. Read after the write
         # returns, the stamp came late whenever the send woke the server on this CPU and the
         # kernel switched to it on the way out of the syscall (its answer then carried an
@@ -805,6 +813,14 @@ async def exchange(pool: Pool, origin: Origin, request_id: str, body: bytes, par
             ex.error = (ex.error[0], (ex.error[1] + " (a retry after a reused connection failed)")[:200])
         return ex
     return ex  # type: ignore[return-value]  # the loop always returns
+
+
+@dataclass(frozen=True)
+class Due:
+    """When a request's write is due (CLOCK), and how to wait for a time (run/alarm.py)."""
+
+    at_ns: int
+    wait: Callable[[int], Awaitable[None]]
 
 
 # never the keep-alive race (retry_on_fresh): the server may be working on the request

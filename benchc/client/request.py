@@ -412,12 +412,13 @@ def _conclude_body(rec: RequestRecord, parser: Any) -> RequestRecord:
 
 
 async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, rec: RequestRecord,
-                      target: Target, keep_text: bool = False) -> RequestRecord:
+                      target: Target, keep_text: bool = False, due: http1.Due | None = None) -> RequestRecord:
     """As send(), on benchc's own HTTP/1.1 connections (benchc.client.http1): each socket read
     is stamped, de-chunked and parsed in one C call (on the receive loop's thread, or in a
     protocol callback of the event loop), and t0 is taken just before the request is handed
     to the socket. `rec.path` says which transport read the response: the receive loop or
-    the asyncio loop (see benchc.client.http1)."""
+    the asyncio loop (see benchc.client.http1). `due`: the request goes at that time, its
+    connection taken or opened before it (http1.exchange)."""
     parser = pool.StreamParser(keep_text, body=not streams(target))
     rec.parser = parser
     rec.t0_ns = CLOCK()
@@ -431,7 +432,8 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
 
     try:
         ex = await http1.exchange(pool, pool.origin(url, headers), rec.id, body, parser,
-                                  target.timeout_s, target.idle_timeout_s, sent, target.first_byte_timeout_s)
+                                  target.timeout_s, target.idle_timeout_s, sent, target.first_byte_timeout_s,
+                                  due)
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
         raise

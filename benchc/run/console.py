@@ -1,10 +1,14 @@
-"""What `benchc run` prints on stderr while it runs: messages, a live progress line (on a
-terminal), one table row per point and its warnings. Nothing here goes into the result."""
+"""What `benchc run` prints on stderr while it runs: messages, a point's progress (a bar that
+redraws itself on a terminal, a line every PROGRESS_LINE_S otherwise), one table row per point
+and its warnings, and a note when nothing arrived from the server for a while (Silence).
+Nothing here goes into the result."""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
+from typing import TextIO
 
 from benchc import redact
 from benchc.metrics.recorder import PointRecorder
@@ -49,6 +53,99 @@ def _detail_lines(p: dict, ms) -> list[str]:
     return out
 
 
+PROGRESS_LINE_S = 10.0  # off a terminal: a point's progress line this often
+REDRAW_S = 0.1  # on a terminal: the bar is redrawn at most this often
+BAR_WIDTH = 20
+
+
+class Progress:
+    """One point's progress: requests done (of its ceiling), output tokens/s, errors so far,
+    requests in flight, time left (by its duration, or by its request ceiling at the rate so
+    far). `live`: a bar on one line, redrawn as requests end and as time passes; else a line
+    every PROGRESS_LINE_S (a log, a pipe, CI). `clock` (seconds) is time.monotonic but for tests."""
+
+    def __init__(self, step: Step, out: TextIO, live: bool, clock: Callable[[], float] = time.monotonic):
+        self.step, self.out, self.live, self.clock = step, out, live, clock
+        self.start = clock()
+        self._drawn = float("-inf")  # when the bar was last drawn
+        self._line = self.start  # when the last line was written (the first comes an interval in)
+
+    def ended(self, rec: PointRecorder, inflight: int) -> None:
+        """A request ended (called by the load generator for each)."""
+        if self.live and self.clock() - self._drawn >= REDRAW_S:
+            self._draw(rec, inflight)
+
+    def tick(self, rec: PointRecorder, inflight: int) -> None:
+        """Time passed (called about once a second while the point runs)."""
+        now = self.clock()
+        if self.live:
+            self._draw(rec, inflight)
+        elif now - self._line >= PROGRESS_LINE_S:
+            self._line = now
+            self.out.write(self.text(rec, inflight, now) + "\n")
+            self.out.flush()
+
+    def _draw(self, rec: PointRecorder, inflight: int) -> None:
+        now = self._drawn = self.clock()
+        self.out.write(f"\r\033[K{self.text(rec, inflight, now)}")
+        self.out.flush()
+
+    def text(self, rec: PointRecorder, inflight: int, now: float) -> str:
+        t, step = rec.tally, self.step
+        elapsed = max(now - self.start, 0.0)
+        tok_s = t.output_tokens / t.window_s if t.window_s > 0 else 0.0
+        # t.sent: requests ended (recorded), whatever their outcome
+        parts = [f"{t.sent}/{step.requests} done" if step.requests else f"{t.sent} done",
+                 f"{inflight} in flight", f"{tok_s:,.0f} tok/s", f"{t.failed} errors"]
+        fraction, left = _left(step, t.sent, elapsed)
+        if left is not None:
+            parts.append(f"{left:.0f}s left")
+        head = f"{step.id}: "
+        if self.live and fraction is not None:
+            full = int(fraction * BAR_WIDTH)
+            head += f"[{'#' * full}{'.' * (BAR_WIDTH - full)}] {fraction:4.0%} "
+        return head + ", ".join(parts)
+
+
+def _left(step: Step, done: int, elapsed_s: float) -> tuple[float | None, float | None]:
+    """(fraction done, seconds left) of a point: by its duration, by its request ceiling at
+    the rate so far, the nearer of the two; (None, None) where neither says (an endless trace)."""
+    fractions, lefts = [], []
+    if step.duration_s:
+        fractions.append(min(elapsed_s / step.duration_s, 1.0))
+        lefts.append(max(step.duration_s - elapsed_s, 0.0))
+    if step.requests:
+        fractions.append(min(done / step.requests, 1.0))
+        if done:
+            lefts.append((step.requests - done) * elapsed_s / done)
+    return (max(fractions) if fractions else None), (min(lefts) if lefts else None)
+
+
+class Silence:
+    """How long nothing arrived from the server while requests were in flight: `activity` is
+    a count that grows with every stream event read and every request ended (StepRun.activity);
+    a note is due each HEARTBEAT_S of it unchanged, never while it moves (a reasoning model
+    whose requests take 15 s but stream all along is not silent)."""
+
+    def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic):
+        self.every_s, self.clock = every_s, clock
+        self._seen: int | None = None
+        self._since = clock()
+        self._notes = 0  # notes said in this silence
+
+    def note_due(self, activity: int, inflight: int) -> float | None:
+        """The seconds of silence when a note is due now, else None."""
+        now = self.clock()
+        if activity != self._seen or not inflight:
+            self._seen, self._since, self._notes = activity, now, 0
+            return None
+        quiet = now - self._since
+        if quiet >= (self._notes + 1) * self.every_s:
+            self._notes += 1
+            return quiet
+        return None
+
+
 class Console:
     def __init__(self, quiet: bool, live: bool):
         self.quiet = quiet
@@ -63,20 +160,9 @@ class Console:
                 sys.stderr.write("\r\033[K")  # over the progress line, which the next request redraws
             print(redact.active().text(text), file=sys.stderr, flush=True)
 
-    def progress(self, step: Step) -> Callable[[PointRecorder, int], None] | None:
-        """A callback showing the point's progress after each request, or None."""
-        if not self.live:
-            return None
-        total = step.requests
-
-        def show(rec: PointRecorder, inflight: int) -> None:
-            t = rec.tally
-            tok_s = t.output_tokens / t.window_s if t.window_s > 0 else 0.0
-            done = f"{t.sent}/{total}" if total else f"{t.sent}"
-            sys.stderr.write(f"\r\033[K{step.id}: {done} done, {inflight} in flight, {tok_s:,.0f} tok/s, "
-                             f"{t.failed} errors")
-            sys.stderr.flush()
-        return show
+    def progress(self, step: Step) -> Progress | None:
+        """The point's progress on stderr (None with --quiet)."""
+        return None if self.quiet else Progress(step, sys.stderr, self.live)
 
     def point(self, p: dict) -> None:
         """The point's table row, then a warning per doubt its trust checks raised."""

@@ -1,11 +1,13 @@
 """The requests of one step: request bodies built from the plan's prompt source.
 
-A step's bodies are built before it starts, outside the measured window (with a chat template,
-each one's exact input tokens counted there too), up to PREBUILD_BYTES
-(a step of 10^5 long prompts would otherwise hold gigabytes); past those, and past
-DURATION_PREBUILD requests of a step bound by time only, each body is built when its
-request is issued (a random prompt of 1k words costs some tens of microseconds; the client
-self-check sees that cost like any other).
+Bodies are built ahead of need, in a bounded window (json-encoded bytes, with a chat template
+each one's exact input tokens counted there too): the first window before the step starts,
+outside the measured window, then one body per turn of the event loop while it runs
+(StepFeed.keep_ahead), as requests take them. So the time to the first request and the
+client's memory depend on the window, never on the step's request ceiling (a step of 10^6
+requests bound by time would otherwise spend seconds and gigabytes before its first send),
+and a body is built between sends, not in a send's way. A request whose body is not ready
+(the window ran dry) builds its own, counted in `built_late`.
 
 Shards (Ray workers) share a step: each sends the request indices its Shard owns
 (run/shards.py), so their prompts never overlap and together are the plan's.
@@ -13,6 +15,7 @@ Shards (Ray workers) share a step: each sends the request indices its Shard owns
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -27,8 +30,17 @@ from benchc.plan.trace import TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.run.shards import WHOLE, Shard
 
-PREBUILD_BYTES = 64 << 20
-DURATION_PREBUILD = 1000
+# The window: at least WINDOW_MIN bodies, or twice the units the step holds in flight (a
+# closed loop's first burst), or one second of an open loop's rate; at most WINDOW_MAX
+# bodies and WINDOW_BYTES (long prompts).
+WINDOW_MIN = 256
+WINDOW_MAX = 8192
+WINDOW_BYTES = 64 << 20
+
+
+def window_for(step: Step) -> int:
+    """How many bodies a step's feed holds ready."""
+    return min(WINDOW_MAX, max(WINDOW_MIN, 2 * step.inflight_target, int(step.rate_rps or 0)))
 
 
 @dataclass(frozen=True)
@@ -47,23 +59,54 @@ class StepFeed:
     """Request j of this worker's share of a step (j counts from 0 in issue order)."""
 
     def __init__(self, source: PromptSource, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: Shard = WHOLE, template=None):
+                 shard: Shard = WHOLE, template=None, window: int | None = None):
         self.source, self.combo, self.step, self.deal, self.shard = source, combo, step, deal, shard
         self.template = template  # the model's chat template: each request's exact input tokens
         self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
-        self._built: list[Request] = []
-        share = shard.share(step.requests)
-        if share is None:
-            share = DURATION_PREBUILD
-        size = 0
-        while len(self._built) < share and size < PREBUILD_BYTES:
-            r = self._build(len(self._built))
-            self._built.append(r)
-            size += len(r.body)
+        self.window = window or window_for(step)
+        self.built_late = 0  # requests that built their own body: the window ran dry
+        self.most_ready = 0  # the most bodies held ready at once
+        self._share = shard.share(step.requests)  # None: bound by time only
+        self._ready: dict[int, Request] = {}  # built ahead, by j
+        self._ready_bytes = 0
+        self._next = 0  # the next j to build ahead
+        self._taken = asyncio.Event()  # a request took a body: there is room again
+        while self.build_ahead():  # the first window, before the step starts
+            pass
+
+    def build_ahead(self) -> bool:
+        """Build the next body into the window, if it has room; whether one was built."""
+        if len(self._ready) >= self.window or self._ready_bytes >= WINDOW_BYTES or \
+                (self._share is not None and self._next >= self._share):
+            return False
+        r = self._build(self._next)
+        self._ready[self._next] = r
+        self._ready_bytes += len(r.body)
+        self._next += 1
+        self.most_ready = max(self.most_ready, len(self._ready))
+        return True
+
+    async def keep_ahead(self) -> None:
+        """While the step runs: refill the window, one body per turn of the event loop (a send
+        due meanwhile waits for one body's build at most), and sleep while it is full."""
+        while True:
+            if self.build_ahead():
+                await asyncio.sleep(0)
+            else:
+                self._taken.clear()
+                await self._taken.wait()
 
     def get(self, j: int) -> Request:
         self.issued = max(self.issued, j + 1)
-        return self._built[j] if j < len(self._built) else self._build(j)
+        r = self._ready.pop(j, None)
+        if r is None:
+            r = self._build(j)
+            self.built_late += 1
+            self._next = max(self._next, j + 1)
+        else:
+            self._ready_bytes -= len(r.body)
+        self._taken.set()
+        return r
 
     def consumed(self) -> int:
         """How many of the step's prompt indices this worker's requests took (from 0, other

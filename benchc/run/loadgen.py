@@ -23,13 +23,15 @@ from itertools import count, islice
 
 import aiohttp
 
-from benchc.client.http1 import Pool, RxFigures
+from benchc.client.http1 import Due, Pool, RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
 from benchc.redact import redact_url
+from benchc.run.alarm import Alarm
+from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
@@ -43,6 +45,9 @@ LOOP_LAG_MIN_TICKS = 5  # ... in at least 5 ticks: one OS hiccup on a small mach
 CPU_BUSY_FRACTION = 0.90  # the client process used >= 90% of one core
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 TICK_S = 0.005
+# open loop on the own reader: a request is issued this long before its time, takes (or opens)
+# its connection and readies its request, and writes at its time (run/alarm.py wakes it)
+SEND_LEAD_NS = 5_000_000
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +60,12 @@ class StepContext:
     target: Target
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
-    progress: Callable[[PointRecorder, int], None] | None = None  # (recorder, inflight)
+    progress: Progress | None = None  # the point's progress, told of each request's end
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
     pool: Pool | None = None  # measured requests go on the own reader's pool instead of the session
     inflight: int = 0  # requests of the running step in flight (what a Ctrl-C waits for)
-    finished: int = 0  # requests ended so far (the run's heartbeat tells a silent server by it)
+    finished: int = 0  # requests ended so far
+    running: StepRun | None = None  # the step being driven (the run's heartbeat watches it)
 
 
 class _SelfCheck:
@@ -149,6 +155,9 @@ class StepRun:
         self.active = 0  # units in flight: requests, or sessions (the steady state holds them at target)
         self.tasks: set[asyncio.Task] = set()
         self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
+        self.alarm: Alarm | None = None  # the open loop's punctual writes (own reader only)
+        self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
+        self.ended = 0  # requests ended
         self.env = SessionEnv(self.measured, self.may_continue, self._until, self._took_turn, rec.add_session,
                               open_loop=not step.concurrency, speedup=step.speedup or 1.0,
                               pace_s=step.turn_interval_s)
@@ -164,10 +173,15 @@ class StepRun:
             return False
         return self.step.requests is None or self.n_requests < self.step.requests
 
-    def may_issue(self) -> bool:
-        """Another unit (a request, or a session) may start."""
-        return self.may_continue() and (not self.multi_turn or self.step.sessions is None
-                                        or self.n_units < self.step.sessions)
+    def may_issue(self, at_ns: int | None = None) -> bool:
+        """Another unit (a request, or a session) may start (now, or at `at_ns`)."""
+        return self.may_continue(at_ns) and (not self.multi_turn or self.step.sessions is None
+                                             or self.n_units < self.step.sessions)
+
+    def activity(self) -> int:
+        """A count that grows whenever anything arrives: each stream event read (on every path:
+        the parsers count them) and each request's end. Unchanged: the server sent nothing."""
+        return self.ended + sum(r.parser.events for r in self.live.values() if r.parser is not None)
 
     # ------------------------------------------------------------------ one unit
 
@@ -184,13 +198,25 @@ class StepRun:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
         called first when it is over (a single prompt's slot is free from then)."""
         ctx = self.ctx
-        self.check.inflight += 1
-        ctx.inflight += 1
+        counted = False  # in flight from its write (an early request: from its due time)
         r.request_bytes = len(body)
+
+        def count_in() -> None:
+            nonlocal counted
+            counted = True
+            self.check.inflight += 1
+            ctx.inflight += 1
+
+        due = None
+        if self.alarm is not None and r.scheduled_ns is not None and r.scheduled_ns > CLOCK():
+            due = Due(r.scheduled_ns, lambda at_ns: self._due(at_ns, count_in))
+        else:
+            count_in()
         keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
+        self.live[id(r)] = r
         try:
             if ctx.pool is not None:
-                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep)
+                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
             else:
                 await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
         except Exception as e:  # send() records every failure of the server's: this is benchc's own
@@ -198,14 +224,22 @@ class StepRun:
             r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
             r.end_ns = r.end_ns or CLOCK()
         finally:
-            self.check.inflight -= 1
-            ctx.inflight -= 1
+            if counted:
+                self.check.inflight -= 1
+                ctx.inflight -= 1
+            del self.live[id(r)]
+            self.ended += 1
             ctx.finished += 1
             if self.streak.add(r):
                 ctx.stop_event.set()
             if ended is not None:
                 ended()
             self._record(r)
+
+    async def _due(self, at_ns: int, then: Callable[[], None]) -> None:
+        assert self.alarm is not None  # an open loop on the own reader
+        await self.alarm.until(at_ns)
+        then()
 
     def _record(self, r: RequestRecord) -> None:
         self.sends.add(r)
@@ -222,8 +256,8 @@ class StepRun:
         if self.steady_start_ns is not None and self.steady_end_ns is None and r.ok:
             self.steady_tokens += r.output_tokens
         self.rec.add(r, self.slo_checks)
-        if self.ctx.progress:
-            self.ctx.progress(self.rec, self.check.inflight)
+        if self.ctx.progress is not None:
+            self.ctx.progress.ended(self.rec, self.check.inflight)
 
     async def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
         """A single prompt's request."""
@@ -276,7 +310,12 @@ class StepRun:
         rx = RxFigures(ctx.pool) if ctx.pool is not None else None
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         stop_wait = self.stop_wait = asyncio.create_task(ctx.stop_event.wait())
+        ctx.running = self
+        if ctx.pool is not None and not step.concurrency and not step.users:
+            self.alarm = Alarm()
         tasks = self.tasks
+        # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
+        ahead = asyncio.create_task(self.feed.keep_ahead()) if isinstance(self.feed, StepFeed) else None
         try:
             if step.concurrency:
                 await self._closed_loop()
@@ -296,6 +335,12 @@ class StepRun:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             stop_wait.cancel()
+            if ahead is not None:
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
+            if self.alarm is not None:
+                self.alarm.close()
+            ctx.running = None
             await self.check.stop()
         wall = time.perf_counter() - wall0
         cpu = _cpu_s() - cpu0
@@ -311,6 +356,8 @@ class StepRun:
         out["client"].update(figures)
         out["client"]["reasons"] += reasons
         out["client"]["client_limited"] = bool(out["client"]["reasons"])
+        if isinstance(self.feed, StepFeed):
+            out["client"]["bodies_built_late"] = self.feed.built_late
         out["stopped"] = self.streak.reason
         return out
 
@@ -360,19 +407,22 @@ class StepRun:
 
     async def _open_loop(self, schedule: Iterable[float]) -> None:
         """Each request at its scheduled time, whatever the schedule: the client never waits
-        for a response before sending the next, only for the step's max_concurrency."""
+        for a response before sending the next, only for the step's max_concurrency. On the
+        own reader a request is issued SEND_LEAD_NS early and writes at its time (measured);
+        on aiohttp, which opens its connections itself, it is issued at its time."""
         tasks, stop_wait, cap = self.tasks, self.stop_wait, self.step.max_concurrency
         assert stop_wait is not None
-        start_ns = CLOCK()
+        lead_ns = SEND_LEAD_NS if self.alarm is not None else 0
+        start_ns = CLOCK() + lead_ns
         for offset in schedule:
             scheduled_ns = start_ns + int(offset * 1e9)
             # again until due: uvloop's timers round to the millisecond and may fire up to half
-            # of one early, and a request must never go before its time
-            while (delay := (scheduled_ns - CLOCK()) / 1e9) > 0:
+            # of one early, and a request must never be issued before its time
+            while (delay := (scheduled_ns - lead_ns - CLOCK()) / 1e9) > 0:
                 done, _ = await asyncio.wait({stop_wait}, timeout=delay)
                 if done:
                     return
-            if not self.may_issue():
+            if not self.may_issue(max(scheduled_ns, CLOCK())):
                 return
             if cap and len(tasks) >= cap:
                 self.capped += 1
@@ -381,7 +431,7 @@ class StepRun:
                 done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if stop_wait in done:
                     return
-            if not self.may_issue():  # the step's time ran out while it waited for a slot
+            if not self.may_issue(max(scheduled_ns, CLOCK())):  # the time ran out while it waited
                 return
             self._spawn(next(self.issued), scheduled_ns)
 

@@ -16,7 +16,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +42,7 @@ from benchc.results.document import (
 from benchc.results.repeats import summaries
 from benchc.results.slo import run_verdict
 from benchc.run.cache import CacheReset
-from benchc.run.console import Console
+from benchc.run.console import Console, Silence
 from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
@@ -71,9 +70,10 @@ METRIC_DEFINITIONS = "benchc-1: docs/metrics.md"
 # process of ours may take to see that the process exited (it is seen in milliseconds; the
 # bound only matters for a server that is alive but unreachable, which is then reported so).
 EXIT_SEEN_S = 5.0
-# While a point runs and no request ends, a line this often says what is awaited (a server
+# While a point runs and nothing arrives, a line this often says what is awaited (a server
 # that took the connections and answers nothing is otherwise silent until the deadlines).
 HEARTBEAT_S = 10.0
+PROGRESS_TICK_S = 1.0  # the point's progress is brought up to date this often
 log = logging.getLogger(__name__)
 
 
@@ -559,22 +559,26 @@ class Runner:
             return await measure_point(ctx, step, prepared, seed, prepared.feed(step, deal)), []
         finally:
             heartbeat.cancel()
+            ctx.progress = None
 
     async def _heartbeat(self, step: Step, ctx: StepContext) -> None:
-        """Every HEARTBEAT_S in which no request of the point ended, say how many are awaited and
-        how long they may still take."""
-        seen, quiet_since = ctx.finished, time.monotonic()
+        """Every PROGRESS_TICK_S: the point's progress; and every HEARTBEAT_S in which nothing at
+        all arrived from the server (no stream event, no request's end) while requests were
+        in flight, say how many are awaited and how long they may still take."""
+        silence = Silence(HEARTBEAT_S)
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
-            if ctx.finished != seen:
-                seen, quiet_since = ctx.finished, time.monotonic()
+            await asyncio.sleep(PROGRESS_TICK_S)
+            run = ctx.running
+            if run is None:
                 continue
-            if ctx.inflight:
+            if ctx.progress is not None:
+                ctx.progress.tick(run.rec, ctx.inflight)
+            quiet = silence.note_due(run.activity(), ctx.inflight)
+            if quiet is not None:
                 t, n = ctx.target, ctx.inflight
-                quiet = time.monotonic() - quiet_since
                 self.console.say(
                     f"{step.id}: waiting for the server: {n} request{'s' if n != 1 else ''} in flight, "
-                    f"none ended in {quiet:.0f}s (one without an answer fails after "
+                    f"nothing arrived in {quiet:.0f}s (one without an answer fails after "
                     f"{t.first_byte_timeout_s:g}s, target.first_byte_timeout; a silent stream after "
                     f"{t.idle_timeout_s:g}s; any after {t.timeout_s:g}s)")
 

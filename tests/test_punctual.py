@@ -1,0 +1,67 @@
+"""Open-loop sends on time (run/alarm.py, http1.exchange's `due`): a request is issued ahead
+of its time, takes or opens its connection, and writes at its time -- never before it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from benchc.cli import main
+from benchc.results.document import read
+from benchc.run.alarm import CLOCK, Alarm
+from tests.conftest import transports, use_transport
+from tests.test_run import Sim, requests_of, write_spec
+
+
+def test_the_alarm_never_wakes_a_waiter_before_its_time_and_wakes_each_in_order():
+    woke: list[tuple[int, int]] = []  # (due, when it woke)
+
+    async def drive() -> bool:
+        alarm = Alarm()
+        try:
+            start = CLOCK()
+            dues = [start + k * 300_000 for k in (7, 1, 4, 2, 9, 3)]
+
+            async def wait(due: int) -> None:
+                await alarm.until(due)
+                woke.append((due, CLOCK()))
+
+            cancelled = asyncio.create_task(alarm.until(start + 500_000))
+            waiters = [asyncio.create_task(wait(d)) for d in dues]
+            await asyncio.sleep(0)
+            cancelled.cancel()  # a waiter gone meanwhile wakes nobody and stops nobody
+            await asyncio.gather(*waiters)
+            await alarm.until(start)  # a time gone by: at once
+            return alarm.precise
+        finally:
+            alarm.close()
+
+    asyncio.run(drive())
+    assert [d for d, _ in woke] == sorted(d for d, _ in woke)  # in due order
+    assert all(at >= due for due, at in woke)
+
+
+@pytest.mark.slow  # end-to-end runs
+@pytest.mark.parametrize("transport", transports())
+def test_open_loop_requests_open_their_connections_ahead_and_write_on_time(tmp_path, monkeypatch, transport):
+    """A constant-rate point on the simulator, on each of the own reader's transports: every
+    request reaches the server at or after its scheduled time (the simulator's trace), its
+    write is its t0, and its send skew is counted for every request sent."""
+    use_transport(monkeypatch, transport)
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
+    try:
+        spec = write_spec(tmp_path, sweep="    rate: [200/s]\n    arrival: constant", out=4,
+                          extra="  requests: 40")
+        assert main(["run", spec, "--base-url", sim.url, "--quiet"]) == 0
+    finally:
+        sim.close()
+    (p,) = read(str(tmp_path / "r.json"))["points"]
+    trace = sim.records()
+    records = requests_of(tmp_path)
+    assert p["counts"]["completed"] == 40, p["counts"]["error_examples"]
+    assert p["client"]["send_skew_us"]["count"] == 40
+    assert p["client"]["connections"]["new"] >= 1
+    for r in records:
+        assert r["t0_ns"] >= r["scheduled_ns"]  # never before its time
+        assert trace[r["id"]]["arrival_ns"] >= r["scheduled_ns"]
