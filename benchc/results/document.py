@@ -24,6 +24,7 @@ import jsonschema
 
 from benchc import redact
 from benchc.errors import ResultFormatError, UsageError
+from benchc.results import values
 
 SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)
@@ -224,6 +225,10 @@ def validate_document(doc: dict) -> None:
     if version not in READABLE_VERSIONS:
         raise ResultFormatError(f"result schema_version {version} is not one this benchc reads "
                                 f"(it reads {readable})")
+    try:
+        values.check(doc)  # before the schema: its validator recurses, and takes 1e40 as an integer
+    except values.ValueProblem as problem:
+        raise ResultFormatError(f"result document invalid at {problem}") from None
     errors = sorted(jsonschema.Draft202012Validator(load_schema(f"result-v{version}")).iter_errors(doc),
                     key=lambda e: list(e.absolute_path))
     if errors:
@@ -240,7 +245,7 @@ def read(path: str) -> dict:
     except OSError as e:
         raise ResultFormatError(f"cannot read {path}: {e.strerror}") from e
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"), parse_constant=not_json_number)
     except UnicodeDecodeError as e:
         raise ResultFormatError(f"{path} is not a result document: byte {e.start} (0x{raw[e.start]:02x}) "
                                 "is not UTF-8 text (a binary file?)") from e
@@ -248,8 +253,14 @@ def read(path: str) -> dict:
         raise ResultFormatError(f"{path} is not JSON ({e.msg} at line {e.lineno})") from e
     except RecursionError as e:
         raise ResultFormatError(f"{path} is not a result document: JSON nested too deep to read") from e
+    except ValueError as e:  # NaN/Infinity literals; an integer of more than 4300 digits
+        raise ResultFormatError(f"{path} is not a result document: {e}") from e
     validate_document(doc)
     return doc
+
+
+def not_json_number(literal: str) -> float:
+    raise ValueError(f"{literal} is not a JSON number (a result holds finite numbers only)")
 
 
 # --------------------------------------------------------------------------- reading points

@@ -30,6 +30,7 @@ from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResul
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
+from benchc.results import values
 from benchc.results.document import (
     SCHEMA_VERSION,
     environment,
@@ -666,6 +667,12 @@ def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
     reserved before the run. Should that fail now (the disk filled up, the file was replaced
     by something benchc does not write through), the measurement goes to a file of its own in
     the temporary folder rather than being lost; RunError names it."""
+    try:
+        values.check(doc)  # never a result benchc's own tools would refuse to read
+    except values.ValueProblem as problem:
+        kept = _rescue(json.dumps(doc, indent=1) + "\n", ".json")
+        raise RunError(f"the result holds a value no reader takes ({problem}): a bug in benchc, please "
+                       f"report it; the result is in {kept}") from problem
     try:
         if requests:
             req_path = requests_path(path)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import shutil
 from typing import Any
@@ -92,6 +93,9 @@ def parse_prometheus(text: str) -> dict[str, Any]:
             try:
                 value = float(m.group(3))
             except ValueError:
+                continue
+            if not math.isfinite(value) or abs(value) >= 2**63:
+                # NaN, Inf or past int64: a result holds neither (results/values.py)
                 continue
             sums[m.group(1)] = sums.get(m.group(1), 0.0) + value
             seen[m.group(1)] = seen.get(m.group(1), 0) + 1
