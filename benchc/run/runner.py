@@ -26,7 +26,7 @@ import aiohttp
 from benchc import __version__
 from benchc._core import core_name
 from benchc.client.request import headers_for
-from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
+from benchc.errors import Interrupted, PointFailed, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
@@ -41,6 +41,7 @@ from benchc.results.document import (
     reserve_outputs,
     write_atomic,
 )
+from benchc.results.failed import failed_points
 from benchc.results.repeats import summaries
 from benchc.results.slo import run_verdict
 from benchc.run.cache import CacheReset
@@ -699,7 +700,8 @@ def _rescue(text: str, suffix: str) -> str:
 
 def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     """Run the plan; write the result; return (document, path). Raises Interrupted, RunError,
-    UntrustedResult or ThresholdFailed *after* writing, so the document is never lost.
+    PointFailed, UntrustedResult or ThresholdFailed *after* writing, so the document is never
+    lost (in that order: the first that applies decides the exit code).
 
     Every output path (result, per-request JSONL, server logs) is checked and the result's
     reserved before the run starts: a run whose result could not be written is refused
@@ -724,6 +726,9 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
         raise Interrupted(f"interrupted; partial result written to {path}")
     if runner.errors:
         raise RunError("\n".join(e.text() for e in runner.errors) + f"\nresult written to {path}")
+    failed = failed_points(doc)
+    if failed:
+        raise PointFailed("load point(s) failed:\n  " + "\n  ".join(failed) + f"\nresult written to {path}")
     untrusted = [p for p in doc["points"] if not p["trust"]["trusted"]]
     if opts.strict and untrusted:
         doubts = [f"{p['id']}: {d['message']}" for p in untrusted for d in p["trust"]["doubts"]
