@@ -22,6 +22,7 @@ from benchc import redact
 from benchc.client import http1
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
+from benchc.client.bounded import error_text
 from benchc.metrics.record import (
     CANCELLED,
     CLIENT_EXHAUSTED,
@@ -333,7 +334,7 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             proto = resp.connection.protocol if resp.connection else None
             _after_head(proto, target.idle_timeout_s)
             if resp.status != 200:
-                text = (await resp.read())[:300].decode("utf-8", "replace")
+                text = await error_text(resp)
                 rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
                 rec.end_ns = CLOCK()
                 return False, content_type

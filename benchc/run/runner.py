@@ -25,6 +25,7 @@ import aiohttp
 
 from benchc import __version__
 from benchc._core import core_name
+from benchc.client.bounded import MODELS_BYTES, BodyTooLarge, read_json
 from benchc.client.request import headers_for
 from benchc.errors import Interrupted, PointFailed, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.plan.model import Combination, Plan, Step
@@ -506,21 +507,8 @@ class Runner:
         self.targets.append({"combination": combo.index, "matrix": combo.matrix,
                              "base_url": redact_url(base_url), "model": target.model,
                              "simulated": target.sim is not None,
-                             "models": await self._models(session, base_url, combo),
+                             "models": await fetch_models(session, base_url, headers_for(combo.target)),
                              "max_inflight": max([target_inflight(s) for s in steps] + [1])})
-
-    async def _models(self, session: aiohttp.ClientSession, base_url: str, combo: Combination) -> Any:
-        try:
-            async with session.get(base_url.rstrip("/") + "/models", headers=headers_for(combo.target),
-                                   timeout=aiohttp.ClientTimeout(total=30)) as r:
-                if r.status != 200:
-                    return {"status": r.status}
-                return await r.json()
-        except aiohttp.ClientConnectorError as e:
-            raise TargetUnreachable(f"cannot reach the target at {redact_url(base_url)}: "
-                                    f"{e.strerror or e}") from e
-        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as e:
-            return {"error": f"{type(e).__name__}"}
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
                      prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
@@ -661,6 +649,24 @@ def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
         return
     widest = max([target_inflight(s) for s in plan.steps] + [1])
     ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
+
+
+async def fetch_models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
+    """The target's /v1/models answer as kept in the result: the JSON, or {"status": N}, or
+    {"error": ...} (a side channel: never the run's end, except that nothing answers at all)."""
+    try:
+        async with session.get(base_url.rstrip("/") + "/models", headers=headers,
+                               timeout=aiohttp.ClientTimeout(total=30)) as r:
+            if r.status != 200:
+                return {"status": r.status}
+            return await read_json(r, MODELS_BYTES, "/v1/models")
+    except aiohttp.ClientConnectorError as e:
+        raise TargetUnreachable(f"cannot reach the target at {redact_url(base_url)}: "
+                                f"{e.strerror or e}") from e
+    except BodyTooLarge as e:  # kept out of the result; the run goes on
+        return {"error": str(e)}
+    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        return {"error": f"{type(e).__name__}"}
 
 
 def _write_result(path: str, doc: dict, requests: list[dict]) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from benchc import redact
+from benchc.client.bounded import MODELS_BYTES, read_json
 from benchc.errors import Interrupted, RunError
 from benchc.plan.model import Server
 from benchc.redact import redact_argv, redact_url
@@ -151,7 +152,7 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
                 if ok:
                     async with s.get(base_url.rstrip("/") + "/models", headers=headers,
                                      timeout=aiohttp.ClientTimeout(total=5)) as r:
-                        body = await r.json(content_type=None) if r.status == 200 else {}
+                        body = await read_json(r, MODELS_BYTES, "/v1/models") if r.status == 200 else {}
                     listed = body.get("data") if isinstance(body, dict) else None
                     listed = listed if isinstance(listed, list) else []  # any JSON may come back
                     names = [m.get("id") for m in listed if isinstance(m, dict)]

@@ -13,6 +13,7 @@ import time
 
 import aiohttp
 
+from benchc.client.bounded import SMOKE_BYTES, BodyTooLarge, error_text, read_json
 from benchc.plan.model import Smoke, SmokeCheck, Target
 from benchc.redact import redact_text
 
@@ -49,13 +50,16 @@ async def _ask(session: aiohttp.ClientSession, url: str, headers: dict, body: di
         async with session.post(url, json=body, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
             if r.status != 200:
-                return "", time.perf_counter() - t0, f"HTTP {r.status}: {(await r.text())[:200]}"
+                return "", time.perf_counter() - t0, f"HTTP {r.status}: {(await error_text(r, 200))}"
             if not body.get("stream"):
-                data = await r.json(content_type=None)
+                data = await read_json(r, SMOKE_BYTES, "the smoke check")
                 text = "".join(_text_of_choice(c) for c in data.get("choices", [])[:1])
                 return text, time.perf_counter() - t0, None
-            parts = []
+            parts, size = [], 0
             async for line in r.content:
+                size += len(line)
+                if size > SMOKE_BYTES:
+                    raise BodyTooLarge("the smoke check's stream", SMOKE_BYTES)
                 line = line.strip()
                 if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
                     continue

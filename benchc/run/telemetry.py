@@ -22,6 +22,8 @@ from typing import Any
 
 import aiohttp
 
+from benchc.client.bounded import METRICS_BYTES, BodyTooLarge, read_body
+
 GPU_FIELDS = ("index", "name", "memory.used", "memory.total", "utilization.gpu", "power.draw")
 
 # Per server kind (in detection order): the prefix of its metric names, and our figure ->
@@ -117,8 +119,9 @@ async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, Any] | 
         async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
             if r.status != 200:
                 return None
-            return parse_prometheus(await r.text())
-    except (aiohttp.ClientError, TimeoutError):
+            body = await read_body(r, METRICS_BYTES, "/metrics")
+            return parse_prometheus(body.decode("utf-8", "replace"))
+    except (aiohttp.ClientError, TimeoutError, BodyTooLarge):
         return None
 
 
