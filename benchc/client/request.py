@@ -294,7 +294,10 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
           # aiohttp's read timer runs from the request's write: the first-byte limit until the
           # response head came, then the idle limit (_after_head)
           "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.first_byte_timeout_s),
-          "trace_request_ctx": rec}
+          "trace_request_ctx": rec,
+          # a redirect is the status it is (http_status), as on the own reader: following it
+          # would send the request's credentials to another origin and measure its answer
+          "allow_redirects": False}
     start = CLOCK()
     retry, content_type = await _post(session, url, kw, rec, target, parser, rules, attempt=0)
     if retry:

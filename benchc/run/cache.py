@@ -55,7 +55,8 @@ class CacheReset:
 
 async def _post(session: aiohttp.ClientSession, url: str, headers: dict) -> str:
     try:
-        async with session.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=60)) as r:
+        async with session.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=60),
+                                allow_redirects=False) as r:
             if r.status == 200:
                 return "200"
             body = (await error_text(r, 120)).strip()

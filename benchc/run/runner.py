@@ -655,7 +655,7 @@ async def fetch_models(session: aiohttp.ClientSession, base_url: str, headers: d
     """The target's /v1/models answer as kept in the result: the JSON, or {"status": N}, or
     {"error": ...} (a side channel: never the run's end, except that nothing answers at all)."""
     try:
-        async with session.get(base_url.rstrip("/") + "/models", headers=headers,
+        async with session.get(base_url.rstrip("/") + "/models", headers=headers, allow_redirects=False,
                                timeout=aiohttp.ClientTimeout(total=30)) as r:
             if r.status != 200:
                 return {"status": r.status}

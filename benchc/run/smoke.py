@@ -47,7 +47,7 @@ async def _ask(session: aiohttp.ClientSession, url: str, headers: dict, body: di
     """(answer text, latency s, error or None)."""
     t0 = time.perf_counter()
     try:
-        async with session.post(url, json=body, headers=headers,
+        async with session.post(url, json=body, headers=headers, allow_redirects=False,
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
             if r.status != 200:
                 return "", time.perf_counter() - t0, f"HTTP {r.status}: {(await error_text(r, 200))}"

@@ -116,7 +116,8 @@ def parse_prometheus(text: str) -> dict[str, Any]:
 
 async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, Any] | None:
     try:
-        async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
+        async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5),
+                               allow_redirects=False) as r:
             if r.status != 200:
                 return None
             body = await read_body(r, METRICS_BYTES, "/metrics")
