@@ -13,6 +13,8 @@ from typing import Any
 
 import aiohttp
 
+from benchc import redact
+
 MODELS_BYTES = 1 << 20  # /v1/models (a real list of thousands of models is ~300 kB)
 METRICS_BYTES = 8 << 20  # /metrics (vLLM's is ~100 kB; per-LoRA and per-engine labels multiply it)
 SMOKE_BYTES = 1 << 20  # a smoke check's answer, streamed or not (its max_tokens is small)
@@ -59,6 +61,10 @@ async def read_json(resp: aiohttp.ClientResponse, limit: int, what: str) -> Any:
 
 
 async def error_text(resp: aiohttp.ClientResponse, limit: int = ERROR_BODY_BYTES) -> str:
-    """The start of an error answer's body, as text for a message."""
-    body, _ = await read_at_most(resp, limit)
-    return bytes(body).decode("utf-8", "replace")
+    """The start of an error answer's body, as text for a message, with the run's secrets
+    scrubbed before it is cut to `limit` (a gateway may echo the request's headers): it reads
+    as many more bytes as the longest form of a secret, so one across the cut is still whole
+    when it is found."""
+    scrub = redact.active()
+    body, _ = await read_at_most(resp, limit + scrub.longest)
+    return scrub.cut(bytes(body).decode("utf-8", "replace"), limit)

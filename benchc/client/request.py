@@ -71,10 +71,11 @@ def not_sse_detail(content_type: str | None, first_bytes: bytes) -> str:
     """What a 200 that carried no event was: its Content-Type and its first bytes, with every
     secret value of the run replaced (a gateway's page may echo the request's headers)."""
     scrub = redact.active()
-    began = scrub.text(first_bytes.decode("utf-8", "replace"))
+    began = first_bytes.decode("utf-8", "replace")
+    began = scrub.cut(began, len(began))  # the parser kept the first bytes: hide a secret cut there
     what = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
     body = f"its body began {began!r}" if first_bytes else "its body was empty"
-    return scrub.text(f"the 200 answer was not an event stream ({what}; {body})")[:400]
+    return scrub.cut(f"the 200 answer was not an event stream ({what}; {body})", 400)
 
 
 def _take(rec: RequestRecord, parser: Any) -> None:
@@ -445,7 +446,9 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
     rec.path = ex.path
     if ex.error is None and ex.status != 200:
         rec.error = HTTP
-        rec.error_detail = f"{ex.status}: {ex.excerpt.decode('utf-8', 'replace')}"
+        # the reader kept the body's first bytes: a secret cut there is hidden, not half shown
+        excerpt = ex.excerpt.decode('utf-8', 'replace')
+        rec.error_detail = f"{ex.status}: {redact.active().cut(excerpt, len(excerpt))}"
         rec.end_ns = ex.end_ns
         return rec
     if ex.error is not None:

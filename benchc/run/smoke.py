@@ -15,7 +15,7 @@ import aiohttp
 
 from benchc.client.bounded import SMOKE_BYTES, BodyTooLarge, error_text, read_json
 from benchc.plan.model import Smoke, SmokeCheck, Target
-from benchc.redact import redact_text
+from benchc.redact import Scrubber
 
 EXCERPT = 200
 
@@ -87,7 +87,7 @@ async def run_smoke(smoke: Smoke, target: Target, base_url: str, headers: dict,
                 matched = error is None and expected
                 ok_all = ok_all and matched
                 entry[mode] = {"passed": matched, "latency_s": round(latency, 4),
-                               "excerpt": redact_text(text[:EXCERPT], secrets), "error": error}
+                               "excerpt": Scrubber(secrets).cut(text, EXCERPT), "error": error}
             entry["passed"] = ok_all
             results.append(entry)
     return {"passed": all(r["passed"] for r in results), "continue_on_fail": smoke.continue_on_fail,
