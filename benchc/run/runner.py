@@ -130,7 +130,9 @@ class _Sim:
         verbose = (["-vv"] if log.isEnabledFor(logging.DEBUG)
                    else ["-v"] if log.isEnabledFor(logging.INFO) else [])
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchc", "sim", "--port", "0", "--model", self.model,
+            # -I: the working directory (a benchc/ folder, a sitecustomize.py) and PYTHON*
+            # variables do not steer benchc's own subprocess
+            sys.executable, "-I", "-m", "benchc", "sim", "--port", "0", "--model", self.model,
             "--config-json", json.dumps(self.params), *verbose, stdout=asyncio.subprocess.PIPE,
             start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
         assert self.proc.stdout is not None  # a pipe, asked for above
@@ -145,6 +147,19 @@ class _Sim:
     async def stop(self) -> None:
         if self.proc:
             await terminate(self.proc, 10)
+
+
+def _leave_terminal() -> None:
+    """Point stdout and stderr that are a terminal at /dev/null (after a hangup every write to
+    it fails with EIO); a redirected one (a file, a pipe) is kept."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                if os.isatty(fd):
+                    os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def _label(combo: Combination) -> str:
@@ -199,10 +214,21 @@ class Runner:
             elif main:
                 main.cancel()
 
-        # SIGTERM (benchc itself being stopped) is handled as Ctrl-C: the server is stopped
-        # and what was measured is written.
+        def on_sighup() -> None:
+            # the terminal (an ssh session) is gone: nothing more goes to it (a write to a
+            # hung-up tty fails), and the run stops as on Ctrl-C, writing what was measured
+            _leave_terminal()
+            self.console.quiet, self.console.live = True, False
+            on_sigint()
+
+        # SIGTERM (benchc itself being stopped) and SIGHUP (its terminal gone) are handled as
+        # Ctrl-C: the server is stopped and what was measured is written. Under nohup SIGHUP
+        # stays ignored, as asked.
+        hangup = signal.getsignal(signal.SIGHUP) != signal.SIG_IGN
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        if hangup:
+            loop.add_signal_handler(signal.SIGHUP, on_sighup)
         try:
             if self.opts.backend == "ray":
                 await self._start_ray()
@@ -216,6 +242,8 @@ class Runner:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
+            if hangup:
+                loop.remove_signal_handler(signal.SIGHUP)
             if self.backend:
                 self.backend.stop()
         return self._document()
