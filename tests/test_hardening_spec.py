@@ -309,3 +309,26 @@ def test_a_substituted_matrix_value_of_the_wrong_type_is_a_problem_not_a_crash()
                         "max_tokens: '${matrix.m}'}") + "matrix:\n  m: [abc, 4]\n"
     found = problems(text)
     assert len(found) == 1 and "(with matrix m=abc)" in found[0]
+
+
+# --------------------------------------------------------------------------- issue 29, class 5
+
+
+@pytest.mark.parametrize("template", ["{name.__class__}", "{0}", "{name!r}", "{timestamp:>30}", "{user}", "{",
+                                      "a}b"])
+def test_output_path_placeholders_are_a_fixed_set_never_format_fields(template):
+    from benchc.spec.values import output_path_problem
+
+    assert output_path_problem(template) is not None
+
+
+def test_output_path_fills_only_its_placeholders_even_from_a_hand_written_plan(tmp_path):
+    """str.format reached attributes: {name.__class__.__init__.__globals__} wrote the module's
+    globals into a file name."""
+    from benchc.errors import UsageError
+    from benchc.results.document import output_path
+
+    got = output_path(str(tmp_path / "{name}-{plan_hash}-{{x}}.json"), "n", "abcdef0123456789")
+    assert got == str(tmp_path / "n-abcdef012345-{x}.json")
+    with pytest.raises(UsageError, match=r"\{name.__class__\} is not a placeholder of output.path"):
+        output_path(str(tmp_path / "{name.__class__}.json"), "n", "abc")

@@ -25,6 +25,7 @@ import jsonschema
 from benchc import redact
 from benchc.errors import ResultFormatError, UsageError
 from benchc.results import values
+from benchc.spec.values import fill_output_path
 
 SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)
@@ -51,7 +52,10 @@ def output_path(template: str, name: str, plan_hash: str, sidecars: bool = False
     """Fill {name}, {timestamp}, {plan_hash}; add -2, -3... rather than overwrite a file (with
     `sidecars`, a name whose per-request JSONL exists is taken too)."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = template.format(name=name, timestamp=stamp, plan_hash=plan_hash[:12])
+    try:
+        path = fill_output_path(template, {"name": name, "timestamp": stamp, "plan_hash": plan_hash[:12]})
+    except ValueError as e:  # validate refuses it first; a plan written by hand may not have been
+        raise UsageError(f"output.path {template!r}: {e}") from None
     base, ext = os.path.splitext(path)
     n = 2
     while os.path.lexists(path) or (sidecars and os.path.lexists(requests_path(path))):
