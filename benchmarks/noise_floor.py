@@ -1,5 +1,5 @@
 """How much repeated runs of one setup differ, and whether `compare` tells a 10% faster one
-apart: the figures behind compare's noise floor (results/compare.NOISE_FLOOR, README: Answers).
+apart: the figures behind compare's noise floor (results/compare.NOISE_FLOOR, docs/answers.md).
 
 Three result files, each one point at C=8 (one batch of 8 requests of 32 tokens, so a run is
 one wave) repeated N times on the embedded simulator: the minimax preset, the same again, and

@@ -11,6 +11,11 @@ StreamParser per stream, then its chunk gaps recorded (record_gaps, as the recor
   reasoning   the first half `reasoning_content` deltas, then `content` (a reasoning model)
   usage       content deltas with continuous usage (each chunk's usage object)
   non-ascii   content deltas of 3 CJK characters each (text whose UTF-8 the parser checks)
+  tool-calls  a chat answer that is one tool call: its name, then `tool_calls` argument deltas
+  responses   the Responses API as vLLM 0.32 streams it (tests/data/streams/vllm-responses.sse:
+              response.created ... output_text.delta per token ... response.completed)
+  messages    the Messages API as vLLM 0.32 streams it (tests/data/streams/vllm-messages.sse:
+              message_start, content_block_delta text_delta per token, message_delta, message_stop)
 Two feeds: `per-event` (one read per event, as a client that keeps up sees them) and
 `coalesced` (the whole stream in one read). Prints the median over --repeats of ns per event.
 """
@@ -26,7 +31,7 @@ import time
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 
 
-def event(key: str, text: str, usage: dict | None = None) -> bytes:
+def event(key: str, text: str | list, usage: dict | None = None) -> bytes:
     obj: dict = {"id": "chatcmpl-5d1f0c2b9c8e4a7f", "object": "chat.completion.chunk", "created": 1733000000,
                  "model": "MiniMaxAI/MiniMax-M2.5",
                  "choices": [{"index": 0, "delta": {key: text}, "logprobs": None, "finish_reason": None}]}
@@ -35,13 +40,48 @@ def event(key: str, text: str, usage: dict | None = None) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
+STREAMS = __file__.rsplit("/", 2)[0] + "/tests/data/streams/"
+
+
+def captured(name: str, tokens: int) -> list[bytes]:
+    """A captured stream with its per-token delta events repeated to `tokens`: the events before
+    the first delta, `tokens` deltas shaped as the first (the Responses API's sequence_number
+    counting on), the events after the last delta."""
+    with open(STREAMS + name, "rb") as f:
+        events = [e + b"\n\n" for e in f.read().split(b"\n\n") if e.strip()]
+    deltas = [i for i, e in enumerate(events) if b'.delta"' in e or b'"content_block_delta"' in e]
+    head, first, tail = events[:deltas[0]], events[deltas[0]], events[deltas[-1] + 1:]
+    key = b'"delta":"' if b'"delta":"' in first else b'"text":"'
+    before, rest = first.split(key, 1)
+    after = rest.split(b'"', 1)[1]  # the captured texts hold no escaped quote
+    body = []
+    for i in range(tokens):  # the text as the chat kinds' (" w0", " w1", ...)
+        e = before + key + f" w{i % 97}".encode() + b'"' + after
+        if b'"sequence_number":' in e:
+            a, z = e.split(b'"sequence_number":', 1)
+            e = a + b'"sequence_number":' + str(len(head) + i).encode() + z[z.index(b","):]
+        body.append(e)
+    return head + body + tail
+
+
 def stream(kind: str, tokens: int) -> list[bytes]:
+    if kind == "responses":
+        return captured("vllm-responses.sse", tokens)
+    if kind == "messages":
+        return captured("vllm-messages.sse", tokens)
     out = []
     for i in range(tokens):
         key = "reasoning_content" if kind == "reasoning" and i < tokens // 2 else "content"
         usage = {"prompt_tokens": 16, "total_tokens": 17 + i, "completion_tokens": i + 1}
         if kind != "usage":
             usage = None
+        if kind == "tool-calls":
+            fn = {"name": "get_weather", "arguments": ""} if i == 0 else {"arguments": f" w{i % 97}"}
+            call = {"index": 0, "function": fn}
+            if i == 0:
+                call.update(id="chatcmpl-tool-1", type="function")
+            out.append(event("tool_calls", [call]))  # type: ignore[arg-type]
+            continue
         out.append(event(key, "漢字か" if kind == "non-ascii" else f" w{i % 97}", usage))
     out.append(b'data: {"id":"chatcmpl-5d1f0c2b9c8e4a7f","object":"chat.completion.chunk",'
                b'"created":1733000000,'
@@ -86,7 +126,7 @@ def main() -> None:
         from benchc.metrics._hdr_py import Histogram as PyHist
         cores.append(("python", PyParser, PyHist, max(1, a.streams // 20)))
     print(f"stream_parse: {a.tokens} tokens per stream, median of {a.repeats} (ns per event)")
-    for kind in ("content", "reasoning", "usage", "non-ascii"):
+    for kind in ("content", "reasoning", "usage", "non-ascii", "tool-calls", "responses", "messages"):
         events = stream(kind, a.tokens)
         for feed, reads in (("per-event", events), ("coalesced", [b"".join(events)])):
             for name, parser_cls, hist_cls, streams in cores:

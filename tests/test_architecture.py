@@ -1,4 +1,4 @@
-"""The layout is the architecture: every import of the package follows the README's table.
+"""The layout is the architecture: every import of the package follows docs/architecture.md's table.
 
 Walks every module of benchc/ and csrc/ (imports inside functions and Cython cimports
 included), so a lazy import cannot hide a dependency the table does not allow.
@@ -15,7 +15,7 @@ from tests.conftest import REPO
 ROOT = Path(REPO)
 BASE = {"errors", "units", "redact", "inputs", "_core", "__init__"}
 TOP = {"cli", "__main__"}
-# package -> the packages it may import (the README's "may import" column); base is always allowed
+# package -> the packages it may import (docs/architecture.md's "may import" column); base is always allowed
 ALLOWED = {
     "spec": set(),
     "tokenizer": set(),
@@ -91,7 +91,7 @@ def test_every_import_is_one_the_architecture_allows():
             if src in BASE:
                 bad += [f"{mod} -> {d}" for d in deps if stage(d) not in BASE]
             continue
-        assert src in ALLOWED, f"{src}/ is not in the README's architecture table"
+        assert src in ALLOWED, f"{src}/ is not in docs/architecture.md's table"
         bad += [f"{mod} -> {d}" for d in deps if stage(d) not in BASE | {src} | ALLOWED[src]]
     assert not bad, "imports the architecture does not allow:\n" + "\n".join(sorted(bad))
 
@@ -120,8 +120,8 @@ def test_no_import_cycle():
 
 
 def test_the_readme_table_lists_every_package_and_its_imports():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Architecture"):]
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc[doc.index("# Architecture"):]
     rows = re.findall(r"^\| `benchc/(\w+)/` \| .* \| ([\w, ]+) \|$", section, re.M)
     table = {pkg: {x.strip() for x in deps.split(",")} - {"base"} for pkg, deps in rows}
     packages = {p.parent.name for p in (ROOT / "benchc").glob("*/__init__.py")}

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from benchc.client import bounded
+from benchc.client.apis import APIS
 from benchc.run import smoke, telemetry
 from benchc.run.runner import fetch_models
 
@@ -100,8 +101,8 @@ def test_an_endless_smoke_answer_is_a_failed_check_not_gigabytes(stream):
         prefix, block, ctype = b'{"choices": [{"message": {"content": "', BLOCK, b"application/json"
     async def probe(session):
         async with Endless(prefix, block, ctype) as srv:
-            return await smoke._ask(session, srv.root + "/v1/chat/completions", {}, {"stream": stream}, 60), \
-                srv.sent
+            url = srv.root + "/v1/chat/completions"
+            return await smoke._ask(session, APIS["chat"], url, {}, {"stream": stream}, 60), srv.sent
     ((text, _, error), sent), peak = _measured(probe)
     assert text == "" and error is not None and "more than 1,048,576 bytes" in error
     assert sent > bounded.SMOKE_BYTES and peak < 4 * bounded.SMOKE_BYTES

@@ -323,8 +323,8 @@ def test_a_client_out_of_file_descriptors_records_client_exhausted(path):
     assert "Too many open files" in detail or "[Errno 24]" in detail, detail
 
 
-def test_the_readme_and_the_result_schema_name_every_error_kind():
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+def test_the_docs_and_the_result_schema_name_every_error_kind():
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as f:
         readme = f.read()
     table = readme[readme.index("| kind | what happened |"):]
     table = table[:table.index("\n\n")]

@@ -10,6 +10,7 @@ import asyncio
 import aiohttp
 import pytest
 
+from benchc.client.apis import APIS
 from benchc.client.request import send, send_native
 from benchc.metrics.record import HTTP, RequestRecord
 from benchc.run import smoke, telemetry
@@ -105,7 +106,8 @@ def _side_channels(root: str):
         async with aiohttp.ClientSession() as s:
             models = await fetch_models(s, root + "/v1", headers)
             metrics = await telemetry.scrape(s, root)
-            asked = await smoke._ask(s, root + "/v1/chat/completions", headers, {"stream": False}, 10)
+            url = root + "/v1/chat/completions"
+            asked = await smoke._ask(s, APIS["chat"], url, headers, {"stream": False}, 10)
             return models, metrics, asked
     return go
 

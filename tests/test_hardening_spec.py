@@ -106,7 +106,7 @@ def test_a_billion_requests_is_refused_before_the_plan_is_compiled(tmp_path, cap
     path.write_text(BASE)
     assert main(["validate", str(path), "--set", "load.requests=1000000000"]) == 2
     assert ("--set load.requests: $.load.requests: 1,000,000,000 requests per point is more than 1,000,000 "
-            "(benchc's ceiling; README: Limits)") in capsys.readouterr().err
+            "(benchc's ceiling; docs/spec.md: Limits)") in capsys.readouterr().err
 
 
 def test_a_ten_million_combination_matrix_is_refused_without_enumerating_it(monkeypatch):
@@ -117,7 +117,7 @@ def test_a_ten_million_combination_matrix_is_refused_without_enumerating_it(monk
     text = BASE + "matrix:\n" + "".join(f"  a{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n" for i in range(7))
     found = problems(text)
     assert found == ["s.yaml:14:3: $.matrix: 10,000,000 matrix combinations (10 a0 x 10 a1 x 10 a2 x 10 a3 "
-                     "x 10 a4 x 10 a5 x 10 a6) is more than 1,000 (benchc's ceiling; README: Limits)"]
+                     "x 10 a4 x 10 a5 x 10 a6) is more than 1,000 (benchc's ceiling; docs/spec.md: Limits)"]
 
 
 @pytest.mark.parametrize("override, where, what", [
@@ -162,14 +162,14 @@ def test_a_capacity_search_is_bounded_like_a_sweep():
 
 
 def test_the_ceilings_are_what_the_readme_states():
-    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    assert "\n## Limits\n" in readme
-    section = readme.split("\n## Limits\n", 1)[1].split("\n## ", 1)[0]
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "spec.md"), encoding="utf-8") as f:
+        doc = f.read()
+    assert "\n## Limits\n" in doc
+    section = doc.split("\n## Limits\n", 1)[1].split("\n## ", 1)[0]
     for n in (limits.MAX_REQUESTS, limits.MAX_CONCURRENCY, limits.MAX_TOKENS,
               limits.MAX_COMBINATIONS, limits.MAX_LOAD_POINTS, yaml_bounds.MAX_DEPTH, yaml_bounds.MAX_VALUES,
               yaml_bounds.MAX_BYTES):
-        assert f"{n:,}" in section, f"README's Limits section does not state {n:,}"
+        assert f"{n:,}" in section, f"docs/spec.md's Limits section does not state {n:,}"
 
 
 # --------------------------------------------------------------------------- class 4: tracebacks

@@ -418,9 +418,9 @@ def test_a_saturated_client_cannot_decide_the_search(tmp_path, monkeypatch, busy
     real = point_mod.run_step
     saturated_at = 8
 
-    async def saturated(ctx, step, rec, slo_checks, seed=0, shard=(0, 1)):
+    async def saturated(ctx, step, feed, rec, slo_checks, seed=0, shard=(0, 1)):
         if step.concurrency != saturated_at:
-            return await real(ctx, step, rec, slo_checks, seed=seed, shard=shard)
+            return await real(ctx, step, feed, rec, slo_checks, seed=seed, shard=shard)
 
         async def hog():
             while True:
@@ -431,7 +431,7 @@ def test_a_saturated_client_cannot_decide_the_search(tmp_path, monkeypatch, busy
 
         task = asyncio.create_task(hog())
         try:
-            return await real(ctx, step, rec, slo_checks, seed=seed, shard=shard)
+            return await real(ctx, step, feed, rec, slo_checks, seed=seed, shard=shard)
         finally:
             task.cancel()
 

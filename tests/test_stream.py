@@ -72,7 +72,9 @@ def measure(mods, data: bytes, cuts):
             p.usage_cached, p.server_timings,
             # reasoning models: timing-dependent first, then the counts
             (p.first_reasoning_ns, p.first_answer_ns, p.answer_gaps_ns, answer.nonzero(), p.reasoning_chunks,
-             p.usage_reasoning))
+             p.usage_reasoning),
+            # tool calls, and the events of a type no API has
+            (p.first_tool_ns, p.tool_chunks, p.unknown_events))
 
 
 def cores():

@@ -17,7 +17,7 @@ from tests.test_run import write_spec
 
 DATA = os.path.join(REPO, "tests", "data", "metrics")
 
-# (file prefix, kind, generation, prompt, cached, running, waiting): the README's table
+# (file prefix, kind, generation, prompt, cached, running, waiting): docs/running.md's table
 EXPECTED = [
     ("vllm", "vllm", 4096, 4096, 1536, 5, 1),
     ("sglang", "sglang", 2048, 2000, 600, 6, 2),

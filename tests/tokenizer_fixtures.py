@@ -78,7 +78,7 @@ def disagreeing_characters() -> frozenset[str]:
     """Assigned characters whose classes differ between the `regex` package's Unicode tables
     (benchc's scanner and its twin read those) and the interpreter's unicodedata: U+0295 ʕ,
     Ll until Unicode 15 and Lo from 16. tiktoken and HF `tokenizers` read Unicode 15 tables,
-    so on these characters benchc can differ from them (README: Tokenizer)."""
+    so on these characters benchc can differ from them (docs/tokenizer.md)."""
     import unicodedata
 
     import numpy as np

@@ -19,7 +19,7 @@ cdef struct StreamCore:
     bint has_data, skip_lf, has_shape, keep_text
     int oversized  # 0, or the twin's LINE_TOO_LONG / EVENT_TOO_LARGE: the stream is no longer read
     Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
-    bint shape_reasoning  # the shape's text is reasoning (its head names the reasoning key)
+    int shape_kind  # what the shape's text is (the twin's ANSWER, REASONING or TOOL: its head says)
     Py_ssize_t data_lines
     # what the stream carried (the twin's attributes)
     int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes, events, prev_usage
@@ -27,9 +27,11 @@ cdef struct StreamCore:
     # reasoning models: the first chunk of each kind, the reasoning chunks, and usage.
     # completion_tokens_details.reasoning_tokens (-1: not reported)
     int64_t first_reasoning_ns, first_answer_ns, reasoning_chunks, usage_reasoning
+    # tool calls: the first tool-call chunk and their count; events of a type no API has (skipped)
+    int64_t first_tool_ns, tool_chunks, unknown_events
     int64_t* gaps  # between consecutive text chunks (ns)
     int64_t* tokens  # per text chunk: its token count, -1 when unknown
-    unsigned char* kinds  # per text chunk: 1 a reasoning chunk, 0 an answer chunk
+    unsigned char* kinds  # per text chunk: the twin's ANSWER (0), REASONING (1) or TOOL (2)
     Py_ssize_t n_gaps, n_tokens, cap
     Bytes line  # a line begun in an earlier read
     Bytes data  # the current event's data lines (joined with LF) once they outlive their read
@@ -41,7 +43,7 @@ cdef struct StreamCore:
     bint has_finish, has_error_event
     Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
-    # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 4 + (2 if reasoning)
+    # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 8 + kind * 2
     # + (1 if UTF-8)
     Bytes texts
     int64_t* piece_ends

@@ -10,9 +10,13 @@ exactly.
 
 Reasoning models (vLLM, SGLang and llama.cpp stream their thinking as `reasoning_content` or
 `reasoning` deltas): a text chunk is a reasoning chunk when its text came from one of those
-keys, else an answer chunk (a delta's `content`, a completion's `text`). Every text chunk
-counts for TTFT and the chunk gaps (ITL), as before; the answer's own first chunk and its gaps
-between consecutive answer chunks are kept beside them.
+keys, else an answer chunk (a delta's `content`, a completion's `text`). Tool calls (a chat
+delta's `tool_calls` names and arguments, and the same in the Responses and Messages APIs) are
+output too: a tool-call chunk. Every text chunk of any kind counts for TTFT and the chunk gaps
+(ITL); the answer's own first chunk and its gaps between consecutive answer chunks, and the
+first tool-call chunk, are kept beside them. The Responses and Messages APIs' events are read
+into the same fields (see `interpret`); an event of a type no API here has is skipped and
+counted (`unknown_events`).
 
 Bounded (see _sse_py): a line or an event past MAX_SSE_BYTES stops the parser; `oversized`
 then says which (the reader ends the response as an `oversized_event` error). The first
@@ -69,16 +73,209 @@ def _timings(t) -> dict | None:
     return out or None
 
 
+# What a text-bearing event's text is (StreamParser keeps one per chunk): the answer (a delta's
+# content, a completion's text, Responses' output_text, Messages' text_delta), reasoning, or a
+# tool call (its name, and its arguments as they stream)
+ANSWER, REASONING, TOOL = 0, 1, 2
+
+
+def _tool_text(calls) -> str | None:
+    """A chat delta's tool_calls: the names and argument pieces it carries, joined (None: none)."""
+    if not isinstance(calls, list):
+        return None
+    parts = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            for k in ("name", "arguments"):
+                v = fn.get(k)
+                if isinstance(v, str):
+                    parts.append(v)
+    return "".join(parts) or None
+
+
+def _int64(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX else None
+
+
+class _Fields:
+    """One event's fields as `interpret` gathers them (see there)."""
+
+    __slots__ = ("text", "kind", "finish", "completion", "prompt", "cached", "rtokens", "error", "unknown")
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.kind = ANSWER
+        self.finish: str | None = None
+        self.completion: int | None = None
+        self.prompt: int | None = None
+        self.cached: int | None = None
+        self.rtokens: int | None = None
+        self.error: str | None = None
+        self.unknown = False
+
+    def set_text(self, v, kind: int) -> None:
+        if isinstance(v, str) and v and self.text is None:
+            self.text, self.kind = v, kind
+
+
+def _error_message(err) -> str:
+    return str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+
+
+def _chat(obj: dict, f: _Fields) -> None:
+    """A chat or completions chunk: choices[0]'s delta (or text) and finish_reason, and usage."""
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        c0 = choices[0]
+        delta = c0.get("delta")
+        if isinstance(delta, dict):
+            for k in _TEXT_KEYS:
+                f.set_text(delta.get(k), REASONING if k != _ANSWER_KEY else ANSWER)
+            f.set_text(_tool_text(delta.get("tool_calls")), TOOL)
+        else:
+            f.set_text(c0.get("text"), ANSWER)
+        fr = c0.get("finish_reason")
+        if isinstance(fr, str) and fr:
+            f.finish = fr
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        f.completion, f.prompt = _int64(usage.get("completion_tokens")), _int64(usage.get("prompt_tokens"))
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache
+            f.cached = _count(details.get("cached_tokens"))
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict):  # OpenAI's, and servers that follow it: the output's reasoning part
+            f.rtokens = _count(details.get("reasoning_tokens"))
+
+
+# The Responses API (/v1/responses): every event names its type. The deltas that carry output ...
+_RESPONSES_DELTAS = {"response.output_text.delta": ANSWER, "response.refusal.delta": ANSWER,
+                     "response.reasoning_text.delta": REASONING,
+                     "response.reasoning_summary_text.delta": REASONING,
+                     "response.function_call_arguments.delta": TOOL}
+# ... the events that end the response (it carries its usage and status) ...
+_RESPONSES_ENDS = {"response.completed", "response.incomplete", "response.failed"}
+# ... and those that carry nothing benchc reads (any other type is unknown: skipped and counted)
+_RESPONSES_QUIET = frozenset(
+    "response." + t for t in (
+        "created", "in_progress", "queued", "output_item.added", "output_item.done", "content_part.added",
+        "content_part.done", "output_text.done", "output_text.annotation.added", "refusal.done",
+        "reasoning_text.done", "reasoning_part.added", "reasoning_part.done",
+        "reasoning_summary_part.added", "reasoning_summary_part.done", "reasoning_summary_text.done",
+        "function_call_arguments.done"))
+
+
+def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
+    """response.completed / .incomplete / .failed: the usage, and a finish reason in chat's
+    words (stop, length, tool_calls), or the failure as an error event."""
+    resp = obj.get("response")
+    if not isinstance(resp, dict):
+        return
+    usage = resp.get("usage")
+    if isinstance(usage, dict):
+        f.completion, f.prompt = _int64(usage.get("output_tokens")), _int64(usage.get("input_tokens"))
+        details = usage.get("input_tokens_details")
+        if isinstance(details, dict):
+            f.cached = _count(details.get("cached_tokens"))
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict):
+            f.rtokens = _count(details.get("reasoning_tokens"))
+    why = resp.get("incomplete_details")
+    reason = why.get("reason") if isinstance(why, dict) else None
+    if kind == "response.failed":
+        err = resp.get("error")
+        f.error = _error_message(err) if err is not None else "response.failed"
+    elif kind == "response.incomplete" or reason is not None:
+        # vLLM ends a response cut short by max_output_tokens with response.completed, its
+        # status "incomplete" and the reason in incomplete_details
+        f.finish = "length" if reason in (None, "max_output_tokens") else str(reason)[:100]
+    else:
+        out = resp.get("output")
+        called = isinstance(out, list) and any(isinstance(i, dict) and i.get("type") == "function_call"
+                                               for i in out)
+        f.finish = "tool_calls" if called else "stop"
+
+
+def _responses(kind: str, obj: dict, f: _Fields) -> None:
+    if kind in _RESPONSES_DELTAS:
+        f.set_text(obj.get("delta"), _RESPONSES_DELTAS[kind])
+    elif kind == "response.output_item.added":  # a function call's name comes with its item
+        item = obj.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            f.set_text(item.get("name"), TOOL)
+    elif kind in _RESPONSES_ENDS:
+        _responses_end(kind, obj, f)
+    elif kind == "error":
+        f.error = _error_message(obj.get("message", obj))
+    elif kind not in _RESPONSES_QUIET:
+        f.unknown = True
+
+
+# The Messages API (Anthropic's /v1/messages): content_block_delta's delta types and what they carry
+_MESSAGES_DELTAS = {"text_delta": ("text", ANSWER), "thinking_delta": ("thinking", REASONING),
+                    "input_json_delta": ("partial_json", TOOL)}
+_MESSAGES_QUIET = frozenset(("message_stop", "content_block_stop", "ping"))
+_MESSAGES_TYPES = _MESSAGES_QUIET | {"message_start", "message_delta", "content_block_start",
+                                     "content_block_delta", "error"}
+# its stop reasons in chat's words, so that one count of tool-call finishes serves every API
+_MESSAGES_STOPS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                   "tool_use": "tool_calls"}
+
+
+def _messages_usage(usage, f: _Fields) -> None:
+    """Messages' usage: input_tokens are the prompt's uncached part (Anthropic's meaning; vLLM
+    sends the whole prompt there and no cache fields), cache_read_input_tokens the cached."""
+    if not isinstance(usage, dict):
+        return
+    f.completion = _int64(usage.get("output_tokens"))
+    inp = _count(usage.get("input_tokens"))
+    read = _count(usage.get("cache_read_input_tokens"))
+    made = _count(usage.get("cache_creation_input_tokens"))
+    if inp is not None:
+        f.prompt = inp + (read or 0) + (made or 0)
+    f.cached = read
+
+
+def _messages(kind: str, obj: dict, f: _Fields) -> None:
+    if kind == "content_block_delta":
+        delta = obj.get("delta")
+        if isinstance(delta, dict) and delta.get("type") in _MESSAGES_DELTAS:
+            key, what = _MESSAGES_DELTAS[delta["type"]]
+            f.set_text(delta.get(key), what)
+    elif kind == "content_block_start":  # a tool call's name comes with its block
+        block = obj.get("content_block")
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            f.set_text(block.get("name"), TOOL)
+    elif kind == "message_start":
+        msg = obj.get("message")
+        if isinstance(msg, dict):
+            _messages_usage(msg.get("usage"), f)
+            f.completion = None  # message_start's output_tokens count nothing streamed yet
+    elif kind == "message_delta":
+        delta = obj.get("delta")
+        stop = delta.get("stop_reason") if isinstance(delta, dict) else None
+        if isinstance(stop, str) and stop:
+            f.finish = _MESSAGES_STOPS.get(stop, stop[:100])
+        _messages_usage(obj.get("usage"), f)
+    elif kind == "error":
+        f.error = _error_message(obj.get("error", obj))
+
+
 def interpret(payload: bytes) -> tuple | None:
     """One event's fields, by a full JSON parse: (UTF-8 bytes of its text, 0 when it carries
-    none; finish_reason or None; usage completion_tokens or None; prompt_tokens or None; the
-    message of an error object or None; the text or None; usage.prompt_tokens_details.
-    cached_tokens or None; llama.cpp's `timings` as a dict of its kept fields, or None; whether
-    the text is reasoning (a delta's reasoning_content / reasoning); usage.
-    completion_tokens_details.reasoning_tokens or None).
+    none; finish_reason or None; output tokens (usage completion_tokens) or None; prompt tokens
+    or None; the message of an error or None; the text or None; the cached prompt tokens or
+    None; llama.cpp's `timings` as a dict of its kept fields, or None; what the text is (ANSWER,
+    REASONING or TOOL); the output's reasoning tokens or None; whether the event is of a type
+    benchc does not know (skipped, and counted)).
     None when the payload is not a JSON object (or nests deeper than json.loads follows).
     Token counts outside a signed 64-bit integer are taken as absent (the compiled core
     holds them in int64).
+
+    Chat and completions chunks carry `choices`; the Responses and Messages APIs' events carry
+    a `type` instead (their names do not overlap), each read by its own function above into
+    the same fields, so that the record and the result have no branch per API.
 
     This is the definition both cores follow: the compiled core reads the common shapes
     in place and calls this function for everything else.
@@ -89,45 +286,25 @@ def interpret(payload: bytes) -> tuple | None:
         return None
     if not isinstance(obj, dict):
         return None
-    error = None
-    err = obj.get("error")
-    if err is not None:  # `"error": null` is a chunk that says it carries none
-        error = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
-    text, finish, reasoning = None, None, False
-    choices = obj.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        c0 = choices[0]
-        delta = c0.get("delta")
-        if isinstance(delta, dict):
-            for k in _TEXT_KEYS:
-                v = delta.get(k)
-                if isinstance(v, str) and v:
-                    text, reasoning = v, k != _ANSWER_KEY
-                    break
-        else:
-            v = c0.get("text")
-            if isinstance(v, str) and v:
-                text = v
-        fr = c0.get("finish_reason")
-        if isinstance(fr, str) and fr:
-            finish = fr
-    completion = prompt = cached = reasoning_tokens = None
-    usage = obj.get("usage")
-    if isinstance(usage, dict):
-        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(ct, int) and not isinstance(ct, bool) and _INT64_MIN <= ct <= _INT64_MAX:
-            completion = ct
-        if isinstance(pt, int) and not isinstance(pt, bool) and _INT64_MIN <= pt <= _INT64_MAX:
-            prompt = pt
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache
-            cached = _count(details.get("cached_tokens"))
-        details = usage.get("completion_tokens_details")
-        if isinstance(details, dict):  # OpenAI's, and servers that follow it: the output's reasoning part
-            reasoning_tokens = _count(details.get("reasoning_tokens"))
+    f = _Fields()
+    kind = obj.get("type")
+    if not isinstance(kind, str) or "choices" in obj:
+        kind = None
+    if kind is not None and (kind.startswith("response.") or kind == "error" and "error" not in obj):
+        _responses(kind, obj, f)
+    elif kind in _MESSAGES_TYPES:
+        _messages(kind, obj, f)
+    else:
+        err = obj.get("error")
+        if err is not None:  # `"error": null` is a chunk that says it carries none
+            f.error = _error_message(err)
+        _chat(obj, f)
+        # an event that names a type no API here has, and carries nothing a chunk would
+        f.unknown = kind is not None and f.error is None and "usage" not in obj
+    text = f.text
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
-    return (text_bytes, finish, completion, prompt, error, text, cached, _timings(obj.get("timings")),
-            reasoning, reasoning_tokens)
+    return (text_bytes, f.finish, f.completion, f.prompt, f.error, text, f.cached,
+            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown)
 
 
 class StreamParser:
@@ -135,11 +312,12 @@ class StreamParser:
                  "usage_completion", "usage_prompt", "finish_reason", "malformed", "malformed_example",
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
                  "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
-                 "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds")
+                 "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds",
+                 "first_tool_ns", "tool_chunks", "unknown_events")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
-        self._text_kinds: list[bool] = []  # per kept piece: reasoning
+        self._text_kinds: list[int] = []  # per kept piece: ANSWER, REASONING or TOOL
         self._sse = SSEDecoder()
         self.first_text_ns = 0
         self.last_text_ns = 0
@@ -157,11 +335,14 @@ class StreamParser:
         self.multi_token_chunks = 0
         self.gaps_ns: list[int] = []  # between consecutive text-bearing chunks
         self.chunk_tokens: list[int] = []  # per text chunk: its token count, -1 when unknown
-        self._kinds: list[bool] = []  # per text chunk: a reasoning chunk (else an answer chunk)
+        self._kinds: list[int] = []  # per text chunk: ANSWER, REASONING or TOOL
         self.first_reasoning_ns = 0  # the first reasoning chunk
         self.first_answer_ns = 0  # the first answer chunk (content, or a completion's text)
         self.reasoning_chunks = 0
         self.usage_reasoning = -1  # usage.completion_tokens_details.reasoning_tokens; -1: not reported
+        self.first_tool_ns = 0  # the first tool-call chunk (a name or an argument piece)
+        self.tool_chunks = 0
+        self.unknown_events = 0  # events of a type no API here has: skipped
         self._prev_usage = 0
         self.events = 0
         self.first_bytes = b""  # the stream's first FIRST_BYTES_KEPT bytes
@@ -196,7 +377,10 @@ class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return
-        text_bytes, finish, completion, prompt, error, text, cached, timings, reasoning, rtokens = fields
+        text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown = fields
+        if unknown:
+            self.unknown_events += 1
+            return
         if error is not None:
             self.error_event = error
         if cached is not None:
@@ -221,7 +405,7 @@ class StreamParser:
             self.text_bytes += text_bytes
             if self._texts is not None:
                 self._texts.append(text)
-                self._text_kinds.append(reasoning)
+                self._text_kinds.append(kind)
             if self.first_text_ns:
                 self.gaps_ns.append(now - self.last_text_ns)
             else:
@@ -229,11 +413,15 @@ class StreamParser:
             self.last_text_ns = now
             self.text_chunks += 1
             self.chunk_tokens.append(tokens)
-            self._kinds.append(reasoning)
-            if reasoning:
+            self._kinds.append(kind)
+            if kind == REASONING:
                 self.reasoning_chunks += 1
                 if not self.first_reasoning_ns:
                     self.first_reasoning_ns = now
+            elif kind == TOOL:
+                self.tool_chunks += 1
+                if not self.first_tool_ns:
+                    self.first_tool_ns = now
             elif not self.first_answer_ns:
                 self.first_answer_ns = now
 
@@ -245,21 +433,26 @@ class StreamParser:
 
     def reasoning_text(self) -> str:
         """The reasoning chunks' text (keep_text=True)."""
-        return self._kept(True)
+        return self._kept(REASONING)
 
     def answer_text(self) -> str:
         """The answer chunks' text (keep_text=True): what a chat's next turn sends back."""
-        return self._kept(False)
+        return self._kept(ANSWER)
 
-    def _kept(self, reasoning: bool) -> str:
+    def tool_text(self) -> str:
+        """The tool-call chunks' text (keep_text=True): the names and arguments, as streamed."""
+        return self._kept(TOOL)
+
+    def _kept(self, kind: int) -> str:
         if self._texts is None:
             raise ValueError("this parser was not asked to keep the text")
-        return "".join(t for t, k in zip(self._texts, self._text_kinds, strict=True) if k == reasoning)
+        return "".join(t for t, k in zip(self._texts, self._text_kinds, strict=True) if k == kind)
 
     @property
     def answer_gaps_ns(self) -> list[int]:
         """The gaps between consecutive answer chunks (gap i lies between chunks i and i+1):
-        the answer's own ITL, without the reasoning's pace or the turn from reasoning to answer."""
+        the answer's own ITL, without the reasoning's (or a tool call's) pace or the turn from one
+        to the other."""
         k = self._kinds
         return [g for i, g in enumerate(self.gaps_ns) if not (k[i] or k[i + 1])]
 

@@ -2,9 +2,9 @@
 
 Timestamps are time.perf_counter_ns (CLOCK_MONOTONIC on Linux), one per socket
 read, taken as soon as the read returns; every event in that read shares it.
-TTFT counts from the first chunk that carries text (content, reasoning_content
-or text) -- never from a role-only first chunk. Errors are classified, never
-raised: the run goes on.
+TTFT counts from the first chunk that carries output of any kind (content, reasoning,
+a completion's text, a tool call's name or arguments) -- never from a role-only first chunk.
+Errors are classified, never raised: the run goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from benchc import redact
 from benchc.client import http1
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
+from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
 from benchc.metrics.record import (
     CANCELLED,
@@ -84,6 +85,9 @@ def _take(rec: RequestRecord, parser: Any) -> None:
     rec.first_reasoning_ns = parser.first_reasoning_ns or None
     rec.first_answer_ns = parser.first_answer_ns or None
     rec.reasoning_chunks = parser.reasoning_chunks
+    rec.first_tool_ns = parser.first_tool_ns or None
+    rec.tool_chunks = parser.tool_chunks
+    rec.unknown_events = parser.unknown_events
     rec.usage_reasoning_tokens = parser.usage_reasoning if parser.usage_reasoning >= 0 else None
     rec.text_chunks = parser.text_chunks
     rec.text_bytes = parser.text_bytes
@@ -100,46 +104,21 @@ def _take(rec: RequestRecord, parser: Any) -> None:
 
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
-               continuous_usage: bool = False, max_tokens: int | None = None) -> dict:
-    body: dict[str, Any] = {"model": target.model}
-    if target.api == "chat":
-        body["messages"] = prompt.messages or [{"role": "user", "content": prompt.text}]
-    else:
-        body["prompt"] = prompt.text if prompt.text is not None else " ".join(
-            str(m.get("content", "")) for m in prompt.messages or [])
-    mt = max_tokens or sampling.max_tokens or prompt.output_tokens
-    if mt is not None:
-        body["max_tokens"] = mt
-    body["temperature"] = sampling.temperature
-    if sampling.top_p is not None:
-        body["top_p"] = sampling.top_p
-    if sampling.min_tokens is not None:
-        body["min_tokens"] = sampling.min_tokens
-    if sampling.ignore_eos:
-        body["ignore_eos"] = True
-    if sampling.stop:
-        body["stop"] = sampling.stop
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
-    if stream:
-        body["stream"] = True
-        opts = {"include_usage": True}
-        if continuous_usage:
-            opts["continuous_usage_stats"] = True
-        body["stream_options"] = opts
-    body.update(sampling.extra_body)
-    return body
+               continuous_usage: bool = False, max_tokens: int | None = None,
+               tools: dict | None = None) -> dict:
+    """The request body for target.api (benchc.client.apis), offering `tools` where given."""
+    return APIS[target.api].body(target, sampling, prompt, stream=stream,
+                                 continuous_usage=continuous_usage, max_tokens=max_tokens, tools=tools)
 
 
 def endpoint(target_base_url: str, api: str) -> str:
-    return target_base_url.rstrip("/") + ("/chat/completions" if api == "chat" else "/completions")
+    """The URL of `api` under a /v1 root."""
+    return APIS[api].url(target_base_url)
 
 
 def headers_for(target: Target) -> dict[str, str]:
-    h = {"Content-Type": "application/json", **target.headers}
-    if target.api_key:
-        h.setdefault("Authorization", f"Bearer {target.api_key}")
-    return h
+    """The request headers for target.api (benchc.client.apis)."""
+    return APIS[target.api].headers(target)
 
 
 AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 names its own two)

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
+from benchc.metrics.payload import PayloadCount
 from benchc.metrics.record import ERROR_KINDS
 from benchc.metrics.sessions import SessionCounters
+from benchc.metrics.streams import StreamCounts
 from benchc.metrics.timings import ServerTimings
 
 # Latency blocks in the order a result lists them. The first four are in every point;
@@ -31,8 +33,10 @@ REASONING_LATENCIES = ("ttf_reasoning_us", "ttf_answer_us", "itl_answer_us")
 # TTFT and its answer ITL its ITL. Until a point meets a request that reasons, these two are
 # not recorded twice (see split_answers).
 ANSWER_OF = {"ttf_answer_us": "ttft_us", "itl_answer_us": "itl_us"}
+# Where a request called a tool: its first tool-call chunk (name or arguments) after t0
+TOOL_LATENCY = "ttf_tool_call_us"
 LATENCIES = ("ttft_us", "itl_us", "tpot_us", "e2e_us", "itl_per_token_us",
-             "ttft_from_schedule_us", "e2e_from_schedule_us") + REASONING_LATENCIES
+             "ttft_from_schedule_us", "e2e_from_schedule_us") + REASONING_LATENCIES + (TOOL_LATENCY,)
 ALWAYS = LATENCIES[:4]
 
 # How a request's output tokens were counted (tokens.output_method); "mixed" when the
@@ -215,6 +219,8 @@ class Tally:
     cache: CacheCounters = field(default_factory=CacheCounters)  # prefix caching, by spec and server
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
     sessions: SessionCounters = field(default_factory=SessionCounters)  # multi-turn: by turn, by session
+    payload: PayloadCount = field(default_factory=PayloadCount)  # images and tools: bytes, server's tokens
+    stream: StreamCounts = field(default_factory=StreamCounts)  # tool calls, unknown events
     derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
 
     @property
@@ -265,6 +271,8 @@ class Tally:
         self.cache.merge(other.cache)
         self.server_timings.merge(other.server_timings)
         self.sessions.merge(other.sessions)
+        self.payload.merge(other.payload)
+        self.stream.merge(other.stream)
         self.reasoning.add(other.reasoning)
         self.derived += [d for d in other.derived if d not in self.derived]
 
@@ -310,7 +318,9 @@ class Tally:
             t.cache = CacheCounters.from_block(point["cache"])
         t.server_timings = ServerTimings.from_block(point.get("server_timings"))
         t.sessions = SessionCounters.from_block(point.get("sessions"))
+        t.payload = PayloadCount.from_block(point.get("payload"))
         t.reasoning = ReasoningCount.from_block(point.get("reasoning"))
+        t.stream = StreamCounts.from_block(point.get("stream"))
         return t
 
 
@@ -402,6 +412,12 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     reasoning = t.reasoning.block()
     if reasoning is not None:
         out["reasoning"] = reasoning
+    payload = t.payload.block()
+    if payload is not None:
+        out["payload"] = payload
+    stream = t.stream.block()
+    if stream is not None:
+        out["stream"] = stream
     if t.derived:
         out["derived"] = list(t.derived)
     return out

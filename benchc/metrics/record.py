@@ -53,6 +53,11 @@ class RequestRecord:
     first_answer_ns: int | None = None
     reasoning_chunks: int = 0
     usage_reasoning_tokens: int | None = None
+    # Tool calls (a name or arguments streamed): the first such chunk, and their count;
+    # events of a type no API here has (skipped)
+    first_tool_ns: int | None = None
+    tool_chunks: int = 0
+    unknown_events: int = 0
     end_ns: int | None = None
     parser: Any = None  # the StreamParser that read the stream (its chunk gaps go to the ITL histograms)
     text_chunks: int = 0
@@ -79,6 +84,11 @@ class RequestRecord:
     # the request was built, or (a session's turn) counted after the point from its messages
     template_input_tokens: int | None = None
     messages: list | None = None
+    # What the body carried beside text (metrics/payload.py): its bytes, its images, and
+    # whether it offered tools
+    request_bytes: int = 0
+    images: int = 0
+    tools: bool = False
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
@@ -127,6 +137,8 @@ class RequestRecord:
             out.update(ttf_reasoning_us=_since(self.first_reasoning_ns, self.t0_ns) if ok else None,
                        ttf_answer_us=_since(self.first_answer_ns, self.t0_ns) if ok else None,
                        reasoning_tokens=self.reasoning_tokens)
+        if self.first_tool_ns is not None:
+            out["ttf_tool_call_us"] = _since(self.first_tool_ns, self.t0_ns) if self.ok else None
         return out
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from benchc.metrics.aggregate import (
     CHUNKS,
     TOKENIZER,
+    TOOL_LATENCY,
     USAGE,
     Tally,
     TemplateCount,
@@ -61,6 +62,8 @@ class PointRecorder:
             t.end_ns = r.end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
+        t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
+        t.stream.add(r)
         if not r.ok:
             t.errors[r.error] += 1
             t.error_examples.setdefault(r.error, r.error_detail)
@@ -93,6 +96,8 @@ class PointRecorder:
         if out >= 2:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
             self.tpot.record_ns(int(tpot_ns))
+        if r.first_tool_ns is not None:
+            t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
             self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
@@ -165,14 +170,15 @@ class PointRecorder:
         t.tokenizer = n
         self.kept = []
 
-    def count_template(self, template: Any) -> None:
+    def count_template(self, template: Any, tools: list | None = None) -> None:
         """The kept session turns' inputs as the server renders them (after the point: a long
-        history's rendering and tokenizing stays off the measured window)."""
+        history's rendering and tokenizing stays off the measured window), with the tool
+        definitions every turn offered (`tools`, chat form), if any."""
         t = self.tally
         if self.templated and t.template is None:
             t.template = TemplateCount()
         for messages, content, usage in self.templated:
-            t.template.add_request(template.count(messages), content, usage)  # type: ignore[union-attr]
+            t.template.add_request(template.count(messages, tools), content, usage)  # type: ignore[union-attr]
         self.templated = []
 
     def summary(self, steady: dict | None = None, mean_inflight: float | None = None) -> dict:

@@ -2,7 +2,7 @@
 prompt stream and the sha256 of its first prompts (plan/prompts.py builds them on demand).
 
 Every default lives here, once, in DEFAULTS (a test keeps it in step with the
-schema's keys and the README's spec reference).
+schema's keys and docs/spec.md).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 from benchc.errors import PlanError
 from benchc.plan.datasets import KINDS, is_multi_turn, make_source, spread
+from benchc.plan.images import image_params
 from benchc.plan.model import (
+    CONVERSATION_APIS,
     PLAN_VERSION,
     Combination,
     Plan,
@@ -28,7 +30,10 @@ from benchc.plan.model import (
 )
 from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
+from benchc.plan.sessions import think_params
+from benchc.plan.tools import compile_tools
 from benchc.plan.trace import speedup_for, trace_rate
+from benchc.plan.workload import normalise_length
 from benchc.spec import matrix as mx
 from benchc.spec.loader import Spec
 from benchc.spec.thresholds import parse_threshold
@@ -60,6 +65,12 @@ DEFAULTS: dict[str, Any] = {
     # Every request a prompt no other request of the run sent (but the shared prefix):
     # servers cache prompt prefixes by default, and a repeated prompt measures a cache hit.
     "workload.prompts": "fresh",
+    # tools: the server decides whether to call one (OpenAI's own default)
+    "workload.tools.choice": "auto",
+    # agent loops: a tool answers at once, and a user message gets at most 8 tool rounds (a
+    # model that never stops calling tools would otherwise hold its session forever)
+    "workload.agent.tool_latency": 0,
+    "workload.agent.max_tool_calls": 8,
     # num_prompts, where prompts are dealt from a pool: prompts: shared (the largest number
     # of requests any step sends, or 1000 for duration-only points, reused in order,
     # cycling); a file in fresh mode deals all its items unless num_prompts says fewer.
@@ -120,8 +131,13 @@ def compile_spec(spec: Spec) -> Plan:
             smoke=_smoke(data.get("smoke")),
             workload=workload,
         )
-        if workload.sessions is not None and combo.target.api != "chat":
-            raise PlanError("sessions send their history as chat messages: they need target.api: chat")
+        api = combo.target.api
+        if workload.sessions is not None and api not in CONVERSATION_APIS:
+            raise PlanError("sessions send their history as chat messages: they need target.api: "
+                            + ", ".join(CONVERSATION_APIS))
+        if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
+            raise PlanError("target.api messages: the Messages API requires max_tokens; set "
+                            "workload.sampling.max_tokens or the dataset's output length")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
@@ -262,7 +278,7 @@ def find_template(path: str | None, spec_file: str, api: str = "chat") -> tuple[
     text, file and tokenizer_config.json) where benchc counts with it -- the chat API (a
     completions prompt is sent as it is), jinja2 installed; else None (describe_template
     says why)."""
-    if not path or api != "chat":
+    if not path or api not in CONVERSATION_APIS:
         return None
     from benchc.tokenizer.chat_template import ChatTemplate, find
 
@@ -295,9 +311,10 @@ def describe_template(path: str | None, spec_file: str, api: str) -> dict | None
         return None
     template = ChatTemplate(*found)
     out = {"source": os.path.basename(template.source), "sha256": template.sha256,
-           "counting": api == "chat" and ChatTemplate.available()}
+           "counting": api in CONVERSATION_APIS and ChatTemplate.available()}
     if not out["counting"]:
-        out["note"] = JINJA_MISSING if api == "chat" else "the completions API sends prompts as they are"
+        out["note"] = (JINJA_MISSING if api in CONVERSATION_APIS
+                       else "the completions API sends prompts as they are")
     return out
 
 
@@ -343,8 +360,26 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         trace=kind.describe(source) if kind.describe else None,
         sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
         chat_template=describe_template(tokenizer_path, spec_file, api),
+        tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
+        images=image_params(w.get("images")),
+        agent=_agent(w),
     )
     return workload, source
+
+
+def _agent(w: dict) -> dict | None:
+    if "agent" not in w:
+        return None
+    raise PlanError("workload.agent: agent loops are not built yet (they need the stream parser to keep "
+                    "tool calls); leave workload.agent out")
+
+
+def agent_params(cfg: dict) -> dict:
+    """workload.agent, normalised: each tool result's length, the tool's latency (as a think
+    time: fixed, uniform, normal or exponential), the tool rounds a user message may take."""
+    return {"tool_result_tokens": normalise_length(cfg["tool_result_tokens"]),
+            "tool_latency": think_params(cfg.get("tool_latency", DEFAULTS["workload.agent.tool_latency"])),
+            "max_tool_calls": cfg.get("max_tool_calls", DEFAULTS["workload.agent.max_tool_calls"])}
 
 
 def _dataset_defaults(name: str) -> dict:

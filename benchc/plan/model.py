@@ -25,7 +25,9 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Target.first_byte_timeout_s (optional: a plan without it reads with 60 s). Also optional:
        multi-turn sessions (dataset sessions, sharegpt and trace with `sessions`;
        Workload.sessions; Step.sessions, the sessions a step starts; Step.users and
-       Step.turn_interval_s, the user-centric pace); Workload.chat_template.
+       Step.turn_interval_s, the user-centric pace); Workload.chat_template. Also optional:
+       Workload.tools, Workload.images and Workload.agent (tools in every request, images
+       in every prompt, agent loops in sessions).
 """
 
 from __future__ import annotations
@@ -43,11 +45,17 @@ PLAN_VERSION = 3
 READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 
+# The server APIs a target may name (benchc.client.apis has one adapter each), and those that
+# send a conversation (messages, rendered by the model's chat template) rather than a prompt
+APIS = ("chat", "completions", "responses", "messages")
+CONVERSATION_APIS = ("chat", "responses", "messages")
+
+
 @dataclass(frozen=True)
 class Target:
     base_url: str | None  # None for the simulator: its address is known only when it starts
     sim: dict | None  # simulator parameters (preset + overrides), or None
-    api: str  # "chat" | "completions"
+    api: str  # one of APIS
     model: str
     api_key: str | None
     headers: dict[str, str]
@@ -124,6 +132,12 @@ class Workload:
     # target.tokenizer's chat template: {source, sha256, counting[, note]} (input tokens are
     # counted as the server renders them, tokenizer/chat_template.py), else None
     chat_template: dict | None = None
+    # what goes into every request beside the prompt (plan/tools.py, plan/images.py) and the
+    # agent loop of sessions (plan/sessions.py): None when the spec has none. Left out of the
+    # hashes when None, so a plan without them hashes as before.
+    tools: dict | None = None  # {source, choice, tokens, definitions (chat form), ...}
+    images: dict | None = None  # {count, width, height, format, source}
+    agent: dict | None = None  # {tool_result_tokens, tool_latency, max_tool_calls}
 
 
 @dataclass(frozen=True)
@@ -180,6 +194,15 @@ class Step:
     # after its previous turn's send (not before that turn ended), a new session when one ends
     users: int | None = None
     turn_interval_s: float | None = None
+
+    @property
+    def inflight_target(self) -> int:
+        """The units (requests, or sessions) the step keeps in flight: its concurrency, its
+        open loop's max_concurrency, its users (0: an open loop without a cap); a concurrency
+        search's template, its largest probe's."""
+        if self.search is not None and self.search["over"] == "concurrency" and self.concurrency is None:
+            return int(self.search["max"])
+        return self.concurrency or self.max_concurrency or self.users or 0
 
 
 @dataclass(frozen=True)
@@ -263,6 +286,7 @@ class Plan:
                         "tokenizer_sha256": w.tokenizer_sha256}
             if w.trace is not None:  # the trace's content, not only its path
                 material["trace_sha256"] = w.trace["sha256"]
+            material.update(_agentic(w))
             out.append(material)
         return out
 
@@ -272,7 +296,7 @@ class Plan:
             "plan_version": self.plan_version,
             "combinations": [
                 {"matrix": c.matrix, "api": c.target.api, "model": c.target.model,
-                 "sim": self._sim_material(c.target.sim), "workload": asdict(c.workload),
+                 "sim": self._sim_material(c.target.sim), "workload": _workload_dict(c.workload),
                  "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
@@ -294,6 +318,20 @@ class Plan:
 
     def search_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "search"]
+
+
+_AGENTIC = ("tools", "images", "agent")
+
+
+def _agentic(w: Workload) -> dict:
+    """The workload's tools, images and agent loop, where it has them."""
+    return {k: getattr(w, k) for k in _AGENTIC if getattr(w, k) is not None}
+
+
+def _workload_dict(w: Workload) -> dict:
+    """asdict(w) without the optional additions it does not use: the hash of a plan that
+    has none of them is the hash it had before they existed."""
+    return {k: v for k, v in asdict(w).items() if k not in _AGENTIC or v is not None}
 
 
 def _sha(material: Any) -> str:

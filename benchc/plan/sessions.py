@@ -336,6 +336,40 @@ class TraceSessions:
         return SessionStats("trace", spread([len(rows) for rows in self.order]), None, len(self.order))
 
 
+# --------------------------------------------------------------------------- agent loops
+
+
+class ToolResults:
+    """The synthetic tool results of an agent loop (workload.agent): what a tool answers to
+    a call, and how long it takes.
+
+    Result `call` of tool round `step` of a session's request is a pure function of (seed,
+    prompt stream, session, step, call): a marker naming them, then words, `tool_result_tokens`
+    long (exactly, by target.tokenizer, else in words); its latency a draw of `tool_latency`
+    from the same generator. No two results share more than their marker's first word, so
+    each is new to the server's prefix cache in the request that carries it first."""
+
+    def __init__(self, agent: dict, seed: int, tokenizer: Any = None):
+        self.agent, self.seed = agent, seed
+        length = agent["tool_result_tokens"]
+        self.words = RandomPrompts({"prefix_tokens": 0, "num_prompts": None, "input_tokens": length,
+                                    "output_tokens": length, "seed": seed}, "fresh", tokenizer)
+
+    @property
+    def max_rounds(self) -> int:
+        """Tool rounds one user message may take (then the session goes to its next turn)."""
+        return self.agent["max_tool_calls"]
+
+    def result(self, stream: int, session: int, step: int, call: int) -> tuple[str, int, float]:
+        """(the result's text, its tokens, the tool's latency in seconds)."""
+        rng = _rng(self.seed, 5, stream + 1, session, step, call)
+        n = draw_length(rng, self.agent["tool_result_tokens"])
+        latency = draw_think(rng, self.agent["tool_latency"])
+        name = f"{stream}.{session}" if stream != POOL_STREAM else f"{session}"
+        text = self.words.text(f"result-{name}.{step}.{call}", n, rng, n, f"tool result {name}.{step}.{call}")
+        return text, n, latency
+
+
 def sessions_digest(source: Any, stream: int, n: int) -> str:
     """sha256 of a session source's first n sessions of a stream, in order."""
     h = hashlib.sha256()
@@ -351,5 +385,6 @@ def is_sessions(source: Any) -> bool:
 
 
 __all__ = ["Turn", "Session", "SessionStats", "SyntheticSessions", "FileSessions", "TraceSessions",
+           "ToolResults",
            "session_params", "sharegpt_sessions", "think_params", "draw_think", "think_spread",
            "sessions_digest", "is_sessions", "NO_THINK"]

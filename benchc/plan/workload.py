@@ -48,11 +48,17 @@ class Prompt:
     # user's file); reused: this very prompt was sent earlier in the run.
     shared_tokens: int | None = 0
     reused: bool = False
+    # images the prompt carries (plan/images.Image: a JSONL record's, or workload.images'
+    # synthetic ones, added when the request is built); the adapter puts them in its form
+    images: tuple = ()
 
     def to_json(self) -> dict:
         """Its content (what a digest covers)."""
-        return {"text": self.text, "messages": self.messages,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        out = {"text": self.text, "messages": self.messages,
+               "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.images:  # only then: a prompt without images digests as it always did
+            out["images"] = [im.to_json() for im in self.images]
+        return out
 
 
 def normalise_length(value: Any) -> dict:
@@ -154,6 +160,18 @@ def _record_shape(rec: dict, path: Path, n: int) -> None:
         raise PlanError(f"{path}:{n}: 'messages' must be a non-empty list of {{role, content}} objects")
 
 
+def _images(rec: dict, path: Path, n: int) -> tuple:
+    """A JSONL record's optional images: a list of file paths, relative to the dataset file."""
+    names = rec.get("images")
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(isinstance(x, str) and x for x in names):
+        raise PlanError(f"{path}:{n}: 'images' must be a list of image file paths")
+    from benchc.plan.images import read_image
+
+    return tuple(read_image(x, path.parent, f"{path}:{n}") for x in names)
+
+
 def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
     path = _resolve(params["path"], base_dir)
     lines = _read_text(path, "jsonl dataset").splitlines()
@@ -171,11 +189,13 @@ def _jsonl_prompts(params: dict, base_dir: str) -> list[Prompt]:
             raise PlanError(f"{path}:{n}: each line needs exactly one of 'prompt' or 'messages'")
         _record_shape(rec, path, n)
         out_tokens = _output_tokens(rec, path, n)
+        images = _images(rec, path, n)
         if "prompt" in rec:
-            items.append(Prompt(rec["prompt"], None, _word_count(rec["prompt"]), out_tokens, None))
+            items.append(Prompt(rec["prompt"], None, _word_count(rec["prompt"]), out_tokens, None,
+                                images=images))
         else:
             text = " ".join(str(m.get("content", "")) for m in rec["messages"])
-            items.append(Prompt(None, rec["messages"], _word_count(text), out_tokens, None))
+            items.append(Prompt(None, rec["messages"], _word_count(text), out_tokens, None, images=images))
     if not items:
         raise PlanError(f"jsonl dataset {path} has no prompts")
     return _sample(items, params)

@@ -2,7 +2,7 @@
 
 Format history (a change of meaning is a new version; old ones stay readable, and the schema
 of every version stays in benchc/schemas/ as result-vN.json, `$id`
-https://benchc.dev/schemas/result-vN.json; the README's "Result format" keeps the changelog):
+https://benchc.dev/schemas/result-vN.json; docs/results.md's "Result format" keeps the changelog):
     1  first version (benchc 0.1).
 """
 

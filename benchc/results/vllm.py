@@ -12,7 +12,7 @@ issue's dashboards read it; everything else is vLLM's default.
 
 Every figure is benchc's own: the latency summaries and HdrHistograms of the point (microseconds
 / 1000), its counts, token totals and throughputs. What benchc cannot fill is null, never made
-up (see the README's table); the per-request lists and the peak concurrency need the
+up (see docs/results.md); the per-request lists and the peak concurrency need the
 per-request records (`output.requests: true`).
 """
 

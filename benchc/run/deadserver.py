@@ -7,6 +7,10 @@ counted since the point's last request the server answered (any status line: a 2
 error status, a stream that broke after its 200); past the limit the point stops, is
 marked incomplete, and the run records the failure (exit 3). Timeouts, cancellations and
 the client's own failures neither count nor reset: they say nothing of the server.
+
+A server that does not serve the API asked for (target.api) answers 404 Not Found or 501 Not
+Implemented at its endpoint: the first such answer to a measured request stops the point
+too, with a message naming the API and the endpoint (every other request would fail alike).
 """
 
 from __future__ import annotations
@@ -23,16 +27,35 @@ def failure_limit(inflight: int) -> int:
     return max(MIN_CONNECT_FAILURES, 2 * inflight)
 
 
-class ConnectStreak:
-    """Consecutive connect failures since the server last answered, for one point."""
+NOT_SERVED_STATUSES = (404, 501)
+UNREACHABLE, NOT_SERVED = "server_unreachable", "api_not_served"  # the run's failure kinds
+_NOT_SERVED_WORDS = "does not serve the"
 
-    def __init__(self, inflight: int):
+
+def stop_kind(reason: str) -> str:
+    """The run failure kind of a point stopped for `reason` (ConnectStreak.reason)."""
+    return NOT_SERVED if _NOT_SERVED_WORDS in reason else UNREACHABLE
+
+
+class ConnectStreak:
+    """Consecutive connect failures since the server last answered, for one point; and the
+    answer of a server without the API (`api` at `url`)."""
+
+    def __init__(self, inflight: int, api: str = "", url: str = ""):
         self.limit = failure_limit(inflight)
         self.streak = 0
+        self.api, self.url = api, url
         self.reason: str | None = None  # set once, when the limit is reached
 
     def add(self, r: RequestRecord) -> bool:
-        """Count a finished request; True once, when the streak reaches the limit."""
+        """Count a finished request; True once, when the streak reaches the limit (or the
+        server said it does not serve the API)."""
+        if r.status in NOT_SERVED_STATUSES and self.reason is None:
+            where = self.url or "the endpoint"
+            self.reason = (f"the server answered {r.status} at {where}: it {_NOT_SERVED_WORDS} "
+                           f"{self.api} API (target.api: {self.api}), or not this model; its answer: "
+                           f"{(r.error_detail or '').strip()[:160]}")
+            return True
         if r.error == CONNECT and r.status is None:
             self.streak += 1
             if self.streak >= self.limit and self.reason is None:

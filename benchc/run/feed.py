@@ -19,8 +19,9 @@ from dataclasses import dataclass, replace
 
 from benchc.client.request import build_body
 from benchc.plan.datasets import KINDS
+from benchc.plan.images import synthetic_images
 from benchc.plan.model import Combination, Step
-from benchc.plan.prompts import NO_DEAL, Deal, PromptSource
+from benchc.plan.prompts import NO_DEAL, Deal, PromptSource, pooled
 from benchc.plan.trace import TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.run.shards import WHOLE, Shard
@@ -36,6 +37,8 @@ class Request:
     index: int  # the request's index in its step (the prompt stream's)
     expected_output_tokens: int | None  # the length the request pins down, if it does
     template_tokens: int | None = None  # its input as the server renders it (a chat template)
+    images: int = 0  # images it carries (their bytes are in the body)
+    tools: bool = False  # it offers the workload's tools
 
 
 class StepFeed:
@@ -76,16 +79,22 @@ class StepFeed:
 
     def _build(self, j: int) -> Request:
         i = self.shard.request_index(j)
-        prompt = self.source.prompt(self.step.prompt_stream or 0, i, self.deal)
+        stream = self.step.prompt_stream or 0
+        prompt = self.source.prompt(stream, i, self.deal)
         w, target = self.combo.workload, self.combo.target
-        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
+        if w.images:  # the request's own images; a shared prompt's are the same each time it goes
+            pool = w.num_prompts if w.prompts == "shared" else None
+            at = pooled(pool, i, self.deal)[:2] if pool else (stream, i)
+            prompt = replace(prompt, images=prompt.images + synthetic_images(w.images, w.params["seed"], *at))
+        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
         pin = w.params.get("min_tokens", False) and prompt.output_tokens is not None \
             and w.sampling.max_tokens is None
         if pin:  # the dataset asks min_tokens = this request's own output length
             body["min_tokens"] = prompt.output_tokens
-        exact = self.template.count(body["messages"]) if self.template is not None else None
-        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None), i,
-                       expected_output(w.sampling, prompt, pin), exact)
+        exact = None if self.template is None else self.template.count(body["messages"], body.get("tools"))
+        return Request(json.dumps(body).encode(), replace(prompt, text=None, messages=None, images=()), i,
+                       expected_output(w.sampling, prompt, pin), exact, len(prompt.images),
+                       w.tools is not None)
 
 
 def expected_output(s, prompt: Prompt, pinned: bool = False) -> int | None:

@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count, islice
-from typing import Any
 
 import aiohttp
 
@@ -30,6 +29,7 @@ from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
+from benchc.redact import redact_url
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
@@ -53,7 +53,6 @@ class StepContext:
     url: str
     headers: dict
     target: Target
-    feed: StepFeed | SessionFeed | None = None  # the step's requests (or sessions), set before each step
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     grace_s: float = 5.0
     progress: Callable[[PointRecorder, int], None] | None = None  # (recorder, inflight)
@@ -121,57 +120,74 @@ def arrival_times(step: Step, n: int, seed: int) -> list[float]:
     return out
 
 
-async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks: list | None,
-                   seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
-    """Drive one load (or warmup) step; returns the client self-check and steady-state figures."""
-    target = step.concurrency or step.max_concurrency or step.users or 0  # units held in flight
-    check = _SelfCheck()
-    check.start()
-    skew = Recorder()
-    sends = SendCheck()
-    streak = ConnectStreak(target)  # a server that stopped answering stops the point (run/deadserver.py)
-    slots = SlotLedger(step.concurrency or step.max_concurrency or None)
-    # open loop: sends LATE_SEND_US or more after their time, and arrivals held at max_concurrency
-    open_counts = {"late": 0, "capped": 0}
-    paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
-    rx = RxFigures(ctx.pool) if ctx.pool is not None else None
-    cpu0, wall0 = _cpu_s(), time.perf_counter()
-    steady: dict[str, Any] = {"start_ns": None, "end_ns": None, "tokens": 0}
-    deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
-    limit = step.requests
-    issued = count()
-    n_issued = [0]  # requests started in this step (the request-count stop counts these)
-    n_units = [0]  # requests, or sessions, started (a sessions step's session count stops on these)
-    active = [0]  # units in flight: requests, or sessions (the steady state holds them at target)
-    tasks: set[asyncio.Task] = set()
-    feed = ctx.feed
-    assert feed is not None  # set before each step
-    multi_turn = isinstance(feed, SessionFeed)
-    stop_wait = asyncio.create_task(ctx.stop_event.wait())
+class StepRun:
+    """One load (or warm-up) step being driven: its counters are attributes, its loop is
+    closed (`concurrency`), user-centric (`users`) or open (a schedule)."""
 
-    def may_continue(at_ns: int | None = None) -> bool:
+    def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
+                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)):
+        self.ctx, self.step, self.feed, self.rec, self.slo_checks = ctx, step, feed, rec, slo_checks
+        self.seed, self.shard = seed, shard
+        self.multi_turn = isinstance(feed, SessionFeed)
+        self.target = step.inflight_target  # units held in flight (plan/model.Step)
+        self.check = _SelfCheck()
+        self.skew = Recorder()  # schedule -> first write, open loop
+        self.sends = SendCheck()
+        # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
+        self.streak = ConnectStreak(self.target, ctx.target.api, redact_url(ctx.url))
+        self.slots = SlotLedger(step.concurrency or step.max_concurrency or None)
+        self.late = 0  # open loop: sends LATE_SEND_US or more after their time
+        self.capped = 0  # open loop: arrivals held at max_concurrency
+        self.paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
+        self.steady_start_ns: int | None = None  # the steady state: all `target` units in flight ...
+        self.steady_end_ns: int | None = None  # ... until the first end after the last may start
+        self.steady_tokens = 0
+        self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
+        self.issued = count()  # the next unit's index in the feed
+        self.n_requests = 0  # requests started (the request-count stop counts these)
+        self.n_units = 0  # requests, or sessions, started (a sessions step's session count stops on these)
+        self.active = 0  # units in flight: requests, or sessions (the steady state holds them at target)
+        self.tasks: set[asyncio.Task] = set()
+        self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
+        self.env = SessionEnv(self.measured, self.may_continue, self._until, self._took_turn, rec.add_session,
+                              open_loop=not step.concurrency, speedup=step.speedup or 1.0,
+                              pace_s=step.turn_interval_s)
+
+    # ------------------------------------------------------------------ stop rules
+
+    def may_continue(self, at_ns: int | None = None) -> bool:
         """Another request may go (now, or at `at_ns`): no stop, no deadline, under the count."""
-        if ctx.stop_event.is_set():
+        if self.ctx.stop_event.is_set():
             return False
-        if deadline is not None and (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= deadline:
+        if self.deadline is not None and \
+                (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= self.deadline:
             return False
-        return limit is None or n_issued[0] < limit
+        return self.step.requests is None or self.n_requests < self.step.requests
 
-    def may_issue() -> bool:
+    def may_issue(self) -> bool:
         """Another unit (a request, or a session) may start."""
-        return may_continue() and (not multi_turn or step.sessions is None or n_units[0] < step.sessions)
+        return self.may_continue() and (not self.multi_turn or self.step.sessions is None
+                                        or self.n_units < self.step.sessions)
 
-    def unit_started() -> None:
-        active[0] += 1
-        if active[0] == target and steady["start_ns"] is None:
-            steady["start_ns"] = CLOCK()
+    # ------------------------------------------------------------------ one unit
 
-    async def measured(body: bytes, r: RequestRecord, ended=None) -> None:
+    def _unit_started(self) -> None:
+        self.active += 1
+        if self.active == self.target and self.steady_start_ns is None:
+            self.steady_start_ns = CLOCK()
+
+    def _unit_ended(self) -> None:
+        self.active -= 1
+        self.slots.give_back(CLOCK())
+
+    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[], None] | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
         called first when it is over (a single prompt's slot is free from then)."""
-        check.inflight += 1
+        ctx = self.ctx
+        self.check.inflight += 1
         ctx.inflight += 1
-        keep = ctx.keep_text or multi_turn  # a session's answers go back in its next turn
+        r.request_bytes = len(body)
+        keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
         try:
             if ctx.pool is not None:
                 await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep)
@@ -182,31 +198,36 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
             r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
             r.end_ns = r.end_ns or CLOCK()
         finally:
-            check.inflight -= 1
+            self.check.inflight -= 1
             ctx.inflight -= 1
             ctx.finished += 1
-            if streak.add(r):
+            if self.streak.add(r):
                 ctx.stop_event.set()
             if ended is not None:
                 ended()
-            sends.add(r)
-            if r.path is not None:
-                paths[r.path] += 1
-            # the first attempt's write (a keep-alive retry's own is later, and a request that
-            # never connected has none): as the self-check's send delay (sendcheck) counts it
-            if r.scheduled_ns is not None and r.first_sent_ns is not None:
-                skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
-                if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
-                    open_counts["late"] += 1
-            if steady["start_ns"] is not None and steady["end_ns"] is None and not may_issue():
-                steady["end_ns"] = CLOCK()
-            if steady["start_ns"] is not None and steady["end_ns"] is None and r.ok:
-                steady["tokens"] += r.output_tokens
-            rec.add(r, slo_checks)
-            if ctx.progress:
-                ctx.progress(rec, check.inflight)
+            self._record(r)
 
-    async def one(i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+    def _record(self, r: RequestRecord) -> None:
+        self.sends.add(r)
+        if r.path is not None:
+            self.paths[r.path] += 1
+        # the first attempt's write (a keep-alive retry's own is later, and a request that
+        # never connected has none): as the self-check's send delay (sendcheck) counts it
+        if r.scheduled_ns is not None and r.first_sent_ns is not None:
+            self.skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
+            if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
+                self.late += 1
+        if self.steady_start_ns is not None and self.steady_end_ns is None and not self.may_issue():
+            self.steady_end_ns = CLOCK()
+        if self.steady_start_ns is not None and self.steady_end_ns is None and r.ok:
+            self.steady_tokens += r.output_tokens
+        self.rec.add(r, self.slo_checks)
+        if self.ctx.progress:
+            self.ctx.progress(self.rec, self.check.inflight)
+
+    async def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        """A single prompt's request."""
+        feed = self.feed
         assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
         prompt = req.prompt
@@ -214,116 +235,161 @@ async def run_step(ctx: StepContext, step: Step, rec: PointRecorder, slo_checks:
                           expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
-                          template_input_tokens=req.template_tokens)
-        unit_started()
+                          template_input_tokens=req.template_tokens, images=req.images,
+                          tools=req.tools)
+        self._unit_started()
+        await self.measured(req.body, r, self._unit_ended)
 
-        def ended() -> None:
-            active[0] -= 1
-            slots.give_back(CLOCK())
+    async def _until(self, due_ns: int) -> bool:
+        assert self.stop_wait is not None  # the step runs
+        return await until(due_ns, self.stop_wait)
 
-        await measured(req.body, r, ended)
+    def _took_turn(self) -> None:
+        self.n_requests += 1
 
-    def took_turn() -> None:
-        n_issued[0] += 1
-
-    env = SessionEnv(measured, may_continue, lambda due: until(due, stop_wait), took_turn, rec.add_session,
-                     open_loop=not step.concurrency, speedup=step.speedup or 1.0, pace_s=step.turn_interval_s)
-
-    async def session(j: int, scheduled_ns: int | None, ready_ns: int) -> int:
+    async def _session(self, j: int, scheduled_ns: int | None, ready_ns: int) -> int:
+        """A session: its turns in order (run/sessions.py); returns its last turn's send time."""
+        feed = self.feed
         assert isinstance(feed, SessionFeed)  # a sessions step
         index, script = feed.get(j)
-        unit_started()
+        self._unit_started()
         try:
-            return await run_session(env, feed.conversation(script), index, scheduled_ns, ready_ns)
+            return await run_session(self.env, feed.conversation(script, index), index, scheduled_ns,
+                                     ready_ns)
         finally:
-            active[0] -= 1
-            slots.give_back(CLOCK())
+            self._unit_ended()
 
-    def spawn(i: int, scheduled_ns: int | None = None) -> None:
-        n_issued[0] += 1
-        n_units[0] += 1
-        unit = session if multi_turn else one
-        t = asyncio.create_task(unit(i, scheduled_ns, slots.take(scheduled_ns, CLOCK())))
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
+    def _spawn(self, i: int, scheduled_ns: int | None = None) -> None:
+        self.n_requests += 1
+        self.n_units += 1
+        unit = self._session if self.multi_turn else self._one
+        t = asyncio.create_task(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
 
-    async def user(start_ns: int) -> None:
+    # ------------------------------------------------------------------ the step
+
+    async def run(self) -> dict:
+        """Drive the step; returns the client self-check and steady-state figures."""
+        ctx, step = self.ctx, self.step
+        self.check.start()
+        rx = RxFigures(ctx.pool) if ctx.pool is not None else None
+        cpu0, wall0 = _cpu_s(), time.perf_counter()
+        stop_wait = self.stop_wait = asyncio.create_task(ctx.stop_event.wait())
+        tasks = self.tasks
+        try:
+            if step.concurrency:
+                await self._closed_loop()
+            elif step.users:
+                self._users()
+                await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await self._open_loop(_schedule(step, self.feed, self.seed, self.shard))
+            if tasks:
+                if ctx.stop_event.is_set():
+                    await asyncio.wait(set(tasks), timeout=ctx.grace_s)
+                else:
+                    await asyncio.wait(set(tasks))
+        finally:
+            for t in list(tasks):
+                t.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            stop_wait.cancel()
+            await self.check.stop()
+        wall = time.perf_counter() - wall0
+        cpu = _cpu_s() - cpu0
+        steady = {"start_ns": self.steady_start_ns, "end_ns": self.steady_end_ns,
+                  "tokens": self.steady_tokens}
+        out = _client_summary(self.check, self.skew, cpu, wall, steady, step,
+                              {"late": self.late, "capped": self.capped}, dict(self.paths),
+                              rx.take() if rx is not None else None)
+        figures, reasons = self.sends.summary()
+        rules = reuse_rules(ctx.session, ctx.pool)
+        if rules is not None:
+            figures["connections"].update(rules.report())
+        out["client"].update(figures)
+        out["client"]["reasons"] += reasons
+        out["client"]["client_limited"] = bool(out["client"]["reasons"])
+        out["stopped"] = self.streak.reason
+        return out
+
+    async def _closed_loop(self) -> None:
+        c, tasks, stop_wait = self.step.concurrency, self.tasks, self.stop_wait
+        assert c is not None and stop_wait is not None
+        ramp = self.step.ramp_up_s / c if self.step.ramp_up_s and c > 1 else 0.0
+        for k in range(c):
+            if not self.may_issue():
+                break
+            self._spawn(next(self.issued))
+            if ramp and k < c - 1:
+                await asyncio.sleep(ramp)
+        while tasks:
+            timeout = max(0.0, self.deadline - time.perf_counter()) if self.deadline else None
+            done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED,
+                                         timeout=timeout)
+            if stop_wait in done or not self.may_issue():
+                return
+            # keep exactly C in flight: one new request per finished one
+            while len(tasks) < c and self.may_issue():
+                self._spawn(next(self.issued))
+
+    def _users(self) -> None:
+        """Start a user-centric step's users, spread evenly over one turn interval, so that the
+        turns arrive at users / turn_interval from the start (AIPerf staggers its users likewise;
+        benchc's all start at their sessions' first turn)."""
+        step = self.step
+        assert step.users is not None and step.turn_interval_s is not None  # a user-centric step
+        start = CLOCK()
+        gap = int(step.turn_interval_s * 1e9) // step.users
+        for u in range(step.users):
+            t = asyncio.create_task(self._user(start + u * gap))
+            self.tasks.add(t)
+            t.add_done_callback(self.tasks.discard)
+
+    async def _user(self, start_ns: int) -> None:
         """One user of a user-centric step: sessions back to back, each turn at the pace."""
         due = start_ns
-        assert step.turn_interval_s is not None  # a user-centric step has its pace
-        while await until(due, stop_wait) and may_issue():
-            n_issued[0] += 1
-            n_units[0] += 1
-            last_send = await session(next(issued), due, max(due, CLOCK()))
-            due = last_send + int(step.turn_interval_s * 1e9)
+        pace_s = self.step.turn_interval_s
+        assert pace_s is not None  # a user-centric step has its pace
+        while await self._until(due) and self.may_issue():
+            self.n_requests += 1
+            self.n_units += 1
+            last_send = await self._session(next(self.issued), due, max(due, CLOCK()))
+            due = last_send + int(pace_s * 1e9)
 
-    try:
-        if step.concurrency:
-            await _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline)
-        elif step.users:
-            _users(step, tasks, user)
-            await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        else:
-            await _open_loop(step, tasks, may_issue, spawn, issued, stop_wait,
-                             _schedule(step, feed, seed, shard), open_counts)
-        if tasks:
-            if ctx.stop_event.is_set():
-                await asyncio.wait(set(tasks), timeout=ctx.grace_s)
-            else:
-                await asyncio.wait(set(tasks))
-    finally:
-        for t in list(tasks):
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        stop_wait.cancel()
-        await check.stop()
-    wall = time.perf_counter() - wall0
-    cpu = _cpu_s() - cpu0
-    out = _client_summary(check, skew, cpu, wall, steady, step, open_counts, dict(paths),
-                          rx.take() if rx is not None else None)
-    figures, reasons = sends.summary()
-    rules = reuse_rules(ctx.session, ctx.pool)
-    if rules is not None:
-        figures["connections"].update(rules.report())
-    out["client"].update(figures)
-    out["client"]["reasons"] += reasons
-    out["client"]["client_limited"] = bool(out["client"]["reasons"])
-    out["stopped"] = streak.reason
-    return out
+    async def _open_loop(self, schedule: Iterable[float]) -> None:
+        """Each request at its scheduled time, whatever the schedule: the client never waits
+        for a response before sending the next, only for the step's max_concurrency."""
+        tasks, stop_wait, cap = self.tasks, self.stop_wait, self.step.max_concurrency
+        assert stop_wait is not None
+        start_ns = CLOCK()
+        for offset in schedule:
+            scheduled_ns = start_ns + int(offset * 1e9)
+            # again until due: uvloop's timers round to the millisecond and may fire up to half
+            # of one early, and a request must never go before its time
+            while (delay := (scheduled_ns - CLOCK()) / 1e9) > 0:
+                done, _ = await asyncio.wait({stop_wait}, timeout=delay)
+                if done:
+                    return
+            if not self.may_issue():
+                return
+            if cap and len(tasks) >= cap:
+                self.capped += 1
+            while cap and len(tasks) >= cap:
+                # At the cap: this arrival waits (it is late, and its schedule latency shows it).
+                done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if stop_wait in done:
+                    return
+            if not self.may_issue():  # the step's time ran out while it waited for a slot
+                return
+            self._spawn(next(self.issued), scheduled_ns)
 
 
-async def _closed_loop(step, tasks, may_issue, spawn, issued, stop_wait, deadline) -> None:
-    c = step.concurrency
-    ramp = step.ramp_up_s / c if step.ramp_up_s and c > 1 else 0.0
-    for k in range(c):
-        if not may_issue():
-            break
-        spawn(next(issued))
-        if ramp and k < c - 1:
-            await asyncio.sleep(ramp)
-    while tasks:
-        timeout = max(0.0, deadline - time.perf_counter()) if deadline else None
-        done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED,
-                                     timeout=timeout)
-        if stop_wait in done or not may_issue():
-            return
-        # keep exactly C in flight: one new request per finished one
-        while len(tasks) < c and may_issue():
-            spawn(next(issued))
-
-
-def _users(step: Step, tasks: set, user) -> None:
-    """Start a user-centric step's users, spread evenly over one turn interval, so that the
-    turns arrive at users / turn_interval from the start (AIPerf staggers its users likewise;
-    benchc's all start at their sessions' first turn)."""
-    assert step.users is not None and step.turn_interval_s is not None  # a user-centric step
-    start = CLOCK()
-    gap = int(step.turn_interval_s * 1e9) // step.users
-    for u in range(step.users):
-        t = asyncio.create_task(user(start + u * gap))
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
+async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
+                   slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
+    """Drive one load (or warm-up) step of `feed`'s requests (StepRun)."""
+    return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard).run()
 
 
 def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
@@ -338,33 +404,6 @@ def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> I
         n = step.sessions or step.requests or int((step.rate_rps or 0.0) * (step.duration_s or 0.0) * 2 + 16)
         times = arrival_times(step, n, seed)
     return islice(times, index, None, count)
-
-
-async def _open_loop(step, tasks, may_issue, spawn, issued, stop_wait, schedule: Iterable[float],
-                     counts: dict) -> None:
-    """Each request at its scheduled time, whatever the schedule: the client never waits
-    for a response before sending the next, only for the step's max_concurrency."""
-    start_ns = CLOCK()
-    for offset in schedule:
-        scheduled_ns = start_ns + int(offset * 1e9)
-        # again until due: uvloop's timers round to the millisecond and may fire up to half
-        # of one early, and a request must never go before its time
-        while (delay := (scheduled_ns - CLOCK()) / 1e9) > 0:
-            done, _ = await asyncio.wait({stop_wait}, timeout=delay)
-            if done:
-                return
-        if not may_issue():
-            return
-        if step.max_concurrency and len(tasks) >= step.max_concurrency:
-            counts["capped"] += 1
-        while step.max_concurrency and len(tasks) >= step.max_concurrency:
-            # At the cap: this arrival waits (it is late, and its schedule latency shows it).
-            done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            if stop_wait in done:
-                return
-        if not may_issue():  # the step's time ran out while it waited for a slot
-            return
-        spawn(next(issued), scheduled_ns)
 
 
 def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: float, steady: dict,

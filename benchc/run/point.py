@@ -98,13 +98,6 @@ def step_params(step: Step) -> dict:
     return params
 
 
-def target_inflight(step: Step) -> int:
-    """The most requests the step keeps in flight (a concurrency search: its largest probe)."""
-    if step.search is not None and step.search["over"] == "concurrency" and step.concurrency is None:
-        return int(step.search["max"])
-    return step.concurrency or step.max_concurrency or step.users or 0
-
-
 @dataclass
 class Measurement:
     """What measuring a point (or one shard of it) produced, before any figure is derived."""
@@ -140,10 +133,8 @@ class Measurement:
 async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) -> tuple[int, str | None]:
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
     it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
-    ctx.feed = feed
     with measuring():
-        extra = await run_step(ctx, step, PointRecorder(step.concurrency or 1), None)
-    ctx.feed = None  # the step's bodies go before the next step's are built
+        extra = await run_step(ctx, step, feed, PointRecorder(step.concurrency or 1), None)
     return feed.consumed(), extra["stopped"]
 
 
@@ -154,19 +145,16 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     client self-check, per-request records, and the outputs counted with the tokenizer here,
     where they are, after the measured requests. `feed` holds the step's requests (this
     shard's share of them)."""
-    rec = PointRecorder(target_inflight(step), keep_requests=prepared.keep_requests,
+    rec = PointRecorder(step.inflight_target, keep_requests=prepared.keep_requests,
                         open_loop=not step.concurrency, keep_text=ctx.keep_text)
-    ctx.feed = feed
-    try:
-        with measuring():
-            extra = await run_step(ctx, step, rec, step_slo_checks(step, prepared), seed=seed,
-                                   shard=shard.schedule_slice)
-    finally:
-        ctx.feed = None
+    with measuring():
+        extra = await run_step(ctx, step, feed, rec, step_slo_checks(step, prepared), seed=seed,
+                               shard=shard.schedule_slice)
     if prepared.tokenizer is not None:
         rec.count_with(prepared.tokenizer)
     if prepared.template is not None:
-        rec.count_template(prepared.template)
+        tools = prepared.combo.workload.tools
+        rec.count_template(prepared.template, tools["definitions"] if tools else None)
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
@@ -179,7 +167,7 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     by side (each named by worker and host), steady-state rates and in-flight counts summed
     (the shards ran together). The steady rate is the sum of the shards' rates, each over
     its own steady span, so it is not output_tokens / duration_s; duration_s is the shortest
-    span (README: Metric definitions)."""
+    span (docs/metrics.md)."""
     tally = Tally.total(m.tally for m in parts)
     steady = {"duration_s": min(m.steady["duration_s"] for m in parts),
               "output_tokens": sum(m.steady["output_tokens"] for m in parts),

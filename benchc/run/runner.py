@@ -47,10 +47,11 @@ from benchc.results.repeats import summaries
 from benchc.results.slo import run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console
+from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
 from benchc.run.loadgen import StepContext
-from benchc.run.point import Measurement, assemble_point, measure_point, open_client, target_inflight, warm_up
+from benchc.run.point import Measurement, assemble_point, measure_point, open_client, warm_up
 from benchc.run.point_telemetry import PointTelemetry
 from benchc.run.prepare import Prepared, prepare, step_slo_checks
 from benchc.run.saturation import SweepStop
@@ -68,7 +69,7 @@ from benchc.run.server import (
 )
 from benchc.run.smoke import run_smoke
 
-METRIC_DEFINITIONS = "benchc-1: README.md#metric-definitions"
+METRIC_DEFINITIONS = "benchc-1: docs/metrics.md"
 # After a step stopped because no request could connect: how long the watcher of a server
 # process of ours may take to see that the process exited (it is seen in milliseconds; the
 # bound only matters for a server that is alive but unreachable, which is then reported so).
@@ -99,7 +100,8 @@ class RunFailure:
     """A run-level error: what stopped a combination, or lost part of a point. The result
     lists them under `errors`; the run exits 3 with their text."""
 
-    # server_failed | server_died | server_unreachable | smoke_failed | worker_failed | combination_failed
+    # server_failed | server_died | server_unreachable | api_not_served | smoke_failed | worker_failed |
+    # combination_failed
     kind: str
     message: str  # one line
     combination: int
@@ -426,9 +428,10 @@ class Runner:
             await asyncio.wait({self._monitor}, timeout=EXIT_SEEN_S)
         if record["status"] == "server_died":
             return
-        record["status"] = "server_unreachable"
+        kind = stop_kind(reason)  # unreachable, or without the API (run/deadserver.py)
+        record["status"] = kind
         record["error"] = reason
-        self._fail(RunFailure("server_unreachable", f"{_label(combo)}{step.id}: {reason}", combo.index,
+        self._fail(RunFailure(kind, f"{_label(combo)}{step.id}: {reason}", combo.index,
                               step.id))
 
     async def _sweep(self, combo: Combination, base_url: str, cstop: asyncio.Event, record: dict) -> None:
@@ -536,7 +539,7 @@ class Runner:
                              "base_url": redact_url(base_url), "model": target.model,
                              "simulated": target.sim is not None,
                              "models": await fetch_models(session, base_url, headers_for(combo.target)),
-                             "max_inflight": max([target_inflight(s) for s in steps] + [1])})
+                             "max_inflight": max([s.inflight_target for s in steps] + [1])})
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
                      prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
@@ -675,7 +678,7 @@ def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
     (run/fdlimit.py). On Ray each worker holds only its share of the sockets, on its host."""
     if opts.backend != "local":
         return
-    widest = max([target_inflight(s) for s in plan.steps] + [1])
+    widest = max([s.inflight_target for s in plan.steps] + [1])
     ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
 
 

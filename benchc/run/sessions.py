@@ -20,7 +20,9 @@ missing); a stop condition or Ctrl-C ends a session between turns (`cut`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -29,7 +31,7 @@ from benchc.client.request import CLOCK, build_body
 from benchc.metrics.record import RequestRecord
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal
-from benchc.plan.sessions import Session, Turn
+from benchc.plan.sessions import Session, ToolResults, Turn
 from benchc.plan.workload import Prompt
 from benchc.run.feed import expected_output
 from benchc.run.shards import WHOLE, Shard
@@ -47,6 +49,8 @@ class SessionFeed:
         self.tokenizer = tokenizer
         self.template = template  # a chat template: turns keep their messages, counted after the point
         self.issued = 0
+        agent = combo.workload.agent  # agent loops: a tool call's answer is a tool result
+        self.tools = ToolResults(agent, combo.workload.params["seed"], tokenizer) if agent else None
 
     def get(self, j: int) -> tuple[int, Session]:
         """(the session's index in its step, its script)."""
@@ -64,8 +68,10 @@ class SessionFeed:
             return None
         return self.source.arrivals(self.step.speedup or 1.0)
 
-    def conversation(self, session: Session) -> Conversation:
-        return Conversation(session, self.combo, self.tokenizer, self.template is not None)
+    def conversation(self, session: Session, index: int = 0) -> Conversation:
+        """Session `index`'s conversation (the index names its tool results)."""
+        return Conversation(session, self.combo, self.tokenizer, self.template is not None, self.tools,
+                            (self.step.prompt_stream or 0, index))
 
 
 def _words(text: str) -> int:
@@ -73,37 +79,84 @@ def _words(text: str) -> int:
 
 
 class Conversation:
-    """One session's history and the body of its next turn."""
+    """One session's history and the body of its next request: a turn (the history, then the
+    turn's new messages), or, in an agent loop, a follow-up (the history, which ends with the
+    tool results of the answer before)."""
 
-    def __init__(self, session: Session, combo: Combination, tokenizer=None, keep_messages: bool = False):
+    def __init__(self, session: Session, combo: Combination, tokenizer=None, keep_messages: bool = False,
+                 tools: ToolResults | None = None, name: tuple[int, int] = (0, 0)):
         self.session, self.combo = session, combo
         self.keep_messages = keep_messages
         self.messages: list[dict] | None = None  # the last turn's, when kept
         self.history: list[dict] = []
         self.history_tokens = 0  # benchc's count of the history (answers by the tokenizer, else words)
         self.count = tokenizer.count if tokenizer is not None else _words
-        self._new = 0  # tokens of the messages of the turn last built
+        self._new = 0  # tokens of the messages of the request last built, not yet in the history
+        self._pending: list[dict] = []  # ... and those messages
+        self.tools = tools  # the agent loop's tool results, or None
+        self.name = name  # (prompt stream, session index): names the tool results
+        self.tool_steps = 0  # tool rounds answered so far (each one's results are new)
+        self._results = 0  # tokens of the last tool round's results
+        offered = combo.workload.tools  # the workload's tools: their names name a streamed call
+        self.tool_names = [d["function"]["name"] for d in offered["definitions"]] if offered else []
+
+    def _request(self, messages: list[dict], n_in: int, output_tokens: int | None,
+                 own: int | None) -> tuple[bytes, int, int | None, int | None]:
+        w, target = self.combo.workload, self.combo.target
+        self.messages = messages if self.keep_messages else None
+        prompt = Prompt(None, messages, n_in, output_tokens)
+        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
+        shared = None if own is None else n_in - own
+        return json.dumps(body).encode(), n_in, shared, expected_output(w.sampling, prompt)
+
     def turn(self, turn: Turn) -> tuple[bytes, int, int | None, int | None]:
         """(body, input tokens, shared tokens, expected output tokens) of a turn: the history,
         then its messages. Its shared tokens are all but its own: the history is the session's
         earlier turns' (None where nobody can say: a user's text)."""
-        w, target = self.combo.workload, self.combo.target
-        messages = self.history + turn.messages
-        self.messages = messages if self.keep_messages else None
         new = turn.own_tokens + turn.shared_tokens if turn.own_tokens is not None else \
             sum(max(1, _words(str(m.get("content", "")))) for m in turn.messages)
-        n_in = self.history_tokens + new
-        self._new = new
-        prompt = Prompt(None, messages, n_in, turn.output_tokens)
-        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
-        shared = None if turn.own_tokens is None else n_in - turn.own_tokens
-        return json.dumps(body).encode(), n_in, shared, expected_output(w.sampling, prompt)
+        self._new, self._pending = new, list(turn.messages)
+        return self._request(self.history + turn.messages, self.history_tokens + new, turn.output_tokens,
+                             turn.own_tokens)
+
+    def follow_up(self, turn: Turn) -> tuple[bytes, int, int | None, int | None]:
+        """An agent loop's next request, after a tool round: the history (ending with the tool
+        results, the one part of it the server has not seen), asking for the turn's answer
+        length. Shared: all but the tool results."""
+        self._new, self._pending = 0, []
+        return self._request(list(self.history), self.history_tokens, turn.output_tokens, self._results)
 
     def answered(self, turn: Turn, answer: str) -> None:
-        """The turn's messages and the server's answer join the history."""
-        self.history += turn.messages
+        """The request's new messages and the server's answer join the history."""
+        self.history += self._pending
         self.history.append({"role": "assistant", "content": answer})
         self.history_tokens += self._new + self.count(answer)
+        self._new, self._pending = 0, []
+
+    def called(self, content: str, calls: list[dict]) -> float:
+        """The answer was tool calls (`calls`: {id, name, arguments} as the server streamed
+        them): the request's new messages, the assistant's calls, then each call's synthetic
+        result join the history, in the chat form (client/apis.py writes other APIs' forms).
+        Returns the tools' latency in seconds: they run side by side, the slowest decides."""
+        assert self.tools is not None
+        self.tool_steps += 1
+        stream, index = self.name
+        self.history += self._pending
+        wire = [{"id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
+        self.history.append({"role": "assistant", "content": content or None, "tool_calls": wire})
+        tokens = self._new + self.count(content) if content else self._new
+        results, latency = 0, 0.0
+        for k, c in enumerate(calls):
+            text, n, took = self.tools.result(stream, index, self.tool_steps, k)
+            self.history.append({"role": "tool", "tool_call_id": c["id"], "content": text})
+            tokens += self.count(f"{c['name']} {c['arguments']}")
+            results += n
+            latency = max(latency, took)
+        self.history_tokens += tokens + results
+        self._results = results
+        self._new, self._pending = 0, []
+        return latency
 
 
 @dataclass
@@ -122,14 +175,46 @@ class SessionEnv:
 
 async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled_ns: int | None,
                       ready_ns: int) -> int:
-    """Send a session's turns in order; returns the send time (ns) of its last turn sent."""
+    """Send a session's turns in order; returns the send time (ns) of its last turn sent.
+
+    In an agent loop (conv.tools), a request answered by tool calls is followed, after the
+    tools' latency, by a request carrying their results, until an answer calls no tool or the
+    user message has had max_tool_calls rounds; then the next turn goes, its think time after
+    the last answer. Every request counts as a turn of the session (its `turn` numbers them
+    all: 1, 2, ...), so the per-turn figures follow the conversation as it grows."""
     session = conv.session
     first_due = scheduled_ns if scheduled_ns is not None else ready_ns
-    prev_end: int | None = None  # the previous turn's end and send (set once a turn completed)
+    prev_end: int | None = None  # the previous request's end and send (set once one completed)
     prev_send: int | None = None
     sent = ok = 0
     start_ns = end_ns = None
     outcome = "completed"
+
+    async def send(build: Callable[[], tuple[bytes, int, int | None, int | None]], due: int,
+                   sched: int | None, first: bool) -> RequestRecord:
+        nonlocal sent, ok, start_ns, end_ns
+        body, n_in, shared, expected = build()
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=index, input_tokens=n_in,
+                          expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
+                          reused=session.reused, ready_ns=due,
+                          queued_ns=due - sched if sched is not None and first else 0,
+                          session=index, turn=sent + 1, prev_end_ns=prev_end, messages=conv.messages,
+                          tools=conv.combo.workload.tools is not None)
+        await env.measured(body, r)
+        sent += 1
+        ok += r.ok
+        start_ns = r.t0_ns if start_ns is None else start_ns
+        end_ns = r.end_ns
+        return r
+
+    async def wait(due: int) -> bool:
+        """Whether the next request may go at `due` (False: the step stopped; the session is cut)."""
+        # a request due past the step's deadline never goes: no waiting out its think time
+        if not env.may_continue(due) or not await env.until(due) or not env.may_continue():
+            return False
+        env.took_turn()
+        return True
+
     for k, turn in enumerate(session.turns, 1):
         due = ready_ns
         if k > 1:
@@ -140,31 +225,84 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
                 due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
             else:
                 due = prev_end + int(turn.think_s * 1e9)
-            # a turn due past the step's deadline never goes: no waiting out its think time
-            if not env.may_continue(due) or not await env.until(due) or not env.may_continue():
+            if not await wait(due):
                 outcome = "cut"
                 break
-            env.took_turn()
-        body, n_in, shared, expected = conv.turn(turn)
         sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
-        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=index, input_tokens=n_in,
-                          expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
-                          reused=session.reused, ready_ns=due,
-                          queued_ns=due - sched if sched is not None and k == 1 else 0,
-                          session=index, turn=k, prev_end_ns=prev_end, messages=conv.messages)
-        await env.measured(body, r)
-        sent += 1
-        start_ns = r.t0_ns if start_ns is None else start_ns
-        end_ns = r.end_ns
+        r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
+        rounds = 0
+        while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
+            rounds += 1
+            latency_s = conv.called(r.parser.answer_text(), calls)
+            prev_end, prev_send = r.end_ns, r.t0_ns
+            if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
+                break
+            assert r.end_ns is not None  # a completed request has ended
+            due = r.end_ns + int(latency_s * 1e9)
+            if not await wait(due):
+                outcome = "cut"
+                break
+            sched = due if env.open_loop else None
+            r = await send(functools.partial(conv.follow_up, turn), due, sched, False)
+        if outcome == "cut":
+            break
         if not r.ok:
             outcome = "failed"
             break
-        ok += 1
-        conv.answered(turn, r.parser.answer_text())
+        if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
+            conv.answered(turn, r.parser.answer_text())
         prev_end, prev_send = r.end_ns, r.t0_ns
-    env.done({"outcome": outcome, "turns": sent, "completed_turns": ok, "start_ns": start_ns,
-              "end_ns": end_ns})
+    env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
+              "start_ns": start_ns, "end_ns": end_ns})
     return prev_send if prev_send is not None else ready_ns
+
+
+def tool_calls(r: RequestRecord, names: Iterable[str] = ()) -> list[dict]:
+    """The tool calls a completed answer made, as {id, name, arguments} (the arguments' text as
+    streamed), or [] when it called none. The stream parser keeps a call's name and argument
+    pieces as one text (its tool_text); split_tool_text parts them. The server's call id is
+    not kept: each call gets one made from the request's id (servers match a tool message to
+    its call by position, and vLLM does not check the id)."""
+    text = r.parser.tool_text() if getattr(r.parser, "tool_chunks", 0) else ""
+    return [{"id": f"call_{r.id[:16]}_{k}", "name": name, "arguments": args}
+            for k, (name, args) in enumerate(split_tool_text(text, names))]
+
+
+_JSON = json.JSONDecoder()
+
+
+def split_tool_text(text: str, names: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """(name, arguments) of each call in a stream's tool text: each call's name, then its
+    arguments. Where every call's arguments are a JSON object (real servers: name1{...}name2
+    {...}), each name is what precedes its object; else one call, named by the longest
+    workload tool name the text starts with, or its first word, its arguments the rest (the
+    simulator streams a name word and argument words)."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    calls, pos = [], 0
+    while pos < len(text):
+        brace = text.find("{", pos)
+        if brace < 0:
+            break
+        try:
+            _, end = _JSON.raw_decode(text, brace)
+        except ValueError:
+            break
+        name = text[pos:brace].strip()
+        if not name:
+            break
+        calls.append((name, text[brace:end]))
+        pos = end
+    if calls and not text[pos:].strip():
+        return calls
+    known = sorted((n for n in names if stripped.startswith(n)), key=len, reverse=True)
+    if known:
+        name = known[0]
+    else:  # a first word, before any argument object (a call cut short by max_tokens)
+        m = re.match(r"[^\s{]+", stripped)
+        name = m.group() if m else ""
+    return [(name, stripped[len(name):])]
 
 
 async def until(due_ns: int, stop_wait: asyncio.Task) -> bool:

@@ -13,36 +13,27 @@ import time
 
 import aiohttp
 
+from benchc.client.apis import APIS, Api
 from benchc.client.bounded import SMOKE_BYTES, BodyTooLarge, error_text, read_json
-from benchc.plan.model import Smoke, SmokeCheck, Target
+from benchc.plan.model import Sampling, Smoke, SmokeCheck, Target
+from benchc.plan.workload import Prompt
 from benchc.redact import Scrubber
 
 EXCERPT = 200
 
 
 def _body(target: Target, check: SmokeCheck, stream: bool) -> dict:
-    body: dict = {"model": target.model, "max_tokens": check.max_tokens, "temperature": 0.0}
-    if target.api == "chat":
-        body["messages"] = check.messages or [{"role": "user", "content": check.prompt}]
-    else:
-        body["prompt"] = check.prompt if check.prompt is not None else " ".join(
-            m["content"] for m in check.messages or [])
-    if stream:
-        body["stream"] = True
-    return body
+    """The check's request, built by target.api's adapter: greedy, the check's max_tokens."""
+    prompt = Prompt(text=check.prompt, messages=check.messages, input_tokens=0,
+                    output_tokens=check.max_tokens)
+    return APIS[target.api].body(target, _GREEDY, prompt, stream=stream)
 
 
-def _text_of_choice(c: dict) -> str:
-    if "message" in c:
-        m = c["message"] or {}
-        return (m.get("content") or "") + (m.get("reasoning_content") or m.get("reasoning") or "")
-    if "delta" in c:
-        d = c["delta"] or {}
-        return (d.get("content") or "") + (d.get("reasoning_content") or d.get("reasoning") or "")
-    return c.get("text") or ""
+_GREEDY = Sampling(temperature=0.0, top_p=None, max_tokens=None, min_tokens=None, ignore_eos=False, stop=[],
+                   seed=None, extra_body={})
 
 
-async def _ask(session: aiohttp.ClientSession, url: str, headers: dict, body: dict,
+async def _ask(session: aiohttp.ClientSession, api: Api, url: str, headers: dict, body: dict,
                timeout_s: float) -> tuple[str, float, str | None]:
     """(answer text, latency s, error or None)."""
     t0 = time.perf_counter()
@@ -53,7 +44,7 @@ async def _ask(session: aiohttp.ClientSession, url: str, headers: dict, body: di
                 return "", time.perf_counter() - t0, f"HTTP {r.status}: {(await error_text(r, 200))}"
             if not body.get("stream"):
                 data = await read_json(r, SMOKE_BYTES, "the smoke check")
-                text = "".join(_text_of_choice(c) for c in data.get("choices", [])[:1])
+                text = api.answer_text(data) if isinstance(data, dict) else ""
                 return text, time.perf_counter() - t0, None
             parts, size = [], 0
             async for line in r.content:
@@ -64,8 +55,8 @@ async def _ask(session: aiohttp.ClientSession, url: str, headers: dict, body: di
                 if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
                     continue
                 chunk = json.loads(line[5:])
-                for c in (chunk.get("choices") or [])[:1]:
-                    parts.append(_text_of_choice(c))
+                if isinstance(chunk, dict):
+                    parts.append(api.event_text(chunk))
             return "".join(parts), time.perf_counter() - t0, None
     except (aiohttp.ClientError, TimeoutError, ValueError) as e:
         return "", time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:200]
@@ -74,15 +65,16 @@ async def _ask(session: aiohttp.ClientSession, url: str, headers: dict, body: di
 async def run_smoke(smoke: Smoke, target: Target, base_url: str, headers: dict,
                     secrets: list[str]) -> dict:
     """Run every check; {"passed": bool, "checks": [...]}."""
-    url = base_url.rstrip("/") + ("/chat/completions" if target.api == "chat" else "/completions")
+    api = APIS[target.api]
+    url = api.url(base_url)
     results = []
     async with aiohttp.ClientSession() as s:
         for check in smoke.checks:
             entry: dict = {"name": check.name, "expect": check.expect}
             ok_all = True
             for mode in ("non_streaming", "streaming"):
-                text, latency, error = await _ask(s, url, headers, _body(target, check, mode == "streaming"),
-                                                  target.timeout_s)
+                body = _body(target, check, mode == "streaming")
+                text, latency, error = await _ask(s, api, url, headers, body, target.timeout_s)
                 expected = check.expect is None or re.search(check.expect, text) is not None
                 matched = error is None and expected
                 ok_all = ok_all and matched

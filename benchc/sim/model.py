@@ -18,6 +18,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import asdict, dataclass, field, fields, replace
 
+APIS = ("chat", "completions", "responses", "messages")  # what the simulator can serve
+
 # MiniMax-M2.5 FP8, TP=4 (deployment log): 84.4, 142.6, 254.2, 353.2 tok/s at C=1, 2, 4, 8
 # with ~512-token outputs -> step = C / tok_s: 11.85, 14.03, 15.74, 22.65 ms. A line cannot fit
 # all four within 3%, hence a table. Beyond 8 the growth is sublinear, as batching on a GPU is,
@@ -73,9 +75,21 @@ class SimConfig:
     # every output (within max_tokens) stream as `reasoning_content` deltas, the rest as
     # `content`; usage.completion_tokens_details.reasoning_tokens counts them
     reasoning_tokens: int = 0
+    # agents' traffic: this fraction of chat, Responses and Messages answers (drawn per request,
+    # seeded) is a tool call instead of text: after any reasoning, one token naming the tool,
+    # then tool_call_tokens tokens of arguments; finish_reason tool_calls (Messages: tool_use)
+    tool_call_fraction: float = 0.0
+    tool_call_tokens: int = 16
+    # the APIs it serves (a request to another answers 404, as a server without it does)
+    apis: list[str] = field(default_factory=lambda: list(APIS))
     # the trace keeps each request's messages (or prompt) and its streamed answer and
     # reasoning text: tests compare what a session sent back with what was streamed
     trace_text: bool = False
+    # images in a chat prompt count as Qwen2-VL counts them (sim/prompt_tokens.py): one token
+    # per image_patch_px-square patch of the image resized to the nearest multiple of the
+    # patch, at most image_max_tokens (an image whose size it cannot read counts the most)
+    image_patch_px: int = 28
+    image_max_tokens: int = 16384
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -139,6 +153,14 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError(f"metrics_names must be one of {', '.join(METRICS_NAMES)}")
     if overrides.get("reasoning_tokens", 0) < 0:
         raise ValueError("reasoning_tokens must be at least 0")
+    if overrides.get("image_patch_px", 28) < 1 or overrides.get("image_max_tokens", 1) < 1:
+        raise ValueError("image_patch_px and image_max_tokens must be at least 1")
+    if not 0 <= overrides.get("tool_call_fraction", 0) <= 1:
+        raise ValueError("tool_call_fraction must be between 0 and 1")
+    if overrides.get("tool_call_tokens", 1) < 1:
+        raise ValueError("tool_call_tokens must be at least 1")
+    if set(overrides.get("apis", APIS)) - set(APIS):
+        raise ValueError(f"apis: the simulator serves {', '.join(APIS)}")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -40,13 +41,16 @@ from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 from benchc.sim.prefix_cache import PrefixCache, block_keys
+from benchc.sim.prompt_tokens import PromptCounter
 from benchc.sim.server_metrics import Counters, render
+from benchc.sim.wire import REASONING, TOOL, WIRES, runs
 
 CLOCK = time.perf_counter_ns
 SHUTDOWN_TIMEOUT_S = 2.0  # how long a stop waits for requests still being answered
 log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
+IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
 
 
@@ -54,6 +58,38 @@ def _json_escape(b: bytes) -> bytes:
     """Token bytes as the inside of a JSON string (a token may be part of a UTF-8 character:
     such bytes are replaced, as a server decoding per token would)."""
     return json.dumps(b.decode("utf-8", "replace"))[1:-1].encode()
+
+
+def _content_text(content: Any) -> str:
+    """A message's text: a string, or the text of its parts (OpenAI's content parts, Responses'
+    input_text, Anthropic's text blocks); None (an assistant's tool-call turn) is none."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p)
+    return str(content)
+
+
+def _prompt_text(api: str, body: dict) -> str:
+    """The prompt's text as the engine counts it, or _Reject with the 400 a server answers."""
+    if api == "completions":
+        text = body.get("prompt")
+        if not isinstance(text, str):
+            raise _Reject(_error(400, "prompt must be a string", "BadRequestError"))
+        return text
+    if api == "responses":
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        if not isinstance(items, list) or not items:
+            raise _Reject(_error(400, "input must be a string or a non-empty list", "BadRequestError"))
+        head = [str(body["instructions"])] if body.get("instructions") else []
+        return " ".join(head + [_content_text(m.get("content")) for m in items if isinstance(m, dict)])
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise _Reject(_error(400, "messages must be a non-empty list", "BadRequestError"))
+    head = [_content_text(body["system"])] if api == "messages" and body.get("system") else []
+    return " ".join(head + [_content_text(m.get("content", "")) for m in msgs if isinstance(m, dict)])
 
 
 class _Reject(Exception):  # noqa: N818 - a response, not an error of the simulator
@@ -132,9 +168,10 @@ class Seq:
                  "max_tokens", "min_tokens", "ignore_eos", "stop", "rng", "include_usage",
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
-                 "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead")
+                 "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
+                 "tool_at", "tool_end", "tool_finish", "wire")
     id: str  # the response id (chatcmpl-... / cmpl-...)
-    api: str  # "chat" | "completions"
+    api: str  # "chat" | "completions" | "responses" | "messages"
     stream: bool
     resp: Any  # the aiohttp StreamResponse of a stream
     transport: Any  # the connection (a reset fault aborts it)
@@ -149,7 +186,7 @@ class Seq:
     include_usage: bool
     continuous_usage: bool
     emitted: int  # output tokens decoded so far
-    pending: list[tuple[bytes, int]]  # (chunk bytes, tokens) not yet written
+    pending: list[tuple[bytes, int, int]]  # (chunk bytes, tokens, kind: ANSWER.. or -1) not yet written
     pending_steps: int
     words: list[bytes]  # the output of a non-streaming request
     finish: str | None  # finish_reason once decided
@@ -169,6 +206,10 @@ class Seq:
     out_ids: list | None  # with a tokenizer: the output's token ids
     reasoning: int  # the output's first tokens that are reasoning (reasoning_content deltas)
     rhead: bytes  # a reasoning chunk's bytes before its text (its tail is `tail`)
+    tool_at: int | None  # a tool-call answer: the output token that names the tool (then its arguments)
+    tool_end: int | None  # ... and the token after its last (within max_tokens)
+    tool_finish: str | None  # the finish at tool_end: tool_calls, or length when max_tokens cut the call
+    wire: dict | None  # the Responses / Messages stream's state (sim/wire.py)
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -325,13 +366,14 @@ class Engine:
             return
         cfg = self.cfg
         start = seq.emitted
-        n = min(cfg.tokens_per_step, seq.max_tokens - start)
+        end = seq.tool_end if seq.tool_end is not None else seq.max_tokens
+        n = min(cfg.tokens_per_step, end - start)
         words = seq.text[start:start + n]
-        if seq.stop or (cfg.eos_prob and not seq.ignore_eos):
+        if seq.tool_at is None and (seq.stop or (cfg.eos_prob and not seq.ignore_eos)):
             words = self._check_stop(seq, words, start)
         seq.emitted = start + len(words)
-        if seq.finish is None and seq.emitted >= seq.max_tokens:
-            seq.finish = "length"
+        if seq.finish is None and seq.emitted >= end:
+            seq.finish = seq.tool_finish if seq.tool_end is not None else "length"
         tokens = len(words)
         self.generation_tokens_total += tokens
         if seq.trace["first_token_ns"] is None and tokens:
@@ -339,28 +381,29 @@ class Engine:
         if not seq.stream:
             seq.words.extend(words)
             return
-        if tokens or seq.finish:
-            seq.pending_steps += 1
-            r = max(0, min(seq.reasoning - start, tokens))  # this step's reasoning tokens
-            if r:  # a chunk of its own: a delta carries reasoning_content or content, as vLLM's
-                rest = tokens - r
-                text = words[0] if r == 1 else b"".join(words[:r])
-                if seq.finish is None and not seq.continuous_usage:
-                    chunk = seq.rhead + text + seq.tail
-                else:
-                    chunk = self._chunk(seq, text, None if rest else seq.finish, reasoning=True,
-                                        upto=start + r)
-                seq.pending.append((chunk, r))
-                seq.trace["reasoning_chunks"] += 1
-                words, tokens = words[r:], rest
-                if not tokens:
-                    return
-            text = words[0] if tokens == 1 else b"".join(words)
-            if seq.finish is None and not seq.continuous_usage:
-                chunk = seq.head + text + seq.tail  # the common case: two concatenations
+        if not (tokens or seq.finish):
+            return
+        seq.pending_steps += 1
+        if not tokens:  # a finish without a token (a stop string): chat's and completions' own chunk
+            if seq.api not in WIRES:
+                seq.pending.append((self._chunk(seq, b"", seq.finish), 0, -1))
+            return
+        wire = WIRES.get(seq.api)
+        # One event per run of tokens of one kind (reasoning, answer, a tool call's name, its
+        # arguments), as vLLM's delta carries reasoning_content or content, never both.
+        for kind, a, b in runs(seq, start, seq.emitted):
+            text = words[a - start] if b - a == 1 else b"".join(words[a - start:b - start])
+            finish = seq.finish if b == seq.emitted else None
+            if wire is not None:
+                chunk = wire.event(seq, kind, a, text)
+            elif finish is None and not seq.continuous_usage and kind != TOOL:
+                chunk = (seq.rhead if kind == REASONING else seq.head) + text + seq.tail  # two concatenations
             else:
-                chunk = self._chunk(seq, text, seq.finish)
-            seq.pending.append((chunk, tokens))
+                chunk = self._chunk(seq, text, finish, reasoning=kind == REASONING, upto=b,
+                                    tool=kind == TOOL, name=a == seq.tool_at)
+            seq.pending.append((chunk, b - a, kind))
+            if kind == REASONING:
+                seq.trace["reasoning_chunks"] += 1
 
     def _check_stop(self, seq: Seq, words: list[bytes], start: int) -> list[bytes]:
         """Cut `words` at a stop string or a drawn EOS, setting seq.finish."""
@@ -375,19 +418,25 @@ class Engine:
         return words
 
     def _chunk(self, seq: Seq, text: bytes, finish: str | None, reasoning: bool = False,
-               upto: int | None = None) -> bytes:
-        """One event; `reasoning`: its text is reasoning_content; `upto`: the tokens its
-        continuous usage counts (default: all emitted so far)."""
+               upto: int | None = None, tool: bool = False, name: bool = False) -> bytes:
+        """One event; `reasoning`: its text is reasoning_content; `tool`: tool-call arguments
+        (`name`: the tool's name, in the call's first delta with its id, as vLLM's); `upto`: the
+        tokens its continuous usage counts (default: all emitted so far)."""
         reason = b"null" if finish is None else b'"' + finish.encode() + b'"'
         usage = b""
         if seq.continuous_usage:
             usage = b',"usage":' + self._usage(seq, upto=upto).encode()
         if seq.api == "chat":
-            key = b"reasoning_content" if reasoning else b"content"
+            if tool:
+                call = (b'{"index":0,"id":"chatcmpl-tool-' + seq.trace["id"].encode()
+                        + b'","type":"function","function":{"name":"' + text + b'","arguments":""}}' if name
+                        else b'{"index":0,"function":{"arguments":"' + text + b'"}}')
+                delta = b'{"tool_calls":[' + call + b"]}"
+            else:
+                delta = b'{"' + (b"reasoning_content" if reasoning else b"content") + b'":"' + text + b'"}'
             return (b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk","created":'
-                    + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":{"' + key
-                    + b'":"' + text + b'"},"logprobs":null,"finish_reason":' + reason + b"}]" + usage
-                    + b"}\n\n")
+                    + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":' + delta
+                    + b',"logprobs":null,"finish_reason":' + reason + b"}]" + usage + b"}\n\n")
         return (b'data: {"id":"' + seq.id.encode() + b'","object":"text_completion","created":'
                 + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"text":"' + text
                 + b'","logprobs":null,"finish_reason":' + reason + b',"stop_reason":null}]' + usage
@@ -420,6 +469,12 @@ class Engine:
         return json.dumps(t, separators=(",", ":")).encode()
 
     def _append_tail(self, seq: Seq) -> None:
+        wire = WIRES.get(seq.api)
+        if wire is not None:
+            no_end = seq.fault is not None and seq.fault.kind == "no_done"
+            seq.pending.append((wire.closing(seq, self._usage_dict(seq, final=True), seq.finish, not no_end),
+                                0, -1))
+            return
         tail = b""
         timings = b',"timings":' + self._timings(seq) if self.cfg.timings else b""
         if seq.include_usage:
@@ -437,7 +492,7 @@ class Engine:
         if not (seq.fault and seq.fault.kind == "no_done"):
             tail += b"data: [DONE]\n\n"
         if tail:
-            seq.pending.append((tail, 0))
+            seq.pending.append((tail, 0, -1))
 
     def _cache_output(self, seq: Seq) -> None:
         """The full blocks of prompt and output, cached when the request finishes (what the
@@ -462,20 +517,25 @@ class Engine:
         elif kind == "stall":
             seq.stall_until = t + int(fault.arg_s * 1e9)
         elif kind == "malformed":
-            seq.pending.append((b'data: {"choices":[{"index":0,"delta":{"content":"unterminated\n\n', 0))
+            seq.pending.append((b'data: {"choices":[{"index":0,"delta":{"content":"unterminated\n\n', 0, -1))
 
     async def _flush(self, seq: Seq, t: int) -> None:
         if not seq.pending:
             return
-        data = b"".join(c for c, _ in seq.pending)
-        chunks = seq.trace["chunks"]
+        data = b"".join(c for c, _, _ in seq.pending)
+        tr = seq.trace
+        chunks = tr["chunks"]
         # Stamp each stream's write itself: the streams of one step are written one after
         # another, and the last of 256 goes out well after the step began.
         t = CLOCK()
-        seq.trace["end_ns"] = t  # the last write of the stream is its end
-        for _, tokens in seq.pending:
+        tr["end_ns"] = t  # the last write of the stream is its end
+        for _, tokens, kind in seq.pending:
             if tokens:
                 chunks.append([t, tokens])
+                if kind == TOOL:
+                    tr["tool_chunks"] += 1
+                    if tr["first_tool_ns"] is None:
+                        tr["first_tool_ns"] = t
         seq.pending = []
         seq.pending_steps = 0
         try:
@@ -489,10 +549,15 @@ class Engine:
         tr["reasoning_tokens"] = min(seq.reasoning, seq.emitted)
         if self.prefix is not None and reason in ("length", "stop") and seq.emitted:
             self._cache_output(seq)
+        if seq.tool_at is not None:
+            tr["tool_call_tokens"] = max(0, seq.emitted - seq.tool_at)
         if self.cfg.trace_text:
             out = [json.loads(b'"' + w + b'"') for w in seq.text[:seq.emitted]]
+            tool_at = seq.tool_at if seq.tool_at is not None else seq.emitted
             tr["reasoning"] = "".join(out[:seq.reasoning])
-            tr["output"] = "".join(out[seq.reasoning:])
+            tr["output"] = "".join(out[seq.reasoning:tool_at])
+            if seq.tool_at is not None:
+                tr["tool_call"] = "".join(out[tool_at:])
         if not seq.stream or tr["end_ns"] is None:
             tr["end_ns"] = CLOCK()
         tr["reason"] = reason
@@ -531,6 +596,7 @@ class SimServer:
             from benchc.tokenizer.tokenizer import load
 
             self.tok = load(cfg.tokenizer)
+        self.prompt_counter = PromptCounter(self.tok, cfg.image_patch_px, cfg.image_max_tokens)
         self.engine = Engine(cfg, self.trace_file)
         self.started_ns = CLOCK()
         self._runner: web.AppRunner | None = None
@@ -545,8 +611,11 @@ class SimServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival_stamp])
-        app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_post("/v1/completions", self.completions)
+        # the APIs it serves (another's path answers 404, as a server without that API does)
+        for api, path in (("chat", "/v1/chat/completions"), ("completions", "/v1/completions"),
+                          ("responses", "/v1/responses"), ("messages", "/v1/messages")):
+            if api in self.cfg.apis:
+                app.router.add_post(path, functools.partial(self._generate, api=api))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -642,12 +711,6 @@ class SimServer:
                    for w in str(text or "").split()]
         return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": self.cfg.max_model_len})
 
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, "chat")
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, "completions")
-
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         """One completion: read and check the request, queue it in the engine, stream (or
         return) what the engine decodes for it."""
@@ -684,20 +747,18 @@ class SimServer:
             raise _Reject(_error(400, "the request body is not valid JSON", "BadRequestError")) from None
         if body.get("model") != self.cfg.model:
             raise _Reject(_error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"))
-        if api == "chat":
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise _Reject(_error(400, "messages must be a non-empty list", "BadRequestError"))
-            text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
-        else:
-            text = body.get("prompt")
-            if not isinstance(text, str):
-                raise _Reject(_error(400, "prompt must be a string", "BadRequestError"))
+        text = _prompt_text(api, body)  # checked as a server checks it (400s)
+        if api == "completions":
+            tokens = self.tok.encode(text) if self.tok else text.split()
+        else:  # tools, messages, content parts, images, tool calls (sim/prompt_tokens.py's rule)
+            tokens, request[IMAGE_TOKENS] = self.prompt_counter.prompt(api, body)
         if int(body.get("n", 1)) != 1:
             raise _Reject(_error(400, "only n=1 is supported", "BadRequestError"))
-        tokens = self.tok.encode(text) if self.tok else text.split()
         input_tokens = len(tokens)
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if api == "messages" and body.get("max_tokens") is None:
+            raise _Reject(_error(400, "max_tokens: Field required", "BadRequestError"))
+        max_tokens = body.get("max_output_tokens") if api == "responses" else \
+            body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
             max_tokens = max(self.cfg.max_model_len - input_tokens, 1)
         max_tokens = int(max_tokens)
@@ -734,7 +795,7 @@ class SimServer:
         seed = body.get("seed")
         input_tokens = len(tokens)
         seq = Seq(
-            id=("chatcmpl-" if api == "chat" else "cmpl-") + rid, api=api,
+            id={"chat": "chatcmpl-", "completions": "cmpl-"}.get(api, "") + rid, api=api,
             stream=bool(body.get("stream", False)),
             transport=request.transport, model=json.dumps(self.cfg.model).encode(),
             created=str(int(time.time())).encode(), input_tokens=input_tokens, max_tokens=max_tokens,
@@ -750,13 +811,17 @@ class SimServer:
             trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
                    "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
                    "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,
-                   "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0},
+                   "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0,
+                   "first_tool_ns": None, "tool_chunks": 0},
         )
-        # reasoning on chat only, as vLLM's reasoning parsers
-        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api == "chat" else 0
+        if request.get(IMAGE_TOKENS) or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
+            seq.trace["image_tokens"] = request.get(IMAGE_TOKENS, 0)  # what they cost, as received
+            seq.trace["body_bytes"] = request.content_length
+        # reasoning and tool calls in the chat-like APIs, as vLLM's reasoning and tool parsers
+        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api != "completions" else 0
         if self.cfg.trace_text:
-            seq.trace["messages" if api == "chat" else "prompt"] = body.get("messages" if api == "chat"
-                                                                             else "prompt")
+            key = {"completions": "prompt", "responses": "input"}.get(api, "messages")
+            seq.trace[key] = body.get(key)
         if self.engine.prefix is not None:
             seq.block_keys = block_keys(tokens, self.cfg.block_size)
             seq.prompt_tokens = tokens
@@ -768,6 +833,14 @@ class SimServer:
             ids = self.tok.encode(b"".join(seq.text).decode())[:max_tokens]
             seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
             seq.out_ids = ids
+        if self.cfg.tool_call_fraction and api != "completions" and \
+                seq.rng.random() < self.cfg.tool_call_fraction and seq.reasoning < max_tokens:
+            seq.tool_at = seq.reasoning  # the call follows the reasoning; no text answer
+            whole = seq.tool_at + 1 + self.cfg.tool_call_tokens
+            seq.tool_end = min(whole, max_tokens)
+            seq.tool_finish = "tool_calls" if whole <= max_tokens else "length"
+        if api in WIRES:
+            return seq
         empty = self.engine._chunk(seq, b"\x00", None)
         seq.head, seq.tail = empty.split(b"\x00")
         if seq.reasoning:
@@ -781,7 +854,9 @@ class SimServer:
                                                        "Cache-Control": "no-cache"})
         await resp.prepare(request)
         seq.resp = resp
-        if seq.api == "chat":
+        if seq.api in WIRES:
+            await resp.write(WIRES[seq.api].opening(seq))
+        elif seq.api == "chat":
             await resp.write(b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk",'
                              b'"created":' + seq.created + b',"model":' + seq.model
                              + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
@@ -799,6 +874,8 @@ class SimServer:
             pass
 
     def _whole(self, seq: Seq) -> dict:
+        if seq.api in WIRES:
+            return WIRES[seq.api].whole(seq, self.engine._usage_dict(seq, final=True), seq.finish)
         words = [json.loads(b'"' + w + b'"') for w in seq.words]
         text, reasoning = "".join(words[seq.reasoning:]), "".join(words[:seq.reasoning])
         usage = self.engine._usage_dict(seq, final=True)

@@ -6,7 +6,7 @@ and gigabytes before anything said no. Prompts are built one request at a time, 
 compiler builds a few per step to fingerprint them, so what compiling costs grows with
 prompt size times load points (both bounded here), never with the number of requests.
 These checks are arithmetic on the spec's numbers (nothing is enumerated), so a refusal
-comes in milliseconds. The README's "Limits" section states the same numbers.
+comes in milliseconds. docs/spec.md's "Limits" section states the same numbers.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ MAX_COMBINATIONS = 1_000  # matrix combinations (before exclusions)
 MAX_LOAD_POINTS = 10_000  # load points of a plan: combinations x sweep values
 MAX_TURNS = 10_000  # turns of one session (its script is built when the session starts)
 
-_HINT = " (benchc's ceiling; README: Limits)"
+_HINT = " (benchc's ceiling; docs/spec.md: Limits)"
 
 
 def _over(value: float, ceiling: int, what: str) -> str:

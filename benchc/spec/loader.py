@@ -494,11 +494,54 @@ def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
             if isinstance(length, dict) and "min" in length:
                 if parse_tokens(length["min"]) > parse_tokens(length["max"]):
                     out.append(spec.problem(("workload", "dataset", name, k), "min is greater than max"))
+    out += _agentic_problems(spec, d)
     sampling = d["workload"].get("sampling", {})
     if "min_tokens" in sampling and "max_tokens" in sampling:
         if parse_tokens(sampling["min_tokens"]) > parse_tokens(sampling["max_tokens"]):
             out.append(spec.problem(("workload", "sampling", "min_tokens"),
                                     "min_tokens is greater than max_tokens"))
+    return out
+
+
+# What one request may carry: tool definitions past a million tokens, or images past 2^26
+# pixels (about 200 MB of raw RGB to encode), are beyond any served model's context
+_MAX_TOOL_TOKENS = 1 << 20
+_MAX_IMAGE_PIXELS = 1 << 26
+
+
+def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """workload.tools, images and agent: one source of tools, and what each needs."""
+    out, p, w = [], spec.problem, d["workload"]
+    api = d["target"].get("api", "chat")
+    tools = w.get("tools")
+    if tools is not None and sum(k in tools for k in ("definitions", "file", "synthetic")) != 1:
+        out.append(p(("workload", "tools"), "give exactly one of definitions (a list), file (a JSON file "
+                                            "of them) or synthetic ({count, tokens})"))
+    for key in ("tools", "images"):
+        if key in w and api == "completions":
+            out.append(p(("workload", key), f"{key} go in chat-style requests: the completions API sends "
+                                            "a bare prompt (use target.api: chat)", key=True))
+    if "agent" in w:
+        if not _multi_turn(d):
+            out.append(p(("workload", "agent"), "agent loops run in sessions: they need a sessions workload "
+                                                "(workload.dataset.sessions, or sharegpt or trace with "
+                                                "sessions: true)", key=True))
+        if tools is None:
+            out.append(p(("workload", "agent"), "an agent loop answers tool calls: give workload.tools too",
+                         key=True))
+    syn = (tools or {}).get("synthetic")
+    if syn and syn["count"] * syn["tokens"] > _MAX_TOOL_TOKENS:
+        out.append(p(("workload", "tools", "synthetic"), f"{syn['count']} x {syn['tokens']} tokens of tool "
+                                                         f"definitions is more than {_MAX_TOOL_TOKENS:,} in "
+                                                         "every request (benchc's ceiling)"))
+    img = w.get("images")
+    if img and img["count"] * img["width"] * img["height"] > _MAX_IMAGE_PIXELS:
+        out.append(p(("workload", "images"), f"{img['count']} images of {img['width']} x {img['height']} is "
+                                             f"more than {_MAX_IMAGE_PIXELS:,} pixels in every request "
+                                             "(benchc's ceiling)"))
+    if "images" in w and _multi_turn(d):
+        out.append(p(("workload", "images"), "images in sessions are not built yet: use a single-prompt "
+                                             "dataset (random, jsonl, ...)", key=True))
     return out
 
 

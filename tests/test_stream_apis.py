@@ -1,0 +1,252 @@
+"""The stream parser on the APIs beyond chat text: tool calls in chat streams, the Responses
+API's events and the Messages API's events, on both cores, over any split of the bytes."""
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchc.client.request import _conclude
+from benchc.metrics.record import RequestRecord
+from tests.test_stream import chunk, cores, fed_one_event_per_ms, fixture, kept_over, measure, stream_of
+
+MS = 1_000_000
+
+
+def tool_call(index=0, name=None, arguments=None, call_id=None):
+    fn = {}
+    if name is not None:
+        fn["name"] = name
+    if arguments is not None:
+        fn["arguments"] = arguments
+    call = {"index": index, "function": fn}
+    if call_id is not None:
+        call.update(id=call_id, type="function")
+    return {"tool_calls": [call]}
+
+
+# vLLM's chat stream answered by a tool call (serving_chat.py with a tool parser): the role,
+# the call's id and name with empty arguments, the argument pieces, the finish, the usage.
+CHAT_TOOL_CALL = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk(tool_call(name="get_weather", arguments="", call_id="chatcmpl-tool-1")),
+    chunk(tool_call(arguments='{"city": ')),
+    chunk(tool_call(arguments='"Paris"}')),
+    chunk({}, finish="tool_calls"),
+    json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 7,
+                                                    "prompt_tokens_details": {"cached_tokens": 4}}}).encode(),
+]
+
+
+def test_a_chat_stream_answered_by_a_tool_call_is_output(stream_modules):
+    p = fed_one_event_per_ms(stream_modules[0], CHAT_TOOL_CALL, keep_text=True)
+    firsts = (p.first_text_ns, p.first_tool_ns, p.first_answer_ns, p.first_reasoning_ns)
+    assert firsts == (2 * MS, 2 * MS, 0, 0)
+    assert (p.text_chunks, p.tool_chunks, p.finish_reason) == (3, 3, "tool_calls")
+    assert (p.usage_completion, p.usage_prompt, p.usage_cached) == (7, 9, 4)
+    assert p.tool_text() == 'get_weather{"city": "Paris"}' and p.answer_text() == ""
+    assert p.gaps_ns == [MS, MS] and p.answer_gaps_ns == []
+    # never empty_output: a tool call is an answer
+    rec = RequestRecord("r", 0, 9, None, t0_ns=MS // 2, end_ns=7 * MS)
+    _conclude(rec, p, "text/event-stream")
+    assert rec.error is None and rec.output_tokens == 7 and rec.finish_reason == "tool_calls"
+
+
+def test_text_then_a_tool_call(stream_modules):
+    events = [chunk({"content": "Let me look."}), chunk(tool_call(name="f", arguments="{}", call_id="c")),
+              chunk(tool_call(index=1, name="g", arguments="{}", call_id="d"), finish="tool_calls")]
+    p = fed_one_event_per_ms(stream_modules[0], events, keep_text=True)
+    assert (p.first_text_ns, p.first_answer_ns, p.first_tool_ns, p.tool_chunks) == (MS, MS, 2 * MS, 2)
+    assert (p.answer_text(), p.tool_text()) == ("Let me look.", "f{}g{}")
+
+
+def test_vllm_responses_stream_is_read_exactly(stream_modules):
+    """Captured from vLLM 0.32's /v1/responses (a prompt whose first 160 tokens were cached)."""
+    data = fixture("vllm-responses.sse")
+    r = measure(stream_modules, data, range(0, len(data), 97))
+    assert r[3] == 4 and r[5:8] == (4, 163, "length")  # response.completed, incomplete_details
+    assert r[17] == 160 and r[19][5] == 0 and r[20][2] == 0 and r[8] == 0
+
+
+def test_vllm_messages_stream_is_read_exactly(stream_modules):
+    """Captured from vLLM 0.32's /v1/messages: message_start's input_tokens is the whole prompt,
+    message_delta's the uncached part beside cache_read_input_tokens (Anthropic's meaning)."""
+    data = fixture("vllm-messages.sse")
+    r = measure(stream_modules, data, range(0, len(data), 89))
+    assert r[3] == 4 and r[5:8] == (4, 163, "length")  # stop_reason max_tokens
+    assert r[17] == 160 and r[20][2] == 0 and r[8] == 0
+
+
+def responses(kind, **fields):
+    return json.dumps({"type": kind, "sequence_number": 1, **fields}).encode()
+
+
+def message(kind, **fields):
+    return json.dumps({"type": kind, **fields}).encode()
+
+
+RESPONSES_TOOL = [
+    responses("response.created", response={"status": "in_progress", "usage": None}),
+    responses("response.output_item.added", output_index=0,
+              item={"type": "reasoning", "id": "rs_1", "summary": []}),
+    responses("response.reasoning_text.delta", item_id="rs_1", output_index=0, content_index=0,
+              delta="Think"),
+    responses("response.reasoning_summary_text.delta", item_id="rs_1", output_index=0, summary_index=0,
+              delta="ing"),
+    responses("response.output_item.added", output_index=1,
+              item={"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+                    "arguments": "", "status": "in_progress"}),
+    responses("response.function_call_arguments.delta", item_id="fc_1", output_index=1, delta='{"city":'),
+    responses("response.function_call_arguments.delta", item_id="fc_1", output_index=1, delta='"Oslo"}'),
+    responses("response.function_call_arguments.done", item_id="fc_1", output_index=1,
+              arguments='{"city":"Oslo"}'),
+    responses("response.brand_new_event", x=1),
+    responses("response.completed", response={
+        "status": "completed", "incomplete_details": None,
+        "output": [{"type": "reasoning"}, {"type": "function_call", "name": "get_weather"}],
+        "usage": {"input_tokens": 20, "input_tokens_details": {"cached_tokens": 16}, "output_tokens": 9,
+                  "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 29}}),
+]
+
+
+def test_responses_reasoning_and_a_function_call(stream_modules):
+    p = fed_one_event_per_ms(stream_modules[0], RESPONSES_TOOL, keep_text=True)
+    assert (p.first_text_ns, p.first_reasoning_ns, p.first_tool_ns, p.first_answer_ns) == (3 * MS, 3 * MS,
+                                                                                           5 * MS, 0)
+    assert (p.text_chunks, p.reasoning_chunks, p.tool_chunks, p.unknown_events) == (5, 2, 3, 1)
+    assert (p.usage_completion, p.usage_prompt, p.usage_cached, p.usage_reasoning) == (9, 20, 16, 2)
+    assert p.finish_reason == "tool_calls" and p.error_event is None
+    assert (p.reasoning_text(), p.tool_text()) == ("Thinking", 'get_weather{"city":"Oslo"}')
+
+
+MESSAGES_TOOL = [
+    message("message_start", message={"id": "m", "type": "message", "role": "assistant", "content": [],
+                                      "usage": {"input_tokens": 5, "cache_read_input_tokens": 30,
+                                                "cache_creation_input_tokens": 0, "output_tokens": 1}}),
+    message("ping"),
+    message("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""}),
+    message("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "Hm"}),
+    message("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "abc"}),
+    message("content_block_stop", index=0),
+    message("content_block_start", index=1, content_block={"type": "text", "text": ""}),
+    message("content_block_delta", index=1, delta={"type": "text_delta", "text": "Sure."}),
+    message("content_block_stop", index=1),
+    message("content_block_start", index=2, content_block={"type": "tool_use", "id": "toolu_1",
+                                                           "name": "get_weather", "input": {}}),
+    message("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": '{"city"'}),
+    message("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": ':"Rome"}'}),
+    message("content_block_stop", index=2),
+    message("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None},
+            usage={"output_tokens": 12}),
+    message("message_stop"),
+]
+
+
+def test_messages_thinking_text_and_a_tool_use(stream_modules):
+    p = fed_one_event_per_ms(stream_modules[0], MESSAGES_TOOL, keep_text=True)
+    assert (p.first_text_ns, p.first_reasoning_ns, p.first_answer_ns, p.first_tool_ns) == (4 * MS, 4 * MS,
+                                                                                           8 * MS, 10 * MS)
+    assert (p.text_chunks, p.reasoning_chunks, p.tool_chunks, p.unknown_events) == (5, 1, 3, 0)
+    # input_tokens are the uncached part: the prompt is 35 tokens, 30 of them cached
+    assert (p.usage_completion, p.usage_prompt, p.usage_cached) == (12, 35, 30)
+    assert p.finish_reason == "tool_calls"
+    kept = (p.reasoning_text(), p.answer_text(), p.tool_text())
+    assert kept == ("Hm", "Sure.", 'get_weather{"city":"Rome"}')
+
+
+def test_errors_and_unfinished_responses(stream_modules):
+    mod = stream_modules[0]
+    failed = responses("response.failed", response={"status": "failed", "error": {"code": "server_error",
+                                                                                  "message": "engine died"}})
+    p = fed_one_event_per_ms(mod, [responses("response.output_text.delta", delta="a"), failed])
+    assert p.error_event == "engine died"
+    p = fed_one_event_per_ms(mod, [responses("error", code="x", message="bad request", param=None)])
+    assert p.error_event == "bad request" and p.text_chunks == 0
+    overloaded = message("error", error={"type": "overloaded_error", "message": "Overloaded"})
+    p = fed_one_event_per_ms(mod, [overloaded])
+    assert p.error_event == "Overloaded"
+    cut = responses("response.incomplete", response={
+        "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+        "usage": {"input_tokens": 3, "output_tokens": 1}})
+    p = fed_one_event_per_ms(mod, [responses("response.output_text.delta", delta="a"), cut])
+    assert (p.finish_reason, p.usage_completion) == ("length", 1)
+
+
+def test_unknown_event_types_are_skipped_and_counted(stream_modules):
+    events = [message("message_start", message={"usage": {"input_tokens": 2}}),
+              message("content_block_delta", index=0, delta={"type": "text_delta", "text": "a"}),
+              message("a_future_event", text="not output"), responses("response.future.delta", delta="no"),
+              chunk({"content": "b"}), json.dumps({"type": "mystery", "delta": "x"}).encode()]
+    p = fed_one_event_per_ms(stream_modules[0], events)
+    assert (p.unknown_events, p.text_chunks, p.malformed) == (3, 2, 0)
+
+
+API_STREAMS = [CHAT_TOOL_CALL, RESPONSES_TOOL, MESSAGES_TOOL]
+
+
+def test_cores_agree_on_every_api_stream():
+    for events in [*API_STREAMS, RESPONSES_TOOL + MESSAGES_TOOL + CHAT_TOOL_CALL]:
+        for crlf in (False, True):
+            data = stream_of(events, crlf)
+            for step in (1, 13, len(data)):
+                results = [measure(m, data, range(0, len(data), step)) for m in cores()]
+                assert all(r == results[0] for r in results)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=6000), max_size=20), st.sampled_from(
+    ["vllm-responses.sse", "vllm-messages.sse", None]))
+def test_cores_agree_on_the_apis_over_any_split(cuts, name):
+    data = fixture(name) if name else stream_of(RESPONSES_TOOL + MESSAGES_TOOL + CHAT_TOOL_CALL)
+    cut = [c % (len(data) + 1) for c in cuts]
+    results = [measure(m, data, cut) for m in cores()]
+    assert all(r == results[0] for r in results)
+    kept = [(p.text(), p.answer_text(), p.reasoning_text(), p.tool_text()) for p in kept_over(data, cuts)]
+    assert all(k == kept[0] for k in kept)
+
+
+_TYPES = ["response.output_text.delta", "response.reasoning_text.delta",
+          "response.function_call_arguments.delta",
+          "response.reasoning_summary_text.delta", "response.completed", "response.output_item.added",
+          "content_block_delta", "content_block_start", "message_start", "message_delta", "error", "ping",
+          "text_delta", "thinking_delta", "input_json_delta", "tool_use", "x"]
+_KEYS = ["type", "delta", "text", "thinking", "partial_json", "usage", "choices", "response", "item",
+         "content_block", "message", "name", "output_tokens", "input_tokens", "cache_read_input_tokens",
+         "stop_reason", "error", "message", "output"]
+_VALUES = st.recursive(
+    st.none() | st.integers(-3, 50) | st.sampled_from(_TYPES) | st.text(alphabet='ab "\\é😀', max_size=5),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
+    max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=4), st.booleans(), st.booleans())
+def test_cores_agree_on_random_typed_events(obj, ascii_only, spaced):
+    """Events with the Responses and Messages APIs' keys and type names, any values: the
+    compiled core's in-place reading of their deltas gives the twin's results."""
+    event = json.dumps(obj, ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":"))
+    data = stream_of([event.encode()] * 2)
+    results = [measure(m, data, []) for m in cores()]
+    assert all(r == results[0] for r in results), event
+
+
+def test_cores_agree_where_only_a_counter_in_the_tail_changes():
+    """The compiled core reads a Responses delta whose bytes after the text differ from the
+    previous one's only in digits (its sequence_number) as the same shape; a letter or a
+    length that changed is another shape. (Invalid JSON that passes the compiled core's screen,
+    such as a number with a leading zero, is outside what the cores agree on, as on chat.)"""
+    head = b'{"content_index":0,"delta":"'
+
+    def tail(n):
+        return (b'","item_id":"msg_1","output_index":0,"sequence_number":' + n
+                + b',"type":"response.output_text.delta"}')
+
+    numbers = [b"5", b"6", b"7", b"10", b"11", b"1e1", b"12", b"0", b"9", b"-1", b"8", b"19", b"20"]
+    texts = [b"a", b"b", b'c\\"', b"\\u00e9", b"d"]
+    events = [head + texts[i % len(texts)] + tail(n) for i, n in enumerate(numbers)]
+    events.insert(5, head + b"x" + tail(b"11").replace(b"msg_1", b"msg_2"))
+    for order in (events, events[::-1]):
+        data = stream_of(order)
+        results = [measure(m, data, []) for m in cores()]
+        assert all(r == results[0] for r in results)
+        assert results[0][3] == len(events) and results[0][8] == 0
