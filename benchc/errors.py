@@ -17,8 +17,13 @@ Exit codes (never renumber one; add new ones at the end):
           to be trusted (a point was client-limited,
           or the server returned other output
           lengths than the request pinned down)
-     130  interrupted by Ctrl-C (partial result     Interrupted
-          written when there was one)
+       7  a load point failed: none of its        PointFailed
+          requests completed, or more than half
+          failed (results/failed.py; the result is
+          written with every figure)
+     130  interrupted by Ctrl-C, SIGTERM or SIGHUP  Interrupted
+          (partial result written when there was
+          one)
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ EXIT_RUN_ABORTED = 3
 EXIT_INTERNAL = 4
 EXIT_RESULT_FORMAT = 5
 EXIT_UNTRUSTED = 6
+EXIT_POINT_FAILED = 7
 EXIT_INTERRUPTED = 130
 
 
@@ -104,6 +110,12 @@ class UntrustedResult(BenchcError):
     """--strict found a reason not to trust the figures (written all the same)."""
 
     exit_code = EXIT_UNTRUSTED
+
+
+class PointFailed(BenchcError):
+    """A load point failed (results/failed.py says when); the result is written all the same."""
+
+    exit_code = EXIT_POINT_FAILED
 
 
 class Interrupted(BenchcError):

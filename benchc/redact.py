@@ -22,7 +22,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***"
 _SECRET_WORDS = "auth|key|token|secret|password|passwd|cookie|credential"
@@ -174,20 +174,46 @@ def _header_secrets(headers: Mapping[str, str]) -> list[str]:
     return out
 
 
+def _encoded_forms(secret: str) -> set[str]:
+    """How a server, a proxy or a log may write a secret back: JSON-escaped with `\\/` (PHP,
+    some gateways), percent-encoded (a URL, a form), base64 (a Basic credential, a token
+    inside an encoded blob: at each of the three alignments, the characters that depend on
+    the secret's bytes alone)."""
+    forms = {secret.replace("/", "\\/"), quote(secret, safe=""), quote(secret), quote_plus(secret, safe="")}
+    raw = secret.encode("utf-8")
+    for pad in range(3):
+        start, end = -(-8 * pad // 6), 8 * (pad + len(raw)) // 6
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            form = encode(bytes(pad) + raw).decode("ascii")[start:end]
+            if len(form) >= Scrubber.MIN_ENCODED:
+                forms.add(form)
+    return forms
+
+
 class Scrubber:
-    """Every known secret value of a run, and the means to replace each in text."""
+    """Every known secret value of a run, and the means to replace each in text: the value
+    as it is and in the forms a server may write it back in (_encoded_forms); a body cut to a
+    length is scrubbed before the cut, and a secret's start left at the cut is hidden too
+    (cut())."""
 
     MIN_LENGTH = 4  # shorter values are too likely to be ordinary text
+    MIN_ENCODED = 8  # an encoded form (base64 of a part) shorter than this could be any text
 
     def __init__(self, secrets: Iterable[str | None] = ()):
         values = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
         self.secrets = sorted(values, key=len, reverse=True)  # a longer secret holding a shorter one first
-        # inside a JSON string literal a secret appears escaped, as json.dumps writes it
         forms = set(self.secrets)
         for s in self.secrets:
-            forms.add(json.dumps(s)[1:-1])
-            forms.add(json.dumps(s, ensure_ascii=False)[1:-1])
-        self._json_forms = sorted(forms, key=len, reverse=True)
+            if len(s) >= self.MIN_ENCODED:
+                forms |= _encoded_forms(s)
+        self._forms = sorted(forms, key=len, reverse=True)
+        # inside a JSON string literal a secret appears escaped, as json.dumps writes it
+        json_forms = set(self._forms)
+        for f in self._forms:
+            json_forms.add(json.dumps(f)[1:-1])
+            json_forms.add(json.dumps(f, ensure_ascii=False)[1:-1])
+        self._json_forms = sorted(json_forms, key=len, reverse=True)
+        self.longest = len(self._json_forms[0]) if self._json_forms else 0
 
     @classmethod
     def of(cls, *, api_keys: Iterable[str | None] = (), headers: Iterable[Mapping[str, str]] = (),
@@ -209,10 +235,22 @@ class Scrubber:
         return bool(self.secrets)
 
     def text(self, text: str) -> str:
-        """`text` with every secret value replaced by ***."""
-        for s in self.secrets:
+        """`text` with every secret value (and its encoded forms) replaced by ***."""
+        for s in self._forms:
             if s in text:
                 text = text.replace(s, REDACTED)
+        return text
+
+    def cut(self, text: str, limit: int) -> str:
+        """`text` scrubbed, then cut to `limit` characters; a secret's first characters left
+        at the end of it (the text was read to a bound, or is cut here) are hidden too, so a
+        cut never shows part of a secret. Read `limit + self.longest` characters when you can:
+        then a secret across the cut is whole when it is scrubbed."""
+        text = self.text(text)[:limit]
+        for form in self._forms:
+            for n in range(min(len(form) - 1, len(text)), self.MIN_LENGTH - 1, -1):
+                if text.endswith(form[:n]):
+                    return text[:-n] + REDACTED
         return text
 
     def value(self, value: object) -> object:

@@ -2,6 +2,7 @@
 server echoes one back or a command line carries one."""
 
 import asyncio
+import base64
 import json
 import os
 import threading
@@ -11,12 +12,18 @@ from aiohttp import web
 
 from benchc import redact
 from benchc.cli import main
+from benchc.client import bounded
+from benchc.client.request import send, send_native
+from benchc.metrics.record import RequestRecord
 from benchc.plan.compiler import compile_spec
 from benchc.redact import Scrubber, redact_argv
 from benchc.results.document import write_atomic
 from benchc.run.secrets import run_scrubber
 from benchc.run.server import scrub_log
 from benchc.spec import loader as spec
+from tests.test_hardening_redirects import SECRET
+from tests.test_http1 import RawServer, target
+from tests.test_keepalive import PATHS, Client
 
 SPEC = """\
 version: 1
@@ -240,3 +247,66 @@ def test_readiness_says_at_once_when_its_request_cannot_be_made():
 
     with pytest.raises(ServerFailed, match="the readiness check cannot be sent .*a configuration error"):
         asyncio.run(ready())
+
+
+# --------------------------------------------------------------------------- issue 29, class 1
+
+KEY = "sk-live/4f+9Qz=key-0042"
+
+
+@pytest.mark.parametrize("echoed", [
+    KEY.replace("/", "\\/"),  # JSON with escaped slashes (PHP, some gateways)
+    "sk-live%2F4f%2B9Qz%3Dkey-0042",  # percent-encoded (a URL, a form body)
+    "sk-live/4f%2B9Qz%3Dkey-0042",  # as urllib's quote() leaves a slash
+])
+def test_the_scrubber_catches_a_secret_written_back_escaped_or_percent_encoded(echoed):
+    s = Scrubber([KEY])
+    text = f'{{"error": "bad key {echoed} given"}}'
+    assert s.text(text) == s.json(text) == '{"error": "bad key *** given"}'
+
+
+
+@pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"Basic user:", b'{"auth": "'])
+def test_the_scrubber_catches_a_secret_inside_base64_at_any_alignment(prefix):
+    blob = base64.b64encode(prefix + KEY.encode() + b" trailing words").decode()
+    scrubbed = Scrubber([KEY]).text(f"echo: {blob}")
+    assert "***" in scrubbed
+    # what is left decodes to nothing holding the key's middle
+    assert base64.b64encode(KEY.encode()[3:-3]).decode()[4:-4] not in scrubbed
+
+
+def test_a_body_cut_to_length_never_shows_part_of_a_secret():
+    """The error body was cut to 300 bytes, then scrubbed: a key across the cut left its first
+    characters in the result."""
+    s = Scrubber([KEY])
+    body = "x" * 290 + KEY + " and more"
+    cut = s.cut(body, 300)
+    assert cut == "x" * 290 + "*** and mo" and "sk-live" not in cut
+    assert s.cut("y" * 10 + KEY[:6], 16) == "y" * 10 + "***"  # a read that ended mid-secret
+    assert s.cut("nothing secret here", 300) == "nothing secret here"
+
+
+def test_an_error_body_with_the_key_across_the_bound_is_scrubbed_on_every_path():
+    body = ("e" * (bounded.ERROR_BODY_BYTES - 5) + SECRET + " echoed").encode()
+
+    async def script(n, reader, writer):
+        writer.write(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+
+    async def go(path):
+        async with RawServer(script) as srv:
+            c = Client(path)
+            r = RequestRecord("req-1", 0, 1, None)
+            h = {"Content-Type": "application/json", "Authorization": f"Bearer {SECRET}"}
+            if c.pool is not None:
+                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, target())
+            else:
+                r = await send(c.session, srv.url, h, b'{"x": 1}', r, target())
+            await c.close()
+            return r
+
+    with redact.scrubbing(Scrubber([SECRET])):
+        for path in PATHS:
+            r = asyncio.run(go(path))
+            assert r.status == 401 and r.error_detail.startswith("401: eeee"), (path, r.error_detail)
+            assert "***" in r.error_detail and SECRET[:4] not in r.error_detail, (path, r.error_detail)

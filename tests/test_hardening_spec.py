@@ -309,3 +309,69 @@ def test_a_substituted_matrix_value_of_the_wrong_type_is_a_problem_not_a_crash()
                         "max_tokens: '${matrix.m}'}") + "matrix:\n  m: [abc, 4]\n"
     found = problems(text)
     assert len(found) == 1 and "(with matrix m=abc)" in found[0]
+
+
+# --------------------------------------------------------------------------- issue 29, class 5
+
+
+@pytest.mark.parametrize("template", ["{name.__class__}", "{0}", "{name!r}", "{timestamp:>30}", "{user}", "{",
+                                      "a}b"])
+def test_output_path_placeholders_are_a_fixed_set_never_format_fields(template):
+    from benchc.spec.values import output_path_problem
+
+    assert output_path_problem(template) is not None
+
+
+def test_output_path_fills_only_its_placeholders_even_from_a_hand_written_plan(tmp_path):
+    """str.format reached attributes: {name.__class__.__init__.__globals__} wrote the module's
+    globals into a file name."""
+    from benchc.errors import UsageError
+    from benchc.results.document import output_path
+
+    got = output_path(str(tmp_path / "{name}-{plan_hash}-{{x}}.json"), "n", "abcdef0123456789")
+    assert got == str(tmp_path / "n-abcdef012345-{x}.json")
+    with pytest.raises(UsageError, match=r"\{name.__class__\} is not a placeholder of output.path"):
+        output_path(str(tmp_path / "{name.__class__}.json"), "n", "abc")
+
+
+def _special(tmp_path, kind: str, name: str) -> str:
+    """A path that is a FIFO (no writer: open() would block for ever), /dev/zero (endless), or a
+    regular file past its bound (the bound made small by the test)."""
+    if kind == "fifo":
+        path = tmp_path / name
+        os.mkfifo(path)
+        return str(path)
+    if kind == "device":
+        return "/dev/zero"
+    path = tmp_path / name
+    path.write_bytes(b"x" * 64)
+    return str(path)
+
+
+@pytest.mark.parametrize("kind, words", [("fifo", "is a FIFO"), ("device", "is a character device"),
+                                         ("large", "is 64 bytes, more than the 32")])
+@pytest.mark.parametrize("what", ["spec", "jsonl dataset", "tokenizer"])
+def test_input_files_that_are_fifos_devices_or_too_large_are_refused_before_reading(
+        tmp_path, capsys, monkeypatch, kind, words, what):
+    """A FIFO as spec, dataset or tokenizer blocked benchc for ever; /dev/zero filled memory."""
+    from benchc.cli import main
+
+    module, bound = {"spec": ("benchc.spec.loader", "SPEC_BYTES"),
+                     "jsonl dataset": ("benchc.plan.workload", "DATASET_BYTES"),
+                     "tokenizer": ("benchc.tokenizer.tokenizer", "TOKENIZER_BYTES")}[what]
+    monkeypatch.setattr(__import__(module, fromlist=["x"]), bound, 32)
+    if what == "spec":
+        argv = ["validate", _special(tmp_path, kind, "s.yaml")]
+    elif what == "jsonl dataset":
+        data = _special(tmp_path, kind, "d.jsonl")
+        spec_file = tmp_path / "s.yaml"
+        spec_file.write_text(BASE.replace("    random: {input_tokens: 16, output_tokens: 8}",
+                                          f"    jsonl: {{path: {data}}}"))
+        argv = ["plan", str(spec_file)]
+    else:
+        prompt = tmp_path / "p.txt"
+        prompt.write_text("hello")
+        argv = ["tokens", str(prompt), "--tokenizer", _special(tmp_path, kind, "tokenizer.json")]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and f"{what} " in err and words in err and "Traceback" not in err, err

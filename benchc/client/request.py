@@ -23,6 +23,7 @@ from benchc.client import http1
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
 from benchc.client.apis import APIS
+from benchc.client.bounded import error_text
 from benchc.metrics.record import (
     CANCELLED,
     CLIENT_EXHAUSTED,
@@ -71,10 +72,11 @@ def not_sse_detail(content_type: str | None, first_bytes: bytes) -> str:
     """What a 200 that carried no event was: its Content-Type and its first bytes, with every
     secret value of the run replaced (a gateway's page may echo the request's headers)."""
     scrub = redact.active()
-    began = scrub.text(first_bytes.decode("utf-8", "replace"))
+    began = first_bytes.decode("utf-8", "replace")
+    began = scrub.cut(began, len(began))  # the parser kept the first bytes: hide a secret cut there
     what = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
     body = f"its body began {began!r}" if first_bytes else "its body was empty"
-    return scrub.text(f"the 200 answer was not an event stream ({what}; {body})")[:400]
+    return scrub.cut(f"the 200 answer was not an event stream ({what}; {body})", 400)
 
 
 def _take(rec: RequestRecord, parser: Any) -> None:
@@ -278,7 +280,10 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
           # aiohttp's read timer runs from the request's write: the first-byte limit until the
           # response head came, then the idle limit (_after_head)
           "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.first_byte_timeout_s),
-          "trace_request_ctx": rec}
+          "trace_request_ctx": rec,
+          # a redirect is the status it is (http_status), as on the own reader: following it
+          # would send the request's credentials to another origin and measure its answer
+          "allow_redirects": False}
     start = CLOCK()
     retry, content_type = await _post(session, url, kw, rec, target, parser, rules, attempt=0)
     if retry:
@@ -318,7 +323,7 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             proto = resp.connection.protocol if resp.connection else None
             _after_head(proto, target.idle_timeout_s)
             if resp.status != 200:
-                text = (await resp.read())[:300].decode("utf-8", "replace")
+                text = await error_text(resp)
                 rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
                 rec.end_ns = CLOCK()
                 return False, content_type
@@ -448,7 +453,9 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
     rec.path = ex.path
     if ex.error is None and ex.status != 200:
         rec.error = HTTP
-        rec.error_detail = f"{ex.status}: {ex.excerpt.decode('utf-8', 'replace')}"
+        # the reader kept the body's first bytes: a secret cut there is hidden, not half shown
+        excerpt = ex.excerpt.decode('utf-8', 'replace')
+        rec.error_detail = f"{ex.status}: {redact.active().cut(excerpt, len(excerpt))}"
         rec.end_ns = ex.end_ns
         return rec
     if ex.error is not None:

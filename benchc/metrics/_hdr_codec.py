@@ -23,6 +23,14 @@ _COOKIE_MASK = ~0xF0 & 0xFFFFFFFF
 _EXT = struct.Struct(">II")
 _PAYLOAD = struct.Struct(">IIIIQQd")
 MAX_COUNTS = 4 * 1024 * 1024
+# What a header may say (HdrHistogram's own constructor checks, and a ceiling of 2^62 on the
+# highest value: past it the bucket arithmetic of an int64 layout overflows, and the C core's
+# sizing loop would never end). Checked before any histogram is built from a header.
+MAX_HIGHEST = 2**62 - 1
+MAX_COUNT = 2**63 - 1
+# The payload of a valid histogram: its header and at most MAX_COUNTS counts of 9 bytes each;
+# decompression stops there, so a small zlib bomb cannot take gigabytes.
+_MAX_PAYLOAD = 40 + 9 * MAX_COUNTS
 
 
 class HdrFormatError(ValueError):
@@ -67,8 +75,24 @@ def encode(counts, limit: int, lowest: int, highest: int, digits: int) -> str:
     return base64.b64encode(_EXT.pack(COMPRESSION_COOKIE, len(compressed)) + compressed).decode("ascii")
 
 
+def check_layout(lowest: int, highest: int, digits: int) -> None:
+    """The layout a histogram may have (both cores' constructors and the decoder call this):
+    HdrFormatError, a ValueError, naming the field outside its range."""
+    if not 1 <= digits <= 5:
+        raise HdrFormatError(f"significant digits {digits} outside 1..5")
+    if lowest < 1:
+        raise HdrFormatError(f"lowest trackable value {lowest} is less than 1")
+    if highest > MAX_HIGHEST:
+        raise HdrFormatError(f"highest trackable value {highest} is 2^62 or more (the most an int64 "
+                             "layout holds)")
+    if highest < 2 * lowest:
+        raise HdrFormatError(f"highest trackable value {highest} is less than twice the lowest ({lowest})")
+
+
 def decode(text: str | bytes) -> tuple[int, int, int, list[int]]:
-    """(lowest, highest, significant digits, counts) of an encoded histogram."""
+    """(lowest, highest, significant digits, counts) of an encoded histogram; HdrFormatError
+    names what is wrong with one that cannot be read (a header outside what the encoding
+    allows, a count past int64, more counts than MAX_COUNTS)."""
     try:
         raw = base64.b64decode(text, validate=True)
     except (ValueError, TypeError) as e:
@@ -81,16 +105,21 @@ def decode(text: str | bytes) -> tuple[int, int, int, list[int]]:
     if length != len(raw) - _EXT.size:
         raise HdrFormatError(f"length {length} does not match the {len(raw) - _EXT.size} bytes given")
     try:
-        payload = zlib.decompress(raw[_EXT.size:])
+        inflate = zlib.decompressobj()
+        payload = inflate.decompress(raw[_EXT.size:], _MAX_PAYLOAD)
     except zlib.error as e:
         raise HdrFormatError(f"corrupt payload: {e}") from e
+    if inflate.unconsumed_tail:
+        raise HdrFormatError(f"payload larger than a histogram's {_MAX_PAYLOAD} bytes")
     if len(payload) < _PAYLOAD.size:
         raise HdrFormatError("payload too short")
     pcookie, plen, _offset, digits, lowest, highest, _ratio = _PAYLOAD.unpack_from(payload)
     if pcookie & _COOKIE_MASK != 0x1C849303:
         raise HdrFormatError(f"not a V2 payload (cookie {pcookie:#x})")
+    check_layout(lowest, highest, digits)
     data = payload[_PAYLOAD.size:_PAYLOAD.size + plen]
     counts: list[int] = []
+    total = 0
     i, n = 0, len(data)
     while i < n:
         z, shift = 0, 0
@@ -108,9 +137,14 @@ def decode(text: str | bytes) -> tuple[int, int, int, list[int]]:
                 break
         v = (z >> 1) ^ -(z & 1)
         if v < 0:
+            if len(counts) - v > MAX_COUNTS:  # checked before the run is built: -v may be 2^63
+                raise HdrFormatError("too many counts")
             counts.extend([0] * -v)
         else:
             counts.append(v)
-        if len(counts) > MAX_COUNTS:
-            raise HdrFormatError("too many counts")
+            total += v
+            if total > MAX_COUNT:
+                raise HdrFormatError("total count is past int64")
+            if len(counts) > MAX_COUNTS:
+                raise HdrFormatError("too many counts")
     return lowest, highest, digits, counts

@@ -16,10 +16,7 @@ from benchc.metrics import _hdr_codec
 
 class Histogram:
     def __init__(self, lowest: int = 1, highest: int = 3_600_000_000, digits: int = 3):
-        if not 1 <= digits <= 5:
-            raise ValueError("significant digits must be 1..5")
-        if lowest < 1 or highest < 2 * lowest:
-            raise ValueError("need 1 <= lowest and 2 * lowest <= highest")
+        _hdr_codec.check_layout(lowest, highest, digits)  # a ValueError naming the field
         self.lowest, self.highest, self.digits = lowest, highest, digits
         self.unit_magnitude = int(math.floor(math.log2(lowest)))
         sub_count_mag = int(math.ceil(math.log2(2 * 10**digits)))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
+from benchc.inputs import TRACE_BYTES, input_problem
 from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, one_token_words
 from benchc.plan.trace_formats import READERS, Lines, Row, literal_prompt
 from benchc.plan.workload import Prompt
@@ -114,6 +115,8 @@ def load_trace(params: dict, base_dir: str = ".") -> Trace:
     and the slice's statistics; PlanError names the file (and line) of anything wrong."""
     p = Path(params["path"]).expanduser()
     path = p if p.is_absolute() else Path(base_dir) / p
+    if why := input_problem(path, TRACE_BYTES, "trace"):
+        raise PlanError(why)
     try:
         with open(path, "rb") as f:
             sha256 = hashlib.file_digest(f, "sha256").hexdigest()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
+from benchc.inputs import DATASET_BYTES, input_problem
 from benchc.units import parse_tokens
 
 # Short, common words: single tokens in GPT-2/cl100k/Llama/Qwen/DeepSeek vocabularies
@@ -131,6 +132,8 @@ def _word_count(text: str) -> int:
 
 def _read_text(path: Path, what: str) -> str:
     """A dataset file as UTF-8 text; an unreadable or undecodable one is a PlanError naming it."""
+    if why := input_problem(path, DATASET_BYTES, what):
+        raise PlanError(why)
     try:
         raw = path.read_bytes()
     except OSError as e:

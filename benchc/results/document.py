@@ -24,6 +24,8 @@ import jsonschema
 
 from benchc import redact
 from benchc.errors import ResultFormatError, UsageError
+from benchc.results import values
+from benchc.spec.values import fill_output_path
 
 SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)
@@ -50,7 +52,10 @@ def output_path(template: str, name: str, plan_hash: str, sidecars: bool = False
     """Fill {name}, {timestamp}, {plan_hash}; add -2, -3... rather than overwrite a file (with
     `sidecars`, a name whose per-request JSONL exists is taken too)."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = template.format(name=name, timestamp=stamp, plan_hash=plan_hash[:12])
+    try:
+        path = fill_output_path(template, {"name": name, "timestamp": stamp, "plan_hash": plan_hash[:12]})
+    except ValueError as e:  # validate refuses it first; a plan written by hand may not have been
+        raise UsageError(f"output.path {template!r}: {e}") from None
     base, ext = os.path.splitext(path)
     n = 2
     while os.path.lexists(path) or (sidecars and os.path.lexists(requests_path(path))):
@@ -224,6 +229,10 @@ def validate_document(doc: dict) -> None:
     if version not in READABLE_VERSIONS:
         raise ResultFormatError(f"result schema_version {version} is not one this benchc reads "
                                 f"(it reads {readable})")
+    try:
+        values.check(doc)  # before the schema: its validator recurses, and takes 1e40 as an integer
+    except values.ValueProblem as problem:
+        raise ResultFormatError(f"result document invalid at {problem}") from None
     errors = sorted(jsonschema.Draft202012Validator(load_schema(f"result-v{version}")).iter_errors(doc),
                     key=lambda e: list(e.absolute_path))
     if errors:
@@ -240,7 +249,7 @@ def read(path: str) -> dict:
     except OSError as e:
         raise ResultFormatError(f"cannot read {path}: {e.strerror}") from e
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"), parse_constant=not_json_number)
     except UnicodeDecodeError as e:
         raise ResultFormatError(f"{path} is not a result document: byte {e.start} (0x{raw[e.start]:02x}) "
                                 "is not UTF-8 text (a binary file?)") from e
@@ -248,8 +257,14 @@ def read(path: str) -> dict:
         raise ResultFormatError(f"{path} is not JSON ({e.msg} at line {e.lineno})") from e
     except RecursionError as e:
         raise ResultFormatError(f"{path} is not a result document: JSON nested too deep to read") from e
+    except ValueError as e:  # NaN/Infinity literals; an integer of more than 4300 digits
+        raise ResultFormatError(f"{path} is not a result document: {e}") from e
     validate_document(doc)
     return doc
+
+
+def not_json_number(literal: str) -> float:
+    raise ValueError(f"{literal} is not a JSON number (a result holds finite numbers only)")
 
 
 # --------------------------------------------------------------------------- reading points

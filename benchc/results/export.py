@@ -14,6 +14,7 @@ import os
 
 from benchc.errors import ResultFormatError, UsageError
 from benchc.results import br, vllm
+from benchc.results.document import not_json_number
 from benchc.results.table import to_csv
 
 WHOLE_FORMATS = ("csv", "csv-turns", "jsonl")
@@ -53,8 +54,8 @@ def _records(raw: bytes, path: str) -> list[dict]:
         if not line.strip():
             continue
         try:
-            r = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            r = json.loads(line.decode("utf-8"), parse_constant=not_json_number)
+        except (UnicodeDecodeError, ValueError) as e:
             why = "cut short: the file ends inside a record" if n == len(lines) else "not a JSON record"
             raise ResultFormatError(f"{path} line {n}: {why} ({e}); the per-request file is damaged") from e
         if not isinstance(r, dict) or not isinstance(r.get("point"), str) or not isinstance(

@@ -49,7 +49,8 @@ def series_label(doc: dict, matrix: dict) -> str:
     sims = [c["target"].get("sim") for c in doc["plan"]["combinations"] if c["target"].get("sim")]
     sim = f" (sim {sims[0].get('preset')})" if sims else ""
     extra = ",".join(f"{k}={v}" for k, v in matrix.items())
-    return f"{doc['plan']['name']} / {model}{sim}" + (f" [{extra}]" if extra else "")
+    label = f"{doc['plan']['name']} / {model}{sim}" + (f" [{extra}]" if extra else "")
+    return label.replace("$", r"\$")  # text from the result, never matplotlib mathtext
 
 
 def _x(point: dict) -> tuple[str, float]:

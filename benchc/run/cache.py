@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import aiohttp
 
+from benchc.client.bounded import error_text
+
 # (path, who serves it): tried in order, on the server's root
 RESET_ENDPOINTS = (("/reset_prefix_cache", "vLLM, when run with VLLM_SERVER_DEV_MODE=1"),
                    ("/flush_cache", "SGLang"))
@@ -53,10 +55,11 @@ class CacheReset:
 
 async def _post(session: aiohttp.ClientSession, url: str, headers: dict) -> str:
     try:
-        async with session.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=60)) as r:
+        async with session.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=60),
+                                allow_redirects=False) as r:
             if r.status == 200:
                 return "200"
-            body = (await r.read())[:120].decode("utf-8", "replace").strip()
+            body = (await error_text(r, 120)).strip()
             return f"{r.status}" + (f" ({body})" if body else "")
     except (aiohttp.ClientError, TimeoutError) as e:
         return f"nothing ({type(e).__name__})"

@@ -24,11 +24,13 @@ import aiohttp
 
 from benchc import __version__
 from benchc._core import core_name
+from benchc.client.bounded import MODELS_BYTES, BodyTooLarge, read_json
 from benchc.client.request import headers_for
-from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
+from benchc.errors import Interrupted, PointFailed, RunError, ThresholdFailed, UntrustedResult, UsageError
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
+from benchc.results import values
 from benchc.results.document import (
     SCHEMA_VERSION,
     environment,
@@ -39,6 +41,7 @@ from benchc.results.document import (
     reserve_outputs,
     write_atomic,
 )
+from benchc.results.failed import failed_points
 from benchc.results.repeats import summaries
 from benchc.results.slo import run_verdict
 from benchc.run.cache import CacheReset
@@ -129,7 +132,9 @@ class _Sim:
         verbose = (["-vv"] if log.isEnabledFor(logging.DEBUG)
                    else ["-v"] if log.isEnabledFor(logging.INFO) else [])
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchc", "sim", "--port", "0", "--model", self.model,
+            # -I: the working directory (a benchc/ folder, a sitecustomize.py) and PYTHON*
+            # variables do not steer benchc's own subprocess
+            sys.executable, "-I", "-m", "benchc", "sim", "--port", "0", "--model", self.model,
             "--config-json", json.dumps(self.params), *verbose, stdout=asyncio.subprocess.PIPE,
             start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
         assert self.proc.stdout is not None  # a pipe, asked for above
@@ -144,6 +149,19 @@ class _Sim:
     async def stop(self) -> None:
         if self.proc:
             await terminate(self.proc, 10)
+
+
+def _leave_terminal() -> None:
+    """Point stdout and stderr that are a terminal at /dev/null (after a hangup every write to
+    it fails with EIO); a redirected one (a file, a pipe) is kept."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                if os.isatty(fd):
+                    os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def _label(combo: Combination) -> str:
@@ -198,10 +216,21 @@ class Runner:
             elif main:
                 main.cancel()
 
-        # SIGTERM (benchc itself being stopped) is handled as Ctrl-C: the server is stopped
-        # and what was measured is written.
+        def on_sighup() -> None:
+            # the terminal (an ssh session) is gone: nothing more goes to it (a write to a
+            # hung-up tty fails), and the run stops as on Ctrl-C, writing what was measured
+            _leave_terminal()
+            self.console.quiet, self.console.live = True, False
+            on_sigint()
+
+        # SIGTERM (benchc itself being stopped) and SIGHUP (its terminal gone) are handled as
+        # Ctrl-C: the server is stopped and what was measured is written. Under nohup SIGHUP
+        # stays ignored, as asked.
+        hangup = signal.getsignal(signal.SIGHUP) != signal.SIG_IGN
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        if hangup:
+            loop.add_signal_handler(signal.SIGHUP, on_sighup)
         try:
             if self.opts.backend == "ray":
                 await self._start_ray()
@@ -215,6 +244,8 @@ class Runner:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
+            if hangup:
+                loop.remove_signal_handler(signal.SIGHUP)
             if self.backend:
                 self.backend.stop()
         return self._document()
@@ -507,21 +538,8 @@ class Runner:
         self.targets.append({"combination": combo.index, "matrix": combo.matrix,
                              "base_url": redact_url(base_url), "model": target.model,
                              "simulated": target.sim is not None,
-                             "models": await self._models(session, base_url, combo),
+                             "models": await fetch_models(session, base_url, headers_for(combo.target)),
                              "max_inflight": max([s.inflight_target for s in steps] + [1])})
-
-    async def _models(self, session: aiohttp.ClientSession, base_url: str, combo: Combination) -> Any:
-        try:
-            async with session.get(base_url.rstrip("/") + "/models", headers=headers_for(combo.target),
-                                   timeout=aiohttp.ClientTimeout(total=30)) as r:
-                if r.status != 200:
-                    return {"status": r.status}
-                return await r.json()
-        except aiohttp.ClientConnectorError as e:
-            raise TargetUnreachable(f"cannot reach the target at {redact_url(base_url)}: "
-                                    f"{e.strerror or e}") from e
-        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as e:
-            return {"error": f"{type(e).__name__}"}
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
                      prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
@@ -668,11 +686,35 @@ def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
     ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
 
 
+async def fetch_models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
+    """The target's /v1/models answer as kept in the result: the JSON, or {"status": N}, or
+    {"error": ...} (a side channel: never the run's end, except that nothing answers at all)."""
+    try:
+        async with session.get(base_url.rstrip("/") + "/models", headers=headers, allow_redirects=False,
+                               timeout=aiohttp.ClientTimeout(total=30)) as r:
+            if r.status != 200:
+                return {"status": r.status}
+            return await read_json(r, MODELS_BYTES, "/v1/models")
+    except aiohttp.ClientConnectorError as e:
+        raise TargetUnreachable(f"cannot reach the target at {redact_url(base_url)}: "
+                                f"{e.strerror or e}") from e
+    except BodyTooLarge as e:  # kept out of the result; the run goes on
+        return {"error": str(e)}
+    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        return {"error": f"{type(e).__name__}"}
+
+
 def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
     """Write the per-request JSONL (when there are records) and the result, to the paths
     reserved before the run. Should that fail now (the disk filled up, the file was replaced
     by something benchc does not write through), the measurement goes to a file of its own in
     the temporary folder rather than being lost; RunError names it."""
+    try:
+        values.check(doc)  # never a result benchc's own tools would refuse to read
+    except values.ValueProblem as problem:
+        kept = _rescue(json.dumps(doc, indent=1) + "\n", ".json")
+        raise RunError(f"the result holds a value no reader takes ({problem}): a bug in benchc, please "
+                       f"report it; the result is in {kept}") from problem
     try:
         if requests:
             req_path = requests_path(path)
@@ -699,7 +741,8 @@ def _rescue(text: str, suffix: str) -> str:
 
 def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     """Run the plan; write the result; return (document, path). Raises Interrupted, RunError,
-    UntrustedResult or ThresholdFailed *after* writing, so the document is never lost.
+    PointFailed, UntrustedResult or ThresholdFailed *after* writing, so the document is never
+    lost (in that order: the first that applies decides the exit code).
 
     Every output path (result, per-request JSONL, server logs) is checked and the result's
     reserved before the run starts: a run whose result could not be written is refused
@@ -724,6 +767,9 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
         raise Interrupted(f"interrupted; partial result written to {path}")
     if runner.errors:
         raise RunError("\n".join(e.text() for e in runner.errors) + f"\nresult written to {path}")
+    failed = failed_points(doc)
+    if failed:
+        raise PointFailed("load point(s) failed:\n  " + "\n  ".join(failed) + f"\nresult written to {path}")
     untrusted = [p for p in doc["points"] if not p["trust"]["trusted"]]
     if opts.strict and untrusted:
         doubts = [f"{p['id']}: {d['message']}" for p in untrusted for d in p["trust"]["doubts"]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from benchc import redact
+from benchc.client.bounded import MODELS_BYTES, read_json
 from benchc.errors import Interrupted, RunError
 from benchc.plan.model import Server
 from benchc.redact import redact_argv, redact_url
@@ -144,14 +145,14 @@ async def wait_ready(launched: Launched | None, base_url: str, server: Server, m
             if stop.is_set():
                 raise Interrupted("interrupted while waiting for the server to be ready")
             try:
-                async with s.get(root + server.ready_path, headers=headers,
+                async with s.get(root + server.ready_path, headers=headers, allow_redirects=False,
                                  timeout=aiohttp.ClientTimeout(total=5)) as r:
                     ok = r.status == 200
                     last = f"{server.ready_path} answered {r.status}"
                 if ok:
-                    async with s.get(base_url.rstrip("/") + "/models", headers=headers,
+                    async with s.get(base_url.rstrip("/") + "/models", headers=headers, allow_redirects=False,
                                      timeout=aiohttp.ClientTimeout(total=5)) as r:
-                        body = await r.json(content_type=None) if r.status == 200 else {}
+                        body = await read_json(r, MODELS_BYTES, "/v1/models") if r.status == 200 else {}
                     listed = body.get("data") if isinstance(body, dict) else None
                     listed = listed if isinstance(listed, list) else []  # any JSON may come back
                     names = [m.get("id") for m in listed if isinstance(m, dict)]

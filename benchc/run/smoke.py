@@ -14,9 +14,10 @@ import time
 import aiohttp
 
 from benchc.client.apis import APIS, Api
+from benchc.client.bounded import SMOKE_BYTES, BodyTooLarge, error_text, read_json
 from benchc.plan.model import Sampling, Smoke, SmokeCheck, Target
 from benchc.plan.workload import Prompt
-from benchc.redact import redact_text
+from benchc.redact import Scrubber
 
 EXCERPT = 200
 
@@ -37,16 +38,19 @@ async def _ask(session: aiohttp.ClientSession, api: Api, url: str, headers: dict
     """(answer text, latency s, error or None)."""
     t0 = time.perf_counter()
     try:
-        async with session.post(url, json=body, headers=headers,
+        async with session.post(url, json=body, headers=headers, allow_redirects=False,
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
             if r.status != 200:
-                return "", time.perf_counter() - t0, f"HTTP {r.status}: {(await r.text())[:200]}"
+                return "", time.perf_counter() - t0, f"HTTP {r.status}: {(await error_text(r, 200))}"
             if not body.get("stream"):
-                data = await r.json(content_type=None)
+                data = await read_json(r, SMOKE_BYTES, "the smoke check")
                 text = api.answer_text(data) if isinstance(data, dict) else ""
                 return text, time.perf_counter() - t0, None
-            parts = []
+            parts, size = [], 0
             async for line in r.content:
+                size += len(line)
+                if size > SMOKE_BYTES:
+                    raise BodyTooLarge("the smoke check's stream", SMOKE_BYTES)
                 line = line.strip()
                 if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
                     continue
@@ -75,7 +79,7 @@ async def run_smoke(smoke: Smoke, target: Target, base_url: str, headers: dict,
                 matched = error is None and expected
                 ok_all = ok_all and matched
                 entry[mode] = {"passed": matched, "latency_s": round(latency, 4),
-                               "excerpt": redact_text(text[:EXCERPT], secrets), "error": error}
+                               "excerpt": Scrubber(secrets).cut(text, EXCERPT), "error": error}
             entry["passed"] = ok_all
             results.append(entry)
     return {"passed": all(r["passed"] for r in results), "continue_on_fail": smoke.continue_on_fail,

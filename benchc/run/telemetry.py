@@ -15,11 +15,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import shutil
 from typing import Any
 
 import aiohttp
+
+from benchc.client.bounded import METRICS_BYTES, BodyTooLarge, read_body
 
 GPU_FIELDS = ("index", "name", "memory.used", "memory.total", "utilization.gpu", "power.draw")
 
@@ -93,6 +96,9 @@ def parse_prometheus(text: str) -> dict[str, Any]:
                 value = float(m.group(3))
             except ValueError:
                 continue
+            if not math.isfinite(value) or abs(value) >= 2**63:
+                # NaN, Inf or past int64: a result holds neither (results/values.py)
+                continue
             sums[m.group(1)] = sums.get(m.group(1), 0.0) + value
             seen[m.group(1)] = seen.get(m.group(1), 0) + 1
     out: dict[str, Any] = {"kind": None}
@@ -110,11 +116,13 @@ def parse_prometheus(text: str) -> dict[str, Any]:
 
 async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, Any] | None:
     try:
-        async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as r:
+        async with session.get(root + "/metrics", timeout=aiohttp.ClientTimeout(total=5),
+                               allow_redirects=False) as r:
             if r.status != 200:
                 return None
-            return parse_prometheus(await r.text())
-    except (aiohttp.ClientError, TimeoutError):
+            body = await read_body(r, METRICS_BYTES, "/metrics")
+            return parse_prometheus(body.decode("utf-8", "replace"))
+    except (aiohttp.ClientError, TimeoutError, BodyTooLarge):
         return None
 
 

@@ -22,6 +22,7 @@ import yaml
 
 from benchc import __version__
 from benchc.errors import SpecError, SpecProblem, UsageError
+from benchc.inputs import SPEC_BYTES, input_problem
 from benchc.spec import limits, matrix, values, yaml_bounds
 from benchc.spec.schemas import load_schema
 from benchc.spec.thresholds import parse_threshold
@@ -77,9 +78,11 @@ def load(
 
     Raises SpecError with every problem found; UsageError if the file is unreadable.
     """
+    if why := input_problem(file, SPEC_BYTES, "spec"):
+        raise UsageError(why)
     try:
         with open(file, "rb") as f:
-            raw = f.read()
+            raw = f.read(SPEC_BYTES + 1)
     except OSError as e:
         raise UsageError(f"cannot read spec {file}: {e.strerror}") from e
     try:

@@ -124,9 +124,60 @@ def _output_length_problems(spec: Any, d: dict) -> list[SpecProblem]:
     return out
 
 
+# output.path's placeholders: a fixed set, filled by results/document.output_path through
+# fill_output_path, never by str.format (whose fields reach attributes: {name.__class__})
+OUTPUT_PLACEHOLDERS = ("name", "timestamp", "plan_hash")
+# a model name goes into a server's command line and every request: past this it is no name
+# (a path is at most PATH_MAX, 4096; the kernel refuses one argument past 128 KiB)
+MAX_MODEL_NAME = 4096
+
+
+def _output_fields(template: str) -> list[tuple[str, str | None]]:
+    """(literal text, placeholder or None) pieces of output.path; ValueError when a brace
+    is unbalanced or a placeholder is not one of OUTPUT_PLACEHOLDERS, as written."""
+    import string
+
+    pieces: list[tuple[str, str | None]] = []
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        if field is not None and (field not in OUTPUT_PLACEHOLDERS or spec or conversion):
+            whole = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            whole += "}"
+            known = ", ".join("{" + p + "}" for p in OUTPUT_PLACEHOLDERS)
+            raise ValueError(f"{whole} is not a placeholder of output.path (they are {known}; "
+                             "{{ and }} write braces)")
+        pieces.append((literal, field))
+    return pieces
+
+
+def output_path_problem(template: str) -> str | None:
+    try:
+        _output_fields(template)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def fill_output_path(template: str, values: dict[str, str]) -> str:
+    """output.path with its placeholders filled from `values` (keys: OUTPUT_PLACEHOLDERS)."""
+    return "".join(literal + (values[field] if field else "") for literal, field in _output_fields(template))
+
+
+def _name_problems(spec: Any, d: dict) -> list[SpecProblem]:
+    out = []
+    path = (d.get("output") or {}).get("path")
+    if isinstance(path, str) and (why := output_path_problem(path)):
+        out.append(spec.problem(("output", "path"), why))
+    model = d["target"].get("model")
+    if isinstance(model, str) and len(model) > MAX_MODEL_NAME:
+        out.append(spec.problem(("target", "model"), f"a model name of {len(model):,} characters is longer "
+                                f"than the {MAX_MODEL_NAME:,} a name or path may have (README: Limits)"))
+    return out
+
+
 def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
     """Value problems of one expanded, schema-valid combination."""
-    return _credentials_problems(spec, d["target"]) + _output_length_problems(spec, d)
+    return (_credentials_problems(spec, d["target"]) + _output_length_problems(spec, d)
+            + _name_problems(spec, d))
 
 
 def sim_param_problems(params: dict, names: list[str]) -> list[str]:

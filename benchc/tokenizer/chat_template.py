@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from benchc.errors import UsageError
+from benchc.inputs import TEMPLATE_BYTES, input_problem
 
 _SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 JINJA_MISSING = "jinja2 is not installed: pip install 'benchc[template]'"
@@ -44,6 +45,8 @@ def find(tokenizer_path: str) -> tuple[str, str, dict] | None:
     config: dict = {}
     cfg_path = os.path.join(folder, "tokenizer_config.json")
     if os.path.isfile(cfg_path):
+        if why := input_problem(cfg_path, TEMPLATE_BYTES, "tokenizer config"):
+            raise UsageError(why)
         try:
             with open(cfg_path, encoding="utf-8") as f:
                 config = json.load(f)
@@ -57,6 +60,8 @@ def find(tokenizer_path: str) -> tuple[str, str, dict] | None:
         return template, cfg_path, config
     jinja = os.path.join(folder, "chat_template.jinja")  # where transformers >= 4.43 saves it
     if os.path.isfile(jinja):
+        if why := input_problem(jinja, TEMPLATE_BYTES, "chat template"):
+            raise UsageError(why)
         with open(jinja, encoding="utf-8") as f:
             return f.read(), jinja, config
     return None

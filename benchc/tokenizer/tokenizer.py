@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from benchc.errors import UsageError
+from benchc.inputs import TOKENIZER_BYTES, input_problem
 from benchc.tokenizer._gguf import from_gguf
 from benchc.tokenizer._hf_json import from_tokenizer_json
 from benchc.tokenizer._sentencepiece import from_sentencepiece
@@ -106,4 +107,8 @@ def tokenizer_files(path: str) -> tuple[str, list[str]]:
 def _existing(path: str) -> str:
     if not os.path.exists(path):
         raise UsageError(f"no tokenizer at {path}")
+    # a GGUF model of many gigabytes is read for its metadata only: no size bound there
+    limit = None if path.endswith(".gguf") else TOKENIZER_BYTES
+    if not os.path.isdir(path) and (why := input_problem(path, limit, "tokenizer")):
+        raise UsageError(why)
     return path

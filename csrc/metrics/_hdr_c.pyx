@@ -25,11 +25,10 @@ cdef extern from *:
 cdef class Histogram:
     # attributes are declared in benchc/_hdr_c.pxd (the stream parser records into it from C)
 
-    def __cinit__(self, int64_t lowest=1, int64_t highest=3600000000, int digits=3):
-        if not 1 <= digits <= 5:
-            raise ValueError("significant digits must be 1..5")
-        if lowest < 1 or highest < 2 * lowest:
-            raise ValueError("need 1 <= lowest and 2 * lowest <= highest")
+    def __cinit__(self, lowest=1, highest=3600000000, digits=3):
+        # Python ints, checked before they become int64 (as the twin checks them): a ValueError
+        # naming the field; past 2^62 the sizing loop below would overflow and never end
+        _hdr_codec.check_layout(lowest, highest, digits)
         self.lowest, self.highest, self.digits = lowest, highest, digits
         self.unit_magnitude = <int>floor(log2(<double>lowest))
         cdef int sub_count_mag = <int>ceil(log2(2.0 * 10 ** digits))
@@ -39,7 +38,7 @@ cdef class Histogram:
         self.sub_mask = (self.sub_count - 1) << self.unit_magnitude
         cdef int64_t smallest_untrackable = self.sub_count << self.unit_magnitude
         cdef int buckets = 1
-        while smallest_untrackable <= highest:
+        while smallest_untrackable <= self.highest:
             smallest_untrackable <<= 1
             buckets += 1
         self.bucket_count = buckets

@@ -1,0 +1,34 @@
+"""Files benchc reads as input (spec, dataset, trace, tokenizer, chat template): each must be a
+regular file within its stated bound (README: Limits), found out from its metadata before a
+byte is read, so a FIFO, a device (/dev/zero, /dev/stdin) or a file of many gigabytes is
+refused at once rather than blocking or filling memory.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+SPEC_BYTES = 256 * 1024  # also spec/yaml_bounds.py's ceiling, checked again on the bytes
+DATASET_BYTES = 1 << 30  # a jsonl or ShareGPT dataset, read whole
+TRACE_BYTES = 1 << 30  # a trace file, read whole
+TOKENIZER_BYTES = 1 << 30  # tokenizer.json, tiktoken, tekken, SentencePiece (a GGUF: metadata only)
+TEMPLATE_BYTES = 16 << 20  # tokenizer_config.json, chat_template.jinja
+
+
+def input_problem(path: str | os.PathLike, limit: int | None, what: str) -> str | None:
+    """Why `path` cannot be read as a `what` (None: it can, or it does not exist, which the
+    reader reports in its own words)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a character device" if stat.S_ISCHR(st.st_mode)
+                else "a block device" if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        return f"{what} {path} is {kind}: benchc reads a {what} from a regular file"
+    if limit is not None and st.st_size > limit:
+        return (f"{what} {path} is {st.st_size:,} bytes, more than the {limit:,} a {what} may have "
+                "(benchc's bound; README: Limits)")
+    return None

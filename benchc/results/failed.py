@@ -1,0 +1,38 @@
+"""Whether a load point failed, and so whether a run may say it succeeded: the one rule, used by
+`benchc run` for its exit code (7, errors.PointFailed) and by whatever shows the failure.
+
+A point fails when no request of it completed, or when more than MAX_ERROR_FRACTION of the
+requests it sent failed. Its figures stay in the result as measured (a failed point is a
+finding, not a damaged document); only the run's exit code says so. Probes of a capacity
+search are left out: a probe past the server's capacity is how a search finds its answer.
+"""
+
+from __future__ import annotations
+
+MAX_ERROR_FRACTION = 0.5  # more than half of a point's requests failed: no load figure describes it
+
+
+def point_failure(point: dict) -> str | None:
+    """Why a result point failed, in a sentence; None when it did not (or is a search probe)."""
+    if point["params"].get("probe") is not None:
+        return None
+    counts = point["counts"]
+    sent, completed, failed = counts["sent"], counts["completed"], counts["failed"]
+    if completed == 0:
+        return f"no request completed ({_failures(counts)})" if sent else "no request was sent"
+    if sent and failed / sent > MAX_ERROR_FRACTION:
+        return (f"{failed} of {sent} requests failed ({_failures(counts)}), more than the "
+                f"{MAX_ERROR_FRACTION:.0%} a point may lose")
+    return None
+
+
+def failed_points(doc: dict) -> list[str]:
+    """`<point id>: <why>` for every failed point of a result document, in its order."""
+    return [f"{p['id']}: {why}" for p in doc.get("points", []) if (why := point_failure(p)) is not None]
+
+
+def _failures(counts: dict) -> str:
+    kinds = sorted((counts.get("errors") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    if not kinds:
+        return f"{counts['failed']} failed"
+    return ", ".join(f"{n} {kind}" for kind, n in kinds[:3]) + (", ..." if len(kinds) > 3 else "")

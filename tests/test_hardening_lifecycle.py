@@ -1,0 +1,50 @@
+"""Process lifecycle (issue 29, class 6): a hangup stops a run as Ctrl-C does, writing what was
+measured; benchc's own Python subprocesses are isolated from the working directory."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from benchc.results.document import read
+from tests.conftest import wait_for
+from tests.test_run import Sim, write_spec
+
+
+@pytest.mark.slow  # a run against a simulator subprocess
+def test_sighup_writes_a_partial_result_and_exits_130(tmp_path):
+    """An ssh session that dropped killed the run (SIGHUP's default) and lost the measurement."""
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
+    spec = write_spec(tmp_path, sweep="    concurrency: [2, 4]", out=48, extra="  requests: 40")
+    cmd = [sys.executable, "-m", "benchc", "run", spec, "--quiet", "--base-url", sim.url,
+           "--set", "load.warmup.requests=0"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: sim.trace.exists() and len(sim.trace.read_text().splitlines()) >= 2,
+                 what="two finished requests in the simulator's trace")
+        p.send_signal(signal.SIGHUP)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        sim.close()
+    assert p.returncode == 130, err
+    doc = read(str(tmp_path / "r.json"))
+    assert doc["complete"] is False and doc["interrupted"] is True
+    assert doc["points"][0]["counts"]["sent"] >= 2
+
+
+@pytest.mark.slow  # a run with the embedded simulator
+def test_the_embedded_simulator_ignores_a_benchc_folder_in_the_working_directory(tmp_path):
+    """`python -m benchc sim` imported ./benchc/ of the working directory first."""
+    trap = tmp_path / "cwd" / "benchc"
+    trap.mkdir(parents=True)
+    (trap / "__init__.py").write_text("raise SystemExit('the working directory was imported')\n")
+    (trap / "__main__.py").write_text("raise SystemExit('the working directory was imported')\n")
+    spec = write_spec(tmp_path, sweep="    concurrency: [1]", out=4, extra="  requests: 2")
+    done = subprocess.run([sys.executable, "-I", "-m", "benchc", "run", spec, "--quiet"],
+                          cwd=trap.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert read(str(tmp_path / "r.json"))["points"][0]["counts"]["completed"] == 2
