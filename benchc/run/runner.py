@@ -41,7 +41,7 @@ from benchc.results.document import (
     write_atomic,
 )
 from benchc.results.repeats import summaries
-from benchc.results.slo import run_verdict
+from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console
 from benchc.run.fdlimit import ensure_fds
@@ -723,8 +723,7 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
                   if d["fails_strict"]]
         raise UntrustedResult("--strict: " + "; ".join(doubts) + f"; result written to {path}")
     if plan.slo and not doc["slo"]["passed"]:
-        failed = [f"{p['id']}: {c['threshold']} (measured {c['value']})" for p in doc["points"]
-                  if "slo" in p and not is_probe(p) for c in p["slo"]["checks"] if not c["passed"]]
+        failed = failed_checks(doc["points"])
         raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(failed) + f"\nresult written to {path}")
     below = [s for s in doc.get("search", []) if s["status"] == "below_min"]
     if below:
