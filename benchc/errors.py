@@ -17,6 +17,9 @@ Exit codes (never renumber one; add new ones at the end):
           to be trusted (a point was client-limited,
           or the server returned other output
           lengths than the request pinned down)
+       7  a capacity search ended undecided: its    SearchUndecided
+          probes could not be trusted, so there is
+          no answer (result written)
      130  interrupted by Ctrl-C (partial result     Interrupted
           written when there was one)
 """
@@ -32,6 +35,7 @@ EXIT_RUN_ABORTED = 3
 EXIT_INTERNAL = 4
 EXIT_RESULT_FORMAT = 5
 EXIT_UNTRUSTED = 6
+EXIT_SEARCH_UNDECIDED = 7
 EXIT_INTERRUPTED = 130
 
 
@@ -104,6 +108,13 @@ class UntrustedResult(BenchcError):
     """--strict found a reason not to trust the figures (written all the same)."""
 
     exit_code = EXIT_UNTRUSTED
+
+
+class SearchUndecided(BenchcError):
+    """A capacity search stopped with no answer: a load's probes could not be trusted twice.
+    Not an SLO failure (1) and not a success (0): CI must tell "no answer" from an answer."""
+
+    exit_code = EXIT_SEARCH_UNDECIDED
 
 
 class Interrupted(BenchcError):

@@ -26,7 +26,7 @@ import aiohttp
 from benchc import __version__
 from benchc._core import core_name
 from benchc.client.request import headers_for
-from benchc.errors import Interrupted, RunError, ThresholdFailed, UntrustedResult, UsageError
+from benchc.errors import Interrupted, RunError, SearchUndecided, ThresholdFailed, UntrustedResult, UsageError
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
@@ -728,5 +728,10 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     below = [s for s in doc.get("search", []) if s["status"] == "below_min"]
     if below:
         raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(f"{s['id']}: {s['reason']}" for s in below)
+                              + f"\nresult written to {path}")
+    undecided = [s for s in doc.get("search", []) if s["status"] == "undecided"]
+    if undecided:
+        raise SearchUndecided("capacity search undecided (no answer):\n  "
+                              + "\n  ".join(f"{s['id']}: {s['reason']}" for s in undecided)
                               + f"\nresult written to {path}")
     return doc, path
