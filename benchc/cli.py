@@ -383,7 +383,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from benchc import redact
-    from benchc.plan.compiler import compile_spec
+    from benchc.plan.compiler import compile_spec, draw_seed
     from benchc.run.runner import RunOptions, execute
     from benchc.run.secrets import run_scrubber
     from benchc.spec import loader as spec_mod
@@ -391,7 +391,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.base_url is not None:
         _check_base_url(args.base_url)
     spec = spec_mod.load(args.spec, args.overrides)
-    plan = compile_spec(spec)
+    plan = compile_spec(spec, run_seed=draw_seed())  # fresh prompts per run unless the spec pins a seed
     if args.base_url is not None:
         _check_url_credentials(args.base_url, plan)
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,

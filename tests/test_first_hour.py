@@ -8,8 +8,12 @@ import os
 import pytest
 
 from benchc.cli import main
+from benchc.plan.compiler import compile_spec, draw_seed
+from benchc.plan.model import Plan
+from benchc.results.document import read
 from benchc.results.slo import evaluate_slo, failed_checks
 from benchc.run.console import Console
+from benchc.spec.loader import load_text
 from benchc.spec.thresholds import parse_threshold
 from tests.conftest import REPO
 from tests.test_run import Sim
@@ -76,3 +80,63 @@ def test_a_wrong_model_name_is_loud_on_the_console(tmp_path, capfd, verbose):
     assert "first error (http_status): 404: " in err and "The model `foo` does not exist." in err
     assert "ttft: p99 < 500ms (measured nothing: none of 2 requests completed)" in err
     assert "None" not in err
+
+
+FRESH_SPEC = """\
+version: 1
+name: fresh
+target: {{base_url: 'http://127.0.0.1:9/v1', model: m}}
+workload: {{dataset: {{random: {{input_tokens: 16, output_tokens: 4{seed}}}}}}}
+load: {{sweep: {{concurrency: [1, 2]}}, requests: 4}}
+"""
+
+
+def compiled(run_seed, seed=""):
+    return compile_spec(load_text(FRESH_SPEC.format(seed=seed)), run_seed=run_seed)
+
+
+def test_runs_of_a_spec_without_a_seed_draw_fresh_prompts_and_stay_one_plan():
+    a, b = compiled(draw_seed()), compiled(draw_seed())
+    wa, wb = a.combinations[0].workload, b.combinations[0].workload
+    assert not wa.seed_pinned and wa.params["seed"] != wb.params["seed"]
+    assert wa.prompts_sha256 != wb.prompts_sha256  # two runs never share prompts by accident
+    assert [s.prompts_sha256 for s in a.load_steps()] != [s.prompts_sha256 for s in b.load_steps()]
+    # ... and are runs of one plan: repeats, merges and compare's workload check see one
+    assert (a.plan_hash, a.workload_hash) == (b.plan_hash, b.workload_hash)
+    # the seed a run drew is in its plan, and the plan rebuilds the same prompts from it
+    again = Plan.from_dict(json.loads(a.to_json()))
+    assert again.combinations[0].workload == wa and again.with_hashes().plan_hash == a.plan_hash
+    pinned = compiled(None, seed=f", seed: {wa.params['seed']}")
+    assert pinned.combinations[0].workload.prompts_sha256 == wa.prompts_sha256
+
+
+def test_a_spec_that_pins_its_seed_keeps_it():
+    a, b = compiled(7, seed=", seed: 0"), compiled(8, seed=", seed: 0")
+    assert a.combinations[0].workload.params["seed"] == 0 == b.combinations[0].workload.params["seed"]
+    assert a.combinations[0].workload.seed_pinned
+    assert a.combinations[0].workload.prompts_sha256 == b.combinations[0].workload.prompts_sha256
+    assert a.to_json() == b.to_json()
+    assert compiled(None).plan_hash != a.plan_hash  # a pinned seed pins the prompts: another plan
+
+
+def test_plan_and_validate_compile_with_seed_0_and_say_it_is_drawn_per_run():
+    plan = compiled(None)
+    assert plan.combinations[0].workload.params["seed"] == 0 and not plan.combinations[0].workload.seed_pinned
+
+
+@pytest.mark.slow  # two runs of the embedded simulator
+def test_each_run_records_the_seed_it_drew(tmp_path, capfd):
+    spec = tmp_path / "s.yaml"
+    text = FRESH_SPEC.format(seed="")
+    spec.write_text(text.replace("base_url: 'http://127.0.0.1:9/v1'", "sim: {preset: instant}"))
+    seeds = []
+    for name in ("a.json", "b.json"):
+        assert main(["run", str(spec), "--out", str(tmp_path / name)]) == 0
+        doc = read(str(tmp_path / name))
+        w = doc["plan"]["combinations"][0]["workload"]
+        assert w["seed_pinned"] is False
+        seeds.append(w["params"]["seed"])
+        err = capfd.readouterr().err
+        assert (f"prompts: seed {seeds[-1]} drawn for this run (fresh prompts; "
+                f"--set workload.dataset.random.seed={seeds[-1]} sends them again)") in err
+    assert seeds[0] != seeds[1]

@@ -124,6 +124,11 @@ class Workload:
     # target.tokenizer's chat template: {source, sha256, counting[, note]} (input tokens are
     # counted as the server renders them, tokenizer/chat_template.py), else None
     chat_template: dict | None = None
+    # False when the spec left the dataset's `seed` out: params["seed"] was then drawn for the
+    # run (`benchc run`; 0 in `benchc plan`), so two runs never share prompts by accident, and
+    # the hashes leave it out (runs of one spec stay runs of one plan). Plans written before
+    # it existed used the seed they name: pinned.
+    seed_pinned: bool = True
 
 
 @dataclass(frozen=True)
@@ -259,7 +264,8 @@ class Plan:
         for c in self.combinations:
             w = c.workload
             material = {"dataset": w.dataset, "prompts": w.prompts, "sampling": asdict(w.sampling),
-                        "params": {k: v for k, v in w.params.items() if k != "num_prompts"},
+                        "params": {k: v for k, v in w.params.items()
+                                   if k != "num_prompts" and (k != "seed" or w.seed_pinned)},
                         "tokenizer_sha256": w.tokenizer_sha256}
             if w.trace is not None:  # the trace's content, not only its path
                 material["trace_sha256"] = w.trace["sha256"]
@@ -267,16 +273,19 @@ class Plan:
         return out
 
     def _plan_material(self) -> dict:
-        """Everything that defines the work; not names, paths, URLs, credentials or output."""
+        """Everything that defines the work; not names, paths, URLs, credentials or output, nor
+        a seed drawn for the run (nor the prompt digests that follow from it)."""
+        pinned = {c.index: c.workload.seed_pinned for c in self.combinations}
         return {
             "plan_version": self.plan_version,
             "combinations": [
                 {"matrix": c.matrix, "api": c.target.api, "model": c.target.model,
-                 "sim": self._sim_material(c.target.sim), "workload": asdict(c.workload),
+                 "sim": self._sim_material(c.target.sim), "workload": _workload_material(c.workload),
                  "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
-            "steps": [{k: v for k, v in asdict(s).items() if k != "id"}
+            "steps": [{k: v for k, v in asdict(s).items()
+                       if k != "id" and (k != "prompts_sha256" or pinned[s.combination])}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }
@@ -294,6 +303,17 @@ class Plan:
 
     def search_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "search"]
+
+
+def _workload_material(w: Workload) -> dict:
+    """A workload as the plan hash sees it: a drawn seed and what it decides (the prompts'
+    digest) left out, so runs of one spec are runs of one plan whatever seed each drew."""
+    d = asdict(w)
+    if not w.seed_pinned:
+        d["params"] = {k: v for k, v in d["params"].items() if k != "seed"}
+        d.pop("prompts_sha256")
+    d.pop("seed_pinned")  # a plan written before the field hashes as it did
+    return d
 
 
 def _sha(material: Any) -> str:

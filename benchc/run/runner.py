@@ -414,6 +414,9 @@ class Runner:
             await self.backend.prepare(prepared)
         w = combo.workload
         seed0 = w.params.get("seed", 0)
+        if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
+            self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
+                             f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
         resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
         stop = SweepStop(self.plan.saturation)
         positions: dict[int | None, int] = {}  # pass (repeat) -> load steps of it so far
