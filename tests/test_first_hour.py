@@ -1,10 +1,14 @@
 """Issue 31, the first hour: a newcomer's failures are loud, figures carry their units, and
 what a result measured is said."""
 
+import asyncio
 import copy
+import http.server
 import json
 import os
+import threading
 
+import aiohttp
 import pytest
 
 from benchc.cli import main
@@ -13,6 +17,7 @@ from benchc.plan.model import Plan
 from benchc.results.document import read
 from benchc.results.slo import evaluate_slo, failed_checks
 from benchc.run.console import Console
+from benchc.run.server_identity import identify
 from benchc.spec.loader import load_text
 from benchc.spec.thresholds import parse_threshold
 from tests.conftest import REPO
@@ -140,3 +145,53 @@ def test_each_run_records_the_seed_it_drew(tmp_path, capfd):
         assert (f"prompts: seed {seeds[-1]} drawn for this run (fresh prompts; "
                 f"--set workload.dataset.random.seed={seeds[-1]} sends them again)") in err
     assert seeds[0] != seeds[1]
+
+
+class KindServer:
+    """A loopback HTTP server answering GET paths with fixed JSON (404 elsewhere), in a thread."""
+
+    def __init__(self, answers: dict[str, dict]):
+        answers_ = answers
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                body = json.dumps(answers_[self.path]).encode() if self.path in answers_ else b"{}"
+                self.send_response(200 if self.path in answers_ else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+async def _identify(root):
+    async with aiohttp.ClientSession() as s:
+        return await identify(s, root, {})
+
+
+@pytest.mark.parametrize("answers, expected", [
+    ({"/version": {"version": "0.32.0"}}, {"kind": "vllm", "version": "0.32.0", "source": "/version"}),
+    ({"/get_server_info": {"version": "0.4.6", "tp_size": 1}},
+     {"kind": "sglang", "version": "0.4.6", "source": "/get_server_info"}),
+    ({"/props": {"build_info": "b5000-abc", "default_generation_settings": {}}},
+     {"kind": "llama.cpp", "version": "b5000-abc", "source": "/props"}),
+    ({"/info": {"version": "3.0.1", "model_id": "m"}},
+     {"kind": "tgi", "version": "3.0.1", "source": "/info"}),
+    ({}, {"kind": None, "version": None, "source": None}),
+])
+def test_the_server_kind_and_version_come_from_what_the_server_offers(answers, expected):
+    srv = KindServer(answers)
+    try:
+        assert asyncio.run(_identify(srv.root)) == expected
+    finally:
+        srv.close()

@@ -63,6 +63,7 @@ from benchc.run.server import (
     terminate,
     wait_ready,
 )
+from benchc.run.server_identity import identify
 from benchc.run.smoke import run_smoke
 
 METRIC_DEFINITIONS = "benchc-1: docs/metrics.md"
@@ -504,10 +505,14 @@ class Runner:
                                steps: list[Step]) -> None:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
+        models = await self._models(session, base_url, combo)
+        # the embedded simulator is benchc's own: this benchc's version, nothing to ask
+        server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None
+                  else await identify(session, server_root(base_url), headers_for(target)))
         self.targets.append({"combination": combo.index, "matrix": combo.matrix,
                              "base_url": redact_url(base_url), "model": target.model,
-                             "simulated": target.sim is not None,
-                             "models": await self._models(session, base_url, combo),
+                             "simulated": target.sim is not None, "server": server,
+                             "models": models,
                              "max_inflight": max([target_inflight(s) for s in steps] + [1])})
 
     async def _models(self, session: aiohttp.ClientSession, base_url: str, combo: Combination) -> Any:
