@@ -346,7 +346,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from benchc.results.document import read
     from benchc.results.report import write_report
 
-    for path in write_report([read(p) for p in args.results], args.png, args.html, args.force):
+    for path in write_report([read(p) for p in args.results], args.png, args.html, args.force, args.results):
         print(path)
     return EXIT_OK
 

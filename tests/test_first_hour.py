@@ -12,9 +12,13 @@ import aiohttp
 import pytest
 
 from benchc.cli import main
+from benchc.metrics._hdr import Histogram
 from benchc.plan.compiler import compile_spec, draw_seed
 from benchc.plan.model import Plan
+from benchc.redact import redact_url
 from benchc.results.document import read
+from benchc.results.identity import repeat_key
+from benchc.results.report import summary_rows
 from benchc.results.slo import evaluate_slo, failed_checks
 from benchc.run.console import Console
 from benchc.run.server_identity import identify
@@ -195,3 +199,52 @@ def test_the_server_kind_and_version_come_from_what_the_server_offers(answers, e
         assert asyncio.run(_identify(srv.root)) == expected
     finally:
         srv.close()
+
+
+def against(doc: dict, url: str, kind: str = "vllm") -> dict:
+    """`doc` as if measured against the server at `url` (not the simulator)."""
+    d = copy.deepcopy(doc)
+    for c in d["plan"]["combinations"]:
+        c["target"]["sim"] = None
+    for t in d["target"]:
+        t.update(base_url=url, simulated=False, server={"kind": kind, "version": "1.0", "source": "/version"})
+    return d
+
+
+def test_runs_of_one_plan_against_two_servers_are_two_series_never_averaged():
+    from benchc.results.report import collect
+
+    minimax = read(MINIMAX)
+    a, b = against(minimax, "http://gpu-a:8000/v1"), against(minimax, "http://gpu-b:8000/v1", "sglang")
+    assert a["plan_hash"] == b["plan_hash"]  # the plan hash leaves the URL out: one spec, any server
+    assert repeat_key(a) != repeat_key(b)
+    series = collect([a, b, copy.deepcopy(a)])
+    assert sorted(series) == ["fixture / fixture-model (gpu-a:8000/v1 (vllm 1.0))",
+                              "fixture / fixture-model (gpu-b:8000/v1 (sglang 1.0))"]
+    runs = {label: [len(v) for v in by_x.values()] for label, by_x in series.items()}
+    assert sorted(runs.values()) == [[1, 1, 1], [2, 2, 2]]  # a and its copy are repeats; b stands alone
+
+
+def test_compare_and_report_name_each_result_by_file_and_target(tmp_path, capsys):
+    minimax = read(MINIMAX)
+    paths = []
+    for name, url in (("before.json", "http://gpu-a:8000/v1"), ("after.json", "http://user:pw@gpu-b:8000/v1")):
+        doc = against(minimax, url)
+        doc["target"][0]["base_url"] = redact_url(url)  # as a run writes it
+        (tmp_path / name).write_text(json.dumps(doc))
+        paths.append(str(tmp_path / name))
+    assert main(["compare", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "base: before.json: gpu-a:8000/v1 (vllm 1.0)" in out
+    assert "new:  after.json: gpu-b:8000/v1 (vllm 1.0)" in out and "pw" not in out
+    rows = summary_rows([read(p) for p in paths], paths)
+    assert [r[0] for r in rows][::3] == ["before.json: gpu-a:8000/v1 (vllm 1.0)",
+                                         "after.json: gpu-b:8000/v1 (vllm 1.0)"]
+
+
+def test_the_spectrum_of_a_repeated_point_pools_every_run():
+    from benchc.results.report import _pooled
+
+    p = read(MINIMAX)["points"][0]
+    one = Histogram.decode(p["latency"]["ttft_us"]["hdr"])
+    assert _pooled([p, p, p], "ttft").total_count == 3 * one.total_count

@@ -39,6 +39,7 @@ from benchc.metrics.aggregate import Tally, figures
 from benchc.metrics.intervals import difference_interval, mean_interval
 from benchc.plan.search import show_load
 from benchc.results.document import is_probe, latency_summary, load_key, read
+from benchc.results.identity import result_label
 from benchc.results.repeats import base_id, values
 from benchc.spec.thresholds import Threshold, parse_gate
 
@@ -163,7 +164,8 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> di
             "significant": significant, "runs": [len(bv), len(nv)]}
 
 
-def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dict:
+def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
+                 sources: tuple[str | None, str | None] = (None, None)) -> dict:
     warnings = []
     if base.get("workload_hash") != new.get("workload_hash"):
         warnings.append("the two runs used different workloads (workload_hash differs): "
@@ -189,7 +191,8 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dic
                 metrics[m] = entry
         rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
                      "client_limited": limited, "runs": [len(b_runs), len(n_runs)]})
-    out = {"base": _name(base), "new": _name(new), "noise_method": noise_method(noise_floor),
+    out = {"base": result_label(base, sources[0]), "new": result_label(new, sources[1]),
+           "noise_method": noise_method(noise_floor),
            "warnings": warnings, "points": rows, "unmatched_points": unmatched}
     searches = _searches(base, new)
     if searches:
@@ -213,11 +216,6 @@ def _searches(base: dict, new: dict) -> list[dict]:
                     "new": {k: s[k] for k in ("answer", "status", "goodput_s")},
                     "same_slo": b["slo"] == s["slo"]})
     return out
-
-
-def _name(doc: dict) -> str:
-    t = doc["target"][0] if doc.get("target") else {}
-    return f"{doc['plan']['name']} ({t.get('model', '?')})"
 
 
 def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
@@ -311,8 +309,8 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
                              f"use {', '.join(COMPARED)}")
     docs = [read(p) for p in paths]
     outputs, breaches = [], []
-    for new in docs[1:]:
-        comparison = compare_docs(docs[0], new, noise_floor)
+    for path, new in zip(paths[1:], docs[1:], strict=True):
+        comparison = compare_docs(docs[0], new, noise_floor, (paths[0], path))
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
     return "\n".join(outputs), breaches
