@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     mg = sub.add_parser("merge", help="merge shards of one plan into one result, exactly")
     mg.add_argument("results", nargs="+", metavar="RESULT")
+    mg.add_argument("--repeats", action="store_true",
+                    help="the results are complete runs of the plan, one after another: keep each "
+                         "as a repeat of every point (without it, only shards that ran side by side merge)")
     mg.add_argument("-o", "--out", required=True)
     mg.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
@@ -302,7 +305,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from benchc.results.document import read, validate_document, write_atomic
     from benchc.results.merge import merge_docs
 
-    doc = merge_docs([read(p) for p in args.results], args.results)
+    doc = merge_docs([read(p) for p in args.results], args.results, repeats=args.repeats)
     validate_document(doc)
     write_atomic(args.out, json.dumps(doc, indent=1) + "\n", overwrite=args.force)
     print(args.out)

@@ -3,6 +3,7 @@ what a result measured is said."""
 
 import asyncio
 import copy
+import datetime
 import http.server
 import json
 import os
@@ -16,7 +17,7 @@ from benchc.metrics._hdr import Histogram
 from benchc.plan.compiler import compile_spec, draw_seed
 from benchc.plan.model import Plan
 from benchc.redact import redact_url
-from benchc.results.document import read
+from benchc.results.document import read, validate_document
 from benchc.results.identity import repeat_key
 from benchc.results.report import summary_rows
 from benchc.results.slo import evaluate_slo, failed_checks
@@ -248,3 +249,49 @@ def test_the_spectrum_of_a_repeated_point_pools_every_run():
     p = read(MINIMAX)["points"][0]
     one = Histogram.decode(p["latency"]["ttft_us"]["hdr"])
     assert _pooled([p, p, p], "ttft").total_count == 3 * one.total_count
+
+
+SHARD_A = os.path.join(REPO, "tests", "data", "result-v1-shard-a.json")
+SHARD_B = os.path.join(REPO, "tests", "data", "result-v1-shard-b.json")
+
+
+def run_after(path: str, out, later_s: int = 60) -> str:
+    """The shard at `path` as a run that started `later_s` after it (another run of the plan)."""
+    d = read(path)
+    for p in d["points"]:
+        p["window"]["start_ns"] += later_s * 10**9
+        p["window"]["end_ns"] += later_s * 10**9
+    created = datetime.datetime.fromisoformat(d["created"].replace("Z", "+00:00"))
+    d["created"] = (created + datetime.timedelta(seconds=later_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out.write_text(json.dumps(d))
+    return str(out)
+
+
+def test_merge_refuses_complete_runs_one_after_the_other_unless_repeats(tmp_path, capsys):
+    later = run_after(SHARD_B, tmp_path / "later.json")
+    out = tmp_path / "m.json"
+    assert main(["merge", SHARD_A, later, "-o", str(out)]) == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert f"{SHARD_A} and {later} measured c=1 one after the other" in err and "--repeats" in err
+    # shards that ran side by side still merge
+    assert main(["merge", SHARD_A, SHARD_B, "-o", str(tmp_path / "shards.json")]) == 0
+    capsys.readouterr()
+    # --repeats: each run a repeat of every point, figures kept, never summed into one
+    assert main(["merge", SHARD_A, later, "--repeats", "-o", str(out)]) == 0
+    doc, a, b = read(str(out)), read(SHARD_A), read(later)
+    validate_document(doc)
+    assert [p["id"] for p in doc["points"]] == ["c=1#1", "c=1#2", "c=2#1", "c=2#2", "c=4#1", "c=4#2"]
+    assert [p["throughput"]["output_tok_s"] for p in doc["points"]] == [
+        p["throughput"]["output_tok_s"] for pair in zip(a["points"], b["points"], strict=True) for p in pair]
+    assert [r["point"] for r in doc["repeats"]] == ["c=1", "c=2", "c=4"]
+    assert doc["repeats"][0]["metrics"]["output_tok_s"]["values"] == [
+        a["points"][0]["throughput"]["output_tok_s"], b["points"][0]["throughput"]["output_tok_s"]]
+
+
+def test_merge_repeats_refuses_runs_against_two_servers(tmp_path, capsys):
+    first = tmp_path / "a.json"
+    first.write_text(json.dumps(against(read(SHARD_A), "http://gpu-a:8000/v1")))
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps(against(read(run_after(SHARD_B, tmp_path / "l.json")), "http://gpu-b:8000/v1")))
+    assert main(["merge", str(first), str(other), "--repeats", "-o", str(tmp_path / "m.json")]) == 2
+    assert "measured different targets" in capsys.readouterr().err
