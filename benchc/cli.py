@@ -24,10 +24,14 @@ def _version_line() -> str:
     return f"benchc {__version__} (core: {core_name()})"
 
 
-def _add_verbose(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log to stderr what the run does: -v points, readiness, workers; "
-                        "-vv also every connection, retry and poll")
+RUN_VERBOSE = ("log to stderr what the run does: -v points, readiness, workers; "
+               "-vv also every connection, retry and poll")
+SIM_VERBOSE = ("log to stderr what the simulator does: -v when it starts accepting connections; "
+               "-vv also every request it finishes (why, and how many tokens)")
+
+
+def _add_verbose(p: argparse.ArgumentParser, text: str = RUN_VERBOSE) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=0, help=text)
 
 
 @contextlib.contextmanager
@@ -88,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="override a preset parameter (YAML value), e.g. max_num_seqs=64")
     sm.add_argument("--config-json", help=argparse.SUPPRESS)  # used by `run` for target.sim
-    _add_verbose(sm)
+    _add_verbose(sm, SIM_VERBOSE)
 
     cp = sub.add_parser("compare", help="compare results (base first); --fail-on gates for CI")
     cp.add_argument("results", nargs="+", metavar="RESULT")
