@@ -295,3 +295,28 @@ def test_merge_repeats_refuses_runs_against_two_servers(tmp_path, capsys):
     other.write_text(json.dumps(against(read(run_after(SHARD_B, tmp_path / "l.json")), "http://gpu-b:8000/v1")))
     assert main(["merge", str(first), str(other), "--repeats", "-o", str(tmp_path / "m.json")]) == 2
     assert "measured different targets" in capsys.readouterr().err
+
+
+def test_the_console_says_what_its_columns_count(capsys):
+    Console(quiet=False, live=False).point(a_point() | {"trust": {"trusted": True, "doubts": []}})
+    header, legend, row = capsys.readouterr().err.splitlines()[:3]
+    assert header.split()[:4] == ["point", "reqs", "out", "tok/s"]
+    assert "reqs: requests completed" in legend and "output_tok_s, not steady_output_tok_s" in legend
+
+
+def test_the_result_schema_says_what_the_steady_figure_counts():
+    from benchc.spec.schemas import load_schema
+
+    props = load_schema("result-v1")["$defs"]["point"]["properties"]["throughput"]["properties"]
+    steady = props["steady_output_tok_s"]["description"]
+    assert "completed while the in-flight count stood at its target" in steady
+    assert "window" in props["output_tok_s"]["description"]
+
+
+def test_sim_help_has_its_own_verbose_text(capsys):
+    for verb in ("sim", "run"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+    sim_help, run_help = capsys.readouterr().out.split("usage: benchc run", 1)
+    assert "what the simulator does" in " ".join(sim_help.split())
+    assert "what the simulator does" not in " ".join(run_help.split())

@@ -12,6 +12,11 @@ from benchc.plan.model import Step
 from benchc.results.slo import check_unit
 from benchc.spec.thresholds import show_value
 
+# what the columns count, printed once under the header: `reqs` and `out tok/s` are read
+# wrong otherwise (requests sent? the steady rate?)
+LEGEND = ("reqs: requests completed (failed ones under errors); out tok/s: output tokens of completed "
+          "requests / the point's whole window (the result's output_tok_s, not steady_output_tok_s); "
+          "latencies in ms")
 HEADER = (f"{'point':<24} {'reqs':>5} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
           f"{'ITL p50':>8} {'ITL p99':>8} {'E2E mean':>9} {'E2E p99':>9} {'errors':>6}")
 
@@ -93,6 +98,7 @@ class Console:
             sys.stderr.write("\r\033[K")
         if self.rows == 0:
             print(HEADER, file=sys.stderr)
+            print(LEGEND, file=sys.stderr)
         self.rows += 1
         lat = p["latency"]
 
