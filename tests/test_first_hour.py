@@ -320,3 +320,44 @@ def test_sim_help_has_its_own_verbose_text(capsys):
     sim_help, run_help = capsys.readouterr().out.split("usage: benchc run", 1)
     assert "what the simulator does" in " ".join(sim_help.split())
     assert "what the simulator does" not in " ".join(run_help.split())
+
+
+def slower(point: dict, metric: str, factor: float) -> None:
+    """The point's `metric` latencies, every sample times `factor` (summary and histogram)."""
+    from benchc.metrics.latency import new_histogram, summarize
+
+    h, scaled = Histogram.decode(point["latency"][f"{metric}_us"]["hdr"]), new_histogram()
+    for value, count in h.nonzero():
+        scaled.record(round(value * factor), count)
+    point["latency"][f"{metric}_us"] = summarize(scaled)
+
+
+def test_compare_judges_no_percentile_from_too_few_samples_and_no_change_below_the_floor(capsys):
+    from benchc.results.compare import compare_docs
+
+    base = read(MINIMAX)
+    new = copy.deepcopy(base)
+    for p in new["points"]:
+        slower(p, "ttft", 1.15)  # 8 requests a point: p99 is their largest, p50 has 4 a side
+        slower(p, "itl", 1.01)  # 248 gaps: tight intervals around a 1% change
+    row = compare_docs(base, new)["points"][0]["metrics"]
+    assert row["ttft.p99"]["significant"] == "n/a" and row["ttft.p50"]["significant"] == "n/a"
+    assert row["itl.p50"]["change"] > 0.005 and row["itl.p50"]["significant"] == "no"  # under the 2% floor
+    # the noise floor says so where the table is explained
+    assert "n/a with fewer than 10 samples" in compare_docs(base, new)["noise_method"]
+
+
+def test_a_gate_never_fires_on_a_change_the_table_calls_noise(tmp_path, capsys):
+    base = read(MINIMAX)
+    new = copy.deepcopy(base)
+    for p in new["points"]:
+        slower(p, "itl", 1.01)
+    paths = [tmp_path / "base.json", tmp_path / "new.json"]
+    for path, doc in zip(paths, (base, new), strict=True):
+        path.write_text(json.dumps(doc))
+    assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +0.5%"]) == 0  # the table: noise
+    for p in new["points"]:
+        slower(p, "itl", 1.05)
+    paths[1].write_text(json.dumps(new))
+    assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +0.5%"]) == 1  # beyond noise: fires
+    assert "itl.p50 > +0.5%" in capsys.readouterr().err

@@ -8,7 +8,14 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 - latency percentiles: a bootstrap over each run's HdrHistogram -- 200 resamples
   of the recorded count drawn from the recorded distribution (numpy multinomial
   over the buckets, fixed seed) give a 95% interval for the percentile in each
-  run; the change is significant when the two intervals do not overlap.
+  run; the change is beyond noise when the two intervals do not overlap *and* it is
+  larger than the noise floor. A percentile with fewer than MIN_TAIL samples on either
+  side of it in either run (p99 of 12 requests is their largest) is not judged (`n/a`):
+  the bootstrap of so few samples gives intervals that miss the run-to-run spread, and
+  identical demo runs were called different on 4 of 52 figures. The bootstrap sees one
+  run's sampling noise only, not what moves between runs (the machine, the server's
+  state), which is why the floor applies here too (benchmarks/noise_floor.py --pairs
+  measures the false-positive rate over identical pairs).
 - throughputs and error rate: one figure per point and run, so no interval can
   be computed from a single run; the change is reported as `n/a` (never called
   significant). Repeat the run to get one.
@@ -50,12 +57,15 @@ LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p
              "ttf_answer.p50", "ttf_answer.p99", "itl_answer.p50")
 COMPARED = THROUGHPUTS + ("error_rate",) + LATENCIES  # what each compared point carries
 BOOTSTRAP_RESAMPLES = 200
+MIN_TAIL = 10  # samples needed on each side of a percentile for its bootstrap interval
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
 
 
 def noise_method(floor: float = NOISE_FLOOR) -> str:
     return ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
-            f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap; "
+            f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap and the "
+            f"change exceeds {floor:.1%}; n/a with fewer than {MIN_TAIL} samples on either side of the "
+            "percentile; "
             "throughput and error rate: single figures, significance not computable (n/a); "
             "points repeated on both sides (load.repeats): every metric from the runs' figures, "
             "significant when Welch's 95% interval of the difference excludes 0 and the change "
@@ -82,8 +92,8 @@ def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
     h = Histogram.decode(hdr)
     buckets = h.nonzero()
     n = h.total_count
-    if n < 2:
-        return None
+    if n < 2 or min(n * pct / 100, n * (1 - pct / 100)) < MIN_TAIL:
+        return None  # too few samples around the percentile to bootstrap it
     values = np.array([h.highest_equivalent(v) for v, _ in buckets], dtype=float)
     probs = np.array([c for _, c in buckets], dtype=float) / n
     rng = np.random.default_rng(0)
@@ -95,8 +105,9 @@ def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
     return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
-def _significance(base: dict, new: dict, key: str) -> str:
-    """Single runs: a latency percentile's bootstrap intervals (see the module's docstring)."""
+def _significance(base: dict, new: dict, key: str, change: float | None, floor: float) -> str:
+    """Single runs: a latency percentile's bootstrap intervals, and the noise floor (see the
+    module's docstring)."""
     if "." not in key:
         return "n/a"
     metric, stat = key.rsplit(".", 1) if not key.endswith(".p99.9") else (key[:-6], "p99.9")
@@ -107,7 +118,8 @@ def _significance(base: dict, new: dict, key: str) -> str:
     b = _interval((latency_summary(new, metric) or {}).get("hdr"), pct)
     if a is None or b is None:
         return "n/a"
-    return "yes" if a[1] < b[0] or b[1] < a[0] else "no"
+    apart = a[1] < b[0] or b[1] < a[0]
+    return "yes" if apart and (change is None or abs(change) > floor) else "no"
 
 
 def _runs(doc: dict) -> dict[tuple, list[dict]]:
@@ -159,8 +171,9 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> di
                 "delta_ci95": [round(d.low, 3), round(d.high, 3)]}
     bm, nm = (xs[0] if len(xs) == 1 else sum(xs) / len(xs) for xs in (bv, nv))
     # a run's histograms bootstrap a latency percentile; throughputs have no interval here
-    significant = _significance(_pooled(b_runs), _pooled(n_runs), key) if "." in key else "n/a"
-    return {"base": bm, "new": nm, "delta": nm - bm, "change": (nm - bm) / bm if bm else None,
+    change = (nm - bm) / bm if bm else None
+    significant = _significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if "." in key else "n/a"
+    return {"base": bm, "new": nm, "delta": nm - bm, "change": change,
             "significant": significant, "runs": [len(bv), len(nv)]}
 
 
@@ -219,7 +232,9 @@ def _searches(base: dict, new: dict) -> list[dict]:
 
 
 def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
-    """One line per breached gate, per point."""
+    """One line per breached gate, per point. A relative gate (`ttft.p99 > +10%`) judges the
+    change the table shows, as the table does: a change the table calls noise ("no") breaches
+    nothing, one it cannot judge (`n/a`: single runs' throughputs) is taken as measured."""
     breaches = []
     for row in comparison["points"]:
         for g in gates:
@@ -227,7 +242,7 @@ def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
             if m is None:
                 continue
             value = m["change"] if g.relative else m["new"]
-            if value is None:
+            if value is None or (g.relative and m["significant"] == "no"):
                 continue
             if g.holds(value):
                 shown = f"{value:+.1%}" if g.relative else _fmt(g.key, value)
