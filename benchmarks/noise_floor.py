@@ -103,7 +103,7 @@ def false_positives(n: int, keep: str | None) -> None:
             gates.append(parse_gate(f"{m} > +10%"))
         except ValueError:
             pass  # a figure gates cannot name (the reasoning ones)
-    judged = called = fired = fired_on_noise = 0
+    figures = judged = called = fired = fired_on_noise = 0
     per_metric: dict[str, int] = {}
     for a, b in combinations(docs, 2):
         cmp = compare_docs(a, b)
@@ -111,7 +111,8 @@ def false_positives(n: int, keep: str | None) -> None:
             for key, m in row["metrics"].items():
                 if "." not in key:
                     continue
-                judged += 1
+                figures += 1
+                judged += m["significant"] != "n/a"
                 if m["significant"] == "yes":
                     called += 1
                     per_metric[key] = per_metric.get(key, 0) + 1
@@ -126,7 +127,8 @@ def false_positives(n: int, keep: str | None) -> None:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {n} single runs of "
           f"specs/demo.yaml, {pairs} identical pairs compared at the default settings")
     by_metric = ", ".join(f"{k} {v}" for k, v in sorted(per_metric.items()))
-    print(f"  latency figures called beyond noise: {called} of {judged} ({called / max(judged, 1):.2%})"
+    print(f"  latency figures: {figures}; judged (not n/a: enough samples, no client-limited side) "
+          f"{judged}; called beyond noise {called} ({called / max(judged, 1):.2%} of those judged)"
           + (f"; by metric: {by_metric}" if per_metric else ""))
     print(f"  'METRIC > +10%' gates fired: {fired}; on a change the table calls noise: {fired_on_noise}")
 

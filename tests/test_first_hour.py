@@ -361,3 +361,19 @@ def test_a_gate_never_fires_on_a_change_the_table_calls_noise(tmp_path, capsys):
     paths[1].write_text(json.dumps(new))
     assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +0.5%"]) == 1  # beyond noise: fires
     assert "itl.p50 > +0.5%" in capsys.readouterr().err
+
+
+def test_a_client_limited_side_is_not_judged_and_its_gate_is_said_not_breached(tmp_path, capsys):
+    base = read(MINIMAX)
+    new = copy.deepcopy(base)
+    for p in new["points"]:
+        slower(p, "itl", 1.3)  # what a late client does to ITL p50 on a loaded machine
+        p["client"]["client_limited"] = True
+    paths = [tmp_path / "base.json", tmp_path / "new.json"]
+    for path, doc in zip(paths, (base, new), strict=True):
+        path.write_text(json.dumps(doc))
+    assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +10%", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    row = json.loads(captured.out)["points"][0]
+    assert row["client_limited"] == ["new"] and row["metrics"]["itl.p50"]["significant"] == "n/a"
+    assert "NOTE: c=1: itl.p50 > +10%: not judged (+30.0%, beyond noise: n/a)" in captured.err

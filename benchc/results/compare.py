@@ -15,7 +15,9 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
   identical demo runs were called different on 4 of 52 figures. The bootstrap sees one
   run's sampling noise only, not what moves between runs (the machine, the server's
   state), which is why the floor applies here too (benchmarks/noise_floor.py --pairs
-  measures the false-positive rate over identical pairs).
+  measures the false-positive rate over identical pairs). A point client-limited on
+  either side is not judged either (`n/a`, beside the warning): its latencies measure the
+  client, and identical runs on a loaded machine differed by up to 30% in ITL p50 there.
 - throughputs and error rate: one figure per point and run, so no interval can
   be computed from a single run; the change is reported as `n/a` (never called
   significant). Repeat the run to get one.
@@ -37,6 +39,7 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 
@@ -65,7 +68,7 @@ def noise_method(floor: float = NOISE_FLOOR) -> str:
     return ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
             f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap and the "
             f"change exceeds {floor:.1%}; n/a with fewer than {MIN_TAIL} samples on either side of the "
-            "percentile; "
+            "percentile, or where a side was client-limited; "
             "throughput and error rate: single figures, significance not computable (n/a); "
             "points repeated on both sides (load.repeats): every metric from the runs' figures, "
             "significant when Welch's 95% interval of the difference excludes 0 and the change "
@@ -154,7 +157,8 @@ def turn_metrics(b_runs: list[dict], n_runs: list[dict]) -> tuple[str, ...]:
         ("session_duration.p50",)
 
 
-def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> dict | None:
+def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float,
+           limited: bool = False) -> dict | None:
     """One metric of one point: base, new, change, and whether it is beyond noise."""
     bv, nv = values(b_runs, key), values(n_runs, key)
     if not bv or not nv:
@@ -172,7 +176,10 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> di
     bm, nm = (xs[0] if len(xs) == 1 else sum(xs) / len(xs) for xs in (bv, nv))
     # a run's histograms bootstrap a latency percentile; throughputs have no interval here
     change = (nm - bm) / bm if bm else None
-    significant = _significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if "." in key else "n/a"
+    # a client-limited side's latencies measure the client (late reads coalesce chunks): its
+    # sampling interval says nothing of that, so the change is not judged
+    judged = "." in key and not limited
+    significant = _significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if judged else "n/a"
     return {"base": bm, "new": nm, "delta": nm - bm, "change": change,
             "significant": significant, "runs": [len(bv), len(nv)]}
 
@@ -199,7 +206,7 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
                             "the client, not only the server")
         metrics = {}
         for m in COMPARED + turn_metrics(b_runs, n_runs):
-            entry = _entry(b_runs, n_runs, m, noise_floor)
+            entry = _entry(b_runs, n_runs, m, noise_floor, bool(limited))
             if entry is not None:
                 metrics[m] = entry
         rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
@@ -231,10 +238,30 @@ def _searches(base: dict, new: dict) -> list[dict]:
     return out
 
 
+def gate_judges(g: Threshold, m: dict) -> bool:
+    """Whether a gate may judge this figure as the table shows it: a relative gate on a
+    latency breaches only a change the table calls beyond noise (never one it calls noise, or
+    cannot judge: too few samples, a client-limited side); on a throughput or the error rate,
+    which a single run cannot judge, it takes the change as measured unless the table calls
+    it noise (repeated runs)."""
+    if not g.relative:
+        return True
+    if "." in g.key:
+        return m["significant"] == "yes"
+    return m["significant"] != "no"
+
+
+def unjudged_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
+    """The relative latency gates the table could not judge, per point (said, not breached)."""
+    return [f"{row['point']}: {g.text}: not judged ({m['change']:+.1%}, beyond noise: n/a)"
+            for row in comparison["points"] for g in gates if g.relative and "." in g.key
+            and (m := row["metrics"].get(g.key)) is not None and m["change"] is not None
+            and m["significant"] == "n/a" and g.holds(m["change"])]
+
+
 def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
-    """One line per breached gate, per point. A relative gate (`ttft.p99 > +10%`) judges the
-    change the table shows, as the table does: a change the table calls noise ("no") breaches
-    nothing, one it cannot judge (`n/a`: single runs' throughputs) is taken as measured."""
+    """One line per breached gate, per point; gate_judges says which changes a gate judges,
+    so that a gate and the table never speak differently of one change."""
     breaches = []
     for row in comparison["points"]:
         for g in gates:
@@ -242,7 +269,7 @@ def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
             if m is None:
                 continue
             value = m["change"] if g.relative else m["new"]
-            if value is None or (g.relative and m["significant"] == "no"):
+            if value is None or not gate_judges(g, m):
                 continue
             if g.holds(value):
                 shown = f"{value:+.1%}" if g.relative else _fmt(g.key, value)
@@ -328,6 +355,9 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
         comparison = compare_docs(docs[0], new, noise_floor, (paths[0], path))
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
+        for line in unjudged_gates(comparison, parsed):
+            print(f"benchc: NOTE: {line}: too few samples around the percentile, or a client-limited "
+                  "side; repeat the run (load.repeats) or send more requests to judge it", file=sys.stderr)
     return "\n".join(outputs), breaches
 
 
