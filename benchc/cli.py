@@ -24,10 +24,14 @@ def _version_line() -> str:
     return f"benchc {__version__} (core: {core_name()})"
 
 
-def _add_verbose(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log to stderr what the run does: -v points, readiness, workers; "
-                        "-vv also every connection, retry and poll")
+RUN_VERBOSE = ("log to stderr what the run does: -v points, readiness, workers; "
+               "-vv also every connection, retry and poll")
+SIM_VERBOSE = ("log to stderr what the simulator does: -v when it starts accepting connections; "
+               "-vv also every request it finishes (why, and how many tokens)")
+
+
+def _add_verbose(p: argparse.ArgumentParser, text: str = RUN_VERBOSE) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=0, help=text)
 
 
 @contextlib.contextmanager
@@ -88,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="override a preset parameter (YAML value), e.g. max_num_seqs=64")
     sm.add_argument("--config-json", help=argparse.SUPPRESS)  # used by `run` for target.sim
-    _add_verbose(sm)
+    _add_verbose(sm, SIM_VERBOSE)
 
     cp = sub.add_parser("compare", help="compare results (base first); --fail-on gates for CI")
     cp.add_argument("results", nargs="+", metavar="RESULT")
@@ -100,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     mg = sub.add_parser("merge", help="merge shards of one plan into one result, exactly")
     mg.add_argument("results", nargs="+", metavar="RESULT")
+    mg.add_argument("--repeats", action="store_true",
+                    help="the results are complete runs of the plan, one after another: keep each "
+                         "as a repeat of every point (without it, only shards that ran side by side merge)")
     mg.add_argument("-o", "--out", required=True)
     mg.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
@@ -302,7 +309,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from benchc.results.document import read, validate_document, write_atomic
     from benchc.results.merge import merge_docs
 
-    doc = merge_docs([read(p) for p in args.results], args.results)
+    doc = merge_docs([read(p) for p in args.results], args.results, repeats=args.repeats)
     validate_document(doc)
     write_atomic(args.out, json.dumps(doc, indent=1) + "\n", overwrite=args.force)
     print(args.out)
@@ -346,7 +353,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from benchc.results.document import read
     from benchc.results.report import write_report
 
-    for path in write_report([read(p) for p in args.results], args.png, args.html, args.force):
+    for path in write_report([read(p) for p in args.results], args.png, args.html, args.force, args.results):
         print(path)
     return EXIT_OK
 
@@ -383,7 +390,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from benchc import redact
-    from benchc.plan.compiler import compile_spec
+    from benchc.plan.compiler import compile_spec, draw_seed
     from benchc.run.runner import RunOptions, execute
     from benchc.run.secrets import run_scrubber
     from benchc.spec import loader as spec_mod
@@ -391,7 +398,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.base_url is not None:
         _check_base_url(args.base_url)
     spec = spec_mod.load(args.spec, args.overrides)
-    plan = compile_spec(spec)
+    plan = compile_spec(spec, run_seed=draw_seed())  # fresh prompts per run unless the spec pins a seed
     if args.base_url is not None:
         _check_url_credentials(args.base_url, plan)
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,

@@ -21,6 +21,9 @@ Exit codes (never renumber one; add new ones at the end):
           requests completed, or more than half
           failed (results/failed.py; the result is
           written with every figure)
+       8  a capacity search ended undecided: its    SearchUndecided
+          probes could not be trusted, so there is
+          no answer (result written)
      130  interrupted by Ctrl-C, SIGTERM or SIGHUP  Interrupted
           (partial result written when there was
           one)
@@ -38,6 +41,7 @@ EXIT_INTERNAL = 4
 EXIT_RESULT_FORMAT = 5
 EXIT_UNTRUSTED = 6
 EXIT_POINT_FAILED = 7
+EXIT_SEARCH_UNDECIDED = 8
 EXIT_INTERRUPTED = 130
 
 
@@ -116,6 +120,13 @@ class PointFailed(BenchcError):
     """A load point failed (results/failed.py says when); the result is written all the same."""
 
     exit_code = EXIT_POINT_FAILED
+
+
+class SearchUndecided(BenchcError):
+    """A capacity search stopped with no answer: a load's probes could not be trusted twice.
+    Not an SLO failure (1) and not a success (0): CI must tell "no answer" from an answer."""
+
+    exit_code = EXIT_SEARCH_UNDECIDED
 
 
 class Interrupted(BenchcError):

@@ -14,6 +14,7 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # a Ray cluster in worker processes
 
 from benchc.cli import main  # noqa: E402
+from benchc.errors import EXIT_SEARCH_UNDECIDED  # noqa: E402
 from benchc.metrics._hdr import Histogram  # noqa: E402
 from benchc.plan.search import UNTRUSTED  # noqa: E402
 from benchc.results.document import read  # noqa: E402
@@ -175,9 +176,10 @@ def test_a_search_splits_each_probe_across_workers_held_to_the_search_slo(tmp_pa
     expected = max(c for c, v in predicted.items() if v < threshold_ms)
     slo = f"{{tpot: 'p50 < {threshold_ms:g}ms'}}"
     spec = write(tmp_path, f"{{over: concurrency, min: 4, max: 12, slo: {slo}}}")
-    assert main(["run", spec, "--quiet", "--backend", "ray", "--workers", "2"]) == 0
+    code = main(["run", spec, "--quiet", "--backend", "ray", "--workers", "2"])
     doc = read(str(tmp_path / "r.json"))
     (search,) = doc["search"]
+    assert code == (EXIT_SEARCH_UNDECIDED if search["status"] == "undecided" else 0)
     for p in doc["points"]:
         assert len(p["shards"]) == 2 and p["counts"]["completed"] == requests
         assert p["cache"]["cached_tokens"] == 0

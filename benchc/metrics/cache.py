@@ -128,7 +128,9 @@ def cache_check(point: dict, server: dict | None = None) -> dict:
                  f"and {over} request(s) got more of theirs from it than this workload shares with them")
         c["warning"] = (f"{cached} of {prompt} prompt tokens came from the server's prefix cache "
                         f"({cached / prompt:.0%}, by {source}), {which}: the server served prompts it "
-                        "kept from before, so TTFT here partly measures cache hits")
+                        "kept from before, so TTFT here partly measures cache hits (a spec that pins "
+                        "`seed` resends the prompts of earlier runs: leave it out for fresh ones, or set "
+                        "server.reset_cache)")
     return c
 
 

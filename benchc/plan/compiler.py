@@ -8,6 +8,7 @@ schema's keys and docs/spec.md).
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -103,8 +104,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def compile_spec(spec: Spec) -> Plan:
-    """Compile a validated spec into a Plan with its hashes."""
+def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
+    """Compile a validated spec into a Plan with its hashes. `run_seed` is the prompt seed of a
+    dataset whose spec leaves `seed` out: `benchc run` draws one per run (draw_seed), so a
+    second run against a long-lived server does not resend the first one's prompts; None
+    (`benchc plan`, `validate`) compiles with the default, 0."""
     d = spec.data
     load = d["load"]
     combos = []
@@ -119,7 +123,8 @@ def compile_spec(spec: Spec) -> Plan:
         batch = data["workload"].get("batch", 1)
         num_prompts = _num_prompts(load, points) * batch
         workload, source = _workload(data["workload"], num_prompts, spec.file,
-                                     data["target"].get("tokenizer"), data["target"].get("api", "chat"))
+                                     data["target"].get("tokenizer"), data["target"].get("api", "chat"),
+                                     run_seed)
         if workload.trace is not None:
             points = [_replay(p, workload.trace) for p in points]
         server = _server(data.get("server"))
@@ -322,8 +327,14 @@ def describe_template(path: str | None, spec_file: str, api: str) -> dict | None
     return out
 
 
+def draw_seed() -> int:
+    """A run's prompt seed (for datasets whose spec pins none): 31 random bits, so that it
+    reads back from JSON exactly and fits every dataset's generator."""
+    return secrets.randbits(31)
+
+
 def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | None = None,
-              api: str = "chat"):
+              api: str = "chat", run_seed: int | None = None):
     """(the Workload, its prompt source)."""
     (name, cfg), = w["dataset"].items()
     kind = KINDS[name]
@@ -331,8 +342,9 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
     mode = w.get("prompts", DEFAULTS["workload.prompts"])
     # a pool only where prompts are dealt from one: a shared set, or a file's items
     pool = cfg.get("num_prompts", num_prompts if mode == "shared" else None)
-    params: dict[str, Any] = {"seed": cfg.get("seed", DEFAULTS["workload.dataset.*.seed"]),
-                              **kind.params(cfg, pool)}
+    pinned = "seed" in cfg
+    default_seed = DEFAULTS["workload.dataset.*.seed"] if run_seed is None else run_seed
+    params: dict[str, Any] = {"seed": cfg["seed"] if pinned else default_seed, **kind.params(cfg, pool)}
     base_dir = os.path.dirname(os.path.abspath(spec_file)) if not spec_file.startswith("<") else "."
     tok = load_tokenizer(tokenizer_path, spec_file)
     source = make_source(name, params, mode, base_dir, tok)
@@ -368,6 +380,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         images=image_params(w.get("images")),
         agent=_agent(w),
         batch=w.get("batch", 1),
+        seed_pinned=pinned,
     )
     return workload, source
 

@@ -140,6 +140,11 @@ class Workload:
     agent: dict | None = None  # {tool_result_tokens, tool_latency, max_tool_calls}
     # inputs per request (workload.batch): an embeddings request sends this many prompts
     batch: int = 1
+    # False when the spec left the dataset's `seed` out: params["seed"] was then drawn for the
+    # run (`benchc run`; 0 in `benchc plan`), so two runs never share prompts by accident, and
+    # the hashes leave it out (runs of one spec stay runs of one plan). Plans written before
+    # it existed used the seed they name: pinned.
+    seed_pinned: bool = True
 
 
 @dataclass(frozen=True)
@@ -284,7 +289,8 @@ class Plan:
         for c in self.combinations:
             w = c.workload
             material = {"dataset": w.dataset, "prompts": w.prompts, "sampling": asdict(w.sampling),
-                        "params": {k: v for k, v in w.params.items() if k != "num_prompts"},
+                        "params": {k: v for k, v in w.params.items()
+                                   if k != "num_prompts" and (k != "seed" or w.seed_pinned)},
                         "tokenizer_sha256": w.tokenizer_sha256}
             if w.trace is not None:  # the trace's content, not only its path
                 material["trace_sha256"] = w.trace["sha256"]
@@ -293,7 +299,9 @@ class Plan:
         return out
 
     def _plan_material(self) -> dict:
-        """Everything that defines the work; not names, paths, URLs, credentials or output."""
+        """Everything that defines the work; not names, paths, URLs, credentials or output, nor
+        a seed drawn for the run (nor the prompt digests that follow from it)."""
+        pinned = {c.index: c.workload.seed_pinned for c in self.combinations}
         return {
             "plan_version": self.plan_version,
             "combinations": [
@@ -302,7 +310,8 @@ class Plan:
                  "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
-            "steps": [{k: v for k, v in asdict(s).items() if k != "id"}
+            "steps": [{k: v for k, v in asdict(s).items()
+                       if k != "id" and (k != "prompts_sha256" or pinned[s.combination])}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }
@@ -331,11 +340,17 @@ def _agentic(w: Workload) -> dict:
 
 
 def _workload_dict(w: Workload) -> dict:
-    """asdict(w) without the optional additions it does not use (tools, images, an agent loop
-    when None; batch at 1): the hash of a plan that has none of them is the hash it had before
-    they existed."""
-    return {k: v for k, v in asdict(w).items()
-            if not (k in _AGENTIC and v is None) and not (k == "batch" and v == 1)}
+    """A workload as the plan hash sees it: asdict(w) without the optional additions it does not
+    use (tools, images, an agent loop when None; batch at 1), so a plan that has none of them
+    hashes as it did before they existed; a drawn seed and what it decides (the prompts'
+    digest) left out, so runs of one spec are runs of one plan whatever seed each drew."""
+    d = {k: v for k, v in asdict(w).items()
+         if not (k in _AGENTIC and v is None) and not (k == "batch" and v == 1)}
+    if not w.seed_pinned:
+        d["params"] = {k: v for k, v in d["params"].items() if k != "seed"}
+        d.pop("prompts_sha256")
+    d.pop("seed_pinned")  # a plan written before the field hashes as it did
+    return d
 
 
 def _sha(material: Any) -> str:

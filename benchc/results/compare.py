@@ -8,7 +8,16 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 - latency percentiles: a bootstrap over each run's HdrHistogram -- 200 resamples
   of the recorded count drawn from the recorded distribution (numpy multinomial
   over the buckets, fixed seed) give a 95% interval for the percentile in each
-  run; the change is significant when the two intervals do not overlap.
+  run; the change is beyond noise when the two intervals do not overlap *and* it is
+  larger than the noise floor. A percentile with fewer than MIN_TAIL samples on either
+  side of it in either run (p99 of 12 requests is their largest) is not judged (`n/a`):
+  the bootstrap of so few samples gives intervals that miss the run-to-run spread, and
+  identical demo runs were called different on 4 of 52 figures. The bootstrap sees one
+  run's sampling noise only, not what moves between runs (the machine, the server's
+  state), which is why the floor applies here too (benchmarks/noise_floor.py --pairs
+  measures the false-positive rate over identical pairs). A point client-limited on
+  either side is not judged either (`n/a`, beside the warning): its latencies measure the
+  client, and identical runs on a loaded machine differed by up to 30% in ITL p50 there.
 - throughputs and error rate: one figure per point and run, so no interval can
   be computed from a single run; the change is reported as `n/a` (never called
   significant). Repeat the run to get one.
@@ -30,6 +39,7 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 
@@ -39,6 +49,7 @@ from benchc.metrics.aggregate import Tally, figures
 from benchc.metrics.intervals import difference_interval, mean_interval
 from benchc.plan.search import show_load
 from benchc.results.document import is_probe, latency_summary, load_key, read
+from benchc.results.identity import result_label
 from benchc.results.repeats import base_id, values
 from benchc.spec.thresholds import Threshold, parse_gate
 
@@ -49,12 +60,15 @@ LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p
              "ttf_answer.p50", "ttf_answer.p99", "itl_answer.p50")
 COMPARED = THROUGHPUTS + ("error_rate",) + LATENCIES  # what each compared point carries
 BOOTSTRAP_RESAMPLES = 200
+MIN_TAIL = 10  # samples needed on each side of a percentile for its bootstrap interval
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
 
 
 def noise_method(floor: float = NOISE_FLOOR) -> str:
     return ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
-            f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap; "
+            f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap and the "
+            f"change exceeds {floor:.1%}; n/a with fewer than {MIN_TAIL} samples on either side of the "
+            "percentile, or where a side was client-limited; "
             "throughput and error rate: single figures, significance not computable (n/a); "
             "points repeated on both sides (load.repeats): every metric from the runs' figures, "
             "significant when Welch's 95% interval of the difference excludes 0 and the change "
@@ -81,8 +95,8 @@ def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
     h = Histogram.decode(hdr)
     buckets = h.nonzero()
     n = h.total_count
-    if n < 2:
-        return None
+    if n < 2 or min(n * pct / 100, n * (1 - pct / 100)) < MIN_TAIL:
+        return None  # too few samples around the percentile to bootstrap it
     values = np.array([h.highest_equivalent(v) for v, _ in buckets], dtype=float)
     probs = np.array([c for _, c in buckets], dtype=float) / n
     rng = np.random.default_rng(0)
@@ -94,8 +108,9 @@ def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
     return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
-def _significance(base: dict, new: dict, key: str) -> str:
-    """Single runs: a latency percentile's bootstrap intervals (see the module's docstring)."""
+def _significance(base: dict, new: dict, key: str, change: float | None, floor: float) -> str:
+    """Single runs: a latency percentile's bootstrap intervals, and the noise floor (see the
+    module's docstring)."""
     if "." not in key:
         return "n/a"
     metric, stat = key.rsplit(".", 1) if not key.endswith(".p99.9") else (key[:-6], "p99.9")
@@ -106,7 +121,8 @@ def _significance(base: dict, new: dict, key: str) -> str:
     b = _interval((latency_summary(new, metric) or {}).get("hdr"), pct)
     if a is None or b is None:
         return "n/a"
-    return "yes" if a[1] < b[0] or b[1] < a[0] else "no"
+    apart = a[1] < b[0] or b[1] < a[0]
+    return "yes" if apart and (change is None or abs(change) > floor) else "no"
 
 
 def _runs(doc: dict) -> dict[tuple, list[dict]]:
@@ -141,7 +157,8 @@ def turn_metrics(b_runs: list[dict], n_runs: list[dict]) -> tuple[str, ...]:
         ("session_duration.p50",)
 
 
-def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> dict | None:
+def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float,
+           limited: bool = False) -> dict | None:
     """One metric of one point: base, new, change, and whether it is beyond noise."""
     bv, nv = values(b_runs, key), values(n_runs, key)
     if not bv or not nv:
@@ -158,12 +175,17 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float) -> di
                 "delta_ci95": [round(d.low, 3), round(d.high, 3)]}
     bm, nm = (xs[0] if len(xs) == 1 else sum(xs) / len(xs) for xs in (bv, nv))
     # a run's histograms bootstrap a latency percentile; throughputs have no interval here
-    significant = _significance(_pooled(b_runs), _pooled(n_runs), key) if "." in key else "n/a"
-    return {"base": bm, "new": nm, "delta": nm - bm, "change": (nm - bm) / bm if bm else None,
+    change = (nm - bm) / bm if bm else None
+    # a client-limited side's latencies measure the client (late reads coalesce chunks): its
+    # sampling interval says nothing of that, so the change is not judged
+    judged = "." in key and not limited
+    significant = _significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if judged else "n/a"
+    return {"base": bm, "new": nm, "delta": nm - bm, "change": change,
             "significant": significant, "runs": [len(bv), len(nv)]}
 
 
-def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dict:
+def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
+                 sources: tuple[str | None, str | None] = (None, None)) -> dict:
     warnings = []
     if base.get("workload_hash") != new.get("workload_hash"):
         warnings.append("the two runs used different workloads (workload_hash differs): "
@@ -184,12 +206,13 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR) -> dic
                             "the client, not only the server")
         metrics = {}
         for m in COMPARED + turn_metrics(b_runs, n_runs):
-            entry = _entry(b_runs, n_runs, m, noise_floor)
+            entry = _entry(b_runs, n_runs, m, noise_floor, bool(limited))
             if entry is not None:
                 metrics[m] = entry
         rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
                      "client_limited": limited, "runs": [len(b_runs), len(n_runs)]})
-    out = {"base": _name(base), "new": _name(new), "noise_method": noise_method(noise_floor),
+    out = {"base": result_label(base, sources[0]), "new": result_label(new, sources[1]),
+           "noise_method": noise_method(noise_floor),
            "warnings": warnings, "points": rows, "unmatched_points": unmatched}
     searches = _searches(base, new)
     if searches:
@@ -215,13 +238,30 @@ def _searches(base: dict, new: dict) -> list[dict]:
     return out
 
 
-def _name(doc: dict) -> str:
-    t = doc["target"][0] if doc.get("target") else {}
-    return f"{doc['plan']['name']} ({t.get('model', '?')})"
+def gate_judges(g: Threshold, m: dict) -> bool:
+    """Whether a gate may judge this figure as the table shows it: a relative gate on a
+    latency breaches only a change the table calls beyond noise (never one it calls noise, or
+    cannot judge: too few samples, a client-limited side); on a throughput or the error rate,
+    which a single run cannot judge, it takes the change as measured unless the table calls
+    it noise (repeated runs)."""
+    if not g.relative:
+        return True
+    if "." in g.key:
+        return m["significant"] == "yes"
+    return m["significant"] != "no"
+
+
+def unjudged_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
+    """The relative latency gates the table could not judge, per point (said, not breached)."""
+    return [f"{row['point']}: {g.text}: not judged ({m['change']:+.1%}, beyond noise: n/a)"
+            for row in comparison["points"] for g in gates if g.relative and "." in g.key
+            and (m := row["metrics"].get(g.key)) is not None and m["change"] is not None
+            and m["significant"] == "n/a" and g.holds(m["change"])]
 
 
 def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
-    """One line per breached gate, per point."""
+    """One line per breached gate, per point; gate_judges says which changes a gate judges,
+    so that a gate and the table never speak differently of one change."""
     breaches = []
     for row in comparison["points"]:
         for g in gates:
@@ -229,7 +269,7 @@ def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
             if m is None:
                 continue
             value = m["change"] if g.relative else m["new"]
-            if value is None:
+            if value is None or not gate_judges(g, m):
                 continue
             if g.holds(value):
                 shown = f"{value:+.1%}" if g.relative else _fmt(g.key, value)
@@ -311,10 +351,13 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
                              f"use {', '.join(COMPARED)}")
     docs = [read(p) for p in paths]
     outputs, breaches = [], []
-    for new in docs[1:]:
-        comparison = compare_docs(docs[0], new, noise_floor)
+    for path, new in zip(paths[1:], docs[1:], strict=True):
+        comparison = compare_docs(docs[0], new, noise_floor, (paths[0], path))
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
+        for line in unjudged_gates(comparison, parsed):
+            print(f"benchc: NOTE: {line}: too few samples around the percentile, or a client-limited "
+                  "side; repeat the run (load.repeats) or send more requests to judge it", file=sys.stderr)
     return "\n".join(outputs), breaches
 
 

@@ -20,7 +20,9 @@ from benchc.errors import ResultFormatError, UsageError
 from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
+from benchc.results.clock import iso, point_span
 from benchc.results.document import now_iso, point_key
+from benchc.results.identity import repeat_key, result_label
 from benchc.results.repeats import summaries
 from benchc.results.shards import refuse_duplicates, shard_ids
 from benchc.results.slo import evaluate_slo, run_verdict, slo_thresholds
@@ -31,7 +33,9 @@ WINDOW_NOTE = ("window united across shards: earliest start to latest end on the
                "monotonic clocks; exact when the shards share a clock (one machine)")
 
 
-def merge_docs(docs: list[dict], sources: list[str]) -> dict:
+def merge_docs(docs: list[dict], sources: list[str], repeats: bool = False) -> dict:
+    """Shards of one measurement (they ran side by side) into one result; with `repeats`,
+    complete runs of one plan (one after another) into one result whose points are repeats."""
     if len(docs) < 2:
         raise UsageError("merge needs at least two shards")
     hashes = {d["plan_hash"] for d in docs}
@@ -42,6 +46,9 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
         raise UsageError("results of a capacity search do not merge: each shard chose its own probes "
                          "from its own figures; split one search's load with --backend ray instead")
     refuse_duplicates(docs, sources)
+    if repeats:
+        return as_repeats(docs, sources)
+    refuse_sequential(docs, sources)
     out = copy.deepcopy(docs[0])
     groups: dict[tuple, list[dict]] = {}
     order: list[tuple] = []
@@ -61,11 +68,67 @@ def merge_docs(docs: list[dict], sources: list[str]) -> dict:
     out["complete"] = all(d["complete"] for d in docs) and all(len(g) == len(docs) for g in groups.values())
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
-    out["merged_from"] = [{"source": s, "created": d["created"], "host": d["environment"].get("host"),
-                           "complete": d["complete"]} for s, d in zip(sources, docs, strict=True)]
+    out["merged_from"] = _merged_from(docs, sources)
+    return out
+
+
+def _merged_from(docs: list[dict], sources: list[str]) -> list[dict]:
+    parts = [{"source": s, "created": d["created"], "host": d["environment"].get("host"),
+              "complete": d["complete"]} for s, d in zip(sources, docs, strict=True)]
     # each part's identity, so that merging this result again with one of its parts is refused
-    out["merged_from"] = [{**m, "shard": sid} for m, d in zip(out["merged_from"], docs, strict=True)
-                          for sid in shard_ids(d)]
+    return [{**m, "shard": sid} for m, d in zip(parts, docs, strict=True) for sid in shard_ids(d)]
+
+
+def refuse_sequential(docs: list[dict], sources: list[str]) -> None:
+    """UsageError when two results measured a point one after the other: they are runs, not
+    shards. Summed over the united window they would halve every rate (two runs of 83 tok/s
+    merged to 40.8); shards of one measurement ran side by side, so their windows overlap."""
+    spans: dict[tuple, list[tuple]] = {}
+    for source, d in zip(sources, docs, strict=True):
+        for p in d["points"]:
+            span = point_span(d, p)
+            if span is not None:
+                spans.setdefault(point_key(p), []).append((span, source, p["id"]))
+    for runs in spans.values():
+        for i, ((a0, a1), sa, pid) in enumerate(runs):
+            for (b0, b1), sb, _ in runs[i + 1:]:
+                if a1 < b0 or b1 < a0:
+                    raise UsageError(
+                        f"{sa} and {sb} measured {pid} one after the other ({iso(a0)} to {iso(a1)}, "
+                        f"{iso(b0)} to {iso(b1)}): they are runs of the plan, not shards of one "
+                        "measurement, and summing them over both windows would halve every rate. "
+                        "Pass --repeats to merge them as repeats of each point (compare and report "
+                        "read them so); merge without it only shards that ran side by side")
+
+
+def as_repeats(docs: list[dict], sources: list[str]) -> dict:
+    """Runs of one plan as one result whose every point is repeated: run r of point c=4 is
+    `c=4#r`, with its own figures; `repeats` summarises them (means, intervals, pooled
+    histograms), as load.repeats does within one run."""
+    if any(p["params"].get("repeat") is not None for d in docs for p in d["points"]):
+        raise UsageError("merge --repeats of results that already hold repeats (load.repeats) is not "
+                         "built yet; merge them without --repeats if they are shards")
+    if len({repeat_key(d)[1] for d in docs}) != 1:
+        named = "; ".join(result_label(d, s) for d, s in zip(docs, sources, strict=True))
+        raise UsageError(f"these results measured different targets ({named}): runs against two "
+                         "servers are never repeats of one another; compare them instead")
+    out = copy.deepcopy(docs[0])
+    groups: dict[tuple, list[dict]] = {}
+    for r, d in enumerate(docs, 1):
+        for p in d["points"]:
+            run = copy.deepcopy(p)
+            run["params"]["repeat"] = r
+            run["id"] = f"{p['id']}#{r}"
+            groups.setdefault(point_key(p), []).append(run)
+    out["points"] = [p for runs in groups.values() for p in runs]
+    out["repeats"] = summaries(out["points"])
+    out["slo"] = run_verdict(bool(out["plan"].get("slo")), out["points"])
+    out["created"] = now_iso()
+    out["requests_file"] = None
+    out["complete"] = all(d["complete"] for d in docs)
+    out["interrupted"] = any(d.get("interrupted") for d in docs)
+    out["errors"] = [e for d in docs for e in d.get("errors", [])]
+    out["merged_from"] = _merged_from(docs, sources)
     return out
 
 

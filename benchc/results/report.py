@@ -28,6 +28,7 @@ from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.plan.search import show_load
 from benchc.results.document import check_folder, check_target, write_bytes_atomic
+from benchc.results.identity import repeat_key, result_label, target_of
 
 SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
 
@@ -44,12 +45,11 @@ def _plt():
 
 
 def series_label(doc: dict, matrix: dict) -> str:
-    """spec name / model [matrix values], plus the simulator preset for simulated targets."""
+    """spec name / model (target) [matrix values]: the target is the server's address and kind,
+    or the simulator's preset, so runs against two servers never read as one."""
     model = doc["target"][0]["model"] if doc.get("target") else "?"
-    sims = [c["target"].get("sim") for c in doc["plan"]["combinations"] if c["target"].get("sim")]
-    sim = f" (sim {sims[0].get('preset')})" if sims else ""
     extra = ",".join(f"{k}={v}" for k, v in matrix.items())
-    label = f"{doc['plan']['name']} / {model}{sim}" + (f" [{extra}]" if extra else "")
+    label = f"{doc['plan']['name']} / {model} ({target_of(doc)})" + (f" [{extra}]" if extra else "")
     return label.replace("$", r"\$")  # text from the result, never matplotlib mathtext
 
 
@@ -65,10 +65,10 @@ def _x(point: dict) -> tuple[str, float]:
 
 
 def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
-    """label -> x -> points. Results of one plan (same plan_hash) are repeats: their points
-    share a series. Different plans that would share a label get a #n to tell them apart."""
+    """label -> x -> points. Results of one plan against one target (results/identity.repeat_key)
+    are repeats: their points share a series. Others that would share a label get a #n."""
     out: dict[str, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    owner: dict[str, str] = {}
+    owner: dict[str, tuple[str, str]] = {}
     for d in docs:
         for p in d["points"]:
             if p["params"].get("probe") is not None and not p["trust"]["trusted"]:
@@ -76,7 +76,7 @@ def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
             label = series_label(d, p.get("matrix", {}))
             n = 2
             base = label
-            while owner.setdefault(label, d["plan_hash"]) != d["plan_hash"]:
+            while owner.setdefault(label, key := repeat_key(d)) != key:
                 label = f"{base} #{n}"
                 n += 1
             out[label][_x(p)[1]].append(p)
@@ -146,10 +146,9 @@ def figures(docs: list[dict]) -> dict[str, object]:
         fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
         for i, (label, by_x) in enumerate(data.items()):
             for j, x in enumerate(sorted(by_x)):
-                block = by_x[x][0]["latency"].get(f"{metric}_us") or {}
-                if not block.get("hdr"):
+                h = _pooled(by_x[x], metric)  # every run at x, not the first one's alone
+                if h is None:
                     continue
-                h = Histogram.decode(block["hdr"])
                 xs = [1 / (1 - p / 100) for p in SPECTRUM_PERCENTILES]
                 ys = [h.value_at_percentile(p) / 1000 for p in SPECTRUM_PERCENTILES]
                 ax.plot(xs, ys, marker=".", color=f"C{i}", alpha=0.35 + 0.65 * (j + 1) / len(by_x),
@@ -268,6 +267,17 @@ def search_rows(docs: list[dict]) -> list[list[str]]:
 SEARCH_HEADER = ["result", "SLO", "answer", "goodput req/s", "bracket", "binding", "status", "probes"]
 
 
+def _pooled(points: list[dict], metric: str) -> Histogram | None:
+    """The runs' histograms of `metric` added exactly (repeats of one point), or None."""
+    encoded = [((p["latency"].get(f"{metric}_us") or {}).get("hdr")) for p in points]
+    hists = [Histogram.decode(e) for e in encoded if e]
+    if not hists:
+        return None
+    for other in hists[1:]:
+        hists[0].merge(other)
+    return hists[0]
+
+
 def _ms(p: dict, metric: str, stat: str) -> float | None:
     v = (p["latency"].get(f"{metric}_us") or {}).get(stat)
     return v / 1000 if v is not None else None
@@ -279,13 +289,20 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def summary_rows(docs: list[dict]) -> list[list[str]]:
+def _sources(docs: list[dict], sources: list[str] | None) -> list[str | None]:
+    return list(sources) if sources is not None else [None] * len(docs)
+
+
+def summary_rows(docs: list[dict], sources: list[str] | None = None) -> list[list[str]]:
+    """One row per point, the result named by its file and target."""
     rows = []
-    for d in docs:
+    for d, source in zip(docs, _sources(docs, sources), strict=True):
         for p in d["points"]:
             def f(v, fmt="{:.1f}"):
                 return "-" if v is None else fmt.format(v)
-            rows.append([series_label(d, p.get("matrix", {})), p["id"], str(p["counts"]["completed"]),
+            extra = ",".join(f"{k}={v}" for k, v in p.get("matrix", {}).items())
+            rows.append([result_label(d, source) + (f" [{extra}]" if extra else ""), p["id"],
+                         str(p["counts"]["completed"]),
                          f(p["throughput"]["output_tok_s"]), f(_ms(p, "ttft", "p50")),
                          f(_ms(p, "ttft", "p99")), f(_ms(p, "ttf_answer", "p50")), f(_ms(p, "itl", "p50")),
                          f(_ms(p, "itl", "p99")), f(_ms(p, "e2e", "p99")),
@@ -298,7 +315,7 @@ HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 m
 
 
 def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
-                 overwrite: bool = False) -> list[str]:
+                 overwrite: bool = False, sources: list[str] | None = None) -> list[str]:
     """Write the PNGs into `png_dir` and/or the page to `html_path`; returns the paths written.
     Every path is checked before any is written: an existing file needs `overwrite`, and only
     regular files are ever replaced (results.document.check_target)."""
@@ -326,7 +343,7 @@ def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
     if html_path:
         esc = html.escape
         table = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
-                        for r in summary_rows(docs))
+                        for r in summary_rows(docs, sources))
         searches = search_rows(docs)
         search_table = ""
         if searches:
@@ -336,7 +353,8 @@ def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
         imgs = "".join(f'<h2>{esc(n.replace("_", " "))}</h2><img alt="{esc(n)}" '
                        f'src="data:image/png;base64,{base64.b64encode(d).decode()}">'
                        for n, d in images.items())
-        names = ", ".join(esc(f"{d['plan']['name']} ({d['created']})") for d in docs)
+        names = ", ".join(esc(f"{result_label(d, s)} ({d['plan']['name']}, {d['created']})")
+                          for d, s in zip(docs, _sources(docs, sources), strict=True))
         page = (f"<!doctype html><html><head><meta charset='utf-8'><title>benchc report</title><style>"
                 "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
                 "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from benchc.results.document import is_probe, metric_value
-from benchc.spec.thresholds import Threshold
+from benchc.spec.thresholds import Threshold, show_value, value_unit
 
 
 def slo_thresholds(items: Iterable[Any]) -> list[Threshold]:
@@ -21,12 +21,37 @@ def slo_thresholds(items: Iterable[Any]) -> list[Threshold]:
 
 
 def evaluate_slo(checks: list[Threshold], point: dict) -> dict:
-    """The point's `slo` block: each check with the value it saw; passed when all hold."""
+    """The point's `slo` block: each check with the value it saw (in `unit`: us, fraction,
+    tok/s, req/s); passed when all hold."""
     results = []
     for t in checks:
         value = metric_value(point, t.key)
-        results.append({"threshold": t.text, "value": value, "passed": value is not None and t.holds(value)})
+        results.append({"threshold": t.text, "value": value, "unit": value_unit(t.metric),
+                        "passed": value is not None and t.holds(value)})
     return {"passed": all(r["passed"] for r in results), "checks": results}
+
+
+def check_unit(check: dict) -> str:
+    """A check's unit; a result written before checks carried one: from its metric's name."""
+    return check.get("unit") or value_unit(check["threshold"].split(":", 1)[0].split()[0])
+
+
+def measured(check: dict, point: dict) -> str:
+    """What a check saw, for a person: `502.3ms`, `2.00%`, or why there is no value (a point
+    whose every request failed has no latency to check, which `None` never said)."""
+    if check["value"] is not None:
+        return show_value(check["value"], check_unit(check))
+    counts = point.get("counts", {})
+    if counts.get("sent") and not counts.get("completed"):
+        return f"nothing: none of {counts['sent']} requests completed"
+    return "nothing: no request gave this figure"
+
+
+def failed_checks(points: list[dict]) -> list[str]:
+    """One line per failed check of the points held to the SLO: `c=1: ttft: p99 < 500ms
+    (measured 502.3ms)`."""
+    return [f"{p['id']}: {c['threshold']} (measured {measured(c, p)})" for p in points
+            if "slo" in p and not is_probe(p) for c in p["slo"]["checks"] if not c["passed"]]
 
 
 def run_verdict(defined: bool, points: list[dict]) -> dict:

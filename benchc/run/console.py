@@ -13,24 +13,36 @@ from typing import TextIO
 from benchc import redact
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
+from benchc.results.slo import check_unit
+from benchc.spec.thresholds import show_value
 
+# what the columns count, printed once under the header: `reqs` and `out tok/s` are read
+# wrong otherwise (requests sent? the steady rate?)
+LEGEND = ("reqs: requests completed (failed ones under errors); out tok/s: output tokens of completed "
+          "requests / the point's whole window (the result's output_tok_s, not steady_output_tok_s); "
+          "latencies in ms")
 HEADER = (f"{'point':<24} {'reqs':>5} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
           f"{'ITL p50':>8} {'ITL p99':>8} {'E2E mean':>9} {'E2E p99':>9} {'errors':>6}")
 
 
 def _check(c: dict) -> str:
     """`tpot: p50 < 20ms: 19.2ms ok` (latencies are held in microseconds)."""
-    metric = c["threshold"].split(":", 1)[0]
-    v = c["value"]
-    if v is None:
-        shown = "-"
-    elif metric in ("ttft", "itl", "tpot", "e2e"):
-        shown = f"{v / 1000:.1f}ms"
-    elif metric == "error_rate":
-        shown = f"{v:.2%}"
-    else:
-        shown = f"{v:,.1f}"
-    return f"{c['threshold']}: {shown} {'ok' if c['passed'] else 'FAIL'}"
+    return f"{c['threshold']}: {show_value(c['value'], check_unit(c))} {'ok' if c['passed'] else 'FAIL'}"
+
+
+def first_error(p: dict) -> str | None:
+    """`2 of 2 requests failed; first error (http_404): The model `foo` does not exist.`: why
+    a point's requests failed, which the errors column alone never said (the message is the
+    first seen of the first kind; the console scrubs it of the run's secrets)."""
+    counts = p["counts"]
+    if not counts["failed"]:
+        return None
+    examples = counts.get("error_examples") or {}
+    line = f"{counts['failed']} of {counts['sent']} requests failed"
+    if examples:
+        kind, detail = next(iter(examples.items()))
+        line += f"; first error ({kind}): {detail}"
+    return line
 
 
 def _detail_lines(p: dict, ms) -> list[str]:
@@ -172,6 +184,7 @@ class Console:
             sys.stderr.write("\r\033[K")
         if self.rows == 0:
             print(HEADER, file=sys.stderr)
+            print(LEGEND, file=sys.stderr)
         self.rows += 1
         lat = p["latency"]
 
@@ -193,6 +206,9 @@ class Console:
               f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
         for line in _detail_lines(p, ms):
             self.say(f"  {p['id']}: {line}")
+        failed = first_error(p)
+        if failed:
+            self.say(f"ERROR: {p['id']}: {failed}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
         # findings that do not make the figures doubtful: the server's queue at the cap, and

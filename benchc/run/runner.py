@@ -26,7 +26,15 @@ from benchc import __version__
 from benchc._core import core_name
 from benchc.client.bounded import MODELS_BYTES, BodyTooLarge, read_json
 from benchc.client.request import headers_for
-from benchc.errors import Interrupted, PointFailed, RunError, ThresholdFailed, UntrustedResult, UsageError
+from benchc.errors import (
+    Interrupted,
+    PointFailed,
+    RunError,
+    SearchUndecided,
+    ThresholdFailed,
+    UntrustedResult,
+    UsageError,
+)
 from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
@@ -43,7 +51,7 @@ from benchc.results.document import (
 )
 from benchc.results.failed import failed_points
 from benchc.results.repeats import summaries
-from benchc.results.slo import run_verdict
+from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console, Silence
 from benchc.run.deadserver import stop_kind
@@ -66,6 +74,7 @@ from benchc.run.server import (
     terminate,
     wait_ready,
 )
+from benchc.run.server_identity import identify
 from benchc.run.smoke import run_smoke
 
 METRIC_DEFINITIONS = "benchc-1: docs/metrics.md"
@@ -448,6 +457,9 @@ class Runner:
             await self.backend.prepare(prepared)
         w = combo.workload
         seed0 = w.params.get("seed", 0)
+        if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
+            self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
+                             f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
         resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
         stop = SweepStop(self.plan.saturation)
         positions: dict[int | None, int] = {}  # pass (repeat) -> load steps of it so far
@@ -535,10 +547,14 @@ class Runner:
                                steps: list[Step]) -> None:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
+        models = await fetch_models(session, base_url, headers_for(target))
+        # the embedded simulator is benchc's own: this benchc's version, nothing to ask
+        server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None
+                  else await identify(session, server_root(base_url), headers_for(target)))
         self.targets.append({"combination": combo.index, "matrix": combo.matrix,
                              "base_url": redact_url(base_url), "model": target.model,
-                             "simulated": target.sim is not None,
-                             "models": await fetch_models(session, base_url, headers_for(combo.target)),
+                             "simulated": target.sim is not None, "server": server,
+                             "models": models,
                              "max_inflight": max([s.inflight_target for s in steps] + [1])})
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
@@ -776,11 +792,15 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
                   if d["fails_strict"]]
         raise UntrustedResult("--strict: " + "; ".join(doubts) + f"; result written to {path}")
     if plan.slo and not doc["slo"]["passed"]:
-        failed = [f"{p['id']}: {c['threshold']} (measured {c['value']})" for p in doc["points"]
-                  if "slo" in p and not is_probe(p) for c in p["slo"]["checks"] if not c["passed"]]
+        failed = failed_checks(doc["points"])
         raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(failed) + f"\nresult written to {path}")
     below = [s for s in doc.get("search", []) if s["status"] == "below_min"]
     if below:
         raise ThresholdFailed("SLO not met:\n  " + "\n  ".join(f"{s['id']}: {s['reason']}" for s in below)
+                              + f"\nresult written to {path}")
+    undecided = [s for s in doc.get("search", []) if s["status"] == "undecided"]
+    if undecided:
+        raise SearchUndecided("capacity search undecided (no answer):\n  "
+                              + "\n  ".join(f"{s['id']}: {s['reason']}" for s in undecided)
                               + f"\nresult written to {path}")
     return doc, path

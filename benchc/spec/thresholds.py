@@ -36,6 +36,34 @@ METRICS: dict[str, str] = {
     "goodput_s": "rate",
 }
 
+# the unit a point holds each metric in (result figures and `slo.checks` values)
+_RATE_UNITS = {"output_tok_s": "tok/s", "total_tok_s": "tok/s", "request_s": "req/s", "goodput_s": "req/s"}
+UNITS = ("us", "fraction", "tok/s", "req/s")
+
+
+def value_unit(metric: str) -> str:
+    """The unit of `metric`'s values in a result: `us` for latencies (`ttft`, `turn2.ttft`),
+    `fraction` for error_rate, `tok/s` or `req/s` for throughputs."""
+    base = metric.rsplit(".", 1)[-1]
+    kind = METRICS.get(base)
+    if kind == "latency":
+        return "us"
+    if kind == "ratio":
+        return "fraction"
+    return _RATE_UNITS.get(base, "req/s")
+
+
+def show_value(value: float | None, unit: str) -> str:
+    """A value for a person, with its unit: `502.3ms`, `2.00%`, `83.4 tok/s`; `-` for none."""
+    if value is None:
+        return "-"
+    if unit == "us":
+        return f"{value / 1000:.1f}ms"
+    if unit == "fraction":
+        return f"{value:.2%}"
+    return f"{value:,.1f} {unit}"
+
+
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _EXPR = re.compile(
     r"^\s*(?:(?P<stat>mean|min|max|p[0-9]+(?:\.[0-9]+)?)\s*)?"
