@@ -17,13 +17,19 @@ server-wide Prometheus counters.
 from __future__ import annotations
 
 import json
+import os
 import random
+import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from benchc.cli import main
 from benchc.results.document import read
 from benchc.run.telemetry import SERVER_KINDS, parse_prometheus
+from benchc.tokenizer.chat_template import load_chat_template
+from benchc.tokenizer.tokenizer import load
+from tests.vllm_server import launch_command
 
 pytestmark = pytest.mark.real
 
@@ -83,6 +89,8 @@ load:
         assert c["cached_tokens"] == 0 and not c["above_declared"], c
         # ignore_eos (random prompts pin their lengths): usage says each got what it asked
         assert p["tokens"]["osl"] == {"requests_checked": 4, "mismatched": 0}, p["tokens"]["osl"]
+    print(f"fresh: cached tokens per point {[p['cache']['cached_tokens'] for p in doc['points']]} "
+          f"of {[p['cache']['prompt_tokens'] for p in doc['points']]}")
     measured = [r for r in records if r["error"] is None]
     assert len(measured) == len(records) >= 8
     assert {r["output_tokens"] for r in records} == {6} and {r["usage_output_tokens"] for r in records} == {6}
@@ -104,6 +112,7 @@ load:
     # differ from their first token on (a block that holds part of one is never shared)
     expected = blocks(before + 64, vllm.block_size)
     assert expected > 0
+    print(f"shared prefix: cached tokens per request {[r['cached_tokens'] for r in records]}")
     # the warm-up cached the prefix: every measured request finds it
     assert [r["cached_tokens"] for r in records] == [expected] * 8
     for p in doc["points"]:
@@ -138,8 +147,11 @@ server:
     doc, _ = run(tmp_path, vllm, "kept", body.format(seed=seed, reset="never"))
     # the same two prompts on both points: the second finds them cached, but the last token
     kept = blocks(prompt - 1, vllm.block_size)
+    print(f"reset_cache never: cached per point {[p['cache']['cached_tokens'] for p in doc['points']]}")
     assert [p["cache"]["cached_tokens"] for p in doc["points"]] == [0, 2 * kept]
     doc, _ = run(tmp_path, vllm, "reset", body.format(seed=seed + 1, reset="between_points"))
+    print(f"reset_cache between_points: cached per point "
+          f"{[p['cache']['cached_tokens'] for p in doc['points']]}")
     assert [p["cache"]["cached_tokens"] for p in doc["points"]] == [0, 0]
     done = {"done": True, "endpoint": "/reset_prefix_cache"}
     assert [p["cache"]["reset"] for p in doc["points"]] == [done, done]
@@ -215,4 +227,124 @@ load:
         # the previous prompt is this one's prefix: its whole blocks are found for sure
         assert blocks(prev, bs) <= cached <= history, (k, prev, cached, history)
         lost[k] = history - cached
-    print(f"history tokens not reused by turn (answer text re-tokenized): {lost}")
+        print(f"sessions: turn {k}: prompt {this['prompt_tokens']}, cached {cached}, history to the block "
+              f"{history}, not reused {lost[k]}")
+
+
+# (input tokens, hash ids of its 64-token blocks): shared prefixes of 2, 1 and 0 blocks, one
+# that shares all of a prompt of whole blocks (its last token is computed again), and one
+# whose shared blocks are not its first (the hash chain: nothing is found)
+TRACE = [(150, [1, 2, 3]), (150, [1, 2, 4]), (100, [1, 5]), (200, [6, 7, 8, 9]), (130, [6, 7, 10]),
+         (128, [1, 2]), (140, [11, 2, 3])]
+
+
+def test_trace_replay_finds_cached_exactly_the_blocks_its_trace_shares(tmp_path, vllm):
+    assert 64 % vllm.block_size == 0
+    rows = [{"timestamp": 100 * i, "input_length": n, "output_length": 2, "hash_ids": ids}
+            for i, (n, ids) in enumerate(TRACE)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    doc, records = run(tmp_path, vllm, "trace", f"""\
+workload:
+  dataset:
+    trace: {{path: {tmp_path / "trace.jsonl"}, format: mooncake, block_size: 64, seed: SEED}}
+load:
+  warmup: {{requests: 0}}
+  sweep:
+    concurrency: [1]
+""", api="completions")
+    before, _ = vllm.around_text("completions")
+    seen: set[tuple] = set()
+    expected = []
+    for n, ids in TRACE:  # in order, one at a time (concurrency 1)
+        shared = 0
+        while shared < len(ids) and tuple(ids[:shared + 1]) in seen:
+            shared += 1
+        seen.update(tuple(ids[:k]) for k in range(1, len(ids) + 1))
+        # found: the shared blocks' whole KV blocks, never the prompt's last token
+        expected.append(blocks(min(before + 64 * shared, before + n - 1), vllm.block_size))
+    assert expected == [0, 128, 64, 0, 128, 96, 0]
+    print(f"trace: cached per request {[r['cached_tokens'] for r in records]}, the trace's blocks {expected}")
+    assert [r["cached_tokens"] for r in sorted(records, key=lambda r: r["prompt_index"])] == expected
+    p = doc["points"][0]
+    assert p["cache"]["cached_tokens"] == sum(expected) and not p["cache"]["above_declared"], p["cache"]
+    assert p["trace"]["requests"] == len(TRACE) and p["tokens"]["osl"]["mismatched"] == 0
+
+
+def test_a_capacity_search_ends_with_an_answer(tmp_path, vllm):
+    doc, _ = run(tmp_path, vllm, "search", """\
+workload:
+  dataset:
+    random: {input_tokens: 40, output_tokens: 4, seed: SEED}
+load:
+  warmup: {requests: 1}
+  search: {over: concurrency, min: 1, max: 3, slo: {e2e: "p99 < 2m"}}
+  requests: 3
+""")
+    [search] = doc["search"]
+    print(f"search: {search['status']} {search['answer']}, probes "
+          f"{[(p['load'], p['verdict'], p.get('doubts')) for p in search['probes']]}")
+    # an SLO every probe meets (2 minutes for 4 tokens): the search climbs to max and says so
+    assert (search["status"], search["answer"]) == ("at_max", 3), search
+    assert [p["verdict"] for p in search["probes"]] == ["pass"] * len(search["probes"])
+    assert [p["load"] for p in search["probes"]][-1] == 3 and search["goodput_s"] > 0
+
+
+def _processes_with(marker: str) -> list[int]:
+    """The processes whose environment holds `marker` (a launched server and its children
+    inherit it, whatever their command lines say)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def test_a_launched_vllm_goes_through_deploy_ready_smoke_bench_and_stop(tmp_path):
+    """server.command with vLLM's command line: a second vLLM for a few minutes (~5 GB), run
+    without --enable-prompt-tokens-details, so its point's cached tokens come from /metrics
+    and the result says so."""
+    command, env = launch_command()
+    marker = f"BENCHC_REAL_TEST={uuid.uuid4().hex}"
+    env[marker.split("=")[0]] = marker.split("=")[1]
+    model_dir = command[command.index("serve") + 1]  # tokenizer.json and its chat template
+    server = SimpleNamespace(base_url="http://127.0.0.1:{free}/v1", model="tiny-random", tokenizer=model_dir)
+    doc, records = run(tmp_path, server, "launched", f"""\
+server:
+  command: {json.dumps(command)}
+  env: {json.dumps(env)}
+  ready: {{path: /health, timeout: 15m, interval: 2s}}
+  stop_timeout: 60s
+smoke:
+  checks:
+    - {{name: answers, prompt: "Say something", expect: ".", max_tokens: 8}}
+workload:
+  dataset:
+    random: {{input_tokens: 40, output_tokens: 4, prefix_tokens: 64, seed: SEED}}
+load:
+  warmup: {{requests: 1}}
+  sweep:
+    concurrency: [2]
+  requests: 4
+""")
+    [combo] = doc["combinations"]
+    print(f"launched: ready after {combo['server'].get('load_time_s')} s, cache {doc['points'][0]['cache']}")
+    assert combo["server"]["kind"] == "launched" and combo["server"]["load_time_s"] > 0, combo["server"]
+    assert combo["smoke"]["passed"], combo["smoke"]
+    assert combo["server"]["exit_status"] is not None, combo["server"]
+    assert _processes_with(marker) == []  # the server and every child it spawned are gone
+    p = doc["points"][0]
+    assert p["counts"]["completed"] == 4 and {r["usage_output_tokens"] for r in records} == {4}
+    # no prompt_tokens_details: no request says, the server's counters do (its only client is
+    # this run: exactly the prefix's whole blocks for each request, after the warm-up's)
+    c = p["cache"]
+    assert c["reported"]["requests"] == 0 and {r["cached_tokens"] for r in records} == {None}
+    assert c["source"] == "prometheus" and "reported no cached prompt tokens per request" in c["note"], c
+    tok = load(model_dir)
+    template = load_chat_template(model_dir, tok)
+    assert template is not None
+    before = tok.count(template.render([{"role": "user", "content": "\0"}]).split("\0")[0])
+    assert c["cached_tokens"] == 4 * blocks(before + 64, 32), (before, c)

@@ -41,7 +41,7 @@ VLLMSERVER_VENV = os.environ.get("VLLMSERVER_VENV", os.path.join(VLLMSERVER_DIR,
 START_TIMEOUT_S = 1200
 
 
-def _tokenizer_path() -> str:
+def tokenizer_path() -> str:
     path = os.environ.get("BENCHC_VLLM_TOKENIZER")
     if path:
         return path
@@ -132,7 +132,7 @@ def describe(base_url: str, started_here: bool) -> VllmServer:
     m = re.search(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"', metrics.decode())
     assert m, "no vllm:cache_config_info{block_size=...} in /metrics: is this a vLLM?"
     probe = VllmServer(base_url, model, json.loads(version)["version"], int(m.group(1)), False,
-                       _tokenizer_path(), started_here)
+                       tokenizer_path(), started_here)
     details = probe.usage("completions", "benchc probes the usage shape").get("prompt_tokens_details")
     server = VllmServer(**{**probe.__dict__, "prompt_details": details is not None})
     _check_tokenizer(server)
