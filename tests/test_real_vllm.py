@@ -185,6 +185,7 @@ load:
     p = doc["points"][0]
     server = p["telemetry"]["server"]
     assert server["available"] and server["kind"] == "vllm"
+    print(f"telemetry: {server}, phases {p['server_timings_prometheus']}")
     for gauge in ("running", "waiting", "kv_cache_usage"):
         assert server[gauge]["samples"] >= 1, (gauge, server)
     assert server["running"]["max"] >= 1 and 0 < server["kv_cache_usage"]["max"] <= 1, server
