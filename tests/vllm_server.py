@@ -5,7 +5,9 @@ this session starts with ../shared/tools/vllmserver/start.sh (relative to the re
 vLLM's CPU build serving a tiny random-weight Llama with prefix caching and 32-token blocks;
 its README lists what it serves) on a free port, and stops at the end. Without either the
 tests are skipped, and the skip says why. A URL that does not answer, or a script that fails,
-is a failure: the tests were asked for and could not run.
+is a failure: the tests were asked for and could not run. BENCHC_VLLM_START names another
+script that takes a port, prints the server's PID last and writes it to
+$VLLMSERVER_DIR/server-PORT.pid, as start.sh does.
 
 What a test needs to know about the server is read from the server itself: its model
 (/v1/models), version (/version), KV block size (vllm:cache_config_info in /metrics) and
@@ -32,8 +34,9 @@ import pytest
 
 from tests.conftest import REPO, wait_for
 
-TOOLS = os.path.normpath(os.path.join(REPO, "..", "shared", "tools", "vllmserver"))
-START_SH = os.path.join(TOOLS, "start.sh")
+# start.sh of the shared tools beside the repository, or BENCHC_VLLM_START
+START_SH = os.environ.get("BENCHC_VLLM_START") or os.path.normpath(
+    os.path.join(REPO, "..", "shared", "tools", "vllmserver", "start.sh"))
 # start.sh's install and model folder (its VLLMSERVER_DIR / VLLMSERVER_VENV knobs)
 VLLMSERVER_DIR = os.environ.get("VLLMSERVER_DIR", "/tmp/vllmserver")
 VLLMSERVER_VENV = os.environ.get("VLLMSERVER_VENV", os.path.join(VLLMSERVER_DIR, "venv"))
@@ -123,7 +126,14 @@ class VllmServer:
 def describe(base_url: str, started_here: bool) -> VllmServer:
     """The server at `base_url` (a /v1 root), read from the server itself."""
     base_url = base_url.rstrip("/")
-    status, body = http(base_url + "/models", timeout=10)
+    try:
+        status, body = http(base_url + "/models", timeout=10)
+    except OSError as e:
+        failure = f"no vLLM answers at {base_url} ({e}): is BENCHC_VLLM_URL its /v1 root, and is it up?"
+    else:
+        failure = None
+    if failure:  # outside the except: the failure, not the socket's traceback
+        pytest.fail(failure)
     assert status == 200, f"{base_url}/models answered {status}"
     model = json.loads(body)["data"][0]["id"]
     root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
