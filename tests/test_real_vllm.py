@@ -271,6 +271,26 @@ load:
     assert p["trace"]["requests"] == len(TRACE) and p["tokens"]["osl"]["mismatched"] == 0
 
 
+def test_prefix_groups_find_their_groups_prefix_cached(tmp_path, vllm):
+    doc, records = run(tmp_path, vllm, "groups", """\
+workload:
+  dataset:
+    prefix_groups: {groups: 2, prefix_tokens: 64, suffix_tokens: 20, output_tokens: 2, seed: SEED}
+load:
+  warmup: {requests: 0}
+  sweep:
+    concurrency: [1]
+  requests: 6
+""", api="completions")
+    before, _ = vllm.around_text("completions")
+    # every run of 2 requests holds each group once: the first two find nothing, the others
+    # their group's prefix, to the block
+    expected = [0, 0] + [blocks(before + 64, vllm.block_size)] * 4
+    print(f"prefix groups: cached per request {[r['cached_tokens'] for r in records]}")
+    assert [r["cached_tokens"] for r in sorted(records, key=lambda r: r["prompt_index"])] == expected
+    assert doc["points"][0]["cache"]["cached_tokens"] == sum(expected)
+
+
 def test_a_capacity_search_ends_with_an_answer(tmp_path, vllm):
     doc, _ = run(tmp_path, vllm, "search", """\
 workload:
