@@ -11,22 +11,45 @@ REQUIRED = os.environ.get("BENCHC_REQUIRE_EXTENSIONS", "") not in ("", "0")
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true",
                      help="also run the tests marked slow (end-to-end runs, Ray); CI runs them")
+    parser.addoption("--real", action="store_true",
+                     help="also run the tests marked real (against a real vLLM: BENCHC_VLLM_URL, or "
+                          "one started with ../shared/tools/vllmserver/start.sh); CI leaves them out")
+
+
+# marker -> the option that selects its tests (left out otherwise)
+OPT_IN = {"slow": "--slow", "real": "--real"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """The inner loop leaves the slow tests out unless --slow is given (CI gives it)."""
-    if config.getoption("--slow"):
-        return
-    slow = [i for i in items if i.get_closest_marker("slow")]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [i for i in items if not i.get_closest_marker("slow")]
+    """The inner loop leaves the slow tests out unless --slow is given (CI gives it), and the
+    real-server tests unless --real is given."""
+    for marker, option in OPT_IN.items():
+        if config.getoption(option):
+            continue
+        left_out = [i for i in items if i.get_closest_marker(marker)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [i for i in items if not i.get_closest_marker(marker)]
 
 
 def pytest_report_header(config):
+    lines = []
     if not config.getoption("--slow"):
-        return "slow tests (end-to-end runs, Ray) are deselected: pass --slow to run them, as CI does"
-    return None
+        lines.append("slow tests (end-to-end runs, Ray) are deselected: pass --slow to run them, as CI does")
+    if not config.getoption("--real"):
+        lines.append("real-server tests are deselected: pass --real to run them (docs/conformance.md)")
+    return lines or None
+
+
+@pytest.fixture(scope="session")
+def vllm():
+    """A real vLLM for the tests marked real (tests/vllm_server.py): the one at BENCHC_VLLM_URL,
+    else one started for this session with ../shared/tools/vllmserver/start.sh (and stopped at
+    its end); the tests are skipped, with the reason, when neither can be had."""
+    from tests.vllm_server import session_server
+
+    with session_server() as server:
+        yield server
 
 
 def _compiled(module: str):

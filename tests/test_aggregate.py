@@ -165,6 +165,29 @@ def test_old_results_without_the_slo_count_still_merge_and_say_so():
         assert any(d.startswith("counts.slo_met:") for d in p["derived"])
 
 
+def test_a_point_says_plainly_when_no_request_reported_its_cached_tokens():
+    """vLLM without --enable-prompt-tokens-details sends no prompt_tokens_details at all (0.32,
+    checked on a real server: docs/conformance.md): the point's cached tokens then come from
+    the server-wide Prometheus counters, or are unknown, and its cache block says which."""
+    from benchc.metrics.cache import NOT_PER_REQUEST, CacheCounters, cache_check
+    from benchc.metrics.record import RequestRecord
+
+    counters = CacheCounters()
+    for _ in range(3):
+        counters.add(RequestRecord("r", 0, 100, None, shared_tokens=64))  # nothing reported
+    server = {"prefix_cache_queries_delta": 400, "prefix_cache_hits_delta": 128}
+    c = cache_check({"cache": counters.block()}, server)
+    assert (c["source"], c["cached_tokens"], c["cached_fraction"]) == ("prometheus", 128, 0.32)
+    assert c["note"].startswith(NOT_PER_REQUEST) and "the whole server's" in c["note"]
+    assert "--enable-prompt-tokens-details" in c["note"]
+    c = cache_check({"cache": counters.block()}, {"available": True})
+    assert (c["source"], c["cached_tokens"], c["above_declared"]) == ("none", None, False)
+    assert c["note"].startswith(NOT_PER_REQUEST) and c["note"].endswith("is not known")
+    # a server that reported them (a zero is a report): no note
+    counters.add(RequestRecord("r", 0, 100, None, shared_tokens=64, cached_tokens=0, cached_source="usage"))
+    assert "note" not in cache_check({"cache": counters.block()}, server)
+
+
 def test_one_request_served_from_an_old_cache_is_not_hidden_by_the_others():
     """The verdict compared the point's sums: a request that got a prompt it sent in an
     earlier run from the cache passed unnoticed beside requests sharing less than allowed."""

@@ -199,6 +199,7 @@ def test_without_cached_tokens_in_usage_the_prometheus_counters_say_it(tmp_path)
     recs = by_point(doc, reqs, sim.records())["c=2"]
     c = doc["points"][0]["cache"]
     assert c["reported"]["requests"] == 0 and c["source"] == "prometheus"
+    assert "reported no cached prompt tokens per request" in c["note"]
     assert c["cached_tokens"] == sum(t["cached_tokens"] for t in recs) == 6 * 512
     assert c["cached_fraction"] == round(6 * 512 / sum(t["input_tokens"] for t in recs), 4)
     # vLLM's phase histograms, differenced over the point: the server's view of those requests

@@ -61,7 +61,8 @@ def test_streaming_chat_shape_like_vllm():
     assert [c["choices"][0]["finish_reason"] for c in chunks[1:5]] == [None, None, None, "length"]
     assert chunks[5]["choices"] == [] and chunks[5]["usage"] == {
         "prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
-        "prompt_tokens_details": {"cached_tokens": 0}}  # as vLLM with --enable-prompt-tokens-details
+        # as vLLM 0.32 with --enable-prompt-tokens-details (3 tokens: no whole block to cache)
+        "prompt_tokens_details": {"cached_tokens": 0, "created_cache_tokens": 0}}
 
 
 def test_continuous_usage_and_completions_stream():
@@ -99,7 +100,7 @@ def test_non_streaming_shapes_and_other_endpoints():
     assert chat["object"] == "chat.completion" and chat["choices"][0]["message"]["role"] == "assistant"
     assert len(chat["choices"][0]["message"]["content"].split()) == 5
     assert chat["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8,
-                             "prompt_tokens_details": {"cached_tokens": 0}}
+                             "prompt_tokens_details": {"cached_tokens": 0, "created_cache_tokens": 0}}
     assert chat["choices"][0]["finish_reason"] == "length"
     assert comp["object"] == "text_completion" and comp["usage"]["completion_tokens"] == 2
     assert models["data"][0]["id"] == MODEL and health == 200
@@ -109,6 +110,50 @@ def test_non_streaming_shapes_and_other_endpoints():
     assert 'vllm:generation_tokens_total{model_name="MiniMaxAI/MiniMax-M2.5"} 7' in metrics
     assert tok["count"] == 3 and tok["tokens"][:2] == [0, 1]
     assert wrong[0] == 404 and wrong[1]["object"] == "error" and wrong[1]["code"] == 404
+
+
+def test_cached_and_created_cache_tokens_as_vllm_0_32_reports_them():
+    # What vLLM 0.32 (CPU, block 32) answered to chat prompts of 64, 65 and 96 tokens sent
+    # twice (tests/test_real_vllm.py, docs/conformance.md): whole blocks only, never the last
+    # token; chat's details also carry created_cache_tokens, completions' do not.
+    async def body(s, server):
+        out = []
+        for n in (64, 65, 96):
+            for _ in range(2):
+                async with s.post("/v1/chat/completions", json={
+                        "model": MODEL, "messages": [{"role": "user", "content": f"w{n} " + "x " * (n - 1)}],
+                        "max_tokens": 1, "stream": True, "stream_options": {"include_usage": True}}) as r:
+                    out.append(json.loads(events_of(await r.read())[-2])["usage"]["prompt_tokens_details"])
+        completion = {"model": MODEL, "prompt": "c " * 64, "max_tokens": 1}
+        async with s.post("/v1/completions", json=completion) as r:
+            out.append((await r.json())["usage"]["prompt_tokens_details"])
+        return out
+
+    details = run(with_sim(make_config(block_size=32), body))
+    pairs = [(d["cached_tokens"], d["created_cache_tokens"]) for d in details[:6]]
+    assert pairs == [(0, 64), (32, 32), (0, 64), (64, 0), (0, 96), (64, 32)]
+    assert details[6] == {"cached_tokens": 0}
+
+
+def test_vllm_metrics_have_their_created_twins_and_none_is_read_as_a_figure():
+    from benchc.run.telemetry import parse_prometheus
+
+    async def body(s, server):
+        async with s.post("/v1/chat/completions", json=chat_body(4)) as r:
+            assert r.status == 200
+        async with s.get("/metrics") as r:
+            return await r.text()
+
+    text = run(with_sim(make_config(), body))
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
+    for name, kind in types.items():
+        if kind in ("counter", "histogram") and name.startswith("vllm:"):
+            twin = name.removesuffix("_total") + "_created" if kind == "counter" else name + "_created"
+            assert types.get(twin) == "gauge", name
+    assert "vllm:generation_tokens_created" in types and "vllm:time_to_first_token_seconds_created" in types
+    without = "\n".join(line for line in text.splitlines() if "_created" not in line)
+    parsed = parse_prometheus(text)
+    assert parsed == parse_prometheus(without) and parsed["generation_tokens_total"] == 4
 
 
 def test_min_tokens_ignore_eos_and_stop():

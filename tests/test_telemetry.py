@@ -79,3 +79,18 @@ def test_a_run_reads_each_servers_names_from_the_simulator(tmp_path, names, kind
     assert server["available"] is True and server["kind"] == kind
     assert server["token_agreement"] == {"server": 32, "benchc": 32, "relative_difference": 0.0}
     assert server["prompt_token_agreement"]["server"] == p["tokens"]["input"]
+
+
+def test_a_small_gauge_keeps_its_digits_and_its_mean_never_exceeds_its_max():
+    # a real vLLM 0.32's KV-cache usage on a tiny model (tests/test_real_vllm.py): three
+    # samples of 0.000183; rounded to 4 places the mean read 0.0002, above its max
+    before, after = pair("vllm")
+    during = [{**after, "kv_cache_usage": v} for v in (0.00018311105685597795, 0.000183111, 0.00018311)]
+    kv = server_summary(before, after, during, 4096)["kv_cache_usage"]
+    assert kv["max"] == 0.00018311105685597795 and kv["samples"] == 3
+    assert 0.00018311 <= kv["mean"] <= kv["max"] and kv["mean"] != 0.0002
+    same = [{**after, "kv_cache_usage": 0.0001831115}] * 2  # a mean that 6 digits would round up
+    kv = server_summary(before, after, same, 4096)["kv_cache_usage"]
+    assert kv["mean"] == kv["max"] == 0.0001831115
+    thirds = [{**after, "running": v} for v in (1, 1, 2)]
+    assert server_summary(before, after, thirds, 4096)["running"] == {"mean": 1.33333, "max": 2, "samples": 3}

@@ -21,6 +21,12 @@ from typing import Any
 # markers ("3.17" and "3.18") or a first word that happens to be the same.
 CACHE_SLACK_TOKENS = 8
 
+# said in a point's cache block when no request reported its cached tokens (the result must
+# say plainly that it does not know them per request, not show a silent zero)
+NOT_PER_REQUEST = ("the server reported no cached prompt tokens per request (its usage has no "
+                   "prompt_tokens_details: vLLM reports them only when run with "
+                   "--enable-prompt-tokens-details, SGLang with --enable-cache-report)")
+
 _SUMMED = ("requests", "prompt_tokens", "declared_shared_tokens", "unknown_sharing", "reused", "reporting",
            "cached_tokens", "allowed_tokens", "above")
 
@@ -103,8 +109,9 @@ def cache_check(point: dict, server: dict | None = None) -> dict:
     reported = c["reported"]
     allowed, prompt = c["allowed_cached_tokens"], c["prompt_tokens"]
     if reported["requests"]:
-        # vLLM and SGLang leave prompt_tokens_details out when nothing was cached: the other
-        # requests of a point where some reported count as 0 cached
+        # a server may leave prompt_tokens_details out when nothing was cached (vLLM 0.32 with
+        # --enable-prompt-tokens-details reports 0, docs/conformance.md): the other requests of
+        # a point where some reported count as 0 cached
         source = "+".join(sorted(reported["sources"]))
         cached = reported["cached_tokens"]
     elif server and server.get("prefix_cache_queries_delta"):
@@ -112,8 +119,12 @@ def cache_check(point: dict, server: dict | None = None) -> dict:
         source = "prometheus"
         cached = int(server.get("prefix_cache_hits_delta", 0))
         prompt = int(server["prefix_cache_queries_delta"])
+        c["note"] = NOT_PER_REQUEST + ": these figures are its Prometheus prefix-cache counters over " \
+            "the point (the whole server's: other clients' requests included), not checked per request"
     else:
-        c.update(source="none", cached_tokens=None, cached_fraction=None, above_declared=False)
+        c.update(source="none", cached_tokens=None, cached_fraction=None, above_declared=False,
+                 note=NOT_PER_REQUEST + ", and no prefix-cache counters of its /metrics stand in for them "
+                      "here: whether prompts came from a prefix cache is not known")
         return c
     # per request where the server said per request: one request's hit of a prompt it kept from
     # before is not hidden by the others' sharing less than they might

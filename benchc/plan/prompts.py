@@ -145,6 +145,14 @@ class RandomPrompts:
             return " ".join(rng.choice(VOCABULARY) for _ in range(n))
         return self._extend("", n, rng) if n else ""
 
+    def _first_words(self) -> list[str]:
+        """The words that are one token at the very start of a text, too."""
+        first = [w for w in self.words if self.tok.count(w) == 1]
+        if not first:
+            raise PlanError("the tokenizer makes none of benchc's one-token words one token at the start "
+                            "of a text; use a jsonl dataset")
+        return first
+
     def _prefix(self, stream: int, index: int) -> tuple[str, int]:
         """The shared prefix prompt (stream, index) starts with, and its tokens."""
         return self.prefix, self.prefix_n
@@ -182,8 +190,12 @@ class RandomPrompts:
         """`text` grown by one-token words to exactly `target` tokens (checked by counting)."""
         n = self.tok.count(text) if text else 0
         if n < target:
-            add = " ".join(rng.choices(self.words, k=target - n))
-            text = f"{text} {add}" if text else add
+            add = rng.choices(self.words, k=target - n)
+            if not text and self.tok.count(add[0]) != 1:
+                # the first word has no space before it: one token after a space may be two
+                # at the start ("university" is "un" "iversity" to DeepSeek-V3's tokenizer)
+                add[0] = rng.choice(self._first_words())
+            text = f"{text} {' '.join(add)}" if text else " ".join(add)
         if self.tok.count(text) != target:
             raise PlanError(f"could not build a prompt of exactly {target} tokens with this tokenizer")
         return text

@@ -466,7 +466,14 @@ class Engine:
             usage["completion_tokens_details"] = {"reasoning_tokens": min(seq.reasoning, n)}
         if final and self.prefix is not None and self.cfg.usage_cached_tokens:
             # vLLM puts the details on the final usage only (and only when asked to)
-            usage["prompt_tokens_details"] = {"cached_tokens": seq.cached}
+            details: dict = {"cached_tokens": seq.cached}
+            if seq.api == "chat":
+                # vLLM 0.32's chat usage also says which of the prompt's whole blocks it
+                # computed and cached now: all of them but those it found (a prompt of whole
+                # blocks found again computes its last block again, for the last token)
+                block = self.cfg.block_size
+                details["created_cache_tokens"] = seq.input_tokens // block * block - seq.cached
+            usage["prompt_tokens_details"] = details
         return usage
 
     def _timings(self, seq: Seq) -> bytes:
@@ -617,6 +624,7 @@ class SimServer:
         self.prompt_counter = PromptCounter(self.tok, cfg.image_patch_px, cfg.image_max_tokens)
         self.engine = Engine(cfg, self.trace_file)
         self.started_ns = CLOCK()
+        self.started_s = time.time()  # /metrics' _created samples (wall clock, as Prometheus has them)
         self._runner: web.AppRunner | None = None
         self._engine_task: asyncio.Task | None = None
         self._server: asyncio.Server | None = None
@@ -714,7 +722,8 @@ class SimServer:
                             cached_prompt_tokens=prefix.hits_total if prefix is not None else 0,
                             generation_tokens=e.generation_tokens_total, requests=e.requests_total,
                             prefix_cache_queries=prefix.queries_total if prefix is not None else None,
-                            phase_s=e.phase_s, phase_n=e.phase_n, cache_resets=e.cache_resets_total)
+                            phase_s=e.phase_s, phase_n=e.phase_n, cache_resets=e.cache_resets_total,
+                            created_s=self.started_s)
         return web.Response(text=render(cfg.metrics_names, cfg.model, counters), content_type="text/plain")
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:

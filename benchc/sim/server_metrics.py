@@ -26,6 +26,7 @@ class Counters:
     phase_s: dict[str, float] | None = None  # vLLM's per-request phases: seconds summed ...
     phase_n: int = 0  # ... over this many requests
     cache_resets: int = 0
+    created_s: float = 0.0  # wall-clock time the counters started (Prometheus' _created samples)
 
 
 def render(names: str, model: str, c: Counters) -> str:
@@ -63,7 +64,28 @@ def _vllm(model: str, c: Counters) -> list[str]:
             out += [f"# TYPE vllm:{name}_seconds histogram",
                     f"vllm:{name}_seconds_sum{label} {c.phase_s[phase]:.9f}",
                     f"vllm:{name}_seconds_count{label} {c.phase_n}"]
-    return out
+    return _created_twins(out, label, c.created_s)
+
+
+def _created_twins(lines: list[str], labels: str, created_s: float) -> list[str]:
+    """Each counter and histogram followed by its `_created` gauge (when it started, in Unix
+    seconds), as vLLM 0.32's prometheus_client writes them: `vllm:generation_tokens_total`
+    has `vllm:generation_tokens_created`, `vllm:time_to_first_token_seconds` has
+    `vllm:time_to_first_token_seconds_created`. A reader that took one for a figure would
+    read a timestamp (about 1.8e9) as a count."""
+    out: list[str] = []
+    family = None
+    for line in lines:
+        if line.startswith("# TYPE ") and family:
+            out += family
+            family = None
+        out.append(line)
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            if kind in ("counter", "histogram"):
+                base = name.removesuffix("_total") if kind == "counter" else name
+                family = [f"# TYPE {base}_created gauge", f"{base}_created{labels} {created_s:.9e}"]
+    return out + (family or [])
 
 
 def _sglang(model: str, c: Counters) -> list[str]:
