@@ -25,6 +25,7 @@ from benchc.plan.model import (
     Step,
     Target,
     Workload,
+    sim_file_keys,
 )
 from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
@@ -160,9 +161,10 @@ def _target(t: dict, spec_file: str) -> Target:
     sim = None
     if "sim" in t:
         sim = {"preset": DEFAULTS["target.sim.preset"], **t["sim"]}
-        if sim.get("tokenizer") and not os.path.isabs(sim["tokenizer"]) and not spec_file.startswith("<"):
-            # the simulator runs as a subprocess; give it a path that does not depend on cwd
-            sim["tokenizer"] = os.path.join(os.path.dirname(os.path.abspath(spec_file)), sim["tokenizer"])
+        for key in sim_file_keys(sim):
+            if not os.path.isabs(sim[key]) and not spec_file.startswith("<"):
+                # the simulator runs as a subprocess; give it a path that does not depend on cwd
+                sim[key] = os.path.join(os.path.dirname(os.path.abspath(spec_file)), sim[key])
     return Target(
         base_url=t["base_url"].rstrip("/") if "base_url" in t else None,
         sim=sim,

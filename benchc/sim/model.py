@@ -131,7 +131,13 @@ METRICS_NAMES = ("vllm", "sglang", "llamacpp", "tgi")
 def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
     """A preset with `overrides` applied; ValueError names an unknown preset or parameter."""
     if preset not in PRESETS:
-        raise ValueError(f"unknown simulator preset {preset!r}; known: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown simulator preset {preset!r}; known: {', '.join(PRESETS)} "
+                         "(or a twin file, *.yaml, that `benchc fit` wrote)")
+    return apply_overrides(PRESETS[preset], **overrides)
+
+
+def apply_overrides(base: SimConfig, **overrides) -> SimConfig:
+    """`base` with `overrides` applied; ValueError names an unknown or invalid parameter."""
     unknown = set(overrides) - set(PARAMS)
     if unknown:
         raise ValueError(f"unknown simulator parameter(s): {', '.join(sorted(unknown))}")
@@ -143,4 +149,4 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:
         overrides["step_table"] = [tuple(x) for x in overrides["step_table"]]
-    return replace(PRESETS[preset], **overrides)
+    return replace(base, **overrides)

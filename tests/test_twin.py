@@ -1,0 +1,163 @@
+"""`benchc fit` and twin presets: the simulator fitted to measured results (issue 33).
+
+The fast tests fit the result fixtures of tests/data (runs of the built-in presets, whose
+parameters are the ground truth) and read twin files; the slow one fits a fresh run of a preset
+and runs the twin beyond the fitted range, against the preset's own step law."""
+
+import json
+import os
+
+import pytest
+import yaml
+
+from benchc.cli import main
+from benchc.plan.compiler import compile_spec
+from benchc.results.document import read
+from benchc.sim.fit import fit
+from benchc.sim.model import KIMI_TABLE, MINIMAX_TABLE, SimConfig
+from benchc.sim.twin import TWIN_VERSION, read_twin, twin_config
+from benchc.spec.loader import load
+from tests.conftest import REPO
+
+DATA = os.path.join(REPO, "tests", "data")
+
+
+def _fixture(name):
+    path = os.path.join(DATA, name)
+    return path, read(path)
+
+
+@pytest.mark.parametrize("name, table", [("result-v1-kimi.json", KIMI_TABLE),
+                                         ("result-v1-minimax.json", MINIMAX_TABLE)])
+def test_fit_recovers_the_presets_step_times_at_the_measured_batch_sizes(name, table):
+    twin = fit([_fixture(name)])
+    truth = dict(table)
+    fitted = dict(twin["sim"]["step_table"])
+    assert sorted(fitted) == [1, 2, 4]
+    for batch, ms in fitted.items():
+        assert ms == pytest.approx(truth[batch], rel=0.03), (batch, ms, truth[batch])
+    assert twin["benchc_twin"] == TWIN_VERSION
+    assert twin["fitted_range"]["concurrency"] == [1, 4]
+    assert twin["sim"]["prefill_tok_s"] > 0
+    # fresh prompts hit no cache, and no point queued: both said, neither guessed
+    assert any(x.startswith("block_size") for x in twin["not_observed"])
+    assert any(x.startswith("max_num_seqs") for x in twin["not_observed"])
+    assert len(twin["residuals"]) == 3
+    for row in twin["residuals"]:
+        assert row["tpot_p50_ms"]["residual"] == pytest.approx(0, abs=1e-9)  # the table passes through them
+
+
+def test_fit_cli_writes_a_twin_and_prints_residuals(tmp_path, capsys):
+    out = tmp_path / "twin.yaml"
+    assert main(["fit", os.path.join(DATA, "result-v1-kimi.json"), "-o", str(out)]) == 0
+    text = capsys.readouterr()
+    assert "c=4" in text.out and "TPOT p50 ms" in text.out
+    assert "not observed: block_size" in text.err
+    doc = read_twin(str(out))
+    assert doc["model"] == doc["sim"]["model"] == "fixture-model"  # the model the run asked for
+    cfg = twin_config(str(out))
+    assert cfg.step_ms(4) == pytest.approx(KIMI_TABLE[2][1], rel=0.03)
+    # never overwritten silently
+    assert main(["fit", os.path.join(DATA, "result-v1-kimi.json"), "-o", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["fit", os.path.join(DATA, "result-v1-kimi.json"), "-o", str(out), "--force",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sim"]["step_table"][0][0] == 1
+
+
+def test_a_single_concurrency_is_refused_saying_what_is_missing(tmp_path, capsys):
+    path, doc = _fixture("result-v1-kimi.json")
+    doc["points"] = [p for p in doc["points"] if p["params"]["concurrency"] == 4]
+    thin = tmp_path / "thin.json"
+    thin.write_text(json.dumps(doc))
+    assert main(["fit", str(thin), "-o", str(tmp_path / "t.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "too thin to fit: only concurrency 4" in err and "two or more concurrencies" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "t.yaml").exists()
+
+
+def test_results_of_two_servers_are_refused(tmp_path, capsys):
+    out = tmp_path / "t.yaml"
+    assert main(["fit", os.path.join(DATA, "result-v1-kimi.json"),
+                 os.path.join(DATA, "result-v1-minimax.json"), "-o", str(out)]) == 2
+    assert "different servers or models" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_result_exits_5(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    assert main(["fit", str(bad), "-o", str(tmp_path / "t.yaml")]) == 5
+
+
+def test_two_results_of_one_server_fit_together(tmp_path):
+    a, b = _fixture("result-v1-shard-a.json"), _fixture("result-v1-minimax.json")
+    twin = fit([a, b])
+    assert len(twin["residuals"]) == 6
+    assert dict(twin["sim"]["step_table"])[2] == pytest.approx(dict(MINIMAX_TABLE)[2], rel=0.03)
+
+
+def _twin_file(tmp_path, **changes):
+    twin = fit([_fixture("result-v1-kimi.json")])
+    twin.update(changes)
+    f = tmp_path / "twin.yaml"
+    f.write_text(yaml.safe_dump(twin))
+    return f
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"benchc_twin": TWIN_VERSION + 1}, "newer than this benchc reads"),
+    ({"benchc_twin": "one"}, "must be a whole number"),
+    ({"sim": {"step_tabel": [[1, 2.0]]}}, "unknown simulator parameter(s) in sim: step_tabel"),
+    ({"sim": [1, 2]}, "`sim` must be a mapping"),
+])
+def test_a_bad_twin_file_is_refused_by_name(tmp_path, changes, message):
+    f = _twin_file(tmp_path, **changes)
+    with pytest.raises(ValueError, match="twin|sim") as e:
+        read_twin(str(f))
+    assert message in str(e.value)
+
+
+def test_a_file_without_a_version_is_not_a_twin(tmp_path, capsys):
+    f = tmp_path / "x.yaml"
+    f.write_text("sim: {}\n")
+    with pytest.raises(ValueError, match="is not a twin file"):
+        read_twin(str(f))
+    # the simulator refuses it as usage, not with a traceback
+    assert main(["sim", "--preset", str(f), "--port", "0"]) == 2
+    assert "is not a twin file" in capsys.readouterr().err
+
+
+def test_twin_config_starts_from_the_defaults_and_takes_overrides(tmp_path):
+    f = _twin_file(tmp_path)
+    cfg = twin_config(str(f), max_num_seqs=8)
+    assert cfg.max_num_seqs == 8
+    assert cfg.model == "fixture-model"
+    assert cfg.block_size == SimConfig().block_size  # not observed: the default, not the preset's
+
+
+SPEC = """\
+version: 1
+name: t
+target:
+  sim: {{preset: {preset}}}
+  model: m
+workload:
+  dataset:
+    random: {{input_tokens: 32, output_tokens: 8}}
+load:
+  sweep:
+    concurrency: [1]
+  requests: 2
+"""
+
+
+def test_a_spec_names_a_twin_by_a_path_relative_to_itself(tmp_path):
+    (tmp_path / "twins").mkdir()
+    twin = _twin_file(tmp_path / "twins")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(preset="twins/twin.yaml"))
+    plan = compile_spec(load(str(spec), env={}))
+    assert plan.combinations[0].target.sim["preset"] == str(twin)  # absolute, for the subprocess
+    # the plan's hash does not depend on where the checkout is
+    assert plan._plan_material()["combinations"][0]["sim"]["preset"] == os.path.join("twins", "twin.yaml")
