@@ -97,6 +97,24 @@ def test_two_results_of_one_server_fit_together(tmp_path):
     assert dict(twin["sim"]["step_table"])[2] == pytest.approx(dict(MINIMAX_TABLE)[2], rel=0.03)
 
 
+def test_two_prompt_lengths_give_the_prefill_rate_as_a_slope(tmp_path):
+    """The same C=1 point again with 512 more prompt tokens and 512 / 20000 s more TTFT: the
+    line's slope is 20,000 tok/s whatever fixed cost both first tokens carry."""
+    path, doc = _fixture("result-v1-kimi.json")
+    longer = json.loads(json.dumps(doc))
+    for p in longer["points"]:
+        p["tokens"]["input"] += 512 * p["counts"]["completed"]
+        p["latency"]["ttft_us"]["p50"] += round(512 / 20000 * 1e6)
+    other = tmp_path / "longer.json"
+    other.write_text(json.dumps(longer))
+    out = tmp_path / "t.yaml"
+    assert main(["fit", path, str(other), "-o", str(out)]) == 0
+    twin = read_twin(str(out))
+    assert twin["sim"]["prefill_tok_s"] == pytest.approx(20000, rel=0.01)
+    assert "a line over prompt lengths" in twin["notes"][0]
+    assert twin["fixed_prefill_ms"] is not None
+
+
 def _twin_file(tmp_path, **changes):
     twin = fit([_fixture("result-v1-kimi.json")])
     twin.update(changes)
@@ -161,3 +179,106 @@ def test_a_spec_names_a_twin_by_a_path_relative_to_itself(tmp_path):
     assert plan.combinations[0].target.sim["preset"] == str(twin)  # absolute, for the subprocess
     # the plan's hash does not depend on where the checkout is
     assert plan._plan_material()["combinations"][0]["sim"]["preset"] == os.path.join("twins", "twin.yaml")
+
+
+@pytest.mark.parametrize("prefill_tok_s", [0.0, 1000.0])
+def test_frontend_ms_holds_a_request_before_admission_and_keeps_its_prefill(prefill_tok_s):
+    """frontend_ms: admitted no sooner than that after arrival (by the simulator's own trace),
+    its prefill still charged to its first step (unlike ttft_ms, which replaces it)."""
+    import asyncio
+
+    import aiohttp
+
+    from benchc.sim.model import make_config
+    from benchc.sim.server import SimServer
+
+    cfg = make_config("minimax-m2.5-tp4", frontend_ms=40.0, prefill_tok_s=prefill_tok_s)
+
+    async def go():
+        server = SimServer(cfg)
+        port = await server.start()
+        try:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as s:
+                body = {"model": cfg.model, "prompt": "w " * 200, "max_tokens": 2, "stream": True}
+                async with s.post("/v1/completions", json=body) as r:
+                    await r.read()
+            return server.trace
+        finally:
+            await server.stop()
+
+    (tr,) = asyncio.run(go())
+    assert tr["admitted_ns"] - tr["arrival_ns"] >= 40_000_000
+    first_step_ns = tr["first_token_ns"] - tr["admitted_ns"]
+    prefill_ns = tr["input_tokens"] / prefill_tok_s * 1e9 if prefill_tok_s else 0
+    assert first_step_ns >= cfg.step_ms(1) * 1e6 + prefill_ns
+
+
+def test_compare_says_a_twins_run_is_a_prediction(tmp_path, capsys):
+    _, doc = _fixture("result-v1-kimi.json")
+    doc["plan"]["combinations"][0]["target"]["sim"] = {"preset": "/somewhere/twin.yaml"}
+    twin_run = tmp_path / "twin-run.json"
+    twin_run.write_text(json.dumps(doc))
+    assert main(["compare", os.path.join(DATA, "result-v1-kimi.json"), str(twin_run)]) == 0
+    out = capsys.readouterr().out
+    assert ("TWIN: new ran against the twin /somewhere/twin.yaml: its figures are the twin's "
+            "predictions, each change the prediction's error") in out
+    assert main(["compare", str(twin_run), os.path.join(DATA, "result-v1-kimi.json"),
+                 "--format", "json"]) == 0
+    (note,) = json.loads(capsys.readouterr().out)["twins"]
+    assert note.startswith("base ran against the twin /somewhere/twin.yaml") and "sign reversed" in note
+    # two measured runs: no such line
+    assert main(["compare", os.path.join(DATA, "result-v1-kimi.json"),
+                 os.path.join(DATA, "result-v1-kimi.json")]) == 0
+    assert "TWIN" not in capsys.readouterr().out
+
+
+RUN_SPEC = """\
+version: 1
+name: {name}
+target:
+  sim: {{preset: {preset}}}
+  model: moonshotai/Kimi-K2.5
+workload:
+  dataset:
+    random: {{input_tokens: {input}, output_tokens: 32, seed: 5}}
+load:
+  warmup: {{requests: 1}}
+  sweep:
+    concurrency: {concurrency}
+  requests: 8
+output:
+  path: {path}
+"""
+
+
+def _run(tmp_path, name, preset, concurrency, input_tokens=64):
+    spec, out = tmp_path / f"{name}.yaml", tmp_path / f"{name}.json"
+    spec.write_text(RUN_SPEC.format(name=name, preset=preset, concurrency=concurrency, path=out,
+                                    input=input_tokens))
+    assert main(["run", str(spec), "--quiet"]) == 0
+    return read(str(out))
+
+
+@pytest.mark.slow  # four end-to-end runs
+def test_a_twin_fitted_at_c1_2_4_predicts_c8_of_the_preset_it_was_fitted_to(tmp_path, capsys):
+    """Self-consistency on Kimi's preset (its step law stays near-linear from 2 to 8, so a fit
+    from C=1,2,4 can know C=8): the fitted steps are the preset's, and the twin's run at C=8
+    gives the preset's own run's figures. benchmarks/twin.py measures every preset and the
+    open-loop rates, with medians over repeats (docs/twin.md: where it holds and where not)."""
+    _run(tmp_path, "fit", "kimi-k2.5-nvfp4-tp8", "[1, 2, 4]")
+    # a second prompt length at C=1 tells the prefill rate from the fixed cost of a first token
+    _run(tmp_path, "fit-long", "kimi-k2.5-nvfp4-tp8", "[1]", input_tokens=512)
+    assert main(["fit", str(tmp_path / "fit.json"), str(tmp_path / "fit-long.json"),
+                 "-o", str(tmp_path / "twin.yaml")]) == 0
+    cfg = twin_config(str(tmp_path / "twin.yaml"))
+    truth = SimConfig(step_table=KIMI_TABLE)
+    for batch in (1, 2, 4, 8):
+        assert cfg.step_ms(batch) == pytest.approx(truth.step_ms(batch), rel=0.03), batch
+    source = _run(tmp_path, "source", "kimi-k2.5-nvfp4-tp8", "[8]")["points"][0]
+    twin = _run(tmp_path, "predicted", str(tmp_path / "twin.yaml"), "[8]")["points"][0]
+    assert twin["latency"]["tpot_us"]["p50"] == pytest.approx(source["latency"]["tpot_us"]["p50"], rel=0.03)
+    assert twin["throughput"]["output_tok_s"] == pytest.approx(source["throughput"]["output_tok_s"], rel=0.03)
+    # the first token: the prefill rate from two prompt lengths (3% of the harness's medians,
+    # 10% here, one run of 8 requests on a machine whose every core is busy)
+    for q in ("p50", "p99"):
+        assert twin["latency"]["ttft_us"][q] == pytest.approx(source["latency"]["ttft_us"][q], rel=0.10)

@@ -13,10 +13,13 @@ request says about the engine the simulator plays (sim/server.py's Engine):
   gives prefill_tok_s (its slope) apart from a fixed per-request overhead (its intercept, which
   the twin's own HTTP server plays); with one length, P / U includes that overhead. The server's
   own prefill time (vLLM's prometheus phases, when the result has them) is used in preference to
-  the client's TTFT, which also holds the transport.
+  the client's TTFT, which also holds the front end and the transport.
+- front end: the server's own time to first token beyond its queue and prefill phases
+  (tokenizing, handing over between processes): `frontend_ms`, a wait before admission that
+  does not hold up the engine's steps.
 - delivery: the client's TTFT minus the server's own TTFT (prometheus), the time between the
-  first token's computation and its arrival: reported, not simulated (the simulator writes a token
-  when it computes it).
+  first token's computation and its arrival: reported (`delivery_ms`); its part of the first
+  token is in frontend_ms, and the simulator writes every later token when it computes it.
 - slots (max_num_seqs): seen only when a point queued (server telemetry: waiting > 0 with fewer
   running than its concurrency); else not observed and left at SimConfig's default.
 - block size: seen only from cached prompt tokens (a gcd of the points' counts, an upper bound);
@@ -57,6 +60,7 @@ class Observation:
     ttft_p50_ms: float
     output_tok_s: float
     server_prefill_ms: float | None
+    server_frontend_ms: float | None
     delivery_ms: float | None
     running_max: float | None
     waiting_max: float | None
@@ -78,7 +82,12 @@ def _observation(source: str, point: dict) -> Observation | None:
     inp = tokens.get("input", 0) / completed
     cached = (point.get("cache") or {}).get("cached_tokens") or 0
     prom = point.get("server_timings_prometheus") or {}
-    decode_phase = prom.get("prefill_ms_mean")
+    server_prefill = prom.get("prefill_ms_mean")
+    # the server's time to first token that none of its engine phases holds (vLLM: tokenizing
+    # and handing over between its processes before the request is queued)
+    frontend = None
+    if None not in (server_prefill, prom.get("ttft_ms_mean"), prom.get("queue_ms_mean")):
+        frontend = max(0.0, prom["ttft_ms_mean"] - prom["queue_ms_mean"] - server_prefill)
     delivery = None
     if prom.get("ttft_ms_mean") is not None and prom.get("client_ttft_ms_mean") is not None:
         delivery = prom["client_ttft_ms_mean"] - prom["ttft_ms_mean"]
@@ -90,7 +99,7 @@ def _observation(source: str, point: dict) -> Observation | None:
         output_tokens=out, input_tokens=inp, uncached_tokens=max(0.0, inp - cached / completed),
         tpot_p50_ms=tpot["p50"] / 1000, ttft_p50_ms=ttft["p50"] / 1000,
         output_tok_s=point.get("throughput", {}).get("output_tok_s", 0.0),
-        server_prefill_ms=decode_phase, delivery_ms=delivery,
+        server_prefill_ms=server_prefill, server_frontend_ms=frontend, delivery_ms=delivery,
         running_max=(server.get("running") or {}).get("max"),
         waiting_max=(server.get("waiting") or {}).get("max"),
         cached_tokens=int(cached), tokens_per_chunk=per_chunk)
@@ -133,29 +142,51 @@ def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation]) -> None:
             "concurrency: [1, 2, 4])")
 
 
-def _prefill(obs: list[Observation], step_at: dict[int, float]) -> tuple[float, float | None, str]:
-    """(prefill_tok_s, fixed overhead ms or None, how) from the smallest concurrency's points."""
+def _prefill(obs: list[Observation], step_at: dict[int, float]) -> tuple[float, float, float | None, str]:
+    """(prefill_tok_s, frontend_ms, fixed_prefill_ms or None, how), from the smallest
+    concurrency's points.
+
+    The first token costs, in the engine, one step plus the prefill of the request's uncached
+    tokens: the server's own prefill time (vLLM's prometheus phase, scheduled to first token)
+    when the result has it, else the client's TTFT p50 less its steps. That time also holds a
+    fixed cost per request (an engine waking from idle, its scheduler), which one prompt length
+    cannot tell from the prefill: with two or more lengths (several results may be fitted
+    together) a least-squares line over them gives the rate as its slope, and the fixed cost as
+    its intercept, reported but not simulated (the twin's own engine and HTTP server pay theirs).
+    The server's front end (its time to first token outside its queue and prefill phases) is
+    frontend_ms: a wait before admission, beside the engine's steps."""
     c0 = min(o.concurrency for o in obs)
     base = [o for o in obs if o.concurrency == c0]
-    # the first token's step at c0: admitted alone at C=1; behind one step of the others above
+    server = all(o.server_prefill_ms is not None for o in base)
+    # the first token's steps as the client sees them: admitted at once at C=1, behind the
+    # step under way above it
     waits = 1 if c0 == 1 else 2
-    ys, xs, server = [], [], all(o.server_prefill_ms is not None for o in base)
+    ys, xs = [], []
     for o in base:
-        first = o.server_prefill_ms if server and o.server_prefill_ms is not None else o.ttft_p50_ms
-        steps = 1 if server else waits
-        ys.append(first - steps * step_at[c0])
+        if server and o.server_prefill_ms is not None:
+            ys.append(o.server_prefill_ms - step_at[c0])
+        else:
+            ys.append(o.ttft_p50_ms - waits * step_at[c0])
         xs.append(o.uncached_tokens)
+    # at most what the client saw beyond the prefill: the phases are means, which a server's
+    # slow outliers inflate, where the client's TTFT is a median
+    fronts = [max(0.0, min(o.server_frontend_ms,
+                           o.ttft_p50_ms - (waits - 1) * step_at[c0] - o.server_prefill_ms))
+              for o in base if o.server_frontend_ms is not None and o.server_prefill_ms is not None]
+    frontend = float(np.median(fronts)) if server and fronts else 0.0
     how = "the server's prefill time" if server else "the client's TTFT p50"
     lengths = sorted({round(x) for x in xs})
     if len(lengths) >= 2:
         slope, intercept = np.polyfit(np.array(xs), np.array(ys), 1)
         if slope > 0:
-            return 1000.0 / slope, float(intercept), f"{how}, a line over prompt lengths {lengths}"
+            return (1000.0 / float(slope), frontend, float(intercept),
+                    f"{how}, a line over prompt lengths {lengths}")
     mean_ms, mean_u = float(np.mean(ys)), float(np.mean(xs))
     if mean_ms <= 0 or mean_u <= 0:
-        return 0.0, None, f"{how}: no time left for prefill after the first step (prefill free)"
-    return mean_u * 1000.0 / mean_ms, None, (f"{how} at one prompt length ({lengths[0]} tokens): "
-                                              "includes any fixed per-request overhead")
+        return 0.0, frontend, None, f"{how}: no time left for prefill after the first step (prefill free)"
+    return mean_u * 1000.0 / mean_ms, frontend, None, (
+        f"{how} at one prompt length ({lengths[0]} tokens): its fixed cost per request is counted "
+        "as prefill (fit a second result with another prompt length to separate them)")
 
 
 def fit(docs: list[tuple[str, dict]]) -> dict:
@@ -166,12 +197,13 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     levels = sorted({o.concurrency for o in obs})
     # the decode step at each measured batch size: the median of its points' TPOT p50
     step_at = {c: float(np.median([o.tpot_p50_ms for o in obs if o.concurrency == c])) for c in levels}
-    prefill_tok_s, overhead_ms, prefill_how = _prefill(obs, step_at)
+    prefill_tok_s, frontend_ms, fixed_prefill_ms, prefill_how = _prefill(obs, step_at)
     defaults = SimConfig()
     sim: dict = {
         "model": _model_name(docs),
         "step_table": [[c, round(step_at[c], 4)] for c in levels],
         "prefill_tok_s": round(prefill_tok_s, 1),
+        "frontend_ms": round(frontend_ms, 3),
         "chunks_per_write": max(1, round(float(np.median([o.tokens_per_chunk for o in obs])))),
         "jitter": 0.0,
         "max_model_len": max(defaults.max_model_len,
@@ -203,7 +235,7 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
             "output_tokens": _span(o.output_tokens for o in obs),
         },
         "delivery_ms": round(float(np.median(delivery)), 3) if delivery else None,
-        "fixed_overhead_ms": round(overhead_ms, 3) if overhead_ms is not None else None,
+        "fixed_prefill_ms": round(fixed_prefill_ms, 3) if fixed_prefill_ms is not None else None,
         "notes": notes,
         "not_observed": not_observed,
         "sources": sorted({o.source for o in obs}),
@@ -233,7 +265,8 @@ def predict(sim: dict, concurrency: int, input_tokens: float, uncached_tokens: f
     cfg = SimConfig(step_table=[tuple(x) for x in sim["step_table"]])
     step = cfg.step_ms(concurrency)
     prefill = uncached_tokens * 1000.0 / sim["prefill_tok_s"] if sim["prefill_tok_s"] else 0.0
-    ttft = step + prefill * concurrency  # a lock-step batch's prefills share its first step
+    # a lock-step batch's prefills share its first step
+    ttft = sim.get("frontend_ms", 0.0) + step + prefill * concurrency
     e2e = ttft + step * max(0.0, output_tokens - 1)
     return {"tpot_p50_ms": step, "ttft_p50_ms": ttft,
             "output_tok_s": concurrency * output_tokens * 1000.0 / e2e if e2e > 0 else 0.0}

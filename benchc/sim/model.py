@@ -44,6 +44,9 @@ class SimConfig:
     chunks_per_write: int = 1  # SSE events coalesced into one write per stream
     prefill_tok_s: float = 20000.0  # 0 means prefill is free
     ttft_ms: float | None = None  # fixed wait before a request joins, instead of prefill cost
+    # fixed wait before a request joins, besides its prefill: a real server's front end
+    # (tokenizing, queueing between processes), which runs beside the engine's steps
+    frontend_ms: float = 0.0
     kv_tokens: int | None = None  # KV budget: running sequences' input+max_tokens must fit
     max_model_len: int = 32768
     eos_prob: float = 0.0  # chance per token of drawing EOS (unless ignore_eos / min_tokens)
