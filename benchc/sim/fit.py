@@ -6,8 +6,8 @@ request says about the engine the simulator plays (sim/server.py's Engine):
   C is the point's TPOT p50 (the prefill of requests admitted during a request's decode adds
   (C-1) * P / (O-1) at most, none when the batch runs in lock step, as identical requests in a
   closed loop settle into; the residuals show what is left). The step table is piecewise linear
-  through the measured batch sizes; beyond the largest the simulator continues its last
-  segment's slope, which is the extrapolation docs/twin.md warns about.
+  through the measured batch sizes (made non-decreasing); beyond the largest it grows at the
+  least-squares slope over all of them, the extrapolation docs/twin.md warns about.
 - prefill: at the smallest concurrency the first token costs one step plus the prefill P of the
   request's uncached tokens. With two or more prompt lengths there, a least-squares line of P on U
   gives prefill_tok_s (its slope) apart from a fixed per-request overhead (its intercept, which
@@ -22,8 +22,8 @@ request says about the engine the simulator plays (sim/server.py's Engine):
   token is in frontend_ms, and the simulator writes every later token when it computes it.
 - slots (max_num_seqs): seen only when a point queued (server telemetry: waiting > 0 with fewer
   running than its concurrency); else not observed and left at SimConfig's default.
-- block size: seen only from cached prompt tokens (a gcd of the points' counts, an upper bound);
-  fresh prompts hit nothing, so it is usually not observed.
+- block size: not observed: a point keeps only the sum of its requests' cached tokens, a
+  multiple of the block size (per-request counts would tell it).
 - chunks per write: output tokens per text-bearing chunk (usage / chunks).
 
 Not fitted, because the simulator has no parameter for it: context length's effect on step
@@ -33,7 +33,6 @@ time, chunked prefill's token budget, speculative decoding, preemption. docs/twi
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,13 +194,16 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     obs = observations(docs)
     _check_enough(docs, obs)
     levels = sorted({o.concurrency for o in obs})
-    # the decode step at each measured batch size: the median of its points' TPOT p50
-    step_at = {c: float(np.median([o.tpot_p50_ms for o in obs if o.concurrency == c])) for c in levels}
+    # the decode step at each measured batch size: the median of its points' TPOT p50, made
+    # non-decreasing (a busy machine's noise can make a larger batch look faster; an engine's
+    # step does not shrink with more sequences)
+    medians = [float(np.median([o.tpot_p50_ms for o in obs if o.concurrency == c])) for c in levels]
+    step_at = dict(zip(levels, _non_decreasing(medians), strict=True))
     prefill_tok_s, frontend_ms, fixed_prefill_ms, prefill_how = _prefill(obs, step_at)
     defaults = SimConfig()
     sim: dict = {
         "model": _model_name(docs),
-        "step_table": [[c, round(step_at[c], 4)] for c in levels],
+        "step_table": _step_table(step_at),
         "prefill_tok_s": round(prefill_tok_s, 1),
         "frontend_ms": round(frontend_ms, 3),
         "chunks_per_write": max(1, round(float(np.median([o.tokens_per_chunk for o in obs])))),
@@ -217,13 +219,11 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     else:
         not_observed.append(f"max_num_seqs (no point queued; at least {max(levels)}; "
                             f"default {defaults.max_num_seqs} kept)")
-    cached = [o.cached_tokens for o in obs if o.cached_tokens > 0]
-    if cached:
-        sim["block_size"] = math.gcd(*cached)
-        notes.append(f"block_size: gcd of cached prompt tokens ({sim['block_size']}; an upper bound)")
-    else:
-        not_observed.append(f"block_size (no prompt tokens were served from the cache; "
-                            f"default {defaults.block_size} kept)")
+    # a point's cached tokens are a sum over its requests: a multiple of the block size, not
+    # the block size (that needs per-request counts, which a result's points do not keep)
+    hit = any(o.cached_tokens > 0 for o in obs)
+    why = "only sums of cached tokens" if hit else "no prompt tokens were served from the cache"
+    not_observed.append(f"block_size ({why}; default {defaults.block_size} kept)")
     delivery = [o.delivery_ms for o in obs if o.delivery_ms is not None]
     twin = {
         "benchc_twin": TWIN_VERSION,
@@ -242,6 +242,31 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     }
     twin["residuals"] = residuals(obs, sim)
     return twin
+
+
+def _non_decreasing(ys: list[float]) -> list[float]:
+    """The least-squares non-decreasing fit to `ys` (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for y in ys:
+        blocks.append([y, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, w1), (m2, w2) = blocks.pop(-2), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return [m for m, w in blocks for _ in range(int(w))]
+
+
+def _step_table(step_at: dict[int, float]) -> list[list[float]]:
+    """The table through the measured batch sizes, and one point at twice the largest on the
+    least-squares slope over all of them: the simulator continues a table's last segment, so
+    beyond the measurements the step grows at the slope every point supports, not at the one
+    the last two points' noise gives."""
+    levels = sorted(step_at)
+    table = [[c, round(step_at[c], 4)] for c in levels]
+    slope = max(0.0, float(np.polyfit(np.array(levels, dtype=float),
+                                      np.array([step_at[c] for c in levels]), 1)[0]))
+    top = levels[-1]
+    table.append([2 * top, round(step_at[top] + slope * top, 4)])
+    return table
 
 
 def _span(values: object) -> list[int]:
