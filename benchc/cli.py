@@ -110,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("-o", "--out", required=True)
     mg.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
+    ft = sub.add_parser("fit", help="fit the simulator to results of one server: a twin preset")
+    ft.add_argument("results", nargs="+", metavar="RESULT")
+    ft.add_argument("-o", "--out", required=True, help="the twin file to write (YAML)")
+    ft.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    ft.add_argument("--format", choices=["text", "json"], default="text",
+                    help="the residuals per point as a table (default) or the twin as JSON")
+
     ex = sub.add_parser("export", help="a result as CSV, per-request JSONL, llm-d Benchmark Reports "
                         "(0.2, 0.2.1) or vLLM bench-serve JSON")
     ex.add_argument("result", metavar="RESULT")
@@ -256,6 +263,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     from benchc.sim.model import PARAMS, make_config
     from benchc.sim.server import serve_forever
+    from benchc.sim.twin import is_twin_path, twin_config
     from benchc.spec import yaml_bounds
     from benchc.spec.values import sim_param_problems
 
@@ -279,7 +287,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.fault:
         params["faults"] = list(params.get("faults", [])) + args.fault
     try:
-        cfg = make_config(preset, **params)
+        if is_twin_path(preset):
+            cfg = twin_config(preset, **params)
+        else:
+            cfg = make_config(preset, **params)
         from benchc.sim.faults import parse_faults
 
         parse_faults(cfg.faults)
@@ -313,6 +324,29 @@ def cmd_merge(args: argparse.Namespace) -> int:
     validate_document(doc)
     write_atomic(args.out, json.dumps(doc, indent=1) + "\n", overwrite=args.force)
     print(args.out)
+    return EXIT_OK
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from benchc.results.document import check_target, read, write_atomic
+    from benchc.sim.fit import FitRefused, fit, residual_table
+    from benchc.sim.twin import dump_twin
+
+    check_target(args.out, args.force)
+    docs = [(p, read(p)) for p in args.results]
+    try:
+        twin = fit(docs)
+    except FitRefused as e:
+        raise UsageError(f"fit: {e}") from e
+    write_atomic(args.out, dump_twin(twin), overwrite=args.force)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(twin, indent=1) + "\n")
+    else:
+        sys.stdout.write(residual_table(twin))
+        for line in twin["notes"] + [f"not observed: {x}" for x in twin["not_observed"]]:
+            print(f"benchc: fit: {line}", file=sys.stderr)
+        print(f"benchc: fit: wrote {args.out}; run any spec against it with "
+              f"target.sim: {{preset: {args.out}}}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -463,5 +497,5 @@ def _check_url_credentials(url: str, plan) -> None:
 
 
 VERBS = {"validate": cmd_validate, "plan": cmd_plan, "schema": cmd_schema, "sim": cmd_sim,
-         "run": cmd_run, "compare": cmd_compare, "merge": cmd_merge, "export": cmd_export,
+         "run": cmd_run, "compare": cmd_compare, "merge": cmd_merge, "fit": cmd_fit, "export": cmd_export,
          "report": cmd_report, "tokens": cmd_tokens}

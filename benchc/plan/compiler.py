@@ -28,6 +28,8 @@ from benchc.plan.model import (
     Step,
     Target,
     Workload,
+    sim_file_keys,
+    sim_preset_is_file,
 )
 from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
@@ -185,9 +187,14 @@ def _target(t: dict, spec_file: str) -> Target:
     sim = None
     if "sim" in t:
         sim = {"preset": DEFAULTS["target.sim.preset"], **t["sim"]}
-        if sim.get("tokenizer") and not os.path.isabs(sim["tokenizer"]) and not spec_file.startswith("<"):
-            # the simulator runs as a subprocess; give it a path that does not depend on cwd
-            sim["tokenizer"] = os.path.join(os.path.dirname(os.path.abspath(spec_file)), sim["tokenizer"])
+        for key in sim_file_keys(sim):
+            if not os.path.isabs(sim[key]) and not spec_file.startswith("<"):
+                # the simulator runs as a subprocess; give it a path that does not depend on cwd
+                sim[key] = os.path.join(os.path.dirname(os.path.abspath(spec_file)), sim[key])
+        if sim_preset_is_file(sim["preset"]) and not os.path.isfile(sim["preset"]):
+            raise PlanError(f"target.sim.preset: {sim['preset']}: no such twin file (a path names "
+                            "a twin that `benchc fit` wrote, relative to the spec's folder; a "
+                            "built-in preset is a name: minimax-m2.5-tp4, kimi-k2.5-nvfp4-tp8, instant)")
     return Target(
         base_url=t["base_url"].rstrip("/") if "base_url" in t else None,
         sim=sim,

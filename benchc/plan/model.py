@@ -49,6 +49,18 @@ READABLE_PLAN_VERSIONS = (1, 2, 3)
 # send a conversation (messages, rendered by the model's chat template) rather than a prompt
 APIS = ("chat", "completions", "responses", "messages", "embeddings")
 CONVERSATION_APIS = ("chat", "responses", "messages")
+TWIN_SUFFIXES = (".yaml", ".yml")
+
+
+def sim_preset_is_file(preset: str) -> bool:
+    """A simulator preset named by a file (a twin that `benchc fit` wrote), not a built-in name."""
+    return preset.endswith(TWIN_SUFFIXES) or "/" in preset or os.sep in preset
+
+
+def sim_file_keys(sim: dict) -> list[str]:
+    """The target.sim keys whose values are file paths: `tokenizer`, and `preset` when a twin."""
+    keys = ["tokenizer"] if sim.get("tokenizer") else []
+    return keys + (["preset"] if sim_preset_is_file(str(sim.get("preset", ""))) else [])
 
 
 @dataclass(frozen=True)
@@ -317,12 +329,13 @@ class Plan:
         }
 
     def _sim_material(self, sim: dict | None) -> dict | None:
-        """The simulator's settings with its tokenizer's path relative to the spec's folder (the
-        compiler made it absolute for the subprocess): one spec, one hash in any checkout."""
-        if not sim or not sim.get("tokenizer") or self.spec["path"].startswith("<"):
+        """The simulator's settings with its file paths (tokenizer, a twin preset) relative to
+        the spec's folder (the compiler made them absolute for the subprocess): one spec, one
+        hash in any checkout."""
+        if not sim or self.spec["path"].startswith("<"):
             return sim
         spec_dir = os.path.dirname(os.path.abspath(self.spec["path"]))
-        return {**sim, "tokenizer": os.path.relpath(sim["tokenizer"], spec_dir)}
+        return {**sim, **{k: os.path.relpath(sim[k], spec_dir) for k in sim_file_keys(sim)}}
 
     def load_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "load"]

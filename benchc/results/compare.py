@@ -47,6 +47,7 @@ from benchc.errors import ThresholdFailed, UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.metrics.aggregate import Tally, figures
 from benchc.metrics.intervals import difference_interval, mean_interval
+from benchc.plan.model import sim_preset_is_file
 from benchc.plan.search import show_load
 from benchc.results.document import is_probe, latency_summary, load_key, read
 from benchc.results.identity import result_label
@@ -214,10 +215,29 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
     out = {"base": result_label(base, sources[0]), "new": result_label(new, sources[1]),
            "noise_method": noise_method(noise_floor),
            "warnings": warnings, "points": rows, "unmatched_points": unmatched}
+    twins = twin_notes(base, new)
+    if twins:
+        out["twins"] = twins
     searches = _searches(base, new)
     if searches:
         out["searches"] = searches
     return out
+
+
+def _twins_of(doc: dict) -> list[str]:
+    """The twin files (`benchc fit`) a run's simulated targets played, as the plan names them."""
+    sims = [(c.get("target") or {}).get("sim") or {} for c in (doc.get("plan") or {}).get("combinations", [])]
+    return sorted({s["preset"] for s in sims if sim_preset_is_file(str(s.get("preset", "")))})
+
+
+def twin_notes(base: dict, new: dict) -> list[str]:
+    """What a comparison with a twin's run means: its change is the twin's prediction error."""
+    notes = [f"new ran against the twin {t}: its figures are the twin's predictions, each change "
+             "the prediction's error" for t in _twins_of(new)]
+    notes += [f"base ran against the twin {t}: its figures are the twin's predictions, each change "
+              "the measurement's distance from them (the prediction's error, sign reversed)"
+              for t in _twins_of(base)]
+    return notes
 
 
 def _searches(base: dict, new: dict) -> list[dict]:
@@ -307,6 +327,8 @@ def render(comparison: dict, fmt: str) -> str:
         lines.append(f"base: {comparison['base']}\nnew:  {comparison['new']}")
     for w in comparison["warnings"]:
         lines.append(("> **warning:** " if md else "WARNING: ") + w)
+    for t in comparison.get("twins", []):
+        lines.append(("> **twin:** " if md else "TWIN: ") + t)
     header = ["point", "metric", "base", "new", "change", "beyond noise"]
     table = []
     for row in comparison["points"]:

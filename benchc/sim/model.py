@@ -46,6 +46,9 @@ class SimConfig:
     chunks_per_write: int = 1  # SSE events coalesced into one write per stream
     prefill_tok_s: float = 20000.0  # 0 means prefill is free
     ttft_ms: float | None = None  # fixed wait before a request joins, instead of prefill cost
+    # fixed wait before a request joins, besides its prefill: a real server's front end
+    # (tokenizing, queueing between processes), which runs beside the engine's steps
+    frontend_ms: float = 0.0
     kv_tokens: int | None = None  # KV budget: running sequences' input+max_tokens must fit
     max_model_len: int = 32768
     eos_prob: float = 0.0  # chance per token of drawing EOS (unless ignore_eos / min_tokens)
@@ -147,7 +150,13 @@ METRICS_NAMES = ("vllm", "sglang", "llamacpp", "tgi")
 def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
     """A preset with `overrides` applied; ValueError names an unknown preset or parameter."""
     if preset not in PRESETS:
-        raise ValueError(f"unknown simulator preset {preset!r}; known: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown simulator preset {preset!r}; known: {', '.join(PRESETS)} "
+                         "(or a twin file, *.yaml, that `benchc fit` wrote)")
+    return apply_overrides(PRESETS[preset], **overrides)
+
+
+def apply_overrides(base: SimConfig, **overrides) -> SimConfig:
+    """`base` with `overrides` applied; ValueError names an unknown or invalid parameter."""
     unknown = set(overrides) - set(PARAMS)
     if unknown:
         raise ValueError(f"unknown simulator parameter(s): {', '.join(sorted(unknown))}")
@@ -169,4 +178,4 @@ def make_config(preset: str = "minimax-m2.5-tp4", **overrides) -> SimConfig:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:
         overrides["step_table"] = [tuple(x) for x in overrides["step_table"]]
-    return replace(PRESETS[preset], **overrides)
+    return replace(base, **overrides)

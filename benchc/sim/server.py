@@ -203,7 +203,7 @@ class Seq:
     fault_at: int | None  # the output token at which a mid-stream fault acts
     stall_until: int
     trace: dict
-    ready_at: int  # ttft_ms mode: not admitted before (CLOCK ns)
+    ready_at: int  # ttft_ms / frontend_ms: not admitted before (CLOCK ns)
     gone: bool  # the client went away
     text: list[bytes]  # the whole output, drawn up front (JSON-escaped token bytes)
     head: bytes  # a chunk's bytes before and after its text
@@ -915,6 +915,14 @@ class SimServer:
             await asyncio.sleep(fault.arg_s)
         return fault
 
+    def _ready_at(self, arrival: int) -> int:
+        """When a request may first be admitted (0: at once): after `ttft_ms` (instead of its
+        prefill) and the front end's `frontend_ms` (off the engine's steps, as a real server's
+        tokenizing and queueing process is)."""
+        cfg = self.cfg
+        wait_ms = (cfg.ttft_ms or 0.0) + cfg.frontend_ms
+        return arrival + int(wait_ms * 1e6) if wait_ms > 0 else 0
+
     def _new_seq(self, request: web.Request, body: dict, api: str, arrival: int, tokens: list,
                  max_tokens: int, fault: Fault | None) -> Seq:
         """The engine's sequence for a request, with its whole output drawn up front."""
@@ -938,7 +946,7 @@ class SimServer:
             continuous_usage=bool(opts.get("continuous_usage_stats")) and "stream_options" not in ignored,
             done=asyncio.get_running_loop().create_future(), fault=fault,
             fault_at=max(1, max_tokens // 2) if fault else None,
-            ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
+            ready_at=self._ready_at(arrival),
             trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
                    "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
                    "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,

@@ -1,0 +1,326 @@
+"""`benchc fit`: the simulator's parameters (sim/model.py) fitted to measured results of one server.
+
+What a closed-loop point at concurrency C with O output tokens and U uncached prompt tokens per
+request says about the engine the simulator plays (sim/server.py's Engine):
+- decode step time: every running sequence gets one token per step, so the step time at batch
+  C is the point's TPOT p50 (the prefill of requests admitted during a request's decode adds
+  (C-1) * P / (O-1) at most, none when the batch runs in lock step, as identical requests in a
+  closed loop settle into; the residuals show what is left). The step table is piecewise linear
+  through the measured batch sizes (made non-decreasing); beyond the largest it grows at the
+  least-squares slope over all of them, the extrapolation docs/twin.md warns about.
+- prefill: at the smallest concurrency the first token costs one step plus the prefill P of the
+  request's uncached tokens. With two or more prompt lengths there, a least-squares line of P on U
+  gives prefill_tok_s (its slope) apart from a fixed per-request overhead (its intercept, which
+  the twin's own HTTP server plays); with one length, P / U includes that overhead. The server's
+  own prefill time (vLLM's prometheus phases, when the result has them) is used in preference to
+  the client's TTFT, which also holds the front end and the transport.
+- front end: the server's own time to first token beyond its queue and prefill phases
+  (tokenizing, handing over between processes): `frontend_ms`, a wait before admission that
+  does not hold up the engine's steps.
+- delivery: the client's TTFT minus the server's own TTFT (prometheus), the time between the
+  first token's computation and its arrival: reported (`delivery_ms`); its part of the first
+  token is in frontend_ms, and the simulator writes every later token when it computes it.
+- slots (max_num_seqs): seen only when a point queued (server telemetry: waiting > 0 with fewer
+  running than its concurrency); else not observed and left at SimConfig's default.
+- block size: not observed: a point keeps only the sum of its requests' cached tokens, a
+  multiple of the block size (per-request counts would tell it).
+- chunks per write: output tokens per text-bearing chunk (usage / chunks).
+
+Not fitted, because the simulator has no parameter for it: context length's effect on step
+time, chunked prefill's token budget, speculative decoding, preemption. docs/twin.md says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchc.sim.model import SimConfig
+from benchc.sim.twin import TWIN_VERSION
+
+
+class FitRefused(ValueError):
+    """The results cannot be fitted; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One closed-loop point's figures, per request means (ms, tokens)."""
+
+    source: str
+    point: str
+    concurrency: int
+    output_tokens: float
+    input_tokens: float
+    uncached_tokens: float
+    tpot_p50_ms: float
+    ttft_p50_ms: float
+    output_tok_s: float
+    server_prefill_ms: float | None
+    server_frontend_ms: float | None
+    delivery_ms: float | None
+    running_max: float | None
+    waiting_max: float | None
+    cached_tokens: int
+    tokens_per_chunk: float
+
+
+def _observation(source: str, point: dict) -> Observation | None:
+    params = point.get("params", {})
+    completed = point.get("counts", {}).get("completed", 0)
+    lat = point.get("latency", {})
+    if not params.get("concurrency") or params.get("probe") is not None or completed < 1:
+        return None
+    tpot, ttft = lat.get("tpot_us"), lat.get("ttft_us")
+    if not tpot or not ttft or not tpot.get("count") or tpot.get("p50") is None:
+        return None  # no request with two or more tokens
+    tokens = point.get("tokens", {})
+    out = tokens.get("output", 0) / completed
+    inp = tokens.get("input", 0) / completed
+    cached = (point.get("cache") or {}).get("cached_tokens") or 0
+    prom = point.get("server_timings_prometheus") or {}
+    server_prefill = prom.get("prefill_ms_mean")
+    # the server's time to first token that none of its engine phases holds (vLLM: tokenizing
+    # and handing over between its processes before the request is queued)
+    frontend = None
+    if None not in (server_prefill, prom.get("ttft_ms_mean"), prom.get("queue_ms_mean")):
+        frontend = max(0.0, prom["ttft_ms_mean"] - prom["queue_ms_mean"] - server_prefill)
+    delivery = None
+    if prom.get("ttft_ms_mean") is not None and prom.get("client_ttft_ms_mean") is not None:
+        delivery = prom["client_ttft_ms_mean"] - prom["ttft_ms_mean"]
+    server = ((point.get("telemetry") or {}).get("server") or {})
+    cvu = tokens.get("chunks_vs_usage") or {}
+    per_chunk = (cvu["usage"] / cvu["chunks"]) if cvu.get("chunks") and cvu.get("usage") else 1.0
+    return Observation(
+        source=source, point=point.get("id", "?"), concurrency=int(params["concurrency"]),
+        output_tokens=out, input_tokens=inp, uncached_tokens=max(0.0, inp - cached / completed),
+        tpot_p50_ms=tpot["p50"] / 1000, ttft_p50_ms=ttft["p50"] / 1000,
+        output_tok_s=point.get("throughput", {}).get("output_tok_s", 0.0),
+        server_prefill_ms=server_prefill, server_frontend_ms=frontend, delivery_ms=delivery,
+        running_max=(server.get("running") or {}).get("max"),
+        waiting_max=(server.get("waiting") or {}).get("max"),
+        cached_tokens=int(cached), tokens_per_chunk=per_chunk)
+
+
+def observations(docs: list[tuple[str, dict]]) -> list[Observation]:
+    """The closed-loop points of `docs` ((path, result document) pairs) that can be fitted."""
+    obs = []
+    for path, doc in docs:
+        obs += [o for p in doc.get("points", []) if (o := _observation(path, p)) is not None]
+    return obs
+
+
+def _server_identity(doc: dict) -> tuple:
+    """Model and server: the simulator's settings when simulated (its port is a new one each
+    run), else the --base-url or spec's base_url (one server, measured on several days)."""
+    ids = set()
+    for c in (doc.get("plan") or {}).get("combinations", []):
+        t = c.get("target") or {}
+        if t.get("sim"):
+            ids.add((t.get("model"), json.dumps(t["sim"], sort_keys=True)))
+    for t in doc.get("target") or []:
+        if not t.get("simulated"):
+            ids.add((t.get("model"), t.get("base_url")))
+    return tuple(sorted(ids, key=str))
+
+
+def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation]) -> None:
+    identities = {_server_identity(doc) for _, doc in docs}
+    if len(identities) > 1:
+        raise FitRefused("the results are of different servers or models ("
+                         + "; ".join(str(i) for i in sorted(identities, key=str))
+                         + "): fit one server at a time")
+    levels = sorted({o.concurrency for o in obs})
+    if len(levels) < 2:
+        found = f"only concurrency {levels[0]}" if levels else "no closed-loop point with TPOT"
+        raise FitRefused(
+            f"too thin to fit: {found}; the decode step's growth with batch size needs closed-loop "
+            "points at two or more concurrencies with outputs of 2+ tokens (a sweep such as "
+            "concurrency: [1, 2, 4])")
+
+
+def _prefill(obs: list[Observation], step_at: dict[int, float]) -> tuple[float, float, float | None, str]:
+    """(prefill_tok_s, frontend_ms, fixed_prefill_ms or None, how), from the smallest
+    concurrency's points.
+
+    The first token costs, in the engine, one step plus the prefill of the request's uncached
+    tokens: the server's own prefill time (vLLM's prometheus phase, scheduled to first token)
+    when the result has it, else the client's TTFT p50 less its steps. That time also holds a
+    fixed cost per request (an engine waking from idle, its scheduler), which one prompt length
+    cannot tell from the prefill: with two or more lengths (several results may be fitted
+    together) a least-squares line over them gives the rate as its slope, and the fixed cost as
+    its intercept, reported but not simulated (the twin's own engine and HTTP server pay theirs).
+    The server's front end (its time to first token outside its queue and prefill phases) is
+    frontend_ms: a wait before admission, beside the engine's steps."""
+    c0 = min(o.concurrency for o in obs)
+    base = [o for o in obs if o.concurrency == c0]
+    server = all(o.server_prefill_ms is not None for o in base)
+    # the first token's steps as the client sees them: admitted at once at C=1, behind the
+    # step under way above it
+    waits = 1 if c0 == 1 else 2
+    ys, xs = [], []
+    for o in base:
+        if server and o.server_prefill_ms is not None:
+            ys.append(o.server_prefill_ms - step_at[c0])
+        else:
+            ys.append(o.ttft_p50_ms - waits * step_at[c0])
+        xs.append(o.uncached_tokens)
+    # at most what the client saw beyond the prefill: the phases are means, which a server's
+    # slow outliers inflate, where the client's TTFT is a median
+    fronts = [max(0.0, min(o.server_frontend_ms,
+                           o.ttft_p50_ms - (waits - 1) * step_at[c0] - o.server_prefill_ms))
+              for o in base if o.server_frontend_ms is not None and o.server_prefill_ms is not None]
+    frontend = float(np.median(fronts)) if server and fronts else 0.0
+    how = "the server's prefill time" if server else "the client's TTFT p50"
+    lengths = sorted({round(x) for x in xs})
+    if len(lengths) >= 2:
+        slope, intercept = np.polyfit(np.array(xs), np.array(ys), 1)
+        if slope > 0:
+            return (1000.0 / float(slope), frontend, float(intercept),
+                    f"{how}, a line over prompt lengths {lengths}")
+    mean_ms, mean_u = float(np.mean(ys)), float(np.mean(xs))
+    if mean_ms <= 0 or mean_u <= 0:
+        return 0.0, frontend, None, f"{how}: no time left for prefill after the first step (prefill free)"
+    return mean_u * 1000.0 / mean_ms, frontend, None, (
+        f"{how} at one prompt length ({lengths[0]} tokens): its fixed cost per request is counted "
+        "as prefill (fit a second result with another prompt length to separate them)")
+
+
+def fit(docs: list[tuple[str, dict]]) -> dict:
+    """The twin document fitted to `docs` ((path, result document) pairs of one server).
+    FitRefused says what is missing when they are too thin."""
+    obs = observations(docs)
+    _check_enough(docs, obs)
+    levels = sorted({o.concurrency for o in obs})
+    # the decode step at each measured batch size: the median of its points' TPOT p50, made
+    # non-decreasing (a busy machine's noise can make a larger batch look faster; an engine's
+    # step does not shrink with more sequences)
+    medians = [float(np.median([o.tpot_p50_ms for o in obs if o.concurrency == c])) for c in levels]
+    step_at = dict(zip(levels, _non_decreasing(medians), strict=True))
+    prefill_tok_s, frontend_ms, fixed_prefill_ms, prefill_how = _prefill(obs, step_at)
+    defaults = SimConfig()
+    sim: dict = {
+        "model": _model_name(docs),
+        "step_table": _step_table(step_at),
+        "prefill_tok_s": round(prefill_tok_s, 1),
+        "frontend_ms": round(frontend_ms, 3),
+        "chunks_per_write": max(1, round(float(np.median([o.tokens_per_chunk for o in obs])))),
+        "jitter": 0.0,
+        "max_model_len": max(defaults.max_model_len,
+                             int(max(o.input_tokens + o.output_tokens for o in obs)) + 1),
+    }
+    notes, not_observed = [f"prefill: {prefill_how}"], []
+    capped = [o for o in obs if o.waiting_max and o.running_max and o.running_max < o.concurrency]
+    if capped:
+        sim["max_num_seqs"] = int(min(o.running_max for o in capped if o.running_max))
+        notes.append(f"max_num_seqs: the most running while requests waited ({sim['max_num_seqs']})")
+    else:
+        not_observed.append(f"max_num_seqs (no point queued; at least {max(levels)}; "
+                            f"default {defaults.max_num_seqs} kept)")
+    # a point's cached tokens are a sum over its requests: a multiple of the block size, not
+    # the block size (that needs per-request counts, which a result's points do not keep)
+    hit = any(o.cached_tokens > 0 for o in obs)
+    why = "only sums of cached tokens" if hit else "no prompt tokens were served from the cache"
+    not_observed.append(f"block_size ({why}; default {defaults.block_size} kept)")
+    delivery = [o.delivery_ms for o in obs if o.delivery_ms is not None]
+    twin = {
+        "benchc_twin": TWIN_VERSION,
+        "model": sim["model"],
+        "sim": sim,
+        "fitted_range": {
+            "concurrency": [levels[0], levels[-1]],
+            "input_tokens": _span(o.input_tokens for o in obs),
+            "output_tokens": _span(o.output_tokens for o in obs),
+        },
+        "delivery_ms": round(float(np.median(delivery)), 3) if delivery else None,
+        "fixed_prefill_ms": round(fixed_prefill_ms, 3) if fixed_prefill_ms is not None else None,
+        "notes": notes,
+        "not_observed": not_observed,
+        "sources": sorted({o.source for o in obs}),
+    }
+    twin["residuals"] = residuals(obs, sim)
+    return twin
+
+
+def _non_decreasing(ys: list[float]) -> list[float]:
+    """The least-squares non-decreasing fit to `ys` (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for y in ys:
+        blocks.append([y, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, w1), (m2, w2) = blocks.pop(-2), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return [m for m, w in blocks for _ in range(int(w))]
+
+
+def _step_table(step_at: dict[int, float]) -> list[list[float]]:
+    """The table through the measured batch sizes, and one point at twice the largest on the
+    least-squares slope over all of them: the simulator continues a table's last segment, so
+    beyond the measurements the step grows at the slope every point supports, not at the one
+    the last two points' noise gives."""
+    levels = sorted(step_at)
+    table = [[c, round(step_at[c], 4)] for c in levels]
+    slope = max(0.0, float(np.polyfit(np.array(levels, dtype=float),
+                                      np.array([step_at[c] for c in levels]), 1)[0]))
+    top = levels[-1]
+    table.append([2 * top, round(step_at[top] + slope * top, 4)])
+    return table
+
+
+def _span(values: object) -> list[int]:
+    vals = [round(v) for v in values]  # type: ignore[attr-defined]
+    return [min(vals), max(vals)]
+
+
+def _model_name(docs: list[tuple[str, dict]]) -> str:
+    for _, doc in docs:
+        for t in doc.get("target") or []:
+            if t.get("model"):
+                return str(t["model"])
+    return SimConfig().model
+
+
+def predict(sim: dict, concurrency: int, input_tokens: float, uncached_tokens: float,
+            output_tokens: float) -> dict[str, float]:
+    """The fitted model's figures for a closed-loop point, the same rules the fit used (lock-step
+    batches: TPOT is the step time, TTFT one step plus the prefill of the whole batch): for
+    residuals, not for predictions (run the twin for those: queueing is the simulator's)."""
+    cfg = SimConfig(step_table=[tuple(x) for x in sim["step_table"]])
+    step = cfg.step_ms(concurrency)
+    prefill = uncached_tokens * 1000.0 / sim["prefill_tok_s"] if sim["prefill_tok_s"] else 0.0
+    # a lock-step batch's prefills share its first step
+    ttft = sim.get("frontend_ms", 0.0) + step + prefill * concurrency
+    e2e = ttft + step * max(0.0, output_tokens - 1)
+    return {"tpot_p50_ms": step, "ttft_p50_ms": ttft,
+            "output_tok_s": concurrency * output_tokens * 1000.0 / e2e if e2e > 0 else 0.0}
+
+
+def residuals(obs: list[Observation], sim: dict) -> list[dict]:
+    """Per point: measured, modelled and the relative residual (model / measured - 1)."""
+    out = []
+    for o in obs:
+        model = predict(sim, o.concurrency, o.input_tokens, o.uncached_tokens, o.output_tokens)
+        row: dict = {"source": o.source, "point": o.point, "concurrency": o.concurrency}
+        for key, measured in (("tpot_p50_ms", o.tpot_p50_ms), ("ttft_p50_ms", o.ttft_p50_ms),
+                              ("output_tok_s", o.output_tok_s)):
+            row[key] = {"measured": round(measured, 3), "model": round(model[key], 3),
+                        "residual": round(model[key] / measured - 1, 4) if measured else None}
+        out.append(row)
+    return out
+
+
+def residual_table(twin: dict) -> str:
+    """The residuals as a text table (what `benchc fit` prints)."""
+    head = f"{'source':<28} {'point':<8} {'TPOT p50 ms':>22} {'TTFT p50 ms':>22} {'output tok/s':>24}"
+    lines = [head, "-" * len(head)]
+    for r in twin["residuals"]:
+        cells = []
+        for key in ("tpot_p50_ms", "ttft_p50_ms", "output_tok_s"):
+            v = r[key]
+            res = f"{v['residual']:+.1%}" if v["residual"] is not None else "n/a"
+            cells.append(f"{v['measured']:>8.2f} ->{v['model']:>8.2f} {res:>7}")
+        src = r["source"] if len(r["source"]) <= 28 else "..." + r["source"][-25:]
+        lines.append(f"{src:<28} {r['point']:<8} {cells[0]:>22} {cells[1]:>22} {cells[2]:>24}")
+    return "\n".join(lines) + "\n"
