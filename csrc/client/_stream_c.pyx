@@ -745,6 +745,20 @@ cdef inline bint _str_is(const unsigned char* p, Py_ssize_t j, Py_ssize_t n, con
     return j + nlen + 2 <= n and p[j] == 34 and p[j + nlen + 1] == 34 and memcmp(p + j + 1, name, nlen) == 0
 
 
+cdef bint _quiet(const unsigned char* p, Py_ssize_t n, Py_ssize_t j) noexcept nogil:
+    """The event's type (its value at p[j]) is one that carries nothing benchc reads and comes
+    with every response (the twin's _RESPONSES_QUIET and _MESSAGES_QUIET, the common ones)."""
+    if j < 0 or p[j] != 34:
+        return False
+    return (_str_is(p, j, n, b"ping", 4) or _str_is(p, j, n, b"content_block_stop", 18)
+            or _str_is(p, j, n, b"message_stop", 12) or _str_is(p, j, n, b"response.created", 16)
+            or _str_is(p, j, n, b"response.in_progress", 20)
+            or _str_is(p, j, n, b"response.content_part.added", 27)
+            or _str_is(p, j, n, b"response.content_part.done", 26)
+            or _str_is(p, j, n, b"response.output_text.done", 25)
+            or _str_is(p, j, n, b"response.output_item.done", 25))
+
+
 cdef int _typed_kind(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
     """Which hot event of the Responses or Messages API this is: the kind of its text (the
     twin's ANSWER, REASONING, TOOL) and, in f.top_delta, where that text's value is; -1 for
@@ -785,6 +799,8 @@ cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* 
     cdef Py_ssize_t te
     if f.choices or f.usage >= 0:
         return 0  # a chat chunk that also names a type, or usage on a delta: the twin decides
+    if _quiet(p, n, f.type):
+        return 1  # an event that carries nothing benchc reads (the twin's *_QUIET): read as nothing
     kind = _typed_kind(p, n, f)
     if kind < 0 or f.top_delta < 0:
         return 0
