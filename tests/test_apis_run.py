@@ -95,6 +95,8 @@ def test_each_api_records_what_the_simulator_wrote(tmp_path, path, api):
                                "unknown_events": 0}
     assert point["tokens"]["output"] == sum(trace[r["id"]]["output_tokens"] for r in reqs)
     assert point["tokens"]["output_method"] == "usage"
+    # a tool call is an answer: no request ran out of tokens while it reasoned
+    assert point["reasoning"]["requests"] == len(reqs) and point["reasoning"]["requests_without_answer"] == 0
     assert point["cache"]["reported"]["cached_tokens"] == sum(trace[r["id"]]["cached_tokens"] for r in reqs)
 
 
