@@ -123,9 +123,13 @@ def compile_spec(spec: Spec) -> Plan:
         )
         if workload.sessions is not None and combo.target.api != "chat":
             raise PlanError("sessions send their history as chat messages: they need target.api: chat")
-        if batch > 1 and combo.target.api != "embeddings":
+        if batch > 1 and combo.target.api not in ("embeddings", "rerank"):
             raise PlanError(f"workload.batch: {batch} sends several inputs in one request: only "
-                            "target.api: embeddings takes them (a generation request has one prompt)")
+                            "target.api: embeddings and rerank take them (a generation request has one "
+                            "prompt)")
+        if batch < 2 and combo.target.api == "rerank":
+            raise PlanError("target.api: rerank sends a query and its documents: workload.batch must be at "
+                            "least 2 (the query, then batch - 1 documents)")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
