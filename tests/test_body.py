@@ -63,7 +63,7 @@ def test_strings_with_brackets_escapes_and_nesting_do_not_move_the_depth():
     (b'{"error": {"message": "boom", "code": 500}}', (None, None, "boom")),
     (b'{"object": "error", "message": "bad input"}', (None, None, "bad input")),
     (b'{"results": [{"index": 0, "document": {"text": "x"}, "relevance_score": 0.5}], '
-     b'"usage": {"total_tokens": 3}}', (None, 1, None)),
+     b'"usage": {"total_tokens": 3}}', (3, 1, None)),  # rerank: total_tokens, no prompt_tokens
     (b'{"data": [], "usage": {"prompt_tokens": true}}', (None, 0, None)),
 ])
 def test_interpretation(body, fields):

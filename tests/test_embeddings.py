@@ -5,6 +5,7 @@ request's latency is its E2E, compared with the simulator's write of its answer;
 tokens are the simulator's usage; its results are its batch."""
 
 import json
+import os
 import statistics
 
 import pytest
@@ -16,13 +17,13 @@ from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Sampling, Target
 from benchc.plan.workload import Prompt
 from benchc.results.document import read
-from tests.conftest import transports, use_transport
+from tests.conftest import REPO, transports, use_transport
 from tests.test_run import Sim
 
 SPEC = """\
 version: 1
 name: embed
-target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5, api: embeddings}}
+target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5, api: {api}}}
 workload:
   batch: {batch}
   dataset:
@@ -44,11 +45,11 @@ def path(request, monkeypatch):
     return [], use_transport(monkeypatch, request.param)
 
 
-def run(tmp_path, path, n, batch=3, load="concurrency: [2]", sim_args=(), code=0):
+def run(tmp_path, path, n, batch=3, load="concurrency: [2]", sim_args=(), code=0, api="embeddings"):
     """`benchc run` of n embeddings requests: (the result's point, its requests, the trace by id)."""
     extra, served = path
     f = tmp_path / "e.yaml"
-    f.write_text(SPEC.format(n=n, batch=batch, load=load, path=tmp_path / "e.json"))
+    f.write_text(SPEC.format(n=n, batch=batch, load=load, path=tmp_path / "e.json", api=api))
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
               "--param", "embed_dim=256", *sim_args)
     try:
@@ -63,19 +64,24 @@ def run(tmp_path, path, n, batch=3, load="concurrency: [2]", sim_args=(), code=0
 
 
 @pytest.mark.slow  # runs against the simulator
-def test_e2e_input_tokens_and_results_equal_the_trace_on_every_path(tmp_path, path):
+@pytest.mark.parametrize("api", ["embeddings", "rerank"])
+def test_e2e_input_tokens_and_results_equal_the_trace_on_every_path(tmp_path, path, api):
     """Each request's end (t0 + E2E) is the simulator's write of its answer: never before it
     (but for moving a kernel stamp onto the monotonic clock), late by about a write (median
-    under 1 ms); its input tokens are the trace's (usage.prompt_tokens), its results its batch.
+    under 1 ms); its input tokens are the trace's (usage.prompt_tokens; a rerank answer's
+    usage.total_tokens), its results its batch (rerank: its documents, the batch but the query).
     The point has no TTFT, ITL or TPOT, and its rates count inputs and input tokens. One
     request at a time: answers in lockstep would share one late read on a busy machine."""
-    point, reqs, trace = run(tmp_path, path, n=8, load="concurrency: [1]")
+    point, reqs, trace = run(tmp_path, path, n=8, load="concurrency: [1]", api=api)
     errors = []
+    results = 3 if api == "embeddings" else 2
     for r in reqs:
         tr = trace[r["id"]]
-        assert tr["api"] == "embeddings" and tr["reason"] == "stop"
-        assert (r["inputs"], r["results"], tr["inputs"]) == (3, 3, 3)
-        assert r["usage_input_tokens"] == tr["input_tokens"] == r["input_tokens"]  # one word, one token
+        assert tr["api"] == api and tr["reason"] == "stop"
+        assert (r["inputs"], r["results"], tr["inputs"]) == (3, results, results)
+        assert r["usage_input_tokens"] == tr["input_tokens"]
+        if api == "embeddings":  # one word, one token (a rerank pair counts its query again)
+            assert r["usage_input_tokens"] == r["input_tokens"]
         assert r["ttft_us"] is None and r["output_tokens"] == 0 and r["error"] is None
         errors.append((r["t0_ns"] + r["e2e_us"] * 1e3 - tr["end_ns"]) / 1e6)
     assert min(errors) > -0.5, errors
@@ -93,9 +99,9 @@ def test_e2e_input_tokens_and_results_equal_the_trace_on_every_path(tmp_path, pa
 
 
 @pytest.mark.slow  # runs against the simulator
-def test_open_loop_keeps_e2e_from_the_schedule(tmp_path):
+def test_open_loop_keeps_e2e_from_the_schedule(tmp_path, monkeypatch):
     """Open loop as for generation: E2E from the scheduled start beside E2E from the send."""
-    point, reqs, trace = run(tmp_path, ([], use_transport(pytest.MonkeyPatch(), "asyncio")), n=10, batch=1,
+    point, reqs, trace = run(tmp_path, ([], use_transport(monkeypatch, "asyncio")), n=10, batch=1,
                              load="rate: [200]")
     lat = point["latency"]
     assert lat["e2e_from_schedule_us"]["count"] == lat["e2e_us"]["count"] == 10
@@ -159,9 +165,9 @@ def test_a_smoke_check_reads_an_embeddings_answer_as_its_count_and_size():
 
 
 @pytest.mark.slow  # runs against the simulator
-def test_compare_export_and_report_read_an_embeddings_result(tmp_path, capsys):
+def test_compare_export_and_report_read_an_embeddings_result(tmp_path, capsys, monkeypatch):
     """An embeddings point has empty TTFT, ITL and TPOT blocks: the tools show what it has."""
-    run(tmp_path, ([], use_transport(pytest.MonkeyPatch(), "asyncio")), n=4)
+    run(tmp_path, ([], use_transport(monkeypatch, "asyncio")), n=4)
     result = str(tmp_path / "e.json")
     assert main(["compare", result, result]) == 0
     out = capsys.readouterr().out
@@ -175,3 +181,30 @@ def test_compare_export_and_report_read_an_embeddings_result(tmp_path, capsys):
     assert main(["report", result, "--html", str(tmp_path / "e.html")]) == 0
     page = (tmp_path / "e.html").read_text()
     assert 'alt="latency_vs_throughput"' in page and 'alt="ttft_spectrum"' not in page
+
+
+def test_a_rerank_body_is_the_query_then_its_documents():
+    target = Target(base_url="http://h/v1", sim=None, api="rerank", model="bge", api_key=None, headers={},
+                    timeout_s=60.0, idle_timeout_s=60.0, tokenizer=None)
+    sampling = Sampling(temperature=0.0, top_p=None, max_tokens=16, min_tokens=None, ignore_eos=True, stop=[],
+                        seed=None, extra_body={"top_n": 2})
+    body = build_body(target, sampling, Prompt(None, None, 3, None, inputs=("q", "d1", "d2")))
+    assert body == {"model": "bge", "query": "q", "documents": ["d1", "d2"], "top_n": 2}
+    assert endpoint("http://h/v1", "rerank") == "http://h/v1/rerank"
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["workload.batch=4", "target.api=chat"], "only target.api: embeddings and rerank take them"),
+    (["workload.batch=1", "target.api=rerank"], "workload.batch must be at least 2"),
+    (["workload.batch=0"], "workload.batch: 0 is less than the minimum of 1"),
+])
+def test_a_batch_the_api_cannot_take_is_a_plan_error(tmp_path, capsys, sets, message):
+    spec = os.path.join(REPO, "specs", "embeddings.yaml")
+    assert main(["plan", spec, *[a for s in sets for a in ("--set", s)]]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_example_spec_plans_its_batch(capsys):
+    assert main(["plan", os.path.join(REPO, "specs", "embeddings.yaml")]) == 0
+    (combo,) = json.loads(capsys.readouterr().out)["combinations"]
+    assert (combo["target"]["api"], combo["workload"]["batch"]) == ("embeddings", 8)

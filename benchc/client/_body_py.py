@@ -127,7 +127,8 @@ class BodySkim:
 
 
 def interpret(kept: bytes) -> tuple | None:
-    """A body's fields, from its skeleton: (usage.prompt_tokens or None; the number of
+    """A body's fields, from its skeleton: (usage.prompt_tokens, else usage.total_tokens (a
+    rerank answer's only count: such an answer has no output), or None; the number of
     results -- the length of `data`, else of `results` -- or None; the message of an error
     object or None). None when the skeleton is not a JSON object. A token count outside a
     signed 64-bit integer is taken as absent (the compiled core holds it in int64).
@@ -148,9 +149,11 @@ def interpret(kept: bytes) -> tuple | None:
     prompt = None
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        pt = usage.get("prompt_tokens")
-        if isinstance(pt, int) and not isinstance(pt, bool) and 0 <= pt < 2**63:
-            prompt = pt
+        for key in ("prompt_tokens", "total_tokens"):
+            pt = usage.get(key)
+            if isinstance(pt, int) and not isinstance(pt, bool) and 0 <= pt < 2**63:
+                prompt = pt
+                break
     results = None
     for key in ("data", "results"):
         v = obj.get(key)

@@ -306,5 +306,22 @@ class EmbeddingsApi(Api):
         return self.answer_text(data)  # never streamed: the smoke check reads one answer
 
 
+class RerankApi(EmbeddingsApi):
+    """vLLM's /v1/rerank (Jina's and Cohere's shape): a query and documents, one JSON answer of
+    the documents by relevance. A request's inputs (workload.batch, at least 2) are its query,
+    then its documents."""
+
+    name, path = "rerank", "/rerank"
+
+    def _input(self, prompt: Prompt) -> dict[str, Any]:
+        inputs = list(prompt.inputs) if prompt.inputs is not None else [prompt_text(prompt)]
+        return {"query": inputs[0], "documents": inputs[1:] or inputs}
+
+    def answer_text(self, data: dict) -> str:
+        """What a smoke check's `expect` sees of an answer: `N results`."""
+        results = data.get("results")
+        return f"{len(results)} results" if isinstance(results, list) and results else ""
+
+
 APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi(), ResponsesApi(), MessagesApi(),
-                                             EmbeddingsApi())}
+                                             EmbeddingsApi(), RerankApi())}

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
 IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
+POOLING = ("embeddings", "rerank")  # APIs answered once the request's prefill step ran
 
 
 def _json_escape(b: bytes) -> bytes:
@@ -179,7 +180,7 @@ class Seq:
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
                  "tool_at", "tool_end", "tool_finish", "wire", "inputs")
     id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
-    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings"
+    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank"
     stream: bool
     resp: Any  # the aiohttp StreamResponse of a stream
     transport: Any  # the connection (a reset fault aborts it)
@@ -373,7 +374,7 @@ class Engine:
         """Decode this step's tokens for one sequence and queue its chunk."""
         if seq.finish is not None:
             return
-        if seq.api == "embeddings":  # its one step was its prefill: the vectors are ready
+        if seq.api in POOLING:  # its one step was its prefill: the vectors (scores) are ready
             seq.finish = "stop"
             seq.trace["first_token_ns"] = CLOCK()
             return
@@ -593,7 +594,7 @@ class Engine:
             p["decode"] += (tr["end_ns"] - tr["first_token_ns"]) / 1e9
             p["ttft"] += (tr["first_token_ns"] - tr["arrival_ns"]) / 1e9
             self.phase_n += 1
-        if seq.api != "embeddings":  # an answer written by its handler is traced once written
+        if seq.api not in POOLING:  # an answer written by its handler is traced once written
             self.record(tr)
         if not seq.done.done():
             seq.done.set_result(reason)
@@ -649,6 +650,7 @@ class SimServer:
             if api in self.cfg.apis:
                 app.router.add_post(path, functools.partial(self._generate, api=api))
         app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_post("/v1/rerank", self.rerank)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -746,21 +748,33 @@ class SimServer:
         return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": self.cfg.max_model_len})
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
-        """vLLM's /v1/embeddings: one JSON answer with a vector per input, written once the
-        engine ran the request's prefill step (the trace's `end_ns` is that write)."""
+        """vLLM's /v1/embeddings: one JSON answer with a vector per input."""
+        return await self._pooled(request, "embeddings")
+
+    async def rerank(self, request: web.Request) -> web.StreamResponse:
+        """vLLM's /v1/rerank (Jina and Cohere's shape): the documents by relevance to the query."""
+        return await self._pooled(request, "rerank")
+
+    async def _pooled(self, request: web.Request, api: str) -> web.StreamResponse:
+        """One request of a pooling API, written once the engine ran the request's prefill step
+        (the trace's `end_ns` is that write). `inputs` in the trace: the vectors (embeddings) or
+        documents (rerank) answered."""
         arrival = request[ARRIVAL_NS]
         try:
-            body, counts = await self._read_embedding_request(request)
+            if api == "embeddings":
+                body, counts = await self._read_embedding_request(request)
+            else:
+                body, counts = await self._read_rerank_request(request)
             fault = await self._pick_fault()
         except _Reject as r:
             return r.response
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         tokens = sum(counts)
-        seq = Seq(id="embd-" + rid, api="embeddings", stream=False, transport=request.transport,
-                  input_tokens=tokens, max_tokens=0, inputs=len(counts), fault=fault, reasoning=0, text=[],
-                  done=asyncio.get_running_loop().create_future(),
+        seq = Seq(id=("embd-" if api == "embeddings" else "rerank-") + rid, api=api, stream=False,
+                  transport=request.transport, input_tokens=tokens, max_tokens=0, inputs=len(counts),
+                  fault=fault, reasoning=0, text=[], done=asyncio.get_running_loop().create_future(),
                   ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
-                  trace={"id": rid, "api": "embeddings", "arrival_ns": arrival, "admitted_ns": None,
+                  trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
                          "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
                          "input_tokens": tokens, "inputs": len(counts), "output_tokens": 0,
                          "cached_tokens": 0, "fault": fault.kind if fault else None,
@@ -770,7 +784,8 @@ class SimServer:
             reason = await seq.done
             if reason == "client_gone":
                 return web.Response(status=499)
-            return await self._write_embeddings(request, seq, body.get("encoding_format") == "base64")
+            answer = self._embeddings_answer if api == "embeddings" else self._rerank_answer
+            return await self._write_answer(request, seq, answer(seq, body))
         except asyncio.CancelledError:
             seq.gone = True
             seq.trace["reason"] = "client_gone"
@@ -778,9 +793,24 @@ class SimServer:
         finally:
             self.engine.record(seq.trace)
 
-    async def _read_embedding_request(self, request: web.Request) -> tuple[dict, list[int]]:
-        """(body, the token count of each input) of a valid embeddings request; _Reject with
-        vLLM's error otherwise. An input is a string, or token ids; `input` one or a list."""
+    def _count(self, text: str) -> int:
+        """A text's tokens: the tokenizer's, else one per word."""
+        return len(self.tok.encode(text)) if self.tok else len(text.split())
+
+    async def _read_rerank_request(self, request: web.Request) -> tuple[dict, list[int]]:
+        """(body, the tokens of each query-document pair, as a cross-encoder reads them) of a
+        valid rerank request; _Reject with vLLM's error otherwise."""
+        body = await self._read_json(request)
+        query, docs = body.get("query"), body.get("documents")
+        if not isinstance(query, str) or not isinstance(docs, list) or not docs \
+                or not all(isinstance(d, str) for d in docs):
+            raise _Reject(_error(400, "query must be a string and documents a non-empty list of strings",
+                                 "BadRequestError"))
+        q = self._count(query)
+        return body, [q + self._count(d) for d in docs]
+
+    async def _read_json(self, request: web.Request) -> dict:
+        """A pooling request's JSON object, for this server's model; _Reject otherwise."""
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -788,6 +818,12 @@ class SimServer:
         if not isinstance(body, dict) or body.get("model") != self.cfg.model:
             model = body.get("model") if isinstance(body, dict) else None
             raise _Reject(_error(404, f"The model `{model}` does not exist.", "NotFoundError"))
+        return body
+
+    async def _read_embedding_request(self, request: web.Request) -> tuple[dict, list[int]]:
+        """(body, the token count of each input) of a valid embeddings request; _Reject with
+        vLLM's error otherwise. An input is a string, or token ids; `input` one or a list."""
+        body = await self._read_json(request)
         inputs = body.get("input")
         if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)):
             inputs = [inputs]
@@ -797,7 +833,7 @@ class SimServer:
         counts = []
         for x in inputs:
             if isinstance(x, str):
-                counts.append(len(self.tok.encode(x)) if self.tok else len(x.split()))
+                counts.append(self._count(x))
             elif isinstance(x, list) and all(isinstance(i, int) for i in x):
                 counts.append(len(x))
             else:
@@ -810,18 +846,34 @@ class SimServer:
                     "the length of the input."), "BadRequestError"))
         return body, counts
 
-    async def _write_embeddings(self, request: web.Request, seq: Seq, b64: bool) -> web.StreamResponse:
-        """The answer, in vLLM's shape (usage last); faults: `reset` drops the connection,
-        `stall` waits before the answer, `malformed` sends its first half (a JSON cut short)."""
-        tr, fault = seq.trace, seq.fault
-        vector = self._vector_b64 if b64 else self._vector
+    def _embeddings_answer(self, seq: Seq, body: dict) -> bytes:
+        """vLLM's embeddings answer (usage last): the server's one vector for every input."""
+        vector = self._vector_b64 if body.get("encoding_format") == "base64" else self._vector
         usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens,
                  "completion_tokens": 0, "prompt_tokens_details": None}
-        out = (b'{"id":"' + seq.id.encode() + b'","object":"list","created":' + str(int(time.time())).encode()
-               + b',"model":' + json.dumps(self.cfg.model).encode() + b',"data":['
-               + b",".join(b'{"index":%d,"object":"embedding","embedding":%s}' % (i, vector)
-                           for i in range(seq.inputs))
-               + b'],"usage":' + json.dumps(usage, separators=(",", ":")).encode() + b"}")
+        created = str(int(time.time())).encode()
+        return (b'{"id":"' + seq.id.encode() + b'","object":"list","created":' + created
+                + b',"model":' + json.dumps(self.cfg.model).encode() + b',"data":['
+                + b",".join(b'{"index":%d,"object":"embedding","embedding":%s}' % (i, vector)
+                            for i in range(seq.inputs))
+                + b'],"usage":' + json.dumps(usage, separators=(",", ":")).encode() + b"}")
+
+    def _rerank_answer(self, seq: Seq, body: dict) -> bytes:
+        """vLLM's rerank answer: the documents (their text too), most relevant first, `top_n` of
+        them (0 or absent: all), scores drawn from the request's id; usage.total_tokens only."""
+        rng = random.Random(seq.id)
+        docs = body["documents"]
+        order = sorted(((rng.random(), i) for i in range(len(docs))), reverse=True)
+        top_n = body.get("top_n") or len(docs)
+        results = [{"index": i, "document": {"text": docs[i]}, "relevance_score": round(score, 8)}
+                   for score, i in order[:top_n]]
+        return json.dumps({"id": seq.id, "model": self.cfg.model, "usage": {"total_tokens": seq.input_tokens},
+                           "results": results}, separators=(",", ":")).encode()
+
+    async def _write_answer(self, request: web.Request, seq: Seq, out: bytes) -> web.StreamResponse:
+        """A pooling answer; faults: `reset` drops the connection, `stall` waits before the
+        answer, `malformed` sends its first half (a JSON cut short)."""
+        tr, fault = seq.trace, seq.fault
         if fault is not None and fault.kind == "reset":
             tr["reason"] = "reset"
             if seq.transport is not None:
