@@ -18,7 +18,7 @@ import tempfile
 import tracemalloc
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from benchc.cli import main
@@ -132,6 +132,7 @@ def test_random_yaml_documents_and_alias_bombs(lowered_ceilings, data):
 
 @FAST
 @given(value=soup)
+@example(value="!!binary : ")  # a mapping with a bytes key: its message once raised (exit 4)
 def test_random_set_values(lowered_ceilings, value):
     validate(SEEDS[0].encode(), ["--set", f"load.requests={value}", "--set", f"target.model={value}"])
 

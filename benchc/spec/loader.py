@@ -377,7 +377,12 @@ def _suggest(word: str, choices: Any) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return f"'{value}'"
-    return json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)
+    if isinstance(value, (dict, list, bool)) or value is None:
+        try:
+            return json.dumps(value)
+        except (TypeError, ValueError):  # what YAML made but JSON has not: a !!binary key (bytes)
+            return repr(value)
+    return str(value)
 
 
 _TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string",
