@@ -135,6 +135,24 @@ def test_cached_and_created_cache_tokens_as_vllm_0_32_reports_them():
     assert details[6] == {"cached_tokens": 0}
 
 
+def test_without_prompt_tokens_details_the_stream_has_none_as_vllm_without_the_flag():
+    # vLLM 0.32 run without --enable-prompt-tokens-details: no prompt_tokens_details key at all
+    # in the streamed usage (the prefix cache still works: its Prometheus counters count it)
+    async def body(s, server):
+        usages = []
+        for _ in range(2):
+            async with s.post("/v1/chat/completions", json=chat_body(
+                    2, messages=[{"role": "user", "content": "y " * 40}], stream=True,
+                    stream_options={"include_usage": True})) as r:
+                usages.append(json.loads(events_of(await r.read())[-2])["usage"])
+        async with s.get("/metrics") as r:
+            return usages, await r.text()
+
+    usages, metrics = run(with_sim(make_config(usage_cached_tokens=False), body))
+    assert usages == [{"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}] * 2
+    assert 'vllm:prefix_cache_hits_total{model_name="MiniMaxAI/MiniMax-M2.5"} 32' in metrics
+
+
 def test_vllm_metrics_have_their_created_twins_and_none_is_read_as_a_figure():
     from benchc.run.telemetry import parse_prometheus
 
