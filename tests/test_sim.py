@@ -174,6 +174,27 @@ def test_vllm_metrics_have_their_created_twins_and_none_is_read_as_a_figure():
     assert parsed == parse_prometheus(without) and parsed["generation_tokens_total"] == 4
 
 
+def test_reset_prefix_cache_refuses_while_a_request_holds_blocks_as_vllm_0_32():
+    # vLLM 0.32 answered 200 {"success": false} and emptied nothing while another client's
+    # requests ran (its log: "Failed to reset prefix cache because some blocks are not freed")
+    from tests.conftest import wait_for
+
+    async def body(s, server):
+        async with s.post("/v1/chat/completions", json=chat_body(
+                10_000, messages=[{"role": "user", "content": "z " * 40}], stream=True)) as r:
+            await r.content.readline()  # its first chunk: it is running
+            async with s.post("/reset_prefix_cache") as busy:
+                refused = (busy.status, await busy.json(), len(server.engine.prefix))
+        await asyncio.to_thread(wait_for, lambda: not server.engine.running, "the request to retire")
+        async with s.post("/reset_prefix_cache") as done:
+            emptied = (done.status, await done.json(), len(server.engine.prefix))
+        return refused, emptied, server.engine.cache_resets_total
+
+    refused, emptied, resets = run(with_sim(make_config(base_ms=5.0), body))
+    assert refused[:2] == (200, {"success": False}) and refused[2] > 0  # its blocks stay cached
+    assert emptied == (200, {"success": True}, 0) and resets == 1
+
+
 def test_min_tokens_ignore_eos_and_stop():
     cfg = make_config(eos_prob=0.5, seed=1)
 
