@@ -288,3 +288,48 @@ def test_a_v1_plan_in_an_old_result_still_reads():
     plan = Plan.from_dict(doc["plan"])
     assert plan.plan_version == 1
     assert all(c.workload.prompts == "shared" for c in plan.combinations)  # what v1 did
+
+
+def test_a_reset_the_server_refused_for_running_requests_is_not_done(monkeypatch):
+    """vLLM 0.32 answers POST /reset_prefix_cache with 200 {"success": false}, emptying nothing,
+    while requests hold blocks (another client's, on a shared server: found on a real one). The
+    reset asks again a while, then says it was not done; once they end, it is."""
+    import asyncio
+
+    import aiohttp
+
+    from benchc.run import cache
+    from benchc.sim.model import make_config
+    from benchc.sim.server import SimServer
+    from tests.conftest import wait_for
+
+    monkeypatch.setattr(cache, "RETRIES", 2)
+    monkeypatch.setattr(cache, "RETRY_S", 0.01)
+
+    async def main():
+        server = SimServer(make_config(base_ms=5.0))
+        port = await server.start()
+        root = f"http://127.0.0.1:{port}"
+        resetter = cache.CacheReset("between_points")
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"model": server.cfg.model, "messages": [{"role": "user", "content": "z " * 40}],
+                        "max_tokens": 10_000, "stream": True}
+                async with s.post(root + "/v1/chat/completions", json=body) as r:
+                    await r.content.readline()  # running: its blocks are held
+                    busy = await resetter.reset(s, root, {})
+                await asyncio.to_thread(wait_for, lambda: not server.engine.running, "the request to retire")
+                return busy, await resetter.reset(s, root, {}), server.engine.cache_resets_total
+        finally:
+            await server.stop()
+
+    busy, done, resets = asyncio.run(main())
+    assert busy["done"] is False and busy["endpoint"] == "/reset_prefix_cache" and busy["say"] is True
+    assert 'answered 200 {"success": false} 3 times' in busy["message"]
+    assert "another client's requests were running" in busy["message"]
+    assert done == {"done": True, "endpoint": "/reset_prefix_cache"} and resets == 1
+    # the point that was not reset says so, and --strict fails on it
+    from benchc.metrics.cache import cache_doubts
+
+    kept = {k: v for k, v in busy.items() if k != "say"}  # what the point keeps (runner.py pops "say")
+    assert cache_doubts({"cache": {"reset": kept}}) == [busy["message"]]

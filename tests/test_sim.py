@@ -135,6 +135,24 @@ def test_cached_and_created_cache_tokens_as_vllm_0_32_reports_them():
     assert details[6] == {"cached_tokens": 0}
 
 
+def test_without_prompt_tokens_details_the_stream_has_none_as_vllm_without_the_flag():
+    # vLLM 0.32 run without --enable-prompt-tokens-details: no prompt_tokens_details key at all
+    # in the streamed usage (the prefix cache still works: its Prometheus counters count it)
+    async def body(s, server):
+        usages = []
+        for _ in range(2):
+            async with s.post("/v1/chat/completions", json=chat_body(
+                    2, messages=[{"role": "user", "content": "y " * 40}], stream=True,
+                    stream_options={"include_usage": True})) as r:
+                usages.append(json.loads(events_of(await r.read())[-2])["usage"])
+        async with s.get("/metrics") as r:
+            return usages, await r.text()
+
+    usages, metrics = run(with_sim(make_config(usage_cached_tokens=False), body))
+    assert usages == [{"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}] * 2
+    assert 'vllm:prefix_cache_hits_total{model_name="MiniMaxAI/MiniMax-M2.5"} 32' in metrics
+
+
 def test_vllm_metrics_have_their_created_twins_and_none_is_read_as_a_figure():
     from benchc.run.telemetry import parse_prometheus
 
@@ -154,6 +172,27 @@ def test_vllm_metrics_have_their_created_twins_and_none_is_read_as_a_figure():
     without = "\n".join(line for line in text.splitlines() if "_created" not in line)
     parsed = parse_prometheus(text)
     assert parsed == parse_prometheus(without) and parsed["generation_tokens_total"] == 4
+
+
+def test_reset_prefix_cache_refuses_while_a_request_holds_blocks_as_vllm_0_32():
+    # vLLM 0.32 answered 200 {"success": false} and emptied nothing while another client's
+    # requests ran (its log: "Failed to reset prefix cache because some blocks are not freed")
+    from tests.conftest import wait_for
+
+    async def body(s, server):
+        async with s.post("/v1/chat/completions", json=chat_body(
+                10_000, messages=[{"role": "user", "content": "z " * 40}], stream=True)) as r:
+            await r.content.readline()  # its first chunk: it is running
+            async with s.post("/reset_prefix_cache") as busy:
+                refused = (busy.status, await busy.json(), len(server.engine.prefix))
+        await asyncio.to_thread(wait_for, lambda: not server.engine.running, "the request to retire")
+        async with s.post("/reset_prefix_cache") as done:
+            emptied = (done.status, await done.json(), len(server.engine.prefix))
+        return refused, emptied, server.engine.cache_resets_total
+
+    refused, emptied, resets = run(with_sim(make_config(base_ms=5.0), body))
+    assert refused[:2] == (200, {"success": False}) and refused[2] > 0  # its blocks stay cached
+    assert emptied == (200, {"success": True}, 0) and resets == 1
 
 
 def test_min_tokens_ignore_eos_and_stop():

@@ -656,7 +656,7 @@ class SimServer:
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/tokenize", self.tokenize)
         if self.cfg.reset_endpoints:
-            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)  # vLLM
+            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache_vllm)  # vLLM
             app.router.add_post("/flush_cache", self.reset_prefix_cache)  # SGLang
         return app
 
@@ -734,6 +734,15 @@ class SimServer:
             self.engine.prefix.reset()
         self.engine.cache_resets_total += 1
         return web.Response(status=200)
+
+    async def reset_prefix_cache_vllm(self, request: web.Request) -> web.Response:
+        """vLLM 0.32's POST /reset_prefix_cache: 200 with {"success": false}, and nothing
+        emptied, while a request holds blocks (it does not preempt running requests unless asked
+        to); else the cache emptied and {"success": true}."""
+        if self.engine.running:
+            return web.json_response({"success": False})
+        await self.reset_prefix_cache(request)
+        return web.json_response({"success": True})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
