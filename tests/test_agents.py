@@ -253,6 +253,11 @@ def test_images_and_tools_reach_the_server_and_the_point_counts_them(tmp_path):
                             "prompt_tokens_per_request": sum(t["input_tokens"] for t in reqs) / 6}
     assert point["tokens"]["input"] == pay["usage"]["prompt_tokens"]
     assert point["counts"]["completed"] == 6
+    # benchc's own count has the tools on top of the prompt, shared: the cache check allows them
+    reqs_out = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    assert all(r["input_tokens"] == 20 + tool_words for r in reqs_out)
+    assert point["cache"]["above_declared"] is False
+    assert [d["check"] for d in point["trust"]["doubts"]] in ([], ["client_limited"])  # a busy machine's
     # the tool definitions open every prompt: the simulator's cache holds them (9 whole blocks
     # of 16) once a request has been admitted, and nothing after them (each image is new)
     cached = [t["cached_tokens"] for t in sorted(reqs, key=lambda t: t["admitted_seq"])]
@@ -376,10 +381,12 @@ def test_each_api_puts_tools_and_images_in_its_own_form():
     assert len(set(urls)) == 3 and all(r.images == 1 and not r.tools for r in reqs)
 
 
-def test_agent_loops_are_refused_until_built():
-    with pytest.raises(PlanError, match="agent loops are not built yet"):
-        plan_of("  tools: {synthetic: {count: 1, tokens: 10}}\n  agent: {tool_result_tokens: 10}",
-                dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
+def test_the_plan_keeps_the_agent_loop():
+    plan = plan_of("  tools: {synthetic: {count: 1, tokens: 10}}\n  agent: {tool_result_tokens: 10}",
+                   dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
+    assert plan.combinations[0].workload.agent == {
+        "tool_result_tokens": {"kind": "fixed", "value": 10}, "tool_latency": {"kind": "fixed", "s": 0.0},
+        "max_tool_calls": 8}
 
 
 # --------------------------------------------------------------------------- agent loops: the history
@@ -416,3 +423,77 @@ def test_what_one_request_carries_has_a_ceiling(tmp_path):
     assert "s.yaml:7:22: $.workload.tools.synthetic: 4096 x 1000 tokens of tool definitions is more than " \
            "1,048,576 in every request (benchc's ceiling)" in text
     assert "$.workload.images: 64 images of 8192 x 8192 is more than 67,108,864 pixels" in text
+
+
+AGENT = """\
+version: 1
+name: agent
+target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5}}
+workload:
+  dataset:
+    sessions: {{turns: 2, input_tokens: 24, output_tokens: 24, seed: 5}}
+  tools: {{synthetic: {{count: 2, tokens: 40}}}}
+  agent: {{tool_result_tokens: 20, tool_latency: 5ms, max_tool_calls: 2}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [2]}}
+  sessions: 3
+output: {{path: {out}, requests: true}}
+"""
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the_results(tmp_path):
+    """Every answer of the simulator is a tool call (tool_call_fraction 1: a name token, then
+    16 argument tokens): each user turn takes max_tool_calls rounds, each a request carrying
+    the call as streamed and a 20-token tool result; checked against the simulator's trace:
+    the history it received, its input tokens (each result's tokens on top of the request
+    before and its answer) and its cache (which holds all but the new result, then the
+    result too, one request later)."""
+    from tests.test_sessions import end_ns, run_against_sim
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(AGENT.format(out=tmp_path / "r.json"))
+    trace = run_against_sim(tmp_path, spec, "--param", "tool_call_fraction=1.0")
+    from benchc.results.document import read
+
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    sessions: dict = {}
+    for r in sorted(reqs, key=lambda r: (r["session"], r["turn"])):
+        sessions.setdefault(r["session"], []).append(r)
+    assert len(sessions) == 3
+    for recs in sessions.values():
+        # 2 user turns x (the turn, then 2 follow-ups): the third call's results close the turn
+        assert [r["turn"] for r in recs] == [1, 2, 3, 4, 5, 6]
+        for k, (prev, r) in enumerate(zip(recs, recs[1:], strict=False), 2):
+            before, now = trace[prev["id"]], trace[r["id"]]
+            assert before["tool_call_tokens"] == 17 and before["output_tokens"] == 17
+            msgs = now["messages"]
+            follow_up = k not in (4,)  # request 4 is the second user turn
+            tail = msgs[-1] if follow_up else msgs[-2]
+            call = msgs[-2] if follow_up else msgs[-3]
+            # the history: the assistant's call as the server streamed it, then its result
+            assert call["role"] == "assistant" and call["content"] is None
+            (c,) = call["tool_calls"]
+            assert (c["function"]["name"] + " " + c["function"]["arguments"]).split() == \
+                before["tool_call"].split()
+            assert tail == {"role": "tool", "tool_call_id": c["id"], "content": tail["content"]}
+            assert len(tail["content"].split()) == 20
+            assert msgs[:len(before["messages"])] == before["messages"]
+            # the server's count: the request before, its answer, the result (and a user message)
+            new = 20 + (0 if follow_up else 24)
+            assert now["input_tokens"] == before["input_tokens"] + 17 + new == r["input_tokens"]
+            # its cache: everything before the result, to the block
+            assert now["cached_tokens"] == r["cached_tokens"] == (before["input_tokens"] + 17) // 16 * 16
+            assert r["t0_ns"] >= end_ns(prev) + (5_000_000 if follow_up else 0)  # the tool's latency
+        # one request later the result is cached too: the cache covers the history through it
+        for prev, r in zip(recs[1:], recs[2:], strict=False):
+            assert trace[r["id"]]["cached_tokens"] >= trace[prev["id"]]["input_tokens"] // 16 * 16
+    s = point["sessions"]
+    assert (s["started"], s["completed"], s["failed"], s["turns_sent"]) == (3, 3, 0, 18)
+    assert point["stream"]["tool_call_requests"] == point["stream"]["tool_call_finishes"] == 18
+    # a tool call ends the answer before max_tokens (ignore_eos): no output-length mismatch
+    assert point["tokens"]["osl"] == {"requests_checked": 0, "mismatched": 0}
+    # tools in every request: the payload block
+    assert point["payload"]["requests_with_tools"] == 18

@@ -362,16 +362,9 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         chat_template=describe_template(tokenizer_path, spec_file, api),
         tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
         images=image_params(w.get("images")),
-        agent=_agent(w),
+        agent=agent_params(w["agent"]) if "agent" in w else None,
     )
     return workload, source
-
-
-def _agent(w: dict) -> dict | None:
-    if "agent" not in w:
-        return None
-    raise PlanError("workload.agent: agent loops are not built yet (they need the stream parser to keep "
-                    "tool calls); leave workload.agent out")
 
 
 def agent_params(cfg: dict) -> dict:

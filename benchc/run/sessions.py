@@ -99,11 +99,13 @@ class Conversation:
         self._results = 0  # tokens of the last tool round's results
         offered = combo.workload.tools  # the workload's tools: their names name a streamed call
         self.tool_names = [d["function"]["name"] for d in offered["definitions"]] if offered else []
+        self.tools_tokens = offered["tokens"] if offered else 0  # every request's, shared by all
 
     def _request(self, messages: list[dict], n_in: int, output_tokens: int | None,
                  own: int | None) -> tuple[bytes, int, int | None, int | None]:
         w, target = self.combo.workload, self.combo.target
         self.messages = messages if self.keep_messages else None
+        n_in += self.tools_tokens  # the tool definitions come with every request (shared)
         prompt = Prompt(None, messages, n_in, output_tokens)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
         shared = None if own is None else n_in - own
