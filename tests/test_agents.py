@@ -497,3 +497,63 @@ def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the
     assert point["tokens"]["osl"] == {"requests_checked": 0, "mismatched": 0}
     # tools in every request: the payload block
     assert point["payload"]["requests_with_tools"] == 18
+
+
+def test_responses_and_messages_take_tools_and_images_in_their_forms_and_the_simulator_counts_them():
+    from dataclasses import replace
+
+    from benchc.client.request import build_body
+    from benchc.plan.model import Sampling
+    from benchc.plan.workload import Prompt
+
+    combo = plan_of("  tools: {synthetic: {count: 2, tokens: 20}}").combinations[0]
+    tools = combo.workload.tools
+    fns = [d["function"] for d in tools["definitions"]]
+    sampling = Sampling(0.0, None, 4, None, False, [], None, {})
+    images = synthetic_images({"count": 1, "width": 56, "height": 28}, 0, 0, 0)
+    prompt = Prompt("look", None, 1, 4, images=images)
+    counter = PromptCounter(None, 28, 16384)
+
+    resp = build_body(replace(combo.target, api="responses"), sampling, prompt,
+                      tools={**tools, "choice": fns[0]["name"]})
+    assert resp["tools"] == [{"type": "function", **fn} for fn in fns]
+    assert resp["tool_choice"] == {"type": "function", "name": fns[0]["name"]}
+    assert resp["input"] == [{"role": "user", "content": [
+        {"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": images[0].data_url()}]}]
+    msgs = build_body(replace(combo.target, api="messages"), sampling, prompt,
+                      tools={**tools, "choice": "required"})
+    assert msgs["tools"] == [{"name": fn["name"], "description": fn["description"],
+                              "input_schema": fn["parameters"]} for fn in fns]
+    assert msgs["tool_choice"] == {"type": "any"}
+    assert msgs["messages"][0]["content"][1] == {
+        "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": images[0].data}}
+    chat = build_body(combo.target, sampling, prompt, tools=tools)
+    # the simulator: the same prompt (text, one 2 x 1 patch image) in each API's form; the
+    # tools count as the JSON of the form each API sent them in
+    for api, body in (("chat", chat), ("responses", resp), ("messages", msgs)):
+        tokens, n_images = counter.prompt(api, body)
+        tool_words = sum(len(json.dumps(t).split()) for t in body["tools"])
+        assert n_images == 2 and len(tokens) == tool_words + 1 + 2, api
+    # Responses' function calls and outputs, Messages' tool_use and tool_result blocks count
+    resp_items = {"input": [{"role": "user", "content": "a b"},
+                            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "x y"},
+                            {"type": "function_call_output", "call_id": "c", "output": "r s t"}]}
+    assert len(counter.prompt("responses", resp_items)[0]) == 2 + 3 + 3
+    msg_blocks = {"messages": [{"role": "user", "content": "a b"},
+                               {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f",
+                                                                  "input": {"q": 1}}]},
+                               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c",
+                                                             "content": "r s t"}]}]}
+    assert len(counter.prompt("messages", msg_blocks)[0]) == 2 + 3 + 3
+
+
+def test_shared_prompts_carry_the_same_images_each_time():
+    plan = plan_of("  prompts: shared\n  images: {count: 1, width: 16, height: 16}")
+    combo = plan.combinations[0]
+    prepared = prepare(plan, combo)
+    step = plan.load_steps()[0]
+    from benchc.plan.prompts import Deal
+
+    first = [json.loads(prepared.feed(step, NO_DEAL).get(j).body) for j in range(2)]
+    again = [json.loads(prepared.feed(step, Deal(seen=2)).get(j).body) for j in range(2)]
+    assert first == again and first[0] != first[1]
