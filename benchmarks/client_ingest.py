@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -52,10 +53,15 @@ SIM = {"coalesced": {"preset": "instant", "chunks_per_write": 100000, "max_num_s
        "per-token": {"preset": "instant", "chunks_per_write": 1, "max_num_seqs": 4096}}
 
 
-def body(tokens: int) -> bytes:
-    return json.dumps({"model": "benchc-sim", "messages": [{"role": "user", "content": "go"}],
-                       "max_tokens": tokens, "ignore_eos": True, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
+def body(tokens: int, api: str = "chat") -> bytes:
+    """The request as benchc's adapter for `api` builds it (benchc.client.apis)."""
+    from benchc.client.apis import APIS
+    from benchc.plan.model import Sampling, Target
+    from benchc.plan.workload import Prompt
+
+    target = Target(None, None, api, "benchc-sim", None, {}, 600.0, 600.0, None)
+    sampling = Sampling(0.0, None, tokens, None, True, [], None, {})
+    return json.dumps(APIS[api].body(target, sampling, Prompt("go", None, 1, tokens))).encode()
 
 
 def _cpu() -> float:
@@ -93,16 +99,17 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, kind: str) -> dict:
     import aiohttp
 
     from benchc.client import http1
+    from benchc.client.apis import APIS
     from benchc.client.request import make_connector, make_trace_config, send, send_native
     from benchc.metrics.record import RequestRecord
     from benchc.metrics.recorder import PointRecorder
     from benchc.plan.model import Target
     from benchc.run.prepare import measuring
 
-    target = Target(url, None, "chat", "benchc-sim", None, {}, 600.0, 600.0, None)
+    target = Target(url, None, API, "benchc-sim", None, {}, 600.0, 600.0, None)
     rec = PointRecorder(c)
     paths: Counter = Counter()  # as loadgen counts a point's transports
-    payload, endpoint = body(tokens), url + "/chat/completions"
+    payload, endpoint = body(tokens, API), APIS[API].url(url)
     headers = {"Content-Type": "application/json"}
     native = kind.startswith("native")
 
@@ -151,8 +158,13 @@ async def run_line_reader(url: str, c: int, n: int, tokens: int) -> dict:
         return await measured(s, one, c, n)
 
 
+API = "chat"  # the API the benchc clients ask (--api; the worker gets it as its 6th argument)
+
+
 def worker_main(a: list[str]) -> None:
+    global API
     kind, url, c, n, tokens = a[0], a[1], int(a[2]), int(a[3]), int(a[4])
+    API = a[5] if len(a) > 5 else "chat"
     run = run_line_reader(url, c, n, tokens) if kind == "reader" else run_benchc(url, c, n, tokens, kind)
     try:
         import uvloop
@@ -201,6 +213,8 @@ def main() -> None:
                     choices=["per-token", "coalesced"])
     ap.add_argument("--clients", nargs="+", default=["asyncio", "rx-loop"], choices=list(CLIENTS))
     ap.add_argument("--server", choices=["fast", "sim"], default="fast")
+    ap.add_argument("--api", nargs="+", default=["chat"], choices=["chat", "responses", "messages"],
+                    help="the APIs benchc's clients stream (the line reader: chat only)")
     ap.add_argument("--interval-ms", type=float, default=5.0, help="per-token: ms between a stream's tokens")
     ap.add_argument("--server-rate", type=float, default=12_000,
                     help="per-token: the most writes per second asked of the server (it sets the interval "
@@ -209,49 +223,49 @@ def main() -> None:
     load = os.getloadavg()
     print(f"client_ingest: one token per SSE event, {a.repeats} repeats (medians), server {a.server}; "
           f"cpus={os.cpu_count()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start")
-    for mode in a.modes:
-        for c in a.concurrency:
-            if mode == "per-token":
-                interval = max(a.interval_ms, 1000.0 * c / a.server_rate)
-                tokens = max(16, min(a.tokens, int(a.seconds * 1000 / interval)))
-                n = a.requests_per_stream
-            else:
-                interval, tokens, n = 0.0, a.tokens, a.coalesced_requests
-            rows: dict[str, list[dict]] = {label: [] for label in a.clients}
-            servers = []
-            for _ in range(a.repeats):
-                for label in a.clients:  # interleaved: a slow spell on the machine hits every client
-                    kind, core = CLIENTS[label]
-                    ctx = fast_server(interval) if a.server == "fast" else sim_server(mode, interval)
-                    with ctx as (url, figures):
-                        args = [kind, url, str(c), str(n), str(tokens)]
-                        rows[label].append(worker(__file__, args, core))
-                    servers += figures
-            desc = f"{interval:.3g} ms between tokens" if mode == "per-token" else "whole response per write"
-            desc += f", {tokens} tokens x {n} requests per stream"
-            print(f"  {mode} C={c} ({desc})")
-            per_cpu = {}
-            for label, rs in rows.items():
-                tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
-                cpu = statistics.median(r["cpu_s"] for r in rs)
-                per_cpu[label] = statistics.median(r["tokens"] / r["cpu_s"] for r in rs)
-                extra = ""
-                if "rx_reads" in rs[0]:
-                    rpt = statistics.median(r["rx_reads"] / max(r["tokens"], 1) for r in rs)
-                    loop_cpu = statistics.median(r["rx_cpu_s"] for r in rs)
-                    extra = f"  reads/token {rpt:.2f}  loop thread cpu {loop_cpu:.2f}s"
-                bad = sum(sum(r.get("errors", {}).values()) for r in rs)
-                print(f"    {label:<12} {tps:>11,.0f} tok/s  cpu {cpu:6.2f}s  {per_cpu[label]:>11,.0f} "
-                      f"tok/cpu-s  paths {rs[0].get('paths', {})}{extra}{f'  ERRORS {bad}' if bad else ''}")
-            if "rx-loop" in per_cpu and "asyncio" in per_cpu:
-                ratio = per_cpu["rx-loop"] / per_cpu["asyncio"]
-                print(f"    rx-loop vs asyncio: {ratio:.2f}x tokens per CPU-second")
-            if servers:
-                cpu = statistics.median(s["cpu_s"] / s["wall_s"] for s in servers)
-                late = sum(s["late_ticks"] for s in servers)
-                ticks = sum(s["ticks"] for s in servers)
-                print(f"    server: {cpu:.0%} of its core (median over its runs), "
-                      f"{late} of {ticks} ticks late")
+    for mode, c, api in itertools.product(a.modes, a.concurrency, a.api):
+        if mode == "per-token":
+            interval = max(a.interval_ms, 1000.0 * c / a.server_rate)
+            tokens = max(16, min(a.tokens, int(a.seconds * 1000 / interval)))
+            n = a.requests_per_stream
+        else:
+            interval, tokens, n = 0.0, a.tokens, a.coalesced_requests
+        rows: dict[str, list[dict]] = {label: [] for label in a.clients}
+        servers = []
+        for _ in range(a.repeats):
+            for label in a.clients:  # interleaved: a slow spell on the machine hits every client
+                kind, core = CLIENTS[label]
+                ctx = fast_server(interval) if a.server == "fast" else sim_server(mode, interval)
+                with ctx as (url, figures):
+                    args = [kind, url, str(c), str(n), str(tokens), api]
+                    rows[label].append(worker(__file__, args, core))
+                servers += figures
+        desc = f"{interval:.3g} ms between tokens" if mode == "per-token" else "whole response per write"
+        desc += f", {tokens} tokens x {n} requests per stream"
+        print(f"  {mode} C={c} api={api} ({desc})")
+        per_cpu = {}
+        for label, rs in rows.items():
+            tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
+            cpu = statistics.median(r["cpu_s"] for r in rs)
+            per_cpu[label] = statistics.median(r["tokens"] / r["cpu_s"] for r in rs)
+            extra = ""
+            rx_rows = [r for r in rs if "rx_reads" in r]  # a run whose pool had no receive loop has none
+            if rx_rows:
+                rpt = statistics.median(r["rx_reads"] / max(r["tokens"], 1) for r in rx_rows)
+                loop_cpu = statistics.median(r["rx_cpu_s"] for r in rx_rows)
+                extra = f"  reads/token {rpt:.2f}  loop thread cpu {loop_cpu:.2f}s"
+            bad = sum(sum(r.get("errors", {}).values()) for r in rs)
+            print(f"    {label:<12} {tps:>11,.0f} tok/s  cpu {cpu:6.2f}s  {per_cpu[label]:>11,.0f} "
+                  f"tok/cpu-s  paths {rs[0].get('paths', {})}{extra}{f'  ERRORS {bad}' if bad else ''}")
+        if "rx-loop" in per_cpu and "asyncio" in per_cpu:
+            ratio = per_cpu["rx-loop"] / per_cpu["asyncio"]
+            print(f"    rx-loop vs asyncio: {ratio:.2f}x tokens per CPU-second")
+        if servers:
+            cpu = statistics.median(s["cpu_s"] / s["wall_s"] for s in servers)
+            late = sum(s["late_ticks"] for s in servers)
+            ticks = sum(s["ticks"] for s in servers)
+            print(f"    server: {cpu:.0%} of its core (median over its runs), "
+                  f"{late} of {ticks} ticks late")
 
 
 if __name__ == "__main__":

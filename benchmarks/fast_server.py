@@ -1,4 +1,5 @@
-"""A minimal fast streaming server for the client harnesses: OpenAI-style chat-completion SSE,
+"""A minimal fast streaming server for the client harnesses: OpenAI-style chat-completion SSE
+(or, at /v1/responses and /v1/messages, those APIs' events as vLLM 0.32 writes them),
 every event pre-encoded as its own HTTP chunk, written by a bare asyncio protocol (uvloop when
 installed). It exists so that the server is not what limits a client benchmark: the embedded
 simulator builds each chunk and writes it through aiohttp, which caps it well below the write
@@ -52,7 +53,81 @@ TOKEN = _event({"id": "chatcmpl-fast", "object": "chat.completion.chunk", "creat
                              "finish_reason": None}]})
 
 
-def tail(tokens: int) -> bytes:
+def _typed(kind: str, obj: dict) -> bytes:
+    """An event of the Responses or Messages API, with its `event:` line, as vLLM writes them."""
+    data = json.dumps({**obj, "type": kind}, separators=(",", ":")).encode()
+    return _chunk(b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n")
+
+
+def _response(status: str, usage: dict | None) -> dict:
+    return {"id": "resp_fast", "created_at": 1, "incomplete_details": None, "model": "fast",
+            "object": "response", "output": [], "status": status, "usage": usage}
+
+
+MAX_TOKENS = 1 << 14  # the Responses API's events differ per token (sequence_number): pre-encoded
+_RESPONSES_TOKENS: list[bytes] = []
+
+
+def token(api: str, i: int) -> bytes:
+    """Token i's event (i from 0) of `api`: chat's are all the same; the Responses API counts
+    its events (sequence_number, after the 4 that open the response)."""
+    if api == "responses":
+        if not _RESPONSES_TOKENS:
+            _RESPONSES_TOKENS.extend(
+                _chunk(b'event: response.output_text.delta\ndata: {"content_index":0,"delta":" tok",'
+                       b'"item_id":"msg_fast","logprobs":[],"output_index":0,"sequence_number":'
+                       + str(k + 4).encode() + b',"type":"response.output_text.delta"}\n\n')
+                for k in range(MAX_TOKENS))
+        return _RESPONSES_TOKENS[i]
+    if api == "messages":
+        return MESSAGES_TOKEN
+    return TOKEN
+
+
+MESSAGES_TOKEN = _chunk(b'event: content_block_delta\ndata: {"type":"content_block_delta",'
+                        b'"delta":{"type":"text_delta","text":" tok"},"index":0}\n\n')
+
+
+def opening(api: str) -> bytes:
+    """What goes before the first token (after the head): the events that open the answer."""
+    if api == "responses":
+        started = _response("in_progress", None)
+        item = {"id": "msg_fast", "content": [], "role": "assistant", "status": "in_progress",
+                "type": "message"}
+        part = {"annotations": [], "text": "", "type": "output_text"}
+        return (_typed("response.created", {"response": started, "sequence_number": 0})
+                + _typed("response.in_progress", {"response": started, "sequence_number": 1})
+                + _typed("response.output_item.added", {"item": item, "output_index": 0,
+                                                        "sequence_number": 2})
+                + _typed("response.content_part.added", {"content_index": 0, "item_id": "msg_fast",
+                                                         "output_index": 0, "part": part,
+                                                         "sequence_number": 3}))
+    if api == "messages":
+        return (_typed("message_start", {"message": {"id": "msg_fast", "type": "message", "role": "assistant",
+                                                     "content": [], "model": "fast", "stop_reason": None,
+                                                     "stop_sequence": None,
+                                                     "usage": {"input_tokens": 1, "output_tokens": 0}}})
+                + _typed("content_block_start", {"content_block": {"type": "text", "text": ""}, "index": 0}))
+    return b""
+
+
+def tail(tokens: int, api: str = "chat") -> bytes:
+    if api == "responses":
+        n = tokens + 4
+        usage = {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": tokens,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens + 1}
+        resp = {**_response("incomplete", usage), "incomplete_details": {"reason": "max_output_tokens"}}
+        return (_typed("response.output_text.done", {"content_index": 0, "item_id": "msg_fast",
+                                                     "output_index": 0, "sequence_number": n,
+                                                     "text": " tok" * tokens})
+                + _typed("response.completed", {"response": resp, "sequence_number": n + 1}) + b"0\r\n\r\n")
+    if api == "messages":
+        return (_typed("content_block_stop", {"index": 0})
+                + _typed("message_delta", {"delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                                           "usage": {"input_tokens": 1, "output_tokens": tokens,
+                                                     "cache_creation_input_tokens": 0,
+                                                     "cache_read_input_tokens": 0}})
+                + _typed("message_stop", {}) + b"0\r\n\r\n")
     return (_event({"id": "chatcmpl-fast", "object": "chat.completion.chunk", "created": 1, "model": "fast",
                     "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
             + _event({"id": "chatcmpl-fast", "object": "chat.completion.chunk", "created": 1, "model": "fast",
@@ -91,8 +166,11 @@ class Stream(asyncio.Protocol):
             if len(self.buf) < end + 4 + length:
                 return
             body, self.buf = self.buf[end + 4:end + 4 + length], self.buf[end + 4 + length:]
-            tokens = int(json.loads(body).get("max_tokens") or 16)
-            self.server.start(self, tokens)
+            req = json.loads(body)
+            tokens = min(int(req.get("max_tokens") or req.get("max_output_tokens") or 16), MAX_TOKENS)
+            first = head.split(b"\r\n", 1)[0]
+            api = "responses" if b"/responses" in first else "messages" if b"/messages" in first else "chat"
+            self.server.start(self, tokens, api)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.gone(self)
@@ -102,19 +180,20 @@ class Server:
     def __init__(self, interval_s: float, per_write: int):
         self.interval_s = interval_s
         self.per_write = per_write
-        self.live: dict[Stream, list[int]] = {}  # stream -> [tokens still to write, tokens asked]
+        self.live: dict[Stream, list] = {}  # stream -> [tokens still to write, tokens asked, api]
         self.ticking = False
         self.cpu0 = self.wall0 = None
         self.busy_s = 0.0
 
-    def start(self, s: Stream, tokens: int) -> None:
+    def start(self, s: Stream, tokens: int, api: str = "chat") -> None:
         if self.interval_s <= 0:  # coalesced: the whole response in one write
-            s.transport.write(HEAD + TOKEN * tokens + tail(tokens))
+            body = TOKEN * tokens if api == "chat" else b"".join(token(api, i) for i in range(tokens))
+            s.transport.write(HEAD + opening(api) + body + tail(tokens, api))
             Stats.writes += 1
             Stats.tokens += tokens
             return
-        s.transport.write(HEAD)
-        self.live[s] = [tokens, tokens]
+        s.transport.write(HEAD + opening(api))
+        self.live[s] = [tokens, tokens, api]
         if not self.ticking:
             self.ticking = True
             loop = asyncio.get_running_loop()
@@ -132,13 +211,16 @@ class Server:
         k = self.per_write
         chunk = TOKEN * k
         for s, todo in self.live.items():
-            left = todo[0]
+            left, api = todo[0], todo[2]
+            sent = todo[1] - left
             if left > k:
-                s.transport.write(chunk)
+                more = chunk if api == "chat" else b"".join(token(api, sent + j) for j in range(k))
+                s.transport.write(more)
                 todo[0] = left - k
                 Stats.tokens += k
             else:
-                s.transport.write(TOKEN * left + tail(todo[1]))
+                end = TOKEN * left if api == "chat" else b"".join(token(api, sent + j) for j in range(left))
+                s.transport.write(end + tail(todo[1], api))
                 Stats.tokens += left
                 done.append(s)
             Stats.writes += 1

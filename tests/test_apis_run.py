@@ -116,3 +116,24 @@ def test_a_server_without_the_api_stops_the_run_with_exit_3(tmp_path, capsys):
     assert doc["errors"][0]["kind"] == "api_not_served"
     assert doc["combinations"][0]["status"] == "api_not_served"
     assert sum(p["counts"]["sent"] for p in doc["points"]) < 20
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_the_messages_apis_key_header_is_stored_nowhere(tmp_path, capsys):
+    """The Messages API sends the key as x-api-key: the plan, the result, the per-request
+    records and the console show none of it (the scrubber knows the key by value)."""
+    key = "sk-ant-secret-0042"
+    f = tmp_path / "a.yaml"
+    f.write_text(SPEC.format(api="messages", out=4, n=4, path=tmp_path / "a.json")
+                 .replace("api: messages}", f"api: messages, api_key: {key}}}"))
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]")
+    try:
+        assert main(["run", str(f), "--base-url", sim.url, "--json"]) == 0
+        assert main(["plan", str(f)]) == 0
+    finally:
+        sim.close()
+    out, err = capsys.readouterr()
+    files = [p.read_text() for p in tmp_path.iterdir() if p.suffix in (".json", ".jsonl")]
+    assert files and all(key not in text for text in [out, err, *files])
+    doc = read(str(tmp_path / "a.json"))
+    assert doc["points"][0]["counts"]["completed"] == 4

@@ -212,7 +212,7 @@ _TYPES = ["response.output_text.delta", "response.reasoning_text.delta",
           "text_delta", "thinking_delta", "input_json_delta", "tool_use", "x"]
 _KEYS = ["type", "delta", "text", "thinking", "partial_json", "usage", "choices", "response", "item",
          "content_block", "message", "name", "output_tokens", "input_tokens", "cache_read_input_tokens",
-         "stop_reason", "error", "message", "output"]
+         "stop_reason", "error", "message", "output", "tool_calls", "function", "arguments", "index"]
 _VALUES = st.recursive(
     st.none() | st.integers(-3, 50) | st.sampled_from(_TYPES) | st.text(alphabet='ab "\\é😀', max_size=5),
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
@@ -250,3 +250,24 @@ def test_cores_agree_where_only_a_counter_in_the_tail_changes():
         results = [measure(m, data, []) for m in cores()]
         assert all(r == results[0] for r in results)
         assert results[0][3] == len(events) and results[0][8] == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["", "f", "get_x"]), st.text(alphabet='ab "{}:\\é😀', max_size=6),
+                          st.booleans()), min_size=1, max_size=8))
+def test_cores_agree_on_tool_call_argument_pieces(pieces):
+    """Chat deltas of tool calls with names and argument pieces of any text, one call or two per
+    delta: the compiled core reads a call's argument pieces in place once the twin has read one
+    (the stream's shape), and gives the twin's results."""
+    events = []
+    for name, args, two in pieces:
+        calls = [{"index": 0, "function": {"arguments": args, **({"name": name} if name else {})}}]
+        if two:
+            calls.append({"index": 1, "function": {"arguments": args[::-1]}})
+        events.append(chunk({"tool_calls": calls}))
+        events.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": args + "z"}}]}))
+    data = stream_of(events)
+    results = [measure(m, data, []) for m in cores()]
+    assert all(r == results[0] for r in results)
+    kept = [(p.tool_text(), p.text()) for p in kept_over(data, [])]
+    assert all(k == kept[0] for k in kept)

@@ -745,6 +745,20 @@ cdef inline bint _str_is(const unsigned char* p, Py_ssize_t j, Py_ssize_t n, con
     return j + nlen + 2 <= n and p[j] == 34 and p[j + nlen + 1] == 34 and memcmp(p + j + 1, name, nlen) == 0
 
 
+cdef bint _quiet(const unsigned char* p, Py_ssize_t n, Py_ssize_t j) noexcept nogil:
+    """The event's type (its value at p[j]) is one that carries nothing benchc reads and comes
+    with every response (the twin's _RESPONSES_QUIET and _MESSAGES_QUIET, the common ones)."""
+    if j < 0 or p[j] != 34:
+        return False
+    return (_str_is(p, j, n, b"ping", 4) or _str_is(p, j, n, b"content_block_stop", 18)
+            or _str_is(p, j, n, b"message_stop", 12) or _str_is(p, j, n, b"response.created", 16)
+            or _str_is(p, j, n, b"response.in_progress", 20)
+            or _str_is(p, j, n, b"response.content_part.added", 27)
+            or _str_is(p, j, n, b"response.content_part.done", 26)
+            or _str_is(p, j, n, b"response.output_text.done", 25)
+            or _str_is(p, j, n, b"response.output_item.done", 25))
+
+
 cdef int _typed_kind(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
     """Which hot event of the Responses or Messages API this is: the kind of its text (the
     twin's ANSWER, REASONING, TOOL) and, in f.top_delta, where that text's value is; -1 for
@@ -785,6 +799,8 @@ cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* 
     cdef Py_ssize_t te
     if f.choices or f.usage >= 0:
         return 0  # a chat chunk that also names a type, or usage on a delta: the twin decides
+    if _quiet(p, n, f.type):
+        return 1  # an event that carries nothing benchc reads (the twin's *_QUIET): read as nothing
     kind = _typed_kind(p, n, f)
     if kind < 0 or f.top_delta < 0:
         return 0
@@ -953,6 +969,7 @@ cdef int _slow(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
 
 cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
     cdef bytes fin = None, txt = None, err
+    cdef int r
     fields = _interpret(payload)
     if fields is None:
         s.malformed += 1
@@ -982,11 +999,29 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
         fin = finish.encode("utf-8", "surrogatepass")
     if text_bytes and s.keep_text:
         txt = text.encode("utf-8", "surrogatepass")
-    return _commit(s, fin is not None, fin if fin is not None else b"", len(fin) if fin is not None else 0,
-                   completion is not None, completion if completion is not None else 0,
-                   prompt is not None, prompt if prompt is not None else 0,
-                   rtokens if rtokens is not None else -1, text_bytes,
-                   txt if txt is not None else b"", len(txt) if txt is not None else 0, True, kind, now)
+    r = _commit(s, fin is not None, fin if fin is not None else b"", len(fin) if fin is not None else 0,
+                completion is not None, completion if completion is not None else 0,
+                prompt is not None, prompt if prompt is not None else 0,
+                rtokens if rtokens is not None else -1, text_bytes,
+                txt if txt is not None else b"", len(txt) if txt is not None else 0, True, kind, now)
+    if r == 0 and kind == TOOL and text_bytes and fin is None and completion is None and prompt is None \
+            and rtokens is None and cached is None and timings is None and error is None:
+        return _tool_shape(s, <const unsigned char*>payload, len(payload), text_bytes)
+    return r
+
+
+cdef int _tool_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t text_bytes) noexcept nogil:
+    """A chat delta whose only output is a tool call's argument piece (the twin read it): the
+    stream's shape, when its text is exactly the one `"arguments":"..."` string of the event, so
+    that the calls's next pieces, the same bytes around another string, are read in place."""
+    cdef Py_ssize_t k = _find(p, 0, n, b'"arguments":"', 13), e
+    cdef int64_t nbytes = 0
+    if k < 0 or _find(p, k + 13, n, b'"arguments":"', 13) >= 0:
+        return 0  # none, or several calls' arguments: the twin reads every such event
+    e = _string(p, k + 13, n, &nbytes)
+    if e < 0 or nbytes != text_bytes or e - 1 == k + 13:
+        return 0
+    return 0 if _take_shape(s, p, n, k + 13, e - 1, TOOL) == 1 else -1
 
 
 # ---------------------------------------------------------------- the Python face
