@@ -442,19 +442,36 @@ output: {{path: {out}, requests: true}}
 """
 
 
+def run_agent_sim(tmp_path, spec, run_args=(), *sim_args) -> dict:
+    """`benchc run` of a spec (with `run_args`: the client path) against a simulator subprocess
+    keeping text in its trace (as tests/test_sessions.run_against_sim): the trace by id."""
+    from benchc.cli import main
+    from tests.test_run import Sim
+
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
+              "--param", "trace_text=true", *sim_args)
+    try:
+        assert main(["run", str(spec), "--base-url", sim.url, "--quiet", *run_args]) == 0
+        return sim.records()
+    finally:
+        sim.close()
+
+
 @pytest.mark.slow  # runs against the simulator
-def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the_results(tmp_path):
+@pytest.mark.parametrize("path", [(), ("--rx-loop", "off"), ("--http", "aiohttp")],
+                         ids=["native", "asyncio-reader", "aiohttp"])
+def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the_results(tmp_path, path):
     """Every answer of the simulator is a tool call (tool_call_fraction 1: a name token, then
     16 argument tokens): each user turn takes max_tool_calls rounds, each a request carrying
     the call as streamed and a 20-token tool result; checked against the simulator's trace:
     the history it received, its input tokens (each result's tokens on top of the request
     before and its answer) and its cache (which holds all but the new result, then the
     result too, one request later)."""
-    from tests.test_sessions import end_ns, run_against_sim
+    from tests.test_sessions import end_ns
 
     spec = tmp_path / "s.yaml"
     spec.write_text(AGENT.format(out=tmp_path / "r.json"))
-    trace = run_against_sim(tmp_path, spec, "--param", "tool_call_fraction=1.0")
+    trace = run_agent_sim(tmp_path, spec, path, "--param", "tool_call_fraction=1.0")
     from benchc.results.document import read
 
     (point,) = read(str(tmp_path / "r.json"))["points"]
@@ -463,6 +480,9 @@ def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the
     for r in sorted(reqs, key=lambda r: (r["session"], r["turn"])):
         sessions.setdefault(r["session"], []).append(r)
     assert len(sessions) == 3
+    paths = {r["path"] for r in reqs}  # the client path each response was read on
+    assert paths == {"aiohttp"} if path == ("--http", "aiohttp") else \
+        paths == {"asyncio"} if path else paths <= {"rx_loop", "asyncio"}
     for recs in sessions.values():
         # 2 user turns x (the turn, then 2 follow-ups): the third call's results close the turn
         assert [r["turn"] for r in recs] == [1, 2, 3, 4, 5, 6]
