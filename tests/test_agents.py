@@ -577,3 +577,20 @@ def test_shared_prompts_carry_the_same_images_each_time():
     first = [json.loads(prepared.feed(step, NO_DEAL).get(j).body) for j in range(2)]
     again = [json.loads(prepared.feed(step, Deal(seen=2)).get(j).body) for j in range(2)]
     assert first == again and first[0] != first[1]
+
+
+def test_the_payload_block_adds_exactly_and_reads_back():
+    from benchc.metrics.payload import PayloadCount
+
+    a, b = PayloadCount(), PayloadCount()
+    a.add_request(1000, 2, True, True, 300)
+    a.add_request(900, 2, True, False, None)  # failed: its bytes count, no usage
+    a.add_request(50, 0, False, True, 10)  # neither images nor tools: not counted
+    b.add_request(1100, 1, False, True, 200)
+    assert a.block() == {"requests": 2, "bytes_sent": 1900, "bytes_per_request": 950.0, "images": 4,
+                         "requests_with_tools": 2,
+                         "usage": {"requests": 1, "prompt_tokens": 300, "prompt_tokens_per_request": 300.0}}
+    both = PayloadCount.from_block(a.block())
+    both.merge(PayloadCount.from_block(b.block()))
+    assert both == PayloadCount(3, 3000, 5, 2, 2, 500)
+    assert PayloadCount().block() is None and PayloadCount.from_block(None) == PayloadCount()
