@@ -386,7 +386,7 @@ def test_the_plan_keeps_the_agent_loop():
                    dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
     assert plan.combinations[0].workload.agent == {
         "tool_result_tokens": {"kind": "fixed", "value": 10}, "tool_latency": {"kind": "fixed", "s": 0.0},
-        "max_tool_calls": 8}
+        "max_tool_calls": 8, "fan_out": 1}
 
 
 # --------------------------------------------------------------------------- agent loops: the history
@@ -594,3 +594,43 @@ def test_the_payload_block_adds_exactly_and_reads_back():
     both.merge(PayloadCount.from_block(b.block()))
     assert both == PayloadCount(3, 3000, 5, 2, 2, 500)
     assert PayloadCount().block() is None and PayloadCount.from_block(None) == PayloadCount()
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_fan_out_runs_each_tool_round_as_parallel_sub_requests_and_the_slowest_ends_it(tmp_path):
+    """fan_out 3: the answer's tool round sends 3 sub-requests side by side (each its own
+    context: one task message), measured as requests of the point but not as turns; the
+    follow-up goes once the slowest ended, and the point's sessions.fan_out records each
+    round from its first sub-request's send to its last one's end."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(AGENT.format(out=tmp_path / "r.json")
+                    .replace("turns: 2", "turns: 1")
+                    .replace("max_tool_calls: 2", "max_tool_calls: 1, fan_out: 3"))
+    trace = run_agent_sim(tmp_path, spec, (), "--param", "tool_call_fraction=1.0")
+    from benchc.results.document import read
+
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    rounds = []
+    for s in range(3):
+        turns = sorted((r for r in reqs if r["session"] == s and "turn" in r), key=lambda r: r["turn"])
+        subs = [r for r in reqs if r["session"] == s and r.get("sub_request")]
+        assert [r["turn"] for r in turns] == [1, 2] and len(subs) == 3
+        first, follow = turns
+        from tests.test_sessions import end_ns
+
+        assert all(r["t0_ns"] >= end_ns(first) for r in subs)  # the round starts when the call ended
+        assert follow["t0_ns"] >= max(end_ns(r) for r in subs)  # ... and ends with the slowest
+        for r in subs:  # a context of its own: one task message, no tools, no history
+            (msg,) = trace[r["id"]]["messages"]
+            assert msg["role"] == "user" and msg["content"].startswith("result-")
+            assert "body_bytes" not in trace[r["id"]]  # no tools
+            assert trace[r["id"]]["input_tokens"] == 20
+        rounds.append(max(end_ns(r) for r in subs) - min(r["t0_ns"] for r in subs))
+    fan = point["sessions"]["fan_out"]
+    assert fan["rounds"] == 3 and fan["sub_requests"] == 9 and fan["round_us"]["count"] == 3
+    assert fan["round_us"]["max"] == pytest.approx(max(rounds) / 1e3, rel=1e-3)  # HDR: 3 significant digits
+    assert point["sessions"]["turns_sent"] == 6 and point["counts"]["sent"] == 6 + 9
+    from benchc.metrics.sessions import SessionCounters  # merge reads it back exactly
+
+    assert SessionCounters.from_block(point["sessions"]).block()["fan_out"] == fan

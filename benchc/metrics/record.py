@@ -132,6 +132,8 @@ class RequestRecord:
                 "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
         if self.turn is not None:
             out.update(session=self.session, turn=self.turn)
+        elif self.session is not None:  # an agent loop's sub-request (fan-out), not a turn
+            out.update(session=self.session, sub_request=True)
         if self.reasoned:
             ok = self.ok
             out.update(ttf_reasoning_us=_since(self.first_reasoning_ns, self.t0_ns) if ok else None,
