@@ -95,6 +95,8 @@ def test_each_api_records_what_the_simulator_wrote(tmp_path, path, api):
                                "unknown_events": 0}
     assert point["tokens"]["output"] == sum(trace[r["id"]]["output_tokens"] for r in reqs)
     assert point["tokens"]["output_method"] == "usage"
+    # a tool call is an answer: no request ran out of tokens while it reasoned
+    assert point["reasoning"]["requests"] == len(reqs) and point["reasoning"]["requests_without_answer"] == 0
     assert point["cache"]["reported"]["cached_tokens"] == sum(trace[r["id"]]["cached_tokens"] for r in reqs)
 
 
@@ -137,3 +139,28 @@ def test_the_messages_apis_key_header_is_stored_nowhere(tmp_path, capsys):
     assert files and all(key not in text for text in [out, err, *files])
     doc = read(str(tmp_path / "a.json"))
     assert doc["points"][0]["counts"]["completed"] == 4
+
+
+@pytest.mark.slow  # runs against the simulator
+@pytest.mark.parametrize("api,key", [("responses", "input"), ("messages", "messages")])
+def test_sessions_send_the_whole_conversation_on_the_responses_and_messages_apis(tmp_path, api, key):
+    """A conversation by full input: each turn sends the history (the answers as streamed) and
+    finds its previous turn's prompt and answer cached, as on chat."""
+    from tests.test_sessions import RUN, run_against_sim
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(RUN.format(turns=3, n_in=24, n_out=6, think="0s", sweep="{concurrency: [2]}",
+                               load="  sessions: 2", out=tmp_path / "s.json")
+                    .replace("M2.5}", f"M2.5, api: {api}}}"))
+    trace = run_against_sim(tmp_path, spec)
+    reqs = [json.loads(x) for x in (tmp_path / "s.requests.jsonl").read_text().splitlines()]
+    assert len(reqs) == 6 and all(r["error"] is None for r in reqs)
+    by_session: dict = {}
+    for r in sorted(reqs, key=lambda r: (r["session"], r["turn"])):
+        by_session.setdefault(r["session"], []).append(r)
+    for turns in by_session.values():
+        for prev, r in zip(turns, turns[1:], strict=False):
+            before, now = trace[prev["id"]], trace[r["id"]]
+            answer = {"role": "assistant", "content": before["output"]}
+            assert now[key][:-1] == before[key] + [answer]
+            assert now["cached_tokens"] == r["cached_tokens"] > 0

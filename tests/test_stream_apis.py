@@ -271,3 +271,24 @@ def test_cores_agree_on_tool_call_argument_pieces(pieces):
     assert all(r == results[0] for r in results)
     kept = [(p.tool_text(), p.text()) for p in kept_over(data, [])]
     assert all(k == kept[0] for k in kept)
+
+
+def test_a_point_counts_tool_calls_and_unknown_events_and_reads_them_back(stream_modules):
+    """The point's stream block and its time to first tool call, from the records of two
+    requests (a tool call, and text with an unknown event); the tally read back from the
+    result point gives the same block (shards and merges add it)."""
+    from benchc.metrics.aggregate import Tally
+    from benchc.metrics.recorder import PointRecorder
+
+    rec = PointRecorder(2)
+    for events in (CHAT_TOOL_CALL, [chunk({"content": "a"}), message("mystery"), chunk({"content": "b"},
+                                                                                       finish="stop")]):
+        p = fed_one_event_per_ms(stream_modules[0], events)
+        r = RequestRecord("r", 0, 9, None, t0_ns=MS // 2, end_ns=9 * MS, parser=p)
+        _conclude(r, p, "text/event-stream")  # copies the parser's measures (request._take)
+        rec.add(r)
+    point = rec.summary()
+    assert point["stream"] == {"tool_call_requests": 1, "tool_call_finishes": 1, "unknown_events": 1}
+    assert point["latency"]["ttf_tool_call_us"]["count"] == 1
+    again = Tally.from_point({**point, "latency": point["latency"]})
+    assert again.stream.block() == point["stream"]

@@ -124,7 +124,10 @@ class PointRecorder:
         # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
         recount = self.keep_text and r.reasoned and r.usage_reasoning_tokens is None
         if not recount:
-            t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, r.first_answer_ns is not None,
+            # a tool call answers too: a request that reasoned, then called a tool, did not run
+            # out of tokens before answering
+            answered = r.first_answer_ns is not None or r.first_tool_ns is not None
+            t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, answered,
                                     USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
         # an answer that ended in a tool call stopped where the model called it: the length the
         # request pinned down (ignore_eos, min_tokens) does not hold it (vLLM ends it there too)
@@ -164,8 +167,8 @@ class PointRecorder:
                     t.osl_mismatched += count != expected
             if recount:  # reasoning the server did not count: the tokenizer's count of its text
                 t.reasoning.add_request(True, tokenizer.count(parser.reasoning_text()),
-                                        usage if usage is not None else count, parser.first_answer_ns > 0,
-                                        TOKENIZER)
+                                        usage if usage is not None else count,
+                                        parser.first_answer_ns > 0 or parser.first_tool_ns > 0, TOKENIZER)
         if CHUNKS in t.methods and self.kept:
             t.methods.discard(CHUNKS)
             t.methods.add(TOKENIZER)
