@@ -253,6 +253,11 @@ def test_images_and_tools_reach_the_server_and_the_point_counts_them(tmp_path):
                             "prompt_tokens_per_request": sum(t["input_tokens"] for t in reqs) / 6}
     assert point["tokens"]["input"] == pay["usage"]["prompt_tokens"]
     assert point["counts"]["completed"] == 6
+    # benchc's own count has the tools on top of the prompt, shared: the cache check allows them
+    reqs_out = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    assert all(r["input_tokens"] == 20 + tool_words for r in reqs_out)
+    assert point["cache"]["above_declared"] is False
+    assert [d["check"] for d in point["trust"]["doubts"]] in ([], ["client_limited"])  # a busy machine's
     # the tool definitions open every prompt: the simulator's cache holds them (9 whole blocks
     # of 16) once a request has been admitted, and nothing after them (each image is new)
     cached = [t["cached_tokens"] for t in sorted(reqs, key=lambda t: t["admitted_seq"])]
@@ -376,10 +381,12 @@ def test_each_api_puts_tools_and_images_in_its_own_form():
     assert len(set(urls)) == 3 and all(r.images == 1 and not r.tools for r in reqs)
 
 
-def test_agent_loops_are_refused_until_built():
-    with pytest.raises(PlanError, match="agent loops are not built yet"):
-        plan_of("  tools: {synthetic: {count: 1, tokens: 10}}\n  agent: {tool_result_tokens: 10}",
-                dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
+def test_the_plan_keeps_the_agent_loop():
+    plan = plan_of("  tools: {synthetic: {count: 1, tokens: 10}}\n  agent: {tool_result_tokens: 10}",
+                   dataset="sessions: {turns: 2, input_tokens: 5, output_tokens: 3}")
+    assert plan.combinations[0].workload.agent == {
+        "tool_result_tokens": {"kind": "fixed", "value": 10}, "tool_latency": {"kind": "fixed", "s": 0.0},
+        "max_tool_calls": 8, "fan_out": 1}
 
 
 # --------------------------------------------------------------------------- agent loops: the history
@@ -416,3 +423,224 @@ def test_what_one_request_carries_has_a_ceiling(tmp_path):
     assert "s.yaml:7:22: $.workload.tools.synthetic: 4096 x 1000 tokens of tool definitions is more than " \
            "1,048,576 in every request (benchc's ceiling)" in text
     assert "$.workload.images: 64 images of 8192 x 8192 is more than 67,108,864 pixels" in text
+
+
+AGENT = """\
+version: 1
+name: agent
+target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5}}
+workload:
+  dataset:
+    sessions: {{turns: 2, input_tokens: 24, output_tokens: 24, seed: 5}}
+  tools: {{synthetic: {{count: 2, tokens: 40}}}}
+  agent: {{tool_result_tokens: 20, tool_latency: 5ms, max_tool_calls: 2}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [2]}}
+  sessions: 3
+output: {{path: {out}, requests: true}}
+"""
+
+
+def run_agent_sim(tmp_path, spec, run_args=(), *sim_args) -> dict:
+    """`benchc run` of a spec (with `run_args`: the client path) against a simulator subprocess
+    keeping text in its trace (as tests/test_sessions.run_against_sim): the trace by id."""
+    from benchc.cli import main
+    from tests.test_run import Sim
+
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
+              "--param", "trace_text=true", *sim_args)
+    try:
+        assert main(["run", str(spec), "--base-url", sim.url, "--quiet", *run_args]) == 0
+        return sim.records()
+    finally:
+        sim.close()
+
+
+@pytest.mark.slow  # runs against the simulator
+@pytest.mark.parametrize("path", [(), ("--rx-loop", "off"), ("--http", "aiohttp")],
+                         ids=["native", "asyncio-reader", "aiohttp"])
+def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the_results(tmp_path, path):
+    """Every answer of the simulator is a tool call (tool_call_fraction 1: a name token, then
+    16 argument tokens): each user turn takes max_tool_calls rounds, each a request carrying
+    the call as streamed and a 20-token tool result; checked against the simulator's trace:
+    the history it received, its input tokens (each result's tokens on top of the request
+    before and its answer) and its cache (which holds all but the new result, then the
+    result too, one request later)."""
+    from tests.test_sessions import end_ns
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(AGENT.format(out=tmp_path / "r.json"))
+    trace = run_agent_sim(tmp_path, spec, path, "--param", "tool_call_fraction=1.0")
+    from benchc.results.document import read
+
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    sessions: dict = {}
+    for r in sorted(reqs, key=lambda r: (r["session"], r["turn"])):
+        sessions.setdefault(r["session"], []).append(r)
+    assert len(sessions) == 3
+    paths = {r["path"] for r in reqs}  # the client path each response was read on
+    assert paths == {"aiohttp"} if path == ("--http", "aiohttp") else \
+        paths == {"asyncio"} if path else paths <= {"rx_loop", "asyncio"}
+    for recs in sessions.values():
+        # 2 user turns x (the turn, then 2 follow-ups): the third call's results close the turn
+        assert [r["turn"] for r in recs] == [1, 2, 3, 4, 5, 6]
+        for k, (prev, r) in enumerate(zip(recs, recs[1:], strict=False), 2):
+            before, now = trace[prev["id"]], trace[r["id"]]
+            assert before["tool_call_tokens"] == 17 and before["output_tokens"] == 17
+            msgs = now["messages"]
+            follow_up = k not in (4,)  # request 4 is the second user turn
+            tail = msgs[-1] if follow_up else msgs[-2]
+            call = msgs[-2] if follow_up else msgs[-3]
+            # the history: the assistant's call as the server streamed it, then its result
+            assert call["role"] == "assistant" and call["content"] is None
+            (c,) = call["tool_calls"]
+            assert (c["function"]["name"] + " " + c["function"]["arguments"]).split() == \
+                before["tool_call"].split()
+            assert tail == {"role": "tool", "tool_call_id": c["id"], "content": tail["content"]}
+            assert len(tail["content"].split()) == 20
+            assert msgs[:len(before["messages"])] == before["messages"]
+            # the server's count: the request before, its answer, the result (and a user message)
+            new = 20 + (0 if follow_up else 24)
+            assert now["input_tokens"] == before["input_tokens"] + 17 + new == r["input_tokens"]
+            # its cache: everything before the result, to the block
+            assert now["cached_tokens"] == r["cached_tokens"] == (before["input_tokens"] + 17) // 16 * 16
+            assert r["t0_ns"] >= end_ns(prev) + (5_000_000 if follow_up else 0)  # the tool's latency
+        # one request later the result is cached too: the cache covers the history through it
+        for prev, r in zip(recs[1:], recs[2:], strict=False):
+            assert trace[r["id"]]["cached_tokens"] >= trace[prev["id"]]["input_tokens"] // 16 * 16
+    s = point["sessions"]
+    assert (s["started"], s["completed"], s["failed"], s["turns_sent"]) == (3, 3, 0, 18)
+    assert point["stream"]["tool_call_requests"] == point["stream"]["tool_call_finishes"] == 18
+    # a tool call ends the answer before max_tokens (ignore_eos): no output-length mismatch
+    assert point["tokens"]["osl"] == {"requests_checked": 0, "mismatched": 0}
+    # tools in every request: the payload block
+    assert point["payload"]["requests_with_tools"] == 18
+
+
+def test_responses_and_messages_take_tools_and_images_in_their_forms_and_the_simulator_counts_them():
+    from dataclasses import replace
+
+    from benchc.client.request import build_body
+    from benchc.plan.model import Sampling
+    from benchc.plan.workload import Prompt
+
+    combo = plan_of("  tools: {synthetic: {count: 2, tokens: 20}}").combinations[0]
+    tools = combo.workload.tools
+    fns = [d["function"] for d in tools["definitions"]]
+    sampling = Sampling(0.0, None, 4, None, False, [], None, {})
+    images = synthetic_images({"count": 1, "width": 56, "height": 28}, 0, 0, 0)
+    prompt = Prompt("look", None, 1, 4, images=images)
+    counter = PromptCounter(None, 28, 16384)
+
+    resp = build_body(replace(combo.target, api="responses"), sampling, prompt,
+                      tools={**tools, "choice": fns[0]["name"]})
+    assert resp["tools"] == [{"type": "function", **fn} for fn in fns]
+    assert resp["tool_choice"] == {"type": "function", "name": fns[0]["name"]}
+    assert resp["input"] == [{"role": "user", "content": [
+        {"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": images[0].data_url()}]}]
+    msgs = build_body(replace(combo.target, api="messages"), sampling, prompt,
+                      tools={**tools, "choice": "required"})
+    assert msgs["tools"] == [{"name": fn["name"], "description": fn["description"],
+                              "input_schema": fn["parameters"]} for fn in fns]
+    assert msgs["tool_choice"] == {"type": "any"}
+    assert msgs["messages"][0]["content"][1] == {
+        "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": images[0].data}}
+    chat = build_body(combo.target, sampling, prompt, tools=tools)
+    # the simulator: the same prompt (text, one 2 x 1 patch image) in each API's form; the
+    # tools count as the JSON of the form each API sent them in
+    for api, body in (("chat", chat), ("responses", resp), ("messages", msgs)):
+        tokens, n_images = counter.prompt(api, body)
+        tool_words = sum(len(json.dumps(t).split()) for t in body["tools"])
+        assert n_images == 2 and len(tokens) == tool_words + 1 + 2, api
+    # Responses' function calls and outputs, Messages' tool_use and tool_result blocks count
+    resp_items = {"input": [{"role": "user", "content": "a b"},
+                            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "x y"},
+                            {"type": "function_call_output", "call_id": "c", "output": "r s t"}]}
+    assert len(counter.prompt("responses", resp_items)[0]) == 2 + 3 + 3
+    msg_blocks = {"messages": [{"role": "user", "content": "a b"},
+                               {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f",
+                                                                  "input": {"q": 1}}]},
+                               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c",
+                                                             "content": "r s t"}]}]}
+    assert len(counter.prompt("messages", msg_blocks)[0]) == 2 + 3 + 3
+
+
+def test_shared_prompts_carry_the_same_images_each_time():
+    plan = plan_of("  prompts: shared\n  images: {count: 1, width: 16, height: 16}")
+    combo = plan.combinations[0]
+    prepared = prepare(plan, combo)
+    step = plan.load_steps()[0]
+    from benchc.plan.prompts import Deal
+
+    first = [json.loads(prepared.feed(step, NO_DEAL).get(j).body) for j in range(2)]
+    again = [json.loads(prepared.feed(step, Deal(seen=2)).get(j).body) for j in range(2)]
+    assert first == again and first[0] != first[1]
+
+
+def test_the_payload_block_adds_exactly_and_reads_back():
+    from benchc.metrics.payload import PayloadCount
+
+    a, b = PayloadCount(), PayloadCount()
+    a.add_request(1000, 2, True, True, 300)
+    a.add_request(900, 2, True, False, None)  # failed: its bytes count, no usage
+    a.add_request(50, 0, False, True, 10)  # neither images nor tools: not counted
+    b.add_request(1100, 1, False, True, 200)
+    assert a.block() == {"requests": 2, "bytes_sent": 1900, "bytes_per_request": 950.0, "images": 4,
+                         "requests_with_tools": 2,
+                         "usage": {"requests": 1, "prompt_tokens": 300, "prompt_tokens_per_request": 300.0}}
+    both = PayloadCount.from_block(a.block())
+    both.merge(PayloadCount.from_block(b.block()))
+    assert both == PayloadCount(3, 3000, 5, 2, 2, 500)
+    assert PayloadCount().block() is None and PayloadCount.from_block(None) == PayloadCount()
+
+
+@pytest.mark.slow  # runs against the simulator
+def test_fan_out_runs_each_tool_round_as_parallel_sub_requests_and_the_slowest_ends_it(tmp_path):
+    """fan_out 3: the answer's tool round sends 3 sub-requests side by side (each its own
+    context: one task message), measured as requests of the point but not as turns; the
+    follow-up goes once the slowest ended, and the point's sessions.fan_out records each
+    round from its first sub-request's send to its last one's end."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(AGENT.format(out=tmp_path / "r.json")
+                    .replace("turns: 2", "turns: 1")
+                    .replace("max_tool_calls: 2", "max_tool_calls: 1, fan_out: 3"))
+    trace = run_agent_sim(tmp_path, spec, (), "--param", "tool_call_fraction=1.0")
+    from benchc.results.document import read
+
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    rounds = []
+    for s in range(3):
+        turns = sorted((r for r in reqs if r["session"] == s and "turn" in r), key=lambda r: r["turn"])
+        subs = [r for r in reqs if r["session"] == s and r.get("sub_request")]
+        assert [r["turn"] for r in turns] == [1, 2] and len(subs) == 3
+        first, follow = turns
+        from tests.test_sessions import end_ns
+
+        assert all(r["t0_ns"] >= end_ns(first) for r in subs)  # the round starts when the call ended
+        assert follow["t0_ns"] >= max(end_ns(r) for r in subs)  # ... and ends with the slowest
+        for r in subs:  # a context of its own: one task message, no tools, no history
+            (msg,) = trace[r["id"]]["messages"]
+            assert msg["role"] == "user" and msg["content"].startswith("result-")
+            assert "body_bytes" not in trace[r["id"]]  # no tools
+            assert trace[r["id"]]["input_tokens"] == 20
+        rounds.append(max(end_ns(r) for r in subs) - min(r["t0_ns"] for r in subs))
+    fan = point["sessions"]["fan_out"]
+    assert fan["rounds"] == 3 and fan["sub_requests"] == 9 and fan["round_us"]["count"] == 3
+    assert fan["round_us"]["max"] == pytest.approx(max(rounds) / 1e3, rel=1e-3)  # HDR: 3 significant digits
+    assert point["sessions"]["turns_sent"] == 6 and point["counts"]["sent"] == 6 + 9
+    from benchc.metrics.sessions import SessionCounters  # merge reads it back exactly
+
+    assert SessionCounters.from_block(point["sessions"]).block()["fan_out"] == fan
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_agent_loops_on_other_apis_are_refused_as_not_built(api, tmp_path):
+    from benchc.errors import SpecError
+
+    text = AGENT.format(out=tmp_path / "r.json").replace("model: MiniMaxAI", f"api: {api}, model: MiniMaxAI")
+    with pytest.raises(SpecError, match=rf"^s.yaml:8:3: \$.workload.agent: agent loops on the {api} API "
+                                        r"are not built yet: the history carries tool calls"):
+        load_text(text, "s.yaml", env={})

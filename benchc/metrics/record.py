@@ -136,6 +136,8 @@ class RequestRecord:
                 "reused_connection": self.reused_connection, "retried": self.retried, "path": self.path}
         if self.turn is not None:
             out.update(session=self.session, turn=self.turn)
+        elif self.session is not None:  # an agent loop's sub-request (fan-out), not a turn
+            out.update(session=self.session, sub_request=True)
         if self.results is not None or self.inputs != 1:  # a non-streamed answer (embeddings)
             out.update(inputs=self.inputs, results=self.results, usage_input_tokens=self.usage_input_tokens)
         if self.reasoned:

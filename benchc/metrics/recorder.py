@@ -137,7 +137,9 @@ class PointRecorder:
             answered = r.first_answer_ns is not None or r.first_tool_ns is not None
             t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, answered,
                                     USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
-        expected = r.expected_output_tokens
+        # an answer that ended in a tool call stopped where the model called it: the length the
+        # request pinned down (ignore_eos, min_tokens) does not hold it (vLLM ends it there too)
+        expected = r.expected_output_tokens if r.finish_reason != "tool_calls" else None
         if self.keep_text:
             self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks, recount, expected))
         # The output length asked for (min_tokens, ignore_eos) against the server's count. Counted

@@ -92,6 +92,11 @@ class SessionCounters:
     duration: Recorder = field(default_factory=Recorder)  # first turn's send to last turn's end
     think_gap: Recorder = field(default_factory=Recorder)  # a turn's send after the previous turn's end
     think_late: Recorder = field(default_factory=Recorder)  # a turn's send after it was due
+    # agent loops with fan-out: each round's K sub-requests, from the first one's send to the
+    # last one's end (the slowest decides when the round is over)
+    fan_out_rounds: int = 0
+    fan_out_requests: int = 0
+    fan_out_round: Recorder = field(default_factory=Recorder)
 
     def add_turn(self, r, ttft_ns: int | None, e2e_ns: int | None) -> None:
         """One request that was a session's turn."""
@@ -111,6 +116,10 @@ class SessionCounters:
         self.outcomes[info["outcome"]] += 1
         if info["start_ns"] is not None and info["end_ns"] is not None:
             self.duration.record_ns(max(0, info["end_ns"] - info["start_ns"]))
+        for sub_requests, round_ns in info.get("fan_out", ()):
+            self.fan_out_rounds += 1
+            self.fan_out_requests += sub_requests
+            self.fan_out_round.record_ns(round_ns)
 
     def merge(self, other: SessionCounters) -> None:
         self.started += other.started
@@ -125,16 +134,23 @@ class SessionCounters:
         self.duration.merge(other.duration)
         self.think_gap.merge(other.think_gap)
         self.think_late.merge(other.think_late)
+        self.fan_out_rounds += other.fan_out_rounds
+        self.fan_out_requests += other.fan_out_requests
+        self.fan_out_round.merge(other.fan_out_round)
 
     def block(self) -> dict | None:
         """The point's `sessions` block; None for a point that sent no session."""
         if not self.started and not self.turns:
             return None
-        return {"started": self.started, **self.outcomes,
-                "turns_sent": sum(c.sent for c in self.turns.values()),
-                "duration_us": self.duration.summary(), "think_gap_us": self.think_gap.summary(),
-                "think_late_us": self.think_late.summary(),
-                "by_turn": [self.turns[k].block(k) for k in sorted(self.turns, key=_bucket_order)]}
+        out = {"started": self.started, **self.outcomes,
+               "turns_sent": sum(c.sent for c in self.turns.values()),
+               "duration_us": self.duration.summary(), "think_gap_us": self.think_gap.summary(),
+               "think_late_us": self.think_late.summary(),
+               "by_turn": [self.turns[k].block(k) for k in sorted(self.turns, key=_bucket_order)]}
+        if self.fan_out_rounds:
+            out["fan_out"] = {"rounds": self.fan_out_rounds, "sub_requests": self.fan_out_requests,
+                              "round_us": self.fan_out_round.summary()}
+        return out
 
     @classmethod
     def from_block(cls, block: dict | None) -> SessionCounters:
@@ -146,6 +162,10 @@ class SessionCounters:
             out.duration = Recorder.from_summary(block["duration_us"])
             out.think_gap = Recorder.from_summary(block["think_gap_us"])
             out.think_late = Recorder.from_summary(block["think_late_us"])
+            fan = block.get("fan_out")
+            if fan:
+                out.fan_out_rounds, out.fan_out_requests = fan["rounds"], fan["sub_requests"]
+                out.fan_out_round = Recorder.from_summary(fan["round_us"])
         return out
 
 

@@ -74,6 +74,7 @@ DEFAULTS: dict[str, Any] = {
     # model that never stops calling tools would otherwise hold its session forever)
     "workload.agent.tool_latency": 0,
     "workload.agent.max_tool_calls": 8,
+    "workload.agent.fan_out": 1,  # no sub-agents: a tool round takes tool_latency
     # num_prompts, where prompts are dealt from a pool: prompts: shared (the largest number
     # of requests any step sends, or 1000 for duration-only points, reused in order,
     # cycling); a file in fresh mode deals all its items unless num_prompts says fewer.
@@ -389,18 +390,11 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         chat_template=describe_template(tokenizer_path, spec_file, api),
         tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
         images=image_params(w.get("images")),
-        agent=_agent(w),
+        agent=agent_params(w["agent"]) if "agent" in w else None,
         batch=w.get("batch", 1),
         seed_pinned=pinned,
     )
     return workload, source
-
-
-def _agent(w: dict) -> dict | None:
-    if "agent" not in w:
-        return None
-    raise PlanError("workload.agent: agent loops are not built yet (they need the stream parser to keep "
-                    "tool calls); leave workload.agent out")
 
 
 def agent_params(cfg: dict) -> dict:
@@ -408,7 +402,8 @@ def agent_params(cfg: dict) -> dict:
     time: fixed, uniform, normal or exponential), the tool rounds a user message may take."""
     return {"tool_result_tokens": normalise_length(cfg["tool_result_tokens"]),
             "tool_latency": think_params(cfg.get("tool_latency", DEFAULTS["workload.agent.tool_latency"])),
-            "max_tool_calls": cfg.get("max_tool_calls", DEFAULTS["workload.agent.max_tool_calls"])}
+            "max_tool_calls": cfg.get("max_tool_calls", DEFAULTS["workload.agent.max_tool_calls"]),
+            "fan_out": cfg.get("fan_out", DEFAULTS["workload.agent.fan_out"])}
 
 
 def _dataset_defaults(name: str) -> dict:

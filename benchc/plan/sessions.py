@@ -360,6 +360,11 @@ class ToolResults:
         """Tool rounds one user message may take (then the session goes to its next turn)."""
         return self.agent["max_tool_calls"]
 
+    @property
+    def fan_out(self) -> int:
+        """Sub-requests a tool round runs side by side (1: none, the tool takes tool_latency)."""
+        return self.agent.get("fan_out", 1)
+
     def result(self, stream: int, session: int, step: int, call: int) -> tuple[str, int, float]:
         """(the result's text, its tokens, the tool's latency in seconds)."""
         rng = _rng(self.seed, 5, stream + 1, session, step, call)

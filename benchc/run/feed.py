@@ -142,6 +142,10 @@ class StepFeed:
             pool = w.num_prompts if w.prompts == "shared" else None
             at = pooled(pool, i, self.deal)[:2] if pool else (self.step.prompt_stream or 0, i)
             prompt = replace(prompt, images=prompt.images + synthetic_images(w.images, w.params["seed"], *at))
+        if w.tools:  # every request offers the tools: their tokens on top, shared by all (a prefix)
+            n = w.tools["tokens"]
+            prompt = replace(prompt, input_tokens=prompt.input_tokens + n,
+                             shared_tokens=None if prompt.shared_tokens is None else prompt.shared_tokens + n)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
         pin = w.params.get("min_tokens", False) and prompt.output_tokens is not None \
             and w.sampling.max_tokens is None

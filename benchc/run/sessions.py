@@ -78,6 +78,9 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+SUB_AGENT = 1 << 20  # the call numbers of sub-agents' tasks (a round's own calls count from 0)
+
+
 class Conversation:
     """One session's history and the body of its next request: a turn (the history, then the
     turn's new messages), or, in an agent loop, a follow-up (the history, which ends with the
@@ -99,11 +102,13 @@ class Conversation:
         self._results = 0  # tokens of the last tool round's results
         offered = combo.workload.tools  # the workload's tools: their names name a streamed call
         self.tool_names = [d["function"]["name"] for d in offered["definitions"]] if offered else []
+        self.tools_tokens = offered["tokens"] if offered else 0  # every request's, shared by all
 
     def _request(self, messages: list[dict], n_in: int, output_tokens: int | None,
                  own: int | None) -> tuple[bytes, int, int | None, int | None]:
         w, target = self.combo.workload, self.combo.target
         self.messages = messages if self.keep_messages else None
+        n_in += self.tools_tokens  # the tool definitions come with every request (shared)
         prompt = Prompt(None, messages, n_in, output_tokens)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
         shared = None if own is None else n_in - own
@@ -118,6 +123,22 @@ class Conversation:
         self._new, self._pending = new, list(turn.messages)
         return self._request(self.history + turn.messages, self.history_tokens + new, turn.output_tokens,
                              turn.own_tokens)
+
+    def sub_requests(self, turn: Turn) -> list[tuple[bytes, int, int | None]]:
+        """The sub-agents of the tool round last answered (fan-out): (body, input tokens,
+        expected output tokens) each. Sub-agent j starts a context of its own -- one user
+        message, a task of tool_result_tokens (a result-like text, its marker naming the round
+        and j) -- and answers at the turn's length, without tools."""
+        assert self.tools is not None
+        w, target = self.combo.workload, self.combo.target
+        stream, index = self.name
+        out = []
+        for j in range(self.tools.fan_out):
+            text, n, _ = self.tools.result(stream, index, self.tool_steps, SUB_AGENT + j)
+            prompt = Prompt(None, [{"role": "user", "content": text}], n, turn.output_tokens)
+            body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
+            out.append((json.dumps(body).encode(), n, expected_output(w.sampling, prompt)))
+        return out
 
     def follow_up(self, turn: Turn) -> tuple[bytes, int, int | None, int | None]:
         """An agent loop's next request, after a tool round: the history (ending with the tool
@@ -189,6 +210,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
     sent = ok = 0
     start_ns = end_ns = None
     outcome = "completed"
+    fan_out: list[tuple[int, int]] = []  # per round run as sub-requests: (how many, its time in ns)
 
     async def send(build: Callable[[], tuple[bytes, int, int | None, int | None]], due: int,
                    sched: int | None, first: bool) -> RequestRecord:
@@ -239,6 +261,14 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
                 break
             assert r.end_ns is not None  # a completed request has ended
             due = r.end_ns + int(latency_s * 1e9)
+            if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
+                if not env.may_continue():
+                    outcome = "cut"
+                    break
+                subs = await _sub_requests(env, conv, turn, index, session.reused, r.end_ns)
+                first = min(x.t0_ns for x in subs)
+                due = max(x.end_ns or first for x in subs)
+                fan_out.append((len(subs), due - first))
             if not await wait(due):
                 outcome = "cut"
                 break
@@ -253,8 +283,20 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
             conv.answered(turn, r.parser.answer_text())
         prev_end, prev_send = r.end_ns, r.t0_ns
     env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
-              "start_ns": start_ns, "end_ns": end_ns})
+              "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out})
     return prev_send if prev_send is not None else ready_ns
+
+
+async def _sub_requests(env: SessionEnv, conv: Conversation, turn: Turn, index: int, reused: bool,
+                        ready_ns: int) -> list[RequestRecord]:
+    """A tool round's sub-agents, sent side by side and measured as requests of the point (not
+    as turns of the session: their `turn` is None); returns their records once all ended."""
+    built = conv.sub_requests(turn)
+    recs = [RequestRecord(id=uuid.uuid4().hex, prompt_index=index, input_tokens=n, expected_output_tokens=exp,
+                          shared_tokens=0, reused=reused, ready_ns=ready_ns, session=index)
+            for _, n, exp in built]
+    await asyncio.gather(*(env.measured(body, r) for (body, _, _), r in zip(built, recs, strict=True)))
+    return recs
 
 
 def tool_calls(r: RequestRecord, names: Iterable[str] = ()) -> list[dict]:

@@ -568,7 +568,9 @@ class Engine:
         self.kv_used -= self._kv_need(seq)
         tr = seq.trace
         tr["reasoning_tokens"] = min(seq.reasoning, seq.emitted)
-        if self.prefix is not None and reason in ("length", "stop") and seq.emitted:
+        # a finished answer's blocks stay cached whatever ended it, a tool call's too (vLLM's
+        # blocks are the sequence's, not the finish reason's)
+        if self.prefix is not None and reason in ("length", "stop", "tool_calls") and seq.emitted:
             self._cache_output(seq)
         if seq.tool_at is not None:
             tr["tool_call_tokens"] = max(0, seq.emitted - seq.tool_at)

@@ -534,6 +534,10 @@ def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         if tools is None:
             out.append(p(("workload", "agent"), "an agent loop answers tool calls: give workload.tools too",
                          key=True))
+        if api in ("responses", "messages"):  # their history needs the calls in their own items
+            out.append(p(("workload", "agent"), f"agent loops on the {api} API are not built yet: the "
+                                                "history carries tool calls in the chat form (use "
+                                                "target.api: chat)", key=True))
     syn = (tools or {}).get("synthetic")
     if syn and syn["count"] * syn["tokens"] > _MAX_TOOL_TOKENS:
         out.append(p(("workload", "tools", "synthetic"), f"{syn['count']} x {syn['tokens']} tokens of tool "
