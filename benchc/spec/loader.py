@@ -105,6 +105,10 @@ def load_text(
     problems: list[SpecProblem] = []
     try:
         loader, node = yaml_bounds.compose(text)
+        if node is None:
+            raise SpecError([SpecProblem(file, 1, 1, "$", "the spec is empty")])
+        # building resolves `<<:` merges, which can still find a YAML error (a merge of a scalar)
+        data = _Builder(loader, spec, env, problems).build(node, ())
     except yaml_bounds.YamlLimitError as e:
         raise SpecError([SpecProblem(file, e.line, e.col, "$", e.message)]) from e
     except yaml.MarkedYAMLError as e:
@@ -115,9 +119,6 @@ def load_text(
             cm = e.context_mark
             what += f" ({e.context} that starts at line {cm.line + 1}, column {cm.column + 1})"
         raise SpecError([SpecProblem(file, line, col, "$", f"YAML syntax error: {what}")]) from e
-    if node is None:
-        raise SpecError([SpecProblem(file, 1, 1, "$", "the spec is empty")])
-    data = _Builder(loader, spec, env, problems).build(node, ())
     if not isinstance(data, dict):
         raise SpecError([spec.problem((), "a spec is a mapping of keys (version, name, target, ...)")])
     for item in overrides:
