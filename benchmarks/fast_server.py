@@ -91,6 +91,9 @@ class Stream(asyncio.Protocol):
             if len(self.buf) < end + 4 + length:
                 return
             body, self.buf = self.buf[end + 4:end + 4 + length], self.buf[end + 4 + length:]
+            if not head.startswith(b"post"):  # a run's control requests (models, metrics): none here
+                self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                continue
             tokens = int(json.loads(body).get("max_tokens") or 16)
             self.server.start(self, tokens)
 

@@ -79,6 +79,7 @@ class RequestRecord:
     # the request was built, or (a session's turn) counted after the point from its messages
     template_input_tokens: int | None = None
     messages: list | None = None
+    cancel_planned: bool = False  # load.cancel chose it: a CANCELLED end is the plan's, not an error
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None
