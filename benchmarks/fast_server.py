@@ -166,6 +166,9 @@ class Stream(asyncio.Protocol):
             if len(self.buf) < end + 4 + length:
                 return
             body, self.buf = self.buf[end + 4:end + 4 + length], self.buf[end + 4 + length:]
+            if not head.startswith(b"post"):  # a run's control requests (models, metrics): none here
+                self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                continue
             req = json.loads(body)
             tokens = min(int(req.get("max_tokens") or req.get("max_output_tokens") or 16), MAX_TOKENS)
             first = head.split(b"\r\n", 1)[0]

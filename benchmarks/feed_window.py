@@ -2,7 +2,9 @@
 a step's feed (run/feed.py: the bodies of its first window, before the step's first send)
 for a point of 1k-token random prompts at concurrency 64, bound by `requests: N` with a
 10 s duration, for N from 10^3 to 10^6, and a point bound by time only. Prints, per
-ceiling, the median seconds to build the feed and the tracemalloc peak while building it.
+ceiling, the median seconds to build the feed (as `benchc run` does: its first window, for
+at most feed.PREBUILD_S) and the tracemalloc peak while building its whole window (the most
+the feed ever holds).
 
     python benchmarks/feed_window.py [--repeats 5]
 """
@@ -48,8 +50,8 @@ def build(stop: str) -> tuple[float, int]:
         t = time.perf_counter()
         StepFeed(source, plan.combinations[0], step)
         elapsed = time.perf_counter() - t
-        tracemalloc.start()
-        StepFeed(source, plan.combinations[0], step)
+        tracemalloc.start()  # the whole window built (no time bound): the most the feed holds
+        StepFeed(source, plan.combinations[0], step, prebuild_s=None)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return elapsed, peak

@@ -12,7 +12,7 @@ import pytest
 from benchc.cli import main
 from benchc.plan.compiler import compile_spec
 from benchc.plan.datasets import make_source
-from benchc.run.feed import WINDOW_MIN, StepFeed, window_for
+from benchc.run.feed import StepFeed
 from benchc.spec import loader
 
 SPEC = """\
@@ -34,19 +34,19 @@ def feed_for(tmp_path, stop: str, window: int | None = None) -> StepFeed:
     plan = compile_spec(loader.load(str(spec), env={}))
     (step,) = plan.load_steps()
     w = plan.combinations[0].workload
+    # prebuild_s None: the whole first window (else as much as a quarter second builds)
     return StepFeed(make_source(w.dataset, w.params, w.prompts, str(tmp_path)), plan.combinations[0], step,
-                    window=window)
+                    window=window, prebuild_s=None)
 
 
 def test_what_the_feed_holds_does_not_depend_on_the_request_ceiling(tmp_path):
-    small = feed_for(tmp_path, "requests: 1000")
-    huge = feed_for(tmp_path, "requests: 1000000\n  duration: 10s")
-    timed = feed_for(tmp_path, "duration: 10s")
-    assert window_for(huge.step) == WINDOW_MIN  # 2 in flight: the floor
+    small = feed_for(tmp_path, "requests: 1000", window=200)
+    huge = feed_for(tmp_path, "requests: 1000000\n  duration: 10s", window=200)
+    timed = feed_for(tmp_path, "duration: 10s", window=200)
     for f in (small, huge, timed):
-        assert f.most_ready == len(f._ready) == WINDOW_MIN
+        assert f.most_ready == len(f._ready) == 200
     # a ceiling under the window: only the step's own requests are built
-    assert feed_for(tmp_path, "requests: 10").most_ready == 10
+    assert feed_for(tmp_path, "requests: 10", window=200).most_ready == 10
 
 
 def test_a_body_built_ahead_is_the_one_built_on_demand(tmp_path):

@@ -393,6 +393,7 @@ def test_a_run_against_a_server_that_never_answers_says_so_and_ends_at_the_first
     from tests.test_run import write_spec
 
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.25)
+    monkeypatch.setattr(runner, "PROGRESS_TICK_S", 0.05)
     srv = SilentServer()
     try:
         spec = write_spec(tmp_path, sweep="    concurrency: [2]", extra="  requests: 2",

@@ -76,6 +76,9 @@ def test_the_waiting_note_only_when_nothing_arrived_for_the_stated_time():
     clock = Clock()
     s = Silence(10.0, clock)
     assert s.note_due(activity=0, inflight=2) is None
+    clock.now += 10.0
+    assert s.note_due(activity=0, inflight=2) == pytest.approx(10.0)  # nothing since the start
+    clock.now += 1.0
     # a slow request that streams all along (a reasoning model): never silent
     for k in range(1, 30):
         clock.now += 1.0

@@ -14,7 +14,7 @@ from tests.conftest import transports, use_transport
 from tests.test_run import Sim, requests_of, write_spec
 
 
-def test_the_alarm_never_wakes_a_waiter_before_its_time_and_wakes_each_in_order():
+def test_the_alarm_wakes_every_waiter_and_never_before_its_time():
     woke: list[tuple[int, int]] = []  # (due, when it woke)
 
     async def drive() -> bool:
@@ -38,8 +38,9 @@ def test_the_alarm_never_wakes_a_waiter_before_its_time_and_wakes_each_in_order(
             alarm.close()
 
     asyncio.run(drive())
-    assert [d for d, _ in woke] == sorted(d for d, _ in woke)  # in due order
-    assert all(at >= due for due, at in woke)
+    # every waiter woke (the timer re-armed for the next one each time), none before its time;
+    # their order is not asserted: on a busy machine a waiter may start after its time went by
+    assert len(woke) == 6 and all(at >= due for due, at in woke)
 
 
 @pytest.mark.slow  # end-to-end runs

@@ -347,6 +347,8 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             rec.end_ns = parser.done_ns or CLOCK()
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
+        if rec.cancel_planned:  # load.cancel closed the stream: what it read before is kept
+            _take(rec, parser)
         raise
     except aiohttp.ClientConnectorError as e:
         rec.error, rec.error_detail = connect_failure(e), str(e)[:200]
@@ -441,6 +443,8 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
                                   due)
     except asyncio.CancelledError:
         rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
+        if rec.cancel_planned:  # load.cancel closed the stream: what it read before is kept
+            _take(rec, parser)
         raise
     except asyncio.TimeoutError as e:  # noqa: UP041 - the connect did not finish in time
         rec.error, rec.error_detail = TIMEOUT, f"connect: {e or type(e).__name__}"[:200]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
@@ -146,6 +147,44 @@ class ReasoningCount:
 
 
 @dataclass
+class CancelCount:
+    """Requests load.cancel closed on purpose: not errors, and their partial figures apart from
+    the completed requests' (what they read before the close)."""
+
+    requests: int = 0
+    output_tokens: int = 0  # read before the close
+    with_first_token: int = 0  # of them, those whose first token came before the close
+    ttft: Recorder = field(default_factory=Recorder)  # theirs
+
+    def add_request(self, output_tokens: int, ttft_ns: int | None) -> None:
+        self.requests += 1
+        self.output_tokens += output_tokens
+        if ttft_ns is not None:
+            self.with_first_token += 1
+            self.ttft.record_ns(ttft_ns)
+
+    def add(self, other: CancelCount) -> None:
+        self.requests += other.requests
+        self.output_tokens += other.output_tokens
+        self.with_first_token += other.with_first_token
+        self.ttft.merge(other.ttft)
+
+    def block(self) -> dict | None:
+        """The point's `cancelled` block; None when no request was cancelled."""
+        if not self.requests:
+            return None
+        return {"requests": self.requests, "output_tokens": self.output_tokens,
+                "with_first_token": self.with_first_token, "ttft_us": self.ttft.summary()}
+
+    @classmethod
+    def from_block(cls, b: dict | None) -> CancelCount:
+        if not b:
+            return cls()
+        return cls(b["requests"], b["output_tokens"], b["with_first_token"],
+                   Recorder.from_summary(b["ttft_us"]))
+
+
+@dataclass
 class TemplateCount:
     """Input tokens as the server renders the chat (the model's chat template) beside benchc's
     count of the messages' content: the template's overhead, and how the rendered count
@@ -213,6 +252,7 @@ class Tally:
     tokenizer: TokenizerCount | None = None
     template: TemplateCount | None = None  # with a chat template: the input as the server renders it
     reasoning: ReasoningCount = field(default_factory=ReasoningCount)  # reasoning models: the split
+    cancelled: CancelCount = field(default_factory=CancelCount)  # load.cancel's (in sent, not in errors)
     # the ANSWER_OF recorders hold every completed request's values; until then they are
     # implicitly its TTFT and ITL (no request reasoned)
     answers_split: bool = False
@@ -275,6 +315,7 @@ class Tally:
         self.payload.merge(other.payload)
         self.stream.merge(other.stream)
         self.reasoning.add(other.reasoning)
+        self.cancelled.add(other.cancelled)
         self.derived += [d for d in other.derived if d not in self.derived]
 
     @classmethod
@@ -323,6 +364,7 @@ class Tally:
         t.payload = PayloadCount.from_block(point.get("payload"))
         t.reasoning = ReasoningCount.from_block(point.get("reasoning"))
         t.stream = StreamCounts.from_block(point.get("stream"))
+        t.cancelled = CancelCount.from_block(point.get("cancelled"))
         return t
 
 
@@ -389,11 +431,14 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     w = t.window_s
     latency = latency_block(t)
     request_s = per_second(t.completed, w)
+    counts: dict[str, Any] = {"sent": t.sent, "completed": t.completed, "failed": t.failed,
+                              "retries": t.retries, "errors": error_counts(t.errors),
+                              "error_examples": dict(t.error_examples), "slo_met": t.slo_met}
+    if t.cancelled.requests:
+        counts["cancelled"] = t.cancelled.requests  # load.cancel's: in sent, neither completed nor failed
     out = {
         "window": {"start_ns": t.start_ns, "end_ns": t.end_ns, "duration_s": round(w, 6)},
-        "counts": {"sent": t.sent, "completed": t.completed, "failed": t.failed, "retries": t.retries,
-                   "errors": error_counts(t.errors), "error_examples": dict(t.error_examples),
-                   "slo_met": t.slo_met, "inputs": t.inputs},
+        "counts": {**counts, "inputs": t.inputs},
         "tokens": tokens_block(t),
         "throughput": {"output_tok_s": per_second(t.output_tokens, w),
                        "total_tok_s": per_second(t.output_tokens + t.input_tokens, w),
@@ -422,6 +467,9 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
     stream = t.stream.block()
     if stream is not None:
         out["stream"] = stream
+    cancelled = t.cancelled.block()
+    if cancelled is not None:
+        out["cancelled"] = cancelled
     if t.derived:
         out["derived"] = list(t.derived)
     return out

@@ -93,6 +93,7 @@ class RequestRecord:
     request_bytes: int = 0
     images: int = 0
     tools: bool = False
+    cancel_planned: bool = False  # load.cancel chose it: a CANCELLED end is the plan's, not an error
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None

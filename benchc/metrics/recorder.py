@@ -22,7 +22,7 @@ from benchc.metrics.aggregate import (
     split_answers,
 )
 from benchc.metrics.latency import Recorder
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import CANCELLED, RequestRecord
 
 
 @dataclass
@@ -64,6 +64,9 @@ class PointRecorder:
             self.requests.append(r.to_json())
         t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
         t.stream.add(r)
+        if r.cancel_planned and r.error == CANCELLED:  # load.cancel's, on purpose: apart, not an error
+            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
+            return
         if not r.ok:
             t.errors[r.error] += 1
             t.error_examples.setdefault(r.error, r.error_detail)

@@ -144,6 +144,9 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         if workload.sessions is not None and api not in CONVERSATION_APIS:
             raise PlanError("sessions send their history as chat messages: they need target.api: "
                             + ", ".join(CONVERSATION_APIS))
+        if workload.sessions is not None and "cancel" in load:
+            raise PlanError("load.cancel with a sessions workload is not built yet (it cancels single "
+                            "prompts' requests); remove load.cancel or use a single-turn dataset")
         if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
             raise PlanError("target.api messages: the Messages API requires max_tokens; set "
                             "workload.sampling.max_tokens or the dataset's output length")
@@ -419,6 +422,7 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
+        cancel=_cancel(load.get("cancel")),
     )
     if "concurrency" in sweep:
         return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)
@@ -485,7 +489,19 @@ def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
                 requests=requests, duration_s=duration, sessions=load.get("sessions"),
                 ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
                 cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
-                search=definition)
+                cancel=_cancel(load.get("cancel")), search=definition)
+
+
+def _cancel(rule: dict | None) -> dict | None:
+    """load.cancel as the plan holds it (run/loadgen.py applies it)."""
+    if rule is None:
+        return None
+    out: dict = {"fraction": float(rule["fraction"])}
+    if "after" in rule:
+        out["after_s"] = parse_duration(rule["after"])
+    else:
+        out["after_tokens"] = int(rule["after_tokens"])
+    return out
 
 
 def _rate_tolerance(value: Any) -> dict:

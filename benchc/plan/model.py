@@ -213,6 +213,9 @@ class Step:
     # after its previous turn's send (not before that turn ended), a new session when one ends
     users: int | None = None
     turn_interval_s: float | None = None
+    # load.cancel: this fraction of the step's requests (chosen from the seed) closed after_s
+    # after their write, or after after_tokens text chunks: {"fraction", "after_s" | "after_tokens"}
+    cancel: dict | None = None
 
     @property
     def inflight_target(self) -> int:
@@ -322,8 +325,10 @@ class Plan:
                  "reset_cache": c.server.reset_cache if c.server else "never"}
                 for c in self.combinations
             ],
+            # fields added since with their default left out: older plans keep their hash
             "steps": [{k: v for k, v in asdict(s).items()
-                       if k != "id" and (k != "prompts_sha256" or pinned[s.combination])}
+                       if k != "id" and (k != "prompts_sha256" or pinned[s.combination])
+                       and not (k == "cancel" and v is None)}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }

@@ -141,7 +141,7 @@ class Silence:
 
     def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic):
         self.every_s, self.clock = every_s, clock
-        self._seen: int | None = None
+        self._seen = 0  # a step's activity starts at 0: silent from the start, until it moves
         self._since = clock()
         self._notes = 0  # notes said in this silence
 

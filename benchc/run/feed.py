@@ -2,12 +2,12 @@
 
 Bodies are built ahead of need, in a bounded window (json-encoded bytes, with a chat template
 each one's exact input tokens counted there too): the first window before the step starts,
-outside the measured window, then one body per turn of the event loop while it runs
-(StepFeed.keep_ahead), as requests take them. So the time to the first request and the
-client's memory depend on the window, never on the step's request ceiling (a step of 10^6
-requests bound by time would otherwise spend seconds and gigabytes before its first send),
-and a body is built between sends, not in a send's way. A request whose body is not ready
-(the window ran dry) builds its own, counted in `built_late`.
+outside the measured window (as much of it as PREBUILD_S builds), then one body per turn of
+the event loop while it runs (StepFeed.keep_ahead), as requests take them. So the time to
+the first request and the client's memory depend on the window, never on the step's request
+ceiling (a step of 10^6 requests bound by time would otherwise spend seconds and gigabytes
+before its first send), and a body is built between sends, not in a send's way. A request
+whose body is not ready (the window ran dry) builds its own, counted in `built_late`.
 
 Shards (Ray workers) share a step: each sends the request indices its Shard owns
 (run/shards.py), so their prompts never overlap and together are the plan's.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -30,17 +31,13 @@ from benchc.plan.trace import TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.run.shards import WHOLE, Shard
 
-# The window: at least WINDOW_MIN bodies, or twice the units the step holds in flight (a
-# closed loop's first burst), or one second of an open loop's rate; at most WINDOW_MAX
-# bodies and WINDOW_BYTES (long prompts).
-WINDOW_MIN = 256
-WINDOW_MAX = 8192
+# The window: at most WINDOW bodies and WINDOW_BYTES (long prompts), whatever the step's
+# request ceiling. Before the step it is filled for at most PREBUILD_S (the time to the first
+# request stays well under a second whatever the prompts cost to build); the rest is built
+# while the step runs, one body per turn of the event loop.
+WINDOW = 8192
 WINDOW_BYTES = 64 << 20
-
-
-def window_for(step: Step) -> int:
-    """How many bodies a step's feed holds ready."""
-    return min(WINDOW_MAX, max(WINDOW_MIN, 2 * step.inflight_target, int(step.rate_rps or 0)))
+PREBUILD_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -59,11 +56,12 @@ class StepFeed:
     """Request j of this worker's share of a step (j counts from 0 in issue order)."""
 
     def __init__(self, source: PromptSource, combo: Combination, step: Step, deal: Deal = NO_DEAL,
-                 shard: Shard = WHOLE, template=None, window: int | None = None):
+                 shard: Shard = WHOLE, template=None, window: int | None = None,
+                 prebuild_s: float | None = PREBUILD_S):
         self.source, self.combo, self.step, self.deal, self.shard = source, combo, step, deal, shard
         self.template = template  # the model's chat template: each request's exact input tokens
         self.issued = 0  # how many this worker has handed out (its indices 0 .. issued-1)
-        self.window = window or window_for(step)
+        self.window = window or WINDOW
         self.built_late = 0  # requests that built their own body: the window ran dry
         self.most_ready = 0  # the most bodies held ready at once
         self._share = shard.share(step.requests)  # None: bound by time only
@@ -71,7 +69,9 @@ class StepFeed:
         self._ready_bytes = 0
         self._next = 0  # the next j to build ahead
         self._taken = asyncio.Event()  # a request took a body: there is room again
-        while self.build_ahead():  # the first window, before the step starts
+        # the first window, before the step starts (None: all of it, whatever it takes)
+        until = time.perf_counter() + prebuild_s if prebuild_s is not None else None
+        while self.build_ahead() and (until is None or time.perf_counter() < until):
             pass
 
     def build_ahead(self) -> bool:

@@ -17,9 +17,10 @@ import resource
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count, islice
+from typing import Any
 
 import aiohttp
 
@@ -48,6 +49,7 @@ TICK_S = 0.005
 # open loop on the own reader: a request is issued this long before its time, takes (or opens)
 # its connection and readies its request, and writes at its time (run/alarm.py wakes it)
 SEND_LEAD_NS = 5_000_000
+CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text chunks are checked this often
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +157,7 @@ class StepRun:
         self.active = 0  # units in flight: requests, or sessions (the steady state holds them at target)
         self.tasks: set[asyncio.Task] = set()
         self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
+        self._room: asyncio.Future | None = None  # done when a unit ends (while the loop waits for one)
         self.alarm: Alarm | None = None  # the open loop's punctual writes (own reader only)
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         self.ended = 0  # requests ended
@@ -194,9 +197,11 @@ class StepRun:
         self.active -= 1
         self.slots.give_back(CLOCK())
 
-    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[], None] | None = None) -> None:
+    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[], None] | None = None,
+                       cancel: dict | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
-        called first when it is over (a single prompt's slot is free from then)."""
+        called first when it is over (a single prompt's slot is free from then). `cancel`:
+        load.cancel chose it (its stream is closed when the rule says)."""
         ctx = self.ctx
         counted = False  # in flight from its write (an early request: from its due time)
         r.request_bytes = len(body)
@@ -216,9 +221,13 @@ class StepRun:
         self.live[id(r)] = r
         try:
             if ctx.pool is not None:
-                await send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
+                sending = send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
             else:
-                await send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
+                sending = send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
+            if cancel is None:
+                await sending
+            else:
+                await _cancelled_when(sending, r, cancel)
         except Exception as e:  # send() records every failure of the server's: this is benchc's own
             log.exception("request %s: the client failed", r.id)
             r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
@@ -259,6 +268,14 @@ class StepRun:
         if self.ctx.progress is not None:
             self.ctx.progress.ended(self.rec, self.check.inflight)
 
+    def _cancel_of(self, index: int) -> dict | None:
+        """load.cancel's rule for the step's request `index`, if it is one the seed chose (the
+        same requests on every run and every shard)."""
+        rule = self.step.cancel
+        if rule is None or random.Random(self.seed * 1_000_003 + index).random() >= rule["fraction"]:
+            return None
+        return rule
+
     async def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
         """A single prompt's request."""
         feed = self.feed
@@ -272,7 +289,7 @@ class StepRun:
                           template_input_tokens=req.template_tokens, images=req.images,
                           tools=req.tools, inputs=req.inputs)
         self._unit_started()
-        await self.measured(req.body, r, self._unit_ended)
+        await self.measured(req.body, r, self._unit_ended, self._cancel_of(req.index))
 
     async def _until(self, due_ns: int) -> bool:
         assert self.stop_wait is not None  # the step runs
@@ -299,7 +316,23 @@ class StepRun:
         unit = self._session if self.multi_turn else self._one
         t = asyncio.create_task(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
         self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
+        t.add_done_callback(self._unit_done)
+
+    def _unit_done(self, t: asyncio.Task) -> None:
+        self.tasks.discard(t)
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)
+
+    async def _room_or_stop(self, timeout: float | None = None) -> bool:
+        """Wait until a unit ends (or `timeout`); False when the step was stopped meanwhile.
+        One future for every unit: waiting on each of C tasks would cost O(C) per end."""
+        assert self.stop_wait is not None  # the step runs
+        self._room = asyncio.get_running_loop().create_future()
+        done, _ = await asyncio.wait({self._room, self.stop_wait}, return_when=asyncio.FIRST_COMPLETED,
+                                     timeout=timeout)
+        self._room.cancel()
+        self._room = None
+        return self.stop_wait not in done
 
     # ------------------------------------------------------------------ the step
 
@@ -373,9 +406,7 @@ class StepRun:
                 await asyncio.sleep(ramp)
         while tasks:
             timeout = max(0.0, self.deadline - time.perf_counter()) if self.deadline else None
-            done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED,
-                                         timeout=timeout)
-            if stop_wait in done or not self.may_issue():
+            if not await self._room_or_stop(timeout) or not self.may_issue():
                 return
             # keep exactly C in flight: one new request per finished one
             while len(tasks) < c and self.may_issue():
@@ -428,8 +459,7 @@ class StepRun:
                 self.capped += 1
             while cap and len(tasks) >= cap:
                 # At the cap: this arrival waits (it is late, and its schedule latency shows it).
-                done, _ = await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if stop_wait in done:
+                if not await self._room_or_stop():
                     return
             if not self.may_issue(max(scheduled_ns, CLOCK())):  # the time ran out while it waited
                 return
@@ -440,6 +470,40 @@ async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, r
                    slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
     """Drive one load (or warm-up) step of `feed`'s requests (StepRun)."""
     return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard).run()
+
+
+async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, rule: dict) -> None:
+    """Send, and close the stream when load.cancel's rule says: `after_s` after the request's
+    write, or once `after_tokens` text chunks were read (checked every CANCEL_POLL_S). The
+    request then ends CANCELLED with cancel_planned set (counted apart, not as an error); one
+    that ended before is what it was."""
+    task = asyncio.ensure_future(sending)
+
+    async def when() -> None:
+        while not r.t0_sent:  # the write (after any connect)
+            await asyncio.sleep(CANCEL_POLL_S)
+        if "after_s" in rule:
+            due = r.t0_ns + int(rule["after_s"] * 1e9)
+            while (left := due - CLOCK()) > 0:
+                await asyncio.sleep(left / 1e9)
+        else:
+            while r.parser is None or r.parser.text_chunks < rule["after_tokens"]:
+                await asyncio.sleep(CANCEL_POLL_S)
+
+    watch = asyncio.ensure_future(when())
+    try:
+        done, _ = await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if watch in done and not task.done():
+            r.cancel_planned = True  # before the cancel: the send path keeps what it read
+            task.cancel()
+        await asyncio.wait({task})
+    finally:
+        watch.cancel()
+        if not task.done():  # the step itself was cancelled (Ctrl-C past the grace)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if not task.cancelled():
+        task.result()  # a failure of the client's own goes where measured() catches it
 
 
 def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
