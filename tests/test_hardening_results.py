@@ -217,3 +217,27 @@ def test_what_benchc_writes_passes_the_check():
             with open(os.path.join(DATA, name), encoding="utf-8") as f:
                 values.check(json.load(f))
 
+
+
+@pytest.mark.parametrize("argv", [["export", SHARD_A, "--format", "csv", "-o", "{out}/r.csv"],
+                                  ["merge", SHARD_A, SHARD_B, "-o", "{out}/m.json"]])
+def test_a_full_disk_is_a_clear_exit_2_with_nothing_half_written(tmp_path, capsys, monkeypatch, argv):
+    """Every write went on as exit 4 (a bug) when the disk was full. /dev/full gives the real
+    ENOSPC of a full disk to the temporary file's writes."""
+    from benchc.results import document
+
+    real_fdopen = os.fdopen
+
+    def full_disk(fd, mode="r", *a, **kw):
+        if "w" not in mode:
+            return real_fdopen(fd, mode, *a, **kw)
+        os.close(fd)
+        return open("/dev/full", mode)  # noqa: SIM115 - returned to the with-block that closes it
+
+    monkeypatch.setattr(document.os, "fdopen", full_disk)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main([a.replace("{out}", str(out)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "No space left on device; nothing was written" in err and "Traceback" not in err
+    assert os.listdir(out) == []  # neither the file nor the temporary one

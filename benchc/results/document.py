@@ -184,11 +184,18 @@ def write_bytes_atomic(path: str, data: bytes, overwrite: bool = False) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # a full disk (or quota) shows here, before the rename
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result is an ordinary file
         check_target(path, overwrite)  # again, just before the rename: nothing special appeared
         os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        # a full disk, a quota, an I/O error: the user's to fix, and nothing half written
+        raise UsageError(f"cannot write {path}: {e.strerror or e}; nothing was written") from e
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
