@@ -310,3 +310,23 @@ def test_an_error_body_with_the_key_across_the_bound_is_scrubbed_on_every_path()
             r = asyncio.run(go(path))
             assert r.status == 401 and r.error_detail.startswith("401: eeee"), (path, r.error_detail)
             assert "***" in r.error_detail and SECRET[:4] not in r.error_detail, (path, r.error_detail)
+
+
+def test_a_launched_servers_log_is_created_readable_by_its_owner_only(tmp_path):
+    """It was created 0644 (the umask's), holding in clear what the server printed until
+    benchc scrubbed it when the server stopped: a SIGKILL left it so for anyone to read."""
+    import sys
+
+    from benchc.plan.model import Server
+    from benchc.run.server import launch
+
+    server = Server(attach=False, command=None, env={}, cwd=None, ready_path="/health",
+                    ready_timeout_s=60.0, ready_interval_s=1.0, log=None, stop_timeout_s=1.0)
+    log = tmp_path / "server.log"
+
+    async def go() -> None:
+        launched = await launch(server, [sys.executable, "-c", "print('token sk-apikey-0001')"], str(log))
+        await launched.proc.wait()
+
+    asyncio.run(go())
+    assert os.stat(log).st_mode & 0o777 == 0o600
