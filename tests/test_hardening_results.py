@@ -241,3 +241,11 @@ def test_a_full_disk_is_a_clear_exit_2_with_nothing_half_written(tmp_path, capsy
     err = capsys.readouterr().err
     assert code == 2 and "No space left on device; nothing was written" in err and "Traceback" not in err
     assert os.listdir(out) == []  # neither the file nor the temporary one
+
+
+@pytest.mark.parametrize("verb", ["compare", "report", "export-br"])
+def test_counts_a_tool_cannot_decode_are_exit_5_too(tmp_path, capsys, verb):
+    """The read checks a histogram's header only (cheap); its counts are checked as a tool
+    decodes them, and that refusal is a result format error as well, never exit 4."""
+    path = _write(tmp_path, _with_hdr(_hdr(1, 3_600_000_000, 3, b"\xff" * 9)))
+    assert "too many counts" in _refused(capsys, VERBS[verb](path, tmp_path))
