@@ -193,13 +193,15 @@ def test_secrets_echoed_in_error_bodies_are_stored_nowhere(tmp_path, capsys):
     try:
         smoke = "smoke:\n  continue_on_fail: true\n  checks: [{prompt: hi}]\n"
         path = write_spec(tmp_path, gateway.url, smoke)
-        assert main(["run", path, "--json"]) == 0
+        # every request is refused (401, the key echoed): a failed point, exit 7 (issue 29, class 7)
+        assert main(["run", path, "--json"]) == 7
     finally:
         gateway.close()
     out, err = capsys.readouterr()
-    doc = json.loads(out)
+    doc = json.loads((tmp_path / "r.json").read_text())  # a failed run prints no document
     point = doc["points"][0]
     assert point["counts"]["errors"] == {"http_status": 3}
+    assert "c=1: no request completed (3 http_status)" in err
     example = point["counts"]["error_examples"]["http_status"]
     assert "Bearer ***" in example and "X-Api-Key: ***" in example  # what was echoed, scrubbed
     assert "Bearer ***" in doc["combinations"][0]["smoke"]["checks"][0]["non_streaming"]["error"]
