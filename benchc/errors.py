@@ -17,10 +17,10 @@ Exit codes (never renumber one; add new ones at the end):
           to be trusted (a point was client-limited,
           or the server returned other output
           lengths than the request pinned down)
-       7  a load point failed: none of its        PointFailed
+       7  a load point failed: none of its          PointFailed
           requests completed, or more than half
-          failed (results/failed.py; the result is
-          written with every figure)
+          failed (results/failed.py; the result
+          is written with every figure)
        8  a capacity search ended undecided: its    SearchUndecided
           probes could not be trusted, so there is
           no answer (result written)

@@ -407,4 +407,5 @@ def test_a_run_against_a_server_that_never_answers_says_so_and_ends_at_the_first
     doc = read(str(tmp_path / "r.json"))
     point = doc["points"][0]
     assert point["counts"]["errors"] == {FIRST_BYTE_TIMEOUT: 2} and srv.posts == 2
-    assert code == 0 and doc["complete"] is True  # the load ran to its end; every request failed
+    # the load ran to its end; every request failed: a failed point, exit 7 (issue 29, class 7)
+    assert code == 7 and doc["complete"] is True

@@ -48,3 +48,20 @@ def test_the_embedded_simulator_ignores_a_benchc_folder_in_the_working_directory
                           cwd=trap.parent, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert read(str(tmp_path / "r.json"))["points"][0]["counts"]["completed"] == 2
+
+
+def test_two_runs_with_the_same_out_and_force_cannot_both_claim_it(tmp_path):
+    """With --force, both runs passed the reservation and both said they wrote the file; one
+    document was lost without a word. The second is now refused while the first holds it."""
+    from benchc.errors import UsageError
+    from benchc.results.document import reserve_outputs
+
+    out = str(tmp_path / "r.json")
+    first = reserve_outputs(out, True, [], overwrite=True)
+    try:
+        with pytest.raises(UsageError, match="is being written by another benchc run"):
+            reserve_outputs(out, True, [], overwrite=True)
+    finally:
+        first.release()
+    again = reserve_outputs(out, True, [], overwrite=True)  # free once the first let it go
+    again.release()

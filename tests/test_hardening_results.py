@@ -217,3 +217,35 @@ def test_what_benchc_writes_passes_the_check():
             with open(os.path.join(DATA, name), encoding="utf-8") as f:
                 values.check(json.load(f))
 
+
+
+@pytest.mark.parametrize("argv", [["export", SHARD_A, "--format", "csv", "-o", "{out}/r.csv"],
+                                  ["merge", SHARD_A, SHARD_B, "-o", "{out}/m.json"]])
+def test_a_full_disk_is_a_clear_exit_2_with_nothing_half_written(tmp_path, capsys, monkeypatch, argv):
+    """Every write went on as exit 4 (a bug) when the disk was full. /dev/full gives the real
+    ENOSPC of a full disk to the temporary file's writes."""
+    from benchc.results import document
+
+    real_fdopen = os.fdopen
+
+    def full_disk(fd, mode="r", *a, **kw):
+        if "w" not in mode:
+            return real_fdopen(fd, mode, *a, **kw)
+        os.close(fd)
+        return open("/dev/full", mode)  # noqa: SIM115 - returned to the with-block that closes it
+
+    monkeypatch.setattr(document.os, "fdopen", full_disk)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main([a.replace("{out}", str(out)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "No space left on device; nothing was written" in err and "Traceback" not in err
+    assert os.listdir(out) == []  # neither the file nor the temporary one
+
+
+@pytest.mark.parametrize("verb", ["compare", "report", "export-br"])
+def test_counts_a_tool_cannot_decode_are_exit_5_too(tmp_path, capsys, verb):
+    """The read checks a histogram's header only (cheap); its counts are checked as a tool
+    decodes them, and that refusal is a result format error as well, never exit 4."""
+    path = _write(tmp_path, _with_hdr(_hdr(1, 3_600_000_000, 3, b"\xff" * 9)))
+    assert "too many counts" in _refused(capsys, VERBS[verb](path, tmp_path))

@@ -193,13 +193,15 @@ def test_secrets_echoed_in_error_bodies_are_stored_nowhere(tmp_path, capsys):
     try:
         smoke = "smoke:\n  continue_on_fail: true\n  checks: [{prompt: hi}]\n"
         path = write_spec(tmp_path, gateway.url, smoke)
-        assert main(["run", path, "--json"]) == 0
+        # every request is refused (401, the key echoed): a failed point, exit 7 (issue 29, class 7)
+        assert main(["run", path, "--json"]) == 7
     finally:
         gateway.close()
     out, err = capsys.readouterr()
-    doc = json.loads(out)
+    doc = json.loads((tmp_path / "r.json").read_text())  # a failed run prints no document
     point = doc["points"][0]
     assert point["counts"]["errors"] == {"http_status": 3}
+    assert "c=1: no request completed (3 http_status)" in err
     example = point["counts"]["error_examples"]["http_status"]
     assert "Bearer ***" in example and "X-Api-Key: ***" in example  # what was echoed, scrubbed
     assert "Bearer ***" in doc["combinations"][0]["smoke"]["checks"][0]["non_streaming"]["error"]
@@ -310,3 +312,23 @@ def test_an_error_body_with_the_key_across_the_bound_is_scrubbed_on_every_path()
             r = asyncio.run(go(path))
             assert r.status == 401 and r.error_detail.startswith("401: eeee"), (path, r.error_detail)
             assert "***" in r.error_detail and SECRET[:4] not in r.error_detail, (path, r.error_detail)
+
+
+def test_a_launched_servers_log_is_created_readable_by_its_owner_only(tmp_path):
+    """It was created 0644 (the umask's), holding in clear what the server printed until
+    benchc scrubbed it when the server stopped: a SIGKILL left it so for anyone to read."""
+    import sys
+
+    from benchc.plan.model import Server
+    from benchc.run.server import launch
+
+    server = Server(attach=False, command=None, env={}, cwd=None, ready_path="/health",
+                    ready_timeout_s=60.0, ready_interval_s=1.0, log=None, stop_timeout_s=1.0)
+    log = tmp_path / "server.log"
+
+    async def go() -> None:
+        launched = await launch(server, [sys.executable, "-c", "print('token sk-apikey-0001')"], str(log))
+        await launched.proc.wait()
+
+    asyncio.run(go())
+    assert os.stat(log).st_mode & 0o777 == 0o600

@@ -61,6 +61,9 @@ def error_detail(code: int, named: bytes, why: str | None = None) -> str:
     return why or ""
 
 
+_INTERIM = object()  # _one_head read a 1xx head; the next head follows in the same bytes
+
+
 def lost_detail(exc_text: str | None, status: int | None, got_bytes: bool) -> str:
     """How a connection that ended under a response broke: the exception's words (None: the
     server closed it) and where in the response it was."""
@@ -176,7 +179,14 @@ class ResponseReader:
 
     def _read_head(self, data: bytes) -> bytes | None:
         """Consumes the status line and headers; returns the body bytes that followed them,
-        or None while the head is incomplete (or broken: the response is then finished)."""
+        or None while the head is incomplete (or broken: the response is then finished).
+        Interim 1xx heads are skipped in a loop: a server may send thousands in one read."""
+        body = self._one_head(data)
+        while body is _INTERIM:
+            body = self._one_head(b"")
+        return body  # type: ignore[return-value]
+
+    def _one_head(self, data: bytes) -> bytes | None | object:
         buf = self._head + data
         end, sep = buf.find(b"\r\n\r\n"), 4
         if end < 0:
@@ -197,7 +207,8 @@ class ResponseReader:
             return None
         if self.status is not None and 100 <= self.status < 200:  # 100 Continue and friends
             self.status, self._mode = None, ""
-            return self._read_head(rest) if rest else None
+            self._head = rest
+            return _INTERIM if rest else None
         if self._mode == "length" and self._remaining == 0:
             self._finish(self.last_rx_ns)
             return None

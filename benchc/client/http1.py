@@ -72,7 +72,8 @@ KEEP_ALIVE_MARGIN_S = 0.5  # reuse a connection only this long before the server
 
 def parse_keep_alive(value: bytes | str | None) -> tuple[float | None, int | None]:
     """(timeout_s, max) of a `Keep-Alive: timeout=5, max=100` header (RFC 2068 19.7.1.1);
-    None for each part that is absent or not a number."""
+    None for each part that is absent or not a number (a timeout of inf, nan or below 0 is
+    none: both HTTP paths read it here)."""
     if not value:
         return None, None
     if isinstance(value, bytes):
@@ -84,6 +85,8 @@ def parse_keep_alive(value: bytes | str | None) -> tuple[float | None, int | Non
         try:
             if name == "timeout":
                 timeout = float(v)
+                if not 0 <= timeout < 1e9:  # inf, nan, negative: no duration; ignored, as absent
+                    timeout = None
             elif name == "max":
                 limit = int(v)
         except ValueError:

@@ -464,9 +464,10 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
         return rec
     if ex.error is not None:
         kind, rec.error_detail = ex.error
-        # as on aiohttp: a connection lost before any head is a connect failure, and after an
-        # error status (its body cut short) that status's error
-        if kind == STREAM_BROKEN and ex.status != 200:
+        # as on aiohttp: a connection lost before any byte came back is a connect failure, and
+        # after an error status (its body cut short) that status's error; a server that sent
+        # bytes that never made a head (not HTTP at all: an SSH banner) answered: stream_broken
+        if kind == STREAM_BROKEN and ex.status != 200 and (ex.status or not ex.got_bytes):
             rec.error = HTTP if ex.status else CONNECT
             rec.error_detail = f"{ex.status}: {rec.error_detail}" if ex.status else rec.error_detail
         else:

@@ -17,6 +17,8 @@ import base64
 import struct
 import zlib
 
+from benchc.errors import ResultFormatError
+
 ENCODING_COOKIE = 0x1C849303 | 0x10
 COMPRESSION_COOKIE = 0x1C849304 | 0x10
 _COOKIE_MASK = ~0xF0 & 0xFFFFFFFF
@@ -33,8 +35,8 @@ MAX_COUNT = 2**63 - 1
 _MAX_PAYLOAD = 40 + 9 * MAX_COUNTS
 
 
-class HdrFormatError(ValueError):
-    """An encoded histogram that cannot be read."""
+class HdrFormatError(ResultFormatError, ValueError):
+    """An encoded histogram that cannot be read: a result document's damage (exit 5)."""
 
 
 def _zigzag_leb128(values, out: bytearray) -> None:
@@ -89,10 +91,16 @@ def check_layout(lowest: int, highest: int, digits: int) -> None:
         raise HdrFormatError(f"highest trackable value {highest} is less than twice the lowest ({lowest})")
 
 
-def decode(text: str | bytes) -> tuple[int, int, int, list[int]]:
-    """(lowest, highest, significant digits, counts) of an encoded histogram; HdrFormatError
-    names what is wrong with one that cannot be read (a header outside what the encoding
-    allows, a count past int64, more counts than MAX_COUNTS)."""
+def check_header(text: str | bytes) -> None:
+    """What decode() checks before the counts, at the cost of a base64 and a zlib call (no
+    loop over the counts): the framing, a payload no larger than a histogram's, and the
+    layout. Result documents are checked so when read (results/values.py); the counts are
+    checked as a tool decodes them."""
+    _payload(text)
+
+
+def _payload(text: str | bytes) -> tuple[bytes, int, int, int, int]:
+    """(payload, payload length, lowest, highest, digits), the header checked."""
     try:
         raw = base64.b64decode(text, validate=True)
     except (ValueError, TypeError) as e:
@@ -117,6 +125,14 @@ def decode(text: str | bytes) -> tuple[int, int, int, list[int]]:
     if pcookie & _COOKIE_MASK != 0x1C849303:
         raise HdrFormatError(f"not a V2 payload (cookie {pcookie:#x})")
     check_layout(lowest, highest, digits)
+    return payload, plen, lowest, highest, digits
+
+
+def decode(text: str | bytes) -> tuple[int, int, int, list[int]]:
+    """(lowest, highest, significant digits, counts) of an encoded histogram; HdrFormatError
+    names what is wrong with one that cannot be read (a header outside what the encoding
+    allows, a count past int64, more counts than MAX_COUNTS)."""
+    payload, plen, lowest, highest, digits = _payload(text)
     data = payload[_PAYLOAD.size:_PAYLOAD.size + plen]
     counts: list[int] = []
     total = 0

@@ -127,9 +127,14 @@ class Reservation:
     result: str
     requests: str | None  # the per-request JSONL, when the run keeps one
     placeholders: list[str] = field(default_factory=list)
+    lock_fd: int | None = None  # the result path held with flock for the run (see reserve_outputs)
 
     def release(self) -> None:
-        """Remove the placeholders nothing was written to (the run ended without a document)."""
+        """Remove the placeholders nothing was written to (the run ended without a document),
+        and let the result path go."""
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
         for p in self.placeholders:
             with contextlib.suppress(OSError):
                 st = os.lstat(p)
@@ -157,6 +162,7 @@ def reserve_outputs(result: str, requests: bool, logs: list[str], overwrite: boo
                 raise UsageError(f"cannot write {path}: {e.strerror}") from e
             os.close(fd)
             res.placeholders.append(path)
+        res.lock_fd = _hold(result)
         for path in logs:
             check_folder(path)
             check_target(path, overwrite=True)
@@ -164,6 +170,26 @@ def reserve_outputs(result: str, requests: bool, logs: list[str], overwrite: boo
         res.release()
         raise
     return res
+
+
+def _hold(path: str) -> int:
+    """The result path, held with an exclusive flock until the run releases it: a second run
+    given the same --out --force while this one runs is refused (exit 2), so two runs can
+    never both claim one file. (The lock is on the file as reserved; the finished result
+    replaces it by a rename, after which the path is free again.)"""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from e
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        raise UsageError(f"{path} is being written by another benchc run (it holds the file); wait for "
+                         "it, or choose another --out") from e
+    return fd
 
 
 def write_atomic(path: str, text: str, overwrite: bool = False) -> None:
@@ -184,11 +210,18 @@ def write_bytes_atomic(path: str, data: bytes, overwrite: bool = False) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # a full disk (or quota) shows here, before the rename
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a result is an ordinary file
         check_target(path, overwrite)  # again, just before the rename: nothing special appeared
         os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        # a full disk, a quota, an I/O error: the user's to fix, and nothing half written
+        raise UsageError(f"cannot write {path}: {e.strerror or e}; nothing was written") from e
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

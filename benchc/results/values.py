@@ -6,8 +6,10 @@ benchc writes (so it never writes one its own tools refuse).
   JSON at all; the tools do arithmetic and histogram indexing on these);
 - nesting at most MAX_DEPTH levels (a spec is held to 64 by spec/yaml_bounds.py; the result
   around it adds a few), so no reader recurses without bound;
-- every encoded histogram (`hdr`) decodes: its header inside what the encoding allows, its
-  counts within int64 (metrics/_hdr_codec.py);
+- every encoded histogram (`hdr`) is framed right, no larger than a histogram, and of a
+  layout the encoding allows (metrics/_hdr_codec.check_header: cheap, no loop over the
+  counts); its counts are checked as a tool decodes them (HdrFormatError is a
+  ResultFormatError: exit 5 too);
 - `requests_file` a plain file name, read beside the result, never a path elsewhere.
 
 The walk is iterative: a document nested deeper than Python's recursion limit is refused,
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 
-from benchc.metrics._hdr_codec import HdrFormatError, decode
+from benchc.metrics._hdr_codec import HdrFormatError, check_header
 
 MAX_DEPTH = 100
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -62,7 +64,7 @@ def check(doc: object) -> None:
                 raise ValueProblem(_path(at), f"the number {value:g} is past int64")
         elif isinstance(value, str) and at and at[-1] == "hdr":
             try:
-                decode(value)
+                check_header(value)
             except HdrFormatError as e:
                 raise ValueProblem(_path(at), f"not a histogram benchc reads: {e}") from None
     _check_requests_file(doc)

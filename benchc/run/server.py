@@ -104,7 +104,9 @@ async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
     any way, the pipe closes and the supervisor stops the whole group."""
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     env = {**os.environ, **server.env}
-    log_file = open(log_path, "ab")  # noqa: SIM115 - the child holds it; closed below
+    # 0600: a server may print its command line, environment or tokens before benchc scrubs
+    # the log (scrub_log, when it stops); only the user who ran benchc may read it meanwhile
+    log_file = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
     try:
         log_file.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
         log_file.flush()

@@ -78,15 +78,16 @@ def load(
 
     Raises SpecError with every problem found; UsageError if the file is unreadable.
     """
-    if why := input_problem(file, SPEC_BYTES, "spec"):
+    if why := input_problem(file, None, "spec"):  # its size is a spec error, below
         raise UsageError(why)
     try:
         with open(file, "rb") as f:
-            raw = f.read(SPEC_BYTES + 1)
+            raw = f.read(SPEC_BYTES + 1)  # no more than the bound, whatever the file holds
+            size = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise UsageError(f"cannot read spec {file}: {e.strerror}") from e
     try:
-        yaml_bounds.check_size(raw)
+        yaml_bounds.check_size(raw, size)
         text = yaml_bounds.decode(raw)
     except yaml_bounds.YamlLimitError as e:
         raise SpecError([SpecProblem(file, e.line, e.col, "$", e.message)]) from e

@@ -73,9 +73,10 @@ class BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def check_size(data: bytes | str) -> None:
+def check_size(data: bytes | str, size: int | None = None) -> None:
+    """`size`: the file's, when only its first MAX_BYTES + 1 bytes were read."""
     if len(data) > MAX_BYTES:
-        raise YamlLimitError(1, 1, f"{len(data):,} bytes is more than benchc reads "
+        raise YamlLimitError(1, 1, f"{size or len(data):,} bytes is more than benchc reads "
                              f"({MAX_BYTES:,} bytes at most)")
 
 
