@@ -306,7 +306,11 @@ load:
           f"{[(p['load'], p['verdict'], p.get('doubts')) for p in search['probes']]}")
     # an SLO every probe meets (2 minutes for 4 tokens): the search climbs to max and says so
     assert (search["status"], search["answer"]) == ("at_max", 3), search
-    assert [p["verdict"] for p in search["probes"]] == ["pass"] * len(search["probes"])
+    # a probe the self-check could not trust (the server shares this machine's cores, and a late
+    # receive loop marks a point) is probed again; the last word at every load is a pass
+    last = {p["load"]: p["verdict"] for p in search["probes"]}
+    assert last == {1: "pass", 2: "pass", 3: "pass"}, search["probes"]
+    assert all(p["verdict"] in ("pass", "untrusted") for p in search["probes"]), search["probes"]
     assert [p["load"] for p in search["probes"]][-1] == 3 and search["goodput_s"] > 0
 
 
