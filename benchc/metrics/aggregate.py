@@ -452,24 +452,14 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
         "error_rate": ratio(t.failed, t.sent),
         "cache": t.cache.block(),
     }
-    server_timings = t.server_timings.block()
-    if server_timings is not None:
-        out["server_timings"] = server_timings
-    sessions = t.sessions.block()
-    if sessions is not None:
-        out["sessions"] = sessions
-    reasoning = t.reasoning.block()
-    if reasoning is not None:
-        out["reasoning"] = reasoning
-    payload = t.payload.block()
-    if payload is not None:
-        out["payload"] = payload
-    stream = t.stream.block()
-    if stream is not None:
-        out["stream"] = stream
-    cancelled = t.cancelled.block()
-    if cancelled is not None:
-        out["cancelled"] = cancelled
+    # the optional blocks: each counter says None where its point has nothing to show
+    optional: dict[str, Any] = {"server_timings": t.server_timings, "sessions": t.sessions,
+                                "reasoning": t.reasoning, "payload": t.payload, "stream": t.stream,
+                                "cancelled": t.cancelled}
+    for key, counter in optional.items():
+        block = counter.block()
+        if block is not None:
+            out[key] = block
     if t.derived:
         out["derived"] = list(t.derived)
     return out
