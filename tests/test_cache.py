@@ -24,7 +24,7 @@ target:
   model: MiniMaxAI/MiniMax-M2.5
 {server}workload:
   dataset:
-    random: {{input_tokens: {inp}, output_tokens: 6, prefix_tokens: {prefix}}}
+    random: {{{seed}input_tokens: {inp}, output_tokens: 6, prefix_tokens: {prefix}}}
   prompts: {prompts}
 load:
   warmup: {{requests: {warmup}}}
@@ -42,10 +42,10 @@ def transport(request, monkeypatch):
 
 
 def spec(tmp_path, name="s", inp=33, prefix=0, prompts="fresh", warmup=4, conc="[1, 2, 4, 8]",
-         requests=6, server=""):
+         requests=6, server="", seed=""):
     f = tmp_path / f"{name}.yaml"
     f.write_text(SPEC.format(inp=inp, prefix=prefix, prompts=prompts, warmup=warmup, conc=conc,
-                             requests=requests, server=server, path=tmp_path / f"{name}.json"))
+                             requests=requests, server=server, path=tmp_path / f"{name}.json", seed=seed))
     return str(f)
 
 
@@ -169,12 +169,14 @@ def test_a_server_without_a_reset_endpoint_is_said_so_and_strict_fails(tmp_path,
 @pytest.mark.slow  # runs against the simulator
 @pytest.mark.usefixtures("transport")
 def test_a_server_that_kept_the_previous_runs_prompts_is_flagged(tmp_path, capsys):
-    """The same plan twice against a server that stayed up: the second run's prompts are all
-    in its cache, more than the spec shares (nothing): a warning, a mark, and --strict fails."""
+    """The same plan twice, its seed pinned (a spec that pins none draws one per run), against a
+    server that stayed up: the second run's prompts are all in its cache, more than the spec
+    shares (nothing): a warning, a mark, and --strict fails."""
     sim = Sim(tmp_path, *FAST)
+    pinned = dict(warmup=0, conc="[2]", requests=4, seed="seed: 7, ")
     try:
-        first, _, _ = run(tmp_path, sim, "first", warmup=0, conc="[2]", requests=4)
-        second, doc, reqs = run(tmp_path, sim, "second", warmup=0, conc="[2]", requests=4, extra=["--strict"])
+        first, _, _ = run(tmp_path, sim, "first", **pinned)
+        second, doc, reqs = run(tmp_path, sim, "second", extra=["--strict"], **pinned)
     finally:
         sim.close()
     assert (first, second) == (0, 6)

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from benchc.cli import main
+from benchc.errors import EXIT_POINT_FAILED, EXIT_RUN_ABORTED
 from benchc.metrics._hdr import Histogram
 from benchc.plan.compiler import compile_spec, draw_seed
 from benchc.plan.model import Plan
@@ -73,23 +74,46 @@ def test_the_console_shows_the_first_error_of_a_failed_point(capsys):
             "404: The model `foo` does not exist.") in err
 
 
-@pytest.mark.slow  # a run against the simulator as a process
-@pytest.mark.parametrize("verbose", [[], ["-v"]])
-def test_a_wrong_model_name_is_loud_on_the_console(tmp_path, capfd, verbose):
-    sim = Sim(tmp_path)
+def _run_failing(tmp_path, model: str, verbose: list, *sim_args) -> int:
+    """`benchc run` of two requests against the simulator; the exit code."""
+    sim = Sim(tmp_path, *sim_args)
     try:
         spec = tmp_path / "s.yaml"
-        spec.write_text("version: 1\nname: t\ntarget: {base_url: 'http://127.0.0.1:9/v1', model: foo}\n"
+        spec.write_text("version: 1\nname: t\n"
+                        f"target: {{base_url: 'http://127.0.0.1:9/v1', model: {model}}}\n"
                         "workload: {dataset: {random: {input_tokens: 8, output_tokens: 4}}}\n"
-                        "load: {sweep: {concurrency: [1]}, requests: 2}\nslo: {ttft: 'p99 < 500ms'}\n")
+                        "load: {warmup: {requests: 0}, sweep: {concurrency: [1]}, requests: 2}\n"
+                        "slo: {ttft: 'p99 < 500ms'}\n")
         code = main(["run", str(spec), "--base-url", sim.url, "--out", str(tmp_path / "r.json"), *verbose])
     finally:
         sim.close()
+    return code
+
+
+@pytest.mark.slow  # a run against the simulator as a process
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+def test_a_wrong_model_name_is_loud_on_the_console(tmp_path, capfd, verbose):
+    """A 404 on measured requests stops the run (exit 3) with the server's answer, which names
+    the model it does not have; never exit 0 with `errors 2` and nothing else."""
+    code = _run_failing(tmp_path, "foo", verbose)
     err = capfd.readouterr().err
-    assert code == 1
-    assert "first error (http_status): 404: " in err and "The model `foo` does not exist." in err
-    assert "ttft: p99 < 500ms (measured nothing: none of 2 requests completed)" in err
+    assert code == EXIT_RUN_ABORTED
+    assert "answered 404" in err and "The model `foo` does not exist." in err
     assert "None" not in err
+
+
+@pytest.mark.slow  # a run against the simulator as a process
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+def test_a_point_whose_requests_all_failed_shows_the_first_error(tmp_path, capfd, verbose):
+    """Every request answered 500: the point's row is followed by its first error (scrubbed),
+    and the run exits 7 (a failed point) after writing the result."""
+    code = _run_failing(tmp_path, "MiniMaxAI/MiniMax-M2.5", verbose, "--fault", "http_500:1")
+    err = capfd.readouterr().err
+    assert code == EXIT_POINT_FAILED
+    assert "c=1: 2 of 2 requests failed; first error (http_status): 500: " in err
+    assert "Internal server error" in err and "no request completed" in err
+    assert "None" not in err
+    assert read(str(tmp_path / "r.json"))["points"][0]["counts"]["failed"] == 2
 
 
 FRESH_SPEC = """\
