@@ -328,9 +328,12 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
                 rec.end_ns = CLOCK()
                 return False, content_type
             content = resp.content
-            if proto is not None and hasattr(proto, "rx_ns") and not getattr(content, "total_bytes", 0):
+            if proto is not None and hasattr(proto, "rx_ns") and (
+                    not getattr(content, "total_bytes", 0) or proto.rx_ns < rec.t0_ns):
                 # bytes before here were headers; the body's own arrive next. Body bytes that
-                # came in the head's read (a whole JSON answer does) keep that read's arrival.
+                # came in the head's read (a whole JSON answer does) keep that read's arrival,
+                # unless it is older than this request's send: then it is another exchange's
+                # (a TTFT of -4.7 ms was recorded so, under faults on a closing server)
                 proto.rx_ns = 0
             # The hot loop: one parser call per read, with the read's arrival time; the
             # parser frames events, extracts text/usage/finish and times text chunks.
