@@ -65,13 +65,15 @@ from benchc.run.saturation import SweepStop
 from benchc.run.search import describe, run_search
 from benchc.run.server import (
     Launched,
+    NotStarted,
     ServerFailed,
     free_port,
     launch,
     log_tail,
     server_root,
+    stop_group,
     stop_server,
-    terminate,
+    supervise,
     wait_ready,
 )
 from benchc.run.server_identity import identify
@@ -130,34 +132,42 @@ class TargetUnreachable(RunError):
 
 
 class _Sim:
-    """The embedded simulator as a subprocess: its CPU use stays out of the client's process."""
+    """The embedded simulator as a subprocess (its CPU use stays out of the client's process),
+    under the supervisor a launched server runs under: no way benchc ends leaves it behind."""
+
+    STOP_TIMEOUT_S = 10.0
 
     def __init__(self, params: dict, model: str):
         self.params, self.model = params, model
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | None = None  # its supervisor: exits as the simulator does
+        self.pid = 0  # the simulator's own process
 
     async def start(self) -> str:
         # -v/-vv of the run goes on to the simulator, whose log lines share our stderr
         verbose = (["-vv"] if log.isEnabledFor(logging.DEBUG)
                    else ["-v"] if log.isEnabledFor(logging.INFO) else [])
-        self.proc = await asyncio.create_subprocess_exec(
+        try:
             # -I: the working directory (a benchc/ folder, a sitecustomize.py) and PYTHON*
-            # variables do not steer benchc's own subprocess
-            sys.executable, "-I", "-m", "benchc", "sim", "--port", "0", "--model", self.model,
-            "--config-json", json.dumps(self.params), *verbose, stdout=asyncio.subprocess.PIPE,
-            start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
+            # variables do not steer benchc's own subprocess. Its own session: our Ctrl-C is
+            # ours to handle; we stop it ourselves.
+            self.proc, self.pid = await supervise(
+                [sys.executable, "-I", "-m", "benchc", "sim", "--port", "0", "--model", self.model,
+                 "--config-json", json.dumps(self.params), *verbose], self.STOP_TIMEOUT_S, stderr=None,
+                keep_stdout=True)
+        except (OSError, NotStarted) as e:
+            raise ServerFailed(f"the simulator did not start ({e})", getattr(e, "status", None), "") from e
         assert self.proc.stdout is not None  # a pipe, asked for above
         line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode()
         if "listening on " not in line:
             status = await self.proc.wait()
             raise ServerFailed(f"the simulator did not start (exit {status})", status, "")
         url = line.split("listening on ")[1].split()[0]
-        log.info("simulator (pid %d) listening on %s", self.proc.pid, url)
+        log.info("simulator (pid %d) listening on %s", self.pid, url)
         return url
 
     async def stop(self) -> None:
         if self.proc:
-            await terminate(self.proc, 10)
+            await stop_group(self.proc, self.STOP_TIMEOUT_S)
 
 
 def _leave_terminal() -> None:
@@ -339,7 +349,7 @@ class Runner:
             try:
                 base_url = await sim.start()
                 assert sim.proc is not None
-                record["server"] = {"kind": "simulator", "pid": sim.proc.pid}
+                record["server"] = {"kind": "simulator", "pid": sim.pid}
                 self._monitor = asyncio.create_task(self._watch(combo, sim.proc, "the simulator", None,
                                                                 cstop, record))
                 yield base_url

@@ -23,6 +23,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import IO
 
 import aiohttp
 
@@ -89,6 +90,52 @@ class ServerFailed(RunError):
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 
 
+class NotStarted(Exception):
+    """The supervisor could not start the command: why, and the supervisor's exit status."""
+
+    def __init__(self, why: str, status: int):
+        self.why, self.status = why, status
+        super().__init__(why)
+
+
+async def supervise(argv: list[str], stop_timeout_s: float, *, stderr: IO[bytes] | None,
+                    keep_stdout: bool = False, cwd: str | None = None,
+                    env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, int]:
+    """Start `argv` under the supervisor (run/supervisor.py), in a session and process group
+    of its own; returns the supervisor's process (it exits as `argv` does) and `argv`'s pid.
+    benchc holds the supervisor's stdin: should benchc die in any way, the pipe closes and the
+    supervisor stops the whole group. `argv`'s stdout goes to `stderr` (None: benchc's own),
+    or with `keep_stdout` to the returned process's stdout, after the pid line. Raises
+    OSError when the supervisor cannot start, NotStarted when `argv` cannot."""
+    # -I: the supervisor is plain Python; nothing of the server's environment steers it
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", SUPERVISOR, f"{stop_timeout_s:g}", *(["--keep-stdout"] if keep_stdout else []),
+        "--", *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        cwd=cwd, env=env, start_new_session=True)
+    assert proc.stdout is not None
+    said = (await proc.stdout.readline()).decode(errors="replace").split(maxsplit=2)
+    if len(said) < 2 or said[0] != "pid":
+        status = await proc.wait()
+        why = said[2].strip() if len(said) == 3 and said[0] == "error" else f"exit status {status}"
+        raise NotStarted(why, status)
+    return proc, int(said[1])
+
+
+async def stop_group(proc: asyncio.subprocess.Process, timeout_s: float) -> int:
+    """SIGTERM a supervised process group, SIGKILL it after `timeout_s`; returns the exit
+    status (the supervisor's, which is its command's)."""
+    if proc.returncode is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            _signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    # whatever the leader did, nothing of its group may outlive benchc
+    _signal_group(proc.pid, signal.SIGKILL)
+    return await proc.wait()
+
+
 @dataclass
 class Launched:
     proc: asyncio.subprocess.Process  # the supervisor (run/supervisor.py): exits as the server does
@@ -99,9 +146,7 @@ class Launched:
 
 
 async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
-    """Start `argv` under the supervisor (run/supervisor.py), in a process group of its own,
-    output appended to `log_path`. benchc holds the supervisor's stdin: should benchc die in
-    any way, the pipe closes and the supervisor stops the whole group."""
+    """Start `argv` under the supervisor (supervise), output appended to `log_path`."""
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     env = {**os.environ, **server.env}
     # 0600: a server may print its command line, environment or tokens before benchc scrubs
@@ -110,23 +155,15 @@ async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
     try:
         log_file.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
         log_file.flush()
-        # -I: the supervisor is plain Python; nothing of the server's environment steers it
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", SUPERVISOR, f"{server.stop_timeout_s:g}", "--", *argv,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log_file,
-            cwd=server.cwd, env=env, start_new_session=True)
+        proc, pid = await supervise(argv, server.stop_timeout_s, stderr=log_file, cwd=server.cwd, env=env)
     except OSError as e:
         raise ServerFailed(f"server.command could not start: {e.strerror} ({server.cwd or argv[0]})", None,
                            log_tail(log_path)) from e
+    except NotStarted as e:
+        raise ServerFailed(f"server.command could not start: {e.why} ({argv[0]})", e.status,
+                           log_tail(log_path)) from e
     finally:
         log_file.close()
-    assert proc.stdout is not None
-    said = (await proc.stdout.readline()).decode(errors="replace").split(maxsplit=2)
-    if len(said) < 2 or said[0] != "pid":
-        status = await proc.wait()
-        why = said[2].strip() if len(said) == 3 and said[0] == "error" else f"exit status {status}"
-        raise ServerFailed(f"server.command could not start: {why} ({argv[0]})", status, log_tail(log_path))
-    pid = int(said[1])
     log.info("launched (pid %d, supervisor %d): %s; log: %s", pid, proc.pid, " ".join(redact_argv(argv)),
              log_path)
     return Launched(proc, log_path, time.perf_counter(), pid)
@@ -191,18 +228,9 @@ async def stop_server(launched: Launched | None, timeout_s: float) -> int | None
     """SIGTERM the whole process group, SIGKILL it after `timeout_s`; returns the exit status."""
     if launched is None:
         return None
-    proc = launched.proc
-    if proc.returncode is None:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
-            _signal_group(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    # whatever the leader did, nothing of its group may outlive benchc
-    _signal_group(proc.pid, signal.SIGKILL)
+    status = await stop_group(launched.proc, timeout_s)
     scrub_log(launched.log_path)
-    return proc.returncode
+    return status
 
 
 async def terminate(proc: asyncio.subprocess.Process, timeout_s: float) -> int:
