@@ -1,11 +1,17 @@
-"""The supervisor of a launched server: no server outlives benchc, even a benchc killed by
-SIGKILL (which runs no cleanup of its own).
+"""The supervisor of a launched server (and of the embedded simulator): no server outlives
+benchc, even a benchc killed by SIGKILL (which runs no cleanup of its own), and its log never
+holds a secret of the run in clear.
 
-benchc runs this file as a script (`python -I supervisor.py STOP_TIMEOUT_S [--keep-stdout] --
-ARGV...`; it imports nothing of benchc), in a session and process group of its own, with a
-pipe on its stdin whose other end only benchc holds. It starts ARGV in its group, says `pid N`
-on stdout (or `error ERRNO STRERROR` when ARGV cannot start), and then:
+benchc runs this module (`python -I -m benchc.run.supervisor STOP_TIMEOUT_S [--keep-stdout] --
+ARGV...`), in a session and process group of its own, with a pipe on its stdin whose other end
+only benchc holds. benchc first writes the run's secrets on it (one line, a JSON list of
+strings). The supervisor then starts ARGV in its group, says `pid N` on stdout (or `error
+ERRNO STRERROR` when ARGV cannot start), and then:
 
+- ARGV's stdout and stderr go through a scrubbing pump (run/logpump.py) to the supervisor's
+  stderr (the server's log), line by line as they are written; with `--keep-stdout` (the
+  embedded simulator, which says where it listens) its stdout goes to the supervisor's
+  stdout instead, after the `pid N` line, so benchc reads that line first;
 - when the server exits, it exits the same way (the same status, or killed by the same
   signal), so benchc sees the server's own exit;
 - when benchc's end of the pipe closes -- benchc exited or was killed, whatever the way --
@@ -14,21 +20,22 @@ on stdout (or `error ERRNO STRERROR` when ARGV cannot start), and then:
   the server alone would miss;
 - a SIGTERM, SIGINT or SIGHUP to the group (benchc stopping the server) reaches the server
   directly; the supervisor itself stays until the server has gone, to report its status.
-
-ARGV's stdout goes to the supervisor's stderr (the server's log), or with `--keep-stdout`
-(the embedded simulator, which says where it listens) to the supervisor's stdout, after the
-`pid N` line, so benchc reads that line first whatever the child prints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import threading
+
+from benchc.redact import Scrubber
+from benchc.run.logpump import pump
+
+SECRETS_LINE_BYTES = 16 << 20  # the first line on stdin: benchc's own, a run's secrets
 
 
 def _signal_group(sig: int) -> None:
@@ -42,7 +49,24 @@ def _ignore(signum: int, frame: object) -> None:
     """A handler, not SIG_IGN: caught signals are reset on exec, ignored ones would be inherited."""
 
 
-def _watch_parent(child: subprocess.Popen, stop_timeout_s: float, parent_gone: threading.Event) -> None:
+def _say(text: str, lock: threading.Lock) -> None:
+    with lock, contextlib.suppress(OSError):
+        os.write(2, text.encode())
+
+
+def _read_secrets() -> Scrubber | None:
+    """The first line benchc writes on stdin; None when benchc went before it wrote it."""
+    line = b""
+    while not line.endswith(b"\n") and len(line) < SECRETS_LINE_BYTES:
+        data = os.read(0, 4096)  # unbuffered: what follows on fd 0 is the watcher's
+        if not data:
+            return None
+        line += data
+    return Scrubber(json.loads(line))
+
+
+def _watch_parent(child: subprocess.Popen, stop_timeout_s: float, parent_gone: threading.Event,
+                  lock: threading.Lock) -> None:
     while True:
         try:
             if not os.read(0, 4096):
@@ -50,31 +74,13 @@ def _watch_parent(child: subprocess.Popen, stop_timeout_s: float, parent_gone: t
         except OSError:
             break
     parent_gone.set()
-    sys.stderr.write("--- benchc supervisor: benchc is gone; stopping the server's process group\n")
-    sys.stderr.flush()
+    _say("--- benchc supervisor: benchc is gone; stopping the server's process group\n", lock)
     _signal_group(signal.SIGTERM)
     try:
         child.wait(stop_timeout_s)
     except subprocess.TimeoutExpired:
         pass
     _signal_group(signal.SIGKILL)  # what is left of the group, this process included
-
-
-def _relay(src: int, dst: int, child_gone: threading.Event) -> None:
-    """Copy what the child writes on `src` to `dst`, until the pipe ends, or the child has
-    gone and what it wrote before it went has been read: a process it left behind (a
-    daemon holding the pipe) must not keep the supervisor from reporting the exit."""
-    while True:
-        ready, _, _ = select.select([src], [], [], 0 if child_gone.is_set() else 0.1)
-        if not ready:
-            if child_gone.is_set():
-                return
-            continue
-        data = os.read(src, 65536)
-        if not data:
-            return
-        with contextlib.suppress(OSError):  # benchc stopped reading: nothing else to do with it
-            os.write(dst, data)
 
 
 def main(argv: list[str]) -> int:
@@ -87,25 +93,35 @@ def main(argv: list[str]) -> int:
     stop_timeout_s = float(argv[0])
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore)
+    scrubber = _read_secrets()
+    if scrubber is None:
+        return 1  # benchc is gone already: nothing to start
     try:
-        child = subprocess.Popen(argv[2:], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE if keep_stdout else 2, stderr=2)
+        child = subprocess.Popen(argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE if keep_stdout else subprocess.STDOUT)
     except OSError as e:
         print(f"error {e.errno or 0} {e.strerror or e}", flush=True)
         return 127
     print(f"pid {child.pid}", flush=True)
     child_gone = threading.Event()
-    relay = None
-    if child.stdout is not None:  # --keep-stdout: after the pid line, never before it
-        relay = threading.Thread(target=_relay, args=(child.stdout.fileno(), 1, child_gone), daemon=True)
-        relay.start()
+    log_lock = threading.Lock()  # the pumps and the watcher write lines to one log
+    assert child.stdout is not None
+    outputs = [(child.stdout.fileno(), 1 if keep_stdout else 2)]
+    if child.stderr is not None:
+        outputs.append((child.stderr.fileno(), 2))
+    pumps = [threading.Thread(target=pump, daemon=True,
+                              args=(src, dst, scrubber, child_gone, log_lock if dst == 2 else None))
+             for src, dst in outputs]
+    for t in pumps:
+        t.start()
     parent_gone = threading.Event()
-    watcher = threading.Thread(target=_watch_parent, args=(child, stop_timeout_s, parent_gone), daemon=True)
+    watcher = threading.Thread(target=_watch_parent, args=(child, stop_timeout_s, parent_gone, log_lock),
+                               daemon=True)
     watcher.start()
     status = child.wait()
     child_gone.set()
-    if relay is not None:
-        relay.join()
+    for t in pumps:
+        t.join()  # what the server wrote before it went
     if parent_gone.is_set():
         watcher.join()  # it ends the group, this process included
     if status < 0:
