@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from benchc import __version__
 from benchc.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, BenchcError, UsageError
+from benchc.inputs import TEXT_BYTES, input_problem  # light: os and stat only
 
 
 def _version_line() -> str:
@@ -406,6 +407,8 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot load the tokenizer {args.tokenizer}: {detail}") from e
     print(f"tokenizer: {tok.kind} ({args.tokenizer}); pre-tokenization: {tok.pretokenizer}", file=sys.stderr)
     for path in args.files:
+        if why := input_problem(path, TEXT_BYTES, "text file"):
+            raise UsageError(why)
         try:
             with open(path, "rb") as f:
                 raw = f.read()
