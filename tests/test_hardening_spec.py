@@ -462,3 +462,19 @@ def test_every_other_input_file_that_is_a_fifo_device_or_too_large_is_refused_be
     err = capsys.readouterr().err
     assert result_code == code and words in err and "Traceback" not in err, err
     assert f"{what} " in err, err
+
+
+@pytest.mark.parametrize("how", ["written", "matrix", "--set"])
+def test_a_model_name_too_long_for_a_command_line_is_refused_at_validate(tmp_path, capsys, how):
+    """A model name goes into a launched server's command line and every request."""
+    long = "m" * 5000
+    text = BASE.replace("  model: m\n", "  model: ${matrix.model}\nmatrix:\n  model: [ok, " + long + "]\n"
+                        if how == "matrix" else f"  model: {long}\n" if how == "written" else "  model: m\n")
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(text)
+    argv = ["validate", str(spec_file)] + (["--set", f"target.model={long}"] if how == "--set" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "$.target.model: a model name of 5,000 characters is longer than the 4,096 a name or path may " \
+           "have" in err and "Traceback" not in err, err
+    assert ("--set target.model: " if how == "--set" else f"{spec_file}:") in err
