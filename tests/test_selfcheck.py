@@ -142,9 +142,11 @@ SENDS = {"sent": 100, "delay_ns": 0, "slot_ns": 100 * 10**9, "late": 0, "ready_s
 def test_closed_loop_offered_load_is_the_share_of_slot_time_left_idle():
     e = effects.offered_load(True, {**SENDS, "delay_ns": 4 * 10**9})
     assert (e["measure"], e["value"], e["moved"]) == ("idle_share", 0.04, False)
-    e = effects.offered_load(True, {**SENDS, "delay_ns": 6 * 10**9})
+    e = effects.offered_load(True, {**SENDS, "delay_ns": 6 * 10**9}, 4)
     assert (e["value"], e["moved"]) == (0.06, True) and e["figures"] == ["load", "throughput"]
     assert "6.0% of its slots' time idle (bound 5%)" in e["how"]
+    # one slot: no request shared the server with another; the throughput moved, not the load
+    assert effects.offered_load(True, {**SENDS, "delay_ns": 6 * 10**9}, 1)["figures"] == ["throughput"]
 
 
 def test_open_loop_offered_load_is_the_share_of_sends_late_past_10ms():

@@ -10,10 +10,12 @@ What a late client can move, and how each is measured:
 - offered load (`load`, `throughput`). Closed loop: the concurrency held. A slot the client
   leaves idle between a request's end (its kernel stamp where there is one) and the next
   write is load the server never got: the share of the slots' time left idle is the send
-  delays summed over the requests, over the time from each request's ready to its end.
-  Open loop: the arrival process itself. The share of sends later than SEND_LATE_US with a
-  free slot (the schedule's own queueing at max_concurrency is the server's, not counted),
-  and the achieved send rate against the rate the schedule let go, for the record.
+  delays summed over the requests, over the time from each request's ready to its end. With
+  one slot no request shares the server with another, so idle time moves the throughput
+  only, never the load any request saw. Open loop: the arrival process itself. The share of
+  sends later than SEND_LATE_US with a free slot (the schedule's own queueing at
+  max_concurrency is the server's, not counted), and the achieved send rate against the rate
+  the schedule let go, for the record.
 - latencies (`ttft`, `itl`, `tpot`, `e2e`) of requests whose reads the event loop dates
   (aiohttp, https): a late loop dates their reads late by up to its lag. Where the kernel
   stamps each read (the receive loop; the own reader over plain http) a late read keeps its
@@ -51,11 +53,13 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.1f} ms"
 
 
-def offered_load(closed: bool, sends: dict) -> dict:
-    """The offered-load effect of the client's send delays (`sends`: SendCheck.effect_inputs())."""
+def offered_load(closed: bool, sends: dict, slots: int | None = None) -> dict:
+    """The offered-load effect of the client's send delays (`sends`: SendCheck.effect_inputs());
+    `slots`: a closed loop's concurrency."""
     if closed:
         idle = _share(sends["delay_ns"], sends["slot_ns"])
-        return {"figures": [LOAD, THROUGHPUT], "measure": "idle_share", "value": idle,
+        figures = [THROUGHPUT] if slots == 1 else [LOAD, THROUGHPUT]
+        return {"figures": figures, "measure": "idle_share", "value": idle,
                 "bound": IDLE_SHARE_BOUND, "moved": idle > IDLE_SHARE_BOUND,
                 "how": f"the client left {idle:.1%} of its slots' time idle (bound {IDLE_SHARE_BOUND:.0%})"}
     late = _share(sends["late"], sends["sent"])

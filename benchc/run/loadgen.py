@@ -413,7 +413,7 @@ class StepRun:
         merged = same_read / gaps.total_count if gaps.total_count else None
         closed = self.step.concurrency is not None
         found = {
-            "offered_load": effects.offered_load(closed, self.sends.effect_inputs()),
+            "offered_load": effects.offered_load(closed, self.sends.effect_inputs(), self.step.concurrency),
             "latencies": effects.latencies(
                 {"kernel": kernel, "loop": sum(self.paths.values()) - kernel}, client["loop_lag_us"],
                 client["late_ticks"], {k: delay[k] for k in ("count", "p50", "p99", "max") if k in delay}
