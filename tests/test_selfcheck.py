@@ -56,13 +56,18 @@ def run_against_sim(tmp_path, http: str, out: int, sim_args: tuple = (), request
     return read(str(tmp_path / "r.json"))["points"][0], requests_of(tmp_path), sim.records()
 
 
+CLOCKS_NS = 100_000  # the kernel stamps in CLOCK_REALTIME, moved onto the monotonic clock by an
+# offset read from two clock calls (client/_rx_py.py): off by microseconds (7 us seen)
+
+
 def assert_ttft_as_traced(records: list, trace: dict) -> None:
     """Each request's first text arrived after the simulator wrote it and before its next write
-    (as tests/test_run.py's trace check: the kernel stamped the read on loopback)."""
+    (as tests/test_run.py's trace check: the kernel stamped the read on loopback), to the
+    clocks' agreement."""
     for r in records:
         writes = [t for t, _ in trace[r["id"]]["chunks"]]
         first_text = r["t0_ns"] + r["ttft_us"] * 1e3
-        assert writes[0] <= first_text <= writes[1], (r["id"], writes[:2], first_text)
+        assert writes[0] - CLOCKS_NS <= first_text <= writes[1] + CLOCKS_NS, (r["id"], writes[:2], first_text)
 
 
 @pytest.mark.slow  # end-to-end runs
@@ -89,7 +94,10 @@ def test_a_late_event_loop_moves_no_kernel_stamped_latency_and_the_point_stays_t
     assert_ttft_as_traced(records, trace)
     # and it moved nothing past a bound
     assert client["effects"]["latencies"]["requests"] == {"kernel": 6, "loop": 0}
-    assert client["effects"]["latencies"]["value"] == 0.0  # no two chunks in one read
+    # chunks 40 ms apart, reads on time: hardly two chunks in one read (a busy machine may hold the
+    # simulator or the reader back now and then), none of the reads a late loop dated
+    assert not client["effects"]["latencies"]["moved"], client["effects"]["latencies"]
+    assert client["effects"]["latencies"]["value"] < effects.MERGED_SHARE_BOUND
     assert client["effects"]["offered_load"]["value"] < effects.IDLE_SHARE_BOUND, client["effects"]
     assert "no figure it can move moved" in client["self_check_note"]
 
