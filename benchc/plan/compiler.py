@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     # Opt-in: a fresh prompt per request already keeps points from serving each other
     # from cache; a reset also empties what the warmup and the shared prefix left.
     "server.reset_cache": "never",
+    # each point's /metrics samples: AIPerf takes one every 100 ms; a second keeps a long point's
+    # series small (60 samples a minute) and the server's /metrics handler off its hot loop
+    "server.metrics_interval": "1s",
     "smoke.continue_on_fail": False,
     "smoke.checks.max_tokens": 64,
     "workload.dataset.*.seed": 0,
@@ -230,7 +233,7 @@ def _server(s: dict | None) -> Server | None:
         argv = [mx.format_value(a) for a in cmd] if cmd else None
     ready = s.get("ready", {})
     return Server(
-        attach=bool(s.get("attach", False)),
+        attach=bool(s.get("attach", "command" not in s)),  # no command: the target's server
         command=argv,
         env={k: mx.format_value(v) for k, v in s.get("env", {}).items()},
         cwd=s.get("cwd"),
@@ -240,6 +243,7 @@ def _server(s: dict | None) -> Server | None:
         log=s.get("log"),
         stop_timeout_s=parse_duration(s.get("stop_timeout", DEFAULTS["server.stop_timeout"])),
         reset_cache=s.get("reset_cache", DEFAULTS["server.reset_cache"]),
+        metrics_interval_s=parse_duration(s.get("metrics_interval", DEFAULTS["server.metrics_interval"])),
     )
 
 

@@ -95,6 +95,8 @@ class Server:
     stop_timeout_s: float
     # empty the server's prefix cache: between_points | between_combinations | never
     reset_cache: str = "never"
+    # how often each load point samples the server's /metrics into its time series (seconds)
+    metrics_interval_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,12 @@ class Combination:
     server: Server | None
     smoke: Smoke | None
     workload: Workload
+
+    @property
+    def metrics_interval_s(self) -> float:
+        """The /metrics sampling interval of its points (server.metrics_interval; 1 s without
+        a server section)."""
+        return self.server.metrics_interval_s if self.server is not None else Server.metrics_interval_s
 
 
 @dataclass(frozen=True)

@@ -565,7 +565,7 @@ class Runner:
         and the prompt indices it took."""
         log.info("%s: start", step.id)
         self.phase = f"point {step.id}"
-        telemetry = PointTelemetry(control, server_root(base_url))
+        telemetry = PointTelemetry(control, server_root(base_url), combo.metrics_interval_s)
         async with telemetry.around():
             m, failures = await self._measure(ctx, step, combo, prepared, seed, base_url, deal)
         for f in failures:
