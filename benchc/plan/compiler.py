@@ -57,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     # Opt-in: a fresh prompt per request already keeps points from serving each other
     # from cache; a reset also empties what the warmup and the shared prefix left.
     "server.reset_cache": "never",
+    "cost.currency": "USD",
     "smoke.continue_on_fail": False,
     "smoke.checks.max_tokens": 64,
     "workload.dataset.*.seed": 0,
@@ -178,6 +179,7 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         repeats=repeats,
         saturation=_saturation(load.get("saturation")),
         budget=_budget(steps),
+        cost=_cost(d.get("cost")),
         output={"path": d.get("output", {}).get("path", DEFAULTS["output.path"]),
                 "requests": d.get("output", {}).get("requests", DEFAULTS["output.requests"])},
         run={"backend": d.get("run", {}).get("backend", DEFAULTS["run.backend"]),
@@ -185,6 +187,13 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
              "workers": d.get("run", {}).get("workers", 0)},
     )
     return plan.with_hashes()
+
+
+def _cost(c: dict | None) -> dict | None:
+    """The spec's price of GPU time, with its currency."""
+    if not c:
+        return None
+    return {"gpu_hour": float(c["gpu_hour"]), "currency": c.get("currency", DEFAULTS["cost.currency"])}
 
 
 def _join(label: str, what: str) -> str:
@@ -240,6 +249,7 @@ def _server(s: dict | None) -> Server | None:
         log=s.get("log"),
         stop_timeout_s=parse_duration(s.get("stop_timeout", DEFAULTS["server.stop_timeout"])),
         reset_cache=s.get("reset_cache", DEFAULTS["server.reset_cache"]),
+        gpus=s.get("gpus"),
     )
 
 

@@ -95,6 +95,9 @@ class Server:
     stop_timeout_s: float
     # empty the server's prefix cache: between_points | between_combinations | never
     reset_cache: str = "never"
+    # server.gpus: a count, or the GPUs' indices (None: told from the matrix, the simulator
+    # or CUDA_VISIBLE_DEVICES when the run starts: run/gpus.py)
+    gpus: int | list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,8 @@ class Plan:
     # the most the plan may do: load points, searches and their probes, requests (None when
     # a step is bound by duration only); derived from the steps
     budget: dict = field(default_factory=dict)
+    # cost: {"gpu_hour": price of one GPU for an hour, "currency"} (None: no price given)
+    cost: dict | None = None
 
     # ------------------------------------------------------------------ JSON form
 
