@@ -97,6 +97,9 @@ class Server:
     reset_cache: str = "never"
     # how often each load point samples the server's /metrics into its time series (seconds)
     metrics_interval_s: float = 1.0
+    # server.gpus: a count, or the GPUs' indices (None: told from the matrix, the simulator
+    # or CUDA_VISIBLE_DEVICES when the run starts: run/gpus.py)
+    gpus: int | list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,8 @@ class Plan:
     # the most the plan may do: load points, searches and their probes, requests (None when
     # a step is bound by duration only); derived from the steps
     budget: dict = field(default_factory=dict)
+    # cost: {"gpu_hour": price of one GPU for an hour, "currency"} (None: no price given)
+    cost: dict | None = None
 
     # ------------------------------------------------------------------ JSON form
 

@@ -57,6 +57,7 @@ from benchc.run.console import Console, Silence
 from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
+from benchc.run.gpus import combination_gpus, read_sim_power
 from benchc.run.loadgen import StepContext
 from benchc.run.point import Measurement, assemble_point, measure_point, open_client, warm_up
 from benchc.run.point_telemetry import PointTelemetry
@@ -548,6 +549,7 @@ class Runner:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
         models = await fetch_models(session, base_url, headers_for(target))
+        await self._count_gpus(session, combo, base_url, models)
         # the embedded simulator is benchc's own: this benchc's version, nothing to ask
         server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None
                   else await identify(session, server_root(base_url), headers_for(target)))
@@ -556,6 +558,21 @@ class Runner:
                              "simulated": target.sim is not None, "server": server,
                              "models": models,
                              "max_inflight": max([s.inflight_target for s in steps] + [1])})
+
+    async def _count_gpus(self, session: aiohttp.ClientSession, combo: Combination, base_url: str,
+                          models: Any) -> None:
+        """The combination's GPUs, stated in its record (run/gpus.py): the simulator (embedded, or
+        one /v1/models names as benchc-sim) is asked for its own."""
+        record = self.combos[-1]
+        owners = [m.get("owned_by") for m in models.get("data", []) if isinstance(m, dict)] \
+            if isinstance(models, dict) and isinstance(models.get("data"), list) else []
+        sim = (await read_sim_power(session, server_root(base_url))
+               if combo.target.sim is not None or "benchc-sim" in owners else None)
+        launched = record.get("server", {}).get("kind") == "launched" and combo.server is not None
+        env = {**os.environ, **combo.server.env} if launched and combo.server is not None else None
+        gpus = combination_gpus(combo, sim, env)
+        if gpus is not None:
+            record["gpus"] = gpus
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
                      prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
@@ -627,7 +644,7 @@ class Runner:
                          and all(s["status"] != "interrupted" for s in self.searches))
         complete = (not self.interrupted and not self.errors and n_points + len(self.skipped) == n_planned
                     and searches_done)
-        return {
+        doc = {
             "schema_version": SCHEMA_VERSION, "benchc_version": __version__, "core": core_name(),
             "created": now_iso(), "complete": complete, "interrupted": self.interrupted,
             "spec": {"path": self.plan.spec["path"], "sha256": self.plan.spec["sha256"],
@@ -643,6 +660,24 @@ class Runner:
             **({"search": self.searches} if self.searches else {}),
             **({"repeats": summaries(self.points)} if self.plan.repeats > 1 else {}),
         }
+        doc.update(decide_blocks(doc))
+        return doc
+
+
+def decide_blocks(doc: dict) -> dict:
+    """The result's `frontier` and `decision` (results/decide.py), where its points allow them."""
+    from benchc.results.api import from_document
+    from benchc.results.decide import decision, frontier_block
+
+    result = from_document(doc)
+    out: dict = {}
+    frontier = frontier_block([result])
+    if frontier is not None:
+        out["frontier"] = frontier
+    answers = decision([result])
+    if answers:
+        out["decision"] = answers
+    return out
 
 
 def _repeat_line(r: dict) -> str:
