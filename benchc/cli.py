@@ -385,7 +385,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from benchc.results.document import read
-    from benchc.results.report import write_report
+    from benchc.results.report_files import write_report
 
     for path in write_report([read(p) for p in args.results], args.png, args.html, args.force, args.results):
         print(path)
