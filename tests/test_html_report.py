@@ -170,20 +170,33 @@ LEGEND = """new Promise(done => requestAnimationFrame(() => requestAnimationFram
        .map(e => e.textContent)))))"""
 
 
-@pytest.mark.slow  # a matrix run of both presets, then the browser
+def spec_run(tmp_path, name: str, *sets: str) -> str:
+    out = str(tmp_path / f"{name}.json")
+    args = [a for kv in sets for a in ("--set", kv)]
+    assert main(["run", os.path.join(REPO, "specs", f"{name}.yaml"), "--out", out, "--quiet", *args]) == 0
+    return out
+
+
+@pytest.mark.slow  # a matrix run of both presets, sessions and a capacity search, then the browser
 def test_the_report_of_a_matrix_run_opens_in_headless_chromium(tmp_path, browser):
-    result, html = tmp_path / "decide.json", tmp_path / "decide.html"
-    assert main(["run", os.path.join(REPO, "specs", "decide.yaml"), "--out", str(result), "--quiet",
-                 "--set", "load.requests=8", "--set", "server.metrics_interval=250ms"]) == 0
-    assert main(["report", str(result), "--html", str(html)]) == 0
-    doc = read(str(result))
+    decided = spec_run(tmp_path, "decide", "load.requests=8", "server.metrics_interval=250ms")
+    sessions = spec_run(tmp_path, "multi-turn-chat", "load.sweep.concurrency=[2]", "load.sessions=3",
+                        "workload.dataset.sessions.think_time=0")
+    search = spec_run(tmp_path, "capacity-search", "load.requests=8", "load.search.max=8")
+    html = tmp_path / "report.html"
+    assert main(["report", decided, sessions, search, "--html", str(html)]) == 0
+    doc = read(decided)
     d = page_data(html.read_text(encoding="utf-8"))
-    # what the page holds: 6 points, both frontiers, the decision the run printed, a series per point
-    assert len(d["table"]["rows"]) == 6 and len(d["timeseries"]) == 6
+    # what the page holds: every point, both frontiers, the decision the matrix run printed, a
+    # series per point, sessions by turn, a chart per SLO item of the search
+    points = [p for r in (doc, read(sessions), read(search)) for p in r["points"]]
+    assert len(d["table"]["rows"]) == len(points) and len(d["timeseries"]) == len(points)
     assert [p["axis"] for p in d["pareto"]] == ["output_tok_s_per_gpu", "goodput_s_per_gpu"]
     best = doc["decision"][0]["best"]
-    assert f"preset={best['matrix']['preset']} {best['load']}" in d["decision"][0][1]
-    expected = 1 + len(d["latency"]) + len(d["pareto"]) + len(d["spectra"]) + 1  # + the time series
+    assert any(f"preset={best['matrix']['preset']} {best['load']}" in a[1] for a in d["decision"])
+    assert d["sessions"] is not None and len(d["searches"]) == 3
+    expected = (1 + len(d["latency"]) + len(d["pareto"]) + len(d["spectra"]) + 1  # + the time series
+                + 2 + len(d["searches"]))  # sessions: TTFT and cached fraction by turn
     page_ = browser.open(html.as_uri())
     got = page_.evaluate(DRAWN)
     assert page_.errors == []
@@ -209,7 +222,7 @@ def test_the_report_of_a_matrix_run_opens_in_headless_chromium(tmp_path, browser
     assert page_.evaluate(f"Array.from({legend}).map(r => r.classList.contains('u-off'))")[1:] == \
         [True] + [False] * (len(d["throughput"]["series"]) - 1)
     page_.evaluate("""(() => { const s = document.querySelector('select'); s.value = '5';
-                             s.dispatchEvent(new Event('change')); })()""")
+                             s.dispatchEvent(new Event('change')); })()""")  # the 6th point
     after = page_.evaluate(DRAWN)
     assert after["charts"] == after["drawn"] == after["inked"] == expected and page_.errors == []
     assert d["timeseries"][5]["name"] in page_.evaluate("Array.from(document.querySelectorAll('.u-title'))"

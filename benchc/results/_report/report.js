@@ -93,7 +93,9 @@
       if (markersOnly) def.paths = function () { return null; };
       series.push(def);
     });
-    var axes = [{ label: o.xlabel || "", values: o.xvalues || undefined },
+    var axes = [{ label: o.xlabel || "", values: o.xvalues || undefined,
+                  // whole numbers on the x axis (turns, concurrency): no tick at 2.5
+                  incrs: o.ints ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] : undefined },
                 { label: o.ylabel || "", size: 60 }];
     var scales = { x: { time: false, distr: o.logx ? 3 : 1 }, y: {} };
     if (right) {
@@ -210,9 +212,9 @@
 
   if (D.sessions) {
     s = section("Sessions per turn");
-    chart(s, "TTFT by turn", D.sessions.ttft, { xlabel: "turn", ylabel: "TTFT (ms)" });
+    chart(s, "TTFT by turn", D.sessions.ttft, { xlabel: "turn", ylabel: "TTFT (ms)", ints: true });
     chart(s, "Prefix cache by turn", D.sessions.cached,
-          { xlabel: "turn", ylabel: "cached fraction of the prompt (server)" });
+          { xlabel: "turn", ylabel: "cached fraction of the prompt (server)", ints: true });
   }
 
   if (D.searches.length) {
@@ -220,7 +222,7 @@
     D.searches.forEach(function (c) {
       chart(s, c.name + (c.answer !== null ? " (answer " + c.answer + ")" : ""), c,
             { xlabel: c.over === "concurrency" ? "concurrency" : "rate (req/s)", ylabel: c.unit,
-              scatter: ["untrusted probes"] });
+              scatter: ["untrusted probes"], ints: c.over === "concurrency" });
     });
     table(s, D.search_table.header, D.search_table.rows);
   }
