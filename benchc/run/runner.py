@@ -258,7 +258,14 @@ class Runner:
                 loop.remove_signal_handler(signal.SIGHUP)
             if self.backend:
                 self.backend.stop()
-        return self._document()
+        doc = self._document()
+        if len(self.plan.combinations) > 1:  # a matrix: which combination serves more per GPU
+            from benchc.results.decide import describe
+
+            for answer in doc.get("decision", []):
+                for line in describe(answer):
+                    self.console.say(line)
+        return doc
 
     def _interrupt_message(self) -> str:
         """What the first Ctrl-C stops: the phase the run was in, and the requests it lets finish."""
