@@ -117,12 +117,15 @@ class Measurement:
     stopped: str | None = None  # why the point's load stopped early on its own (run/deadserver.py)
     clock: ClockMark | None = None  # a Ray worker's clock (run/clocks.py); None: the driver's
     moved: bool = False  # placed on the driver's clock from another machine's
+    steady_ns: tuple[int, int] | None = None  # the steady span (start, end) on this clock, if one
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
         t = self.tally
         t.start_ns = t.start_ns + delta_ns if t.start_ns is not None else None
         t.end_ns = t.end_ns + delta_ns if t.end_ns is not None else None
+        if self.steady_ns is not None:
+            self.steady_ns = (self.steady_ns[0] + delta_ns, self.steady_ns[1] + delta_ns)
         for r in self.requests:
             for k in ("t0_ns", "scheduled_ns"):
                 if r.get(k) is not None:
@@ -159,7 +162,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
-                       worker=shard.index, stopped=extra["stopped"])
+                       worker=shard.index, stopped=extra["stopped"], steady_ns=extra.get("steady_ns"))
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
