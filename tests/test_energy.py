@@ -158,3 +158,51 @@ def test_energy_between_counters_and_trapezoid():
     assert energy_between(powered, 0, s) == (pytest.approx(200.0), False)
     assert energy_between(powered, s // 2, 2 * s) == (pytest.approx(0.5 * (200 + 300) / 2 + 300.0), False)
     assert energy_between([(5, 42.0, None)], 0, s) == (pytest.approx(42.0), False)
+
+
+class FakeNvml:
+    """pynvml's calls benchc makes, over two GPUs whose counters rise at 300 W and 40 W."""
+
+    def __init__(self):
+        self.t = 0.0  # seconds, moved by the test
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H200"
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return (300_000, 40_000)[h]  # mW
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return int((300_000, 40_000)[h] * self.t)  # mJ
+
+
+def test_nvml_source_reads_power_and_counters(monkeypatch):
+    from benchc.run.power import NvmlSource
+
+    fake = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    source = NvmlSource.open()
+    assert source is not None and source.names == ["NVIDIA H200", "NVIDIA H200"]
+    power = PowerSampler(source)
+    for t in (0.0, 1.0, 2.0):
+        fake.t = t
+        stamp, rows = asyncio.run(source.read())
+        assert stamp is None and rows[0][2:] == (300.0, 300.0 * t) and rows[1][2:] == (40.0, 40.0 * t)
+        for index, name, w, j in rows:
+            power.samples.setdefault(index, []).append((int(t * 1e9), w, j))
+            power.names[index] = name
+    e = power.block(500_000_000, 1_500_000_000, "steady", 100, None, [0])
+    assert (e["source"], e["method"]) == ("nvml", "energy counters")
+    assert e["server"] == {"gpus": [0], "power_w": 300.0, "joules": 300.0}
+    assert e["machine"]["joules"] == 340.0 and e["joules_per_output_token"] == 3.0
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: no NVML, no error
+    assert NvmlSource.open() is None
