@@ -62,10 +62,10 @@ def hand_figures(doc: dict) -> list[dict]:
             for p in doc["points"]]
 
 
-def run_matrix(tmp_path, conc: str, requests: int, out: int = 8) -> dict:
+def run_matrix(tmp_path, conc: str, requests: int, out: int = 8, quiet: bool = True) -> dict:
     spec = tmp_path / "decide.yaml"
     spec.write_text(SPEC.format(out=out, conc=conc, requests=requests, path=tmp_path / "r.json"))
-    assert main(["run", str(spec), "--quiet"]) in (0, 1)  # 1: an SLO a point missed
+    assert main(["run", str(spec), *(["--quiet"] if quiet else [])]) in (0, 1)  # 1: an SLO a point missed
     return read(str(tmp_path / "r.json"))
 
 
@@ -94,9 +94,12 @@ def check_matrix_result(doc: dict) -> None:
     assert "single runs" in answer["margin"]["method"]
 
 
-def test_matrix_on_two_presets_frontier_and_decision(tmp_path):
-    doc = run_matrix(tmp_path, "[1, 4]", requests=4)
+def test_matrix_on_two_presets_frontier_and_decision(tmp_path, capsys):
+    doc = run_matrix(tmp_path, "[1, 4]", requests=4, quiet=False)
     check_matrix_result(doc)
+    best = doc["decision"][0]["best"]
+    said = capsys.readouterr().err  # the console's last lines: the decision
+    assert f"most goodput per GPU: preset={best['matrix']['preset']} {best['load']}: " in said
     # the same from the file through benchc.results, as compare and report compute it
     r = api.load(str(tmp_path / "r.json"))
     assert frontier_block([r]) == doc["frontier"] and decision([r]) == doc["decision"]
@@ -231,3 +234,37 @@ def test_candidate_names():
     c = _cand(1, 1, 1, 1, combo=3)
     assert c.name == "k=3 c=1"
     assert list(itertools.islice(iter(c.to_json()), 2)) == ["point", "combination"]
+
+
+def test_compare_one_matrix_result_side_by_side_and_decision(tmp_path, capsys):
+    """One matrix result: its combinations at each load, and the decision, in every format."""
+    path = str(tmp_path / "m.json")
+    doc = _doc_with_gpus()
+    second = [dict(p, combination=1, matrix={"tp": 8}, id="tp=8/" + p["id"]) for p in doc["points"]]
+    for p in second:
+        p["throughput"] = dict(p["throughput"], output_tok_s=p["throughput"]["output_tok_s"] / 2)
+    doc["points"] = [dict(p, matrix={"tp": 4}, id="tp=4/" + p["id"]) for p in doc["points"]] + second
+    doc["combinations"] = [{"combination": i, "matrix": {"tp": n}, "status": "ok",
+                            "gpus": {"count": n, "source": "matrix: tp", "indices": None}}
+                           for i, n in enumerate((4, 8))]
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    assert main(["compare", path, "--format", "json", "--gpu-hour", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    loads = [t["load"] for t in out["side_by_side"]]
+    assert loads == list(dict.fromkeys(p["id"].split("/")[1] for p in doc["points"]))
+    row4, row8 = out["side_by_side"][0]["rows"]
+    assert (row4["combination"], row4["gpus"], row8["combination"], row8["gpus"]) == ("tp=4", 4, "tp=8", 8)
+    assert row8["output_tok_s_per_gpu"] == pytest.approx(row4["output_tok_s_per_gpu"] / 4)
+    assert row4["cost_per_mtok"] == pytest.approx(2 * 4 / 3600 / row4["output_tok_s"] * 1e6)
+    (answer,) = out["decision"]
+    assert answer["best"]["matrix"] == {"tp": 4} and answer["runner_up"]["matrix"] == {"tp": 8}
+    assert main(["compare", path]) == 0
+    text = capsys.readouterr().out
+    assert "load c=1:" in text and "most goodput per GPU: tp=4 " in text
+    assert main(["compare", path, "--format", "markdown"]) == 0
+    assert "#### load c=1" in capsys.readouterr().out
+    assert main(["compare", path, "--fail-on", "output_tok_s < -5%"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["compare", path, "--gpu-hour", "-1"])
+    assert e.value.code == 2

@@ -269,7 +269,8 @@ def describe(answer: dict) -> list[str]:
 
     def line(a: dict, unit: str, scale: float = 1.0) -> str:
         b = a["best"]
-        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs)"
+        cost = f", cost {b['cost_per_mtok']:,.4g} per million output tokens" if "cost_per_mtok" in b else ""
+        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs{cost})"
         r = a.get("runner_up")
         if r is None:
             return text + "; no runner-up"

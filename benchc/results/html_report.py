@@ -9,7 +9,8 @@ so viewing the page needs no network and no matplotlib.
 What it shows, each section only where the results have it:
 - the points table (report.summary_rows), sortable;
 - output tok/s against the load, and TTFT / TPOT p50 and p99 against output tok/s;
-- the Pareto frontiers and the decision per SLO (results/decide.py, over every result given);
+- the combinations side by side per load, the Pareto frontiers and the decision per SLO
+  (results/sidebyside.py, results/decide.py, over every result given, as `compare` has them);
 - TTFT and ITL percentile spectra from the HdrHistograms (repeats pooled exactly);
 - each point's time series: the server's /metrics samples beside the client's in flight and
   sends (points[].timeseries; a menu picks the point);
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from importlib import resources
 
 from benchc.results import decide
-from benchc.results.api import from_document
+from benchc.results.compare import decide_section
 from benchc.results.identity import result_label
 from benchc.results.report import (
     HEADER,
@@ -44,6 +45,7 @@ from benchc.results.report import (
     summary_rows,
     turn_x,
 )
+from benchc.results.sidebyside import cells
 
 # the spectra's percentiles: dense enough for a smooth curve on the log axis the page uses
 # (x = 1 / (1 - p/100), so p99 sits at 100 and p99.99 at 10,000)
@@ -200,13 +202,19 @@ def _searches(docs: list[dict]) -> list[dict]:
     return out
 
 
-def _pareto(docs: list[dict], sources: list[str | None]) -> tuple[list[dict], list[list[str]], list[str]]:
-    """(a chart per frontier axis, the decision's lines, what was left out) over every result
-    given (results/decide.py: the frontier and the decision of the run, and of a set of runs)."""
-    results = [from_document(d, s or "") for d, s in zip(docs, sources, strict=True)]
-    block = decide.frontier_block(results)
+def _pareto(docs: list[dict], sources: list[str | None], gpu_hour: float | None
+            ) -> tuple[list[dict], list[list[str]], list[str], list[dict]]:
+    """(a chart per frontier axis, the decision's lines, what was left out, the combinations side
+    by side per load) over every result given, as `compare` and `report` print them
+    (results/compare.py decide_section: results/decide.py, results/sidebyside.py)."""
+    section = decide_section(docs, [s or "" for s in sources], gpu_hour=gpu_hour)
+    tables = []
+    for t in section["side_by_side"]:
+        header, body = cells(t)
+        tables.append({"load": t["load"], "header": header, "rows": body})
+    block = section.get("frontier")
     if block is None:
-        return [], [], []
+        return [], [], [], tables
     charts = []
     for axis in decide.AXES:
         on = set(block.get(axis, []))
@@ -229,17 +237,18 @@ def _pareto(docs: list[dict], sources: list[str | None]) -> tuple[list[dict], li
         chart["axis"] = axis
         chart["frontier"] = [n for _, _, n in front]
         charts.append(chart)
-    answers = [decide.describe(a) for a in decide.decision(results)]
+    answers = [decide.describe(a) for a in section["decision"]]
     left = [f"{e.get('result', '') + ': ' if e.get('result') else ''}{e['point']}: {e['reason']}"
             for e in block.get("left_out", [])]
-    return charts, answers, left
+    return charts, answers, left, tables
 
 
-def report_data(docs: list[dict], sources: list[str] | None = None) -> dict:
-    """Everything the page draws, as JSON-ready data."""
+def report_data(docs: list[dict], sources: list[str] | None = None, gpu_hour: float | None = None) -> dict:
+    """Everything the page draws, as JSON-ready data. `gpu_hour`: the price of a GPU-hour for
+    the cost figures (None: each result's own spec's)."""
     srcs: list[str | None] = list(sources) if sources is not None else [None] * len(docs)
     xname, throughput, latency = _load_charts(docs)
-    pareto, decision, left_out = _pareto(docs, srcs)
+    pareto, decision, left_out, side_by_side = _pareto(docs, srcs, gpu_hour)
     return {
         "results": [f"{result_label(d, s)} ({d['plan']['name']}, {d['created']})"
                     for d, s in zip(docs, srcs, strict=True)],
@@ -247,7 +256,7 @@ def report_data(docs: list[dict], sources: list[str] | None = None) -> dict:
         "table": {"header": HEADER, "rows": summary_rows(docs, sources)},
         "throughput": throughput,
         "latency": latency,
-        "pareto": pareto, "decision": decision, "left_out": left_out,
+        "pareto": pareto, "decision": decision, "left_out": left_out, "side_by_side": side_by_side,
         "spectra": _spectra(docs, xname),
         "timeseries": _timeseries(docs, srcs),
         "sessions": _sessions(docs),
@@ -256,9 +265,9 @@ def report_data(docs: list[dict], sources: list[str] | None = None) -> dict:
     }
 
 
-def page(docs: list[dict], sources: list[str] | None = None) -> str:
+def page(docs: list[dict], sources: list[str] | None = None, gpu_hour: float | None = None) -> str:
     """The whole page: data, uPlot, benchc's script and style, inlined."""
-    data = json.dumps(report_data(docs, sources), separators=(",", ":"), allow_nan=False)
+    data = json.dumps(report_data(docs, sources, gpu_hour), separators=(",", ":"), allow_nan=False)
     # inside <script> only "</" could end the block early; \u003c is the same character to JSON
     data = data.replace("<", "\\u003c")
     uplot_js = _asset("_vendor", "uplot", "uPlot.iife.min.js")

@@ -12,7 +12,8 @@ from benchc.results.report import _plt, _png, figures
 
 
 def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
-                 overwrite: bool = False, sources: list[str] | None = None) -> list[str]:
+                 overwrite: bool = False, sources: list[str] | None = None,
+                 gpu_hour: float | None = None) -> list[str]:
     """Write the PNGs into `png_dir` and/or the page to `html_path`; returns the paths written.
     Every path is checked before any is written: an existing file needs `overwrite`, and only
     regular files are ever replaced (results.document.check_target)."""
@@ -27,7 +28,7 @@ def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
     written = _write_pngs(docs, png_dir, overwrite, hint) if png_dir else []
     if html_path:
         # the interactive page: drawn in the browser, no matplotlib
-        write_bytes_atomic(html_path, page(docs, sources).encode("utf-8"), overwrite)
+        write_bytes_atomic(html_path, page(docs, sources, gpu_hour).encode("utf-8"), overwrite)
         written.append(html_path)
     return written
 

@@ -407,6 +407,11 @@ class StepRun:
             out["client"]["bodies_built_late"] = self.feed.built_late
         out["stopped"] = self.streak.reason
         out["series"] = self.series
+        # the steady span on the client's clock, where it had one (run/power.py integrates the
+        # GPUs' energy over it)
+        out["steady_ns"] = ((self.steady_start_ns, self.steady_end_ns)
+                            if self.steady_start_ns is not None and self.steady_end_ns is not None
+                            and out["steady"]["output_tok_s"] is not None else None)
         return out
 
     async def _closed_loop(self) -> None:

@@ -119,12 +119,15 @@ class Measurement:
     clock: ClockMark | None = None  # a Ray worker's clock (run/clocks.py); None: the driver's
     moved: bool = False  # placed on the driver's clock from another machine's
     series: ClientSeries | None = None  # in flight and sends per interval (metrics/timeline.py)
+    steady_ns: tuple[int, int] | None = None  # the steady span (start, end) on this clock, if one
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
         t = self.tally
         t.start_ns = t.start_ns + delta_ns if t.start_ns is not None else None
         t.end_ns = t.end_ns + delta_ns if t.end_ns is not None else None
+        if self.steady_ns is not None:
+            self.steady_ns = (self.steady_ns[0] + delta_ns, self.steady_ns[1] + delta_ns)
         for r in self.requests:
             for k in ("t0_ns", "scheduled_ns"):
                 if r.get(k) is not None:
@@ -164,7 +167,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
-                       worker=shard.index, stopped=extra["stopped"], series=extra["series"])
+                       worker=shard.index, stopped=extra["stopped"], series=extra["series"],
+                       steady_ns=extra.get("steady_ns"))
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:

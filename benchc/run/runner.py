@@ -61,6 +61,7 @@ from benchc.run.gpus import combination_gpus, read_sim_power
 from benchc.run.loadgen import StepContext
 from benchc.run.point import Measurement, assemble_point, measure_point, open_client, warm_up
 from benchc.run.point_telemetry import PointTelemetry
+from benchc.run.power import NvmlSource, PowerSampler, SimSource, Source
 from benchc.run.prepare import Prepared, prepare, step_slo_checks
 from benchc.run.saturation import SweepStop
 from benchc.run.search import describe, run_search
@@ -204,6 +205,9 @@ class Runner:
         self.phase = "starting"  # what the run is doing, for the Ctrl-C message
         self._monitor: asyncio.Task | None = None  # watches the combination's server process, if ours
         self._ctx: StepContext | None = None  # the combination's measured client (its in-flight count)
+        self._power: Source | None = None  # where the combination's GPU power is read (run/power.py)
+        self._nvml: NvmlSource | None = None  # NVML, opened on first need
+        self._nvml_tried = False
         # the live progress line would tangle with -v log lines
         self.console = Console(opts.quiet, live=not logging.getLogger("benchc").isEnabledFor(logging.INFO))
 
@@ -258,7 +262,14 @@ class Runner:
                 loop.remove_signal_handler(signal.SIGHUP)
             if self.backend:
                 self.backend.stop()
-        return self._document()
+        doc = self._document()
+        if len(self.plan.combinations) > 1:  # a matrix: which combination serves more per GPU
+            from benchc.results.decide import describe
+
+            for answer in doc.get("decision", []):
+                for line in describe(answer):
+                    self.console.say(line)
+        return doc
 
     def _interrupt_message(self) -> str:
         """What the first Ctrl-C stops: the phase the run was in, and the requests it lets finish."""
@@ -573,6 +584,12 @@ class Runner:
         gpus = combination_gpus(combo, sim, env)
         if gpus is not None:
             record["gpus"] = gpus
+        if sim is not None:
+            self._power = SimSource(session, server_root(base_url))
+        else:
+            if not self._nvml_tried:
+                self._nvml, self._nvml_tried = NvmlSource.open(), True
+            self._power = self._nvml  # None: nvidia-smi's rows, where it runs
 
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
                      prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
@@ -583,7 +600,8 @@ class Runner:
         log.info("%s: start", step.id)
         self.phase = f"point {step.id}"
         telemetry = PointTelemetry(control, server_root(base_url), combo.metrics_interval_s)
-        async with telemetry.around():
+        power = PowerSampler(self._power, telemetry.gpu)
+        async with telemetry.around(), power.around():
             m, failures = await self._measure(ctx, step, combo, prepared, seed, base_url, deal)
         for f in failures:
             self._fail(RunFailure("worker_failed", f, combo.index, step.id))
@@ -592,6 +610,7 @@ class Runner:
         if m.stopped:
             await self._server_gone(combo, step, m.stopped)
         point = assemble_point(step, combo, m, telemetry, step_slo_checks(step, prepared), reset)
+        point["energy"] = energy_of(power, m, point, self.combos[-1].get("gpus"))
         log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, point["counts"]["sent"],
                  point["counts"]["completed"], point["counts"]["failed"], point["window"]["duration_s"])
         self.points.append(point)
@@ -662,6 +681,19 @@ class Runner:
         }
         doc.update(decide_blocks(doc))
         return doc
+
+
+def energy_of(power: PowerSampler, m: Measurement, point: dict, gpus: dict | None) -> dict:
+    """The point's `energy` over its steady span (else its whole window): run/power.py."""
+    completed = point["counts"]["completed"]
+    per_request = point["tokens"]["output"] / completed if completed else None
+    indices = gpus["indices"] if gpus else None
+    if m.steady_ns is not None:
+        return power.block(*m.steady_ns, "steady", m.steady["output_tokens"], per_request, indices)
+    w = point["window"]
+    if w.get("start_ns") is None or w.get("end_ns") is None:
+        return {"available": False}
+    return power.block(w["start_ns"], w["end_ns"], "whole", point["tokens"]["output"], per_request, indices)
 
 
 def decide_blocks(doc: dict) -> dict:

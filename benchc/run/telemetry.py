@@ -18,6 +18,7 @@ import asyncio
 import math
 import re
 import shutil
+import time
 from typing import Any
 
 import aiohttp
@@ -217,6 +218,8 @@ class GpuSampler:
         self.samples: dict[str, list[tuple[float, float, float, float]]] = {}
         self.names: dict[str, str] = {}
         self.total_mem: dict[str, float] = {}
+        # per GPU (t_ns when its row was read, power W): run/power.py integrates them
+        self.stamped: dict[str, list[tuple[int, float]]] = {}
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> bool:
@@ -246,6 +249,7 @@ class GpuSampler:
                 continue
             self.names[idx] = name
             self.samples.setdefault(idx, []).append(row)
+            self.stamped.setdefault(idx, []).append((time.perf_counter_ns(), row[2]))
 
     async def stop(self) -> None:
         from benchc.run.server import terminate

@@ -159,6 +159,15 @@
     });
   }
 
+  if (D.side_by_side.length) {
+    s = section("Combinations side by side", "One table per load: every combination of every result "
+                + "measured at it, with its per-GPU figures.");
+    D.side_by_side.forEach(function (t) {
+      el("h3", s, "load " + t.load);
+      table(s, t.header, t.rows);
+    });
+  }
+
   if (D.pareto.length || D.decision.length) {
     s = section("Pareto frontier and decision",
                 "Per-user speed is 1 / TPOT p50 (output tok/s one request sees); a point is on the "
