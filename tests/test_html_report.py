@@ -109,7 +109,7 @@ def test_the_page_holds_every_point_and_its_series(tmp_path):
     server, client = d["timeseries"][1]["sides"]
     assert server["t"] == [0.5, 1.5, 2.5, 3.5, 4.5] and client["t"] == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert set(server["cols"]) == {"server running", "server waiting", "server kv cache usage",
-                                   "server preemptions"}
+                                   "server preemptions"}  # no query counter in this series: no hit rate
     assert server["cols"]["server waiting"] == [0, 1, 2, 3, 4]
     assert server["cols"]["server preemptions"] == [0] * 5
     assert server["cols"]["server kv cache usage"] == [0.5, 0.55, 0.6, 0.65, 0.7]
@@ -236,3 +236,12 @@ def test_the_report_of_a_matrix_run_opens_in_headless_chromium(tmp_path, browser
     assert after["charts"] == after["drawn"] == after["inked"] == expected and page_.errors == []
     assert d["timeseries"][5]["name"] in page_.evaluate("Array.from(document.querySelectorAll('.u-title'))"
                                                         ".map(e => e.textContent).join('|')")
+
+
+def test_the_prefix_cache_hit_rate_is_charted_per_interval():
+    from benchc.results.html_report import _interval_rates
+
+    # counters since the point's start: 32 of 64 tokens found in the second interval, none looked
+    # up in the third (no rate, rather than 0), 64 of 128 in the fourth
+    assert _interval_rates([0, 32, 32, 96], [64, 128, 128, 256]) == [0.0, 0.5, None, 0.5]
+    assert _interval_rates([None, 10], [None, 20]) == [None, 0.5]

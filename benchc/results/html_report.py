@@ -134,6 +134,23 @@ def _columns(t: list[float], cols: dict[str, list]) -> dict:
     return {"t": [round(x, 3) for x in t], "cols": {k: [_page_value(v) for v in c] for k, c in cols.items()}}
 
 
+HIT_RATE = "server prefix cache hit rate"  # on the right axis with KV-cache usage (report.js)
+
+
+def _interval_rates(hits: list, queries: list) -> list[float | None]:
+    """Per sample, the prefix cache's hit rate since the sample before it (the first: since
+    the point's start): tokens found / tokens looked up; None where nothing was looked up."""
+    out: list[float | None] = []
+    ph, pq = 0, 0
+    for h, q in zip(hits, queries, strict=True):
+        if h is None or q is None:
+            out.append(None)
+            continue
+        out.append((h - ph) / (q - pq) if q > pq else None)
+        ph, pq = h, q
+    return out
+
+
 def _timeseries(docs: list[dict], sources: list[str | None]) -> list[dict]:
     """Per point with a time series: its name, and the server's and the client's columns, each
     on its own times (the page's script joins them: sending them joined would double the page
@@ -147,8 +164,11 @@ def _timeseries(docs: list[dict], sources: list[str | None]) -> list[dict]:
             server, client = ts.get("server") or {}, ts.get("client") or {}
             sides = []
             if server.get("available") and server.get("t_s"):
-                sides.append(_columns(server["t_s"], {f"server {c.replace('_', ' ')}": server[c]
-                                                      for c in SERVER_COLUMNS if c in server}))
+                cols = {f"server {c.replace('_', ' ')}": server[c] for c in SERVER_COLUMNS if c in server}
+                if "prefix_cache_hit_tokens" in server and "prefix_cache_query_tokens" in server:
+                    cols[HIT_RATE] = _interval_rates(server["prefix_cache_hit_tokens"],
+                                                     server["prefix_cache_query_tokens"])
+                sides.append(_columns(server["t_s"], cols))
             if client.get("t_s"):
                 cols = {"client in flight": client["in_flight"], "client sends / interval": client["sends"]}
                 if "scheduled" in client:

@@ -212,7 +212,8 @@
       current = chart(holder, t.name + " (every " + t.interval_s + " s" + (t.kind ? ", " + t.kind : "") + ")",
                       align(t.sides), {
         xlabel: "s", ylabel: "requests",
-        right: { labels: ["server kv cache usage"], label: "KV-cache usage", range: [0, 1] }
+        right: { labels: ["server kv cache usage", "server prefix cache hit rate"],
+                 label: "KV-cache usage, prefix-cache hit rate", range: [0, 1] }
       });
     };
     pick.addEventListener("change", function () { showPoint(+pick.value); });
