@@ -62,10 +62,10 @@ def hand_figures(doc: dict) -> list[dict]:
             for p in doc["points"]]
 
 
-def run_matrix(tmp_path, conc: str, requests: int, out: int = 8, quiet: bool = True) -> dict:
+def run_matrix(tmp_path, conc: str, requests: int, out: int = 8, quiet: bool = True, *more: str) -> dict:
     spec = tmp_path / "decide.yaml"
     spec.write_text(SPEC.format(out=out, conc=conc, requests=requests, path=tmp_path / "r.json"))
-    assert main(["run", str(spec), *(["--quiet"] if quiet else [])]) in (0, 1)  # 1: an SLO a point missed
+    assert main(["run", str(spec), *(["--quiet"] if quiet else []), *more]) in (0, 1)  # 1: an SLO missed
     return read(str(tmp_path / "r.json"))
 
 
@@ -95,8 +95,14 @@ def check_matrix_result(doc: dict) -> None:
 
 
 def test_matrix_on_two_presets_frontier_and_decision(tmp_path, capsys):
-    doc = run_matrix(tmp_path, "[1, 4]", requests=4, quiet=False)
+    doc = run_matrix(tmp_path, "[1, 4]", 4, 8, False, "--gpu-hour", "3")
     check_matrix_result(doc)
+    # --gpu-hour: the plan's price, and each point's GPU time per million output tokens
+    assert doc["plan"]["cost"] == {"gpu_hour": 3.0, "currency": "USD"}
+    gpus = {c["combination"]: c["gpus"]["count"] for c in doc["combinations"]}
+    for c, p in zip(doc["frontier"]["points"], doc["points"], strict=True):
+        tok_s = p["throughput"]["output_tok_s"]
+        assert c["cost_per_mtok"] == pytest.approx(3 * gpus[p["combination"]] / 3600 / tok_s * 1e6, rel=1e-5)
     best = doc["decision"][0]["best"]
     said = capsys.readouterr().err  # the console's last lines: the decision
     assert f"most goodput per GPU: preset={best['matrix']['preset']} {best['load']}: " in said

@@ -85,6 +85,13 @@ def test_joules_per_token_equal_the_modelled_power_over_the_window(tmp_path, sim
         assert g["power_w"] == pytest.approx(truth["idle_w"], rel=0.01)
     idle_j = sum(g["joules"] for g in e["gpus"][4:])
     assert e["machine"]["joules"] == pytest.approx(e["server"]["joules"] + idle_j)
+    # the same through benchc.results
+    import benchc.results
+
+    got = benchc.results.load(str(tmp_path / "r.json")).points[0].energy
+    assert (got.source, got.server_gpus, got.joules_per_output_token) == ("simulator", (0, 1, 2, 3),
+                                                                          e["joules_per_output_token"])
+    assert got.machine_joules == e["machine"]["joules"] and len(got.gpus) == 8
     # the decision per joule, where power was measured
     assert doc["frontier"]["points"][0]["goodput_per_kj"] == pytest.approx(
         point["throughput"]["goodput_s"] / e["server"]["power_w"] * 1000, rel=1e-4)

@@ -79,6 +79,37 @@ class Latency:
 
 
 @dataclass(frozen=True)
+class Energy:
+    """A point's GPU energy over its window (`steady` span, else `whole`): docs/decide.md."""
+
+    source: str  # simulator | nvml | nvidia-smi
+    window: str
+    window_s: float
+    server_gpus: tuple[int, ...] | None  # None: which GPUs are the server's was not known
+    server_power_w: float  # the server's GPUs' mean draw, summed
+    server_joules: float
+    machine_power_w: float  # every GPU of the machine
+    machine_joules: float
+    output_tokens: int
+    joules_per_output_token: float | None
+    joules_per_request: float | None
+    gpus: tuple[Mapping[str, Any], ...]  # per GPU: index, name, server, samples, power_w, joules
+
+    @classmethod
+    def from_block(cls, b: Mapping[str, Any] | None) -> Energy | None:
+        if not b or not b.get("available"):
+            return None
+        server = b["server"]
+        return cls(source=b["source"], window=b["window"], window_s=b["window_s"],
+                   server_gpus=tuple(server["gpus"]) if server["gpus"] is not None else None,
+                   server_power_w=server["power_w"], server_joules=server["joules"],
+                   machine_power_w=b["machine"]["power_w"], machine_joules=b["machine"]["joules"],
+                   output_tokens=b["output_tokens"], joules_per_output_token=b.get("joules_per_output_token"),
+                   joules_per_request=b.get("joules_per_request"),
+                   gpus=tuple(MappingProxyType(g) for g in b["gpus"]))
+
+
+@dataclass(frozen=True)
 class Point:
     """One load point: its load, counts, tokens, throughputs (per second) and latencies."""
 
@@ -126,6 +157,11 @@ class Point:
                    steady_output_tok_s=t.get("steady_output_tok_s"),
                    client_limited=p["client"]["client_limited"], latency=MappingProxyType(latency),
                    raw=MappingProxyType(p), gpus=gpus)
+
+    @property
+    def energy(self) -> Energy | None:
+        """The GPUs' energy over the point, where power was sampled (None otherwise)."""
+        return Energy.from_block(self.raw.get("energy"))
 
     @property
     def repeat(self) -> int | None:

@@ -104,13 +104,12 @@ def _point_figures(p: Point, gpus: int, gpu_hour: float | None) -> dict[str, flo
     tpot = p.latency.get("tpot")
     if tpot is None or not tpot.count or not tpot.percentiles.get(50.0):
         return None
-    energy = p.raw.get("energy") or {}
-    measured = bool(energy.get("available"))
-    server_w = energy["server"]["power_w"] if measured else None
+    energy = p.energy
+    server_w = energy.server_power_w if energy is not None else None
     return {"output_tok_s_per_user": 1e6 / tpot.percentiles[50.0],
             "output_tok_s_per_gpu": p.output_tok_s / gpus,
             "goodput_s_per_gpu": p.goodput_s / gpus,
-            "joules_per_output_token": energy.get("joules_per_output_token") if measured else None,
+            "joules_per_output_token": energy.joules_per_output_token if energy is not None else None,
             "goodput_per_kj": p.goodput_s / server_w * 1000 if server_w else None,
             "cost_per_mtok": (gpu_hour * gpus / 3600 / p.output_tok_s * 1e6
                               if gpu_hour and p.output_tok_s > 0 else None)}
