@@ -63,6 +63,11 @@ def _label(doc: dict, matrix: dict) -> str:
     return series_label(doc, matrix).replace(r"\$", "$")  # report.py escapes $ for matplotlib only
 
 
+def _collected(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
+    """report.collect's series, named as text (it escapes $ for matplotlib)."""
+    return {label.replace(r"\$", "$"): by_x for label, by_x in collect(docs).items()}
+
+
 def _num(v: float | None, digits: int = 6) -> float | None:
     """A figure with `digits` significant digits (NaN, the report's "no value", as null)."""
     if v is None or v != v:
@@ -88,7 +93,7 @@ def _shared_x(lines: Sequence[tuple[str, Sequence[float], Sequence[float | None]
 
 def _load_charts(docs: list[dict]) -> tuple[str, dict, dict]:
     """(the load's name, output tok/s against load, {metric: p50/p99 against output tok/s})."""
-    data = collect(docs)
+    data = _collected(docs)
     xname = _x(docs[0]["points"][0])[0] if docs and docs[0]["points"] else "concurrency"
     lines = []
     lat: dict[str, list] = {m: [] for m in LATENCIES}
@@ -109,7 +114,7 @@ def _spectra(docs: list[dict], xname: str) -> dict:
     xs = [1 / (1 - p / 100) for p in SPECTRUM]
     for metric in ("ttft", "itl"):
         series = []
-        for label, by_x in collect(docs).items():
+        for label, by_x in _collected(docs).items():
             for x in sorted(by_x):
                 h = _pooled(by_x[x], metric)
                 if h is None:
