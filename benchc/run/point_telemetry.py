@@ -3,12 +3,14 @@ the server's /metrics before, during (every `interval_s`: server.metrics_interva
 the GPUs through nvidia-smi, the driver machine's CPU. The samplers themselves are in
 telemetry.py.
 
-The samples during the point are asked for on a fixed schedule (start + k * interval), each
-stamped when asked with the clock the point's window is on, so that the point's time series
-has window / interval samples. A scrape does not wait for the one before it: a server slow to
-render /metrics under load (a real vLLM on two busy cores took over 250 ms) would otherwise
-thin the series exactly where the load is; at most MAX_OUTSTANDING are in flight, past that a
-tick is skipped and counted."""
+The samples during the point are asked for on a fixed schedule, ticks at start + k * interval
+on the clock the point's window is on, and each is stamped with its tick: a window of W seconds
+holds W / interval ticks, give or take one, and each tick is a sample or is counted `skipped`.
+A tick is skipped when the event loop served it more than half an interval late (its sample
+would stand for another moment), when MAX_OUTSTANDING scrapes are still unanswered, or when
+its scrape failed. A scrape does not wait for the one before it: a server slow to render
+/metrics under load (a real vLLM on two busy cores took over 250 ms) would otherwise thin the
+series exactly where the load is."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from benchc.run.server_timings import prometheus_timings
 from benchc.run.telemetry import GpuSampler, cpu_times, host_cpu, scrape, server_series, server_summary
 
 log = logging.getLogger(__name__)
-MAX_OUTSTANDING = 4  # scrapes in flight at once; a tick past them is skipped (`skipped`)
+MAX_OUTSTANDING = 4  # scrapes in flight at once; a tick past them is skipped
 
 
 class PointTelemetry:
@@ -33,7 +35,7 @@ class PointTelemetry:
         self.before: dict | None = None
         self.after: dict | None = None
         self.samples: list[tuple[int, dict]] = []  # (CLOCK when asked, the figures) during the point
-        self.skipped: list[int] = []  # ticks (CLOCK) not asked: MAX_OUTSTANDING scrapes were in flight
+        self.skipped: list[int] = []  # ticks (CLOCK) without a sample: late, too many in flight, failed
         self._scrapes: set[asyncio.Task] = set()
         self.gpu = GpuSampler()
         self.cpu0: tuple[float, float] | None = None
@@ -64,23 +66,24 @@ class PointTelemetry:
 
     async def _poll(self) -> None:
         step = int(self.interval_s * 1e9)
-        due = CLOCK()
+        tick = CLOCK()
         while True:
-            now = CLOCK()
-            due += step * max(1, -(-(now - due) // step))  # the next tick not yet past
-            await asyncio.sleep((due - now) / 1e9)
-            t = CLOCK()
-            if len(self._scrapes) >= MAX_OUTSTANDING:
-                self.skipped.append(t)
+            tick += step
+            if (wait := tick - CLOCK()) > 0:
+                await asyncio.sleep(wait / 1e9)
+            if CLOCK() - tick > step // 2 or len(self._scrapes) >= MAX_OUTSTANDING:
+                self.skipped.append(tick)
                 continue
-            task = asyncio.create_task(self._sample(t))
+            task = asyncio.create_task(self._sample(tick))
             self._scrapes.add(task)
             task.add_done_callback(self._scrapes.discard)
 
-    async def _sample(self, t: int) -> None:
+    async def _sample(self, tick: int) -> None:
         m = await scrape(self.session, self.root)
         if m:
-            self.samples.append((t, m))
+            self.samples.append((tick, m))
+        else:
+            self.skipped.append(tick)
 
     @property
     def during(self) -> list[dict]:
