@@ -259,6 +259,23 @@ def decision(results: Sequence[Result], gpu_hour: float | None = None,
     return out
 
 
+def with_decision(doc: dict) -> dict:
+    """`doc` with its `frontier` and `decision` computed from its own points (replaced where it
+    had them: a merge's points are not its first shard's), where its points allow them."""
+    from benchc.results.api import from_document
+
+    doc.pop("frontier", None)
+    doc.pop("decision", None)
+    result = from_document(doc)
+    frontier = frontier_block([result])
+    if frontier is not None:
+        doc["frontier"] = frontier
+    answers = decision([result])
+    if answers:
+        doc["decision"] = answers
+    return doc
+
+
 def describe(answer: dict) -> list[str]:
     """The console's lines of one answer."""
     def name(e: dict) -> str:
