@@ -296,3 +296,15 @@ def test_merge_recomputes_frontier_and_decision_from_the_merged_points(tmp_path)
         want = p["throughput"]["goodput_s"] / 2
         assert points[p["id"]]["goodput_s_per_gpu"] == pytest.approx(want, rel=1e-5)
     assert merged["decision"][0]["best"]["point"] in points
+
+
+def test_an_untrusted_point_is_marked_in_the_decision():
+    doc = _doc_with_gpus()
+    best = max(doc["points"], key=lambda p: p["throughput"]["goodput_s"])
+    best["trust"] = {"trusted": False, "doubts": [{"message": "client-limited", "fails_strict": True}]}
+    (answer,) = decision([api.from_document(doc)])
+    assert answer["best"]["point"] == best["id"] and answer["best"]["trusted"] is False
+    assert "trusted" not in answer["runner_up"]
+    from benchc.results.decide import describe
+
+    assert "NOT TRUSTED" in describe(answer)[1]
