@@ -274,3 +274,37 @@ def test_compare_one_matrix_result_side_by_side_and_decision(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["compare", path, "--gpu-hour", "-1"])
     assert e.value.code == 2
+
+
+def test_merge_recomputes_frontier_and_decision_from_the_merged_points(tmp_path):
+    """A merge starts from its first shard's document: its frontier would be that shard's alone."""
+    paths = []
+    for name in ("result-v1-shard-a.json", "result-v1-shard-b.json"):
+        doc = read(os.path.join(DATA, name))
+        doc["combinations"] = [dict(c, gpus={"count": 2, "source": "server.gpus", "indices": None})
+                               for c in doc["combinations"]]
+        doc["frontier"] = {"per_user": "stale", "points": [], "output_tok_s_per_gpu": [],
+                           "goodput_s_per_gpu": []}
+        path = tmp_path / name
+        path.write_text(json.dumps(doc))
+        paths.append(str(path))
+    assert main(["merge", *paths, "-o", str(tmp_path / "m.json")]) == 0
+    merged = read(str(tmp_path / "m.json"))
+    points = {p["point"]: p for p in merged["frontier"]["points"]}
+    assert set(points) == {p["id"] for p in merged["points"]}
+    for p in merged["points"]:
+        want = p["throughput"]["goodput_s"] / 2
+        assert points[p["id"]]["goodput_s_per_gpu"] == pytest.approx(want, rel=1e-5)
+    assert merged["decision"][0]["best"]["point"] in points
+
+
+def test_an_untrusted_point_is_marked_in_the_decision():
+    doc = _doc_with_gpus()
+    best = max(doc["points"], key=lambda p: p["throughput"]["goodput_s"])
+    best["trust"] = {"trusted": False, "doubts": [{"message": "client-limited", "fails_strict": True}]}
+    (answer,) = decision([api.from_document(doc)])
+    assert answer["best"]["point"] == best["id"] and answer["best"]["trusted"] is False
+    assert "trusted" not in answer["runner_up"]
+    from benchc.results.decide import describe
+
+    assert "NOT TRUSTED" in describe(answer)[1]

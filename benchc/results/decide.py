@@ -61,6 +61,8 @@ class Candidate:
     cost_per_mtok: float | None = None
     # a repeated point: each run's figures by axis ({"goodput_s_per_gpu": [...], ...})
     runs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # every run's figures can be trusted (results/trust.py: not client-limited, ...)
+    trusted: bool = True
 
     @property
     def name(self) -> str:
@@ -84,6 +86,8 @@ class Candidate:
                 out[k] = _sig(v)
         if self.runs:
             out["runs"] = len(next(iter(self.runs.values())))
+        if not self.trusted:
+            out["trusted"] = False
         return out
 
 
@@ -157,7 +161,8 @@ def candidates(results: Sequence[Result], gpu_hour: float | None = None
                                  goodput_s_per_gpu=mean["goodput_s_per_gpu"] or 0.0,
                                  joules_per_output_token=mean["joules_per_output_token"],
                                  goodput_per_kj=mean["goodput_per_kj"], cost_per_mtok=mean["cost_per_mtok"],
-                                 runs=runs_of))
+                                 runs=runs_of,
+                                 trusted=all(p.raw.get("trust", {}).get("trusted", True) for p in runs)))
     return out, left
 
 
@@ -259,6 +264,23 @@ def decision(results: Sequence[Result], gpu_hour: float | None = None,
     return out
 
 
+def with_decision(doc: dict) -> dict:
+    """`doc` with its `frontier` and `decision` computed from its own points (replaced where it
+    had them: a merge's points are not its first shard's), where its points allow them."""
+    from benchc.results.api import from_document
+
+    doc.pop("frontier", None)
+    doc.pop("decision", None)
+    result = from_document(doc)
+    frontier = frontier_block([result])
+    if frontier is not None:
+        doc["frontier"] = frontier
+    answers = decision([result])
+    if answers:
+        doc["decision"] = answers
+    return doc
+
+
 def describe(answer: dict) -> list[str]:
     """The console's lines of one answer."""
     def name(e: dict) -> str:
@@ -269,7 +291,8 @@ def describe(answer: dict) -> list[str]:
     def line(a: dict, unit: str, scale: float = 1.0) -> str:
         b = a["best"]
         cost = f", cost {b['cost_per_mtok']:,.4g} per million output tokens" if "cost_per_mtok" in b else ""
-        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs{cost})"
+        doubt = " [NOT TRUSTED: see the point's trust doubts]" if b.get("trusted") is False else ""
+        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs{cost}){doubt}"
         r = a.get("runner_up")
         if r is None:
             return text + "; no runner-up"

@@ -39,6 +39,7 @@ from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 from benchc.results import values
+from benchc.results.decide import with_decision
 from benchc.results.document import (
     SCHEMA_VERSION,
     environment,
@@ -679,8 +680,7 @@ class Runner:
             **({"search": self.searches} if self.searches else {}),
             **({"repeats": summaries(self.points)} if self.plan.repeats > 1 else {}),
         }
-        doc.update(decide_blocks(doc))
-        return doc
+        return with_decision(doc)
 
 
 def energy_of(power: PowerSampler, m: Measurement, point: dict, gpus: dict | None) -> dict:
@@ -694,22 +694,6 @@ def energy_of(power: PowerSampler, m: Measurement, point: dict, gpus: dict | Non
     if w.get("start_ns") is None or w.get("end_ns") is None:
         return {"available": False}
     return power.block(w["start_ns"], w["end_ns"], "whole", point["tokens"]["output"], per_request, indices)
-
-
-def decide_blocks(doc: dict) -> dict:
-    """The result's `frontier` and `decision` (results/decide.py), where its points allow them."""
-    from benchc.results.api import from_document
-    from benchc.results.decide import decision, frontier_block
-
-    result = from_document(doc)
-    out: dict = {}
-    frontier = frontier_block([result])
-    if frontier is not None:
-        out["frontier"] = frontier
-    answers = decision([result])
-    if answers:
-        out["decision"] = answers
-    return out
 
 
 def _repeat_line(r: dict) -> str:
