@@ -106,7 +106,9 @@ def _load_charts(docs: list[dict]) -> tuple[str, dict, dict]:
                 pairs = [(t, _num(_stat(by_x[x], lambda p, m=m, s=stat: _ms(p, m, s))[0]))
                          for x, t in zip(xs, tput, strict=True) if t is not None]
                 lat[m].append((f"{label} {stat}", [t for t, _ in pairs], [v for _, v in pairs]))
-    return xname, _shared_x(lines), {m: _shared_x(v) for m, v in lat.items() if v}
+    # a latency no point has (embeddings: no TPOT) gets no chart
+    return xname, _shared_x(lines), {m: _shared_x(v) for m, v in lat.items()
+                                     if any(y is not None for _, _, ys in v for y in ys)}
 
 
 def _spectra(docs: list[dict], xname: str) -> dict:
