@@ -66,6 +66,7 @@ def test_vllm_responses_stream_is_read_exactly(stream_modules):
     r = measure(stream_modules, data, range(0, len(data), 97))
     assert r[3] == 4 and r[5:8] == (4, 163, "length")  # response.completed, incomplete_details
     assert r[17] == 160 and r[19][5] == 0 and r[20][2] == 0 and r[8] == 0
+    assert r[20][3] == "resp_8b00250bf2defc97"  # what a later request names as previous_response_id
 
 
 def test_vllm_messages_stream_is_read_exactly(stream_modules):
@@ -74,7 +75,7 @@ def test_vllm_messages_stream_is_read_exactly(stream_modules):
     data = fixture("vllm-messages.sse")
     r = measure(stream_modules, data, range(0, len(data), 89))
     assert r[3] == 4 and r[5:8] == (4, 163, "length")  # stop_reason max_tokens
-    assert r[17] == 160 and r[20][2] == 0 and r[8] == 0
+    assert r[17] == 160 and r[20][2] == 0 and r[8] == 0 and r[20][3] is None
 
 
 def responses(kind, **fields):
@@ -212,7 +213,7 @@ _TYPES = ["response.output_text.delta", "response.reasoning_text.delta",
           "text_delta", "thinking_delta", "input_json_delta", "tool_use", "x"]
 _KEYS = ["type", "delta", "text", "thinking", "partial_json", "usage", "choices", "response", "item",
          "content_block", "message", "name", "output_tokens", "input_tokens", "cache_read_input_tokens",
-         "stop_reason", "error", "message", "output", "tool_calls", "function", "arguments", "index"]
+         "stop_reason", "error", "message", "output", "tool_calls", "function", "arguments", "index", "id"]
 _VALUES = st.recursive(
     st.none() | st.integers(-3, 50) | st.sampled_from(_TYPES) | st.text(alphabet='ab "\\é😀', max_size=5),
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),

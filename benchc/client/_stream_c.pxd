@@ -40,8 +40,9 @@ cdef struct StreamCore:
     # a request (id, model, created...): an event that starts and ends with exactly these
     # bytes has the same keys in the same places, so only its text needs reading.
     Bytes shape_head, shape_tail
-    bint has_finish, has_error_event
+    bint has_finish, has_error_event, has_response_id
     Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
+    Bytes response_id  # the Responses API's response id (its end event's), as the twin's
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
     # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 8 + kind * 2
     # + (1 if UTF-8)

@@ -389,7 +389,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         output_tokens=outs,
         prompts=mode,
         trace=kind.describe(source) if kind.describe else None,
-        sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
+        sessions=_sessions(source, name, params, w.get("history", "full")),
         chat_template=describe_template(tokenizer_path, spec_file, api),
         tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
         images=image_params(w.get("images")),
@@ -398,6 +398,17 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         seed_pinned=pinned,
     )
     return workload, source
+
+
+def _sessions(source, name: str, params: dict, history: str) -> dict | None:
+    """What a multi-turn workload's sessions hold (Workload.sessions), with how a request carries
+    its history where it is not the whole of it (so a plan without the key hashes as before)."""
+    if not is_multi_turn(name, params):
+        return None
+    out = source.stats().to_json()
+    if history != "full":
+        out["history"] = history
+    return out
 
 
 def agent_params(cfg: dict) -> dict:

@@ -50,6 +50,7 @@ from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
 from benchc.sim.prefix_cache import PrefixCache, block_keys
 from benchc.sim.prompt_tokens import PromptCounter
+from benchc.sim.responses_store import ResponseStore
 from benchc.sim.server_metrics import Counters, render
 from benchc.sim.wire import REASONING, TOOL, WIRES, runs
 
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
 IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
+# a Responses request's conversation (its prompt but the tools): what its stored response keeps
+CONVERSATION: Any = web.RequestKey("conversation", list) if hasattr(web, "RequestKey") else "conversation"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
 POOLING = ("embeddings", "rerank")  # APIs answered once the request's prefill step ran
 
@@ -178,7 +181,7 @@ class Seq:
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
-                 "tool_at", "tool_end", "tool_finish", "wire", "inputs")
+                 "tool_at", "tool_end", "tool_finish", "wire", "inputs", "conversation")
     id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
     api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank"
     stream: bool
@@ -220,6 +223,7 @@ class Seq:
     tool_finish: str | None  # the finish at tool_end: tool_calls, or length when max_tokens cut the call
     wire: dict | None  # the Responses / Messages stream's state (sim/wire.py)
     inputs: int  # embeddings: the inputs of the request (one vector each)
+    conversation: list | None  # Responses, stored: the prompt's tokens but the tools' (responses_store)
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -254,6 +258,7 @@ class Engine:
             blocks = max(1, cfg.prefix_cache_capacity_tokens() // cfg.block_size)
             self.prefix = PrefixCache(cfg.block_size, blocks)
         self.cache_resets_total = 0
+        self.responses = ResponseStore(cfg.responses_kept_s, cfg.responses_kept)  # previous_response_id
         self.admitted_total = 0  # admissions so far: each request's place in the admission order
         # vLLM's per-request phase histograms, as sum and count: queue, prefill, decode, ttft
         self.phase_s = dict.fromkeys(("queue", "prefill", "decode", "ttft"), 0.0)
@@ -521,10 +526,16 @@ class Engine:
         bs = self.cfg.block_size
         keys = seq.block_keys
         assert self.prefix is not None  # called only with the prefix cache on
-        out = seq.out_ids[:seq.emitted] if seq.out_ids is not None else \
-            [w.decode().strip() for w in seq.text[:seq.emitted]]
+        out = self._output_tokens(seq)
         self.prefix.insert(block_keys(list(seq.prompt_tokens[len(keys) * bs:]) + out, bs, keys))
         seq.prompt_tokens = []
+
+    @staticmethod
+    def _output_tokens(seq: Seq) -> list:
+        """The output emitted so far as prompt tokens (words, or ids): what a conversation that
+        goes on sends back of it."""
+        return seq.out_ids[:seq.emitted] if seq.out_ids is not None else \
+            [w.decode().strip() for w in seq.text[:seq.emitted]]
 
     def _mid_stream_fault(self, seq: Seq, t: int) -> None:
         fault = seq.fault
@@ -572,6 +583,9 @@ class Engine:
         # blocks are the sequence's, not the finish reason's)
         if self.prefix is not None and reason in ("length", "stop", "tool_calls") and seq.emitted:
             self._cache_output(seq)
+        if seq.conversation is not None and reason in ("length", "stop", "tool_calls"):
+            # the Responses API's stored response: its conversation, then its output (as cached)
+            self.responses.put("resp_" + tr["id"], seq.conversation + self._output_tokens(seq), t)
         if seq.tool_at is not None:
             tr["tool_call_tokens"] = max(0, seq.emitted - seq.tool_at)
         if self.cfg.trace_text:
@@ -944,6 +958,18 @@ class SimServer:
         text = _prompt_text(api, body)  # checked as a server checks it (400s)
         if api == "completions":
             tokens = self.tok.encode(text) if self.tok else text.split()
+        elif api == "responses":  # the conversation apart: a stored response keeps it
+            tools, conversation, request[IMAGE_TOKENS] = self.prompt_counter.parts(api, body)
+            previous = body.get("previous_response_id")
+            if previous is not None:  # that response's conversation, then this request's input
+                held = self.engine.responses.get(str(previous), CLOCK())
+                if held is None:
+                    raise _Reject(_error(404, f"Response with id '{previous}' not found.",
+                                         "invalid_request_error"))
+                conversation = held + conversation
+            if body.get("store", True) is not False:
+                request[CONVERSATION] = conversation
+            tokens = tools + conversation
         else:  # tools, messages, content parts, images, tool calls (sim/prompt_tokens.py's rule)
             tokens, request[IMAGE_TOKENS] = self.prompt_counter.prompt(api, body)
         if int(body.get("n", 1)) != 1:
@@ -1016,6 +1042,9 @@ class SimServer:
                    "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0,
                    "first_tool_ns": None, "tool_chunks": 0},
         )
+        seq.conversation = request.get(CONVERSATION)
+        if body.get("previous_response_id") is not None:
+            seq.trace["previous_response_id"] = body["previous_response_id"]
         if request.get(IMAGE_TOKENS) or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
             seq.trace["image_tokens"] = request.get(IMAGE_TOKENS, 0)  # what they cost, as received
             seq.trace["body_bytes"] = request.content_length

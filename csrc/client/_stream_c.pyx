@@ -444,7 +444,9 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     """A fresh parser in *s (whose memory holds anything); -1 when memory ran out. `body`: it
     reads one JSON body (see the module)."""
     s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
-    s.texts.p = NULL
+    s.texts.p = s.response_id.p = NULL
+    s.response_id.n = s.response_id.cap = 0
+    s.has_response_id = False
     s.line.n = s.data.n = s.finish.n = s.error_event.n = s.shape_head.n = s.shape_tail.n = s.texts.n = 0
     s.line.cap = s.data.cap = s.finish.cap = s.error_event.cap = s.shape_head.cap = s.shape_tail.cap = 0
     s.texts.cap = 0
@@ -487,13 +489,14 @@ cdef void stream_free(StreamCore* s) noexcept nogil:
     free(s.shape_head.p)
     free(s.shape_tail.p)
     free(s.texts.p)
+    free(s.response_id.p)
     free(s.piece_ends)
     free(s.gaps)
     free(s.tokens)
     free(s.kinds)
     s.kinds = NULL
     s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
-    s.texts.p = NULL
+    s.texts.p = s.response_id.p = NULL
     s.piece_ends = s.gaps = s.tokens = NULL
 
 
@@ -1069,7 +1072,7 @@ cdef int _slow(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
 
 
 cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
-    cdef bytes fin = None, txt = None, err
+    cdef bytes fin = None, txt = None, err, rid_b
     cdef int r
     fields = _interpret(payload)
     if fields is None:
@@ -1078,10 +1081,15 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown = fields
+    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid = fields
     if unknown:
         s.unknown_events += 1
         return 0
+    if rid is not None:
+        rid_b = rid.encode("utf-8", "surrogatepass")
+        if bytes_set(&s.response_id, rid_b, len(rid_b)) < 0:
+            return -1
+        s.has_response_id = True
     if error is not None:
         err = error.encode("utf-8", "surrogatepass")
         if bytes_set(&s.error_event, err, len(err)) < 0:
@@ -1318,6 +1326,10 @@ cdef class StreamParser:
     @property
     def error_event(self):
         return _text_or_none(self.core.has_error_event, &self.core.error_event)
+
+    @property
+    def response_id(self):
+        return _text_or_none(self.core.has_response_id, &self.core.response_id)
 
     @property
     def malformed_example(self):
