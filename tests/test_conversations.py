@@ -281,3 +281,65 @@ def test_previous_response_id_sends_only_the_new_input_and_the_server_counts_the
     s = point["sessions"]
     assert (s["completed"], s["failed"], s["turns_sent"]) == (3, 0, 18 if agent else 6)
     assert point["counts"]["failed"] == 0
+
+
+# ----------------------------------------------------------------------- images in sessions
+
+IMAGES = "\n  images: {count: 2, width: 56, height: 56}"  # 2 x 2 patches: 4 tokens each to the simulator
+
+
+def image_data(api, message) -> list[str]:
+    """The base64 images of a message as its API carries them."""
+    out = []
+    for p in message["content"] if isinstance(message["content"], list) else []:
+        if p["type"] == "image_url":
+            out.append(p["image_url"]["url"].split(",", 1)[1])
+        elif p["type"] == "input_image":
+            out.append(p["image_url"].split(",", 1)[1])
+        elif p["type"] == "image":
+            out.append(p["source"]["data"])
+    return out
+
+
+@pytest.mark.slow  # runs against the simulator
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_each_turn_carries_its_own_images_and_the_history_keeps_the_earlier_ones(tmp_path, api):
+    """Sessions of 3 turns whose user messages each carry 2 images of 56 x 56 (4 tokens each
+    to the simulator): turn k sends the history's images again and 2 of its own, none sent by
+    another turn or session; the server counts 8 x k image tokens, and its cache holds the
+    history, images included (keyed on their bytes)."""
+    from tests.test_sessions import RUN, run_against_sim
+
+    text = RUN.format(turns=3, n_in=24, n_out=6, think="0s", sweep="{concurrency: [2]}", load="  sessions: 3",
+                      out=tmp_path / "r.json")
+    text = text.replace("MiniMaxAI/MiniMax-M2.5}", f"MiniMaxAI/MiniMax-M2.5, api: {api}}}") \
+        .replace("think_time: 0s}", "think_time: 0s}" + IMAGES)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    trace = run_against_sim(tmp_path, spec)
+    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    key = "input" if api == "responses" else "messages"
+    seen: set = set()
+    for s in {r["session"] for r in reqs}:
+        recs = sorted((r for r in reqs if r["session"] == s), key=lambda r: r["turn"])
+        assert [r["turn"] for r in recs] == [1, 2, 3]
+        history: list = []
+        for k, r in enumerate(recs, 1):
+            now = trace[r["id"]]
+            users = [m for m in now[key] if m.get("role") == "user"]
+            own = image_data(api, users[-1])
+            assert len(own) == 2 and not set(own) & seen  # its own: never sent before
+            assert [image_data(api, m) for m in users[:-1]] == history  # the earlier turns', again
+            history.append(own)
+            seen |= set(own)
+            assert now["image_tokens"] == 8 * k
+            if k > 1:
+                before = trace[recs[k - 2]["id"]]
+                past = before["input_tokens"] + before["output_tokens"]
+                assert now["input_tokens"] == past + 24 + 8
+                assert now["cached_tokens"] == r["cached_tokens"] == past // 16 * 16
+    from benchc.results.document import read
+
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    assert point["payload"]["images"] == 3 * (2 + 4 + 6) and point["payload"]["requests"] == 9
+    assert point["counts"]["failed"] == 0

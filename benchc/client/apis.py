@@ -63,6 +63,11 @@ class Api:
         """An image (plan/images.Image) as this API's content part."""
         raise PlanError(f"images in prompts are not built yet for the {self.name} API")
 
+    def with_images(self, messages: list[dict], images: tuple) -> list[dict]:
+        """`messages` with `images` after the last one's text, as content parts in this API's
+        form (a session's turn: its user message, kept so in the history)."""
+        return self._with_images(messages, images)
+
     def _with_images(self, messages: list[dict], images: tuple) -> list[dict]:
         """The prompt's images after the last message's text, as content parts in this API's form."""
         if not images:

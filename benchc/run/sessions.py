@@ -27,8 +27,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from benchc.client.apis import APIS
 from benchc.client.request import CLOCK, build_body
 from benchc.metrics.record import RequestRecord
+from benchc.plan.images import synthetic_images
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal
 from benchc.plan.sessions import Session, ToolResults, Turn
@@ -78,6 +80,15 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+_IMAGE_PARTS = ("image_url", "input_image", "image")  # an image content part, in each API's form
+
+
+def _images_in(message: dict) -> int:
+    content = message.get("content")
+    return sum(isinstance(p, dict) and p.get("type") in _IMAGE_PARTS for p in content) \
+        if isinstance(content, list) else 0
+
+
 SUB_AGENT = 1 << 20  # the call numbers of sub-agents' tasks (a round's own calls count from 0)
 
 
@@ -109,6 +120,8 @@ class Conversation:
         self.by_id = (combo.workload.sessions or {}).get("history") == "previous_response_id"
         self.response_id: str | None = None
         self.held = 0
+        self.user_turns = 0  # turns sent (each user message's images are its own)
+        self.images = 0  # images the request last built carries (its history's and its own)
 
     def _request(self, messages: list[dict], n_in: int, output_tokens: int | None,
                  own: int | None) -> tuple[bytes, int, int | None, int | None]:
@@ -116,7 +129,9 @@ class Conversation:
         self.messages = messages if self.keep_messages else None
         n_in += self.tools_tokens  # the tool definitions come with every request (shared)
         previous = self.response_id if self.by_id else None
-        prompt = Prompt(None, messages[self.held:] if previous else messages, n_in, output_tokens)
+        sent = messages[self.held:] if previous else messages
+        self.images = sum(_images_in(m) for m in sent)
+        prompt = Prompt(None, sent, n_in, output_tokens)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools,
                           previous_response_id=previous)
         shared = None if own is None else n_in - own
@@ -128,9 +143,23 @@ class Conversation:
         earlier turns' (None where nobody can say: a user's text)."""
         new = turn.own_tokens + turn.shared_tokens if turn.own_tokens is not None else \
             sum(max(1, _words(str(m.get("content", "")))) for m in turn.messages)
-        self._new, self._pending = new, list(turn.messages)
-        return self._request(self.history + turn.messages, self.history_tokens + new, turn.output_tokens,
+        self._new, self._pending = new, self._with_images(turn.messages)
+        self.user_turns += 1
+        return self._request(self.history + self._pending, self.history_tokens + new, turn.output_tokens,
                              turn.own_tokens)
+
+    def _with_images(self, messages: list[dict]) -> list[dict]:
+        """A turn's messages, its user message carrying the turn's own images (workload.images:
+        image k of (seed, stream, session) from (turn - 1) x count on, a pure function like every
+        synthetic prompt) in the API's form; the history keeps them, so every later turn sends
+        them again, as a client sends a conversation's images."""
+        params = self.combo.workload.images
+        if not params or not messages:
+            return list(messages)
+        stream, index = self.name
+        images = synthetic_images(params, self.combo.workload.params["seed"], stream, index,
+                                  self.user_turns * params["count"])
+        return messages[:-1] + APIS[self.combo.target.api].with_images(messages[-1:], images)
 
     def sub_requests(self, turn: Turn) -> list[tuple[bytes, int, int | None]]:
         """The sub-agents of the tool round last answered (fan-out): (body, input tokens,
@@ -238,7 +267,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
                           reused=session.reused, ready_ns=due,
                           queued_ns=due - sched if sched is not None and first else 0,
                           session=index, turn=sent + 1, prev_end_ns=prev_end, messages=conv.messages,
-                          tools=conv.combo.workload.tools is not None)
+                          tools=conv.combo.workload.tools is not None, images=conv.images)
         await env.measured(body, r)
         sent += 1
         ok += r.ok

@@ -554,9 +554,6 @@ def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         out.append(p(("workload", "images"), f"{img['count']} images of {img['width']} x {img['height']} is "
                                              f"more than {_MAX_IMAGE_PIXELS:,} pixels in every request "
                                              "(benchc's ceiling)"))
-    if "images" in w and _multi_turn(d):
-        out.append(p(("workload", "images"), "images in sessions are not built yet: use a single-prompt "
-                                             "dataset (random, jsonl, ...)", key=True))
     return out
 
 
