@@ -395,5 +395,29 @@ class RerankApi(EmbeddingsApi):
         return f"{len(results)} results" if isinstance(results, list) and results else ""
 
 
+class ScoreApi(RerankApi):
+    """vLLM's score API (a cross-encoder's, or an embedding model's cosine): `text_1` and
+    `text_2`, one JSON answer of a score per pair (`data`, `usage.prompt_tokens`). A request's
+    inputs (workload.batch, at least 2) are its query (text_1), then its documents (text_2):
+    vLLM scores the query against each. vLLM serves it at the server's root, `POST /score`
+    (its `/v1/score` says it moved and logs a warning per request): the URL is the /v1 root's
+    server with /score."""
+
+    name, path = "score", "/score"
+
+    def url(self, base_url: str) -> str:
+        root = base_url.rstrip("/")
+        return (root[:-3] if root.endswith("/v1") else root) + self.path
+
+    def _input(self, prompt: Prompt) -> dict[str, Any]:
+        inputs = list(prompt.inputs) if prompt.inputs is not None else [prompt_text(prompt)]
+        return {"text_1": inputs[0], "text_2": inputs[1:] or inputs}
+
+    def answer_text(self, data: dict) -> str:
+        """What a smoke check's `expect` sees of an answer: `N scores`."""
+        scores = data.get("data")
+        return f"{len(scores)} scores" if isinstance(scores, list) and scores else ""
+
+
 APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi(), ResponsesApi(), MessagesApi(),
-                                             EmbeddingsApi(), RerankApi())}
+                                             EmbeddingsApi(), RerankApi(), ScoreApi())}

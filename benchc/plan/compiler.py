@@ -150,12 +150,12 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
             raise PlanError("target.api messages: the Messages API requires max_tokens; set "
                             "workload.sampling.max_tokens or the dataset's output length")
-        if batch > 1 and api not in ("embeddings", "rerank"):
+        if batch > 1 and api not in ("embeddings", "rerank", "score"):
             raise PlanError(f"workload.batch: {batch} sends several inputs in one request: only "
-                            "target.api: embeddings and rerank take them (a generation request has one "
-                            "prompt)")
-        if batch < 2 and combo.target.api == "rerank":
-            raise PlanError("target.api: rerank sends a query and its documents: workload.batch must be at "
+                            "target.api: embeddings, rerank and score take them (a generation request has "
+                            "one prompt)")
+        if batch < 2 and api in ("rerank", "score"):
+            raise PlanError(f"target.api: {api} sends a query and its documents: workload.batch must be at "
                             "least 2 (the query, then batch - 1 documents)")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))

@@ -63,7 +63,7 @@ IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "Request
 # a Responses request's conversation (its prompt but the tools): what its stored response keeps
 CONVERSATION: Any = web.RequestKey("conversation", list) if hasattr(web, "RequestKey") else "conversation"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
-POOLING = ("embeddings", "rerank")  # APIs answered once the request's prefill step ran
+POOLING = ("embeddings", "rerank", "score")  # APIs answered once the request's prefill step ran
 
 
 def _json_escape(b: bytes) -> bytes:
@@ -183,7 +183,7 @@ class Seq:
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
                  "tool_at", "tool_end", "tool_finish", "wire", "inputs", "conversation")
     id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
-    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank"
+    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank" | "score"
     stream: bool
     resp: Any  # the aiohttp StreamResponse of a stream
     transport: Any  # the connection (a reset fault aborts it)
@@ -667,6 +667,8 @@ class SimServer:
                 app.router.add_post(path, functools.partial(self._generate, api=api))
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_post("/v1/rerank", self.rerank)
+        app.router.add_post("/score", self.score)  # vLLM's, at the root (and its /v1/score alias)
+        app.router.add_post("/v1/score", self.score)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -780,22 +782,26 @@ class SimServer:
         """vLLM's /v1/rerank (Jina and Cohere's shape): the documents by relevance to the query."""
         return await self._pooled(request, "rerank")
 
+    async def score(self, request: web.Request) -> web.StreamResponse:
+        """vLLM's /score: a score per (text_1, text_2) pair."""
+        return await self._pooled(request, "score")
+
     async def _pooled(self, request: web.Request, api: str) -> web.StreamResponse:
         """One request of a pooling API, written once the engine ran the request's prefill step
         (the trace's `end_ns` is that write). `inputs` in the trace: the vectors (embeddings) or
         documents (rerank) answered."""
         arrival = request[ARRIVAL_NS]
         try:
-            if api == "embeddings":
-                body, counts = await self._read_embedding_request(request)
-            else:
-                body, counts = await self._read_rerank_request(request)
+            read = {"embeddings": self._read_embedding_request, "rerank": self._read_rerank_request,
+                    "score": self._read_score_request}[api]
+            body, counts = await read(request)
             fault = await self._pick_fault()
         except _Reject as r:
             return r.response
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         tokens = sum(counts)
-        seq = Seq(id=("embd-" if api == "embeddings" else "rerank-") + rid, api=api, stream=False,
+        seq = Seq(id={"embeddings": "embd-", "rerank": "rerank-", "score": "score-"}[api] + rid, api=api,
+                  stream=False,
                   transport=request.transport, input_tokens=tokens, max_tokens=0, inputs=len(counts),
                   fault=fault, reasoning=0, text=[], done=asyncio.get_running_loop().create_future(),
                   ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
@@ -809,7 +815,8 @@ class SimServer:
             reason = await seq.done
             if reason == "client_gone":
                 return web.Response(status=499)
-            answer = self._embeddings_answer if api == "embeddings" else self._rerank_answer
+            answer = {"embeddings": self._embeddings_answer, "rerank": self._rerank_answer,
+                      "score": self._score_answer}[api]
             return await self._write_answer(request, seq, answer(seq, body))
         except asyncio.CancelledError:
             seq.gone = True
@@ -833,6 +840,25 @@ class SimServer:
                                  "BadRequestError"))
         q = self._count(query)
         return body, [q + self._count(d) for d in docs]
+
+    async def _read_score_request(self, request: web.Request) -> tuple[dict, list[int]]:
+        """(body, the tokens of each (text_1, text_2) pair) of a valid score request, paired as
+        vLLM pairs them: one text_1 with every text_2, or lists of one length pairwise; _Reject
+        with vLLM's error otherwise."""
+        body = await self._read_json(request)
+        one, two = body.get("text_1"), body.get("text_2")
+        one = [one] if isinstance(one, str) else one
+        two = [two] if isinstance(two, str) else two
+        if not (isinstance(one, list) and isinstance(two, list) and one and two
+                and all(isinstance(t, str) for t in one + two)):
+            raise _Reject(_error(400, "text_1 and text_2 must be strings or non-empty lists of strings",
+                                 "BadRequestError"))
+        if len(one) == 1:
+            one = one * len(two)
+        if len(one) != len(two):
+            raise _Reject(_error(400, "text_1 and text_2 must be of the same length (or text_1 one text)",
+                                 "BadRequestError"))
+        return body, [self._count(a) + self._count(b) for a, b in zip(one, two, strict=True)]
 
     async def _read_json(self, request: web.Request) -> dict:
         """A pooling request's JSON object, for this server's model; _Reject otherwise."""
@@ -894,6 +920,17 @@ class SimServer:
                    for score, i in order[:top_n]]
         return json.dumps({"id": seq.id, "model": self.cfg.model, "usage": {"total_tokens": seq.input_tokens},
                            "results": results}, separators=(",", ":")).encode()
+
+    def _score_answer(self, seq: Seq, body: dict) -> bytes:
+        """vLLM's score answer: a score per pair in the pairs' order, drawn from the request's
+        id; usage.prompt_tokens the tokens of every pair."""
+        rng = random.Random(seq.id)
+        data = [{"index": i, "object": "score", "score": round(rng.random(), 8)} for i in range(seq.inputs)]
+        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens, "completion_tokens": 0,
+                 "prompt_tokens_details": None}
+        answer = {"id": seq.id, "object": "list", "created": int(time.time()), "model": self.cfg.model,
+                  "data": data, "usage": usage}
+        return json.dumps(answer, separators=(",", ":")).encode()
 
     async def _write_answer(self, request: web.Request, seq: Seq, out: bytes) -> web.StreamResponse:
         """A pooling answer; faults: `reset` drops the connection, `stall` waits before the
