@@ -960,6 +960,14 @@ cdef Py_ssize_t _string_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) 
         i += 1
 
 
+# what a byte does to _skip_value's walk: 0 nothing, 1 opens a string, 2 opens a container,
+# 3 closes one
+cdef unsigned char _NEST[256]
+_NEST[34] = 1
+_NEST[123] = _NEST[91] = 2
+_NEST[125] = _NEST[93] = 3
+
+
 cdef Py_ssize_t _skip_value(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """The index just past the JSON value that starts at p[i], or -1."""
     cdef int depth = 0
@@ -972,19 +980,21 @@ cdef Py_ssize_t _skip_value(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) 
             i += 1
         return i
     while i < n:
-        c = p[i]
-        if c == 34:
+        c = _NEST[p[i]]
+        if c == 0:
+            i += 1
+        elif c == 1:
             i = _string_end(p, i + 1, n)
             if i < 0:
                 return -1
-            continue
-        if c == 123 or c == 91:
+        elif c == 2:
             depth += 1
-        elif c == 125 or c == 93:
+            i += 1
+        else:
             depth -= 1
+            i += 1
             if depth == 0:
-                return i + 1
-        i += 1
+                return i
     return -1
 
 
@@ -993,9 +1003,18 @@ cdef Py_ssize_t _member(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, cons
     """p[i] is an object's '{': where the value of its member `key` starts; -1 when it has
     none; -2 when the key is there twice (json.loads keeps the last: the twin decides) or the
     object cannot be walked."""
+    cdef Py_ssize_t end
+    return _member_end(p, i, n, key, klen, &end)
+
+
+cdef Py_ssize_t _member_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, const char* key,
+                            Py_ssize_t klen, Py_ssize_t* end) noexcept nogil:
+    """_member, and the index just past the object in end (-1 when it cannot be walked)."""
     cdef Py_ssize_t found = -1, e, v
+    end[0] = -1
     i = _skip_ws(p, i + 1, n)
     if i < n and p[i] == 125:
+        end[0] = i + 1
         return -1
     while i < n:
         if p[i] != 34:
@@ -1020,6 +1039,7 @@ cdef Py_ssize_t _member(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, cons
         if i >= n:
             return -2
         if p[i] == 125:
+            end[0] = i + 1
             return found
         if p[i] != 44:
             return -2
@@ -1311,7 +1331,7 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
             k = _skip_ws(p, o + 1, n)
             while k < n and p[k] != 93:
                 if p[k] == 123:
-                    j = _member(p, k, n, b"type", 4)
+                    j = _member_end(p, k, n, b"type", 4, &e)
                     if j == -2:
                         return 0
                     if j >= 0:
@@ -1319,7 +1339,8 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
                         if is_call < 0:
                             return 0
                         called = called or is_call == 1
-                e = _skip_value(p, k, n)
+                else:
+                    e = _skip_value(p, k, n)
                 if e < 0:
                     return 0
                 k = _skip_ws(p, e, n)
