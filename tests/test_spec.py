@@ -72,7 +72,8 @@ def test_bad_override_is_reported_where_it_came_from():
 @pytest.mark.parametrize("edit,expected", [
     (("api: chat", None), None),
     (("  model: m", "  model: m\n  api: chatt"), "s.yaml:6:8: $.target.api: 'chatt' is not one of "
-     "'chat', 'completions', 'responses', 'messages', 'embeddings', 'rerank' — did you mean 'chat'?"),
+     "'chat', 'completions', 'responses', 'messages', 'embeddings', 'rerank', 'score' — did you mean "
+     "'chat'?"),
     (("requests: 4", "requests: four"), "s.yaml:12:13: $.load.requests: expected an integer, got 'four'"),
     (("requests: 4", "requests: 4\n  duration: soon"),
      "s.yaml:13:13: $.load.duration: 'soon' is not a duration like 500ms, 2s or 15m"),

@@ -154,12 +154,12 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
             raise PlanError("target.api messages: the Messages API requires max_tokens; set "
                             "workload.sampling.max_tokens or the dataset's output length")
-        if batch > 1 and api not in ("embeddings", "rerank"):
+        if batch > 1 and api not in ("embeddings", "rerank", "score"):
             raise PlanError(f"workload.batch: {batch} sends several inputs in one request: only "
-                            "target.api: embeddings and rerank take them (a generation request has one "
-                            "prompt)")
-        if batch < 2 and combo.target.api == "rerank":
-            raise PlanError("target.api: rerank sends a query and its documents: workload.batch must be at "
+                            "target.api: embeddings, rerank and score take them (a generation request has "
+                            "one prompt)")
+        if batch < 2 and api in ("rerank", "score"):
+            raise PlanError(f"target.api: {api} sends a query and its documents: workload.batch must be at "
                             "least 2 (the query, then batch - 1 documents)")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
@@ -403,7 +403,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         output_tokens=outs,
         prompts=mode,
         trace=kind.describe(source) if kind.describe else None,
-        sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
+        sessions=_sessions(source, name, params, w.get("history", "full")),
         chat_template=describe_template(tokenizer_path, spec_file, api),
         tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
         images=image_params(w.get("images")),
@@ -412,6 +412,17 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         seed_pinned=pinned,
     )
     return workload, source
+
+
+def _sessions(source, name: str, params: dict, history: str) -> dict | None:
+    """What a multi-turn workload's sessions hold (Workload.sessions), with how a request carries
+    its history where it is not the whole of it (so a plan without the key hashes as before)."""
+    if not is_multi_turn(name, params):
+        return None
+    out = source.stats().to_json()
+    if history != "full":
+        out["history"] = history
+    return out
 
 
 def agent_params(cfg: dict) -> dict:

@@ -47,7 +47,7 @@ READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 # The server APIs a target may name (benchc.client.apis has one adapter each), and those that
 # send a conversation (messages, rendered by the model's chat template) rather than a prompt
-APIS = ("chat", "completions", "responses", "messages", "embeddings", "rerank")
+APIS = ("chat", "completions", "responses", "messages", "embeddings", "rerank", "score")
 CONVERSATION_APIS = ("chat", "responses", "messages")
 TWIN_SUFFIXES = (".yaml", ".yml")
 

@@ -95,6 +95,10 @@ class SimConfig:
     image_max_tokens: int = 16384
     # /v1/embeddings: the floats of each input's vector
     embed_dim: int = 384
+    # the Responses API's stored responses (a later request's previous_response_id,
+    # sim/responses_store.py): each kept this long after it ended, and this many at most
+    responses_kept_s: float = 600.0
+    responses_kept: int = 10000
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -189,6 +193,8 @@ def apply_overrides(base: SimConfig, **overrides) -> SimConfig:
         raise ValueError("gpus must be at least 1 and machine_gpus at least 0")
     if any(overrides.get(k, 0) < 0 for k in ("gpu_idle_w", "gpu_busy_w", "gpu_w_per_seq", "gpu_max_w")):
         raise ValueError("gpu_idle_w, gpu_busy_w, gpu_w_per_seq and gpu_max_w must be at least 0")
+    if overrides.get("responses_kept_s", 0) < 0 or overrides.get("responses_kept", 0) < 0:
+        raise ValueError("responses_kept_s and responses_kept must be at least 0")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:
