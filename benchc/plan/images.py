@@ -90,11 +90,13 @@ def synthetic_png(seed: int, stream: int, index: int, k: int, width: int, height
     return encode_png(np.ascontiguousarray(pixels).tobytes(), width, height)
 
 
-def synthetic_images(params: dict, seed: int, stream: int, index: int) -> tuple[Image, ...]:
-    """The images of request (stream, index) by workload.images (`params`: count, width, height)."""
+def synthetic_images(params: dict, seed: int, stream: int, index: int, first: int = 0) -> tuple[Image, ...]:
+    """The images of request (stream, index) by workload.images (`params`: count, width, height):
+    images first .. first + count - 1 of it (a session's turn t takes those from t x count on,
+    so each turn's are its own)."""
     w, h = params["width"], params["height"]
     return tuple(Image("image/png", base64.b64encode(synthetic_png(seed, stream, index, k, w, h)).decode(),
-                       w, h) for k in range(params["count"]))
+                       w, h) for k in range(first, first + params["count"]))
 
 
 def image_params(cfg: dict | None) -> dict | None:
