@@ -128,7 +128,7 @@ def test_duplicate_keys_and_merge_keys():
     # `x-common` is not a spec key, so this is an error -- but the merge itself resolved:
     assert problems(merged) == ["s.yaml:3:1: $.x-common: unknown key 'x-common'; allowed here: version, "
                                 "name, description, minimum_benchc_version, target, server, smoke, "
-                                "workload, load, matrix, slo, output, run"]
+                                "workload, load, matrix, slo, cost, output, run"]
 
 
 def test_matrix_placeholders_are_typed_and_checked():

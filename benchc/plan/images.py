@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchc.errors import PlanError
+from benchc.inputs import IMAGE_BYTES, input_problem
 
 CELL = 16  # pixels per side of one colour cell
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -110,6 +111,8 @@ def read_image(path_text: str, base_dir: Path, where: str) -> Image:
     """An image file a dataset names, as a request carries it; PlanError names a bad one."""
     p = Path(path_text).expanduser()
     path = p if p.is_absolute() else base_dir / p
+    if why := input_problem(path, IMAGE_BYTES, "image"):
+        raise PlanError(f"{where}: {why}")
     try:
         data = path.read_bytes()
     except OSError as e:

@@ -48,6 +48,7 @@ from aiohttp.web_protocol import RequestHandler
 from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
+from benchc.sim.power import PowerMeter
 from benchc.sim.prefix_cache import PrefixCache, block_keys
 from benchc.sim.prompt_tokens import PromptCounter
 from benchc.sim.responses_store import ResponseStore
@@ -263,6 +264,7 @@ class Engine:
         # vLLM's per-request phase histograms, as sum and count: queue, prefill, decode, ttft
         self.phase_s = dict.fromkeys(("queue", "prefill", "decode", "ttft"), 0.0)
         self.phase_n = 0
+        self.power = PowerMeter(cfg, CLOCK())  # the simulated GPUs' draw (sim/power.py)
 
     def submit(self, seq: Seq) -> None:
         self.waiting.append(seq)
@@ -303,6 +305,7 @@ class Engine:
         next_t = 0
         while True:
             if not self.running:
+                self.power.set(CLOCK(), 0)
                 self.wake.clear()
                 if not self.waiting:
                     await self.wake.wait()
@@ -334,6 +337,7 @@ class Engine:
                 next_t = 0
                 continue
             step_s = cfg.step_ms(len(self.running)) / 1000.0
+            self.power.set(now, len(self.running))  # drawn from this step's start to the next's
             if cfg.jitter:
                 step_s *= 1.0 + cfg.jitter * (2.0 * self.rng.random() - 1.0)
             if cfg.prefill_tok_s and cfg.ttft_ms is None:
@@ -672,6 +676,7 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/sim/power", self.power_reading)
         app.router.add_post("/tokenize", self.tokenize)
         if self.cfg.reset_endpoints:
             app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache_vllm)  # vLLM
@@ -745,6 +750,10 @@ class SimServer:
                             phase_s=e.phase_s, phase_n=e.phase_n, cache_resets=e.cache_resets_total,
                             created_s=self.started_s)
         return web.Response(text=render(cfg.metrics_names, cfg.model, counters), content_type="text/plain")
+
+    async def power_reading(self, request: web.Request) -> web.Response:
+        """The simulated GPUs now (sim/power.py); ?log=1 adds the server GPUs' draw changes."""
+        return web.json_response(self.engine.power.reading(CLOCK(), request.query.get("log") == "1"))
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """Empty the prefix cache, as vLLM's POST /reset_prefix_cache and SGLang's POST /flush_cache."""

@@ -466,7 +466,9 @@ def _server_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     has_cmd, attach = "command" in server, server.get("attach", False)
     if has_cmd and attach:
         out.append(p(("server", "attach"), "attach: true and command exclude each other"))
-    if not has_cmd and not attach:
+    # a section that only describes the server (metrics_interval, gpus) is about the server
+    # the target names, as attach: true
+    if not has_cmd and not attach and set(server) - {"metrics_interval", "gpus"}:
         out.append(p(("server",), "give server.command to launch a server, or attach: true"))
     if has_cmd and "sim" in d["target"]:
         out.append(p(("server", "command"), "target.sim starts its own server; "
