@@ -17,13 +17,16 @@ StreamParser per stream, then its chunk gaps recorded (record_gaps, as the recor
   messages    the Messages API as vLLM 0.32 streams it (tests/data/streams/vllm-messages.sse:
               message_start, content_block_delta text_delta per token, message_delta, message_stop)
 Two feeds: `per-event` (one read per event, as a client that keeps up sees them) and
-`coalesced` (the whole stream in one read). Prints the median over --repeats of ns per event.
+`coalesced` (the whole stream in one read). Prints the median over --repeats of ns per event
+(each repeat runs every kind in turn) and its ratio to the content stream's, with the load
+average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -125,15 +128,25 @@ def main() -> None:
         from benchc.client._stream_py import StreamParser as PyParser
         from benchc.metrics._hdr_py import Histogram as PyHist
         cores.append(("python", PyParser, PyHist, max(1, a.streams // 20)))
-    print(f"stream_parse: {a.tokens} tokens per stream, median of {a.repeats} (ns per event)")
-    for kind in ("content", "reasoning", "usage", "non-ascii", "tool-calls", "responses", "messages"):
-        events = stream(kind, a.tokens)
-        for feed, reads in (("per-event", events), ("coalesced", [b"".join(events)])):
-            for name, parser_cls, hist_cls, streams in cores:
-                times = [per_event_ns(parser_cls, hist_cls, reads, streams, len(events))
-                         for _ in range(a.repeats)]
-                print(f"  {kind:9s} {feed:9s} {name:6s} {statistics.median(times):8.1f} ns/event  "
-                      f"(min {min(times):.1f})")
+    print(f"stream_parse: {a.tokens} tokens per stream, median of {a.repeats} (ns per event); "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start")
+    kinds = ("content", "reasoning", "usage", "non-ascii", "tool-calls", "responses", "messages")
+    streams_of = {kind: stream(kind, a.tokens) for kind in kinds}
+    times: dict = {}
+    # the kinds in turn within each repeat, so that a busy machine's drift weighs on all alike;
+    # the ratio to chat's content stream is of the medians
+    for _ in range(a.repeats):
+        for kind in kinds:
+            events = streams_of[kind]
+            for feed, reads in (("per-event", events), ("coalesced", [b"".join(events)])):
+                for name, parser_cls, hist_cls, streams in cores:
+                    times.setdefault((kind, feed, name), []).append(
+                        per_event_ns(parser_cls, hist_cls, reads, streams, len(events)))
+    for (kind, feed, name), ts in times.items():
+        ratio = statistics.median(ts) / statistics.median(times[("content", feed, name)])
+        print(f"  {kind:9s} {feed:9s} {name:6s} {statistics.median(ts):8.1f} ns/event  "
+              f"(min {min(ts):.1f})  {ratio:4.2f}x content")
+    print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
 
 
 if __name__ == "__main__":

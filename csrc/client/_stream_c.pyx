@@ -235,8 +235,12 @@ cdef struct Keys:
     # thinking, partial_json); `choices`: whether a top-level choices key is there at all
     Py_ssize_t type, top_delta, delta_type
     Py_ssize_t delta_field[3]
-    # the objects the events a response sends once carry at the top (read by _once)
+    # the objects the events a response sends once carry at the top (read by _once), and in
+    # the Responses API's `response` its members read (id, usage, incomplete_details, output)
+    # and the members read of its usage (output_tokens, input_tokens and their details)
     Py_ssize_t response, item, message, block
+    Py_ssize_t rmember[4]
+    Py_ssize_t rusage[4]
     bint choices
     # an "error" or "tool_calls" key, a "logprobs" object, a repeated key, a "timings" object or
     # usage's "prompt_tokens_details" object: json.loads
@@ -274,11 +278,15 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     # open; once closed, it stays closed)
     cdef Py_ssize_t choice_at = -1, delta_at = -1, usage_at = -1, details_at = -1, tdelta_at = -1
     cdef int choice_depth = -1, delta_depth = -1, usage_depth = -1, details_depth = -1, tdelta_depth = -1
+    cdef Py_ssize_t response_at = -1, rusage_at = -1
+    cdef int response_depth = -1, rusage_depth = -1
     cdef unsigned char c
     f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = f.details = f.reasoning = -1
     f.text_key[0] = f.text_key[1] = f.text_key[2] = -1
     f.type = f.top_delta = f.delta_type = -1
     f.response = f.item = f.message = f.block = -1
+    f.rmember[0] = f.rmember[1] = f.rmember[2] = f.rmember[3] = -1
+    f.rusage[0] = f.rusage[1] = f.rusage[2] = f.rusage[3] = -1
     f.delta_field[0] = f.delta_field[1] = f.delta_field[2] = -1
     f.unusual = f.choices = False
     while i < n:
@@ -337,6 +345,8 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                         tdelta_at = val
                 elif _key_is(key, klen, b"response", 8):
                     _first(&f.response, val, f)
+                    if p[val] == 123:
+                        response_at = val
                 elif _key_is(key, klen, b"item", 4):
                     _first(&f.item, val, f)
                 elif _key_is(key, klen, b"message", 7):
@@ -375,6 +385,26 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
             elif depth == details_depth:
                 if _key_is(key, klen, b"reasoning_tokens", 16):
                     _first(&f.reasoning, val, f)
+            elif depth == response_depth:
+                if _key_is(key, klen, b"id", 2):
+                    _first(&f.rmember[0], val, f)
+                elif _key_is(key, klen, b"usage", 5):
+                    _first(&f.rmember[1], val, f)
+                    if p[val] == 123:
+                        rusage_at = val
+                elif _key_is(key, klen, b"incomplete_details", 18):
+                    _first(&f.rmember[2], val, f)
+                elif _key_is(key, klen, b"output", 6):
+                    _first(&f.rmember[3], val, f)
+            elif depth == rusage_depth:
+                if _key_is(key, klen, b"output_tokens", 13):
+                    _first(&f.rusage[0], val, f)
+                elif _key_is(key, klen, b"input_tokens", 12):
+                    _first(&f.rusage[1], val, f)
+                elif _key_is(key, klen, b"input_tokens_details", 20):
+                    _first(&f.rusage[2], val, f)
+                elif _key_is(key, klen, b"output_tokens_details", 21):
+                    _first(&f.rusage[3], val, f)
             elif depth == tdelta_depth:
                 if _key_is(key, klen, b"type", 4):
                     _first(&f.delta_type, val, f)
@@ -398,6 +428,10 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 details_depth = depth
             elif i == tdelta_at:
                 tdelta_depth = depth
+            elif i == response_at:
+                response_depth = depth
+            elif i == rusage_at:
+                rusage_depth = depth
             i += 1
         elif c == 125 or c == 93:
             depth -= 1
@@ -413,6 +447,10 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                 details_depth = -2
             if depth < tdelta_depth:
                 tdelta_depth = -2
+            if depth < response_depth:
+                response_depth = -2
+            if depth < rusage_depth:
+                rusage_depth = -2
             i += 1
         else:
             if not _JSON_BYTE[c]:
@@ -1257,25 +1295,15 @@ cdef int _message_delta(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
     return 1
 
 
-cdef const char* _RESPONSE_KEYS[4]
-_RESPONSE_KEYS[:] = [b"id", b"usage", b"incomplete_details", b"output"]
-cdef Py_ssize_t _RESPONSE_LENS[4]
-_RESPONSE_LENS[:] = [2, 5, 18, 6]
-cdef const char* _RESPONSE_USAGE_KEYS[4]
-_RESPONSE_USAGE_KEYS[:] = [b"output_tokens", b"input_tokens", b"input_tokens_details", b"output_tokens_details"]
-cdef Py_ssize_t _RESPONSE_USAGE_LENS[4]
-_RESPONSE_USAGE_LENS[:] = [13, 12, 20, 21]
-
-
-cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t r, bint incomplete,
+cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, bint incomplete,
                         int64_t now) noexcept nogil:
     """response.completed / .incomplete (the twin's _responses_end): the response's id, its
     usage, and the finish in chat's words: length (cut at max_output_tokens, which vLLM says
     inside response.completed), tool_calls when its output holds a function_call, else stop.
-    `r`: where the response starts (-1: absent)."""
-    cdef Py_ssize_t j, d, w, e, o, k
-    cdef Py_ssize_t at[4]
-    cdef Py_ssize_t us[4]
+    _scan_keys found the response's members read, and its usage's (f.rmember, f.rusage)."""
+    cdef Py_ssize_t r = f.response, j, d, w, e, o, k
+    cdef Py_ssize_t* at = f.rmember
+    cdef Py_ssize_t* us = f.rusage
     cdef int64_t completion = -1, prompt = -1, cached = -1, rtokens = -1
     cdef const char* finish = b"stop"
     cdef Py_ssize_t flen = 4
@@ -1283,8 +1311,6 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
     cdef int is_call
     if r < 0 or p[r] != 123:
         return 1
-    if not _members(p, r, n, _RESPONSE_KEYS, _RESPONSE_LENS, at, 4):
-        return 0
     j = at[0]  # the id: what a later request names as its previous_response_id
     if j >= 0 and p[j] == 34:
         e = _string_end(p, j + 1, n)
@@ -1295,8 +1321,6 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
                 return -1
             s.has_response_id = True
     if at[1] >= 0 and p[at[1]] == 123:  # the usage
-        if not _members(p, at[1], n, _RESPONSE_USAGE_KEYS, _RESPONSE_USAGE_LENS, us, 4):
-            return 0
         completion, prompt = _int_at(p, us[0], n), _int_at(p, us[1], n)
         if completion == -2 or prompt == -2:
             return 0
@@ -1366,9 +1390,9 @@ cdef int _once(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int
         if f.usage >= 0:
             return 0  # a top-level usage beside a Responses event: the twin says what it is
         if _response_is(p, j, n, b"completed", 9):
-            return _responses_end(s, p, n, f.response, False, now)
+            return _responses_end(s, p, n, f, False, now)
         if _response_is(p, j, n, b"incomplete", 10):
-            return _responses_end(s, p, n, f.response, True, now)
+            return _responses_end(s, p, n, f, True, now)
         if _response_is(p, j, n, b"output_item.added", 17):
             return _tool_name(s, p, n, f.item, b"function_call", 13, now)
         return -2
