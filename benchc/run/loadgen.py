@@ -29,6 +29,7 @@ from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
+from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
 from benchc.redact import redact_url
 from benchc.run import effects
@@ -68,14 +69,16 @@ class StepContext:
 
 
 class _SelfCheck:
-    """Samples event-loop lag and the in-flight count while a point runs."""
+    """Samples event-loop lag and the in-flight count while a point runs (into `series` too,
+    per interval, when the point keeps one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, series: ClientSeries | None = None) -> None:
         self.lag = Recorder()
         self.late_ticks = 0  # ticks later than effects.LOOP_LAG_P99_US
         self.inflight_samples = 0
         self.inflight_sum = 0
         self.inflight = 0
+        self.series = series
         self._task: asyncio.Task | None = None
 
     async def _tick(self) -> None:
@@ -88,6 +91,8 @@ class _SelfCheck:
                 self.late_ticks += 1
             self.inflight_samples += 1
             self.inflight_sum += self.inflight
+            if self.series is not None:
+                self.series.sample_inflight(CLOCK(), self.inflight)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._tick())
@@ -130,12 +135,16 @@ class StepRun:
     closed (`concurrency`), user-centric (`users`) or open (a schedule)."""
 
     def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
-                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)):
+                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
+                 series_interval_s: float | None = None):
         self.ctx, self.step, self.feed, self.rec, self.slo_checks = ctx, step, feed, rec, slo_checks
         self.seed, self.shard = seed, shard
         self.multi_turn = isinstance(feed, SessionFeed)
         self.target = step.inflight_target  # units held in flight (plan/model.Step)
-        self.check = _SelfCheck()
+        # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
+        self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
+                       if series_interval_s else None)
+        self.check = _SelfCheck(self.series)
         self.skew = Recorder()  # schedule -> first write, open loop
         self.sends = SendCheck()
         # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
@@ -252,6 +261,11 @@ class StepRun:
 
     def _record(self, r: RequestRecord) -> None:
         self.sends.add(r)
+        if self.series is not None:
+            if r.first_sent_ns is not None:
+                self.series.sent(r.first_sent_ns)
+            if r.scheduled_ns is not None:
+                self.series.scheduled(r.scheduled_ns)
         if r.path is not None:
             self.paths[r.path] += 1
         # the first attempt's write (a keep-alive retry's own is later, and a request that
@@ -393,6 +407,12 @@ class StepRun:
         if isinstance(self.feed, StepFeed):
             out["client"]["bodies_built_late"] = self.feed.built_late
         out["stopped"] = self.streak.reason
+        out["series"] = self.series
+        # the steady span on the client's clock, where it had one (run/power.py integrates the
+        # GPUs' energy over it)
+        out["steady_ns"] = ((self.steady_start_ns, self.steady_end_ns)
+                            if self.steady_start_ns is not None and self.steady_end_ns is not None
+                            and out["steady"]["output_tok_s"] is not None else None)
         return out
 
     def _effects(self, client: dict, rx_lag: Any) -> dict:
@@ -503,9 +523,11 @@ class StepRun:
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
-                   slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
-    """Drive one load (or warm-up) step of `feed`'s requests (StepRun)."""
-    return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard).run()
+                   slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
+                   series_interval_s: float | None = None) -> dict:
+    """Drive one load (or warm-up) step of `feed`'s requests (StepRun); with
+    `series_interval_s`, the client's series per interval too (`series`)."""
+    return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard, series_interval_s).run()
 
 
 async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, rule: dict) -> None:
