@@ -423,10 +423,10 @@ def test_a_saturated_client_cannot_decide_the_search(tmp_path, monkeypatch, busy
     saturated_at = 8
     slow = False
 
-    async def saturated(ctx, step, feed, rec, slo_checks, seed=0, shard=(0, 1)):
+    async def saturated(ctx, step, *args, **kwargs):  # run_step's arguments, whatever they become
         nonlocal slow
         slow = step.concurrency == saturated_at
-        return await real(ctx, step, feed, rec, slo_checks, seed=seed, shard=shard)
+        return await real(ctx, step, *args, **kwargs)
 
     async def late_send(*args, **kwargs):
         if slow:
