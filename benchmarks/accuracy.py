@@ -31,7 +31,8 @@ import time
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 from benchmarks._harness import emit, simulator, worker  # noqa: E402
 
-SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0, "prefill_tok_s": 0.0,
+# prefill_tok_s: a rate so high that prefill takes no time (the simulator's parameters refuse 0)
+SIM = {"preset": "minimax-m2.5-tp4", "step_table": [[1, 10.0]], "ttft_ms": 50.0, "prefill_tok_s": 1e12,
        "max_num_seqs": 4096, "chunks_per_write": 1}
 
 
