@@ -384,10 +384,12 @@ class RerankApi(EmbeddingsApi):
     then its documents."""
 
     name, path = "rerank", "/rerank"
+    fields = ("query", "documents")  # the body's names of the query and of the documents
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         inputs = list(prompt.inputs) if prompt.inputs is not None else [prompt_text(prompt)]
-        return {"query": inputs[0], "documents": inputs[1:] or inputs}
+        query, documents = self.fields
+        return {query: inputs[0], documents: inputs[1:] or inputs}
 
     def answer_text(self, data: dict) -> str:
         """What a smoke check's `expect` sees of an answer: `N results`."""
@@ -404,14 +406,11 @@ class ScoreApi(RerankApi):
     server with /score."""
 
     name, path = "score", "/score"
+    fields = ("text_1", "text_2")
 
     def url(self, base_url: str) -> str:
         root = base_url.rstrip("/")
         return (root[:-3] if root.endswith("/v1") else root) + self.path
-
-    def _input(self, prompt: Prompt) -> dict[str, Any]:
-        inputs = list(prompt.inputs) if prompt.inputs is not None else [prompt_text(prompt)]
-        return {"text_1": inputs[0], "text_2": inputs[1:] or inputs}
 
     def answer_text(self, data: dict) -> str:
         """What a smoke check's `expect` sees of an answer: `N scores`."""
