@@ -119,6 +119,21 @@ def _point_figures(p: Point, gpus: int, gpu_hour: float | None) -> dict[str, flo
                               if gpu_hour and p.output_tok_s > 0 else None)}
 
 
+def result_label(r: Result, several: bool) -> str:
+    """How a candidate names its result: the file's name when several are decided together."""
+    return (r.path.rsplit("/", 1)[-1] or r.name) if several else ""
+
+
+def point_groups(r: Result) -> dict[tuple[int, str], list[Point]]:
+    """`r`'s points by (combination, point id without `#run`): a repeated point's runs together;
+    search probes left out."""
+    groups: dict[tuple[int, str], list[Point]] = {}
+    for p in r.points:
+        if not p.probe:
+            groups.setdefault((p.combination, p.id.split("#", 1)[0]), []).append(p)
+    return groups
+
+
 def candidates(results: Sequence[Result], gpu_hour: float | None = None
                ) -> tuple[list[Candidate], list[dict]]:
     """(candidates, left out) of every point of `results`: see the module's docstring.
@@ -127,14 +142,9 @@ def candidates(results: Sequence[Result], gpu_hour: float | None = None
     left: list[dict] = []
     several = len(results) > 1
     for r in results:
-        label = (r.path.rsplit("/", 1)[-1] or r.name) if several else ""
+        label = result_label(r, several)
         price = gpu_hour if gpu_hour is not None else (r.cost or {}).get("gpu_hour")
-        groups: dict[tuple[int, str], list[Point]] = {}
-        for p in r.points:
-            if p.probe:
-                continue
-            groups.setdefault((p.combination, p.id.split("#", 1)[0]), []).append(p)
-        for (combo, pid), runs in groups.items():
+        for (combo, pid), runs in point_groups(r).items():
             first = runs[0]
             gone = {"point": pid, **({"result": label} if label else {})}
             if first.gpus is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchc.results.api import Point, Result
-from benchc.results.decide import candidates
+from benchc.results.api import Result
+from benchc.results.decide import candidates, point_groups, result_label
 
 # (key, header, how it is shown); a column no row has is left out
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -41,12 +41,8 @@ def side_by_side(results: Sequence[Result], gpu_hour: float | None = None) -> li
     per_gpu = {(c.result, c.combination, c.point): c for c in cands}
     tables: dict[str, list[dict]] = {}
     for r in results:
-        label = (r.path.rsplit("/", 1)[-1] or r.name) if several else ""
-        groups: dict[tuple[int, str], list[Point]] = {}
-        for p in r.points:
-            if not p.probe:
-                groups.setdefault((p.combination, p.id.split("#", 1)[0]), []).append(p)
-        for (combo, pid), runs in groups.items():
+        label = result_label(r, several)
+        for (combo, pid), runs in point_groups(r).items():
             first = runs[0]
             matrix = ",".join(f"{k}={v}" for k, v in first.matrix.items()) or "-"
             row: dict = {"combination": f"{label}: {matrix}" if label else matrix, "point": pid,
