@@ -308,3 +308,18 @@ def test_an_untrusted_point_is_marked_in_the_decision():
     from benchc.results.decide import describe
 
     assert "NOT TRUSTED" in describe(answer)[1]
+
+
+def test_an_untrusted_runner_up_is_marked_in_the_decision_too():
+    """The lead over a runner-up whose figures cannot be trusted is no answer either: the line
+    says so for the runner-up as it does for the best (it said so for the best only)."""
+    from benchc.results.decide import describe
+
+    doc = _doc_with_gpus()
+    (answer,) = decision([api.from_document(doc)])
+    runner = next(p for p in doc["points"] if p["id"] == answer["runner_up"]["point"])
+    runner["trust"] = {"trusted": False, "doubts": [{"message": "client-limited", "fails_strict": True}]}
+    (answer,) = decision([api.from_document(doc)])
+    assert answer["runner_up"]["trusted"] is False and "trusted" not in answer["best"]
+    line = describe(answer)[1]
+    assert line.count("NOT TRUSTED") == 1 and line.index("NOT TRUSTED") > line.index("runner-up")

@@ -67,9 +67,7 @@ class Candidate:
     @property
     def name(self) -> str:
         """`tp=8,ep=enable c=4` (and the result, when several): what the console prints."""
-        combo = ",".join(f"{k}={_show(v)}" for k, v in self.matrix.items())
-        head = f"{self.result}: " if self.result else ""
-        return head + (f"{combo} {self.load}" if combo else self.load)
+        return _name(self.result, self.matrix, self.load)
 
     def figure(self, axis: str) -> float | None:
         return getattr(self, axis)
@@ -89,6 +87,12 @@ class Candidate:
         if not self.trusted:
             out["trusted"] = False
         return out
+
+
+def _name(result: str, matrix: Mapping[str, Any], load: str) -> str:
+    combo = ",".join(f"{k}={_show(v)}" for k, v in matrix.items())
+    head = f"{result}: " if result else ""
+    return head + (f"{combo} {load}" if combo else load)
 
 
 def _show(v: Any) -> str:
@@ -293,23 +297,24 @@ def with_decision(doc: dict) -> dict:
 
 def describe(answer: dict) -> list[str]:
     """The console's lines of one answer."""
-    def name(e: dict) -> str:
-        combo = ",".join(f"{k}={_show(v)}" for k, v in e["matrix"].items())
-        head = f"{e['result']}: " if e.get("result") else ""
-        return head + (f"{combo} {e['load']}" if combo else e["load"])
+    def name(e: dict) -> str:  # a candidate's to_json(): its name as Candidate.name gives it
+        return _name(e.get("result", ""), e["matrix"], e["load"])
+
+    def doubt(e: dict) -> str:  # a margin over (or under) an untrusted point is no answer either
+        return " [NOT TRUSTED: see the point's trust doubts]" if e.get("trusted") is False else ""
 
     def line(a: dict, unit: str, scale: float = 1.0) -> str:
         b = a["best"]
         cost = f", cost {b['cost_per_mtok']:,.4g} per million output tokens" if "cost_per_mtok" in b else ""
-        doubt = " [NOT TRUSTED: see the point's trust doubts]" if b.get("trusted") is False else ""
-        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs{cost}){doubt}"
+        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs{cost}){doubt(b)}"
         r = a.get("runner_up")
         if r is None:
             return text + "; no runner-up"
         m = a["margin"]
         lead = "n/a" if m["relative"] is None else f"{m['relative']:+.1%}"
         verdict = "beyond noise" if m["beyond_noise"] else "within noise"
-        return (text + f"; runner-up {name(r)}: {r[a['by']] * scale:,.4g} {unit}; lead {lead}, {verdict}")
+        return (text + f"; runner-up {name(r)}: {r[a['by']] * scale:,.4g} {unit}{doubt(r)}; "
+                f"lead {lead}, {verdict}")
 
     slo = "; ".join(answer["slo"]) or "no SLO: every completed request counts"
     out = [f"decision under SLO [{slo}]:",
