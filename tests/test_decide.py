@@ -323,3 +323,27 @@ def test_an_untrusted_runner_up_is_marked_in_the_decision_too():
     assert answer["runner_up"]["trusted"] is False and "trusted" not in answer["best"]
     line = describe(answer)[1]
     assert line.count("NOT TRUSTED") == 1 and line.index("NOT TRUSTED") > line.index("runner-up")
+
+
+def test_two_results_of_one_file_name_stay_apart(tmp_path):
+    """compare base/r.json new/r.json, the usual layout: each result's rows carry its own per-GPU
+    figures and the runner-up is the other result's. Named by file name alone, the two were one
+    result: the side-by-side rows of both showed the second's figures, and the runner-up came
+    from the best's own result."""
+    from benchc.results.sidebyside import side_by_side
+
+    results = []
+    for folder, scale in (("base", 1.0), ("new", 2.0)):
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "r.json"
+        path.write_text(json.dumps(_doc_with_gpus(scale)))
+        results.append(api.load(str(path)))
+    cands, _ = candidates(results)
+    assert len({c.result for c in cands}) == 2
+    rows = side_by_side(results)[0]["rows"]
+    assert len({r["combination"] for r in rows}) == 2
+    for row in rows:
+        assert row["output_tok_s_per_gpu"] == pytest.approx(row["output_tok_s"] / 4)
+    (answer,) = decision(results)
+    assert answer["runner_up"]["result"] != answer["best"]["result"]
+    assert answer["runner_up"]["load"] == answer["best"]["load"]  # the same load of the other result

@@ -123,9 +123,18 @@ def _point_figures(p: Point, gpus: int, gpu_hour: float | None) -> dict[str, flo
                               if gpu_hour and p.output_tok_s > 0 else None)}
 
 
-def result_label(r: Result, several: bool) -> str:
-    """How a candidate names its result: the file's name when several are decided together."""
-    return (r.path.rsplit("/", 1)[-1] or r.name) if several else ""
+def result_labels(results: Sequence[Result]) -> list[str]:
+    """How candidates name their results: "" for one; for several, each file's name, or its path
+    where two share a name (base/r.json, new/r.json), and its place in the list where two share
+    a path. Candidates are told apart by this label: two results under one would be one."""
+    if len(results) < 2:
+        return [""] * len(results)
+    names = [r.path.rsplit("/", 1)[-1] or r.name for r in results]
+    if len(set(names)) < len(names):
+        names = [r.path or r.name for r in results]
+    if len(set(names)) < len(names):
+        names = [f"{n} ({i + 1})" for i, n in enumerate(names)]
+    return names
 
 
 def point_groups(r: Result) -> dict[tuple[int, str], list[Point]]:
@@ -144,9 +153,7 @@ def candidates(results: Sequence[Result], gpu_hour: float | None = None
     gpu_hour: the price of one GPU-hour (None: each result's own spec's, if it gave one)."""
     out: list[Candidate] = []
     left: list[dict] = []
-    several = len(results) > 1
-    for r in results:
-        label = result_label(r, several)
+    for r, label in zip(results, result_labels(results), strict=True):
         price = gpu_hour if gpu_hour is not None else (r.cost or {}).get("gpu_hour")
         for (combo, pid), runs in point_groups(r).items():
             first = runs[0]

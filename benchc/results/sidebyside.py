@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchc.results.api import Result
-from benchc.results.decide import candidates, point_groups, result_label
+from benchc.results.decide import candidates, point_groups, result_labels
 
 # (key, header, how it is shown); a column no row has is left out
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -36,12 +36,10 @@ def _mean(xs: list[float | None]) -> float | None:
 
 def side_by_side(results: Sequence[Result], gpu_hour: float | None = None) -> list[dict]:
     """[{"load": "c=4", "rows": [{"combination": name, figures...}]}] in the order loads first appear."""
-    several = len(results) > 1
     cands, _ = candidates(results, gpu_hour)
     per_gpu = {(c.result, c.combination, c.point): c for c in cands}
     tables: dict[str, list[dict]] = {}
-    for r in results:
-        label = result_label(r, several)
+    for r, label in zip(results, result_labels(results), strict=True):
         for (combo, pid), runs in point_groups(r).items():
             first = runs[0]
             matrix = ",".join(f"{k}={v}" for k, v in first.matrix.items()) or "-"
