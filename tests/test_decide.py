@@ -347,3 +347,19 @@ def test_two_results_of_one_file_name_stay_apart(tmp_path):
     (answer,) = decision(results)
     assert answer["runner_up"]["result"] != answer["best"]["result"]
     assert answer["runner_up"]["load"] == answer["best"]["load"]  # the same load of the other result
+
+
+def test_a_points_load_is_its_ids_load_part_whatever_the_matrix_and_the_rate_say():
+    """An open-loop point's id ends in `rate=2/s`: its load is that, not `s` (every rate point of a
+    result was load `s`, one side-by-side table, every candidate named `... s`); a matrix value
+    with a `/` in it (a model name) is not the load either."""
+    from benchc.results.sidebyside import side_by_side
+
+    doc = _doc_with_gpus()
+    ids = ["tp=8/rate=2/s", "model=org/name/rate=2.5/s#2", "model=org/name/c=4"]
+    doc["points"] = [dict(p, id=i) for p, i in zip(doc["points"], ids, strict=True)]
+    r = api.from_document(doc)
+    assert [p.load for p in r.points] == ["rate=2/s", "rate=2.5/s", "c=4"]
+    assert [t["load"] for t in side_by_side([r])] == ["rate=2/s", "rate=2.5/s", "c=4"]
+    plain = api.from_document(_doc_with_gpus())
+    assert [p.load for p in plain.points] == [p["id"] for p in _doc_with_gpus()["points"]]

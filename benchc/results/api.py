@@ -15,6 +15,7 @@ Every object keeps the document's own dict under `.raw` for fields not given a n
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -24,6 +25,9 @@ from benchc.errors import UsageError
 from benchc.results.clock import parse_created
 from benchc.results.document import is_closed_loop, read
 from benchc.results.table import CSV_COLUMNS, point_row
+
+# the load part at the end of a point's id (plan/compiler.py, plan/search.py probe_step)
+_LOAD_IN_ID = re.compile(r"(?:^|/)((?:c|users|speedup|rate)=[^/]*(?:/s)?|probe\d+:.*)$")
 
 if TYPE_CHECKING:
     import pandas
@@ -176,8 +180,12 @@ class Point:
 
     @property
     def load(self) -> str:
-        """The point's load as its id names it, without the matrix prefix or the run: `c=4`."""
-        return self.id.rsplit("/", 1)[-1].split("#", 1)[0]
+        """The point's load as its id names it, without the matrix prefix or the run: `c=4`,
+        `rate=2/s` (plan/compiler.py writes the ids: `LABEL/LOAD#RUN`; a rate's `/s` and a
+        matrix value's `/` are no separators)."""
+        base = self.id.split("#", 1)[0]
+        m = _LOAD_IN_ID.search(base)
+        return m.group(1) if m else base.rsplit("/", 1)[-1]
 
     @property
     def ttft(self) -> Latency:
