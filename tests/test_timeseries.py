@@ -139,3 +139,33 @@ def test_every_point_has_window_over_interval_samples_and_the_clients_side(tmp_p
         assert max(client["in_flight_max"]) == c and "scheduled" not in client
         assert len(client["t_s"]) == len(client["in_flight"]) and abs(len(client["t_s"]) - window / 0.2) <= 2
 
+
+
+def test_a_scrape_unanswered_when_the_point_ends_is_a_skipped_tick(monkeypatch):
+    """Every tick is a sample or counted `skipped` (docs/report.md): a scrape still in flight
+    when the point ends is cancelled, and its tick was counted as neither."""
+    import asyncio
+
+    from benchc.run import point_telemetry
+
+    asked = []
+
+    async def scrape(session, root):
+        asked.append(root)
+        if len(asked) == 1:
+            return {"kind": "vllm"}  # before the point
+        await asyncio.Event().wait()  # during it: a server that never answers /metrics
+
+    async def point() -> point_telemetry.PointTelemetry:
+        monkeypatch.setattr(point_telemetry, "scrape", scrape)
+        t = point_telemetry.PointTelemetry(None, "http://x", interval_s=0.05)  # type: ignore[arg-type]
+        monkeypatch.setattr(t.gpu, "start", lambda: asyncio.sleep(0, False))
+        async with t.around():
+            while len(t._scrapes) < 2:
+                await asyncio.sleep(0.01)
+            monkeypatch.setattr(point_telemetry, "scrape", lambda s, r: asyncio.sleep(0, None))
+        return t
+
+    t = asyncio.run(point())
+    assert t.samples == [] and len(t.skipped) >= 2
+    assert len(t.skipped) == len(set(t.skipped))  # each tick once

@@ -79,7 +79,11 @@ class PointTelemetry:
             task.add_done_callback(self._scrapes.discard)
 
     async def _sample(self, tick: int) -> None:
-        m = await scrape(self.session, self.root)
+        try:
+            m = await scrape(self.session, self.root)
+        except asyncio.CancelledError:
+            self.skipped.append(tick)  # still unanswered when the point ended: a tick without a sample
+            raise
         if m:
             self.samples.append((tick, m))
         else:
