@@ -247,3 +247,21 @@ def test_the_prefix_cache_hit_rate_is_charted_per_interval():
     # up in the third (no rate, rather than 0), 64 of 128 in the fourth
     assert _interval_rates([0, 32, 32, 96], [64, 128, 128, 256]) == [0.0, 0.5, None, 0.5]
     assert _interval_rates([None, 10], [None, 20]) == [None, 0.5]
+
+
+def test_a_searchs_latency_is_charted_in_ms_beside_its_threshold():
+    """A capacity search's chart (html_report._searches, with report.search_metric as the PNG's):
+    latencies recorded in us, charted in ms with their threshold; the untrusted probes apart."""
+    from benchc.results.html_report import _searches
+
+    doc = read(MINIMAX)
+    doc["plan"]["steps"].append({"kind": "search", "combination": 0, "search": {"slo": [{"value": 2e6}]}})
+    doc["search"] = [{"combination": 0, "matrix": {}, "over": "concurrency", "answer": 1, "status": "found",
+                      "slo": ["ttft: p99 < 2s"],
+                      "probes": [{"load": 1, "checks": [{"value": 1.5e6}], "verdict": "pass"},
+                                 {"load": 2, "checks": [{"value": 3e6}], "verdict": "untrusted"}]}]
+    (chart,) = _searches([doc])
+    assert chart["unit"] == "ttft (ms)" and chart["x"] == [1, 2]
+    probes, untrusted, threshold = chart["series"]
+    assert probes["y"] == [1500.0, None] and untrusted["y"] == [None, 3000.0]
+    assert threshold["y"] == [2000.0, 2000.0]

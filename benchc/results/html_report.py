@@ -40,6 +40,7 @@ from benchc.results.report import (
     _stat,
     _x,
     collect,
+    search_metric,
     search_rows,
     series_label,
     summary_rows,
@@ -210,8 +211,7 @@ def _searches(docs: list[dict]) -> list[dict]:
     for d in docs:
         for s in d.get("search", []):
             for i, text in enumerate(s["slo"]):
-                latency = text.split(":", 1)[0] in ("ttft", "itl", "tpot", "e2e")
-                scale = 1000.0 if latency else 1.0
+                scale, unit = search_metric(text)
                 probes = sorted((p["load"], p["checks"][i]["value"] / scale, p["verdict"] != "untrusted")
                                 for p in s["probes"] if p["checks"][i]["value"] is not None)
                 xs = sorted({x for x, _, _ in probes})
@@ -224,7 +224,7 @@ def _searches(docs: list[dict]) -> list[dict]:
                 chart["name"] = f"{_label(d, s.get('matrix', {}))}: {text}, {s['status']}"
                 chart["over"] = s["over"]
                 chart["answer"] = s["answer"]
-                chart["unit"] = text.split(":", 1)[0] + (" (ms)" if latency else "")
+                chart["unit"] = unit
                 out.append(chart)
     return out
 

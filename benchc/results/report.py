@@ -218,6 +218,14 @@ def _search_threshold(doc: dict, block: dict, i: int) -> float:
     return step["search"]["slo"][i]["value"]
 
 
+def search_metric(text: str) -> tuple[float, str]:
+    """A search SLO item's (`ttft: p99 < 2s`) scale from its recorded value to the charts' unit
+    (latencies are recorded in us, charted in ms), and the axis's name."""
+    metric = text.split(":", 1)[0]
+    latency = metric in ("ttft", "itl", "tpot", "e2e")
+    return (1000.0, f"{metric} (ms)") if latency else (1.0, metric)
+
+
 def search_figure(plt: Any, docs: list[dict]) -> Any:
     """Per search and SLO item: the metric at every probe's load, the threshold, the answer."""
     panels = [(d, s, i) for d in docs for s in d.get("search", []) for i in range(len(s["slo"]))]
@@ -227,8 +235,7 @@ def search_figure(plt: Any, docs: list[dict]) -> Any:
                              layout="constrained")
     for ax, (d, s, i) in zip(axes[:, 0], panels, strict=True):
         text = s["slo"][i]
-        latency = text.split(":", 1)[0] in ("ttft", "itl", "tpot", "e2e")
-        scale = 1000.0 if latency else 1.0
+        scale, unit = search_metric(text)
         for trusted, marker in ((True, "o"), (False, "x")):
             pts = sorted((p["load"], p["checks"][i]["value"] / scale) for p in s["probes"]
                          if (p["verdict"] != "untrusted") == trusted and p["checks"][i]["value"] is not None)
@@ -242,7 +249,7 @@ def search_figure(plt: Any, docs: list[dict]) -> Any:
         if s["answer"] is not None:
             ax.axvline(s["answer"], color="C2", label=f"answer {s['answer']:g} ({s['status']})")
         ax.set_xlabel("concurrency" if s["over"] == "concurrency" else "rate (req/s)")
-        ax.set_ylabel(text.split(":", 1)[0] + (" (ms)" if latency else ""))
+        ax.set_ylabel(unit)
         ax.set_title(f"{series_label(d, s.get('matrix', {}))}: capacity search, {s['status']}", fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
