@@ -2,6 +2,7 @@
 # run without the GIL. StreamParser wraps one; the receive loop (_rxloop_c) feeds the struct of
 # a StreamParser from its own thread. A field the parser learns to read is added here once.
 
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 
 from benchc.client._bytes cimport Bytes
@@ -29,10 +30,15 @@ cdef struct StreamCore:
     int64_t first_reasoning_ns, first_answer_ns, reasoning_chunks, usage_reasoning
     # tool calls: the first tool-call chunk and their count; events of a type no API has (skipped)
     int64_t first_tool_ns, tool_chunks, unknown_events
-    int64_t* gaps  # between consecutive text chunks (ns)
-    int64_t* tokens  # per text chunk: its token count, -1 when unknown
-    unsigned char* kinds  # per text chunk: the twin's ANSWER (0), REASONING (1) or TOOL (2)
+    int64_t* gaps  # between consecutive text chunks (ns): the first GAPS_KEPT (the twin's)
+    int64_t* tokens  # per kept text chunk: its token count, -1 when unknown
+    unsigned char* kinds  # per kept text chunk: the twin's ANSWER (0), REASONING (1) or TOOL (2)
     Py_ssize_t n_gaps, n_tokens, cap
+    int64_t max_gap_ns  # the largest gap of all (0 until there is one)
+    int last_kind  # the last text chunk's kind
+    # the gaps past GAPS_KEPT, recorded as they come into Histograms (owned references, NULL
+    # until the first): the twin's _spill, [ITL, per-token ITL, answer ITL]
+    PyObject* spill[3]
     Bytes line  # a line begun in an earlier read
     Bytes data  # the current event's data lines (joined with LF) once they outlive their read
     # The shape of this stream's plain text chunk: the bytes before its text value (with the
