@@ -152,13 +152,18 @@ class ResponseReader:
 
     def lost(self, exc: BaseException | None, now: int) -> None:
         """The connection ended (`exc` None: the server closed it): the end of a read-to-close
-        body, else a broken response."""
+        body; the end of a 200 whose answer had said it ended (`[DONE]`, or a whole JSON body)
+        before its framing did (a server that closes without the closing chunk: every event
+        came); else a broken response."""
         if self.finished:
             return
         if self._mode == "close" and exc is None:
             self._finish(now)
             return
         self.keep_alive = False
+        if self.status == 200 and self.parser.done_ns:
+            self._finish(now)
+            return
         why = lost_detail(exc_text(exc) if exc is not None else None, self.status, self.got_bytes)
         self._finish(now, (STREAM_BROKEN, why))
 

@@ -20,6 +20,7 @@ cdef struct StreamCore:
     bint has_data, skip_lf, has_shape, keep_text
     int oversized  # 0, or the twin's LINE_TOO_LONG / EVENT_TOO_LARGE: the stream is no longer read
     Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
+    int bom  # the stream's first bytes so far that began a UTF-8 BOM (held back); -1 once past them
     int shape_kind  # what the shape's text is (the twin's ANSWER, REASONING or TOOL: its head says)
     Py_ssize_t data_lines
     # what the stream carried (the twin's attributes)

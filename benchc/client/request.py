@@ -338,7 +338,12 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             # The hot loop: one parser call per read, with the read's arrival time; the
             # parser frames events, extracts text/usage/finish and times text chunks.
             while True:
-                data = await content.readany()
+                try:
+                    data = await content.readany()
+                except aiohttp.ClientPayloadError:
+                    if not _ended_before_its_framing(content, parser, proto):
+                        raise
+                    break
                 if not data:
                     break
                 parser.feed(data, _arrival(proto))
@@ -377,6 +382,23 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
     if rec.error is not None and attempt == 1:
         rec.error_detail = ((rec.error_detail or "") + " (a retry after a reused connection failed)")[:200]
     return False, content_type
+
+
+def _ended_before_its_framing(content: Any, parser: Any, proto: Any) -> bool:
+    """aiohttp found the body cut short (the connection ended before its framing did): whether
+    the answer had said it ended before that ([DONE], or a whole JSON body), as the own reader
+    asks (_response_py.ResponseReader.lost). aiohttp raises before handing over what it had
+    read when the connection ended: those bytes are fed first (a private method; without it,
+    the answer is judged on what was handed over)."""
+    read_left = getattr(content, "_read_nowait", None)
+    if read_left is not None and not parser.done_ns:
+        try:
+            left = read_left(-1)
+        except Exception:  # noqa: BLE001 - aiohttp's own state: judge on what was handed over
+            left = b""
+        if left:
+            parser.feed(left, _arrival(proto))
+    return bool(parser.done_ns) and not parser.oversized
 
 
 def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) -> RequestRecord:

@@ -361,6 +361,9 @@ cdef void response_lost(ResponseCore* r, int err, int64_t now) noexcept nogil:
         _finish(r, now, 0)
         return
     r.keep_alive = False
+    if r.status == 200 and r.parser.done_ns:  # the answer had said it ended (see the twin)
+        _finish(r, now, 0)
+        return
     r.lost_errno = err
     _finish(r, now, C_LOST)
 

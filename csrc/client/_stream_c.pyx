@@ -56,6 +56,7 @@ cdef enum:  # StreamCore.spill: the twin's _ITL, _ITL_TOKEN, _ITL_ANSWER
     SPILL_TOKEN = 1
     SPILL_ANSWER = 2
 cdef Py_ssize_t C_MAX_SSE = MAX_SSE_BYTES
+cdef const unsigned char* UTF8_BOM = b"\xef\xbb\xbf"  # the twin's BOM: dropped once, first in a stream
 cdef int C_LINE_TOO_LONG = LINE_TOO_LONG
 cdef int C_EVENT_TOO_LARGE = EVENT_TOO_LARGE
 cdef int C_BODY_TOO_LARGE = BODY_TOO_LARGE
@@ -469,6 +470,7 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.example_len = 0
     s.oversized = 0
     s.first_len = 0
+    s.bom = 0
     s.keep_text = keep_text
     s.body = body
     s.body_done = s.body_escape = s.body_object3 = s.body_key3 = s.body_read = False
@@ -519,7 +521,8 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     """One read's bytes, all stamped `now`: frames their events and reads each; -1 when
     memory ran out (or the twin's interpret raised). A line or event past the bounds stops
     the stream (s.oversized; 0 is returned): later reads are ignored."""
-    cdef Py_ssize_t start = 0, i, k
+    cdef Py_ssize_t k
+    cdef int held, m = 0  # m: bytes of this read that go on with a BOM (the twin's SSEDecoder.feed)
     if s.oversized:
         return 0
     if s.first_len < FIRST_KEPT:
@@ -528,6 +531,26 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
         s.first_len += k
     if s.body:
         return _body_feed(s, p, n, now)
+    if s.bom < 0:
+        return _sse_feed(s, p, n, now)
+    held = s.bom
+    while held + m < 3 and m < n and p[m] == UTF8_BOM[held + m]:
+        m += 1
+    if held + m == 3:  # a whole BOM: dropped
+        s.bom = -1
+        return _sse_feed(s, p + m, n - m, now)
+    if m == n:  # still a BOM's beginning: held back
+        s.bom = held + m
+        return 0
+    s.bom = -1  # no BOM: what was held back is the stream's start
+    if held and _sse_feed(s, UTF8_BOM, held, now) < 0:
+        return -1
+    return 0 if s.oversized else _sse_feed(s, p, n, now)
+
+
+cdef int _sse_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """stream_feed's SSE framing, past the stream's first bytes."""
+    cdef Py_ssize_t start = 0, i
     if s.skip_lf and n > 0 and p[0] == 10:
         start = 1  # the CR that ended the last read had its LF here
     s.skip_lf = False
@@ -664,6 +687,10 @@ cdef void _stop(StreamCore* s, int why) noexcept nogil:
 
 cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil:
     """End of stream: an unterminated last line and event still count (see _sse_py.close)."""
+    cdef int held = s.bom
+    s.bom = -1
+    if held > 0 and not s.oversized and not s.body and _sse_feed(s, UTF8_BOM, held, now) < 0:
+        return -1  # a BOM's beginning, and the stream ended: it was the stream's start
     if s.oversized:
         return 0
     if s.line.n and _line(s, s.line.p, 0, s.line.n, now) < 0:
