@@ -20,6 +20,7 @@ from aiohttp.client_proto import ResponseHandler
 
 from benchc import redact
 from benchc.client import http1
+from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
 from benchc.client.apis import APIS
@@ -128,6 +129,11 @@ def headers_for(target: Target) -> dict[str, str]:
 
 
 AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 names its own two)
+# How a measured session reads: bodies as they came (no decompression), and a head line up to
+# the own reader's bound on a whole head (aiohttp's own limit, 8,190 bytes, refused heads the
+# own reader read)
+SESSION_OPTIONS: dict[str, Any] = {"read_bufsize": 1 << 20, "auto_decompress": False,
+                                   "max_line_size": MAX_HEAD, "max_field_size": MAX_HEAD}
 AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
 
 
@@ -293,8 +299,8 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         # both attempts share target.timeout, as on the own reader (http1.exchange)
         left = max(target.timeout_s - (CLOCK() - start) / 1e9, 0.001)
         kw["timeout"] = aiohttp.ClientTimeout(total=left, sock_read=target.first_byte_timeout_s)
-        async with aiohttp.ClientSession(connector=make_connector(force_close=True), read_bufsize=1 << 20,
-                                         auto_decompress=False, trace_configs=session.trace_configs) as fresh:
+        async with aiohttp.ClientSession(connector=make_connector(force_close=True), **SESSION_OPTIONS,
+                                         trace_configs=session.trace_configs) as fresh:
             _, content_type = await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
     return _conclude(rec, parser, content_type)
 
@@ -319,9 +325,16 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
     try:
         async with session.post(url, **kw) as resp:
             rec.status = resp.status
-            content_type = resp.headers.get("Content-Type")
+            # the last one, as the own reader takes it (a head may repeat it)
+            content_type = resp.headers.getall("Content-Type", [None])[-1]
             proto = resp.connection.protocol if resp.connection else None
             _after_head(proto, target.idle_timeout_s)
+            encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+            if compressed(encoding.encode("latin-1", "replace")):  # a head the own reader refuses
+                rec.status, rec.error = None, STREAM_BROKEN
+                rec.error_detail = error_detail(COMPRESSED, encoding.encode("latin-1", "replace"))
+                rec.end_ns = CLOCK()
+                return False, content_type
             if resp.status != 200:
                 text = await error_text(resp)
                 rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"

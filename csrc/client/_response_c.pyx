@@ -27,6 +27,7 @@ from benchc.client._response_py import (
     BAD_CONTENT_LENGTH,
     BAD_STATUS_LINE,
     COMPRESSED,
+    CONFLICTING_LENGTH,
     HEAD_TOO_LARGE,
     LOST,
     MAX_HEAD,
@@ -47,6 +48,7 @@ cdef int C_HEAD_TOO_LARGE = HEAD_TOO_LARGE
 cdef int C_BAD_STATUS_LINE = BAD_STATUS_LINE
 cdef int C_BAD_CONTENT_LENGTH = BAD_CONTENT_LENGTH
 cdef int C_COMPRESSED = COMPRESSED
+cdef int C_CONFLICTING_LENGTH = CONFLICTING_LENGTH
 cdef int C_BAD_CHUNKED = BAD_CHUNKED
 cdef int C_LOST = LOST
 cdef int C_OVERSIZED_STREAM = OVERSIZED_STREAM
@@ -207,20 +209,18 @@ cdef void _deliver(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_
 cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
     """Reads the head at the front of r.head: the offset of the body bytes after it, or -1
     while it is incomplete (or broken: the response is then finished). Skips 1xx heads."""
-    cdef const unsigned char* hit
     cdef Py_ssize_t end, sep, rest
     while True:
-        sep = 4
-        hit = <const unsigned char*>memmem(r.head.p, r.head.n, b"\r\n\r\n", 4)
-        if hit == NULL:
-            sep = 2
-            hit = <const unsigned char*>memmem(r.head.p, r.head.n, b"\n\n", 2)
-        if hit == NULL:
+        end = _blank_line(r.head.p, r.head.n, &sep)
+        if end >= 0 and end + sep > C_MAX_HEAD:  # whole, as when its bytes come in pieces (the twin's)
+            _fail(r, C_HEAD_TOO_LARGE, NULL, 0)
+            return -1
+        if end < 0:
             if r.head.n > C_MAX_HEAD:
                 _fail(r, C_HEAD_TOO_LARGE, NULL, 0)
             return -1
-        end = hit - r.head.p
         if not _parse_head(r, r.head.p, end):
+            r.status = -1  # a head that cannot be read has no status (the twin's _one_head)
             return -1
         rest = end + sep
         if 100 <= r.status < 200:  # 100 Continue and friends
@@ -237,12 +237,34 @@ cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
         return rest
 
 
+cdef Py_ssize_t _blank_line(const unsigned char* p, Py_ssize_t n, Py_ssize_t* sep) noexcept nogil:
+    """Where the head's first blank line begins (the twin's _BLANK_LINE: CR? LF CR? LF, the
+    earliest), its length in *sep; -1 when there is none yet."""
+    cdef const unsigned char* lf
+    cdef Py_ssize_t j = 0, end, after
+    while True:
+        lf = <const unsigned char*>memchr(p + j, 10, n - j)
+        if lf == NULL:
+            return -1
+        j = lf - p
+        if j + 1 < n and p[j + 1] == 10:
+            after = j + 2
+        elif j + 2 < n and p[j + 1] == 13 and p[j + 2] == 10:
+            after = j + 3
+        else:
+            j += 1
+            continue
+        end = j - 1 if j > 0 and p[j - 1] == 13 else j
+        sep[0] = after - end
+        return end
+
+
 cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noexcept nogil:
     """The status line and the headers that frame the body or keep the connection (see the
     twin's _parse_head); False when the head is broken (the response is then finished)."""
     cdef Py_ssize_t eol, i, a0, b0, a1, b1, j, va, vb, name_end, k
     cdef int64_t length = -1
-    cdef bint chunked = False
+    cdef bint chunked = False, transfer_encoding = False
     cdef const unsigned char* nl = <const unsigned char*>memchr(h, 10, n)
     eol = (nl - h) if nl != NULL else n
     # the first two whitespace-separated words of the status line
@@ -293,9 +315,13 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
             vb -= 1
         if _is(h + i, name_end - i, b"transfer-encoding", 17):
             chunked = chunked or _contains(h + va, vb - va, b"chunked", 7)
+            transfer_encoding = True
         elif _is(h + i, name_end - i, b"content-length", 14):
             if vb == va or vb - va > C_MAX_LENGTH_DIGITS or not _digits(h + va, vb - va):
                 _fail_lower(r, C_BAD_CONTENT_LENGTH, h + va, vb - va)
+                return False
+            if length >= 0:  # a second one (the twin's CONFLICTING_LENGTH)
+                _fail_lower(r, C_CONFLICTING_LENGTH, h + va, vb - va)
                 return False
             length = 0
             while va < vb:
@@ -320,6 +346,9 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
                 and not _is(h + va, vb - va, b"identity", 8):
             _fail_lower(r, C_COMPRESSED, h + va, vb - va)
             return False
+    if transfer_encoding and length >= 0:
+        _fail(r, C_CONFLICTING_LENGTH, NULL, 0)
+        return False
     if 100 <= r.status < 200:
         return True
     if chunked:
