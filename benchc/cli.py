@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from benchc import __version__
 from benchc.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, BenchcError, UsageError
+from benchc.inputs import TEXT_BYTES, input_problem  # light: os and stat only
 
 
 def _version_line() -> str:
@@ -32,6 +34,22 @@ SIM_VERBOSE = ("log to stderr what the simulator does: -v when it starts accepti
 
 def _add_verbose(p: argparse.ArgumentParser, text: str = RUN_VERBOSE) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help=text)
+
+
+def _gpu_hour(text: str) -> float:
+    try:
+        price = float(text)
+    except ValueError:
+        price = float("nan")
+    if not (price > 0 and price < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a price (a number above 0, e.g. 2.49)")
+    return price
+
+
+def _add_gpu_hour(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu-hour", type=_gpu_hour, metavar="PRICE",
+                   help="the price of one GPU for an hour: cost per million output tokens per point "
+                        "(overrides the spec's cost.gpu_hour; docs/decide.md)")
 
 
 @contextlib.contextmanager
@@ -101,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--format", choices=["text", "json", "markdown"], default="text")
     cp.add_argument("--noise-floor", default="2%", metavar="PCT",
                     help="repeated runs: a smaller change is never called beyond noise (default 2%%)")
+    _add_gpu_hour(cp)
 
     mg = sub.add_parser("merge", help="merge shards of one plan into one result, exactly")
     mg.add_argument("results", nargs="+", metavar="RESULT")
@@ -133,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--png", metavar="DIR", help="write the plots here as PNG files")
     rp.add_argument("--html", metavar="FILE", help="write one self-contained HTML page")
     rp.add_argument("--force", action="store_true", help="overwrite the PNGs or the page if they exist")
+    _add_gpu_hour(rp)
 
     tk = sub.add_parser("tokens", help="count (or list) the tokens of files with a model's tokenizer")
     tk.add_argument("files", nargs="+", metavar="FILE")
@@ -157,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--http", choices=["native", "aiohttp"], default="native",
                    help="HTTP client of the measured requests: benchc's own HTTP/1.1 reader "
                         "(default; one C call per socket read) or aiohttp")
+    _add_gpu_hour(r)
     r.add_argument("--rx-loop", choices=["auto", "off"], default="auto",
                    help="own reader: read plain-http streams on the receive loop in C, a thread of "
                         "its own (auto: on Linux with the compiled core) or on the event loop (off)")
@@ -310,7 +331,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from benchc.results.compare import parse_floor, raise_on_breaches, run_compare
 
-    text, breaches = run_compare(args.results, args.fail_on, args.format, parse_floor(args.noise_floor))
+    text, breaches = run_compare(args.results, args.fail_on, args.format, parse_floor(args.noise_floor),
+                                 args.gpu_hour)
     sys.stdout.write(text)
     raise_on_breaches(breaches)
     return EXIT_OK
@@ -384,11 +406,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from benchc.results.compare import decide_section, render_decide
     from benchc.results.document import read
-    from benchc.results.report import write_report
+    from benchc.results.report_files import write_report
 
-    for path in write_report([read(p) for p in args.results], args.png, args.html, args.force, args.results):
+    docs = [read(p) for p in args.results]
+    for path in write_report(docs, args.png, args.html, args.force, args.results, args.gpu_hour):
         print(path)
+    # the decision at the end (docs/decide.md), as compare and run print it
+    section = decide_section(docs, args.results, gpu_hour=args.gpu_hour)
+    if section["decision"]:
+        sys.stderr.write(render_decide({**section, "side_by_side": []}, "text"))
     return EXIT_OK
 
 
@@ -406,6 +434,8 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot load the tokenizer {args.tokenizer}: {detail}") from e
     print(f"tokenizer: {tok.kind} ({args.tokenizer}); pre-tokenization: {tok.pretokenizer}", file=sys.stderr)
     for path in args.files:
+        if why := input_problem(path, TEXT_BYTES, "text file"):
+            raise UsageError(why)
         try:
             with open(path, "rb") as f:
                 raw = f.read()
@@ -435,6 +465,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = compile_spec(spec, run_seed=draw_seed())  # fresh prompts per run unless the spec pins a seed
     if args.base_url is not None:
         _check_url_credentials(args.base_url, plan)
+    if args.gpu_hour is not None:
+        plan = dataclasses.replace(plan, cost={"gpu_hour": args.gpu_hour,
+                                               "currency": (plan.cost or {}).get("currency", "USD")})
     opts = RunOptions(base_url=args.base_url, out=args.out, force=args.force,
                       quiet=args.quiet or args.json, strict=args.strict,
                       backend=args.backend or plan.run.get("backend", "local"),

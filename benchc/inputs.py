@@ -1,7 +1,8 @@
-"""Files benchc reads as input (spec, dataset, trace, tokenizer, chat template): each must be a
-regular file within its stated bound (README: Limits), found out from its metadata before a
-byte is read, so a FIFO, a device (/dev/zero, /dev/stdin) or a file of many gigabytes is
-refused at once rather than blocking or filling memory.
+"""Files benchc reads as input (spec, dataset, trace, tokenizer, chat template, a dataset's
+images, a tools file, a text to count, a twin, result documents and their per-request
+files): each must be a regular file within its stated bound (README: Limits), found out
+from its metadata before a byte is read, so a FIFO, a device (/dev/zero, /dev/stdin) or a
+file of many gigabytes is refused at once rather than blocking or filling memory.
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ DATASET_BYTES = 1 << 30  # a jsonl or ShareGPT dataset, read whole
 TRACE_BYTES = 1 << 30  # a trace file, read whole
 TOKENIZER_BYTES = 1 << 30  # tokenizer.json, tiktoken, tekken, SentencePiece (a GGUF: metadata only)
 TEMPLATE_BYTES = 16 << 20  # tokenizer_config.json, chat_template.jinja
+IMAGE_BYTES = 64 << 20  # an image a dataset names, sent base64 in a request
+TOOLS_BYTES = 16 << 20  # workload.tools.file
+TEXT_BYTES = 1 << 30  # a file `benchc tokens` counts
+TWIN_BYTES = 16 << 20  # a twin file (`benchc fit` writes a few kB)
+RESULT_BYTES = 1 << 30  # a result document, read whole
+REQUESTS_BYTES = 4 << 30  # a result's per-request file (JSON lines), read whole by export and report
 
 
 def input_problem(path: str | os.PathLike, limit: int | None, what: str) -> str | None:

@@ -247,11 +247,20 @@ class Scrubber:
         cut never shows part of a secret. Read `limit + self.longest` characters when you can:
         then a secret across the cut is whole when it is scrubbed."""
         text = self.text(text)[:limit]
+        n = self.open_end(text, self.MIN_LENGTH)
+        return text[:-n] + REDACTED if n else text
+
+    def open_end(self, text: str, shortest: int = 1) -> int:
+        """How many characters at the end of `text` (at least `shortest`) are the start of a
+        secret, or of one of its forms, that may go on past it; 0 when none are. Text read in
+        pieces keeps these back until the next piece shows whether a secret follows."""
+        found = 0
         for form in self._forms:
-            for n in range(min(len(form) - 1, len(text)), self.MIN_LENGTH - 1, -1):
+            for n in range(min(len(form) - 1, len(text)), max(shortest, found + 1) - 1, -1):
                 if text.endswith(form[:n]):
-                    return text[:-n] + REDACTED
-        return text
+                    found = n
+                    break
+        return found
 
     def value(self, value: object) -> object:
         """A copy of JSON-like data with every string scrubbed (keys too)."""

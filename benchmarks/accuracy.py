@@ -6,9 +6,10 @@ ground truth, for each transport and core of benchc's client: the receive loop i
     python benchmarks/accuracy.py [--concurrency 256 1024] [--tokens 24] [--stagger-ms 0]
 
 Prints p50, p99 and max of |measured - true| per client and C, for TTFT (per request)
-and ITL (per chunk gap, matched by position in the stream), and whether the client
-self-check would have flagged the run (event-loop lag p99 over 5 ms, or the receive
-loop's lag from a read's kernel stamp over 5 ms, in at least 5 ticks or reads). Then the two
+and ITL (per chunk gap, matched by position in the stream), and whether the client ran late
+by the self-check's causes (event-loop lag p99 over 5 ms, or the receive loop's lag from a
+read's kernel stamp over 5 ms, in at least 5 ticks or reads: what the errors beside it show
+such lateness moved; the self-check judges a point by those effects, run/effects.py). Then the two
 parts of the TTFT difference, on the one monotonic clock both processes share: the
 client's stamp of every text chunk minus the simulator's write of it (the client's own
 error), and the simulator's arrival stamp minus the client's send (how late the
@@ -41,6 +42,7 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
     from benchc.client.request import make_connector, make_trace_config, send, send_native
     from benchc.metrics.record import RequestRecord
     from benchc.plan.model import Target
+    from benchc.run.effects import causes
     from benchc.run.loadgen import _rx_check, _SelfCheck
 
     target = Target(url, None, "completions", "MiniMaxAI/MiniMax-M2.5", None, {}, 600.0, 600.0, None)
@@ -71,8 +73,9 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
         await check.stop()
         lag = check.lag.summary()
         rx_figures = rx.take() if rx is not None else None
-        reasons: list[str] = []
-        rx_block = _rx_check(rx_figures, time.perf_counter() - t0, reasons) if rx_figures else None
+        rx_block = _rx_check(rx_figures, time.perf_counter() - t0) if rx_figures else None
+        # the receive loop's lateness, as the self-check names its causes (run/effects.py)
+        reasons = causes({}, 0, 0.0, rx_block) if rx_block else []
     finally:
         await s.close()
     for r in recs:
@@ -135,7 +138,7 @@ def main() -> None:
                   f"p99 {pct(ttft_err, 99):6.3f} max {max(ttft_err):6.3f} ms | "
                   f"ITL |err| p50 {pct(itl_err, 50):6.3f} "
                   f"p99 {pct(itl_err, 99):6.3f} max {max(itl_err):6.3f} ms | loop lag p99 "
-                  f"{got['lag_p99_us'] / 1000:.1f} ms{rx}{' -> flagged client-limited' if flagged else ''} "
+                  f"{got['lag_p99_us'] / 1000:.1f} ms{rx}{' -> the client ran late' if flagged else ''} "
                   f"(read by {'/'.join(got['paths'])})")
             print(f"  {'':<22}TTFT |err| against send -> first write p50 {pct(ttft_send_err, 50):6.3f} "
                   f"p99 {pct(ttft_send_err, 99):6.3f} max {max(ttft_send_err):6.3f} ms")

@@ -634,13 +634,3 @@ def test_fan_out_runs_each_tool_round_as_parallel_sub_requests_and_the_slowest_e
     from benchc.metrics.sessions import SessionCounters  # merge reads it back exactly
 
     assert SessionCounters.from_block(point["sessions"]).block()["fan_out"] == fan
-
-
-@pytest.mark.parametrize("api", ["responses", "messages"])
-def test_agent_loops_on_other_apis_are_refused_as_not_built(api, tmp_path):
-    from benchc.errors import SpecError
-
-    text = AGENT.format(out=tmp_path / "r.json").replace("model: MiniMaxAI", f"api: {api}, model: MiniMaxAI")
-    with pytest.raises(SpecError, match=rf"^s.yaml:8:3: \$.workload.agent: agent loops on the {api} API "
-                                        r"are not built yet: the history carries tool calls"):
-        load_text(text, "s.yaml", env={})

@@ -109,6 +109,17 @@ def test_outputs_are_counted_with_the_tokenizer(runs, backend):
     assert counted["relative_difference"] == round((counted["output"] - usage) / usage, 6)
 
 
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_the_clients_series_counts_every_send_on_every_backend(runs, backend):
+    _, _, doc, records = runs(backend)
+    p = doc["points"][0]
+    client = p["timeseries"]["client"]
+    # one series per point: a Ray point's shards added interval by interval (metrics/timeline.py)
+    assert sum(client["sends"]) == p["counts"]["sent"] == REQUESTS
+    assert max(client["in_flight_max"]) <= 2 and all(m is None or 0 <= m <= 2 for m in client["in_flight"])
+    assert p["timeseries"]["server"]["available"] is True
+
+
 def _shape(x, depth: int = 0):
     """The keys of a point, nested (values left out), for comparing shapes."""
     if isinstance(x, dict) and depth < 2:
@@ -122,7 +133,8 @@ def test_a_ray_point_has_the_local_points_shape(runs, backend):
     local = runs("local")[2]["points"][0]
     ray = runs(backend)[2]["points"][0]
     assert set(ray) - set(local) == {"backend", "shards"} and set(local) <= set(ray)
-    for key in ("counts", "tokens", "throughput", "latency", "little", "steady", "telemetry", "trust"):
+    for key in ("counts", "tokens", "throughput", "latency", "little", "steady", "telemetry", "trust",
+                "timeseries"):
         assert set(ray[key]) == set(local[key]), key
     assert ray["little"]["ratio"] is not None and ray["telemetry"]["host"]["available"] is True
     workers = int(backend[-1])

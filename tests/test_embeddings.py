@@ -65,12 +65,13 @@ def run(tmp_path, path, n, batch=3, load="concurrency: [2]", sim_args=(), code=0
 
 
 @pytest.mark.slow  # runs against the simulator
-@pytest.mark.parametrize("api", ["embeddings", "rerank"])
+@pytest.mark.parametrize("api", ["embeddings", "rerank", "score"])
 def test_e2e_input_tokens_and_results_equal_the_trace_on_every_path(tmp_path, path, api):
     """Each request's end (t0 + E2E) is the simulator's write of its answer: never before it
     (but for moving a kernel stamp onto the monotonic clock), late by about a write (median
     under 1 ms); its input tokens are the trace's (usage.prompt_tokens; a rerank answer's
-    usage.total_tokens), its results its batch (rerank: its documents, the batch but the query).
+    usage.total_tokens), its results its batch (rerank and score: its documents, the batch but the
+    query; a score pair counts the query again).
     The point has no TTFT, ITL or TPOT, and its rates count inputs and input tokens. One
     request at a time: answers in lockstep would share one late read on a busy machine."""
     point, reqs, trace = run(tmp_path, path, n=8, load="concurrency: [1]", api=api)
@@ -179,10 +180,13 @@ def test_compare_export_and_report_read_an_embeddings_result(tmp_path, capsys, m
     values = dict(zip(header.split(","), row.split(","), strict=True))
     assert values["ttft_p50_ms"] == "" and values["inputs"] == "12" and float(values["inputs_s"]) > 0
     assert main(["export", result, "--format", "vllm", "-o", str(tmp_path / "v.json")]) == 0
-    # the plots: no TTFT or ITL spectrum (nothing to draw), and no warning about an empty one
+    # the page: no TTFT or TPOT chart and no spectrum (nothing to draw), throughput and the series
     assert main(["report", result, "--html", str(tmp_path / "e.html")]) == 0
-    page = (tmp_path / "e.html").read_text()
-    assert 'alt="latency_vs_throughput"' in page and 'alt="ttft_spectrum"' not in page
+    from tests.test_html_report import page_data
+
+    d = page_data((tmp_path / "e.html").read_text())
+    assert d["latency"] == {} and d["spectra"] == {} and len(d["throughput"]["series"]) == 1
+    assert len(d["timeseries"]) == 1
 
 
 def test_a_rerank_body_is_the_query_then_its_documents():
@@ -195,9 +199,23 @@ def test_a_rerank_body_is_the_query_then_its_documents():
     assert endpoint("http://h/v1", "rerank") == "http://h/v1/rerank"
 
 
+def test_a_score_body_pairs_the_query_with_each_document_at_the_servers_root():
+    """vLLM's /score: text_1 the query, text_2 the documents; at the server's root (its
+    /v1/score alias logs a warning per request)."""
+    target = Target(base_url="http://h/v1", sim=None, api="score", model="bge", api_key=None, headers={},
+                    timeout_s=60.0, idle_timeout_s=60.0, tokenizer=None)
+    sampling = Sampling(temperature=0.0, top_p=None, max_tokens=16, min_tokens=None, ignore_eos=True, stop=[],
+                        seed=None, extra_body={"truncate_prompt_tokens": 64})
+    body = build_body(target, sampling, Prompt(None, None, 3, None, inputs=("q", "d1", "d2")))
+    assert body == {"model": "bge", "text_1": "q", "text_2": ["d1", "d2"], "truncate_prompt_tokens": 64}
+    assert endpoint("http://h/v1", "score") == endpoint("http://h/v1/", "score") == "http://h/score"
+    assert endpoint("http://h/api", "score") == "http://h/api/score"  # a root without /v1: under it
+
+
 @pytest.mark.parametrize("sets, message", [
-    (["workload.batch=4", "target.api=chat"], "only target.api: embeddings and rerank take them"),
+    (["workload.batch=4", "target.api=chat"], "only target.api: embeddings, rerank and score take them"),
     (["workload.batch=1", "target.api=rerank"], "workload.batch must be at least 2"),
+    (["workload.batch=1", "target.api=score"], "target.api: score sends a query and its documents"),
     (["workload.batch=0"], "workload.batch: 0 is less than the minimum of 1"),
 ])
 def test_a_batch_the_api_cannot_take_is_a_plan_error(tmp_path, capsys, sets, message):

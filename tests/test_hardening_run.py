@@ -430,6 +430,30 @@ def test_sigkill_of_benchc_leaves_no_server_process_behind(tmp_path):
     assert "benchc is gone; stopping the server's process group" in log
 
 
+@pytest.mark.slow
+def test_sigkill_of_benchc_leaves_no_embedded_simulator_behind(tmp_path):
+    """The embedded simulator runs under the launch supervisor: benchc killed with SIGKILL
+    mid-point (no cleanup of its own runs) takes the simulator with it. It was left running."""
+    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=48, extra="  requests: 400")
+    p = subprocess.Popen([PY, "-m", "benchc", "run", spec, "-vv", "--set", "load.warmup.requests=0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        sim = _sim_pid_and_point_started(p, 2)
+        assert alive(sim)
+        p.kill()
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stderr.close()
+        p.stdout.close()
+    try:
+        wait_for(lambda: not alive(sim), "the simulator to be gone")
+    finally:
+        if alive(sim):  # the failure this test catches: leave no process behind it
+            os.kill(sim, signal.SIGKILL)
+
+
 def test_the_supervisor_reports_a_command_that_cannot_start(tmp_path, capsys):
     spec = launch_spec(tmp_path, "x")
     text = Path(spec).read_text().replace('command: "x"', "command: [/nonexistent/server]")

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import threading
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
@@ -18,9 +19,10 @@ from benchc.metrics.record import RequestRecord
 from benchc.plan.compiler import compile_spec
 from benchc.redact import Scrubber, redact_argv
 from benchc.results.document import write_atomic
+from benchc.run.logpump import LineScrubber
 from benchc.run.secrets import run_scrubber
-from benchc.run.server import scrub_log
 from benchc.spec import loader as spec
+from tests.conftest import wait_for
 from tests.test_hardening_redirects import SECRET
 from tests.test_http1 import RawServer, target
 from tests.test_keepalive import PATHS, Client
@@ -135,12 +137,55 @@ def test_the_terminal_gets_every_line_scrubbed(capsys):
     assert "pw-0007" not in err and "tk-0008" not in err and "no cache reset on http://" in err
 
 
-def test_a_server_log_is_scrubbed_in_place_keeping_other_bytes(tmp_path):
-    log = tmp_path / "server.log"
-    log.write_bytes(b"start \xff\nargs: --hf-token hf_token_0003\nready\n")
-    with redact.scrubbing(Scrubber(["hf_token_0003"])):
-        scrub_log(str(log))
-    assert log.read_bytes() == b"start \xff\nargs: --hf-token ***\nready\n"
+def test_a_server_log_is_scrubbed_as_written_keeping_other_bytes():
+    lines = LineScrubber(Scrubber(["hf_token_0003"]))
+    out = lines.feed(b"start \xff\nargs: --hf-token hf_tok") + lines.feed(b"en_0003\nready\rdone")
+    assert out == b"start \xff\nargs: --hf-token ***\nready\r"  # a line is written when it ends
+    assert lines.finish() == b"done"
+
+
+def _pumped(chunks: list[bytes], scrubber: Scrubber, piece_bytes: int) -> tuple[bytes, int]:
+    """What a LineScrubber writes for `chunks`, and the most it held at once."""
+    lines, out, held = LineScrubber(scrubber, piece_bytes), [], 0
+    for c in chunks:
+        out.append(lines.feed(c))
+        held = max(held, len(lines._held))
+    out.append(lines.finish())
+    return b"".join(out), held
+
+
+def test_the_log_pump_writes_the_same_whatever_the_reads_and_never_a_piece_of_a_key():
+    """Lines past the bound are written in pieces; a key across a piece's end is kept back
+    whole, in every form, at every split of the reads."""
+    key = "sk-live/k3y+0004-abcdef"
+    scrubber = Scrubber([key])
+    forms = [key, key.replace("/", "\\/"), quote(key, safe=""), base64.b64encode(key.encode()).decode()]
+    stream = b"".join(b"." * (37 + i) + f.encode() + b"_" * i + (b"\n" if i % 2 else b"")
+                      for i, f in enumerate(forms * 3))  # fillers no form holds
+    whole, _ = _pumped([stream], scrubber, 48)
+    for f in forms:
+        assert f.encode() not in whole
+    assert whole == scrubber.text(stream.decode()).encode()  # as if it had been read at once
+    for at in range(0, len(stream), 7):
+        for piece_bytes in (40, 48, 64):
+            out, held = _pumped([stream[:at], stream[at:]], scrubber, piece_bytes)
+            for f in forms:
+                assert f.encode()[:8] not in out, (at, piece_bytes)
+            assert out == whole, (at, piece_bytes)
+
+
+def test_an_endless_line_holds_at_most_a_piece_and_a_read():
+    scrubber = Scrubber(["sk-apikey-0001"])
+    chunk = b"z" * 65536
+    out, held = _pumped([chunk] * 160, scrubber, 65536)  # 10 MiB, no newline
+    assert len(out) == 160 * 65536 and held <= 65536 + 65536
+
+
+def test_open_end_finds_the_longest_start_of_a_secret_at_the_end():
+    s = Scrubber(["sk-apikey-0001"])
+    assert s.open_end("text sk-api") == 6 and s.open_end("text s") == 1 and s.open_end("text") == 0
+    assert s.open_end("text sk-apikey-0001") == 0  # whole: scrubbed, nothing to keep back
+    assert s.open_end("text s", shortest=4) == 0
 
 
 # --------------------------------------------------------------------------- end to end
@@ -332,3 +377,59 @@ def test_a_launched_servers_log_is_created_readable_by_its_owner_only(tmp_path):
 
     asyncio.run(go())
     assert os.stat(log).st_mode & 0o777 == 0o600
+
+
+LOG_KEY = "sk-live/k3y+0004-abcdef"
+KEY_FORMS = {"raw": LOG_KEY, "json": LOG_KEY.replace("/", "\\/"), "percent": quote(LOG_KEY, safe=""),
+             "basic": base64.b64encode(f"bench:{LOG_KEY}".encode()).decode(),
+             "base64": base64.b64encode(LOG_KEY.encode()).decode()}
+PRINTING_SERVER = """\
+import os, sys, time
+forms = {forms!r}
+for i, (name, form) in enumerate(forms.items()):
+    print(f"{{name}}: {{form}}", file=(sys.stdout, sys.stderr)[i % 2], flush=True)
+print("x" * 200000 + forms["raw"] + "y" * 10, flush=True)  # a line past any bound, the key inside
+print("all printed", file=sys.stderr, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_a_launched_servers_log_holds_no_form_of_the_key_after_benchc_is_killed(tmp_path):
+    """The log was scrubbed only when benchc stopped the server: benchc killed with SIGKILL
+    left the key in clear, in every form the server printed it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "server.py"
+    script.write_text(PRINTING_SERVER.format(forms=KEY_FORMS))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(url="http://127.0.0.1:{free}/v1", out=tmp_path / "r.json",
+                                server=f"server:\n  command: [{sys.executable}, {script}]\n"
+                                       "  ready: {timeout: 10m, interval: 100ms}\n")
+                    .replace("sk-apikey-0001", LOG_KEY))
+    p = subprocess.Popen([sys.executable, "-m", "benchc", "run", str(spec)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "r.server-0.log"
+    try:
+        for line in p.stderr:
+            if "launched the server (pid " in line:
+                server_pid = int(line.split("(pid ")[1].split(")")[0])
+                break
+        else:
+            raise AssertionError("benchc ended before it launched the server")
+        wait_for(lambda: log.exists() and "all printed" in log.read_text(errors="replace"),
+                 "the server's last line in its log")
+        p.kill()
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stderr.close()
+    wait_for(lambda: not os.path.exists(f"/proc/{server_pid}"), "the server to be stopped")
+    text = log.read_text(errors="replace")
+    assert os.stat(log).st_mode & 0o777 == 0o600
+    for name, form in KEY_FORMS.items():
+        assert form not in text, f"the key's {name} form is in the log"
+        assert any(line.startswith(f"{name}: ") and "***" in line for line in text.splitlines()), name
+    assert "x" * 1000 in text and "***" + "y" * 10 in text

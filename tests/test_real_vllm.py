@@ -200,6 +200,39 @@ load:
                                                                     "ttft_ms_mean")), phases
 
 
+def test_the_time_series_of_running_waiting_and_kv_usage_move_with_the_load(tmp_path, vllm):
+    # 16 prompts of 1,500 tokens at once are more than one engine step's prefill budget: some
+    # wait while the first are prefilled, then all 16 run; at c=1 one runs
+    doc, _ = run(tmp_path, vllm, "timeseries", """\
+server:
+  metrics_interval: 250ms
+workload:
+  dataset:
+    random: {input_tokens: 1500, output_tokens: 48, seed: SEED}
+load:
+  warmup: {requests: 0}
+  sweep:
+    concurrency: [1, 16]
+  requests: 16
+""")
+    series = {}
+    for p in doc["points"]:
+        server, window = p["timeseries"]["server"], p["window"]["duration_s"]
+        assert server["available"] and server["kind"] == "vllm", server
+        n = len(server["t_s"])
+        assert abs(n + server["skipped"] - window / 0.25) <= 1, (n, server["skipped"], window)
+        for column in ("running", "waiting", "kv_cache_usage"):
+            assert len(server[column]) == n and None not in server[column], (column, server)
+        series[p["params"]["concurrency"]] = server
+        print(f"c={p['params']['concurrency']}: {window:.1f}s, {n} samples ({server['skipped']} skipped): "
+              f"running {server['running']}, waiting {server['waiting']}, kv {server['kv_cache_usage']}")
+    one, many = series[1], series[16]
+    assert max(many["running"]) >= 8 > max(one["running"]) >= 1
+    assert max(many["waiting"]) >= 1 and max(many["waiting"]) > max(one["waiting"])
+    assert max(many["kv_cache_usage"]) > max(one["kv_cache_usage"]) > 0
+    assert min(many["running"]) < max(many["running"])  # it rose as the prompts were admitted
+
+
 def test_sessions_find_their_history_cached_to_the_block(tmp_path, vllm):
     turns, out = 5, 48
     doc, records = run(tmp_path, vllm, "sessions", f"""\

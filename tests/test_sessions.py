@@ -271,7 +271,9 @@ def test_each_turn_sends_the_history_with_the_streamed_answers_and_finds_it_cach
     assert by_turn["1"]["cache"]["cached_fraction"] == 0.0 < by_turn["2"]["cache"]["cached_fraction"]
     # the cache check knows a turn's history is shared: nothing above what the spec allows
     assert point["cache"]["above_declared"] is False and point["cache"]["cached_tokens"] > 0
-    assert point["trust"]["trusted"] is True
+    # no doubt but the client's own: turns of 8 ms leave the slots idle a large share of the time
+    # whenever a busy machine holds the client back a few ms (run/effects.py; tests/test_selfcheck.py)
+    assert [d["check"] for d in point["trust"]["doubts"]] in ([], ["client_limited"])
 
 
 @pytest.mark.slow  # runs against the simulator

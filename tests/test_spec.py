@@ -72,7 +72,8 @@ def test_bad_override_is_reported_where_it_came_from():
 @pytest.mark.parametrize("edit,expected", [
     (("api: chat", None), None),
     (("  model: m", "  model: m\n  api: chatt"), "s.yaml:6:8: $.target.api: 'chatt' is not one of "
-     "'chat', 'completions', 'responses', 'messages', 'embeddings', 'rerank' — did you mean 'chat'?"),
+     "'chat', 'completions', 'responses', 'messages', 'embeddings', 'rerank', 'score' — did you mean "
+     "'chat'?"),
     (("requests: 4", "requests: four"), "s.yaml:12:13: $.load.requests: expected an integer, got 'four'"),
     (("requests: 4", "requests: 4\n  duration: soon"),
      "s.yaml:13:13: $.load.duration: 'soon' is not a duration like 500ms, 2s or 15m"),
@@ -127,7 +128,7 @@ def test_duplicate_keys_and_merge_keys():
     # `x-common` is not a spec key, so this is an error -- but the merge itself resolved:
     assert problems(merged) == ["s.yaml:3:1: $.x-common: unknown key 'x-common'; allowed here: version, "
                                 "name, description, minimum_benchc_version, target, server, smoke, "
-                                "workload, load, matrix, slo, output, run"]
+                                "workload, load, matrix, slo, cost, output, run"]
 
 
 def test_matrix_placeholders_are_typed_and_checked():

@@ -73,8 +73,8 @@ def measure(mods, data: bytes, cuts):
             # reasoning models: timing-dependent first, then the counts
             (p.first_reasoning_ns, p.first_answer_ns, p.answer_gaps_ns, answer.nonzero(), p.reasoning_chunks,
              p.usage_reasoning),
-            # tool calls, and the events of a type no API has
-            (p.first_tool_ns, p.tool_chunks, p.unknown_events))
+            # tool calls, and the events of a type no API has; the Responses API's response id
+            (p.first_tool_ns, p.tool_chunks, p.unknown_events, p.response_id))
 
 
 def cores():

@@ -66,6 +66,7 @@ def test_vllm_responses_stream_is_read_exactly(stream_modules):
     r = measure(stream_modules, data, range(0, len(data), 97))
     assert r[3] == 4 and r[5:8] == (4, 163, "length")  # response.completed, incomplete_details
     assert r[17] == 160 and r[19][5] == 0 and r[20][2] == 0 and r[8] == 0
+    assert r[20][3] == "resp_8b00250bf2defc97"  # what a later request names as previous_response_id
 
 
 def test_vllm_messages_stream_is_read_exactly(stream_modules):
@@ -74,7 +75,7 @@ def test_vllm_messages_stream_is_read_exactly(stream_modules):
     data = fixture("vllm-messages.sse")
     r = measure(stream_modules, data, range(0, len(data), 89))
     assert r[3] == 4 and r[5:8] == (4, 163, "length")  # stop_reason max_tokens
-    assert r[17] == 160 and r[20][2] == 0 and r[8] == 0
+    assert r[17] == 160 and r[20][2] == 0 and r[8] == 0 and r[20][3] is None
 
 
 def responses(kind, **fields):
@@ -209,10 +210,14 @@ _TYPES = ["response.output_text.delta", "response.reasoning_text.delta",
           "response.function_call_arguments.delta",
           "response.reasoning_summary_text.delta", "response.completed", "response.output_item.added",
           "content_block_delta", "content_block_start", "message_start", "message_delta", "error", "ping",
-          "text_delta", "thinking_delta", "input_json_delta", "tool_use", "x"]
+          "text_delta", "thinking_delta", "input_json_delta", "tool_use", "x", "response.incomplete",
+          "response.output_text.done", "function_call", "max_output_tokens", "end_turn", "max_tokens",
+          "stop_sequence", "response.function_call_arguments.done"]
 _KEYS = ["type", "delta", "text", "thinking", "partial_json", "usage", "choices", "response", "item",
          "content_block", "message", "name", "output_tokens", "input_tokens", "cache_read_input_tokens",
-         "stop_reason", "error", "message", "output", "tool_calls", "function", "arguments", "index"]
+         "stop_reason", "error", "message", "output", "tool_calls", "function", "arguments", "index", "id",
+         "incomplete_details", "reason", "input_tokens_details", "cached_tokens", "output_tokens_details",
+         "reasoning_tokens", "cache_creation_input_tokens"]
 _VALUES = st.recursive(
     st.none() | st.integers(-3, 50) | st.sampled_from(_TYPES) | st.text(alphabet='ab "\\é😀', max_size=5),
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
@@ -292,3 +297,59 @@ def test_a_point_counts_tool_calls_and_unknown_events_and_reads_them_back(stream
     assert point["latency"]["ttf_tool_call_us"]["count"] == 1
     again = Tally.from_point({**point, "latency": point["latency"]})
     assert again.stream.block() == point["stream"]
+
+
+# The events a response sends once (its end, usage, a tool call's name), which the compiled
+# core reads in place: every value benchc reads drawn from its usual shapes and the odd ones
+# (null, negative, floats, strings with escapes, very long or non-ASCII reasons)
+_COUNT = (st.none() | st.integers(-2, 2**53) | st.sampled_from([0, 7, 4096])
+          | st.floats(0, 10, allow_nan=False) | st.just("7"))
+_WORD = st.none() | st.integers(0, 3) | st.text(alphabet='ab_"\\é😀', max_size=6) | st.sampled_from(
+    ["function_call", "tool_use", "message", "text", "max_output_tokens", "content_filter", "end_turn",
+     "stop_sequence", "max_tokens", "resp_1", "x" * 120, "get_weather", ""])
+
+
+def _maybe(d):
+    return st.fixed_dictionaries({}, optional=d)
+
+
+_RESPONSE_END = st.fixed_dictionaries({
+    "type": st.sampled_from(["response.completed", "response.incomplete"]),
+    "response": st.none() | _maybe({
+        "id": _WORD, "status": _WORD,
+        "usage": st.none() | _maybe({
+            "input_tokens": _COUNT, "output_tokens": _COUNT,
+            "input_tokens_details": st.none() | _maybe({"cached_tokens": _COUNT}),
+            "output_tokens_details": st.none() | _maybe({"reasoning_tokens": _COUNT})}),
+        "incomplete_details": st.none() | _maybe({"reason": _WORD}),
+        "output": st.none() | st.lists(st.none() | _maybe({"type": _WORD, "name": _WORD}), max_size=3)})},
+    optional={"sequence_number": st.integers(0, 99)})
+_ITEM_ADDED = st.fixed_dictionaries({
+    "type": st.just("response.output_item.added"),
+    "item": st.none() | _WORD | _maybe({"type": _WORD, "name": _WORD, "id": _WORD})},
+    optional={"output_index": st.integers(0, 3)})
+_MESSAGES_USAGE = st.none() | _maybe({"input_tokens": _COUNT, "output_tokens": _COUNT,
+                                      "cache_read_input_tokens": _COUNT,
+                                      "cache_creation_input_tokens": _COUNT})
+_MESSAGE_START = st.fixed_dictionaries({
+    "type": st.just("message_start"),
+    "message": st.none() | _maybe({"id": _WORD, "usage": _MESSAGES_USAGE})})
+_MESSAGE_DELTA = st.fixed_dictionaries({"type": st.just("message_delta")}, optional={
+    "delta": st.none() | _maybe({"stop_reason": _WORD, "stop_sequence": _WORD}), "usage": _MESSAGES_USAGE})
+_BLOCK_START = st.fixed_dictionaries({"type": st.just("content_block_start")}, optional={
+    "content_block": st.none() | _maybe({"type": _WORD, "name": _WORD, "input": st.just({})}),
+    "index": st.integers(0, 3)})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_RESPONSE_END, _ITEM_ADDED, _MESSAGE_START, _MESSAGE_DELTA, _BLOCK_START),
+                min_size=1, max_size=3), st.booleans(), st.booleans())
+def test_cores_agree_on_the_events_a_response_sends_once(events, ascii_only, spaced):
+    """The compiled core reads these events in place (the twin with json.loads): the same
+    usage, cached tokens, finish, tool-call chunks, response id, and kept text."""
+    seps = (", ", ": ") if spaced else (",", ":")
+    data = stream_of([json.dumps(e, ensure_ascii=ascii_only, separators=seps).encode() for e in events])
+    results = [measure(m, data, []) for m in cores()]
+    assert all(r == results[0] for r in results), data
+    kept = [(p.text(), p.tool_text(), p.response_id) for p in kept_over(data, [])]
+    assert all(k == kept[0] for k in kept), data

@@ -195,7 +195,10 @@ def started(port: int, **env: str) -> Iterator[str]:
     pid_file = os.path.join(VLLMSERVER_DIR, f"server-{port}.pid")
     proc = subprocess.run([START_SH, str(port)], capture_output=True, text=True, timeout=START_TIMEOUT_S,
                           env={**os.environ, **env}, check=False)
-    pid = int(open(pid_file).read()) if os.path.exists(pid_file) else None
+    pid = None
+    if os.path.exists(pid_file):
+        with open(pid_file) as f:  # closed at once: an open file left to the collector is an error here
+            pid = int(f.read())
     try:
         if proc.returncode != 0:
             pytest.fail(f"{START_SH} {port} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

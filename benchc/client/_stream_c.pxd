@@ -22,6 +22,10 @@ cdef struct StreamCore:
     Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
     int bom  # the stream's first bytes so far that began a UTF-8 BOM (held back); -1 once past them
     int shape_kind  # what the shape's text is (the twin's ANSWER, REASONING or TOOL: its head says)
+    # the counter in the shape's tail (the Responses API's sequence_number): where its digit
+    # run starts in the tail and its length (0: none seen), so that a match compares the
+    # bytes around it whole
+    Py_ssize_t counter_at, counter_len
     Py_ssize_t data_lines
     # what the stream carried (the twin's attributes)
     int64_t first_text_ns, last_text_ns, done_ns, text_chunks, text_bytes, events, prev_usage
@@ -47,8 +51,9 @@ cdef struct StreamCore:
     # a request (id, model, created...): an event that starts and ends with exactly these
     # bytes has the same keys in the same places, so only its text needs reading.
     Bytes shape_head, shape_tail
-    bint has_finish, has_error_event
+    bint has_finish, has_error_event, has_response_id
     Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
+    Bytes response_id  # the Responses API's response id (its end event's), as the twin's
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked
     # for the text) or UTF-8 text; piece_ends[i] = (end offset in texts) * 8 + kind * 2
     # + (1 if UTF-8)

@@ -117,7 +117,8 @@ def _int64(v) -> int | None:
 class _Fields:
     """One event's fields as `interpret` gathers them (see there)."""
 
-    __slots__ = ("text", "kind", "finish", "completion", "prompt", "cached", "rtokens", "error", "unknown")
+    __slots__ = ("text", "kind", "finish", "completion", "prompt", "cached", "rtokens", "error", "unknown",
+                 "response_id")
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -129,6 +130,7 @@ class _Fields:
         self.rtokens: int | None = None
         self.error: str | None = None
         self.unknown = False
+        self.response_id: str | None = None
 
     def set_text(self, v, kind: int) -> None:
         if isinstance(v, str) and v and self.text is None:
@@ -188,6 +190,9 @@ def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
     resp = obj.get("response")
     if not isinstance(resp, dict):
         return
+    rid = resp.get("id")
+    if isinstance(rid, str) and rid:  # what a later request names as its previous_response_id
+        f.response_id = rid
     usage = resp.get("usage")
     if isinstance(usage, dict):
         f.completion, f.prompt = _int64(usage.get("output_tokens")), _int64(usage.get("input_tokens"))
@@ -284,7 +289,8 @@ def interpret(payload: bytes) -> tuple | None:
     or None; the message of an error or None; the text or None; the cached prompt tokens or
     None; llama.cpp's `timings` as a dict of its kept fields, or None; what the text is (ANSWER,
     REASONING or TOOL); the output's reasoning tokens or None; whether the event is of a type
-    benchc does not know (skipped, and counted)).
+    benchc does not know (skipped, and counted); the Responses API's response id (the end
+    event's `response.id`) or None).
     None when the payload is not a JSON object (or nests deeper than json.loads follows).
     Token counts outside a signed 64-bit integer are taken as absent (the compiled core
     holds them in int64).
@@ -320,7 +326,7 @@ def interpret(payload: bytes) -> tuple | None:
     text = f.text
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
     return (text_bytes, f.finish, f.completion, f.prompt, f.error, text, f.cached,
-            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown)
+            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id)
 
 
 class StreamParser:
@@ -329,8 +335,8 @@ class StreamParser:
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
                  "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
                  "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds",
-                 "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results", "max_gap_ns",
-                 "_last_kind", "_spill")
+                 "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results", "response_id",
+                 "max_gap_ns", "_last_kind", "_spill")
 
     def __init__(self, keep_text: bool = False, body: bool = False) -> None:
         # a non-streamed answer: one JSON body, skimmed as it arrives (see the module)
@@ -368,6 +374,7 @@ class StreamParser:
         self.first_tool_ns = 0  # the first tool-call chunk (a name or an argument piece)
         self.tool_chunks = 0
         self.unknown_events = 0  # events of a type no API here has: skipped
+        self.response_id: str | None = None  # the Responses API's id of this response (its end event's)
         self._prev_usage = 0
         self.events = 0
         self.first_bytes = b""  # the stream's first FIRST_BYTES_KEPT bytes
@@ -440,10 +447,13 @@ class StreamParser:
             if self.malformed_example is None:
                 self.malformed_example = bytes(payload[:200])
             return
-        text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown = fields
+        (text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown,
+         rid) = fields
         if unknown:
             self.unknown_events += 1
             return
+        if rid is not None:
+            self.response_id = rid
         if error is not None:
             self.error_event = error
         if cached is not None:

@@ -8,6 +8,7 @@ adapter in APIS, not a branch in every function that builds or sends a request.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from benchc.errors import PlanError
@@ -50,12 +51,22 @@ class Api:
         API's form."""
         raise PlanError(f"tools in the workload are not built yet for the {self.name} API")
 
+    def _previous(self, response_id: str) -> dict[str, Any]:
+        """A conversation the server keeps: the id of its last response, in this API's words."""
+        raise PlanError(f"conversations kept by the server (previous_response_id) are the Responses "
+                        f"API's, not the {self.name} API's")
+
     def _text_part(self, text: str) -> dict[str, Any]:
         return {"type": "text", "text": text}
 
     def _image_part(self, image: Any) -> dict[str, Any]:
         """An image (plan/images.Image) as this API's content part."""
         raise PlanError(f"images in prompts are not built yet for the {self.name} API")
+
+    def with_images(self, messages: list[dict], images: tuple) -> list[dict]:
+        """`messages` with `images` after the last one's text, as content parts in this API's
+        form (a session's turn: its user message, kept so in the history)."""
+        return self._with_images(messages, images)
 
     def _with_images(self, messages: list[dict], images: tuple) -> list[dict]:
         """The prompt's images after the last message's text, as content parts in this API's form."""
@@ -67,11 +78,15 @@ class Api:
 
     def body(self, target: Target, sampling: Sampling, prompt: Prompt, *, stream: bool = True,
              continuous_usage: bool = False, max_tokens: int | None = None,
-             tools: dict | None = None) -> dict:
+             tools: dict | None = None, previous_response_id: str | None = None) -> dict:
         """The JSON body of one request. `max_tokens` overrides the sampling's and the
         prompt's output length; `continuous_usage` asks for usage on every chunk (vLLM);
-        `tools`: the workload's tools (Workload.tools), offered in this API's form."""
+        `tools`: the workload's tools (Workload.tools), offered in this API's form;
+        `previous_response_id`: the prompt is a conversation's new input only, the server
+        holding what came before under that id (the Responses API's)."""
         body: dict[str, Any] = {"model": target.model, **self._input(prompt)}
+        if previous_response_id is not None:
+            body.update(self._previous(previous_response_id))
         if tools:
             body.update(self._tools(tools))
         mt = max_tokens or sampling.max_tokens or prompt.output_tokens
@@ -172,6 +187,17 @@ class _TypedEventsApi(Api):
         return {}
 
 
+def _tool_input(arguments: str) -> dict:
+    """A call's arguments as Messages' tool_use `input` (an object): the streamed text when it
+    is a JSON object (real servers stream one), else that text under "arguments" (the
+    simulator streams words, and a call cut by max_tokens is not whole)."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"arguments": arguments}
+
+
 class ResponsesApi(_TypedEventsApi):
     """OpenAI's Responses API (/v1/responses), as vLLM serves it: the prompt as `input` (a string,
     or the conversation as a list of messages), `max_output_tokens`; vLLM's sampling extensions
@@ -182,11 +208,33 @@ class ResponsesApi(_TypedEventsApi):
 
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         if prompt.images:  # images need the message form: input_text, then input_image parts
-            return {"input": self._with_images(_conversation(prompt), prompt.images)}
-        return {"input": prompt.messages if prompt.messages else prompt.text}
+            return {"input": self._with_images(self._items(_conversation(prompt)), prompt.images)}
+        return {"input": self._items(prompt.messages) if prompt.messages else prompt.text}
+
+    @staticmethod
+    def _items(messages: list[dict]) -> list[dict]:
+        """A conversation in chat form (an agent loop's history: run/sessions.py) as input
+        items: an assistant's tool calls are `function_call` items (its text, if any, a message
+        before them), a tool message a `function_call_output`; other messages as they are."""
+        out: list[dict] = []
+        for m in messages:
+            if m.get("role") == "tool":
+                out.append({"type": "function_call_output", "call_id": m.get("tool_call_id"),
+                            "output": m.get("content") or ""})
+            elif m.get("tool_calls"):
+                if m.get("content"):
+                    out.append({"role": "assistant", "content": m["content"]})
+                out += [{"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
+                         "arguments": c["function"]["arguments"]} for c in m["tool_calls"]]
+            else:
+                out.append(m)
+        return out
 
     def _text_part(self, text: str) -> dict[str, Any]:
         return {"type": "input_text", "text": text}
+
+    def _previous(self, response_id: str) -> dict[str, Any]:
+        return {"previous_response_id": response_id}
 
     def _image_part(self, image: Any) -> dict[str, Any]:
         return {"type": "input_image", "image_url": image.data_url()}
@@ -231,10 +279,34 @@ class MessagesApi(_TypedEventsApi):
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         msgs = _conversation(prompt)
         system = [str(m.get("content", "")) for m in msgs if m.get("role") == "system"]
-        rest = [m for m in msgs if m.get("role") != "system"]
+        rest = self._blocks([m for m in msgs if m.get("role") != "system"])
         out: dict[str, Any] = {"messages": self._with_images(rest, prompt.images)}
         if system:
             out["system"] = "\n".join(system)
+        return out
+
+    @staticmethod
+    def _blocks(messages: list[dict]) -> list[dict]:
+        """A conversation in chat form (an agent loop's history: run/sessions.py) in Anthropic's:
+        an assistant's tool calls are `tool_use` blocks after its text, and the tool messages
+        that follow them one user message of `tool_result` blocks; other messages as they are."""
+        out: list[dict] = []
+        for m in messages:
+            if m.get("role") == "tool":
+                block = {"type": "tool_result", "tool_use_id": m.get("tool_call_id"),
+                         "content": m.get("content") or ""}
+                if out and out[-1].get("role") == "user" and isinstance(out[-1]["content"], list) and \
+                        out[-1]["content"] and out[-1]["content"][-1].get("type") == "tool_result":
+                    out[-1]["content"].append(block)  # the results of one answer's calls: one message
+                else:
+                    out.append({"role": "user", "content": [block]})
+            elif m.get("tool_calls"):
+                text = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+                out.append({"role": "assistant", "content": text + [
+                    {"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                     "input": _tool_input(c["function"]["arguments"])} for c in m["tool_calls"]]})
+            else:
+                out.append(m)
         return out
 
     def _image_part(self, image: Any) -> dict[str, Any]:
@@ -289,7 +361,7 @@ class EmbeddingsApi(Api):
 
     def body(self, target: Target, sampling: Sampling, prompt: Prompt, *, stream: bool = True,
              continuous_usage: bool = False, max_tokens: int | None = None,
-             tools: dict | None = None) -> dict:
+             tools: dict | None = None, previous_response_id: str | None = None) -> dict:
         """The inputs and the spec's extra_body: nothing of sampling, streaming or tools applies."""
         return {"model": target.model, **self._input(prompt), **sampling.extra_body}
 
@@ -323,5 +395,29 @@ class RerankApi(EmbeddingsApi):
         return f"{len(results)} results" if isinstance(results, list) and results else ""
 
 
+class ScoreApi(RerankApi):
+    """vLLM's score API (a cross-encoder's, or an embedding model's cosine): `text_1` and
+    `text_2`, one JSON answer of a score per pair (`data`, `usage.prompt_tokens`). A request's
+    inputs (workload.batch, at least 2) are its query (text_1), then its documents (text_2):
+    vLLM scores the query against each. vLLM serves it at the server's root, `POST /score`
+    (its `/v1/score` says it moved and logs a warning per request): the URL is the /v1 root's
+    server with /score."""
+
+    name, path = "score", "/score"
+
+    def url(self, base_url: str) -> str:
+        root = base_url.rstrip("/")
+        return (root[:-3] if root.endswith("/v1") else root) + self.path
+
+    def _input(self, prompt: Prompt) -> dict[str, Any]:
+        inputs = list(prompt.inputs) if prompt.inputs is not None else [prompt_text(prompt)]
+        return {"text_1": inputs[0], "text_2": inputs[1:] or inputs}
+
+    def answer_text(self, data: dict) -> str:
+        """What a smoke check's `expect` sees of an answer: `N scores`."""
+        scores = data.get("data")
+        return f"{len(scores)} scores" if isinstance(scores, list) and scores else ""
+
+
 APIS: dict[str, Api] = {a.name: a for a in (ChatApi(), CompletionsApi(), ResponsesApi(), MessagesApi(),
-                                             EmbeddingsApi(), RerankApi())}
+                                             EmbeddingsApi(), RerankApi(), ScoreApi())}

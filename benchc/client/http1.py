@@ -51,6 +51,7 @@ from urllib.parse import unquote, urlsplit
 from benchc.client import _response, _rxloop, _stream
 from benchc.client._rx import read_stamped
 from benchc.client._rx_py import SO_TIMESTAMPNS
+from benchc.metrics.latency import Recorder
 from benchc.metrics.record import FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT, TIMEOUT
 
 CLOCK = time.perf_counter_ns
@@ -491,6 +492,14 @@ class Pool:
         self._rx: Any = None  # the loop, started with the first connection it reads
         self._rx_conns: dict[int, RxTransport] = {}  # by token
         self._rx_tokens = 0
+        # the event loop's stamped reads (StampedTransport): us from a read's kernel stamp to the
+        # read, what a loop-stamped read would have been off by (the receive loop keeps its own)
+        self.read_delay = Recorder()
+
+    def take_read_delay(self) -> Recorder:
+        """The event loop's stamped reads' delay since the last call (the self-check's)."""
+        out, self.read_delay = self.read_delay, Recorder()
+        return out
 
     @property
     def rx_loop(self) -> Any:
@@ -659,6 +668,7 @@ class StampedTransport:
         if not data:
             self._shutdown(None)  # the server closed
             return
+        self.protocol.pool.read_delay.record_ns(CLOCK() - stamp)
         self.protocol.data_arrived(data, stamp)
 
     def write(self, data: bytes) -> None:

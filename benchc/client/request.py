@@ -107,10 +107,12 @@ def _take(rec: RequestRecord, parser: Any) -> None:
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
                continuous_usage: bool = False, max_tokens: int | None = None,
-               tools: dict | None = None) -> dict:
-    """The request body for target.api (benchc.client.apis), offering `tools` where given."""
+               tools: dict | None = None, previous_response_id: str | None = None) -> dict:
+    """The request body for target.api (benchc.client.apis), offering `tools` where given, and
+    naming the response a conversation's server-kept history ends with (`previous_response_id`)."""
     return APIS[target.api].body(target, sampling, prompt, stream=stream,
-                                 continuous_usage=continuous_usage, max_tokens=max_tokens, tools=tools)
+                                 continuous_usage=continuous_usage, max_tokens=max_tokens, tools=tools,
+                                 previous_response_id=previous_response_id)
 
 
 def streams(target: Target) -> bool:

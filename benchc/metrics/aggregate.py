@@ -470,16 +470,29 @@ def merge_client_checks(checks: list[dict], who: list[dict] | None = None) -> di
     `who`: each shard's {"worker": index, "host": name} (Ray), kept beside its check,
     named in its reasons and listed under `limited_workers` when it was saturated, so the
     worker that set the pace can be found."""
+    worst = _worst_effects(checks)
     if who is None:
         return {"client_limited": any(c["client_limited"] for c in checks),
                 "reasons": [r for c in checks for r in c.get("reasons", [])],
-                "shards": checks}
+                **worst, "shards": checks}
     pairs = list(zip(who, checks, strict=True))
     return {"client_limited": any(c["client_limited"] for c in checks),
             "reasons": [f"{_named(w)}: {r}" for w, c in pairs for r in c.get("reasons", [])],
             "limited_workers": [{**w, "reasons": c.get("reasons", [])}
                                 for w, c in pairs if c["client_limited"]],
-            "shards": [{**w, **c} for w, c in pairs]}
+            **worst, "shards": [{**w, **c} for w, c in pairs]}
+
+
+def _worst_effects(checks: list[dict]) -> dict:
+    """The self-check's effects (run/effects.py) of shards that ran side by side: per effect,
+    the shard's where it moved most (each shard's own stays in `shards`)."""
+    out: dict = {}
+    for check in checks:
+        for name, e in check.get("effects", {}).items():
+            have = out.get(name)
+            if have is None or (e["moved"], e["value"]) > (have["moved"], have["value"]):
+                out[name] = e
+    return {"effects": out} if out else {}
 
 
 def _named(who: dict) -> str:

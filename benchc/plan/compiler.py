@@ -57,6 +57,10 @@ DEFAULTS: dict[str, Any] = {
     # Opt-in: a fresh prompt per request already keeps points from serving each other
     # from cache; a reset also empties what the warmup and the shared prefix left.
     "server.reset_cache": "never",
+    # each point's /metrics samples: AIPerf takes one every 100 ms; a second keeps a long point's
+    # series small (60 samples a minute) and the server's /metrics handler off its hot loop
+    "server.metrics_interval": "1s",
+    "cost.currency": "USD",
     "smoke.continue_on_fail": False,
     "smoke.checks.max_tokens": 64,
     "workload.dataset.*.seed": 0,
@@ -150,12 +154,12 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         if api == "messages" and workload.sampling.max_tokens is None and not workload.output_tokens:
             raise PlanError("target.api messages: the Messages API requires max_tokens; set "
                             "workload.sampling.max_tokens or the dataset's output length")
-        if batch > 1 and api not in ("embeddings", "rerank"):
+        if batch > 1 and api not in ("embeddings", "rerank", "score"):
             raise PlanError(f"workload.batch: {batch} sends several inputs in one request: only "
-                            "target.api: embeddings and rerank take them (a generation request has one "
-                            "prompt)")
-        if batch < 2 and combo.target.api == "rerank":
-            raise PlanError("target.api: rerank sends a query and its documents: workload.batch must be at "
+                            "target.api: embeddings, rerank and score take them (a generation request has "
+                            "one prompt)")
+        if batch < 2 and api in ("rerank", "score"):
+            raise PlanError(f"target.api: {api} sends a query and its documents: workload.batch must be at "
                             "least 2 (the query, then batch - 1 documents)")
         combos.append(combo)
         steps.append(Step("server", index, _join(label, "server")))
@@ -178,6 +182,7 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         repeats=repeats,
         saturation=_saturation(load.get("saturation")),
         budget=_budget(steps),
+        cost=_cost(d.get("cost")),
         output={"path": d.get("output", {}).get("path", DEFAULTS["output.path"]),
                 "requests": d.get("output", {}).get("requests", DEFAULTS["output.requests"])},
         run={"backend": d.get("run", {}).get("backend", DEFAULTS["run.backend"]),
@@ -185,6 +190,13 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
              "workers": d.get("run", {}).get("workers", 0)},
     )
     return plan.with_hashes()
+
+
+def _cost(c: dict | None) -> dict | None:
+    """The spec's price of GPU time, with its currency."""
+    if not c:
+        return None
+    return {"gpu_hour": float(c["gpu_hour"]), "currency": c.get("currency", DEFAULTS["cost.currency"])}
 
 
 def _join(label: str, what: str) -> str:
@@ -230,7 +242,7 @@ def _server(s: dict | None) -> Server | None:
         argv = [mx.format_value(a) for a in cmd] if cmd else None
     ready = s.get("ready", {})
     return Server(
-        attach=bool(s.get("attach", False)),
+        attach=bool(s.get("attach", "command" not in s)),  # no command: the target's server
         command=argv,
         env={k: mx.format_value(v) for k, v in s.get("env", {}).items()},
         cwd=s.get("cwd"),
@@ -240,6 +252,8 @@ def _server(s: dict | None) -> Server | None:
         log=s.get("log"),
         stop_timeout_s=parse_duration(s.get("stop_timeout", DEFAULTS["server.stop_timeout"])),
         reset_cache=s.get("reset_cache", DEFAULTS["server.reset_cache"]),
+        metrics_interval_s=parse_duration(s.get("metrics_interval", DEFAULTS["server.metrics_interval"])),
+        gpus=s.get("gpus"),
     )
 
 
@@ -389,7 +403,7 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         output_tokens=outs,
         prompts=mode,
         trace=kind.describe(source) if kind.describe else None,
-        sessions=source.stats().to_json() if is_multi_turn(name, params) else None,  # type: ignore[attr-defined]
+        sessions=_sessions(source, name, params, w.get("history", "full")),
         chat_template=describe_template(tokenizer_path, spec_file, api),
         tools=compile_tools(w.get("tools"), params["seed"], base_dir, tok),
         images=image_params(w.get("images")),
@@ -398,6 +412,17 @@ def _workload(w: dict, num_prompts: int, spec_file: str, tokenizer_path: str | N
         seed_pinned=pinned,
     )
     return workload, source
+
+
+def _sessions(source, name: str, params: dict, history: str) -> dict | None:
+    """What a multi-turn workload's sessions hold (Workload.sessions), with how a request carries
+    its history where it is not the whole of it (so a plan without the key hashes as before)."""
+    if not is_multi_turn(name, params):
+        return None
+    out = source.stats().to_json()
+    if history != "full":
+        out["history"] = history
+    return out
 
 
 def agent_params(cfg: dict) -> dict:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchc.errors import PlanError
+from benchc.inputs import IMAGE_BYTES, input_problem
 
 CELL = 16  # pixels per side of one colour cell
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -89,11 +90,13 @@ def synthetic_png(seed: int, stream: int, index: int, k: int, width: int, height
     return encode_png(np.ascontiguousarray(pixels).tobytes(), width, height)
 
 
-def synthetic_images(params: dict, seed: int, stream: int, index: int) -> tuple[Image, ...]:
-    """The images of request (stream, index) by workload.images (`params`: count, width, height)."""
+def synthetic_images(params: dict, seed: int, stream: int, index: int, first: int = 0) -> tuple[Image, ...]:
+    """The images of request (stream, index) by workload.images (`params`: count, width, height):
+    images first .. first + count - 1 of it (a session's turn t takes those from t x count on,
+    so each turn's are its own)."""
     w, h = params["width"], params["height"]
     return tuple(Image("image/png", base64.b64encode(synthetic_png(seed, stream, index, k, w, h)).decode(),
-                       w, h) for k in range(params["count"]))
+                       w, h) for k in range(first, first + params["count"]))
 
 
 def image_params(cfg: dict | None) -> dict | None:
@@ -108,6 +111,8 @@ def read_image(path_text: str, base_dir: Path, where: str) -> Image:
     """An image file a dataset names, as a request carries it; PlanError names a bad one."""
     p = Path(path_text).expanduser()
     path = p if p.is_absolute() else base_dir / p
+    if why := input_problem(path, IMAGE_BYTES, "image"):
+        raise PlanError(f"{where}: {why}")
     try:
         data = path.read_bytes()
     except OSError as e:

@@ -47,7 +47,7 @@ READABLE_PLAN_VERSIONS = (1, 2, 3)
 
 # The server APIs a target may name (benchc.client.apis has one adapter each), and those that
 # send a conversation (messages, rendered by the model's chat template) rather than a prompt
-APIS = ("chat", "completions", "responses", "messages", "embeddings", "rerank")
+APIS = ("chat", "completions", "responses", "messages", "embeddings", "rerank", "score")
 CONVERSATION_APIS = ("chat", "responses", "messages")
 TWIN_SUFFIXES = (".yaml", ".yml")
 
@@ -95,6 +95,11 @@ class Server:
     stop_timeout_s: float
     # empty the server's prefix cache: between_points | between_combinations | never
     reset_cache: str = "never"
+    # how often each load point samples the server's /metrics into its time series (seconds)
+    metrics_interval_s: float = 1.0
+    # server.gpus: a count, or the GPUs' indices (None: told from the matrix, the simulator
+    # or CUDA_VISIBLE_DEVICES when the run starts: run/gpus.py)
+    gpus: int | list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,12 @@ class Combination:
     server: Server | None
     smoke: Smoke | None
     workload: Workload
+
+    @property
+    def metrics_interval_s(self) -> float:
+        """The /metrics sampling interval of its points (server.metrics_interval; 1 s without
+        a server section)."""
+        return self.server.metrics_interval_s if self.server is not None else Server.metrics_interval_s
 
 
 @dataclass(frozen=True)
@@ -256,6 +267,8 @@ class Plan:
     # the most the plan may do: load points, searches and their probes, requests (None when
     # a step is bound by duration only); derived from the steps
     budget: dict = field(default_factory=dict)
+    # cost: {"gpu_hour": price of one GPU for an hour, "currency"} (None: no price given)
+    cost: dict | None = None
 
     # ------------------------------------------------------------------ JSON form
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
+from benchc.inputs import TOOLS_BYTES, input_problem
 from benchc.plan.workload import VOCABULARY
 
 CHOICES = ("auto", "none", "required")
@@ -98,6 +99,8 @@ def _check_definitions(defs: Any, where: str) -> list[dict]:
 def _read_file(path_text: str, base_dir: str) -> tuple[list[dict], str]:
     p = Path(path_text).expanduser()
     path = p if p.is_absolute() else Path(base_dir) / p
+    if why := input_problem(path, TOOLS_BYTES, "tools file"):
+        raise PlanError(f"workload.tools.file: {why}")
     try:
         raw = path.read_bytes()
     except OSError as e:

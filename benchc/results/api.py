@@ -79,6 +79,37 @@ class Latency:
 
 
 @dataclass(frozen=True)
+class Energy:
+    """A point's GPU energy over its window (`steady` span, else `whole`): docs/decide.md."""
+
+    source: str  # simulator | nvml | nvidia-smi
+    window: str
+    window_s: float
+    server_gpus: tuple[int, ...] | None  # None: which GPUs are the server's was not known
+    server_power_w: float  # the server's GPUs' mean draw, summed
+    server_joules: float
+    machine_power_w: float  # every GPU of the machine
+    machine_joules: float
+    output_tokens: int
+    joules_per_output_token: float | None
+    joules_per_request: float | None
+    gpus: tuple[Mapping[str, Any], ...]  # per GPU: index, name, server, samples, power_w, joules
+
+    @classmethod
+    def from_block(cls, b: Mapping[str, Any] | None) -> Energy | None:
+        if not b or not b.get("available"):
+            return None
+        server = b["server"]
+        return cls(source=b["source"], window=b["window"], window_s=b["window_s"],
+                   server_gpus=tuple(server["gpus"]) if server["gpus"] is not None else None,
+                   server_power_w=server["power_w"], server_joules=server["joules"],
+                   machine_power_w=b["machine"]["power_w"], machine_joules=b["machine"]["joules"],
+                   output_tokens=b["output_tokens"], joules_per_output_token=b.get("joules_per_output_token"),
+                   joules_per_request=b.get("joules_per_request"),
+                   gpus=tuple(MappingProxyType(g) for g in b["gpus"]))
+
+
+@dataclass(frozen=True)
 class Point:
     """One load point: its load, counts, tokens, throughputs (per second) and latencies."""
 
@@ -106,9 +137,10 @@ class Point:
     client_limited: bool
     latency: Mapping[str, Latency]  # by name without the unit: "ttft", "itl", "tpot", "e2e", ...
     raw: Mapping[str, Any] = field(repr=False)
+    gpus: int | None = None  # the GPUs its combination's server used (the result's combinations[].gpus)
 
     @classmethod
-    def from_dict(cls, p: dict) -> Point:
+    def from_dict(cls, p: dict, gpus: int | None = None) -> Point:
         t, c = p["throughput"], p["counts"]
         latency = {k.removesuffix("_us"): Latency.from_block(k.removesuffix("_us"), v)
                    for k, v in p["latency"].items()}
@@ -124,7 +156,28 @@ class Point:
                    total_tok_s=t["total_tok_s"], request_s=t["request_s"], goodput_s=t["goodput_s"],
                    steady_output_tok_s=t.get("steady_output_tok_s"),
                    client_limited=p["client"]["client_limited"], latency=MappingProxyType(latency),
-                   raw=MappingProxyType(p))
+                   raw=MappingProxyType(p), gpus=gpus)
+
+    @property
+    def energy(self) -> Energy | None:
+        """The GPUs' energy over the point, where power was sampled (None otherwise)."""
+        return Energy.from_block(self.raw.get("energy"))
+
+    @property
+    def repeat(self) -> int | None:
+        """Which run of a repeated point (load.repeats) this is, 1..N; None when not repeated."""
+        r = self.raw["params"].get("repeat")
+        return int(r) if r is not None else None
+
+    @property
+    def probe(self) -> bool:
+        """A probe of a capacity search rather than a sweep point."""
+        return self.raw["params"].get("probe") is not None
+
+    @property
+    def load(self) -> str:
+        """The point's load as its id names it, without the matrix prefix or the run: `c=4`."""
+        return self.id.rsplit("/", 1)[-1].split("#", 1)[0]
 
     @property
     def ttft(self) -> Latency:
@@ -162,6 +215,12 @@ class Result:
     workload_hash: str | None
     points: tuple[Point, ...]
     raw: Mapping[str, Any] = field(repr=False)
+    # per combination index: {"count", "source", "indices"} as the run stated them
+    gpus: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    # the SLO texts goodput counted requests against (the plan's slo), empty without SLOs
+    slo: tuple[str, ...] = ()
+    # the spec's price of GPU time, {"gpu_hour", "currency"}, or None
+    cost: Mapping[str, Any] | None = None
 
     def point(self, point_id: str) -> Point:
         for p in self.points:
@@ -180,9 +239,24 @@ class Result:
 
 def load(path: str) -> Result:
     """Read and validate a result document (any version this benchc reads)."""
-    doc = read(path)
+    return from_document(read(path), path)
+
+
+def from_document(doc: dict, path: str = "") -> Result:
+    """Typed objects over a document already read and validated (or one the runner is writing)."""
+    gpus = {c["combination"]: MappingProxyType(c["gpus"]) for c in doc.get("combinations") or []
+            if isinstance(c.get("gpus"), dict)}
+
+    def count(p: dict) -> int | None:
+        g = gpus.get(p["combination"])
+        return g["count"] if g is not None else None
+
+    cost = doc["plan"].get("cost")
     return Result(path=path, schema_version=doc["schema_version"], benchc_version=doc["benchc_version"],
                   core=doc["core"], created=parse_created(doc), complete=doc["complete"],
                   name=doc["plan"].get("name", ""), plan_hash=doc["plan_hash"],
                   workload_hash=doc.get("workload_hash"),
-                  points=tuple(Point.from_dict(p) for p in doc["points"]), raw=MappingProxyType(doc))
+                  points=tuple(Point.from_dict(p, count(p)) for p in doc["points"]),
+                  raw=MappingProxyType(doc),
+                  gpus=MappingProxyType(gpus), slo=tuple(s["text"] for s in doc["plan"].get("slo") or []),
+                  cost=MappingProxyType(cost) if isinstance(cost, dict) else None)

@@ -359,10 +359,54 @@ def render(comparison: dict, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def decide_section(docs: list[dict], paths: list[str], noise_floor: float = NOISE_FLOOR,
+                   gpu_hour: float | None = None) -> dict:
+    """Every result's combinations side by side per load, the frontier and the decision
+    across them all (results/sidebyside.py, results/decide.py)."""
+    from benchc.results.api import from_document
+    from benchc.results.decide import decision, frontier_block
+    from benchc.results.sidebyside import side_by_side
+
+    results = [from_document(d, p) for d, p in zip(docs, paths, strict=True)]
+    out: dict = {"side_by_side": side_by_side(results, gpu_hour)}
+    frontier = frontier_block(results, gpu_hour)
+    if frontier is not None:
+        out["frontier"] = frontier
+    out["decision"] = decision(results, gpu_hour, noise_floor)
+    return out
+
+
+def render_decide(section: dict, fmt: str) -> str:
+    from benchc.results.decide import describe
+    from benchc.results.sidebyside import render_tables
+
+    md = fmt == "markdown"
+    lines = []
+    if section["side_by_side"]:
+        lines = ["", "**side by side**" if md else "side by side (one table per load):"]
+    lines += render_tables(section["side_by_side"], md)
+    left = (section.get("frontier") or {}).get("left_out")
+    if left:
+        lines.append("")
+        lines.append(f"left out of the frontier and the decision: {len(left)} point(s): {left[0]['reason']}")
+    for answer in section["decision"]:
+        lines.append("")
+        lines += [("    " if md else "") + x for x in describe(answer)]
+    return "\n".join(lines) + "\n"
+
+
 def run_compare(paths: list[str], gates: list[str], fmt: str,
-                noise_floor: float = NOISE_FLOOR) -> tuple[str, list[str]]:
-    if len(paths) < 2:
-        raise UsageError("compare needs a base result and at least one more")
+                noise_floor: float = NOISE_FLOOR, gpu_hour: float | None = None) -> tuple[str, list[str]]:
+    if not paths:
+        raise UsageError("compare needs a result (one matrix result: its combinations side by side)")
+    if len(paths) == 1:
+        if gates:
+            raise UsageError("--fail-on needs a base result and at least one more to compare against")
+        doc = read(paths[0])
+        section = decide_section([doc], paths, noise_floor, gpu_hour)
+        if fmt == "json":
+            return json.dumps({"result": result_label(doc, paths[0]), **section}, indent=1) + "\n", []
+        return result_label(doc, paths[0]) + "\n" + render_decide(section, fmt), []
     try:
         parsed = [parse_gate(g) for g in gates]
     except ValueError as e:
@@ -372,14 +416,19 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
             raise UsageError(f"--fail-on {g.text!r}: compare does not compare {g.key}; a gate may "
                              f"use {', '.join(COMPARED)}")
     docs = [read(p) for p in paths]
+    section = decide_section(docs, paths, noise_floor, gpu_hour)
     outputs, breaches = [], []
     for path, new in zip(paths[1:], docs[1:], strict=True):
         comparison = compare_docs(docs[0], new, noise_floor, (paths[0], path))
+        if fmt == "json":
+            comparison.update(section)
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
         for line in unjudged_gates(comparison, parsed):
             print(f"benchc: NOTE: {line}: too few samples around the percentile, or a client-limited "
                   "side; repeat the run (load.repeats) or send more requests to judge it", file=sys.stderr)
+    if fmt != "json":
+        outputs.append(render_decide(section, fmt))
     return "\n".join(outputs), breaches
 
 

@@ -24,6 +24,7 @@ import jsonschema
 
 from benchc import redact
 from benchc.errors import ResultFormatError, UsageError
+from benchc.inputs import RESULT_BYTES, input_problem
 from benchc.results import values
 from benchc.spec.values import fill_output_path
 
@@ -276,6 +277,8 @@ def validate_document(doc: dict) -> None:
 
 
 def read(path: str) -> dict:
+    if why := input_problem(path, RESULT_BYTES, "result document"):
+        raise ResultFormatError(why)
     try:
         with open(path, "rb") as f:
             raw = f.read()

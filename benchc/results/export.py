@@ -13,6 +13,7 @@ import json
 import os
 
 from benchc.errors import ResultFormatError, UsageError
+from benchc.inputs import REQUESTS_BYTES, input_problem
 from benchc.results import br, vllm
 from benchc.results.document import not_json_number
 from benchc.results.table import to_csv
@@ -37,13 +38,19 @@ def requests_jsonl(doc: dict, result_path: str) -> str:
                          "the shard; export those")
     if not path:
         raise UsageError("this result has no per-request records (run with output.requests: true)")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise UsageError(f"the per-request file {path} is missing: {e.strerror}") from e
+    raw = _read_requests(path)
     _records(raw, path)
     return raw.decode("utf-8")
+
+
+def _read_requests(path: str) -> bytes:
+    if why := input_problem(path, REQUESTS_BYTES, "per-request file"):
+        raise UsageError(why)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise UsageError(f"the per-request file {path} is missing: {e.strerror}") from e
 
 
 def _records(raw: bytes, path: str) -> list[dict]:
@@ -72,11 +79,7 @@ def requests_by_point(doc: dict, result_path: str) -> dict[str, list[dict]] | No
     path = _requests_path(doc, result_path)
     if not path:
         return None
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise UsageError(f"the per-request file {path} is missing: {e.strerror}") from e
+    raw = _read_requests(path)
     out: dict[str, list[dict]] = {}
     for r in _records(raw, path):
         out.setdefault(r["point"], []).append(r)

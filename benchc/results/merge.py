@@ -21,6 +21,7 @@ from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
 from benchc.results.clock import iso, point_span
+from benchc.results.decide import with_decision
 from benchc.results.document import now_iso, point_key
 from benchc.results.identity import repeat_key, result_label
 from benchc.results.repeats import summaries
@@ -69,7 +70,7 @@ def merge_docs(docs: list[dict], sources: list[str], repeats: bool = False) -> d
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
     out["merged_from"] = _merged_from(docs, sources)
-    return out
+    return with_decision(out)
 
 
 def _merged_from(docs: list[dict], sources: list[str]) -> list[dict]:
@@ -129,7 +130,7 @@ def as_repeats(docs: list[dict], sources: list[str]) -> dict:
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
     out["merged_from"] = _merged_from(docs, sources)
-    return out
+    return with_decision(out)
 
 
 def merge_points(shards: list[dict], slo_checks: list[Threshold] | None = None) -> dict:

@@ -1,4 +1,5 @@
-"""`benchc report`: plots of one or more results, as PNGs and/or one self-contained HTML.
+"""`benchc report`: plots of one or more results, as PNGs (matplotlib) and/or one self-contained
+interactive HTML page (results/html_report.py, drawn in the browser with uPlot: no matplotlib).
 
 - output tok/s against concurrency (or rate);
 - latency against output tok/s (the throughput-latency curve operating points are
@@ -12,22 +13,18 @@
 - sessions: TTFT against the turn index, and the server's cached fraction per turn;
 - reasoning models: time to first answer token beside TTFT (p50, dotted), and in the table.
 
-matplotlib is an optional extra: `pip install 'benchc[report]'`.
+matplotlib is an optional extra for the PNGs: `pip install 'benchc[report]'`.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import io
-import os
 from collections import defaultdict
 from typing import Any
 
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.plan.search import show_load
-from benchc.results.document import check_folder, check_target, write_bytes_atomic
 from benchc.results.identity import repeat_key, result_label, target_of
 
 SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
@@ -312,56 +309,3 @@ def summary_rows(docs: list[dict], sources: list[str] | None = None) -> list[lis
 
 HEADER = ["result", "point", "requests", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "first answer p50 ms",
           "ITL p50 ms", "ITL p99 ms", "E2E p99 ms", "errors", "client-limited"]
-
-
-def write_report(docs: list[dict], png_dir: str | None, html_path: str | None,
-                 overwrite: bool = False, sources: list[str] | None = None) -> list[str]:
-    """Write the PNGs into `png_dir` and/or the page to `html_path`; returns the paths written.
-    Every path is checked before any is written: an existing file needs `overwrite`, and only
-    regular files are ever replaced (results.document.check_target)."""
-    if not png_dir and not html_path:
-        raise UsageError("say where: --png DIR and/or --html FILE")
-    hint = "choose another place or pass --force"
-    if html_path:
-        check_target(html_path, overwrite, hint)
-        check_folder(html_path)
-    if png_dir and os.path.exists(png_dir) and not os.path.isdir(png_dir):
-        raise UsageError(f"--png {png_dir} is a file, not a folder")
-    plt = _plt()
-    figs = figures(docs)
-    images = {name: _png(fig) for name, fig in figs.items()}
-    for fig in figs.values():
-        plt.close(fig)
-    pngs = {os.path.join(png_dir, f"{name}.png"): data for name, data in images.items()} if png_dir else {}
-    taken = [p for p in pngs if os.path.lexists(p)]
-    for path in taken:
-        check_target(path, overwrite, hint)  # a special file is refused even with overwrite
-    written = []
-    for path, data in pngs.items():
-        write_bytes_atomic(path, data, overwrite)
-        written.append(path)
-    if html_path:
-        esc = html.escape
-        table = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
-                        for r in summary_rows(docs, sources))
-        searches = search_rows(docs)
-        search_table = ""
-        if searches:
-            cells = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in searches)
-            search_table = ("<h2>capacity searches</h2><table><tr>"
-                            + "".join(f"<th>{esc(h)}</th>" for h in SEARCH_HEADER) + f"</tr>{cells}</table>")
-        imgs = "".join(f'<h2>{esc(n.replace("_", " "))}</h2><img alt="{esc(n)}" '
-                       f'src="data:image/png;base64,{base64.b64encode(d).decode()}">'
-                       for n, d in images.items())
-        names = ", ".join(esc(f"{result_label(d, s)} ({d['plan']['name']}, {d['created']})")
-                          for d, s in zip(docs, _sources(docs, sources), strict=True))
-        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>benchc report</title><style>"
-                "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-                "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-                "td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}</style></head><body>"
-                f"<h1>benchc report</h1><p>{names}</p><table><tr>"
-                + "".join(f"<th>{esc(h)}</th>" for h in HEADER)
-                + f"</tr>{table}</table>{search_table}{imgs}</body></html>\n")
-        write_bytes_atomic(html_path, page.encode("utf-8"), overwrite)
-        written.append(html_path)
-    return written

@@ -19,16 +19,25 @@ class Doubt:
     check: str  # the check's name, stable (tools may key on it)
     message: str  # what a reader should know, in a sentence
     fails_strict: bool = True  # --strict fails on it
+    # the figures it concerns (an SLO metric's name, `load`, ...); empty: all of them. A search
+    # probe is not held back by a doubt on figures its SLO does not read (run/search.py)
+    figures: tuple[str, ...] = ()
 
 
 def client_limited(point: dict) -> Doubt | None:
-    """The client's own self-check (run/loadgen.py) found that it, not the server, set the pace."""
+    """The client's own self-check (run/effects.py) found figures a late client moved past their
+    bounds; a result written before the check named them (no `effects`) doubts every figure."""
     client = point["client"]
     if not client["client_limited"]:
         return None
     reasons = "; ".join(client.get("reasons", []))
-    return Doubt("client_limited",
-                 f"the client itself was saturated ({reasons}): these figures measure benchc")
+    effects = client.get("effects")
+    if effects is None:
+        return Doubt("client_limited",
+                     f"the client itself was saturated ({reasons}): these figures measure benchc")
+    moved = tuple(dict.fromkeys(f for e in effects.values() if e["moved"] for f in e["figures"]))
+    return Doubt("client_limited", f"the client moved figures past their bounds ({reasons}): "
+                                   f"{', '.join(moved)} measure benchc", figures=moved)
 
 
 def output_length(point: dict) -> Doubt | None:
@@ -54,4 +63,13 @@ POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, outp
 def judge(point: dict) -> dict:
     """The point's `trust` block: every doubt the checks raise, and whether --strict accepts it."""
     doubts = [d for check in POINT_CHECKS if (d := check(point)) is not None]
-    return {"trusted": not any(d.fails_strict for d in doubts), "doubts": [asdict(d) for d in doubts]}
+    return {"trusted": not any(d.fails_strict for d in doubts),
+            "doubts": [_block(d) for d in doubts]}
+
+
+def _block(d: Doubt) -> dict:
+    out = asdict(d)
+    out["figures"] = list(d.figures)
+    if not d.figures:
+        del out["figures"]  # all of them, as every doubt said before doubts named figures
+    return out

@@ -211,9 +211,10 @@ class Console:
             self.say(f"ERROR: {p['id']}: {failed}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
-        # findings that do not make the figures doubtful: the server's queue at the cap, and
-        # a server that closes every connection (see client.cap_queueing, client.connections)
+        # findings that do not make the figures doubtful: the server's queue at the cap, a
+        # server that closes every connection, a client late to no effect (client.cap_queueing,
+        # client.connections, client.self_check_note)
         for note in (p["client"].get("cap_queueing", {}).get("note"),
-                     p["client"].get("connections", {}).get("note")):
+                     p["client"].get("connections", {}).get("note"), p["client"].get("self_check_note")):
             if note:
                 self.say(f"NOTE: {p['id']}: {note}")

@@ -24,13 +24,15 @@ from typing import Any
 
 import aiohttp
 
-from benchc.client.http1 import Due, Pool, RxFigures
+from benchc.client.http1 import ASYNCIO, RX_LOOP, Due, Pool, RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder, summarize
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
+from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
 from benchc.redact import redact_url
+from benchc.run import effects
 from benchc.run.alarm import Alarm
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
@@ -38,12 +40,8 @@ from benchc.run.feed import StepFeed
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 
-# Client self-check thresholds: past any of these the client, not the server, may
-# have set the pace, and the point is marked client_limited. A send late with a free
-# slot is the fourth (run/sendcheck.py); a send waiting for a max_concurrency slot is not.
-LOOP_LAG_P99_US = 5_000  # event-loop lag p99 above 5 ms ...
-LOOP_LAG_MIN_TICKS = 5  # ... in at least 5 ticks: one OS hiccup on a small machine is not saturation
-CPU_BUSY_FRACTION = 0.90  # the client process used >= 90% of one core
+# The client self-check's causes (loop lag, CPU) are measured here, its effects judged in
+# run/effects.py: a point is client_limited when a figure a late client can move moved.
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 TICK_S = 0.005
 # open loop on the own reader: a request is issued this long before its time, takes (or opens)
@@ -71,14 +69,16 @@ class StepContext:
 
 
 class _SelfCheck:
-    """Samples event-loop lag and the in-flight count while a point runs."""
+    """Samples event-loop lag and the in-flight count while a point runs (into `series` too,
+    per interval, when the point keeps one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, series: ClientSeries | None = None) -> None:
         self.lag = Recorder()
-        self.late_ticks = 0  # ticks later than LOOP_LAG_P99_US
+        self.late_ticks = 0  # ticks later than effects.LOOP_LAG_P99_US
         self.inflight_samples = 0
         self.inflight_sum = 0
         self.inflight = 0
+        self.series = series
         self._task: asyncio.Task | None = None
 
     async def _tick(self) -> None:
@@ -87,10 +87,12 @@ class _SelfCheck:
             await asyncio.sleep(TICK_S)
             lag_us = max(0.0, (time.perf_counter() - t - TICK_S) * 1e6)
             self.lag.record_us(lag_us)
-            if lag_us > LOOP_LAG_P99_US:
+            if lag_us > effects.LOOP_LAG_P99_US:
                 self.late_ticks += 1
             self.inflight_samples += 1
             self.inflight_sum += self.inflight
+            if self.series is not None:
+                self.series.sample_inflight(CLOCK(), self.inflight)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._tick())
@@ -133,12 +135,16 @@ class StepRun:
     closed (`concurrency`), user-centric (`users`) or open (a schedule)."""
 
     def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
-                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)):
+                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
+                 series_interval_s: float | None = None):
         self.ctx, self.step, self.feed, self.rec, self.slo_checks = ctx, step, feed, rec, slo_checks
         self.seed, self.shard = seed, shard
         self.multi_turn = isinstance(feed, SessionFeed)
         self.target = step.inflight_target  # units held in flight (plan/model.Step)
-        self.check = _SelfCheck()
+        # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
+        self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
+                       if series_interval_s else None)
+        self.check = _SelfCheck(self.series)
         self.skew = Recorder()  # schedule -> first write, open loop
         self.sends = SendCheck()
         # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
@@ -193,9 +199,12 @@ class StepRun:
         if self.active == self.target and self.steady_start_ns is None:
             self.steady_start_ns = CLOCK()
 
-    def _unit_ended(self) -> None:
+    def _unit_ended(self, end_ns: int | None = None) -> None:
+        """A unit is over; its slot is free from `end_ns` (a request's end: its last read's kernel
+        stamp where there is one, so a loop late to hear of the end shows as the next send's delay)."""
         self.active -= 1
-        self.slots.give_back(CLOCK())
+        now = CLOCK()
+        self.slots.give_back(min(end_ns, now) if end_ns else now)
 
     async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[], None] | None = None,
                        cancel: dict | None = None) -> None:
@@ -252,6 +261,11 @@ class StepRun:
 
     def _record(self, r: RequestRecord) -> None:
         self.sends.add(r)
+        if self.series is not None:
+            if r.first_sent_ns is not None:
+                self.series.sent(r.first_sent_ns)
+            if r.scheduled_ns is not None:
+                self.series.scheduled(r.scheduled_ns)
         if r.path is not None:
             self.paths[r.path] += 1
         # the first attempt's write (a keep-alive retry's own is later, and a request that
@@ -289,7 +303,7 @@ class StepRun:
                           template_input_tokens=req.template_tokens, images=req.images,
                           tools=req.tools, inputs=req.inputs)
         self._unit_started()
-        await self.measured(req.body, r, self._unit_ended, self._cancel_of(req.index))
+        await self.measured(req.body, r, lambda: self._unit_ended(r.end_ns), self._cancel_of(req.index))
 
     async def _until(self, due_ns: int) -> bool:
         assert self.stop_wait is not None  # the step runs
@@ -341,6 +355,8 @@ class StepRun:
         ctx, step = self.ctx, self.step
         self.check.start()
         rx = RxFigures(ctx.pool) if ctx.pool is not None else None
+        if ctx.pool is not None:
+            ctx.pool.take_read_delay()  # start afresh
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         stop_wait = self.stop_wait = asyncio.create_task(ctx.stop_event.wait())
         ctx.running = self
@@ -379,19 +395,59 @@ class StepRun:
         cpu = _cpu_s() - cpu0
         steady = {"start_ns": self.steady_start_ns, "end_ns": self.steady_end_ns,
                   "tokens": self.steady_tokens}
+        rx_taken = rx.take() if rx is not None else None
         out = _client_summary(self.check, self.skew, cpu, wall, steady, step,
-                              {"late": self.late, "capped": self.capped}, dict(self.paths),
-                              rx.take() if rx is not None else None)
-        figures, reasons = self.sends.summary()
+                              {"late": self.late, "capped": self.capped}, dict(self.paths), rx_taken)
+        figures = self.sends.summary()
         rules = reuse_rules(ctx.session, ctx.pool)
         if rules is not None:
             figures["connections"].update(rules.report())
         out["client"].update(figures)
-        out["client"]["reasons"] += reasons
-        out["client"]["client_limited"] = bool(out["client"]["reasons"])
+        out["client"].update(self._effects(out["client"], rx_taken["lag"] if rx_taken is not None else None))
         if isinstance(self.feed, StepFeed):
             out["client"]["bodies_built_late"] = self.feed.built_late
         out["stopped"] = self.streak.reason
+        out["series"] = self.series
+        # the steady span on the client's clock, where it had one (run/power.py integrates the
+        # GPUs' energy over it)
+        out["steady_ns"] = ((self.steady_start_ns, self.steady_end_ns)
+                            if self.steady_start_ns is not None and self.steady_end_ns is not None
+                            and out["steady"]["output_tok_s"] is not None else None)
+        return out
+
+    def _effects(self, client: dict, rx_lag: Any) -> dict:
+        """The self-check's verdict by effect (run/effects.py): `effects`, `client_limited`,
+        `reasons` (what moved, by how much), and a note when the client ran late to no effect."""
+        pool = self.ctx.pool
+        stamped = pool is not None and pool.kernel_stamps and not self.ctx.url.startswith("https:")
+        kernel = self.paths[RX_LOOP] + (self.paths[ASYNCIO] if stamped else 0)
+        # reads the kernel stamped: the receive loop's, and the event loop's own (client/http1.py)
+        reads = pool.take_read_delay() if pool is not None else Recorder()
+        if rx_lag is not None:
+            reads.hist.merge(rx_lag)
+        late_reads = sum(n for us, n in reads.hist.nonzero() if us > effects.LOOP_LAG_P99_US)
+        delay = reads.summary()
+        gaps = self.rec.itl.hist
+        # a gap of 0 ns (recorded as the histogram's 1 us floor): two chunks of one read
+        same_read = sum(n for us, n in gaps.nonzero() if us <= 1)
+        merged = same_read / gaps.total_count if gaps.total_count else None
+        closed = self.step.concurrency is not None
+        found = {
+            "offered_load": effects.offered_load(closed, self.sends.effect_inputs(), self.step.concurrency),
+            "latencies": effects.latencies(
+                {"kernel": kernel, "loop": sum(self.paths.values()) - kernel}, client["loop_lag_us"],
+                client["late_ticks"], {k: delay[k] for k in ("count", "p50", "p99", "max") if k in delay}
+                if delay.get("count") else None, late_reads, merged),
+            "client_resources": effects.client_resources(self.sends.exhausted),
+        }
+        out: dict = {"effects": found, "reasons": effects.reasons(found)}
+        out["client_limited"] = bool(out["reasons"])
+        seen = effects.causes(client["loop_lag_us"], client["late_ticks"], client["loop_cpu_fraction"],
+                              client.get("rx_loop"))
+        if seen:
+            out["causes"] = seen
+        if (note := effects.note(found, seen)) is not None:
+            out["self_check_note"] = note
         return out
 
     async def _closed_loop(self) -> None:
@@ -467,9 +523,11 @@ class StepRun:
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
-                   slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1)) -> dict:
-    """Drive one load (or warm-up) step of `feed`'s requests (StepRun)."""
-    return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard).run()
+                   slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
+                   series_interval_s: float | None = None) -> dict:
+    """Drive one load (or warm-up) step of `feed`'s requests (StepRun); with
+    `series_interval_s`, the client's series per interval too (`series`)."""
+    return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard, series_interval_s).run()
 
 
 async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, rule: dict) -> None:
@@ -527,24 +585,19 @@ def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: flo
     cpu_fraction = cpu_s / wall_s if wall_s > 0 else 0.0
     # the event loop's thread: the process less the receive loop's thread, where one read
     loop_cpu_fraction = (cpu_s - rx["cpu_s"]) / wall_s if rx is not None and wall_s > 0 else cpu_fraction
-    reasons = []
-    if lag.get("p99", 0) > LOOP_LAG_P99_US and check.late_ticks >= LOOP_LAG_MIN_TICKS:
-        reasons.append(f"event-loop lag p99 {lag['p99'] / 1000:.1f} ms > {LOOP_LAG_P99_US / 1000:.0f} ms "
-                       f"({check.late_ticks} ticks late)")
-    if loop_cpu_fraction >= CPU_BUSY_FRACTION:
-        reasons.append(f"client CPU {loop_cpu_fraction:.0%} of one core")
     sk = skew.summary()  # schedule -> send: the cap's queueing and the client's delay together
-    rx_block = _rx_check(rx, wall_s, reasons) if rx is not None else None
+    rx_block = _rx_check(rx, wall_s) if rx is not None else None
     steady_s = ((steady["end_ns"] or 0) - (steady["start_ns"] or 0)) / 1e9 if steady["end_ns"] else 0.0
     mean_inflight = check.inflight_sum / check.inflight_samples if check.inflight_samples else 0.0
     client = {
         "loop_lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
         "late_ticks": check.late_ticks,
         "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
+        "loop_cpu_fraction": round(loop_cpu_fraction, 4),
         "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
         **({"late_sends": sends["late"], "capped_sends": sends["capped"]}
            if sends is not None and step.concurrency is None else {}),
-        "client_limited": bool(reasons), "reasons": reasons,
+        "client_limited": False, "reasons": [],  # judged by effect (StepRun._effects)
     }
     if transport:
         client["transport"] = transport
@@ -558,17 +611,12 @@ def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: flo
     }
 
 
-def _rx_check(rx: dict, wall_s: float, reasons: list[str]) -> dict:
-    """The receive loop's part of the self-check, by the event loop's own thresholds: its lag
-    (a read's kernel stamp to the loop's read of it) and its thread's CPU."""
+def _rx_check(rx: dict, wall_s: float) -> dict:
+    """What the receive loop cost: its lag (a read's kernel stamp to the loop's read of it) and
+    its thread's CPU."""
     lag = summarize(rx["lag"])
-    late = sum(count for us, count in rx["lag"].nonzero() if us > LOOP_LAG_P99_US)
+    late = sum(count for us, count in rx["lag"].nonzero() if us > effects.LOOP_LAG_P99_US)
     fraction = rx["cpu_s"] / wall_s if wall_s > 0 else 0.0
-    if lag.get("p99", 0) > LOOP_LAG_P99_US and late >= LOOP_LAG_MIN_TICKS:
-        reasons.append(f"receive-loop lag p99 {lag['p99'] / 1000:.1f} ms > {LOOP_LAG_P99_US / 1000:.0f} ms "
-                       f"({late} reads late)")
-    if fraction >= CPU_BUSY_FRACTION:
-        reasons.append(f"receive-loop CPU {fraction:.0%} of one core")
     return {"lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
             "late_reads": late, "reads": rx["reads"], "bytes": rx["bytes"],
             "cpu_s": round(rx["cpu_s"], 4), "cpu_fraction": round(fraction, 4)}

@@ -31,6 +31,7 @@ from benchc.client.request import SESSION_OPTIONS, endpoint, headers_for, make_c
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
 from benchc.metrics.recorder import PointRecorder
+from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Combination, Step, Target
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
@@ -117,16 +118,22 @@ class Measurement:
     stopped: str | None = None  # why the point's load stopped early on its own (run/deadserver.py)
     clock: ClockMark | None = None  # a Ray worker's clock (run/clocks.py); None: the driver's
     moved: bool = False  # placed on the driver's clock from another machine's
+    series: ClientSeries | None = None  # in flight and sends per interval (metrics/timeline.py)
+    steady_ns: tuple[int, int] | None = None  # the steady span (start, end) on this clock, if one
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
         t = self.tally
         t.start_ns = t.start_ns + delta_ns if t.start_ns is not None else None
         t.end_ns = t.end_ns + delta_ns if t.end_ns is not None else None
+        if self.steady_ns is not None:
+            self.steady_ns = (self.steady_ns[0] + delta_ns, self.steady_ns[1] + delta_ns)
         for r in self.requests:
             for k in ("t0_ns", "scheduled_ns"):
                 if r.get(k) is not None:
                     r[k] += delta_ns
+        if self.series is not None:
+            self.series.move(delta_ns)
         self.moved = True
 
 
@@ -149,7 +156,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                         open_loop=not step.concurrency, keep_text=ctx.keep_text)
     with measuring():
         extra = await run_step(ctx, step, feed, rec, step_slo_checks(step, prepared), seed=seed,
-                               shard=shard.schedule_slice)
+                               shard=shard.schedule_slice,
+                               series_interval_s=prepared.combo.metrics_interval_s)
     if prepared.tokenizer is not None:
         rec.count_with(prepared.tokenizer)
     if prepared.template is not None:
@@ -159,7 +167,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
-                       worker=shard.index, stopped=extra["stopped"])
+                       worker=shard.index, stopped=extra["stopped"], series=extra["series"],
+                       steady_ns=extra.get("steady_ns"))
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -184,13 +193,16 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
                        params=parts[0].params, complete=all(m.complete for m in parts),
                        host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards,
                        consumed=max(m.consumed for m in parts), moved=any(m.moved for m in parts),
-                       stopped=next((m.stopped for m in parts if m.stopped), None))
+                       stopped=next((m.stopped for m in parts if m.stopped), None),
+                       series=ClientSeries.total(m.series for m in parts if m.series is not None))
 
 
 class Telemetry(Protocol):
     def summary(self, window_s: float, output_tokens: int, input_tokens: int | None = None) -> dict: ...
 
     def server_phases(self, point: dict) -> dict | None: ...
+
+    def server_series(self, start_ns: int | None, end_ns: int | None) -> dict: ...
 
 
 def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Telemetry,
@@ -207,6 +219,7 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
     point["steady"] = m.steady
     point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"],
                                            point["tokens"]["input"])
+    point["timeseries"] = timeseries(combo, m, telemetry, point["window"])
     if m.backend is not None:
         point["backend"] = m.backend
     if m.shards is not None:
@@ -224,6 +237,16 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["slo"] = evaluate_slo(slo_checks, point)
     point["trust"] = judge(point)
     return point
+
+
+def timeseries(combo: Combination, m: Measurement, telemetry: Telemetry, window: dict) -> dict:
+    """The point's time series over its window: the server's /metrics samples and the client's
+    in flight and sends per interval, both in seconds from the window's start (docs/report.md)."""
+    start, end = window["start_ns"], window["end_ns"]
+    out: dict = {"interval_s": combo.metrics_interval_s, "server": telemetry.server_series(start, end)}
+    if m.series is not None and start is not None:
+        out["client"] = m.series.columns(start, open_loop=not m.params.get("concurrency"))
+    return out
 
 
 def trace_block(trace: dict, step: Step, point: dict) -> dict:

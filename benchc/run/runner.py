@@ -39,6 +39,7 @@ from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 from benchc.results import values
+from benchc.results.decide import with_decision
 from benchc.results.document import (
     SCHEMA_VERSION,
     environment,
@@ -57,21 +58,25 @@ from benchc.run.console import Console, Silence
 from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
+from benchc.run.gpus import combination_gpus, read_sim_power
 from benchc.run.loadgen import StepContext
 from benchc.run.point import Measurement, assemble_point, measure_point, open_client, warm_up
 from benchc.run.point_telemetry import PointTelemetry
+from benchc.run.power import NvmlSource, PowerSampler, SimSource, Source
 from benchc.run.prepare import Prepared, prepare, step_slo_checks
 from benchc.run.saturation import SweepStop
 from benchc.run.search import describe, run_search
 from benchc.run.server import (
     Launched,
+    NotStarted,
     ServerFailed,
     free_port,
     launch,
     log_tail,
     server_root,
+    stop_group,
     stop_server,
-    terminate,
+    supervise,
     wait_ready,
 )
 from benchc.run.server_identity import identify
@@ -130,34 +135,42 @@ class TargetUnreachable(RunError):
 
 
 class _Sim:
-    """The embedded simulator as a subprocess: its CPU use stays out of the client's process."""
+    """The embedded simulator as a subprocess (its CPU use stays out of the client's process),
+    under the supervisor a launched server runs under: no way benchc ends leaves it behind."""
+
+    STOP_TIMEOUT_S = 10.0
 
     def __init__(self, params: dict, model: str):
         self.params, self.model = params, model
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | None = None  # its supervisor: exits as the simulator does
+        self.pid = 0  # the simulator's own process
 
     async def start(self) -> str:
         # -v/-vv of the run goes on to the simulator, whose log lines share our stderr
         verbose = (["-vv"] if log.isEnabledFor(logging.DEBUG)
                    else ["-v"] if log.isEnabledFor(logging.INFO) else [])
-        self.proc = await asyncio.create_subprocess_exec(
+        try:
             # -I: the working directory (a benchc/ folder, a sitecustomize.py) and PYTHON*
-            # variables do not steer benchc's own subprocess
-            sys.executable, "-I", "-m", "benchc", "sim", "--port", "0", "--model", self.model,
-            "--config-json", json.dumps(self.params), *verbose, stdout=asyncio.subprocess.PIPE,
-            start_new_session=True)  # our Ctrl-C is ours to handle; we stop it ourselves
+            # variables do not steer benchc's own subprocess. Its own session: our Ctrl-C is
+            # ours to handle; we stop it ourselves.
+            self.proc, self.pid = await supervise(
+                [sys.executable, "-I", "-m", "benchc", "sim", "--port", "0", "--model", self.model,
+                 "--config-json", json.dumps(self.params), *verbose], self.STOP_TIMEOUT_S, stderr=None,
+                keep_stdout=True)
+        except (OSError, NotStarted) as e:
+            raise ServerFailed(f"the simulator did not start ({e})", getattr(e, "status", None), "") from e
         assert self.proc.stdout is not None  # a pipe, asked for above
         line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode()
         if "listening on " not in line:
             status = await self.proc.wait()
             raise ServerFailed(f"the simulator did not start (exit {status})", status, "")
         url = line.split("listening on ")[1].split()[0]
-        log.info("simulator (pid %d) listening on %s", self.proc.pid, url)
+        log.info("simulator (pid %d) listening on %s", self.pid, url)
         return url
 
     async def stop(self) -> None:
         if self.proc:
-            await terminate(self.proc, 10)
+            await stop_group(self.proc, self.STOP_TIMEOUT_S)
 
 
 def _leave_terminal() -> None:
@@ -203,6 +216,9 @@ class Runner:
         self.phase = "starting"  # what the run is doing, for the Ctrl-C message
         self._monitor: asyncio.Task | None = None  # watches the combination's server process, if ours
         self._ctx: StepContext | None = None  # the combination's measured client (its in-flight count)
+        self._power: Source | None = None  # where the combination's GPU power is read (run/power.py)
+        self._nvml: NvmlSource | None = None  # NVML, opened on first need
+        self._nvml_tried = False
         # the live progress line would tangle with -v log lines
         self.console = Console(opts.quiet, live=not logging.getLogger("benchc").isEnabledFor(logging.INFO))
 
@@ -257,7 +273,14 @@ class Runner:
                 loop.remove_signal_handler(signal.SIGHUP)
             if self.backend:
                 self.backend.stop()
-        return self._document()
+        doc = self._document()
+        if len(self.plan.combinations) > 1:  # a matrix: which combination serves more per GPU
+            from benchc.results.decide import describe
+
+            for answer in doc.get("decision", []):
+                for line in describe(answer):
+                    self.console.say(line)
+        return doc
 
     def _interrupt_message(self) -> str:
         """What the first Ctrl-C stops: the phase the run was in, and the requests it lets finish."""
@@ -339,7 +362,7 @@ class Runner:
             try:
                 base_url = await sim.start()
                 assert sim.proc is not None
-                record["server"] = {"kind": "simulator", "pid": sim.proc.pid}
+                record["server"] = {"kind": "simulator", "pid": sim.pid}
                 self._monitor = asyncio.create_task(self._watch(combo, sim.proc, "the simulator", None,
                                                                 cstop, record))
                 yield base_url
@@ -548,6 +571,7 @@ class Runner:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
         models = await fetch_models(session, base_url, headers_for(target))
+        await self._count_gpus(session, combo, base_url, models)
         # the embedded simulator is benchc's own: this benchc's version, nothing to ask
         server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None
                   else await identify(session, server_root(base_url), headers_for(target)))
@@ -557,6 +581,27 @@ class Runner:
                              "models": models,
                              "max_inflight": max([s.inflight_target for s in steps] + [1])})
 
+    async def _count_gpus(self, session: aiohttp.ClientSession, combo: Combination, base_url: str,
+                          models: Any) -> None:
+        """The combination's GPUs, stated in its record (run/gpus.py): the simulator (embedded, or
+        one /v1/models names as benchc-sim) is asked for its own."""
+        record = self.combos[-1]
+        owners = [m.get("owned_by") for m in models.get("data", []) if isinstance(m, dict)] \
+            if isinstance(models, dict) and isinstance(models.get("data"), list) else []
+        sim = (await read_sim_power(session, server_root(base_url))
+               if combo.target.sim is not None or "benchc-sim" in owners else None)
+        launched = record.get("server", {}).get("kind") == "launched" and combo.server is not None
+        env = {**os.environ, **combo.server.env} if launched and combo.server is not None else None
+        gpus = combination_gpus(combo, sim, env)
+        if gpus is not None:
+            record["gpus"] = gpus
+        if sim is not None:
+            self._power = SimSource(session, server_root(base_url))
+        else:
+            if not self._nvml_tried:
+                self._nvml, self._nvml_tried = NvmlSource.open(), True
+            self._power = self._nvml  # None: nvidia-smi's rows, where it runs
+
     async def _point(self, ctx: StepContext, control: aiohttp.ClientSession, step: Step, combo: Combination,
                      prepared: Prepared, seed: int, base_url: str, deal: Deal, reset: dict | None
                      ) -> tuple[dict | None, int]:
@@ -565,8 +610,9 @@ class Runner:
         and the prompt indices it took."""
         log.info("%s: start", step.id)
         self.phase = f"point {step.id}"
-        telemetry = PointTelemetry(control, server_root(base_url))
-        async with telemetry.around():
+        telemetry = PointTelemetry(control, server_root(base_url), combo.metrics_interval_s)
+        power = PowerSampler(self._power, telemetry.gpu)
+        async with telemetry.around(), power.around():
             m, failures = await self._measure(ctx, step, combo, prepared, seed, base_url, deal)
         for f in failures:
             self._fail(RunFailure("worker_failed", f, combo.index, step.id))
@@ -575,6 +621,7 @@ class Runner:
         if m.stopped:
             await self._server_gone(combo, step, m.stopped)
         point = assemble_point(step, combo, m, telemetry, step_slo_checks(step, prepared), reset)
+        point["energy"] = energy_of(power, m, point, self.combos[-1].get("gpus"))
         log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, point["counts"]["sent"],
                  point["counts"]["completed"], point["counts"]["failed"], point["window"]["duration_s"])
         self.points.append(point)
@@ -627,7 +674,7 @@ class Runner:
                          and all(s["status"] != "interrupted" for s in self.searches))
         complete = (not self.interrupted and not self.errors and n_points + len(self.skipped) == n_planned
                     and searches_done)
-        return {
+        doc = {
             "schema_version": SCHEMA_VERSION, "benchc_version": __version__, "core": core_name(),
             "created": now_iso(), "complete": complete, "interrupted": self.interrupted,
             "spec": {"path": self.plan.spec["path"], "sha256": self.plan.spec["sha256"],
@@ -643,6 +690,20 @@ class Runner:
             **({"search": self.searches} if self.searches else {}),
             **({"repeats": summaries(self.points)} if self.plan.repeats > 1 else {}),
         }
+        return with_decision(doc)
+
+
+def energy_of(power: PowerSampler, m: Measurement, point: dict, gpus: dict | None) -> dict:
+    """The point's `energy` over its steady span (else its whole window): run/power.py."""
+    completed = point["counts"]["completed"]
+    per_request = point["tokens"]["output"] / completed if completed else None
+    indices = gpus["indices"] if gpus else None
+    if m.steady_ns is not None:
+        return power.block(*m.steady_ns, "steady", m.steady["output_tokens"], per_request, indices)
+    w = point["window"]
+    if w.get("start_ns") is None or w.get("end_ns") is None:
+        return {"available": False}
+    return power.block(w["start_ns"], w["end_ns"], "whole", point["tokens"]["output"], per_request, indices)
 
 
 def _repeat_line(r: dict) -> str:

@@ -3,8 +3,10 @@ stops; each probe is measured as any load point is (run/point.py: fresh prompts,
 telemetry, trust checks) by the runner's `measure` callback.
 
 A probe's verdict: `untrusted` when its point's trust checks raise a doubt that fails
---strict (results/trust.py) or it did not complete, else `pass` when every SLO item of the
-search held on its figures, else `fail`. An untrusted probe never moves the bracket.
+--strict (results/trust.py) on the load or on a figure its SLO reads, or it did not complete,
+else `pass` when every SLO item of the search held on its figures, else `fail`. An untrusted
+probe never moves the bracket. (A doubt names the figures it concerns where it can: a client
+late enough to merge reads moved ITL, not the E2E an SLO of E2E reads.)
 """
 
 from __future__ import annotations
@@ -14,13 +16,28 @@ from collections.abc import Awaitable, Callable
 
 from benchc.plan.model import Step
 from benchc.plan.search import FAIL, PASS, UNTRUSTED, CapacitySearch, Probe, probe_step, show_load
+from benchc.spec.thresholds import METRICS
 
 log = logging.getLogger(__name__)
 
 
+def slo_figures(point: dict) -> set[str]:
+    """The figures a probe's verdict reads: its load, and its SLO's metrics (by the names the
+    trust doubts give them: a latency's own, `throughput` for rates, `errors`)."""
+    out = {"load"}
+    for check in point["slo"]["checks"]:
+        metric = check["threshold"].split(":", 1)[0]  # as spec/thresholds writes it: "e2e: p99 < 2m"
+        base = metric.strip().rsplit(".", 1)[-1]  # turn2.ttft: ttft
+        kind = METRICS.get(base)
+        out.add(base if kind == "latency" else "errors" if kind == "ratio" else "throughput")
+    return out
+
+
 def verdict(point: dict) -> tuple[str, list[str]]:
     """(pass | fail | untrusted, the doubts) of a probe's assembled point."""
-    doubts = [d["message"] for d in point["trust"]["doubts"] if d["fails_strict"]]
+    reads = slo_figures(point)
+    doubts = [d["message"] for d in point["trust"]["doubts"]
+              if d["fails_strict"] and (not d.get("figures") or reads & set(d["figures"]))]
     if not point["complete"]:
         doubts.append("the probe did not complete (stopped, or a shard was lost)")
     if doubts:

@@ -6,8 +6,8 @@ or, under `max_concurrency`, when a slot became free (the later of the two); clo
 when the request it replaces ended (or when the ramp started it). Time from the schedule
 to ready is queueing at the client caused by the server: the cap did its job and the
 latencies from schedule show it. Time from ready to the first write, less the time spent
-opening a connection, is the client's own lateness; only that counts toward
-`client_limited`.
+opening a connection, is the client's own lateness; only that can make the point
+client-limited, by its effect on the offered load (run/effects.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import heapq
 
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import CLIENT_EXHAUSTED, RequestRecord
+from benchc.run import effects
 
-SEND_DELAY_P99_US = 10_000  # a free slot, yet the request went out more than 10 ms late (p99)
 _FIGURES = ("count", "mean", "p50", "p99", "max")
 
 
@@ -61,6 +61,13 @@ class SendCheck:
         self.fresh = 0
         self.early_reads = 0
         self.exhausted = 0  # requests failed as CLIENT_EXHAUSTED
+        # for the offered-load effect (run/effects.py)
+        self.sent = 0  # requests written, with a ready time
+        self.delay_ns = 0  # their send delays, summed
+        self.slot_ns = 0  # their ready -> end, summed: the slots' time
+        self.late = 0  # sends more than effects.SEND_LATE_US late with a free slot
+        self._ready: list[int] = []  # first and last ready time ...
+        self._sent: list[int] = []  # ... and first write: the spans of the two
 
     def add(self, r: RequestRecord) -> None:
         if r.scheduled_ns is not None:
@@ -73,24 +80,29 @@ class SendCheck:
         if r.first_sent_ns is None:
             return  # never sent (the connect failed): no send delay to judge
         if r.ready_ns is not None:
-            self.client.record_ns(max(0, r.first_sent_ns - r.ready_ns - r.connect_ns))
+            delay = max(0, r.first_sent_ns - r.ready_ns - r.connect_ns)
+            self.client.record_ns(delay)
+            self.sent += 1
+            self.delay_ns += delay
+            self.slot_ns += max(0, (r.end_ns or r.first_sent_ns) - r.ready_ns)
+            self.late += delay > effects.SEND_LATE_US * 1000
+            _span(self._ready, r.ready_ns)
+            _span(self._sent, r.first_sent_ns)
         if r.reused_connection or r.retried:  # a retry follows a failure on a reused connection
             self.reused += 1
         else:
             self.fresh += 1
 
-    def summary(self) -> tuple[dict, list[str]]:
-        """(figures for the point's `client` block, client_limited reasons)."""
+    def effect_inputs(self) -> dict:
+        """What run/effects.offered_load reads."""
+        return {"sent": self.sent, "delay_ns": self.delay_ns, "slot_ns": self.slot_ns, "late": self.late,
+                "ready_span_ns": _width(self._ready), "sent_span_ns": _width(self._sent)}
+
+    def summary(self) -> dict:
+        """Figures for the point's `client` block."""
         out: dict = {}
-        reasons = []
         delay = self.client.summary()
         out["send_delay_us"] = {k: delay[k] for k in _FIGURES if k in delay}
-        if delay.get("p99", 0) > SEND_DELAY_P99_US:
-            reasons.append(f"send delay with a free slot p99 {delay['p99'] / 1000:.1f} ms > "
-                           f"{SEND_DELAY_P99_US / 1000:.0f} ms")
-        if self.exhausted:
-            reasons.append(f"{self.exhausted} requests failed for want of client resources (file "
-                           "descriptors or local ports; counted as client_exhausted)")
         q = self.queued.summary()
         if self.scheduled:
             cap = {"requests": q["count"], "of": self.scheduled,
@@ -104,4 +116,16 @@ class SendCheck:
         if self.early_reads:
             # reads whose kernel stamp fell before the send stamp (a clock step): dated at the send
             out["reads_stamped_before_send"] = self.early_reads
-        return out, reasons
+        return out
+
+
+def _span(seen: list[int], t: int) -> None:
+    """Keep [first, last] of the times seen."""
+    if not seen:
+        seen += [t, t]
+    else:
+        seen[0], seen[1] = min(seen[0], t), max(seen[1], t)
+
+
+def _width(seen: list[int]) -> int:
+    return seen[1] - seen[0] if seen else 0

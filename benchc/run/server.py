@@ -14,6 +14,7 @@ chosen at launch, so a spec can launch a server on a port nobody else holds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import IO
 
 import aiohttp
 
@@ -57,27 +59,6 @@ def log_tail(path: str | None, lines: int = 30) -> str:
     return redact.active().text(b"".join(tail).decode("utf-8", "replace"))
 
 
-def scrub_log(path: str) -> None:
-    """Replace every known secret of the run in the server's log, once the server has stopped
-    (a server may print its command line or environment). Bytes that are not UTF-8 stay as
-    they were."""
-    scrubber = redact.active()
-    if not scrubber or not os.path.exists(path):
-        return
-    tmp = f"{path}.benchc-scrub"
-    changed = False
-    with open(path, "rb") as src, open(tmp, "wb") as dst:
-        for line in src:
-            text = line.decode("utf-8", "surrogateescape")
-            clean = scrubber.text(text)
-            changed = changed or clean != text
-            dst.write(clean.encode("utf-8", "surrogateescape"))
-    if changed:
-        os.replace(tmp, path)
-    else:
-        os.unlink(tmp)
-
-
 class ServerFailed(RunError):
     """The launched server exited or never became ready; carries its log tail."""
 
@@ -86,7 +67,55 @@ class ServerFailed(RunError):
         super().__init__(message + (f"\n--- last lines of the server log ---\n{tail}" if tail else ""))
 
 
-SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+class NotStarted(Exception):
+    """The supervisor could not start the command: why, and the supervisor's exit status."""
+
+    def __init__(self, why: str, status: int):
+        self.why, self.status = why, status
+        super().__init__(why)
+
+
+async def supervise(argv: list[str], stop_timeout_s: float, *, stderr: IO[bytes] | None,
+                    keep_stdout: bool = False, cwd: str | None = None,
+                    env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, int]:
+    """Start `argv` under the supervisor (run/supervisor.py), in a session and process group
+    of its own; returns the supervisor's process (it exits as `argv` does) and `argv`'s pid.
+    benchc holds the supervisor's stdin: should benchc die in any way, the pipe closes and the
+    supervisor stops the whole group. `argv`'s stdout and stderr go to `stderr` (None:
+    benchc's own), or with `keep_stdout` its stdout to the returned process's stdout, after
+    the pid line; both scrubbed of the active scrubber's secrets as they are written. Raises
+    OSError when the supervisor cannot start, NotStarted when `argv` cannot."""
+    # -I: the supervisor is benchc's own Python; nothing of the server's environment steers it
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-m", "benchc.run.supervisor", f"{stop_timeout_s:g}",
+        *(["--keep-stdout"] if keep_stdout else []), "--", *argv, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=cwd, env=env, start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    # the secrets on the pipe only benchc holds: not in argv or the environment, which others may read
+    proc.stdin.write(json.dumps(redact.active().secrets).encode() + b"\n")
+    with contextlib.suppress(ConnectionError):  # the supervisor already gone: its status says why
+        await proc.stdin.drain()
+    said = (await proc.stdout.readline()).decode(errors="replace").split(maxsplit=2)
+    if len(said) < 2 or said[0] != "pid":
+        status = await proc.wait()
+        why = said[2].strip() if len(said) == 3 and said[0] == "error" else f"exit status {status}"
+        raise NotStarted(why, status)
+    return proc, int(said[1])
+
+
+async def stop_group(proc: asyncio.subprocess.Process, timeout_s: float) -> int:
+    """SIGTERM a supervised process group, SIGKILL it after `timeout_s`; returns the exit
+    status (the supervisor's, which is its command's)."""
+    if proc.returncode is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            _signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    # whatever the leader did, nothing of its group may outlive benchc
+    _signal_group(proc.pid, signal.SIGKILL)
+    return await proc.wait()
 
 
 @dataclass
@@ -99,34 +128,25 @@ class Launched:
 
 
 async def launch(server: Server, argv: list[str], log_path: str) -> Launched:
-    """Start `argv` under the supervisor (run/supervisor.py), in a process group of its own,
-    output appended to `log_path`. benchc holds the supervisor's stdin: should benchc die in
-    any way, the pipe closes and the supervisor stops the whole group."""
+    """Start `argv` under the supervisor (supervise), output appended to `log_path`."""
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     env = {**os.environ, **server.env}
-    # 0600: a server may print its command line, environment or tokens before benchc scrubs
-    # the log (scrub_log, when it stops); only the user who ran benchc may read it meanwhile
+    # scrubbed as it is written (supervise), and 0600 all the same: a server may print what
+    # benchc does not know to be a secret; only the user who ran benchc may read it
     log_file = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
     try:
-        log_file.write(f"--- benchc: launching {' '.join(redact_argv(argv))}\n".encode())
+        said = f"--- benchc: launching {' '.join(redact_argv(argv))}\n"
+        log_file.write(redact.active().text(said).encode())
         log_file.flush()
-        # -I: the supervisor is plain Python; nothing of the server's environment steers it
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", SUPERVISOR, f"{server.stop_timeout_s:g}", "--", *argv,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log_file,
-            cwd=server.cwd, env=env, start_new_session=True)
+        proc, pid = await supervise(argv, server.stop_timeout_s, stderr=log_file, cwd=server.cwd, env=env)
     except OSError as e:
         raise ServerFailed(f"server.command could not start: {e.strerror} ({server.cwd or argv[0]})", None,
                            log_tail(log_path)) from e
+    except NotStarted as e:
+        raise ServerFailed(f"server.command could not start: {e.why} ({argv[0]})", e.status,
+                           log_tail(log_path)) from e
     finally:
         log_file.close()
-    assert proc.stdout is not None
-    said = (await proc.stdout.readline()).decode(errors="replace").split(maxsplit=2)
-    if len(said) < 2 or said[0] != "pid":
-        status = await proc.wait()
-        why = said[2].strip() if len(said) == 3 and said[0] == "error" else f"exit status {status}"
-        raise ServerFailed(f"server.command could not start: {why} ({argv[0]})", status, log_tail(log_path))
-    pid = int(said[1])
     log.info("launched (pid %d, supervisor %d): %s; log: %s", pid, proc.pid, " ".join(redact_argv(argv)),
              log_path)
     return Launched(proc, log_path, time.perf_counter(), pid)
@@ -191,18 +211,7 @@ async def stop_server(launched: Launched | None, timeout_s: float) -> int | None
     """SIGTERM the whole process group, SIGKILL it after `timeout_s`; returns the exit status."""
     if launched is None:
         return None
-    proc = launched.proc
-    if proc.returncode is None:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
-            _signal_group(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    # whatever the leader did, nothing of its group may outlive benchc
-    _signal_group(proc.pid, signal.SIGKILL)
-    scrub_log(launched.log_path)
-    return proc.returncode
+    return await stop_group(launched.proc, timeout_s)
 
 
 async def terminate(proc: asyncio.subprocess.Process, timeout_s: float) -> int:

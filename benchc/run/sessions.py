@@ -27,8 +27,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from benchc.client.apis import APIS
 from benchc.client.request import CLOCK, build_body
 from benchc.metrics.record import RequestRecord
+from benchc.plan.images import synthetic_images
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal
 from benchc.plan.sessions import Session, ToolResults, Turn
@@ -78,6 +80,15 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+_IMAGE_PARTS = ("image_url", "input_image", "image")  # an image content part, in each API's form
+
+
+def _images_in(message: dict) -> int:
+    content = message.get("content")
+    return sum(isinstance(p, dict) and p.get("type") in _IMAGE_PARTS for p in content) \
+        if isinstance(content, list) else 0
+
+
 SUB_AGENT = 1 << 20  # the call numbers of sub-agents' tasks (a round's own calls count from 0)
 
 
@@ -103,14 +114,26 @@ class Conversation:
         offered = combo.workload.tools  # the workload's tools: their names name a streamed call
         self.tool_names = [d["function"]["name"] for d in offered["definitions"]] if offered else []
         self.tools_tokens = offered["tokens"] if offered else 0  # every request's, shared by all
+        # previous_response_id (workload.history): the server keeps the conversation; a request
+        # sends what the history gained since the response it names (self.held: the messages
+        # that response covers), the whole history where no response named one
+        self.by_id = (combo.workload.sessions or {}).get("history") == "previous_response_id"
+        self.response_id: str | None = None
+        self.held = 0
+        self.user_turns = 0  # turns sent (each user message's images are its own)
+        self.images = 0  # images the request last built carries (its history's and its own)
 
     def _request(self, messages: list[dict], n_in: int, output_tokens: int | None,
                  own: int | None) -> tuple[bytes, int, int | None, int | None]:
         w, target = self.combo.workload, self.combo.target
         self.messages = messages if self.keep_messages else None
         n_in += self.tools_tokens  # the tool definitions come with every request (shared)
-        prompt = Prompt(None, messages, n_in, output_tokens)
-        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools)
+        previous = self.response_id if self.by_id else None
+        sent = messages[self.held:] if previous else messages
+        self.images = sum(_images_in(m) for m in sent)
+        prompt = Prompt(None, sent, n_in, output_tokens)
+        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage, tools=w.tools,
+                          previous_response_id=previous)
         shared = None if own is None else n_in - own
         return json.dumps(body).encode(), n_in, shared, expected_output(w.sampling, prompt)
 
@@ -120,9 +143,23 @@ class Conversation:
         earlier turns' (None where nobody can say: a user's text)."""
         new = turn.own_tokens + turn.shared_tokens if turn.own_tokens is not None else \
             sum(max(1, _words(str(m.get("content", "")))) for m in turn.messages)
-        self._new, self._pending = new, list(turn.messages)
-        return self._request(self.history + turn.messages, self.history_tokens + new, turn.output_tokens,
+        self._new, self._pending = new, self._with_images(turn.messages)
+        self.user_turns += 1
+        return self._request(self.history + self._pending, self.history_tokens + new, turn.output_tokens,
                              turn.own_tokens)
+
+    def _with_images(self, messages: list[dict]) -> list[dict]:
+        """A turn's messages, its user message carrying the turn's own images (workload.images:
+        image k of (seed, stream, session) from (turn - 1) x count on, a pure function like every
+        synthetic prompt) in the API's form; the history keeps them, so every later turn sends
+        them again, as a client sends a conversation's images."""
+        params = self.combo.workload.images
+        if not params or not messages:
+            return list(messages)
+        stream, index = self.name
+        images = synthetic_images(params, self.combo.workload.params["seed"], stream, index,
+                                  self.user_turns * params["count"])
+        return messages[:-1] + APIS[self.combo.target.api].with_images(messages[-1:], images)
 
     def sub_requests(self, turn: Turn) -> list[tuple[bytes, int, int | None]]:
         """The sub-agents of the tool round last answered (fan-out): (body, input tokens,
@@ -147,17 +184,25 @@ class Conversation:
         self._new, self._pending = 0, []
         return self._request(list(self.history), self.history_tokens, turn.output_tokens, self._results)
 
-    def answered(self, turn: Turn, answer: str) -> None:
-        """The request's new messages and the server's answer join the history."""
+    def answered(self, turn: Turn, answer: str, response_id: str | None = None) -> None:
+        """The request's new messages and the server's answer join the history (`response_id`:
+        the server's id of that answer, which holds the history so far)."""
         self.history += self._pending
         self.history.append({"role": "assistant", "content": answer})
         self.history_tokens += self._new + self.count(answer)
         self._new, self._pending = 0, []
+        self._held(response_id)
 
-    def called(self, content: str, calls: list[dict]) -> float:
+    def _held(self, response_id: str | None) -> None:
+        """The history so far is what the server keeps under `response_id` (None: it named none,
+        and the next request sends the whole history)."""
+        self.response_id, self.held = response_id, len(self.history) if response_id else 0
+
+    def called(self, content: str, calls: list[dict], response_id: str | None = None) -> float:
         """The answer was tool calls (`calls`: {id, name, arguments} as the server streamed
         them): the request's new messages, the assistant's calls, then each call's synthetic
-        result join the history, in the chat form (client/apis.py writes other APIs' forms).
+        result join the history, in the chat form (client/apis.py writes other APIs' forms;
+        `response_id` as for `answered`: the server holds the history through the calls).
         Returns the tools' latency in seconds: they run side by side, the slowest decides."""
         assert self.tools is not None
         self.tool_steps += 1
@@ -166,6 +211,7 @@ class Conversation:
         wire = [{"id": c["id"], "type": "function",
                  "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
         self.history.append({"role": "assistant", "content": content or None, "tool_calls": wire})
+        self._held(response_id)
         tokens = self._new + self.count(content) if content else self._new
         results, latency = 0, 0.0
         for k, c in enumerate(calls):
@@ -221,7 +267,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
                           reused=session.reused, ready_ns=due,
                           queued_ns=due - sched if sched is not None and first else 0,
                           session=index, turn=sent + 1, prev_end_ns=prev_end, messages=conv.messages,
-                          tools=conv.combo.workload.tools is not None)
+                          tools=conv.combo.workload.tools is not None, images=conv.images)
         await env.measured(body, r)
         sent += 1
         ok += r.ok
@@ -255,7 +301,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
         rounds = 0
         while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
             rounds += 1
-            latency_s = conv.called(r.parser.answer_text(), calls)
+            latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
             prev_end, prev_send = r.end_ns, r.t0_ns
             if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
                 break
@@ -280,7 +326,7 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
             outcome = "failed"
             break
         if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
-            conv.answered(turn, r.parser.answer_text())
+            conv.answered(turn, r.parser.answer_text(), r.parser.response_id)
         prev_end, prev_send = r.end_ns, r.t0_ns
     env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
               "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out})

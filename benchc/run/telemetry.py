@@ -18,6 +18,7 @@ import asyncio
 import math
 import re
 import shutil
+import time
 from typing import Any
 
 import aiohttp
@@ -43,6 +44,7 @@ SERVER_KINDS: dict[str, dict[str, Any]] = {
                                        "vllm:gpu_prefix_cache_queries_total"),
         "spec_decode_accepted_total": ("vllm:spec_decode_num_accepted_tokens_total",),
         "spec_decode_draft_total": ("vllm:spec_decode_num_draft_tokens_total",),
+        "preemptions_total": ("vllm:num_preemptions_total",),
         # per-request phase histograms (sum and count): run/server_timings.py
         **{f"{phase}_seconds_{part}": (f"vllm:{name}_seconds_{part}",)
            for phase, name in (("queue", "request_queue_time"), ("prefill", "request_prefill_time"),
@@ -58,6 +60,9 @@ SERVER_KINDS: dict[str, dict[str, Any]] = {
         "cached_prompt_tokens_total": ("sglang:cached_tokens_total",),
         "cache_hit_rate": ("sglang:cache_hit_rate",),
         "spec_accept_length": ("sglang:spec_accept_length",),
+        # SGLang calls a preemption a retraction (its scheduler's retract_decode); not
+        # sglang:num_retracted_reqs, a gauge of the last batch's
+        "preemptions_total": ("sglang:num_retracted_requests_total",),
     }},
     "llama.cpp": {"prefix": "llamacpp:", "names": {
         "running": ("llamacpp:requests_processing",),
@@ -80,7 +85,7 @@ GAUGES = ("running", "waiting", "kv_cache_usage", "cache_hit_rate", "spec_accept
 RATIOS = ("kv_cache_usage", "cache_hit_rate", "spec_accept_length")  # averaged over label sets, not summed
 COUNTERS = ("generation_tokens_total", "prompt_tokens_total", "prompt_tokens_processed_total",
             "cached_prompt_tokens_total", "prefix_cache_hits_total", "prefix_cache_queries_total",
-            "spec_decode_accepted_total", "spec_decode_draft_total")
+            "spec_decode_accepted_total", "spec_decode_draft_total", "preemptions_total")
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|\+Inf|-Inf)")
 
 
@@ -124,6 +129,40 @@ async def scrape(session: aiohttp.ClientSession, root: str) -> dict[str, Any] | 
             return parse_prometheus(body.decode("utf-8", "replace"))
     except (aiohttp.ClientError, TimeoutError, BodyTooLarge):
         return None
+
+
+# A point's time series (points[].timeseries.server): the gauges as sampled, the counters as
+# their growth since the sample before the point (so a chart's slope is their rate). Column ->
+# our figure (SERVER_KINDS); a column no sample of the point had is left out.
+SERIES_GAUGES = {"running": "running", "waiting": "waiting", "kv_cache_usage": "kv_cache_usage"}
+SERIES_COUNTERS = {"preemptions": "preemptions_total",
+                   # tokens served from the prefix cache (vLLM, SGLang, llama.cpp all count these)
+                   "prefix_cache_hit_tokens": "cached_prompt_tokens_total",
+                   "prefix_cache_query_tokens": "prefix_cache_queries_total"}
+
+
+def server_series(before: dict | None, samples: list[tuple[int, dict]], start_ns: int | None,
+                  end_ns: int | None) -> dict:
+    """The columns of the /metrics samples taken (stamped `t_ns`, on the point's clock) within
+    the point's window `start_ns`..`end_ns`: `t_s` in seconds from its start, then one list per
+    figure (null where a sample lacked it)."""
+    if before is None or before.get("kind") is None or start_ns is None or end_ns is None:
+        return {"available": False}
+    inside = [(t, m) for t, m in samples if start_ns <= t <= end_ns]
+    out: dict = {"available": True, "kind": before["kind"],
+                 "t_s": [round((t - start_ns) / 1e9, 6) for t, _ in inside]}
+    for column, ours in SERIES_GAUGES.items():
+        if any(ours in m for _, m in inside):
+            out[column] = [float(f"{m[ours]:.6g}") if ours in m else None for _, m in inside]
+    for column, ours in SERIES_COUNTERS.items():
+        if ours in before and any(ours in m for _, m in inside):
+            out[column] = [_whole(m[ours] - before[ours]) if ours in m else None for _, m in inside]
+    return out
+
+
+def _whole(v: float) -> float | int:
+    """A counter's growth as an integer where it is one (Prometheus writes counts as 5.0)."""
+    return int(v) if v.is_integer() else v
 
 
 def _agreement(server: float, benchc: int) -> dict:
@@ -179,6 +218,8 @@ class GpuSampler:
         self.samples: dict[str, list[tuple[float, float, float, float]]] = {}
         self.names: dict[str, str] = {}
         self.total_mem: dict[str, float] = {}
+        # per GPU (t_ns when its row was read, power W): run/power.py integrates them
+        self.stamped: dict[str, list[tuple[int, float]]] = {}
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> bool:
@@ -208,6 +249,7 @@ class GpuSampler:
                 continue
             self.names[idx] = name
             self.samples.setdefault(idx, []).append(row)
+            self.stamped.setdefault(idx, []).append((time.perf_counter_ns(), row[2]))
 
     async def stop(self) -> None:
         from benchc.run.server import terminate

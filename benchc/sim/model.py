@@ -95,6 +95,10 @@ class SimConfig:
     image_max_tokens: int = 16384
     # /v1/embeddings: the floats of each input's vector
     embed_dim: int = 384
+    # the Responses API's stored responses (a later request's previous_response_id,
+    # sim/responses_store.py): each kept this long after it ended, and this many at most
+    responses_kept_s: float = 600.0
+    responses_kept: int = 10000
 
     # The connection as llama.cpp's server (cpp-httplib) treats it: every streamed response says
     # `Keep-Alive: timeout=5, max=100`, then the server closes the connection anyway, after a
@@ -104,6 +108,17 @@ class SimConfig:
     close_delay_ms: float = 0.0
     # whose metric names /metrics uses: vllm, sglang, llamacpp or tgi (server_metrics.py)
     metrics_names: str = "vllm"
+    # The GPUs the simulated server runs on (its TP x PP x DP), and the machine's: the others
+    # idle beside it, as a node's unused GPUs do (0: as many as the server's).
+    gpus: int = 1
+    machine_gpus: int = 0
+    # Power per simulated GPU (sim/power.py): gpu_idle_w while the engine has nothing to run;
+    # while a step runs, gpu_idle_w + gpu_busy_w + gpu_w_per_seq x the step's batch, at most
+    # gpu_max_w. Modelled figures of the order of an H100/H200's, not measured ones.
+    gpu_idle_w: float = 60.0
+    gpu_busy_w: float = 250.0
+    gpu_w_per_seq: float = 1.5
+    gpu_max_w: float = 700.0
 
     def prefix_cache_capacity_tokens(self) -> int:
         return self.prefix_cache_tokens or self.kv_tokens or DEFAULT_PREFIX_CACHE_TOKENS
@@ -134,10 +149,10 @@ class SimConfig:
 PRESETS: dict[str, SimConfig] = {
     "minimax-m2.5-tp4": SimConfig(model="MiniMaxAI/MiniMax-M2.5", max_num_seqs=256,
                                   step_table=MINIMAX_TABLE, prefill_tok_s=40000.0,
-                                  max_model_len=196608),
+                                  max_model_len=196608, gpus=4, machine_gpus=8),
     "kimi-k2.5-nvfp4-tp8": SimConfig(model="moonshotai/Kimi-K2.5", max_num_seqs=128,
                                      step_table=KIMI_TABLE, prefill_tok_s=15000.0,
-                                     max_model_len=262144),
+                                     max_model_len=262144, gpus=8, machine_gpus=8, gpu_max_w=1000.0),
     # No delays at all: the engine runs steps back to back; a load source for client tests.
     "instant": SimConfig(model="benchc-sim", max_num_seqs=4096, base_ms=0.0, per_seq_ms=0.0,
                          prefill_tok_s=0.0, chunks_per_write=16),
@@ -174,6 +189,12 @@ def apply_overrides(base: SimConfig, **overrides) -> SimConfig:
         raise ValueError(f"apis: the simulator serves {', '.join(APIS)}")
     if overrides.get("embed_dim", 1) < 1:
         raise ValueError("embed_dim must be at least 1")
+    if overrides.get("gpus", 1) < 1 or overrides.get("machine_gpus", 0) < 0:
+        raise ValueError("gpus must be at least 1 and machine_gpus at least 0")
+    if any(overrides.get(k, 0) < 0 for k in ("gpu_idle_w", "gpu_busy_w", "gpu_w_per_seq", "gpu_max_w")):
+        raise ValueError("gpu_idle_w, gpu_busy_w, gpu_w_per_seq and gpu_max_w must be at least 0")
+    if overrides.get("responses_kept_s", 0) < 0 or overrides.get("responses_kept", 0) < 0:
+        raise ValueError("responses_kept_s and responses_kept must be at least 0")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:

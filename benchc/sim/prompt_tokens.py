@@ -135,6 +135,14 @@ class PromptCounter:
                     pieces.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
         return self._tokens(pieces)
 
+    def parts(self, api: str, body: dict) -> tuple[list, list, int]:
+        """(the tool definitions' tokens, the conversation's, of which image tokens): `prompt`'s
+        count in two parts, each tokenized alone. The Responses API's stored conversation is
+        the second (sim/responses_store.py): a later request sends its tools anew."""
+        tools, _ = self._tokens([json.dumps(t, ensure_ascii=False) for t in body.get("tools") or []])
+        conversation, images = self.prompt(api, {k: v for k, v in body.items() if k != "tools"})
+        return tools, conversation, images
+
     def chat(self, body: dict) -> tuple[list, int]:
         """(tokens, of which image tokens) of a chat body."""
         return self.prompt("chat", body)

@@ -48,8 +48,10 @@ from aiohttp.web_protocol import RequestHandler
 from benchc.plan.workload import VOCABULARY
 from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
+from benchc.sim.power import PowerMeter
 from benchc.sim.prefix_cache import PrefixCache, block_keys
 from benchc.sim.prompt_tokens import PromptCounter
+from benchc.sim.responses_store import ResponseStore
 from benchc.sim.server_metrics import Counters, render
 from benchc.sim.wire import REASONING, TOOL, WIRES, runs
 
@@ -59,8 +61,10 @@ log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
 IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
+# a Responses request's conversation (its prompt but the tools): what its stored response keeps
+CONVERSATION: Any = web.RequestKey("conversation", list) if hasattr(web, "RequestKey") else "conversation"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
-POOLING = ("embeddings", "rerank")  # APIs answered once the request's prefill step ran
+POOLING = ("embeddings", "rerank", "score")  # APIs answered once the request's prefill step ran
 
 
 def _json_escape(b: bytes) -> bytes:
@@ -178,9 +182,9 @@ class Seq:
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
-                 "tool_at", "tool_end", "tool_finish", "wire", "inputs")
+                 "tool_at", "tool_end", "tool_finish", "wire", "inputs", "conversation")
     id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
-    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank"
+    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank" | "score"
     stream: bool
     resp: Any  # the aiohttp StreamResponse of a stream
     transport: Any  # the connection (a reset fault aborts it)
@@ -220,6 +224,7 @@ class Seq:
     tool_finish: str | None  # the finish at tool_end: tool_calls, or length when max_tokens cut the call
     wire: dict | None  # the Responses / Messages stream's state (sim/wire.py)
     inputs: int  # embeddings: the inputs of the request (one vector each)
+    conversation: list | None  # Responses, stored: the prompt's tokens but the tools' (responses_store)
 
     def __init__(self, **kw: Any):
         for k in self.__slots__:
@@ -254,10 +259,12 @@ class Engine:
             blocks = max(1, cfg.prefix_cache_capacity_tokens() // cfg.block_size)
             self.prefix = PrefixCache(cfg.block_size, blocks)
         self.cache_resets_total = 0
+        self.responses = ResponseStore(cfg.responses_kept_s, cfg.responses_kept)  # previous_response_id
         self.admitted_total = 0  # admissions so far: each request's place in the admission order
         # vLLM's per-request phase histograms, as sum and count: queue, prefill, decode, ttft
         self.phase_s = dict.fromkeys(("queue", "prefill", "decode", "ttft"), 0.0)
         self.phase_n = 0
+        self.power = PowerMeter(cfg, CLOCK())  # the simulated GPUs' draw (sim/power.py)
 
     def submit(self, seq: Seq) -> None:
         self.waiting.append(seq)
@@ -298,6 +305,7 @@ class Engine:
         next_t = 0
         while True:
             if not self.running:
+                self.power.set(CLOCK(), 0)
                 self.wake.clear()
                 if not self.waiting:
                     await self.wake.wait()
@@ -329,6 +337,7 @@ class Engine:
                 next_t = 0
                 continue
             step_s = cfg.step_ms(len(self.running)) / 1000.0
+            self.power.set(now, len(self.running))  # drawn from this step's start to the next's
             if cfg.jitter:
                 step_s *= 1.0 + cfg.jitter * (2.0 * self.rng.random() - 1.0)
             if cfg.prefill_tok_s and cfg.ttft_ms is None:
@@ -521,10 +530,16 @@ class Engine:
         bs = self.cfg.block_size
         keys = seq.block_keys
         assert self.prefix is not None  # called only with the prefix cache on
-        out = seq.out_ids[:seq.emitted] if seq.out_ids is not None else \
-            [w.decode().strip() for w in seq.text[:seq.emitted]]
+        out = self._output_tokens(seq)
         self.prefix.insert(block_keys(list(seq.prompt_tokens[len(keys) * bs:]) + out, bs, keys))
         seq.prompt_tokens = []
+
+    @staticmethod
+    def _output_tokens(seq: Seq) -> list:
+        """The output emitted so far as prompt tokens (words, or ids): what a conversation that
+        goes on sends back of it."""
+        return seq.out_ids[:seq.emitted] if seq.out_ids is not None else \
+            [w.decode().strip() for w in seq.text[:seq.emitted]]
 
     def _mid_stream_fault(self, seq: Seq, t: int) -> None:
         fault = seq.fault
@@ -572,6 +587,9 @@ class Engine:
         # blocks are the sequence's, not the finish reason's)
         if self.prefix is not None and reason in ("length", "stop", "tool_calls") and seq.emitted:
             self._cache_output(seq)
+        if seq.conversation is not None and reason in ("length", "stop", "tool_calls"):
+            # the Responses API's stored response: its conversation, then its output (as cached)
+            self.responses.put("resp_" + tr["id"], seq.conversation + self._output_tokens(seq), t)
         if seq.tool_at is not None:
             tr["tool_call_tokens"] = max(0, seq.emitted - seq.tool_at)
         if self.cfg.trace_text:
@@ -653,9 +671,12 @@ class SimServer:
                 app.router.add_post(path, functools.partial(self._generate, api=api))
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_post("/v1/rerank", self.rerank)
+        app.router.add_post("/score", self.score)  # vLLM's, at the root (and its /v1/score alias)
+        app.router.add_post("/v1/score", self.score)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/sim/power", self.power_reading)
         app.router.add_post("/tokenize", self.tokenize)
         if self.cfg.reset_endpoints:
             app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache_vllm)  # vLLM
@@ -730,6 +751,10 @@ class SimServer:
                             created_s=self.started_s)
         return web.Response(text=render(cfg.metrics_names, cfg.model, counters), content_type="text/plain")
 
+    async def power_reading(self, request: web.Request) -> web.Response:
+        """The simulated GPUs now (sim/power.py); ?log=1 adds the server GPUs' draw changes."""
+        return web.json_response(self.engine.power.reading(CLOCK(), request.query.get("log") == "1"))
+
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """Empty the prefix cache, as vLLM's POST /reset_prefix_cache and SGLang's POST /flush_cache."""
         if self.engine.prefix is not None:
@@ -766,22 +791,26 @@ class SimServer:
         """vLLM's /v1/rerank (Jina and Cohere's shape): the documents by relevance to the query."""
         return await self._pooled(request, "rerank")
 
+    async def score(self, request: web.Request) -> web.StreamResponse:
+        """vLLM's /score: a score per (text_1, text_2) pair."""
+        return await self._pooled(request, "score")
+
     async def _pooled(self, request: web.Request, api: str) -> web.StreamResponse:
         """One request of a pooling API, written once the engine ran the request's prefill step
         (the trace's `end_ns` is that write). `inputs` in the trace: the vectors (embeddings) or
         documents (rerank) answered."""
         arrival = request[ARRIVAL_NS]
         try:
-            if api == "embeddings":
-                body, counts = await self._read_embedding_request(request)
-            else:
-                body, counts = await self._read_rerank_request(request)
+            read = {"embeddings": self._read_embedding_request, "rerank": self._read_rerank_request,
+                    "score": self._read_score_request}[api]
+            body, counts = await read(request)
             fault = await self._pick_fault()
         except _Reject as r:
             return r.response
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         tokens = sum(counts)
-        seq = Seq(id=("embd-" if api == "embeddings" else "rerank-") + rid, api=api, stream=False,
+        seq = Seq(id={"embeddings": "embd-", "rerank": "rerank-", "score": "score-"}[api] + rid, api=api,
+                  stream=False,
                   transport=request.transport, input_tokens=tokens, max_tokens=0, inputs=len(counts),
                   fault=fault, reasoning=0, text=[], done=asyncio.get_running_loop().create_future(),
                   ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
@@ -795,7 +824,8 @@ class SimServer:
             reason = await seq.done
             if reason == "client_gone":
                 return web.Response(status=499)
-            answer = self._embeddings_answer if api == "embeddings" else self._rerank_answer
+            answer = {"embeddings": self._embeddings_answer, "rerank": self._rerank_answer,
+                      "score": self._score_answer}[api]
             return await self._write_answer(request, seq, answer(seq, body))
         except asyncio.CancelledError:
             seq.gone = True
@@ -819,6 +849,25 @@ class SimServer:
                                  "BadRequestError"))
         q = self._count(query)
         return body, [q + self._count(d) for d in docs]
+
+    async def _read_score_request(self, request: web.Request) -> tuple[dict, list[int]]:
+        """(body, the tokens of each (text_1, text_2) pair) of a valid score request, paired as
+        vLLM pairs them: one text_1 with every text_2, or lists of one length pairwise; _Reject
+        with vLLM's error otherwise."""
+        body = await self._read_json(request)
+        one, two = body.get("text_1"), body.get("text_2")
+        one = [one] if isinstance(one, str) else one
+        two = [two] if isinstance(two, str) else two
+        if not (isinstance(one, list) and isinstance(two, list) and one and two
+                and all(isinstance(t, str) for t in one + two)):
+            raise _Reject(_error(400, "text_1 and text_2 must be strings or non-empty lists of strings",
+                                 "BadRequestError"))
+        if len(one) == 1:
+            one = one * len(two)
+        if len(one) != len(two):
+            raise _Reject(_error(400, "text_1 and text_2 must be of the same length (or text_1 one text)",
+                                 "BadRequestError"))
+        return body, [self._count(a) + self._count(b) for a, b in zip(one, two, strict=True)]
 
     async def _read_json(self, request: web.Request) -> dict:
         """A pooling request's JSON object, for this server's model; _Reject otherwise."""
@@ -880,6 +929,17 @@ class SimServer:
                    for score, i in order[:top_n]]
         return json.dumps({"id": seq.id, "model": self.cfg.model, "usage": {"total_tokens": seq.input_tokens},
                            "results": results}, separators=(",", ":")).encode()
+
+    def _score_answer(self, seq: Seq, body: dict) -> bytes:
+        """vLLM's score answer: a score per pair in the pairs' order, drawn from the request's
+        id; usage.prompt_tokens the tokens of every pair."""
+        rng = random.Random(seq.id)
+        data = [{"index": i, "object": "score", "score": round(rng.random(), 8)} for i in range(seq.inputs)]
+        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens, "completion_tokens": 0,
+                 "prompt_tokens_details": None}
+        answer = {"id": seq.id, "object": "list", "created": int(time.time()), "model": self.cfg.model,
+                  "data": data, "usage": usage}
+        return json.dumps(answer, separators=(",", ":")).encode()
 
     async def _write_answer(self, request: web.Request, seq: Seq, out: bytes) -> web.StreamResponse:
         """A pooling answer; faults: `reset` drops the connection, `stall` waits before the
@@ -944,6 +1004,18 @@ class SimServer:
         text = _prompt_text(api, body)  # checked as a server checks it (400s)
         if api == "completions":
             tokens = self.tok.encode(text) if self.tok else text.split()
+        elif api == "responses":  # the conversation apart: a stored response keeps it
+            tools, conversation, request[IMAGE_TOKENS] = self.prompt_counter.parts(api, body)
+            previous = body.get("previous_response_id")
+            if previous is not None:  # that response's conversation, then this request's input
+                held = self.engine.responses.get(str(previous), CLOCK())
+                if held is None:
+                    raise _Reject(_error(404, f"Response with id '{previous}' not found.",
+                                         "invalid_request_error"))
+                conversation = held + conversation
+            if body.get("store", True) is not False:
+                request[CONVERSATION] = conversation
+            tokens = tools + conversation
         else:  # tools, messages, content parts, images, tool calls (sim/prompt_tokens.py's rule)
             tokens, request[IMAGE_TOKENS] = self.prompt_counter.prompt(api, body)
         if int(body.get("n", 1)) != 1:
@@ -1016,6 +1088,9 @@ class SimServer:
                    "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0,
                    "first_tool_ns": None, "tool_chunks": 0},
         )
+        seq.conversation = request.get(CONVERSATION)
+        if body.get("previous_response_id") is not None:
+            seq.trace["previous_response_id"] = body["previous_response_id"]
         if request.get(IMAGE_TOKENS) or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
             seq.trace["image_tokens"] = request.get(IMAGE_TOKENS, 0)  # what they cost, as received
             seq.trace["body_bytes"] = request.content_length

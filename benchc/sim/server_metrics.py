@@ -27,6 +27,9 @@ class Counters:
     phase_n: int = 0  # ... over this many requests
     cache_resets: int = 0
     created_s: float = 0.0  # wall-clock time the counters started (Prometheus' _created samples)
+    # the engine reserves a request's whole KV (prompt + max_tokens) when it admits it, so it
+    # never preempts: the counter is there, as on the real servers, and stays 0
+    preemptions: int = 0
 
 
 def render(names: str, model: str, c: Counters) -> str:
@@ -54,6 +57,7 @@ def _vllm(model: str, c: Counters) -> list[str]:
         *_metric("vllm:prompt_tokens_total", "counter", c.prompt_tokens, label),
         *_metric("vllm:prompt_tokens_cached_total", "counter", c.cached_prompt_tokens, label),
         *_metric("vllm:request_success_total", "counter", c.requests, label),
+        *_metric("vllm:num_preemptions_total", "counter", c.preemptions, label),
     ]
     if c.prefix_cache_queries is not None:
         out += [*_metric("vllm:prefix_cache_queries_total", "counter", c.prefix_cache_queries, label),
@@ -102,6 +106,8 @@ def _sglang(model: str, c: Counters) -> list[str]:
         *_metric("sglang:cached_tokens_total", "counter", c.cached_prompt_tokens, label,
                  "Number of cached prompt tokens."),
         *_metric("sglang:num_requests_total", "counter", c.requests, label, "Number of requests processed."),
+        *_metric("sglang:num_retracted_requests_total", "counter", c.preemptions, label,
+                 "Number of retracted requests."),
     ]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import yaml
 
+from benchc.inputs import TWIN_BYTES, input_problem
 from benchc.plan.model import sim_preset_is_file as is_twin_path  # noqa: F401 (re-exported: one rule)
 from benchc.sim.model import PARAMS, SimConfig, apply_overrides
 
@@ -32,6 +33,8 @@ def dump_twin(doc: dict) -> str:
 def read_twin(path: str) -> dict:
     """The twin document at `path`; ValueError says what is wrong with it (unreadable, not a
     twin, a newer version, unknown simulator parameters)."""
+    if why := input_problem(path, TWIN_BYTES, "twin"):
+        raise ValueError(why)
     try:
         with open(path, encoding="utf-8") as f:
             doc = yaml.safe_load(f)

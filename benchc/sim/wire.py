@@ -95,6 +95,13 @@ class ResponsesWire:
             "type": "message",
         }
 
+    def _done(self, seq: Any, name: str, item: dict, index: int, **fields: Any) -> bytes:
+        """One of the `.done` events that close an item: what it repeats (`fields`), and the
+        item's id, index and the sequence number, keys in vLLM's (alphabetical) order."""
+        obj = {**fields, "item_id": item["id"], "output_index": index, "sequence_number": self._next(seq),
+               "type": name}
+        return _sse(name, dict(sorted(obj.items())))
+
     def _close(self, seq: Any, upto: int) -> bytes:
         """The open item's closing events (its whole text, as vLLM repeats it)."""
         w = seq.wire
@@ -103,48 +110,18 @@ class ResponsesWire:
             return b""
         item = w["items"][-1]
         words = seq.text[w["from"] : upto]
-        out = b""
         if kind == ANSWER:
             text = _text(words)
-            out += _sse(
-                "response.output_text.done",
-                {
-                    "content_index": 0,
-                    "item_id": item["id"],
-                    "logprobs": [],
-                    "output_index": index,
-                    "sequence_number": self._next(seq),
-                    "text": text,
-                    "type": "response.output_text.done",
-                },
-            )
+            out = self._done(seq, "response.output_text.done", item, index, content_index=0, logprobs=[],
+                             text=text)
             item["content"] = [{"annotations": [], "text": text, "type": "output_text"}]
         elif kind == REASONING:
             text = _text(words)
-            out += _sse(
-                "response.reasoning_text.done",
-                {
-                    "content_index": 0,
-                    "item_id": item["id"],
-                    "output_index": index,
-                    "sequence_number": self._next(seq),
-                    "text": text,
-                    "type": "response.reasoning_text.done",
-                },
-            )
+            out = self._done(seq, "response.reasoning_text.done", item, index, content_index=0, text=text)
             item["content"] = [{"text": text, "type": "reasoning_text"}]
         else:
             args = _text(words[1:])
-            out += _sse(
-                "response.function_call_arguments.done",
-                {
-                    "arguments": args,
-                    "item_id": item["id"],
-                    "output_index": index,
-                    "sequence_number": self._next(seq),
-                    "type": "response.function_call_arguments.done",
-                },
-            )
+            out = self._done(seq, "response.function_call_arguments.done", item, index, arguments=args)
             item["arguments"] = args
         item["status"] = "completed"
         out += _sse(

@@ -466,7 +466,9 @@ def _server_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     has_cmd, attach = "command" in server, server.get("attach", False)
     if has_cmd and attach:
         out.append(p(("server", "attach"), "attach: true and command exclude each other"))
-    if not has_cmd and not attach:
+    # a section that only describes the server (metrics_interval, gpus) is about the server
+    # the target names, as attach: true
+    if not has_cmd and not attach and set(server) - {"metrics_interval", "gpus"}:
         out.append(p(("server",), "give server.command to launch a server, or attach: true"))
     if has_cmd and "sim" in d["target"]:
         out.append(p(("server", "command"), "target.sim starts its own server; "
@@ -536,10 +538,14 @@ def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         if tools is None:
             out.append(p(("workload", "agent"), "an agent loop answers tool calls: give workload.tools too",
                          key=True))
-        if api in ("responses", "messages"):  # their history needs the calls in their own items
-            out.append(p(("workload", "agent"), f"agent loops on the {api} API are not built yet: the "
-                                                "history carries tool calls in the chat form (use "
-                                                "target.api: chat)", key=True))
+    if w.get("history", "full") != "full":  # previous_response_id: the Responses API keeps it
+        if api != "responses":
+            out.append(p(("workload", "history"), "previous_response_id is the Responses API's: it "
+                                                  "needs target.api: responses"))
+        if not _multi_turn(d):
+            out.append(p(("workload", "history"), "a history is a session's: previous_response_id needs a "
+                                                  "sessions workload (workload.dataset.sessions, or "
+                                                  "sharegpt or trace with sessions: true)"))
     syn = (tools or {}).get("synthetic")
     if syn and syn["count"] * syn["tokens"] > _MAX_TOOL_TOKENS:
         out.append(p(("workload", "tools", "synthetic"), f"{syn['count']} x {syn['tokens']} tokens of tool "
@@ -550,9 +556,6 @@ def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         out.append(p(("workload", "images"), f"{img['count']} images of {img['width']} x {img['height']} is "
                                              f"more than {_MAX_IMAGE_PIXELS:,} pixels in every request "
                                              "(benchc's ceiling)"))
-    if "images" in w and _multi_turn(d):
-        out.append(p(("workload", "images"), "images in sessions are not built yet: use a single-prompt "
-                                             "dataset (random, jsonl, ...)", key=True))
     return out
 
 

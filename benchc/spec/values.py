@@ -18,8 +18,11 @@ import jsonschema
 from benchc.errors import SpecProblem
 from benchc.redact import redact_url
 from benchc.spec.schemas import load_schema
-from benchc.units import parse_tokens
+from benchc.units import parse_duration, parse_tokens
 
+# server.metrics_interval's floor: a scrape costs the server a /metrics render (vLLM's is ~100 kB)
+# and benchc a parse, so one every few milliseconds would load both; AIPerf's finest is 100 ms
+MIN_METRICS_INTERVAL_S = 0.05
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # RFC 9110 token: the characters a header name may hold
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -174,10 +177,18 @@ def _name_problems(spec: Any, d: dict) -> list[SpecProblem]:
     return out
 
 
+def _interval_problems(spec: Any, d: dict) -> list[SpecProblem]:
+    interval = (d.get("server") or {}).get("metrics_interval")
+    if interval is not None and parse_duration(interval) < MIN_METRICS_INTERVAL_S:
+        return [spec.problem(("server", "metrics_interval"), f"{interval!r} is shorter than the "
+                             f"{MIN_METRICS_INTERVAL_S * 1000:.0f}ms a /metrics sample may be apart")]
+    return []
+
+
 def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
     """Value problems of one expanded, schema-valid combination."""
     return (_credentials_problems(spec, d["target"]) + _output_length_problems(spec, d)
-            + _name_problems(spec, d))
+            + _name_problems(spec, d) + _interval_problems(spec, d))
 
 
 def sim_param_problems(params: dict, names: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ environment with trim_blocks and lstrip_blocks, the loopcontrols extension, a `t
 that does not escape HTML, `raise_exception` and `strftime_now`, and the tokenizer's special
 tokens (bos_token, eos_token, ...) as variables beside `messages`, `tools` (the request's
 tool definitions, or None) and `add_generation_prompt` (true: the prompt ends where the
-answer starts).
+answer starts). A render is bounded in time and output (tokenizer/_template_bounds.py).
 
 jinja2 is an optional extra (`pip install 'benchc[template]'`); without it a template is
 found but not used, and the plan says so.
@@ -25,6 +25,7 @@ from typing import Any
 
 from benchc.errors import UsageError
 from benchc.inputs import TEMPLATE_BYTES, input_problem
+from benchc.tokenizer._template_bounds import RenderBound, bounded_environment, render_bounded
 
 _SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 JINJA_MISSING = "jinja2 is not installed: pip install 'benchc[template]'"
@@ -88,7 +89,6 @@ class ChatTemplate:
             try:
                 import jinja2
                 import jinja2.ext
-                from jinja2.sandbox import ImmutableSandboxedEnvironment
             except ImportError as e:
                 raise UsageError(f"target.tokenizer's chat template ({self.source}): {JINJA_MISSING}") from e
 
@@ -100,8 +100,8 @@ class ChatTemplate:
                 return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                                   sort_keys=sort_keys)
 
-            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                extensions=[jinja2.ext.loopcontrols])
+            env = bounded_environment()(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[jinja2.ext.loopcontrols])
             env.filters["tojson"] = tojson
             env.globals["raise_exception"] = raise_exception
             env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -117,10 +117,13 @@ class ChatTemplate:
         request's tool definitions where it offers tools (chat form, as the request carries
         them: HF's apply_chat_template passes them on as they are)."""
         try:
-            return self._template().render(messages=messages, tools=tools or None, documents=None,
-                                           add_generation_prompt=add_generation_prompt, **self.variables)
+            return render_bounded(self._template(), lambda: len(json.dumps([messages, tools], default=str)),
+                                  {"messages": messages, "tools": tools or None, "documents": None,
+                                   "add_generation_prompt": add_generation_prompt, **self.variables})
         except UsageError:
             raise
+        except RenderBound as e:
+            raise UsageError(f"{self.source}: its chat template's rendering passed its bound: {e}") from None
         except Exception as e:  # noqa: BLE001 - a template's own error (raise_exception, a bad field)
             raise UsageError(f"{self.source}: its chat template fails on these messages: {e}") from e
 

@@ -72,6 +72,9 @@ def _load(path: str, core: str | None) -> Tokenizer:
 
 
 def _from_dir(path: str, core: str | None) -> Tokenizer:
+    for name in _DIR_TOKENIZER_FILES:  # a FIFO or a device there is not a file (isfile): its size then
+        if os.path.isfile(os.path.join(path, name)):
+            _existing(os.path.join(path, name))
     if os.path.isfile(os.path.join(path, "tokenizer.json")):
         return from_tokenizer_json(os.path.join(path, "tokenizer.json"), core)
     if is_kimi_dir(path):
@@ -97,7 +100,8 @@ def tokenizer_files(path: str) -> tuple[str, list[str]]:
     if sep and name in ENCODINGS:
         return f"{name}:", [_existing(rest)]
     if os.path.isdir(path):
-        files = [os.path.join(path, f) for f in _DIR_TOKENIZER_FILES if os.path.isfile(os.path.join(path, f))]
+        files = [_existing(os.path.join(path, f)) for f in _DIR_TOKENIZER_FILES
+                 if os.path.isfile(os.path.join(path, f))]
         if not files:
             raise UsageError(f"no tokenizer at {path}")
         return "dir", files

@@ -148,7 +148,13 @@ cdef Py_ssize_t _utf8_at(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) noe
 cdef bint _utf8_ok(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """The whole event decodes as json.loads decodes bytes (see _utf8_at)."""
     cdef Py_ssize_t i = 0, k
+    cdef uint64_t w
     while i < n:
+        if i + 8 <= n:  # ASCII runs 8 bytes at a time: the Responses API's events are long
+            memcpy(&w, p + i, 8)
+            if not (w & 0x8080808080808080ULL):
+                i += 8
+                continue
         if p[i] < 0x80:
             i += 1
             continue
@@ -237,6 +243,8 @@ cdef struct Keys:
     # thinking, partial_json); `choices`: whether a top-level choices key is there at all
     Py_ssize_t type, top_delta, delta_type
     Py_ssize_t delta_field[3]
+    # the objects the events a response sends once carry at the top (read by _once)
+    Py_ssize_t response, item, message, block
     bint choices
     # an "error" or "tool_calls" key, a "logprobs" object, a repeated key, a "timings" object or
     # usage's "prompt_tokens_details" object: json.loads
@@ -278,6 +286,7 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     f.delta = f.text = f.finish = f.usage = f.completion = f.prompt = f.details = f.reasoning = -1
     f.text_key[0] = f.text_key[1] = f.text_key[2] = -1
     f.type = f.top_delta = f.delta_type = -1
+    f.response = f.item = f.message = f.block = -1
     f.delta_field[0] = f.delta_field[1] = f.delta_field[2] = -1
     f.unusual = f.choices = False
     while i < n:
@@ -334,6 +343,14 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
                     _first(&f.top_delta, val, f)
                     if p[val] == 123:
                         tdelta_at = val
+                elif _key_is(key, klen, b"response", 8):
+                    _first(&f.response, val, f)
+                elif _key_is(key, klen, b"item", 4):
+                    _first(&f.item, val, f)
+                elif _key_is(key, klen, b"message", 7):
+                    _first(&f.message, val, f)
+                elif _key_is(key, klen, b"content_block", 13):
+                    _first(&f.block, val, f)
             elif depth == choice_depth:
                 if _key_is(key, klen, b"delta", 5):
                     _first(&f.delta, val, f)
@@ -452,7 +469,9 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     """A fresh parser in *s (whose memory holds anything); -1 when memory ran out. `body`: it
     reads one JSON body (see the module)."""
     s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
-    s.texts.p = NULL
+    s.texts.p = s.response_id.p = NULL
+    s.response_id.n = s.response_id.cap = 0
+    s.has_response_id = False
     s.line.n = s.data.n = s.finish.n = s.error_event.n = s.shape_head.n = s.shape_tail.n = s.texts.n = 0
     s.line.cap = s.data.cap = s.finish.cap = s.error_event.cap = s.shape_head.cap = s.shape_tail.cap = 0
     s.texts.cap = 0
@@ -465,6 +484,7 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.first_reasoning_ns = s.first_answer_ns = s.reasoning_chunks = 0
     s.first_tool_ns = s.tool_chunks = s.unknown_events = 0
     s.shape_kind = 0
+    s.counter_at = s.counter_len = 0
     s.has_timings = False
     s.has_finish = s.has_error_event = s.has_shape = False
     s.example_len = 0
@@ -505,13 +525,14 @@ cdef void stream_free(StreamCore* s) noexcept nogil:
     free(s.shape_head.p)
     free(s.shape_tail.p)
     free(s.texts.p)
+    free(s.response_id.p)
     free(s.piece_ends)
     free(s.gaps)
     free(s.tokens)
     free(s.kinds)
     s.kinds = NULL
     s.line.p = s.data.p = s.finish.p = s.error_event.p = s.shape_head.p = s.shape_tail.p = NULL
-    s.texts.p = NULL
+    s.texts.p = s.response_id.p = NULL
     s.piece_ends = s.gaps = s.tokens = NULL
 
 
@@ -755,6 +776,8 @@ cdef int _line(StreamCore* s, const unsigned char* p, Py_ssize_t a, Py_ssize_t b
         return 0
     if p[a] == 58:
         return 0
+    if b - a >= 6 and memcmp(p + a, b"event:", 6) == 0:
+        return 0  # an event's name (the Responses and Messages APIs send one): its data says the type
     if b - a >= 5 and memcmp(p + a, b"data:", 5) == 0:
         colon = a + 4  # the common line, without a search
     else:
@@ -880,6 +903,7 @@ cdef int _take_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssi
         return -1
     s.has_shape = True
     s.shape_kind = kind
+    s.counter_len = 0
     return 1
 
 
@@ -889,18 +913,37 @@ cdef inline bint _str_is(const unsigned char* p, Py_ssize_t j, Py_ssize_t n, con
     return j + nlen + 2 <= n and p[j] == 34 and p[j + nlen + 1] == 34 and memcmp(p + j + 1, name, nlen) == 0
 
 
+cdef inline bint _response_is(const unsigned char* p, Py_ssize_t j, Py_ssize_t n, const char* name,
+                              Py_ssize_t nlen) noexcept nogil:
+    """The JSON string at p[j] (known to start with "response.") is "response." + `name`,
+    written without escapes."""
+    return j + nlen + 11 <= n and p[j + nlen + 10] == 34 and memcmp(p + j + 10, name, nlen) == 0
+
+
 cdef bint _quiet(const unsigned char* p, Py_ssize_t n, Py_ssize_t j) noexcept nogil:
-    """The event's type (its value at p[j]) is one that carries nothing benchc reads and comes
-    with every response (the twin's _RESPONSES_QUIET and _MESSAGES_QUIET, the common ones)."""
+    """The event's type (its value at p[j]) is one that carries nothing benchc reads (the
+    twin's _RESPONSES_QUIET and _MESSAGES_QUIET): among them the Responses API's `.done`
+    events, which repeat what the deltas carried."""
     if j < 0 or p[j] != 34:
         return False
+    if j + 11 <= n and memcmp(p + j + 1, b"response.", 9) == 0:
+        return (_response_is(p, j, n, b"created", 7) or _response_is(p, j, n, b"in_progress", 11)
+                or _response_is(p, j, n, b"queued", 6)
+                or _response_is(p, j, n, b"output_item.done", 16)
+                or _response_is(p, j, n, b"content_part.added", 18)
+                or _response_is(p, j, n, b"content_part.done", 17)
+                or _response_is(p, j, n, b"output_text.done", 16)
+                or _response_is(p, j, n, b"output_text.annotation.added", 28)
+                or _response_is(p, j, n, b"refusal.done", 12)
+                or _response_is(p, j, n, b"reasoning_text.done", 19)
+                or _response_is(p, j, n, b"reasoning_part.added", 20)
+                or _response_is(p, j, n, b"reasoning_part.done", 19)
+                or _response_is(p, j, n, b"reasoning_summary_part.added", 28)
+                or _response_is(p, j, n, b"reasoning_summary_part.done", 27)
+                or _response_is(p, j, n, b"reasoning_summary_text.done", 27)
+                or _response_is(p, j, n, b"function_call_arguments.done", 28))
     return (_str_is(p, j, n, b"ping", 4) or _str_is(p, j, n, b"content_block_stop", 18)
-            or _str_is(p, j, n, b"message_stop", 12) or _str_is(p, j, n, b"response.created", 16)
-            or _str_is(p, j, n, b"response.in_progress", 20)
-            or _str_is(p, j, n, b"response.content_part.added", 27)
-            or _str_is(p, j, n, b"response.content_part.done", 26)
-            or _str_is(p, j, n, b"response.output_text.done", 25)
-            or _str_is(p, j, n, b"response.output_item.done", 25))
+            or _str_is(p, j, n, b"message_stop", 12))
 
 
 cdef int _typed_kind(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
@@ -934,15 +977,470 @@ cdef int _typed_kind(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     return -1
 
 
+# ------------------------------------------------ the events a response sends once, read in place
+# The Responses and Messages APIs' events that come once a response (its usage, its end) or
+# once an output item (a tool call's name) carry objects nested a few levels down. The twin
+# reads them with json.loads; these functions walk the event to the few values it reads and
+# give the same fields, or say "the twin decides" (0) for anything outside the common shapes
+# (a repeated key, an escaped string where a name is compared, a count that is not a plain
+# non-negative integer, ...). The event already passed _scan_keys: its strings end, its
+# brackets balance, and no key holds an escape.
+
+cdef Py_ssize_t _string_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """p[i] is just after an opening quote: the index after the closing quote, or -1."""
+    cdef const unsigned char* q
+    cdef Py_ssize_t t
+    while True:
+        q = <const unsigned char*>memchr(p + i, 34, n - i)
+        if q == NULL:
+            return -1
+        i = q - p
+        t = i - 1
+        while p[t] == 92:
+            t -= 1
+        if (i - 1 - t) % 2 == 0:
+            return i + 1
+        i += 1
+
+
+# what a byte does to _skip_value's walk: 0 nothing, 1 opens a string, 2 opens a container,
+# 3 closes one
+cdef unsigned char _NEST[256]
+_NEST[34] = 1
+_NEST[123] = _NEST[91] = 2
+_NEST[125] = _NEST[93] = 3
+
+
+cdef Py_ssize_t _skip_value(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """The index just past the JSON value that starts at p[i], or -1."""
+    cdef int depth = 0
+    cdef unsigned char c
+    if p[i] == 34:
+        return _string_end(p, i + 1, n)
+    if p[i] != 123 and p[i] != 91:  # a number, true, false or null: to the next delimiter
+        while i < n and p[i] != 44 and p[i] != 125 and p[i] != 93 and p[i] != 32 and p[i] != 9 \
+                and p[i] != 10 and p[i] != 13:
+            i += 1
+        return i
+    while i < n:
+        c = _NEST[p[i]]
+        if c == 0:
+            i += 1
+        elif c == 1:
+            i = _string_end(p, i + 1, n)
+            if i < 0:
+                return -1
+        elif c == 2:
+            depth += 1
+            i += 1
+        else:
+            depth -= 1
+            i += 1
+            if depth == 0:
+                return i
+    return -1
+
+
+cdef Py_ssize_t _member(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, const char* key,
+                        Py_ssize_t klen) noexcept nogil:
+    """p[i] is an object's '{': where the value of its member `key` starts; -1 when it has
+    none; -2 when the key is there twice (json.loads keeps the last: the twin decides) or the
+    object cannot be walked."""
+    cdef Py_ssize_t end
+    return _member_end(p, i, n, key, klen, &end)
+
+
+cdef Py_ssize_t _member_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, const char* key,
+                            Py_ssize_t klen, Py_ssize_t* end) noexcept nogil:
+    """_member, and the index just past the object in end (-1 when it cannot be walked)."""
+    cdef Py_ssize_t found = -1, e, v
+    end[0] = -1
+    i = _skip_ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        end[0] = i + 1
+        return -1
+    while i < n:
+        if p[i] != 34:
+            return -2
+        e = _string_end(p, i + 1, n)
+        if e < 0:
+            return -2
+        v = _skip_ws(p, e, n)
+        if v >= n or p[v] != 58:
+            return -2
+        v = _skip_ws(p, v + 1, n)
+        if v >= n:
+            return -2
+        if e - i - 2 == klen and memcmp(p + i + 1, key, klen) == 0:
+            if found >= 0:
+                return -2
+            found = v
+        e = _skip_value(p, v, n)
+        if e < 0:
+            return -2
+        i = _skip_ws(p, e, n)
+        if i >= n:
+            return -2
+        if p[i] == 125:
+            end[0] = i + 1
+            return found
+        if p[i] != 44:
+            return -2
+        i = _skip_ws(p, i + 1, n)
+    return -2
+
+
+cdef bint _members(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, const char** keys,
+                   const Py_ssize_t* klens, Py_ssize_t* out, int count) noexcept nogil:
+    """_member for `count` keys in one walk of the object at p[i]: where each one's value
+    starts in out (-1: absent); False when a key is there twice or the object cannot be
+    walked (the twin decides)."""
+    cdef Py_ssize_t e, v, klen
+    cdef int k
+    for k in range(count):
+        out[k] = -1
+    i = _skip_ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return True
+    while i < n:
+        if p[i] != 34:
+            return False
+        e = _string_end(p, i + 1, n)
+        if e < 0:
+            return False
+        v = _skip_ws(p, e, n)
+        if v >= n or p[v] != 58:
+            return False
+        v = _skip_ws(p, v + 1, n)
+        if v >= n:
+            return False
+        klen = e - i - 2
+        for k in range(count):
+            if klen == klens[k] and memcmp(p + i + 1, keys[k], klen) == 0:
+                if out[k] >= 0:
+                    return False
+                out[k] = v
+                break
+        e = _skip_value(p, v, n)
+        if e < 0:
+            return False
+        i = _skip_ws(p, e, n)
+        if i >= n:
+            return False
+        if p[i] == 125:
+            return True
+        if p[i] != 44:
+            return False
+        i = _skip_ws(p, i + 1, n)
+    return False
+
+
+cdef inline int _plain_is(const unsigned char* p, Py_ssize_t j, Py_ssize_t n, const char* name,
+                          Py_ssize_t nlen) noexcept nogil:
+    """The value at p[j] (j >= 0): 1 when it is the string `name`, 0 when it is another value
+    (a string without escapes, or not a string), -1 when it is a string with an escape (it
+    may decode to `name`: the twin decides)."""
+    cdef Py_ssize_t e
+    if p[j] != 34:
+        return 0
+    e = _string_end(p, j + 1, n)
+    if e < 0 or memchr(p + j + 1, 92, e - j - 2) != NULL:
+        return -1
+    return 1 if e - j - 2 == nlen and memcmp(p + j + 1, name, nlen) == 0 else 0
+
+
+cdef inline bint _count_at(const unsigned char* p, Py_ssize_t obj, Py_ssize_t n, const char* key,
+                           Py_ssize_t klen, int64_t* out) noexcept nogil:
+    """The object at p[obj]'s member `key` as a token count in out (-1: absent); False when
+    it is there but not a plain non-negative integer (the twin decides: null, a float, ...)."""
+    cdef Py_ssize_t j = _member(p, obj, n, key, klen)
+    if j == -2:
+        return False
+    out[0] = _int_at(p, j, n)
+    return out[0] != -2
+
+
+cdef inline Py_ssize_t _object_at(const unsigned char* p, Py_ssize_t obj, Py_ssize_t n, const char* key,
+                                  Py_ssize_t klen) noexcept nogil:
+    """The object at p[obj]'s member `key` when it is an object (its '{'); -1 when it is
+    absent or another value; -2: the twin decides."""
+    cdef Py_ssize_t j = _member(p, obj, n, key, klen)
+    if j < 0:
+        return j
+    return j if p[j] == 123 else -1
+
+
+cdef int _tool_name(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t o,
+                    const char* kind, Py_ssize_t kind_len, int64_t now) noexcept nogil:
+    """response.output_item.added / content_block_start: when its `key` object (item,
+    content_block) is a tool call (its type `kind`: function_call, tool_use), the call's name
+    is a tool-call chunk (the twin's _responses / _messages); `o`: where that object's value
+    starts (-1: absent). 1, 0 (the twin decides), -1."""
+    cdef Py_ssize_t t, j, te
+    cdef int64_t text_len = 0
+    cdef int r
+    if o < 0 or p[o] != 123:
+        return 1  # no such object: nothing
+    t = _member(p, o, n, b"type", 4)
+    if t == -2:
+        return 0
+    if t < 0:
+        return 1
+    r = _plain_is(p, t, n, kind, kind_len)
+    if r < 0:
+        return 0
+    if r == 0:
+        return 1  # a message, a text block...: nothing
+    j = _member(p, o, n, b"name", 4)
+    if j == -2:
+        return 0
+    if j < 0:
+        return 1
+    te = _text_at(p, j, n, &text_len)
+    if te == -2:
+        return 0
+    if te == -1:
+        return 1  # null or empty: no text
+    if _commit(s, False, p, 0, False, 0, False, 0, -1, text_len, p + j + 1, te - j - 1, False, TOOL, now) < 0:
+        return -1
+    return 1
+
+
+cdef const char* _MESSAGES_USAGE_KEYS[4]
+_MESSAGES_USAGE_KEYS[:] = [b"output_tokens", b"input_tokens", b"cache_read_input_tokens",
+                           b"cache_creation_input_tokens"]
+cdef Py_ssize_t _MESSAGES_USAGE_LENS[4]
+_MESSAGES_USAGE_LENS[:] = [13, 12, 23, 27]
+
+
+cdef int _messages_usage(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t u,
+                         int64_t* completion, int64_t* prompt) noexcept nogil:
+    """The Messages API's usage object at p[u] (the twin's _messages_usage): output tokens in
+    completion, input + cache read + cache creation in prompt (-1: absent), the cache read
+    into the stream's cached tokens. 1, or 0: the twin decides."""
+    cdef Py_ssize_t at[4]
+    cdef int64_t v[4]
+    cdef int k
+    if not _members(p, u, n, _MESSAGES_USAGE_KEYS, _MESSAGES_USAGE_LENS, at, 4):
+        return 0
+    for k in range(4):
+        v[k] = _int_at(p, at[k], n)
+        if v[k] == -2:
+            return 0  # null, a float, a negative count...: the twin decides
+    completion[0] = v[0]
+    prompt[0] = -1
+    if v[1] >= 0:
+        prompt[0] = v[1] + (v[2] if v[2] > 0 else 0) + (v[3] if v[3] > 0 else 0)
+    if v[2] >= 0:
+        s.usage_cached = v[2]
+    return 1
+
+
+cdef int _message_start(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t m,
+                        int64_t now) noexcept nogil:
+    """message_start: the message's usage (`m`: where the message starts), its output tokens
+    not yet any (the twin's)."""
+    cdef Py_ssize_t u
+    cdef int64_t completion = -1, prompt = -1
+    if m < 0 or p[m] != 123:
+        return 1
+    u = _object_at(p, m, n, b"usage", 5)
+    if u == -2:
+        return 0
+    if u >= 0 and not _messages_usage(s, p, n, u, &completion, &prompt):
+        return 0
+    if _commit(s, False, p, 0, False, 0, prompt >= 0, prompt, -1, 0, p, 0, False, ANSWER, now) < 0:
+        return -1
+    return 1
+
+
+# Messages' stop reasons in chat's words (the twin's _MESSAGES_STOPS)
+cdef int _message_stop(const unsigned char* p, Py_ssize_t j, Py_ssize_t e, const char** word,
+                       Py_ssize_t* wlen) noexcept nogil:
+    cdef Py_ssize_t k = e - j - 2  # the string's length (it holds no escape)
+    word[0], wlen[0] = <const char*>(p + j + 1), k
+    if k == 8 and memcmp(p + j + 1, b"end_turn", 8) == 0 or k == 13 and memcmp(p + j + 1, b"stop_sequence", 13) == 0:
+        word[0], wlen[0] = b"stop", 4
+    elif k == 10 and memcmp(p + j + 1, b"max_tokens", 10) == 0:
+        word[0], wlen[0] = b"length", 6
+    elif k == 8 and memcmp(p + j + 1, b"tool_use", 8) == 0:
+        word[0], wlen[0] = b"tool_calls", 10
+    elif k > 100 or not _ascii(p + j + 1, k):
+        return 0  # the twin cuts it at 100 characters
+    return 1
+
+
+cdef int _message_delta(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t delta,
+                        Py_ssize_t usage, int64_t now) noexcept nogil:
+    """message_delta: the stop reason (in chat's words) and the usage (`delta`, `usage`: where
+    they start, -1: absent)."""
+    cdef Py_ssize_t d = delta if delta >= 0 and p[delta] == 123 else -1, j = -1, e = 0
+    cdef int64_t completion = -1, prompt = -1
+    cdef const char* word = NULL
+    cdef Py_ssize_t wlen = 0
+    if d >= 0:
+        j = _member(p, d, n, b"stop_reason", 11)
+        if j == -2:
+            return 0
+        if j >= 0 and p[j] == 34:
+            e = _string_end(p, j + 1, n)
+            if e < 0 or memchr(p + j + 1, 92, e - j - 2) != NULL:
+                return 0
+            if e - j == 2:
+                j = -1  # empty: no stop reason
+            elif not _message_stop(p, j, e, &word, &wlen):
+                return 0
+        else:
+            j = -1  # null or not a string: none
+    if usage >= 0 and p[usage] == 123 and not _messages_usage(s, p, n, usage, &completion, &prompt):
+        return 0
+    if _commit(s, j >= 0, <const unsigned char*>word if j >= 0 else p, wlen, completion >= 0, completion,
+               prompt >= 0, prompt, -1, 0, p, 0, False, ANSWER, now) < 0:
+        return -1
+    return 1
+
+
+cdef const char* _RESPONSE_KEYS[4]
+_RESPONSE_KEYS[:] = [b"id", b"usage", b"incomplete_details", b"output"]
+cdef Py_ssize_t _RESPONSE_LENS[4]
+_RESPONSE_LENS[:] = [2, 5, 18, 6]
+cdef const char* _RESPONSE_USAGE_KEYS[4]
+_RESPONSE_USAGE_KEYS[:] = [b"output_tokens", b"input_tokens", b"input_tokens_details", b"output_tokens_details"]
+cdef Py_ssize_t _RESPONSE_USAGE_LENS[4]
+_RESPONSE_USAGE_LENS[:] = [13, 12, 20, 21]
+
+
+cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t r, bint incomplete,
+                        int64_t now) noexcept nogil:
+    """response.completed / .incomplete (the twin's _responses_end): the response's id, its
+    usage, and the finish in chat's words: length (cut at max_output_tokens, which vLLM says
+    inside response.completed), tool_calls when its output holds a function_call, else stop.
+    `r`: where the response starts (-1: absent)."""
+    cdef Py_ssize_t j, d, w, e, o, k
+    cdef Py_ssize_t at[4]
+    cdef Py_ssize_t us[4]
+    cdef int64_t completion = -1, prompt = -1, cached = -1, rtokens = -1
+    cdef const char* finish = b"stop"
+    cdef Py_ssize_t flen = 4
+    cdef bint called = False
+    cdef int is_call
+    if r < 0 or p[r] != 123:
+        return 1
+    if not _members(p, r, n, _RESPONSE_KEYS, _RESPONSE_LENS, at, 4):
+        return 0
+    j = at[0]  # the id: what a later request names as its previous_response_id
+    if j >= 0 and p[j] == 34:
+        e = _string_end(p, j + 1, n)
+        if e < 0 or memchr(p + j + 1, 92, e - j - 2) != NULL:
+            return 0
+        if e - j > 2:
+            if bytes_set(&s.response_id, p + j + 1, e - j - 2) < 0:
+                return -1
+            s.has_response_id = True
+    if at[1] >= 0 and p[at[1]] == 123:  # the usage
+        if not _members(p, at[1], n, _RESPONSE_USAGE_KEYS, _RESPONSE_USAGE_LENS, us, 4):
+            return 0
+        completion, prompt = _int_at(p, us[0], n), _int_at(p, us[1], n)
+        if completion == -2 or prompt == -2:
+            return 0
+        d = us[2]
+        if d >= 0 and p[d] == 123 and not _count_at(p, d, n, b"cached_tokens", 13, &cached):
+            return 0
+        d = us[3]
+        if d >= 0 and p[d] == 123 and not _count_at(p, d, n, b"reasoning_tokens", 16, &rtokens):
+            return 0
+    w = at[2] if at[2] >= 0 and p[at[2]] == 123 else -1
+    j = _member(p, w, n, b"reason", 6) if w >= 0 else -1
+    if j == -2:
+        return 0
+    if j >= 0 and _is_null(p, j, n):
+        j = -1  # "reason": null is no reason
+    if j >= 0:  # a reason: the response was cut
+        is_call = _plain_is(p, j, n, b"max_output_tokens", 17)
+        if is_call < 0 or p[j] != 34:
+            return 0  # an escaped or non-string reason: the twin writes it
+        if is_call == 0:
+            e = _string_end(p, j + 1, n)
+            if e - j - 2 > 100 or not _ascii(p + j + 1, e - j - 2):
+                return 0
+            finish, flen = <const char*>(p + j + 1), e - j - 2
+        else:
+            finish, flen = b"length", 6
+    elif incomplete:
+        finish, flen = b"length", 6
+    else:
+        o = at[3]
+        if o >= 0 and p[o] == 91:  # any item a function_call: the answer called a tool
+            k = _skip_ws(p, o + 1, n)
+            while k < n and p[k] != 93:
+                if p[k] == 123:
+                    j = _member_end(p, k, n, b"type", 4, &e)
+                    if j == -2:
+                        return 0
+                    if j >= 0:
+                        is_call = _plain_is(p, j, n, b"function_call", 13)
+                        if is_call < 0:
+                            return 0
+                        called = called or is_call == 1
+                else:
+                    e = _skip_value(p, k, n)
+                if e < 0:
+                    return 0
+                k = _skip_ws(p, e, n)
+                if k < n and p[k] == 44:
+                    k = _skip_ws(p, k + 1, n)
+            if called:
+                finish, flen = b"tool_calls", 10
+    if cached >= 0:
+        s.usage_cached = cached
+    if _commit(s, True, <const unsigned char*>finish, flen, completion >= 0, completion, prompt >= 0, prompt,
+               rtokens, 0, p, 0, False, ANSWER, now) < 0:
+        return -1
+    return 1
+
+
+cdef int _once(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int64_t now) noexcept nogil:
+    """The events that come once a response or once an output item and carry something: read
+    in place (1; -1 when memory ran out; 0: the twin decides); -2 for any other event."""
+    cdef Py_ssize_t j = f.type
+    if j < 0 or p[j] != 34:
+        return -2
+    if j + 11 <= n and memcmp(p + j + 1, b"response.", 9) == 0:
+        if f.usage >= 0:
+            return 0  # a top-level usage beside a Responses event: the twin says what it is
+        if _response_is(p, j, n, b"completed", 9):
+            return _responses_end(s, p, n, f.response, False, now)
+        if _response_is(p, j, n, b"incomplete", 10):
+            return _responses_end(s, p, n, f.response, True, now)
+        if _response_is(p, j, n, b"output_item.added", 17):
+            return _tool_name(s, p, n, f.item, b"function_call", 13, now)
+        return -2
+    if _str_is(p, j, n, b"message_delta", 13):
+        return _message_delta(s, p, n, f.top_delta, f.usage, now)
+    if f.usage >= 0:
+        return 0
+    if _str_is(p, j, n, b"message_start", 13):
+        return _message_start(s, p, n, f.message, now)
+    if _str_is(p, j, n, b"content_block_start", 19):
+        return _tool_name(s, p, n, f.block, b"tool_use", 8, now)
+    return -2
+
+
 cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int64_t now) noexcept nogil:
-    """The Responses and Messages APIs' text deltas, read in place (as _fast: 1, 0, -1). Their
-    other events (usage, ends, tool-call names, errors, unknown types) come once a stream or
-    once a call: the twin reads them."""
+    """The Responses and Messages APIs' events, read in place (as _fast: 1, 0, -1): the text
+    deltas, the events that carry nothing benchc reads, and those a response sends once
+    (_once); errors, unknown types and odd shapes go to the twin."""
     cdef int kind
     cdef int64_t text_len = -1
     cdef Py_ssize_t te
-    if f.choices or f.usage >= 0:
-        return 0  # a chat chunk that also names a type, or usage on a delta: the twin decides
+    cdef int r
+    if f.choices:
+        return 0  # a chat chunk that also names a type: the twin decides
+    r = _once(s, p, n, f, now)
+    if r != -2:
+        return r
+    if f.usage >= 0:
+        return 0  # usage on a delta: the twin decides
     if _quiet(p, n, f.type):
         return 1  # an event that carries nothing benchc reads (the twin's *_QUIET): read as nothing
     kind = _typed_kind(p, n, f)
@@ -1040,13 +1538,54 @@ cdef bint _tail_same(const unsigned char* u, const unsigned char* t, Py_ssize_t 
     return True
 
 
+cdef bint _counter_same(StreamCore* s, const unsigned char* u, const unsigned char* t,
+                        Py_ssize_t z) noexcept nogil:
+    """_tail_same where the tail's known counter is the only change: the bytes before and
+    after its digit run as the shape's, and the run digits (not a number that begins with 0)."""
+    cdef Py_ssize_t a = s.counter_at, b = s.counter_at + s.counter_len, i
+    if memcmp(u, t, a) != 0 or memcmp(u + b, t + b, z - b) != 0:
+        return False
+    if b - a > 1 and u[a] == 48:
+        return False
+    for i in range(a, b):
+        if not _is_digit(u[i]):
+            return False
+    return True
+
+
+cdef void _note_counter(StreamCore* s, const unsigned char* u, const unsigned char* t, Py_ssize_t z) noexcept nogil:
+    """After a match by _tail_same: where the tail's digits changed, when they are one digit
+    run (a counter), for _counter_same."""
+    cdef Py_ssize_t i = 0, j = z - 1
+    if memcmp(u, t, z) == 0:
+        return  # the same tail (chat's: nothing in it counts)
+    while i < z and u[i] == t[i]:
+        i += 1
+    if i == z:
+        return  # the same tail
+    while u[j] == t[j]:
+        j -= 1
+    while i > 0 and _is_digit(u[i - 1]):
+        i -= 1
+    while j + 1 < z and _is_digit(u[j + 1]):
+        j += 1
+    for k in range(i, j + 1):
+        if not _is_digit(u[k]):
+            return  # changes in more than one run: no counter
+    s.counter_at, s.counter_len = i, j + 1 - i
+
+
 cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
     """The event is this stream's text chunk shape with another text: read that text (1);
     0 when it is not."""
     cdef Py_ssize_t a = s.shape_head.n, z = s.shape_tail.n, e
     cdef int64_t nbytes = 0
-    if n < a + z or memcmp(p, s.shape_head.p, a) != 0 or not _tail_same(p + n - z, s.shape_tail.p, z):
+    if n < a + z or memcmp(p, s.shape_head.p, a) != 0:
         return 0
+    if not (s.counter_len and _counter_same(s, p + n - z, s.shape_tail.p, z)):
+        if not _tail_same(p + n - z, s.shape_tail.p, z):
+            return 0
+        _note_counter(s, p + n - z, s.shape_tail.p, z)
     e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
     if e != n - z + 1 or e - 1 == a:
         return 0  # another string layout, or an empty text: the full path decides
@@ -1153,7 +1692,7 @@ cdef int _slow(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
 
 
 cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
-    cdef bytes fin = None, txt = None, err
+    cdef bytes fin = None, txt = None, err, rid_b
     cdef int r
     fields = _interpret(payload)
     if fields is None:
@@ -1162,10 +1701,15 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown = fields
+    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid = fields
     if unknown:
         s.unknown_events += 1
         return 0
+    if rid is not None:
+        rid_b = rid.encode("utf-8", "surrogatepass")
+        if bytes_set(&s.response_id, rid_b, len(rid_b)) < 0:
+            return -1
+        s.has_response_id = True
     if error is not None:
         err = error.encode("utf-8", "surrogatepass")
         if bytes_set(&s.error_event, err, len(err)) < 0:
@@ -1402,6 +1946,10 @@ cdef class StreamParser:
     @property
     def error_event(self):
         return _text_or_none(self.core.has_error_event, &self.core.error_event)
+
+    @property
+    def response_id(self):
+        return _text_or_none(self.core.has_response_id, &self.core.response_id)
 
     @property
     def malformed_example(self):
