@@ -47,6 +47,9 @@ _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|conne
 HEAD_TOO_LARGE, BAD_STATUS_LINE, BAD_CONTENT_LENGTH, COMPRESSED, BAD_CHUNKED, LOST = range(1, 7)
 OVERSIZED_STREAM = 7  # the parser stopped at a line or event past its bounds (its `oversized` says which)
 CONFLICTING_LENGTH = 8  # two Content-Length headers, or one beside Transfer-Encoding (RFC 9112 6.3)
+BAD_HEADER_LINE = 9  # a field line that is not NAME ":" VALUE, NAME a token (RFC 9110 5.1)
+# a token's characters (RFC 9110 5.6.2): what a field name may hold
+TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 KEPT = 80  # bytes of the offending line or value named in a message; of a Keep-Alive or Content-Type value
 
 
@@ -59,6 +62,8 @@ def error_detail(code: int, named: bytes, why: str | None = None) -> str:
         return f"bad status line: {named[:KEPT]!r}"
     if code == BAD_CONTENT_LENGTH:
         return f"bad Content-Length: {named[:40]!r}"
+    if code == BAD_HEADER_LINE:
+        return f"bad header line: {named[:KEPT]!r}"
     if code == CONFLICTING_LENGTH:
         return ("more than one Content-Length, or one with Transfer-Encoding: the body's end is "
                 f"ambiguous{f' (Content-Length: {named[:40]!r})' if named else ''}")
@@ -246,6 +251,17 @@ class ResponseReader:
                 or not parts[1].isdigit():
             raise _Failed(BAD_STATUS_LINE, status_line)
         self.status = int(parts[1])
+        lines = fields.split(b"\n") if fields else []
+        for k, line in enumerate(lines):  # each NAME ":" VALUE, as aiohttp requires
+            line = line[:-1] if line.endswith(b"\r") else line
+            if line[:1] in (b" ", b"\t"):
+                if k:
+                    continue  # a folded line continues the one before (obsolete, read alike)
+                line = line.lstrip(b" \t")  # the first line's blanks: a field all the same
+            name, colon, _ = line.partition(b":")
+            name = name.rstrip(b" \t")  # blanks before the colon: read (issue 23), though aiohttp refuses
+            if not colon or not name or not TCHAR.issuperset(name):
+                raise _Failed(BAD_HEADER_LINE, line)
         if parts[0] == b"HTTP/1.0":
             self.keep_alive = False
         length, chunked, transfer_encoding = None, False, False

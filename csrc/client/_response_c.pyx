@@ -27,8 +27,10 @@ from benchc.client._response_py import (
     BAD_CONTENT_LENGTH,
     BAD_STATUS_LINE,
     COMPRESSED,
+    BAD_HEADER_LINE,
     CONFLICTING_LENGTH,
     HEAD_TOO_LARGE,
+    TCHAR,
     LOST,
     MAX_HEAD,
     MAX_LENGTH_DIGITS,
@@ -49,6 +51,10 @@ cdef int C_BAD_STATUS_LINE = BAD_STATUS_LINE
 cdef int C_BAD_CONTENT_LENGTH = BAD_CONTENT_LENGTH
 cdef int C_COMPRESSED = COMPRESSED
 cdef int C_CONFLICTING_LENGTH = CONFLICTING_LENGTH
+cdef int C_BAD_HEADER_LINE = BAD_HEADER_LINE
+cdef bint IS_TCHAR[256]  # the twin's TCHAR, as a table
+for _c in range(256):
+    IS_TCHAR[_c] = _c in TCHAR
 cdef int C_BAD_CHUNKED = BAD_CHUNKED
 cdef int C_LOST = LOST
 cdef int C_OVERSIZED_STREAM = OVERSIZED_STREAM
@@ -288,6 +294,8 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
     r.status = (h[a1] - 48) * 100 + (h[a1 + 1] - 48) * 10 + (h[a1 + 2] - 48)
     if b0 - a0 == 8 and memcmp(h + a0, b"HTTP/1.0", 8) == 0:
         r.keep_alive = False
+    if not _field_lines_ok(r, h, eol, n):
+        return False
     # every line start (after a LF) of the fields: `[ \t]*NAME[ \t]*:VALUE` up to CR or LF
     j = eol
     while j < n:
@@ -363,6 +371,36 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
     else:
         r.mode = MODE_CLOSE
         r.keep_alive = False
+    return True
+
+
+cdef bint _field_lines_ok(ResponseCore* r, const unsigned char* h, Py_ssize_t eol, Py_ssize_t n) noexcept nogil:
+    """Every field line is NAME ":" VALUE with NAME a token, or a folded line (SP or HT first, not
+    the first line):
+    the twin's check (aiohttp's too); False, the response failed, at the first that is not."""
+    cdef Py_ssize_t i, j = eol, e, k
+    cdef const unsigned char* nl
+    while j < n:
+        i = j + 1
+        nl = <const unsigned char*>memchr(h + i, 10, n - i) if i < n else NULL
+        j = (nl - h) if nl != NULL else n
+        e = j - 1 if j > i and h[j - 1] == 13 else j  # the line without its CR
+        if i < e and (h[i] == 32 or h[i] == 9):
+            if i > eol + 1:
+                continue  # a folded line continues the one before
+            while i < e and (h[i] == 32 or h[i] == 9):  # the first line's blanks (the twin's)
+                i += 1
+        k = i
+        while k < e and h[k] != 58 and IS_TCHAR[h[k]]:
+            k += 1
+        if k == i:
+            _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
+            return False
+        while k < e and (h[k] == 32 or h[k] == 9):  # blanks before the colon (the twin's)
+            k += 1
+        if k >= e or h[k] != 58:
+            _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
+            return False
     return True
 
 
