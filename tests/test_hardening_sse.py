@@ -157,7 +157,9 @@ def piece(draw) -> tuple:
     small enough to show when a case fails (hypothesis prints its arguments; a megabyte of
     them is useless and slow)."""
     kind = draw(st.sampled_from(["json", "json", "json", "done", "bad_json", "bad_utf8", "field", "eol",
-                                 "binary", "huge_line", "big_event"]))
+                                 "binary", "huge_line", "big_event", "bom"]))
+    if kind == "bom":  # dropped once, first in a stream; data anywhere else
+        return draw(st.sampled_from([b"\xef\xbb\xbf", b"\xef\xbb", b"\xef"])), b"", 0, b""
     if kind == "json":
         return _json_event(draw), b"", 0, b""
     if kind == "done":

@@ -11,7 +11,14 @@ import aiohttp
 import pytest
 
 from benchc.client import http1
-from benchc.client.request import make_connector, make_trace_config, reuse_rules, send, send_native
+from benchc.client.request import (
+    SESSION_OPTIONS,
+    make_connector,
+    make_trace_config,
+    reuse_rules,
+    send,
+    send_native,
+)
 from benchc.metrics.record import CONNECT, FIRST_BYTE_TIMEOUT, STREAM_BROKEN, RequestRecord
 from tests.conftest import rx_loop_of, transports
 from tests.test_http1 import OK_HEAD, RawServer, chunked, sse, target
@@ -31,7 +38,7 @@ class Client:
         rx_loop = rx_loop_of(path.split("-", 1)[1]) if native and "-" in path else "auto"
         self.pool = http1.Pool(kernel_stamps=kernel_stamps, rx_loop=rx_loop) if native else None
         self.session = None if native else aiohttp.ClientSession(
-            connector=make_connector(), trace_configs=[make_trace_config()], auto_decompress=False)
+            connector=make_connector(), trace_configs=[make_trace_config()], **SESSION_OPTIONS)
         self.n = 0
 
     @property

@@ -35,6 +35,10 @@ from benchc.metrics.record import OVERSIZED, STREAM_BROKEN
 MAX_HEAD = 64 * 1024  # response status line and headers
 EXCERPT = 300  # bytes of a non-200 body kept for the error detail
 MAX_LENGTH_DIGITS = 18  # a Content-Length that fits a signed 64-bit integer
+# A head ends at its first blank line, its lines ended by CRLF or a bare LF (or a mix): the
+# earliest one, so that a bare-LF head is not read on into the body (a chunked body's
+# closing "0\r\n\r\n" was taken for the head's end)
+_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
 _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding"
                               rb"|keep-alive|content-type)[ \t]*:([^\r\n]*)")
 
@@ -42,6 +46,10 @@ _FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|conne
 # are made here, once, for both cores.
 HEAD_TOO_LARGE, BAD_STATUS_LINE, BAD_CONTENT_LENGTH, COMPRESSED, BAD_CHUNKED, LOST = range(1, 7)
 OVERSIZED_STREAM = 7  # the parser stopped at a line or event past its bounds (its `oversized` says which)
+CONFLICTING_LENGTH = 8  # two Content-Length headers, or one beside Transfer-Encoding (RFC 9112 6.3)
+BAD_HEADER_LINE = 9  # a field line that is not NAME ":" VALUE, NAME a token (RFC 9110 5.1)
+# a token's characters (RFC 9110 5.6.2): what a field name may hold
+TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 KEPT = 80  # bytes of the offending line or value named in a message; of a Keep-Alive or Content-Type value
 
 
@@ -54,11 +62,22 @@ def error_detail(code: int, named: bytes, why: str | None = None) -> str:
         return f"bad status line: {named[:KEPT]!r}"
     if code == BAD_CONTENT_LENGTH:
         return f"bad Content-Length: {named[:40]!r}"
+    if code == BAD_HEADER_LINE:
+        return f"bad header line: {named[:KEPT]!r}"
+    if code == CONFLICTING_LENGTH:
+        return ("more than one Content-Length, or one with Transfer-Encoding: the body's end is "
+                f"ambiguous{f' (Content-Length: {named[:40]!r})' if named else ''}")
     if code == COMPRESSED:
         return f"compressed response ({named[:KEPT].decode('latin-1')}) although identity was asked for"
     if code == BAD_CHUNKED:
         return f"bad chunked encoding: {why}"
     return why or ""
+
+
+def compressed(content_encoding: bytes) -> bool:
+    """A Content-Encoding value (lower case, stripped) that is not identity: benchc asks for
+    identity and reads no compressed answer (the aiohttp path asks the same of its responses)."""
+    return content_encoding not in (b"", b"identity")
 
 
 _INTERIM = object()  # _one_head read a 1xx head; the next head follows in the same bytes
@@ -152,13 +171,18 @@ class ResponseReader:
 
     def lost(self, exc: BaseException | None, now: int) -> None:
         """The connection ended (`exc` None: the server closed it): the end of a read-to-close
-        body, else a broken response."""
+        body; the end of a 200 whose answer had said it ended (`[DONE]`, or a whole JSON body)
+        before its framing did (a server that closes without the closing chunk: every event
+        came); else a broken response."""
         if self.finished:
             return
         if self._mode == "close" and exc is None:
             self._finish(now)
             return
         self.keep_alive = False
+        if self.status == 200 and self.parser.done_ns:
+            self._finish(now)
+            return
         why = lost_detail(exc_text(exc) if exc is not None else None, self.status, self.got_bytes)
         self._finish(now, (STREAM_BROKEN, why))
 
@@ -188,9 +212,12 @@ class ResponseReader:
 
     def _one_head(self, data: bytes) -> bytes | None | object:
         buf = self._head + data
-        end, sep = buf.find(b"\r\n\r\n"), 4
-        if end < 0:
-            end, sep = buf.find(b"\n\n"), 2
+        blank = _BLANK_LINE.search(buf)
+        end, sep = (blank.start(), blank.end() - blank.start()) if blank else (-1, 0)
+        if end >= 0 and end + sep > MAX_HEAD:  # whole, as when it comes in pieces (below): one verdict
+            self.keep_alive = False
+            self._finish(self.last_rx_ns, (STREAM_BROKEN, error_detail(HEAD_TOO_LARGE, b"")))
+            return None
         if end < 0:
             if len(buf) > MAX_HEAD:
                 self.keep_alive = False
@@ -202,6 +229,9 @@ class ResponseReader:
         try:
             self._parse_head(head)
         except _Failed as e:
+            # a head benchc cannot read has no status, whatever its first line said (as aiohttp,
+            # which refuses the head before it names one): stream_broken, not http_status
+            self.status = None
             self.keep_alive = False
             self._finish(self.last_rx_ns, (STREAM_BROKEN, error_detail(e.code, e.named)))
             return None
@@ -221,18 +251,32 @@ class ResponseReader:
                 or not parts[1].isdigit():
             raise _Failed(BAD_STATUS_LINE, status_line)
         self.status = int(parts[1])
+        lines = fields.split(b"\n") if fields else []
+        for k, line in enumerate(lines):  # each NAME ":" VALUE, as aiohttp requires
+            line = line[:-1] if line.endswith(b"\r") else line
+            if line[:1] in (b" ", b"\t"):
+                if k:
+                    continue  # a folded line continues the one before (obsolete, read alike)
+                line = line.lstrip(b" \t")  # the first line's blanks: a field all the same
+            name, colon, _ = line.partition(b":")
+            name = name.rstrip(b" \t")  # blanks before the colon: read (issue 23), though aiohttp refuses
+            if not colon or not name or not TCHAR.issuperset(name):
+                raise _Failed(BAD_HEADER_LINE, line)
         if parts[0] == b"HTTP/1.0":
             self.keep_alive = False
-        length, chunked = None, False
+        length, chunked, transfer_encoding = None, False, False
         # only the headers that frame the body or say whether the connection stays open
         # matter; one regex pass finds them
         for name, value in _FRAMING_HEADERS.findall(b"\n" + fields.lower()):
             value = value.strip()
             if name == b"transfer-encoding":
                 chunked = chunked or b"chunked" in value
+                transfer_encoding = True
             elif name == b"content-length":
                 if not value.isdigit() or len(value) > MAX_LENGTH_DIGITS:
                     raise _Failed(BAD_CONTENT_LENGTH, value)
+                if length is not None:  # aiohttp refuses it too; which one would end the body?
+                    raise _Failed(CONFLICTING_LENGTH, value)
                 length = int(value)
             elif name == b"connection":
                 if b"close" in value:
@@ -243,8 +287,10 @@ class ResponseReader:
                 self.keep_alive_header = value[:KEPT]
             elif name == b"content-type":
                 self.content_type = value[:KEPT]
-            elif name == b"content-encoding" and value not in (b"", b"identity"):
+            elif name == b"content-encoding" and compressed(value):
                 raise _Failed(COMPRESSED, value)
+        if transfer_encoding and length is not None:
+            raise _Failed(CONFLICTING_LENGTH, b"")
         if 100 <= self.status < 200:
             return
         if chunked:

@@ -5,7 +5,9 @@ Follows the WHATWG event-stream rules that matter for LLM servers: lines end
 in CRLF, LF or a lone CR (also when the CR and LF arrive in different reads);
 a blank line ends an event; `data:` lines (with or without the space after the
 colon) are joined with LF; comment lines (`:` first) and other fields (`event`,
-`id`, `retry`) are ignored.
+`id`, `retry`) are ignored; one UTF-8 BOM at the very start of the stream is dropped
+(also when its bytes arrive in separate reads), as the standard's UTF-8 decode step does
+(it was read as part of the first line's field name, and that event was lost).
 
 Input is bounded: a line longer than MAX_SSE_BYTES (ended or not), or an event whose data
 lines joined pass it, stops the decoder (`oversized` says which): it returns the events
@@ -25,6 +27,7 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 MAX_SSE_BYTES = 1 << 20
 LINE_TOO_LONG, EVENT_TOO_LARGE = 1, 2  # SSEDecoder.oversized (0: within the bounds)
 BODY_TOO_LARGE = 3  # a non-streamed answer's skeleton past its bound (benchc.client._body_py)
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark: dropped once, first in a stream
 
 
 def oversized_detail(code: int) -> str:
@@ -40,7 +43,7 @@ def oversized_detail(code: int) -> str:
 class SSEDecoder:
     """Incremental SSE decoder: feed it reads of any size, get complete data payloads."""
 
-    __slots__ = ("_buf", "_data", "_has_data", "_skip_lf", "_size", "oversized")
+    __slots__ = ("_buf", "_data", "_has_data", "_skip_lf", "_size", "oversized", "_bom")
 
     def __init__(self) -> None:
         self._buf = b""
@@ -49,6 +52,7 @@ class SSEDecoder:
         self._skip_lf = False  # the last read ended in CR; an LF first in the next belongs to it
         self._size = 0  # the current event's data bytes, joined
         self.oversized = 0  # LINE_TOO_LONG or EVENT_TOO_LARGE once a bound was passed (then final)
+        self._bom = 0  # the stream's first bytes so far that began a BOM (held back); -1 once past them
 
     @property
     def buffered(self) -> int:
@@ -60,6 +64,23 @@ class SSEDecoder:
         the bounds, after which it returns nothing)."""
         if self.oversized:
             return []
+        if self._bom < 0:
+            return self._feed(chunk)
+        held, data = self._bom, bytes(chunk)
+        m = 0  # bytes of this read that go on with the BOM
+        while held + m < 3 and m < len(data) and data[m] == BOM[held + m]:
+            m += 1
+        if held + m == 3:  # a whole BOM: dropped
+            self._bom = -1
+            return self._feed(data[m:])
+        if m == len(data):  # still a BOM's beginning: held back
+            self._bom = held + m
+            return []
+        self._bom = -1  # no BOM: what was held back is the stream's start
+        events = self._feed(BOM[:held]) if held else []
+        return events + self._feed(data) if not self.oversized else events
+
+    def _feed(self, chunk: bytes) -> list[bytes]:
         buf = self._buf + chunk if self._buf else bytes(chunk)
         start = 0
         if self._skip_lf and buf[:1] == b"\n":
@@ -95,6 +116,9 @@ class SSEDecoder:
         would lose tokens, so it is delivered.
         """
         events: list[bytes] = []
+        if self._bom > 0 and not self.oversized:  # a BOM's beginning, and the stream ended
+            events = self._feed(BOM[:self._bom])
+        self._bom = -1
         if self.oversized:
             return events
         if self._buf:

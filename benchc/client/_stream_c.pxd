@@ -2,6 +2,7 @@
 # run without the GIL. StreamParser wraps one; the receive loop (_rxloop_c) feeds the struct of
 # a StreamParser from its own thread. A field the parser learns to read is added here once.
 
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 
 from benchc.client._bytes cimport Bytes
@@ -19,6 +20,7 @@ cdef struct StreamCore:
     bint has_data, skip_lf, has_shape, keep_text
     int oversized  # 0, or the twin's LINE_TOO_LONG / EVENT_TOO_LARGE: the stream is no longer read
     Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
+    int bom  # the stream's first bytes so far that began a UTF-8 BOM (held back); -1 once past them
     int shape_kind  # what the shape's text is (the twin's ANSWER, REASONING or TOOL: its head says)
     # the counter in the shape's tail (the Responses API's sequence_number): where its digit
     # run starts in the tail and its length (0: none seen), so that a match compares the
@@ -33,10 +35,15 @@ cdef struct StreamCore:
     int64_t first_reasoning_ns, first_answer_ns, reasoning_chunks, usage_reasoning
     # tool calls: the first tool-call chunk and their count; events of a type no API has (skipped)
     int64_t first_tool_ns, tool_chunks, unknown_events
-    int64_t* gaps  # between consecutive text chunks (ns)
-    int64_t* tokens  # per text chunk: its token count, -1 when unknown
-    unsigned char* kinds  # per text chunk: the twin's ANSWER (0), REASONING (1) or TOOL (2)
+    int64_t* gaps  # between consecutive text chunks (ns): the first GAPS_KEPT (the twin's)
+    int64_t* tokens  # per kept text chunk: its token count, -1 when unknown
+    unsigned char* kinds  # per kept text chunk: the twin's ANSWER (0), REASONING (1) or TOOL (2)
     Py_ssize_t n_gaps, n_tokens, cap
+    int64_t max_gap_ns  # the largest gap of all (0 until there is one)
+    int last_kind  # the last text chunk's kind
+    # the gaps past GAPS_KEPT, recorded as they come into Histograms (owned references, NULL
+    # until the first): the twin's _spill, [ITL, per-token ITL, answer ITL]
+    PyObject* spill[3]
     Bytes line  # a line begun in an earlier read
     Bytes data  # the current event's data lines (joined with LF) once they outlive their read
     # The shape of this stream's plain text chunk: the bytes before its text value (with the

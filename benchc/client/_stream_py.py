@@ -27,7 +27,11 @@ closed the JSON, and `close` interprets the skeleton once (`usage_prompt`, `resu
 Bounded (see _sse_py): a line or an event past MAX_SSE_BYTES stops the parser; `oversized`
 then says which (the reader ends the response as an `oversized_event` error). The first
 FIRST_BYTES_KEPT bytes of the stream are kept (`first_bytes`), to say what a 200 answer
-that carried no event was.
+that carried no event was. A stream's chunk gaps are bounded too: the first GAPS_KEPT are kept
+as a list (`gaps_ns`, with their chunks' tokens and kinds), and every later gap goes, as it
+arrives, into the parser's own histograms (the point's layout: ITL, per-token ITL, answer ITL),
+which `record_gaps` and `record_answer_gaps` merge into the point's; `max_gap_ns` is the
+largest gap of all. (An endless stream of 1-token chunks kept every gap: 2.3 GB at 20 s.)
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import math
 
 from benchc.client import _body_py
 from benchc.client._sse_py import SSEDecoder
-from benchc.metrics.latency import ns_to_us
+from benchc.metrics.latency import new_histogram, ns_to_us
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")  # the first non-empty one is the text
 _ANSWER_KEY = _TEXT_KEYS[0]  # the others are the reasoning's
@@ -46,6 +50,11 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
 TIMINGS_MS = ("prompt_ms", "predicted_ms")
 FIRST_BYTES_KEPT = 200  # bytes of the stream's start kept (StreamParser.first_bytes)
+# Chunk gaps kept as a list per stream (StreamParser.gaps_ns); later ones go to its histograms.
+# A long answer (8k tokens) never reaches it; past it a stream holds up to three histograms
+# (about 190 KB each, in the point's layout) whatever its length.
+GAPS_KEPT = 8192
+_ITL, _ITL_TOKEN, _ITL_ANSWER = range(3)  # StreamParser._spill: a histogram each, made when needed
 
 
 def _count(v) -> int | None:
@@ -326,7 +335,8 @@ class StreamParser:
                  "error_event", "multi_token_chunks", "gaps_ns", "chunk_tokens", "_prev_usage", "events",
                  "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
                  "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds",
-                 "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results", "response_id")
+                 "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results", "response_id",
+                 "max_gap_ns", "_last_kind", "_spill")
 
     def __init__(self, keep_text: bool = False, body: bool = False) -> None:
         # a non-streamed answer: one JSON body, skimmed as it arrives (see the module)
@@ -349,9 +359,14 @@ class StreamParser:
         self.malformed_example: bytes | None = None
         self.error_event: str | None = None
         self.multi_token_chunks = 0
-        self.gaps_ns: list[int] = []  # between consecutive text-bearing chunks
-        self.chunk_tokens: list[int] = []  # per text chunk: its token count, -1 when unknown
-        self._kinds: list[int] = []  # per text chunk: ANSWER, REASONING or TOOL
+        # between consecutive text-bearing chunks: the first GAPS_KEPT (the later ones: _spill)
+        self.gaps_ns: list[int] = []
+        self.chunk_tokens: list[int] = []  # per kept text chunk: its token count, -1 when unknown
+        self._kinds: list[int] = []  # per kept text chunk: ANSWER, REASONING or TOOL
+        self.max_gap_ns = 0  # the largest gap (0 until there is one)
+        self._last_kind = ANSWER  # the last text chunk's kind
+        # the gaps past GAPS_KEPT, recorded as they come: [ITL, per-token ITL, answer ITL]
+        self._spill: list = [None, None, None]
         self.first_reasoning_ns = 0  # the first reasoning chunk
         self.first_answer_ns = 0  # the first answer chunk (content, or a completion's text)
         self.reasoning_chunks = 0
@@ -465,13 +480,15 @@ class StreamParser:
                 self._texts.append(text)
                 self._text_kinds.append(kind)
             if self.first_text_ns:
-                self.gaps_ns.append(now - self.last_text_ns)
+                self._gap(now - self.last_text_ns, tokens, kind)
             else:
                 self.first_text_ns = now
             self.last_text_ns = now
             self.text_chunks += 1
-            self.chunk_tokens.append(tokens)
-            self._kinds.append(kind)
+            if len(self.chunk_tokens) <= GAPS_KEPT:  # the chunks on either side of the kept gaps
+                self.chunk_tokens.append(tokens)
+                self._kinds.append(kind)
+            self._last_kind = kind
             if kind == REASONING:
                 self.reasoning_chunks += 1
                 if not self.first_reasoning_ns:
@@ -482,6 +499,26 @@ class StreamParser:
                     self.first_tool_ns = now
             elif not self.first_answer_ns:
                 self.first_answer_ns = now
+
+    def _gap(self, gap: int, tokens: int, kind: int) -> None:
+        """One gap, ended by a chunk of `tokens` tokens (-1: unknown) and of `kind`: kept in the
+        list, or past GAPS_KEPT recorded as record_gaps and record_answer_gaps would record it."""
+        if self.text_chunks == 1 or gap > self.max_gap_ns:
+            self.max_gap_ns = gap
+        if len(self.gaps_ns) < GAPS_KEPT:
+            self.gaps_ns.append(gap)
+            return
+        self._spilled(_ITL).record(ns_to_us(gap))
+        if tokens > 0:
+            self._spilled(_ITL_TOKEN).record(ns_to_us(gap // tokens), tokens)
+        if not (self._last_kind or kind):  # between two answer chunks
+            self._spilled(_ITL_ANSWER).record(ns_to_us(gap))
+
+    def _spilled(self, which: int):
+        h = self._spill[which]
+        if h is None:
+            h = self._spill[which] = new_histogram()
+        return h
 
     def text(self) -> str:
         """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
@@ -508,23 +545,33 @@ class StreamParser:
 
     @property
     def answer_gaps_ns(self) -> list[int]:
-        """The gaps between consecutive answer chunks (gap i lies between chunks i and i+1):
+        """The kept gaps between consecutive answer chunks (gap i lies between chunks i and i+1):
         the answer's own ITL, without the reasoning's (or a tool call's) pace or the turn from one
         to the other."""
         k = self._kinds
         return [g for i, g in enumerate(self.gaps_ns) if not (k[i] or k[i + 1])]
 
     def record_gaps(self, itl, itl_token=None) -> None:
-        """Record the chunk gaps (us) into `itl`, and per token into `itl_token` where a chunk's
-        token count is known: a chunk of k tokens after gap g is k tokens of g/k."""
+        """Record every chunk gap (us) into `itl`, and per token into `itl_token` where a chunk's
+        token count is known: a chunk of k tokens after gap g is k tokens of g/k. The gaps past
+        GAPS_KEPT come from this parser's histograms, merged count for count."""
         for g in self.gaps_ns:
             itl.record(ns_to_us(g))
+        _merge(itl, self._spill[_ITL])
         if itl_token is not None:
             for g, k in zip(self.gaps_ns, self.chunk_tokens[1:], strict=False):
                 if k > 0:
                     itl_token.record(ns_to_us(g // k), k)
+            _merge(itl_token, self._spill[_ITL_TOKEN])
 
     def record_answer_gaps(self, itl_answer) -> None:
-        """Record the answer's chunk gaps (us) into `itl_answer` (see answer_gaps_ns)."""
+        """Record every gap between answer chunks (us) into `itl_answer` (see answer_gaps_ns)."""
         for g in self.answer_gaps_ns:
             itl_answer.record(ns_to_us(g))
+        _merge(itl_answer, self._spill[_ITL_ANSWER])
+
+
+def _merge(into, spilled) -> None:
+    """Add a parser's histogram of the gaps past GAPS_KEPT (None: it has none) to `into`."""
+    if spilled is not None:
+        into.merge(spilled)

@@ -20,6 +20,7 @@ from aiohttp.client_proto import ResponseHandler
 
 from benchc import redact
 from benchc.client import http1
+from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
 from benchc.client.apis import APIS
@@ -130,6 +131,11 @@ def headers_for(target: Target) -> dict[str, str]:
 
 
 AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 names its own two)
+# How a measured session reads: bodies as they came (no decompression), and a head line up to
+# the own reader's bound on a whole head (aiohttp's own limit, 8,190 bytes, refused heads the
+# own reader read)
+SESSION_OPTIONS: dict[str, Any] = {"read_bufsize": 1 << 20, "auto_decompress": False,
+                                   "max_line_size": MAX_HEAD, "max_field_size": MAX_HEAD}
 AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
 
 
@@ -295,8 +301,8 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         # both attempts share target.timeout, as on the own reader (http1.exchange)
         left = max(target.timeout_s - (CLOCK() - start) / 1e9, 0.001)
         kw["timeout"] = aiohttp.ClientTimeout(total=left, sock_read=target.first_byte_timeout_s)
-        async with aiohttp.ClientSession(connector=make_connector(force_close=True), read_bufsize=1 << 20,
-                                         auto_decompress=False, trace_configs=session.trace_configs) as fresh:
+        async with aiohttp.ClientSession(connector=make_connector(force_close=True), **SESSION_OPTIONS,
+                                         trace_configs=session.trace_configs) as fresh:
             _, content_type = await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
     return _conclude(rec, parser, content_type)
 
@@ -321,9 +327,16 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
     try:
         async with session.post(url, **kw) as resp:
             rec.status = resp.status
-            content_type = resp.headers.get("Content-Type")
+            # the last one, as the own reader takes it (a head may repeat it)
+            content_type = resp.headers.getall("Content-Type", [None])[-1]
             proto = resp.connection.protocol if resp.connection else None
             _after_head(proto, target.idle_timeout_s)
+            encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+            if compressed(encoding.encode("latin-1", "replace")):  # a head the own reader refuses
+                rec.status, rec.error = None, STREAM_BROKEN
+                rec.error_detail = error_detail(COMPRESSED, encoding.encode("latin-1", "replace"))
+                rec.end_ns = CLOCK()
+                return False, content_type
             if resp.status != 200:
                 text = await error_text(resp)
                 rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
@@ -340,7 +353,12 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             # The hot loop: one parser call per read, with the read's arrival time; the
             # parser frames events, extracts text/usage/finish and times text chunks.
             while True:
-                data = await content.readany()
+                try:
+                    data = await content.readany()
+                except aiohttp.ClientPayloadError:
+                    if not _ended_before_its_framing(content, parser, proto):
+                        raise
+                    break
                 if not data:
                     break
                 parser.feed(data, _arrival(proto))
@@ -379,6 +397,23 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
     if rec.error is not None and attempt == 1:
         rec.error_detail = ((rec.error_detail or "") + " (a retry after a reused connection failed)")[:200]
     return False, content_type
+
+
+def _ended_before_its_framing(content: Any, parser: Any, proto: Any) -> bool:
+    """aiohttp found the body cut short (the connection ended before its framing did): whether
+    the answer had said it ended before that ([DONE], or a whole JSON body), as the own reader
+    asks (_response_py.ResponseReader.lost). aiohttp raises before handing over what it had
+    read when the connection ended: those bytes are fed first (a private method; without it,
+    the answer is judged on what was handed over)."""
+    read_left = getattr(content, "_read_nowait", None)
+    if read_left is not None and not parser.done_ns:
+        try:
+            left = read_left(-1)
+        except Exception:  # noqa: BLE001 - aiohttp's own state: judge on what was handed over
+            left = b""
+        if left:
+            parser.feed(left, _arrival(proto))
+    return bool(parser.done_ns) and not parser.oversized
 
 
 def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) -> RequestRecord:

@@ -214,5 +214,5 @@ def _meets_slo(r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,
 
 
 def _max_gap_us(r: RequestRecord) -> float | None:
-    gaps = r.parser.gaps_ns
-    return max(gaps) / 1e3 if gaps else None
+    p = r.parser  # its largest gap of all (it keeps only the first ones as a list)
+    return p.max_gap_ns / 1e3 if p.text_chunks > 1 else None

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from benchc.client import http1
-from benchc.client.request import endpoint, headers_for, make_connector, make_trace_config
+from benchc.client.request import SESSION_OPTIONS, endpoint, headers_for, make_connector, make_trace_config
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
 from benchc.metrics.recorder import PointRecorder
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 def measured_session() -> aiohttp.ClientSession:
     """The aiohttp session of measured requests (--http aiohttp): stamping connector, t0 trace
     hook, the body passed on as it came (the stream parser reads the server's own bytes)."""
-    return aiohttp.ClientSession(connector=make_connector(), read_bufsize=1 << 20, auto_decompress=False,
+    return aiohttp.ClientSession(connector=make_connector(), **SESSION_OPTIONS,
                                  trace_configs=[make_trace_config(), _connection_log()])
 
 

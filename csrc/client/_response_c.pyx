@@ -27,7 +27,10 @@ from benchc.client._response_py import (
     BAD_CONTENT_LENGTH,
     BAD_STATUS_LINE,
     COMPRESSED,
+    BAD_HEADER_LINE,
+    CONFLICTING_LENGTH,
     HEAD_TOO_LARGE,
+    TCHAR,
     LOST,
     MAX_HEAD,
     MAX_LENGTH_DIGITS,
@@ -47,6 +50,11 @@ cdef int C_HEAD_TOO_LARGE = HEAD_TOO_LARGE
 cdef int C_BAD_STATUS_LINE = BAD_STATUS_LINE
 cdef int C_BAD_CONTENT_LENGTH = BAD_CONTENT_LENGTH
 cdef int C_COMPRESSED = COMPRESSED
+cdef int C_CONFLICTING_LENGTH = CONFLICTING_LENGTH
+cdef int C_BAD_HEADER_LINE = BAD_HEADER_LINE
+cdef bint IS_TCHAR[256]  # the twin's TCHAR, as a table
+for _c in range(256):
+    IS_TCHAR[_c] = _c in TCHAR
 cdef int C_BAD_CHUNKED = BAD_CHUNKED
 cdef int C_LOST = LOST
 cdef int C_OVERSIZED_STREAM = OVERSIZED_STREAM
@@ -207,20 +215,18 @@ cdef void _deliver(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_
 cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
     """Reads the head at the front of r.head: the offset of the body bytes after it, or -1
     while it is incomplete (or broken: the response is then finished). Skips 1xx heads."""
-    cdef const unsigned char* hit
     cdef Py_ssize_t end, sep, rest
     while True:
-        sep = 4
-        hit = <const unsigned char*>memmem(r.head.p, r.head.n, b"\r\n\r\n", 4)
-        if hit == NULL:
-            sep = 2
-            hit = <const unsigned char*>memmem(r.head.p, r.head.n, b"\n\n", 2)
-        if hit == NULL:
+        end = _blank_line(r.head.p, r.head.n, &sep)
+        if end >= 0 and end + sep > C_MAX_HEAD:  # whole, as when its bytes come in pieces (the twin's)
+            _fail(r, C_HEAD_TOO_LARGE, NULL, 0)
+            return -1
+        if end < 0:
             if r.head.n > C_MAX_HEAD:
                 _fail(r, C_HEAD_TOO_LARGE, NULL, 0)
             return -1
-        end = hit - r.head.p
         if not _parse_head(r, r.head.p, end):
+            r.status = -1  # a head that cannot be read has no status (the twin's _one_head)
             return -1
         rest = end + sep
         if 100 <= r.status < 200:  # 100 Continue and friends
@@ -237,12 +243,34 @@ cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
         return rest
 
 
+cdef Py_ssize_t _blank_line(const unsigned char* p, Py_ssize_t n, Py_ssize_t* sep) noexcept nogil:
+    """Where the head's first blank line begins (the twin's _BLANK_LINE: CR? LF CR? LF, the
+    earliest), its length in *sep; -1 when there is none yet."""
+    cdef const unsigned char* lf
+    cdef Py_ssize_t j = 0, end, after
+    while True:
+        lf = <const unsigned char*>memchr(p + j, 10, n - j)
+        if lf == NULL:
+            return -1
+        j = lf - p
+        if j + 1 < n and p[j + 1] == 10:
+            after = j + 2
+        elif j + 2 < n and p[j + 1] == 13 and p[j + 2] == 10:
+            after = j + 3
+        else:
+            j += 1
+            continue
+        end = j - 1 if j > 0 and p[j - 1] == 13 else j
+        sep[0] = after - end
+        return end
+
+
 cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noexcept nogil:
     """The status line and the headers that frame the body or keep the connection (see the
     twin's _parse_head); False when the head is broken (the response is then finished)."""
     cdef Py_ssize_t eol, i, a0, b0, a1, b1, j, va, vb, name_end, k
     cdef int64_t length = -1
-    cdef bint chunked = False
+    cdef bint chunked = False, transfer_encoding = False
     cdef const unsigned char* nl = <const unsigned char*>memchr(h, 10, n)
     eol = (nl - h) if nl != NULL else n
     # the first two whitespace-separated words of the status line
@@ -266,6 +294,8 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
     r.status = (h[a1] - 48) * 100 + (h[a1 + 1] - 48) * 10 + (h[a1 + 2] - 48)
     if b0 - a0 == 8 and memcmp(h + a0, b"HTTP/1.0", 8) == 0:
         r.keep_alive = False
+    if not _field_lines_ok(r, h, eol, n):
+        return False
     # every line start (after a LF) of the fields: `[ \t]*NAME[ \t]*:VALUE` up to CR or LF
     j = eol
     while j < n:
@@ -293,9 +323,13 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
             vb -= 1
         if _is(h + i, name_end - i, b"transfer-encoding", 17):
             chunked = chunked or _contains(h + va, vb - va, b"chunked", 7)
+            transfer_encoding = True
         elif _is(h + i, name_end - i, b"content-length", 14):
             if vb == va or vb - va > C_MAX_LENGTH_DIGITS or not _digits(h + va, vb - va):
                 _fail_lower(r, C_BAD_CONTENT_LENGTH, h + va, vb - va)
+                return False
+            if length >= 0:  # a second one (the twin's CONFLICTING_LENGTH)
+                _fail_lower(r, C_CONFLICTING_LENGTH, h + va, vb - va)
                 return False
             length = 0
             while va < vb:
@@ -320,6 +354,9 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
                 and not _is(h + va, vb - va, b"identity", 8):
             _fail_lower(r, C_COMPRESSED, h + va, vb - va)
             return False
+    if transfer_encoding and length >= 0:
+        _fail(r, C_CONFLICTING_LENGTH, NULL, 0)
+        return False
     if 100 <= r.status < 200:
         return True
     if chunked:
@@ -334,6 +371,36 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
     else:
         r.mode = MODE_CLOSE
         r.keep_alive = False
+    return True
+
+
+cdef bint _field_lines_ok(ResponseCore* r, const unsigned char* h, Py_ssize_t eol, Py_ssize_t n) noexcept nogil:
+    """Every field line is NAME ":" VALUE with NAME a token, or a folded line (SP or HT first, not
+    the first line):
+    the twin's check (aiohttp's too); False, the response failed, at the first that is not."""
+    cdef Py_ssize_t i, j = eol, e, k
+    cdef const unsigned char* nl
+    while j < n:
+        i = j + 1
+        nl = <const unsigned char*>memchr(h + i, 10, n - i) if i < n else NULL
+        j = (nl - h) if nl != NULL else n
+        e = j - 1 if j > i and h[j - 1] == 13 else j  # the line without its CR
+        if i < e and (h[i] == 32 or h[i] == 9):
+            if i > eol + 1:
+                continue  # a folded line continues the one before
+            while i < e and (h[i] == 32 or h[i] == 9):  # the first line's blanks (the twin's)
+                i += 1
+        k = i
+        while k < e and h[k] != 58 and IS_TCHAR[h[k]]:
+            k += 1
+        if k == i:
+            _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
+            return False
+        while k < e and (h[k] == 32 or h[k] == 9):  # blanks before the colon (the twin's)
+            k += 1
+        if k >= e or h[k] != 58:
+            _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
+            return False
     return True
 
 
@@ -361,6 +428,9 @@ cdef void response_lost(ResponseCore* r, int err, int64_t now) noexcept nogil:
         _finish(r, now, 0)
         return
     r.keep_alive = False
+    if r.status == 200 and r.parser.done_ns:  # the answer had said it ended (see the twin)
+        _finish(r, now, 0)
+        return
     r.lost_errno = err
     _finish(r, now, C_LOST)
 

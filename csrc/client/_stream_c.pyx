@@ -27,6 +27,7 @@ without the GIL; `close` hands the skeleton to the twin's `_body_py.interpret`, 
 import json
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from benchc.client._bytes cimport Bytes, bytes_put, bytes_set, hex_value
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free
@@ -35,7 +36,8 @@ from libc.string cimport memchr, memcmp, memcpy
 from benchc.metrics._hdr_c cimport Histogram
 from benchc.client._sse_py import EVENT_TOO_LARGE, LINE_TOO_LONG, MAX_SSE_BYTES
 from benchc.client._stream_py import ANSWER as _ANSWER, REASONING as _REASONING, TOOL as _TOOL
-from benchc.client._stream_py import TIMINGS_INT, TIMINGS_MS
+from benchc.client._stream_py import GAPS_KEPT, TIMINGS_INT, TIMINGS_MS
+from benchc.metrics.latency import DIGITS, HIGHEST_US, LOWEST_US
 from benchc.client._stream_py import interpret as _interpret
 from benchc.client._body_py import DEEPEST_KEPT, MAX_KEPT_BODY
 from benchc.client._body_py import interpret as _interpret_body
@@ -48,7 +50,13 @@ cdef extern from "string.h":
 # the bounds of _sse_py: a longer line, or an event with more data, stops the stream
 # what a text is (the twin's constants)
 cdef int ANSWER = _ANSWER, REASONING = _REASONING, TOOL = _TOOL
+cdef Py_ssize_t C_GAPS_KEPT = GAPS_KEPT
+cdef enum:  # StreamCore.spill: the twin's _ITL, _ITL_TOKEN, _ITL_ANSWER
+    SPILL_ITL = 0
+    SPILL_TOKEN = 1
+    SPILL_ANSWER = 2
 cdef Py_ssize_t C_MAX_SSE = MAX_SSE_BYTES
+cdef const unsigned char* UTF8_BOM = b"\xef\xbb\xbf"  # the twin's BOM: dropped once, first in a stream
 cdef int C_LINE_TOO_LONG = LINE_TOO_LONG
 cdef int C_EVENT_TOO_LARGE = EVENT_TOO_LARGE
 cdef int C_BODY_TOO_LARGE = BODY_TOO_LARGE
@@ -520,6 +528,7 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.example_len = 0
     s.oversized = 0
     s.first_len = 0
+    s.bom = 0
     s.keep_text = keep_text
     s.body = body
     s.body_done = s.body_escape = s.body_object3 = s.body_key3 = s.body_read = False
@@ -529,6 +538,9 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.n_pieces = s.pieces_cap = 0
     s.cap = 64
     s.n_gaps = s.n_tokens = 0
+    s.max_gap_ns = 0
+    s.last_kind = ANSWER
+    s.spill[0] = s.spill[1] = s.spill[2] = NULL
     s.gaps = <int64_t*>malloc(s.cap * sizeof(int64_t))
     s.tokens = <int64_t*>malloc(s.cap * sizeof(int64_t))
     s.kinds = <unsigned char*>malloc(s.cap)
@@ -538,6 +550,12 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
 
 
 cdef void stream_free(StreamCore* s) noexcept nogil:
+    cdef int i
+    if s.spill[0] != NULL or s.spill[1] != NULL or s.spill[2] != NULL:
+        with gil:
+            for i in range(3):
+                Py_XDECREF(s.spill[i])
+                s.spill[i] = NULL
     free(s.line.p)
     free(s.data.p)
     free(s.finish.p)
@@ -562,7 +580,8 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     """One read's bytes, all stamped `now`: frames their events and reads each; -1 when
     memory ran out (or the twin's interpret raised). A line or event past the bounds stops
     the stream (s.oversized; 0 is returned): later reads are ignored."""
-    cdef Py_ssize_t start = 0, i, k
+    cdef Py_ssize_t k
+    cdef int held, m = 0  # m: bytes of this read that go on with a BOM (the twin's SSEDecoder.feed)
     if s.oversized:
         return 0
     if s.first_len < FIRST_KEPT:
@@ -571,6 +590,26 @@ cdef int stream_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
         s.first_len += k
     if s.body:
         return _body_feed(s, p, n, now)
+    if s.bom < 0:
+        return _sse_feed(s, p, n, now)
+    held = s.bom
+    while held + m < 3 and m < n and p[m] == UTF8_BOM[held + m]:
+        m += 1
+    if held + m == 3:  # a whole BOM: dropped
+        s.bom = -1
+        return _sse_feed(s, p + m, n - m, now)
+    if m == n:  # still a BOM's beginning: held back
+        s.bom = held + m
+        return 0
+    s.bom = -1  # no BOM: what was held back is the stream's start
+    if held and _sse_feed(s, UTF8_BOM, held, now) < 0:
+        return -1
+    return 0 if s.oversized else _sse_feed(s, p, n, now)
+
+
+cdef int _sse_feed(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
+    """stream_feed's SSE framing, past the stream's first bytes."""
+    cdef Py_ssize_t start = 0, i
     if s.skip_lf and n > 0 and p[0] == 10:
         start = 1  # the CR that ended the last read had its LF here
     s.skip_lf = False
@@ -707,6 +746,10 @@ cdef void _stop(StreamCore* s, int why) noexcept nogil:
 
 cdef int stream_close(StreamCore* s, int64_t now) noexcept nogil:
     """End of stream: an unterminated last line and event still count (see _sse_py.close)."""
+    cdef int held = s.bom
+    s.bom = -1
+    if held > 0 and not s.oversized and not s.body and _sse_feed(s, UTF8_BOM, held, now) < 0:
+        return -1  # a BOM's beginning, and the stream ended: it was the stream's start
     if s.oversized:
         return 0
     if s.line.n and _line(s, s.line.p, 0, s.line.n, now) < 0:
@@ -1577,18 +1620,20 @@ cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
 
 cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int kind, int64_t now) noexcept nogil:
     s.text_bytes += nbytes
-    if s.n_tokens >= s.cap - 1 and _grow(s) < 0:
+    if s.n_tokens <= C_GAPS_KEPT and s.n_tokens >= s.cap - 1 and _grow(s) < 0:
         return -1
     if s.first_text_ns:
-        s.gaps[s.n_gaps] = now - s.last_text_ns
-        s.n_gaps += 1
+        if _gap(s, now - s.last_text_ns, tokens, kind) < 0:
+            return -1
     else:
         s.first_text_ns = now
     s.last_text_ns = now
     s.text_chunks += 1
-    s.tokens[s.n_tokens] = tokens
-    s.kinds[s.n_tokens] = kind
-    s.n_tokens += 1
+    if s.n_tokens <= C_GAPS_KEPT:  # the chunks on either side of the kept gaps
+        s.tokens[s.n_tokens] = tokens
+        s.kinds[s.n_tokens] = kind
+        s.n_tokens += 1
+    s.last_kind = kind
     if kind == REASONING:
         s.reasoning_chunks += 1
         if not s.first_reasoning_ns:
@@ -1602,8 +1647,47 @@ cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int kind, int64_t 
     return 0
 
 
+cdef int _gap(StreamCore* s, int64_t gap, int64_t tokens, int kind) noexcept nogil:
+    """One gap, ended by a chunk of `tokens` tokens (-1: unknown) and of `kind` (the twin's _gap):
+    kept, or past GAPS_KEPT recorded as record_gaps and record_answer_gaps would record it."""
+    if s.text_chunks == 1 or gap > s.max_gap_ns:
+        s.max_gap_ns = gap
+    if s.n_gaps < C_GAPS_KEPT:
+        s.gaps[s.n_gaps] = gap
+        s.n_gaps += 1
+        return 0
+    if _spill(s, SPILL_ITL, _to_us(gap), 1) < 0:
+        return -1
+    if tokens > 0 and _spill(s, SPILL_TOKEN, _to_us(gap // tokens), tokens) < 0:
+        return -1
+    if not (s.last_kind or kind) and _spill(s, SPILL_ANSWER, _to_us(gap), 1) < 0:
+        return -1
+    return 0
+
+
+cdef int _spill(StreamCore* s, int which, int64_t us, int64_t count) noexcept nogil:
+    """Record into the stream's own histogram `which`, made (with the GIL, once) when first needed."""
+    if s.spill[which] == NULL:
+        s.spill[which] = _new_histogram()
+        if s.spill[which] == NULL:
+            return -1
+    (<Histogram>s.spill[which]).record_nogil(us, count)
+    return 0
+
+
+cdef PyObject* _new_histogram() noexcept with gil:
+    """A histogram of the point's layout, as an owned reference; NULL when out of memory."""
+    try:
+        h = Histogram(LOWEST_US, HIGHEST_US, DIGITS)
+    except MemoryError:
+        return NULL
+    Py_INCREF(h)
+    return <PyObject*>h
+
+
 cdef int _grow(StreamCore* s) noexcept nogil:
-    cdef Py_ssize_t cap = s.cap * 2
+    # the kept chunks' arrays stop at GAPS_KEPT + 1 entries (and a spare)
+    cdef Py_ssize_t cap = min(s.cap * 2, C_GAPS_KEPT + 2)
     cdef int64_t* g = <int64_t*>realloc(s.gaps, cap * sizeof(int64_t))
     cdef unsigned char* k
     if g == NULL:
@@ -1902,12 +1986,16 @@ cdef class StreamParser:
         return [self.core.gaps[i] for i in range(self.core.n_gaps)]
 
     @property
+    def max_gap_ns(self):
+        return self.core.max_gap_ns
+
+    @property
     def chunk_tokens(self):
         return [self.core.tokens[i] for i in range(self.core.n_tokens)]
 
     @property
     def answer_gaps_ns(self):
-        """The gaps between consecutive answer chunks (see the twin)."""
+        """The kept gaps between consecutive answer chunks (see the twin)."""
         cdef Py_ssize_t i
         cdef unsigned char* k = self.core.kinds
         return [self.core.gaps[i] for i in range(self.core.n_gaps) if not (k[i] or k[i + 1])]
@@ -1936,11 +2024,13 @@ cdef class StreamParser:
         cdef int64_t k
         for i in range(self.core.n_gaps):
             itl.record(_to_us(self.core.gaps[i]), 1)
+        _merge(itl, self.core.spill[SPILL_ITL])
         if itl_token is not None:
             for i in range(self.core.n_gaps):
                 k = self.core.tokens[i + 1]
                 if k > 0:
                     itl_token.record(_to_us(self.core.gaps[i] // k), k)
+            _merge(itl_token, self.core.spill[SPILL_TOKEN])
 
     def record_answer_gaps(self, Histogram itl_answer):
         """Record the answer's chunk gaps (us) into `itl_answer` (see answer_gaps_ns)."""
@@ -1949,3 +2039,10 @@ cdef class StreamParser:
         for i in range(self.core.n_gaps):
             if not (k[i] or k[i + 1]):
                 itl_answer.record(_to_us(self.core.gaps[i]), 1)
+        _merge(itl_answer, self.core.spill[SPILL_ANSWER])
+
+
+cdef _merge(Histogram into, PyObject* spilled):
+    """Add a stream's histogram of the gaps past GAPS_KEPT (NULL: it has none) to `into`."""
+    if spilled != NULL:
+        into.merge(<Histogram>spilled)
