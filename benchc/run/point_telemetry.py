@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 
@@ -76,14 +77,17 @@ class PointTelemetry:
                 continue
             task = asyncio.create_task(self._sample(tick))
             self._scrapes.add(task)
-            task.add_done_callback(self._scrapes.discard)
+            task.add_done_callback(functools.partial(self._scrape_done, tick))
+
+    def _scrape_done(self, tick: int, task: asyncio.Task) -> None:
+        self._scrapes.discard(task)
+        if task.cancelled():
+            # still unanswered when the point ended: a tick without a sample. Counted here, not
+            # in _sample, because a task cancelled before its first step never runs its body.
+            self.skipped.append(tick)
 
     async def _sample(self, tick: int) -> None:
-        try:
-            m = await scrape(self.session, self.root)
-        except asyncio.CancelledError:
-            self.skipped.append(tick)  # still unanswered when the point ended: a tick without a sample
-            raise
+        m = await scrape(self.session, self.root)
         if m:
             self.samples.append((tick, m))
         else:
