@@ -20,9 +20,11 @@ def pinned(cmd: list[str], core: int) -> list[str]:
 
 
 @contextmanager
-def simulator(params: dict, trace: str | None = None):
-    """Yields the base URL of a `benchc sim` configured with `params` (JSON)."""
+def simulator(params: dict, trace: str | None = None, model: str | None = None):
+    """Yields the base URL of a `benchc sim` configured with `params` (JSON), serving `model`."""
     cmd = [sys.executable, "-m", "benchc", "sim", "--port", "0", "--config-json", json.dumps(params)]
+    if model:
+        cmd += ["--model", model]
     if trace:
         cmd += ["--trace", trace]
     p = subprocess.Popen(pinned(cmd, 0), stdout=subprocess.PIPE, text=True)

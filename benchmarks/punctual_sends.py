@@ -7,6 +7,11 @@ simulator, as `benchc run` reports it in each point's client block (send_skew_us
    Poisson arrivals at 80% of it, same lengths.
 2. The Mooncake example replay, specs/trace-replay.yaml as shipped (speedup 1 and 2).
 
+The simulator runs in its own process pinned to core 0 (`benchc sim` with the spec's preset,
+attached with --base-url), `benchc run` on core 1: a simulator embedded by a pinned
+`benchc run` would inherit its core and take turns on it with the client, which made half
+of the late sends (its step work ahead of the client's wakeups in the run queue).
+
     python benchmarks/trace_replay.py is the older harness (t0 - scheduled per request).
     python benchmarks/punctual_sends.py [--repeats 3] [--requests 2000] [--http native]
 
@@ -24,7 +29,10 @@ import subprocess
 import sys
 import tempfile
 
-from _harness import pinned
+from _harness import pinned, simulator
+
+PRESET = {"preset": "minimax-m2.5-tp4"}  # the simulator both specs name
+MODEL = "MiniMaxAI/MiniMax-M2.5"
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = """\
@@ -43,9 +51,9 @@ output: {{path: {out}}}
 """
 
 
-def run(spec: str, out: str, http: str, *extra: str) -> list[dict]:
+def run(spec: str, out: str, http: str, url: str) -> list[dict]:
     cmd = [sys.executable, "-m", "benchc", "run", spec, "--quiet", "--out", out, "--force", "--http", http,
-           *extra]
+           "--base-url", url]
     subprocess.run(pinned(cmd, 1), check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         return json.load(f)["points"]
@@ -65,23 +73,25 @@ def main() -> None:
     ap.add_argument("--http", default="native", choices=["native", "aiohttp"])
     a = ap.parse_args()
     rows: dict[str, list[dict]] = {}
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, simulator(PRESET, model=MODEL) as url:
         spec, out = os.path.join(d, "s.yaml"), os.path.join(d, "r.json")
         with open(spec, "w") as f:
             f.write(SPEC.format(sweep="{concurrency: [256]}", requests=2048, out=out))
-        (cap,) = run(spec, out, a.http)
+        (cap,) = run(spec, out, a.http, url)
         capacity = cap["counts"]["completed"] / cap["window"]["duration_s"]
         rate = round(0.8 * capacity, 1)
+        load = os.getloadavg()
         print(f"punctual_sends: capacity {capacity:.1f} req/s (closed loop at 256); Poisson at {rate}/s; "
-              f"http {a.http}; cpus={os.cpu_count()}", flush=True)
+              f"http {a.http}; cpus={os.cpu_count()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+              flush=True)
         with open(spec, "w") as f:
             f.write(SPEC.format(sweep=f"{{rate: [{rate}/s], arrival: poisson}}", requests=a.requests,
                                 out=out))
         example = os.path.join(REPO, "specs", "trace-replay.yaml")
         for k in range(a.repeats):
-            for p in run(spec, out, a.http):
+            for p in run(spec, out, a.http, url):
                 rows.setdefault(f"poisson {p['id']}", []).append(skew(p))
-            for p in run(example, out, a.http):
+            for p in run(example, out, a.http, url):
                 rows.setdefault(f"trace-replay {p['id']}", []).append(skew(p))
             for name, rs in rows.items():
                 s = rs[-1]

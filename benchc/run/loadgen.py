@@ -70,7 +70,11 @@ class StepContext:
 
 class _SelfCheck:
     """Samples event-loop lag and the in-flight count while a point runs (into `series` too,
-    per interval, when the point keeps one)."""
+    per interval, when the point keeps one).
+
+    A tick is a bare timer callback, not a task sleeping: on a mostly idle loop (a per-token
+    stream read by the receive loop) each tick is a wakeup of its own, and a task's sleep
+    (future, task step) cost about twice the callback's CPU per wakeup (benchmarks/run_ingest.py)."""
 
     def __init__(self, series: ClientSeries | None = None) -> None:
         self.lag = Recorder()
@@ -79,31 +83,31 @@ class _SelfCheck:
         self.inflight_sum = 0
         self.inflight = 0
         self.series = series
-        self._task: asyncio.Task | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0  # perf_counter seconds the next tick is due at
 
-    async def _tick(self) -> None:
-        while True:
-            t = time.perf_counter()
-            await asyncio.sleep(TICK_S)
-            lag_us = max(0.0, (time.perf_counter() - t - TICK_S) * 1e6)
-            self.lag.record_us(lag_us)
-            if lag_us > effects.LOOP_LAG_P99_US:
-                self.late_ticks += 1
-            self.inflight_samples += 1
-            self.inflight_sum += self.inflight
-            if self.series is not None:
-                self.series.sample_inflight(CLOCK(), self.inflight)
+    def _tick(self) -> None:
+        lag_us = max(0.0, (time.perf_counter() - self._due) * 1e6)
+        self.lag.record_us(lag_us)
+        if lag_us > effects.LOOP_LAG_P99_US:
+            self.late_ticks += 1
+        self.inflight_samples += 1
+        self.inflight_sum += self.inflight
+        if self.series is not None:
+            self.series.sample_inflight(CLOCK(), self.inflight)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        self._due = time.perf_counter() + TICK_S
+        self._handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._tick())
+        self._schedule()
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def _cpu_s() -> float:
