@@ -226,3 +226,30 @@ def test_the_decoder_on_its_own_keeps_no_more_than_the_bound():
         d.feed(b"z" * 65536)
     assert d.oversized == LINE_TOO_LONG and d.buffered == 0
 
+
+
+@pytest.mark.parametrize("read_size", [1 << 20, 65_537])  # whole events, and lines across reads
+def test_kept_text_past_its_bound_stops_the_stream_at_the_same_event_on_both_cores(read_size):
+    """A server that streams past max_tokens for ever: with keep_text (a session's next turn, the
+    tokenizer's count) the kept text grew without end. Past MAX_KEPT_TEXT_BYTES the stream
+    stops as oversized (TEXT_TOO_LARGE) after the event that passed it, on both cores; the
+    connection is closed as for a line past its bound. Without keep_text it is read on."""
+    from benchc.client._sse_py import MAX_KEPT_TEXT_BYTES, TEXT_TOO_LARGE, oversized_detail
+
+    piece = 1 << 16
+    over = MAX_KEPT_TEXT_BYTES // piece + 1  # the event whose text passes the bound
+    stream = text_event("x" * piece) * (over + 3) + b"data: [DONE]\n\n"
+    for keep in (True, False):
+        seen = []
+        for m in both_cores("benchc.client._stream"):
+            p = m.StreamParser(keep_text=keep)
+            for i in range(0, len(stream), read_size):
+                p.feed(stream[i:i + read_size], i + 1)
+            p.close(len(stream) + 1)
+            seen.append((p.oversized, p.text_chunks, p.text_bytes, len(p.text()) if keep else None))
+        assert seen[0] == seen[1]
+        if keep:
+            assert seen[0] == (TEXT_TOO_LARGE, over, over * piece, over * piece)
+        else:
+            assert seen[0] == (0, over + 3, (over + 3) * piece, None)
+    assert str(MAX_KEPT_TEXT_BYTES) in oversized_detail(TEXT_TOO_LARGE)

@@ -27,6 +27,11 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 MAX_SSE_BYTES = 1 << 20
 LINE_TOO_LONG, EVENT_TOO_LARGE = 1, 2  # SSEDecoder.oversized (0: within the bounds)
 BODY_TOO_LARGE = 3  # a non-streamed answer's skeleton past its bound (benchc.client._body_py)
+TEXT_TOO_LARGE = 4  # an answer's kept text (keep_text: a session's next turn, the tokenizer) past its bound
+# The most output text a stream keeps when asked to (bytes of its text pieces, text_bytes): an
+# answer of a million tokens is some 4 MiB; a server that streams for ever past max_tokens would
+# otherwise grow the kept text without end.
+MAX_KEPT_TEXT_BYTES = 16 << 20
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark: dropped once, first in a stream
 
 
@@ -34,6 +39,9 @@ def oversized_detail(code: int) -> str:
     """The words of an `oversized_event` error, for both cores' code."""
     if code == LINE_TOO_LONG:
         return f"an SSE line longer than {MAX_SSE_BYTES} bytes; the connection was closed"
+    if code == TEXT_TOO_LARGE:
+        return (f"an answer whose output text (kept for the next turn or the tokenizer) passed "
+                f"{MAX_KEPT_TEXT_BYTES} bytes; the connection was closed")
     if code == BODY_TOO_LARGE:
         return (f"a JSON answer whose skeleton (all but its vectors and nested strings) passed "
                 f"{MAX_SSE_BYTES} bytes; the connection was closed")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 
-from benchc.client import _body_py
+from benchc.client import _body_py, _sse_py
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import new_histogram, ns_to_us
 
@@ -382,7 +382,7 @@ class StreamParser:
     @property
     def oversized(self) -> int:
         """0, or why the stream stopped being read (_sse_py's LINE_TOO_LONG, EVENT_TOO_LARGE,
-        BODY_TOO_LARGE)."""
+        BODY_TOO_LARGE, TEXT_TOO_LARGE)."""
         return self._skim.oversized if self._skim is not None else self._sse.oversized
 
     @property
@@ -399,6 +399,8 @@ class StreamParser:
             return
         for payload in self._sse.feed(data):
             self._event(payload, now_ns)
+            if self._sse.oversized == _sse_py.TEXT_TOO_LARGE:  # stopped by this event's kept text:
+                break  # the read's later events are not read (a line past its bound stopped the decoder before)
 
     def close(self, now_ns: int) -> None:
         if self._skim is not None:
@@ -479,6 +481,8 @@ class StreamParser:
             if self._texts is not None:
                 self._texts.append(text)
                 self._text_kinds.append(kind)
+                if self.text_bytes > _sse_py.MAX_KEPT_TEXT_BYTES and not self._sse.oversized:
+                    self._sse._stop(_sse_py.TEXT_TOO_LARGE)  # the stream is no longer read
             if self.first_text_ns:
                 self._gap(now - self.last_text_ns, tokens, kind)
             else:

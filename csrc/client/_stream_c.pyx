@@ -41,7 +41,7 @@ from benchc.metrics.latency import DIGITS, HIGHEST_US, LOWEST_US
 from benchc.client._stream_py import interpret as _interpret
 from benchc.client._body_py import DEEPEST_KEPT, MAX_KEPT_BODY
 from benchc.client._body_py import interpret as _interpret_body
-from benchc.client._sse_py import BODY_TOO_LARGE
+from benchc.client._sse_py import BODY_TOO_LARGE, MAX_KEPT_TEXT_BYTES, TEXT_TOO_LARGE
 
 
 cdef extern from "string.h":
@@ -60,6 +60,8 @@ cdef const unsigned char* UTF8_BOM = b"\xef\xbb\xbf"  # the twin's BOM: dropped 
 cdef int C_LINE_TOO_LONG = LINE_TOO_LONG
 cdef int C_EVENT_TOO_LARGE = EVENT_TOO_LARGE
 cdef int C_BODY_TOO_LARGE = BODY_TOO_LARGE
+cdef int C_TEXT_TOO_LARGE = TEXT_TOO_LARGE
+cdef int64_t C_MAX_KEPT_TEXT = MAX_KEPT_TEXT_BYTES
 cdef Py_ssize_t C_MAX_KEPT_BODY = MAX_KEPT_BODY
 cdef int C_DEEPEST = DEEPEST_KEPT
 cdef enum:  # how a string of a body is read (the twin's _KEEP, _EMPTY, _DROP)
@@ -1620,6 +1622,10 @@ cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
 
 cdef int _text(StreamCore* s, int64_t nbytes, int64_t tokens, int kind, int64_t now) noexcept nogil:
     s.text_bytes += nbytes
+    if s.keep_text and s.text_bytes > C_MAX_KEPT_TEXT and not s.oversized:
+        # the twin's bound on kept text: the stream is no longer read. Not _stop: the event being
+        # read may lie in s.line or s.data, which _stop frees and the caller reads on (a shape)
+        s.oversized = C_TEXT_TOO_LARGE
     if s.n_tokens <= C_GAPS_KEPT and s.n_tokens >= s.cap - 1 and _grow(s) < 0:
         return -1
     if s.first_text_ns:
