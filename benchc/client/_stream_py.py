@@ -399,8 +399,10 @@ class StreamParser:
             return
         for payload in self._sse.feed(data):
             self._event(payload, now_ns)
-            if self._sse.oversized == _sse_py.TEXT_TOO_LARGE:  # stopped by this event's kept text:
-                break  # the read's later events are not read (a line past its bound stopped the decoder before)
+            # stopped by this event's kept text: the read's later events are not read (a line
+            # past its bound stopped the decoder before it gave its events)
+            if self._sse.oversized == _sse_py.TEXT_TOO_LARGE:
+                break
 
     def close(self, now_ns: int) -> None:
         if self._skim is not None:
