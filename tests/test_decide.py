@@ -363,3 +363,148 @@ def test_a_points_load_is_its_ids_load_part_whatever_the_matrix_and_the_rate_say
     assert [t["load"] for t in side_by_side([r])] == ["rate=2/s", "rate=2.5/s", "c=4"]
     plain = api.from_document(_doc_with_gpus())
     assert [p.load for p in plain.points] == [p["id"] for p in _doc_with_gpus()["points"]]
+
+
+# --------------------------------------------------------------------------- per SLO item
+
+# Two combinations built so that each SLO item has its own winner: MiniMax TP=4 steps fast
+# (TPOT 11.9-15.7 ms at C=1-4) behind a 250 ms front end (every TTFT over 250 ms); Kimi TP=8
+# steps slowly at C=4 (27 ms) with no front end (TTFT tens of ms). Under `tpot < 21ms` alone
+# MiniMax C=4 serves the most per GPU, under `ttft < 150ms` alone Kimi C=4, and under both only
+# Kimi C=1 (TPOT 16.4 ms) has any goodput.
+PER_ITEM_SPEC = """\
+version: 1
+name: per-slo
+target:
+  sim: {{preset: "${{matrix.preset}}", frontend_ms: "${{matrix.frontend_ms}}"}}
+  model: sim-model
+workload:
+  dataset:
+    random: {{input_tokens: 16, output_tokens: 8, seed: 3}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [1, 4]}}
+  requests: 4
+matrix:
+  preset: [minimax-m2.5-tp4, kimi-k2.5-nvfp4-tp8]
+  frontend_ms: [0, 250]
+  exclude: [{{preset: minimax-m2.5-tp4, frontend_ms: 0}}, {{preset: kimi-k2.5-nvfp4-tp8, frontend_ms: 250}}]
+slo:
+  tpot: "p50 < 21ms"
+  ttft: "p99 < 150ms"
+output:
+  path: {path}
+  requests: true
+"""
+TPOT_ITEM, TTFT_ITEM = "tpot: p50 < 21ms", "ttft: p99 < 150ms"
+
+
+def met_by_hand(records: list[dict], items: dict[str, tuple[str, float]]) -> dict[str, dict[str, int]]:
+    """Per point, the completed requests that met each item ({text: (ttft|tpot, limit in us)}),
+    from the per-request records: TPOT as docs/metrics.md defines it ((E2E - TTFT) / (output
+    tokens - 1))."""
+    out: dict[str, dict[str, int]] = {}
+    for r in records:
+        mine = out.setdefault(r["point"], dict.fromkeys(items, 0))
+        if r["error"] is not None:
+            continue
+        values = {"ttft": r["ttft_us"], "tpot": (r["e2e_us"] - r["ttft_us"]) / (r["output_tokens"] - 1)}
+        for text, (metric, limit) in items.items():
+            mine[text] += values[metric] < limit
+    return out
+
+
+def _best_by_hand(doc: dict, item: str | None) -> tuple[str, float]:
+    """(point, goodput per GPU) with the most goodput per GPU under `item` alone (None: the set)."""
+    gpus = {c["combination"]: c["gpus"]["count"] for c in doc["combinations"]}
+
+    def goodput(p: dict) -> float:
+        g = p["throughput"]["goodput_s"] if item is None else p["goodput_per_slo"][item]["goodput_s"]
+        return g / gpus[p["combination"]]
+
+    best = max(doc["points"], key=lambda p: (goodput(p), 1e6 / p["latency"]["tpot_us"]["p50"]))
+    return best["id"], goodput(best)
+
+
+def test_each_slo_item_gets_its_own_answer(tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(PER_ITEM_SPEC.format(path=tmp_path / "r.json"))
+    assert main(["run", str(spec)]) == 1  # every point misses one item or the other
+    doc = read(str(tmp_path / "r.json"))
+    records = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    # counted per item at run time: as the per-request records say, the set's within each item's
+    hand = met_by_hand(records, {TPOT_ITEM: ("tpot", 21_000), TTFT_ITEM: ("ttft", 150_000)})
+    for p in doc["points"]:
+        per = p["goodput_per_slo"]
+        assert list(per) == [TPOT_ITEM, TTFT_ITEM]
+        assert {k: v["slo_met"] for k, v in per.items()} == hand[p["id"]], p["id"]
+        for v in per.values():
+            assert v["goodput_s"] == pytest.approx(v["slo_met"] / p["window"]["duration_s"], abs=1e-3)
+        assert p["counts"]["slo_met"] <= min(v["slo_met"] for v in per.values())
+    # the answers: the set's, then one per item, each the point the numbers imply
+    (answer,) = doc["decision"]
+    assert [a["slo"] for a in answer["per_slo"]] == [[TPOT_ITEM], [TTFT_ITEM]]
+    for a, item in [(answer, None), *zip(answer["per_slo"], (TPOT_ITEM, TTFT_ITEM), strict=True)]:
+        point, per_gpu = _best_by_hand(doc, item)
+        assert a["best"]["point"] == point
+        assert a["best"]["goodput_s_per_gpu"] == pytest.approx(per_gpu, rel=1e-4)
+    # what the construction implies: three different winners
+    assert answer["best"]["point"] == "preset=kimi-k2.5-nvfp4-tp8,frontend_ms=0/c=1"
+    assert answer["per_slo"][0]["best"]["point"] == "preset=minimax-m2.5-tp4,frontend_ms=250/c=4"
+    assert answer["per_slo"][1]["best"]["point"] == "preset=kimi-k2.5-nvfp4-tp8,frontend_ms=0/c=4"
+    for a in answer["per_slo"]:  # the runner-up is the other combination's best under that item
+        assert a["runner_up"]["combination"] != a["best"]["combination"]
+        assert a["margin"]["beyond_noise"] is True and "per_joule" in a
+    said = capsys.readouterr().err
+    assert f"decision under the SLO item [{TPOT_ITEM}] alone:" in said
+    assert f"decision under the SLO item [{TTFT_ITEM}] alone:" in said
+    # compare and report read the same answers from the file
+    assert main(["compare", str(tmp_path / "r.json"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["decision"] == doc["decision"]
+    assert main(["report", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")]) == 0
+    assert f"decision under the SLO item [{TTFT_ITEM}] alone:" in capsys.readouterr().err
+    from benchc.results.html_report import report_data
+
+    lines = [x for a in report_data([doc])["decision"] for x in a]
+    assert f"decision under the SLO item [{TPOT_ITEM}] alone:" in lines
+
+
+def test_an_old_result_decides_per_slo_set_only():
+    """A result written before goodput was counted per SLO item: read, decided per set, and no
+    answer per item (its points have no figure for one)."""
+    doc = _doc_with_gpus()
+    doc["plan"]["slo"] = [
+        {"metric": "ttft", "stat": "p99", "op": "<", "value": 2e6, "text": "ttft: p99 < 2s"},
+        {"metric": "tpot", "stat": "p50", "op": "<", "value": 5e4, "text": "tpot: p50 < 50ms"}]
+    r = api.from_document(doc)
+    assert all(p.goodput_per_slo == {} for p in r.points)
+    (answer,) = decision([r])
+    assert answer["slo"] == ["ttft: p99 < 2s", "tpot: p50 < 50ms"] and "per_slo" not in answer
+    cands, left = candidates([r], slo_item="ttft: p99 < 2s")
+    assert cands == [] and all("no goodput for the SLO item" in x["reason"] for x in left)
+
+
+def test_per_item_counts_add_exactly_and_survive_a_round_trip():
+    """Shards' tallies (the Ray backend's merge, `benchc merge`) add the per-item counts as they
+    add the set's; a point read back gives the tally it was made from."""
+    from benchc.metrics.aggregate import Tally, figures
+
+    a, b = Tally(), Tally()
+    a.slo_met_by_item.update({"x": 3, "y": 0})
+    b.slo_met_by_item.update({"x": 1, "y": 2})
+    a.start_ns, a.end_ns, b.start_ns, b.end_ns = 1, 2_000_000_001, 500, 1_000_000_000
+    total = Tally.total([a, b])
+    assert dict(total.slo_met_by_item) == {"x": 4, "y": 2}
+    point = figures(total)
+    assert point["goodput_per_slo"] == {"x": {"slo_met": 4, "goodput_s": 2.0},
+                                        "y": {"slo_met": 2, "goodput_s": 1.0}}
+    point["params"], point["client"] = {}, {"client_limited": False}
+    assert dict(Tally.from_point(point).slo_met_by_item) == {"x": 4, "y": 2}
+    assert "goodput_per_slo" not in figures(Tally())  # no SLO item counted: no block
+
+
+def test_a_tie_at_zero_is_no_lead():
+    m = margin(_cand(1, 5, 1, 0.0), _cand(2, 4, 1, 0.0), "goodput_s_per_gpu")
+    assert (m["relative"], m["beyond_noise"]) == (None, False)
+    m = margin(_cand(1, 5, 1, 0.5), _cand(2, 4, 1, 0.0), "goodput_s_per_gpu")
+    assert (m["relative"], m["beyond_noise"]) == (None, True)

@@ -240,6 +240,9 @@ class Tally:
     errors: Counter = field(default_factory=Counter)  # failed requests by kind (record.ERROR_KINDS)
     error_examples: dict = field(default_factory=dict)  # kind -> the first detail seen
     slo_met: int = 0  # completed requests that met every SLO of the spec (all, without SLOs)
+    # per SLO item a single request meets or misses (a latency: recorder.REQUEST_METRICS), by
+    # its text: the completed requests that met that item, whatever the others said
+    slo_met_by_item: Counter = field(default_factory=Counter)
     input_tokens: int = 0
     output_tokens: int = 0
     inputs: int = 0  # inputs the completed requests carried (an embeddings batch; one prompt otherwise)
@@ -289,6 +292,7 @@ class Tally:
                      "multi_token_chunks", "usage_tokens", "usage_chunks", "osl_checked", "osl_mismatched"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
+        self.slo_met_by_item.update(other.slo_met_by_item)  # an item one shard counted 0 stays
         for kind, example in other.error_examples.items():
             self.error_examples.setdefault(kind, example)
         self.methods |= other.methods
@@ -342,6 +346,9 @@ class Tally:
         else:
             t.slo_met = round(point["throughput"]["goodput_s"] * w["duration_s"])
             t.derived.append("counts.slo_met: goodput_s x window duration (a result that did not count it)")
+        # results before goodput was counted per SLO item have none: they decide per SLO set only
+        per_item = point.get("goodput_per_slo") or {}
+        t.slo_met_by_item = Counter({k: v["slo_met"] for k, v in per_item.items()})
         t.input_tokens, t.output_tokens = tok["input"], tok["output"]
         t.multi_token_chunks = tok.get("multi_token_chunks", 0)
         if tok["output_method"] != NONE:
@@ -452,6 +459,9 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
         "error_rate": ratio(t.failed, t.sent),
         "cache": t.cache.block(),
     }
+    if t.slo_met_by_item:
+        out["goodput_per_slo"] = {text: {"slo_met": n, "goodput_s": per_second(n, w)}
+                                  for text, n in t.slo_met_by_item.items()}
     # the optional blocks: each counter says None where its point has nothing to show
     optional: dict[str, Any] = {"server_timings": t.server_timings, "sessions": t.sessions,
                                 "reasoning": t.reasoning, "payload": t.payload, "stream": t.stream,

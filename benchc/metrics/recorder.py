@@ -39,6 +39,7 @@ class PointRecorder:
     kept: list = field(default_factory=list)
     # session turns to count with the chat template after the point: (messages, content tokens, usage)
     templated: list = field(default_factory=list)
+    slo_items_named: bool = False  # the tally's per-SLO-item counts have every item's key
 
     def __post_init__(self) -> None:
         t = self.tally
@@ -54,6 +55,11 @@ class PointRecorder:
 
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
         t = self.tally
+        if slo_checks and not self.slo_items_named:  # each item a request can meet, counted from 0
+            for c in slo_checks:
+                if c.metric in REQUEST_METRICS:
+                    t.slo_met_by_item.setdefault(c.text, 0)
+            self.slo_items_named = True
         t.sent += 1
         t.retries += r.retried
         if t.start_ns is None or r.t0_ns < t.start_ns:
@@ -86,8 +92,8 @@ class PointRecorder:
         if first_text_ns is None:
             # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
             # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
-            if slo_checks is not None and _meets_slo(r, slo_checks, None, e2e_ns, None):
-                t.slo_met += 1
+            if slo_checks is not None:
+                _count_slo(t, r, slo_checks, None, e2e_ns, None)
             return
         if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
@@ -151,8 +157,8 @@ class PointRecorder:
         if expected is not None and (r.usage_output_tokens is not None or out > expected):
             t.osl_checked += 1
             t.osl_mismatched += out != expected
-        if slo_checks is not None and _meets_slo(r, slo_checks, ttft_ns, e2e_ns, tpot_ns):
-            t.slo_met += 1
+        if slo_checks is not None:
+            _count_slo(t, r, slo_checks, ttft_ns, e2e_ns, tpot_ns)
 
     def add_session(self, info: dict) -> None:
         """A session that is over: its outcome and duration (run/sessions.run_session)."""
@@ -202,15 +208,29 @@ class PointRecorder:
         return figures(self.tally, (steady or {}).get("output_tok_s"), mean_inflight)
 
 
-def _meets_slo(r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,
-               tpot_ns: float | None) -> bool:
-    """Whether one completed request met every SLO (a metric it has no value for is not held
-    against it: tpot of a one-token output, itl of a one-chunk stream, ttft of an answer that
-    was not streamed)."""
+# The SLO metrics one request has a value for; the others (throughputs, error_rate) are a
+# point's figures, checked on the point (results/slo.py), never held against a request.
+REQUEST_METRICS = ("ttft", "e2e", "tpot", "itl")
+
+
+def _count_slo(t: Tally, r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,
+               tpot_ns: float | None) -> None:
+    """Count one completed request into the goodput of the SLO set (it met every item) and of
+    each item it met (a metric it has no value for is not held against it: tpot of a one-token
+    output, itl of a one-chunk stream, ttft of an answer that was not streamed)."""
     values = {"ttft": ttft_ns / 1e3 if ttft_ns is not None else None, "e2e": e2e_ns / 1e3,
               "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
               "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None}
-    return all(values.get(c.metric) is None or c.holds(values[c.metric]) for c in checks)
+    met_all = True
+    for c in checks:
+        if c.metric not in values:
+            continue
+        v = values[c.metric]
+        if v is None or c.holds(v):
+            t.slo_met_by_item[c.text] += 1
+        else:
+            met_all = False
+    t.slo_met += met_all
 
 
 def _max_gap_us(r: RequestRecord) -> float | None:

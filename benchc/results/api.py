@@ -142,6 +142,9 @@ class Point:
     latency: Mapping[str, Latency]  # by name without the unit: "ttft", "itl", "tpot", "e2e", ...
     raw: Mapping[str, Any] = field(repr=False)
     gpus: int | None = None  # the GPUs its combination's server used (the result's combinations[].gpus)
+    # goodput_s per SLO item a single request meets or misses, by the item's text (empty in
+    # results before it was counted per item: they give the set's goodput_s only)
+    goodput_per_slo: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, p: dict, gpus: int | None = None) -> Point:
@@ -160,7 +163,9 @@ class Point:
                    total_tok_s=t["total_tok_s"], request_s=t["request_s"], goodput_s=t["goodput_s"],
                    steady_output_tok_s=t.get("steady_output_tok_s"),
                    client_limited=p["client"]["client_limited"], latency=MappingProxyType(latency),
-                   raw=MappingProxyType(p), gpus=gpus)
+                   raw=MappingProxyType(p), gpus=gpus,
+                   goodput_per_slo=MappingProxyType({k: v["goodput_s"]
+                                                     for k, v in (p.get("goodput_per_slo") or {}).items()}))
 
     @property
     def energy(self) -> Energy | None:

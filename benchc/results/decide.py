@@ -21,7 +21,9 @@ runner-up (the best of another combination; with one combination, the next load)
 margin between them against the noise floor: with both repeated, Welch's 95% interval of the
 difference of their runs' means must exclude zero and the margin exceed the floor; single
 runs give no spread, so the rule is the floor alone (stated in the answer). Per joule the
-same, where both were measured. docs/decide.md says all of this with an example.
+same, where both were measured. Then the same per item of the set a request meets or misses
+(`per_slo`), goodput counting the requests that met that item alone (a point's
+`goodput_per_slo`, counted at run time). docs/decide.md says all of this with an example.
 """
 
 from __future__ import annotations
@@ -107,8 +109,9 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 
 
-def _point_figures(p: Point, gpus: int, gpu_hour: float | None) -> dict[str, float | None] | None:
-    """One run's figures, None without a TPOT."""
+def _point_figures(p: Point, gpus: int, gpu_hour: float | None, goodput_s: float
+                   ) -> dict[str, float | None] | None:
+    """One run's figures, None without a TPOT. `goodput_s`: the SLO set's, or one item's."""
     tpot = p.latency.get("tpot")
     if tpot is None or not tpot.count or not tpot.percentiles.get(50.0):
         return None
@@ -116,9 +119,9 @@ def _point_figures(p: Point, gpus: int, gpu_hour: float | None) -> dict[str, flo
     server_w = energy.server_power_w if energy is not None else None
     return {"output_tok_s_per_user": 1e6 / tpot.percentiles[50.0],
             "output_tok_s_per_gpu": p.output_tok_s / gpus,
-            "goodput_s_per_gpu": p.goodput_s / gpus,
+            "goodput_s_per_gpu": goodput_s / gpus,
             "joules_per_output_token": energy.joules_per_output_token if energy is not None else None,
-            "goodput_per_kj": p.goodput_s / server_w * 1000 if server_w else None,
+            "goodput_per_kj": goodput_s / server_w * 1000 if server_w else None,
             "cost_per_mtok": (gpu_hour * gpus / 3600 / p.output_tok_s * 1e6
                               if gpu_hour and p.output_tok_s > 0 else None)}
 
@@ -147,10 +150,12 @@ def point_groups(r: Result) -> dict[tuple[int, str], list[Point]]:
     return groups
 
 
-def candidates(results: Sequence[Result], gpu_hour: float | None = None
+def candidates(results: Sequence[Result], gpu_hour: float | None = None, slo_item: str | None = None
                ) -> tuple[list[Candidate], list[dict]]:
     """(candidates, left out) of every point of `results`: see the module's docstring.
-    gpu_hour: the price of one GPU-hour (None: each result's own spec's, if it gave one)."""
+    gpu_hour: the price of one GPU-hour (None: each result's own spec's, if it gave one).
+    slo_item: goodput counts the requests that met this SLO item (its text) rather than every
+    item of the set; points that did not count it (older results) are left out."""
     out: list[Candidate] = []
     left: list[dict] = []
     for r, label in zip(results, result_labels(results), strict=True):
@@ -161,7 +166,13 @@ def candidates(results: Sequence[Result], gpu_hour: float | None = None
             if first.gpus is None:
                 left.append({**gone, "reason": "no GPU count (server.gpus, or a matrix tp/pp/dp/ep axis)"})
                 continue
-            per_run = [_point_figures(p, first.gpus, price) for p in runs]
+            if slo_item is not None and any(slo_item not in p.goodput_per_slo for p in runs):
+                left.append({**gone, "reason": f"no goodput for the SLO item {slo_item!r} alone "
+                                               "(a result from before goodput was counted per item)"})
+                continue
+            per_run = [_point_figures(p, first.gpus, price,
+                                      p.goodput_s if slo_item is None else p.goodput_per_slo[slo_item])
+                       for p in runs]
             if any(f is None for f in per_run):
                 left.append({**gone, "reason": "no TPOT (no completed request of 2 or more tokens)"})
                 continue
@@ -236,7 +247,8 @@ def margin(best: Candidate, runner: Candidate, axis: str, floor: float = NOISE_F
     """How far `best` leads `runner` on `axis`, and whether that is beyond noise."""
     b, r = best.figure(axis), runner.figure(axis)
     assert b is not None and r is not None  # both were ranked on this axis
-    relative = (b - r) / r if r else float("inf")
+    # over a runner-up of 0 any lead is unbounded; none at all (both 0: no point met the SLO) is a tie
+    relative = (b - r) / r if r else (float("inf") if b > r else 0.0)
     out: dict = {"relative": _sig(relative) if r else None, "floor": floor}
     runs_b, runs_r = best.runs.get(axis), runner.runs.get(axis)
     interval = difference_interval(runs_r, runs_b) if runs_b and runs_r else None
@@ -264,23 +276,53 @@ def _answer(cands: list[Candidate], axis: str, floor: float) -> dict | None:
     return out
 
 
+def _decide(slo: Sequence[str], group: list[Candidate], floor: float) -> dict | None:
+    """The answer under `slo` among `group`: most goodput per GPU, and per joule where measured."""
+    answer: dict = {"slo": list(slo)}
+    per_gpu = _answer(group, "goodput_s_per_gpu", floor)
+    if per_gpu is None:
+        return None
+    answer.update(per_gpu)
+    per_joule = _answer(group, "goodput_per_kj", floor)
+    if per_joule is not None:
+        answer["per_joule"] = per_joule
+    return answer
+
+
+def _per_item(results: Sequence[Result], slo: tuple[str, ...], group: list[Candidate],
+              gpu_hour: float | None, floor: float) -> list[dict]:
+    """The answer per item of the set `slo`, goodput counting the requests that met that item
+    alone; only where two or more items were counted per request (with one, the set's answer
+    is that item's; throughput and error-rate items hold a point, not a request)."""
+    out = []
+    for item in slo:
+        mine = [c for c in candidates(results, gpu_hour, item)[0] if c.slo == slo]
+        answer = _decide([item], mine, floor) if mine else None
+        if answer is None:
+            continue
+        missing = {_ref(c) for c in group} - {_ref(c) for c in mine}
+        if missing:
+            answer["left_out"] = sorted(missing)
+        out.append(answer)
+    return out if len(out) > 1 else []
+
+
 def decision(results: Sequence[Result], gpu_hour: float | None = None,
              floor: float = NOISE_FLOOR) -> list[dict]:
-    """One answer per SLO set of `results` (see the module's docstring)."""
+    """One answer per SLO set of `results`, and in it one per item of the set (`per_slo`):
+    see the module's docstring."""
     cands, _ = candidates(results, gpu_hour)
     by_slo: dict[tuple[str, ...], list[Candidate]] = {}
     for c in cands:
         by_slo.setdefault(c.slo, []).append(c)
     out = []
     for slo, group in by_slo.items():
-        answer: dict = {"slo": list(slo)}
-        per_gpu = _answer(group, "goodput_s_per_gpu", floor)
-        if per_gpu is None:
+        answer = _decide(slo, group, floor)
+        if answer is None:
             continue
-        answer.update(per_gpu)
-        per_joule = _answer(group, "goodput_per_kj", floor)
-        if per_joule is not None:
-            answer["per_joule"] = per_joule
+        items = _per_item(results, slo, group, gpu_hour, floor)
+        if items:
+            answer["per_slo"] = items
         out.append(answer)
     return out
 
@@ -302,8 +344,8 @@ def with_decision(doc: dict) -> dict:
     return doc
 
 
-def describe(answer: dict) -> list[str]:
-    """The console's lines of one answer."""
+def describe(answer: dict, item: bool = False) -> list[str]:
+    """The console's lines of one answer (and of its answers per SLO item, after it)."""
     def name(e: dict) -> str:  # a candidate's to_json(): its name as Candidate.name gives it
         return _name(e.get("result", ""), e["matrix"], e["load"])
 
@@ -324,13 +366,19 @@ def describe(answer: dict) -> list[str]:
                 f"lead {lead}, {verdict}")
 
     slo = "; ".join(answer["slo"]) or "no SLO: every completed request counts"
-    out = [f"decision under SLO [{slo}]:",
-           "  most goodput per GPU: " + line(answer, "req/s per GPU")]
+    head = f"decision under the SLO item [{slo}] alone:" if item else f"decision under SLO [{slo}]:"
+    out = [head, "  most goodput per GPU: " + line(answer, "req/s per GPU")]
     if "per_joule" in answer:
         out.append("  most goodput per joule: " + line(answer["per_joule"], "req per kJ"))
     m = answer.get("margin")
     if m is not None:
         out.append(f"  noise: {m['method']}")
+    if answer.get("left_out"):
+        n = len(answer["left_out"])
+        out.append(f"  left out: {n} point{'s' if n != 1 else ''} of results that did not count goodput "
+                   "per SLO item")
+    for sub in answer.get("per_slo", []):
+        out += describe(sub, item=True)
     return out
 
 
