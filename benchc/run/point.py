@@ -120,6 +120,8 @@ class Measurement:
     moved: bool = False  # placed on the driver's clock from another machine's
     series: ClientSeries | None = None  # in flight and sends per interval (metrics/timeline.py)
     steady_ns: tuple[int, int] | None = None  # the steady span (start, end) on this clock, if one
+    # the output tokens completed within steady_ns (the energy's per-token figure divides by them)
+    steady_tokens: float | None = None
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
@@ -168,7 +170,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        complete=not ctx.stop_event.is_set(),
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
-                       steady_ns=extra.get("steady_ns"))
+                       steady_ns=extra.get("steady_ns"),
+                       steady_tokens=extra["steady"]["output_tokens"] if extra.get("steady_ns") else None)
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -188,13 +191,31 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
                        "window": f["window"],
                        "hdr": {k: v.get("hdr") for k, v in f["latency"].items()}})
     who = [{"worker": m.worker, "host": m.host} for m in parts]
+    steady_ns, steady_tokens = common_steady_span(parts)
     return Measurement(tally=tally, client=merge_client_checks([m.client for m in parts], who), steady=steady,
                        mean_inflight=sum_or_none(m.mean_inflight for m in parts),
                        params=parts[0].params, complete=all(m.complete for m in parts),
                        host=parts[0].host, requests=[r for m in parts for r in m.requests], shards=shards,
                        consumed=max(m.consumed for m in parts), moved=any(m.moved for m in parts),
                        stopped=next((m.stopped for m in parts if m.stopped), None),
-                       series=ClientSeries.total(m.series for m in parts if m.series is not None))
+                       series=ClientSeries.total(m.series for m in parts if m.series is not None),
+                       steady_ns=steady_ns, steady_tokens=steady_tokens)
+
+
+def common_steady_span(parts: list[Measurement]) -> tuple[tuple[int, int] | None, float | None]:
+    """The span in which every shard was steady (all its units in flight: the whole point's
+    steady state), with the output tokens completed in it: each shard's steady count, over its
+    own span, scaled to the common one (its steady rate times the common span). None where a
+    shard had no steady span or the spans do not overlap (the energy then takes the whole window)."""
+    spans = [(m.steady_ns, m.steady_tokens) for m in parts]
+    if any(span is None or tokens is None for span, tokens in spans):
+        return None, None
+    start = max(span[0] for span, _ in spans if span is not None)
+    end = min(span[1] for span, _ in spans if span is not None)
+    if end <= start:
+        return None, None
+    tokens = sum(t * (end - start) / (s[1] - s[0]) for s, t in spans if s is not None and t is not None)
+    return (start, end), tokens
 
 
 class Telemetry(Protocol):
