@@ -213,3 +213,21 @@ def test_nvml_source_reads_power_and_counters(monkeypatch):
     assert e["machine"]["joules"] == 340.0 and e["joules_per_output_token"] == 3.0
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: no NVML, no error
     assert NvmlSource.open() is None
+
+
+def test_shards_steady_spans_merge_to_the_span_all_were_steady():
+    """A Ray point's energy window (run/point.py): where every shard was steady, with each
+    shard's steady tokens scaled to it; none where a shard had no steady span or they miss."""
+    from benchc.metrics.aggregate import Tally
+    from benchc.run.point import Measurement, common_steady_span
+
+    def shard(span, tokens):
+        return Measurement(tally=Tally(), client={}, steady={}, mean_inflight=None, params={},
+                           steady_ns=span, steady_tokens=tokens)
+
+    s = 1_000_000_000
+    span, tokens = common_steady_span([shard((0, 10 * s), 1000), shard((2 * s, 12 * s), 500)])
+    assert span == (2 * s, 10 * s) and tokens == pytest.approx(1000 * 0.8 + 500 * 0.8)
+    assert common_steady_span([shard((0, 10 * s), 1000)]) == ((0, 10 * s), 1000)  # one shard: its own
+    assert common_steady_span([shard((0, s), 10), shard((2 * s, 3 * s), 10)]) == (None, None)
+    assert common_steady_span([shard((0, s), 10), shard(None, None)]) == (None, None)
