@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from benchc.errors import UsageError
-from benchc.results.clock import parse_created
+from benchc.results.clock import parse_created, point_span
 from benchc.results.document import is_closed_loop, read
 from benchc.results.table import CSV_COLUMNS, point_row
 
@@ -173,6 +173,16 @@ class Point:
         return Energy.from_block(self.raw.get("energy"))
 
     @property
+    def arrival(self) -> str | None:
+        """An open-loop point's arrival process (poisson, gamma, constant, trace); None in a closed loop."""
+        return self.raw["params"].get("arrival")
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """An open-loop point's cap on requests in flight, where its params state one."""
+        return self.raw["params"].get("max_concurrency")
+
+    @property
     def repeat(self) -> int | None:
         """Which run of a repeated point (load.repeats) this is, 1..N; None when not repeated."""
         r = self.raw["params"].get("repeat")
@@ -234,6 +244,36 @@ class Result:
     slo: tuple[str, ...] = ()
     # the spec's price of GPU time, {"gpu_hour", "currency"}, or None
     cost: Mapping[str, Any] | None = None
+
+    @property
+    def description(self) -> str:
+        """The spec's description (plan.description), "" without one."""
+        return self.raw["plan"].get("description") or ""
+
+    @property
+    def slo_defined(self) -> bool:
+        """The spec had SLOs (the result's slo.defined): goodput counted requests against them."""
+        return bool((self.raw.get("slo") or {}).get("defined"))
+
+    def combination(self, index: int) -> Mapping[str, Any]:
+        """The plan's combination `index` (its target, server and workload as compiled); empty
+        when the plan has none of that index."""
+        for c in self.raw["plan"]["combinations"]:
+            if c["index"] == index:
+                return c
+        return {}
+
+    def step(self, point: Point) -> Mapping[str, Any]:
+        """The plan's load step that `point` ran (its burstiness, max_concurrency, ...); empty
+        when the plan has none of its id (a probe made at run time)."""
+        for s in self.raw["plan"].get("steps", []):
+            if s.get("kind") == "load" and s["combination"] == point.combination and s["id"] == point.id:
+                return s
+        return {}
+
+    def span(self, point: Point) -> tuple[datetime.datetime, datetime.datetime] | None:
+        """The point's window on the wall clock (results/clock.py), None where it cannot be placed."""
+        return point_span(dict(self.raw), dict(point.raw))
 
     def point(self, point_id: str) -> Point:
         for p in self.points:

@@ -18,13 +18,15 @@ per-request records (`output.requests: true`).
 
 from __future__ import annotations
 
-from benchc.results.clock import point_span
-from benchc.results.document import is_closed_loop
+from collections.abc import Mapping
+from typing import Any
+
+from benchc.results.api import Point, Result, from_document
 
 VLLM_VERSION = "0.33.0"
 VLLM_COMMIT = "g4ba787ec9"
 
-_METRICS = {"ttft": "ttft_us", "tpot": "tpot_us", "itl": "itl_us", "e2el": "e2e_us"}
+_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM's name -> benchc's
 _PERCENTILES = (99,)
 
 # In the order vLLM writes them: main_async's settings, then benchmark()'s result dict.
@@ -38,16 +40,18 @@ METRIC_KEYS = tuple(k for m in _METRICS for k in (f"mean_{m}_ms", f"median_{m}_m
 KEYS = SETTINGS_KEYS + RESULT_KEYS + METRIC_KEYS
 
 
-def _metric_keys(point: dict) -> dict:
-    out = {}
+def _metric_keys(point: Point) -> dict:
+    out: dict = {}
     for name, key in _METRICS.items():
-        block = point["latency"].get(key) or {}
-        has = bool(block.get("count"))
-        out[f"mean_{name}_ms"] = block["mean"] / 1000 if has else None
-        out[f"median_{name}_ms"] = block["p50"] / 1000 if has else None
-        out[f"std_{name}_ms"] = block["stdev"] / 1000 if has else None
-        for p in _PERCENTILES:
-            out[f"p{p:g}_{name}_ms"] = block[f"p{p:g}"] / 1000 if has else None
+        lat = point.latency.get(key)
+        stats = ("mean", "median", "std", *(f"p{p:g}" for p in _PERCENTILES))
+        if lat is None or not lat.count:
+            out.update({f"{stat}_{name}_ms": None for stat in stats})
+            continue
+        values = (lat.mean, lat.percentiles[50.0], lat.stdev,
+                  *(lat.percentiles[float(p)] for p in _PERCENTILES))
+        out.update({f"{stat}_{name}_ms": v / 1000 if v is not None else None
+                    for stat, v in zip(stats, values, strict=True)})
     return out
 
 
@@ -65,26 +69,25 @@ def _peak_concurrency(requests: list[dict]) -> int:
     return peak
 
 
-def _per_request(point: dict, requests: list[dict] | None) -> dict:
+def _per_request(point: Point, requests: list[dict] | None) -> dict:
     if requests is None:
         return {"latencies": None, "queue_times": None, "max_concurrent_requests": None}
     # vLLM's queue time is the wait between a request's arrival and its send; a scheduled point
     # has that (send time - scheduled time), a closed loop has no arrival before the send.
     queue = None
-    if not is_closed_loop(point):
+    if not point.closed_loop:
         queue = [(r["t0_ns"] - r["scheduled_ns"]) / 1e9 if r.get("scheduled_ns") is not None else None
                  for r in requests]
     return {"latencies": [r["e2e_us"] / 1e6 if r.get("e2e_us") is not None else None for r in requests],
             "queue_times": queue, "max_concurrent_requests": _peak_concurrency(requests)}
 
 
-def _burstiness(point: dict, step: dict) -> float | None:
+def _burstiness(point: Point, step: Mapping[str, Any]) -> float | None:
     """vLLM's gamma shape: 1.0 for Poisson arrivals; none for a closed loop, and none for
     constant arrivals (vLLM's infinity, which JSON cannot hold)."""
-    arrival = point["params"].get("arrival")
-    if arrival == "poisson":
+    if point.arrival == "poisson":
         return 1.0
-    if arrival == "gamma":
+    if point.arrival == "gamma":
         return step.get("burstiness")
     return None
 
@@ -92,42 +95,38 @@ def _burstiness(point: dict, step: dict) -> float | None:
 def to_vllm(doc: dict, requests_by_point: dict[str, list[dict]] | None = None) -> list[dict]:
     """One vLLM result document per point of `doc`, keys in vLLM's order. `requests_by_point`:
     the per-request records by point id, when the run kept them."""
-    combos = {c["index"]: c for c in doc["plan"]["combinations"]}
-    steps = {(s["combination"], s["id"]): s for s in doc["plan"].get("steps", []) if s.get("kind") == "load"}
-    slo_defined = bool((doc.get("slo") or {}).get("defined"))
-    out = []
-    for p in doc["points"]:
-        target = combos.get(p["combination"], {}).get("target") or {}
-        span = point_span(doc, p)
-        rate = p["params"].get("rate_rps")
-        t = p["throughput"]
-        settings = {
-            # vLLM stamps the save time, YYYYMMDD-HHMMSS; here the point's end, in UTC
-            "date": span[1].strftime("%Y%m%d-%H%M%S") if span else None,
-            "endpoint_type": "openai-chat" if target.get("api") == "chat" else "openai",
-            "backend": "openai-chat" if target.get("api") == "chat" else "openai",
-            "label": doc["plan"].get("name"),
-            "model_id": target.get("model"),
-            "tokenizer_id": target.get("tokenizer"),
-            "num_prompts": p["counts"]["sent"],
-            # vLLM writes "inf" for "all at once"; a closed loop is its --max-concurrency run
-            "request_rate": rate if rate else "inf",
-            "burstiness": _burstiness(p, steps.get((p["combination"], p["id"]), {})),
-            "max_concurrency": p["params"].get("concurrency") or p["params"].get("max_concurrency")
-            or steps.get((p["combination"], p["id"]), {}).get("max_concurrency"),
-        }
-        result = {
-            "duration": p["window"]["duration_s"], "completed": p["counts"]["completed"],
-            "failed": p["counts"]["failed"], "total_input_tokens": p["tokens"]["input"],
-            "total_output_tokens": p["tokens"]["output"], "request_throughput": t["request_s"],
-            "request_goodput": t["goodput_s"] if slo_defined else None,
-            "output_throughput": t["output_tok_s"], "total_token_throughput": t["total_tok_s"],
-            **_per_request(p, None if requests_by_point is None else requests_by_point.get(p["id"], [])),
-            # the peak of per-second output-token buckets needs every token's time: not kept
-            "max_output_tokens_per_s": None,
-            # vLLM's input audio seconds / duration: benchc sends no audio
-            "rtfx": 0.0,
-        }
-        doc_out = {**settings, **result, **_metric_keys(p)}
-        out.append({k: doc_out[k] for k in KEYS})
-    return out
+    r = from_document(doc)
+    return [_point(r, p, requests_by_point) for p in r.points]
+
+
+def _point(r: Result, p: Point, requests_by_point: dict[str, list[dict]] | None) -> dict:
+    target = r.combination(p.combination).get("target") or {}
+    step = r.step(p)
+    span = r.span(p)
+    settings = {
+        # vLLM stamps the save time, YYYYMMDD-HHMMSS; here the point's end, in UTC
+        "date": span[1].strftime("%Y%m%d-%H%M%S") if span else None,
+        "endpoint_type": "openai-chat" if target.get("api") == "chat" else "openai",
+        "backend": "openai-chat" if target.get("api") == "chat" else "openai",
+        "label": r.name,
+        "model_id": target.get("model"),
+        "tokenizer_id": target.get("tokenizer"),
+        "num_prompts": p.sent,
+        # vLLM writes "inf" for "all at once"; a closed loop is its --max-concurrency run
+        "request_rate": p.rate_rps if p.rate_rps else "inf",
+        "burstiness": _burstiness(p, step),
+        "max_concurrency": p.concurrency or p.max_concurrency or step.get("max_concurrency"),
+    }
+    result = {
+        "duration": p.duration_s, "completed": p.completed, "failed": p.failed,
+        "total_input_tokens": p.input_tokens, "total_output_tokens": p.output_tokens,
+        "request_throughput": p.request_s, "request_goodput": p.goodput_s if r.slo_defined else None,
+        "output_throughput": p.output_tok_s, "total_token_throughput": p.total_tok_s,
+        **_per_request(p, None if requests_by_point is None else requests_by_point.get(p.id, [])),
+        # the peak of per-second output-token buckets needs every token's time: not kept
+        "max_output_tokens_per_s": None,
+        # vLLM's input audio seconds / duration: benchc sends no audio
+        "rtfx": 0.0,
+    }
+    doc_out = {**settings, **result, **_metric_keys(p)}
+    return {k: doc_out[k] for k in KEYS}
