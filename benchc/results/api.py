@@ -114,6 +114,27 @@ class Energy:
 
 
 @dataclass(frozen=True)
+class Telemetry:
+    """What was sampled around a point besides the requests (run/telemetry.py's summary)."""
+
+    # the server's /metrics over the point, where it answered: gauges as {"mean", "max"}
+    # (running, waiting, kv_cache_usage), prefix_cache_hit_rate, counter deltas
+    server: Mapping[str, Any] | None
+    host_busy_fraction: float | None  # the client machine's CPU, busy fraction, where sampled
+    gpus: tuple[Mapping[str, Any], ...]  # per GPU nvidia-smi read: utilization_pct, memory_used_mib
+    gpu_power_w: float | None  # the GPUs' power summed, mean over the point (with gpus)
+
+    @classmethod
+    def from_block(cls, b: Mapping[str, Any] | None) -> Telemetry:
+        b = b or {}
+        server, host, gpu = b.get("server") or {}, b.get("host") or {}, b.get("gpu") or {}
+        gpus = tuple(gpu.get("gpus") or ()) if gpu.get("available") else ()
+        return cls(server=server if server.get("available") else None,
+                   host_busy_fraction=host["busy_fraction"] if host.get("available") else None,
+                   gpus=gpus, gpu_power_w=gpu.get("power_w_total_mean") if gpus else None)
+
+
+@dataclass(frozen=True)
 class Point:
     """One load point: its load, counts, tokens, throughputs (per second) and latencies."""
 
@@ -171,6 +192,11 @@ class Point:
     def energy(self) -> Energy | None:
         """The GPUs' energy over the point, where power was sampled (None otherwise)."""
         return Energy.from_block(self.raw.get("energy"))
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """The server's /metrics, the client host and the GPUs, sampled around the point."""
+        return Telemetry.from_block(self.raw.get("telemetry"))
 
     @property
     def arrival(self) -> str | None:
@@ -244,6 +270,26 @@ class Result:
     slo: tuple[str, ...] = ()
     # the spec's price of GPU time, {"gpu_hour", "currency"}, or None
     cost: Mapping[str, Any] | None = None
+
+    @property
+    def created_text(self) -> str | None:
+        """`created` as the document wrote it (ISO 8601), for identities made from it."""
+        return self.raw.get("created")
+
+    @property
+    def environment(self) -> Mapping[str, Any]:
+        """Where it ran: host, os, python, cpu_count, ... (the result's environment)."""
+        return self.raw.get("environment") or {}
+
+    @property
+    def workers(self) -> int | None:
+        """The Ray workers of a distributed run (backend.workers); None for a local run."""
+        return (self.raw.get("backend") or {}).get("workers")
+
+    def target(self, combination: int) -> Mapping[str, Any]:
+        """The run's record of combination `combination`'s target: model, models (what /v1/models
+        answered), simulated, server; empty when it has none."""
+        return next((t for t in self.raw.get("target") or [] if t.get("combination") == combination), {})
 
     @property
     def description(self) -> str:

@@ -15,10 +15,13 @@ Wall-clock times are derived from the monotonic windows as benchc/results/clock.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from benchc.metrics._hdr import Histogram
 from benchc.metrics.record import CANCELLED
-from benchc.results.clock import iso, iso_duration, point_span
+from benchc.results.api import Latency, Point, Result, from_document
+from benchc.results.clock import iso, iso_duration
 
 VERSIONS = ("0.2", "0.2.1")
 
@@ -38,9 +41,9 @@ _NAMESPACE = uuid.UUID("5b1d0c6e-8a41-5d0e-9a4c-62656e636863")
 _PERCENTILES = {"p0p1": 0.1, "p1": 1, "p5": 5, "p10": 10, "p25": 25, "p50": 50, "p75": 75, "p90": 90,
                 "p95": 95, "p99": 99, "p99p9": 99.9}
 
-# benchc latency summary -> (report field, units); every latency in milliseconds.
-_LATENCIES = {"ttft_us": ("time_to_first_token", "ms"), "tpot_us": ("time_per_output_token", "ms/token"),
-              "itl_us": ("inter_token_latency", "ms/token"), "e2e_us": ("request_latency", "ms")}
+# benchc latency -> (report field, units); every latency in milliseconds.
+_LATENCIES = {"ttft": ("time_to_first_token", "ms"), "tpot": ("time_per_output_token", "ms/token"),
+              "itl": ("inter_token_latency", "ms/token"), "e2e": ("request_latency", "ms")}
 
 # How each dataset's input tokens come about: words drawn by benchc (random), or a user's text
 # (sampled); a benchc-format trace may carry its rows' own text.
@@ -48,27 +51,30 @@ _SOURCES = {"random": "random", "prefix_groups": "random", "jsonl": "sampled", "
             "trace": "random"}
 
 
-def statistics(block: dict | None, units: str) -> dict | None:
+def statistics(lat: Latency | None, units: str) -> dict | None:
     """A Statistics object (milliseconds) from a latency summary in microseconds, its
     percentiles read from the summary's HdrHistogram; None when nothing was recorded."""
-    if not block or not block.get("count"):
+    if lat is None or not lat.count:
         return None
-    h = Histogram.decode(block["hdr"])
-    out = {"units": units, "mean": block["mean"] / 1000, "stddev": block["stdev"] / 1000,
-           "min": block["min"] / 1000, "max": block["max"] / 1000}
+    # a summary that recorded something has all of these (metrics/latency.py)
+    assert lat.hdr is not None and lat.mean is not None and lat.stdev is not None
+    assert lat.min is not None and lat.max is not None
+    h = Histogram.decode(lat.hdr)
+    out: dict[str, Any] = {"units": units, "mean": lat.mean / 1000, "stddev": lat.stdev / 1000,
+                           "min": lat.min / 1000, "max": lat.max / 1000}
     for name, pct in _PERCENTILES.items():
         out[name] = h.value_at_percentile(pct) / 1000
     return out
 
 
-def _seq_len(declared: dict | None, measured: dict | None, prefix: int = 0) -> dict | None:
+def _seq_len(declared: Mapping | None, measured: Mapping | None, prefix: int = 0) -> dict | None:
     """A SequenceLength: the distribution the spec declared (plus the shared prefix, which every
     prompt carries), with the min and max of the prompts the plan actually built."""
     measured = measured or {}
     declared = declared or {}
     kind = declared.get("kind")
     if kind == "fixed":
-        out = {"distribution": "fixed", "value": declared["value"] + prefix}
+        out: dict[str, Any] = {"distribution": "fixed", "value": declared["value"] + prefix}
     elif kind == "uniform":
         out = {"distribution": "uniform", "value": (declared["min"] + declared["max"]) / 2 + prefix}
     elif kind == "normal":
@@ -84,7 +90,7 @@ def _seq_len(declared: dict | None, measured: dict | None, prefix: int = 0) -> d
     return out
 
 
-def _output_seq_len(workload: dict) -> dict | None:
+def _output_seq_len(workload: Mapping) -> dict | None:
     """The output length, when the requests pin it down (ignore_eos, or min_tokens = max_tokens);
     otherwise it is a cap the server may stop short of, which the report's field does not mean."""
     sampling = workload.get("sampling", {})
@@ -98,7 +104,7 @@ def _output_seq_len(workload: dict) -> dict | None:
     return _seq_len(workload.get("params", {}).get("output_tokens"), workload.get("output_tokens"))
 
 
-def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
+def _load(r: Result, point: Point, index: int, combo: Mapping, step: Mapping) -> dict:
     workload = combo.get("workload", {})
     params = workload.get("params", {})
     prefix = params.get("prefix_tokens") or 0
@@ -107,8 +113,8 @@ def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
         source = "unknown"  # its rows may be words benchc draws or the user's own text
     declared = params.get("input_tokens", params.get("suffix_tokens"))  # prefix_groups: the suffix
     standardized: dict = {
-        "tool": "benchc", "tool_version": doc["benchc_version"],
-        "parallelism": (doc.get("backend") or {}).get("workers") or 1,
+        "tool": "benchc", "tool_version": r.benchc_version,
+        "parallelism": r.workers or 1,
         "source": source, "stage": index,
         "input_seq_len": _seq_len(declared, workload.get("input_tokens"), prefix)
         or {"distribution": "other", "value": 0},
@@ -120,24 +126,23 @@ def _load(doc: dict, point: dict, index: int, combo: dict, step: dict) -> dict:
         standardized["prefix"] = {"prefix_len": {"distribution": "fixed", "value": prefix},
                                   "num_groups": params.get("groups") or 1, "num_users_per_group": 1,
                                   "num_prefixes": 1}
-    if point["params"].get("rate_rps"):
-        standardized["rate_qps"] = point["params"]["rate_rps"]
-    if point["params"].get("concurrency"):
-        standardized["concurrency"] = point["params"]["concurrency"]
-    description = doc["plan"].get("description") or doc["plan"].get("name")
-    return {"metadata": {"schema_version": "0.0.1", "cfg_id": doc.get("workload_hash"),
-                         "description": description},
+    if point.rate_rps:
+        standardized["rate_qps"] = point.rate_rps
+    if point.concurrency:
+        standardized["concurrency"] = point.concurrency
+    return {"metadata": {"schema_version": "0.0.1", "cfg_id": r.workload_hash,
+                         "description": r.description or r.name},
             "standardized": standardized,
-            "native": {"config": {"benchc_point": point["id"], "plan_hash": doc["plan_hash"], "step": step,
+            "native": {"config": {"benchc_point": point.id, "plan_hash": r.plan_hash, "step": dict(step),
                                   "workload": workload}}}
 
 
-def _server_component(doc: dict, combo: dict) -> dict:
-    target: dict = next((t for t in doc.get("target", []) if t.get("combination") == combo.get("index")), {})
+def _server_component(r: Result, point: Point, combo: Mapping) -> dict:
+    target = r.target(point.combination)
     models = (target.get("models") or {}).get("data") or []
     served = next((m for m in models if m.get("id") == target.get("model")), models[0] if models else {})
     if target.get("simulated"):
-        tool, version = "benchc-sim", doc["benchc_version"]
+        tool, version = "benchc-sim", r.benchc_version
     else:
         # what the server says it is (vLLM, SGLang and llama.cpp fill owned_by); no version is served
         tool, version = served.get("owned_by") or "unknown", "unknown"
@@ -147,21 +152,21 @@ def _server_component(doc: dict, combo: dict) -> dict:
     native: dict = {"config": combo.get("target")}
     if combo.get("server"):
         native["args"] = {"server": combo["server"]}
-    return {"metadata": {"label": "server", "cfg_id": doc["plan_hash"],
+    return {"metadata": {"label": "server", "cfg_id": r.plan_hash,
                          "description": "the inference server benchc measured"},
             "standardized": standardized, "native": native}
 
 
-def _host_component(doc: dict) -> dict:
-    env = doc.get("environment", {})
-    return {"metadata": {"label": "benchc-host", "cfg_id": doc["plan_hash"],
+def _host_component(r: Result) -> dict:
+    env = r.environment
+    return {"metadata": {"label": "benchc-host", "cfg_id": r.plan_hash,
                          "description": f"the machine benchc ran on ({env.get('host')}): its CPUs, and "
                                         "the GPUs nvidia-smi reported there"},
-            "standardized": {"kind": "generic", "tool": "benchc", "tool_version": doc["benchc_version"]},
+            "standardized": {"kind": "generic", "tool": "benchc", "tool_version": r.benchc_version},
             "native": {"config": {k: env.get(k) for k in ("os", "python", "cpu_count")}}}
 
 
-def _mean_max(block: dict | None, units: str) -> dict | None:
+def _mean_max(block: Mapping | None, units: str) -> dict | None:
     if not block or block.get("mean") is None:
         return None
     out = {"units": units, "mean": block["mean"]}
@@ -170,13 +175,13 @@ def _mean_max(block: dict | None, units: str) -> dict | None:
     return out
 
 
-def _observability(point: dict) -> list[dict]:
+def _observability(point: Point) -> list[dict]:
     """Per-component aggregates: the server's /metrics gauges and prefix-cache counters over the
     point, and the benchc machine's CPU and GPUs."""
-    tel = point.get("telemetry") or {}
+    tel = point.telemetry
     components = []
-    server = tel.get("server") or {}
-    if server.get("available"):
+    server = tel.server
+    if server is not None:
         agg = {"running_requests": _mean_max(server.get("running"), "count"),
                "waiting_requests": _mean_max(server.get("waiting"), "count"),
                # vLLM's kv_cache_usage_perc and SGLang's token_usage are fractions (0..1)
@@ -188,51 +193,48 @@ def _observability(point: dict) -> list[dict]:
         if agg:
             components.append({"component_label": "server", "aggregate": agg})
     host: dict = {}
-    if (tel.get("host") or {}).get("available"):
-        host["cpu_utilization"] = {"units": "fraction", "mean": tel["host"]["busy_fraction"]}
-    gpu = tel.get("gpu") or {}
-    if gpu.get("available") and gpu.get("gpus"):
-        gpus = gpu["gpus"]
+    if tel.host_busy_fraction is not None:
+        host["cpu_utilization"] = {"units": "fraction", "mean": tel.host_busy_fraction}
+    gpus = tel.gpus
+    if gpus:
         host["gpu_utilization"] = {"units": "percent",
                                    "mean": sum(g["utilization_pct"]["mean"] for g in gpus) / len(gpus),
                                    "max": max(g["utilization_pct"]["max"] for g in gpus)}
         # memory and power are summed over the GPUs; a sum of maxima is no maximum, so none is given
         host["gpu_memory_usage"] = {"units": "MiB", "mean": sum(g["memory_used_mib"]["mean"] for g in gpus)}
-        host["power_consumption"] = {"units": "Watts", "mean": gpu["power_w_total_mean"]}
+        host["power_consumption"] = {"units": "Watts", "mean": tel.gpu_power_w}
     if host:
         components.append({"component_label": "benchc-host", "aggregate": host})
     return components
 
 
-def _requests(point: dict) -> dict:
-    counts = point["counts"]
-    cancelled = counts["errors"].get(CANCELLED, 0)
-    out = {"total": counts["sent"], "failures": counts["failed"] - cancelled, "incomplete": cancelled}
-    if counts["completed"]:
+def _requests(point: Point) -> dict:
+    cancelled = point.errors.get(CANCELLED, 0)
+    out: dict[str, Any] = {"total": point.sent, "failures": point.failed - cancelled, "incomplete": cancelled}
+    if point.completed:
         # token totals are of completed requests; input as the server's usage counted it when sent
-        out["input_length"] = {"units": "count", "mean": point["tokens"]["input"] / counts["completed"]}
-        out["output_length"] = {"units": "count", "mean": point["tokens"]["output"] / counts["completed"]}
+        out["input_length"] = {"units": "count", "mean": point.input_tokens / point.completed}
+        out["output_length"] = {"units": "count", "mean": point.output_tokens / point.completed}
     return out
 
 
-def _throughput(point: dict) -> dict:
-    t = point["throughput"]
-    window_s = point["window"]["duration_s"]
-    input_rate = round(point["tokens"]["input"] / window_s, 3) if window_s else 0.0
+def _throughput(point: Point) -> dict:
+    window_s = point.duration_s
+    input_rate = round(point.input_tokens / window_s, 3) if window_s else 0.0
     return {"input_token_rate": {"units": "tokens/s", "mean": input_rate},
-            "output_token_rate": {"units": "tokens/s", "mean": t["output_tok_s"]},
-            "total_token_rate": {"units": "tokens/s", "mean": t["total_tok_s"]},
-            "request_rate": {"units": "queries/s", "mean": t["request_s"]}}
+            "output_token_rate": {"units": "tokens/s", "mean": point.output_tok_s},
+            "total_token_rate": {"units": "tokens/s", "mean": point.total_tok_s},
+            "request_rate": {"units": "queries/s", "mean": point.request_s}}
 
 
-def _run(doc: dict, point: dict, combo: dict) -> dict:
-    identity = f"benchc:{doc['plan_hash']}:{doc.get('created')}:{doc.get('environment', {}).get('host')}"
+def _run(r: Result, point: Point, combo: Mapping) -> dict:
+    identity = f"benchc:{r.plan_hash}:{r.created_text}:{r.environment.get('host')}"
     model = (combo.get("target") or {}).get("model")
-    run: dict = {"uid": str(uuid.uuid5(_NAMESPACE, f"{identity}:{point['id']}")),
+    run: dict = {"uid": str(uuid.uuid5(_NAMESPACE, f"{identity}:{point.id}")),
                  "eid": str(uuid.uuid5(_NAMESPACE, identity)),
-                 "description": doc["plan"].get("description") or f"{model} [{doc['plan'].get('name')}]"}
-    time: dict = {"duration": iso_duration(point["window"]["duration_s"])}
-    span = point_span(doc, point)
+                 "description": r.description or f"{model} [{r.name}]"}
+    time: dict = {"duration": iso_duration(point.duration_s)}
+    span = r.span(point)
     if span:
         time["start"], time["end"] = iso(span[0]), iso(span[1])
     run["time"] = time
@@ -243,28 +245,26 @@ def to_reports(doc: dict, version: str) -> list[dict]:
     """One Benchmark Report per point of `doc`, in point order."""
     if version not in VERSIONS:
         raise ValueError(f"Benchmark Report version {version!r} is not one of {VERSIONS}")
-    combos = {c["index"]: c for c in doc["plan"]["combinations"]}
-    steps = {(s["combination"], s["id"]): s for s in doc["plan"].get("steps", []) if s.get("kind") == "load"}
+    r = from_document(doc)
     reports = []
-    for index, p in enumerate(doc["points"]):
-        combo = combos.get(p["combination"], {"index": p["combination"]})
-        latency = {field: statistics(p["latency"].get(key), units)
+    for index, p in enumerate(r.points):
+        combo = r.combination(p.combination)
+        latency = {field: statistics(p.latency.get(key), units)
                    for key, (field, units) in _LATENCIES.items()}
         results: dict = {"request_performance": {"aggregate": {
             "requests": _requests(p),
             "latency": {k: v for k, v in latency.items() if v is not None},
             "throughput": _throughput(p)}}}
-        stack = [_server_component(doc, combo)]
+        stack = [_server_component(r, p, combo)]
         components = _observability(p)
         if components:
             results["observability"] = {"components": components}
             if any(c["component_label"] == "benchc-host" for c in components):
-                stack.append(_host_component(doc))
+                stack.append(_host_component(r))
         reports.append({
             "version": version,
-            "run": _run(doc, p, combo),
-            "scenario": {"stack": stack,
-                         "load": _load(doc, p, index, combo, steps.get((p["combination"], p["id"]), {}))},
+            "run": _run(r, p, combo),
+            "scenario": {"stack": stack, "load": _load(r, p, index, combo, r.step(p))},
             "results": results,
         })
     return reports
