@@ -199,6 +199,28 @@ class Point:
         return Telemetry.from_block(self.raw.get("telemetry"))
 
     @property
+    def users(self) -> int | None:
+        """A user-centric sessions point's users (each at its own pace); None otherwise."""
+        return self.raw["params"].get("users")
+
+    @property
+    def speedup(self) -> float | None:
+        """A replayed trace's speedup (its times divided by this); None otherwise."""
+        return self.raw["params"].get("speedup")
+
+    @property
+    def trusted(self) -> bool:
+        """Its figures can be trusted (its `trust`: not client-limited, ...); results before
+        benchc judged trust say nothing against them."""
+        return bool((self.raw.get("trust") or {}).get("trusted", True))
+
+    @property
+    def turns(self) -> tuple[Mapping[str, Any], ...]:
+        """A sessions point's figures per turn (sessions.by_turn: turn, latency, cache), in turn
+        order; empty for any other point."""
+        return tuple((self.raw.get("sessions") or {}).get("by_turn") or ())
+
+    @property
     def arrival(self) -> str | None:
         """An open-loop point's arrival process (poisson, gamma, constant, trace); None in a closed loop."""
         return self.raw["params"].get("arrival")

@@ -194,7 +194,7 @@ def candidates(results: Sequence[Result], gpu_hour: float | None = None, slo_ite
                                  joules_per_output_token=mean["joules_per_output_token"],
                                  goodput_per_kj=mean["goodput_per_kj"], cost_per_mtok=mean["cost_per_mtok"],
                                  runs=runs_of,
-                                 trusted=all(p.raw.get("trust", {}).get("trusted", True) for p in runs)))
+                                 trusted=all(p.trusted for p in runs)))
     return out, left
 
 

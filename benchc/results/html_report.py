@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from importlib import resources
 
 from benchc.results import decide
+from benchc.results.api import Point, from_document
 from benchc.results.compare import decide_section
 from benchc.results.identity import result_label
 from benchc.results.report import (
@@ -38,8 +39,8 @@ from benchc.results.report import (
     _pooled,
     _search_threshold,
     _stat,
-    _x,
     collect,
+    load_axis,
     search_metric,
     search_rows,
     series_label,
@@ -64,7 +65,7 @@ def _label(doc: dict, matrix: dict) -> str:
     return series_label(doc, matrix).replace(r"\$", "$")  # report.py escapes $ for matplotlib only
 
 
-def _collected(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
+def _collected(docs: list[dict]) -> dict[str, dict[float, list[Point]]]:
     """report.collect's series, named as text (it escapes $ for matplotlib)."""
     return {label.replace(r"\$", "$"): by_x for label, by_x in collect(docs).items()}
 
@@ -95,12 +96,12 @@ def _shared_x(lines: Sequence[tuple[str, Sequence[float], Sequence[float | None]
 def _load_charts(docs: list[dict]) -> tuple[str, dict, dict]:
     """(the load's name, output tok/s against load, {metric: p50/p99 against output tok/s})."""
     data = _collected(docs)
-    xname = _x(docs[0]["points"][0])[0] if docs and docs[0]["points"] else "concurrency"
+    xname = load_axis(docs)
     lines = []
     lat: dict[str, list] = {m: [] for m in LATENCIES}
     for label, by_x in data.items():
         xs = sorted(by_x)
-        tput = [_num(_stat(by_x[x], lambda p: p["throughput"]["output_tok_s"])[0]) for x in xs]
+        tput = [_num(_stat(by_x[x], lambda p: p.output_tok_s)[0]) for x in xs]
         lines.append((label, xs, tput))
         for m in LATENCIES:
             for stat in ("p50", "p99"):
@@ -191,11 +192,11 @@ def _timeseries(docs: list[dict], sources: list[str | None]) -> list[dict]:
 def _sessions(docs: list[dict]) -> dict | None:
     lines_ttft, lines_cache = [], []
     for d in docs:
-        for p in d["points"]:
-            by_turn = (p.get("sessions") or {}).get("by_turn")
+        for p in from_document(d).points:
+            by_turn = p.turns
             if not by_turn:
                 continue
-            label = f"{_label(d, p.get('matrix', {}))} {p['id']}"
+            label = f"{_label(d, dict(p.matrix))} {p.id}"
             xs = [turn_x(b["turn"]) for b in by_turn]
             for stat in ("p50", "p99"):
                 ys = [_num((b["latency"]["ttft_us"].get(stat) or float("nan")) / 1000) for b in by_turn]

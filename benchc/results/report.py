@@ -25,6 +25,7 @@ from typing import Any
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.plan.search import show_load
+from benchc.results.api import Point, from_document
 from benchc.results.identity import repeat_key, result_label, target_of
 
 SPECTRUM_PERCENTILES = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99]
@@ -50,27 +51,32 @@ def series_label(doc: dict, matrix: dict) -> str:
     return label.replace("$", r"\$")  # text from the result, never matplotlib mathtext
 
 
-def _x(point: dict) -> tuple[str, float]:
-    p = point["params"]
-    if p.get("concurrency"):
-        return "concurrency", p["concurrency"]
-    if p.get("users"):
-        return "users", p["users"]
-    if p.get("rate_rps") is None and p.get("speedup") is not None:  # a trace whose requests come at once
-        return "trace speedup", p["speedup"]
-    return "rate (req/s)", p["rate_rps"]
+def _x(p: Point) -> tuple[str, float]:
+    if p.concurrency:
+        return "concurrency", p.concurrency
+    if p.users:
+        return "users", p.users
+    if p.rate_rps is None and p.speedup is not None:  # a trace whose requests come at once
+        return "trace speedup", p.speedup
+    return "rate (req/s)", p.rate_rps  # type: ignore[return-value]  # an open loop's rate
 
 
-def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
+def load_axis(docs: list[dict]) -> str:
+    """The charts' load axis: what the first result's first point varies (concurrency, rate, ...)."""
+    first = from_document(docs[0]).points if docs and docs[0]["points"] else ()
+    return _x(first[0])[0] if first else "concurrency"
+
+
+def collect(docs: list[dict]) -> dict[str, dict[float, list[Point]]]:
     """label -> x -> points. Results of one plan against one target (results/identity.repeat_key)
     are repeats: their points share a series. Others that would share a label get a #n."""
-    out: dict[str, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    out: dict[str, dict[float, list[Point]]] = defaultdict(lambda: defaultdict(list))
     owner: dict[str, tuple[str, str]] = {}
     for d in docs:
-        for p in d["points"]:
-            if p["params"].get("probe") is not None and not p["trust"]["trusted"]:
+        for p in from_document(d).points:
+            if p.probe and not p.trusted:
                 continue  # an untrusted probe decided nothing; the search figure shows it apart
-            label = series_label(d, p.get("matrix", {}))
+            label = series_label(d, dict(p.matrix))
             n = 2
             base = label
             while owner.setdefault(label, key := repeat_key(d)) != key:
@@ -80,7 +86,7 @@ def collect(docs: list[dict]) -> dict[str, dict[float, list[dict]]]:
     return out
 
 
-def _stat(points: list[dict], get) -> tuple[float, float, float]:
+def _stat(points: list[Point], get) -> tuple[float, float, float]:
     vals = [v for v in (get(p) for p in points) if v is not None]
     if not vals:
         return float("nan"), 0.0, 0.0
@@ -100,13 +106,13 @@ def _line(ax, xs, points_by_x, get, label, **kw):
 def figures(docs: list[dict]) -> dict[str, object]:
     plt = _plt()
     data = collect(docs)
-    xname = _x(docs[0]["points"][0])[0] if docs and docs[0]["points"] else "concurrency"
+    xname = load_axis(docs)
     figs = {}
 
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     for label, by_x in data.items():
         xs = sorted(by_x)
-        _line(ax, xs, by_x, lambda p: p["throughput"]["output_tok_s"], label, marker="o")
+        _line(ax, xs, by_x, lambda p: p.output_tok_s, label, marker="o")
     ax.set_xscale("log", base=2)
     all_x = sorted({x for by_x in data.values() for x in by_x})
     ax.set_xticks(all_x, [f"{x:g}" for x in all_x])
@@ -122,7 +128,7 @@ def figures(docs: list[dict]) -> dict[str, object]:
     for ax, metric, title in ((axes[0], "ttft", "TTFT"), (axes[1], "tpot", "TPOT")):
         for i, (label, by_x) in enumerate(data.items()):
             xs = sorted(by_x)
-            tput = [_stat(by_x[x], lambda p: p["throughput"]["output_tok_s"])[0] for x in xs]
+            tput = [_stat(by_x[x], lambda p: p.output_tok_s)[0] for x in xs]
             color = f"C{i}"
             for stat, style in (("p50", "-"), ("p99", "--")):
                 vals = [_stat(by_x[x], lambda p, m=metric, s=stat: _ms(p, m, s))[0] for x in xs]
@@ -180,23 +186,22 @@ def turns_figure(plt: Any, docs: list[dict]) -> Any:
     """Sessions: TTFT (p50 solid, p99 dashed) and the server's cached fraction against the turn
     index, one line per point: where the prefix cache holds the history, TTFT stays flat as
     the history grows."""
-    lines = [(series_label(d, p.get("matrix", {})), p) for d in docs for p in d["points"]
-             if (p.get("sessions") or {}).get("by_turn")]
+    lines = [(series_label(d, dict(p.matrix)), p) for d in docs for p in from_document(d).points if p.turns]
     if not lines:
         return None
     fig, (ax, cx) = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
     names: dict[int, str] = {}
     for i, (label, p) in enumerate(lines):
-        by_turn = p["sessions"]["by_turn"]
+        by_turn = p.turns
         xs = [turn_x(b["turn"]) for b in by_turn]
         names.update({turn_x(b["turn"]): b["turn"] for b in by_turn})
         color = f"C{i % 10}"
         for stat, style in (("p50", "-"), ("p99", "--")):
             ys = [(b["latency"]["ttft_us"].get(stat) or float("nan")) / 1000 for b in by_turn]
-            ax.plot(xs, ys, style, marker="o", color=color, label=f"{label} {p['id']} {stat}")
+            ax.plot(xs, ys, style, marker="o", color=color, label=f"{label} {p.id} {stat}")
         fr = [b["cache"]["cached_fraction"] for b in by_turn]
         cx.plot(xs, [float("nan") if f is None else f for f in fr], marker="o", color=color,
-                label=f"{label} {p['id']}")
+                label=f"{label} {p.id}")
     ticks = sorted(names)
     for a in (ax, cx):
         a.set_xticks(ticks, [names[t] for t in ticks])
@@ -271,9 +276,9 @@ def search_rows(docs: list[dict]) -> list[list[str]]:
 SEARCH_HEADER = ["result", "SLO", "answer", "goodput req/s", "bracket", "binding", "status", "probes"]
 
 
-def _pooled(points: list[dict], metric: str) -> Histogram | None:
+def _pooled(points: list[Point], metric: str) -> Histogram | None:
     """The runs' histograms of `metric` added exactly (repeats of one point), or None."""
-    encoded = [((p["latency"].get(f"{metric}_us") or {}).get("hdr")) for p in points]
+    encoded = [lat.hdr for p in points if (lat := p.latency.get(metric)) is not None]
     hists = [Histogram.decode(e) for e in encoded if e]
     if not hists:
         return None
@@ -282,8 +287,10 @@ def _pooled(points: list[dict], metric: str) -> Histogram | None:
     return hists[0]
 
 
-def _ms(p: dict, metric: str, stat: str) -> float | None:
-    v = (p["latency"].get(f"{metric}_us") or {}).get(stat)
+def _ms(p: Point, metric: str, stat: str) -> float | None:
+    """A latency's percentile (`stat`: p50, p99) in ms; None where the point has none."""
+    lat = p.latency.get(metric)
+    v = lat.percentiles.get(float(stat[1:])) if lat is not None else None
     return v / 1000 if v is not None else None
 
 
@@ -301,16 +308,15 @@ def summary_rows(docs: list[dict], sources: list[str] | None = None) -> list[lis
     """One row per point, the result named by its file and target."""
     rows = []
     for d, source in zip(docs, _sources(docs, sources), strict=True):
-        for p in d["points"]:
+        for p in from_document(d).points:
             def f(v, fmt="{:.1f}"):
                 return "-" if v is None else fmt.format(v)
-            extra = ",".join(f"{k}={v}" for k, v in p.get("matrix", {}).items())
-            rows.append([result_label(d, source) + (f" [{extra}]" if extra else ""), p["id"],
-                         str(p["counts"]["completed"]),
-                         f(p["throughput"]["output_tok_s"]), f(_ms(p, "ttft", "p50")),
+            extra = ",".join(f"{k}={v}" for k, v in p.matrix.items())
+            rows.append([result_label(d, source) + (f" [{extra}]" if extra else ""), p.id, str(p.completed),
+                         f(p.output_tok_s), f(_ms(p, "ttft", "p50")),
                          f(_ms(p, "ttft", "p99")), f(_ms(p, "ttf_answer", "p50")), f(_ms(p, "itl", "p50")),
                          f(_ms(p, "itl", "p99")), f(_ms(p, "e2e", "p99")),
-                         str(p["counts"]["failed"]), "yes" if p["client"]["client_limited"] else ""])
+                         str(p.failed), "yes" if p.client_limited else ""])
     return rows
 
 
