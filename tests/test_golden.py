@@ -4,6 +4,9 @@ stored result fixtures, and for a variant of one that takes the other branches (
 point, SLOs, GPU telemetry, a prefix workload). A change to how those modules read a result
 (typed accessors instead of literal keys) must leave every byte as it was.
 
+tests/outputs/search-input.json is a result with a capacity search (`benchc run
+specs/capacity-search.yaml`, kept as it came out): its search charts and table.
+
 Regenerate after a deliberate change of output: BENCHC_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
 """
 
@@ -22,6 +25,7 @@ DATA = os.path.join(os.path.dirname(__file__), "data")
 OUTPUTS = os.path.join(os.path.dirname(__file__), "outputs")
 FIXTURES = ("result-v1-minimax.json", "result-v1-kimi.json", "result-v1-shard-a.json")
 UPDATE = os.environ.get("BENCHC_UPDATE_GOLDEN") == "1"
+SEARCH = os.path.join(OUTPUTS, "search-input.json")
 
 
 def variant(tmp_path) -> str:
@@ -74,6 +78,7 @@ def test_exports_are_byte_equal_to_the_golden_outputs(tmp_path, fmt):
     for name in FIXTURES:
         check(f"{name.removesuffix('.json')}.{fmt}.jsonl", export(os.path.join(DATA, name), fmt))
     check(f"variant.{fmt}.jsonl", export(variant(tmp_path), fmt))
+    check(f"search.{fmt}.jsonl", export(SEARCH, fmt))
 
 
 def test_report_data_is_byte_equal_to_the_golden_output(tmp_path):
@@ -81,3 +86,8 @@ def test_report_data_is_byte_equal_to_the_golden_output(tmp_path):
     # the results' names as `benchc report` gives them: their paths (here fixed ones)
     data = report_data(docs, [f"results/{n}" for n in (*FIXTURES, "variant.json")])
     check("report_data.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def test_report_data_of_a_search_is_byte_equal_to_the_golden_output():
+    data = report_data([read(SEARCH)], ["results/search.json"])
+    check("report_data_search.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
