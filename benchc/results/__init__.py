@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from benchc.results.api import Energy, Latency, Point, Result, Telemetry, load
+    from benchc.results.api import Energy, Latency, Point, Probe, Result, Search, Telemetry, load
 
-__all__ = ["Energy", "Latency", "Point", "Result", "Telemetry", "load"]
+__all__ = ["Energy", "Latency", "Point", "Probe", "Result", "Search", "Telemetry", "load"]
 
 
 def __getattr__(name: str) -> Any:

@@ -272,6 +272,43 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """One probe of a capacity search: its load, and each SLO item's value there (None where the
+    probe measured none), in the search's SLO order."""
+
+    load: float
+    values: tuple[float | None, ...]
+    untrusted: bool  # its verdict: figures not to be trusted, so it decided nothing
+
+
+@dataclass(frozen=True)
+class Search:
+    """One capacity search (load.search) of one combination: its answer and every probe."""
+
+    combination: int
+    matrix: Mapping[str, Any]
+    over: str  # concurrency | rate
+    slo: tuple[str, ...]  # its SLO items as written
+    thresholds: tuple[float, ...]  # each item's bound, in the unit the probes' values are in
+    status: str
+    answer: float | None
+    goodput_s: float | None  # at the answer
+    bracket: tuple[float | None, float | None]  # (lo, hi) when it ended
+    binding: tuple[str, ...]  # the SLO items that bound it
+    probes: tuple[Probe, ...]
+
+    @classmethod
+    def from_block(cls, b: Mapping[str, Any], thresholds: tuple[float, ...]) -> Search:
+        return cls(combination=b["combination"], matrix=MappingProxyType(dict(b.get("matrix", {}))),
+                   over=b["over"], slo=tuple(b["slo"]), thresholds=thresholds, status=b["status"],
+                   answer=b["answer"], goodput_s=b.get("goodput_s"),
+                   bracket=(b.get("bracket", {}).get("lo"), b.get("bracket", {}).get("hi")),
+                   binding=tuple(b.get("binding", ())),
+                   probes=tuple(Probe(p["load"], tuple(c["value"] for c in p["checks"]),
+                                      p["verdict"] == "untrusted") for p in b["probes"]))
+
+
+@dataclass(frozen=True)
 class Result:
     """A result document: what ran, where, and its points in order."""
 
@@ -342,6 +379,15 @@ class Result:
     def span(self, point: Point) -> tuple[datetime.datetime, datetime.datetime] | None:
         """The point's window on the wall clock (results/clock.py), None where it cannot be placed."""
         return point_span(dict(self.raw), dict(point.raw))
+
+    @property
+    def searches(self) -> tuple[Search, ...]:
+        """The result's capacity searches, each with its SLO items' bounds from the plan's search step."""
+        bounds: dict[int, tuple[float, ...]] = {}
+        for st in self.raw["plan"]["steps"]:
+            if st["kind"] == "search":
+                bounds.setdefault(st["combination"], tuple(item["value"] for item in st["search"]["slo"]))
+        return tuple(Search.from_block(s, bounds[s["combination"]]) for s in self.raw.get("search") or [])
 
     def point(self, point_id: str) -> Point:
         for p in self.points:

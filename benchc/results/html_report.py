@@ -37,7 +37,6 @@ from benchc.results.report import (
     SEARCH_HEADER,
     _ms,
     _pooled,
-    _search_threshold,
     _stat,
     collect,
     load_axis,
@@ -210,21 +209,21 @@ def _sessions(docs: list[dict]) -> dict | None:
 def _searches(docs: list[dict]) -> list[dict]:
     out = []
     for d in docs:
-        for s in d.get("search", []):
-            for i, text in enumerate(s["slo"]):
+        for s in from_document(d).searches:
+            for i, text in enumerate(s.slo):
                 scale, unit = search_metric(text)
-                probes = sorted((p["load"], p["checks"][i]["value"] / scale, p["verdict"] != "untrusted")
-                                for p in s["probes"] if p["checks"][i]["value"] is not None)
+                probes = sorted((p.load, v / scale, not p.untrusted) for p in s.probes
+                                if (v := p.values[i]) is not None)
                 xs = sorted({x for x, _, _ in probes})
-                threshold = _search_threshold(d, s, i) / scale
+                threshold = s.thresholds[i] / scale
                 chart = _shared_x([("probes", [x for x, _, ok in probes if ok],
                                     [_num(y) for _, y, ok in probes if ok]),
                                    ("untrusted probes", [x for x, _, ok in probes if not ok],
                                     [_num(y) for _, y, ok in probes if not ok]),
                                    (f"threshold ({text})", xs, [threshold] * len(xs))])
-                chart["name"] = f"{_label(d, s.get('matrix', {}))}: {text}, {s['status']}"
-                chart["over"] = s["over"]
-                chart["answer"] = s["answer"]
+                chart["name"] = f"{_label(d, dict(s.matrix))}: {text}, {s.status}"
+                chart["over"] = s.over
+                chart["answer"] = s.answer
                 chart["unit"] = unit
                 out.append(chart)
     return out

@@ -216,13 +216,6 @@ def turns_figure(plt: Any, docs: list[dict]) -> Any:
     return fig
 
 
-def _search_threshold(doc: dict, block: dict, i: int) -> float:
-    """The i-th SLO item's threshold of a search, from the plan's search step."""
-    step = next(st for st in doc["plan"]["steps"]
-                if st["kind"] == "search" and st["combination"] == block["combination"])
-    return step["search"]["slo"][i]["value"]
-
-
 def search_metric(text: str) -> tuple[float, str]:
     """A search SLO item's (`ttft: p99 < 2s`) scale from its recorded value to the charts' unit
     (latencies are recorded in us, charted in ms), and the axis's name."""
@@ -233,29 +226,28 @@ def search_metric(text: str) -> tuple[float, str]:
 
 def search_figure(plt: Any, docs: list[dict]) -> Any:
     """Per search and SLO item: the metric at every probe's load, the threshold, the answer."""
-    panels = [(d, s, i) for d in docs for s in d.get("search", []) for i in range(len(s["slo"]))]
+    panels = [(d, s, i) for d in docs for s in from_document(d).searches for i in range(len(s.slo))]
     if not panels:
         return None
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.6 * len(panels)), squeeze=False,
                              layout="constrained")
     for ax, (d, s, i) in zip(axes[:, 0], panels, strict=True):
-        text = s["slo"][i]
+        text = s.slo[i]
         scale, unit = search_metric(text)
         for trusted, marker in ((True, "o"), (False, "x")):
-            pts = sorted((p["load"], p["checks"][i]["value"] / scale) for p in s["probes"]
-                         if (p["verdict"] != "untrusted") == trusted and p["checks"][i]["value"] is not None)
+            pts = sorted((p.load, v / scale) for p in s.probes
+                         if (not p.untrusted) == trusted and (v := p.values[i]) is not None)
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], marker=marker, ls="-" if trusted else "",
                         color="C0" if trusted else "C3",
                         label="probes" if trusted else "untrusted probes (decided nothing)")
-        binding = ", binding" if text in s["binding"] else ""
-        ax.axhline(_search_threshold(d, s, i) / scale, ls="--", color="C1",
-                   label=f"threshold ({text}{binding})")
-        if s["answer"] is not None:
-            ax.axvline(s["answer"], color="C2", label=f"answer {s['answer']:g} ({s['status']})")
-        ax.set_xlabel("concurrency" if s["over"] == "concurrency" else "rate (req/s)")
+        binding = ", binding" if text in s.binding else ""
+        ax.axhline(s.thresholds[i] / scale, ls="--", color="C1", label=f"threshold ({text}{binding})")
+        if s.answer is not None:
+            ax.axvline(s.answer, color="C2", label=f"answer {s.answer:g} ({s.status})")
+        ax.set_xlabel("concurrency" if s.over == "concurrency" else "rate (req/s)")
         ax.set_ylabel(unit)
-        ax.set_title(f"{series_label(d, s.get('matrix', {}))}: capacity search, {s['status']}", fontsize=9)
+        ax.set_title(f"{series_label(d, dict(s.matrix))}: capacity search, {s.status}", fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     return fig
@@ -264,12 +256,11 @@ def search_figure(plt: Any, docs: list[dict]) -> Any:
 def search_rows(docs: list[dict]) -> list[list[str]]:
     rows = []
     for d in docs:
-        for s in d.get("search", []):
-            lo, hi = (show_load(s["over"], s["bracket"][k]) for k in ("lo", "hi"))
-            rows.append([series_label(d, s.get("matrix", {})), "; ".join(s["slo"]),
-                         show_load(s["over"], s["answer"]),
-                         "-" if s["goodput_s"] is None else f"{s['goodput_s']:g}", f"[{lo}, {hi}]",
-                         "; ".join(s["binding"]) or "-", s["status"], str(len(s["probes"]))])
+        for s in from_document(d).searches:
+            lo, hi = (show_load(s.over, b) for b in s.bracket)
+            rows.append([series_label(d, dict(s.matrix)), "; ".join(s.slo), show_load(s.over, s.answer),
+                         "-" if s.goodput_s is None else f"{s.goodput_s:g}", f"[{lo}, {hi}]",
+                         "; ".join(s.binding) or "-", s.status, str(len(s.probes))])
     return rows
 
 
