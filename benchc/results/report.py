@@ -63,7 +63,7 @@ def _x(p: Point) -> tuple[str, float]:
 
 def load_axis(docs: list[dict]) -> str:
     """The charts' load axis: what the first result's first point varies (concurrency, rate, ...)."""
-    first = from_document(docs[0]).points if docs and docs[0]["points"] else ()
+    first = from_document(docs[0]).points if docs else ()
     return _x(first[0])[0] if first else "concurrency"
 
 
