@@ -369,9 +369,10 @@ def test_a_points_load_is_its_ids_load_part_whatever_the_matrix_and_the_rate_say
 
 # Two combinations built so that each SLO item has its own winner: MiniMax TP=4 steps fast
 # (TPOT 11.9-15.7 ms at C=1-4) behind a 250 ms front end (every TTFT over 250 ms); Kimi TP=8
-# steps slowly at C=4 (27 ms) with no front end (TTFT tens of ms). Under `tpot < 21ms` alone
+# steps slowly at C=4 (27 ms) with no front end (TTFT tens of ms). Under `tpot < 24ms` alone
 # MiniMax C=4 serves the most per GPU, under `ttft < 150ms` alone Kimi C=4, and under both only
-# Kimi C=1 (TPOT 16.4 ms) has any goodput.
+# Kimi C=1 (TPOT 16.4 ms) has any goodput. A loaded machine only adds to the latencies: the
+# bounds the answers hang on (Kimi C=4's TPOT, MiniMax's TTFT) are missed by more, not less.
 PER_ITEM_SPEC = """\
 version: 1
 name: per-slo
@@ -380,7 +381,7 @@ target:
   model: sim-model
 workload:
   dataset:
-    random: {{input_tokens: 16, output_tokens: 8, seed: 3}}
+    random: {{input_tokens: 16, output_tokens: 16, seed: 3}}
 load:
   warmup: {{requests: 0}}
   sweep: {{concurrency: [1, 4]}}
@@ -390,13 +391,13 @@ matrix:
   frontend_ms: [0, 250]
   exclude: [{{preset: minimax-m2.5-tp4, frontend_ms: 0}}, {{preset: kimi-k2.5-nvfp4-tp8, frontend_ms: 250}}]
 slo:
-  tpot: "p50 < 21ms"
+  tpot: "p50 < 24ms"
   ttft: "p99 < 150ms"
 output:
   path: {path}
   requests: true
 """
-TPOT_ITEM, TTFT_ITEM = "tpot: p50 < 21ms", "ttft: p99 < 150ms"
+TPOT_ITEM, TTFT_ITEM = "tpot: p50 < 24ms", "ttft: p99 < 150ms"
 
 
 def met_by_hand(records: list[dict], items: dict[str, tuple[str, float]]) -> dict[str, dict[str, int]]:
@@ -433,7 +434,7 @@ def test_each_slo_item_gets_its_own_answer(tmp_path, capsys):
     doc = read(str(tmp_path / "r.json"))
     records = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
     # counted per item at run time: as the per-request records say, the set's within each item's
-    hand = met_by_hand(records, {TPOT_ITEM: ("tpot", 21_000), TTFT_ITEM: ("ttft", 150_000)})
+    hand = met_by_hand(records, {TPOT_ITEM: ("tpot", 24_000), TTFT_ITEM: ("ttft", 150_000)})
     for p in doc["points"]:
         per = p["goodput_per_slo"]
         assert list(per) == [TPOT_ITEM, TTFT_ITEM]
