@@ -268,10 +268,11 @@ def test_compare_and_report_name_each_result_by_file_and_target(tmp_path, capsys
 
 
 def test_the_spectrum_of_a_repeated_point_pools_every_run():
+    from benchc.results.api import from_document
     from benchc.results.report import _pooled
 
-    p = read(MINIMAX)["points"][0]
-    one = Histogram.decode(p["latency"]["ttft_us"]["hdr"])
+    p = from_document(read(MINIMAX)).points[0]
+    one = Histogram.decode(p.ttft.hdr)
     assert _pooled([p, p, p], "ttft").total_count == 3 * one.total_count
 
 
