@@ -1,3 +1,4 @@
+import contextlib
 import importlib
 import os
 import time
@@ -97,6 +98,22 @@ def both_cores(name: str) -> list:
     Without the compiled module the calling test is skipped, with a reason that says so:
     comparing the twin with itself would pass without proving anything."""
     return [importlib.import_module(f"{name}_py"), _core(name, "c")]
+
+
+@contextlib.contextmanager
+def killed_after(p):
+    """For a test that kills a process with SIGKILL (benchc, which then runs no cleanup of its
+    own) once the body has set the scene: `p` is killed as the body ends (or fails), waited
+    for, and its pipes closed."""
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+        for pipe in (p.stdin, p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def wait_for(condition, what: str = "the condition", timeout_s: float = 60.0) -> None:

@@ -56,15 +56,27 @@ class EndlessServer:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/chat/completions"
         self._open: list[socket.socket] = []
+        self.ended: list[str] = []  # per endless answer: "client" (it went away) or "stop"
+        self._stopping = False
 
     def __enter__(self) -> EndlessServer:
         threading.Thread(target=self._accept, daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.sock.close()
+        self.stop()
         for c in self._open:
             c.close()
+
+    def stop(self) -> None:
+        """Ends every answer (a write blocked on a full socket too) and takes no more requests."""
+        self._stopping = True
+        self.sock.close()
+        for c in self._open:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _accept(self) -> None:
         while True:
@@ -89,8 +101,8 @@ class EndlessServer:
             conn.sendall(HEAD + self.start)
             while True:
                 conn.sendall(self.block)
-        except OSError:
-            pass  # the client closed: the answer ends there
+        except OSError:  # the client closed (or stop()): the answer ends there
+            self.ended.append("stop" if self._stopping else "client")
         finally:
             conn.close()
 

@@ -87,7 +87,11 @@ def test_e2e_input_tokens_and_results_equal_the_trace_on_every_path(tmp_path, pa
         assert r["ttft_us"] is None and r["output_tokens"] == 0 and r["error"] is None
         errors.append((r["t0_ns"] + r["e2e_us"] * 1e3 - tr["end_ns"]) / 1e6)
     assert min(errors) > -0.5, errors
-    assert statistics.median(errors) < 1.0, errors
+    # aiohttp dates a read on the event loop: up to the loop's own lag late, which the point's
+    # self-check measures (its ticker's p99: "a read is dated up to that late"). A fixed 1 ms
+    # failed there on a machine whose every core was busy; the kernel-stamped paths need no more.
+    late_ms = point["client"]["loop_lag_us"].get("p99", 0) / 1e3 if path[1] == "aiohttp" else 0.0
+    assert statistics.median(errors) < 1.0 + late_ms, (errors, late_ms)
     lat = point["latency"]
     assert (lat["ttft_us"]["count"], lat["itl_us"]["count"], lat["tpot_us"]["count"]) == (0, 0, 0)
     assert "p50" not in lat["ttft_us"] and lat["e2e_us"]["count"] == 8

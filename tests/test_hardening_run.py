@@ -23,7 +23,7 @@ from benchc.errors import UsageError
 from benchc.metrics.record import CONNECT, HTTP, STREAM_BROKEN, TIMEOUT, RequestRecord
 from benchc.results.document import read, reserve_outputs, write_atomic
 from benchc.run.deadserver import MIN_CONNECT_FAILURES, ConnectStreak, failure_limit
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, killed_after, wait_for
 from tests.test_run import Sim, write_spec
 
 PY = sys.executable
@@ -408,22 +408,14 @@ def test_sigkill_of_benchc_leaves_no_server_process_behind(tmp_path):
     command = (f"{PY} -m benchc sim --preset instant --port {{free}} --model sim-model & "
                f"echo $! > {pids}; wait")
     spec = launch_spec(tmp_path, command)
-    p = subprocess.Popen([PY, "-m", "benchc", "run", spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try:
+    with killed_after(subprocess.Popen([PY, "-m", "benchc", "run", spec], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)) as p:
         lines = read_stderr_until(p, "ready after ")
         said = next(x for x in lines if "launched the server (pid " in x)
         shell = int(said.split("(pid ")[1].split(")")[0])
         sim = int(pids.read_text())
         supervisor = int(Path(f"/proc/{shell}/stat").read_text().rsplit(")", 1)[1].split()[1])
         assert supervisor in _children(p.pid) and sim in _children(shell)
-        p.kill()
-        p.wait(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        p.stderr.close()
-        p.stdout.close()
     wait_for(lambda: not any(alive(x) for x in (supervisor, shell, sim)),
              "the supervisor, the shell and the simulator to be gone")
     log = (tmp_path / "r.server-0.log").read_text()
@@ -435,18 +427,11 @@ def test_sigkill_of_benchc_leaves_no_embedded_simulator_behind(tmp_path):
     """The embedded simulator runs under the launch supervisor: benchc killed with SIGKILL
     mid-point (no cleanup of its own runs) takes the simulator with it. It was left running."""
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=48, extra="  requests: 400")
-    p = subprocess.Popen([PY, "-m", "benchc", "run", spec, "-vv", "--set", "load.warmup.requests=0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_after(subprocess.Popen([PY, "-m", "benchc", "run", spec, "-vv", "--set",
+                                        "load.warmup.requests=0"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as p:
         sim = _sim_pid_and_point_started(p, 2)
         assert alive(sim)
-        p.kill()
-        p.wait(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        p.stderr.close()
-        p.stdout.close()
     try:
         wait_for(lambda: not alive(sim), "the simulator to be gone")
     finally:

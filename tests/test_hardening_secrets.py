@@ -22,7 +22,7 @@ from benchc.results.document import write_atomic
 from benchc.run.logpump import LineScrubber
 from benchc.run.secrets import run_scrubber
 from benchc.spec import loader as spec
-from tests.conftest import wait_for
+from tests.conftest import killed_after, wait_for
 from tests.test_hardening_redirects import SECRET
 from tests.test_http1 import RawServer, target
 from tests.test_keepalive import PATHS, Client
@@ -408,10 +408,9 @@ def test_a_launched_servers_log_holds_no_form_of_the_key_after_benchc_is_killed(
                                 server=f"server:\n  command: [{sys.executable}, {script}]\n"
                                        "  ready: {timeout: 10m, interval: 100ms}\n")
                     .replace("sk-apikey-0001", LOG_KEY))
-    p = subprocess.Popen([sys.executable, "-m", "benchc", "run", str(spec)], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
     log = tmp_path / "r.server-0.log"
-    try:
+    with killed_after(subprocess.Popen([sys.executable, "-m", "benchc", "run", str(spec)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)) as p:
         for line in p.stderr:
             if "launched the server (pid " in line:
                 server_pid = int(line.split("(pid ")[1].split(")")[0])
@@ -420,12 +419,6 @@ def test_a_launched_servers_log_holds_no_form_of_the_key_after_benchc_is_killed(
             raise AssertionError("benchc ended before it launched the server")
         wait_for(lambda: log.exists() and "all printed" in log.read_text(errors="replace"),
                  "the server's last line in its log")
-        p.kill()
-        p.wait(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        p.stderr.close()
     wait_for(lambda: not os.path.exists(f"/proc/{server_pid}"), "the server to be stopped")
     text = log.read_text(errors="replace")
     assert os.stat(log).st_mode & 0o777 == 0o600

@@ -404,14 +404,16 @@ def test_https_with_certificate_verification(tmp_path):
     assert r1.error == CONNECT and "CERTIFICATE_VERIFY_FAILED" in r1.error_detail
 
 
-def stamped_pair() -> tuple:
+def stamped_pair(rcvbuf: int | None = None) -> tuple:
     """A connected loopback pair whose receiving end asks for kernel receive stamps (before
-    connect, as http1 does)."""
+    connect, as http1 does), and has a receive buffer of `rcvbuf` bytes where given."""
     import socket
 
     listener = socket.create_server(("127.0.0.1", 0))
     b = socket.socket()
     b.setsockopt(socket.SOL_SOCKET, http1.SO_TIMESTAMPNS, 1)
+    if rcvbuf is not None:
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     b.connect(listener.getsockname())
     a, _ = listener.accept()
     listener.close()

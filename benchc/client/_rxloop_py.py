@@ -14,8 +14,9 @@ finished responses instead of once per read.
                                          # (bytes came while idle); None otherwise
     conn.take_back() / conn.detach()     # a timeout or cancellation / before closing the socket
 
-The thread reads each ready socket once (level-triggered), stamped with the kernel's receive
-time (benchc.client._rx), and feeds the read to the connection's ResponseReader
+The thread reads each ready socket (level-triggered) in a run of at most RUN_READS reads,
+each stamped with the kernel's receive time (benchc.client._rx), and feeds each read to the
+connection's ResponseReader
 (benchc.client._response): the same reader the asyncio transports feed, so a response read
 here means what it means there. A slot moves IDLE -> ACTIVE (Python, begin) -> IDLE (the
 thread, a finished keep-alive response) or CLOSED (the thread: the response said close, the
@@ -23,15 +24,24 @@ connection ended or broke, bytes came while idle; or Python: take_back, detach).
 happens under the slot's lock; every move the thread makes is reported as the slot's token.
 The compiled twin does the same without the GIL, edge-triggered, and records what the
 thread costs (its CPU and its lag from a read's kernel stamp to the read) the same way.
+
+Why runs: a server that keeps its socket full (a flood) must not hold the loop, nor the
+slot's lock, for as long as it writes: the loop then read no other connection, and Python's
+take_back (a timeout, on the event loop's thread) waited for the flood to pause. After a run
+the loop turns to the other ready sockets and comes back next turn. A Python thread waiting
+for a slot's lock says so first (`_wanted`), and the loop passes the slot over until Python
+has had it, rather than racing it for the lock (a lock is not fair).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from benchc.client._response_py import ResponseReader
@@ -40,6 +50,8 @@ from benchc.client._stream_py import StreamParser
 from benchc.metrics.latency import new_histogram, ns_to_us
 
 RECV_SIZE = 64 * 1024  # as http1.RECV_SIZE
+RUN_READS = 4  # reads of one socket in a row before the loop turns to the others
+MAX_RUN_BYTES = RUN_READS * RECV_SIZE  # the most one run reads from one socket
 IDLE, ACTIVE, CLOSED = "idle", "active", "closed"
 RESPONSE, LOST, END, STRAY = "response", "lost", "end", "stray"  # why the loop closed a slot (closed_for)
 CLOCK = time.perf_counter_ns
@@ -61,6 +73,7 @@ class RxLoop:
         self._stats = threading.Lock()
         self._lag = new_histogram()
         self._reads = self._bytes = 0
+        self._longest_run = 0
         self.stopped = False
         self._thread = threading.Thread(target=self._run, name="benchc-rxloop-py", daemon=True)
         self._thread.start()
@@ -90,6 +103,14 @@ class RxLoop:
             old, self._lag = self._lag, new_histogram()
             out = old, self._reads, self._bytes
             self._reads = self._bytes = 0
+        return out
+
+    def take_longest_run(self) -> int:
+        """The most bytes the loop read from one connection in one run (one after another,
+        serving no other connection and letting Python take no slot meanwhile) since the last
+        call."""
+        with self._stats:
+            out, self._longest_run = self._longest_run, 0
         return out
 
     @property
@@ -126,34 +147,53 @@ class RxLoop:
                 os.write(self._wake_w, b"x")
 
     def _serve(self, conn: RxConn) -> bool:
-        """One read of a ready socket; True when Python must be woken."""
+        """One run of reads of a ready socket: at most RUN_READS, until a read comes short (the
+        socket is empty), the slot closes, or Python waits for it (a socket left with bytes is
+        ready again next turn); True when Python must be woken."""
+        if conn._wanted:
+            return False
+        wake = False
+        run = 0
         with conn._lock:
-            if conn._state == CLOSED:
-                return False
-            try:
-                data, stamp = read_stamped(conn.sock, RECV_SIZE)
-            except (BlockingIOError, InterruptedError):
-                return False
-            except OSError as e:
-                return self._ended(conn, e, CLOCK())
-            now = CLOCK()
-            if not data:
-                return self._ended(conn, None, now)
-            with self._stats:
-                self._reads += 1
-                self._bytes += len(data)
-                self._lag.record(ns_to_us(now - stamp))
-            if conn._state == IDLE:  # bytes nobody asked for: the connection is out of step
-                return self._close(conn, STRAY)
-            r = conn._reader
-            r.feed(data, stamp)
-            if not r.finished:
-                return False
-            conn._reader = None
-            if r.keep_alive:
-                conn._state = IDLE
-                return self._push(conn.token)
-            return self._close(conn, RESPONSE)
+            for reads in range(RUN_READS):
+                if conn._state == CLOSED or reads and conn._wanted:
+                    break
+                n, woke = self._read(conn)
+                wake = woke or wake
+                run += n
+                if n < RECV_SIZE:
+                    break
+        with self._stats:
+            self._longest_run = max(self._longest_run, run)
+        return wake
+
+    def _read(self, conn: RxConn) -> tuple[int, bool]:
+        """One read of a slot's socket (under its lock): the bytes read (0 at the socket's end
+        or when it was empty), and whether Python must be woken."""
+        try:
+            data, stamp = read_stamped(conn.sock, RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return 0, False
+        except OSError as e:
+            return 0, self._ended(conn, e, CLOCK())
+        now = CLOCK()
+        if not data:
+            return 0, self._ended(conn, None, now)
+        with self._stats:
+            self._reads += 1
+            self._bytes += len(data)
+            self._lag.record(ns_to_us(now - stamp))
+        if conn._state == IDLE:  # bytes nobody asked for: the connection is out of step
+            return len(data), self._close(conn, STRAY)
+        r = conn._reader
+        r.feed(data, stamp)
+        if not r.finished:
+            return len(data), False
+        conn._reader = None
+        if r.keep_alive:
+            conn._state = IDLE
+            return len(data), self._push(conn.token)
+        return len(data), self._close(conn, RESPONSE)
 
     def _ended(self, conn: RxConn, exc: OSError | None, now: int) -> bool:
         if conn._state == ACTIVE:
@@ -184,6 +224,8 @@ class RxConn:
             raise RuntimeError("the receive loop is closed")
         self.loop, self.sock, self.token = loop, sock, token
         self._lock = threading.Lock()
+        self._wanted: list[None] = []  # one item per Python thread waiting for _lock (append and
+        # pop are atomic under the GIL): the loop passes the slot over meanwhile
         self._state = IDLE
         self._reader: Any = None  # ACTIVE: the exchange's ResponseReader
         self._watched = True
@@ -193,7 +235,7 @@ class RxConn:
     def begin(self, reader) -> bool:
         """IDLE -> ACTIVE: the loop feeds `reader` from now on. False when the loop saw the
         connection end (or bytes nobody asked for) while it was idle."""
-        with self._lock:
+        with self._held():
             if self._state != IDLE:
                 return False
             self._reader, self._state = reader, ACTIVE
@@ -201,13 +243,13 @@ class RxConn:
 
     def poll(self) -> str:
         """The slot's state: "idle", "active" or "closed"."""
-        with self._lock:
+        with self._held():
             return self._state
 
     def take_back(self) -> bool:
         """ACTIVE -> CLOSED with the reader unfinished, for Python to end (a timeout, a
         cancellation): True. False when the loop had finished it (its token is on the way)."""
-        with self._lock:
+        with self._held():
             if self._state != ACTIVE:
                 return False
             self._reader = None
@@ -218,12 +260,25 @@ class RxConn:
     def detach(self) -> bool:
         """-> CLOSED and forgotten, before Python closes the socket. True when a reader was
         still being fed (now Python's, unfinished)."""
-        with self._lock:
+        with self._held():
             was_active = self._state == ACTIVE
             self._reader = None
             self._unwatch()
             self._state = CLOSED
             return was_active
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """Python takes the slot's lock: the loop passes the slot over while Python waits."""
+        self._wanted.append(None)
+        try:
+            self._lock.acquire()
+        finally:
+            self._wanted.pop()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _unwatch(self) -> None:
         if self._watched and not self.loop.stopped:

@@ -81,6 +81,7 @@ from benchc.run.server import (
 )
 from benchc.run.server_identity import identify
 from benchc.run.smoke import run_smoke
+from benchc.tokenizer._template_bounds import stop_renders_on
 
 METRIC_DEFINITIONS = "benchc-1: docs/metrics.md"
 # After a step stopped because no request could connect: how long the watcher of a server
@@ -256,16 +257,24 @@ class Runner:
         loop.add_signal_handler(signal.SIGTERM, on_sigint)
         if hangup:
             loop.add_signal_handler(signal.SIGHUP, on_sighup)
+        stopping = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hangup else [])
+        stops = None
         try:
-            if self.opts.backend == "ray":
-                await self._start_ray()
-            for combo in self.plan.combinations:
-                if self.stop_event.is_set():
-                    break
-                await self._combination(combo)
+            # a chat template renders on this loop: a signal cancels the render at once rather
+            # than waiting for it to return (tokenizer/_template_bounds.py)
+            with stop_renders_on(stopping) as stops:
+                if self.opts.backend == "ray":
+                    await self._start_ray()
+                for combo in self.plan.combinations:
+                    if self.stop_event.is_set():
+                        break
+                    await self._combination(combo)
         except asyncio.CancelledError:
-            if not self.interrupted:
+            signum = stops.signum if stops is not None else 0  # a stop signal came (0: none)
+            if not (self.interrupted or signum):
                 raise
+            if not self.interrupted:  # a render the signal cancelled ended the run before its handler ran
+                (on_sighup if signum == signal.SIGHUP else on_sigint)()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)

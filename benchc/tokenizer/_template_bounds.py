@@ -8,8 +8,13 @@ about twice the render itself (benchmarks/template_render.py). The bounds, per r
 
 - time: RENDER_S of wall clock. A watchdog thread raises RenderBound in the rendering thread
   (PyThreadState_SetAsyncExc, delivered between two bytecodes of the template's compiled
-  Python), so an endless `for` ends; a signal to benchc (Ctrl-C on the event loop) is handled
-  once the render ends, at most RENDER_S later;
+  Python), so an endless `for` ends;
+- signals: outside an event loop Ctrl-C raises KeyboardInterrupt in the render as anywhere.
+  `benchc run` renders on its event loop, whose handlers only note a signal for the loop to
+  act on once the render returns (up to RENDER_S later): while it runs (stop_renders_on), a
+  stop signal cancels the render in progress in the main thread at its next bytecode, and
+  every later one as it starts (RenderInterrupted, an asyncio.CancelledError: the request it
+  was for is not sent, as a cancelled task's);
 - output: the characters the template writes, at most OUTPUT_FACTOR x its input (the
   messages and tools as JSON) + OUTPUT_BASE_CHARS, counted as it writes them;
 - single operations that would allocate past OPERATION_ITEMS before the output is counted
@@ -22,13 +27,16 @@ about twice the render itself (benchmarks/template_render.py). The bounds, per r
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import functools
 import re
+import signal
 import string
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 RENDER_S = 5.0  # wall clock per render
@@ -43,6 +51,57 @@ _PERCENT_WIDTH = re.compile(r"%[-#0 +]*(\d+)")
 
 class RenderBound(Exception):  # noqa: N818 - what went past its bound; the message says which
     """A render went past one of its bounds; the message names the bound."""
+
+
+class RenderInterrupted(asyncio.CancelledError):
+    """A stop signal cancelled a render (stop_renders_on): what asked for it is cancelled, as a
+    task is; never an error of the template."""
+
+
+class _Stops:
+    """What stop_renders_on knows, all in the main thread (where Python runs signal handlers):
+    whether a stop signal came, and whether a render is running there now."""
+
+    def __init__(self) -> None:
+        self.signum = 0  # the first stop signal's number (0: none came)
+        self.rendering = False
+
+    def handler(self, signum: int, frame: Any) -> None:
+        """A stop signal's Python-level handler (the event loop's own, a no-op, stood in for:
+        the loop still hears of the signal through its wakeup fd)."""
+        self.signum = self.signum or signum
+        if self.rendering:
+            self.rendering = False  # here, not in the render: the raise may land before its own reset
+            raise RenderInterrupted(f"signal {signal.Signals(signum).name} during a chat template's render")
+
+    def enter(self) -> None:
+        if self.signum:
+            raise RenderInterrupted("a stop signal came before this chat template's render")
+        self.rendering = True
+
+
+_STOPS: _Stops | None = None  # set while stop_renders_on is entered
+
+
+@contextlib.contextmanager
+def stop_renders_on(signals: Iterable[int]) -> Iterator[_Stops]:
+    """While entered (in the main thread, after the event loop's handlers for `signals` were
+    added, and left before they are removed): any of `signals` cancels the render running in
+    the main thread at its next bytecode, and every later render there as it starts
+    (RenderInterrupted). The event loop hears of the signal as before. What it yields says
+    which signal came first (`signum`; 0: none): a cancelled render may end a task before the
+    event loop ran its handler."""
+    global _STOPS
+    stops, previous = _Stops(), {}
+    for sig in signals:
+        previous[sig] = signal.signal(sig, stops.handler)
+    _STOPS = stops
+    try:
+        yield stops
+    finally:
+        _STOPS = None
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class _Watchdog:
@@ -99,18 +158,25 @@ def render_bounded(template: Any, input_chars: Callable[[], int], variables: dic
     passes OUTPUT_BASE_CHARS). Raises RenderBound naming the bound it passed."""
     pieces: list[str] = []
     written, limit = 0, OUTPUT_BASE_CHARS
+    stops = _STOPS if threading.current_thread() is threading.main_thread() else None
     try:
         watched = _WATCHDOG.start(RENDER_S)
         try:
-            for piece in template.generate(**variables):
-                written += len(piece)
-                if written > limit:
-                    if limit == OUTPUT_BASE_CHARS:
-                        limit += OUTPUT_FACTOR * input_chars()
+            if stops is not None:
+                stops.enter()
+            try:
+                for piece in template.generate(**variables):
+                    written += len(piece)
                     if written > limit:
-                        raise RenderBound(f"it wrote more than {limit:,} characters (the bound: "
-                                          f"{OUTPUT_FACTOR} x its input + {OUTPUT_BASE_CHARS:,})")
-                pieces.append(piece)
+                        if limit == OUTPUT_BASE_CHARS:
+                            limit += OUTPUT_FACTOR * input_chars()
+                        if written > limit:
+                            raise RenderBound(f"it wrote more than {limit:,} characters (the bound: "
+                                              f"{OUTPUT_FACTOR} x its input + {OUTPUT_BASE_CHARS:,})")
+                    pieces.append(piece)
+            finally:  # (a stop signal's raise may land here too: the watchdog's end is one level out)
+                if stops is not None:
+                    stops.rendering = False
         finally:
             _WATCHDOG.end(watched)
     except RenderBound as e:

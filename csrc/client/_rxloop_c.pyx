@@ -18,6 +18,15 @@ and Python's hand a slot over under its mutex; the loop may take the GIL while h
 (an event only json.loads reads), so Python takes that mutex with the GIL released.
 Edge-triggered epoll: a read shorter than the buffer emptied the socket, and any later
 bytes raise a new edge, so a token costs one recvmsg (as nginx reads).
+
+A socket is read in runs of at most RUN_READS reads (the twin's bound): a server that keeps
+its socket full (a flood) would otherwise hold the loop, and the slot's mutex, for as long as
+it wrote, so no other connection was read and Python's take_back (a timeout, on the event
+loop's thread) waited. A run that ends with the socket maybe not empty puts the slot on the
+loop's list of slots due (no new edge would come for those bytes), read again next turn after
+the ready ones. A Python thread that waits for a slot's mutex says so first (`wanted`): the
+loop passes that slot over until Python has had it, rather than racing it for the mutex
+(a mutex is not fair: the loop, locking it again microseconds later, would win again).
 """
 
 import threading
@@ -74,6 +83,14 @@ cdef extern from "<unistd.h>" nogil:
     ssize_t c_write "write"(int fd, const void* buf, size_t n)
     int c_close "close"(int fd)
 
+cdef extern from *:
+    """
+    static inline void benchc_atomic_add(int* p, int v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
+    static inline int benchc_atomic_load(int* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    """
+    void atomic_add "benchc_atomic_add"(int* p, int v) nogil
+    int atomic_load "benchc_atomic_load"(int* p) nogil
+
 cdef extern from "<pthread.h>" nogil:
     ctypedef struct pthread_mutex_t:
         pass
@@ -86,6 +103,7 @@ cdef extern from "<pthread.h>" nogil:
 cdef enum:
     RECV_SIZE = 64 * 1024  # as http1.RECV_SIZE
     BATCH = 256  # epoll events per wait
+    RUN_READS = 4  # reads of one socket in a row before the loop turns to the others (the twin's)
     IDLE = 0
     ACTIVE = 1
     CLOSED = 2
@@ -94,6 +112,7 @@ cdef enum:
     FOR_END = 3
     FOR_STRAY = 4
 
+MAX_RUN_BYTES = RUN_READS * RECV_SIZE  # the most one run reads from one socket
 # the slot's states as the twin names them (poll() returns these)
 STATES = ("idle", "active", "closed")
 CLOSED_FOR = (None, "response", "lost", "end", "stray")
@@ -109,6 +128,10 @@ cdef struct Slot:
     int64_t token
     ResponseCore* reader  # ACTIVE: the exchange's reader
     pthread_mutex_t mu
+    int wanted  # Python threads waiting for mu (atomic): the loop passes the slot over meanwhile
+    bint due  # (the loop's thread) on its list of slots to read again without an edge
+    bint hup  # (the loop's thread) the peer's end or an error was seen: read on to the end
+    Slot* next_due
     Slot* next  # in the list of slots waiting to be freed
 
 
@@ -127,9 +150,10 @@ cdef class RxLoop:
     cdef Py_ssize_t n_done, cap_done
     cdef bint wake_pending, need_wake, stopped
     cdef Slot* retired
+    cdef Slot* due  # (the loop's thread) slots whose last run may have left bytes unread
     cdef pthread_mutex_t smu  # the loop's own figures
     cdef Histogram lag
-    cdef int64_t reads, nbytes
+    cdef int64_t reads, nbytes, longest_run
     cdef object thread
 
     def __cinit__(self):
@@ -200,6 +224,16 @@ cdef class RxLoop:
         pthread_mutex_unlock(&self.smu)
         return old, reads, nbytes
 
+    def take_longest_run(self):
+        """The most bytes the loop read from one connection in one run (one after another,
+        serving no other connection and letting Python take no slot meanwhile) since the last
+        call."""
+        with nogil:
+            pthread_mutex_lock(&self.smu)
+        out, self.longest_run = self.longest_run, 0
+        pthread_mutex_unlock(&self.smu)
+        return out
+
     @property
     def thread_id(self):
         """The loop's thread, as the system knows it (for perf, top -H)."""
@@ -218,6 +252,7 @@ cdef class RxLoop:
         self.thread.join()
         self.stopped = True
         self._free_retired()
+        self.due = NULL  # the thread's list: slots let go from now on are freed at once
 
     # ---------------------------------------------------------------- the thread
 
@@ -228,41 +263,73 @@ cdef class RxLoop:
     cdef void _loop(self) noexcept nogil:
         cdef epoll_event evs[BATCH]
         cdef unsigned char* buf = <unsigned char*>malloc(RECV_SIZE)
-        cdef int n, i
+        cdef int n, i, timeout
         cdef bint stop = False
         cdef uint64_t one = 1
+        cdef Slot* s
+        cdef Slot* todo
         if buf == NULL:
             return
         while not stop:
             self._free_retired()
-            n = epoll_wait(self.epfd, evs, BATCH, -1)
+            # the slots due are read this turn, after the ready ones; they keep `due` set until
+            # then, so that an edge of theirs in this batch does not read them twice
+            todo, self.due = self.due, NULL
+            timeout = -1  # nothing due: wait for an edge
+            s = todo
+            while s != NULL:
+                timeout = 1  # only slots Python is taking: give it a millisecond
+                if not atomic_load(&s.wanted):
+                    timeout = 0
+                    break
+                s = s.next_due
+            n = epoll_wait(self.epfd, evs, BATCH, timeout)
             if n < 0:
-                if errno == EINTR:
-                    continue
-                break
+                if errno != EINTR:
+                    break
+                n = 0
             for i in range(n):
-                if evs[i].data.ptr == NULL:
+                s = <Slot*>evs[i].data.ptr
+                if s == NULL:
                     stop = True
-                else:
-                    self._serve(<Slot*>evs[i].data.ptr, buf, evs[i].events)
+                    continue
+                if evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR):
+                    s.hup = True
+                if not s.due:
+                    self._serve(s, buf)
+            while todo != NULL:
+                s, todo = todo, todo.next_due
+                s.due = False
+                self._serve(s, buf)
             if self.need_wake:  # once per batch: Python drains every finished token at once
                 self.need_wake = False
                 c_write(self.wake_fd, &one, 8)
         free(buf)
 
-    cdef void _serve(self, Slot* s, unsigned char* buf, uint32_t events) noexcept nogil:
+    cdef void _serve(self, Slot* s, unsigned char* buf) noexcept nogil:
+        """One run of reads of a slot: at most RUN_READS, until a read comes short (the socket
+        is empty: later bytes raise a new edge) or, after the peer's end, until the end."""
         cdef Py_ssize_t n
-        cdef int64_t stamp, now
-        cdef int err
+        cdef int64_t stamp, now, run = 0
+        cdef int err, reads = 0
         cdef ResponseCore* r
-        cdef bint drain = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0
+        if atomic_load(&s.wanted):
+            self._read_later(s)
+            return
         pthread_mutex_lock(&s.mu)
         while s.state != CLOSED:
+            if reads == RUN_READS or (reads > 0 and atomic_load(&s.wanted)):
+                self._read_later(s)  # the others' turn, and Python's
+                break
             n = recv_stamped(s.fd, buf, RECV_SIZE, &stamp, &now)
             if n > 0:
+                reads += 1
                 pthread_mutex_lock(&self.smu)
                 self.reads += 1
                 self.nbytes += n
+                run += n
+                if run > self.longest_run:
+                    self.longest_run = run
                 self.lag.record_nogil(_us(now - stamp), 1)
                 pthread_mutex_unlock(&self.smu)
                 if s.state == IDLE:  # bytes nobody asked for: the connection is out of step
@@ -280,7 +347,7 @@ cdef class RxLoop:
                     else:
                         self._close(s, FOR_RESPONSE)
                         break
-                if n < RECV_SIZE and not drain:
+                if n < RECV_SIZE and not s.hup:
                     break  # the socket is empty: later bytes raise a new edge
             elif n == 0 or (errno != EAGAIN and errno != EWOULDBLOCK and errno != EINTR):
                 err = 0 if n == 0 else errno
@@ -293,6 +360,13 @@ cdef class RxLoop:
             elif errno != EINTR:
                 break
         pthread_mutex_unlock(&s.mu)
+
+    cdef void _read_later(self, Slot* s) noexcept nogil:
+        """The slot's socket may hold bytes no new edge will announce: read it next turn."""
+        if not s.due:
+            s.due = True
+            s.next_due = self.due
+            self.due = s
 
     cdef void _close(self, Slot* s, int why) noexcept nogil:
         """Stops watching a slot (the loop's thread, holding s.mu) and tells Python."""
@@ -337,9 +411,27 @@ cdef class RxLoop:
         pthread_mutex_unlock(&self.qmu)
         while s != NULL:
             nxt = s.next
+            if s.due:
+                self._forget_due(s)
             pthread_mutex_destroy(&s.mu)
             free(s)
             s = nxt
+
+    cdef void _forget_due(self, Slot* s) noexcept nogil:
+        """Takes a slot off the list of slots due (before it is freed)."""
+        cdef Slot** at = &self.due
+        while at[0] != NULL:
+            if at[0] == s:
+                at[0] = s.next_due
+                return
+            at = &at[0].next_due
+
+
+cdef inline void _hold(Slot* s) noexcept nogil:
+    """Python takes a slot's mutex: the loop passes the slot over while Python waits."""
+    atomic_add(&s.wanted, 1)
+    pthread_mutex_lock(&s.mu)
+    atomic_add(&s.wanted, -1)
 
 
 cdef inline void _unwatch(int epfd, Slot* s) noexcept nogil:
@@ -371,6 +463,9 @@ cdef class RxConn:
         s.reader = NULL
         s.next = NULL
         s.closed_for = 0
+        s.wanted = 0
+        s.due = s.hup = False
+        s.next_due = NULL
         pthread_mutex_init(&s.mu, NULL)
         s.watched = True
         self.loop, self.slot, self.token = loop, s, token
@@ -392,7 +487,7 @@ cdef class RxConn:
         if s == NULL:
             return False
         with nogil:
-            pthread_mutex_lock(&s.mu)
+            _hold(s)
             ok = s.state == IDLE
             if ok:
                 s.reader = &reader.core
@@ -410,7 +505,7 @@ cdef class RxConn:
         if s == NULL:
             return "closed"
         with nogil:
-            pthread_mutex_lock(&s.mu)
+            _hold(s)
             state = s.state
             pthread_mutex_unlock(&s.mu)
         if state != ACTIVE:
@@ -458,7 +553,7 @@ cdef bint _stop(Slot* s, int epfd, bint only_active) noexcept nogil:
     (epfd -1: the loop's thread is gone); True when it was ACTIVE (the reader, unfinished,
     is now Python's)."""
     cdef bint was_active
-    pthread_mutex_lock(&s.mu)
+    _hold(s)
     was_active = s.state == ACTIVE
     if was_active or not only_active:
         s.reader = NULL
