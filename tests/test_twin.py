@@ -40,7 +40,9 @@ def test_fit_recovers_the_presets_step_times_at_the_measured_batch_sizes(name, t
     assert min(fitted[2] - fitted[1], (fitted[4] - fitted[2]) / 2) <= slope <= max(
         fitted[2] - fitted[1], (fitted[4] - fitted[2]) / 2)
     assert twin["benchc_twin"] == TWIN_VERSION
-    assert twin["fitted_range"]["concurrency"] == [1, 4]
+    assert twin["fitted_range"]["concurrency"] == twin["fitted_range"]["batch"] == [1, 4]
+    (warning,) = twin["warnings"]
+    assert warning.startswith("extrapolation:") and "past 4" in warning and "twin_extrapolated" in warning
     assert twin["sim"]["prefill_tok_s"] > 0
     # fresh prompts hit no cache, and no point queued: both said, neither guessed
     assert any(x.startswith("block_size") for x in twin["not_observed"])
@@ -56,6 +58,9 @@ def test_fit_cli_writes_a_twin_and_prints_residuals(tmp_path, capsys):
     text = capsys.readouterr()
     assert "c=4" in text.out and "TPOT p50 ms" in text.out
     assert "not observed: block_size" in text.err
+    # how far it extrapolates: past the largest batch measured, said as a warning
+    assert ("benchc: fit: warning: extrapolation: the step time was measured at batch sizes 1, 2, 4; "
+            "past 4 the twin continues at") in text.err
     doc = read_twin(str(out))
     assert doc["model"] == doc["sim"]["model"] == "fixture-model"  # the model the run asked for
     cfg = twin_config(str(out))
@@ -197,6 +202,79 @@ def test_a_spec_names_a_twin_by_a_path_relative_to_itself(tmp_path):
     assert plan._plan_material()["combinations"][0]["sim"]["preset"] == os.path.join("twins", "twin.yaml")
 
 
+def test_the_plan_keeps_the_twins_fitted_batch_and_its_slots(tmp_path):
+    twin = _twin_file(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(preset="twin.yaml"))
+    assert compile_spec(load(str(spec), env={})).combinations[0].target.twin == {
+        "fitted_batch_max": 4, "max_num_seqs": None}
+    # the spec's slots over the twin's; a twin written before fitted_range.batch: its concurrency
+    doc = yaml.safe_load(twin.read_text())
+    del doc["fitted_range"]["batch"]
+    doc["sim"]["max_num_seqs"] = 16
+    twin.write_text(yaml.safe_dump(doc))
+    spec.write_text(SPEC.format(preset="twin.yaml, max_num_seqs: 2"))
+    plan = compile_spec(load(str(spec), env={}))
+    assert plan.combinations[0].target.twin == {"fitted_batch_max": 4, "max_num_seqs": 2}
+    # a built-in preset is no twin; nor is a real server
+    spec.write_text(SPEC.format(preset="kimi-k2.5-nvfp4-tp8"))
+    assert compile_spec(load(str(spec), env={})).combinations[0].target.twin is None
+
+
+def test_a_bad_twin_file_is_a_plan_error_before_anything_runs(tmp_path, capsys):
+    _twin_file(tmp_path, benchc_twin=TWIN_VERSION + 1)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(preset="twin.yaml"))
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "target.sim.preset" in err and "newer than this benchc reads" in err and "Traceback" not in err
+
+
+def _point(concurrency=None, in_flight_max=None, running_max=None):
+    point = {"params": {"concurrency": concurrency}, "telemetry": {"server": {}}}
+    if running_max is not None:
+        point["telemetry"]["server"]["running"] = {"max": running_max}
+    if in_flight_max is not None:
+        point["timeseries"] = {"client": {"in_flight_max": in_flight_max}}
+    return point
+
+
+@pytest.mark.parametrize("twin, point, block", [
+    # a closed loop within the fitted batch sizes, and above them
+    ({"fitted_batch_max": 4, "max_num_seqs": None}, _point(concurrency=4),
+     {"fitted_batch_max": 4, "batch_max": 4, "extrapolated": False}),
+    ({"fitted_batch_max": 4, "max_num_seqs": None}, _point(concurrency=8),
+     {"fitted_batch_max": 4, "batch_max": 8, "extrapolated": True}),
+    # an open loop: the most in flight the client sampled, or the simulator's own gauge
+    ({"fitted_batch_max": 4, "max_num_seqs": None}, _point(in_flight_max=[1, 3, None, 6], running_max=5),
+     {"fitted_batch_max": 4, "batch_max": 6, "extrapolated": True}),
+    ({"fitted_batch_max": 8, "max_num_seqs": None}, _point(running_max=5),
+     {"fitted_batch_max": 8, "batch_max": 5, "extrapolated": False}),
+    # slots cap the batch: the rest wait, which the twin models
+    ({"fitted_batch_max": 4, "max_num_seqs": 4}, _point(concurrency=16),
+     {"fitted_batch_max": 4, "batch_max": 4, "extrapolated": False}),
+    # nothing to tell
+    ({"fitted_batch_max": None, "max_num_seqs": None}, _point(concurrency=8), None),
+    ({"fitted_batch_max": 4, "max_num_seqs": None}, _point(), None),
+])
+def test_a_twins_point_says_whether_its_batch_passed_the_fitted_range(twin, point, block):
+    from benchc.results.trust import judge
+    from benchc.run.point import twin_block
+
+    assert twin_block(twin, point) == block
+    point.update(counts={}, client={"client_limited": False}, tokens={}, cache={})
+    if block is not None:
+        point["twin"] = block
+    doubts = [d for d in judge(point)["doubts"] if d["check"] == "twin_extrapolated"]
+    if block and block["extrapolated"]:
+        (d,) = doubts
+        assert not d["fails_strict"]  # a warning: --strict runs a twin past its range
+        said = f"up to {block['fitted_batch_max']}, this point ran {block['batch_max']} at once"
+        assert said in d["message"]
+    else:
+        assert doubts == []
+
+
 @pytest.mark.parametrize("prefill_tok_s", [0.0, 1000.0])
 def test_frontend_ms_holds_a_request_before_admission_and_keeps_its_prefill(prefill_tok_s):
     """frontend_ms: admitted no sooner than that after arrival (by the simulator's own trace),
@@ -298,6 +376,11 @@ def test_a_twin_fitted_at_c1_2_4_predicts_c8_of_the_preset_it_was_fitted_to(tmp_
     # 10% here, one run of 8 requests on a machine whose every core is busy)
     for q in ("p50", "p99"):
         assert twin["latency"]["ttft_us"][q] == pytest.approx(source["latency"]["ttft_us"][q], rel=0.10)
+    # C=8 is past the fitted batch sizes: the point says so, as a warning --strict keeps
+    assert twin["twin"] == {"fitted_batch_max": 4, "batch_max": 8, "extrapolated": True}
+    (doubt,) = [d for d in twin["trust"]["doubts"] if d["check"] == "twin_extrapolated"]
+    assert not doubt["fails_strict"] and twin["trust"]["trusted"]
+    assert "twin" not in source  # a built-in preset is no twin
 
 
 def test_a_missing_twin_file_is_a_plan_error_before_anything_runs(tmp_path, capsys):

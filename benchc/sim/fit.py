@@ -225,18 +225,29 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     why = "only sums of cached tokens" if hit else "no prompt tokens were served from the cache"
     not_observed.append(f"block_size ({why}; default {defaults.block_size} kept)")
     delivery = [o.delivery_ms for o in obs if o.delivery_ms is not None]
+    table = sim["step_table"]
+    slope = (table[-1][1] - table[-2][1]) / (table[-1][0] - table[-2][0])
+    top = levels[-1]
+    warnings = [f"extrapolation: the step time was measured at batch sizes {', '.join(map(str, levels))}; "
+                f"past {top} the twin continues at {slope:.3g} ms a sequence (the least-squares slope "
+                f"over them), which no measurement shows: a load whose batch passes {top} (a closed "
+                f"loop above C={top}, a rate whose in-flight count does) is a guess, and its points "
+                "say twin_extrapolated (docs/twin.md: how far to trust it)"]
     twin = {
         "benchc_twin": TWIN_VERSION,
         "model": sim["model"],
         "sim": sim,
         "fitted_range": {
             "concurrency": [levels[0], levels[-1]],
+            # the batch sizes the step time was measured at: a closed loop's is its concurrency
+            "batch": [levels[0], levels[-1]],
             "input_tokens": _span(o.input_tokens for o in obs),
             "output_tokens": _span(o.output_tokens for o in obs),
         },
         "delivery_ms": round(float(np.median(delivery)), 3) if delivery else None,
         "fixed_prefill_ms": round(fixed_prefill_ms, 3) if fixed_prefill_ms is not None else None,
         "notes": notes,
+        "warnings": warnings,
         "not_observed": not_observed,
         "sources": sorted({o.source for o in obs}),
     }
