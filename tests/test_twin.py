@@ -111,6 +111,23 @@ def test_a_file_that_is_not_a_result_exits_5(tmp_path, capsys):
     assert main(["fit", str(bad), "-o", str(tmp_path / "t.yaml")]) == 5
 
 
+def test_a_capacity_searchs_trusted_probes_are_fitted_as_closed_loop_points():
+    """A concurrency search's probes reach the large batches a sweep at C=1,2,4 never shows: a
+    trusted probe at C=8 puts the table through 8 (the preset's own step there), an untrusted
+    one is left out."""
+    path, doc = _fixture("result-v1-kimi.json")
+    probe = json.loads(json.dumps(doc["points"][-1]))  # c=4, TPOT p50 27 ms
+    probe["id"], probe["params"]["concurrency"], probe["params"]["probe"] = "probe3:c=8", 8, 3
+    probe["latency"]["tpot_us"]["p50"] = 40000  # KIMI_TABLE at 8
+    probe["trust"] = {"trusted": True, "doubts": []}
+    doc["points"].append(probe)
+    table = dict(fit([(path, doc)])["sim"]["step_table"])
+    assert table[8] == 40.0 and max(table) == 16
+    probe["trust"] = {"trusted": False, "doubts": [{"check": "client_limited", "message": "x",
+                                                    "fails_strict": True}]}
+    assert max(dict(fit([(path, doc)])["sim"]["step_table"])) == 8  # 4's table, continued to 8
+
+
 def test_two_results_of_one_server_fit_together(tmp_path):
     a, b = _fixture("result-v1-shard-a.json"), _fixture("result-v1-minimax.json")
     twin = fit([a, b])

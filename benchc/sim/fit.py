@@ -71,7 +71,10 @@ def _observation(source: str, point: dict) -> Observation | None:
     params = point.get("params", {})
     completed = point.get("counts", {}).get("completed", 0)
     lat = point.get("latency", {})
-    if not params.get("concurrency") or params.get("probe") is not None or completed < 1:
+    # a capacity search's probe at a concurrency is a closed-loop point as a sweep's is (often the
+    # only one at a large batch, which the fit most needs); one its trust checks doubted is not
+    untrusted = params.get("probe") is not None and not (point.get("trust") or {}).get("trusted", True)
+    if not params.get("concurrency") or untrusted or completed < 1:
         return None
     tpot, ttft = lat.get("tpot_us"), lat.get("ttft_us")
     if not tpot or not ttft or not tpot.get("count") or tpot.get("p50") is None:
