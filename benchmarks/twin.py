@@ -66,6 +66,8 @@ output: {{path: {path}}}
 def run_spec(d: str, name: str, target: str, sweep: str, args: argparse.Namespace, seed: int,
              input_tokens: int | None = None, requests: int | None = None) -> dict:
     spec, out = os.path.join(d, f"{name}.yaml"), os.path.join(d, f"{name}.json")
+    if os.path.exists(out):  # a run again in a kept folder (--refit): benchc run would pick a new name
+        os.remove(out)
     with open(spec, "w") as f:
         f.write(SPEC.format(name=name, target=target, api=args.api, model=args.model_name,
                             input=input_tokens or args.input, output=args.output, seed=seed,

@@ -14,7 +14,7 @@ from benchc.cli import main
 from benchc.plan.compiler import compile_spec
 from benchc.results.document import read
 from benchc.sim.fit import fit
-from benchc.sim.model import KIMI_TABLE, MINIMAX_TABLE, SimConfig
+from benchc.sim.model import KIMI_TABLE, MINIMAX_TABLE, SimConfig, make_config
 from benchc.sim.twin import TWIN_VERSION, read_twin, twin_config
 from benchc.spec.loader import load
 from tests.conftest import REPO
@@ -322,6 +322,70 @@ def test_frontend_ms_holds_a_request_before_admission_and_keeps_its_prefill(pref
     first_step_ns = tr["first_token_ns"] - tr["admitted_ns"]
     prefill_ns = tr["input_tokens"] / prefill_tok_s * 1e9 if prefill_tok_s else 0
     assert first_step_ns >= cfg.step_ms(1) * 1e6 + prefill_ns
+
+
+def test_the_front_ends_growth_is_interpolated_and_flat_past_its_last_pair():
+    cfg = SimConfig(frontend_ms=8.0, frontend_growth=[(0, 0.0), (1, 12.0), (3, 22.0)])
+    assert [cfg.frontend_wait_ms(h) for h in (0, 1, 2, 3, 10)] == [8.0, 20.0, 25.0, 30.0, 30.0]
+    assert SimConfig(frontend_ms=5.0).frontend_wait_ms(100) == 5.0
+    with pytest.raises(ValueError, match="must increase"):
+        make_config("instant", frontend_growth=[[3, 1.0], [1, 2.0]])
+
+
+def test_fit_recovers_the_front_ends_growth_from_the_servers_phases():
+    """A server whose own time to first token outside its queue and prefill phases is 8, 20 and
+    30 ms at C=1, 2, 4 (a real vLLM's API process on a busy host): frontend_ms 8, growing by 12
+    with one other request held and by 22 with three."""
+    path, doc = _fixture("result-v1-kimi.json")
+    for p, front in zip(doc["points"], (8.0, 20.0, 30.0), strict=True):
+        ttft = p["latency"]["ttft_us"]["p50"] / 1000
+        p["server_timings_prometheus"] = {"source": "prometheus", "queue_ms_mean": 0.5,
+                                          "prefill_ms_mean": 30.0, "ttft_ms_mean": 30.5 + front,
+                                          "client_ttft_ms_mean": ttft + front + 5,
+                                          "decode_ms_mean": 1000.0, "requests": 8}
+        p["latency"]["ttft_us"]["p50"] = round((ttft + front + 30) * 1000)
+    sim = fit([(path, doc)])["sim"]
+    assert sim["frontend_ms"] == pytest.approx(8.0)
+    assert sim["frontend_growth"] == [[0, 0.0], [1, 12.0], [3, 22.0]]
+    # noise that makes a larger concurrency's front end look faster: never a shrinking wait
+    doc["points"][2]["server_timings_prometheus"]["ttft_ms_mean"] = 30.5 + 14.0
+    assert fit([(path, doc)])["sim"]["frontend_growth"] == [[0, 0.0], [1, 9.0], [3, 9.0]]
+    # without the server's phases: no growth, said by its absence
+    for p in doc["points"]:
+        del p["server_timings_prometheus"]
+    assert fit([(path, doc)])["sim"]["frontend_growth"] is None
+
+
+def test_a_request_arriving_while_others_are_held_waits_the_front_ends_growth():
+    """By the simulator's own trace: the k-th of requests sent together is admitted no sooner
+    than frontend_wait_ms(k - 1) after it arrived (the others are still held: 40 tokens each)."""
+    import asyncio
+
+    import aiohttp
+
+    from benchc.sim.model import make_config
+    from benchc.sim.server import SimServer
+
+    cfg = make_config("minimax-m2.5-tp4", frontend_ms=10.0, frontend_growth=[[0, 0.0], [2, 400.0]])
+
+    async def go():
+        server = SimServer(cfg)
+        port = await server.start()
+        try:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as s:
+                async def one():
+                    body = {"model": cfg.model, "prompt": "w " * 20, "max_tokens": 40, "stream": True}
+                    async with s.post("/v1/completions", json=body) as r:
+                        await r.read()
+                await asyncio.gather(*(one() for _ in range(3)))
+            return server.trace
+        finally:
+            await server.stop()
+
+    trace = sorted(asyncio.run(go()), key=lambda t: t["arrival_ns"])
+    for k, tr in enumerate(trace):
+        assert tr["admitted_ns"] - tr["arrival_ns"] >= cfg.frontend_wait_ms(k) * 1e6, k
+    assert cfg.frontend_wait_ms(2) == 410.0
 
 
 def test_compare_says_a_twins_run_is_a_prediction(tmp_path, capsys):
