@@ -323,7 +323,8 @@ def main_() -> None:
                     help="measure nothing: the tables again from the rounds kept in --keep")
     ap.add_argument("--refit", action="store_true",
                     help="measure the source no more: fit each round kept in --keep again with this "
-                         "checkout's fit, run the new twins, and compare them with the kept source runs")
+                         "checkout's fit, run the new twins, and compare them with the kept source runs "
+                         "(with --report-only: the tables of the last --refit again)")
     args = ap.parse_args()
     if args.fit_timing:
         fit_timing()
@@ -360,11 +361,10 @@ def main_() -> None:
             base = args.keep or tempfile.mkdtemp(prefix="benchc-twin-")
             d = os.path.join(base, name.replace("/", "_").replace(":", "_"), f"round{i}")
             os.makedirs(d, exist_ok=True)
-            if args.refit:
-                refit(d, args)
-                rounds.append(compared(d, args.rates, twin="twin-refit"))
-            elif args.report_only:
-                rounds.append(compared(d, args.rates))
+            if args.refit or args.report_only:
+                if not args.report_only:
+                    refit(d, args)
+                rounds.append(compared(d, args.rates, twin="twin-refit" if args.refit else "twin"))
             else:
                 rounds.append(one_round(d, target, args, seed=1000 + 100 * i))
         ok = report(name, rounds, limits) and ok
