@@ -344,9 +344,12 @@ def test_fit_recovers_the_front_ends_growth_from_the_servers_phases():
                                           "client_ttft_ms_mean": ttft + front + 5,
                                           "decode_ms_mean": 1000.0, "requests": 8}
         p["latency"]["ttft_us"]["p50"] = round((ttft + front + 30) * 1000)
-    sim = fit([(path, doc)])["sim"]
+    twin = fit([(path, doc)])
+    sim = twin["sim"]
     assert sim["frontend_ms"] == pytest.approx(8.0)
     assert sim["frontend_growth"] == [[0, 0.0], [1, 12.0], [3, 22.0]]
+    assert "front end: 8 ms at C=1, and more with the requests held (0: +0, 1: +12, 3: +22 ms; flat past 3)" \
+        in twin["notes"]
     # noise that makes a larger concurrency's front end look faster: never a shrinking wait
     doc["points"][2]["server_timings_prometheus"]["ttft_ms_mean"] = 30.5 + 14.0
     assert fit([(path, doc)])["sim"]["frontend_growth"] == [[0, 0.0], [1, 9.0], [3, 9.0]]

@@ -218,6 +218,9 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
                              int(max(o.input_tokens + o.output_tokens for o in obs)) + 1),
     }
     notes, not_observed = [f"prefill: {prefill_how}"], []
+    if growth:
+        notes.append(f"front end: {frontend_ms:.3g} ms at C={levels[0]}, and more with the requests held "
+                     f"({', '.join(f'{h}: +{ms:g}' for h, ms in growth)} ms; flat past {growth[-1][0]})")
     capped = [o for o in obs if o.waiting_max and o.running_max and o.running_max < o.concurrency]
     if capped:
         sim["max_num_seqs"] = int(min(o.running_max for o in capped if o.running_max))
