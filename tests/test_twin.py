@@ -128,6 +128,27 @@ def test_a_capacity_searchs_trusted_probes_are_fitted_as_closed_loop_points():
     assert max(dict(fit([(path, doc)])["sim"]["step_table"])) == 8  # 4's table, continued to 8
 
 
+def test_points_their_trust_checks_doubted_are_left_out_and_said(tmp_path, capsys):
+    """A real server that kept an earlier run's prompts served the fit's from its prefix cache:
+    that point's prefill looks free, and the fit leaves it out (a warning-only doubt does not)."""
+    path, doc = _fixture("result-v1-kimi.json")
+    cached = {"check": "prefix_cache", "message": "more cached than shared", "fails_strict": True}
+    doc["points"][1]["trust"] = {"trusted": False, "doubts": [cached]}
+    doc["points"][2]["trust"] = {"trusted": True, "doubts": [
+        {"check": "twin_extrapolated", "message": "x", "fails_strict": False}]}
+    twin = fit([(path, doc)])
+    assert sorted(dict(twin["sim"]["step_table"])) == [1, 4, 8]
+    assert "left out, as their trust checks doubted them: c=2 (prefix_cache)" in twin["notes"]
+    # too few left: the refusal says why
+    doc["points"][2]["trust"] = {"trusted": False, "doubts": [cached]}
+    thin = tmp_path / "thin.json"
+    thin.write_text(json.dumps(doc))
+    assert main(["fit", str(thin), "-o", str(tmp_path / "t.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "too thin to fit: only concurrency 1 (left out, as their trust checks doubted them: " \
+           "c=2 (prefix_cache); c=4 (prefix_cache))" in err
+
+
 def test_two_results_of_one_server_fit_together(tmp_path):
     a, b = _fixture("result-v1-shard-a.json"), _fixture("result-v1-minimax.json")
     twin = fit([a, b])

@@ -73,9 +73,9 @@ def _observation(source: str, point: dict) -> Observation | None:
     completed = point.get("counts", {}).get("completed", 0)
     lat = point.get("latency", {})
     # a capacity search's probe at a concurrency is a closed-loop point as a sweep's is (often the
-    # only one at a large batch, which the fit most needs); one its trust checks doubted is not
-    untrusted = params.get("probe") is not None and not (point.get("trust") or {}).get("trusted", True)
-    if not params.get("concurrency") or untrusted or completed < 1:
+    # only one at a large batch, which the fit most needs); a point its trust checks doubted is
+    # left out (untrusted())
+    if not params.get("concurrency") or untrusted(point) or completed < 1:
         return None
     tpot, ttft = lat.get("tpot_us"), lat.get("ttft_us")
     if not tpot or not ttft or not tpot.get("count") or tpot.get("p50") is None:
@@ -108,6 +108,17 @@ def _observation(source: str, point: dict) -> Observation | None:
         cached_tokens=int(cached), tokens_per_chunk=per_chunk)
 
 
+def untrusted(point: dict) -> list[str]:
+    """The checks that doubted a point so that --strict would fail it (results/trust.py): a
+    client-limited point measured benchc, a prefix-cache hit the spec did not share makes its
+    prefill look free (a real server kept an earlier run's prompts: 2 uncached tokens of 130
+    gave a prefill rate of 784 tok/s). Empty for a trusted point, or one written before trust."""
+    trust = point.get("trust") or {}
+    if trust.get("trusted", True):
+        return []
+    return [d["check"] for d in trust.get("doubts", []) if d.get("fails_strict", True)] or ["untrusted"]
+
+
 def observations(docs: list[tuple[str, dict]]) -> list[Observation]:
     """The closed-loop points of `docs` ((path, result document) pairs) that can be fitted."""
     obs = []
@@ -130,7 +141,7 @@ def _server_identity(doc: dict) -> tuple:
     return tuple(sorted(ids, key=str))
 
 
-def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation]) -> None:
+def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation], doubted: list[str]) -> None:
     identities = {_server_identity(doc) for _, doc in docs}
     if len(identities) > 1:
         raise FitRefused("the results are of different servers or models ("
@@ -139,8 +150,9 @@ def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation]) -> None:
     levels = sorted({o.concurrency for o in obs})
     if len(levels) < 2:
         found = f"only concurrency {levels[0]}" if levels else "no closed-loop point with TPOT"
+        left = f" (left out, as their trust checks doubted them: {'; '.join(doubted)})" if doubted else ""
         raise FitRefused(
-            f"too thin to fit: {found}; the decode step's growth with batch size needs closed-loop "
+            f"too thin to fit: {found}{left}; the decode step's growth with batch size needs closed-loop "
             "points at two or more concurrencies with outputs of 2+ tokens (a sweep such as "
             "concurrency: [1, 2, 4])")
 
@@ -196,7 +208,9 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     """The twin document fitted to `docs` ((path, result document) pairs of one server).
     FitRefused says what is missing when they are too thin."""
     obs = observations(docs)
-    _check_enough(docs, obs)
+    doubted = [f"{p.get('id', '?')} ({', '.join(checks)})" for _, doc in docs for p in doc.get("points", [])
+               if p.get("params", {}).get("concurrency") and (checks := untrusted(p))]
+    _check_enough(docs, obs, doubted)
     levels = sorted({o.concurrency for o in obs})
     # the decode step at each measured batch size: the median of its points' TPOT p50, made
     # non-decreasing (a busy machine's noise can make a larger batch look faster; an engine's
@@ -218,6 +232,8 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
                              int(max(o.input_tokens + o.output_tokens for o in obs)) + 1),
     }
     notes, not_observed = [f"prefill: {prefill_how}"], []
+    if doubted:
+        notes.append(f"left out, as their trust checks doubted them: {'; '.join(doubted)}")
     if growth:
         notes.append(f"front end: {frontend_ms:.3g} ms at C={levels[0]}, and more with the requests held "
                      f"({', '.join(f'{h}: +{ms:g}' for h, ms in growth)} ms; flat past {growth[-1][0]})")
