@@ -130,15 +130,20 @@ def test_a_capacity_searchs_trusted_probes_are_fitted_as_closed_loop_points():
 
 def test_points_their_trust_checks_doubted_are_left_out_and_said(tmp_path, capsys):
     """A real server that kept an earlier run's prompts served the fit's from its prefix cache:
-    that point's prefill looks free, and the fit leaves it out (a warning-only doubt does not)."""
+    that point's prefill looks free, and the fit leaves it out (a client-limited point is used
+    with a warning; a warning-only doubt is not one)."""
     path, doc = _fixture("result-v1-kimi.json")
     cached = {"check": "prefix_cache", "message": "more cached than shared", "fails_strict": True}
     doc["points"][1]["trust"] = {"trusted": False, "doubts": [cached]}
     doc["points"][2]["trust"] = {"trusted": True, "doubts": [
         {"check": "twin_extrapolated", "message": "x", "fails_strict": False}]}
+    # a client-limited point is used (on a busy 2-core host every point is), and said
+    doc["points"][0]["trust"] = {"trusted": False, "doubts": [
+        {"check": "client_limited", "message": "x", "fails_strict": True}]}
     twin = fit([(path, doc)])
     assert sorted(dict(twin["sim"]["step_table"])) == [1, 4, 8]
     assert "left out, as their trust checks doubted them: c=2 (prefix_cache)" in twin["notes"]
+    assert "used, though their trust checks doubted them: c=1 (client_limited)" in twin["warnings"]
     # too few left: the refusal says why
     doc["points"][2]["trust"] = {"trusted": False, "doubts": [cached]}
     thin = tmp_path / "thin.json"

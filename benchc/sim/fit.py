@@ -108,15 +108,30 @@ def _observation(source: str, point: dict) -> Observation | None:
         cached_tokens=int(cached), tokens_per_chunk=per_chunk)
 
 
-def untrusted(point: dict) -> list[str]:
-    """The checks that doubted a point so that --strict would fail it (results/trust.py): a
-    client-limited point measured benchc, a prefix-cache hit the spec did not share makes its
-    prefill look free (a real server kept an earlier run's prompts: 2 uncached tokens of 130
-    gave a prefill rate of 784 tok/s). Empty for a trusted point, or one written before trust."""
+# doubts that say the server did other work than the spec asked (results/trust.py): prefix-cache
+# hits the spec did not share make a prefill look free (a real server kept an earlier run's
+# prompts: 2 uncached tokens of 130 gave a prefill rate of 784 tok/s), other output lengths
+# another decode. Such a point is left out; one doubted otherwise (a client-limited point, whose
+# latencies the client moved) is used, and named in a warning
+NOT_THIS_WORKLOAD = ("prefix_cache", "output_length")
+
+
+def doubts(point: dict) -> list[str]:
+    """The checks that doubted a point so that --strict would fail it; empty for a trusted point,
+    or one written before trust checks."""
     trust = point.get("trust") or {}
     if trust.get("trusted", True):
         return []
     return [d["check"] for d in trust.get("doubts", []) if d.get("fails_strict", True)] or ["untrusted"]
+
+
+def untrusted(point: dict) -> list[str]:
+    """The doubts that leave a point out of the fit (NOT_THIS_WORKLOAD), and for a search's probe
+    any doubt (a probe's own search did not trust it either)."""
+    found = doubts(point)
+    if point.get("params", {}).get("probe") is not None:
+        return found
+    return [c for c in found if c in NOT_THIS_WORKLOAD]
 
 
 def observations(docs: list[tuple[str, dict]]) -> list[Observation]:
@@ -208,8 +223,10 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     """The twin document fitted to `docs` ((path, result document) pairs of one server).
     FitRefused says what is missing when they are too thin."""
     obs = observations(docs)
-    doubted = [f"{p.get('id', '?')} ({', '.join(checks)})" for _, doc in docs for p in doc.get("points", [])
-               if p.get("params", {}).get("concurrency") and (checks := untrusted(p))]
+    closed = [p for _, doc in docs for p in doc.get("points", []) if p.get("params", {}).get("concurrency")]
+    doubted = [f"{p.get('id', '?')} ({', '.join(checks)})" for p in closed if (checks := untrusted(p))]
+    used_doubted = [f"{p.get('id', '?')} ({', '.join(doubts(p))})" for p in closed
+                    if doubts(p) and not untrusted(p)]
     _check_enough(docs, obs, doubted)
     levels = sorted({o.concurrency for o in obs})
     # the decode step at each measured batch size: the median of its points' TPOT p50, made
@@ -253,7 +270,9 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     table = sim["step_table"]
     slope = (table[-1][1] - table[-2][1]) / (table[-1][0] - table[-2][0])
     top = levels[-1]
-    warnings = [f"extrapolation: the step time was measured at batch sizes {', '.join(map(str, levels))}; "
+    warnings = [f"used, though their trust checks doubted them: {'; '.join(used_doubted)}"
+                ] if used_doubted else []
+    warnings += [f"extrapolation: the step time was measured at batch sizes {', '.join(map(str, levels))}; "
                 f"past {top} the twin continues at {slope:.3g} ms a sequence (the least-squares slope "
                 f"over them), which no measurement shows: a load whose batch passes {top} (a closed "
                 f"loop above C={top}, a rate whose in-flight count does) is a guess, and its points "
