@@ -18,7 +18,12 @@
         --api completions --input 128 --fit-long 512 --predict 8,16 --rates 0.8 --repeats 3
 
 Every spec, result and twin is kept in --keep DIR (default: a temporary folder), so the
-figures can be read again with `benchc compare SOURCE.json TWIN.json`.
+figures can be read again with `benchc compare SOURCE.json TWIN.json`, the tables with
+--report-only, and a change of the fit measured against the same measurements of the source with
+--refit (the same command line and --keep: each round fitted again, its twin run again).
+With --repeats 2 or more, the source's own figures round by round and their spread follow the
+table, beside the server's own timings where its /metrics phases were kept: an error within
+that spread says nothing about the twin.
 """
 
 from __future__ import annotations
