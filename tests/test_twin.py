@@ -154,6 +154,25 @@ def test_points_their_trust_checks_doubted_are_left_out_and_said(tmp_path, capsy
            "c=2 (prefix_cache); c=4 (prefix_cache))" in err
 
 
+@pytest.mark.parametrize("running, waiting, slots", [
+    # a server at 2 slots under C=4: 2 running and about 2 waiting in every sample
+    ({"mean": 2.0, "max": 2.0, "samples": 8}, {"mean": 1.9, "max": 2.0, "samples": 8}, 2),
+    # one sample between two waves (1 running, 3 waiting to be admitted at the next step)
+    ({"mean": 1.0, "max": 1.0, "samples": 1}, {"mean": 3.0, "max": 3.0, "samples": 1}, None),
+    # requests that waited now and then, the running count below C in the samples: no limit
+    ({"mean": 3.1, "max": 3.0, "samples": 8}, {"mean": 0.2, "max": 1.0, "samples": 8}, None),
+])
+def test_slots_are_seen_only_where_requests_kept_waiting_below_the_concurrency(running, waiting, slots):
+    path, doc = _fixture("result-v1-kimi.json")
+    c4 = doc["points"][2]
+    assert c4["params"]["concurrency"] == 4
+    c4.setdefault("telemetry", {})["server"] = {"available": True, "kind": "vllm", "running": running,
+                                                "waiting": waiting}
+    twin = fit([(path, doc)])
+    assert twin["sim"].get("max_num_seqs") == slots
+    assert any(x.startswith("max_num_seqs") for x in twin["not_observed"]) == (slots is None)
+
+
 def test_two_results_of_one_server_fit_together(tmp_path):
     a, b = _fixture("result-v1-shard-a.json"), _fixture("result-v1-minimax.json")
     twin = fit([a, b])
