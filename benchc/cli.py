@@ -367,6 +367,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         sys.stdout.write(residual_table(twin))
         for line in twin["notes"] + [f"not observed: {x}" for x in twin["not_observed"]]:
             print(f"benchc: fit: {line}", file=sys.stderr)
+        for line in twin["warnings"]:
+            print(f"benchc: fit: warning: {line}", file=sys.stderr)
         print(f"benchc: fit: wrote {args.out}; run any spec against it with "
               f"target.sim: {{preset: {args.out}}}", file=sys.stderr)
     return EXIT_OK

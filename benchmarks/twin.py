@@ -13,11 +13,17 @@
     python benchmarks/twin.py --preset kimi-k2.5-nvfp4-tp8
     python benchmarks/twin.py --preset all                      # every built-in timed preset
     python benchmarks/twin.py --fit-timing                      # how long fitting 10 points takes
+    python benchmarks/twin.py --indistinguishable --preset all  # why C<=4 cannot tell C=8..64
     python benchmarks/twin.py --base-url http://127.0.0.1:8020/v1 --model tiny-random \\
         --api completions --input 128 --fit-long 512 --predict 8,16 --rates 0.8 --repeats 3
 
 Every spec, result and twin is kept in --keep DIR (default: a temporary folder), so the
-figures can be read again with `benchc compare SOURCE.json TWIN.json`.
+figures can be read again with `benchc compare SOURCE.json TWIN.json`, the tables with
+--report-only, and a change of the fit measured against the same measurements of the source with
+--refit (the same command line and --keep: each round fitted again, its twin run again).
+With --repeats 2 or more, the source's own figures round by round and their spread follow the
+table, beside the server's own timings where its /metrics phases were kept: an error within
+that spread says nothing about the twin.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchc.cli import main  # noqa: E402
 from benchc.results.document import read  # noqa: E402
+from benchc.sim.fit import fit  # noqa: E402
 from benchc.sim.model import PRESETS  # noqa: E402
 
 # the presets with a timing model to fit (`instant` has none: its figures are the client's)
@@ -64,6 +72,8 @@ output: {{path: {path}}}
 def run_spec(d: str, name: str, target: str, sweep: str, args: argparse.Namespace, seed: int,
              input_tokens: int | None = None, requests: int | None = None) -> dict:
     spec, out = os.path.join(d, f"{name}.yaml"), os.path.join(d, f"{name}.json")
+    if os.path.exists(out):  # a run again in a kept folder (--refit): benchc run would pick a new name
+        os.remove(out)
     with open(spec, "w") as f:
         f.write(SPEC.format(name=name, target=target, api=args.api, model=args.model_name,
                             input=input_tokens or args.input, output=args.output, seed=seed,
@@ -117,17 +127,54 @@ def one_round(d: str, source: str, args: argparse.Namespace, seed: int) -> dict[
     return compared(d, args.rates)
 
 
-def compared(d: str, fractions: list[float]) -> dict[str, dict]:
-    """A round's figures from its folder: {point: {figure: (source, twin)}}; open-loop points
-    named by their fraction of capacity (each round measures its own capacity)."""
+def server_figures(point: dict) -> dict[str, float] | None:
+    """The server's own figures of a point (vLLM's /metrics phases, kept in the result): TPOT
+    as its decode phase over a request's later tokens, TTFT as its own; None without them.
+    Beside the client's, they tell the server's noise (its own figures moved) from the
+    transport's and the client's."""
+    prom = point.get("server_timings_prometheus") or {}
+    done = point["counts"]["completed"]
+    if prom.get("decode_ms_mean") is None or prom.get("ttft_ms_mean") is None or not done:
+        return None
+    out_tokens = point["tokens"]["output"] / done
+    return {"tpot_p50": prom["decode_ms_mean"] / max(1.0, out_tokens - 1), "ttft_p50": prom["ttft_ms_mean"]}
+
+
+def compared(d: str, fractions: list[float], twin: str = "twin") -> dict[str, dict]:
+    """A round's figures from its folder: {point: {figure: (source, twin)}}, and under "server"
+    the source's own server-side figures (server_figures); open-loop points named by their
+    fraction of capacity (each round measures its own capacity). `twin`: the files' prefix of
+    the twin's runs (twin-refit: a --refit's)."""
     out: dict[str, dict] = {}
     for kind in ("closed", "open"):
-        src, tw = (read(os.path.join(d, f"{who}-{kind}.json")) for who in ("source", "twin"))
+        src, tw = (read(os.path.join(d, f"{who}-{kind}.json")) for who in ("source", twin))
         for i, (ps, pt) in enumerate(zip(src["points"], tw["points"], strict=True)):
             fs, ft = figures(ps), figures(pt)
             name = label(ps) if kind == "closed" else f"{fractions[i]:.0%} cap"
             out[name] = {k: (fs[k], ft[k]) for k in fs}
+            out[name]["server"] = server_figures(ps)
     return out
+
+
+def refit(d: str, args: argparse.Namespace) -> None:
+    """Fit a kept round's fit results again with this checkout's `benchc fit` and run the new
+    twin at the round's own predicted points (its kept source runs say which): a change of the
+    fit measured against the same measurements of the source, without measuring it again."""
+    fits = [os.path.join(d, f) for f in ("fit.json", "fit-long.json") if os.path.exists(os.path.join(d, f))]
+    twin = os.path.join(d, "twin-refit.yaml")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        if main(["fit", *fits, "-o", twin, "--force"]) != 0:
+            raise SystemExit(f"benchc fit refused {fits}")
+    closed, opened = (read(os.path.join(d, f"source-{k}.json")) for k in ("closed", "open"))
+    cs = [p["params"]["concurrency"] for p in closed["points"]]
+    rates = [p["params"]["rate_rps"] for p in opened["points"]]
+    seed = lambda doc: doc["plan"]["combinations"][0]["workload"]["params"]["seed"]  # noqa: E731
+    many = closed["points"][0]["params"]["requests"]
+    target = f"  sim: {{preset: {twin}}}"
+    run_spec(d, "twin-refit-closed", target, "    concurrency: [" + ", ".join(map(str, cs)) + "]",
+             args, seed(closed), requests=many)
+    run_spec(d, "twin-refit-open", target, "    rate: [" + ", ".join(f"{r}/s" for r in rates)
+             + "]\n    arrival: poisson", args, seed(opened), requests=many)
 
 
 def report(name: str, rounds: list[dict[str, dict]], limits: dict[str, float]) -> bool:
@@ -147,7 +194,84 @@ def report(name: str, rounds: list[dict[str, dict]], limits: dict[str, float]) -
             cells.append(f"{src:>9.2f} {tw:>9.2f} {err:>+6.1%}{flag:1}")
         print(f"{point:<10}" + "".join(f"{c:>28}" for c in cells))
     print("limits: " + ", ".join(f"{t} {limits[k]:.0%}" for k, t in FIGURES) + " ('!' beyond)")
+    if len(rounds) > 1:
+        spread(rounds)
     return ok
+
+
+def spread(rounds: list[dict[str, dict]]) -> None:
+    """The source's own figures round by round, their spread ((max - min) / median), and the
+    server's own (its /metrics phases) where the result has them: how much of an error the
+    source's noise alone can make."""
+    print("\nthe source round by round (spread = (max - min) / median); server: its own /metrics phases")
+    print(f"{'point':<10}" + "".join(f"{title:>34}" for _, title in FIGURES[:3])
+          + f"{'server TPOT':>26}{'server TTFT':>26}")
+    for point in rounds[0]:
+        cells = []
+        for key, _ in FIGURES[:3]:
+            vals = [r[point][key][0] for r in rounds]
+            cells.append(_round_cell(vals, 34))
+        for key in ("tpot_p50", "ttft_p50"):
+            srv = [r[point]["server"][key] for r in rounds if r[point].get("server")]
+            cells.append(_round_cell(srv, 26) if srv else f"{'-':>26}")
+        print(f"{point:<10}" + "".join(cells))
+
+
+def _round_cell(vals: list[float], width: int) -> str:
+    med = statistics.median(vals)
+    text = "/".join(f"{v:.1f}" for v in vals) + f" {(max(vals) - min(vals)) / med:>4.0%}"
+    return f"{text:>{width}}"
+
+
+def other_server(table: list[tuple[int, float]], fit_top: int) -> list[tuple[int, float]]:
+    """A step law that is `table`'s own up to batch `fit_top` and a straight line beyond it, at
+    the slope of its last measured segment: a server no run at C <= fit_top tells apart from
+    the preset (the simulator's step at batch b <= C is all such a run depends on)."""
+    inside = [(b, ms) for b, ms in table if b <= fit_top]
+    (b0, y0), (b1, y1) = inside[-2], inside[-1]
+    slope = (y1 - y0) / (b1 - b0)
+    top = table[-1][0]
+    return inside + [(top, round(y1 + slope * (top - b1), 4))]
+
+
+def indistinguishable(args: argparse.Namespace, names: list[str]) -> None:
+    """Each preset beside another server with its step law up to the largest fit concurrency and
+    a line beyond: both measured at the fit concurrencies (the data a fit would see) and at the
+    predicted ones. The first differ by the machine's noise only; where the second differ by
+    more than twice a tolerance, no fit of the first can be within that tolerance of both."""
+    conc = lambda cs: "    concurrency: [" + ", ".join(map(str, cs)) + "]"  # noqa: E731
+    for name in names:
+        table = PRESETS[name].step_table or []
+        alt = other_server(table, max(args.fit))
+        args.model_name = PRESETS[name].model
+        d = os.path.join(args.keep or tempfile.mkdtemp(prefix="benchc-twin-"), "indistinguishable",
+                         name)
+        os.makedirs(d, exist_ok=True)
+        servers = {"preset": f"  sim: {{preset: {name}}}",
+                   "other": f"  sim: {{preset: {name}, step_table: {[list(x) for x in alt]}}}"}
+        docs = {}
+        for who, target in servers.items():
+            for part, cs in (("fit", args.fit), ("predict", args.predict)):
+                many = max(args.requests, 2 * max(cs))
+                if args.report_only:
+                    docs[who, part] = read(os.path.join(d, f"{who}-{part}.json"))
+                else:
+                    docs[who, part] = run_spec(d, f"{who}-{part}", target, conc(cs), args, seed=1000,
+                                               requests=many)
+        print(f"\n{name}: the preset's step law (ms) {table}\n  another server's: {alt}")
+        # what a fit sees: the step table each server's runs at the fit concurrencies give
+        for who in servers:
+            fitted = fit([(os.path.join(d, f"{who}-fit.json"), docs[who, "fit"])])["sim"]["step_table"]
+            print(f"  fitted from the {who}'s C={args.fit}: "
+                  + ", ".join(f"{b}: {ms:.2f}" for b, ms in fitted[:-1]) + " ms")
+        print(f"{'point':<8}" + "".join(f"{title:>30}" for _, title in FIGURES)
+              + "   (preset / other server, other / preset - 1)")
+        for part in ("fit", "predict"):
+            for pa, pb in zip(docs["preset", part]["points"], docs["other", part]["points"], strict=True):
+                fa, fb = figures(pa), figures(pb)
+                cells = [f"{fa[k]:>9.2f} {fb[k]:>9.2f} {fb[k] / fa[k] - 1:>+7.1%}" for k, _ in FIGURES]
+                print(f"{label(pa):<8}" + "".join(f"{c:>30}" for c in cells))
+        print(f"  files in {d}")
 
 
 def fit_timing(repeats: int = 5) -> None:
@@ -155,7 +279,6 @@ def fit_timing(repeats: int = 5) -> None:
     concurrencies), whole command included (start, reading, schema validation): the median."""
     import copy
     import json
-    import time
 
     doc = read(os.path.join(os.path.dirname(__file__), "..", "tests", "data", "result-v1-kimi.json"))
     points = []
@@ -196,10 +319,23 @@ def main_() -> None:
     ap.add_argument("--requests", type=int, default=32, help="per point")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="rounds; medians are printed")
+    # a real server's prefix cache keeps the prompts of an earlier invocation: seeds that
+    # repeated them served the fit's prompts from the cache (2 uncached tokens of 130), and the
+    # prefill rate fitted from that was 784 tok/s
+    ap.add_argument("--seed", type=int, default=int(time.time()) % 100_000 * 1000,
+                    help="the first round's workload seed (default: from the clock, so a real "
+                         "server's prefix cache holds none of an earlier invocation's prompts)")
     ap.add_argument("--keep", help="keep specs, results and twins in this folder")
     ap.add_argument("--fit-timing", action="store_true", help="only time `benchc fit` on 10 points")
+    ap.add_argument("--indistinguishable", action="store_true",
+                    help="each preset beside a server with its step law up to the largest --fit "
+                         "concurrency and a line beyond: what no fit from those concurrencies can tell")
     ap.add_argument("--report-only", action="store_true",
                     help="measure nothing: the tables again from the rounds kept in --keep")
+    ap.add_argument("--refit", action="store_true",
+                    help="measure the source no more: fit each round kept in --keep again with this "
+                         "checkout's fit, run the new twins, and compare them with the kept source runs "
+                         "(with --report-only: the tables of the last --refit again)")
     args = ap.parse_args()
     if args.fit_timing:
         fit_timing()
@@ -209,8 +345,13 @@ def main_() -> None:
     args.rates = [float(x) for x in args.rates.split(",")]
     if bool(args.preset) == bool(args.base_url):
         ap.error("give --preset or --base-url")
-    if args.report_only and not args.keep:
-        ap.error("--report-only reads the rounds kept in --keep")
+    if args.indistinguishable:
+        if not args.preset:
+            ap.error("--indistinguishable compares built-in presets (--preset NAME or all)")
+        indistinguishable(args, TIMED_PRESETS if args.preset == "all" else [args.preset])
+        return
+    if (args.report_only or args.refit) and not args.keep:
+        ap.error("--report-only and --refit read the rounds kept in --keep")
     if args.base_url:
         if not args.model:
             ap.error("--base-url needs --model")
@@ -231,10 +372,12 @@ def main_() -> None:
             base = args.keep or tempfile.mkdtemp(prefix="benchc-twin-")
             d = os.path.join(base, name.replace("/", "_").replace(":", "_"), f"round{i}")
             os.makedirs(d, exist_ok=True)
-            if args.report_only:
-                rounds.append(compared(d, args.rates))
+            if args.refit or args.report_only:
+                if not args.report_only:
+                    refit(d, args)
+                rounds.append(compared(d, args.rates, twin="twin-refit" if args.refit else "twin"))
             else:
-                rounds.append(one_round(d, target, args, seed=1000 + 100 * i))
+                rounds.append(one_round(d, target, args, seed=args.seed + 100 * i))
         ok = report(name, rounds, limits) and ok
     sys.exit(0 if ok else 1)
 

@@ -418,7 +418,7 @@ OTHER_INPUTS = {
     "tools file": ("benchc.plan.tools.TOOLS_BYTES", 2,
                    lambda t, p: ["plan", _with_dataset(t, "    random: {input_tokens: 16, output_tokens: 8}\n"
                                                           f"  tools: {{file: {p}}}")]),
-    "twin": ("benchc.sim.twin.TWIN_BYTES", 2, lambda t, p: ["sim", "--preset", p, "--port", "0"]),
+    "twin": ("benchc.plan.twin_file.TWIN_BYTES", 2, lambda t, p: ["sim", "--preset", p, "--port", "0"]),
     "result document": ("benchc.results.document.RESULT_BYTES", 5, lambda t, p: ["compare", p, p]),
     "per-request file": ("benchc.results.export.REQUESTS_BYTES", 2, None),
     "tokenizer": ("benchc.tokenizer.tokenizer.TOKENIZER_BYTES", 2, None),  # in a model directory

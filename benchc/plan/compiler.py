@@ -36,6 +36,7 @@ from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.sessions import think_params
 from benchc.plan.tools import compile_tools
 from benchc.plan.trace import speedup_for, trace_rate
+from benchc.plan.twin_file import fitted_batch_max, read_twin_file
 from benchc.plan.workload import normalise_length
 from benchc.spec import matrix as mx
 from benchc.spec.loader import Spec
@@ -204,17 +205,14 @@ def _join(label: str, what: str) -> str:
 
 
 def _target(t: dict, spec_file: str) -> Target:
-    sim = None
+    sim = twin = None
     if "sim" in t:
         sim = {"preset": DEFAULTS["target.sim.preset"], **t["sim"]}
         for key in sim_file_keys(sim):
             if not os.path.isabs(sim[key]) and not spec_file.startswith("<"):
                 # the simulator runs as a subprocess; give it a path that does not depend on cwd
                 sim[key] = os.path.join(os.path.dirname(os.path.abspath(spec_file)), sim[key])
-        if sim_preset_is_file(sim["preset"]) and not os.path.isfile(sim["preset"]):
-            raise PlanError(f"target.sim.preset: {sim['preset']}: no such twin file (a path names "
-                            "a twin that `benchc fit` wrote, relative to the spec's folder; a "
-                            "built-in preset is a name: minimax-m2.5-tp4, kimi-k2.5-nvfp4-tp8, instant)")
+        twin = _twin(sim) if sim_preset_is_file(sim["preset"]) else None
     return Target(
         base_url=t["base_url"].rstrip("/") if "base_url" in t else None,
         sim=sim,
@@ -228,7 +226,26 @@ def _target(t: dict, spec_file: str) -> Target:
                                                   DEFAULTS["target.first_byte_timeout"])),
         tokenizer=t.get("tokenizer"),
         continuous_usage=bool(t.get("continuous_usage_stats", False)),
+        twin=twin,
     )
+
+
+def _twin(sim: dict) -> dict:
+    """What a run needs of the twin file the simulator will play: the largest batch its step time
+    was measured at, and its slots (the spec's target.sim override first). A missing or bad twin
+    is refused here, before anything runs."""
+    path = sim["preset"]
+    if not os.path.isfile(path):
+        raise PlanError(f"target.sim.preset: {path}: no such twin file (a path names "
+                        "a twin that `benchc fit` wrote, relative to the spec's folder; a "
+                        "built-in preset is a name: minimax-m2.5-tp4, kimi-k2.5-nvfp4-tp8, instant)")
+    try:
+        doc = read_twin_file(path)
+    except ValueError as e:
+        raise PlanError(f"target.sim.preset: {e}") from e
+    slots = sim.get("max_num_seqs", doc["sim"].get("max_num_seqs"))
+    number = isinstance(slots, int | float) and not isinstance(slots, bool)
+    return {"fitted_batch_max": fitted_batch_max(doc), "max_num_seqs": int(slots) if number else None}
 
 
 def _server(s: dict | None) -> Server | None:

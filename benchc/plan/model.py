@@ -27,7 +27,8 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Workload.sessions; Step.sessions, the sessions a step starts; Step.users and
        Step.turn_interval_s, the user-centric pace); Workload.chat_template. Also optional:
        Workload.tools, Workload.images and Workload.agent (tools in every request, images
-       in every prompt, agent loops in sessions).
+       in every prompt, agent loops in sessions). Also optional: Target.twin (a twin's fitted
+       batch range, read from its file).
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class Target:
     # longest wait for the first byte of an answer (its status line); optional: older plans
     # read with the default
     first_byte_timeout_s: float = 60.0
+    # a simulator playing a twin (`benchc fit`): {"fitted_batch_max": the largest batch its step
+    # time was measured at, "max_num_seqs": its slots, or None where neither the spec nor the
+    # twin says}; a point whose batch passes it says so (results/trust.py). None otherwise
+    twin: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,22 @@ def prefix_cache(point: dict) -> Doubt | None:
     return Doubt("prefix_cache", "; ".join(doubts)) if doubts else None
 
 
-POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache)
+def twin_extrapolated(point: dict) -> Doubt | None:
+    """A point run against a twin (`benchc fit`) whose batch went past the batch sizes the twin's
+    step time was measured at: its figures are the twin's extrapolation, not a fitted model's
+    (docs/twin.md). A warning, not a failure: --strict keeps it."""
+    twin = point.get("twin")
+    if not twin or not twin.get("extrapolated"):
+        return None
+    return Doubt("twin_extrapolated",
+                 f"a twin's prediction past its fitted range: its step time was measured at batch sizes "
+                 f"up to {twin['fitted_batch_max']}, this point ran {twin['batch_max']} at once; beyond "
+                 "the measurements the step is a guess (docs/twin.md: how far to trust it)",
+                 fails_strict=False)
+
+
+POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
+                                                            twin_extrapolated)
 
 
 def judge(point: dict) -> dict:

@@ -241,6 +241,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
     point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"],
                                            point["tokens"]["input"])
     point["timeseries"] = timeseries(combo, m, telemetry, point["window"])
+    if combo.target.twin is not None and (twin := twin_block(combo.target.twin, point)) is not None:
+        point["twin"] = twin
     if m.backend is not None:
         point["backend"] = m.backend
     if m.shards is not None:
@@ -268,6 +270,25 @@ def timeseries(combo: Combination, m: Measurement, telemetry: Telemetry, window:
     if m.series is not None and start is not None:
         out["client"] = m.series.columns(start, open_loop=not m.params.get("concurrency"))
     return out
+
+
+def twin_block(twin: dict, point: dict) -> dict | None:
+    """A point run against a twin: the largest batch its step time was fitted at beside the
+    largest this point ran (the most requests in flight, the client's 5 ms samples or the
+    simulator's own gauge, at most the twin's slots): past the first, the twin extrapolates
+    (docs/twin.md). None when the twin or the point says nothing of it."""
+    fitted = twin.get("fitted_batch_max")
+    series = ((point.get("timeseries") or {}).get("client") or {}).get("in_flight_max") or []
+    seen = [x for x in series if x is not None]
+    seen.append(((point["telemetry"].get("server") or {}).get("running") or {}).get("max"))
+    seen.append(point["params"].get("concurrency"))
+    seen = [x for x in seen if x is not None]
+    if fitted is None or not seen:
+        return None
+    batch = int(max(seen))
+    if twin.get("max_num_seqs"):
+        batch = min(batch, int(twin["max_num_seqs"]))
+    return {"fitted_batch_max": fitted, "batch_max": batch, "extrapolated": batch > fitted}
 
 
 def trace_block(trace: dict, step: Step, point: dict) -> dict:

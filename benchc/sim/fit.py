@@ -16,7 +16,8 @@ request says about the engine the simulator plays (sim/server.py's Engine):
   the client's TTFT, which also holds the front end and the transport.
 - front end: the server's own time to first token beyond its queue and prefill phases
   (tokenizing, handing over between processes): `frontend_ms`, a wait before admission that
-  does not hold up the engine's steps.
+  does not hold up the engine's steps; and its growth with the requests the server holds
+  (`frontend_growth`, from the same time at each concurrency).
 - delivery: the client's TTFT minus the server's own TTFT (prometheus), the time between the
   first token's computation and its arrival: reported (`delivery_ms`); its part of the first
   token is in frontend_ms, and the simulator writes every later token when it computes it.
@@ -63,6 +64,8 @@ class Observation:
     delivery_ms: float | None
     running_max: float | None
     waiting_max: float | None
+    waiting_mean: float | None
+    server_samples: int  # /metrics samples the point's telemetry took
     cached_tokens: int
     tokens_per_chunk: float
 
@@ -71,7 +74,10 @@ def _observation(source: str, point: dict) -> Observation | None:
     params = point.get("params", {})
     completed = point.get("counts", {}).get("completed", 0)
     lat = point.get("latency", {})
-    if not params.get("concurrency") or params.get("probe") is not None or completed < 1:
+    # a capacity search's probe at a concurrency is a closed-loop point as a sweep's is (often the
+    # only one at a large batch, which the fit most needs); a point its trust checks doubted is
+    # left out (untrusted())
+    if not params.get("concurrency") or untrusted(point) or completed < 1:
         return None
     tpot, ttft = lat.get("tpot_us"), lat.get("ttft_us")
     if not tpot or not ttft or not tpot.get("count") or tpot.get("p50") is None:
@@ -101,7 +107,35 @@ def _observation(source: str, point: dict) -> Observation | None:
         server_prefill_ms=server_prefill, server_frontend_ms=frontend, delivery_ms=delivery,
         running_max=(server.get("running") or {}).get("max"),
         waiting_max=(server.get("waiting") or {}).get("max"),
+        waiting_mean=(server.get("waiting") or {}).get("mean"),
+        server_samples=int((server.get("running") or {}).get("samples") or 0),
         cached_tokens=int(cached), tokens_per_chunk=per_chunk)
+
+
+# doubts that say the server did other work than the spec asked (results/trust.py): prefix-cache
+# hits the spec did not share make a prefill look free (a real server kept an earlier run's
+# prompts: 2 uncached tokens of 130 gave a prefill rate of 784 tok/s), other output lengths
+# another decode. Such a point is left out; one doubted otherwise (a client-limited point, whose
+# latencies the client moved) is used, and named in a warning
+NOT_THIS_WORKLOAD = ("prefix_cache", "output_length")
+
+
+def doubts(point: dict) -> list[str]:
+    """The checks that doubted a point so that --strict would fail it; empty for a trusted point,
+    or one written before trust checks."""
+    trust = point.get("trust") or {}
+    if trust.get("trusted", True):
+        return []
+    return [d["check"] for d in trust.get("doubts", []) if d.get("fails_strict", True)] or ["untrusted"]
+
+
+def untrusted(point: dict) -> list[str]:
+    """The doubts that leave a point out of the fit (NOT_THIS_WORKLOAD), and for a search's probe
+    any doubt (a probe's own search did not trust it either)."""
+    found = doubts(point)
+    if point.get("params", {}).get("probe") is not None:
+        return found
+    return [c for c in found if c in NOT_THIS_WORKLOAD]
 
 
 def observations(docs: list[tuple[str, dict]]) -> list[Observation]:
@@ -126,7 +160,7 @@ def _server_identity(doc: dict) -> tuple:
     return tuple(sorted(ids, key=str))
 
 
-def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation]) -> None:
+def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation], doubted: list[str]) -> None:
     identities = {_server_identity(doc) for _, doc in docs}
     if len(identities) > 1:
         raise FitRefused("the results are of different servers or models ("
@@ -135,8 +169,9 @@ def _check_enough(docs: list[tuple[str, dict]], obs: list[Observation]) -> None:
     levels = sorted({o.concurrency for o in obs})
     if len(levels) < 2:
         found = f"only concurrency {levels[0]}" if levels else "no closed-loop point with TPOT"
+        left = f" (left out, as their trust checks doubted them: {'; '.join(doubted)})" if doubted else ""
         raise FitRefused(
-            f"too thin to fit: {found}; the decode step's growth with batch size needs closed-loop "
+            f"too thin to fit: {found}{left}; the decode step's growth with batch size needs closed-loop "
             "points at two or more concurrencies with outputs of 2+ tokens (a sweep such as "
             "concurrency: [1, 2, 4])")
 
@@ -192,7 +227,11 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     """The twin document fitted to `docs` ((path, result document) pairs of one server).
     FitRefused says what is missing when they are too thin."""
     obs = observations(docs)
-    _check_enough(docs, obs)
+    closed = [p for _, doc in docs for p in doc.get("points", []) if p.get("params", {}).get("concurrency")]
+    doubted = [f"{p.get('id', '?')} ({', '.join(checks)})" for p in closed if (checks := untrusted(p))]
+    used_doubted = [f"{p.get('id', '?')} ({', '.join(doubts(p))})" for p in closed
+                    if doubts(p) and not untrusted(p)]
+    _check_enough(docs, obs, doubted)
     levels = sorted({o.concurrency for o in obs})
     # the decode step at each measured batch size: the median of its points' TPOT p50, made
     # non-decreasing (a busy machine's noise can make a larger batch look faster; an engine's
@@ -200,48 +239,100 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     medians = [float(np.median([o.tpot_p50_ms for o in obs if o.concurrency == c])) for c in levels]
     step_at = dict(zip(levels, _non_decreasing(medians), strict=True))
     prefill_tok_s, frontend_ms, fixed_prefill_ms, prefill_how = _prefill(obs, step_at)
+    growth = _frontend_growth(obs)
     defaults = SimConfig()
     sim: dict = {
         "model": _model_name(docs),
         "step_table": _step_table(step_at),
         "prefill_tok_s": round(prefill_tok_s, 1),
         "frontend_ms": round(frontend_ms, 3),
+        "frontend_growth": growth,
         "chunks_per_write": max(1, round(float(np.median([o.tokens_per_chunk for o in obs])))),
         "jitter": 0.0,
         "max_model_len": max(defaults.max_model_len,
                              int(max(o.input_tokens + o.output_tokens for o in obs)) + 1),
     }
     notes, not_observed = [f"prefill: {prefill_how}"], []
-    capped = [o for o in obs if o.waiting_max and o.running_max and o.running_max < o.concurrency]
+    if doubted:
+        notes.append(f"left out, as their trust checks doubted them: {'; '.join(doubted)}")
+    if growth:
+        notes.append(f"front end: {frontend_ms:.3g} ms at C={levels[0]}, and more with the requests held "
+                     f"({', '.join(f'{h}: +{ms:g}' for h, ms in growth)} ms; flat past {growth[-1][0]})")
+    capped = [o for o in obs if _slots_seen(o)]
     if capped:
         sim["max_num_seqs"] = int(min(o.running_max for o in capped if o.running_max))
         notes.append(f"max_num_seqs: the most running while requests waited ({sim['max_num_seqs']})")
     else:
-        not_observed.append(f"max_num_seqs (no point queued; at least {max(levels)}; "
-                            f"default {defaults.max_num_seqs} kept)")
+        not_observed.append(f"max_num_seqs (no point queued in {SLOT_SAMPLES}+ samples; at least "
+                            f"{max(levels)}; default {defaults.max_num_seqs} kept)")
     # a point's cached tokens are a sum over its requests: a multiple of the block size, not
     # the block size (that needs per-request counts, which a result's points do not keep)
     hit = any(o.cached_tokens > 0 for o in obs)
     why = "only sums of cached tokens" if hit else "no prompt tokens were served from the cache"
     not_observed.append(f"block_size ({why}; default {defaults.block_size} kept)")
     delivery = [o.delivery_ms for o in obs if o.delivery_ms is not None]
+    table = sim["step_table"]
+    slope = (table[-1][1] - table[-2][1]) / (table[-1][0] - table[-2][0])
+    top = levels[-1]
+    warnings = [f"used, though their trust checks doubted them: {'; '.join(used_doubted)}"
+                ] if used_doubted else []
+    warnings += [f"extrapolation: the step time was measured at batch sizes {', '.join(map(str, levels))}; "
+                f"past {top} the twin continues at {slope:.3g} ms a sequence (the least-squares slope "
+                f"over them), which no measurement shows: a load whose batch passes {top} (a closed "
+                f"loop above C={top}, a rate whose in-flight count does) is a guess, and its points "
+                "say twin_extrapolated (docs/twin.md: how far to trust it)"]
     twin = {
         "benchc_twin": TWIN_VERSION,
         "model": sim["model"],
         "sim": sim,
         "fitted_range": {
             "concurrency": [levels[0], levels[-1]],
+            # the batch sizes the step time was measured at: a closed loop's is its concurrency
+            "batch": [levels[0], levels[-1]],
             "input_tokens": _span(o.input_tokens for o in obs),
             "output_tokens": _span(o.output_tokens for o in obs),
         },
         "delivery_ms": round(float(np.median(delivery)), 3) if delivery else None,
         "fixed_prefill_ms": round(fixed_prefill_ms, 3) if fixed_prefill_ms is not None else None,
         "notes": notes,
+        "warnings": warnings,
         "not_observed": not_observed,
         "sources": sorted({o.source for o in obs}),
     }
     twin["residuals"] = residuals(obs, sim)
     return twin
+
+
+def _frontend_growth(obs: list[Observation]) -> list[list[float]] | None:
+    """How the server's front end (its time to first token outside its queue and prefill
+    phases) grows with the requests it holds: at each closed-loop concurrency C, C - 1 others
+    are held when a request arrives; the growth over the smallest concurrency's (the twin's
+    frontend_ms), made non-decreasing. The simulator holds it flat past the largest
+    measured: beyond it, a guess either way, and flat is the one that does not compound (a real
+    vLLM on a busy 2-core host took 8, 20, 30 ms at C=1, 2, 4 and about 50 from C=8 to 16).
+    None without the server's own timings at two concurrencies."""
+    levels = sorted({o.concurrency for o in obs if o.server_frontend_ms is not None})
+    if len(levels) < 2:
+        return None
+    ys = [float(np.median([o.server_frontend_ms for o in obs
+                           if o.concurrency == c and o.server_frontend_ms is not None])) for c in levels]
+    ys = _non_decreasing(ys)
+    growth = [[c - 1, round(max(0.0, y - ys[0]), 3)] for c, y in zip(levels, ys, strict=True)]
+    return None if all(g == 0 for _, g in growth) else growth
+
+
+# /metrics samples a point needs before its running and waiting counts can tell a slot limit:
+# one sample at 1 s caught a closed loop at C=4 between two waves (1 running, 3 waiting to be
+# admitted at the next step), and a twin of one slot ran C=8 one request at a time
+SLOT_SAMPLES = 5
+
+
+def _slots_seen(o: Observation) -> bool:
+    """A slot limit below the point's concurrency: requests waited in most of its samples
+    (mean waiting at least 0.5) while the running count never reached the concurrency, over
+    SLOT_SAMPLES samples or more."""
+    return (o.server_samples >= SLOT_SAMPLES and o.running_max is not None and o.running_max >= 1
+            and o.running_max < o.concurrency and (o.waiting_mean or 0.0) >= 0.5)
 
 
 def _non_decreasing(ys: list[float]) -> list[float]:
@@ -291,7 +382,9 @@ def predict(sim: dict, concurrency: int, input_tokens: float, uncached_tokens: f
     step = cfg.step_ms(concurrency)
     prefill = uncached_tokens * 1000.0 / sim["prefill_tok_s"] if sim["prefill_tok_s"] else 0.0
     # a lock-step batch's prefills share its first step
-    ttft = sim.get("frontend_ms", 0.0) + step + prefill * concurrency
+    front = SimConfig(frontend_ms=sim.get("frontend_ms", 0.0),
+                      frontend_growth=sim.get("frontend_growth")).frontend_wait_ms(concurrency - 1)
+    ttft = front + step + prefill * concurrency
     e2e = ttft + step * max(0.0, output_tokens - 1)
     return {"tpot_p50_ms": step, "ttft_p50_ms": ttft,
             "output_tok_s": concurrency * output_tokens * 1000.0 / e2e if e2e > 0 else 0.0}

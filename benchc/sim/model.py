@@ -49,6 +49,11 @@ class SimConfig:
     # fixed wait before a request joins, besides its prefill: a real server's front end
     # (tokenizing, queueing between processes), which runs beside the engine's steps
     frontend_ms: float = 0.0
+    # the front end's wait grows with the requests the server holds (running or waiting) when
+    # one arrives: [[held, extra ms], ...], piecewise linear, flat past the last pair (one API
+    # process streams every running request's tokens and hands over the others; a new
+    # request's tokenizing waits behind that work: a real vLLM's on a busy host). None: no growth
+    frontend_growth: list[tuple[int, float]] | None = None
     kv_tokens: int | None = None  # KV budget: running sequences' input+max_tokens must fit
     max_model_len: int = 32768
     eos_prob: float = 0.0  # chance per token of drawing EOS (unless ignore_eos / min_tokens)
@@ -142,6 +147,22 @@ class SimConfig:
             return y0 + (y1 - y0) * (batch - x0) / (x1 - x0)
         return self.base_ms + self.per_seq_ms * batch
 
+    def frontend_wait_ms(self, held: int) -> float:
+        """The front end's wait for a request arriving while the server holds `held` others:
+        frontend_ms, and frontend_growth's extra interpolated at `held` (flat past its last
+        pair: no growth beyond what was measured)."""
+        growth = self.frontend_growth
+        if not growth:
+            return self.frontend_ms
+        xs, ys = [h for h, _ in growth], [ms for _, ms in growth]
+        if held <= xs[0]:
+            return self.frontend_ms + ys[0]
+        if held >= xs[-1]:
+            return self.frontend_ms + ys[-1]
+        i = bisect.bisect_right(xs, held)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return self.frontend_ms + y0 + (y1 - y0) * (held - x0) / (x1 - x0)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -195,6 +216,13 @@ def apply_overrides(base: SimConfig, **overrides) -> SimConfig:
         raise ValueError("gpu_idle_w, gpu_busy_w, gpu_w_per_seq and gpu_max_w must be at least 0")
     if overrides.get("responses_kept_s", 0) < 0 or overrides.get("responses_kept", 0) < 0:
         raise ValueError("responses_kept_s and responses_kept must be at least 0")
+    if overrides.get("frontend_ms", 0) < 0:
+        raise ValueError("frontend_ms must be at least 0")
+    if overrides.get("frontend_growth") is not None:
+        overrides["frontend_growth"] = [tuple(x) for x in overrides["frontend_growth"]]
+        held = [h for h, _ in overrides["frontend_growth"]]
+        if held != sorted(set(held)):
+            raise ValueError("frontend_growth: the held counts must increase, pair by pair")
     if overrides.get("close_delay_ms", 0) < 0:
         raise ValueError("close_delay_ms must be at least 0")
     if "step_table" in overrides and overrides["step_table"] is not None:

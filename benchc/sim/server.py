@@ -1053,9 +1053,12 @@ class SimServer:
     def _ready_at(self, arrival: int) -> int:
         """When a request may first be admitted (0: at once): after `ttft_ms` (instead of its
         prefill) and the front end's `frontend_ms` (off the engine's steps, as a real server's
-        tokenizing and queueing process is)."""
+        tokenizing and queueing process is), longer by `frontend_growth` with the requests
+        the server holds (running: the front end streams their tokens meanwhile; waiting: it
+        hands them over first)."""
         cfg = self.cfg
-        wait_ms = (cfg.ttft_ms or 0.0) + cfg.frontend_ms
+        held = len(self.engine.running) + len(self.engine.waiting)
+        wait_ms = (cfg.ttft_ms or 0.0) + cfg.frontend_wait_ms(held)
         return arrival + int(wait_ms * 1e6) if wait_ms > 0 else 0
 
     def _new_seq(self, request: web.Request, body: dict, api: str, arrival: int, tokens: list,
