@@ -16,13 +16,13 @@ import time
 from typing import Any
 
 import aiohttp
-from aiohttp.client_proto import ResponseHandler
 
 from benchc import redact
 from benchc.client import http1
 from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
+from benchc.client.aioread import AnsweredWithoutHead, OneAnswerProtocol
 from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
 from benchc.metrics.record import (
@@ -139,7 +139,7 @@ SESSION_OPTIONS: dict[str, Any] = {"read_bufsize": 1 << 20, "auto_decompress": F
 AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
 
 
-class _StampingProtocol(ResponseHandler):
+class _StampingProtocol(OneAnswerProtocol):
     """aiohttp's client connection protocol, stamping when bytes arrive, and keeping
     connections by benchc's keep-alive rules.
 
@@ -178,7 +178,7 @@ class _StampingProtocol(ResponseHandler):
 
     @property
     def should_close(self) -> bool:
-        if ResponseHandler.should_close.fget(self):  # type: ignore[attr-defined]
+        if OneAnswerProtocol.should_close.fget(self):  # type: ignore[attr-defined]
             return True
         return not self.keep or (self.rules is not None and not self.rules.pooled(AIOHTTP_ORIGIN))
 
@@ -386,11 +386,11 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             rec.error = IDLE_TIMEOUT if rec.status == 200 else TIMEOUT
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
             ConnectionError) as e:
-        if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, rec.status is not None,
-                                                      False):
+        answered = rec.status is not None or isinstance(e, AnsweredWithoutHead)  # bytes of an answer came
+        if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, answered, False):
             return True, None
-        rec.error = (STREAM_BROKEN if rec.status == 200 else HTTP if rec.status is not None
-                     else connect_failure(e))
+        rec.error = (STREAM_BROKEN if rec.status == 200 or (answered and rec.status is None)
+                     else HTTP if rec.status is not None else connect_failure(e))
         rec.error_detail = (f"{rec.status}: " if rec.error == HTTP else "") + str(e)[:200]
     except aiohttp.ClientError as e:
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
