@@ -55,12 +55,7 @@ HEADERS = [b"Content-Type: text/event-stream", b"Content-Type: application/json"
            b"X-Long: " + b"l" * 9000, b"Transfer-Encoding: identity"]
 # Not drawn, not read alike yet: blanks between a field name and its colon (the own reader
 # reads them, as issue 23 asked; aiohttp refuses the head); a folded field line (aiohttp joins
-# it to the value before, a Content-Type too; the own reader skips it); bytes
-# past a body's declared length (aiohttp refuses them as the next answer's head when they come
-# in the same read as the body's end, else reads the answer as the own reader always does); an
-# error answer (not 200) whose chunked framing is malformed (the own reader: http_status, the
-# status it read; aiohttp: stream_broken when the bad bytes come in the head's read, as it
-# then refuses the head, else http_status)
+# it to the value before, a Content-Type too; the own reader skips it)
 
 
 @st.composite
@@ -71,14 +66,12 @@ def answer(draw) -> tuple[bytes, list[int]]:
     headers = draw(st.lists(st.sampled_from(HEADERS), max_size=4))
     body = b"".join(draw(st.lists(st.sampled_from(EVENTS), max_size=10)))
     framing = draw(st.sampled_from(["chunked", "chunked", "length", "close", "chunked-cut", "length-long",
-                                    "length-twice", "chunked-bad"]))
-    if framing == "chunked-bad" and b" 200" not in status:
-        framing = "chunked"  # not read alike yet (see above)
+                                    "length-twice", "chunked-bad", "length-past", "chunked-past"]))
     if framing.startswith("chunked"):
         headers.append(b"Transfer-Encoding: chunked")
         pieces = [body[i:i + 37] for i in range(0, len(body), 37)]
         framed = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
-        if framing == "chunked":
+        if framing in ("chunked", "chunked-past"):
             framed += b"0\r\n\r\n"
         elif framing == "chunked-bad":
             framed += draw(st.sampled_from([b"zz\r\n", b"5\r\nab\r\n", b"1;ext=1\r\nx\r\n0\r\n\r\n",
@@ -87,12 +80,12 @@ def answer(draw) -> tuple[bytes, list[int]]:
     elif framing.startswith("length"):
         n = len(body) + (5 if framing == "length-long" else 0)  # longer: the server closes first
         headers += [b"Content-Length: %d" % n] * (2 if framing == "length-twice" else 1)
-    if b" 204 " in status:
-        # a 204 that carries a body anyway: aiohttp reads the body as the next answer's head
-        # (stream_broken) when it comes in the head's read, else answers 204 (http_status), as
-        # the own reader does: which one depends on the reads. Left out: not read alike yet
+    if framing.endswith("-past"):  # bytes past the body's end: no answer of this request
+        body += draw(st.sampled_from([b"junk", b"\r\n", b"data: [DONE]\n\n", b"HTTP/1.1 200 OK\r\n\r\n",
+                                      b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab"]))
+    if b" 204 " in status and draw(st.booleans()):
+        # a 204 ends at its head, whatever its headers say (RFC 9112 6.3): what follows is past it
         headers = [h for h in headers if not h.startswith((b"Transfer-Encoding", b"Content-Length"))]
-        body = b""
     head = status + eol + b"".join(h + eol for h in headers) + eol if status else b""
     data = head + body
     cuts = draw(st.lists(st.integers(0, max(len(data), 1)), max_size=3))
@@ -226,6 +219,18 @@ def test_many_more_hostile_answers(a):
     # Content-Type twice: aiohttp's path took the first, the own reader the last
     b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Type: text/event-stream\r\n"
     b"Content-Length: 0\r\n\r\n",
+    # bytes past the body's end, or past a 204's head: aiohttp refused them as the next answer's
+    # head when they came in the answer's read, and lost the answer (stream_broken)
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\njunk",
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\ndata: x\n\n",
+    b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nnoHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 204 No Content\r\n\r\ndata: [DONE]\n\n",
+    b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+    # an error answer whose chunked framing breaks: aiohttp refused the head (stream_broken) when
+    # the bad bytes came in its read; the own reader read the status (http_status)
+    b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab\r\n",
     # empty lines only, then a close (or a head cut short): aiohttp skips empty lines before a
     # status line and said the server disconnected (connect); the own reader stream_broken
     b"\r\n", b"\n", b"\r\n\r\n", b"\r\n\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-",
@@ -241,6 +246,10 @@ def test_found_answers_read_alike(data):
     (b"HTTP/1.1 200 OK\r\nX-Big: " + b"b" * 70_000 + b"\r\nContent-Length: 0\r\n\r\n", "stream_broken"),
     (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Type: text/event-stream\r\n"
      b"Content-Length: 0\r\n\r\n", "empty_output"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\n"
+     b"junk", "empty_output"),  # the answer stands: no text, and bytes past it are dropped
+    (b"HTTP/1.1 204 No Content\r\n\r\ndata: [DONE]\n\n", "http_status"),
+    (b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "http_status"),
     (b"\r\n", "stream_broken"),  # the server answered: never connect
     (b"\r\n\r\n", "stream_broken"),
     (b"HTTP/1.1 200 OK\r\nContent-", "stream_broken"),
@@ -248,3 +257,85 @@ def test_found_answers_read_alike(data):
 def test_the_kind_each_found_answer_gets(data, kind):
     records = asyncio.run(read_everywhere(data, []))
     assert {r.error for r in records.values()} == {kind}, {k: r.error_detail for k, r in records.items()}
+
+
+def _serve_script(answers: list[bytes]):
+    """A server that answers the n-th request of a connection with answers[n] (then waits for
+    the next request), closing when they run out."""
+    async def conn(reader, writer):
+        try:
+            for a in answers:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(8)  # the Client's body, b'{"x": 1}'
+                writer.write(a)
+                await writer.drain()
+            await reader.read()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+    return conn
+
+
+OK_SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _sse_answer(text: str) -> bytes:
+    body = _event({"choices": [{"index": 0, "delta": {"content": text}}]}) + b"data: [DONE]\n\n"
+    return OK_SSE + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bytes_past_an_answer_are_never_the_next_requests_answer(path):
+    """A server that writes a second answer after the first one's end, on a kept connection:
+    it is dropped with the connection (RFC 9112 6.3: never read as a separate answer), on
+    every path (aiohttp's own pool dropped a connection holding a parsed answer; the aiohttp
+    path now drops the bytes before they are parsed)."""
+    async def go():
+        connections = []
+
+        script = _serve_script([_sse_answer("first") + _sse_answer("stale"), _sse_answer("fresh")])
+
+        async def conn(reader, writer):
+            connections.append(writer)
+            await script(reader, writer)
+
+        server = await asyncio.start_server(conn, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        c = Client(path)
+        try:
+            first = await c.request(url, target())
+            second = await c.request(url, target())
+        finally:
+            await c.close()
+            server.close()
+        return first, second, len(connections)
+
+    first, second, connections = asyncio.run(go())
+    assert first.ok and second.ok, (first.error_detail, second.error_detail)
+    assert first.text_bytes == len("first") and second.text_bytes == len("fresh")  # "fresh", not "stale"
+    assert connections == 2  # the first connection was not reused
+
+
+@pytest.mark.parametrize("status,kind", [(200, "stream_broken"), (500, "http_status")])
+@pytest.mark.parametrize("path", PATHS)
+def test_framing_that_breaks_after_the_head_fails_the_answer_at_once(path, status, kind):
+    """A chunked body whose framing breaks in a later read than its head (past 256 KiB of good
+    chunks: one read takes at most that much): aiohttp's compiled parser closed the connection
+    without failing the body, which waited for the idle timeout."""
+    pings = b": ping\n\n" * 40_000  # 320 KB of SSE comments
+    data = (b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" % status
+            + b"%x\r\n%s\r\n" % (len(pings), pings) + b"zz\r\n")
+
+    async def go():
+        server = await _serve(data, [])
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        c = Client(path)
+        try:
+            return await c.request(url, target(timeout_s=60, idle_s=20, first_byte_s=60))
+        finally:
+            await c.close()
+            server.close()
+
+    r = asyncio.run(go())
+    assert (r.status, r.error) == (status, kind), r.error_detail

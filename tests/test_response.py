@@ -45,6 +45,10 @@ CASES = [
      + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY), None),
     ("continue-alone", b"HTTP/1.1 100 Continue\r\n\r\n", "closed"),
     ("no-content", b"HTTP/1.1 204 No Content\r\n\r\n", None),
+    # a 204 or 304 ends at its head whatever its headers say (RFC 9112 6.3); what follows is past it
+    ("no-content-framed", b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", None),
+    ("not-modified-length", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", None),
+    ("no-content-with-body", b"HTTP/1.1 204 No Content\r\n\r\n" + BODY, None),
     ("status-500", b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 400\r\n\r\n" + b"x" * 400, None),
     ("status-503-chunked", b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n"
      + chunked(b'{"error": "overloaded"}'), None),
@@ -138,6 +142,9 @@ def test_what_the_twin_reads():
     assert one("bad-length")[5] == ("stream_broken", "bad Content-Length: b'12a'")
     assert one("head-too-large")[5] == ("stream_broken", "response head too large")
     assert one("header-lookalikes")[:6] == (200, True, False, b"", True, None)
+    assert one("no-content-framed")[:6] == (204, True, True, b"", True, None)
+    assert one("not-modified-length")[:6] == (304, True, True, b"", True, None)
+    assert one("no-content-with-body")[:6] == (204, True, False, b"", True, None)  # not reused
     assert one("header-lookalikes")[8] == 4  # read as chunked; the indented Connection header counts
     assert one("chunked")[13] is None  # no Keep-Alive header
     assert one("keep-alive")[13] == b"timeout=5, max=100"

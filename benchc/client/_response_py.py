@@ -240,6 +240,7 @@ class ResponseReader:
             self._head = rest
             return _INTERIM if rest else None
         if self._mode == "length" and self._remaining == 0:
+            self.keep_alive = self.keep_alive and not rest  # bytes past the answer: out of step
             self._finish(self.last_rx_ns)
             return None
         return rest
@@ -293,11 +294,11 @@ class ResponseReader:
             raise _Failed(CONFLICTING_LENGTH, b"")
         if 100 <= self.status < 200:
             return
-        if chunked:
+        if self.status in (204, 304):  # ends at its head, whatever its headers say (RFC 9112 6.3)
+            self._mode, self._remaining = "length", 0
+        elif chunked:
             self._mode, self._decoder = "chunked", ChunkedDecoder()
         elif length is not None:
             self._mode, self._remaining = "length", length
-        elif self.status in (204, 304):
-            self._mode, self._remaining = "length", 0
         else:
             self._mode, self.keep_alive = "close", False

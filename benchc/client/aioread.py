@@ -1,24 +1,39 @@
 """How the aiohttp path reads a connection: one answer per request, as the own reader does.
 
-aiohttp's response protocol reads a connection as a stream of answers and lets the server
-decide what each read holds. Two of its verdicts differ from the own reader's
-(benchc.client._response_py), and one of them depends on how the bytes arrive:
+aiohttp's response protocol reads a connection as a stream of answers, and its verdict on
+some hostile answers depended on how the server's bytes fell into reads. OneAnswerProtocol
+reads each request's answer as the own reader (benchc.client._response_py) does:
 
-- a server that sent bytes and then closed before any answer's head (blank lines only, a
+- The answer's head is handed to aiohttp's parser alone, before the bytes that follow it in
+  the same read: the parser yields the head before it meets anything past the body. Without
+  this, a body followed by bytes that are no answer (past a `Content-Length`, a 204's body,
+  a broken chunked framing) made the parser refuse the whole read and lose the head, so the
+  verdict was `stream_broken` when they came in the head's read, and the head's status
+  (`http_status`, or the answer itself) when they came later.
+- Bytes past the end of the answer are dropped and the connection closed: RFC 9112 6.3 lets
+  a user agent discard them and forbids reading them as a separate answer (the next request
+  on a kept connection would have been given them). The answer stands.
+- A body whose framing breaks after its head came (a bad chunk size) fails the body
+  (FramingBroken); aiohttp's compiled parser closed the connection without telling the body,
+  which then waited for the idle timeout.
+- A server that sent bytes and then closed before any answer's head (blank lines only, a
   head cut short) is to aiohttp a server that disconnected, which benchc would count as
   `connect`: it answered, so it is `stream_broken` (AnsweredWithoutHead).
-
-RFC 9112 is cited where it decides.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from benchc.client._response_py import exc_text, lost_detail
+
+# the end of a blank line (LF CR? LF: also a CRLF CRLF), where a head ends or an empty line
+# before a status line does (aiohttp skips those)
+_BLANK_LINE = re.compile(rb"\n\r?\n")
 
 
 class AnsweredWithoutHead(aiohttp.ServerDisconnectedError):
@@ -34,35 +49,92 @@ class AnsweredWithoutHead(aiohttp.ServerDisconnectedError):
         return self.detail
 
 
+class FramingBroken(aiohttp.ClientPayloadError):
+    """The body's framing broke (a chunk size that is not one): the answer is broken whatever
+    it said before, as on the own reader, unlike a body cut short by the connection's end."""
+
+
+def blank_line_end(carry: bytes, data: bytes, pos: int) -> int:
+    """Where the first blank line at or after data[pos] ends (an offset in `data`), `carry`
+    being the last bytes before data[pos] (a blank line may begin in them); -1 when none."""
+    if carry:
+        joint = carry + data[pos:pos + 2]
+        m = _BLANK_LINE.search(joint)
+        if m is not None and m.end() > len(carry):
+            return pos + m.end() - len(carry)
+    m = _BLANK_LINE.search(data, pos)
+    return m.end() if m is not None else -1
+
+
 class OneAnswerProtocol(ResponseHandler):
-    """aiohttp's client connection protocol, knowing whether the server has sent any byte for
-    the request now on the connection (`got_bytes`) and whether its answer's head came
-    (`answered`): each request's exchange starts at set_response_params, which aiohttp calls
-    before it writes the request."""
+    """aiohttp's client connection protocol, reading one answer per request (see the module).
+
+    Each request's exchange starts at set_response_params, which aiohttp calls before it
+    writes the request. `got_bytes`: the server has sent a byte since; `answer`: the body
+    stream of its answer once the answer's (final, not 1xx) head came; `spare`: bytes came
+    past the answer's end, so the connection is out of step and is not reused."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.got_bytes = False
-        self.answered = False
+        self.answer: Any = None
+        self.spare = False
+        self._carry = b""  # the last bytes read while no head had come (a blank line may straddle reads)
         super().__init__(*args, **kwargs)
 
     def set_response_params(self, *args: Any, **kwargs: Any) -> None:
-        self.got_bytes = self.answered = False
+        self.got_bytes, self.answer, self._carry = False, None, b""
         super().set_response_params(*args, **kwargs)
 
+    @property
+    def should_close(self) -> bool:
+        return self.spare or bool(ResponseHandler.should_close.fget(self))  # type: ignore[attr-defined]
+
     def data_received(self, data: bytes) -> None:
-        if data:
-            self.got_bytes = True
+        if not data or self._parser is None or self._upgraded or self._payload_parser is not None:
+            super().data_received(data)  # between requests (aiohttp keeps the bytes), or not HTTP/1
+            return
+        self.got_bytes = True
+        pos = 0
+        while self.answer is None and pos < len(data) and self.exception() is None:
+            end = blank_line_end(self._carry, data, pos)
+            piece = data[pos:end] if end >= 0 else data[pos:] if pos else data
+            self._carry = (self._carry + piece[-2:])[-2:]
+            self._feed(piece)
+            pos += len(piece)
+        if pos < len(data):
+            if self.answer is not None and self.answer.is_eof():
+                self._past_the_answer()
+            elif self.exception() is None:
+                self._feed(data[pos:] if pos else data)
+
+    def _feed(self, data: bytes) -> None:
+        """aiohttp's own reading of `data`; a failure of its parser after the answer's head
+        came fails the answer's body too (FramingBroken)."""
         super().data_received(data)
+        exc = self.exception()
+        answer = self.answer
+        if exc is not None and answer is not None and not answer.is_eof() and answer.exception() is None:
+            # aiohttp's words span lines (a caret under the byte): one line of them
+            answer.set_exception(FramingBroken(" ".join(str(getattr(exc, "message", exc)).split())[:200]))
+
+    def _past_the_answer(self) -> None:
+        """Bytes past the end of the answer: dropped, and the connection with them."""
+        self.spare = True
+        if self.transport is not None:
+            self.transport.close()
 
     def feed_data(self, data: Any, *args: Any, **kwargs: Any) -> None:
         """One parsed answer: (message head, body stream); a 1xx head is interim."""
         code = data[0].code
+        if self.answer is not None:  # a second answer to one request: not this request's
+            self._past_the_answer()
+            return
         if not 100 <= code < 200 or code == 101:  # aiohttp reads on past 1xx heads but 101
-            self.answered = True
+            self.answer = data[1]
         super().feed_data(data, *args, **kwargs)
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        if self.got_bytes and not self.answered and not self.is_eof():
+        if self.got_bytes and self.answer is None and not self.is_eof():
             # aiohttp would say ServerDisconnectedError (or ClientOSError): a `connect` to
             # benchc. Leading blank lines, which aiohttp skips (RFC 9112 2.2 asks it of a
             # server reading requests), are bytes all the same

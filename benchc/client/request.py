@@ -22,7 +22,7 @@ from benchc.client import http1
 from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
-from benchc.client.aioread import AnsweredWithoutHead, OneAnswerProtocol
+from benchc.client.aioread import AnsweredWithoutHead, FramingBroken, OneAnswerProtocol
 from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
 from benchc.metrics.record import (
@@ -169,7 +169,7 @@ class _StampingProtocol(OneAnswerProtocol):
 
     def feed_data(self, data: Any, *args: Any, **kwargs: Any) -> None:
         """One parsed response: (message head, body stream)."""
-        if self.rules is not None and self.use is not None:
+        if self.rules is not None and self.use is not None and self.answer is None:
             message = data[0]
             self.use.reused = self.use.exchanges > 0
             self.keep = self.rules.finished(self.use, not message.should_close,
@@ -355,8 +355,8 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             while True:
                 try:
                     data = await content.readany()
-                except aiohttp.ClientPayloadError:
-                    if not _ended_before_its_framing(content, parser, proto):
+                except aiohttp.ClientPayloadError as e:
+                    if isinstance(e, FramingBroken) or not _ended_before_its_framing(content, parser, proto):
                         raise
                     break
                 if not data:

@@ -238,6 +238,7 @@ cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
                 return -1
             continue
         if r.mode == MODE_LENGTH and r.remaining == 0:
+            r.keep_alive = r.keep_alive and r.head.n == rest  # bytes past the answer: out of step
             _finish(r, r.last_rx_ns, 0)
             return -1
         return rest
@@ -359,15 +360,15 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
         return False
     if 100 <= r.status < 200:
         return True
-    if chunked:
+    if r.status == 204 or r.status == 304:  # ends at its head, whatever its headers say (the twin's)
+        r.mode = MODE_LENGTH
+        r.remaining = 0
+    elif chunked:
         r.mode = MODE_CHUNKED
         chunked_init(&r.chunked)
     elif length >= 0:
         r.mode = MODE_LENGTH
         r.remaining = length
-    elif r.status == 204 or r.status == 304:
-        r.mode = MODE_LENGTH
-        r.remaining = 0
     else:
         r.mode = MODE_CLOSE
         r.keep_alive = False
