@@ -52,10 +52,16 @@ HEADERS = [b"Content-Type: text/event-stream", b"Content-Type: application/json"
            b"Cache-Control: no-cache", b"X-Junk: \x7f", b"Server: x" + b"y" * 200, b"Content-Encoding: gzip",
            b"No-Colon-Line", b": empty name",
            b"Bad Name: x", b"Name@: x", b"X-Big: " + b"b" * 70_000,
-           b"X-Long: " + b"l" * 9000, b"Transfer-Encoding: identity"]
-# Not drawn, not read alike yet: blanks between a field name and its colon (the own reader
-# reads them, as issue 23 asked; aiohttp refuses the head); a folded field line (aiohttp joins
-# it to the value before, a Content-Type too; the own reader skips it)
+           b"X-Long: " + b"l" * 9000, b"Transfer-Encoding: identity",
+           # blanks before the colon (refused: RFC 9112 5.1)
+           b"X-Spaced : x", b"Content-Type\t: text/event-stream", b"Connection : close",
+           # folded lines (joined to the line before: RFC 9112 5.2; EOL is the head's line end), and
+           # lines led by blanks (folded, or the first field line: one SP reads as a field, more refused)
+           b"X-Folded: a{EOL} b", b"Content-Type:{EOL} text/event-stream",
+           b"Connection: keep-alive,{EOL}\tclose", b"Content-Type: text/event-stream{EOL} ; charset=utf-8",
+           b"Content-Encoding:{EOL} gzip",
+           b"Transfer-Encoding:{EOL}  chunked", b"X-Empty:{EOL} ", b" lead", b"\tX-Tab: 1", b" X-One: 1",
+           b"  X-Two: 2"]
 
 
 @st.composite
@@ -86,7 +92,7 @@ def answer(draw) -> tuple[bytes, list[int]]:
     if b" 204 " in status and draw(st.booleans()):
         # a 204 ends at its head, whatever its headers say (RFC 9112 6.3): what follows is past it
         headers = [h for h in headers if not h.startswith((b"Transfer-Encoding", b"Content-Length"))]
-    head = status + eol + b"".join(h + eol for h in headers) + eol if status else b""
+    head = status + eol + b"".join(h.replace(b"{EOL}", eol) + eol for h in headers) + eol if status else b""
     data = head + body
     cuts = draw(st.lists(st.integers(0, max(len(data), 1)), max_size=3))
     return data, sorted(set(cuts))
@@ -216,6 +222,19 @@ def test_many_more_hostile_answers(a):
     b"HTTP/1.1 200 OK\r\nNo-Colon-Line\r\nContent-Length: 0\r\n\r\n",
     b"HTTP/1.1 200 OK\nBad Name: x\nContent-Length: 0\n\n",
     b"HTTP/1.1 200 OK\r\n: empty\r\nContent-Length: 0\r\n\r\n",
+    # blanks before the colon: the own reader read the field (aiohttp refused the head)
+    b"HTTP/1.1 200 OK\r\nContent-Type : text/event-stream\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\n",
+    b"HTTP/1.1 500 Oops\nX-Spaced\t: x\nContent-Length: 0\n\n",
+    # aiohttp's compiled parser passed a blank before the colon after a name it tracks itself
+    b"HTTP/1.1 200 OK\r\nConnection : close\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length  : 0\r\n\r\n",
+    # a folded line: the own reader skipped it (and read an indented header as a field of its own);
+    # aiohttp joins it to the value before it
+    b"HTTP/1.1 200 OK\r\nContent-Type:\r\n text/event-stream\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\n",
+    b"HTTP/1.1 200 OK\r\nContent-Encoding:\r\n gzip\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\nTransfer-Encoding:\n chunked\n\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  Content-Length: 3\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n\tContent-Length: 0\r\n\r\n",  # a first field line led by a tab
     # Content-Type twice: aiohttp's path took the first, the own reader the last
     b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Type: text/event-stream\r\n"
     b"Content-Length: 0\r\n\r\n",
@@ -250,6 +269,10 @@ def test_found_answers_read_alike(data):
      b"junk", "empty_output"),  # the answer stands: no text, and bytes past it are dropped
     (b"HTTP/1.1 204 No Content\r\n\r\ndata: [DONE]\n\n", "http_status"),
     (b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "http_status"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type : text/event-stream\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\n",
+     "stream_broken"),  # RFC 9112 5.1: no blank before the colon
+    (b"HTTP/1.1 200 OK\r\nContent-Encoding:\r\n gzip\r\nContent-Length: 0\r\n\r\n", "stream_broken"),
+    (b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  Content-Length: 3\r\nContent-Length: 0\r\n\r\n", "not_event_stream"),
     (b"\r\n", "stream_broken"),  # the server answered: never connect
     (b"\r\n\r\n", "stream_broken"),
     (b"HTTP/1.1 200 OK\r\nContent-", "stream_broken"),

@@ -16,6 +16,8 @@ reads each request's answer as the own reader (benchc.client._response_py) does:
 - A body whose framing breaks after its head came (a bad chunk size) fails the body
   (FramingBroken); aiohttp's compiled parser closed the connection without telling the body,
   which then waited for the idle timeout.
+- A field name with a blank before its colon is refused (RFC 9112 5.1) after every name:
+  aiohttp's compiled parser passed it after the few names it tracks itself.
 - A server that sent bytes and then closed before any answer's head (blank lines only, a
   head cut short) is to aiohttp a server that disconnected, which benchc would count as
   `connect`: it answered, so it is `stream_broken` (AnsweredWithoutHead).
@@ -28,8 +30,9 @@ from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.http_exceptions import BadHttpMessage
 
-from benchc.client._response_py import exc_text, lost_detail
+from benchc.client._response_py import BAD_HEADER_LINE, TCHAR, error_detail, exc_text, lost_detail
 
 # the end of a blank line (LF CR? LF: also a CRLF CRLF), where a head ends or an empty line
 # before a status line does (aiohttp skips those)
@@ -125,9 +128,19 @@ class OneAnswerProtocol(ResponseHandler):
 
     def feed_data(self, data: Any, *args: Any, **kwargs: Any) -> None:
         """One parsed answer: (message head, body stream); a 1xx head is interim."""
-        code = data[0].code
+        message = data[0]
+        code = message.code
         if self.answer is not None:  # a second answer to one request: not this request's
             self._past_the_answer()
+            return
+        bad = next((name for name, _ in message.raw_headers if not TCHAR.issuperset(name)), None)
+        if bad is not None:
+            # a field name that is not a token: aiohttp's compiled parser passes a blank before
+            # the colon after a few names it tracks (`Connection :`, `Content-Length :`) and
+            # refuses it after any other, as the own reader does (RFC 9112 5.1)
+            self.set_exception(BadHttpMessage(error_detail(BAD_HEADER_LINE, bad + b":")))
+            if self.transport is not None:
+                self.transport.close()
             return
         if not 100 <= code < 200 or code == 101:  # aiohttp reads on past 1xx heads but 101
             self.answer = data[1]

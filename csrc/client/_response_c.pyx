@@ -266,9 +266,10 @@ cdef Py_ssize_t _blank_line(const unsigned char* p, Py_ssize_t n, Py_ssize_t* se
         return end
 
 
-cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noexcept nogil:
+cdef bint _parse_head(ResponseCore* r, unsigned char* h, Py_ssize_t n) noexcept nogil:
     """The status line and the headers that frame the body or keep the connection (see the
-    twin's _parse_head); False when the head is broken (the response is then finished)."""
+    twin's _parse_head); False when the head is broken (the response is then finished). The
+    head's folded lines are joined in place (h[:n] is the head's own buffer, read once)."""
     cdef Py_ssize_t eol, i, a0, b0, a1, b1, j, va, vb, name_end, k
     cdef int64_t length = -1
     cdef bint chunked = False, transfer_encoding = False
@@ -297,7 +298,8 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
         r.keep_alive = False
     if not _field_lines_ok(r, h, eol, n):
         return False
-    # every line start (after a LF) of the fields: `[ \t]*NAME[ \t]*:VALUE` up to CR or LF
+    n = _unfold(h, eol, n)
+    # every line start (after a LF) of the fields: `[ \t]*NAME:VALUE` up to CR or LF
     j = eol
     while j < n:
         i = j + 1  # just after the LF
@@ -310,8 +312,6 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
                 and h[name_end] != 13:
             name_end += 1
         va = name_end
-        while va < j and (h[va] == 32 or h[va] == 9):
-            va += 1
         if va >= j or h[va] != 58:
             continue
         va += 1
@@ -389,20 +389,40 @@ cdef bint _field_lines_ok(ResponseCore* r, const unsigned char* h, Py_ssize_t eo
         if i < e and (h[i] == 32 or h[i] == 9):
             if i > eol + 1:
                 continue  # a folded line continues the one before
-            while i < e and (h[i] == 32 or h[i] == 9):  # the first line's blanks (the twin's)
-                i += 1
+            if h[i] == 9 or (i + 1 < e and (h[i + 1] == 32 or h[i + 1] == 9)):  # the twin's
+                _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
+                return False
+            i += 1  # the first line led by one SP: a field all the same (the twin's)
         k = i
         while k < e and h[k] != 58 and IS_TCHAR[h[k]]:
             k += 1
-        if k == i:
-            _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
-            return False
-        while k < e and (h[k] == 32 or h[k] == 9):  # blanks before the colon (the twin's)
-            k += 1
-        if k >= e or h[k] != 58:
+        if k == i or k >= e or h[k] != 58:  # no blank before the colon (the twin's)
             _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
             return False
     return True
+
+
+cdef Py_ssize_t _unfold(unsigned char* h, Py_ssize_t eol, Py_ssize_t n) noexcept nogil:
+    """Joins each folded line of the fields (after the status line's LF at h[eol]) to the line
+    before it, its line break and leading blanks read as one SP (the twin's _OBS_FOLD); the
+    fields' new end."""
+    cdef Py_ssize_t i = eol + 1, w = eol + 1
+    if i >= n:  # no fields
+        return n
+    while i < n:
+        if h[i] == 10 and i + 1 < n and (h[i + 1] == 32 or h[i + 1] == 9):
+            if w > eol + 1 and h[w - 1] == 13:
+                w -= 1  # the CR of the line break
+            h[w] = 32
+            w += 1
+            i += 1
+            while i < n and (h[i] == 32 or h[i] == 9):
+                i += 1
+            continue
+        h[w] = h[i]
+        w += 1
+        i += 1
+    return w
 
 
 cdef inline bint _digits(const unsigned char* p, Py_ssize_t n) noexcept nogil:
