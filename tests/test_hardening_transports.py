@@ -45,6 +45,7 @@ STATUS_LINES = [b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK", b"HT
                 b"HTTP/1.1 200", b"HTTP/1.1 500 Internal Server Error", b"HTTP/1.1 404 Not Found",
                 b"HTTP/1.1 302 Found", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK",
                 b"HTTP/1.1 204 No Content",
+                b"\r\nHTTP/1.1 200 OK", b"\n\r\nHTTP/1.1 500 Oops",
                 b"HTTP/2 200", b"HTTP/1.1 20 OK", b"HTTP/1.1 2000 OK", b"SSH-2.0-OpenSSH_9.6", b"",
                 b"\x00\x01\x02"]
 HEADERS = [b"Content-Type: text/event-stream", b"Content-Type: application/json", b"Content-Type: text/html",
@@ -250,6 +251,10 @@ def test_many_more_hostile_answers(a):
     # the bad bytes came in its read; the own reader read the status (http_status)
     b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab\r\n",
+    # empty lines before a status line: aiohttp skipped them and read the answer; the own reader
+    # refused the status line (stream_broken)
+    b"\r\nHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 14\r\n\r\ndata: [DONE]\n\n",
+    b"\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
     # empty lines only, then a close (or a head cut short): aiohttp skips empty lines before a
     # status line and said the server disconnected (connect); the own reader stream_broken
     b"\r\n", b"\n", b"\r\n\r\n", b"\r\n\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-",

@@ -65,6 +65,9 @@ CASES = [
     ("bad-status-code", b"HTTP/1.1 2000 OK\r\n\r\n", None),
     ("status-without-reason", b"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", None),
     ("empty-head", b"\r\n\r\n", None),
+    # empty lines before a status line are skipped, as aiohttp skips them
+    ("empty-lines-first", b"\r\n\n\r\n" + OK + b"Content-Length: 0\r\n\r\n", None),
+    ("empty-lines-then-close", b"\r\n\r\n", "closed"),
     ("bad-length", b"HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n", None),
     ("huge-length", b"HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", None),
     ("head-too-large", b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 70_000, None),
@@ -158,6 +161,9 @@ def test_what_the_twin_reads():
         None, True, False, b"", True, ("stream_broken", "bad header line: b'Transfer-Encoding : chunked'"))
     assert one("folded-framing")[:6] == (200, True, False, b"", True, None)  # chunked, and closed
     assert one("folded-framing")[8] == 4 and one("folded-framing")[13] == b"timeout=5,  max=3"
+    assert one("empty-lines-first")[:6] == (200, True, True, b"", True, None)
+    assert one("empty-lines-then-close")[5] == ("stream_broken",
+                                                "the server closed the connection inside the response head")
     assert one("first-line-sp")[:6] == (200, True, True, b"", True, None)
     assert one("first-line-tab")[5] == ("stream_broken", "bad header line: b'\\tContent-Length: 0'")
     assert one("first-line-blanks")[5] == ("stream_broken", "bad header line: b'  Content-Length: 0'")

@@ -214,7 +214,9 @@ class ResponseReader:
         return body  # type: ignore[return-value]
 
     def _one_head(self, data: bytes) -> bytes | None | object:
-        buf = self._head + data
+        # empty lines before a status line are skipped, as aiohttp's parser skips them (a
+        # server's stray CRLF after an answer); what is held never begins with one
+        buf = (self._head + data).lstrip(b"\r\n")
         blank = _BLANK_LINE.search(buf)
         end, sep = (blank.start(), blank.end() - blank.start()) if blank else (-1, 0)
         if end >= 0 and end + sep > MAX_HEAD:  # whole, as when it comes in pieces (below): one verdict

@@ -215,8 +215,14 @@ cdef void _deliver(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_
 cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
     """Reads the head at the front of r.head: the offset of the body bytes after it, or -1
     while it is incomplete (or broken: the response is then finished). Skips 1xx heads."""
-    cdef Py_ssize_t end, sep, rest
+    cdef Py_ssize_t end, sep, rest, k
     while True:
+        k = 0  # empty lines before a status line are skipped (the twin's)
+        while k < r.head.n and (r.head.p[k] == 13 or r.head.p[k] == 10):
+            k += 1
+        if k:
+            memmove(r.head.p, r.head.p + k, r.head.n - k)
+            r.head.n -= k
         end = _blank_line(r.head.p, r.head.n, &sep)
         if end >= 0 and end + sep > C_MAX_HEAD:  # whole, as when its bytes come in pieces (the twin's)
             _fail(r, C_HEAD_TOO_LARGE, NULL, 0)
