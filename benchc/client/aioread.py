@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
-from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError
 
 from benchc.client._response_py import BAD_HEADER_LINE, TCHAR, error_detail, exc_text, lost_detail
 
@@ -93,32 +93,46 @@ class OneAnswerProtocol(ResponseHandler):
         return self.spare or bool(ResponseHandler.should_close.fget(self))  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
+        answer = self.answer
+        if answer is not None and data:  # the body's reads
+            if answer.is_eof():
+                self._past_the_answer()
+            else:
+                super().data_received(data)
+            return
         if not data or self._parser is None or self._upgraded or self._payload_parser is not None:
             super().data_received(data)  # between requests (aiohttp keeps the bytes), or not HTTP/1
             return
         self.got_bytes = True
-        pos = 0
-        while self.answer is None and pos < len(data) and self.exception() is None:
+        pos, n = 0, len(data)
+        while pos < n:  # up to each blank line, until the answer's head has come
             end = blank_line_end(self._carry, data, pos)
-            piece = data[pos:end] if end >= 0 else data[pos:] if pos else data
+            if end < 0:
+                end = n
+            piece = data if pos == 0 and end == n else data[pos:end]
+            super().data_received(piece)
+            pos = end
+            if self.answer is not None:
+                break
+            if self.exception() is not None:  # the parser refused the head
+                return
             self._carry = (self._carry + piece[-2:])[-2:]
-            self._feed(piece)
-            pos += len(piece)
-        if pos < len(data):
-            if self.answer is not None and self.answer.is_eof():
+        if pos < n:
+            if self.answer.is_eof():
                 self._past_the_answer()
-            elif self.exception() is None:
-                self._feed(data[pos:] if pos else data)
+            else:
+                super().data_received(data[pos:])
 
-    def _feed(self, data: bytes) -> None:
-        """aiohttp's own reading of `data`; a failure of its parser after the answer's head
-        came fails the answer's body too (FramingBroken)."""
-        super().data_received(data)
-        exc = self.exception()
+    def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
+        """aiohttp's parser failed (HttpProcessingError; a lost connection is another): after
+        the answer's head came, its body fails too (FramingBroken). aiohttp's compiled parser
+        told the body nothing, and a read of it waited for the idle timeout."""
         answer = self.answer
-        if exc is not None and answer is not None and not answer.is_eof() and answer.exception() is None:
+        if isinstance(exc, HttpProcessingError) and answer is not None and not answer.is_eof() \
+                and answer.exception() is None:
             # aiohttp's words span lines (a caret under the byte): one line of them
-            answer.set_exception(FramingBroken(" ".join(str(getattr(exc, "message", exc)).split())[:200]))
+            answer.set_exception(FramingBroken(" ".join(str(exc.message).split())[:200]))
+        super().set_exception(exc, *args, **kwargs)
 
     def _past_the_answer(self) -> None:
         """Bytes past the end of the answer: dropped, and the connection with them."""
@@ -133,15 +147,16 @@ class OneAnswerProtocol(ResponseHandler):
         if self.answer is not None:  # a second answer to one request: not this request's
             self._past_the_answer()
             return
-        bad = next((name for name, _ in message.raw_headers if not TCHAR.issuperset(name)), None)
-        if bad is not None:
-            # a field name that is not a token: aiohttp's compiled parser passes a blank before
-            # the colon after a few names it tracks (`Connection :`, `Content-Length :`) and
-            # refuses it after any other, as the own reader does (RFC 9112 5.1)
-            self.set_exception(BadHttpMessage(error_detail(BAD_HEADER_LINE, bad + b":")))
-            if self.transport is not None:
-                self.transport.close()
-            return
+        for name, _ in message.raw_headers:
+            if not TCHAR.issuperset(name):
+                # a field name that is not a token: aiohttp's compiled parser passes a blank
+                # before the colon after a few names it tracks (`Connection :`,
+                # `Content-Length :`) and refuses it after any other, as the own reader does
+                # (RFC 9112 5.1)
+                self.set_exception(BadHttpMessage(error_detail(BAD_HEADER_LINE, name + b":")))
+                if self.transport is not None:
+                    self.transport.close()
+                return
         if not 100 <= code < 200 or code == 101:  # aiohttp reads on past 1xx heads but 101
             self.answer = data[1]
         super().feed_data(data, *args, **kwargs)
