@@ -367,3 +367,33 @@ def test_framing_that_breaks_after_the_head_fails_the_answer_at_once(path, statu
 
     r = asyncio.run(go())
     assert (r.status, r.error) == (status, kind), r.error_detail
+
+
+@pytest.mark.parametrize("first", [b"\r\n", b"HTTP/1.1 200 OK\r\nContent-"])
+@pytest.mark.parametrize("path", PATHS)
+def test_a_head_begun_then_stalled_is_a_timeout_not_a_first_byte_timeout(path, first):
+    """A server that sends the start of an answer and then nothing: a byte came, so it is a
+    `timeout` between reads on every path; aiohttp's read timer said `first_byte_timeout`."""
+    async def go():
+        async def conn(reader, writer):
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(first)
+                await writer.drain()
+                await reader.read()  # until the client gives up and closes
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(conn, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        c = Client(path)
+        try:
+            return await c.request(url, target(timeout_s=60, idle_s=0.5, first_byte_s=0.5))
+        finally:
+            await c.close()
+            server.close()
+
+    r = asyncio.run(go())
+    assert (r.status, r.error) == (None, "timeout"), r.error_detail

@@ -20,7 +20,9 @@ reads each request's answer as the own reader (benchc.client._response_py) does:
   aiohttp's compiled parser passed it after the few names it tracks itself.
 - A server that sent bytes and then closed before any answer's head (blank lines only, a
   head cut short) is to aiohttp a server that disconnected, which benchc would count as
-  `connect`: it answered, so it is `stream_broken` (AnsweredWithoutHead).
+  `connect`: it answered, so it is `stream_broken` (AnsweredWithoutHead). One that sent such
+  bytes and then nothing ran out a timer that named no byte (`first_byte_timeout`): it is a
+  `timeout` (HeadStalled).
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class AnsweredWithoutHead(aiohttp.ServerDisconnectedError):
 
     def __str__(self) -> str:
         return self.detail
+
+
+class HeadStalled(aiohttp.ServerTimeoutError):
+    """The read timer ran out after the server had sent bytes of an answer, but before its
+    head was whole: a `timeout` between reads, as on the own reader, not `first_byte_timeout`
+    (some byte came)."""
 
 
 class FramingBroken(aiohttp.ClientPayloadError):
@@ -128,6 +136,8 @@ class OneAnswerProtocol(ResponseHandler):
         the answer's head came, its body fails too (FramingBroken). aiohttp's compiled parser
         told the body nothing, and a read of it waited for the idle timeout."""
         answer = self.answer
+        if isinstance(exc, aiohttp.ServerTimeoutError) and self.got_bytes and answer is None:
+            exc = HeadStalled(str(exc))
         if isinstance(exc, HttpProcessingError) and answer is not None and not answer.is_eof() \
                 and answer.exception() is None:
             # aiohttp's words span lines (a caret under the byte): one line of them

@@ -22,7 +22,7 @@ from benchc.client import http1
 from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
-from benchc.client.aioread import AnsweredWithoutHead, FramingBroken, OneAnswerProtocol
+from benchc.client.aioread import AnsweredWithoutHead, FramingBroken, HeadStalled, OneAnswerProtocol
 from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
 from benchc.metrics.record import (
@@ -379,7 +379,8 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
         rec.error_detail = str(e)[:200] or type(e).__name__
         if not isinstance(e, aiohttp.ServerTimeoutError):  # the total limit (aiohttp's own clock)
             rec.error = TIMEOUT
-        elif rec.status is None and rec.t0_sent:  # sock_read, sent and no head came: the first-byte limit
+        elif rec.status is None and rec.t0_sent and not isinstance(e, HeadStalled):
+            # sock_read, sent and no byte came: the first-byte limit
             rec.error = FIRST_BYTE_TIMEOUT
             rec.error_detail = http1.first_byte_detail(target.first_byte_timeout_s)
         else:  # sock_read between reads
