@@ -39,6 +39,7 @@ from benchc.client._response_py import BAD_HEADER_LINE, TCHAR, error_detail, exc
 # the end of a blank line (LF CR? LF: also a CRLF CRLF), where a head ends or an empty line
 # before a status line does (aiohttp skips those)
 _BLANK_LINE = re.compile(rb"\n\r?\n")
+_NOT_TOKEN = re.compile(b"[^" + re.escape(bytes(sorted(TCHAR))) + b"]")  # a byte no field name holds
 
 
 class AnsweredWithoutHead(aiohttp.ServerDisconnectedError):
@@ -157,16 +158,17 @@ class OneAnswerProtocol(ResponseHandler):
         if self.answer is not None:  # a second answer to one request: not this request's
             self._past_the_answer()
             return
-        for name, _ in message.raw_headers:
-            if not TCHAR.issuperset(name):
-                # a field name that is not a token: aiohttp's compiled parser passes a blank
-                # before the colon after a few names it tracks (`Connection :`,
-                # `Content-Length :`) and refuses it after any other, as the own reader does
-                # (RFC 9112 5.1)
-                self.set_exception(BadHttpMessage(error_detail(BAD_HEADER_LINE, name + b":")))
-                if self.transport is not None:
-                    self.transport.close()
-                return
+        names = [name for name, _ in message.raw_headers]
+        if _NOT_TOKEN.search(b"-".join(names)) is not None:  # one search for them all
+            # a field name that is not a token: aiohttp's compiled parser passes a blank
+            # before the colon after a few names it tracks (`Connection :`,
+            # `Content-Length :`) and refuses it after any other, as the own reader does
+            # (RFC 9112 5.1)
+            bad = next(name for name in names if _NOT_TOKEN.search(name) is not None)
+            self.set_exception(BadHttpMessage(error_detail(BAD_HEADER_LINE, bad + b":")))
+            if self.transport is not None:
+                self.transport.close()
+            return
         if not 100 <= code < 200 or code == 101:  # aiohttp reads on past 1xx heads but 101
             self.answer = data[1]
         super().feed_data(data, *args, **kwargs)
