@@ -33,7 +33,7 @@ CASES = [
     ("chunked-then-excess", OK + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY) + b"HTTP/1.1", None),
     ("chunked-close-header", OK + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(BODY),
      "closed"),
-    ("lf-only", (OK + b"transfer-encoding : Chunked\r\n\r\n").replace(b"\r\n", b"\n")
+    ("lf-only", (OK + b"transfer-encoding: Chunked\r\n\r\n").replace(b"\r\n", b"\n")
      + chunked(BODY).replace(b"\r\n", b"\n"), None),
     ("length", OK + b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY, None),
     ("length-too-much", OK + b"content-length:  %d \r\n\r\n" % len(BODY) + BODY + b"junk", None),
@@ -45,6 +45,10 @@ CASES = [
      + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY), None),
     ("continue-alone", b"HTTP/1.1 100 Continue\r\n\r\n", "closed"),
     ("no-content", b"HTTP/1.1 204 No Content\r\n\r\n", None),
+    # a 204 or 304 ends at its head whatever its headers say (RFC 9112 6.3); what follows is past it
+    ("no-content-framed", b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", None),
+    ("not-modified-length", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", None),
+    ("no-content-with-body", b"HTTP/1.1 204 No Content\r\n\r\n" + BODY, None),
     ("status-500", b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 400\r\n\r\n" + b"x" * 400, None),
     ("status-503-chunked", b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n"
      + chunked(b'{"error": "overloaded"}'), None),
@@ -61,15 +65,28 @@ CASES = [
     ("bad-status-code", b"HTTP/1.1 2000 OK\r\n\r\n", None),
     ("status-without-reason", b"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", None),
     ("empty-head", b"\r\n\r\n", None),
+    # empty lines before a status line are skipped, as aiohttp skips them
+    ("empty-lines-first", b"\r\n\n\r\n" + OK + b"Content-Length: 0\r\n\r\n", None),
+    ("empty-lines-then-close", b"\r\n\r\n", "closed"),
     ("bad-length", b"HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n", None),
     ("huge-length", b"HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", None),
     ("head-too-large", b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 70_000, None),
     ("header-lookalikes", OK + b"X-Content-Length: 5\r\nContent-Lengthy: 9\r\n  Connection:close\r\n"
      b"Transfer-Encoding: gzip, chunked\r\n\r\n" + chunked(BODY), None),
+    # a blank before the colon: an invalid field line (RFC 9112 5.1), refused as aiohttp refuses it
+    ("blank-before-colon", OK + b"Transfer-Encoding : chunked\r\n\r\n" + chunked(BODY), None),
+    # a folded line (obs-fold) joins the line before it, read as one SP (RFC 9112 5.2), as aiohttp does
+    ("folded-framing", OK + b"Transfer-Encoding:\r\n chunked\r\nConnection: keep-alive,\r\n\t close\r\n"
+     b"Keep-Alive: timeout=5,\r\n  \r\n max=3\r\n\r\n" + chunked(BODY), None),
+    ("folded-length", OK + b"Content-Length: 1\r\n 2\r\n\r\n", None),
+    # the first field line led by one SP is a field (as aiohttp reads it); by a tab or more blanks, refused
+    ("first-line-sp", b"HTTP/1.1 200 OK\r\n Content-Length: 0\r\n\r\n", None),
+    ("first-line-tab", b"HTTP/1.1 200 OK\r\n\tContent-Length: 0\r\n\r\n", None),
+    ("first-line-blanks", b"HTTP/1.1 200 OK\n  Content-Length: 0\n\n", None),
     # Keep-Alive (issue 23): the value the keep-alive rules judge, as the last header says it
     ("keep-alive", OK + b"Keep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n"
      + chunked(BODY), None),
-    ("keep-alive-spelled", OK + b"KEEP-ALIVE :\t Timeout=5 ,MAX=3 \r\nkeep-alive-x: max=1\r\n"
+    ("keep-alive-spelled", OK + b"KEEP-ALIVE:\t Timeout=5 ,MAX=3 \r\nkeep-alive-x: max=1\r\n"
      b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY, None),
     ("keep-alive-twice", OK + b"Keep-Alive: max=9\r\nKeep-Alive: timeout=2\r\nContent-Length: 0\r\n\r\n",
      None),
@@ -137,8 +154,24 @@ def test_what_the_twin_reads():
     assert one("bad-status-code")[5][1].startswith("bad status line")
     assert one("bad-length")[5] == ("stream_broken", "bad Content-Length: b'12a'")
     assert one("head-too-large")[5] == ("stream_broken", "response head too large")
-    assert one("header-lookalikes")[:6] == (200, True, False, b"", True, None)
-    assert one("header-lookalikes")[8] == 4  # read as chunked; the indented Connection header counts
+    # the indented "Connection:close" is a folded line: part of the value before it (it was read
+    # as a header of its own, which aiohttp never did)
+    assert one("header-lookalikes")[:6] == (200, True, True, b"", True, None)
+    assert one("blank-before-colon")[:6] == (
+        None, True, False, b"", True, ("stream_broken", "bad header line: b'Transfer-Encoding : chunked'"))
+    assert one("folded-framing")[:6] == (200, True, False, b"", True, None)  # chunked, and closed
+    assert one("folded-framing")[8] == 4 and one("folded-framing")[13] == b"timeout=5,  max=3"
+    assert one("empty-lines-first")[:6] == (200, True, True, b"", True, None)
+    assert one("empty-lines-then-close")[5] == ("stream_broken",
+                                                "the server closed the connection inside the response head")
+    assert one("first-line-sp")[:6] == (200, True, True, b"", True, None)
+    assert one("first-line-tab")[5] == ("stream_broken", "bad header line: b'\\tContent-Length: 0'")
+    assert one("first-line-blanks")[5] == ("stream_broken", "bad header line: b'  Content-Length: 0'")
+    assert one("folded-length")[5] == ("stream_broken", "bad Content-Length: b'1 2'")
+    assert one("no-content-framed")[:6] == (204, True, True, b"", True, None)
+    assert one("not-modified-length")[:6] == (304, True, True, b"", True, None)
+    assert one("no-content-with-body")[:6] == (204, True, False, b"", True, None)  # not reused
+    assert one("header-lookalikes")[8] == 4  # read as chunked
     assert one("chunked")[13] is None  # no Keep-Alive header
     assert one("keep-alive")[13] == b"timeout=5, max=100"
     assert one("keep-alive-spelled")[13] == b"timeout=5 ,max=3"  # lower case, stripped, as the rules read it

@@ -39,8 +39,11 @@ MAX_LENGTH_DIGITS = 18  # a Content-Length that fits a signed 64-bit integer
 # earliest one, so that a bare-LF head is not read on into the body (a chunked body's
 # closing "0\r\n\r\n" was taken for the head's end)
 _BLANK_LINE = re.compile(rb"\r?\n\r?\n")
-_FRAMING_HEADERS = re.compile(rb"\n[ \t]*(transfer-encoding|content-length|connection|content-encoding"
-                              rb"|keep-alive|content-type)[ \t]*:([^\r\n]*)")
+_FRAMING_HEADERS = re.compile(rb"\n ?(transfer-encoding|content-length|connection|content-encoding"
+                              rb"|keep-alive|content-type):([^\r\n]*)")
+# a folded line (obs-fold: a line break, then blanks) joins the line before it; a user agent
+# reads it as one SP (RFC 9112 5.2), as aiohttp does
+_OBS_FOLD = re.compile(rb"\r?\n[ \t]+")
 
 # Why a response failed. The compiled core reports a code and the bytes it names; the words
 # are made here, once, for both cores.
@@ -211,7 +214,9 @@ class ResponseReader:
         return body  # type: ignore[return-value]
 
     def _one_head(self, data: bytes) -> bytes | None | object:
-        buf = self._head + data
+        # empty lines before a status line are skipped, as aiohttp's parser skips them (a
+        # server's stray CRLF after an answer); what is held never begins with one
+        buf = (self._head + data).lstrip(b"\r\n")
         blank = _BLANK_LINE.search(buf)
         end, sep = (blank.start(), blank.end() - blank.start()) if blank else (-1, 0)
         if end >= 0 and end + sep > MAX_HEAD:  # whole, as when it comes in pieces (below): one verdict
@@ -240,6 +245,7 @@ class ResponseReader:
             self._head = rest
             return _INTERIM if rest else None
         if self._mode == "length" and self._remaining == 0:
+            self.keep_alive = self.keep_alive and not rest  # bytes past the answer: out of step
             self._finish(self.last_rx_ns)
             return None
         return rest
@@ -256,10 +262,15 @@ class ResponseReader:
             line = line[:-1] if line.endswith(b"\r") else line
             if line[:1] in (b" ", b"\t"):
                 if k:
-                    continue  # a folded line continues the one before (obsolete, read alike)
-                line = line.lstrip(b" \t")  # the first line's blanks: a field all the same
+                    continue  # a folded line continues the one before (obsolete; joined below)
+                # the first line led by one SP: a field all the same, as aiohttp's parser reads
+                # it; by more blanks or a tab, a head RFC 9112 2.2 lets a recipient refuse, as
+                # aiohttp does
+                if line[:1] == b"\t" or line[1:2] in (b" ", b"\t"):
+                    raise _Failed(BAD_HEADER_LINE, line)
+                line = line[1:]
+            # no blank before the colon (RFC 9112 5.1: such a line is invalid; aiohttp refuses it)
             name, colon, _ = line.partition(b":")
-            name = name.rstrip(b" \t")  # blanks before the colon: read (issue 23), though aiohttp refuses
             if not colon or not name or not TCHAR.issuperset(name):
                 raise _Failed(BAD_HEADER_LINE, line)
         if parts[0] == b"HTTP/1.0":
@@ -267,7 +278,7 @@ class ResponseReader:
         length, chunked, transfer_encoding = None, False, False
         # only the headers that frame the body or say whether the connection stays open
         # matter; one regex pass finds them
-        for name, value in _FRAMING_HEADERS.findall(b"\n" + fields.lower()):
+        for name, value in _FRAMING_HEADERS.findall(b"\n" + _OBS_FOLD.sub(b" ", fields.lower())):
             value = value.strip()
             if name == b"transfer-encoding":
                 chunked = chunked or b"chunked" in value
@@ -293,11 +304,11 @@ class ResponseReader:
             raise _Failed(CONFLICTING_LENGTH, b"")
         if 100 <= self.status < 200:
             return
-        if chunked:
+        if self.status in (204, 304):  # ends at its head, whatever its headers say (RFC 9112 6.3)
+            self._mode, self._remaining = "length", 0
+        elif chunked:
             self._mode, self._decoder = "chunked", ChunkedDecoder()
         elif length is not None:
             self._mode, self._remaining = "length", length
-        elif self.status in (204, 304):
-            self._mode, self._remaining = "length", 0
         else:
             self._mode, self.keep_alive = "close", False

@@ -16,13 +16,13 @@ import time
 from typing import Any
 
 import aiohttp
-from aiohttp.client_proto import ResponseHandler
 
 from benchc import redact
 from benchc.client import http1
 from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
+from benchc.client.aioread import AnsweredWithoutHead, FramingBroken, HeadStalled, OneAnswerProtocol
 from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
 from benchc.metrics.record import (
@@ -139,7 +139,7 @@ SESSION_OPTIONS: dict[str, Any] = {"read_bufsize": 1 << 20, "auto_decompress": F
 AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
 
 
-class _StampingProtocol(ResponseHandler):
+class _StampingProtocol(OneAnswerProtocol):
     """aiohttp's client connection protocol, stamping when bytes arrive, and keeping
     connections by benchc's keep-alive rules.
 
@@ -169,7 +169,7 @@ class _StampingProtocol(ResponseHandler):
 
     def feed_data(self, data: Any, *args: Any, **kwargs: Any) -> None:
         """One parsed response: (message head, body stream)."""
-        if self.rules is not None and self.use is not None:
+        if self.rules is not None and self.use is not None and self.answer is None:
             message = data[0]
             self.use.reused = self.use.exchanges > 0
             self.keep = self.rules.finished(self.use, not message.should_close,
@@ -178,7 +178,7 @@ class _StampingProtocol(ResponseHandler):
 
     @property
     def should_close(self) -> bool:
-        if ResponseHandler.should_close.fget(self):  # type: ignore[attr-defined]
+        if OneAnswerProtocol.should_close.fget(self):  # type: ignore[attr-defined]
             return True
         return not self.keep or (self.rules is not None and not self.rules.pooled(AIOHTTP_ORIGIN))
 
@@ -355,8 +355,8 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
             while True:
                 try:
                     data = await content.readany()
-                except aiohttp.ClientPayloadError:
-                    if not _ended_before_its_framing(content, parser, proto):
+                except aiohttp.ClientPayloadError as e:
+                    if isinstance(e, FramingBroken) or not _ended_before_its_framing(content, parser, proto):
                         raise
                     break
                 if not data:
@@ -379,18 +379,19 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
         rec.error_detail = str(e)[:200] or type(e).__name__
         if not isinstance(e, aiohttp.ServerTimeoutError):  # the total limit (aiohttp's own clock)
             rec.error = TIMEOUT
-        elif rec.status is None and rec.t0_sent:  # sock_read, sent and no head came: the first-byte limit
+        elif rec.status is None and rec.t0_sent and not isinstance(e, HeadStalled):
+            # sock_read, sent and no byte came: the first-byte limit
             rec.error = FIRST_BYTE_TIMEOUT
             rec.error_detail = http1.first_byte_detail(target.first_byte_timeout_s)
         else:  # sock_read between reads
             rec.error = IDLE_TIMEOUT if rec.status == 200 else TIMEOUT
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
             ConnectionError) as e:
-        if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, rec.status is not None,
-                                                      False):
+        answered = rec.status is not None or isinstance(e, AnsweredWithoutHead)  # bytes of an answer came
+        if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, answered, False):
             return True, None
-        rec.error = (STREAM_BROKEN if rec.status == 200 else HTTP if rec.status is not None
-                     else connect_failure(e))
+        rec.error = (STREAM_BROKEN if rec.status == 200 or (answered and rec.status is None)
+                     else HTTP if rec.status is not None else connect_failure(e))
         rec.error_detail = (f"{rec.status}: " if rec.error == HTTP else "") + str(e)[:200]
     except aiohttp.ClientError as e:
         rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]

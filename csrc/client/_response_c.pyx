@@ -215,8 +215,14 @@ cdef void _deliver(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_
 cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
     """Reads the head at the front of r.head: the offset of the body bytes after it, or -1
     while it is incomplete (or broken: the response is then finished). Skips 1xx heads."""
-    cdef Py_ssize_t end, sep, rest
+    cdef Py_ssize_t end, sep, rest, k
     while True:
+        k = 0  # empty lines before a status line are skipped (the twin's)
+        while k < r.head.n and (r.head.p[k] == 13 or r.head.p[k] == 10):
+            k += 1
+        if k:
+            memmove(r.head.p, r.head.p + k, r.head.n - k)
+            r.head.n -= k
         end = _blank_line(r.head.p, r.head.n, &sep)
         if end >= 0 and end + sep > C_MAX_HEAD:  # whole, as when its bytes come in pieces (the twin's)
             _fail(r, C_HEAD_TOO_LARGE, NULL, 0)
@@ -238,6 +244,7 @@ cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:
                 return -1
             continue
         if r.mode == MODE_LENGTH and r.remaining == 0:
+            r.keep_alive = r.keep_alive and r.head.n == rest  # bytes past the answer: out of step
             _finish(r, r.last_rx_ns, 0)
             return -1
         return rest
@@ -265,9 +272,10 @@ cdef Py_ssize_t _blank_line(const unsigned char* p, Py_ssize_t n, Py_ssize_t* se
         return end
 
 
-cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noexcept nogil:
+cdef bint _parse_head(ResponseCore* r, unsigned char* h, Py_ssize_t n) noexcept nogil:
     """The status line and the headers that frame the body or keep the connection (see the
-    twin's _parse_head); False when the head is broken (the response is then finished)."""
+    twin's _parse_head); False when the head is broken (the response is then finished). The
+    head's folded lines are joined in place (h[:n] is the head's own buffer, read once)."""
     cdef Py_ssize_t eol, i, a0, b0, a1, b1, j, va, vb, name_end, k
     cdef int64_t length = -1
     cdef bint chunked = False, transfer_encoding = False
@@ -296,7 +304,8 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
         r.keep_alive = False
     if not _field_lines_ok(r, h, eol, n):
         return False
-    # every line start (after a LF) of the fields: `[ \t]*NAME[ \t]*:VALUE` up to CR or LF
+    n = _unfold(h, eol, n)
+    # every line start (after a LF) of the fields: `[ \t]*NAME:VALUE` up to CR or LF
     j = eol
     while j < n:
         i = j + 1  # just after the LF
@@ -309,8 +318,6 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
                 and h[name_end] != 13:
             name_end += 1
         va = name_end
-        while va < j and (h[va] == 32 or h[va] == 9):
-            va += 1
         if va >= j or h[va] != 58:
             continue
         va += 1
@@ -359,15 +366,15 @@ cdef bint _parse_head(ResponseCore* r, const unsigned char* h, Py_ssize_t n) noe
         return False
     if 100 <= r.status < 200:
         return True
-    if chunked:
+    if r.status == 204 or r.status == 304:  # ends at its head, whatever its headers say (the twin's)
+        r.mode = MODE_LENGTH
+        r.remaining = 0
+    elif chunked:
         r.mode = MODE_CHUNKED
         chunked_init(&r.chunked)
     elif length >= 0:
         r.mode = MODE_LENGTH
         r.remaining = length
-    elif r.status == 204 or r.status == 304:
-        r.mode = MODE_LENGTH
-        r.remaining = 0
     else:
         r.mode = MODE_CLOSE
         r.keep_alive = False
@@ -388,20 +395,40 @@ cdef bint _field_lines_ok(ResponseCore* r, const unsigned char* h, Py_ssize_t eo
         if i < e and (h[i] == 32 or h[i] == 9):
             if i > eol + 1:
                 continue  # a folded line continues the one before
-            while i < e and (h[i] == 32 or h[i] == 9):  # the first line's blanks (the twin's)
-                i += 1
+            if h[i] == 9 or (i + 1 < e and (h[i + 1] == 32 or h[i + 1] == 9)):  # the twin's
+                _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
+                return False
+            i += 1  # the first line led by one SP: a field all the same (the twin's)
         k = i
         while k < e and h[k] != 58 and IS_TCHAR[h[k]]:
             k += 1
-        if k == i:
-            _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
-            return False
-        while k < e and (h[k] == 32 or h[k] == 9):  # blanks before the colon (the twin's)
-            k += 1
-        if k >= e or h[k] != 58:
+        if k == i or k >= e or h[k] != 58:  # no blank before the colon (the twin's)
             _fail(r, C_BAD_HEADER_LINE, h + i, e - i)
             return False
     return True
+
+
+cdef Py_ssize_t _unfold(unsigned char* h, Py_ssize_t eol, Py_ssize_t n) noexcept nogil:
+    """Joins each folded line of the fields (after the status line's LF at h[eol]) to the line
+    before it, its line break and leading blanks read as one SP (the twin's _OBS_FOLD); the
+    fields' new end."""
+    cdef Py_ssize_t i = eol + 1, w = eol + 1
+    if i >= n:  # no fields
+        return n
+    while i < n:
+        if h[i] == 10 and i + 1 < n and (h[i + 1] == 32 or h[i + 1] == 9):
+            if w > eol + 1 and h[w - 1] == 13:
+                w -= 1  # the CR of the line break
+            h[w] = 32
+            w += 1
+            i += 1
+            while i < n and (h[i] == 32 or h[i] == 9):
+                i += 1
+            continue
+        h[w] = h[i]
+        w += 1
+        i += 1
+    return w
 
 
 cdef inline bint _digits(const unsigned char* p, Py_ssize_t n) noexcept nogil:
