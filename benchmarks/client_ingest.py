@@ -15,12 +15,18 @@ Modes:
               would ask more writes per second than --server-rate: the server must not be
               what sets the pace), --seconds per request; a client that keeps up reads each
               event on its own (the receive loop counts its reads: reads/token 1.00)
-  coalesced   each response (--tokens) in one write (the client's best case)
+  coalesced   each response (--tokens) in one write (the client's best case); the server
+              writes each whole response encoded once, so that no API's answer costs it more
+              per request (a slower server wakes the client for fewer responses at a time,
+              which showed as client CPU per request)
 
-Prints per mode, C and client the medians over --repeats runs: tok/s, client CPU seconds
-(user+sys of the whole process, every thread: getrusage), tokens per client CPU-second, and
-for the receive loop its reads per token (1.0: one event per read) and its own CPU; then
-the receive loop's ratio to the asyncio transport, the server's CPU and late ticks.
+Each repeat runs every --api and client in turn (interleaved: a slow spell on a shared machine
+hits all of them). Prints per mode, C, API and client the medians over --repeats runs: tok/s,
+client CPU seconds (user+sys of the whole process, every thread: getrusage), tokens per client
+CPU-second, and for the receive loop its reads per token (1.0: one event per read), its own
+CPU, and per request the CPU of the event loop's thread and of the receive loop's; then the
+receive loop's ratio to the asyncio transport, the server's CPU and late ticks, and with
+several APIs each one's tokens per CPU-second against chat's in the same run.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ async def measured(session, one, c: int, n: int, pool=None) -> dict:
         rx_cpu0 = rx.cpu_s()
     cpu0, t0 = _cpu(), time.perf_counter()
     counts = await asyncio.gather(*(_loop(session, one, n) for _ in range(c)))
-    out = {"tokens": sum(counts), "wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - cpu0}
+    out = {"requests": c * n, "tokens": sum(counts), "wall_s": time.perf_counter() - t0,
+           "cpu_s": _cpu() - cpu0}
     if rx is not None:
         _, out["rx_reads"], _ = rx.take_lag()
         out["rx_cpu_s"] = rx.cpu_s() - rx_cpu0
@@ -223,50 +230,72 @@ def main() -> None:
     load = os.getloadavg()
     print(f"client_ingest: one token per SSE event, {a.repeats} repeats (medians), server {a.server}; "
           f"cpus={os.cpu_count()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start")
-    for mode, c, api in itertools.product(a.modes, a.concurrency, a.api):
+    for mode, c in itertools.product(a.modes, a.concurrency):
         if mode == "per-token":
             interval = max(a.interval_ms, 1000.0 * c / a.server_rate)
             tokens = max(16, min(a.tokens, int(a.seconds * 1000 / interval)))
             n = a.requests_per_stream
         else:
             interval, tokens, n = 0.0, a.tokens, a.coalesced_requests
-        rows: dict[str, list[dict]] = {label: [] for label in a.clients}
-        servers = []
+        rows: dict[tuple[str, str], list[dict]] = {(api, label): [] for api in a.api for label in a.clients}
+        servers: dict[str, list[dict]] = {api: [] for api in a.api}
         for _ in range(a.repeats):
-            for label in a.clients:  # interleaved: a slow spell on the machine hits every client
+            # interleaved: a slow spell on the shared machine hits every API and client alike,
+            # so their ratios within one run hold even when the absolute figures move
+            for api, label in rows:
                 kind, core = CLIENTS[label]
                 ctx = fast_server(interval) if a.server == "fast" else sim_server(mode, interval)
                 with ctx as (url, figures):
                     args = [kind, url, str(c), str(n), str(tokens), api]
-                    rows[label].append(worker(__file__, args, core))
-                servers += figures
+                    rows[api, label].append(worker(__file__, args, core))
+                servers[api] += figures
         desc = f"{interval:.3g} ms between tokens" if mode == "per-token" else "whole response per write"
         desc += f", {tokens} tokens x {n} requests per stream"
-        print(f"  {mode} C={c} api={api} ({desc})")
-        per_cpu = {}
-        for label, rs in rows.items():
-            tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
-            cpu = statistics.median(r["cpu_s"] for r in rs)
-            per_cpu[label] = statistics.median(r["tokens"] / r["cpu_s"] for r in rs)
-            extra = ""
-            rx_rows = [r for r in rs if "rx_reads" in r]  # a run whose pool had no receive loop has none
-            if rx_rows:
-                rpt = statistics.median(r["rx_reads"] / max(r["tokens"], 1) for r in rx_rows)
-                loop_cpu = statistics.median(r["rx_cpu_s"] for r in rx_rows)
-                extra = f"  reads/token {rpt:.2f}  loop thread cpu {loop_cpu:.2f}s"
-            bad = sum(sum(r.get("errors", {}).values()) for r in rs)
-            print(f"    {label:<12} {tps:>11,.0f} tok/s  cpu {cpu:6.2f}s  {per_cpu[label]:>11,.0f} "
-                  f"tok/cpu-s  paths {rs[0].get('paths', {})}{extra}{f'  ERRORS {bad}' if bad else ''}")
-        if "rx-loop" in per_cpu and "asyncio" in per_cpu:
-            ratio = per_cpu["rx-loop"] / per_cpu["asyncio"]
-            print(f"    rx-loop vs asyncio: {ratio:.2f}x tokens per CPU-second")
-        if servers:
-            cpu = statistics.median(s["cpu_s"] / s["wall_s"] for s in servers)
-            late = sum(s["late_ticks"] for s in servers)
-            ticks = sum(s["ticks"] for s in servers)
-            print(f"    server: {cpu:.0%} of its core (median over its runs), "
-                  f"{late} of {ticks} ticks late")
+        per_cpu: dict[tuple[str, str], float] = {}
+        for api in a.api:
+            print(f"  {mode} C={c} api={api} ({desc})")
+            for label in a.clients:
+                per_cpu[api, label] = _client_row(label, rows[api, label], tokens)
+            if "rx-loop" in a.clients and "asyncio" in a.clients:
+                ratio = per_cpu[api, "rx-loop"] / per_cpu[api, "asyncio"]
+                print(f"    rx-loop vs asyncio: {ratio:.2f}x tokens per CPU-second")
+            if servers[api]:
+                cpu = statistics.median(s["cpu_s"] / s["wall_s"] for s in servers[api])
+                late = sum(s["late_ticks"] for s in servers[api])
+                ticks = sum(s["ticks"] for s in servers[api])
+                print(f"    server: {cpu:.0%} of its core (median over its runs), "
+                      f"{late} of {ticks} ticks late")
+        if "chat" in a.api and len(a.api) > 1:
+            for label in a.clients:
+                ratios = "  ".join(f"{api} {per_cpu[api, label] / per_cpu['chat', label]:.2f}x"
+                                   for api in a.api if api != "chat")
+                print(f"  {mode} C={c} {label}: tokens per CPU-second against chat's, same run: {ratios}")
 
+
+def _client_row(label: str, rs: list[dict], tokens: int) -> float:
+    """Print one client's medians; returns its tokens per CPU-second. Every API's answers hold
+    `tokens` tokens each (the server's usage): a run that counted more or fewer (a Responses
+    stream repeats its text in its last events) is flagged, not figured."""
+    tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
+    cpu = statistics.median(r["cpu_s"] for r in rs)
+    per_cpu = statistics.median(r["tokens"] / r["cpu_s"] for r in rs)
+    extra = ""
+    rx_rows = [r for r in rs if "rx_reads" in r]  # a run whose pool had no receive loop has none
+    if rx_rows:
+        rpt = statistics.median(r["rx_reads"] / max(r["tokens"], 1) for r in rx_rows)
+        loop_cpu = statistics.median(r["rx_cpu_s"] for r in rx_rows)
+        extra = f"  reads/token {rpt:.2f}  loop thread cpu {loop_cpu:.2f}s"
+        # per request, the process's CPU outside the receive loop's thread (the event loop's
+        # thread: sending, the pool, the record) and the loop thread's own
+        main_us = statistics.median((r["cpu_s"] - r["rx_cpu_s"]) / r["requests"] * 1e6 for r in rx_rows)
+        rx_us = statistics.median(r["rx_cpu_s"] / r["requests"] * 1e6 for r in rx_rows)
+        extra += f"  per request: {main_us:.0f} us event loop + {rx_us:.0f} us receive loop"
+    bad = sum(sum(r.get("errors", {}).values()) for r in rs)
+    miscounted = sum(r["tokens"] != r["requests"] * tokens for r in rs if "requests" in r)
+    print(f"    {label:<12} {tps:>11,.0f} tok/s  cpu {cpu:6.2f}s  {per_cpu:>11,.0f} "
+          f"tok/cpu-s  paths {rs[0].get('paths', {})}{extra}{f'  ERRORS {bad}' if bad else ''}"
+          f"{f'  TOKENS MISCOUNTED in {miscounted} runs' if miscounted else ''}")
+    return per_cpu
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
