@@ -37,6 +37,7 @@ from benchc.run.alarm import Alarm
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
+from benchc.run.priority import SendPriority
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 
@@ -374,8 +375,11 @@ class StepRun:
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         stop_wait = self.stop_wait = asyncio.create_task(ctx.stop_event.wait())
         ctx.running = self
+        priority = None
         if ctx.pool is not None and not step.concurrency and not step.users:
             self.alarm = Alarm()
+            priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
+            priority.raise_()
         tasks = self.tasks
         # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
         ahead = asyncio.create_task(self.feed.keep_ahead()) if isinstance(self.feed, StepFeed) else None
@@ -403,6 +407,8 @@ class StepRun:
                 await asyncio.gather(ahead, return_exceptions=True)
             if self.alarm is not None:
                 self.alarm.close()
+            if priority is not None:
+                priority.restore()
             ctx.running = None
             await self.check.stop()
         wall = time.perf_counter() - wall0
@@ -420,6 +426,8 @@ class StepRun:
         out["client"].update(self._effects(out["client"], rx_taken["lag"] if rx_taken is not None else None))
         if isinstance(self.feed, StepFeed):
             out["client"]["bodies_built_late"] = self.feed.built_late
+        if priority is not None:
+            out["client"]["send_priority"] = priority.how
         out["stopped"] = self.streak.reason
         out["series"] = self.series
         # the steady span on the client's clock, where it had one (run/power.py integrates the
