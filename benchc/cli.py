@@ -423,6 +423,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_tokens(args: argparse.Namespace) -> int:
     from benchc.tokenizer.tokenizer import load
 
+    for path in args.files:  # a bad input is told before seconds spent loading a vocabulary
+        if why := input_problem(path, TEXT_BYTES, "text file"):
+            raise UsageError(why)
     try:
         tok = load(args.tokenizer)
     except BenchcError:

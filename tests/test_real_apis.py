@@ -26,6 +26,14 @@ pytestmark = pytest.mark.real
 OUTPUT_TOKENS = 8
 
 
+def _assert_every_request_completed(doc: dict, records: list[dict]) -> None:
+    """Both points (c=1 and c=4, 8 requests each) completed every request, with no error."""
+    assert [p["counts"]["completed"] for p in doc["points"]] == [8, 8]
+    for p in doc["points"]:
+        assert p["counts"]["failed"] == 0 and p["counts"]["errors"] == {}, p["counts"]
+    assert len(records) == 16 and all(r["error"] is None for r in records)
+
+
 @pytest.mark.parametrize("api", ["chat", "completions", "responses", "messages"])
 def test_each_generation_api_runs_without_errors_and_with_the_lengths_usage_reports(tmp_path, vllm, api):
     doc, records = run(tmp_path, vllm, f"api-{api}", f"""\
@@ -38,13 +46,11 @@ load:
     concurrency: [1, 4]
   requests: 8
 """, api=api)
-    assert [p["counts"]["completed"] for p in doc["points"]] == [8, 8]
+    _assert_every_request_completed(doc, records)
     for p in doc["points"]:
-        assert p["counts"]["failed"] == 0 and p["counts"]["errors"] == {}, p["counts"]
         assert p["tokens"]["output_method"] == "usage", p["tokens"]
         assert p["tokens"]["output"] == 8 * OUTPUT_TOKENS
         assert p["tokens"]["osl"] == {"requests_checked": 8, "mismatched": 0}, p["tokens"]["osl"]
-    assert len(records) == 16 and all(r["error"] is None for r in records)
     # each request's own figure is the server's usage, and the length it asked for
     lengths = {(r["output_tokens"], r["usage_output_tokens"]) for r in records}
     assert lengths == {(OUTPUT_TOKENS, OUTPUT_TOKENS)}, lengths
@@ -77,11 +83,8 @@ load:
     concurrency: [1, 4]
   requests: 8
 """, api="embeddings")
-    assert [p["counts"]["completed"] for p in doc["points"]] == [8, 8]
-    for p in doc["points"]:
-        assert p["counts"]["failed"] == 0 and p["counts"]["errors"] == {}, p["counts"]
-        assert p["counts"]["inputs"] == 8 * 4, p["counts"]
-    assert len(records) == 16 and all(r["error"] is None for r in records)
+    _assert_every_request_completed(doc, records)
+    assert [p["counts"]["inputs"] for p in doc["points"]] == [8 * 4, 8 * 4]
     # the server's usage counts each request's 4 inputs of 32 tokens (a BOS each where it adds one)
     prompt = {r["usage_input_tokens"] for r in records}
     assert len(prompt) == 1 and 4 * 32 <= prompt.pop() <= 4 * 33, records[0]

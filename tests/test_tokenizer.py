@@ -3,6 +3,7 @@
 tokenizer where benchc uses it (prompts sized exactly, outputs counted, the simulator, the
 CLI). Other families: tests/test_tokenizer_{scanner,tiktoken,sentencepiece,tekken,gguf}.py."""
 
+import json
 import os
 from pathlib import Path
 
@@ -296,3 +297,23 @@ def test_every_split_behaviour_matches_hf(behaviour, tmp_path):
         assert not ours.scanner.fast  # not a chain the compiled scanner knows: the regex twin
         for text in CORPUS[:60]:
             assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text[:60]
+
+
+def test_a_tokenizer_loaded_again_from_unchanged_files_is_the_same_and_a_rewritten_file_is_read_again(
+        tmp_path):
+    """Loading a 128k vocabulary (DeepSeek's) takes seconds: a second load of the same files (a matrix's
+    combinations, the simulator beside the plan) returns the tokenizer built first. A file
+    rewritten since is read again."""
+    from tests.tokenizer_fixtures import trained_spm_json
+
+    path = tmp_path / "tokenizer.json"
+    trained_spm_json(str(path), corpus() * 4)
+    first = T.load(str(path))
+    assert T.load(str(path)) is first
+    doc = json.loads(path.read_text())
+    doc["added_tokens"].append({"id": 10**6, "content": "<|benchc|>", "single_word": False, "lstrip": False,
+                                "rstrip": False, "normalized": False, "special": True})
+    path.write_text(json.dumps(doc))
+    again = T.load(str(path))
+    assert again is not first and again.encode("<|benchc|>") == [10**6] != first.encode("<|benchc|>")
+    assert T.load(str(path)) is again

@@ -335,9 +335,9 @@ def test_a_bad_trace_fails_validation_with_its_file_and_line(tmp_path, capsys):
 
 
 def test_a_long_trace_costs_its_schedule_and_no_prompt(tmp_path):
-    """20,000 rows of ~4k tokens (8 blocks each): what the loaded source keeps is its arrays,
-    tens of bytes per row and 8 per hash id, not the ~1.6 GB of words its prompts make."""
-    n = 20_000
+    """5,000 rows of ~4k tokens (8 blocks each): what the loaded source keeps is its arrays,
+    tens of bytes per row and 8 per hash id, not the ~400 MB of words its prompts make."""
+    n = 5_000
     f = tmp_path / "big.jsonl"
     with open(f, "w") as out:
         for r in range(n):

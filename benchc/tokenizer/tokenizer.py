@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 
 from benchc.errors import UsageError
 from benchc.inputs import TOKENIZER_BYTES, input_problem
@@ -33,13 +35,48 @@ _DIR_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model")
 def load(path: str, core: str | None = None) -> Tokenizer:
     """A tokenizer from a file or a model directory (see the module's table), or a tiktoken
     rank file named after its encoding (cl100k_base.tiktoken) or given as ENCODING:PATH.
-    Any file it cannot read is a UsageError that names the file."""
+    Any file it cannot read is a UsageError that names the file.
+
+    A tokenizer already loaded from the same unchanged files is returned again: a 128k-entry
+    vocabulary takes seconds to build, and one process may ask for it several times (a
+    matrix's combinations, the simulator beside the plan, a test session)."""
+    key = _files_identity(path, core)
+    if key is not None:
+        with _loaded_lock:
+            if (tok := _loaded.get(key)) is not None:
+                _loaded.move_to_end(key)
+                return tok
     try:
-        return _load(path, core)
+        tok = _load(path, core)
     except UsageError:
         raise
     except (ValueError, KeyError, TypeError, IndexError, OSError) as e:  # a malformed file
         raise UsageError(f"{path}: not a readable tokenizer file ({type(e).__name__}: {e})") from e
+    if key is not None:
+        with _loaded_lock:
+            _loaded[key] = tok
+            while len(_loaded) > _LOADED_KEPT:
+                _loaded.popitem(last=False)
+    return tok
+
+
+# tokenizers are built once and never changed after (encoder.Tokenizer), so one can be shared
+_LOADED_KEPT = 4
+_loaded: OrderedDict[tuple, Tokenizer] = OrderedDict()
+_loaded_lock = threading.Lock()
+
+
+def _files_identity(path: str, core: str | None) -> tuple | None:
+    """What makes two loads the same: the path asked for, the core, and each file read as it
+    is on disk now (a file rewritten in place has another size or time). None where the files
+    cannot be named: load() then reports why."""
+    try:
+        _how, files = tokenizer_files(path)
+        stats = tuple((f, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                      for f in files for st in (os.stat(f),))
+    except (UsageError, OSError):
+        return None
+    return (path, core, stats)
 
 
 def _load(path: str, core: str | None) -> Tokenizer:
