@@ -23,6 +23,13 @@ OPT_IN = {"slow": "--slow", "real": "--real"}
 def pytest_collection_modifyitems(config, items):
     """The inner loop leaves the slow tests out unless --slow is given (CI gives it), and the
     real-server tests unless --real is given."""
+    from tests.vllm_server import START_TIMEOUT_S
+
+    for item in items:
+        # a real server's start (start.sh, up to START_TIMEOUT_S on a busy machine) happens in
+        # the first real test's setup: the suite's 240 s bound would cut it and leave the server
+        if item.get_closest_marker("real") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(START_TIMEOUT_S + 600))
     for marker, option in OPT_IN.items():
         if config.getoption(option):
             continue

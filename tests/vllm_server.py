@@ -193,19 +193,31 @@ def started(port: int, **env: str) -> Iterator[str]:
     if not os.path.exists(START_SH):
         pytest.skip(f"no real vLLM: {START_SH} does not exist here and BENCHC_VLLM_URL is not set")
     pid_file = os.path.join(VLLMSERVER_DIR, f"server-{port}.pid")
-    proc = subprocess.run([START_SH, str(port)], capture_output=True, text=True, timeout=START_TIMEOUT_S,
-                          env={**os.environ, **env}, check=False)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(pid_file)  # an earlier server's number there is not this one's
     pid = None
-    if os.path.exists(pid_file):
-        with open(pid_file) as f:  # closed at once: an open file left to the collector is an error here
-            pid = int(f.read())
     try:
+        # start.sh writes the pid file as it launches the server, before /health answers: a
+        # start cut short (its timeout, the test's) still finds the server to stop in `finally`
+        proc = subprocess.run([START_SH, str(port)], capture_output=True, text=True, timeout=START_TIMEOUT_S,
+                              env={**os.environ, **env}, check=False)
+        pid = _pid_in(pid_file)
         if proc.returncode != 0:
             pytest.fail(f"{START_SH} {port} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
+        if pid is None:
+            pid = _pid_in(pid_file)
         if pid is not None:
             stop(pid)
+
+
+def _pid_in(pid_file: str) -> int | None:
+    try:
+        with open(pid_file) as f:  # closed at once: an open file left to the collector is an error here
+            return int(f.read())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
