@@ -54,7 +54,11 @@ output: {{path: {out}}}
 def run(spec: str, out: str, http: str, url: str) -> list[dict]:
     cmd = [sys.executable, "-m", "benchc", "run", spec, "--quiet", "--out", out, "--force", "--http", http,
            "--base-url", url]
-    subprocess.run(pinned(cmd, 1), check=True, stdout=subprocess.DEVNULL)
+    # 1: the spec's SLO failed (the example replay's ttft on a simulator slowed by a busy
+    # machine): the points, and their send skew, are measured all the same
+    rc = subprocess.run(pinned(cmd, 1), stdout=subprocess.DEVNULL).returncode
+    if rc not in (0, 1):
+        raise SystemExit(f"benchc run exited {rc}")
     with open(out) as f:
         return json.load(f)["points"]
 

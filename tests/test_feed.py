@@ -12,6 +12,7 @@ import pytest
 from benchc.cli import main
 from benchc.plan.compiler import compile_spec
 from benchc.plan.datasets import make_source
+from benchc.run import feed
 from benchc.run.feed import StepFeed
 from benchc.spec import loader
 
@@ -28,15 +29,43 @@ load:
 """
 
 
-def feed_for(tmp_path, stop: str, window: int | None = None) -> StepFeed:
+def feed_for(tmp_path, stop: str, window: int | None = None, sweep: str = "concurrency: [2]",
+             prebuild_s: float | None = None) -> StepFeed:
     spec = tmp_path / "s.yaml"
-    spec.write_text(SPEC.format(stop=stop))
+    spec.write_text(SPEC.format(stop=stop).replace("concurrency: [2]", sweep))
     plan = compile_spec(loader.load(str(spec), env={}))
     (step,) = plan.load_steps()
     w = plan.combinations[0].workload
-    # prebuild_s None: the whole first window (else as much as a quarter second builds)
+    # prebuild_s None: the whole first window (else the step's need and what prebuild_s builds)
     return StepFeed(make_source(w.dataset, w.params, w.prompts, str(tmp_path)), plan.combinations[0], step,
-                    window=window, prebuild_s=None)
+                    window=window, prebuild_s=prebuild_s)
+
+
+def test_the_first_window_holds_the_steps_need_whatever_the_time_allowed(tmp_path):
+    """Before the step, bodies are built until its need is ready (not only for a set time):
+    rounds of its units in flight, or seconds of its open loop's arrivals, within the window
+    and the step's request ceiling."""
+    closed = feed_for(tmp_path, "requests: 1000", sweep="concurrency: [3]", prebuild_s=0.0)
+    assert closed.need() == feed.ROUNDS_AHEAD * 3 and len(closed._ready) == closed.need()
+    assert feed_for(tmp_path, "requests: 10", sweep="concurrency: [3]", prebuild_s=0.0).need() == 10
+    windowed = feed_for(tmp_path, "requests: 1000", window=20, sweep="concurrency: [3]", prebuild_s=0.0)
+    assert windowed.need() == 20
+    rate = feed_for(tmp_path, "requests: 1000", sweep="rate: [5/s]", prebuild_s=0.0)
+    assert rate.need() == int(feed.ARRIVALS_AHEAD_S * 5) and len(rate._ready) == rate.need()
+
+
+def test_the_builder_is_done_once_the_steps_share_is_built(tmp_path):
+    small = feed_for(tmp_path, "requests: 20", window=8)
+
+    async def drive() -> None:
+        ahead = asyncio.create_task(small.keep_ahead())
+        for j in range(20):
+            small.get(j)
+            await asyncio.sleep(0)
+        await asyncio.wait_for(ahead, 10)  # it ended by itself: no wake per request after the last
+
+    asyncio.run(drive())
+    assert small.built_late == 0 and small._next == 20
 
 
 def test_what_the_feed_holds_does_not_depend_on_the_request_ceiling(tmp_path):

@@ -28,9 +28,10 @@ ERROR_KINDS = (CONNECT, HTTP, TIMEOUT, IDLE_TIMEOUT, STREAM_BROKEN, MALFORMED, E
                FIRST_BYTE_TIMEOUT, OVERSIZED, CLIENT_EXHAUSTED, NOT_SSE, CLIENT_ERROR)
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestRecord:
-    """What one request did, with absolute perf_counter_ns times."""
+    """What one request did, with absolute perf_counter_ns times. Slotted: one is made per
+    request on the load generator's path, and a slotted one is made in half the time."""
 
     id: str
     prompt_index: int

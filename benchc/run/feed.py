@@ -2,8 +2,9 @@
 
 Bodies are built ahead of need, in a bounded window (json-encoded bytes, with a chat template
 each one's exact input tokens counted there too): the first window before the step starts,
-outside the measured window (as much of it as PREBUILD_S builds), then one body per turn of
-the event loop while it runs (StepFeed.keep_ahead), as requests take them. So the time to
+outside the measured window (what the step's start needs, StepFeed.need, and as much more as
+PREBUILD_S builds), then one body per turn of the event loop while it runs
+(StepFeed.keep_ahead), as requests take them. So the time to
 the first request and the client's memory depend on the window, never on the step's request
 ceiling (a step of 10^6 requests bound by time would otherwise spend seconds and gigabytes
 before its first send), and a body is built between sends, not in a send's way. A request
@@ -32,12 +33,19 @@ from benchc.plan.workload import Prompt
 from benchc.run.shards import WHOLE, Shard
 
 # The window: at most WINDOW bodies and WINDOW_BYTES (long prompts), whatever the step's
-# request ceiling. Before the step it is filled for at most PREBUILD_S (the time to the first
-# request stays well under a second whatever the prompts cost to build); the rest is built
-# while the step runs, one body per turn of the event loop.
+# request ceiling. Before the step it is filled for PREBUILD_S, and longer until the step's
+# need is ready (ROUNDS_AHEAD rounds of its units in flight, or ARRIVALS_AHEAD_S of an open
+# loop's arrivals: what a fast server takes before the loop's one body per turn catches up),
+# for at most PREBUILD_MAX_S (the time to the first request stays under a second whatever the
+# prompts cost to build); the rest is built while the step runs, one body per turn of the
+# event loop. By time alone, a step of 1024 in flight started with half its first 8192 built
+# and built the rest during its measured window (benchmarks/run_ingest.py).
 WINDOW = 8192
 WINDOW_BYTES = 64 << 20
 PREBUILD_S = 0.25
+PREBUILD_MAX_S = 2.0
+ROUNDS_AHEAD = 8
+ARRIVALS_AHEAD_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -69,10 +77,30 @@ class StepFeed:
         self._ready_bytes = 0
         self._next = 0  # the next j to build ahead
         self._taken = asyncio.Event()  # a request took a body: there is room again
-        # the first window, before the step starts (None: all of it, whatever it takes)
-        until = time.perf_counter() + prebuild_s if prebuild_s is not None else None
-        while self.build_ahead() and (until is None or time.perf_counter() < until):
-            pass
+        # the first window, before the step starts: its need, and what prebuild_s builds besides,
+        # within PREBUILD_MAX_S (prebuild_s None: all of it, whatever it takes)
+        start = time.perf_counter()
+        need = self.need()
+        while self.build_ahead():
+            if prebuild_s is None:
+                continue
+            elapsed = time.perf_counter() - start
+            if elapsed >= PREBUILD_MAX_S or (elapsed >= prebuild_s and len(self._ready) >= need):
+                break
+
+    def need(self) -> int:
+        """The bodies the step's start takes before the loop's one body per turn keeps up:
+        ROUNDS_AHEAD rounds of its units in flight, or ARRIVALS_AHEAD_S of its open loop's
+        arrivals (within the window and the worker's share)."""
+        step = self.step
+        if step.inflight_target:
+            n = ROUNDS_AHEAD * step.inflight_target
+        elif step.rate_rps:
+            n = int(ARRIVALS_AHEAD_S * step.rate_rps)
+        else:
+            n = self.window
+        n = min(n, self.window)
+        return n if self._share is None else min(n, self._share)
 
     def build_ahead(self) -> bool:
         """Build the next body into the window, if it has room; whether one was built."""
@@ -88,8 +116,10 @@ class StepFeed:
 
     async def keep_ahead(self) -> None:
         """While the step runs: refill the window, one body per turn of the event loop (a send
-        due meanwhile waits for one body's build at most), and sleep while it is full."""
-        while True:
+        due meanwhile waits for one body's build at most), and sleep while it is full; done
+        once the worker's share is built (woken by every request's take, it cost a task's
+        step per request)."""
+        while self._share is None or self._next < self._share:
             if self.build_ahead():
                 await asyncio.sleep(0)
             else:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import resource
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +37,7 @@ from benchc.run.alarm import Alarm
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.feed import StepFeed
+from benchc.run.priority import SendPriority
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 
@@ -171,6 +172,11 @@ class StepRun:
         self.alarm: Alarm | None = None  # the open loop's punctual writes (own reader only)
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         self.ended = 0  # requests ended
+        # a request's id (its x-request-id, which a server's trace joins on): unique across runs,
+        # shards and a server's life by a random prefix per step, then a count (uuid4 per
+        # request cost 4 us of the step's own bookkeeping, about a tenth)
+        self._id_prefix = os.urandom(8).hex() + "-"
+        self._ids = count()
         self.env = SessionEnv(self.measured, self.may_continue, self._until, self._took_turn, rec.add_session,
                               open_loop=not step.concurrency, speedup=step.speedup or 1.0,
                               pace_s=step.turn_interval_s)
@@ -300,7 +306,8 @@ class StepRun:
         assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
         prompt = req.prompt
-        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=req.index, input_tokens=prompt.input_tokens,
+        r = RequestRecord(id=self._id_prefix + str(next(self._ids)), prompt_index=req.index,
+                          input_tokens=prompt.input_tokens,
                           expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
                           shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
                           queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
@@ -329,10 +336,14 @@ class StepRun:
             self._unit_ended()
 
     def _spawn(self, i: int, scheduled_ns: int | None = None) -> None:
+        """An open loop's unit, in a task of its own."""
         self.n_requests += 1
         self.n_units += 1
         unit = self._session if self.multi_turn else self._one
-        t = asyncio.create_task(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+        self._start(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+
+    def _start(self, unit: Coroutine[Any, Any, Any]) -> None:
+        t = asyncio.create_task(unit)
         self.tasks.add(t)
         t.add_done_callback(self._unit_done)
 
@@ -364,8 +375,11 @@ class StepRun:
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         stop_wait = self.stop_wait = asyncio.create_task(ctx.stop_event.wait())
         ctx.running = self
+        priority = None
         if ctx.pool is not None and not step.concurrency and not step.users:
             self.alarm = Alarm()
+            priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
+            priority.raise_()
         tasks = self.tasks
         # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
         ahead = asyncio.create_task(self.feed.keep_ahead()) if isinstance(self.feed, StepFeed) else None
@@ -393,6 +407,8 @@ class StepRun:
                 await asyncio.gather(ahead, return_exceptions=True)
             if self.alarm is not None:
                 self.alarm.close()
+            if priority is not None:
+                priority.restore()
             ctx.running = None
             await self.check.stop()
         wall = time.perf_counter() - wall0
@@ -410,6 +426,8 @@ class StepRun:
         out["client"].update(self._effects(out["client"], rx_taken["lag"] if rx_taken is not None else None))
         if isinstance(self.feed, StepFeed):
             out["client"]["bodies_built_late"] = self.feed.built_late
+        if priority is not None:
+            out["client"]["send_priority"] = priority.how
         out["stopped"] = self.streak.reason
         out["series"] = self.series
         # the steady span on the client's clock, where it had one (run/power.py integrates the
@@ -455,22 +473,32 @@ class StepRun:
         return out
 
     async def _closed_loop(self) -> None:
-        c, tasks, stop_wait = self.step.concurrency, self.tasks, self.stop_wait
-        assert c is not None and stop_wait is not None
+        """C slots, each a task that sends its units one after another (a request, or a
+        session): one new unit per finished one, started in the finished one's own turn of
+        the loop. A task per request, woken through the step's loop, cost several
+        microseconds a request more (benchmarks/run_ingest.py, coalesced)."""
+        c, tasks = self.step.concurrency, self.tasks
+        assert c is not None
         ramp = self.step.ramp_up_s / c if self.step.ramp_up_s and c > 1 else 0.0
         for k in range(c):
             if not self.may_issue():
                 break
-            self._spawn(next(self.issued))
+            self._start(self._slot())
             if ramp and k < c - 1:
                 await asyncio.sleep(ramp)
-        while tasks:
-            timeout = max(0.0, self.deadline - time.perf_counter()) if self.deadline else None
-            if not await self._room_or_stop(timeout) or not self.may_issue():
+        while tasks:  # until every slot is done (the stop rules ended it), or the step is stopped
+            if not await self._room_or_stop():
                 return
-            # keep exactly C in flight: one new request per finished one
-            while len(tasks) < c and self.may_issue():
-                self._spawn(next(self.issued))
+
+    async def _slot(self) -> None:
+        """One of a closed loop's slots: its units in turn while the stop rules let another go."""
+        unit = self._session if self.multi_turn else self._one
+        while True:
+            self.n_requests += 1
+            self.n_units += 1
+            await unit(next(self.issued), None, self.slots.take(None, CLOCK()))
+            if not self.may_issue():
+                return
 
     def _users(self) -> None:
         """Start a user-centric step's users, spread evenly over one turn interval, so that the
@@ -481,9 +509,7 @@ class StepRun:
         start = CLOCK()
         gap = int(step.turn_interval_s * 1e9) // step.users
         for u in range(step.users):
-            t = asyncio.create_task(self._user(start + u * gap))
-            self.tasks.add(t)
-            t.add_done_callback(self.tasks.discard)
+            self._start(self._user(start + u * gap))
 
     async def _user(self, start_ns: int) -> None:
         """One user of a user-centric step: sessions back to back, each turn at the pace."""
