@@ -181,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rx-loop", choices=["auto", "off"], default="auto",
                    help="own reader: read plain-http streams on the receive loop in C, a thread of "
                         "its own (auto: on Linux with the compiled core) or on the event loop (off)")
+    r.add_argument("--send-priority", choices=["raise", "off"], default="raise",
+                   help="an open loop's sends on the own reader: raise the event loop thread's CPU "
+                        "priority during the point where the process is permitted (raise: SCHED_RR 1, "
+                        "else nice -10; docs/loadgen.md) or leave it as it is (off)")
     r.add_argument("--strict", action="store_true",
                    help="exit 6 when a point was client-limited, output lengths were not as asked, the "
                         "server served more from its prefix cache than the spec shares, or a "
@@ -478,7 +482,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       backend=args.backend or plan.run.get("backend", "local"),
                       ray_address=args.ray_address or plan.run.get("ray_address"),
                       workers=args.workers or plan.run.get("workers", 0), http=args.http,
-                      rx_loop=args.rx_loop)
+                      rx_loop=args.rx_loop, send_priority=args.send_priority == "raise")
     # Every secret value of the run is replaced in what the run writes (results, per-request
     # records: results.document.write_atomic), prints, and says when it fails.
     scrub = run_scrubber(plan, args.base_url)

@@ -4,6 +4,7 @@ of its time, takes or opens its connection, and writes at its time -- never befo
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -66,3 +67,30 @@ def test_open_loop_requests_open_their_connections_ahead_and_write_on_time(tmp_p
     for r in records:
         assert r["t0_ns"] >= r["scheduled_ns"]  # never before its time
         assert trace[r["id"]]["arrival_ns"] >= r["scheduled_ns"]
+
+
+@pytest.mark.slow  # an end-to-end run
+@pytest.mark.parametrize("choice", ["raise", "off"])
+def test_send_priority_says_what_the_open_loop_thread_ran_at(tmp_path, choice):
+    """--send-priority off leaves the loop thread as it is (run/priority.py): the point says
+    `unchanged`; raised, it says what the process was permitted, and is put back after."""
+    from benchc.run.priority import SendPriority, _state
+
+    before = _state(threading.get_native_id())
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
+    try:
+        spec = write_spec(tmp_path, sweep="    rate: [200/s]\n    arrival: constant", out=4,
+                          extra="  requests: 20")
+        assert main(["run", spec, "--base-url", sim.url, "--quiet", "--send-priority", choice]) == 0
+    finally:
+        sim.close()
+    (p,) = read(str(tmp_path / "r.json"))["points"]
+    assert p["counts"]["completed"] == 20, p["counts"]["error_examples"]
+    if choice == "off":
+        assert p["client"]["send_priority"] == "unchanged"
+    else:
+        # what this process may do: the same as SendPriority says in a step of its own
+        probe = SendPriority()
+        assert p["client"]["send_priority"] == probe.raise_()
+        probe.restore()
+    assert _state(threading.get_native_id()) == before

@@ -64,6 +64,7 @@ class StepContext:
     progress: Progress | None = None  # the point's progress, told of each request's end
     keep_text: bool = False  # keep outputs to count with the tokenizer after the point
     pool: Pool | None = None  # measured requests go on the own reader's pool instead of the session
+    send_priority: bool = True  # an open loop on the pool raises the loop thread's priority (--send-priority)
     inflight: int = 0  # requests of the running step in flight (what a Ctrl-C waits for)
     finished: int = 0  # requests ended so far
     running: StepRun | None = None  # the step being driven (the run's heartbeat watches it)
@@ -379,7 +380,8 @@ class StepRun:
         if ctx.pool is not None and not step.concurrency and not step.users:
             self.alarm = Alarm()
             priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
-            priority.raise_()
+            if ctx.send_priority:  # else `unchanged` (--send-priority off)
+                priority.raise_()
         tasks = self.tasks
         # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
         ahead = asyncio.create_task(self.feed.keep_ahead()) if isinstance(self.feed, StepFeed) else None

@@ -66,18 +66,20 @@ def _connection_log() -> aiohttp.TraceConfig:
 
 @contextlib.asynccontextmanager
 async def open_client(prepared: Prepared, target: Target, base_url: str, http: str,
-                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0, rx_loop: str = "auto"
-                      ) -> AsyncIterator[StepContext]:
+                      stop_event: asyncio.Event | None = None, grace_s: float = 5.0, rx_loop: str = "auto",
+                      send_priority: bool = True) -> AsyncIterator[StepContext]:
     """The client of one combination's measured requests: benchc's own HTTP/1.1 pool
     (http="native"; `rx_loop` "auto" reads plain http on the receive loop where it is built,
-    "off" on the event loop) or an aiohttp session, closed on the way out."""
+    "off" on the event loop; `send_priority` raises the loop thread's priority through an open
+    loop, run/priority.py) or an aiohttp session, closed on the way out."""
     async with measured_session() as session:
         pool = http1.Pool(rx_loop=rx_loop) if http == "native" else None
         try:
             yield StepContext(session=session, url=endpoint(base_url, target.api),
                               headers=headers_for(target), target=target,
                               stop_event=stop_event or asyncio.Event(), grace_s=grace_s,
-                              keep_text=prepared.tokenizer is not None, pool=pool)
+                              keep_text=prepared.tokenizer is not None, pool=pool,
+                              send_priority=send_priority)
         finally:
             if pool is not None:
                 await pool.close()

@@ -70,11 +70,12 @@ class RayBackend:
     prompts (prepare), given each point's shards (measure), killed at the end (stop)."""
 
     def __init__(self, address: str | None, workers: int, http: str = "native", grace_s: float = 5.0,
-                 rx_loop: str = "auto"):
+                 rx_loop: str = "auto", send_priority: bool = True):
         if workers < 0:
             raise UsageError(f"--workers {workers}: give 1 or more (0: one per free CPU of the cluster)")
         self.address, self.requested, self.http, self.grace_s = address, workers, http, grace_s
         self.rx_loop = rx_loop  # --rx-loop: the workers' transport for measured streams
+        self.send_priority = send_priority  # --send-priority: whether their open loops raise it
         self.ray = import_ray()
         self.run_id = uuid.uuid4().hex[:8]
         self.actors: list = []
@@ -204,7 +205,7 @@ class RayBackend:
         plan_hash = self.plan_dict["plan_hash"]
         refs = [self.actors[s.index].run.remote(plan_hash, combo, st.__dict__, base_url, seed, s, start_at,
                                                 self.http, (deal.start, deal.seen), self.grace_s,
-                                                self.rx_loop)
+                                                self.rx_loop, self.send_priority)
                 for st, s in shards]
         log.info("%s: %d shards, starting together in %.1fs", step.id, len(refs), START_DELAY_S)
         outcomes = await self._collect(refs, [s for _, s in shards], start_at, stop or asyncio.Event())
@@ -344,7 +345,7 @@ class LoadWorker:
 
     async def run(self, plan_hash: str, combo_index: int, step_dict: dict, base_url: str, seed: int,
                   shard: Shard, start_at: float, http: str = "native", deal: tuple[int, int] = (0, 0),
-                  grace_s: float = 5.0, rx_loop: str = "auto") -> Measurement:
+                  grace_s: float = 5.0, rx_loop: str = "auto", send_priority: bool = True) -> Measurement:
         got = self._combos.get((plan_hash, combo_index))
         if got is None:
             raise RunError(f"combination {combo_index} was not sent to this worker")
@@ -361,7 +362,7 @@ class LoadWorker:
         stop = self._stops.setdefault(start_at, asyncio.Event())
         try:
             async with open_client(prepared, prepared.combo.target, base_url, http, stop, grace_s,
-                                   rx_loop=rx_loop) as ctx:
+                                   rx_loop=rx_loop, send_priority=send_priority) as ctx:
                 # every shard waits for the shared wall-clock start (or a halt)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(0.0, start_at - time.time()))

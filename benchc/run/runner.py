@@ -108,6 +108,7 @@ class RunOptions:
     workers: int = 0  # ray: 0 means one per CPU of the cluster
     http: str = "native"  # the measured requests' client: "native" (benchc.client.http1) or "aiohttp"
     rx_loop: str = "auto"  # native: "auto" reads plain http on the receive loop where built, "off" never
+    send_priority: bool = True  # raise the loop thread's priority through an open loop (run/priority.py)
 
 
 @dataclass
@@ -313,7 +314,7 @@ class Runner:
                              "--backend local")
         self.phase = "starting the Ray workers"
         self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.grace_s,
-                                  rx_loop=self.opts.rx_loop)
+                                  rx_loop=self.opts.rx_loop, send_priority=self.opts.send_priority)
         hosts = await self.backend.start(self.plan, self.stop_event)
         if hosts:  # else interrupted while they started
             self.backend_info = self.backend.info()
@@ -500,7 +501,7 @@ class Runner:
         async with aiohttp.ClientSession() as control:
             await self._describe_target(control, combo, base_url, steps)
             async with open_client(prepared, combo.target, base_url, self.opts.http, cstop,
-                                   self.opts.grace_s, self.opts.rx_loop) as ctx:
+                                   self.opts.grace_s, self.opts.rx_loop, self.opts.send_priority) as ctx:
                 self._ctx = ctx
                 first = True
 
