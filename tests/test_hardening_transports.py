@@ -345,6 +345,17 @@ def test_bytes_past_an_answer_are_never_the_next_requests_answer(path):
     assert connections == 2  # the first connection was not reused
 
 
+async def _one_request(server: asyncio.Server, path: str, tgt):
+    """One request of `path`'s client to `server`'s chat endpoint; both closed after."""
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+    c = Client(path)
+    try:
+        return await c.request(url, tgt)
+    finally:
+        await c.close()
+        server.close()
+
+
 @pytest.mark.parametrize("status,kind", [(200, "stream_broken"), (500, "http_status")])
 @pytest.mark.parametrize("path", PATHS)
 def test_framing_that_breaks_after_the_head_fails_the_answer_at_once(path, status, kind):
@@ -357,13 +368,7 @@ def test_framing_that_breaks_after_the_head_fails_the_answer_at_once(path, statu
 
     async def go():
         server = await _serve(data, [])
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
-        c = Client(path)
-        try:
-            return await c.request(url, target(timeout_s=60, idle_s=20, first_byte_s=60))
-        finally:
-            await c.close()
-            server.close()
+        return await _one_request(server, path, target(timeout_s=60, idle_s=20, first_byte_s=60))
 
     r = asyncio.run(go())
     assert (r.status, r.error) == (status, kind), r.error_detail
@@ -387,13 +392,7 @@ def test_a_head_begun_then_stalled_is_a_timeout_not_a_first_byte_timeout(path, f
                 writer.close()
 
         server = await asyncio.start_server(conn, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
-        c = Client(path)
-        try:
-            return await c.request(url, target(timeout_s=60, idle_s=0.5, first_byte_s=0.5))
-        finally:
-            await c.close()
-            server.close()
+        return await _one_request(server, path, target(timeout_s=60, idle_s=0.5, first_byte_s=0.5))
 
     r = asyncio.run(go())
     assert (r.status, r.error) == (None, "timeout"), r.error_detail
