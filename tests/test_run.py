@@ -233,6 +233,20 @@ def test_fewer_chunks_than_tokens_asked_is_no_output_length_mismatch_without_usa
     assert p["tokens"]["osl"]["requests_checked"] == 0  # nobody can tell from chunks alone
 
 
+def test_a_closed_loop_with_fewer_requests_than_slots_sends_only_its_requests(tmp_path):
+    """A closed loop's slots count a request as they decide it: eight slots for three requests
+    (and for the warm-up's one) each started a request of their own before any was counted."""
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
+    try:
+        spec = write_spec(tmp_path, sweep="    concurrency: [8]", out=4, extra="  requests: 3")
+        assert main(["run", spec, "--base-url", sim.url, "--quiet"]) == 0
+    finally:
+        sim.close()
+    (p,) = read(str(tmp_path / "r.json"))["points"]
+    assert (p["counts"]["sent"], p["counts"]["completed"]) == (3, 3)
+    assert len(sim.records()) == 1 + 3  # the warm-up's one request, then the point's three
+
+
 @pytest.mark.slow  # end-to-end runs
 def test_ignored_ignore_eos_is_flagged_and_strict_exits_6(tmp_path, capsys):
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=30, extra="  requests: 6",

@@ -485,22 +485,30 @@ class StepRun:
         for k in range(c):
             if not self.may_issue():
                 break
-            self._start(self._slot())
+            self._start(self._slot(self._issue()))
             if ramp and k < c - 1:
                 await asyncio.sleep(ramp)
         while tasks:  # until every slot is done (the stop rules ended it), or the step is stopped
             if not await self._room_or_stop():
                 return
 
-    async def _slot(self) -> None:
+    def _issue(self) -> int:
+        """Count a closed loop's next unit as issued, as it is decided (not when its task first
+        runs: C slots started together would each pass may_issue() on the same count, and a
+        step of fewer requests than slots sent one per slot), and give its index."""
+        self.n_requests += 1
+        self.n_units += 1
+        return next(self.issued)
+
+    async def _slot(self, first: int) -> None:
         """One of a closed loop's slots: its units in turn while the stop rules let another go."""
         unit = self._session if self.multi_turn else self._one
+        i = first
         while True:
-            self.n_requests += 1
-            self.n_units += 1
-            await unit(next(self.issued), None, self.slots.take(None, CLOCK()))
+            await unit(i, None, self.slots.take(None, CLOCK()))
             if not self.may_issue():
                 return
+            i = self._issue()
 
     def _users(self) -> None:
         """Start a user-centric step's users, spread evenly over one turn interval, so that the
