@@ -336,10 +336,9 @@ class StepRun:
         finally:
             self._unit_ended()
 
-    def _spawn(self, i: int, scheduled_ns: int | None = None) -> None:
+    def _spawn(self, scheduled_ns: int) -> None:
         """An open loop's unit, in a task of its own."""
-        self.n_requests += 1
-        self.n_units += 1
+        i = self._issue()
         unit = self._session if self.multi_turn else self._one
         self._start(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
 
@@ -493,9 +492,9 @@ class StepRun:
                 return
 
     def _issue(self) -> int:
-        """Count a closed loop's next unit as issued, as it is decided (not when its task first
-        runs: C slots started together would each pass may_issue() on the same count, and a
-        step of fewer requests than slots sent one per slot), and give its index."""
+        """Count the next unit as issued, as it is decided (for a closed loop's slot, not when
+        its task first runs: C slots started together would each pass may_issue() on the same
+        count, and a step of fewer requests than slots sent one per slot), and give its index."""
         self.n_requests += 1
         self.n_units += 1
         return next(self.issued)
@@ -559,7 +558,7 @@ class StepRun:
                     return
             if not self.may_issue(max(scheduled_ns, CLOCK())):  # the time ran out while it waited
                 return
-            self._spawn(next(self.issued), scheduled_ns)
+            self._spawn(scheduled_ns)
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
