@@ -350,6 +350,25 @@ def test_decoder_cores_agree_on_any_split(parts, seed, lf_only, extensions):
 
 
 @pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
+@pytest.mark.parametrize("wire", [
+    b"000000000000001\r\nx\r\n0\r\n\r\n",  # 15 hex digits: a size
+    b"0000000000000001\r\nx\r\n0\r\n\r\n",  # 16: a bad size line
+    b"A\r\n0123456789\r\n0\r\n\r\n", b"a \r\n0123456789\r\n0\r\n\r\n", b"1;x=y\r\nz\r\n0\r\n\r\n",
+    b"1\nz\n0\n\n", b"1\rz\r\n0\r\n\r\n", b"1\r\nz\r\r\n0\r\n\r\n", b"1\r\nzz\r\n", b"1\r\nz\n\r\n0\r\n\r\n",
+    b"g\r\n", b"\r\n1\r\nz\r\n", b"2\r\nab\r\n0\r\nTrailer: t\r\n\r\nrest"])
+def test_decoder_cores_agree_on_size_and_end_lines(wire):
+    """The compiled core reads a size line of bare hex digits and a payload's CRLF without a
+    search; every other line (extensions, blanks, a lone CR or LF, 16 digits) as the twin."""
+    for cut in range(len(wire) + 1):
+        results = []
+        for m in both_cores("benchc.client._chunked"):
+            d = m.ChunkedDecoder()
+            out = d.feed(wire[:cut]) + d.feed(wire[cut:])
+            results.append((out, d.done, d.error, d.excess, d.state))
+        assert all(r == results[0] for r in results), (wire, cut)
+
+
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_decoder_cores_agree_on_garbage(garbage):

@@ -108,6 +108,20 @@ def test_cores_agree_on_every_fixture():
             assert all(r == results[0] for r in results)
 
 
+def test_line_ends_at_every_offset_agree_on_both_cores():
+    """The compiled core finds a line's end (CR, LF or CRLF) 16 bytes at a time: an end at every
+    offset of a data line, inside its first block and past several, and a lone CR that ends a
+    line in mid-event, read as the twin reads them."""
+    for nl in (b"\n", b"\r", b"\r\n"):
+        for n in range(0, 40):
+            text = json.dumps({"choices": [{"delta": {"content": "x" * n}}]}).encode()
+            data = b"".join(b"data: " + text + nl + nl for _ in range(3))
+            data += b"data: " + text[:n] + b"\r" + text[n:] + b"\n\n"  # a CR inside the event's data
+            results = [measure(m, data, []) for m in cores()]
+            assert results[0] == results[1]
+            assert results[0][3] == (3 if n else 0)  # the three whole events are read, with text
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=4000), max_size=25), st.booleans())
 def test_random_splits_give_identical_results_on_both_cores(cuts, crlf):
