@@ -859,7 +859,11 @@ class _Deadline:
         self.first_byte_s = first_byte_s
         self.first_byte_end = start_ns + int((first_byte_s or 0) * 1e9)
         self.loop = loop
-        self.handle = self.loop.call_later(self._wait_s(), self._check)
+        # the first check as _wait_s would place it, from the limits alone: the write was
+        # microseconds ago, so no clock or reader is read per exchange here (a check that
+        # comes before a limit's time re-arms itself from the exchange's own times)
+        first_s = min(total_s, idle_s) if first_byte_s is None else min(total_s, idle_s, first_byte_s)
+        self.handle = loop.call_later(max(first_s, 0.0), self._check)
 
     def _awaiting_first_byte(self) -> bool:
         return self.first_byte_s is not None and not self.ex.got_bytes

@@ -2057,14 +2057,14 @@ cdef class StreamParser:
         token count is known: a chunk of k tokens after gap g is k tokens of g/k."""
         cdef Py_ssize_t i
         cdef int64_t k
-        for i in range(self.core.n_gaps):
-            itl.record(_to_us(self.core.gaps[i]), 1)
+        for i in range(self.core.n_gaps):  # record_nogil: the C call, as record() makes it
+            itl.record_nogil(_to_us(self.core.gaps[i]), 1)
         _merge(itl, self.core.spill[SPILL_ITL])
         if itl_token is not None:
             for i in range(self.core.n_gaps):
                 k = self.core.tokens[i + 1]
                 if k > 0:
-                    itl_token.record(_to_us(self.core.gaps[i] // k), k)
+                    itl_token.record_nogil(_to_us(self.core.gaps[i] // k), k)
             _merge(itl_token, self.core.spill[SPILL_TOKEN])
 
     def record_answer_gaps(self, Histogram itl_answer):
@@ -2073,7 +2073,7 @@ cdef class StreamParser:
         cdef unsigned char* k = self.core.kinds
         for i in range(self.core.n_gaps):
             if not (k[i] or k[i + 1]):
-                itl_answer.record(_to_us(self.core.gaps[i]), 1)
+                itl_answer.record_nogil(_to_us(self.core.gaps[i]), 1)
         _merge(itl_answer, self.core.spill[SPILL_ANSWER])
 
 
