@@ -519,3 +519,37 @@ def test_stamped_read_twins_agree():
             assert stamp <= sent, m.__name__  # dated on arrival, not when read
             a.close()
             assert m.read_stamped(b, 1024)[0] == b""  # end of stream
+
+
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
+def test_idle_peek_twins_agree():
+    """What an idle kept-alive connection holds, on both cores, without reading it: nothing,
+    bytes nobody asked for (left in the socket), the server's end, a reset."""
+    import select
+    import socket
+    import struct
+
+    from benchc.client._rx_py import IDLE_BYTES, IDLE_CLOSED, IDLE_QUIET
+
+    for m in both_cores("benchc.client._rx"):
+        a, b = stamped_pair()
+        try:
+            assert m.peek_idle(b) == IDLE_QUIET, m.__name__
+            a.sendall(b"x")
+            select.select([b], [], [], 10)  # arrived (an event, not a sleep)
+            assert m.peek_idle(b) == IDLE_BYTES and m.peek_idle(b) == IDLE_BYTES  # a peek: still there
+            assert b.recv(1) == b"x"
+            a.close()
+            select.select([b], [], [], 10)
+            assert m.peek_idle(b) == IDLE_CLOSED, m.__name__
+        finally:
+            a.close()
+            b.close()
+        a, b = stamped_pair()
+        try:
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            a.close()  # a reset, not a FIN
+            select.select([b], [], [], 10)
+            assert m.peek_idle(b) == IDLE_CLOSED, m.__name__
+        finally:
+            b.close()

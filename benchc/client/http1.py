@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import select
 import socket
 import ssl as ssl_mod
 import struct
@@ -49,8 +48,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchc.client import _response, _rxloop, _stream
-from benchc.client._rx import read_stamped
-from benchc.client._rx_py import SO_TIMESTAMPNS
+from benchc.client._rx import peek_idle, read_stamped
+from benchc.client._rx_py import IDLE_CLOSED, IDLE_QUIET, SO_TIMESTAMPNS
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT, TIMEOUT
 
@@ -430,17 +429,10 @@ class Connection(asyncio.Protocol):
         sock = getattr(t, "sock", None)  # StampedTransport, RxTransport: the plain socket
         if sock is None:
             return False  # asyncio's own transports (TLS) report an EOF through connection_lost
-        try:
-            ready = select.poll()
-            ready.register(sock.fileno(), select.POLLIN)
-            if not ready.poll(0):
-                return False
-            closed = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""  # else: stray bytes
-        except (BlockingIOError, InterruptedError):
+        held = peek_idle(sock)  # one C call: a poll, and a peek when readable
+        if held == IDLE_QUIET:
             return False
-        except OSError:
-            closed = True  # a reset
-        if closed:
+        if held == IDLE_CLOSED:  # the server's end, or a reset (else: stray bytes)
             self.pool.rules.server_closed(self.key, CLOCK() - self.use.idle_since)
         return True
 
