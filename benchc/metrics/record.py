@@ -130,8 +130,11 @@ class RequestRecord:
         tokens = self.output_tokens
         if not tokens or self.end_ns is None:
             return 0.0
-        firsts = [t for t in (self.first_text_ns, self.first_tool_ns) if t is not None]
-        first = min(firsts) if firsts else self.t0_ns
+        first, tool = self.first_text_ns, self.first_tool_ns  # once per request: no list, no min()
+        if first is None or (tool is not None and tool < first):
+            first = tool
+        if first is None:
+            first = self.t0_ns
         lo, hi = max(first, start_ns), self.end_ns if end_ns is None else min(self.end_ns, end_ns)
         if self.end_ns <= first:  # one read held it all: a point in time, in or out
             return float(tokens) if lo <= hi else 0.0
