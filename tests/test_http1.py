@@ -276,6 +276,48 @@ def test_timeouts_before_and_after_the_head():
     assert r.error == TIMEOUT
 
 
+def test_exchanges_of_other_limits_share_one_timer():
+    """The pool's one timer (http1._Deadlines) serves exchanges of any limits in any order: a
+    short limit that comes due before a long-waiting exchange's fires on time, after a hundred
+    answered exchanges left their cancelled deadlines behind (compacted away), and no timer
+    is left once no exchange waits."""
+    async def script(n, reader, writer):
+        if n == 0:  # the long-waiting one: no byte, ever
+            await asyncio.sleep(30)
+            return None
+        # the last: a head and a part of the stream, then silence
+        writer.write(OK_HEAD + (chunked(sse(["a"]))[:60] if n == 101 else chunked(sse(["a"]))))
+        await writer.drain()
+        if n == 101:
+            await asyncio.sleep(30)
+        return None
+
+    async def main():
+        async with RawServer(script) as srv:
+            pool = http1.Pool()
+            long_limits = target(timeout_s=60, idle_s=60, first_byte_s=60)
+            waiting = asyncio.create_task(request(pool, srv.url, long_limits))
+            while not srv.requests:
+                await asyncio.sleep(0.01)
+            answered = [await request(pool, srv.url) for _ in range(100)]
+            timers = pool._deadlines
+            heap_after_answers = len(timers.heap)
+            stalled = await request(pool, srv.url, target(idle_s=0.2))
+            still_waiting = not waiting.done()
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            left = (timers.handle, timers.heap, timers.live)
+            await pool.close()
+            return answered, heap_after_answers, stalled, still_waiting, left
+
+    answered, heap_after_answers, stalled, still_waiting, left = run(main())
+    assert all(r.ok and r.output_tokens == 1 for r in answered)
+    assert heap_after_answers < 70  # the answered exchanges' deadlines did not pile up
+    assert stalled.error == IDLE_TIMEOUT and stalled.status == 200 and still_waiting
+    assert left == (None, [], 0)
+
+
 def test_cancellation_records_and_frees_the_connection():
     async def stall(n, reader, writer):
         writer.write(OK_HEAD)
