@@ -217,28 +217,27 @@ class StepRun:
         now = CLOCK()
         self.slots.give_back(min(end_ns, now) if end_ns else now)
 
-    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[], None] | None = None,
+    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[int | None], None] | None = None,
                        cancel: dict | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
-        called first when it is over (a single prompt's slot is free from then). `cancel`:
-        load.cancel chose it (its stream is closed when the rule says)."""
+        called first with its end when it is over (a single prompt's slot is free from then).
+        `cancel`: load.cancel chose it (its stream is closed when the rule says)."""
         ctx = self.ctx
-        counted = False  # in flight from its write (an early request: from its due time)
         r.request_bytes = len(body)
-
-        def count_in() -> None:
-            nonlocal counted
-            counted = True
+        # in flight from its write; an early request (open loop, own reader) from its due time
+        # (a closure per request only for those: made for every request it cost the closed
+        # loop a microsecond a request)
+        due: Due | None = None
+        counted: list[bool] | None = None
+        if self.alarm is not None and r.scheduled_ns is not None and r.scheduled_ns > CLOCK():
+            counted = []  # [True] from its due time
+            due = Due(r.scheduled_ns, lambda at_ns: self._due(at_ns, counted))
+        else:
             self.check.inflight += 1
             ctx.inflight += 1
-
-        due = None
-        if self.alarm is not None and r.scheduled_ns is not None and r.scheduled_ns > CLOCK():
-            due = Due(r.scheduled_ns, lambda at_ns: self._due(at_ns, count_in))
-        else:
-            count_in()
         keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
-        self.live[id(r)] = r
+        live = self.live
+        live[id(r)] = r
         try:
             if ctx.pool is not None:
                 sending = send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
@@ -253,30 +252,34 @@ class StepRun:
             r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
             r.end_ns = r.end_ns or CLOCK()
         finally:
-            if counted:
+            if counted is None or counted:
                 self.check.inflight -= 1
                 ctx.inflight -= 1
-            del self.live[id(r)]
+            del live[id(r)]
             self.ended += 1
             ctx.finished += 1
             if self.streak.add(r):
                 ctx.stop_event.set()
             if ended is not None:
-                ended()
+                ended(r.end_ns)
             self._record(r)
 
-    async def _due(self, at_ns: int, then: Callable[[], None]) -> None:
+    async def _due(self, at_ns: int, counted: list[bool]) -> None:
+        """An early request's wait for its write's time; from then it counts as in flight."""
         assert self.alarm is not None  # an open loop on the own reader
         await self.alarm.until(at_ns)
-        then()
+        counted.append(True)
+        self.check.inflight += 1
+        self.ctx.inflight += 1
 
     def _record(self, r: RequestRecord) -> None:
         self.sends.add(r)
-        if self.series is not None:
+        series = self.series
+        if series is not None:
             if r.first_sent_ns is not None:
-                self.series.sent(r.first_sent_ns)
+                series.sent(r.first_sent_ns)
             if r.scheduled_ns is not None:
-                self.series.scheduled(r.scheduled_ns)
+                series.scheduled(r.scheduled_ns)
         if r.path is not None:
             self.paths[r.path] += 1
         # the first attempt's write (a keep-alive retry's own is later, and a request that
@@ -285,10 +288,11 @@ class StepRun:
             self.skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
             if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
                 self.late += 1
-        if self.steady_start_ns is not None and self.steady_end_ns is None and not self.may_issue():
-            self.steady_end_ns = CLOCK()
-        if self.steady_start_ns is not None and self.steady_end_ns is None and r.ok:
-            self.steady_tokens += r.output_tokens
+        if self.steady_start_ns is not None and self.steady_end_ns is None:
+            if not self.may_issue():
+                self.steady_end_ns = CLOCK()
+            elif r.ok:
+                self.steady_tokens += r.output_tokens
         self.rec.add(r, self.slo_checks)
         if self.ctx.progress is not None:
             self.ctx.progress.ended(self.rec, self.check.inflight)
@@ -301,8 +305,10 @@ class StepRun:
             return None
         return rule
 
-    async def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
-        """A single prompt's request."""
+    def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> Coroutine[Any, Any, None]:
+        """A single prompt's request: its record made and its unit started now, and what sends
+        it (measured(), for the caller to await: a coroutine of its own between the slot and
+        measured() cost each request's every resume a frame more)."""
         feed = self.feed
         assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
@@ -315,7 +321,7 @@ class StepRun:
                           template_input_tokens=req.template_tokens, images=req.images,
                           tools=req.tools, inputs=req.inputs)
         self._unit_started()
-        await self.measured(req.body, r, lambda: self._unit_ended(r.end_ns), self._cancel_of(req.index))
+        return self.measured(req.body, r, self._unit_ended, self._cancel_of(req.index))
 
     async def _until(self, due_ns: int) -> bool:
         assert self.stop_wait is not None  # the step runs
@@ -339,8 +345,11 @@ class StepRun:
     def _spawn(self, scheduled_ns: int) -> None:
         """An open loop's unit, in a task of its own."""
         i = self._issue()
-        unit = self._session if self.multi_turn else self._one
-        self._start(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+        self._start(self._unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+
+    async def _unit(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        """One unit (a request, or a session), started when its task first runs."""
+        await (self._session if self.multi_turn else self._one)(i, scheduled_ns, ready_ns)
 
     def _start(self, unit: Coroutine[Any, Any, Any]) -> None:
         t = asyncio.create_task(unit)
