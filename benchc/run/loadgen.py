@@ -313,13 +313,16 @@ class StepRun:
         assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
         prompt = req.prompt
-        r = RequestRecord(id=self._id_prefix + str(next(self._ids)), prompt_index=req.index,
-                          input_tokens=prompt.input_tokens,
-                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
-                          shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
-                          queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
-                          template_input_tokens=req.template_tokens, images=req.images,
-                          tools=req.tools, inputs=req.inputs)
+        # the leading fields by position, the rest set after: a call of 14 keywords cost about
+        # 2 us more per request (the record has 50 fields)
+        r = RequestRecord(self._id_prefix + str(next(self._ids)), req.index, prompt.input_tokens,
+                          req.expected_output_tokens, scheduled_ns)
+        r.ready_ns = ready_ns
+        if scheduled_ns is not None:
+            r.queued_ns = ready_ns - scheduled_ns
+        r.shared_tokens, r.reused = prompt.shared_tokens, prompt.reused
+        r.template_input_tokens, r.images = req.template_tokens, req.images
+        r.tools, r.inputs = req.tools, req.inputs
         self._unit_started()
         return self.measured(req.body, r, self._unit_ended, self._cancel_of(req.index))
 

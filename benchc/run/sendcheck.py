@@ -75,19 +75,26 @@ class SendCheck:
             self.scheduled += 1
             if r.queued_ns > 0:
                 self.queued.record_ns(r.queued_ns)
-        self.early_reads += r.early_reads
+        if r.early_reads:
+            self.early_reads += r.early_reads
         if r.error == CLIENT_EXHAUSTED:
             self.exhausted += 1
-        if r.first_sent_ns is None:
+        sent = r.first_sent_ns
+        if sent is None:
             return  # never sent (the connect failed): no send delay to judge
-        if r.ready_ns is not None:
-            delay = max(0, r.first_sent_ns - r.ready_ns - r.connect_ns)
+        ready = r.ready_ns
+        if ready is not None:
+            delay = sent - ready - r.connect_ns
+            if delay < 0:
+                delay = 0
             self.client.record_ns(delay)
             self.sent += 1
             self.delay_ns += delay
-            self.slot_ns += max(0, (r.end_ns or r.first_sent_ns) - r.ready_ns)
-            self.late += delay > effects.SEND_LATE_US * 1000
-            ready, sent = r.ready_ns, r.first_sent_ns
+            slot = (r.end_ns or sent) - ready
+            if slot > 0:
+                self.slot_ns += slot
+            if delay > effects.SEND_LATE_US * 1000:
+                self.late += 1
             if self.sent == 1:
                 self._ready_lo = self._ready_hi = ready
                 self._sent_lo = self._sent_hi = sent
