@@ -44,7 +44,14 @@ from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 # The client self-check's causes (loop lag, CPU) are measured here, its effects judged in
 # run/effects.py: a point is client_limited when a figure a late client can move moved.
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
+# The self-check's ticker: every TICK_S where the event loop dates the reads (aiohttp, https),
+# so that its lag, which moves those requests' latencies, is sampled finely; every
+# TICK_STAMPED_S where the kernel stamps them (the own reader on plain http), where the lag
+# moves no latency and is a cause only. A tick on a loop that has nothing else to do is a
+# wakeup of its own, about 50-80 us of CPU on the project's VM: at 5 ms it was the most of
+# what `benchc run` spent beside the component benchmark per-token (benchmarks/run_ingest.py).
 TICK_S = 0.005
+TICK_STAMPED_S = 0.020
 # open loop on the own reader: a request is issued this long before its time, takes (or opens)
 # its connection and readies its request, and writes at its time (run/alarm.py wakes it)
 SEND_LEAD_NS = 5_000_000
@@ -78,7 +85,8 @@ class _SelfCheck:
     stream read by the receive loop) each tick is a wakeup of its own, and a task's sleep
     (future, task step) cost about twice the callback's CPU per wakeup (benchmarks/run_ingest.py)."""
 
-    def __init__(self, series: ClientSeries | None = None) -> None:
+    def __init__(self, series: ClientSeries | None = None, tick_s: float = TICK_S) -> None:
+        self.tick_s = tick_s
         self.lag = Recorder()
         self.late_ticks = 0  # ticks later than effects.LOOP_LAG_P99_US
         self.inflight_samples = 0
@@ -100,8 +108,8 @@ class _SelfCheck:
         self._schedule()
 
     def _schedule(self) -> None:
-        self._due = time.perf_counter() + TICK_S
-        self._handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
+        self._due = time.perf_counter() + self.tick_s
+        self._handle = asyncio.get_running_loop().call_later(self.tick_s, self._tick)
 
     def start(self) -> None:
         self._schedule()
@@ -150,7 +158,7 @@ class StepRun:
         # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
         self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
                        if series_interval_s else None)
-        self.check = _SelfCheck(self.series)
+        self.check = _SelfCheck(self.series, TICK_STAMPED_S if self._kernel_stamped() else TICK_S)
         self.skew = Recorder()  # schedule -> first write, open loop
         self.sends = SendCheck()
         # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
@@ -450,12 +458,17 @@ class StepRun:
                             and out["steady"]["output_tok_s"] is not None else None)
         return out
 
+    def _kernel_stamped(self) -> bool:
+        """Whether the kernel stamps every read of the step (the own reader on plain http: the
+        receive loop's reads and the event loop's own), so that a late event loop dates none."""
+        pool = self.ctx.pool
+        return pool is not None and pool.kernel_stamps and not self.ctx.url.startswith("https:")
+
     def _effects(self, client: dict, rx_lag: Any) -> dict:
         """The self-check's verdict by effect (run/effects.py): `effects`, `client_limited`,
         `reasons` (what moved, by how much), and a note when the client ran late to no effect."""
         pool = self.ctx.pool
-        stamped = pool is not None and pool.kernel_stamps and not self.ctx.url.startswith("https:")
-        kernel = self.paths[RX_LOOP] + (self.paths[ASYNCIO] if stamped else 0)
+        kernel = self.paths[RX_LOOP] + (self.paths[ASYNCIO] if self._kernel_stamped() else 0)
         # reads the kernel stamped: the receive loop's, and the event loop's own (client/http1.py)
         reads = pool.take_read_delay() if pool is not None else Recorder()
         if rx_lag is not None:
