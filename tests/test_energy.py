@@ -75,9 +75,18 @@ def test_joules_per_token_equal_the_modelled_power_over_the_window(tmp_path, sim
     assert (e["available"], e["source"], e["window"]) == (True, "simulator", "steady")
     assert e["method"] == "energy counters"
     a, b = e["start_ns"], e["end_ns"]
-    assert e["output_tokens"] == point["steady"]["output_tokens"] > 0
+    assert e["output_tokens"] == round(point["steady"]["decoded_tokens"]) > 0
+    assert e["output_tokens_counted"] == "decoded"
     want = 4 * modelled_joules(truth, a, b) / e["output_tokens"]
     assert e["joules_per_output_token"] == pytest.approx(want, rel=0.01)
+    # Four rounds per slot (16 requests at c=4) that end together: the steady span ends with
+    # the last round, and its tokens are the ones decoded in it, the last round's too. So joules
+    # per token agree with the model's over the whole point (every token the server produced);
+    # counting only the requests completed in the span (3 rounds of 4) made them a third high.
+    w = point["window"]
+    whole = 4 * modelled_joules(truth, w["start_ns"], w["end_ns"]) / point["tokens"]["output"]
+    assert e["joules_per_output_token"] == pytest.approx(whole, rel=0.03)
+    assert point["steady"]["output_tokens"] == 3 * 4 * 32  # completed in the span: steady_output_tok_s's
     assert e["joules_per_request"] == pytest.approx(want * 32, rel=0.01)  # 32 tokens per request
     # every GPU of the (simulated) machine, the idle ones too, told apart
     assert [(g["index"], g["server"]) for g in e["gpus"]] == [(i, i < 4) for i in range(8)]
@@ -231,3 +240,32 @@ def test_shards_steady_spans_merge_to_the_span_all_were_steady():
     assert common_steady_span([shard((0, 10 * s), 1000)]) == ((0, 10 * s), 1000)  # one shard: its own
     assert common_steady_span([shard((0, s), 10), shard((2 * s, 3 * s), 10)]) == (None, None)
     assert common_steady_span([shard((0, s), 10), shard(None, None)]) == (None, None)
+
+
+def test_a_requests_tokens_count_by_the_share_of_its_decode_span_in_the_window():
+    """RequestRecord.tokens_within: the steady span's token count (and so joules per token)."""
+    from benchc.metrics.record import RequestRecord
+
+    def req(first, end, tokens=100, tool=None, t0=0):
+        return RequestRecord(id="r", prompt_index=0, input_tokens=1, expected_output_tokens=None, t0_ns=t0,
+                             first_text_ns=first, first_tool_ns=tool, end_ns=end, usage_output_tokens=tokens)
+
+    assert req(10, 20).tokens_within(0, 30) == 100  # wholly inside
+    assert req(10, 20).tokens_within(20, 30) == 0 and req(10, 20).tokens_within(0, 10) == 0  # outside
+    assert req(10, 20).tokens_within(15, 30) == 50  # an edge inside
+    assert req(10, 20).tokens_within(0, 12) == 20
+    assert req(10, 20).tokens_within(12, 14) == 20  # the window inside the span
+    assert req(10, 20).tokens_within(15, None) == 50  # the span not ended yet
+    assert req(10, 20, tool=5).tokens_within(0, 10) == 100 * 5 / 15  # a tool call is output too
+    assert req(None, 20, t0=10).tokens_within(15, 30) == 50  # no stamp on an output: from its send
+    assert req(20, 20).tokens_within(0, 20) == 100 and req(20, 20).tokens_within(21, 30) == 0  # one read
+    assert req(10, 20, tokens=0).tokens_within(0, 30) == 0 and req(10, None).tokens_within(0, 30) == 0
+
+
+def test_an_energy_block_written_before_the_pro_rating_says_it_counted_completions():
+    """Results written before `output_tokens_counted` counted the requests completed in the window."""
+    import benchc.results
+    from tests.test_golden import SEARCH
+
+    old = benchc.results.load(SEARCH).points[0].energy
+    assert old is not None and old.output_tokens_counted == "completed"

@@ -500,3 +500,30 @@ def test_stamped_read_twins_agree():
             assert stamp <= sent, m.__name__  # dated on arrival, not when read
             a.close()
             assert m.read_stamped(b, 1024)[0] == b""  # end of stream
+
+
+def test_a_clock_offset_split_by_a_pause_is_read_again(monkeypatch):
+    """A kernel stamp (CLOCK_REALTIME) moves onto the monotonic clock by an offset read between
+    two monotonic reads (client/_rx_py.py). A thread that lost its core (the Python twin: the
+    GIL) between them put every stamp of that read early by the pause: such a pair is read
+    again, and the closest pair is kept. Fake clocks: the realtime clock runs 10**18 ns ahead."""
+    from benchc.client import _rx_py
+
+    ahead = 10**18
+    # a 5 ms pause between the first pair's reads, none in the second's
+    reads = iter([("real", ahead + 1_000), ("mono", 5_000_000),
+                  ("mono", 5_000_100), ("real", ahead + 5_000_200), ("mono", 5_000_300)])
+
+    def clock(kind):
+        def read():
+            got, t = next(reads)
+            assert got == kind
+            return t
+        return read
+
+    monkeypatch.setattr(_rx_py, "_realtime_ns", clock("real"))
+    monkeypatch.setattr(_rx_py, "_monotonic_ns", clock("mono"))
+    assert _rx_py.realtime_offset_ns(0) == ahead  # the first pair alone: 2.5 ms off
+    assert next(reads, None) is None  # the second pair was close: no third
+    py, c = both_cores("benchc.client._rx")  # the compiled twin reads its clocks alike
+    assert (c.OFFSET_TRIES, c.OFFSET_WIDTH_NS) == (py.OFFSET_TRIES, py.OFFSET_WIDTH_NS)

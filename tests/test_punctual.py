@@ -8,11 +8,9 @@ import threading
 
 import pytest
 
-from benchc.cli import main
-from benchc.results.document import read
 from benchc.run.alarm import CLOCK, Alarm
 from tests.conftest import transports, use_transport
-from tests.test_run import Sim, requests_of, write_spec
+from tests.simrun import requests_of, run_on_sim
 
 
 def test_the_alarm_wakes_every_waiter_and_never_before_its_time():
@@ -51,15 +49,9 @@ def test_open_loop_requests_open_their_connections_ahead_and_write_on_time(tmp_p
     request reaches the server at or after its scheduled time (the simulator's trace), its
     write is its t0, and its send skew is counted for every request sent."""
     use_transport(monkeypatch, transport)
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
-    try:
-        spec = write_spec(tmp_path, sweep="    rate: [200/s]\n    arrival: constant", out=4,
-                          extra="  requests: 40")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet"]) == 0
-    finally:
-        sim.close()
-    (p,) = read(str(tmp_path / "r.json"))["points"]
-    trace = sim.records()
+    doc, trace = run_on_sim(tmp_path, sweep="    rate: [200/s]\n    arrival: constant", out=4,
+                            extra="  requests: 40")
+    (p,) = doc["points"]
     records = requests_of(tmp_path)
     assert p["counts"]["completed"] == 40, p["counts"]["error_examples"]
     assert p["client"]["send_skew_us"]["count"] == 40
@@ -77,14 +69,9 @@ def test_send_priority_says_what_the_open_loop_thread_ran_at(tmp_path, choice):
     from benchc.run.priority import SendPriority, _state
 
     before = _state(threading.get_native_id())
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
-    try:
-        spec = write_spec(tmp_path, sweep="    rate: [200/s]\n    arrival: constant", out=4,
-                          extra="  requests: 20")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet", "--send-priority", choice]) == 0
-    finally:
-        sim.close()
-    (p,) = read(str(tmp_path / "r.json"))["points"]
+    doc, _ = run_on_sim(tmp_path, sweep="    rate: [200/s]\n    arrival: constant", out=4,
+                        extra="  requests: 20", run_args=["--send-priority", choice])
+    (p,) = doc["points"]
     assert p["counts"]["completed"] == 20, p["counts"]["error_examples"]
     if choice == "off":
         assert p["client"]["send_priority"] == "unchanged"

@@ -1,6 +1,5 @@
 """`benchc run` end to end against the simulator on loopback, checked against its trace."""
 
-import json
 import os
 import signal
 import subprocess
@@ -12,54 +11,7 @@ from benchc.cli import main
 from benchc.client._rxloop import MODULE as RX_LOOP
 from benchc.results.document import read, validate_document
 from tests.conftest import REPO, wait_for
-
-SPEC = """\
-version: 1
-name: t
-target:
-  sim: {{preset: minimax-m2.5-tp4{sim}}}
-  model: MiniMaxAI/MiniMax-M2.5{target}
-workload:
-  dataset:
-    random: {{input_tokens: 32, output_tokens: {out}}}
-load:
-  warmup: {{requests: 1}}
-  sweep:
-{sweep}
-{extra}
-output:
-  path: {path}
-  requests: true
-"""
-
-
-def write_spec(tmp_path, sweep="    concurrency: [1, 4]", out=24, extra="  requests: 8", sim="", target=""):
-    f = tmp_path / "s.yaml"
-    f.write_text(SPEC.format(sweep=sweep, out=out, extra=extra, path=str(tmp_path / "r.json"), sim=sim,
-                             target=target))
-    return str(f)
-
-
-class Sim:
-    """`benchc sim` as a real subprocess with a trace file, for --base-url runs."""
-
-    def __init__(self, tmp_path, *args):
-        self.trace = tmp_path / "trace.jsonl"
-        self.p = subprocess.Popen([sys.executable, "-m", "benchc", "sim", "--port", "0", "--trace",
-                                   str(self.trace), *args], stdout=subprocess.PIPE, text=True)
-        self.url = self.p.stdout.readline().split("listening on ")[1].split()[0]
-
-    def records(self):
-        return {r["id"]: r for r in map(json.loads, self.trace.read_text().splitlines())}
-
-    def close(self):
-        self.p.send_signal(signal.SIGTERM)
-        self.p.wait(timeout=10)
-        self.p.stdout.close()
-
-
-def requests_of(tmp_path):
-    return [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+from tests.simrun import Sim, requests_of, run_on_sim, write_spec  # other tests import them from here too
 
 
 @pytest.mark.slow  # the whole demo spec, as the README runs it
@@ -97,14 +49,7 @@ def test_latencies_and_counts_agree_with_the_simulator_trace(tmp_path):
 
     if not http1.KERNEL_STAMPS:
         pytest.skip("reads carry kernel receive stamps on Linux only; the orderings need them")
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
-    try:
-        spec = write_spec(tmp_path, sweep="    concurrency: [1, 2, 4, 8]", out=32, extra="  requests: 8")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet"]) == 0
-    finally:
-        sim.close()
-    trace = sim.records()
-    doc = read(str(tmp_path / "r.json"))
+    doc, trace = run_on_sim(tmp_path, sweep="    concurrency: [1, 2, 4, 8]", out=32, extra="  requests: 8")
     records = requests_of(tmp_path)
     assert len(records) == 32 and all(r["error"] is None for r in records)
     for r in records:
@@ -130,16 +75,10 @@ def test_latencies_and_counts_agree_with_the_simulator_trace(tmp_path):
 @pytest.mark.slow  # a run per transport
 @pytest.mark.parametrize("http,rx_loop", [("native", "auto"), ("native", "off"), ("aiohttp", "auto")])
 def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path, http, rx_loop):
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
-              "--fault", "http_503:0.15", "--fault", "http_429:0.1", "--fault", "reset:0.1",
-              "--fault", "malformed:0.1", "--param", "seed=4")
-    try:
-        spec = write_spec(tmp_path, sweep="    concurrency: [4]", out=8, extra="  requests: 60")
-        args = ["--http", http, "--rx-loop", rx_loop]
-        assert main(["run", spec, "--base-url", sim.url, "--quiet", *args]) == 0
-    finally:
-        sim.close()
-    doc = read(str(tmp_path / "r.json"))
+    doc, trace = run_on_sim(tmp_path, "--param", "step_table=[[1, 1.0]]", "--fault", "http_503:0.15",
+                            "--fault", "http_429:0.1", "--fault", "reset:0.1", "--fault", "malformed:0.1",
+                            "--param", "seed=4", sweep="    concurrency: [4]", out=8, extra="  requests: 60",
+                            run_args=["--http", http, "--rx-loop", rx_loop])
     assert doc["environment"]["http_client"] == http
     p = doc["points"][0]
     # the point says which transport read its requests, and what the receive loop cost
@@ -152,7 +91,7 @@ def test_every_fault_is_counted_by_kind_and_the_run_finishes(tmp_path, http, rx_
         assert "rx_loop" not in p["client"]
     errors = p["counts"]["errors"]
     assert set(errors) == {"http_status", "stream_broken", "malformed_chunk"}
-    faults = [t["fault"] for t in sim.records().values()]
+    faults = [t["fault"] for t in trace.values()]
     assert errors["stream_broken"] == faults.count("reset")
     assert errors["malformed_chunk"] == faults.count("malformed")
     assert p["counts"]["sent"] == 60 and p["counts"]["completed"] + p["counts"]["failed"] == 60
@@ -236,15 +175,10 @@ def test_fewer_chunks_than_tokens_asked_is_no_output_length_mismatch_without_usa
 def test_a_closed_loop_with_fewer_requests_than_slots_sends_only_its_requests(tmp_path):
     """A closed loop's slots count a request as they decide it: eight slots for three requests
     (and for the warm-up's one) each started a request of their own before any was counted."""
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
-    try:
-        spec = write_spec(tmp_path, sweep="    concurrency: [8]", out=4, extra="  requests: 3")
-        assert main(["run", spec, "--base-url", sim.url, "--quiet"]) == 0
-    finally:
-        sim.close()
-    (p,) = read(str(tmp_path / "r.json"))["points"]
+    doc, trace = run_on_sim(tmp_path, sweep="    concurrency: [8]", out=4, extra="  requests: 3")
+    (p,) = doc["points"]
     assert (p["counts"]["sent"], p["counts"]["completed"]) == (3, 3)
-    assert len(sim.records()) == 1 + 3  # the warm-up's one request, then the point's three
+    assert len(trace) == 1 + 3  # the warm-up's one request, then the point's three
 
 
 @pytest.mark.slow  # end-to-end runs

@@ -11,6 +11,30 @@ import time
 # elsewhere (no stamps, the read's own time is used), as in the C twin
 SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else -1)
 _TIMESPEC = struct.Struct("@qq")
+# The kernel stamps in CLOCK_REALTIME; a stamp is moved onto the monotonic clock by the offset
+# between the two, read as a realtime read between two monotonic reads (the read's `now` and
+# one after it): the offset is exact to half their distance. A thread that lost its core, or
+# this twin the GIL, between them would date a read that much early (milliseconds were seen
+# with every core busy), so a pair further apart than OFFSET_WIDTH_NS is read again, up to
+# OFFSET_TRIES pairs, and the closest kept. The C twin reads them alike.
+OFFSET_WIDTH_NS = 20_000
+OFFSET_TRIES = 3
+_monotonic_ns, _realtime_ns = time.perf_counter_ns, time.time_ns  # the two clocks (a test fakes them)
+
+
+def realtime_offset_ns(now: int) -> int:
+    """CLOCK_REALTIME less the monotonic clock, read just after `now` (a monotonic read)."""
+    a, best, offset = now, -1, 0
+    for _ in range(OFFSET_TRIES):
+        real = _realtime_ns()
+        b = _monotonic_ns()
+        width = b - a
+        if best < 0 or width < best:
+            best, offset = width, real - a - width // 2
+        if width <= OFFSET_WIDTH_NS:
+            break
+        a = _monotonic_ns()
+    return offset
 
 
 def read_stamped(sock: socket.socket, size: int) -> tuple[bytes, int]:
@@ -22,8 +46,9 @@ def read_stamped(sock: socket.socket, size: int) -> tuple[bytes, int]:
     for level, kind, raw in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
             # the kernel stamps in CLOCK_REALTIME: moved onto the monotonic clock with the
-            # offset between the two read now
+            # offset between the two read now (realtime_offset_ns)
+            offset = realtime_offset_ns(now)
             sec, nsec = _TIMESPEC.unpack_from(raw)
-            stamp = sec * 1_000_000_000 + nsec - (time.time_ns() - now)
+            stamp = sec * 1_000_000_000 + nsec - offset
             return data, stamp if 0 <= stamp <= now else now
     return data, now

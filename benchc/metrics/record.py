@@ -120,6 +120,26 @@ class RequestRecord:
         usage = self.usage_reasoning_tokens
         return usage if usage is not None else self.reasoning_chunks
 
+    def tokens_within(self, start_ns: int, end_ns: int | None) -> float:
+        """Its output tokens decoded within [start_ns, end_ns] (end_ns None: open-ended): all of
+        them pro-rated by the share of its decode span inside, the span running from its first
+        output (text, reasoning or a tool call; a non-streamed answer: its send) to its end. A
+        request wholly inside counts fully, one before or after not at all. The steady state's
+        token count (run/loadgen.py) is the sum of these: counting only requests that complete
+        inside a span leaves out the last round's tokens though the span held their decoding."""
+        tokens = self.output_tokens
+        if not tokens or self.end_ns is None:
+            return 0.0
+        first, tool = self.first_text_ns, self.first_tool_ns  # once per request: no list, no min()
+        if first is None or (tool is not None and tool < first):
+            first = tool
+        if first is None:
+            first = self.t0_ns
+        lo, hi = max(first, start_ns), self.end_ns if end_ns is None else min(self.end_ns, end_ns)
+        if self.end_ns <= first:  # one read held it all: a point in time, in or out
+            return float(tokens) if lo <= hi else 0.0
+        return tokens * max(0, hi - lo) / (self.end_ns - first)
+
     def to_json(self) -> dict:
         """One line of the per-request records. A failed request has no latencies (null): what
         it measured before failing is not a TTFT or an E2E, and the point counts it as an error."""

@@ -95,6 +95,10 @@ class Energy:
     machine_power_w: float  # every GPU of the machine
     machine_joules: float
     output_tokens: int
+    # how output_tokens were counted: "decoded" (each request's pro-rated by the share of its
+    # decode span inside the window), or "completed" (requests completed inside it: documents
+    # written before the pro-rating, whose per-token figure is high with few requests per slot)
+    output_tokens_counted: str
     joules_per_output_token: float | None
     joules_per_request: float | None
     gpus: tuple[Mapping[str, Any], ...]  # per GPU: index, name, server, samples, power_w, joules
@@ -108,7 +112,9 @@ class Energy:
                    server_gpus=tuple(server["gpus"]) if server["gpus"] is not None else None,
                    server_power_w=server["power_w"], server_joules=server["joules"],
                    machine_power_w=b["machine"]["power_w"], machine_joules=b["machine"]["joules"],
-                   output_tokens=b["output_tokens"], joules_per_output_token=b.get("joules_per_output_token"),
+                   output_tokens=b["output_tokens"],
+                   output_tokens_counted=b.get("output_tokens_counted", "completed"),
+                   joules_per_output_token=b.get("joules_per_output_token"),
                    joules_per_request=b.get("joules_per_request"),
                    gpus=tuple(MappingProxyType(g) for g in b["gpus"]))
 

@@ -169,7 +169,8 @@ class StepRun:
         self.paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
         self.steady_start_ns: int | None = None  # the steady state: all `target` units in flight ...
         self.steady_end_ns: int | None = None  # ... until the first end after the last may start
-        self.steady_tokens = 0
+        self.steady_tokens = 0  # output tokens of the requests completed within it
+        self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
         self.issued = count()  # the next unit's index in the feed
         self.n_requests = 0  # requests started (the request-count stop counts these)
@@ -296,11 +297,14 @@ class StepRun:
             self.skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
             if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
                 self.late += 1
-        if self.steady_start_ns is not None and self.steady_end_ns is None:
-            if not self.may_issue():
-                self.steady_end_ns = CLOCK()
-            elif r.ok:
-                self.steady_tokens += r.output_tokens
+        if self.steady_start_ns is not None:
+            if self.steady_end_ns is None:
+                if not self.may_issue():
+                    self.steady_end_ns = CLOCK()
+                elif r.ok:
+                    self.steady_tokens += r.output_tokens
+            if r.ok:  # one ending after the span decoded in it too
+                self.decoded_tokens += r.tokens_within(self.steady_start_ns, self.steady_end_ns)
         self.rec.add(r, self.slo_checks)
         if self.ctx.progress is not None:
             self.ctx.progress.ended(self.rec, self.check.inflight)
@@ -435,7 +439,7 @@ class StepRun:
         wall = time.perf_counter() - wall0
         cpu = _cpu_s() - cpu0
         steady = {"start_ns": self.steady_start_ns, "end_ns": self.steady_end_ns,
-                  "tokens": self.steady_tokens}
+                  "tokens": self.steady_tokens, "decoded": self.decoded_tokens}
         rx_taken = rx.take() if rx is not None else None
         out = _client_summary(self.check, self.skew, cpu, wall, steady, step,
                               {"late": self.late, "capped": self.capped}, dict(self.paths), rx_taken)
@@ -670,6 +674,7 @@ def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: flo
     return {
         "client": client,
         "steady": {"duration_s": round(steady_s, 6), "output_tokens": steady["tokens"],
+                   "decoded_tokens": round(steady["decoded"], 3),
                    "output_tok_s": round(steady["tokens"] / steady_s, 3) if steady_s > 0.05 else None},
         "mean_inflight_sampled": round(mean_inflight, 3),
     }

@@ -122,7 +122,8 @@ class Measurement:
     moved: bool = False  # placed on the driver's clock from another machine's
     series: ClientSeries | None = None  # in flight and sends per interval (metrics/timeline.py)
     steady_ns: tuple[int, int] | None = None  # the steady span (start, end) on this clock, if one
-    # the output tokens completed within steady_ns (the energy's per-token figure divides by them)
+    # the output tokens decoded within steady_ns, each request's pro-rated by the share of its
+    # decode span inside (RequestRecord.tokens_within): the energy's per-token figure divides by them
     steady_tokens: float | None = None
 
     def move(self, delta_ns: int) -> None:
@@ -173,7 +174,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
                        steady_ns=extra.get("steady_ns"),
-                       steady_tokens=extra["steady"]["output_tokens"] if extra.get("steady_ns") else None)
+                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None)
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -186,6 +187,8 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     steady = {"duration_s": min(m.steady["duration_s"] for m in parts),
               "output_tokens": sum(m.steady["output_tokens"] for m in parts),
               "output_tok_s": sum_or_none(m.steady.get("output_tok_s") for m in parts)}
+    if all("decoded_tokens" in m.steady for m in parts):
+        steady["decoded_tokens"] = round(sum(m.steady["decoded_tokens"] for m in parts), 3)
     shards = []
     for m in parts:
         f = figures(m.tally)
@@ -206,8 +209,8 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
 
 def common_steady_span(parts: list[Measurement]) -> tuple[tuple[int, int] | None, float | None]:
     """The span in which every shard was steady (all its units in flight: the whole point's
-    steady state), with the output tokens completed in it: each shard's steady count, over its
-    own span, scaled to the common one (its steady rate times the common span). None where a
+    steady state), with the output tokens decoded in it: each shard's count, over its own span,
+    scaled to the common one (its rate over its span times the common span). None where a
     shard had no steady span or the spans do not overlap (the energy then takes the whole window)."""
     spans = [(m.steady_ns, m.steady_tokens) for m in parts]
     if any(span is None or tokens is None for span, tokens in spans):

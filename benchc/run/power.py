@@ -16,8 +16,10 @@ Energy over a window [a, b] per GPU: with energy counters, the counter read at a
 otherwise the power samples integrated by the trapezoid rule, the first and last sample's
 draw held to the window's edges. The window is the point's steady state (every unit in
 flight, run/loadgen.py) where it had one, else its whole window; the output tokens are the
-ones completed in that window. Joules per request: joules per output token x the point's
-mean output tokens per completed request.
+ones decoded in that window: each request's pro-rated by the share of its decode span (first
+output to end) inside it (metrics/record.py RequestRecord.tokens_within), so a round still
+decoding when the steady span ends counts for what it decoded in it. Joules per request:
+joules per output token x the point's mean output tokens per completed request.
 """
 
 from __future__ import annotations
@@ -194,7 +196,9 @@ class PowerSampler:
                      "server": {"gpus": [g["index"] for g in mine] if known else None,
                                 "power_w": round(server_j / span_s, 3), "joules": round(server_j, 3)},
                      "machine": {"power_w": round(machine_j / span_s, 3), "joules": round(machine_j, 3)},
-                     "output_tokens": output_tokens}
+                     "output_tokens": output_tokens,
+                     # documents before this field counted the requests completed in the window
+                     "output_tokens_counted": "decoded"}
         if not known:
             out["note"] = "which GPUs are the server's is not known (server.gpus as indices, or " \
                           "CUDA_VISIBLE_DEVICES): the server's figures count every GPU of the machine"

@@ -709,8 +709,8 @@ def energy_of(power: PowerSampler, m: Measurement, point: dict, gpus: dict | Non
     per_request = point["tokens"]["output"] / completed if completed else None
     indices = gpus["indices"] if gpus else None
     if m.steady_ns is not None and m.steady_tokens is not None:
-        # a Ray point's steady tokens are its shards' rates over their common span: a whole count
-        # is within half a token of them
+        # the tokens decoded in the span (a Ray point's: its shards' over their common span): a
+        # whole count is within half a token of them
         return power.block(*m.steady_ns, "steady", round(m.steady_tokens), per_request, indices)
     w = point["window"]
     if w.get("start_ns") is None or w.get("end_ns") is None:
