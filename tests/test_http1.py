@@ -350,6 +350,25 @@ def test_decoder_cores_agree_on_any_split(parts, seed, lf_only, extensions):
 
 
 @pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
+@pytest.mark.parametrize("wire", [
+    b"000000000000001\r\nx\r\n0\r\n\r\n",  # 15 hex digits: a size
+    b"0000000000000001\r\nx\r\n0\r\n\r\n",  # 16: a bad size line
+    b"A\r\n0123456789\r\n0\r\n\r\n", b"a \r\n0123456789\r\n0\r\n\r\n", b"1;x=y\r\nz\r\n0\r\n\r\n",
+    b"1\nz\n0\n\n", b"1\rz\r\n0\r\n\r\n", b"1\r\nz\r\r\n0\r\n\r\n", b"1\r\nzz\r\n", b"1\r\nz\n\r\n0\r\n\r\n",
+    b"g\r\n", b"\r\n1\r\nz\r\n", b"2\r\nab\r\n0\r\nTrailer: t\r\n\r\nrest"])
+def test_decoder_cores_agree_on_size_and_end_lines(wire):
+    """The compiled core reads a size line of bare hex digits and a payload's CRLF without a
+    search; every other line (extensions, blanks, a lone CR or LF, 16 digits) as the twin."""
+    for cut in range(len(wire) + 1):
+        results = []
+        for m in both_cores("benchc.client._chunked"):
+            d = m.ChunkedDecoder()
+            out = d.feed(wire[:cut]) + d.feed(wire[cut:])
+            results.append((out, d.done, d.error, d.excess, d.state))
+        assert all(r == results[0] for r in results), (wire, cut)
+
+
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_decoder_cores_agree_on_garbage(garbage):
@@ -500,6 +519,40 @@ def test_stamped_read_twins_agree():
             assert stamp <= sent, m.__name__  # dated on arrival, not when read
             a.close()
             assert m.read_stamped(b, 1024)[0] == b""  # end of stream
+
+
+@pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once
+def test_idle_peek_twins_agree():
+    """What an idle kept-alive connection holds, on both cores, without reading it: nothing,
+    bytes nobody asked for (left in the socket), the server's end, a reset."""
+    import select
+    import socket
+    import struct
+
+    from benchc.client._rx_py import IDLE_BYTES, IDLE_CLOSED, IDLE_QUIET
+
+    for m in both_cores("benchc.client._rx"):
+        a, b = stamped_pair()
+        try:
+            assert m.peek_idle(b) == IDLE_QUIET, m.__name__
+            a.sendall(b"x")
+            select.select([b], [], [], 10)  # arrived (an event, not a sleep)
+            assert m.peek_idle(b) == IDLE_BYTES and m.peek_idle(b) == IDLE_BYTES  # a peek: still there
+            assert b.recv(1) == b"x"
+            a.close()
+            select.select([b], [], [], 10)
+            assert m.peek_idle(b) == IDLE_CLOSED, m.__name__
+        finally:
+            a.close()
+            b.close()
+        a, b = stamped_pair()
+        try:
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            a.close()  # a reset, not a FIN
+            select.select([b], [], [], 10)
+            assert m.peek_idle(b) == IDLE_CLOSED, m.__name__
+        finally:
+            b.close()
 
 
 def test_a_clock_offset_split_by_a_pause_is_read_again(monkeypatch):

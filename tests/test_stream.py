@@ -108,6 +108,37 @@ def test_cores_agree_on_every_fixture():
             assert all(r == results[0] for r in results)
 
 
+def test_line_ends_at_every_offset_agree_on_both_cores():
+    """The compiled core finds a line's end (CR, LF or CRLF) 16 bytes at a time: an end at every
+    offset of a data line, inside its first block and past several, and a lone CR that ends a
+    line in mid-event, read as the twin reads them."""
+    for nl in (b"\n", b"\r", b"\r\n"):
+        for n in range(0, 40):
+            text = json.dumps({"choices": [{"delta": {"content": "x" * n}}]}).encode()
+            data = b"".join(b"data: " + text + nl + nl for _ in range(3))
+            data += b"data: " + text[:n] + b"\r" + text[n:] + b"\n\n"  # a CR inside the event's data
+            results = [measure(m, data, []) for m in cores()]
+            assert results[0] == results[1]
+            assert results[0][3] == (3 if n else 0)  # the three whole events are read, with text
+
+
+def test_quotes_and_non_ascii_at_every_offset_agree_on_both_cores():
+    """The compiled core finds a string's closing quote, and checks UTF-8, 16 bytes at a time:
+    an escaped quote, a closing quote, a multi-byte character and an invalid byte at every
+    offset of a string within and across those blocks, read as the twin reads them."""
+    events = []
+    for n in range(0, 40):
+        for piece in (b'\\"', b'\\\\', "é".encode(), "😀".encode(), b"\xff", b"\xe2\x82"):
+            text = b"a" * n + piece + b"b" * (n % 7)
+            done = b'{"type":"response.output_text.done","text":"' + text + b'","item_id":"m'
+            events.append(done + b"x" * n + b'"}')
+            events.append(b'{"choices":[{"delta":{"content":"' + text + b'"}}],"id":"' + b"y" * n + b'"}')
+    data = stream_of(events)
+    results = [measure(m, data, []) for m in cores()]
+    assert results[0] == results[1]
+    assert results[0][8] == 4 * 40  # each invalid byte (2 pieces x 2 shapes x 40) makes a malformed event
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=4000), max_size=25), st.booleans())
 def test_random_splits_give_identical_results_on_both_cores(cuts, crlf):

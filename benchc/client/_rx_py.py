@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import sys
@@ -52,3 +53,23 @@ def read_stamped(sock: socket.socket, size: int) -> tuple[bytes, int]:
             stamp = sec * 1_000_000_000 + nsec - offset
             return data, stamp if 0 <= stamp <= now else now
     return data, now
+
+
+# what an idle kept-alive connection holds (peek_idle)
+IDLE_QUIET, IDLE_CLOSED, IDLE_BYTES = 0, 1, 2
+
+
+def peek_idle(sock: socket.socket) -> int:
+    """What an idle connection holds that was not read yet, without reading it: IDLE_QUIET
+    (nothing), IDLE_CLOSED (the peer's end, or an error: a reset) or IDLE_BYTES (bytes nobody
+    asked for). One poll and, when it says readable, one peek of a byte."""
+    try:
+        ready = select.poll()
+        ready.register(sock.fileno(), select.POLLIN)
+        if not ready.poll(0):
+            return IDLE_QUIET
+        return IDLE_CLOSED if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"" else IDLE_BYTES
+    except (BlockingIOError, InterruptedError):
+        return IDLE_QUIET
+    except OSError:
+        return IDLE_CLOSED

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import select
 import socket
 import ssl as ssl_mod
 import struct
@@ -49,8 +48,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchc.client import _response, _rxloop, _stream
-from benchc.client._rx import read_stamped
-from benchc.client._rx_py import SO_TIMESTAMPNS
+from benchc.client._rx import peek_idle, read_stamped
+from benchc.client._rx_py import IDLE_CLOSED, IDLE_QUIET, SO_TIMESTAMPNS
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT, TIMEOUT
 
@@ -430,17 +429,10 @@ class Connection(asyncio.Protocol):
         sock = getattr(t, "sock", None)  # StampedTransport, RxTransport: the plain socket
         if sock is None:
             return False  # asyncio's own transports (TLS) report an EOF through connection_lost
-        try:
-            ready = select.poll()
-            ready.register(sock.fileno(), select.POLLIN)
-            if not ready.poll(0):
-                return False
-            closed = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""  # else: stray bytes
-        except (BlockingIOError, InterruptedError):
+        held = peek_idle(sock)  # one C call: a poll, and a peek when readable
+        if held == IDLE_QUIET:
             return False
-        except OSError:
-            closed = True  # a reset
-        if closed:
+        if held == IDLE_CLOSED:  # the server's end, or a reset (else: stray bytes)
             self.pool.rules.server_closed(self.key, CLOCK() - self.use.idle_since)
         return True
 
@@ -859,7 +851,11 @@ class _Deadline:
         self.first_byte_s = first_byte_s
         self.first_byte_end = start_ns + int((first_byte_s or 0) * 1e9)
         self.loop = loop
-        self.handle = self.loop.call_later(self._wait_s(), self._check)
+        # the first check as _wait_s would place it, from the limits alone: the write was
+        # microseconds ago, so no clock or reader is read per exchange here (a check that
+        # comes before a limit's time re-arms itself from the exchange's own times)
+        first_s = min(total_s, idle_s) if first_byte_s is None else min(total_s, idle_s, first_byte_s)
+        self.handle = loop.call_later(max(first_s, 0.0), self._check)
 
     def _awaiting_first_byte(self) -> bool:
         return self.first_byte_s is not None and not self.ex.got_bytes

@@ -69,6 +69,26 @@ cdef void _on_line(ChunkedCore* c, const unsigned char* s, Py_ssize_t n) noexcep
         c.state = CHUNK_DONE
 
 
+cdef inline Py_ssize_t _size_crlf(ChunkedCore* c, const unsigned char* p, Py_ssize_t i,
+                                  Py_ssize_t n) noexcept nogil:
+    """A size line of hex digits alone and its CRLF at p[i:] (what servers write): read as
+    _on_line reads it, and the index after it; 0 for any other line (_on_line reads it)."""
+    cdef Py_ssize_t k = i
+    cdef long long size = 0
+    cdef int d
+    while k < n and k - i < 16:
+        d = hex_value(p[k])
+        if d < 0:
+            break
+        size = size * 16 + d
+        k += 1
+    if k == i or k - i > 15 or k + 1 >= n or p[k] != 13 or p[k + 1] != 10:
+        return 0
+    c.remaining = size
+    c.state = CHUNK_DATA if size else CHUNK_TRAILER
+    return k + 2
+
+
 cdef inline bint _keep(ChunkedCore* c, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """Adds p[:n] to the line kept across reads; False (and failed) when it grows too long."""
     if c.line_len + n > CHUNK_MAX_LINE:
@@ -99,6 +119,16 @@ cdef Py_ssize_t chunked_feed(ChunkedCore* c, const unsigned char* p, Py_ssize_t 
             if c.remaining == 0:
                 c.state = CHUNK_DATA_END
         elif c.state == CHUNK_SIZE or c.state == CHUNK_DATA_END or c.state == CHUNK_TRAILER:
+            if c.line_len == 0:  # the lines a server writes per chunk, read without a search
+                if c.state == CHUNK_DATA_END and i + 1 < n and p[i] == 13 and p[i + 1] == 10:
+                    c.state = CHUNK_SIZE  # the payload's CRLF (an empty line: _on_line's)
+                    i += 2
+                    continue
+                if c.state == CHUNK_SIZE:
+                    j = _size_crlf(c, p, i, n)
+                    if j > 0:
+                        i = j
+                        continue
             nl = <const unsigned char*>memchr(p + i, 10, n - i)
             j = (nl - p) if nl != NULL else n
             if nl == NULL or c.line_len:  # the line goes on past this read, or began before it

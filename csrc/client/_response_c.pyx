@@ -150,6 +150,28 @@ cdef void response_feed(ResponseCore* r, unsigned char* p, Py_ssize_t n, int64_t
         r.early_reads += 1
     r.got_bytes = True
     r.last_rx_ns = now
+    while r.mode == MODE_HEAD and r.head.n == 0 and n > 0:
+        # the common read: a whole head, then body bytes (a coalesced answer: all of it). Only
+        # the head goes to the head's buffer; the body is read where it lies, not copied first
+        m = _whole_head(p, n)
+        if m < 0:
+            break
+        if bytes_reserve(&r.head, m) < 0:
+            r.failed = True
+            return
+        memcpy(r.head.p, p, m)
+        r.head.n = m
+        p, n = p + m, n - m
+        if _read_head(r) < 0:
+            if r.finished:
+                # as when the whole read sat in the buffer: bytes past an answer that ended
+                # at its head put the connection out of step
+                r.keep_alive = r.keep_alive and n == 0
+                return
+            continue  # a 1xx head, read and dropped: the next one may follow in this read
+        r.head.n = 0
+        _body(r, p, n, now)
+        return
     if r.mode == MODE_HEAD:
         if bytes_reserve(&r.head, n) < 0:
             r.failed = True
@@ -210,6 +232,16 @@ cdef void _deliver(ResponseCore* r, const unsigned char* p, Py_ssize_t n, int64_
             n = room
         memcpy(r.excerpt + r.excerpt_len, p, n)
         r.excerpt_len += n
+
+
+cdef Py_ssize_t _whole_head(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """The length of the head at p (the empty lines _read_head skips before it, the head, its
+    blank line) when all of it is in p[:n], else -1."""
+    cdef Py_ssize_t k = 0, end, sep = 0
+    while k < n and (p[k] == 13 or p[k] == 10):
+        k += 1
+    end = _blank_line(p + k, n - k, &sep)
+    return -1 if end < 0 else k + end + sep
 
 
 cdef Py_ssize_t _read_head(ResponseCore* r) noexcept nogil:

@@ -7,6 +7,8 @@ the receive loop (_rxloop_c) share it."""
 
 import os
 
+from benchc.client._rx_py import IDLE_BYTES, IDLE_CLOSED, IDLE_QUIET
+
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.errno cimport EAGAIN, EINTR, errno
 from libc.stdint cimport int64_t
@@ -49,6 +51,18 @@ cdef extern from "<sys/socket.h>" nogil:
     unsigned char* CMSG_DATA(cmsghdr* c)
     int SOL_SOCKET
     int SO_TIMESTAMPNS
+    ssize_t recv(int fd, void* buf, size_t n, int flags)
+    int MSG_PEEK
+    int MSG_DONTWAIT
+
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd* fds, unsigned long nfds, int timeout)
+    short POLLIN
 
 
 cdef inline int64_t _ns(int clock) noexcept nogil:
@@ -155,3 +169,27 @@ def read_stamped(sock, Py_ssize_t size):
         return PyBytes_FromStringAndSize(<char*>buf, n), stamp
     finally:
         free(buf)
+
+
+def peek_idle(sock):
+    """What an idle connection holds that was not read yet, without reading it (see the
+    twin): one poll and, when readable, one peek, without a Python object per call."""
+    cdef int fd = sock.fileno()
+    cdef pollfd pfd
+    cdef int r
+    cdef ssize_t n
+    cdef char c
+    pfd.fd = fd
+    pfd.events = POLLIN
+    pfd.revents = 0
+    r = poll(&pfd, 1, 0)
+    if r == 0:
+        return IDLE_QUIET
+    if r < 0:
+        return IDLE_QUIET if errno == EINTR else IDLE_CLOSED
+    n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT)
+    if n == 0:
+        return IDLE_CLOSED
+    if n > 0:
+        return IDLE_BYTES
+    return IDLE_QUIET if errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR else IDLE_CLOSED

@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """One response stream, measured, in C; same API and results as benchc/client/_stream_py.py.
 
-One call per socket read: SSE framing (memchr per line), and for each event a
+One call per socket read: SSE framing (one scan for each line's end), and for each event a
 fast path that reads the few fields benchc needs in place: one pass over the event
-skips strings with memchr, counts nesting outside them, and notes where the values of
+skips strings 16 bytes a step (benchc_quote), counts nesting outside them, and notes where the values of
 the keys it reads begin (`delta` and its direct `content` / `reasoning_content` /
 `reasoning`, `text`, `finish_reason`, `usage` and its direct token counts, and its
 `completion_tokens_details.reasoning_tokens`). JSON
@@ -84,15 +84,79 @@ cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t a, Py_ssize_t b,
     return -1 if hit == NULL else hit - p
 
 
+cdef extern from *:
+    """
+    /* The first CR or LF in p[a:n] (-1: none), in one pass: SSE2 (every x86-64 has it) tests 16
+       bytes for both at once; elsewhere a memchr for LF, then one for a CR before it. */
+    #include <string.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline Py_ssize_t benchc_eol(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) {
+        const __m128i lf = _mm_set1_epi8(10), cr = _mm_set1_epi8(13);
+        Py_ssize_t i = a;
+        for (; i + 16 <= n; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i*)(p + i));
+            int m = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)));
+            if (m) return i + __builtin_ctz((unsigned)m);
+        }
+        for (; i < n; i++)
+            if (p[i] == 10 || p[i] == 13) return i;
+        return -1;
+    }
+    #else
+    static inline Py_ssize_t benchc_eol(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) {
+        const unsigned char* lf = (const unsigned char*)memchr(p + a, 10, n - a);
+        Py_ssize_t end = lf ? lf - p : n;
+        const unsigned char* cr = (const unsigned char*)memchr(p + a, 13, end - a);
+        if (cr) return cr - p;
+        return lf ? end : -1;
+    }
+    #endif
+
+    /* The first '"' in p[a:n] (-1: none). Most JSON strings are short (keys, ids): a 16-byte
+       test reaches them without a call; long ones (a text repeated at a response's end) go
+       on 16 bytes a step. */
+    static inline Py_ssize_t benchc_quote(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) {
+    #if defined(__SSE2__)
+        const __m128i q = _mm_set1_epi8(34);
+        Py_ssize_t i = a;
+        for (; i + 16 <= n; i += 16) {
+            int m = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(p + i)), q));
+            if (m) return i + __builtin_ctz((unsigned)m);
+        }
+        for (; i < n; i++)
+            if (p[i] == 34) return i;
+        return -1;
+    #else
+        const unsigned char* hit = a < n ? (const unsigned char*)memchr(p + a, 34, n - a) : NULL;
+        return hit ? hit - p : -1;
+    #endif
+    }
+
+    /* The index of the first byte >= 0x80 in p[i:n], or n: ASCII runs 16 bytes a step. */
+    static inline Py_ssize_t benchc_ascii_run(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) {
+    #if defined(__SSE2__)
+        for (; i + 16 <= n; i += 16) {
+            int m = _mm_movemask_epi8(_mm_loadu_si128((const __m128i*)(p + i)));
+            if (m) return i + __builtin_ctz((unsigned)m);
+        }
+    #endif
+        for (; i < n; i++)
+            if (p[i] >= 0x80) return i;
+        return n;
+    }
+    """
+    Py_ssize_t benchc_eol(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) nogil
+    Py_ssize_t benchc_quote(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) nogil
+    Py_ssize_t benchc_ascii_run(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) nogil
+
+
 cdef inline Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t a, Py_ssize_t n) noexcept nogil:
-    """The index of the first CR or LF in p[a:n], or -1. memchr for LF (SSE servers end
-    lines with LF), then for a CR before it: two vectorised scans instead of a byte loop."""
-    cdef const unsigned char* lf = <const unsigned char*>memchr(p + a, 10, n - a)
-    cdef Py_ssize_t end = (lf - p) if lf != NULL else n
-    cdef const unsigned char* cr = <const unsigned char*>memchr(p + a, 13, end - a)
-    if cr != NULL:
-        return cr - p
-    return end if lf != NULL else -1
+    """The index of the first CR or LF in p[a:n], or -1 (one scan for both: benchc_eol). An
+    SSE event's blank line is the most common line of all: its end is the first byte."""
+    if a < n and (p[a] == 10 or p[a] == 13):
+        return a
+    return benchc_eol(p, a, n)
 
 
 cdef inline Py_ssize_t _skip_ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
@@ -150,16 +214,10 @@ cdef Py_ssize_t _utf8_at(const unsigned char* p, Py_ssize_t i, Py_ssize_t b) noe
 cdef bint _utf8_ok(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """The whole event decodes as json.loads decodes bytes (see _utf8_at)."""
     cdef Py_ssize_t i = 0, k
-    cdef uint64_t w
     while i < n:
-        if i + 8 <= n:  # ASCII runs 8 bytes at a time: the Responses API's events are long
-            memcpy(&w, p + i, 8)
-            if not (w & 0x8080808080808080ULL):
-                i += 8
-                continue
-        if p[i] < 0x80:
-            i += 1
-            continue
+        i = benchc_ascii_run(p, i, n)  # 16 bytes a step: the Responses API's events are long
+        if i == n:
+            break
         k = _utf8_at(p, i, n)
         if k < 0:
             return False
@@ -270,7 +328,7 @@ cdef inline void _first(Py_ssize_t* slot, Py_ssize_t value, Keys* f) noexcept no
 
 
 cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nogil:
-    """Walks the event once: strings are skipped with memchr, nesting is counted outside
+    """Walks the event once: strings are skipped (benchc_quote), nesting is counted outside
     them, and the keys benchc reads are recorded, where the twin reads them, with the start
     of their value: `choices`, `usage` at the top; `delta`, `text`, `finish_reason` in the
     first element of choices; the text keys in that delta; the token counts in that usage, and
@@ -281,7 +339,6 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
     event of valid JSON gives the twin's results; an invalid one that passes the screen
     (say `{"a":tru}`) may be read where json.loads would call it malformed."""
     cdef Py_ssize_t i = 0, e, t, v, klen, val, k
-    cdef const unsigned char* q
     cdef const unsigned char* key
     cdef int depth = 0
     # the objects benchc reads: where each one's '{' is, then the depth inside it (-1: not
@@ -304,10 +361,9 @@ cdef bint _scan_keys(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
         if c == 34:
             e = i + 1
             while True:  # the closing quote: one not escaped by an odd run of backslashes
-                q = <const unsigned char*>memchr(p + e, 34, n - e)
-                if q == NULL:
+                e = benchc_quote(p, e, n)
+                if e < 0:
                     return False
-                e = q - p
                 t = e - 1
                 while p[t] == 92:
                     t -= 1
@@ -538,7 +594,7 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.results = -1
     s.piece_ends = NULL
     s.n_pieces = s.pieces_cap = 0
-    s.cap = 64
+    s.cap = 256  # an answer's chunks, kept (one growth, x4, for up to 1k)
     s.n_gaps = s.n_tokens = 0
     s.max_gap_ns = 0
     s.last_kind = ANSWER
@@ -1028,13 +1084,11 @@ cdef int _typed_kind(const unsigned char* p, Py_ssize_t n, Keys* f) noexcept nog
 
 cdef Py_ssize_t _string_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """p[i] is just after an opening quote: the index after the closing quote, or -1."""
-    cdef const unsigned char* q
     cdef Py_ssize_t t
     while True:
-        q = <const unsigned char*>memchr(p + i, 34, n - i)
-        if q == NULL:
+        i = benchc_quote(p, i, n)
+        if i < 0:
             return -1
-        i = q - p
         t = i - 1
         while p[t] == 92:
             t -= 1
@@ -1693,7 +1747,7 @@ cdef PyObject* _new_histogram() noexcept with gil:
 
 cdef int _grow(StreamCore* s) noexcept nogil:
     # the kept chunks' arrays stop at GAPS_KEPT + 1 entries (and a spare)
-    cdef Py_ssize_t cap = min(s.cap * 2, C_GAPS_KEPT + 2)
+    cdef Py_ssize_t cap = min(s.cap * 4, C_GAPS_KEPT + 2)
     cdef int64_t* g = <int64_t*>realloc(s.gaps, cap * sizeof(int64_t))
     cdef unsigned char* k
     if g == NULL:
@@ -2028,14 +2082,14 @@ cdef class StreamParser:
         token count is known: a chunk of k tokens after gap g is k tokens of g/k."""
         cdef Py_ssize_t i
         cdef int64_t k
-        for i in range(self.core.n_gaps):
-            itl.record(_to_us(self.core.gaps[i]), 1)
+        for i in range(self.core.n_gaps):  # record_nogil: the C call, as record() makes it
+            itl.record_nogil(_to_us(self.core.gaps[i]), 1)
         _merge(itl, self.core.spill[SPILL_ITL])
         if itl_token is not None:
             for i in range(self.core.n_gaps):
                 k = self.core.tokens[i + 1]
                 if k > 0:
-                    itl_token.record(_to_us(self.core.gaps[i] // k), k)
+                    itl_token.record_nogil(_to_us(self.core.gaps[i] // k), k)
             _merge(itl_token, self.core.spill[SPILL_TOKEN])
 
     def record_answer_gaps(self, Histogram itl_answer):
@@ -2044,7 +2098,7 @@ cdef class StreamParser:
         cdef unsigned char* k = self.core.kinds
         for i in range(self.core.n_gaps):
             if not (k[i] or k[i + 1]):
-                itl_answer.record(_to_us(self.core.gaps[i]), 1)
+                itl_answer.record_nogil(_to_us(self.core.gaps[i]), 1)
         _merge(itl_answer, self.core.spill[SPILL_ANSWER])
 
 
