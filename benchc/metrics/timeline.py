@@ -7,8 +7,9 @@ with the sends is the load's.
 
 Per interval of `interval_ns`, counted from `origin_ns` (the step's start on the measuring
 process's clock): the mean of the in-flight count as the self-check sampled it (run/loadgen.py,
-every 5 ms), its max, the requests written (first write), and in an open loop the requests
-scheduled. Memory is one small record per interval, whatever the number of requests.
+every 5 ms, or 20 ms where the kernel stamps the reads), its max, the requests written (first
+write), and in an open loop the requests scheduled. Memory is one small record per interval,
+whatever the number of requests.
 
 Shards of one point (Ray) add up: each interval of one shard lands on the interval of the
 earliest shard's grid nearest to it (the shards start together at a shared wall-clock time, so

@@ -44,7 +44,14 @@ from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
 # The client self-check's causes (loop lag, CPU) are measured here, its effects judged in
 # run/effects.py: a point is client_limited when a figure a late client can move moved.
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
+# The self-check's ticker: every TICK_S where the event loop dates the reads (aiohttp, https),
+# so that its lag, which moves those requests' latencies, is sampled finely; every
+# TICK_STAMPED_S where the kernel stamps them (the own reader on plain http), where the lag
+# moves no latency and is a cause only. A tick on a loop that has nothing else to do is a
+# wakeup of its own, about 50-80 us of CPU on the project's VM: at 5 ms it was the most of
+# what `benchc run` spent beside the component benchmark per-token (benchmarks/run_ingest.py).
 TICK_S = 0.005
+TICK_STAMPED_S = 0.020
 # open loop on the own reader: a request is issued this long before its time, takes (or opens)
 # its connection and readies its request, and writes at its time (run/alarm.py wakes it)
 SEND_LEAD_NS = 5_000_000
@@ -78,7 +85,8 @@ class _SelfCheck:
     stream read by the receive loop) each tick is a wakeup of its own, and a task's sleep
     (future, task step) cost about twice the callback's CPU per wakeup (benchmarks/run_ingest.py)."""
 
-    def __init__(self, series: ClientSeries | None = None) -> None:
+    def __init__(self, series: ClientSeries | None = None, tick_s: float = TICK_S) -> None:
+        self.tick_s = tick_s
         self.lag = Recorder()
         self.late_ticks = 0  # ticks later than effects.LOOP_LAG_P99_US
         self.inflight_samples = 0
@@ -100,8 +108,8 @@ class _SelfCheck:
         self._schedule()
 
     def _schedule(self) -> None:
-        self._due = time.perf_counter() + TICK_S
-        self._handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
+        self._due = time.perf_counter() + self.tick_s
+        self._handle = asyncio.get_running_loop().call_later(self.tick_s, self._tick)
 
     def start(self) -> None:
         self._schedule()
@@ -150,7 +158,7 @@ class StepRun:
         # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
         self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
                        if series_interval_s else None)
-        self.check = _SelfCheck(self.series)
+        self.check = _SelfCheck(self.series, TICK_STAMPED_S if self._kernel_stamped() else TICK_S)
         self.skew = Recorder()  # schedule -> first write, open loop
         self.sends = SendCheck()
         # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
@@ -218,28 +226,27 @@ class StepRun:
         now = CLOCK()
         self.slots.give_back(min(end_ns, now) if end_ns else now)
 
-    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[], None] | None = None,
+    async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[int | None], None] | None = None,
                        cancel: dict | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
-        called first when it is over (a single prompt's slot is free from then). `cancel`:
-        load.cancel chose it (its stream is closed when the rule says)."""
+        called first with its end when it is over (a single prompt's slot is free from then).
+        `cancel`: load.cancel chose it (its stream is closed when the rule says)."""
         ctx = self.ctx
-        counted = False  # in flight from its write (an early request: from its due time)
         r.request_bytes = len(body)
-
-        def count_in() -> None:
-            nonlocal counted
-            counted = True
+        # in flight from its write; an early request (open loop, own reader) from its due time
+        # (a closure per request only for those: made for every request it cost the closed
+        # loop a microsecond a request)
+        due: Due | None = None
+        counted: list[bool] | None = None
+        if self.alarm is not None and r.scheduled_ns is not None and r.scheduled_ns > CLOCK():
+            counted = []  # [True] from its due time
+            due = Due(r.scheduled_ns, lambda at_ns: self._due(at_ns, counted))
+        else:
             self.check.inflight += 1
             ctx.inflight += 1
-
-        due = None
-        if self.alarm is not None and r.scheduled_ns is not None and r.scheduled_ns > CLOCK():
-            due = Due(r.scheduled_ns, lambda at_ns: self._due(at_ns, count_in))
-        else:
-            count_in()
         keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
-        self.live[id(r)] = r
+        live = self.live
+        live[id(r)] = r
         try:
             if ctx.pool is not None:
                 sending = send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
@@ -254,30 +261,34 @@ class StepRun:
             r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
             r.end_ns = r.end_ns or CLOCK()
         finally:
-            if counted:
+            if counted is None or counted:
                 self.check.inflight -= 1
                 ctx.inflight -= 1
-            del self.live[id(r)]
+            del live[id(r)]
             self.ended += 1
             ctx.finished += 1
             if self.streak.add(r):
                 ctx.stop_event.set()
             if ended is not None:
-                ended()
+                ended(r.end_ns)
             self._record(r)
 
-    async def _due(self, at_ns: int, then: Callable[[], None]) -> None:
+    async def _due(self, at_ns: int, counted: list[bool]) -> None:
+        """An early request's wait for its write's time; from then it counts as in flight."""
         assert self.alarm is not None  # an open loop on the own reader
         await self.alarm.until(at_ns)
-        then()
+        counted.append(True)
+        self.check.inflight += 1
+        self.ctx.inflight += 1
 
     def _record(self, r: RequestRecord) -> None:
         self.sends.add(r)
-        if self.series is not None:
+        series = self.series
+        if series is not None:
             if r.first_sent_ns is not None:
-                self.series.sent(r.first_sent_ns)
+                series.sent(r.first_sent_ns)
             if r.scheduled_ns is not None:
-                self.series.scheduled(r.scheduled_ns)
+                series.scheduled(r.scheduled_ns)
         if r.path is not None:
             self.paths[r.path] += 1
         # the first attempt's write (a keep-alive retry's own is later, and a request that
@@ -286,12 +297,14 @@ class StepRun:
             self.skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
             if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
                 self.late += 1
-        if self.steady_start_ns is not None and self.steady_end_ns is None and not self.may_issue():
-            self.steady_end_ns = CLOCK()
-        if self.steady_start_ns is not None and self.steady_end_ns is None and r.ok:
-            self.steady_tokens += r.output_tokens
-        if self.steady_start_ns is not None and r.ok:  # one ending after the span decoded in it too
-            self.decoded_tokens += r.tokens_within(self.steady_start_ns, self.steady_end_ns)
+        if self.steady_start_ns is not None:
+            if self.steady_end_ns is None:
+                if not self.may_issue():
+                    self.steady_end_ns = CLOCK()
+                elif r.ok:
+                    self.steady_tokens += r.output_tokens
+            if r.ok:  # one ending after the span decoded in it too
+                self.decoded_tokens += r.tokens_within(self.steady_start_ns, self.steady_end_ns)
         self.rec.add(r, self.slo_checks)
         if self.ctx.progress is not None:
             self.ctx.progress.ended(self.rec, self.check.inflight)
@@ -304,21 +317,26 @@ class StepRun:
             return None
         return rule
 
-    async def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
-        """A single prompt's request."""
+    def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> Coroutine[Any, Any, None]:
+        """A single prompt's request: its record made and its unit started now, and what sends
+        it (measured(), for the caller to await: a coroutine of its own between the slot and
+        measured() cost each request's every resume a frame more)."""
         feed = self.feed
         assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
         prompt = req.prompt
-        r = RequestRecord(id=self._id_prefix + str(next(self._ids)), prompt_index=req.index,
-                          input_tokens=prompt.input_tokens,
-                          expected_output_tokens=req.expected_output_tokens, scheduled_ns=scheduled_ns,
-                          shared_tokens=prompt.shared_tokens, reused=prompt.reused, ready_ns=ready_ns,
-                          queued_ns=ready_ns - scheduled_ns if scheduled_ns is not None else 0,
-                          template_input_tokens=req.template_tokens, images=req.images,
-                          tools=req.tools, inputs=req.inputs)
+        # the leading fields by position, the rest set after: a call of 14 keywords cost about
+        # 2 us more per request (the record has 50 fields)
+        r = RequestRecord(self._id_prefix + str(next(self._ids)), req.index, prompt.input_tokens,
+                          req.expected_output_tokens, scheduled_ns)
+        r.ready_ns = ready_ns
+        if scheduled_ns is not None:
+            r.queued_ns = ready_ns - scheduled_ns
+        r.shared_tokens, r.reused = prompt.shared_tokens, prompt.reused
+        r.template_input_tokens, r.images = req.template_tokens, req.images
+        r.tools, r.inputs = req.tools, req.inputs
         self._unit_started()
-        await self.measured(req.body, r, lambda: self._unit_ended(r.end_ns), self._cancel_of(req.index))
+        return self.measured(req.body, r, self._unit_ended, self._cancel_of(req.index))
 
     async def _until(self, due_ns: int) -> bool:
         assert self.stop_wait is not None  # the step runs
@@ -342,8 +360,11 @@ class StepRun:
     def _spawn(self, scheduled_ns: int) -> None:
         """An open loop's unit, in a task of its own."""
         i = self._issue()
-        unit = self._session if self.multi_turn else self._one
-        self._start(unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+        self._start(self._unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+
+    async def _unit(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        """One unit (a request, or a session), started when its task first runs."""
+        await (self._session if self.multi_turn else self._one)(i, scheduled_ns, ready_ns)
 
     def _start(self, unit: Coroutine[Any, Any, Any]) -> None:
         t = asyncio.create_task(unit)
@@ -441,12 +462,17 @@ class StepRun:
                             and out["steady"]["output_tok_s"] is not None else None)
         return out
 
+    def _kernel_stamped(self) -> bool:
+        """Whether the kernel stamps every read of the step (the own reader on plain http: the
+        receive loop's reads and the event loop's own), so that a late event loop dates none."""
+        pool = self.ctx.pool
+        return pool is not None and pool.kernel_stamps and not self.ctx.url.startswith("https:")
+
     def _effects(self, client: dict, rx_lag: Any) -> dict:
         """The self-check's verdict by effect (run/effects.py): `effects`, `client_limited`,
         `reasons` (what moved, by how much), and a note when the client ran late to no effect."""
         pool = self.ctx.pool
-        stamped = pool is not None and pool.kernel_stamps and not self.ctx.url.startswith("https:")
-        kernel = self.paths[RX_LOOP] + (self.paths[ASYNCIO] if stamped else 0)
+        kernel = self.paths[RX_LOOP] + (self.paths[ASYNCIO] if self._kernel_stamped() else 0)
         # reads the kernel stamped: the receive loop's, and the event loop's own (client/http1.py)
         reads = pool.take_read_delay() if pool is not None else Recorder()
         if rx_lag is not None:

@@ -66,28 +66,47 @@ class SendCheck:
         self.delay_ns = 0  # their send delays, summed
         self.slot_ns = 0  # their ready -> end, summed: the slots' time
         self.late = 0  # sends more than effects.SEND_LATE_US late with a free slot
-        self._ready: list[int] = []  # first and last ready time ...
-        self._sent: list[int] = []  # ... and first write: the spans of the two
+        # the first and last ready time, and first write: the spans of the two (4 ints, not a
+        # helper's list: this runs per request on the load generator's path)
+        self._ready_lo = self._ready_hi = self._sent_lo = self._sent_hi = 0
 
     def add(self, r: RequestRecord) -> None:
         if r.scheduled_ns is not None:
             self.scheduled += 1
             if r.queued_ns > 0:
                 self.queued.record_ns(r.queued_ns)
-        self.early_reads += r.early_reads
+        if r.early_reads:
+            self.early_reads += r.early_reads
         if r.error == CLIENT_EXHAUSTED:
             self.exhausted += 1
-        if r.first_sent_ns is None:
+        sent = r.first_sent_ns
+        if sent is None:
             return  # never sent (the connect failed): no send delay to judge
-        if r.ready_ns is not None:
-            delay = max(0, r.first_sent_ns - r.ready_ns - r.connect_ns)
+        ready = r.ready_ns
+        if ready is not None:
+            delay = sent - ready - r.connect_ns
+            if delay < 0:
+                delay = 0
             self.client.record_ns(delay)
             self.sent += 1
             self.delay_ns += delay
-            self.slot_ns += max(0, (r.end_ns or r.first_sent_ns) - r.ready_ns)
-            self.late += delay > effects.SEND_LATE_US * 1000
-            _span(self._ready, r.ready_ns)
-            _span(self._sent, r.first_sent_ns)
+            slot = (r.end_ns or sent) - ready
+            if slot > 0:
+                self.slot_ns += slot
+            if delay > effects.SEND_LATE_US * 1000:
+                self.late += 1
+            if self.sent == 1:
+                self._ready_lo = self._ready_hi = ready
+                self._sent_lo = self._sent_hi = sent
+            else:
+                if ready < self._ready_lo:
+                    self._ready_lo = ready
+                elif ready > self._ready_hi:
+                    self._ready_hi = ready
+                if sent < self._sent_lo:
+                    self._sent_lo = sent
+                elif sent > self._sent_hi:
+                    self._sent_hi = sent
         if r.reused_connection or r.retried:  # a retry follows a failure on a reused connection
             self.reused += 1
         else:
@@ -96,7 +115,8 @@ class SendCheck:
     def effect_inputs(self) -> dict:
         """What run/effects.offered_load reads."""
         return {"sent": self.sent, "delay_ns": self.delay_ns, "slot_ns": self.slot_ns, "late": self.late,
-                "ready_span_ns": _width(self._ready), "sent_span_ns": _width(self._sent)}
+                "ready_span_ns": self._ready_hi - self._ready_lo,
+                "sent_span_ns": self._sent_hi - self._sent_lo}
 
     def summary(self) -> dict:
         """Figures for the point's `client` block."""
@@ -118,14 +138,3 @@ class SendCheck:
             out["reads_stamped_before_send"] = self.early_reads
         return out
 
-
-def _span(seen: list[int], t: int) -> None:
-    """Keep [first, last] of the times seen."""
-    if not seen:
-        seen += [t, t]
-    else:
-        seen[0], seen[1] = min(seen[0], t), max(seen[1], t)
-
-
-def _width(seen: list[int]) -> int:
-    return seen[1] - seen[0] if seen else 0
