@@ -171,8 +171,12 @@ def test_telemetry_reads_every_figure_under_this_versions_names(tmp_path, vllm):
     # every counter and histogram has a _created twin (a timestamp): none is read as a figure
     assert "vllm:generation_tokens_created" in text and "vllm:time_to_first_token_seconds_created" in text
     assert parsed["generation_tokens_total"] < 1e9 and parsed["prompt_tokens_total"] < 1e9
-    # a point longer than the one-second poll: gauges sampled during it, counters over it
+    # gauges sampled during the point, counters over it: the poll at its shortest (50 ms), so
+    # that the point (two rounds of 48 decode steps) spans several ticks however fast the
+    # server decodes (at the default 1 s, an idle server finished it before the first tick)
     doc, records = run(tmp_path, vllm, "telemetry", """\
+server:
+  metrics_interval: 50ms
 workload:
   dataset:
     random: {input_tokens: 50, output_tokens: 48, seed: SEED}
