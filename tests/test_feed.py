@@ -115,6 +115,60 @@ def test_the_window_refills_while_the_step_runs_and_never_grows(tmp_path):
     assert feed.built_late == 0 and feed.most_ready == 8
 
 
+def test_a_closed_loop_whose_turns_end_many_requests_never_drains_the_window(tmp_path):
+    """A coalesced closed loop ends many requests in one turn of the event loop, each taking a
+    body: the builder pays back per turn what was taken since its last, so a step of many more
+    rounds than ROUNDS_AHEAD sends every body from the window (one body per turn left about
+    half of a C=256 point's 4096 bodies built on the send path)."""
+    c, rounds = 16, 4 * feed.ROUNDS_AHEAD
+    f = feed_for(tmp_path, f"requests: {c * rounds}", sweep=f"concurrency: [{c}]", prebuild_s=0.0)
+    assert len(f._ready) == f.need() == feed.ROUNDS_AHEAD * c
+
+    async def drive() -> None:
+        ahead = asyncio.create_task(f.keep_ahead())
+        await asyncio.sleep(0)
+        for r in range(rounds):
+            for j in range(r * c, (r + 1) * c):  # a turn in which the whole round ends
+                f.get(j)
+            await asyncio.sleep(0)  # the next turn: the round's answers are read
+        await asyncio.wait_for(ahead, 10)
+
+    asyncio.run(drive())
+    assert f.built_late == 0 and f.issued == c * rounds
+    assert f.most_ready <= f.window
+
+
+def test_the_builder_leaves_a_due_send_its_turn(tmp_path):
+    """An open loop's next send (its issue, or a write due soon) is not kept waiting by a
+    body's build: while `until_due` says it is nearer than a build, the builder builds nothing
+    and waits for it; once it has gone, the window refills."""
+    f = feed_for(tmp_path, "requests: 1000", window=8)
+    near = [True]
+    asked = []
+
+    def until_due() -> int | None:
+        asked.append(near[0])
+        return 100_000 if near[0] else None  # a send due in 100 us, again and again; then none
+
+    async def drive() -> None:
+        ahead = asyncio.create_task(f.keep_ahead(until_due))
+        try:
+            for j in range(4):
+                f.get(j)
+            while asked.count(True) < 5:  # the builder looked five times
+                await asyncio.sleep(0.001)
+            assert len(f._ready) == 4  # and built nothing in the send's way
+            near[0] = False
+            while len(f._ready) < 8:  # it refills once the send has gone
+                await asyncio.sleep(0.001)
+        finally:
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(drive(), 30))
+    assert f.built_late == 0 and f.most_ready == 8
+
+
 @pytest.mark.slow
 def test_a_step_of_a_million_requests_sends_from_its_window(tmp_path):
     """End to end on the simulator: a point bound by a million requests and a short duration
@@ -126,3 +180,18 @@ def test_a_step_of_a_million_requests_sends_from_its_window(tmp_path):
     (p,) = doc["points"]
     assert p["counts"]["completed"] > 0 and p["counts"]["failed"] == 0
     assert 0 <= p["client"]["bodies_built_late"] <= p["counts"]["sent"]
+
+
+@pytest.mark.slow
+def test_a_closed_loop_of_many_rounds_sends_every_body_from_its_window(tmp_path, monkeypatch):
+    """End to end on the simulator: a closed loop of 40 rounds, its window only its need
+    (ROUNDS_AHEAD rounds: the builder, not the first window, must keep it), builds no body on
+    the send path."""
+    c = 32
+    monkeypatch.setattr(feed, "WINDOW", feed.ROUNDS_AHEAD * c)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(stop=f"requests: {40 * c}").replace("[2]", f"[{c}]"))
+    assert main(["run", str(spec), "--out", str(tmp_path / "r.json"), "--quiet"]) == 0
+    (p,) = json.loads((tmp_path / "r.json").read_text())["points"]
+    assert p["counts"]["completed"] == 40 * c, p["counts"]
+    assert p["client"]["bodies_built_late"] == 0

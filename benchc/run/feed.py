@@ -3,8 +3,8 @@
 Bodies are built ahead of need, in a bounded window (json-encoded bytes, with a chat template
 each one's exact input tokens counted there too): the first window before the step starts,
 outside the measured window (what the step's start needs, StepFeed.need, and as much more as
-PREBUILD_S builds), then one body per turn of the event loop while it runs
-(StepFeed.keep_ahead), as requests take them. So the time to
+PREBUILD_S builds), then while it runs, per turn of the event loop, as many as requests took
+since the builder's last turn (StepFeed.keep_ahead), never into an open loop's due send. So the time to
 the first request and the client's memory depend on the window, never on the step's request
 ceiling (a step of 10^6 requests bound by time would otherwise spend seconds and gigabytes
 before its first send), and a body is built between sends, not in a send's way. A request
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from benchc.client.apis import prompt_text
@@ -35,17 +35,20 @@ from benchc.run.shards import WHOLE, Shard
 # The window: at most WINDOW bodies and WINDOW_BYTES (long prompts), whatever the step's
 # request ceiling. Before the step it is filled for PREBUILD_S, and longer until the step's
 # need is ready (ROUNDS_AHEAD rounds of its units in flight, or ARRIVALS_AHEAD_S of an open
-# loop's arrivals: what a fast server takes before the loop's one body per turn catches up),
+# loop's arrivals: a start's bursts, before the builder's turns pay back what each took),
 # for at most PREBUILD_MAX_S (the time to the first request stays under a second whatever the
-# prompts cost to build); the rest is built while the step runs, one body per turn of the
-# event loop. By time alone, a step of 1024 in flight started with half its first 8192 built
-# and built the rest during its measured window (benchmarks/run_ingest.py).
+# prompts cost to build); the rest is built while the step runs (StepFeed.keep_ahead). By time
+# alone, a step of 1024 in flight started with half its first 8192 built and built the rest
+# during its measured window (benchmarks/run_ingest.py).
 WINDOW = 8192
 WINDOW_BYTES = 64 << 20
 PREBUILD_S = 0.25
 PREBUILD_MAX_S = 2.0
 ROUNDS_AHEAD = 8
 ARRIVALS_AHEAD_S = 2.0
+# An open loop's send due sooner than the builder's estimate of one build and this much is
+# left its turn: the builder waits for it rather than start a body that may end after it.
+DUE_GUARD_NS = 100_000
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,12 @@ class StepFeed:
         self.window = window or WINDOW
         self.built_late = 0  # requests that built their own body: the window ran dry
         self.most_ready = 0  # the most bodies held ready at once
+        self.build_ns = 0  # one body's build (ns): the slowest lately, decaying by an eighth a body
         self._share = shard.share(step.requests)  # None: bound by time only
         self._ready: dict[int, Request] = {}  # built ahead, by j
         self._ready_bytes = 0
         self._next = 0  # the next j to build ahead
+        self._owed = 0  # bodies taken since the builder's last turn (keep_ahead pays them back)
         self._taken = asyncio.Event()  # a request took a body: there is room again
         # the first window, before the step starts: its need, and what prebuild_s builds besides,
         # within PREBUILD_MAX_S (prebuild_s None: all of it, whatever it takes)
@@ -107,24 +112,53 @@ class StepFeed:
         if len(self._ready) >= self.window or self._ready_bytes >= WINDOW_BYTES or \
                 (self._share is not None and self._next >= self._share):
             return False
+        t = time.perf_counter_ns()
         r = self._build(self._next)
+        took = time.perf_counter_ns() - t
+        # a slow body (a long prompt, a chat template's count) raises the estimate at once
+        self.build_ns = took if took > self.build_ns else self.build_ns - (self.build_ns - took) // 8
         self._ready[self._next] = r
         self._ready_bytes += len(r.body)
         self._next += 1
         self.most_ready = max(self.most_ready, len(self._ready))
         return True
 
-    async def keep_ahead(self) -> None:
-        """While the step runs: refill the window, one body per turn of the event loop (a send
-        due meanwhile waits for one body's build at most), and sleep while it is full; done
-        once the worker's share is built (woken by every request's take, it cost a task's
-        step per request)."""
+    async def keep_ahead(self, until_due: Callable[[], int | None] | None = None) -> None:
+        """While the step runs: refill the window, per turn of the event loop as many bodies as
+        requests took since the builder's last turn (at least one while it has room). A
+        coalesced turn ends many requests, each taking a body: at one body per turn a closed
+        loop's window ran dry after ROUNDS_AHEAD rounds (about half of a C=256 point's 4096
+        bodies were built on the send path).
+
+        `until_due`: in how many ns an open loop's next send goes (its next issue, or the write
+        of one issued ahead), None while none is coming. A send nearer than one build (the
+        estimate, build_ns, and DUE_GUARD_NS) is left its turn: the builder waits until it is
+        due, then goes on. A send already overdue (its task not yet run) is late whatever the
+        builder does: it then builds one body a turn, as it yields, rather than spin.
+
+        Sleeps while the window is full; done once the worker's share is built (woken by
+        every request's take, it cost a task's step per request)."""
         while self._share is None or self._next < self._share:
-            if self.build_ahead():
-                await asyncio.sleep(0)
+            owed, self._owed = max(1, self._owed), 0
+            while owed:
+                if until_due is not None and (left := until_due()) is not None:
+                    if left <= 0:  # overdue: one body, then its turn
+                        self._owed += owed - 1
+                        owed = 1
+                    elif left < self.build_ns + DUE_GUARD_NS:
+                        self._owed += owed  # paid once the send has gone
+                        await asyncio.sleep(left / 1e9)
+                        break
+                if not self.build_ahead():
+                    owed = 0
+                    if self._share is not None and self._next >= self._share:
+                        return
+                    self._taken.clear()  # the window is full: until a request takes a body
+                    await self._taken.wait()
+                    break
+                owed -= 1
             else:
-                self._taken.clear()
-                await self._taken.wait()
+                await asyncio.sleep(0)
 
     def get(self, j: int) -> Request:
         self.issued = max(self.issued, j + 1)
@@ -135,6 +169,7 @@ class StepFeed:
             self._next = max(self._next, j + 1)
         else:
             self._ready_bytes -= len(r.body)
+            self._owed += 1
         self._taken.set()
         return r
 

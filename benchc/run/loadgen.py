@@ -11,6 +11,7 @@ flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import os
 import random
@@ -180,6 +181,10 @@ class StepRun:
         self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
         self._room: asyncio.Future | None = None  # done when a unit ends (while the loop waits for one)
         self.alarm: Alarm | None = None  # the open loop's punctual writes (own reader only)
+        # the open loop's sends to come, which the feed's builder leaves their turn (_until_due):
+        # its next issue, and the writes of requests issued ahead (a heap of their due times)
+        self._next_issue_ns: int | None = None
+        self._writes: list[int] = []
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         self.ended = 0  # requests ended
         # a request's id (its x-request-id, which a server's trace joins on): unique across runs,
@@ -407,7 +412,8 @@ class StepRun:
                 priority.raise_()
         tasks = self.tasks
         # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
-        ahead = asyncio.create_task(self.feed.keep_ahead()) if isinstance(self.feed, StepFeed) else None
+        ahead = (asyncio.create_task(self.feed.keep_ahead(None if step.concurrency else self._until_due))
+                 if isinstance(self.feed, StepFeed) else None)
         try:
             if step.concurrency:
                 await self._closed_loop()
@@ -560,17 +566,37 @@ class StepRun:
             last_send = await self._session(next(self.issued), due, max(due, CLOCK()))
             due = last_send + int(pace_s * 1e9)
 
+    def _until_due(self) -> int | None:
+        """ns until the open loop's next send (its next issue, or the write of a request issued
+        ahead), which the feed's builder does not delay; None while none is coming."""
+        now = CLOCK()
+        writes = self._writes
+        while writes and writes[0] <= now:  # written, or due and woken by now
+            heapq.heappop(writes)
+        due = self._next_issue_ns
+        if writes and (due is None or writes[0] < due):
+            due = writes[0]
+        return None if due is None else due - now
+
     async def _open_loop(self, schedule: Iterable[float]) -> None:
         """Each request at its scheduled time, whatever the schedule: the client never waits
         for a response before sending the next, only for the step's max_concurrency. On the
         own reader a request is issued SEND_LEAD_NS early and writes at its time (measured);
         on aiohttp, which opens its connections itself, it is issued at its time."""
-        tasks, stop_wait, cap = self.tasks, self.stop_wait, self.step.max_concurrency
-        assert stop_wait is not None
         lead_ns = SEND_LEAD_NS if self.alarm is not None else 0
         start_ns = CLOCK() + lead_ns
+        try:
+            await self._open_loop_sends(schedule, start_ns, lead_ns)
+        finally:
+            self._next_issue_ns = None
+
+    async def _open_loop_sends(self, schedule: Iterable[float], start_ns: int, lead_ns: int) -> None:
+        """The open loop's issues, each telling the feed's builder when the next is due."""
+        tasks, stop_wait, cap = self.tasks, self.stop_wait, self.step.max_concurrency
+        assert stop_wait is not None
         for offset in schedule:
             scheduled_ns = start_ns + int(offset * 1e9)
+            self._next_issue_ns = scheduled_ns - lead_ns
             # again until due: uvloop's timers round to the millisecond and may fire up to half
             # of one early, and a request must never be issued before its time
             while (delay := (scheduled_ns - lead_ns - CLOCK()) / 1e9) > 0:
@@ -581,6 +607,7 @@ class StepRun:
                 return
             if cap and len(tasks) >= cap:
                 self.capped += 1
+                self._next_issue_ns = None  # not due until a unit ends: the builder may go on
             while cap and len(tasks) >= cap:
                 # At the cap: this arrival waits (it is late, and its schedule latency shows it).
                 if not await self._room_or_stop():
@@ -588,6 +615,8 @@ class StepRun:
             if not self.may_issue(max(scheduled_ns, CLOCK())):  # the time ran out while it waited
                 return
             self._spawn(scheduled_ns)
+            if lead_ns:
+                heapq.heappush(self._writes, scheduled_ns)
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
