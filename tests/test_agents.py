@@ -446,7 +446,7 @@ def run_agent_sim(tmp_path, spec, run_args=(), *sim_args) -> dict:
     """`benchc run` of a spec (with `run_args`: the client path) against a simulator subprocess
     keeping text in its trace (as tests/test_sessions.run_against_sim): the trace by id."""
     from benchc.cli import main
-    from tests.test_run import Sim
+    from tests.simrun import Sim
 
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
               "--param", "trace_text=true", *sim_args)

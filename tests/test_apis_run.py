@@ -10,8 +10,8 @@ import pytest
 
 from benchc.cli import main
 from benchc.results.document import read
+from tests.simrun import Sim
 from tests.test_reasoning import PATHS, first_write_error_ms
-from tests.test_run import Sim
 
 SPEC = """\
 version: 1

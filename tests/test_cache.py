@@ -14,7 +14,7 @@ from benchc.client import _rxloop, http1
 from benchc.plan.model import Plan
 from benchc.results.document import read
 from tests.conftest import REPO, transports, use_transport
-from tests.test_run import Sim
+from tests.simrun import Sim
 
 SPEC = """\
 version: 1

@@ -16,7 +16,7 @@ from benchc.plan.compiler import compile_spec
 from benchc.results.document import read
 from benchc.spec import loader
 from tests.conftest import transports, use_transport
-from tests.test_run import Sim, requests_of, write_spec
+from tests.simrun import Sim, requests_of, write_spec
 
 OUT = 60  # tokens each request is asked for (ignore_eos: exactly these, unless cancelled)
 

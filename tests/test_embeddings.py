@@ -19,7 +19,7 @@ from benchc.plan.model import Sampling, Target
 from benchc.plan.workload import Prompt
 from benchc.results.document import read
 from tests.conftest import REPO, transports, use_transport
-from tests.test_run import Sim
+from tests.simrun import Sim
 
 SPEC = """\
 version: 1

@@ -7,7 +7,7 @@ from benchc.cli import main
 from benchc.errors import EXIT_POINT_FAILED
 from benchc.results.document import read
 from benchc.results.failed import MAX_ERROR_FRACTION, failed_points, point_failure
-from tests.test_run import Sim, write_spec
+from tests.simrun import Sim, write_spec
 
 
 def _point(sent, completed, errors=None, probe=None, pid="c=4"):

@@ -27,7 +27,7 @@ from benchc.run.server_identity import identify
 from benchc.spec.loader import load_text
 from benchc.spec.thresholds import parse_threshold
 from tests.conftest import REPO
-from tests.test_run import Sim
+from tests.simrun import Sim
 
 MINIMAX = os.path.join(REPO, "tests", "data", "result-v1-minimax.json")
 

@@ -390,7 +390,7 @@ def test_a_run_against_a_server_that_never_answers_says_so_and_ends_at_the_first
     from benchc.cli import main
     from benchc.results.document import read
     from benchc.run import runner
-    from tests.test_run import write_spec
+    from tests.simrun import write_spec
 
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.25)
     monkeypatch.setattr(runner, "PROGRESS_TICK_S", 0.05)

@@ -9,7 +9,7 @@ import pytest
 
 from benchc.results.document import read
 from tests.conftest import wait_for
-from tests.test_run import Sim, write_spec
+from tests.simrun import Sim, write_spec
 
 
 @pytest.mark.slow  # a run against a simulator subprocess

@@ -24,7 +24,7 @@ from benchc.metrics.record import CONNECT, HTTP, STREAM_BROKEN, TIMEOUT, Request
 from benchc.results.document import read, reserve_outputs, write_atomic
 from benchc.run.deadserver import MIN_CONNECT_FAILURES, ConnectStreak, failure_limit
 from tests.conftest import REPO, killed_after, wait_for
-from tests.test_run import Sim, write_spec
+from tests.simrun import Sim, write_spec
 
 PY = sys.executable
 

@@ -102,7 +102,7 @@ def test_slow_requests_that_stream_get_progress_lines_and_no_waiting_note(tmp_pa
     now progress lines, and no note."""
     from benchc.cli import main
     from benchc.run import console, runner
-    from tests.test_run import write_spec
+    from tests.simrun import write_spec
 
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.2)
     monkeypatch.setattr(runner, "PROGRESS_TICK_S", 0.02)

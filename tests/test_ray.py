@@ -123,7 +123,7 @@ def test_open_loop_shards_take_the_plans_schedule(tmp_path):
 
 
 def test_a_dead_worker_is_reported_and_the_others_kept(tmp_path, capsys, backends):
-    from tests.test_run import Sim
+    from tests.simrun import Sim
 
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--model", "m")
     path = spec(tmp_path, out=200, requests=8)
@@ -334,9 +334,9 @@ def test_energy_and_goodput_per_slo_item_on_ray_as_locally(tmp_path):
     """Two workers' shards keep the steady span through the merge: the energy is the modelled
     power over the span where every shard was steady, per output token as the local run's (the
     whole window it used before counted the ramp down); the goodput per SLO item adds exactly."""
+    from tests.simrun import Sim
     from tests.test_decide import met_by_hand
     from tests.test_energy import modelled_joules
-    from tests.test_run import Sim
 
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--model", "sim-model")  # 4 of 8 GPUs
     try:

@@ -209,7 +209,7 @@ def test_addresses_and_sizes_that_cannot_work_say_why(head, tmp_path):
 
 
 def test_sigterm_mid_point_keeps_what_was_measured_and_leaves_no_actor(head, tmp_path):
-    from tests.test_run import Sim
+    from tests.simrun import Sim
 
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--model", "m")
     spec = tmp_path / "s.yaml"

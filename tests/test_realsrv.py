@@ -24,8 +24,8 @@ from benchc.sim.model import make_config
 from benchc.sim.server import SimServer
 from benchc.spec.loader import load_schema
 from tests.conftest import use_transport
+from tests.simrun import Sim, requests_of, write_spec
 from tests.test_keepalive import PATHS, Client
-from tests.test_run import Sim, requests_of, write_spec
 
 REQUEST_SCHEMA = jsonschema.Draft202012Validator({"$ref": "#/$defs/request",
                                                    "$defs": load_schema("result-v1")["$defs"]})

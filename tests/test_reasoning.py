@@ -16,7 +16,7 @@ from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.results.document import read
 from tests.conftest import both_cores, transports, use_transport
-from tests.test_run import Sim
+from tests.simrun import Sim
 from tests.test_sessions import run_sessions
 from tests.test_stream import THINK_THEN_ANSWER, chunk, fed_one_event_per_ms
 

@@ -18,7 +18,7 @@ from benchc.results.document import read
 from benchc.run.saturation import SweepStop, why_stop
 from benchc.sim.model import MINIMAX_TABLE, make_config
 from benchc.spec import loader
-from tests.test_run import Sim
+from tests.simrun import Sim
 
 # --------------------------------------------------------------------------- intervals
 

@@ -11,7 +11,7 @@ from benchc.cli import main
 from benchc.client._rxloop import MODULE as RX_LOOP
 from benchc.results.document import read, validate_document
 from tests.conftest import REPO, wait_for
-from tests.simrun import Sim, requests_of, run_on_sim, write_spec  # other tests import them from here too
+from tests.simrun import Sim, requests_of, run_on_sim, write_spec
 
 
 @pytest.mark.slow  # the whole demo spec, as the README runs it

@@ -18,7 +18,7 @@ from benchc.run import effects, loadgen
 from benchc.run import point as point_mod
 from benchc.run.search import verdict
 from tests.conftest import transports, use_transport
-from tests.test_run import Sim, requests_of, write_spec
+from tests.simrun import Sim, requests_of, write_spec
 
 HOG_BLOCK_S = 0.030  # the event loop blocked this long ...
 HOG_EVERY_S = 0.040  # ... after this much free time, over and over

@@ -17,7 +17,7 @@ from benchc.plan.sessions import SyntheticSessions, draw_think, session_params, 
 from benchc.results.document import read
 from benchc.spec.loader import load_text, validate
 from tests.conftest import wait_for
-from tests.test_run import Sim
+from tests.simrun import Sim
 
 BS = 16  # the simulator's block
 

@@ -13,7 +13,7 @@ from benchc.cli import main
 from benchc.results.document import read
 from benchc.run.telemetry import parse_prometheus, server_summary
 from tests.conftest import REPO
-from tests.test_run import write_spec
+from tests.simrun import write_spec
 
 DATA = os.path.join(REPO, "tests", "data", "metrics")
 

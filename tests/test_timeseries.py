@@ -88,7 +88,7 @@ def test_shards_series_add_on_the_earliest_grid_and_a_move_keeps_them_apart_by_t
 
 
 def test_the_interval_is_a_spec_field_with_a_floor(tmp_path, capsys):
-    from tests.test_run import write_spec
+    from tests.simrun import write_spec
 
     spec = tmp_path / "s.yaml"
     text_ = Path(write_spec(tmp_path, sweep="    concurrency: [1]", extra="  requests: 1")).read_text()
@@ -107,7 +107,7 @@ def test_the_interval_is_a_spec_field_with_a_floor(tmp_path, capsys):
 
 @pytest.mark.slow  # two timed points against the simulator
 def test_every_point_has_window_over_interval_samples_and_the_clients_side(tmp_path):
-    from tests.test_run import write_spec
+    from tests.simrun import write_spec
 
     spec = write_spec(tmp_path, sweep="    concurrency: [2, 8]", out=64, extra="  duration: 2s")
     with open(spec, "a") as f:

@@ -18,7 +18,7 @@ import pytest
 
 from benchc.cli import main
 from benchc.results.document import read
-from tests.test_run import Sim
+from tests.simrun import Sim
 
 SIM_BLOCK = 16
 BLOCK = 32
