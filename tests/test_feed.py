@@ -148,7 +148,7 @@ def test_the_builder_leaves_a_due_send_its_turn(tmp_path):
 
     def until_due() -> int | None:
         asked.append(near[0])
-        return 100_000 if near[0] else None  # a send due in 100 us, again and again; then none
+        return 50_000 if near[0] else None  # due in 50 us (within the guard), again and again; then none
 
     async def drive() -> None:
         ahead = asyncio.create_task(f.keep_ahead(until_due))
@@ -195,3 +195,21 @@ def test_a_closed_loop_of_many_rounds_sends_every_body_from_its_window(tmp_path,
     (p,) = json.loads((tmp_path / "r.json").read_text())["points"]
     assert p["counts"]["completed"] == 40 * c, p["counts"]
     assert p["client"]["bodies_built_late"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("http", ["native", "aiohttp"])
+def test_an_open_loop_builds_between_its_sends(tmp_path, monkeypatch, http):
+    """End to end on the simulator: an open loop of 60 requests through a window of 8 (the
+    builder, leaving each due send its turn, keeps it) builds no body on the send path, and
+    no request goes before its time."""
+    monkeypatch.setattr(feed, "WINDOW", 8)
+    spec = tmp_path / "s.yaml"
+    sweep = "rate: [200/s], arrival: constant"
+    spec.write_text(SPEC.format(stop="requests: 60").replace("concurrency: [2]", sweep))
+    out = tmp_path / "r.json"
+    assert main(["run", str(spec), "--out", str(out), "--quiet", "--http", http]) == 0
+    (p,) = json.loads(out.read_text())["points"]
+    assert p["counts"]["completed"] == 60, p["counts"]
+    assert p["client"]["bodies_built_late"] == 0
+    assert p["client"]["send_skew_us"]["count"] == 60

@@ -615,8 +615,11 @@ class StepRun:
             if not self.may_issue(max(scheduled_ns, CLOCK())):  # the time ran out while it waited
                 return
             self._spawn(scheduled_ns)
-            if lead_ns:
-                heapq.heappush(self._writes, scheduled_ns)
+            if lead_ns:  # its write is due at its time (the heap's past ones go as it grows)
+                writes = self._writes
+                while writes and writes[0] <= scheduled_ns - lead_ns:
+                    heapq.heappop(writes)
+                heapq.heappush(writes, scheduled_ns)
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
