@@ -200,16 +200,19 @@ def test_a_closed_loop_of_many_rounds_sends_every_body_from_its_window(tmp_path,
 @pytest.mark.slow
 @pytest.mark.parametrize("http", ["native", "aiohttp"])
 def test_an_open_loop_builds_between_its_sends(tmp_path, monkeypatch, http):
-    """End to end on the simulator: an open loop of 60 requests through a window of 8 (the
-    builder, leaving each due send its turn, keeps it) builds no body on the send path, and
-    no request goes before its time."""
-    monkeypatch.setattr(feed, "WINDOW", 8)
+    """End to end on the simulator: an open loop of 80 requests through a window of 16 is fed
+    by the builder between its sends (leaving each due send its turn), and no request goes
+    before its time. Not none late: a process stalled long enough that a window's arrivals
+    are overdue at once (a busy machine) takes them in one turn, before any builder could;
+    but a builder kept from its work would leave all but the first window late."""
+    window, n = 16, 80
+    monkeypatch.setattr(feed, "WINDOW", window)
     spec = tmp_path / "s.yaml"
     sweep = "rate: [200/s], arrival: constant"
-    spec.write_text(SPEC.format(stop="requests: 60").replace("concurrency: [2]", sweep))
+    spec.write_text(SPEC.format(stop=f"requests: {n}").replace("concurrency: [2]", sweep))
     out = tmp_path / "r.json"
     assert main(["run", str(spec), "--out", str(out), "--quiet", "--http", http]) == 0
     (p,) = json.loads(out.read_text())["points"]
-    assert p["counts"]["completed"] == 60, p["counts"]
-    assert p["client"]["bodies_built_late"] == 0
-    assert p["client"]["send_skew_us"]["count"] == 60
+    assert p["counts"]["completed"] == n, p["counts"]
+    assert p["client"]["bodies_built_late"] < n - 2 * window
+    assert p["client"]["send_skew_us"]["count"] == n
