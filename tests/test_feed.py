@@ -141,7 +141,8 @@ def test_a_closed_loop_whose_turns_end_many_requests_never_drains_the_window(tmp
 def test_the_builder_leaves_a_due_send_its_turn(tmp_path):
     """An open loop's next send (its issue, or a write due soon) is not kept waiting by a
     body's build: while `until_due` says it is nearer than a build, the builder builds nothing
-    and waits for it; once it has gone, the window refills."""
+    and waits for it (down to half the step's need: below, those bodies would be built on the
+    send path anyway); once it has gone, the window refills."""
     f = feed_for(tmp_path, "requests: 1000", window=8)
     near = [True]
     asked = []
@@ -158,6 +159,14 @@ def test_the_builder_leaves_a_due_send_its_turn(tmp_path):
             while asked.count(True) < 5:  # the builder looked five times
                 await asyncio.sleep(0.001)
             assert len(f._ready) == 4  # and built nothing in the send's way
+            assert f.need() == 8  # of which 4 is half
+            f.get(4)
+            while len(f._ready) < 4:  # one under half: refilled to half, the send due or not
+                await asyncio.sleep(0.001)
+            seen = asked.count(True)
+            while asked.count(True) < seen + 5:
+                await asyncio.sleep(0.001)
+            assert len(f._ready) == 4  # and no further
             near[0] = False
             while len(f._ready) < 8:  # it refills once the send has gone
                 await asyncio.sleep(0.001)

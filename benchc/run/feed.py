@@ -86,6 +86,8 @@ class StepFeed:
         # within PREBUILD_MAX_S (prebuild_s None: all of it, whatever it takes)
         start = time.perf_counter()
         need = self.need()
+        # below this the builder no longer leaves a due send its turn (keep_ahead)
+        self._low = max(1, need // 2)
         while self.build_ahead():
             if prebuild_s is None:
                 continue
@@ -134,14 +136,18 @@ class StepFeed:
         of one issued ahead), None while none is coming. A send nearer than one build (the
         estimate, build_ns, and DUE_GUARD_NS) is left its turn: the builder waits until it is
         due, then goes on. A send already overdue (its task not yet run) is late whatever the
-        builder does: it then builds one body a turn, as it yields, rather than spin.
+        builder does: it then builds one body a turn, as it yields, rather than spin. Below
+        half the step's need the window is refilled whatever is due: those bodies would
+        otherwise be built on the send path, and an estimate raised by one slow build (a pause
+        of the process) could keep a fast open loop's builder waiting at every send.
 
         Sleeps while the window is full; done once the worker's share is built (woken by
         every request's take, it cost a task's step per request)."""
         while self._share is None or self._next < self._share:
             owed, self._owed = max(1, self._owed), 0
             while owed:
-                if until_due is not None and (left := until_due()) is not None:
+                if until_due is not None and len(self._ready) >= self._low and \
+                        (left := until_due()) is not None:
                     if left <= 0:  # overdue: one body, then its turn
                         self._owed += owed - 1
                         owed = 1
