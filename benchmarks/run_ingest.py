@@ -12,7 +12,8 @@ the warm-up or the result's writing). Prints per mode and C the medians of both 
 ratio (the target: at least 0.8), and of each side's CPU per request split by thread: the
 receive loop's (its own clock, `rx_loop.cpu_s` in the point) and the rest of the process
 (the event loop's thread: sending, the step's bookkeeping, the recorders), so that a gap
-shows where it lies.
+shows where it lies; and each repeat's ratio (its two runs back to back), which on a shared
+machine moves more from repeat to repeat than the medians do.
 """
 
 from __future__ import annotations
@@ -107,7 +108,12 @@ def main() -> None:
             print(f"  {mode} C={c} ({tokens} tokens x {n} per stream): component (rx-loop) "
                   f"{comp_fig:,.0f} tok/cpu-s; benchc run {run_fig:,.0f} tok/cpu-s; "
                   f"ratio {run_fig / comp_fig:.2f}" + (f"  ERRORS {bad}" if bad else ""), flush=True)
-            print(f"    per request: component {split_us(comp)}; benchc run {split_us(run)}", flush=True)
+            # each repeat's pair (the two ran back to back): how far the ratio moves between
+            # repeats on a shared machine, beside the ratio of the medians above
+            pairs = " ".join(f"{(b['tokens'] / b['cpu_s']) / (a['tokens'] / a['cpu_s']):.2f}"
+                             for a, b in zip(comp, run, strict=True))
+            print(f"    per request: component {split_us(comp)}; benchc run {split_us(run)}; "
+                  f"ratio per repeat {pairs}", flush=True)
 
 
 if __name__ == "__main__":
