@@ -9,7 +9,11 @@ benchmarks/client_ingest.py for the same transport (the receive loop, `rx-loop`,
 `benchc run`'s figure is the point's output tokens over its client block's cpu_s (user+sys
 of the whole process, every thread, over the point's own window: not the start, the plan,
 the warm-up or the result's writing). Prints per mode and C the medians of both and their
-ratio (the target: at least 0.8).
+ratio (the target: at least 0.8), and of each side's CPU per request split by thread: the
+receive loop's (its own clock, `rx_loop.cpu_s` in the point) and the rest of the process
+(the event loop's thread: sending, the step's bookkeeping, the recorders), so that a gap
+shows where it lies; and each repeat's ratio (its two runs back to back), which on a shared
+machine moves more from repeat to repeat than the medians do.
 """
 
 from __future__ import annotations
@@ -53,7 +57,19 @@ def run_point(url: str, c: int, n: int, tokens: int) -> dict:
             (p,) = json.load(f)["points"]
     client = p["client"]
     return {"tokens": p["tokens"]["output"], "cpu_s": client["cpu_s"], "wall_s": client["wall_s"],
+            "requests": p["counts"]["sent"], "rx_cpu_s": client.get("rx_loop", {}).get("cpu_s"),
             "failed": p["counts"]["failed"], "limited": client["client_limited"]}
+
+
+def split_us(rows: list[dict]) -> str:
+    """Medians of CPU per request: the event loop's thread (the process less the receive
+    loop's) and the receive loop's thread."""
+    rows = [r for r in rows if r.get("rx_cpu_s") is not None]
+    if not rows:
+        return "no receive loop"
+    loop = statistics.median((r["cpu_s"] - r["rx_cpu_s"]) / r["requests"] * 1e6 for r in rows)
+    rx = statistics.median(r["rx_cpu_s"] / r["requests"] * 1e6 for r in rows)
+    return f"{loop:.0f} + {rx:.0f} us/request (event loop + receive loop)"
 
 
 def main() -> None:
@@ -92,6 +108,12 @@ def main() -> None:
             print(f"  {mode} C={c} ({tokens} tokens x {n} per stream): component (rx-loop) "
                   f"{comp_fig:,.0f} tok/cpu-s; benchc run {run_fig:,.0f} tok/cpu-s; "
                   f"ratio {run_fig / comp_fig:.2f}" + (f"  ERRORS {bad}" if bad else ""), flush=True)
+            # each repeat's pair (the two ran back to back): how far the ratio moves between
+            # repeats on a shared machine, beside the ratio of the medians above
+            pairs = " ".join(f"{(b['tokens'] / b['cpu_s']) / (a['tokens'] / a['cpu_s']):.2f}"
+                             for a, b in zip(comp, run, strict=True))
+            print(f"    per request: component {split_us(comp)}; benchc run {split_us(run)}; "
+                  f"ratio per repeat {pairs}", flush=True)
 
 
 if __name__ == "__main__":
