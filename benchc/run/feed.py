@@ -96,7 +96,7 @@ class StepFeed:
                 break
 
     def need(self) -> int:
-        """The bodies the step's start takes before the loop's one body per turn keeps up:
+        """The bodies the step's start takes before the builder's turns (keep_ahead) keep up:
         ROUNDS_AHEAD rounds of its units in flight, or ARRIVALS_AHEAD_S of its open loop's
         arrivals (within the window and the worker's share)."""
         step = self.step
