@@ -178,6 +178,66 @@ def test_the_builder_leaves_a_due_send_its_turn(tmp_path):
     assert f.built_late == 0 and f.most_ready == 8
 
 
+def test_below_half_the_builder_refills_one_body_a_turn_while_a_send_is_near(tmp_path):
+    """What the builder owes gathers while it leaves sends their turn; below half the step's
+    need it refills whatever is due, but one body per turn of the event loop while a send is
+    near, so the send's task runs between (in one turn, a debt of 32 bodies of 1k tokens, 166
+    us each on the 2-core VM, would hold a send 5 ms)."""
+    f = feed_for(tmp_path, "requests: 1000", window=8)
+    assert f.need() == 8 and len(f._ready) == 8
+
+    async def drive() -> None:
+        ahead = asyncio.create_task(f.keep_ahead(lambda: 50_000))  # a send always due in 50 us
+        try:
+            await asyncio.sleep(0)
+            for j in range(7):  # one left: well under half, seven bodies owed
+                f.get(j)
+            seen = [len(f._ready)]
+            while seen[-1] < 4:  # refilled to half ...
+                await asyncio.sleep(0)
+                seen.append(len(f._ready))
+            steps = [b - a for a, b in zip(seen, seen[1:], strict=False)]
+            assert max(steps) == 1, seen  # ... one body a turn, never the debt at once
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert len(f._ready) == 4  # and no further while the send is near
+        finally:
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(drive(), 30))
+    assert f.built_late == 0
+
+
+def test_the_builder_waiting_for_a_send_never_asks_for_a_sleep_the_loop_cannot_keep(tmp_path, monkeypatch):
+    """uvloop's timers round to the millisecond: a sleep of 50 us comes back at the loop's next
+    turn, so a builder waiting that way for a send due in 50 us woke at every turn until it
+    went (a 1000/s open loop spent its loop thread so: p50 skew 3.2 / 4.1 ms, against 79 / 70 us
+    once it waited a millisecond; benchmarks/feed_skew.py). It waits at least TIMER_S."""
+    f = feed_for(tmp_path, "requests: 1000", window=8)
+    asked: list[float] = []
+    sleep = asyncio.sleep
+
+    async def recorded(delay: float, *a):
+        asked.append(delay)
+        return await sleep(delay, *a)
+
+    async def drive() -> None:
+        ahead = asyncio.create_task(f.keep_ahead(lambda: 50_000))  # a send always due in 50 us
+        try:
+            f.get(0)  # room for one: the builder would build, but the send is nearer than a build
+            while not asked:
+                await sleep(0)
+        finally:
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
+
+    monkeypatch.setattr(asyncio, "sleep", recorded)
+    asyncio.run(asyncio.wait_for(drive(), 30))
+    assert asked and min(asked) >= feed.TIMER_S == 0.001
+    assert len(f._ready) == 7  # it built nothing in the send's way
+
+
 @pytest.mark.slow
 def test_a_step_of_a_million_requests_sends_from_its_window(tmp_path):
     """End to end on the simulator: a point bound by a million requests and a short duration

@@ -49,6 +49,11 @@ ARRIVALS_AHEAD_S = 2.0
 # An open loop's send due sooner than the builder's estimate of one build and this much is
 # left its turn: the builder waits for it rather than start a body that may end after it.
 DUE_GUARD_NS = 100_000
+# The event loop's timers round to the millisecond (uvloop's): a shorter sleep comes back at the
+# loop's next turn, and a builder waiting for a send that near would spin through the loop's
+# turns until it went (on a real-time loop thread, run/priority.py, taking its core from the
+# receive loop's thread). It waits at least this long.
+TIMER_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -137,23 +142,27 @@ class StepFeed:
         estimate, build_ns, and DUE_GUARD_NS) is left its turn: the builder waits until it is
         due, then goes on. A send already overdue (its task not yet run) is late whatever the
         builder does: it then builds one body a turn, as it yields, rather than spin. Below
-        half the step's need the window is refilled whatever is due: those bodies would
-        otherwise be built on the send path, and an estimate raised by one slow build (a pause
-        of the process) could keep a fast open loop's builder waiting at every send.
+        half the step's need the window is refilled whatever is due, but one body a turn while
+        a send is near: those bodies would otherwise be built on the send path, and an estimate
+        raised by one slow build (a pause of the process) could keep a fast open loop's builder
+        waiting at every send; a refill in one turn would hold the sends it waited for.
 
         Sleeps while the window is full; done once the worker's share is built (woken by
         every request's take, it cost a task's step per request)."""
         while self._share is None or self._next < self._share:
             owed, self._owed = max(1, self._owed), 0
             while owed:
-                if until_due is not None and len(self._ready) >= self._low and \
-                        (left := until_due()) is not None:
-                    if left <= 0:  # overdue: one body, then its turn
+                if until_due is not None and (left := until_due()) is not None and \
+                        left < self.build_ns + DUE_GUARD_NS:
+                    if left <= 0 or len(self._ready) < self._low:
+                        # overdue, or the window below half: one body, then the send's turn
+                        # (what the builder owes gathers while it waits for sends: paid in one
+                        # turn, 32 bodies of 1k tokens would hold a send 5 ms)
                         self._owed += owed - 1
                         owed = 1
-                    elif left < self.build_ns + DUE_GUARD_NS:
+                    else:
                         self._owed += owed  # paid once the send has gone
-                        await asyncio.sleep(left / 1e9)
+                        await asyncio.sleep(max(left / 1e9, TIMER_S))
                         break
                 if not self.build_ahead():
                     owed = 0
