@@ -12,28 +12,36 @@ from tests.conftest import wait_for
 from tests.simrun import Sim, write_spec
 
 
-@pytest.mark.slow  # a run against a simulator subprocess
-def test_sighup_writes_a_partial_result_and_exits_130(tmp_path):
-    """An ssh session that dropped killed the run (SIGHUP's default) and lost the measurement."""
+def _hung_up_run(tmp_path, sighup) -> tuple[int, str]:
+    """A run against a simulator subprocess, its SIGHUP disposition `sighup` as inherited (a
+    terminal: SIG_DFL; nohup: SIG_IGN), sent SIGHUP once two requests have finished: its exit
+    status and stderr. The disposition is set whatever launched the suite (under nohup the
+    child would inherit SIGHUP ignored)."""
     sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
     spec = write_spec(tmp_path, sweep="    concurrency: [2, 4]", out=48, extra="  requests: 40")
     cmd = [sys.executable, "-m", "benchc", "run", spec, "--quiet", "--base-url", sim.url,
            "--set", "load.warmup.requests=0"]
-    # the run as from a terminal, whatever ran the suite: under nohup SIGHUP is inherited as
-    # ignored, and benchc leaves it so (runner.py), so the run went on to its end
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, sighup))
     try:
         wait_for(lambda: sim.trace.exists() and len(sim.trace.read_text().splitlines()) >= 2,
                  what="two finished requests in the simulator's trace")
+        assert p.poll() is None, "the run ended before its hangup"
         p.send_signal(signal.SIGHUP)
-        out, err = p.communicate(timeout=60)
+        _, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
             p.communicate()
         sim.close()
-    assert p.returncode == 130, err
+    return p.returncode, err
+
+
+@pytest.mark.slow  # a run against a simulator subprocess
+def test_sighup_writes_a_partial_result_and_exits_130(tmp_path):
+    """An ssh session that dropped killed the run (SIGHUP's default) and lost the measurement."""
+    code, err = _hung_up_run(tmp_path, signal.SIG_DFL)
+    assert code == 130, err
     doc = read(str(tmp_path / "r.json"))
     assert doc["complete"] is False and doc["interrupted"] is True
     assert doc["points"][0]["counts"]["sent"] >= 2
@@ -43,26 +51,10 @@ def test_sighup_writes_a_partial_result_and_exits_130(tmp_path):
 def test_under_nohup_a_hangup_is_left_ignored_and_the_run_goes_on(tmp_path):
     """nohup asks that a hangup not stop the process: benchc keeps SIGHUP ignored (runner.py)
     and the run ends complete."""
-    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4")
-    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=48, extra="  requests: 40")
-    cmd = [sys.executable, "-m", "benchc", "run", spec, "--quiet", "--base-url", sim.url,
-           "--set", "load.warmup.requests=0"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    try:
-        wait_for(lambda: sim.trace.exists() and len(sim.trace.read_text().splitlines()) >= 2,
-                 what="two finished requests in the simulator's trace")
-        assert p.poll() is None, "the run ended before its hangup"
-        p.send_signal(signal.SIGHUP)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-        sim.close()
-    assert p.returncode == 0, err
+    code, err = _hung_up_run(tmp_path, signal.SIG_IGN)
+    assert code == 0, err
     doc = read(str(tmp_path / "r.json"))
-    assert doc["complete"] is True and doc["points"][0]["counts"]["completed"] == 40
+    assert doc["complete"] is True and [p["counts"]["completed"] for p in doc["points"]] == [40, 40]
 
 
 @pytest.mark.slow  # a run with the embedded simulator
