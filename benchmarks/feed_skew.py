@@ -28,6 +28,7 @@ import sys
 import tempfile
 
 from _harness import pinned, simulator
+from punctual_sends import skew
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESET = {"preset": "minimax-m2.5-tp4"}
@@ -81,9 +82,7 @@ def run(spec: str, window: int, url: str, base: str | None, d: str) -> dict:
     with open(out) as f:
         (p,) = json.load(f)["points"]
     c = p["client"]
-    return {"p50": c["send_skew_us"].get("p50"), "p99": c["send_skew_us"].get("p99"),
-            "late": c.get("late_sends"), "built_late": c.get("bodies_built_late"),
-            "priority": c.get("send_priority"), "sent": p["counts"]["sent"]}
+    return skew(p) | {"built_late": c.get("bodies_built_late"), "priority": c.get("send_priority")}
 
 
 def main() -> None:

@@ -570,13 +570,18 @@ class StepRun:
         """ns until the open loop's next send (its next issue, or the write of a request issued
         ahead), which the feed's builder does not delay; None while none is coming."""
         now = CLOCK()
-        writes = self._writes
-        while writes and writes[0] <= now:  # written, or due and woken by now
-            heapq.heappop(writes)
+        writes = self._drop_writes(now)  # written, or due and woken by now
         due = self._next_issue_ns
         if writes and (due is None or writes[0] < due):
             due = writes[0]
         return None if due is None else due - now
+
+    def _drop_writes(self, until_ns: int) -> list[int]:
+        """The early writes' heap, without those due by `until_ns`."""
+        writes = self._writes
+        while writes and writes[0] <= until_ns:
+            heapq.heappop(writes)
+        return writes
 
     async def _open_loop(self, schedule: Iterable[float]) -> None:
         """Each request at its scheduled time, whatever the schedule: the client never waits
@@ -616,10 +621,7 @@ class StepRun:
                 return
             self._spawn(scheduled_ns)
             if lead_ns:  # its write is due at its time (the heap's past ones go as it grows)
-                writes = self._writes
-                while writes and writes[0] <= scheduled_ns - lead_ns:
-                    heapq.heappop(writes)
-                heapq.heappush(writes, scheduled_ns)
+                heapq.heappush(self._drop_writes(scheduled_ns - lead_ns), scheduled_ns)
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
