@@ -272,18 +272,23 @@ class StepRun:
                 self.check.inflight -= 1
                 ctx.inflight -= 1
             del live[id(r)]
-            self.ended += 1
-            ctx.finished += 1
-            if self.streak.add(r):
-                ctx.stop_event.set()
-            if ended is not None:
-                ended(r.end_ns)
-            self._steady(r)
-            # its figures are recorded with the turn's other ends, in one pass (_record_ended)
-            batch = self._ended_batch
-            batch.append(r)
-            if len(batch) == 1:
-                self._record_handle = asyncio.get_running_loop().call_soon(self._record_ended)
+            self._ended(r, ended)
+
+    def _ended(self, r: RequestRecord, ended: Callable[[int | None], None] | None) -> None:
+        """A request is over: what the step decides by is counted now (the stop rules, the
+        streak of failed connects, its slot, the steady state); its figures are recorded with
+        the turn's other ends, in one pass (_record_ended)."""
+        self.ended += 1
+        self.ctx.finished += 1
+        if self.streak.add(r):
+            self.ctx.stop_event.set()
+        if ended is not None:
+            ended(r.end_ns)
+        self._steady(r)
+        batch = self._ended_batch
+        batch.append(r)
+        if len(batch) == 1:
+            self._record_handle = asyncio.get_running_loop().call_soon(self._record_ended)
 
     async def _due(self, at_ns: int, counted: list[bool]) -> None:
         """An early request's wait for its write's time; from then it counts as in flight."""
@@ -317,6 +322,13 @@ class StepRun:
             self._record(r)
         if batch and self.ctx.progress is not None:
             self.ctx.progress.ended(self.rec, self.check.inflight)
+
+    def _record_pending(self) -> None:
+        """The step's end: the ends whose turn's pass has not run yet are recorded now, before
+        the step's figures are taken (and the pass, when its turn comes, finds nothing)."""
+        if self._record_handle is not None:
+            self._record_handle.cancel()
+            self._record_ended()
 
     def _record(self, r: RequestRecord) -> None:
         self.sends.add(r)
@@ -460,9 +472,7 @@ class StepRun:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             stop_wait.cancel()
-            if self._record_handle is not None:  # the last turn's ends: recorded before the figures
-                self._record_handle.cancel()
-                self._record_ended()
+            self._record_pending()
             if ahead is not None:
                 ahead.cancel()
                 await asyncio.gather(ahead, return_exceptions=True)
