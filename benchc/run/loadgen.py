@@ -311,12 +311,12 @@ class StepRun:
         """Record the figures of the requests that ended since the last call: called once per
         turn of the event loop (and once more at the step's end), not once per request. In a
         coalesced point a turn ends a hundred or more requests, and the recorders' histograms,
-        the send check's and the code that fills them stayed in cache through the pass, where
+        the send check's and the code that fills them stay in cache through the pass, where
         interleaved with each request's send they were evicted every time: the event loop spent
         about 13 us a request less, 79 against 92 at C=256 (medians of 15 interleaved runs of
         benchmarks/run_ingest.py's coalesced point). Nothing decided during the step
         reads these figures (the stop rules and the steady state are kept as each request
-        ends: StepRun.measured); the live progress reads them a turn later."""
+        ends: StepRun._ended); the live progress reads them a turn later."""
         self._record_handle = None
         batch, self._ended_batch = self._ended_batch, []
         for r in batch:
