@@ -6,21 +6,14 @@ records the ends whose pass has not run yet. Driven on a bare event loop: no ser
 from __future__ import annotations
 
 import asyncio
+import json
 
+from benchc.client._stream import StreamParser
+from benchc.client.request import _conclude
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
 from benchc.run.loadgen import StepContext, StepRun
-
-
-class _Parser:
-    """What the point recorder reads of a stream's parser (its gaps are not this test's)."""
-
-    events = text_chunks = 16
-    max_gap_ns = 10
-
-    def record_gaps(self, *hists) -> None:
-        pass
 
 
 class CountingProgress:
@@ -41,12 +34,18 @@ def _run(requests: int = 10) -> tuple[StepRun, PointRecorder, CountingProgress]:
 
 
 def _answered(i: int, t0_ns: int) -> RequestRecord:
+    """A request whose stream answered 16 tokens, one a millisecond from 1 ms after its send."""
     r = RequestRecord(f"r{i}", i, 8, 16)
     r.t0_ns = r.first_sent_ns = t0_ns
     r.t0_sent, r.status = True, 200
-    r.first_text_ns, r.end_ns = t0_ns + 1_000_000, t0_ns + 5_000_000
-    r.text_chunks, r.parser = 16, _Parser()
-    return r
+    p = r.parser = StreamParser()
+    for k in range(16):
+        p.feed(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": " w"}}]}).encode()
+               + b"\n\n", t0_ns + (k + 1) * 1_000_000)
+    p.feed(b"data: [DONE]\n\n", t0_ns + 16_000_000)
+    p.close(t0_ns + 16_000_000)
+    r.end_ns = p.done_ns
+    return _conclude(r, p)
 
 
 def test_a_turns_ends_are_recorded_at_the_next_turn_once_each_and_told_to_the_progress_once():
