@@ -186,8 +186,8 @@ class StepRun:
         self._next_issue_ns: int | None = None
         self._writes: list[int] = []
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
-        self._ended_batch: list[RequestRecord] = []  # ended this turn, their figures not yet recorded
-        self._record_handle: asyncio.Handle | None = None  # the turn's _record_ended, while one is due
+        # ended this turn, their figures not yet recorded (a _record_ended is due while it holds any)
+        self._ended_batch: list[RequestRecord] = []
         self.ended = 0  # requests ended
         # a request's id (its x-request-id, which a server's trace joins on): unique across runs,
         # shards and a server's life by a random prefix per step, then a count (uuid4 per
@@ -288,7 +288,7 @@ class StepRun:
         batch = self._ended_batch
         batch.append(r)
         if len(batch) == 1:
-            self._record_handle = asyncio.get_running_loop().call_soon(self._record_ended)
+            asyncio.get_running_loop().call_soon(self._record_ended)
 
     async def _due(self, at_ns: int, counted: list[bool]) -> None:
         """An early request's wait for its write's time; from then it counts as in flight."""
@@ -317,7 +317,6 @@ class StepRun:
         benchmarks/run_ingest.py's coalesced point). Nothing decided during the step
         reads these figures (the stop rules and the steady state are kept as each request
         ends: StepRun._ended); the live progress reads them a turn later."""
-        self._record_handle = None
         batch, self._ended_batch = self._ended_batch, []
         for r in batch:
             self._record(r)
@@ -327,8 +326,7 @@ class StepRun:
     def _record_pending(self) -> None:
         """The step's end: the ends whose turn's pass has not run yet are recorded now, before
         the step's figures are taken (and the pass, when its turn comes, finds nothing)."""
-        if self._record_handle is not None:
-            self._record_handle.cancel()
+        if self._ended_batch:
             self._record_ended()
 
     def _record(self, r: RequestRecord) -> None:
