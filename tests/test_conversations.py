@@ -69,7 +69,10 @@ def test_the_messages_adapter_writes_tool_use_and_tool_result_blocks():
 def test_text_before_a_call_is_kept_in_each_form():
     said = [{"role": "user", "content": "q"},
             {"role": "assistant", "content": "Let me look.", "tool_calls": HISTORY[2]["tool_calls"][:1]}]
-    assert body("responses", said)["input"][1] == {"role": "assistant", "content": "Let me look."}
+    # an answer is a typed output message (issue 45: servers refuse the chat form in Responses input)
+    assert body("responses", said)["input"][1] == {
+        "type": "message", "role": "assistant", "id": "msg_history_1", "status": "completed",
+        "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}]}
     assert body("messages", said)["messages"][1]["content"][0] == {"type": "text", "text": "Let me look."}
     assert body("chat", said)["messages"] == said  # chat's own form
 

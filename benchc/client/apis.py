@@ -211,24 +211,34 @@ class ResponsesApi(_TypedEventsApi):
             return {"input": self._with_images(self._items(_conversation(prompt)), prompt.images)}
         return {"input": self._items(prompt.messages) if prompt.messages else prompt.text}
 
-    @staticmethod
-    def _items(messages: list[dict]) -> list[dict]:
-        """A conversation in chat form (an agent loop's history: run/sessions.py) as input
-        items: an assistant's tool calls are `function_call` items (its text, if any, a message
-        before them), a tool message a `function_call_output`; other messages as they are."""
+    @classmethod
+    def _items(cls, messages: list[dict]) -> list[dict]:
+        """A conversation in chat form (an agent loop's history: run/sessions.py) as typed input
+        items: an assistant's answer a `message` item of `output_text` content, its tool calls
+        `function_call` items (its text, if any, a message before them), a tool message a
+        `function_call_output`; other messages (the user's, the system's) as they are, which every
+        server takes. llama.cpp and vLLM both take the typed answer; an answer in chat form (a
+        bare role and a string) is refused by some (HTTP 400 at every session's second turn)."""
         out: list[dict] = []
         for m in messages:
             if m.get("role") == "tool":
                 out.append({"type": "function_call_output", "call_id": m.get("tool_call_id"),
                             "output": m.get("content") or ""})
-            elif m.get("tool_calls"):
+            elif m.get("role") == "assistant":
                 if m.get("content"):
-                    out.append({"role": "assistant", "content": m["content"]})
+                    out.append(cls._answer_item(str(m["content"]), len(out)))
                 out += [{"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
-                         "arguments": c["function"]["arguments"]} for c in m["tool_calls"]]
+                         "arguments": c["function"]["arguments"]} for c in m.get("tool_calls") or ()]
             else:
                 out.append(m)
         return out
+
+    @staticmethod
+    def _answer_item(text: str, index: int) -> dict:
+        """An earlier answer as an output message item: id and status as the server's own
+        output items carry them (vLLM validates the output-message form)."""
+        return {"type": "message", "role": "assistant", "id": f"msg_history_{index}", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
     def _text_part(self, text: str) -> dict[str, Any]:
         return {"type": "input_text", "text": text}

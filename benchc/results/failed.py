@@ -2,9 +2,12 @@
 `benchc run` for its exit code (7, errors.PointFailed) and by whatever shows the failure.
 
 A point fails when no request of it completed, or when more than MAX_ERROR_FRACTION of the
-requests it sent failed. Its figures stay in the result as measured (a failed point is a
-finding, not a damaged document); only the run's exit code says so. Probes of a capacity
-search are left out: a probe past the server's capacity is how a search finds its answer.
+requests it sent failed, or, for a point of multi-turn sessions, when no session completed or no
+request of some turn depth did: a conversation whose every second turn fails (a history the
+server refuses) loses exactly half the requests, and no figure of it describes a conversation.
+Its figures stay in the result as measured (a failed point is a finding, not a damaged
+document); only the run's exit code says so. Probes of a capacity search are left out:
+a probe past the server's capacity is how a search finds its answer.
 """
 
 from __future__ import annotations
@@ -23,7 +26,26 @@ def point_failure(point: dict) -> str | None:
     if sent and failed / sent > MAX_ERROR_FRACTION:
         return (f"{failed} of {sent} requests failed ({_failures(counts)}), more than the "
                 f"{MAX_ERROR_FRACTION:.0%} a point may lose")
+    return _session_failure(point.get("sessions"))
+
+
+def _session_failure(sessions: dict | None) -> str | None:
+    """A sessions point (metrics/sessions.py's block) none of whose sessions completed, or with a
+    turn depth none of whose requests did."""
+    if not sessions or not sessions.get("started"):
+        return None
+    for turn in sessions["by_turn"]:
+        if turn["sent"] and not turn["completed"]:
+            return (f"no request of turn {turn['turn']} completed ({turn['sent']} sent): "
+                    f"{_outcomes(sessions)}")
+    if not sessions["completed"]:
+        return f"no session completed: {_outcomes(sessions)}"
     return None
+
+
+def _outcomes(sessions: dict) -> str:
+    parts = [f"{sessions[k]} {k}" for k in ("completed", "failed", "cut") if sessions.get(k)]
+    return f"of {sessions['started']} sessions {', '.join(parts) or 'none ended'}"
 
 
 def failed_points(doc: dict) -> list[str]:
