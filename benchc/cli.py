@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--format", choices=["text", "json", "markdown"], default="text")
     cp.add_argument("--noise-floor", default="2%", metavar="PCT",
                     help="repeated runs: a smaller change is never called beyond noise (default 2%%)")
+    cp.add_argument("--allow-unjudged", action="store_true",
+                    help="a gate the figures cannot judge (too few samples) is a note, not a failure")
     _add_gpu_hour(cp)
 
     mg = sub.add_parser("merge", help="merge shards of one plan into one result, exactly")
@@ -336,7 +338,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from benchc.results.compare import parse_floor, raise_on_breaches, run_compare
 
     text, breaches = run_compare(args.results, args.fail_on, args.format, parse_floor(args.noise_floor),
-                                 args.gpu_hour)
+                                 args.gpu_hour, args.allow_unjudged)
     sys.stdout.write(text)
     raise_on_breaches(breaches)
     return EXIT_OK

@@ -397,7 +397,11 @@ def test_a_client_limited_side_is_not_judged_and_its_gate_is_said_not_breached(t
     paths = [tmp_path / "base.json", tmp_path / "new.json"]
     for path, doc in zip(paths, (base, new), strict=True):
         path.write_text(json.dumps(doc))
-    assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +10%", "--format", "json"]) == 0
+    # a gate that could not judge fails (issue 45) unless allowed: then a NOTE
+    assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +10%"]) == 1
+    capsys.readouterr()
+    assert main(["compare", *map(str, paths), "--fail-on", "itl.p50 > +10%", "--format", "json",
+                 "--allow-unjudged"]) == 0
     captured = capsys.readouterr()
     row = json.loads(captured.out)["points"][0]
     assert row["client_limited"] == ["new"] and row["metrics"]["itl.p50"]["significant"] == "n/a"

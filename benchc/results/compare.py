@@ -10,9 +10,11 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
   over the buckets, fixed seed) give a 95% interval for the percentile in each
   run; the change is beyond noise when the two intervals do not overlap *and* it is
   larger than the noise floor. A percentile with fewer than MIN_TAIL samples on either
-  side of it in either run (p99 of 12 requests is their largest) is not judged (`n/a`):
+  side of it in either run (p99 of 12 requests is their largest) is not bootstrapped:
   the bootstrap of so few samples gives intervals that miss the run-to-run spread, and
-  identical demo runs were called different on 4 of 52 figures. The bootstrap sees one
+  identical demo runs were called different on 4 of 52 figures. It is judged only by
+  separation (separated_change): beyond noise when the two runs lie apart by more than each
+  may hide (a gate then reads the gap, a bound, not the measured change); else `n/a`. The bootstrap sees one
   run's sampling noise only, not what moves between runs (the machine, the server's
   state), which is why the floor applies here too (benchmarks/noise_floor.py --pairs
   measures the false-positive rate over identical pairs). A point client-limited on
@@ -39,6 +41,7 @@ Noise, and how it is decided (written into the JSON output as `noise_method`):
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import numpy as np
@@ -63,13 +66,16 @@ COMPARED = THROUGHPUTS + ("error_rate",) + LATENCIES  # what each compared point
 BOOTSTRAP_RESAMPLES = 200
 MIN_TAIL = 10  # samples needed on each side of a percentile for its bootstrap interval
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)
+SEPARATION_P = 0.05  # too few samples: two runs apart in every request, no likelier than this by chance
 
 
 def noise_method(floor: float = NOISE_FLOOR) -> str:
     return ("latency percentiles: 95% bootstrap intervals from each run's HdrHistogram "
             f"({BOOTSTRAP_RESAMPLES} resamples, seed 0), significant when they do not overlap and the "
             f"change exceeds {floor:.1%}; n/a with fewer than {MIN_TAIL} samples on either side of the "
-            "percentile, or where a side was client-limited; "
+            "percentile (unless every request of one run lies apart from the other's by more than "
+            "each run's spread may hide: then significant, by at least that gap), or where a side "
+            "was client-limited; "
             "throughput and error rate: single figures, significance not computable (n/a); "
             "points repeated on both sides (load.repeats): every metric from the runs' figures, "
             "significant when Welch's 95% interval of the difference excludes 0 and the change "
@@ -109,21 +115,51 @@ def _interval(hdr: str | None, pct: float) -> tuple[float, float] | None:
     return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
-def _significance(base: dict, new: dict, key: str, change: float | None, floor: float) -> str:
+def _significance(base: dict, new: dict, key: str, change: float | None,
+                  floor: float) -> tuple[str, float | None]:
     """Single runs: a latency percentile's bootstrap intervals, and the noise floor (see the
-    module's docstring)."""
+    module's docstring); with too few samples to bootstrap, the two runs' separation
+    (separated_change), whose bound on the change is returned beside the verdict."""
     if "." not in key:
-        return "n/a"
+        return "n/a", None
     metric, stat = key.rsplit(".", 1) if not key.endswith(".p99.9") else (key[:-6], "p99.9")
     pct = float(stat[1:]) if stat.startswith("p") else None
     if pct is None:
-        return "n/a"
-    a = _interval((latency_summary(base, metric) or {}).get("hdr"), pct)
-    b = _interval((latency_summary(new, metric) or {}).get("hdr"), pct)
+        return "n/a", None
+    base_hdr, new_hdr = ((latency_summary(p, metric) or {}).get("hdr") for p in (base, new))
+    a = _interval(base_hdr, pct)
+    b = _interval(new_hdr, pct)
     if a is None or b is None:
-        return "n/a"
+        bound = separated_change(base_hdr, new_hdr, floor)
+        return ("n/a", None) if bound is None else ("yes", bound)
     apart = a[1] < b[0] or b[1] < a[0]
-    return "yes" if apart and (change is None or abs(change) > floor) else "no"
+    return ("yes" if apart and (change is None or abs(change) > floor) else "no"), None
+
+
+def separated_change(base_hdr: str | None, new_hdr: str | None, floor: float) -> float | None:
+    """Too few samples to bootstrap a percentile: a bound on what the small sample can hide.
+    A few requests say little of the tail beyond their slowest (or below their fastest); take
+    what each run may hide there to be as wide again as its own spread (its slowest over its
+    fastest), so a run's percentiles lie within [fastest / spread, slowest * spread]. When
+    those ranges of the two runs are apart by more than the floor, each percentile moved by at
+    least the gap between them: that gap as a change against the base is returned. None when
+    they are not apart, or when a separation of every request is too likely by chance: of the
+    C(n+m, n) ways to rank n + m requests of one distribution, 2 split them into the two runs
+    (a two-sided rank test), which must stay under SEPARATION_P (8 + 8 requests: 1 in 6,435;
+    3 + 3: 1 in 10, too likely)."""
+    if not base_hdr or not new_hdr:
+        return None
+    a, b = Histogram.decode(base_hdr), Histogram.decode(new_hdr)
+    n, m = a.total_count, b.total_count
+    if not n or not m or not a.min or not b.min or 2 / math.comb(n + m, n) > SEPARATION_P:
+        return None
+    a_lo, a_hi = a.min / (a.max / a.min), a.max * (a.max / a.min)
+    b_lo, b_hi = b.min / (b.max / b.min), b.max * (b.max / b.min)
+    if b_lo > a_hi * (1 + floor):
+        return b_lo / a_hi - 1
+    if b_hi < a_lo * (1 - floor):
+        return b_hi / a_lo - 1
+    return None
 
 
 def _runs(doc: dict) -> dict[tuple, list[dict]]:
@@ -180,9 +216,13 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float,
     # a client-limited side's latencies measure the client (late reads coalesce chunks): its
     # sampling interval says nothing of that, so the change is not judged
     judged = "." in key and not limited
-    significant = _significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if judged else "n/a"
-    return {"base": bm, "new": nm, "delta": nm - bm, "change": change,
-            "significant": significant, "runs": [len(bv), len(nv)]}
+    significant, bound = (_significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if judged
+                          else ("n/a", None))
+    out = {"base": bm, "new": nm, "delta": nm - bm, "change": change,
+           "significant": significant, "runs": [len(bv), len(nv)]}
+    if bound is not None:  # judged by separation: the change is at least this (a gate reads it)
+        out["change_bound"] = round(bound, 4)
+    return out
 
 
 def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
@@ -288,11 +328,15 @@ def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
             m = row["metrics"].get(g.key)
             if m is None:
                 continue
-            value = m["change"] if g.relative else m["new"]
+            # a change judged on too few samples counts as no more than what they prove
+            value = m.get("change_bound", m["change"]) if g.relative else m["new"]
             if value is None or not gate_judges(g, m):
                 continue
             if g.holds(value):
                 shown = f"{value:+.1%}" if g.relative else _fmt(g.key, value)
+                if g.relative and "change_bound" in m:
+                    shown = (f"{m['change']:+.1%}; too few requests to bootstrap, but every request "
+                             f"of one run apart from every one of the other: at least {value:+.1%}")
                 breaches.append(f"{row['point']}: {g.text} (measured {shown})")
     return breaches
 
@@ -396,7 +440,11 @@ def render_decide(section: dict, fmt: str) -> str:
 
 
 def run_compare(paths: list[str], gates: list[str], fmt: str,
-                noise_floor: float = NOISE_FLOOR, gpu_hour: float | None = None) -> tuple[str, list[str]]:
+                noise_floor: float = NOISE_FLOOR, gpu_hour: float | None = None,
+                allow_unjudged: bool = False) -> tuple[str, list[str]]:
+    """(the comparison's text, the breached gates' lines). A relative latency gate the table
+    could not judge whose measured change would breach it counts as breached (a CI gate that
+    cannot fire must not pass), unless `allow_unjudged`: then it is a NOTE on stderr."""
     if not paths:
         raise UsageError("compare needs a result (one matrix result: its combinations side by side)")
     if len(paths) == 1:
@@ -425,8 +473,12 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
         for line in unjudged_gates(comparison, parsed):
-            print(f"benchc: NOTE: {line}: too few samples around the percentile, or a client-limited "
-                  "side; repeat the run (load.repeats) or send more requests to judge it", file=sys.stderr)
+            why = ("too few samples around the percentile, or a client-limited side; repeat the run "
+                   "(load.repeats) or send more requests to judge it")
+            if allow_unjudged:
+                print(f"benchc: NOTE: {line}: {why}", file=sys.stderr)
+            else:
+                breaches.append(f"{line}: could not judge ({why}; --allow-unjudged lets it pass)")
     if fmt != "json":
         outputs.append(render_decide(section, fmt))
     return "\n".join(outputs), breaches
