@@ -17,12 +17,15 @@ from aiohttp import web
 Refuse = Callable[[str, dict], str | None]
 # a passed-through SSE line's JSON payload, rewritten in place (usage, say)
 Rewrite = Callable[[dict], None]
+# (path, JSON body) of a request passed through, altered in place first (tools dropped, say)
+Alter = Callable[[str, dict], None]
 
 
 class GateProxy:
-    def __init__(self, upstream: str, refuse: Refuse | None = None, rewrite: Rewrite | None = None):
+    def __init__(self, upstream: str, refuse: Refuse | None = None, rewrite: Rewrite | None = None,
+                 alter: Alter | None = None):
         self.upstream = upstream.rstrip("/").removesuffix("/v1")
-        self.refuse, self.rewrite = refuse, rewrite
+        self.refuse, self.rewrite, self.alter = refuse, rewrite, alter
         self.refused: list[str] = []
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
@@ -52,6 +55,10 @@ class GateProxy:
                 self.refused.append(why)
                 error = {"code": 400, "message": why, "type": "invalid_request_error"}
                 return web.json_response({"error": error}, status=400)
+        if request.method == "POST" and self.alter is not None:
+            body = json.loads(raw)
+            self.alter(request.path, body)
+            raw = json.dumps(body).encode()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
         async with self._session.request(request.method, self.upstream + request.path_qs, data=raw or None,
                                          headers=headers) as up:

@@ -21,6 +21,7 @@ from typing import Any
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
 from benchc.metrics.payload import PayloadCount
+from benchc.metrics.prompt_count import PromptCount
 from benchc.metrics.record import ERROR_KINDS
 from benchc.metrics.sessions import SessionCounters
 from benchc.metrics.streams import StreamCounts
@@ -264,6 +265,7 @@ class Tally:
     server_timings: ServerTimings = field(default_factory=ServerTimings)  # the server's own, per request
     sessions: SessionCounters = field(default_factory=SessionCounters)  # multi-turn: by turn, by session
     payload: PayloadCount = field(default_factory=PayloadCount)  # images and tools: bytes, server's tokens
+    prompt: PromptCount = field(default_factory=PromptCount)  # the server's prompt tokens against benchc's
     stream: StreamCounts = field(default_factory=StreamCounts)  # tool calls, unknown events
     derived: list[str] = field(default_factory=list)  # figures of old results derived, not counted
 
@@ -300,6 +302,7 @@ class Tally:
             if self.tokenizer is None:
                 self.tokenizer = TokenizerCount()
             self.tokenizer.add(other.tokenizer)
+        self.prompt.merge(other.prompt)
         if other.template is not None:
             if self.template is None:
                 self.template = TemplateCount()
@@ -362,6 +365,7 @@ class Tally:
             t.tokenizer = _tokenizer_count(tok["tokenizer"], t.derived)
         if "chat_template" in tok:
             t.template = TemplateCount.from_block(tok["chat_template"])
+        t.prompt = PromptCount.from_block(tok.get("prompt_counted"))
         t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
         t.answers_split = "ttf_answer_us" in t.latency
         if "cache" in point:  # results before benchc counted prefix caching have none
@@ -404,6 +408,8 @@ def tokens_block(t: Tally) -> dict:
         out["tokenizer"] = t.tokenizer.block()
     if t.template is not None:
         out["chat_template"] = t.template.block()
+    if (prompt := t.prompt.block()) is not None:
+        out["prompt_counted"] = prompt
     out["osl"] = {"requests_checked": t.osl_checked, "mismatched": t.osl_mismatched}
     return out
 

@@ -128,6 +128,8 @@ class PointRecorder:
         else:
             t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
         t.multi_token_chunks += r.multi_token_chunks
+        if r.usage_input_tokens is not None:
+            t.prompt.add_request(r.input_tokens, r.usage_input_tokens, r.tools, r.images)
         if r.template_input_tokens is not None:
             if t.template is None:
                 t.template = TemplateCount()

@@ -71,8 +71,52 @@ def twin_extrapolated(point: dict) -> Doubt | None:
                  fails_strict=False)
 
 
+# What a chat template adds to a request's prompt (role markers, a generation prompt) when no
+# template was rendered to say: Llama 3's adds 5 a message and 25 with its system header,
+# Gemma 3's 4 a message; 32 a request covers a system, a user and an assistant turn of either.
+TEMPLATE_SHARE_TOKENS = 32
+# Two tokenizers' counts of one text differ, and benchc without target.tokenizer counts words:
+# within 10% of what was sent is the same prompt; beyond it, something else reached the model.
+PROMPT_TOLERANCE = 0.10
+
+
+def prompt_tokens(point: dict) -> Doubt | None:
+    """The server counted a different prompt than benchc sent, by more than the chat template's
+    share (the rendered template's own overhead where benchc rendered it, else
+    TEMPLATE_SHARE_TOKENS a request) and PROMPT_TOLERANCE: the figures describe another
+    workload. Fewer: the server dropped what it could not render (tools, images); more: it
+    counts with another tokenizer than the lengths were planned in."""
+    tok = point["tokens"]
+    counted = tok.get("prompt_counted")
+    if not counted or not counted["requests"]:
+        return None
+    n, sent, server = counted["requests"], counted["sent"], counted["server"]
+    template = tok.get("chat_template") or {}
+    share = template.get("overhead_per_request")
+    share_text = "the chat template's" if share is not None else "a chat template's usual"
+    share = share if share is not None else TEMPLATE_SHARE_TOKENS
+    low, high = sent * (1 - PROMPT_TOLERANCE), (sent + share * n) * (1 + PROMPT_TOLERANCE)
+    if server >= low and (server <= high or counted["requests_with_images"]):
+        return None  # an image's tokens are its model's processor's rule: benchc sent none it could count
+    per_sent, per_server = sent / n, server / n
+    if server < low:
+        dropped = [what for what, k in (("tools", "requests_with_tools"), ("images", "requests_with_images"))
+                   if counted[k]]
+        cause = (f"{' or '.join(dropped)} dropped (a chat template without a section for them ignores them)"
+                 if dropped else "a different tokenizer, or a prompt the server cut")
+        how = f"{per_sent - per_server:,.0f} fewer"
+    else:
+        cause = ("a different tokenizer (lengths were planned without the model's: set target.tokenizer)"
+                 if "tokenizer" not in tok else "a different tokenizer, or a longer chat template")
+        how = f"{per_server - per_sent:,.0f} more"
+    return Doubt("prompt_tokens",
+                 f"the server counted {per_server:,.0f} prompt tokens a request against {per_sent:,.0f} sent "
+                 f"({how}, beyond {share_text} share of {share:g} and {PROMPT_TOLERANCE:.0%}; "
+                 f"{n} requests): likely {cause}")
+
+
 POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                            twin_extrapolated)
+                                                            twin_extrapolated, prompt_tokens)
 
 
 def judge(point: dict) -> dict:
