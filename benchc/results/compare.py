@@ -195,7 +195,7 @@ def turn_metrics(b_runs: list[dict], n_runs: list[dict]) -> tuple[str, ...]:
 
 
 def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float,
-           limited: bool = False) -> dict | None:
+           limited: bool = False, doubted: set[str] | None = None) -> dict | None:
     """One metric of one point: base, new, change, and whether it is beyond noise."""
     bv, nv = values(b_runs, key), values(n_runs, key)
     if not bv or not nv:
@@ -215,7 +215,7 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float,
     change = (nm - bm) / bm if bm else None
     # a client-limited side's latencies measure the client (late reads coalesce chunks): its
     # sampling interval says nothing of that, so the change is not judged
-    judged = "." in key and not limited
+    judged = "." in key and not (limited and _doubted(key, doubted))
     significant, bound = (_significance(_pooled(b_runs), _pooled(n_runs), key, change, floor) if judged
                           else ("n/a", None))
     out = {"base": bm, "new": nm, "delta": nm - bm, "change": change,
@@ -223,6 +223,31 @@ def _entry(b_runs: list[dict], n_runs: list[dict], key: str, floor: float,
     if bound is not None:  # judged by separation: the change is at least this (a gate reads it)
         out["change_bound"] = round(bound, 4)
     return out
+
+
+# a compared latency's figure as the client self-check names it (run/effects.py)
+_SELF_CHECK_FIGURE = {"ttf_answer": "ttft", "itl_answer": "itl", "session_duration": "e2e"}
+
+
+def doubted_figures(runs: list[dict]) -> set[str] | None:
+    """The latencies a client-limited run's self-check doubted (its trust doubt's figures, judged
+    figure by figure against their size and SLO bounds); None: every figure (a result written
+    before doubts named figures)."""
+    out: set[str] = set()
+    for p in runs:
+        if not p["client"]["client_limited"]:
+            continue
+        doubts = [d for d in p.get("trust", {}).get("doubts", []) if d["check"] == "client_limited"]
+        if not doubts or any(not d.get("figures") for d in doubts):
+            return None
+        out.update(f for d in doubts for f in d["figures"])
+    return out
+
+
+def _doubted(key: str, doubted: set[str] | None) -> bool:
+    parts = key.split(".")
+    metric = parts[1] if parts[0].startswith("turn") else parts[0]
+    return doubted is None or _SELF_CHECK_FIGURE.get(metric, metric) in doubted
 
 
 def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
@@ -247,7 +272,7 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
                             "the client, not only the server")
         metrics = {}
         for m in COMPARED + turn_metrics(b_runs, n_runs):
-            entry = _entry(b_runs, n_runs, m, noise_floor, bool(limited))
+            entry = _entry(b_runs, n_runs, m, noise_floor, bool(limited), doubted_figures(b_runs + n_runs))
             if entry is not None:
                 metrics[m] = entry
         rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,

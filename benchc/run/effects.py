@@ -31,6 +31,11 @@ What a late client can move, and how each is measured:
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+from benchc.results.document import metric_value
+from benchc.spec.thresholds import Threshold
+
 # Bounds: past one, the figures it names moved and the point is client-limited.
 IDLE_SHARE_BOUND = 0.05  # closed loop: the client left more than 5% of its slots' time idle
 SEND_LATE_US = 10_000  # open loop: a send more than 10 ms late with a free slot is late ...
@@ -139,3 +144,78 @@ def note(effects: dict, seen: list[str]) -> str | None:
                      if name != "client_resources")
     return f"the client ran late ({'; '.join(seen)}), but no figure it can move moved past its bound ({held})"
 
+
+
+# A late client's bias on a latency figure judged against the figure itself: past 1% of its
+# median (the smallest of its percentiles, so the largest share) it is doubted, unless an SLO
+# holds the figure and the bias cannot carry it across the SLO's bound either way.
+FIGURE_SHARE_BOUND = 0.01
+
+
+def latency_bias_us(e: dict) -> float:
+    """How late the client could date a read at this point (us): the event loop's lag p99 for
+    the reads it dated, else the delay of the kernel-stamped reads that merged chunks."""
+    if e.get("measure") == "loop_lag_p99_us":
+        return float(e["value"])
+    return float((e.get("read_delay_us") or {}).get("p99", 0))
+
+
+def judge_by_figure(client: dict, point: dict, checks: list[Threshold]) -> None:
+    """The latency effect judged per figure, once the point's figures are known: a figure the
+    bias cannot move past FIGURE_SHARE_BOUND of its median, or past its SLO bound, is not
+    doubted (a 7 ms late read on a 40.6 ms TTFT p99 held to 500 ms, or spread over the 126
+    gaps of a TPOT). Rewrites `client`'s latency effect (`by_figure`; `figures`: the doubted
+    ones), its reasons and verdict, and the note of a client late to no effect. `checks`: the
+    point's SLO (thresholds on a latency's percentile)."""
+    e = (client.get("effects") or {}).get("latencies")
+    if not e or not e["moved"]:
+        return
+    bias = latency_bias_us(e)
+    completed = point["counts"]["completed"]
+    gaps = point["tokens"]["output"] / completed - 1 if completed else 0.0
+    verdicts: dict[str, dict] = {}
+    for f in e["figures"]:
+        size = metric_value(point, f"{f}.p50")
+        if not size:
+            continue  # not measured at this point: nothing to doubt
+        fb = bias / gaps if f == "tpot" and gaps > 1 else bias
+        bounds = [t for t in checks if t.metric == f and t.stat and not t.relative]
+        share = fb / size
+        if bounds:
+            margins = {t.text: (v - t.value if (v := metric_value(point, t.key)) is not None else 0.0)
+                       for t in bounds}
+            doubted = any(abs(m) <= fb for m in margins.values())
+            held = "; ".join(f"SLO {text} ({abs(m) / 1000:.1f} ms from its bound)"
+                             for text, m in margins.items())
+            how = f"{f}: {fb / 1000:.2f} ms against the {held}"
+        else:
+            doubted = share > FIGURE_SHARE_BOUND
+            how = f"{f}: {fb / 1000:.2f} ms against its p50 {size / 1000:.1f} ms ({share:.1%}, bound " \
+                  f"{FIGURE_SHARE_BOUND:.0%})"
+        verdicts[f] = {"bias_us": round(fb, 1), "doubted": doubted, "how": how}
+    e["by_figure"] = verdicts
+    e["figures"] = [f for f, v in verdicts.items() if v["doubted"]]
+    e["moved"] = bool(e["figures"])
+    e["how"] += "; by figure: " + "; ".join(
+        v["how"] + (" (doubted)" if v["doubted"] else " (held)") for v in verdicts.values())
+    client["reasons"] = reasons(client["effects"])
+    client["client_limited"] = bool(client["reasons"])
+    seen = client.get("causes") or []
+    if (n := note(client["effects"], seen)) is not None:
+        client["self_check_note"] = n
+
+
+def on_loopback(url: str) -> bool:
+    """Whether a base URL names this machine (the server then shares its CPUs with benchc)."""
+    host = urlsplit(url).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def shares_cpus(loop_lag: dict, late_ticks: int, loop_cpu: float, loopback: bool) -> str | None:
+    """The cause a loaded small machine shows: the server on loopback, and the client's loop
+    late while it used well under a core of its own (it waited for a CPU others held)."""
+    late = loop_lag.get("p99", 0) > LOOP_LAG_P99_US and late_ticks >= LOOP_LAG_MIN_TICKS
+    if not (loopback and late and loop_cpu < CPU_BUSY_FRACTION):
+        return None
+    return (f"the client shares its CPUs with the server (on loopback): its event loop ran "
+            f"{_ms(loop_lag['p99'])} late at p99 while using {loop_cpu:.0%} of a core")

@@ -541,6 +541,10 @@ class StepRun:
         out["client_limited"] = bool(out["reasons"])
         seen = effects.causes(client["loop_lag_us"], client["late_ticks"], client["loop_cpu_fraction"],
                               client.get("rx_loop"))
+        shared = effects.shares_cpus(client["loop_lag_us"], client["late_ticks"], client["loop_cpu_fraction"],
+                                     effects.on_loopback(self.ctx.url))
+        if shared is not None:
+            seen.append(shared)
         if seen:
             out["causes"] = seen
         if (note := effects.note(found, seen)) is not None:

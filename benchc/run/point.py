@@ -36,6 +36,7 @@ from benchc.plan.model import Combination, Step, Target
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
 from benchc.run.clocks import MOVED_NOTE, ClockMark
+from benchc.run.effects import judge_by_figure
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
 from benchc.run.prepare import Prepared, measuring, step_slo_checks
@@ -263,6 +264,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["server_timings_prometheus"] = phases
     if slo_checks:
         point["slo"] = evaluate_slo(slo_checks, point)
+    # a late client's bias on each latency, against the figure's size and its SLO bound
+    judge_by_figure(point["client"], point, slo_checks)
     point["trust"] = judge(point)
     return point
 
