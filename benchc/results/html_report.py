@@ -7,8 +7,10 @@ series toggled from the legend, tables sorted by a click on a header. Everything
 so viewing the page needs no network and no matplotlib.
 
 What it shows, each section only where the results have it:
+- first, the answer for each configuration: which load to run it at (results/concurrency.py);
 - the points table (report.summary_rows), sortable;
-- output tok/s against the load, and TTFT / TPOT p50 and p99 against output tok/s;
+- output tok/s against the load, and TTFT / TPOT p50 and p99 against output tok/s, each point
+  labelled by its load and joined to the next load's, with the SLO's bounds drawn across;
 - the combinations side by side per load, the Pareto frontiers and the decision per SLO
   (results/sidebyside.py, results/decide.py, over every result given, as `compare` has them);
 - TTFT and ITL percentile spectra from the HdrHistograms (repeats pooled exactly);
@@ -31,6 +33,7 @@ from importlib import resources
 from benchc.results import decide
 from benchc.results.api import Point, from_document
 from benchc.results.compare import decide_section
+from benchc.results.concurrency import describe_single, single_answer
 from benchc.results.identity import result_label
 from benchc.results.report import (
     HEADER,
@@ -93,23 +96,64 @@ def _shared_x(lines: Sequence[tuple[str, Sequence[float], Sequence[float | None]
 
 
 def _load_charts(docs: list[dict]) -> tuple[str, dict, dict]:
-    """(the load's name, output tok/s against load, {metric: p50/p99 against output tok/s})."""
+    """(the load's name, output tok/s against load, {metric: p50/p99 against output tok/s}).
+    A latency chart also carries `paths`: each line's points in load order, each labelled by
+    its load (the page joins them so: past saturation throughput falls as the load rises, and
+    a line in throughput order would zig-zag back), and `slo`: the SLO bounds on its metric."""
     data = _collected(docs)
     xname = load_axis(docs)
     lines = []
     lat: dict[str, list] = {m: [] for m in LATENCIES}
+    paths: dict[str, list] = {m: [] for m in LATENCIES}
+    short = xname[:4] if xname != "concurrency" else "c"
     for label, by_x in data.items():
         xs = sorted(by_x)
         tput = [_num(_stat(by_x[x], lambda p: p.output_tok_s)[0]) for x in xs]
         lines.append((label, xs, tput))
         for m in LATENCIES:
             for stat in ("p50", "p99"):
-                pairs = [(t, _num(_stat(by_x[x], lambda p, m=m, s=stat: _ms(p, m, s))[0]))
+                pairs = [(t, _num(_stat(by_x[x], lambda p, m=m, s=stat: _ms(p, m, s))[0]), x)
                          for x, t in zip(xs, tput, strict=True) if t is not None]
-                lat[m].append((f"{label} {stat}", [t for t, _ in pairs], [v for _, v in pairs]))
-    # a latency no point has (embeddings: no TPOT) gets no chart
-    return xname, _shared_x(lines), {m: _shared_x(v) for m, v in lat.items()
-                                     if any(y is not None for _, _, ys in v for y in ys)}
+                lat[m].append((f"{label} {stat}", [t for t, _, _ in pairs], [v for _, v, _ in pairs]))
+                paths[m].append({"label": f"{label} {stat}", "points": [
+                    [t, v, f"{short}={x:g}"] for t, v, x in pairs if v is not None]})
+    charts = {}
+    for m, v in lat.items():
+        if not any(y is not None for _, _, ys in v for y in ys):
+            continue  # a latency no point has (embeddings: no TPOT) gets no chart
+        chart = _shared_x(v)
+        chart["paths"] = paths[m]
+        if bounds := _slo_bounds(docs, m):
+            chart["slo"] = bounds
+        charts[m] = chart
+    return xname, _shared_x(lines), charts
+
+
+def _slo_bounds(docs: list[dict], metric: str) -> list[dict]:
+    """The results' SLO items on `metric` (a latency), as lines the page draws across its chart:
+    {label, y (ms)}, once each."""
+    out: dict[str, float] = {}
+    for d in docs:
+        for item in (d.get("plan") or {}).get("slo") or []:
+            if item.get("metric") == metric and item.get("stat"):
+                out.setdefault(f"SLO {item['text']}", float(item["value"]) / 1000)
+    return [{"label": k, "y": _num(v)} for k, v in out.items()]
+
+
+def _answers(docs: list[dict], sources: list[str | None]) -> list[dict]:
+    """Which load to run each configuration at (results/concurrency.py), per result and
+    combination: the page's first section."""
+    out = []
+    for d, source in zip(docs, sources, strict=True):
+        for combo in sorted({p.get("combination", 0) for p in d["points"]}):
+            answer = single_answer(d, combo)
+            if answer is None:
+                continue
+            matrix = next((p.get("matrix") or {} for p in d["points"]
+                           if p.get("combination", 0) == combo), {})
+            out.append({"name": f"{result_label(d, source)}: {_label(d, matrix)}",
+                        "lines": describe_single(answer)})
+    return out
 
 
 def _spectra(docs: list[dict], xname: str) -> dict:
@@ -279,6 +323,7 @@ def report_data(docs: list[dict], sources: list[str] | None = None, gpu_hour: fl
     return {
         "results": [f"{result_label(d, s)} ({d['plan']['name']}, {d['created']})"
                     for d, s in zip(docs, srcs, strict=True)],
+        "answer": _answers(docs, srcs),
         "load": xname,
         "table": {"header": HEADER, "rows": summary_rows(docs, sources)},
         "throughput": throughput,

@@ -290,7 +290,17 @@ class Runner:
             for answer in doc.get("decision", []):
                 for line in describe(answer):
                     self.console.say(line)
+        else:  # one configuration: which load to run it at
+            self._say_single_answer(doc)
         return doc
+
+    def _say_single_answer(self, doc: dict) -> None:
+        from benchc.results.concurrency import describe_single, single_answer
+
+        answer = single_answer(doc)
+        if answer is not None and len(answer["loads"]) > 1:
+            for line in describe_single(answer):
+                self.console.say(line)
 
     def _interrupt_message(self) -> str:
         """What the first Ctrl-C stops: the phase the run was in, and the requests it lets finish."""

@@ -9,6 +9,9 @@
                 "#7f7f7f", "#bcbd22", "#17becf"];
   var state = { charts: 0, drawn: 0, errors: [] };
   window.benchcReport = state;
+  // per latency chart: its title, its SLO lines and its points' load labels (a test reads it)
+  var latencyCharts = [];
+  window.benchcLatency = latencyCharts;
 
   function el(tag, parent, text, cls) {
     var e = document.createElement(tag);
@@ -77,12 +80,44 @@
     return Math.max(480, Math.min(1100, (app.clientWidth || 900) - 20));
   }
 
+  // a line's points joined in the order given (its load order), each labelled (`c=4`): drawn
+  // over a chart whose own x order (throughput) would join them otherwise
+  function drawPaths(u, paths) {
+    var ctx = u.ctx, px = window.devicePixelRatio || 1;
+    paths.forEach(function (p) {
+      var i = -1;
+      u.series.forEach(function (sr, k) { if (sr.label === p.label) i = k; });
+      if (i < 1 || !u.series[i].show || !p.points.length) return;
+      ctx.save();
+      ctx.strokeStyle = ctx.fillStyle = COLORS[(i - 1) % COLORS.length];
+      ctx.lineWidth = 1.5 * px;
+      ctx.setLineDash([]);
+      ctx.font = (10 * px) + "px sans-serif";
+      ctx.beginPath();
+      p.points.forEach(function (pt, k) {
+        var x = u.valToPos(pt[0], "x", true), y = u.valToPos(pt[1], "y", true);
+        if (k === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+      });
+      ctx.stroke();
+      p.points.forEach(function (pt) {
+        ctx.fillText(pt[2], u.valToPos(pt[0], "x", true) + 4 * px, u.valToPos(pt[1], "y", true) - 4 * px);
+      });
+      ctx.restore();
+    });
+  }
+
   // chart(parent, title, data {x, series: [{label, y}]}, o {xlabel, ylabel, logx, xvalues,
-  //   scatter: [labels drawn as markers only], right: {labels, label, range}})
+  //   scatter: [labels drawn as markers only], right: {labels, label, range},
+  //   paths: [{label, points: [[x, y, text]]}] joined in their order, bounds: [{label, y}] dashed across})
   function chart(parent, title, data, o) {
     o = o || {};
     var box = el("div", parent, null, "chart");
     var right = o.right || null;
+    if (o.bounds && o.bounds.length) {  // constant lines across the chart's x range
+      data = { x: data.x, series: data.series.concat(o.bounds.map(function (b) {
+        return { label: b.label, y: data.x.map(function () { return b.y; }), bound: true };
+      })) };
+    }
     var series = [{ label: o.xlabel || "x", value: function (u, v) { return o.xvalue ? o.xvalue(v) : fmt(v); } }];
     data.series.forEach(function (s, i) {
       var onRight = right && right.labels.indexOf(s.label) >= 0;
@@ -91,6 +126,7 @@
                   scale: onRight ? "right" : "y", value: function (u, v) { return fmt(v); },
                   points: { show: true, size: markersOnly ? 7 : 4 } };
       if (markersOnly) def.paths = function () { return null; };
+      if (s.bound) { def.dash = [6, 4]; def.points = { show: false }; def.stroke = "#d62728"; }
       series.push(def);
     });
     var axes = [{ label: o.xlabel || "", values: o.xvalues || undefined,
@@ -107,6 +143,7 @@
       cursor: { drag: { x: true, y: false } },  // drag to zoom the x axis; double-click resets
       legend: { live: true },
       hooks: { draw: [function (u) {
+        if (o.paths) drawPaths(u, o.paths);
         if (!u.root.hasAttribute("data-drawn")) { u.root.setAttribute("data-drawn", "1"); state.drawn += 1; }
       }] }
     };
@@ -142,11 +179,22 @@
 
   // ------------------------------------------------------------------ sections
 
+  var s;
+  if (D.answer && D.answer.length) {  // the question a sweep of one configuration answers, first
+    s = section("Which load to run at", "Per configuration: where throughput peaks, up to which load "
+                + "each SLO item holds, the highest load that meets them all; at the sweep's edge, try higher.");
+    s.id = "answer";
+    D.answer.forEach(function (a) {
+      el("h3", s, a.name);
+      el("pre", s, a.lines.join("\n"), "decision");
+    });
+  }
+
   el("p", app, D.results.join("; "), "sources");
   el("p", app, "Hover a chart for its values; drag across it to zoom (double-click to reset); "
     + "click a legend entry to hide or show its line; click a table header to sort.", "note");
 
-  var s = section("Points");
+  s = section("Points");
   table(s, D.table.header, D.table.rows);
 
   if (D.throughput.x.length) {
@@ -154,8 +202,14 @@
     chart(s, "Output throughput", D.throughput, { xlabel: D.load, ylabel: "output tok/s", logx: true });
     var names = { ttft: "TTFT", tpot: "TPOT" };
     Object.keys(D.latency).forEach(function (m) {
-      chart(s, names[m] + " p50 / p99 against output throughput", D.latency[m],
-            { xlabel: "output tok/s", ylabel: names[m] + " (ms)" });
+      var c = D.latency[m], paths = c.paths || [];
+      var title = names[m] + " p50 / p99 against output throughput";
+      if (paths.length) title += " (each point labelled by its load, joined in load order)";
+      chart(s, title, c, { xlabel: "output tok/s", ylabel: names[m] + " (ms)", paths: paths,
+                           scatter: paths.map(function (p) { return p.label; }), bounds: c.slo || [] });
+      latencyCharts.push({ title: title, slo: (c.slo || []).map(function (b) { return b.label; }),
+                           labels: [].concat.apply([], paths.map(function (p) {
+                             return p.points.map(function (pt) { return pt[2]; }); })) });
     });
   }
 
