@@ -8,7 +8,8 @@ so viewing the page needs no network and no matplotlib.
 
 What it shows, each section only where the results have it:
 - first, the answer for each configuration: which load to run it at (results/concurrency.py);
-- the points table (report.summary_rows), sortable;
+- the points table (report.summary_rows), sortable; beside it each point's total token rate and
+  the server's own timings (llama.cpp's `timings`, vLLM's phase histograms) against the client's;
 - output tok/s against the load, and TTFT / TPOT p50 and p99 against output tok/s, each point
   labelled by its load and joined to the next load's, with the SLO's bounds drawn across;
 - the combinations side by side per load, the Pareto frontiers and the decision per SLO
@@ -138,6 +139,42 @@ def _slo_bounds(docs: list[dict], metric: str) -> list[dict]:
             if item.get("metric") == metric and item.get("stat"):
                 out.setdefault(f"SLO {item['text']}", float(item["value"]) / 1000)
     return [{"label": k, "y": _num(v)} for k, v in out.items()]
+
+
+SERVER_HEADER = ["result", "point", "total tok/s", "server timings", "server queue ms", "server prompt ms",
+                 "server decode ms", "client TTFT ms", "client E2E - TTFT ms"]
+
+
+PHASE_KEYS = ("queue_ms_mean", "prefill_ms_mean", "decode_ms_mean", "client_ttft_ms_mean",
+              "client_e2e_minus_ttft_ms_mean")
+
+
+def _server_table(docs: list[dict], sources: list[str | None]) -> dict:
+    """Per point: its total token rate (input and output over the window), and the server's own
+    timings where it gave them (llama.cpp's per-request `timings`: p50; vLLM's phase histograms
+    on /metrics: means over the point) beside the client's TTFT and E2E - TTFT of the same kind."""
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:,.1f}"
+
+    def p50(block: dict, key: str) -> float | None:
+        v = (block.get(key) or {}).get("p50")
+        return None if v is None else v / 1000
+
+    rows = []
+    for d, source in zip(docs, sources, strict=True):
+        for p in d["points"]:
+            row = [result_label(d, source), p["id"], f(p["throughput"].get("total_tok_s"))]
+            t, v = p.get("server_timings"), p.get("server_timings_prometheus")
+            if t and t.get("requests"):
+                row += [f"llama.cpp timings, p50 of {t['requests']}", "-", f(p50(t, "server_prompt_us")),
+                        f(p50(t, "server_decode_us")), f(p50(t, "ttft_us")), f(p50(t, "e2e_minus_ttft_us"))]
+            elif v:
+                kind = f"/metrics phases, mean of {v.get('requests', 0)}"
+                row += [kind, *(f(v.get(k)) for k in PHASE_KEYS)]
+            else:
+                row += ["none given"] + ["-"] * 5
+            rows.append(row)
+    return {"header": SERVER_HEADER, "rows": rows}
 
 
 def _answers(docs: list[dict], sources: list[str | None]) -> list[dict]:
@@ -326,6 +363,7 @@ def report_data(docs: list[dict], sources: list[str] | None = None, gpu_hour: fl
         "answer": _answers(docs, srcs),
         "load": xname,
         "table": {"header": HEADER, "rows": summary_rows(docs, sources)},
+        "server_table": _server_table(docs, srcs),
         "throughput": throughput,
         "latency": latency,
         "pareto": pareto, "decision": decision, "left_out": left_out, "side_by_side": side_by_side,

@@ -65,6 +65,29 @@ def _detail_lines(p: dict, ms) -> list[str]:
     return out
 
 
+def _rate_and_server_lines(p: dict, ms) -> list[str]:
+    """Under a point's row: its total token rate (input and output tokens over the window), and
+    the server's own timings of its requests where the server gave them (llama.cpp's per-request
+    `timings`: p50; vLLM's phase histograms on /metrics: means) beside the client's TTFT."""
+    tput, tok = p["throughput"], p["tokens"]
+    out = [f"total {tput['total_tok_s']:,.1f} tok/s ({tok['input']:,} input + {tok['output']:,} output "
+           "tokens)"]
+    t = p.get("server_timings")
+    if t and t.get("requests"):
+        out.append(f"server timings ({t['requests']} requests, llama.cpp timings): prompt p50 "
+                   f"{ms(t['server_prompt_us'], 'p50')}, decode p50 {ms(t['server_decode_us'], 'p50')}; "
+                   f"client TTFT p50 {ms(t['ttft_us'], 'p50')}, of it beyond the server's prompt p50 "
+                   f"{ms(t['ttft_minus_server_prompt_us'], 'p50')}")
+    v = p.get("server_timings_prometheus")
+    if v:
+        phases = ", ".join(f"{name} {v[f'{name}_ms_mean']:.1f}ms"
+                           for name in ("queue", "prefill", "decode", "ttft") if f"{name}_ms_mean" in v)
+        client = (f"; client TTFT {v['client_ttft_ms_mean']:.1f}ms, E2E - TTFT "
+                  f"{v['client_e2e_minus_ttft_ms_mean']:.1f}ms" if "client_ttft_ms_mean" in v else "")
+        out.append(f"server phases (/metrics, means over {v.get('requests', 0)} requests): {phases}{client}")
+    return out
+
+
 PROGRESS_LINE_S = 10.0  # off a terminal: a point's progress line this often
 REDRAW_S = 0.1  # on a terminal: the bar is redrawn at most this often
 BAR_WIDTH = 20
@@ -204,7 +227,7 @@ class Console:
               f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
               f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "
               f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
-        for line in _detail_lines(p, ms):
+        for line in _detail_lines(p, ms) + _rate_and_server_lines(p, ms):
             self.say(f"  {p['id']}: {line}")
         failed = first_error(p)
         if failed:

@@ -197,6 +197,14 @@
   s = section("Points");
   table(s, D.table.header, D.table.rows);
 
+  if (D.server_table && D.server_table.rows.length) {
+    s = section("Token rates and the server's own timings",
+                "Total tok/s counts input and output tokens over the point's window. The server's timings, "
+                + "where it gave them: llama.cpp's per-request timings (p50), vLLM's phase histograms on "
+                + "/metrics (means over the point), beside the client's TTFT and E2E - TTFT of the same kind.");
+    table(s, D.server_table.header, D.server_table.rows);
+  }
+
   if (D.throughput.x.length) {
     s = section("Throughput and latency");
     chart(s, "Output throughput", D.throughput, { xlabel: D.load, ylabel: "output tok/s", logx: true });
