@@ -55,7 +55,7 @@ from benchc.results.repeats import summaries
 from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console, Silence
-from benchc.run.deadserver import stop_kind
+from benchc.run.deadserver import NOT_SERVED, stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
 from benchc.run.gpus import combination_gpus, read_sim_power
@@ -347,6 +347,8 @@ class Runner:
             async with self._serving(combo, record, cstop) as base_url:
                 if combo.smoke and not await self._smoke(combo, base_url, record):
                     return
+                if not await self._responses_history(combo, base_url, record):
+                    return
                 await self._sweep(combo, base_url, cstop, record)
         except ServerFailed as e:
             message, _, detail = str(e).partition("\n")
@@ -444,6 +446,36 @@ class Runner:
             return True
         record["status"] = "smoke_failed"
         self._fail(RunFailure("smoke_failed", f"{_label(combo)}smoke checks failed", combo.index))
+        return False
+
+    async def _responses_history(self, combo: Combination, base_url: str, record: dict) -> bool:
+        """Conversations on a Responses API: whether the server keeps responses, asked up front
+        and said (run/responses_check.py); False, and the combination stops before its load,
+        when the spec's history needs them kept and the server keeps none."""
+        from benchc.run.responses_check import asks_history, previous_response_id
+
+        mode = asks_history(combo)
+        if mode is None:
+            return True
+        self.phase = f"{_label(combo)}asking the server whether it keeps responses"
+        async with aiohttp.ClientSession() as session:
+            takes, said = await previous_response_id(session, combo, base_url)
+        record["responses"] = {"previous_response_id": takes, "detail": said}
+        head = f"{_label(combo)}responses: the server"
+        if takes:
+            sends = "the new input only" if mode != "full" else "the history in full"
+            self.console.say(f"{head} takes previous_response_id ({said}); this run sends {sends}")
+            return True
+        if mode == "full":
+            self.console.say(f"{head} does not take previous_response_id ({said}); the history goes in "
+                             "full, as typed items, as the spec asks")
+            return True
+        record["status"] = NOT_SERVED
+        record["error"] = (f"the server does not take previous_response_id ({said}), which "
+                           "workload.history asks for: set workload.history: full (the history sent as "
+                           "typed items), or have the server keep responses (vLLM: "
+                           "VLLM_ENABLE_RESPONSES_API_STORE=1)")
+        self._fail(RunFailure(NOT_SERVED, _label(combo) + record["error"], combo.index))
         return False
 
     async def _watch(self, combo: Combination, proc: asyncio.subprocess.Process, what: str,
