@@ -21,23 +21,15 @@ import operator
 import re
 from dataclasses import dataclass, replace
 
+from benchc import catalog
+from benchc.catalog import threshold_kind
 from benchc.units import parse_duration
 
-# metric name -> kind of value it takes
-METRICS: dict[str, str] = {
-    "ttft": "latency",
-    "itl": "latency",
-    "tpot": "latency",
-    "e2e": "latency",
-    "error_rate": "ratio",
-    "output_tok_s": "rate",
-    "total_tok_s": "rate",
-    "request_s": "rate",
-    "goodput_s": "rate",
-}
+# metric name -> kind of value it takes: the declared metrics the spec's `slo` may name
+METRICS: dict[str, str] = {m.name: threshold_kind(m) for m in catalog.METRICS if m.slo}
 
 # the unit a point holds each metric in (result figures and `slo.checks` values)
-_RATE_UNITS = {"output_tok_s": "tok/s", "total_tok_s": "tok/s", "request_s": "req/s", "goodput_s": "req/s"}
+_RATE_UNITS = {m.name: m.unit for m in catalog.METRICS if m.slo and threshold_kind(m) == "rate"}
 UNITS = ("us", "fraction", "tok/s", "req/s")
 
 

@@ -1,0 +1,48 @@
+"""The metric declarations (benchc/catalog.py) against every output that names metrics: none
+names one that is not declared, and each carries every metric declared for it."""
+
+from benchc import catalog
+from benchc.catalog import METRICS, metric
+from benchc.spec.schemas import load_schema
+from benchc.spec.thresholds import METRICS as SLO_METRICS
+
+
+def _point_schema() -> dict:
+    return load_schema("result-v1")["$defs"]["point"]["properties"]
+
+
+def test_names_are_unique_and_a_lookup_names_the_known_ones():
+    assert len({m.name for m in METRICS}) == len(METRICS)
+    try:
+        metric("speed")
+    except KeyError as e:
+        assert "'speed' is not a declared metric; known: ttft, itl" in str(e)
+    else:
+        raise AssertionError("an undeclared metric was found")
+
+
+def test_the_slo_grammar_names_exactly_the_metrics_declared_for_slo():
+    assert SLO_METRICS == {"ttft": "latency", "itl": "latency", "tpot": "latency", "e2e": "latency",
+                           "error_rate": "ratio", "output_tok_s": "rate", "total_tok_s": "rate",
+                           "request_s": "rate", "goodput_s": "rate"} | {
+        m.name: catalog.threshold_kind(m) for m in METRICS if m.slo}
+    assert set(SLO_METRICS) == {m.name for m in METRICS if m.slo}
+
+
+def test_the_result_schema_requires_the_required_metrics_and_names_every_optional_latency():
+    props = _point_schema()
+    latency = props["latency"]
+    assert set(latency["required"]) == {m.key for m in METRICS if m.latency and m.required}
+    for m in METRICS:
+        if m.latency and not m.required:
+            assert m.key in latency["description"], f"the schema's latency block does not name {m.key}"
+    throughput = props["throughput"]
+    declared = {m.key for m in METRICS if m.path[0] == "throughput"}
+    assert set(throughput["required"]) == {m.key for m in declared_required("throughput")}
+    assert set(throughput["properties"]) <= declared
+    for name in ("inputs_s", "input_tok_s"):
+        assert name in throughput["properties"]
+
+
+def declared_required(block: str) -> list:
+    return [m for m in METRICS if m.path[0] == block and m.required]
