@@ -46,3 +46,20 @@ def test_the_result_schema_requires_the_required_metrics_and_names_every_optiona
 
 def declared_required(block: str) -> list:
     return [m for m in METRICS if m.path[0] == block and m.required]
+
+
+def test_compare_and_its_gates_carry_the_metrics_declared_compared():
+    from benchc.results.compare import COMPARED
+
+    declared = [k for m in METRICS for k in m.keys(m.compared)]
+    assert sorted(COMPARED) == sorted(declared)
+    for key in COMPARED:  # each a statistic of a declared metric
+        name = key.split(".", 1)[0]
+        assert metric(name).compared
+
+
+def test_the_repeats_summary_carries_the_metrics_declared_for_it():
+    from benchc.results.repeats import METRICS as REPEATED
+
+    assert sorted(REPEATED) == sorted(k for m in METRICS for k in m.keys(m.repeats))
+    assert REPEATED[:5] == ("output_tok_s", "total_tok_s", "request_s", "goodput_s", "error_rate")
