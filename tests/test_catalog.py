@@ -63,3 +63,29 @@ def test_the_repeats_summary_carries_the_metrics_declared_for_it():
 
     assert sorted(REPEATED) == sorted(k for m in METRICS for k in m.keys(m.repeats))
     assert REPEATED[:5] == ("output_tok_s", "total_tok_s", "request_s", "goodput_s", "error_rate")
+
+
+def test_the_csv_export_and_the_dataframe_carry_each_declared_column():
+    from benchc.results.table import CSV_COLUMNS
+
+    declared = [m.column(s) for m in METRICS for s in m.csv]
+    assert set(declared) <= set(CSV_COLUMNS)
+    assert len(CSV_COLUMNS) == len(set(CSV_COLUMNS))
+    # every metric-looking column is a declared one (none kept by the table alone)
+    for column in CSV_COLUMNS:
+        if column.endswith(("_ms", "_s", "_rate")) and column != "session_duration_p50_ms":
+            assert column in declared, f"CSV column {column} is not a declared metric's"
+    assert CSV_COLUMNS[7:20] == ["error_rate", "output_tok_s", "total_tok_s", "request_s", "goodput_s",
+                                 "steady_output_tok_s", "ttft_mean_ms", "ttft_p50_ms", "ttft_p90_ms",
+                                 "ttft_p99_ms", "itl_mean_ms", "itl_p50_ms", "itl_p99_ms"]
+
+
+def test_the_llmd_and_vllm_exports_carry_the_declared_mappings():
+    from benchc.results import br, vllm
+
+    assert br._LATENCIES == {m.name: m.br for m in METRICS if m.br}
+    assert list(br._LATENCIES) == ["ttft", "tpot", "itl", "e2e"]  # the report's field order
+    assert vllm._METRICS == {m.vllm: m.name for m in METRICS if m.vllm}
+    assert list(vllm._METRICS) == ["ttft", "tpot", "itl", "e2el"]
+    for m in METRICS:
+        assert m.br is None or m.latency, f"{m.name}: only latencies map onto a report's latency field"
