@@ -16,7 +16,9 @@ grammar (spec/thresholds.py) checks an `slo` item's metric before anything runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # Kinds. A latency is an HdrHistogram of one value per request (microseconds); a counter is a
 # count of the point, shown per second of its window; a gauge is a figure of the point that
@@ -50,6 +52,7 @@ class Metric:
     path: tuple[str, ...]  # where a point holds it (a latency: its summary block)
     required: bool = False  # every point has it (the result schema requires it)
     console: tuple[str | None, ...] = ()  # the console table's columns (stats, in order)
+    console_width: int = 0  # each of its console cells' width (0: its header's and a space)
     console_detail: tuple[str, ...] = ()  # stats shown on a line under the row when the point has it
     csv_group: str = ""  # where its CSV columns go (table.CSV_LAYOUT); "" for none
     csv: tuple[str | None, ...] = ()  # the CSV export's (and dataframe's) columns
@@ -68,6 +71,13 @@ class Metric:
     def key(self) -> str:
         """Its key in the point's block: `ttft_us`, `output_tok_s`, `error_rate`."""
         return self.path[-1]
+
+    def value_in(self, point: Mapping[str, Any]) -> Any:
+        """What a result point holds at its path (a latency: its summary block); None if absent."""
+        value: Any = point
+        for key in self.path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        return value
 
     def column(self, stat: str | None) -> str:
         """Its CSV column for `stat`: `ttft_p99_ms` (latencies in milliseconds), `error_rate`."""
@@ -106,7 +116,7 @@ METRICS: tuple[Metric, ...] = (
              br=("time_per_output_token", "ms/token"), vllm="tpot", chart=True, slo=True,
              compared=("p50", "p99"), repeats=("mean", "p50", "p90", "p99")),
     _latency("e2e", "E2E", "end of stream ([DONE] or connection end) minus t0",
-             required=True, console=("mean", "p99"), csv_group="latency", csv=_CORE_STATS,
+             required=True, console=("mean", "p99"), console_width=9, csv_group="latency", csv=_CORE_STATS,
              br=("request_latency", "ms"), vllm="e2el", slo=True, compared=("p50", "p99"),
              repeats=("mean", "p50", "p90", "p99")),
     Metric("error_rate", "error rate", "fraction", RATIO, "a request's end: failed or completed", *_SHARE,

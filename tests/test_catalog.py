@@ -89,3 +89,28 @@ def test_the_llmd_and_vllm_exports_carry_the_declared_mappings():
     assert list(vllm._METRICS) == ["ttft", "tpot", "itl", "e2el"]
     for m in METRICS:
         assert m.br is None or m.latency, f"{m.name}: only latencies map onto a report's latency field"
+
+
+def test_the_console_html_charts_and_per_request_slo_read_the_declarations():
+    from benchc.metrics.recorder import REQUEST_METRICS
+    from benchc.results.html_report import LATENCIES as CHARTED
+    from benchc.results.html_report import _titles
+    from benchc.run.console import COLUMNS, HEADER
+
+    assert [(m.name, stat) for m, stat, _, _ in COLUMNS] == [
+        (m.name, s) for latency in (False, True) for m in METRICS if m.latency == latency for s in m.console]
+    assert HEADER.split()[:4] == ["point", "reqs", "out", "tok/s"]
+    assert set(CHARTED) == {m.name for m in METRICS if m.chart}
+    assert all(metric(n).latency for n in CHARTED)  # the page charts latencies against throughput
+    assert _titles() == "{" + ",".join(f'"{n}":"{metric(n).title}"' for n in CHARTED) + "}"
+    assert set(REQUEST_METRICS) == {m.name for m in METRICS if m.slo and m.latency}
+
+
+def test_a_declared_scalar_is_read_where_its_declaration_says():
+    from benchc.results.document import metric_value
+
+    point = {"throughput": {"output_tok_s": 12.5}, "error_rate": 0.25, "latency": {"ttft_us": {"p99": 7}}}
+    assert metric_value(point, "output_tok_s") == 12.5
+    assert metric_value(point, "error_rate") == 0.25
+    assert metric_value(point, "ttft.p99") == 7
+    assert metric_value(point, "request_s") is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchc import catalog
 from benchc.metrics.aggregate import (
     CHUNKS,
     TOKENIZER,
@@ -210,7 +211,7 @@ class PointRecorder:
 
 # The SLO metrics one request has a value for; the others (throughputs, error_rate) are a
 # point's figures, checked on the point (results/slo.py), never held against a request.
-REQUEST_METRICS = ("ttft", "e2e", "tpot", "itl")
+REQUEST_METRICS = tuple(m.name for m in catalog.METRICS if m.slo and m.latency)
 
 
 def _count_slo(t: Tally, r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,

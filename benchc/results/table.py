@@ -41,12 +41,8 @@ def _block_ms(block: dict | None, stat: str) -> float | None:
 def metric_cell(point: dict, m: Metric, stat: str | None) -> float | None:
     """A declared metric's value in a point, as the CSV has it: a latency's statistic in
     milliseconds (4 decimals), a scalar as the point holds it; None where the point has none."""
-    value: object = point
-    for key in m.path:
-        value = value.get(key) if isinstance(value, dict) else None
-    if stat is None:
-        return value  # type: ignore[return-value]
-    return _block_ms(value, stat)  # type: ignore[arg-type]
+    value = m.value_in(point)
+    return value if stat is None else _block_ms(value, stat)
 
 
 def point_row(point: dict) -> dict:
