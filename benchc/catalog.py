@@ -151,7 +151,9 @@ METRICS: tuple[Metric, ...] = (
              "open loop: first text chunk minus the scheduled start"),
     _latency("e2e_from_schedule", "E2E from schedule", "open loop: end of stream minus the scheduled start"),
     _latency("ttf_tool_call", "time to first tool call",
-             "a request that called a tool: its first tool-call chunk (name or arguments) minus t0"),
+             "a request that called a tool: its first tool-call chunk (name or arguments) minus t0",
+             console_detail=("p50", "p99"), csv_group="extra", csv=("p50", "p99"), chart=True, slo=True,
+             compared=("p50", "p99")),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}

@@ -114,3 +114,8 @@ def test_a_declared_scalar_is_read_where_its_declaration_says():
     assert metric_value(point, "error_rate") == 0.25
     assert metric_value(point, "ttft.p99") == 7
     assert metric_value(point, "request_s") is None
+
+
+def test_the_spec_schema_lets_slo_name_exactly_the_metrics_declared_for_slo():
+    enum = load_schema("spec-v1")["$defs"]["slo"]["propertyNames"]["enum"]
+    assert enum == [m.name for m in METRICS if m.slo]

@@ -218,13 +218,15 @@ def _count_slo(t: Tally, r: RequestRecord, checks: list, ttft_ns: int | None, e2
                tpot_ns: float | None) -> None:
     """Count one completed request into the goodput of the SLO set (it met every item) and of
     each item it met (a metric it has no value for is not held against it: tpot of a one-token
-    output, itl of a one-chunk stream, ttft of an answer that was not streamed)."""
+    output, itl of a one-chunk stream, ttft of an answer that was not streamed, ttf_tool_call of
+    an answer that called no tool)."""
     if not checks:  # no SLO: every completed request meets it (and no dict made per request)
         t.slo_met += 1
         return
     values = {"ttft": ttft_ns / 1e3 if ttft_ns is not None else None, "e2e": e2e_ns / 1e3,
               "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
-              "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None}
+              "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None,
+              "ttf_tool_call": (r.first_tool_ns - r.t0_ns) / 1e3 if r.first_tool_ns is not None else None}
     met_all = True
     for c in checks:
         if c.metric not in values:

@@ -31,6 +31,8 @@ LEFT_OUT = [
     "results.request_performance.time_series and observability time series (a result keeps "
     "per-point means, maxima and counter deltas, not series)",
     "latency.normalized_time_per_output_token (not measured)",
+    "time to first tool call (ttf_tool_call_us): a report's latency object has no field for it and "
+    "allows no other; the result, the CSV export and the HTML report carry it",
     "statistics.mode", "requests.input_length/output_length beyond the mean (the result keeps totals)",
     "0.2.1 multimodal payloads and request_size (text requests; sizes not recorded)",
 ]

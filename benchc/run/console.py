@@ -30,6 +30,8 @@ COLUMNS = tuple((m, stat, header, m.console_width or len(header) + 1)
                 for header in (m.title if stat is None else f"{m.title} {stat}",))
 HEADER = (f"{'point':<24} {'reqs':>5} " + " ".join(f"{h:>{w}}" for _, _, h, w in COLUMNS)
           + f" {'errors':>6}")
+# the figures shown on a line under the row, where the point has them
+DETAILS = tuple(m for m in catalog.METRICS if m.console_detail)
 # a scalar's cell by its unit (latencies: milliseconds)
 _FORMATS = {"tok/s": "{:.1f}", "req/s": "{:.2f}", "fraction": "{:.1%}"}
 
@@ -64,8 +66,9 @@ def first_error(p: dict) -> str | None:
 
 
 def _detail_lines(p: dict, ms) -> list[str]:
-    """Under a point's row: when its answers started (reasoning models), and its turns
-    (sessions): TTFT p50 and the server's cached fraction per turn."""
+    """Under a point's row: when its answers started (reasoning models), the figures declared
+    for a line of their own (time to first tool call), and its turns (sessions): TTFT p50 and
+    the server's cached fraction per turn."""
     out = []
     r, lat = p.get("reasoning"), p["latency"]
     if r:
@@ -73,6 +76,11 @@ def _detail_lines(p: dict, ms) -> list[str]:
         out.append(f"reasoning {r['reasoning_tokens']:,} + answer {r['answer_tokens']:,} tokens "
                    f"({r['method']}); first answer token p50 {ms(first, 'p50')} p99 {ms(first, 'p99')}; "
                    f"answer ITL p50 {ms(lat['itl_answer_us'], 'p50')}")
+    for m in DETAILS:  # a figure only some points have: a line where the point has it
+        block = m.value_in(p)
+        if block and block.get("count"):
+            stats = " ".join(f"{stat} {ms(block, stat)}" for stat in m.console_detail)
+            out.append(f"{m.title} {stats} ({block['count']:,} requests)")
     s = p.get("sessions")
     if s:
         turns = ", ".join(f"{b['turn']}: {ms(b['latency']['ttft_us'], 'p50')}"
