@@ -21,7 +21,7 @@ from benchc.spec.thresholds import show_value
 # wrong otherwise (requests sent? the steady rate?)
 LEGEND = ("reqs: requests completed (failed ones under errors); out tok/s: output tokens of completed "
           "requests / the point's whole window (the result's output_tok_s, not steady_output_tok_s); "
-          "latencies in ms")
+          "req/s: completed requests / that window (request_s); latencies in ms")
 # the metric columns, as declared (benchc/catalog.py): the point's scalars, then its
 # latencies' statistics, each as wide as its header and a space
 COLUMNS = tuple((m, stat, header, m.console_width or len(header) + 1)
