@@ -154,6 +154,11 @@ METRICS: tuple[Metric, ...] = (
              "a request that called a tool: its first tool-call chunk (name or arguments) minus t0",
              console_detail=("p50", "p99"), csv_group="extra", csv=("p50", "p99"), chart=True, slo=True,
              compared=("p50", "p99")),
+    Metric("cached_fraction", "cached", "fraction", RATIO,
+           "a completed request's end: the prompt tokens its server said it served from its prefix "
+           "cache (usage, llama.cpp's timings), else the point's Prometheus prefix-cache counters",
+           *_SHARE, path=("cache", "cached_fraction"), console=(None,), csv_group="extra", csv=(None,),
+           slo=True),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
