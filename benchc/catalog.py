@@ -101,7 +101,8 @@ def _rate(name: str, title: str, unit: str, taken: str, kind: str = COUNTER, **o
 
 _CORE_STATS = ("mean", "p50", "p99")
 
-# In this order: the spec's `slo` metrics as the threshold grammar lists them, then the rest.
+# In this order: the spec's `slo` metrics as the threshold grammar lists them, then the rest;
+# the latencies in the order a result point lists them (metrics/aggregate.latency_block).
 METRICS: tuple[Metric, ...] = (
     _latency("ttft", "TTFT", "first chunk carrying output text (content or reasoning) minus t0",
              required=True, console=("p50", "p99"), csv_group="latency", csv=("mean", "p50", "p90", "p99"),
@@ -138,18 +139,18 @@ METRICS: tuple[Metric, ...] = (
           csv_group="inputs", csv=(None,)),
     _rate("input_tok_s", "in tok/s", "tok/s", "a completed request's end: its input tokens",
           csv_group="inputs", csv=(None,)),
-    _latency("ttf_answer", "first answer token",
-             "a request that reasoned: its first answer (content) chunk minus t0",
-             csv_group="reasoning", csv=("p50", "p99"), compared=("p50", "p99")),
-    _latency("itl_answer", "answer ITL", "gap between consecutive answer chunks of a request that reasoned",
-             compared=("p50",)),
-    _latency("ttf_reasoning", "first reasoning token",
-             "a request that reasoned: its first reasoning chunk minus t0"),
     _latency("itl_per_token", "ITL per token",
              "continuous usage: a chunk of k tokens after a gap g counts k gaps of g/k"),
     _latency("ttft_from_schedule", "TTFT from schedule",
              "open loop: first text chunk minus the scheduled start"),
     _latency("e2e_from_schedule", "E2E from schedule", "open loop: end of stream minus the scheduled start"),
+    _latency("ttf_reasoning", "first reasoning token",
+             "a request that reasoned: its first reasoning chunk minus t0"),
+    _latency("ttf_answer", "first answer token",
+             "a request that reasoned: its first answer (content) chunk minus t0",
+             csv_group="reasoning", csv=("p50", "p99"), compared=("p50", "p99")),
+    _latency("itl_answer", "answer ITL", "gap between consecutive answer chunks of a request that reasoned",
+             compared=("p50",)),
     _latency("ttf_tool_call", "time to first tool call",
              "a request that called a tool: its first tool-call chunk (name or arguments) minus t0",
              console_detail=("p50", "p99"), csv_group="extra", csv=("p50", "p99"), chart=True, slo=True,

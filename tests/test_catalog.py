@@ -119,3 +119,13 @@ def test_a_declared_scalar_is_read_where_its_declaration_says():
 def test_the_spec_schema_lets_slo_name_exactly_the_metrics_declared_for_slo():
     enum = load_schema("spec-v1")["$defs"]["slo"]["propertyNames"]["enum"]
     assert enum == [m.name for m in METRICS if m.slo]
+
+
+def test_a_points_latency_blocks_are_the_declared_latencies_in_their_order():
+    from benchc.metrics.aggregate import ALWAYS, LATENCIES, Tally, latency_block
+
+    assert LATENCIES == ("ttft_us", "itl_us", "tpot_us", "e2e_us", "itl_per_token_us",
+                         "ttft_from_schedule_us", "e2e_from_schedule_us", "ttf_reasoning_us", "ttf_answer_us",
+                         "itl_answer_us", "ttf_tool_call_us")
+    assert LATENCIES == tuple(m.key for m in METRICS if m.latency)
+    assert list(latency_block(Tally())) == list(ALWAYS) == ["ttft_us", "itl_us", "tpot_us", "e2e_us"]
