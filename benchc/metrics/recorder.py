@@ -55,12 +55,48 @@ class PointRecorder:
             self.e2e_sched = t.recorder("e2e_from_schedule_us")
 
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
+        """One finished request into the point's tally, by concern: its send, its failure or
+        its latencies, its tokens, its turn and server timings, its reasoning and length."""
         t = self.tally
-        if slo_checks and not self.slo_items_named:  # each item a request can meet, counted from 0
-            for c in slo_checks:
-                if c.metric in REQUEST_METRICS:
-                    t.slo_met_by_item.setdefault(c.text, 0)
-            self.slo_items_named = True
+        if slo_checks and not self.slo_items_named:
+            self._name_slo_items(slo_checks)
+        self._count_sent(t, r)
+        if r.cancel_planned and r.error == CANCELLED:  # load.cancel's, on purpose: apart, not an error
+            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
+            return
+        if not r.ok:
+            self._count_failed(t, r)
+            return
+        e2e_ns = self._count_completed(t, r)
+        if r.first_text_ns is None:
+            # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
+            # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
+            if slo_checks is not None:
+                _count_slo(t, r, slo_checks, None, e2e_ns, None)
+            return
+        ttft_ns = self._record_stream(t, r)
+        out = self._count_output(t, r)
+        tpot_ns = None
+        if out >= 2:
+            tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
+            self.tpot.record_ns(int(tpot_ns))
+        if r.turn is not None:
+            t.sessions.add_turn(r, ttft_ns, e2e_ns)
+        if r.server_timings is not None:
+            t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
+        self._count_answer(t, r, out)
+        if slo_checks is not None:
+            _count_slo(t, r, slo_checks, ttft_ns, e2e_ns, tpot_ns)
+
+    def _name_slo_items(self, slo_checks: list) -> None:
+        """Each SLO item a request can meet, counted from 0 (so a point shows every item)."""
+        for c in slo_checks:
+            if c.metric in REQUEST_METRICS:
+                self.tally.slo_met_by_item.setdefault(c.text, 0)
+        self.slo_items_named = True
+
+    def _count_sent(self, t: Tally, r: RequestRecord) -> None:
+        """Every request, whatever its end: sent, retried, the window, its record, its payload."""
         t.sent += 1
         t.retries += r.retried
         if t.start_ns is None or r.t0_ns < t.start_ns:
@@ -71,16 +107,19 @@ class PointRecorder:
             self.requests.append(r.to_json())
         t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
         t.stream.add(r)
-        if r.cancel_planned and r.error == CANCELLED:  # load.cancel's, on purpose: apart, not an error
-            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
-            return
-        if not r.ok:
-            t.errors[r.error] += 1
-            t.error_examples.setdefault(r.error, r.error_detail)
-            if r.turn is not None:
-                t.sessions.add_turn(r, None, None)
-            return
-        first_text_ns, end_ns = r.first_text_ns, r.end_ns
+
+    @staticmethod
+    def _count_failed(t: Tally, r: RequestRecord) -> None:
+        assert r.error is not None
+        t.errors[r.error] += 1
+        t.error_examples.setdefault(r.error, r.error_detail)
+        if r.turn is not None:
+            t.sessions.add_turn(r, None, None)
+
+    def _count_completed(self, t: Tally, r: RequestRecord) -> int:
+        """A completed request's E2E (from its send, and its schedule), its inputs and their
+        tokens, its prompt's caching; its E2E in ns."""
+        end_ns = r.end_ns
         assert end_ns is not None  # what makes a request ok (a stream's also has a first text)
         t.completed += 1
         t.inputs += r.inputs
@@ -90,12 +129,13 @@ class PointRecorder:
             self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
         t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
         t.cache.add(r)
-        if first_text_ns is None:
-            # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
-            # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
-            if slo_checks is not None:
-                _count_slo(t, r, slo_checks, None, e2e_ns, None)
-            return
+        return e2e_ns
+
+    def _record_stream(self, t: Tally, r: RequestRecord) -> int:
+        """A streamed answer's latencies (TTFT, the chunk gaps, reasoning's, the first tool
+        call, from the schedule); its TTFT in ns."""
+        first_text_ns = r.first_text_ns
+        assert first_text_ns is not None
         if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
@@ -112,15 +152,16 @@ class PointRecorder:
             if r.first_reasoning_ns is not None:
                 ttf_reasoning.record_ns(r.first_reasoning_ns - r.t0_ns)
             r.parser.record_answer_gaps(itl_answer.hist)
-        out = r.output_tokens
-        tpot_ns = None
-        if out >= 2:
-            tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
-            self.tpot.record_ns(int(tpot_ns))
         if r.first_tool_ns is not None:
             t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
+        return ttft_ns
+
+    def _count_output(self, t: Tally, r: RequestRecord) -> int:
+        """Its output tokens and how they were counted, and its input as a chat template
+        renders it; the output tokens."""
+        out = r.output_tokens
         t.output_tokens += out
         if r.usage_output_tokens is not None:
             t.methods.add(USAGE)
@@ -135,10 +176,10 @@ class PointRecorder:
             t.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
         elif r.messages is not None:  # a session's turn: its history is counted after the point
             self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
-        if r.turn is not None:
-            t.sessions.add_turn(r, ttft_ns, e2e_ns)
-        if r.server_timings is not None:
-            t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
+        return out
+
+    def _count_answer(self, t: Tally, r: RequestRecord, out: int) -> None:
+        """The reasoning split, and the output length asked for against the one that came."""
         # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
         recount = self.keep_text and r.reasoned and r.usage_reasoning_tokens is None
         if not recount:
@@ -158,8 +199,6 @@ class PointRecorder:
         if expected is not None and (r.usage_output_tokens is not None or out > expected):
             t.osl_checked += 1
             t.osl_mismatched += out != expected
-        if slo_checks is not None:
-            _count_slo(t, r, slo_checks, ttft_ns, e2e_ns, tpot_ns)
 
     def add_session(self, info: dict) -> None:
         """A session that is over: its outcome and duration (run/sessions.run_session)."""
