@@ -129,3 +129,12 @@ def test_a_points_latency_blocks_are_the_declared_latencies_in_their_order():
                          "itl_answer_us", "ttf_tool_call_us")
     assert LATENCIES == tuple(m.key for m in METRICS if m.latency)
     assert list(latency_block(Tally())) == list(ALWAYS) == ["ttft_us", "itl_us", "tpot_us", "e2e_us"]
+
+
+def test_a_search_charts_every_declared_latency_in_milliseconds():
+    from benchc.results.report import search_metric
+
+    for m in METRICS:
+        if m.slo:
+            scale, axis = search_metric(f"{m.name}: p99 < 2s" if m.latency else f"{m.name}: > 1")
+            assert (scale, axis) == ((1000.0, f"{m.name} (ms)") if m.latency else (1.0, m.name))
