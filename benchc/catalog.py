@@ -135,7 +135,7 @@ METRICS: tuple[Metric, ...] = (
     _rate("steady_output_tok_s", "steady out tok/s", "tok/s",
           "a request completing while the in-flight count stood at its target", kind=GAUGE,
           required=True, csv_group="throughput", csv=(None,)),
-    _rate("inputs_s", "inputs/s", "req/s", "a completed request's end: the inputs it carried",
+    _rate("inputs_s", "inputs/s", "inputs/s", "a completed request's end: the inputs it carried",
           csv_group="inputs", csv=(None,)),
     _rate("input_tok_s", "in tok/s", "tok/s", "a completed request's end: its input tokens",
           csv_group="inputs", csv=(None,)),

@@ -138,3 +138,27 @@ def test_a_search_charts_every_declared_latency_in_milliseconds():
         if m.slo:
             scale, axis = search_metric(f"{m.name}: p99 < 2s" if m.latency else f"{m.name}: > 1")
             assert (scale, axis) == ((1000.0, f"{m.name} (ms)") if m.latency else (1.0, m.name))
+
+
+def metrics_table() -> str:
+    """docs/metrics.md's table of the declarations (regenerate it from here after a change)."""
+    def stats(values: tuple) -> str:
+        return ", ".join("value" if s is None else s for s in values) or "-"
+
+    rows = ["| metric | unit | kind | where a point holds it | console | CSV | llm-d BR | vLLM | slo "
+            "| compare |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in METRICS:
+        console = stats(m.console) if m.console else "-"
+        if m.console_detail:
+            console = f"line: {stats(m.console_detail)}"
+        rows.append(f"| `{m.name}` | {m.unit} | {m.kind} | `{'.'.join(m.path)}` | {console} | {stats(m.csv)} "
+                    f"| {m.br[0] if m.br else '-'} | {m.vllm or '-'} | {'yes' if m.slo else '-'} "
+                    f"| {stats(m.compared)} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_the_metrics_page_lists_every_declaration():
+    from tests.conftest import REPO
+
+    with open(f"{REPO}/docs/metrics.md") as f:
+        assert metrics_table() in f.read(), "docs/metrics.md's table differs: paste metrics_table()'s"
