@@ -162,3 +162,10 @@ def test_the_metrics_page_lists_every_declaration():
 
     with open(f"{REPO}/docs/metrics.md") as f:
         assert metrics_table() in f.read(), "docs/metrics.md's table differs: paste metrics_table()'s"
+
+
+def test_every_per_request_slo_metric_has_its_value_taken_per_request():
+    from benchc.metrics.recorder import _VALUE_AT, REQUEST_METRICS
+
+    assert set(_VALUE_AT) == set(REQUEST_METRICS)
+    assert sorted(_VALUE_AT.values()) == list(range(len(_VALUE_AT)))

@@ -41,6 +41,9 @@ class PointRecorder:
     # session turns to count with the chat template after the point: (messages, content tokens, usage)
     templated: list = field(default_factory=list)
     slo_items_named: bool = False  # the tally's per-SLO-item counts have every item's key
+    # the SLO items a request is held to, each with its value's place in _request_values (made
+    # once, with the names: no lookup by metric name per request)
+    slo_plan: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         t = self.tally
@@ -72,7 +75,7 @@ class PointRecorder:
             # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
             # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
             if slo_checks is not None:
-                _count_slo(t, r, slo_checks, None, e2e_ns, None)
+                _count_slo(t, r, self.slo_plan, None, e2e_ns, None)
             return
         ttft_ns = self._record_stream(t, r)
         out = self._count_output(t, r)
@@ -86,13 +89,15 @@ class PointRecorder:
             t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
         self._count_answer(t, r, out)
         if slo_checks is not None:
-            _count_slo(t, r, slo_checks, ttft_ns, e2e_ns, tpot_ns)
+            _count_slo(t, r, self.slo_plan, ttft_ns, e2e_ns, tpot_ns)
 
     def _name_slo_items(self, slo_checks: list) -> None:
-        """Each SLO item a request can meet, counted from 0 (so a point shows every item)."""
+        """Each SLO item a request can meet, counted from 0 (so a point shows every item), and
+        where its value sits among a request's (_VALUE_AT)."""
         for c in slo_checks:
             if c.metric in REQUEST_METRICS:
                 self.tally.slo_met_by_item.setdefault(c.text, 0)
+                self.slo_plan.append((c, _VALUE_AT[c.metric]))
         self.slo_items_named = True
 
     def _count_sent(self, t: Tally, r: RequestRecord) -> None:
@@ -253,24 +258,29 @@ class PointRecorder:
 REQUEST_METRICS = tuple(m.name for m in catalog.METRICS if m.slo and m.latency)
 
 
-def _count_slo(t: Tally, r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,
+# Where each per-request SLO metric's value sits in the tuple _count_slo makes per request;
+# tests/test_catalog.py checks that every declared per-request metric has one.
+_VALUE_AT = {"ttft": 0, "e2e": 1, "tpot": 2, "itl": 3, "ttf_tool_call": 4}
+
+
+def _count_slo(t: Tally, r: RequestRecord, plan: list, ttft_ns: int | None, e2e_ns: int,
                tpot_ns: float | None) -> None:
     """Count one completed request into the goodput of the SLO set (it met every item) and of
     each item it met (a metric it has no value for is not held against it: tpot of a one-token
     output, itl of a one-chunk stream, ttft of an answer that was not streamed, ttf_tool_call of
-    an answer that called no tool)."""
-    if not checks:  # no SLO: every completed request meets it (and no dict made per request)
+    an answer that called no tool). `plan`: the items a request is held to, with their value's
+    place (PointRecorder._name_slo_items)."""
+    if not plan:  # no SLO a request is held to: every completed request meets the set
         t.slo_met += 1
         return
-    values = {"ttft": ttft_ns / 1e3 if ttft_ns is not None else None, "e2e": e2e_ns / 1e3,
-              "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
-              "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None,
-              "ttf_tool_call": (r.first_tool_ns - r.t0_ns) / 1e3 if r.first_tool_ns is not None else None}
+    tool = r.first_tool_ns
+    values = (ttft_ns / 1e3 if ttft_ns is not None else None, e2e_ns / 1e3,
+              tpot_ns / 1e3 if tpot_ns is not None else None,
+              _max_gap_us(r) if any(i == 3 for _, i in plan) else None,
+              (tool - r.t0_ns) / 1e3 if tool is not None else None)
     met_all = True
-    for c in checks:
-        if c.metric not in values:
-            continue
-        v = values[c.metric]
+    for c, i in plan:
+        v = values[i]
         if v is None or c.holds(v):
             t.slo_met_by_item[c.text] += 1
         else:
