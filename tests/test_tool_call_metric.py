@@ -17,6 +17,7 @@ from benchc.results.document import read
 from benchc.results.html_report import page, report_data
 from benchc.results.table import to_csv
 from benchc.run.console import Console
+from tests.headless import Chromium, chromium
 from tests.simrun import Sim
 from tests.test_reasoning import first_write_error_ms
 
@@ -142,3 +143,27 @@ def test_a_fail_on_gate_on_time_to_first_tool_call_trips_when_the_figure_is_brok
     assert "c=1: ttf_tool_call p99 +10% (measured +30.0%)" in text
     # the dotted form with its operator is the same gate
     assert _compare(tmp_path, 1.3, "ttf_tool_call.p50 > +10%")[0] == 1
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if chromium() is None:
+        pytest.skip("no Chromium on PATH: the page was not opened in a browser (tests/test_html_report.py)")
+    with Chromium.start(str(tmp_path / "chromium")) as b:
+        yield b
+
+
+@pytest.mark.slow  # opens the page in headless Chromium
+def test_the_html_page_draws_the_time_to_first_tool_call_chart(tmp_path, browser):
+    from tests.test_html_report import DRAWN
+
+    doc = _with_tool_calls(read(os.path.join(DATA, "result-v1-minimax.json")), 1.0)
+    html = tmp_path / "report.html"
+    html.write_text(page([doc]), encoding="utf-8")
+    page_ = browser.open(html.as_uri())
+    got = page_.evaluate(DRAWN)
+    assert page_.errors == [] and got["state"]["errors"] == []
+    assert got["charts"] == got["drawn"] == got["inked"]
+    titles = page_.evaluate("Array.from(document.querySelectorAll('.u-title')).map(e => e.textContent)")
+    assert "time to first tool call p50 / p99 against output throughput" in titles
+    assert "TTFT p50 / p99 against output throughput" in titles
