@@ -64,10 +64,7 @@ class PointRecorder:
         if slo_checks and not self.slo_items_named:
             self._name_slo_items(slo_checks)
         self._count_sent(t, r)
-        if r.cancel_planned and r.error == CANCELLED:  # load.cancel's, on purpose: apart, not an error
-            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
-            return
-        if not r.ok:
+        if r.error is not None:
             self._count_failed(t, r)
             return
         e2e_ns = self._count_completed(t, r)
@@ -77,8 +74,9 @@ class PointRecorder:
             if slo_checks is not None:
                 _count_slo(t, r, self.slo_plan, None, e2e_ns, None)
             return
-        ttft_ns = self._record_stream(t, r)
-        out = self._count_output(t, r)
+        reasoned = r.reasoned
+        ttft_ns = self._record_stream(t, r, reasoned)
+        out = self._count_tokens(t, r, reasoned)
         tpot_ns = None
         if out >= 2:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
@@ -87,7 +85,6 @@ class PointRecorder:
             t.sessions.add_turn(r, ttft_ns, e2e_ns)
         if r.server_timings is not None:
             t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
-        self._count_answer(t, r, out)
         if slo_checks is not None:
             _count_slo(t, r, self.slo_plan, ttft_ns, e2e_ns, tpot_ns)
 
@@ -110,12 +107,18 @@ class PointRecorder:
             t.end_ns = r.end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
-        t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
+        if r.images or r.tools:  # what PayloadCount counts (a call saved on every other request)
+            t.payload.add_request(r.request_bytes, r.images, r.tools, r.error is None, r.usage_input_tokens)
         t.stream.add(r)
 
     @staticmethod
     def _count_failed(t: Tally, r: RequestRecord) -> None:
+        """A request that did not complete: an error by kind, or load.cancel's cancel (on
+        purpose: counted apart, not an error)."""
         assert r.error is not None
+        if r.cancel_planned and r.error == CANCELLED:
+            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
+            return
         t.errors[r.error] += 1
         t.error_examples.setdefault(r.error, r.error_detail)
         if r.turn is not None:
@@ -136,12 +139,12 @@ class PointRecorder:
         t.cache.add(r)
         return e2e_ns
 
-    def _record_stream(self, t: Tally, r: RequestRecord) -> int:
+    def _record_stream(self, t: Tally, r: RequestRecord, reasoned: bool) -> int:
         """A streamed answer's latencies (TTFT, the chunk gaps, reasoning's, the first tool
         call, from the schedule); its TTFT in ns."""
         first_text_ns = r.first_text_ns
         assert first_text_ns is not None
-        if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
+        if reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
                               t.recorder("itl_answer_us"))
@@ -163,9 +166,10 @@ class PointRecorder:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
         return ttft_ns
 
-    def _count_output(self, t: Tally, r: RequestRecord) -> int:
-        """Its output tokens and how they were counted, and its input as a chat template
-        renders it; the output tokens."""
+    def _count_tokens(self, t: Tally, r: RequestRecord, reasoned: bool) -> int:
+        """Its output tokens and how they were counted, its input as a chat template renders
+        it, the reasoning split, and the output length asked for against the one that came;
+        the output tokens."""
         out = r.output_tokens
         t.output_tokens += out
         if r.usage_output_tokens is not None:
@@ -181,17 +185,13 @@ class PointRecorder:
             t.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
         elif r.messages is not None:  # a session's turn: its history is counted after the point
             self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
-        return out
-
-    def _count_answer(self, t: Tally, r: RequestRecord, out: int) -> None:
-        """The reasoning split, and the output length asked for against the one that came."""
         # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
-        recount = self.keep_text and r.reasoned and r.usage_reasoning_tokens is None
+        recount = self.keep_text and reasoned and r.usage_reasoning_tokens is None
         if not recount:
             # a tool call answers too: a request that reasoned, then called a tool, did not run
             # out of tokens before answering
             answered = r.first_answer_ns is not None or r.first_tool_ns is not None
-            t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, answered,
+            t.reasoning.add_request(reasoned, r.reasoning_tokens, out, answered,
                                     USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
         # an answer that ended in a tool call stopped where the model called it: the length the
         # request pinned down (ignore_eos, min_tokens) does not hold it (vLLM ends it there too)
@@ -204,6 +204,7 @@ class PointRecorder:
         if expected is not None and (r.usage_output_tokens is not None or out > expected):
             t.osl_checked += 1
             t.osl_mismatched += out != expected
+        return out
 
     def add_session(self, info: dict) -> None:
         """A session that is over: its outcome and duration (run/sessions.run_session)."""
