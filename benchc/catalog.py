@@ -44,7 +44,7 @@ class Metric:
 
     name: str  # as `slo`, `--fail-on` and the result's key name it (a latency: without `_us`)
     title: str  # for a person (console, HTML charts)
-    unit: str  # of its values in a result: us, tok/s, req/s, fraction
+    unit: str  # of its values in a result: us, tok/s, req/s, inputs/s, fraction
     kind: str
     taken: str  # when in a request's life (or the point's) it is taken
     aggregate: str  # how a point gets it
@@ -54,7 +54,7 @@ class Metric:
     console: tuple[str | None, ...] = ()  # the console table's columns (stats, in order)
     console_width: int = 0  # each of its console cells' width (0: its header's and a space)
     console_detail: tuple[str, ...] = ()  # stats shown on a line under the row when the point has it
-    csv_group: str = ""  # where its CSV columns go (table.CSV_LAYOUT); "" for none
+    csv_group: str = ""  # where its CSV columns go among a row's (results/table.CSV_COLUMNS)
     csv: tuple[str | None, ...] = ()  # the CSV export's (and dataframe's) columns
     br: tuple[str, str] | None = None  # llm-d Benchmark Report: (latency field, units)
     vllm: str | None = None  # vLLM's result name (`e2el`: mean/median/std/p99 in ms)

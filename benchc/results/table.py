@@ -7,14 +7,19 @@ import io
 
 from benchc.catalog import METRICS, Metric
 
+_PLACED = ("error", "throughput", "latency", "reasoning", "inputs")  # groups with a place below
+
 
 def _metric_columns(group: str) -> list[str]:
-    """The CSV columns of the metrics declared into `group` (benchc/catalog.py), in their order."""
-    return [m.column(stat) for m in METRICS if m.csv_group == group for stat in m.csv]
+    """The CSV columns of the metrics declared into `group` (benchc/catalog.py), in their order;
+    "extra": those of every group without a place of its own."""
+    return [m.column(stat) for m in METRICS
+            if m.csv_group == group or (group == "extra" and m.csv_group not in _PLACED)
+            for stat in m.csv]
 
 
 # Where each group of declared metrics' columns goes among the point's other columns; a metric
-# declared with a new group gets its columns at the end ("extra").
+# declared with another group gets its columns at the end ("extra").
 CSV_COLUMNS = [
     "point", "concurrency", "rate_rps", "matrix", "sent", "completed", "failed", *_metric_columns("error"),
     *_metric_columns("throughput"), *_metric_columns("latency"),
