@@ -81,18 +81,20 @@ def _parsed(stream_mod, writes: list[bytes]) -> tuple:
     p.close(10**12)
     return (p.answer_text(), p.reasoning_text(), p.tool_text(), p.text_chunks, p.reasoning_chunks,
             p.tool_chunks, p.usage_completion, p.usage_prompt, p.usage_cached, p.usage_reasoning,
-            p.finish_reason, p.malformed, p.unknown_events, p.response_id)
+            p.finish_reason, p.malformed, p.unknown_events, p.response_id, p.chunk_tokens)
 
 
-def _expected(trace: dict, name: str) -> tuple:
+def _expected(trace: dict, name: str, continuous: bool) -> tuple:
     """The same, as the simulator's trace says it sent them (the reasoning tokens where the
-    API's usage says them: OpenAI's, for an answer that reasoned; -1 is none)."""
+    API's usage says them: OpenAI's, for an answer that reasoned; -1 is none; each chunk's
+    tokens where its usage says them: continuous usage, chat's and completions')."""
     said = name in ("chat", "responses") and trace["reasoning_tokens"]
     reasoning = trace["reasoning_tokens"] if said else -1
     return (trace["output"], trace["reasoning"], trace.get("tool_call", ""), len(trace["chunks"]),
             trace["reasoning_chunks"], trace["tool_chunks"], trace["output_tokens"], trace["input_tokens"],
             trace["cached_tokens"], reasoning, trace["reason"], 0, 0,
-            "resp_" + trace["id"] if name == "responses" else None)
+            "resp_" + trace["id"] if name == "responses" else None,
+            [n if continuous and name in ("chat", "completions") else -1 for _, n in trace["chunks"]])
 
 
 def _event_texts(name: str, writes: list[bytes]) -> str:
@@ -158,15 +160,16 @@ def test_messages_without_max_tokens_is_refused_as_anthropic_refuses_it():
 @pytest.mark.parametrize(("name", "tool"), [(n, t) for n in GENERATING for t in (False, True)
                                             if not (n == "completions" and t)])  # no tool calls there
 def test_the_simulator_stream_reads_as_its_trace_on_both_cores(name, tool, continuous):
-    """Reasoning (3 tokens), then the answer or a tool call (its name, then 4 tokens of arguments),
-    two tokens a step: the client's parser on
-    either core reads the text, chunks, usage (the second request's prompt found in the prefix
-    cache) and tool call the trace says were sent, and the cores agree."""
+    """Reasoning (3 tokens), then the answer or a tool call (its name, then 4 tokens of
+    arguments), two tokens a step: the client's parser on either core reads the text, chunks
+    (and their tokens, with continuous usage), usage (the second request's prompt found in the
+    prefix cache) and tool call the trace says were sent, and the cores agree; the client
+    adapter's event_text reads the reasoning and the answer."""
     body = APIS[name].body(_target(name), SAMPLING, PROMPT, continuous_usage=continuous)
     runs = _run_twice(name, body, reasoning_tokens=3, tool_call_fraction=1.0 if tool else 0.0,
                       tool_call_tokens=4, block_size=2)
     for trace, writes, _ in runs:
-        want = _expected(trace, name)
+        want = _expected(trace, name, continuous)
         got = [_parsed(mod, writes) for mod in both_cores("benchc.client._stream")]
         assert got[0] == got[1] == want
         assert _event_texts(name, writes) == trace["reasoning"] + trace["output"]
