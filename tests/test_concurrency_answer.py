@@ -55,6 +55,10 @@ def test_the_sweep_s_edge_says_try_higher_and_no_load_says_try_lower():
     assert describe_single(none)[1:] == [
         "  ttft: p99 < 500ms: holds at no load of the sweep (fails from c=1)",
         "  no load of the sweep meets every SLO: try lower"]
+    failed = _doc([(1, 0.0, {TTFT: False}), (2, 0.0, {TTFT: False})])
+    for p in failed["points"]:
+        p["counts"]["completed"] = 0  # every request refused: no answer, not "peaks at c=1 (0.0)"
+    assert single_answer(failed) is None
     unset = single_answer(_doc([(1, 10.0, {}), (2, 20.0, {})]))
     assert describe_single(unset)[1] == ("  no SLO in the spec: give one (slo:) to learn the highest load "
                                          "that meets it")

@@ -51,14 +51,17 @@ def _loads(doc: dict, combination: int) -> tuple[str, list[dict]] | None:
 
 
 def single_answer(doc: dict, combination: int = 0) -> dict | None:
-    """The answer for one combination of a result: None when it has fewer than one load point
-    on one axis (concurrency or rate)."""
+    """The answer for one combination of a result: None when it has no load point on one axis
+    (concurrency or rate) that completed a request."""
     found = _loads(doc, combination)
     if found is None:
         return None
     over, rows = found
+    measured = [r for r in rows if not r["failed"]]
+    if not measured:
+        return None  # no load completed a request: nothing to answer with (the run says why)
     top = rows[-1]
-    peak = max(rows, key=lambda r: r["output_tok_s"])
+    peak = max(measured, key=lambda r: r["output_tok_s"])
     items = list(dict.fromkeys(t for r in rows for t in r["checks"]))
     per_item = []
     for item in items:
