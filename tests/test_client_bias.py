@@ -87,6 +87,13 @@ def test_the_client_sharing_its_cpus_with_the_server_is_named():
     assert effects.shares_cpus(lag, 20, 0.35, effects.on_loopback("http://gpu-a:8000/v1")) is None
     assert effects.shares_cpus(lag, 20, 0.97, True) is None  # the client busy itself: its own CPU
     assert effects.on_loopback("http://localhost:8000/v1") and effects.on_loopback("http://[::1]:80/v1")
+    # and the doubt of a point it limited says so
+    p = _point()
+    p["client"]["causes"].append(effects.shares_cpus(lag, 20, 0.35, True))
+    (doubt,) = _judged(p)["trust"]["doubts"]
+    assert doubt["message"].endswith("itl measure benchc; the client shares its CPUs with the server "
+                                     "(on loopback): its event loop ran 7.0 ms late at p99 while using 35% "
+                                     "of a core")
 
 
 @pytest.mark.slow  # a capacity search on the simulator, the client's event loop slowed on purpose

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 from benchc.metrics.cache import cache_doubts
 
+SHARED_CPUS = "the client shares its CPUs with the server"  # run/effects.shares_cpus's cause
+
 
 @dataclass(frozen=True)
 class Doubt:
@@ -36,8 +38,11 @@ def client_limited(point: dict) -> Doubt | None:
         return Doubt("client_limited",
                      f"the client itself was saturated ({reasons}): these figures measure benchc")
     moved = tuple(dict.fromkeys(f for e in effects.values() if e["moved"] for f in e["figures"]))
+    # what made it late, where the self-check could tell: a server on the client's own CPUs
+    shared = next((c for c in client.get("causes", []) if c.startswith(SHARED_CPUS)), None)
     return Doubt("client_limited", f"the client moved figures past their bounds ({reasons}): "
-                                   f"{', '.join(moved)} measure benchc", figures=moved)
+                                   f"{', '.join(moved)} measure benchc" + (f"; {shared}" if shared else ""),
+                 figures=moved)
 
 
 def output_length(point: dict) -> Doubt | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from benchc.results.document import metric_value
+from benchc.results.trust import SHARED_CPUS
 from benchc.spec.thresholds import Threshold
 
 # Bounds: past one, the figures it names moved and the point is client-limited.
@@ -217,5 +218,5 @@ def shares_cpus(loop_lag: dict, late_ticks: int, loop_cpu: float, loopback: bool
     late = loop_lag.get("p99", 0) > LOOP_LAG_P99_US and late_ticks >= LOOP_LAG_MIN_TICKS
     if not (loopback and late and loop_cpu < CPU_BUSY_FRACTION):
         return None
-    return (f"the client shares its CPUs with the server (on loopback): its event loop ran "
+    return (f"{SHARED_CPUS} (on loopback): its event loop ran "
             f"{_ms(loop_lag['p99'])} late at p99 while using {loop_cpu:.0%} of a core")
