@@ -112,3 +112,34 @@ def test_the_template_share_is_the_rendered_template_s_when_benchc_rendered_it()
 def test_a_result_without_the_server_s_count_is_judged_as_before():
     assert judge({"tokens": {"input": 1, "output": 1, "output_method": "chunks", "osl": {}},
                   "client": {"client_limited": False}}) == {"trusted": True, "doubts": []}
+
+
+@pytest.mark.real
+def test_the_shared_vllm_dropping_tools_is_named(tmp_path, capsys):
+    """The shared vLLM 0.32 (BENCHC_VLLM_URL), its tiny Llama asked with tool_choice none:
+    the server renders the prompt without the tool definitions (69 prompt tokens of 264 sent,
+    measured), and the point says so."""
+    import os
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"""\
+version: 1
+name: vllm-tools
+target: {{base_url: "{os.environ['BENCHC_VLLM_URL']}", model: tiny-random}}
+workload:
+  dataset:
+    random: {{input_tokens: 64, output_tokens: 8}}
+  tools: {{synthetic: {{count: 2, tokens: 100}}, choice: none}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [2]}}
+  requests: 4
+output: {{path: {tmp_path / "r.json"}}}
+""")
+    assert main(["run", str(spec), "--quiet", "--strict"]) == EXIT_UNTRUSTED
+    (point,) = read(str(tmp_path / "r.json"))["points"]
+    counted = point["tokens"]["prompt_counted"]
+    assert counted["sent"] == 4 * 264 and counted["server"] < counted["sent"] / 2
+    doubt = next(d for d in point["trust"]["doubts"] if d["check"] == "prompt_tokens")
+    assert doubt["message"].endswith("likely tools dropped (a chat template without a section for them "
+                                     "ignores them)")
