@@ -14,7 +14,8 @@ def _printed(capsys, points: list[dict]) -> list[str]:
     console = Console(quiet=False, live=False)
     for p in points:
         console.point(copy.deepcopy(p) | {"trust": {"trusted": True, "doubts": []}})
-    return capsys.readouterr().err.splitlines()
+    # the table's lines: a point's detail lines under its row (indented) are not rows
+    return [line for line in capsys.readouterr().err.splitlines() if not line.startswith("  ")]
 
 
 def test_the_console_shows_request_rate_and_tpot_p50_beside_the_throughput_and_latencies(capsys):

@@ -206,16 +206,16 @@
   }
 
   if (D.throughput.x.length) {
-    s = section("Throughput and latency");
+    s = section("Throughput and latency", "On the latency charts each point is labelled by its load and "
+                + "joined to the next load's (past saturation the line turns back); dashed: the SLO's bounds.");
     chart(s, "Output throughput", D.throughput, { xlabel: D.load, ylabel: "output tok/s", logx: true });
     var names = JSON.parse(document.getElementById("benchc-titles").textContent);
     Object.keys(D.latency).forEach(function (m) {
       var c = D.latency[m], paths = c.paths || [];
       var title = names[m] + " p50 / p99 against output throughput";
-      if (paths.length) title += " (each point labelled by its load, joined in load order)";
       chart(s, title, c, { xlabel: "output tok/s", ylabel: names[m] + " (ms)", paths: paths,
                            scatter: paths.map(function (p) { return p.label; }), bounds: c.slo || [] });
-      latencyCharts.push({ title: title, slo: (c.slo || []).map(function (b) { return b.label; }),
+      latencyCharts.push({ title: title, joined: paths.length > 0, slo: (c.slo || []).map(function (b) { return b.label; }),
                            labels: [].concat.apply([], paths.map(function (p) {
                              return p.points.map(function (pt) { return pt[2]; }); })) });
     });
