@@ -178,3 +178,32 @@ def test_a_session_line_longer_than_its_bound_is_not_read_on(tmp_path, monkeypat
     p.write_text(json.dumps(SESSION) + "\n" + "x" * 5000 + "\n")
     with pytest.raises(PlanError, match=r"long\.jsonl:2: a session line longer than 1,000 bytes"):
         list(at.read_agent_traces(p))
+
+
+def spec_for(tmp_path, trace_path):
+    spec = tmp_path / "agent.yaml"
+    spec.write_text("version: 1\nname: agent-traces\ntarget:\n  base_url: http://127.0.0.1:9/v1\n  model: m\n"
+                    f"workload:\n  dataset:\n    agent_trace:\n      path: {trace_path}\n"
+                    "      time_scale: 0.5\n"
+                    "load:\n  sweep:\n    concurrency: [1]\n  requests: 4\n")
+    return str(spec)
+
+
+def test_validate_reads_and_checks_the_trace_then_says_the_replay_is_not_built(tmp_path, capsys):
+    from benchc.cli import main
+
+    d = tmp_path / "traces"
+    d.mkdir()
+    write(d)
+    assert main(["validate", spec_for(tmp_path, d)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "workload.dataset.agent_trace: replaying coding-agent traces is not built yet" in err
+    assert ("reads clean: 1 sessions, 6 requests, 2 subagents, contexts up to 20 tokens, 32 of 68 input "
+            "tokens predicted cached") in err
+    s = copy.deepcopy(SESSION)
+    s["requests"][2]["requests"][1].pop("in")
+    write(d, s)
+    assert main(["validate", spec_for(tmp_path, d)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{d / 's1.json'}: session 's1': $.requests[2].requests[1].in: missing" in err
+    assert "Traceback" not in err

@@ -37,6 +37,7 @@ from typing import Any
 
 from benchc.errors import PlanError
 from benchc.inputs import AGENT_SESSION_BYTES, AGENT_TRACE_BYTES, input_problem
+from benchc.units import parse_duration
 
 REQUEST_TYPES = ("n", "s")
 SUBAGENT_TYPE = "subagent"
@@ -114,6 +115,32 @@ class AgentSession:
         for e in self.entries:
             flat.extend(e.requests if isinstance(e, Subagent) else (e,))
         return sorted(flat, key=lambda r: r.t_s)
+
+
+# --------------------------------------------------------------------------- the spec's dataset
+
+
+def agent_trace_params(cfg: dict) -> dict:
+    """workload.dataset.agent_trace, normalised."""
+    return {"path": cfg["path"], "time_scale": float(cfg.get("time_scale", 1.0)),
+            "max_think_s": parse_duration(cfg["max_think"]) if "max_think" in cfg else None}
+
+
+def agent_trace_stats(path: str, base_dir: str = ".") -> dict:
+    """Every session of the trace read and checked (PlanError on the first file with a
+    problem), and what it holds: sessions, requests (the subagents' too), subagents, the
+    input tokens sent and those its hash ids predict cached, the longest input."""
+    stats = {"sessions": 0, "requests": 0, "subagents": 0, "input_tokens": 0, "predicted_cached_tokens": 0,
+             "max_input_tokens": 0}
+    for s in read_agent_traces(path, base_dir):
+        reqs = s.requests()
+        stats["sessions"] += 1
+        stats["requests"] += len(reqs)
+        stats["subagents"] += sum(isinstance(e, Subagent) for e in s.entries)
+        stats["input_tokens"] += sum(r.input_tokens for r in reqs)
+        stats["predicted_cached_tokens"] += sum(predicted_cached_tokens(s).values())
+        stats["max_input_tokens"] = max(stats["max_input_tokens"], max(r.input_tokens for r in reqs))
+    return stats
 
 
 # --------------------------------------------------------------------------- replay waits
@@ -441,5 +468,6 @@ class _Check:
                         tuple(reqs), tool, system, relative)
 
 
-__all__ = ["AgentRequest", "AgentSession", "Subagent", "read_agent_traces", "trace_files", "think_time_s",
-           "spawn_delay_s", "predicted_cached_tokens", "REQUEST_TYPES"]
+__all__ = ["agent_trace_params", "agent_trace_stats", "AgentRequest", "AgentSession", "Subagent",
+           "read_agent_traces", "trace_files", "think_time_s", "spawn_delay_s", "predicted_cached_tokens",
+           "REQUEST_TYPES"]
