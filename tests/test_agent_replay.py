@@ -1,0 +1,112 @@
+"""A coding-agent session replayed (run/agent_replay.py) against the simulator, a real
+subprocess on loopback: the shipped sample's sessions, with subagents, resets and think times,
+sent as the content module builds them; the simulator's own counts are the ground truth for
+the input tokens (the trace's `in`), the output tokens (`out`) and the cached tokens (what the
+hash ids predict, within one 16-token block); no subagent request goes before its spawn, no
+parent request before its subagents ended, no request before its think time; and the verdict
+names what a replay that did not keep to its trace got wrong."""
+
+import asyncio
+import os
+
+import aiohttp
+import pytest
+
+from benchc.plan.agent_trace import predicted_cached_tokens, read_agent_traces
+from benchc.plan.agent_trace_prompts import AgentTracePrompts
+from benchc.run.agent_replay import Answer, Sent, fidelity, replay_session, scaled_ns
+from tests.simrun import Sim
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(REPO, "specs", "traces", "agentx-small")
+MODEL = "benchc-sim"
+TIME_SCALE = 0.002  # the sample's seconds of think time as milliseconds: the test stays short
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return list(read_agent_traces(SAMPLE))
+
+
+@pytest.fixture(scope="module")
+def replayed(sessions, tmp_path_factory):
+    """Every session of the sample replayed at once on one simulator: (sent per session)."""
+    sim = Sim(tmp_path_factory.mktemp("sim"), "--preset", "instant")  # the test stays short
+    prompts = AgentTracePrompts(seed=11)
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            def sender(i):
+                async def send(req):
+                    body = {"model": MODEL, "max_tokens": req.output_tokens,
+                            "messages": [{"role": "user", "content": prompts.text(sessions[i], i, req)}]}
+                    async with http.post(sim.url + "/chat/completions", json=body) as r:
+                        usage = (await r.json())["usage"]
+                    return Answer(usage["prompt_tokens"], usage["completion_tokens"],
+                                  usage["prompt_tokens_details"]["cached_tokens"])
+                return send
+            return await asyncio.gather(*(replay_session(s, sender(i), TIME_SCALE)
+                                          for i, s in enumerate(sessions)))
+
+    try:
+        yield asyncio.run(main())
+    finally:
+        sim.close()
+
+
+def test_every_request_has_the_traces_tokens_and_its_predicted_cache_hit(sessions, replayed):
+    exact = total = 0
+    for s, sent in zip(sessions, replayed, strict=True):
+        traced = {r.path: r for r in s.requests()}
+        predicted = predicted_cached_tokens(s)
+        assert sorted(x.path for x in sent) == sorted(traced)
+        for x in sent:
+            assert x.answer.input_tokens == traced[x.path].input_tokens, x.path
+            assert x.answer.output_tokens == traced[x.path].output_tokens, x.path
+            # the simulator never hits a whole prompt (its last token is computed again): a block less then
+            assert 0 <= predicted[x.path] - x.answer.cached_tokens <= 16, x.path
+            exact += x.answer.cached_tokens == predicted[x.path]
+            total += 1
+    assert total == 149 and exact >= total - 6  # at most one whole-prompt hit per session
+
+
+def test_spawn_join_and_think_times_kept(sessions, replayed):
+    n_sub = 0
+    for s, sent in zip(sessions, replayed, strict=True):
+        by_path = {x.path: x for x in sent}
+        verdict = fidelity(s, sent, kv_block=16)
+        assert (verdict["subagent_before_spawn"], verdict["parent_before_join"]) == (0, 0)
+        assert verdict["think_late_ms"]["min"] >= 0  # never sent before its think time ended
+        assert (verdict["input_tokens_off"], verdict["output_tokens_off"]) == (0, 0)
+        assert verdict["cache_off_by_more_than_a_block"] == 0
+        for x in sent:
+            if x.agent:
+                n_sub += 1
+                assert x.send_ns >= x.spawn_ns
+        # each request waited its own trace's think time, scaled
+        for r in s.requests():
+            x = by_path[r.path]
+            if r.think_time_s is not None:
+                assert x.wait_ns == scaled_ns(r.think_time_s, TIME_SCALE, None)
+    assert n_sub > 20
+
+
+def test_the_verdict_names_what_a_replay_got_wrong(sessions):
+    s = sessions[0]
+    reqs = s.requests()
+    predicted = predicted_cached_tokens(s)
+    good = [Sent(r.path, "", 1000 * k, 0, 1000 * k + 10, 1000 * k + 500,
+                 Answer(r.input_tokens, r.output_tokens, predicted[r.path])) for k, r in enumerate(reqs)]
+    v = fidelity(s, good)
+    assert v["warnings"] == [] and v["think_late_ms"]["p99"] == 0.0
+    bad = list(good)
+    r1 = reqs[1]
+    bad[1] = Sent(r1.path, "", 0, 0, 2_000_000, 3_000_000, Answer(r1.input_tokens + 3, 1, 0))
+    v = fidelity(s, bad)
+    assert v["warnings"] == [
+        f"input tokens: 1 requests differ from the trace's in (first {r1.path})",
+        f"output tokens: 1 requests differ from the trace's out (first {r1.path})",
+        "think times: sent 2.0 ms late at p99 (band 1.0 ms)",
+        f"cache: 1 requests' cached tokens differ from the hash ids' prediction by more than a block of "
+        f"{s.block_size}",
+    ]
