@@ -110,3 +110,49 @@ def test_the_verdict_names_what_a_replay_got_wrong(sessions):
         f"cache: 1 requests' cached tokens differ from the hash ids' prediction by more than a block of "
         f"{s.block_size}",
     ]
+
+
+@pytest.mark.real
+def test_a_replay_on_a_real_vllm_sends_the_traces_tokens_and_finds_the_predicted_cache(sessions, vllm):
+    """Two sessions of the sample (56 requests, 9 subagents) on the real vLLM, with its tokenizer
+    and chat template: no error, input and output tokens as its usage counts them equal to the
+    trace's, cached tokens the prediction within one of its KV blocks (the sample's 16-token
+    blocks are finer than a CPU build's 32: its hit is the prediction rounded down to its block)."""
+    from benchc.tokenizer.chat_template import load_chat_template
+    from benchc.tokenizer.tokenizer import load
+    from tests.vllm_server import VLLMSERVER_DIR
+
+    model_dir = os.path.join(VLLMSERVER_DIR, "model")
+    if not os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
+        pytest.skip(f"the served model's folder ({model_dir}) is not on this machine")
+    tok = load(model_dir)
+    prompts = AgentTracePrompts(seed=int.from_bytes(os.urandom(4), "big"), tokenizer=tok,
+                                template=load_chat_template(model_dir, tok))
+    assert vllm.prompt_details
+    two = sessions[:2]
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            def sender(i):
+                async def send(req):
+                    body = {"model": vllm.model, "max_tokens": req.output_tokens,
+                            "min_tokens": req.output_tokens, "ignore_eos": True, "temperature": 0,
+                            "messages": [{"role": "user", "content": prompts.text(two[i], i, req)}]}
+                    async with http.post(vllm.base_url + "/chat/completions", json=body) as r:
+                        assert r.status == 200, await r.text()
+                        usage = (await r.json())["usage"]
+                    return Answer(usage["prompt_tokens"], usage["completion_tokens"],
+                                  usage["prompt_tokens_details"]["cached_tokens"])
+                return send
+            return await asyncio.gather(*(replay_session(s, sender(i), 0.001) for i, s in enumerate(two)))
+
+    replayed = asyncio.run(main())
+    diffs = []
+    for s, sent in zip(two, replayed, strict=True):
+        v = fidelity(s, sent, kv_block=vllm.block_size)
+        assert (v["requests"], v["input_tokens_off"], v["output_tokens_off"]) == (len(s.requests()), 0, 0)
+        assert (v["subagent_before_spawn"], v["parent_before_join"]) == (0, 0)
+        assert v["cache_off_by_more_than_a_block"] == 0, v
+        predicted = predicted_cached_tokens(s)
+        diffs += [x.answer.cached_tokens - predicted[x.path] for x in sent]
+    assert len(diffs) == 56 and min(diffs) >= -vllm.block_size and max(diffs) <= 0
