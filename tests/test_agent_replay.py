@@ -156,3 +156,10 @@ def test_a_replay_on_a_real_vllm_sends_the_traces_tokens_and_finds_the_predicted
         predicted = predicted_cached_tokens(s)
         diffs += [x.answer.cached_tokens - predicted[x.path] for x in sent]
     assert len(diffs) == 56 and min(diffs) >= -vllm.block_size and max(diffs) <= 0
+
+
+def test_a_wait_is_scaled_then_capped():
+    assert scaled_ns(2.5, 1.0, None) == 2_500_000_000
+    assert scaled_ns(2.5, 0.1, None) == 250_000_000
+    assert scaled_ns(30.0, 1.0, 5.0) == 5_000_000_000  # a human's 30 s cut to max_think
+    assert scaled_ns(30.0, 0.1, 5.0) == 3_000_000_000  # scaled first: under the cap
