@@ -36,16 +36,19 @@ def replayed(sessions, tmp_path_factory):
 
     async def main():
         async with aiohttp.ClientSession() as http:
-            def sender(i):
-                async def send(req):
-                    body = {"model": MODEL, "max_tokens": req.output_tokens,
-                            "messages": [{"role": "user", "content": prompts.text(sessions[i], i, req)}]}
-                    async with http.post(sim.url + "/chat/completions", json=body) as r:
-                        usage = (await r.json())["usage"]
-                    return Answer(usage["prompt_tokens"], usage["completion_tokens"],
-                                  usage["prompt_tokens_details"]["cached_tokens"])
-                return send
-            return await asyncio.gather(*(replay_session(s, sender(i), TIME_SCALE)
+            def preparer(i):
+                def prepare(req):
+                    text = prompts.text(sessions[i], i, req)
+                    return {"model": MODEL, "max_tokens": req.output_tokens,
+                            "messages": [{"role": "user", "content": text}]}
+                return prepare
+
+            async def send(req, body):
+                async with http.post(sim.url + "/chat/completions", json=body) as r:
+                    usage = (await r.json())["usage"]
+                return Answer(usage["prompt_tokens"], usage["completion_tokens"],
+                              usage["prompt_tokens_details"]["cached_tokens"])
+            return await asyncio.gather(*(replay_session(s, preparer(i), send, TIME_SCALE)
                                           for i, s in enumerate(sessions)))
 
     try:
@@ -133,18 +136,19 @@ def test_a_replay_on_a_real_vllm_sends_the_traces_tokens_and_finds_the_predicted
 
     async def main():
         async with aiohttp.ClientSession() as http:
-            def sender(i):
-                async def send(req):
-                    body = {"model": vllm.model, "max_tokens": req.output_tokens,
-                            "min_tokens": req.output_tokens, "ignore_eos": True, "temperature": 0,
-                            "messages": [{"role": "user", "content": prompts.text(two[i], i, req)}]}
-                    async with http.post(vllm.base_url + "/chat/completions", json=body) as r:
-                        assert r.status == 200, await r.text()
-                        usage = (await r.json())["usage"]
-                    return Answer(usage["prompt_tokens"], usage["completion_tokens"],
-                                  usage["prompt_tokens_details"]["cached_tokens"])
-                return send
-            return await asyncio.gather(*(replay_session(s, sender(i), 0.001) for i, s in enumerate(two)))
+            def preparer(i):
+                return lambda req: {"model": vllm.model, "max_tokens": req.output_tokens,
+                                    "min_tokens": req.output_tokens, "ignore_eos": True, "temperature": 0,
+                                    "messages": [{"role": "user", "content": prompts.text(two[i], i, req)}]}
+
+            async def send(req, body):
+                async with http.post(vllm.base_url + "/chat/completions", json=body) as r:
+                    assert r.status == 200, await r.text()
+                    usage = (await r.json())["usage"]
+                return Answer(usage["prompt_tokens"], usage["completion_tokens"],
+                              usage["prompt_tokens_details"]["cached_tokens"])
+            return await asyncio.gather(*(replay_session(s, preparer(i), send, 0.001)
+                                          for i, s in enumerate(two)))
 
     replayed = asyncio.run(main())
     diffs = []

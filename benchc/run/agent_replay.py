@@ -1,7 +1,7 @@
 """One coding-agent session replayed (plan/agent_trace.py), and the fidelity verdict of a replay
-against its trace. Shape-blind: the request is sent by a `send` the caller gives (the load
-shape's driver, when the load-shape types exist; a test's client now), so this holds only the
-session's order and timing:
+against its trace. Shape-blind: a request's body is built and sent by a `prepare` and a `send`
+the caller gives (the load shape's driver, when the load-shape types exist; a test's client
+now), so this holds only the session's order and timing:
 
 - the session's requests go in order, each after the previous one's answer plus its wait
   (agent_trace.think_time_s), times `time_scale`, capped at `max_think_s`;
@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from benchc.plan.agent_trace import (
     AgentRequest,
@@ -55,7 +56,10 @@ class Sent:
     spawn_ns: int | None = None  # a subagent's request: when the subagent was spawned
 
 
-Send = Callable[[AgentRequest], Awaitable[Answer]]
+# prepare(request) -> its body, built before its due time (a 200k-token prompt costs ms of CPU,
+# which must not delay the send); send(request, body) -> what the server said
+Prepare = Callable[[AgentRequest], Any]
+Send = Callable[[AgentRequest, Any], Awaitable[Answer]]
 
 
 def scaled_ns(wait_s: float, time_scale: float, max_think_s: float | None) -> int:
@@ -72,41 +76,53 @@ async def _until(due_ns: int) -> None:
         await asyncio.sleep(left / 1e9)
 
 
-async def _request(req: AgentRequest, send: Send, agent: str, after_ns: int, wait_ns: int,
+@dataclass(frozen=True)
+class _Io:
+    prepare: Prepare
+    send: Send
+    time_scale: float
+    max_think_s: float | None
+
+    def wait_ns(self, wait_s: float) -> int:
+        return scaled_ns(wait_s, self.time_scale, self.max_think_s)
+
+
+async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_ns: int,
                    spawn_ns: int | None, out: list[Sent]) -> int:
+    body = io.prepare(req)  # before its due time: the wait covers the build
     await _until(after_ns + wait_ns)
     t0 = time.perf_counter_ns()
-    answer = await send(req)
+    answer = await io.send(req, body)
     t1 = time.perf_counter_ns()
     out.append(Sent(req.path, agent, after_ns, wait_ns, t0, t1, answer, spawn_ns))
     return t1
 
 
-async def _subagent(sub: Subagent, send: Send, spawn_due_ns: int, time_scale: float,
-                    max_think_s: float | None, out: list[Sent]) -> int:
+async def _subagent(sub: Subagent, io: _Io, spawn_due_ns: int, out: list[Sent]) -> int:
     await _until(spawn_due_ns)
     spawn_ns = time.perf_counter_ns()
     prev_end_s, end_ns = sub.t_s, spawn_ns
     for k, req in enumerate(sub.requests):
         # the first request goes its own t after the spawn; the next after an answer and a think
         wait_s = max(0.0, req.t_s - sub.t_s) if k == 0 else think_time_s(req, prev_end_s)
-        end_ns = await _request(req, send, sub.agent_id, end_ns, scaled_ns(wait_s, time_scale, max_think_s),
-                                spawn_ns, out)
+        end_ns = await _request(req, io, sub.agent_id, end_ns, io.wait_ns(wait_s), spawn_ns, out)
         prev_end_s = req.end_s
     return end_ns
 
 
-async def replay_session(session: AgentSession, send: Send, time_scale: float = 1.0,
+async def replay_session(session: AgentSession, prepare: Prepare, send: Send, time_scale: float = 1.0,
                          max_think_s: float | None = None) -> list[Sent]:
-    """Replay one session through `send`; its requests as sent, in the order they ended."""
+    """Replay one session: each request's body built by `prepare` before it is due, then sent
+    by `send` at its time; its requests as sent, in the order they ended."""
+    io = _Io(prepare, send, time_scale, max_think_s)
     out: list[Sent] = []
     prev_end_s: float | None = None  # the trace's end of the previous request of the parent
     end_ns = time.perf_counter_ns()
     spawned: list[tuple[Subagent, asyncio.Task[int]]] = []
     for e in session.entries:
         if isinstance(e, Subagent):
-            due = end_ns + scaled_ns(spawn_delay_s(e, prev_end_s), time_scale, max_think_s)
-            spawned.append((e, asyncio.ensure_future(_subagent(e, send, due, time_scale, max_think_s, out))))
+            due = end_ns + io.wait_ns(spawn_delay_s(e, prev_end_s))
+            spawned.append((e, asyncio.ensure_future(_subagent(e, io, due, out))))
             continue
         waited_s = prev_end_s
         if spawned:  # join: the next request follows the last subagent's end
@@ -114,8 +130,7 @@ async def replay_session(session: AgentSession, send: Send, time_scale: float = 
             end_ns = max(ends)
             waited_s = max(s.end_s for s, _ in spawned)
             spawned = []
-        wait = scaled_ns(think_time_s(e, waited_s), time_scale, max_think_s)
-        end_ns = await _request(e, send, "", end_ns, wait, None, out)
+        end_ns = await _request(e, io, "", end_ns, io.wait_ns(think_time_s(e, waited_s)), None, out)
         prev_end_s = e.end_s
     if spawned:
         await asyncio.gather(*(t for _, t in spawned))
@@ -193,4 +208,4 @@ def fidelity(session: AgentSession, sent: list[Sent], kv_block: int | None = Non
     return out
 
 
-__all__ = ["Answer", "Sent", "replay_session", "fidelity", "scaled_ns", "THINK_BAND_MS"]
+__all__ = ["Answer", "Sent", "Prepare", "Send", "replay_session", "fidelity", "scaled_ns", "THINK_BAND_MS"]
