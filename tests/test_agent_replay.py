@@ -167,3 +167,66 @@ def test_a_wait_is_scaled_then_capped():
     assert scaled_ns(2.5, 0.1, None) == 250_000_000
     assert scaled_ns(30.0, 1.0, 5.0) == 5_000_000_000  # a human's 30 s cut to max_think
     assert scaled_ns(30.0, 0.1, 5.0) == 3_000_000_000  # scaled first: under the cap
+
+
+def _sim_replay(sessions, tmp_path, **kw):
+    from benchc.run.agent_replay import replay_sessions
+
+    sim = Sim(tmp_path, "--preset", "instant")
+    prompts = AgentTracePrompts(seed=13)
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            def preparer(i):
+                def prepare(req):
+                    return {"model": MODEL, "max_tokens": req.output_tokens,
+                            "messages": [{"role": "user", "content": prompts.text(sessions[i], i, req)}]}
+                return prepare
+
+            async def send(req, body):
+                async with http.post(sim.url + "/chat/completions", json=body) as r:
+                    usage = (await r.json())["usage"]
+                return Answer(usage["prompt_tokens"], usage["completion_tokens"], None)
+            return await replay_sessions(sessions, preparer, send, time_scale=0.0005, **kw)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        sim.close()
+
+
+def test_sessions_in_flight_never_exceed_the_concurrency(sessions, tmp_path):
+    replay = _sim_replay(sessions, tmp_path, concurrency=2)
+    assert replay.due_s is None
+    spans = [(min(x.send_ns for x in sent), max(x.end_ns for x in sent)) for sent in replay.sessions]
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    held, most = 0, 0
+    for _, step in edges:
+        held += step
+        most = max(most, held)
+    assert most == 2
+    assert [len(s) for s in replay.sessions] == [len(s.requests()) for s in sessions]
+
+
+def test_sessions_at_a_rate_never_start_before_their_arrival(sessions, tmp_path):
+    replay = _sim_replay(sessions, tmp_path, rate_per_s=20.0, seed=4)
+    assert replay.due_s[0] == 0.0 and replay.due_s == sorted(replay.due_s) and replay.due_s[-1] > 0
+    for due, sent in zip(replay.due_s, replay.sessions, strict=True):
+        assert min(x.send_ns for x in sent) >= replay.start_ns + round(due * 1e9)
+
+
+def test_per_session_figures(sessions, replayed):
+    from benchc.run.agent_replay import session_figures
+
+    s, sent = sessions[1], replayed[1]  # 51 requests: 18 entries of which 9 subagents
+    f = session_figures(s, sent, TIME_SCALE)
+    sub_reqs = [r for r in s.requests() if ".requests[" in r.path[len("$.requests["):]]
+    assert (f["turns"], f["requests"], f["subagents"]) == (9, 51, 9)
+    assert f["subagent_request_share"] == round(len(sub_reqs) / 51, 6)
+    assert f["subagent_input_token_share"] == round(
+        sum(r.input_tokens for r in sub_reqs) / sum(r.input_tokens for r in s.requests()), 6)
+    assert list(f["e2e_ms_p50_by_context"]) == ["0-8k"]  # the sample's contexts are under 8k
+    assert list(f["e2e_ms_by_turn"]) == [str(k) for k in range(1, 10)]
+    ends = [r.end_s for r in s.requests()] + [e.end_s for e in s.entries if hasattr(e, "agent_id")]
+    assert f["traced_wall_s"] == round((max(ends) - s.requests()[0].t_s) * TIME_SCALE, 6)
+    assert f["wall_s"] > 0

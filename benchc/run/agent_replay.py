@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -137,6 +138,45 @@ async def replay_session(session: AgentSession, prepare: Prepare, send: Send, ti
     return out
 
 
+@dataclass(frozen=True)
+class Replay:
+    """A set of sessions replayed: when it began, each session's due start (s after it; None
+    under a concurrency), and per session its requests as replay_session returns them."""
+
+    start_ns: int
+    due_s: list[float] | None
+    sessions: list[list[Sent]]
+
+
+async def replay_sessions(sessions: list[AgentSession], prepare_for: Callable[[int], Prepare], send: Send,
+                          concurrency: int | None = None, rate_per_s: float | None = None, seed: int = 0,
+                          time_scale: float = 1.0, max_think_s: float | None = None) -> Replay:
+    """Replay a set of sessions, each started when a place among `concurrency` sessions in flight
+    is free (a closed loop of sessions), or at a Poisson `rate_per_s` of session arrivals drawn
+    from `seed` (an open loop: a session starts at its time whatever is in flight), or all at
+    once when neither is given. `prepare_for(i)` is session i's prepare."""
+    if concurrency is not None and rate_per_s is not None:
+        raise ValueError("give a concurrency or a rate of sessions, not both")
+    start_ns = time.perf_counter_ns()
+    gate = asyncio.Semaphore(concurrency) if concurrency else None
+    rng = random.Random(seed)
+    due_s, dues = 0.0, []
+    for _ in sessions:
+        dues.append(due_s)
+        if rate_per_s:
+            due_s += rng.expovariate(rate_per_s)
+
+    async def one(i: int, s: AgentSession) -> list[Sent]:
+        if gate is not None:
+            async with gate:
+                return await replay_session(s, prepare_for(i), send, time_scale, max_think_s)
+        await _until(start_ns + round(dues[i] * 1e9))
+        return await replay_session(s, prepare_for(i), send, time_scale, max_think_s)
+
+    sent = list(await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions))))
+    return Replay(start_ns, dues if gate is None else None, sent)
+
+
 # --------------------------------------------------------------------------- the verdict
 
 THINK_BAND_MS = 1.0  # p99 of (send - what it followed's end - its due wait)
@@ -208,4 +248,48 @@ def fidelity(session: AgentSession, sent: list[Sent], kv_block: int | None = Non
     return out
 
 
-__all__ = ["Answer", "Sent", "Prepare", "Send", "replay_session", "fidelity", "scaled_ns", "THINK_BAND_MS"]
+CONTEXT_BUCKETS = ((0, "0-8k"), (8192, "8-32k"), (32768, "32-128k"), (131072, "128k+"))
+
+
+def _bucket(tokens: int) -> str:
+    name = CONTEXT_BUCKETS[0][1]
+    for low, label in CONTEXT_BUCKETS:
+        if tokens >= low:
+            name = label
+    return name
+
+
+def session_figures(session: AgentSession, sent: list[Sent], time_scale: float = 1.0) -> dict:
+    """A replayed session beside its trace: wall time (first send to last answer) against the
+    trace's (its first `t` to its last end, times `time_scale`: the trace's own answer times are
+    scaled too, so the two agree only where the server answered as fast, scaled); turns (the
+    session's own requests), subagents, the subagents' share of the requests and of the input
+    tokens; E2E (ms, p50) by turn depth (the session's own requests, 1-based) and by context
+    length bucket (0-8k, 8-32k, 32-128k, 128k+ input tokens)."""
+    reqs = {r.path: r for r in session.requests()}
+    own = [e for e in session.entries if isinstance(e, AgentRequest)]
+    subs = [e for e in session.entries if isinstance(e, Subagent)]
+    traced_end = max(max(r.end_s for r in reqs.values()), max((x.end_s for x in subs), default=0.0))
+    by_bucket: dict[str, list[float]] = {}
+    for x in sent:
+        by_bucket.setdefault(_bucket(reqs[x.path].input_tokens), []).append((x.end_ns - x.send_ns) / 1e6)
+    depth = {r.path: k for k, r in enumerate(own, 1)}
+    by_depth = {depth[x.path]: (x.end_ns - x.send_ns) / 1e6 for x in sent if x.path in depth}
+    sub_sent = [x for x in sent if x.agent]
+    total_in = sum(reqs[x.path].input_tokens for x in sent)
+    wall_ns = max(x.end_ns for x in sent) - min(x.send_ns for x in sent) if sent else 0
+    return {
+        "wall_s": round(wall_ns / 1e9, 6),
+        "traced_wall_s": round((traced_end - min(r.t_s for r in reqs.values())) * time_scale, 6),
+        "turns": len(own), "requests": len(sent), "subagents": len(subs),
+        "subagent_request_share": round(len(sub_sent) / len(sent), 6) if sent else 0.0,
+        "subagent_input_token_share": round(sum(reqs[x.path].input_tokens for x in sub_sent) / total_in, 6)
+        if total_in else 0.0,
+        "e2e_ms_p50_by_context": {label: round(_p(by_bucket[label], 0.5), 3) for _, label in CONTEXT_BUCKETS
+                                  if label in by_bucket},
+        "e2e_ms_by_turn": {str(k): round(v, 3) for k, v in sorted(by_depth.items())},
+    }
+
+
+__all__ = ["Answer", "Sent", "Prepare", "Send", "Replay", "replay_session", "replay_sessions",
+           "session_figures", "fidelity", "scaled_ns", "THINK_BAND_MS", "CONTEXT_BUCKETS"]
