@@ -66,6 +66,7 @@ def merge_docs(docs: list[dict], sources: list[str], repeats: bool = False) -> d
         out["repeats"] = summaries(out["points"])
     out["created"] = now_iso()  # when merged; exports date the points by the shards' (results/clock.py)
     out["requests_file"] = None  # each shard's records stay beside it; none holds the merged set
+    _unbind(out)
     out["complete"] = all(d["complete"] for d in docs) and all(len(g) == len(docs) for g in groups.values())
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
@@ -126,6 +127,7 @@ def as_repeats(docs: list[dict], sources: list[str]) -> dict:
     out["slo"] = run_verdict(bool(out["plan"].get("slo")), out["points"])
     out["created"] = now_iso()
     out["requests_file"] = None
+    _unbind(out)
     out["complete"] = all(d["complete"] for d in docs)
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
@@ -158,3 +160,9 @@ def merge_points(shards: list[dict], slo_checks: list[Threshold] | None = None) 
     p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}
     p["trust"] = judge(p)
     return p
+
+
+def _unbind(out: dict) -> None:
+    """A merged document is no run's: it names none and keeps no per-request file's hash."""
+    out.pop("run_id", None)
+    out.pop("requests_sha256", None)

@@ -42,6 +42,7 @@ from benchc.results import values
 from benchc.results.decide import with_decision
 from benchc.results.document import (
     SCHEMA_VERSION,
+    bound_requests_text,
     environment,
     is_probe,
     now_iso,
@@ -804,10 +805,13 @@ def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
         kept = _rescue(json.dumps(doc, indent=1) + "\n", ".json")
         raise RunError(f"the result holds a value no reader takes ({problem}): a bug in benchc, please "
                        f"report it; the result is in {kept}") from problem
+    # the records name their run and the result keeps their hash: export refuses another
+    # run's file found under this name (results/export.py)
+    text = bound_requests_text(requests, doc) if requests else ""
     try:
         if requests:
             req_path = requests_path(path)
-            write_atomic(req_path, "".join(json.dumps(r) + "\n" for r in requests), overwrite=True)
+            write_atomic(req_path, text, overwrite=True)
             doc["requests_file"] = os.path.basename(req_path)
         write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=True)
         return path
@@ -816,7 +820,7 @@ def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
         doc.pop("requests_file", None)
         rescued = [_rescue(json.dumps(doc, indent=1) + "\n", ".json")]
         if requests:
-            rescued.append(_rescue("".join(json.dumps(r) + "\n" for r in requests), ".requests.jsonl"))
+            rescued.append(_rescue(text, ".requests.jsonl"))
         raise RunError(f"could not write the result to {path} ({why}); it is in "
                        + " and ".join(rescued)) from e
 
