@@ -57,7 +57,7 @@ from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console, Silence
 from benchc.run.deadserver import stop_kind
-from benchc.run.fdlimit import ensure_fds
+from benchc.run.fdlimit import ensure_fds, plan_sockets
 from benchc.run.feed import Dealer
 from benchc.run.gpus import combination_gpus, read_sim_power
 from benchc.run.loadgen import StepContext
@@ -768,12 +768,11 @@ def _launches(plan: Plan, opts: RunOptions) -> list[Combination]:
 
 
 def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
-    """The open-file limit against the plan's widest concurrency, before anything starts
+    """The open-file limit against the plan's widest concurrency (and fan-out), before anything starts
     (run/fdlimit.py). On Ray each worker holds only its share of the sockets, on its host."""
     if opts.backend != "local":
         return
-    widest = max([s.inflight_target for s in plan.steps] + [1])
-    ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
+    ensure_fds(*plan_sockets(plan))
 
 
 async def fetch_models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
