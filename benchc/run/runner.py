@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -846,12 +846,16 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     try:
         check_file_descriptors(plan, opts)
         runner = Runner(plan, spec_data, opts, path)
+        # only the import decides the loop: an exception of the run itself is never handled
+        # here (it would carry a chained "No module named 'uvloop'", or run the plan twice)
+        run_loop: Callable[[Coroutine[Any, Any, dict]], dict] = asyncio.run
         try:
             import uvloop
 
-            doc = uvloop.run(runner.run())
+            run_loop = uvloop.run
         except ImportError:
-            doc = asyncio.run(runner.run())
+            pass
+        doc = run_loop(runner.run())
         path = _write_result(path, doc, runner.requests)
     finally:
         reserved.release()

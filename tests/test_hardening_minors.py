@@ -1,0 +1,79 @@
+"""Hardening round 4, minor cases (issue 44): a price that makes a figure infinite, merge
+sums past int64, the event loop's import chained into every traceback, `fit` past int64
+and on many points, and the HTML report of many points."""
+
+import json
+import os
+
+import pytest
+
+from benchc.cli import main
+from benchc.errors import ResultFormatError
+from benchc.results.document import read
+from benchc.results.merge import merge_docs
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _with_gpus() -> dict:
+    doc = read(os.path.join(DATA, "result-v1-minimax.json"))
+    doc["combinations"] = [{"combination": 0, "matrix": {}, "status": "ok",
+                            "gpus": {"count": 4, "source": "server.gpus", "indices": None}}]
+    return doc
+
+
+def test_a_price_that_makes_the_cost_infinite_writes_no_infinity(tmp_path, capsys):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(_with_gpus()))
+    assert main(["compare", str(f), "--format", "json", "--gpu-hour", "1e308"]) == 0
+    out = capsys.readouterr().out
+    assert "Infinity" not in out and "NaN" not in out
+    doc = json.loads(out)  # strict JSON
+    assert all(p.get("cost_per_mtok") is None for p in doc["frontier"]["points"])
+    # a price that gives a number still gives it
+    assert main(["compare", str(f), "--format", "json", "--gpu-hour", "2.5"]) == 0
+    assert all(p["cost_per_mtok"] > 0 for p in json.loads(capsys.readouterr().out)["frontier"]["points"])
+
+
+def test_merge_repeats_whose_sums_pass_int64_is_refused_as_inputs_not_as_its_output(tmp_path, capsys):
+    paths = []
+    for i in (1, 2):
+        doc = read(os.path.join(DATA, "result-v1-minimax.json"))
+        doc["created"] = f"2026-01-0{i}T00:00:00Z"
+        for p in doc["points"]:
+            p["counts"]["completed"] = 2**62
+        paths.append(tmp_path / f"m{i}.json")
+        paths[-1].write_text(json.dumps(doc))
+    assert main(["merge", "--repeats", *map(str, paths), "-o", str(tmp_path / "m.json")]) == 5
+    err = capsys.readouterr().err
+    assert "these results cannot be merged: their figures add past what a result holds" in err
+    assert "pooled.counts.completed: the integer 9223372036854775808 is past int64" in err
+    assert "result document invalid" not in err and not (tmp_path / "m.json").exists()
+    with pytest.raises(ResultFormatError):
+        merge_docs([read(str(p)) for p in paths], list(map(str, paths)), repeats=True)
+
+
+@pytest.mark.parametrize("uvloop_importable", [True, False])
+def test_an_error_of_the_run_carries_no_chained_uvloop_import(tmp_path, monkeypatch, uvloop_importable):
+    import sys
+
+    from benchc.run import runner
+    from tests.simrun import write_spec
+
+    if not uvloop_importable:
+        monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` raises ImportError
+    calls = []
+
+    async def broken(self):
+        calls.append(1)
+        raise ImportError("a module the run needed")  # an ImportError of the run, not of the loop
+
+    monkeypatch.setattr(runner.Runner, "run", broken)
+    from benchc.plan.compiler import compile_spec
+    from benchc.spec.loader import load
+
+    spec = load(write_spec(tmp_path), env={})
+    with pytest.raises(ImportError, match="a module the run needed") as e:
+        runner.execute(compile_spec(spec), spec.data, runner.RunOptions())
+    assert e.value.__context__ is None  # no "During handling of ... No module named 'uvloop'"
+    assert calls == [1]  # run once: the run's own ImportError never starts it again on asyncio
