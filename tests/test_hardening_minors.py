@@ -127,3 +127,42 @@ def test_fit_never_writes_a_batch_past_int64(tmp_path, capsys):
     from benchc.sim.twin import read_twin
 
     assert read_twin(str(tmp_path / "t.yaml"))["sim"]["step_table"][-1][0] == 8
+
+
+def test_a_report_of_many_points_keeps_128_curves_and_says_what_it_left_out():
+    from benchc.results.html_report import page
+    from tests.test_html_report import MINIMAX, page_data, with_series
+
+    d = page_data(page([with_series(read(MINIMAX), 300, 10)]))
+    assert len(d["table"]["rows"]) == 300 and len(d["timeseries"]) == 128
+    names = [t["name"] for t in d["timeseries"]]
+    assert names[0].endswith(": c=1") and names[-1].endswith(": c=300") and len(set(names)) == 128
+    assert d["left_out_of_page"]["timeseries"].startswith("time series of 128 of 300 points")
+    assert d["left_out_of_page"]["spectra"].startswith("spectra of 128 of 300 points")
+
+
+@pytest.mark.slow  # 10,000 points built and drawn: 13 s of CPU
+def test_a_report_of_ten_thousand_points_is_bounded_and_says_what_it_left_out(tmp_path):
+    """Every point's row stays; spectra and time series of at most 128 points, evenly across
+    the load (first and last kept), and the page says so. It was a 211 MB page (with 60
+    samples a point, 27.6 MiB before, 3.6 MiB after)."""
+    from benchc.results.html_report import MAX_CURVES, page
+    from tests.test_html_report import MINIMAX, page_data, with_series
+
+    doc = with_series(read(MINIMAX), 10_000, 60)
+    text = page([doc])
+    size = len(text.encode("utf-8"))
+    print(f"10,000 points x 60 samples: {size / 2**20:.1f} MiB")
+    assert size < 16 * 2**20
+    d = page_data(text)
+    assert len(d["table"]["rows"]) == 10_000
+    assert MAX_CURVES == 128 and len(d["timeseries"]) == 128
+    names = [t["name"] for t in d["timeseries"]]
+    assert names[0].endswith(": c=1") and names[-1].endswith(": c=10000")
+    assert all(len(d["spectra"][m]["series"]) == 128 for m in d["spectra"])
+    assert d["left_out_of_page"] == {
+        "spectra": "spectra of 128 of 10,000 points, evenly across the load (the first and the last "
+                   "included): a page of every one could not be read; the result holds them all",
+        "timeseries": "time series of 128 of 10,000 points, evenly across the load (the first and the last "
+                      "included): a page of every one could not be read; the result holds them all"}
+    assert "left_out_of_page" not in page_data(page([with_series(read(MINIMAX), 100, 30)]))
