@@ -10,7 +10,8 @@ import types
 import pytest
 
 from benchc.plan.compiler import compile_spec
-from benchc.run.ray_backend import RayBackend, worker_plan
+from benchc.run import ray_backend
+from benchc.run.ray_backend import RayBackend
 from benchc.spec.loader import load
 
 
@@ -66,7 +67,7 @@ def test_workers_get_the_targets_credentials_not_the_servers_launch_secrets(tmp_
     spec = tmp_path / "s.yaml"
     spec.write_text(SPEC)
     plan = compile_spec(load(str(spec), env={}))
-    shipped = worker_plan(plan)
+    shipped = ray_backend.worker_plan(plan)
     text = json.dumps(shipped)
     assert shipped["combinations"][0]["target"]["api_key"] == "sk-target-key-1234567890"  # it sends requests
     assert "hf_launch_secret_1234567890" not in text and "sk-server-key-1234567890" not in text

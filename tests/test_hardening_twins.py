@@ -11,7 +11,7 @@ import yaml
 from benchc.cli import main
 from benchc.sim.model import PARAMS
 from benchc.sim.twin import read_twin
-from benchc.spec.values import sim_param_names, sim_param_problems
+from benchc.spec import values
 from tests.conftest import REPO
 
 KIMI = os.path.join(REPO, "tests", "data", "result-v1-kimi.json")
@@ -84,12 +84,12 @@ def test_a_twin_out_of_the_simulators_ranges_is_refused_by_every_reader(tmp_path
 
 
 def test_the_twin_fit_writes_is_within_the_ranges(tmp_path, fitted):
-    assert sim_param_problems(fitted["sim"]) == []
+    assert values.sim_param_problems(fitted["sim"], PARAMS) == []
     assert read_twin(_twin(tmp_path, fitted, {}))["sim"] == fitted["sim"]
 
 
 def test_the_ranges_describe_every_simulator_parameter():
-    assert sorted(sim_param_names()) == sorted(PARAMS)
+    assert sorted(values.sim_param_names()) == sorted(PARAMS)
 
 
 @pytest.mark.parametrize("line, message", [
