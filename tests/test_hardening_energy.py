@@ -36,19 +36,20 @@ def test_a_counter_that_runs_backwards_is_a_reset_never_negative_joules():
     assert "energy counter of GPU 0 ran backwards (a reset)" in e["note"]
 
 
-@pytest.mark.parametrize("watts", [-500.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("watts", [-500.0, float("nan"), float("inf"), 1e30])
 def test_an_impossible_draw_is_dropped_where_it_enters_and_counted(watts):
     power = PowerSampler(None)
     for t, w in ((0, 100.0), (S, watts), (2 * S, 100.0)):
         power.add(0, t, w, None)
     power.add(1, 0, 50.0, float("nan"))  # a counter that is no number: the draw is kept
     power.add(1, 2 * S, 50.0, -3.0)
+    power.add(10**30, S, 50.0, 1.0)  # an index no GPU has: no GPU of the block
     e = power.block(0, 2 * S, "whole", 10, None, [0, 1])
-    g0, g1 = e["gpus"]
+    g0, g1 = e["gpus"]  # and no third
     assert g0["joules"] == 200.0 and g0["dropped_samples"] == 1 and g0["samples"] == 2
     assert g1["joules"] == 100.0 and "dropped_samples" not in g1
     assert e["server"]["joules"] == 300.0
-    assert "1 reading(s) of a negative or non-finite draw were dropped" in e["note"]
+    assert "1 reading(s) of an impossible draw (negative, not finite, past 100 kW) were dropped" in e["note"]
 
 
 def _energy(joules: float) -> dict:

@@ -22,8 +22,9 @@ decoding when the steady span ends counts for what it decoded in it. Joules per 
 joules per output token x the point's mean output tokens per completed request.
 
 What a source reads is checked where it enters (a hostile simulator, a driver's glitch):
-a draw that is negative, NaN or infinite is no reading (the sample is dropped and counted,
-`dropped_samples` per GPU), nor is such an energy counter (the sample keeps its draw). An
+a draw that is negative, NaN, infinite or past 100 kW is no reading (the sample is dropped
+and counted, `dropped_samples` per GPU), nor is such an energy counter (the sample keeps its
+draw), so no figure of the block can pass what a result holds. An
 energy counter that runs backwards between two samples was reset (NVML's after a GPU reset
 or a driver reload): that GPU's joules come from its power samples instead, and its entry
 says `counter_reset` (a reset mid-window would otherwise give negative joules).
@@ -151,12 +152,16 @@ class PowerSampler:
 
     def add(self, index: int, t_ns: int, watts: float, joules: float | None) -> None:
         """One GPU's reading, kept when it can be right: a draw that is not a finite number
-        of watts at least 0 drops the sample (counted); such an energy counter is dropped
-        alone (the draw is kept)."""
+        of watts from 0 to MAX_GPU_W drops the sample (counted); such an energy counter is
+        dropped alone (the draw is kept); an index no GPU has drops the reading."""
+        if not (isinstance(index, int) and 0 <= index < MAX_GPUS):
+            log.debug("power: a reading of GPU index %r ignored (no GPU's)", index)
+            return
         if not _physical(watts):
             self.dropped[index] = self.dropped.get(index, 0) + 1
             return
-        self.samples.setdefault(index, []).append((t_ns, watts, joules if _physical(joules) else None))
+        keep = joules if _physical(joules, MAX_COUNTER_J) else None
+        self.samples.setdefault(index, []).append((t_ns, watts, keep))
 
     @contextlib.asynccontextmanager
     async def around(self) -> AsyncIterator[PowerSampler]:
@@ -231,7 +236,8 @@ class PowerSampler:
             notes.append(f"the energy counter of GPU {', '.join(map(str, resets))} ran backwards (a reset): "
                          "its joules come from its power samples")
         if dropped := sum(self.dropped.values()):
-            notes.append(f"{dropped} reading(s) of a negative or non-finite draw were dropped")
+            notes.append(f"{dropped} reading(s) of an impossible draw (negative, not finite, past "
+                         f"{MAX_GPU_W / 1000:g} kW) were dropped")
         if not known:
             notes.append("which GPUs are the server's is not known (server.gpus as indices, or "
                          "CUDA_VISIBLE_DEVICES): the server's figures count every GPU of the machine")
@@ -244,9 +250,17 @@ class PowerSampler:
         return out
 
 
-def _physical(x: float | None) -> bool:
-    """A draw in watts or a counter in joules that can be right: a finite number, at least 0."""
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+# what a reading can be: one GPU draws at most a few kW (an H200 700 W, a B200 1 kW), so past
+# 100 kW a draw is a broken reading; NVML's counter is millijoules in a uint64
+MAX_GPU_W = 100_000.0
+MAX_COUNTER_J = 2**64 / 1000
+MAX_GPUS = 4096  # GPU indices a machine may have: a larger one is no GPU's
+
+
+def _physical(x: float | None, most: float = MAX_GPU_W) -> bool:
+    """A draw in watts (or a counter in joules, with `most` its bound) that can be right: a
+    finite number from 0 to `most`."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= most
 
 
 def counter_reset(rows: list[Sample]) -> bool:
