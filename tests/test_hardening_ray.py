@@ -76,3 +76,24 @@ def test_workers_get_the_targets_credentials_not_the_servers_launch_secrets(tmp_
     from benchc.plan.model import Plan
 
     assert Plan.from_dict(shipped).combinations[0].target == plan.combinations[0].target
+
+
+@pytest.mark.slow  # a Ray instance of its own, started and stopped by the run
+def test_a_run_without_an_address_ignores_ray_address_and_runs_on_its_own_instance(tmp_path):
+    """RAY_ADDRESS names a cluster where nothing answers (another user's, gone): the run does not
+    try it (it did: `cannot join the Ray cluster at auto`, exit 3) and measures on its own."""
+    import os
+    import subprocess
+
+    pytest.importorskip("ray")
+    spec = tmp_path / "s.yaml"
+    spec.write_text("version: 1\nname: r\ntarget: {sim: {preset: instant}, model: m}\n"
+                    "workload: {dataset: {random: {input_tokens: 8, output_tokens: 4}}}\n"
+                    "load: {sweep: {concurrency: [1]}, requests: 2}\n")
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:9"}
+    argv = [sys.executable, "-m", "benchc", "run", str(spec), "--backend", "ray", "--workers", "1",
+            "--out", str(tmp_path / "r.json")]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["backend"]["kind"] == "ray" and doc["points"][0]["counts"]["completed"] == 2
