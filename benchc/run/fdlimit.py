@@ -5,9 +5,9 @@ descriptors fails its connects with EMFILE, which would look like a server refus
 Before a local run starts, the widest in-flight count of the plan plus a margin (the event
 loop, log files, the control session, telemetry pipes) is compared with RLIMIT_NOFILE (a
 session whose agent loop fans out holds one socket per sub-agent while a round runs, so its
-step counts sessions x fan_out: plan_sockets): the
-soft limit is raised toward the hard one when it is lower (any process may do that), and
-when even the hard limit is too low the run is refused (exit 2) with what to do.
+step counts sessions x fan_out: plan_sockets): the soft limit is raised toward the hard one
+when it is lower (any process may do that), and when even the hard limit is too low the run
+is refused (exit 2) with what to do.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ def plan_sockets(plan: Plan) -> tuple[int, str]:
     """The most sockets one step of `plan` holds at once, and what says so: its units in
     flight, times the fan-out of its agent loop (each sub-agent is a request of its own)."""
     widest, what = 1, "1 request in flight"
+    fan_outs = {c.index: int((c.workload.agent or {}).get("fan_out", 1)) for c in plan.combinations}
     for s in plan.steps:
-        agent = plan.combinations[s.combination].workload.agent if s.combination < len(plan.combinations) \
-            else None
-        fan_out = int((agent or {}).get("fan_out", 1))
+        fan_out = fan_outs.get(s.combination, 1)
         n = s.inflight_target * fan_out
         if n > widest:
             widest = n
