@@ -83,6 +83,18 @@ def test_a_twin_out_of_the_simulators_ranges_is_refused_by_every_reader(tmp_path
     assert message in err and "Traceback" not in err
 
 
+def test_a_twin_holding_an_infinite_batch_anywhere_is_refused_not_crashed_on(tmp_path, capsys, fitted):
+    doc = {**fitted, "fitted_range": {**fitted["fitted_range"], "batch": [1, float("inf")]}}
+    f = tmp_path / "twin.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(preset="twin.yaml"))
+    assert main(["validate", str(spec)]) == 2  # was an internal error (OverflowError), exit 4
+    err = capsys.readouterr().err
+    assert f"{f}: fitted_range.batch.1: NaN and infinity are not allowed" in err
+    assert "Traceback" not in err
+
+
 def test_the_twin_fit_writes_is_within_the_ranges(tmp_path, fitted):
     assert values.sim_param_problems(fitted["sim"], PARAMS) == []
     assert read_twin(_twin(tmp_path, fitted, {}))["sim"] == fitted["sim"]

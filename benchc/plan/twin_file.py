@@ -12,7 +12,7 @@ from __future__ import annotations
 import yaml
 
 from benchc.inputs import TWIN_BYTES, input_problem
-from benchc.spec.values import sim_param_names, sim_param_problems
+from benchc.spec.values import nonfinite_paths, sim_param_names, sim_param_problems
 
 TWIN_VERSION = 1
 
@@ -39,6 +39,9 @@ def read_twin_file(path: str) -> dict:
                          f"({TWIN_VERSION}); upgrade benchc")
     if not isinstance(doc.get("sim"), dict):
         raise ValueError(f"{path}: `sim` must be a mapping of simulator parameters")
+    if bad := nonfinite_paths(doc):  # anywhere: fitted_range's batch sizes are read as numbers too
+        where = ".".join(str(p) for p in bad[0])
+        raise ValueError(f"{path}: {where}: NaN and infinity are not allowed")
     unknown = sorted(str(k) for k in set(doc["sim"]) - set(sim_param_names()))
     if unknown:
         raise ValueError(f"{path}: unknown simulator parameter(s) in sim: {', '.join(unknown)}")
