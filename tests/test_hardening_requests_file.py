@@ -88,3 +88,16 @@ def test_a_merged_result_names_no_run(two_runs, tmp_path):
                  "-o", str(out)]) == 0
     doc = read(str(out))
     assert "run_id" not in doc and "requests_sha256" not in doc and doc["requests_file"] is None
+
+
+def test_a_record_nested_past_the_stack_is_refused_naming_its_line(tmp_path, capsys):
+    shutil.copy(os.path.join(DATA, "result-v1-shard-a.json"), tmp_path / "r.json")
+    with open(os.path.join(DATA, "result-v1-shard-a.requests.jsonl")) as f:
+        good = f.read()
+    deep = '{"point": "x", "t0_ns": 1, "deep": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+    (tmp_path / "result-v1-shard-a.requests.jsonl").write_text(good + deep)
+    assert main(["export", str(tmp_path / "r.json"), "--format", "jsonl"]) == 5  # was exit 4, a traceback
+    err = capsys.readouterr().err
+    n = good.count("\n") + 1
+    assert f"result-v1-shard-a.requests.jsonl line {n}: a JSON record nested too deep to read" in err
+    assert "Traceback" not in err

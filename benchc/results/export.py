@@ -62,6 +62,9 @@ def _records(raw: bytes, path: str) -> list[dict]:
             continue
         try:
             r = json.loads(line.decode("utf-8"), parse_constant=not_json_number)
+        except RecursionError as e:  # a record nested past Python's stack: no record of benchc's
+            raise ResultFormatError(f"{path} line {n}: a JSON record nested too deep to read; the "
+                                    "per-request file is damaged or not benchc's") from e
         except (UnicodeDecodeError, ValueError) as e:
             why = "cut short: the file ends inside a record" if n == len(lines) else "not a JSON record"
             raise ResultFormatError(f"{path} line {n}: {why} ({e}); the per-request file is damaged") from e
