@@ -104,3 +104,17 @@ def test_the_decision_never_ranks_energy_at_or_below_zero(tmp_path):
         assert "per_joule" not in answer
         assert answer["best"].get("goodput_per_kj") is None
         assert answer["best"].get("joules_per_output_token") is None
+
+
+def test_an_energy_block_that_says_available_and_holds_nothing_is_refused_on_read(tmp_path, capsys):
+    doc = _doc(2688.0)
+    doc["points"][0]["energy"] = {"available": True}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    for argv in (["compare", str(f)], ["report", str(f), "--html", str(tmp_path / "r.html")]):
+        assert main(argv) == 5  # was an internal error (KeyError 'server'), exit 4
+        err = capsys.readouterr().err
+        assert "$.points[0].energy: 'source' is a required property" in err and "Traceback" not in err
+    doc["points"][0]["energy"] = {"available": False}  # no energy measured: read as it is
+    f.write_text(json.dumps(doc))
+    assert read(str(f))["points"][0]["energy"] == {"available": False}
