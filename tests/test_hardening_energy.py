@@ -36,6 +36,22 @@ def test_a_counter_that_runs_backwards_is_a_reset_never_negative_joules():
     assert "energy counter of GPU 0 ran backwards (a reset)" in e["note"]
 
 
+def test_a_counter_that_jumps_faster_than_a_gpu_draws_is_read_as_a_reset():
+    # 300 W by its draw; the counter leaps by 1.8e16 J in a second (a reading of another base)
+    rows = [(0, 300.0, 0.0), (S, 300.0, 1.8e16), (2 * S, 300.0, 1.8e16 + 300.0)]
+    power = PowerSampler(None)
+    for t, w, j in rows:
+        power.add(0, t, w, j)
+    e = power.block(S // 2, S // 2 + 1_000_000, "whole", 1, None, [0])  # a 1 ms window
+    assert e["gpus"][0]["counter_reset"] is True and e["server"]["power_w"] == 300.0
+    # a counter that rises as the draw says is read as it is
+    steady = PowerSampler(None)
+    for t, w, j in ((0, 300.0, 0.0), (S, 300.0, 300.0)):
+        steady.add(0, t, w, j)
+    e = steady.block(0, S, "whole", 1, None, [0])
+    assert e["method"] == "energy counters" and "counter_reset" not in e["gpus"][0]
+
+
 @pytest.mark.parametrize("watts", [-500.0, float("nan"), float("inf"), 1e30])
 def test_an_impossible_draw_is_dropped_where_it_enters_and_counted(watts):
     power = PowerSampler(None)

@@ -24,10 +24,11 @@ joules per output token x the point's mean output tokens per completed request.
 What a source reads is checked where it enters (a hostile simulator, a driver's glitch):
 a draw that is negative, NaN, infinite or past 100 kW is no reading (the sample is dropped
 and counted, `dropped_samples` per GPU), nor is such an energy counter (the sample keeps its
-draw), so no figure of the block can pass what a result holds. An
-energy counter that runs backwards between two samples was reset (NVML's after a GPU reset
-or a driver reload): that GPU's joules come from its power samples instead, and its entry
-says `counter_reset` (a reset mid-window would otherwise give negative joules).
+draw), so no figure of the block can pass what a result holds. An energy counter that runs
+backwards between two samples was reset (NVML's after a GPU reset or a driver reload), and
+one that rises faster than a GPU draws (past 100 kW) cannot be read either: that GPU's
+joules come from its power samples instead, and its entry says `counter_reset` (a reset
+mid-window would otherwise give negative joules, a jump a draw past any float a result holds).
 """
 
 from __future__ import annotations
@@ -255,6 +256,9 @@ class PowerSampler:
 MAX_GPU_W = 100_000.0
 MAX_COUNTER_J = 2**64 / 1000
 MAX_GPUS = 4096  # GPU indices a machine may have: a larger one is no GPU's
+# a counter may move in steps (a driver updates it every few ms to 100 ms): two samples close
+# together may see one whole step, which is no jump
+COUNTER_STEP_J = 1000.0
 
 
 def _physical(x: float | None, most: float = MAX_GPU_W) -> bool:
@@ -264,9 +268,14 @@ def _physical(x: float | None, most: float = MAX_GPU_W) -> bool:
 
 
 def counter_reset(rows: list[Sample]) -> bool:
-    """Whether one GPU's energy counter ran backwards between two of its samples (by time)."""
-    counters = [j for _, _, j in rows if j is not None]
-    return any(b < a for a, b in zip(counters, counters[1:], strict=False))
+    """Whether one GPU's energy counter cannot be read between two of its samples (by time):
+    it ran backwards (a reset), or rose faster than any GPU draws (past MAX_GPU_W: a reset
+    to another base, or a broken reading), which would give a draw past what a result holds."""
+    counted = [(t, j) for t, _, j in rows if j is not None]
+    for (t0, j0), (t1, j1) in zip(counted, counted[1:], strict=False):
+        if j1 < j0 or j1 - j0 > MAX_GPU_W * max(t1 - t0, 0) / 1e9 + COUNTER_STEP_J:
+            return True
+    return False
 
 
 def energy_between(rows: list[Sample], a: int, b: int) -> tuple[float, bool]:
