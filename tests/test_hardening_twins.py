@@ -54,6 +54,10 @@ BAD = [
     ({"max_num_seqs": "many"}, "sim.max_num_seqs: 'many' is not of type 'integer'"),
     ({"gpu_idle_w": -60.0}, "sim.gpu_idle_w: -60.0 is less than the minimum of 0"),
     ({"host": "0.0.0.0"}, "sim.host: '0.0.0.0' is not this machine"),
+    # a step (or wait) past an hour holds every request to its timeout, as zero tokens per step did
+    ({"step_table": [[1, 1.0e300], [2, 2.0e300]]},
+     "sim.step_table[0][1]: 1e+300 is greater than the maximum of 3600000"),
+    ({"frontend_ms": 1.0e12}, "sim.frontend_ms: 1000000000000.0 is greater than the maximum of 3600000"),
 ]
 
 
