@@ -67,14 +67,14 @@ def test_a_steps_params_put_repeat_and_probe_where_they_always_were():
 
 
 def test_a_search_template_makes_its_probes_shapes():
-    template = Search(over="rate", largest=20.0, arrival="gamma", burstiness=2.0, max_concurrency=8,
-                      requests=40, cooldown_s=1.0)
+    template = Search(over="rate", least=1.0, largest=20.0, arrival="gamma", burstiness=2.0,
+                      max_concurrency=8, requests=40, cooldown_s=1.0)
     assert template.probe(5.0) == OpenLoop(rate_rps=5.0, arrival="gamma", burstiness=2.0, max_concurrency=8,
                                            requests=40, cooldown_s=1.0)
     assert template.inflight_target == 8
-    over_c = Search(over="concurrency", largest=64, duration_s=10.0)
+    over_c = Search(over="concurrency", least=2, largest=64, duration_s=10.0)
     assert over_c.probe(16) == ClosedLoop(concurrency=16, duration_s=10.0)
-    assert over_c.inflight_target == 64
+    assert (over_c.inflight_target, over_c.first_inflight) == (64, 2)
 
 
 @pytest.mark.parametrize("name", sorted(V3_FIXTURES))

@@ -521,7 +521,7 @@ def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
         "probe_streams": "probe k sends prompt stream prompt_stream + k - 1",
     }
     arrival = s.get("arrival", DEFAULTS["load.search.arrival"]) if over == "rate" else None
-    template = Search(over=over, largest=hi, arrival=arrival,
+    template = Search(over=over, least=lo, largest=hi, arrival=arrival,
                       burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
                                   else None),
                       max_concurrency=s.get("max_concurrency") if over == "rate" else None,
@@ -583,11 +583,8 @@ def _replay(step: Step, trace: dict) -> Step:
 
 def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | None:
     w = load.get("warmup")
-    first = points[0]
-    if first.search:  # a search's first probe: its min concurrency, or the rate's cap
-        width = first.search["min"] if first.search["over"] == "concurrency" else first.inflight_target or 1
-    else:
-        width = first.inflight_target or 1
+    # the first point's in flight (a search's first probe: its min concurrency, or the rate's cap)
+    width = points[0].shape.first_inflight or 1
     sessions = None
     if w is None:
         requests, duration = width, None

@@ -97,6 +97,11 @@ class Extent:
         return 0
 
     @property
+    def first_inflight(self) -> int:
+        """The units its first load keeps in flight (what a warm-up before it holds)."""
+        return self.inflight_target
+
+    @property
     def cap(self) -> int | None:
         """The most units in flight at once, where bounded."""
         return self.inflight_target or None
@@ -289,10 +294,12 @@ class Users(Extent):
 @dataclass(frozen=True, kw_only=True)
 class Search(Extent):
     """A capacity search's template (plan/search.py): its probes are closed loops at the
-    probed concurrency, or open loops at the probed rate, with these fields. `largest`: its
-    range's top, which a concurrency search may hold in flight."""
+    probed concurrency, or open loops at the probed rate, with these fields. `least`,
+    `largest`: its range (a concurrency search's first probe holds the first in flight, and
+    the last it may hold the second)."""
 
     over: str  # concurrency | rate
+    least: float
     largest: float
     arrival: str | None = None  # a rate search's arrival process
     burstiness: float | None = None
@@ -306,6 +313,10 @@ class Search(Extent):
     @property
     def inflight_target(self) -> int:
         return int(self.largest) if self.over == "concurrency" else self.max_concurrency or 0
+
+    @property
+    def first_inflight(self) -> int:
+        return int(self.least) if self.over == "concurrency" else self.max_concurrency or 0
 
     def probe(self, load: float) -> ClosedLoop | OpenLoop:
         """The shape of a probe at `load` (a concurrency, or a rate)."""
@@ -335,7 +346,7 @@ def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
     f = {**FLAT_FIELDS, **{k: v for k, v in flat.items() if k in FLAT_FIELDS}}
     bounds = {k: f[k] for k in ("requests", "duration_s", "sessions", "ramp_up_s", "cooldown_s")}
     if kind == "search" and search is not None:
-        return Search(over=search["over"], largest=search["max"], arrival=f["arrival"],
+        return Search(over=search["over"], least=search["min"], largest=search["max"], arrival=f["arrival"],
                       burstiness=f["burstiness"], max_concurrency=f["max_concurrency"], **bounds)
     if f["concurrency"]:
         return ClosedLoop(concurrency=f["concurrency"], **bounds)
