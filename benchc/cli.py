@@ -412,8 +412,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from benchc.results.api import read_document as read
     from benchc.results.compare import decide_section, render_decide
-    from benchc.results.document import read
     from benchc.results.report_files import write_report
 
     docs = [read(p) for p in args.results]
