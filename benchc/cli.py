@@ -395,7 +395,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         paths = point_paths(args.out, len(texts)) if args.out else []
         if args.format.startswith("br"):
             print(f"benchc: Benchmark Report {args.format[2:]}: left out (not in a benchc result): "
-                  + "; ".join(br.LEFT_OUT), file=sys.stderr)
+                  + "; ".join(br.left_out(args.format[2:])), file=sys.stderr)
     if not args.out:
         sys.stdout.write("".join(texts))
         return EXIT_OK

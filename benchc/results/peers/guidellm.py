@@ -33,8 +33,8 @@ _LATENCIES = {"time_to_first_token_ms": ("ttft", 1000.0, "time_to_first_token_ms
 
 DEFINITIONS = {
     "tpot": "GuideLLM's inter_token_latency_ms: per request (last token - first token) / "
-            "(output tokens - 1), a per-request average (benchc's TPOT); GuideLLM's own time_per_output_token_ms includes the "
-            "first token and is not mapped",
+            "(output tokens - 1), a per-request average (benchc's TPOT); GuideLLM's own "
+            "time_per_output_token_ms includes the first token and is not mapped",
     "itl": "not in the report: GuideLLM keeps no per-chunk gaps",
     "ttft": "first token iteration minus the request's start, on GuideLLM's worker clock",
     "e2e": "GuideLLM's request_latency (seconds): request start to its end",

@@ -23,8 +23,8 @@ from benchc.results.peers._build import Fields, Figures, PeerPoint, document
 TOOL = "inference-perf"
 FORMAT = "inference-perf lifecycle metrics report (unversioned; read as 0.7 writes it)"
 EXPECTED = "an inference-perf lifecycle report (load_summary, successes, failures)"
-_PCTS = {"p0.1": 0.1, "p1": 1.0, "p5": 5.0, "p10": 10.0, "p25": 25.0, "median": 50.0, "p75": 75.0, "p90": 90.0,
-         "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
+_PCTS = {"p0.1": 0.1, "p1": 1.0, "p5": 5.0, "p10": 10.0, "p25": 25.0, "median": 50.0, "p75": 75.0,
+         "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
 _LATENCIES = {"time_to_first_token": "ttft", "inter_token_latency": "itl", "time_per_output_token": "tpot",
               "request_latency": "e2e"}
 

@@ -141,6 +141,7 @@ def to_document(doc: dict, source: str) -> dict:
     if not values.get("ttft"):
         unmapped.append("per-request TTFT and ITL (need --save-detailed)")
     model = doc.get("model_id") if isinstance(doc.get("model_id"), str) else None
-    return document(TOOL, None, FORMAT, [point], model=model, definitions=DEFINITIONS, histograms=histograms, unmapped=unmapped,
+    return document(TOOL, None, FORMAT, [point], model=model, definitions=DEFINITIONS, histograms=histograms,
+                    unmapped=unmapped,
                     name=str(doc.get("label") or "") or TOOL,
                     notes=["vLLM's JSON carries no version; read as vLLM 0.32 writes it"])
