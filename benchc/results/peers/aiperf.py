@@ -40,7 +40,7 @@ DEFINITIONS = {
     "itl": "AIPerf's inter_chunk_latency: every gap between a request's chunks (benchc's ITL)",
     "ttft": "AIPerf's time_to_first_token, on its worker's clock (time.perf_counter_ns)",
     "e2e": "AIPerf's request_latency: start to the last response byte",
-    "percentiles": "AIPerf's own (p1..p99, numpy over its records); histograms from the per-request JSONL",
+    "percentiles": "AIPerf's own (p1..p99, numpy over its records)",
     "output_tokens": "AIPerf's tokenizer's count of the output (the server's usage with "
                      "--use-server-token-count)",
 }
