@@ -325,3 +325,41 @@ def test_a_wrong_type_names_its_path(tmp_path, capsys):
 def test_benchc_results_keep_their_own_messages(tmp_path, capsys):
     err = refused(capsys, bad(tmp_path, json.dumps({"schema_version": 9})))
     assert "schema_version 9 is not one this benchc reads" in err
+
+
+def _containers_and_leaves(node, at=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield at + (k,)
+            yield from _containers_and_leaves(v, at + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node[:2]):
+            yield at + (i,)
+            yield from _containers_and_leaves(v, at + (i,))
+
+
+@pytest.mark.parametrize("path", [VLLM_C4, GUIDELLM, AIPERF_C4, INFERENCE_PERF, BENCHC_C4 + ":br"])
+def test_a_value_of_any_wrong_kind_is_exit_5_never_a_crash(tmp_path, path, capsys):
+    """Values anywhere in a peer file replaced by a string, a list, an object, a negative number, true
+    or 1e300 (seeded sample of places): the file is read, or refused as ResultFormatError."""
+    import random
+
+    if path.endswith(":br"):
+        out = tmp_path / "br.json"
+        assert main(["export", path[:-3], "--format", "br0.2.1", "-o", str(out)]) == 0
+        path = str(out)
+    doc = raw(path)
+    places = list(_containers_and_leaves(doc))
+    for at in random.Random(0).sample(places, min(25, len(places))):
+        for value in ("x", [1], {"a": 1}, -1, True, 1e300):
+            d = json.loads(json.dumps(doc))
+            node = d
+            for k in at[:-1]:
+                node = node[k]
+            node[at[-1]] = value
+            target = tmp_path / "x.json"
+            target.write_text(json.dumps(d))
+            try:
+                benchc.results.load(str(target))
+            except benchc.errors.ResultFormatError:
+                pass

@@ -213,9 +213,9 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
             if entry is not None:
                 metrics[m] = entry
         sides = [("base", base, b_runs[0]), ("new", new, n_runs[0])]
-        for key, m in metrics.items():  # a peer's side with percentiles only: say so (results/peers)
-            if m["significant"] == "n/a" and "." in key and (why := why_not_judged(key, sides)):
-                m["not_judged"] = why
+        for figure, judged in metrics.items():  # a peer's side with percentiles only: say so (results/peers)
+            if judged["significant"] == "n/a" and "." in figure and (why := why_not_judged(figure, sides)):
+                judged["not_judged"] = why
         row = {"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
                "client_limited": limited, "runs": [len(b_runs), len(n_runs)]}
         lacking = {k: why for k in COMPARED if k not in metrics and (why := missing(k, sides))}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchc.errors import ResultFormatError
-from benchc.metrics.latency import new_histogram
+from benchc.metrics.latency import HIGHEST_US, new_histogram
 from benchc.results.peers._json import path_text
 
 PERCENTILE_NAMES = {50: "p50", 90: "p90", 95: "p95", 99: "p99", 99.9: "p99.9"}
@@ -145,7 +145,8 @@ class Figures:
             h = new_histogram()
             lost = 0
             for v in self.values:
-                if not h.record(max(1, round(v))):
+                # beyond an hour (or below 0): counted out of range, as benchc's recorders do
+                if not 0 <= v <= HIGHEST_US or not h.record(max(1, round(v))):
                     lost += 1
             out["out_of_range"] = lost
             out["hdr"] = h.encode()

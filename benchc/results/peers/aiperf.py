@@ -87,7 +87,8 @@ def _per_request(path: str) -> tuple[dict[str, list[float]], int]:
             m = f.obj(["metrics", name], required=False)
             if m is None:
                 continue
-            scale = _UNITS.get(m.get("unit"))
+            unit = m.get("unit")
+            scale = _UNITS.get(unit) if isinstance(unit, str) else None
             if scale is None:
                 raise f.fail(["metrics", name, "unit"], f"unit {m.get('unit')!r} is not a time benchc knows")
             v = m.get("value")
@@ -105,15 +106,16 @@ def to_document(doc: dict, source: str) -> dict:
     if not isinstance(version, str) or version.split(".")[0] != MAJOR:
         raise f.fail(["schema_version"], f"{version!r} is not a version benchc reads (it reads {MAJOR}.x: "
                                          "AIPerf 0.13)")
-    phases = [p for p in (f.array(["input_config", "phases"], required=False) or [])
-              if isinstance(p, dict) and p.get("kind") == "profiling"]
-    phase = phases[0] if phases else {}
+    phases = f.array(["input_config", "phases"], required=False) or []
+    at = next((["input_config", "phases", i] for i, p in enumerate(phases)
+               if isinstance(p, dict) and p.get("kind") == "profiling"), None)
+    phase = f.obj(at) or {} if at is not None else {}
     point = PeerPoint(id="")
-    if phase.get("concurrency") and phase.get("type") == "concurrency":
-        point.concurrency = int(phase["concurrency"])
+    if at is not None and phase.get("concurrency") and phase.get("type") == "concurrency":
+        point.concurrency = f.integer(at + ["concurrency"])
         point.id = f"c={point.concurrency}"
-    elif phase.get("rate") or phase.get("request_rate"):
-        point.rate_rps = float(phase.get("rate") or phase.get("request_rate"))
+    elif at is not None and (phase.get("rate") or phase.get("request_rate")):
+        point.rate_rps = f.number(at + ["rate" if phase.get("rate") else "request_rate"])
         kind = phase.get("type")
         point.arrival = kind if kind in ("poisson", "constant", "gamma") else "poisson"
         point.id = f"rate={point.rate_rps:g}/s"
@@ -122,9 +124,10 @@ def to_document(doc: dict, source: str) -> dict:
     point.duration_s = f.number(["benchmark_duration", "avg"])
     errors = sum(int(e.get("count", 0)) for e in (f.array(["error_summary"], required=False) or [])
                  if isinstance(e, dict))
-    point.completed = f.integer(["completed_request_count", "avg"], required=False)
-    if point.completed is None:
-        point.completed = f.integer(["request_count", "avg"])
+    completed = f.integer(["completed_request_count", "avg"], required=False)
+    if completed is None:
+        completed = f.integer(["request_count", "avg"]) or 0  # required: never None here
+    point.completed = completed
     point.failed = errors
     point.input_tokens = f.total(["total_usage_prompt_tokens", "avg"], required=False)
     if point.input_tokens is None:
@@ -141,9 +144,9 @@ def to_document(doc: dict, source: str) -> dict:
     histograms = f"none: no {JSONL} beside it (the percentiles are AIPerf's only)"
     if os.path.isfile(jsonl):
         values, records = _per_request(jsonl)
-        if records != point.completed + errors:
+        if records != completed + errors:
             raise ResultFormatError(f"{jsonl}: {records} records where {source} counts "
-                                    f"{point.completed + errors} requests: not the same run's export")
+                                    f"{completed + errors} requests: not the same run's export")
         histograms = f"from every request's value in {JSONL} beside it (" + ", ".join(
             k for k, v in values.items() if v) + ")"
     for name, ours in _LATENCIES.items():
@@ -154,8 +157,9 @@ def to_document(doc: dict, source: str) -> dict:
             fig.values = values[ours]
             fig.count = len(values[ours])
         point.latency[ours] = fig
-    models = f.get(["input_config", "models", "items"], required=False) or []
-    model = models[0].get("name") if models and isinstance(models[0], dict) else None
+    models = f.get(["input_config", "models", "items"], required=False)
+    first = models[0] if isinstance(models, list) and models else None
+    model = first.get("name") if isinstance(first, dict) and isinstance(first.get("name"), str) else None
     created = doc.get("start_time") if isinstance(doc.get("start_time"), str) else None
     return document(TOOL, str(f.get(["aiperf_version"])), FORMAT, [point], model=model,
                     definitions=DEFINITIONS, histograms=histograms, created=created)

@@ -3,7 +3,7 @@ who measured it, how its figures are defined, and why a gate on it cannot be jud
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchc.results.document import latency_summary
@@ -31,7 +31,7 @@ def _split(key: str) -> tuple[str, str]:
     return (key[:-6], "p99.9") if key.endswith(".p99.9") else tuple(key.rsplit(".", 1))  # type: ignore[return-value]
 
 
-def why_not_judged(key: str, sides: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> str | None:
+def why_not_judged(key: str, sides: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> str | None:
     """Why a latency percentile `key` of a point cannot be bootstrapped because a side is a peer's
     with percentiles only: which side, and which percentile of it was used. `sides`: (name,
     document, point) for base and new."""
@@ -48,7 +48,7 @@ def why_not_judged(key: str, sides: list[tuple[str, Mapping[str, Any], Mapping[s
     return None
 
 
-def missing(key: str, sides: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> str | None:
+def missing(key: str, sides: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> str | None:
     """Why a gate's figure is not compared at a point where a peer side lacks it."""
     metric, stat = _split(key) if "." in key else (key, "")
     for side, doc, point in sides:

@@ -59,11 +59,13 @@ def _load(source: str, point: PeerPoint) -> str | None:
     if len(stages) != 1 or not isinstance(stages[0], dict):
         return f"{path}: {len(stages)} stages: the report's load is no single point"
     stage = stages[0]
-    if stage.get("concurrency_level") or stage.get("concurrency"):
-        point.concurrency = int(stage.get("concurrency_level") or stage.get("concurrency"))
+    concurrency = stage.get("concurrency_level") or stage.get("concurrency")
+    rate = stage.get("rate")
+    if isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency > 0:
+        point.concurrency = concurrency
         point.id = f"c={point.concurrency}"
-    elif stage.get("rate"):
-        point.rate_rps = float(stage["rate"])
+    elif isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < float("inf"):
+        point.rate_rps = float(rate)
         point.arrival = "poisson" if load.get("type") == "poisson" else "constant"
         point.id = f"rate={point.rate_rps:g}/s"
     return None

@@ -120,9 +120,10 @@ def _observability(f: Fields, start: datetime.datetime | None) -> tuple[dict, di
             server: dict = {"available": True}
             for ours, theirs in (("running", "running_requests"), ("waiting", "waiting_requests"),
                                  ("kv_cache_usage", "kv_cache_usage")):
-                if theirs in agg and agg[theirs] is not None:
+                block = f.obj(at + ["aggregate", theirs], required=False)
+                if block is not None:
                     server[ours] = {k: f.number(at + ["aggregate", theirs, k])
-                                    for k in ("mean", "max") if agg[theirs].get(k) is not None}
+                                    for k in ("mean", "max") if block.get(k) is not None}
             if agg.get("cache_hit_rate"):
                 server["prefix_cache_hit_rate"] = f.number(at + ["aggregate", "cache_hit_rate", "mean"])
             telemetry["server"] = server

@@ -78,7 +78,7 @@ def _detailed(f: Fields, completed_mask: list[bool]) -> dict[str, list[float]]:
 
 def to_document(doc: dict, source: str) -> dict:
     f = Fields(doc, source, TOOL)
-    completed = f.integer(["completed"])
+    completed = f.integer(["completed"]) or 0  # required: never None here
     failed = f.integer(["failed"], required=False)
     rate = f.get(["request_rate"], required=False)
     if rate is not None and rate != "inf":
