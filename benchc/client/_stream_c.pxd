@@ -8,7 +8,7 @@ from libc.stdint cimport int64_t
 from benchc.client._bytes cimport Bytes
 
 cdef enum:
-    EXAMPLE_KEPT = 200  # bytes of the first malformed event kept (as the twin)
+    EXAMPLE_KEPT = 712  # bytes of the first malformed event kept (the twin's _body_py.EXAMPLE_KEPT)
     FIRST_KEPT = 200  # bytes of the stream's start kept (the twin's FIRST_BYTES_KEPT)
 
 cdef struct StreamCore:

@@ -40,8 +40,10 @@ import json
 import math
 
 from benchc.client import _body_py, _sse_py
+from benchc.client._body_py import ERROR_KEPT, EXAMPLE_KEPT
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import new_histogram, ns_to_us
+from benchc.redact import KEEP_PAST_CUT
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")  # the first non-empty one is the text
 _ANSWER_KEY = _TEXT_KEYS[0]  # the others are the reasoning's
@@ -50,6 +52,12 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
 TIMINGS_MS = ("prompt_ms", "predicted_ms")
 FIRST_BYTES_KEPT = 200  # bytes of the stream's start kept (StreamParser.first_bytes)
+# A finish, stop or incomplete reason is shown cut to REASON_CHARS characters (an error event's
+# message and a malformed event's start: as _body_py says), by the client, after the run's
+# secrets are scrubbed (benchc.redact.clip). The parser keeps KEEP_PAST_CUT more, so that a
+# secret across the shown bound is whole when it is scrubbed.
+REASON_CHARS = 100
+REASON_KEPT = REASON_CHARS + KEEP_PAST_CUT
 # Chunk gaps kept as a list per stream (StreamParser.gaps_ns); later ones go to its histograms.
 # A long answer (8k tokens) never reaches it; past it a stream holds up to three histograms
 # (about 190 KB each, in the point's layout) whatever its length.
@@ -138,7 +146,7 @@ class _Fields:
 
 
 def _error_message(err) -> str:
-    return str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+    return str(err.get("message", err) if isinstance(err, dict) else err)[:ERROR_KEPT]
 
 
 def _chat(obj: dict, f: _Fields) -> None:
@@ -210,7 +218,7 @@ def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
     elif kind == "response.incomplete" or reason is not None:
         # vLLM ends a response cut short by max_output_tokens with response.completed, its
         # status "incomplete" and the reason in incomplete_details
-        f.finish = "length" if reason in (None, "max_output_tokens") else str(reason)[:100]
+        f.finish = "length" if reason in (None, "max_output_tokens") else str(reason)[:REASON_KEPT]
     else:
         out = resp.get("output")
         called = isinstance(out, list) and any(isinstance(i, dict) and i.get("type") == "function_call"
@@ -277,7 +285,7 @@ def _messages(kind: str, obj: dict, f: _Fields) -> None:
         delta = obj.get("delta")
         stop = delta.get("stop_reason") if isinstance(delta, dict) else None
         if isinstance(stop, str) and stop:
-            f.finish = _MESSAGES_STOPS.get(stop, stop[:100])
+            f.finish = _MESSAGES_STOPS.get(stop, stop[:REASON_KEPT])
         _messages_usage(obj.get("usage"), f)
     elif kind == "error":
         f.error = _error_message(obj.get("error", obj))
@@ -426,7 +434,7 @@ class StreamParser:
         """Take a body's fields (see _body_py.interpret)."""
         if fields is None:
             self.malformed += 1
-            self.malformed_example = kept[:200]
+            self.malformed_example = kept[:EXAMPLE_KEPT]
             return
         prompt, results, error = fields
         if prompt is not None:
@@ -449,7 +457,7 @@ class StreamParser:
         if fields is None:
             self.malformed += 1
             if self.malformed_example is None:
-                self.malformed_example = bytes(payload[:200])
+                self.malformed_example = bytes(payload[:EXAMPLE_KEPT])
             return
         (text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown,
          rid) = fields
