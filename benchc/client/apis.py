@@ -193,7 +193,7 @@ def _tool_input(arguments: str) -> dict:
     simulator streams words, and a call cut by max_tokens is not whole)."""
     try:
         value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the decoder follows
         value = None
     return value if isinstance(value, dict) else {"arguments": arguments}
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from benchc import redact
 from benchc.client.apis import APIS
 from benchc.client.request import CLOCK, build_body
 from benchc.metrics.record import RequestRecord
@@ -37,6 +39,8 @@ from benchc.plan.sessions import Session, ToolResults, Turn
 from benchc.plan.workload import Prompt
 from benchc.run.feed import expected_output
 from benchc.run.shards import WHOLE, Shard
+
+log = logging.getLogger(__name__)
 
 
 class SessionFeed:
@@ -283,53 +287,66 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
         env.took_turn()
         return True
 
-    for k, turn in enumerate(session.turns, 1):
-        due = ready_ns
-        if k > 1:
-            assert prev_end is not None and prev_send is not None  # turn k-1 completed, else the loop ended
-            if env.pace_s is not None:
-                due = max(prev_send + int(env.pace_s * 1e9), prev_end)
-            elif turn.at_s is not None:
-                due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
-            else:
-                due = prev_end + int(turn.think_s * 1e9)
-            if not await wait(due):
-                outcome = "cut"
-                break
-        sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
-        r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
-        rounds = 0
-        while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
-            rounds += 1
-            latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
-            prev_end, prev_send = r.end_ns, r.t0_ns
-            if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
-                break
-            assert r.end_ns is not None  # a completed request has ended
-            due = r.end_ns + int(latency_s * 1e9)
-            if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
-                if not env.may_continue():
+    async def turns() -> None:
+        nonlocal prev_end, prev_send, outcome
+        for k, turn in enumerate(session.turns, 1):
+            due = ready_ns
+            if k > 1:
+                assert prev_end is not None and prev_send is not None  # turn k-1 completed, else it ended
+                if env.pace_s is not None:
+                    due = max(prev_send + int(env.pace_s * 1e9), prev_end)
+                elif turn.at_s is not None:
+                    due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
+                else:
+                    due = prev_end + int(turn.think_s * 1e9)
+                if not await wait(due):
                     outcome = "cut"
+                    return
+            sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
+            r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
+            rounds = 0
+            while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
+                rounds += 1
+                latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
+                prev_end, prev_send = r.end_ns, r.t0_ns
+                if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
                     break
-                subs = await _sub_requests(env, conv, turn, index, session.reused, r.end_ns)
-                first = min(x.t0_ns for x in subs)
-                due = max(x.end_ns or first for x in subs)
-                fan_out.append((len(subs), due - first))
-            if not await wait(due):
-                outcome = "cut"
+                assert r.end_ns is not None  # a completed request has ended
+                due = r.end_ns + int(latency_s * 1e9)
+                if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
+                    if not env.may_continue():
+                        outcome = "cut"
+                        break
+                    subs = await _sub_requests(env, conv, turn, index, session.reused, r.end_ns)
+                    first = min(x.t0_ns for x in subs)
+                    due = max(x.end_ns or first for x in subs)
+                    fan_out.append((len(subs), due - first))
+                if not await wait(due):
+                    outcome = "cut"
+                    return
+                sched = due if env.open_loop else None
+                r = await send(functools.partial(conv.follow_up, turn), due, sched, False)
+            if outcome == "cut":
                 break
-            sched = due if env.open_loop else None
-            r = await send(functools.partial(conv.follow_up, turn), due, sched, False)
-        if outcome == "cut":
-            break
-        if not r.ok:
-            outcome = "failed"
-            break
-        if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
-            conv.answered(turn, r.parser.answer_text(), r.parser.response_id)
-        prev_end, prev_send = r.end_ns, r.t0_ns
+            if not r.ok:
+                outcome = "failed"
+                break
+            if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
+                conv.answered(turn, r.parser.answer_text(), r.parser.response_id)
+            prev_end, prev_send = r.end_ns, r.t0_ns
+
+    errors: dict[str, int] = {}
+    try:
+        await turns()
+    except Exception as e:
+        # What an answer holds may break reading it (tool-call arguments nested 100,000 deep:
+        # RecursionError; a huge tool result: MemoryError): the session ends, failed, its
+        # error named and counted, and the step goes on (before, the slot's task died unseen)
+        outcome = "failed"
+        errors[type(e).__name__] = 1
+        log.warning("session %d ended: %s", index, redact.clip(f"{type(e).__name__}: {e}", 300))
     env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
-              "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out})
+              "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out, "errors": errors})
     return prev_send if prev_send is not None else ready_ns
 
 
@@ -375,7 +392,7 @@ def split_tool_text(text: str, names: Iterable[str] = ()) -> list[tuple[str, str
             break
         try:
             _, end = _JSON.raw_decode(text, brace)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the decoder follows
             break
         name = text[pos:brace].strip()
         if not name:
