@@ -52,6 +52,7 @@ cdef struct StreamCore:
     # bytes has the same keys in the same places, so only its text needs reading.
     Bytes shape_head, shape_tail
     bint has_finish, has_error_event, has_response_id
+    bint ended  # the response's end event came (the twin's _ended): later events are not read
     Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
     Bytes response_id  # the Responses API's response id (its end event's), as the twin's
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked

@@ -126,7 +126,7 @@ class _Fields:
     """One event's fields as `interpret` gathers them (see there)."""
 
     __slots__ = ("text", "kind", "finish", "completion", "prompt", "cached", "rtokens", "error", "unknown",
-                 "response_id")
+                 "response_id", "ends")
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -139,6 +139,7 @@ class _Fields:
         self.error: str | None = None
         self.unknown = False
         self.response_id: str | None = None
+        self.ends = False  # the response's end (response.completed / .incomplete / .failed, message_stop)
 
     def set_text(self, v, kind: int) -> None:
         if isinstance(v, str) and v and self.text is None:
@@ -195,6 +196,7 @@ _RESPONSES_QUIET = frozenset(
 def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
     """response.completed / .incomplete / .failed: the usage, and a finish reason in chat's
     words (stop, length, tool_calls), or the failure as an error event."""
+    f.ends = True
     resp = obj.get("response")
     if not isinstance(resp, dict):
         return
@@ -287,6 +289,8 @@ def _messages(kind: str, obj: dict, f: _Fields) -> None:
         if isinstance(stop, str) and stop:
             f.finish = _MESSAGES_STOPS.get(stop, stop[:REASON_KEPT])
         _messages_usage(obj.get("usage"), f)
+    elif kind == "message_stop":
+        f.ends = True
     elif kind == "error":
         f.error = _error_message(obj.get("error", obj))
 
@@ -298,7 +302,9 @@ def interpret(payload: bytes) -> tuple | None:
     None; llama.cpp's `timings` as a dict of its kept fields, or None; what the text is (ANSWER,
     REASONING or TOOL); the output's reasoning tokens or None; whether the event is of a type
     benchc does not know (skipped, and counted); the Responses API's response id (the end
-    event's `response.id`) or None).
+    event's `response.id`) or None; whether the event ends the response (response.completed,
+    .incomplete, .failed; message_stop): the stream's end for E2E, and nothing after it
+    is read, so a second completion cannot replace the first's usage).
     None when the payload is not a JSON object (or nests deeper than json.loads follows).
     Token counts outside a signed 64-bit integer are taken as absent (the compiled core
     holds them in int64).
@@ -334,7 +340,7 @@ def interpret(payload: bytes) -> tuple | None:
     text = f.text
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
     return (text_bytes, f.finish, f.completion, f.prompt, f.error, text, f.cached,
-            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id)
+            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id, f.ends)
 
 
 class StreamParser:
@@ -344,7 +350,7 @@ class StreamParser:
                  "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
                  "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds",
                  "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results", "response_id",
-                 "max_gap_ns", "_last_kind", "_spill")
+                 "max_gap_ns", "_last_kind", "_spill", "_ended")
 
     def __init__(self, keep_text: bool = False, body: bool = False) -> None:
         # a non-streamed answer: one JSON body, skimmed as it arrives (see the module)
@@ -355,7 +361,8 @@ class StreamParser:
         self._sse = SSEDecoder()
         self.first_text_ns = 0
         self.last_text_ns = 0
-        self.done_ns = 0  # arrival of the read that carried [DONE]
+        self.done_ns = 0  # arrival of the read that carried [DONE] (or the response's end event)
+        self._ended = False  # the response's end event came: later events are not read
         self.text_chunks = 0
         self.text_bytes = 0  # UTF-8 bytes of the decoded text
         self.usage_completion = -1  # -1: the stream carried no usage
@@ -446,6 +453,8 @@ class StreamParser:
 
     def _event(self, payload: bytes, now: int) -> None:
         self.events += 1
+        if self._ended:
+            return  # one completion per response: what follows its end is not its answer
         if payload == b"[DONE]":
             if not self.done_ns:
                 self.done_ns = now
@@ -460,7 +469,11 @@ class StreamParser:
                 self.malformed_example = bytes(payload[:EXAMPLE_KEPT])
             return
         (text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown,
-         rid) = fields
+         rid, ends) = fields
+        if ends:  # the response ended here: its E2E too (the own reader reads on to the framing's end)
+            self._ended = True
+            if not self.done_ns:
+                self.done_ns = now
         if unknown:
             self.unknown_events += 1
             return

@@ -309,7 +309,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         async with aiohttp.ClientSession(connector=make_connector(force_close=True), **SESSION_OPTIONS,
                                          trace_configs=session.trace_configs) as fresh:
             _, content_type = await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
-    return _conclude(rec, parser, content_type)
+    return _as_asked(_conclude(rec, parser, content_type), target)
 
 
 def _after_head(proto: Any, idle_s: float) -> None:
@@ -447,6 +447,17 @@ def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) 
     return rec
 
 
+def _as_asked(rec: RequestRecord, target: Target) -> RequestRecord:
+    """A completed non-streamed answer checked against its request (the API's `answered`):
+    results past what the request could get are not counted (rerank results past the
+    documents); an answer short of its inputs counts the inputs it answered, and the rest
+    are `unanswered` (the point's stream.short_answers; a doubt)."""
+    if rec.ok and rec.results is not None:
+        answered, rec.results = APIS[target.api].answered(rec.inputs, rec.results)
+        rec.unanswered, rec.inputs = rec.inputs - answered, answered
+    return rec
+
+
 def _example(parser: Any) -> str:
     """The first malformed event's (or answer's) start, as shown: scrubbed, then cut."""
     kept = parser.malformed_example or b""
@@ -530,4 +541,4 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
     parser.close(ex.end_ns)
     rec.end_ns = parser.done_ns or ex.end_ns
     ct = ex.reader.content_type
-    return _conclude(rec, parser, ct.decode("latin-1") if ct is not None else None)
+    return _as_asked(_conclude(rec, parser, ct.decode("latin-1") if ct is not None else None), target)

@@ -583,6 +583,7 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.counter_at = s.counter_len = 0
     s.has_timings = False
     s.has_finish = s.has_error_event = s.has_shape = False
+    s.ended = False
     s.example_len = 0
     s.oversized = 0
     s.first_len = 0
@@ -901,6 +902,8 @@ cdef int _line(StreamCore* s, const unsigned char* p, Py_ssize_t a, Py_ssize_t b
 cdef int _event(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
     cdef int r
     s.events += 1
+    if s.ended:
+        return 0  # one completion per response: what follows its end is not its answer (the twin's _event)
     if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
         if not s.done_ns:
             s.done_ns = now
@@ -1408,6 +1411,7 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Key
     cdef Py_ssize_t flen = 4
     cdef bint called = False
     cdef int is_call
+    _end(s, now)  # whatever it holds (the twin's _responses_end)
     if r < 0 or p[r] != 123:
         return 1
     j = at[0]  # the id: what a later request names as its previous_response_id
@@ -1479,6 +1483,13 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Key
     return 1
 
 
+cdef inline void _end(StreamCore* s, int64_t now) noexcept nogil:
+    """The response's end event (the twin's `ends`): its arrival ends E2E, and no later event is read."""
+    s.ended = True
+    if not s.done_ns:
+        s.done_ns = now
+
+
 cdef int _once(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int64_t now) noexcept nogil:
     """The events that come once a response or once an output item and carry something: read
     in place (1; -1 when memory ran out; 0: the twin decides); -2 for any other event."""
@@ -1522,6 +1533,8 @@ cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* 
     if f.usage >= 0:
         return 0  # usage on a delta: the twin decides
     if _quiet(p, n, f.type):
+        if _str_is(p, f.type, n, b"message_stop", 12):
+            _end(s, now)
         return 1  # an event that carries nothing benchc reads (the twin's *_QUIET): read as nothing
     kind = _typed_kind(p, n, f)
     if kind < 0 or f.top_delta < 0:
@@ -1785,7 +1798,9 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid = fields
+    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid, ends = fields
+    if ends:
+        _end(s, now)
     if unknown:
         s.unknown_events += 1
         return 0
