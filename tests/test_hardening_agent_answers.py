@@ -56,10 +56,11 @@ def messages_tool_call(arguments: str) -> bytes:
 
 class ToolCaller:
     """A server whose every answer is one tool call with `arguments`, on the chat and the
-    Messages APIs. Runs in a thread of its own; `bodies` holds what each request sent."""
+    Messages APIs (`chat`: what a chat answer is instead). Runs in a thread of its own;
+    `bodies` holds what each request sent."""
 
-    def __init__(self, arguments: str):
-        self.arguments = arguments
+    def __init__(self, arguments: str, chat=chat_tool_call):
+        self.arguments, self.chat = arguments, chat
         self.bodies: list[bytes] = []
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -84,7 +85,7 @@ class ToolCaller:
         async def start():
             app = web.Application(client_max_size=64 * 2**20)
             app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/chat/completions", answer(chat_tool_call))
+            app.router.add_post("/v1/chat/completions", answer(self.chat))
             app.router.add_post("/v1/messages", answer(messages_tool_call))
             self.runner = web.AppRunner(app)
             await self.runner.setup()

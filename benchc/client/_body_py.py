@@ -37,6 +37,11 @@ ERROR_CHARS = 200
 ERROR_KEPT = ERROR_CHARS + KEEP_PAST_CUT
 EXAMPLE_BYTES = 200
 EXAMPLE_KEPT = EXAMPLE_BYTES + KEEP_PAST_CUT
+# A server's count (tokens) enters up to this bound, else it is taken as not reported, on both
+# cores: a point adds its requests' counts (Messages' prompt adds three), and a sum must stay
+# an integer its result may hold (int64). 2^32 tokens is 400 times the spec's ceiling for one
+# request, and a billion requests at it still add up within int64.
+MAX_COUNT = 2**32
 
 MAX_KEPT_BODY = MAX_SSE_BYTES  # bytes of a body's skeleton: the bound of one SSE event
 DEEPEST_KEPT = 3  # depth of the deepest byte kept (a string value there is emptied)
@@ -161,7 +166,7 @@ def interpret(kept: bytes) -> tuple | None:
     if isinstance(usage, dict):
         for key in ("prompt_tokens", "total_tokens"):
             pt = usage.get(key)
-            if isinstance(pt, int) and not isinstance(pt, bool) and 0 <= pt < 2**63:
+            if isinstance(pt, int) and not isinstance(pt, bool) and 0 <= pt <= MAX_COUNT:
                 prompt = pt
                 break
     results = None

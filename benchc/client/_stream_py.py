@@ -37,17 +37,18 @@ largest gap of all. (An endless stream of 1-token chunks kept every gap: 2.3 GB 
 from __future__ import annotations
 
 import json
-import math
 
 from benchc.client import _body_py, _sse_py
-from benchc.client._body_py import ERROR_KEPT, EXAMPLE_KEPT
+from benchc.client._body_py import ERROR_KEPT, EXAMPLE_KEPT, MAX_COUNT
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import new_histogram, ns_to_us
 from benchc.redact import KEEP_PAST_CUT
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")  # the first non-empty one is the text
 _ANSWER_KEY = _TEXT_KEYS[0]  # the others are the reasoning's
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# What a server says it counted enters up to _body_py.MAX_COUNT, else it is taken as not
+# reported (both cores: the compiled one leaves a count past it to this twin).
+MAX_MS = 1e12  # a server's own duration (llama.cpp's timings), ms: 31 years
 # llama.cpp's per-response `timings` object: the fields benchc keeps, and their JSON type
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
 TIMINGS_MS = ("prompt_ms", "predicted_ms")
@@ -66,20 +67,19 @@ _ITL, _ITL_TOKEN, _ITL_ANSWER = range(3)  # StreamParser._spill: a histogram eac
 
 
 def _count(v) -> int | None:
-    """A token count: a non-negative JSON integer that fits a signed 64-bit integer (the
-    compiled core holds it in int64), else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _INT64_MAX else None
+    """A token count: a non-negative JSON integer up to MAX_COUNT, else None (not reported)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT else None
 
 
 def _ms(v) -> float | None:
-    """A duration in ms: a non-negative, finite JSON number (as a double), else None."""
+    """A duration in ms: a non-negative, finite JSON number (as a double) up to MAX_MS, else None."""
     if not isinstance(v, int | float) or isinstance(v, bool):
         return None
     try:
         f = float(v)
     except OverflowError:  # an integer no double holds
         return None
-    return f if 0 <= f < math.inf else None
+    return f if 0 <= f <= MAX_MS else None
 
 
 def _timings(t) -> dict | None:
@@ -116,10 +116,6 @@ def _tool_text(calls) -> str | None:
                 if isinstance(v, str):
                     parts.append(v)
     return "".join(parts) or None
-
-
-def _int64(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX else None
 
 
 class _Fields:
@@ -167,7 +163,7 @@ def _chat(obj: dict, f: _Fields) -> None:
             f.finish = fr
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        f.completion, f.prompt = _int64(usage.get("completion_tokens")), _int64(usage.get("prompt_tokens"))
+        f.completion, f.prompt = _count(usage.get("completion_tokens")), _count(usage.get("prompt_tokens"))
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache
             f.cached = _count(details.get("cached_tokens"))
@@ -205,7 +201,7 @@ def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
         f.response_id = rid
     usage = resp.get("usage")
     if isinstance(usage, dict):
-        f.completion, f.prompt = _int64(usage.get("output_tokens")), _int64(usage.get("input_tokens"))
+        f.completion, f.prompt = _count(usage.get("output_tokens")), _count(usage.get("input_tokens"))
         details = usage.get("input_tokens_details")
         if isinstance(details, dict):
             f.cached = _count(details.get("cached_tokens"))
@@ -259,7 +255,7 @@ def _messages_usage(usage, f: _Fields) -> None:
     sends the whole prompt there and no cache fields), cache_read_input_tokens the cached."""
     if not isinstance(usage, dict):
         return
-    f.completion = _int64(usage.get("output_tokens"))
+    f.completion = _count(usage.get("output_tokens"))
     inp = _count(usage.get("input_tokens"))
     read = _count(usage.get("cache_read_input_tokens"))
     made = _count(usage.get("cache_creation_input_tokens"))

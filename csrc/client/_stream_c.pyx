@@ -540,7 +540,8 @@ cdef inline Py_ssize_t _text_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t
 
 
 cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
-    """The non-negative integer at p[j]; -1 when j < 0 (absent), -2 when unreadable."""
+    """The non-negative integer at p[j] up to MAX_COUNT; -1 when j < 0 (absent), -2 when
+    unreadable or larger (the twin decides)."""
     cdef int64_t v = 0
     cdef Py_ssize_t start = j
     if j < 0:
@@ -550,6 +551,8 @@ cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) 
         j += 1
     if j == start or j - start > 15 or (j < n and (p[j] == 46 or p[j] == 101 or p[j] == 69)):
         return -2
+    if v > (<int64_t>1 << 32):
+        return -2  # past the twin's MAX_COUNT (_body_py): the twin takes it as not reported
     return v
 
 
