@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -18,6 +20,7 @@ from benchc.cli import main
 from benchc.client.apis import _tool_input
 from benchc.run import sessions
 from benchc.run.sessions import split_tool_text
+from tests.conftest import REPO, both_cores
 
 DEPTH = 100_000
 DEEP = '{"a":' + "[" * DEPTH + "]" * DEPTH + "}"
@@ -164,3 +167,79 @@ def test_an_answer_that_cannot_be_read_ends_its_session_named_and_fails_the_poin
     err = capsys.readouterr().err
     assert "3 sessions ended on an answer benchc could not read (3 MemoryError)" in err
     assert "never retrieved" not in err
+
+
+# --------------------------------------------------------------------------- class 4: amplification
+
+
+def test_an_answer_of_a_thousand_parallel_calls_sends_back_at_most_the_bound(tmp_path):
+    """Every call of an answer and its result joined the history: 100,000 parallel calls in an
+    8 MB answer made one 218 MB follow-up. Now the first MAX_CALLS_PER_ANSWER are answered."""
+    server = ToolCaller("{}" + "tool_1{}" * 999)  # one answer, 1,000 calls
+    try:
+        code, point = run_against(tmp_path, server, "chat")
+    finally:
+        server.close()
+    assert code == 0 and point["sessions"]["completed"] == 3
+    follow_ups = [json.loads(b) for b in server.bodies if b'"role": "tool"' in b]
+    assert follow_ups
+    for body in follow_ups:
+        calls = [m for m in body["messages"] if m.get("tool_calls")]
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        assert {len(m["tool_calls"]) for m in calls} == {sessions.MAX_CALLS_PER_ANSWER}
+        assert len(results) == len(calls) * sessions.MAX_CALLS_PER_ANSWER
+
+
+def test_a_history_grown_past_the_ceiling_of_a_request_ends_its_session(tmp_path, monkeypatch):
+    monkeypatch.setattr(sessions, "MAX_TOKENS", 200)  # as if the answers carried millions of tokens
+    server = ToolCaller("{" + '"w": "many words here", ' * 20 + '"end": 1}')
+    try:
+        code, point = run_against(tmp_path, server, "chat")
+    finally:
+        server.close()
+    assert code == 7
+    s = point["sessions"]
+    assert s["failed"] == 3 and s["answer_errors"] == {"HistoryPastCeiling": 3}
+
+
+_KEPT_TEXT_PEAK = """
+import resource, sys
+from benchc.client import _stream_c
+n = int(sys.argv[1])
+block = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\\n\\n' * 4096
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+p = _stream_c.StreamParser(True)
+for i in range(n // 4096):
+    p.feed(block, i)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+assert p.text() == "a" * n
+"""
+
+
+def test_kept_text_of_one_byte_pieces_costs_about_its_bytes_on_the_compiled_core():
+    """The compiled core kept an 8-byte index per piece: 16 MiB of 1-byte pieces held 145 MB.
+    A piece of the kind and form of the one before now extends it (the peak of a fresh
+    process, 8 Mi pieces: 64 MiB of index and more before)."""
+    both_cores("benchc.client._stream")  # skips where the compiled core is not built
+    n = 8 * 2**20
+    out = subprocess.run([sys.executable, "-c", _KEPT_TEXT_PEAK, str(n)], capture_output=True, text=True,
+                         check=True, cwd=REPO)
+    grown_kib = int(out.stdout)
+    assert grown_kib < 2 * n // 1024, f"{grown_kib} KiB for {n // 2**20} MiB of text"
+
+
+@pytest.mark.parametrize("pieces", [
+    ["\ud83d", "\ude00"],  # a pair split across two chunks: each escaped on its own
+    ["x\ud83d", "\ude00y", "z"],
+    ["a\\\\ud83d", "\ude00"],  # an escaped backslash before text that looks like an escape
+    ["plain", " text", "\n", "\"quoted\""],
+])
+def test_kept_pieces_read_back_as_the_twin_joins_them_on_both_cores(pieces):
+    stream = b"".join(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}}]}).encode()
+                      + b"\n\n" for t in pieces)
+    texts = []
+    for module in both_cores("benchc.client._stream"):
+        p = module.StreamParser(True)
+        p.feed(stream, 1)
+        texts.append((p.text(), p.answer_text()))
+    assert texts[0] == texts[1] == ("".join(pieces), "".join(pieces))

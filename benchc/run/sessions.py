@@ -39,6 +39,7 @@ from benchc.plan.sessions import Session, ToolResults, Turn
 from benchc.plan.workload import Prompt
 from benchc.run.feed import expected_output
 from benchc.run.shards import WHOLE, Shard
+from benchc.spec.limits import MAX_TOKENS
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +197,7 @@ class Conversation:
         self.history_tokens += self._new + self.count(answer)
         self._new, self._pending = 0, []
         self._held(response_id)
+        self._bounded()
 
     def _held(self, response_id: str | None) -> None:
         """The history so far is what the server keeps under `response_id` (None: it named none,
@@ -227,7 +229,16 @@ class Conversation:
         self.history_tokens += tokens + results
         self._results = results
         self._new, self._pending = 0, []
+        self._bounded()
         return latency
+
+    def _bounded(self) -> None:
+        """The history may grow only up to what one request may carry (the spec's ceiling on a
+        request's tokens): past it, the answers made it so and the session ends (its guard
+        counts it)."""
+        if self.history_tokens > MAX_TOKENS:
+            raise HistoryPastCeiling(f"the history holds {self.history_tokens:,} tokens, past the "
+                                     f"{MAX_TOKENS:,} one request may carry")
 
 
 @dataclass
@@ -364,13 +375,27 @@ async def _sub_requests(env: SessionEnv, conv: Conversation, turn: Turn, index: 
 
 def tool_calls(r: RequestRecord, names: Iterable[str] = ()) -> list[dict]:
     """The tool calls a completed answer made, as {id, name, arguments} (the arguments' text as
-    streamed), or [] when it called none. The stream parser keeps a call's name and argument
-    pieces as one text (its tool_text); split_tool_text parts them. The server's call id is
-    not kept: each call gets one made from the request's id (servers match a tool message to
-    its call by position, and vLLM does not check the id)."""
+    streamed), or [] when it called none: at most MAX_CALLS_PER_ANSWER, the first ones (each
+    call's result joins the history: 100,000 parallel calls in an 8 MB answer made one 218 MB
+    follow-up). The stream parser keeps a call's name and argument pieces as one text (its
+    tool_text); split_tool_text parts them. The server's call id is not kept: each call gets
+    one made from the request's id (servers match a tool message to its call by position, and
+    vLLM does not check the id)."""
     text = r.parser.tool_text() if getattr(r.parser, "tool_chunks", 0) else ""
+    calls = split_tool_text(text, names)[:MAX_CALLS_PER_ANSWER]
     return [{"id": f"call_{r.id[:16]}_{k}", "name": name, "arguments": args}
-            for k, (name, args) in enumerate(split_tool_text(text, names))]
+            for k, (name, args) in enumerate(calls)]
+
+
+# Parallel calls of one answer that are answered (the rest are not sent back): far more than
+# agents make in one round (a few to a few dozen), few enough that one answer cannot multiply
+# the next request past what its spec's ceilings allow.
+MAX_CALLS_PER_ANSWER = 128
+
+
+class HistoryPastCeiling(Exception):
+    """A session's history grew past the tokens one request may carry (spec/limits.py
+    MAX_TOKENS): what the server streamed back made it so, and the session ends."""
 
 
 _JSON = json.JSONDecoder()

@@ -1582,8 +1582,21 @@ cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py
 
 
 cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, int kind) noexcept nogil:
+    """Keep one text piece. A piece of the kind and form of the one before extends it: an
+    index per piece cost 8 bytes per 1-byte piece, 128 MB for the 16 MiB the text may hold.
+    The joined bytes read as the pieces did (a JSON string's content joined to another is one
+    string's), except a high surrogate's escape at the end, which json would pair with a low
+    one after it (the twin keeps them apart): that piece is not extended."""
     cdef Py_ssize_t cap
     cdef int64_t* q
+    cdef int64_t low = kind * 2 + (1 if utf8 else 0), last
+    if s.n_pieces:
+        last = s.piece_ends[s.n_pieces - 1]
+        if (last & 7) == low and (utf8 or not _high_surrogate_end(s.texts.p, s.texts.n)):
+            if bytes_put(&s.texts, text, n) < 0:
+                return -1
+            s.piece_ends[s.n_pieces - 1] = s.texts.n * 8 + low
+            return 0
     if s.n_pieces == s.pieces_cap:
         cap = s.pieces_cap * 2 if s.pieces_cap else 64
         q = <int64_t*>realloc(s.piece_ends, cap * sizeof(int64_t))
@@ -1595,6 +1608,13 @@ cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf
     s.piece_ends[s.n_pieces] = s.texts.n * 8 + kind * 2 + (1 if utf8 else 0)
     s.n_pieces += 1
     return 0
+
+
+cdef inline bint _high_surrogate_end(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether raw JSON string bytes may end with a high surrogate's escape (\\uD800-\\uDBFF;
+    an escaped backslash before `uD8..` is taken as one too: it only keeps a piece apart)."""
+    return (n >= 6 and p[n - 6] == 92 and p[n - 5] == 117 and (p[n - 4] == 100 or p[n - 4] == 68)
+            and (56 <= p[n - 3] <= 57 or 97 <= p[n - 3] <= 98 or 65 <= p[n - 3] <= 66))
 
 
 cdef inline bint _is_digit(unsigned char c) noexcept nogil:
