@@ -243,3 +243,29 @@ def test_kept_pieces_read_back_as_the_twin_joins_them_on_both_cores(pieces):
         p.feed(stream, 1)
         texts.append((p.text(), p.answer_text()))
     assert texts[0] == texts[1] == ("".join(pieces), "".join(pieces))
+
+
+def test_kept_text_of_one_byte_pieces_costs_about_its_bytes_on_the_twin():
+    """The twin kept a list entry (and a kind entry) per piece: 16 bytes and more per 1-byte
+    piece. A run of pieces of one kind is now one piece, RUN_PIECES at a time."""
+    import tracemalloc
+
+    from benchc.client import _stream_py
+
+    n = 2**16
+    block = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n' * 4096
+
+    def held(keep_text: bool):
+        parser = _stream_py.StreamParser(keep_text)
+        tracemalloc.start()
+        try:
+            for i in range(n // 4096):
+                parser.feed(block, i)
+            return parser, tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+
+    p, kept = held(True)
+    kept -= held(False)[1]  # what keeping the text costs (the gaps kept are the same)
+    assert kept < 2 * n, f"{kept} bytes held for {n} bytes of text"
+    assert p.text() == "a" * n and p.answer_text() == "a" * n and p.tool_text() == ""
