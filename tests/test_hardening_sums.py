@@ -113,3 +113,15 @@ def test_a_sim_power_reading_that_is_not_a_finite_non_negative_number_is_no_read
             await runner.cleanup()
 
     assert asyncio.run(go()) is None
+
+
+def test_metrics_figures_past_what_a_double_counts_are_dropped_summed_over_label_sets_too():
+    from benchc.run.telemetry import parse_prometheus
+
+    # each below 2^63, their sum past it: a point's server figures then held 1.2e19
+    text = ('vllm:prefix_cache_queries_total{engine="0"} 6e18\n'
+            'vllm:prefix_cache_queries_total{engine="1"} 6e18\n'
+            'vllm:prefix_cache_hits_total{engine="0"} 100\nvllm:prefix_cache_hits_total{engine="1"} 28\n')
+    out = parse_prometheus(text)
+    assert "prefix_cache_queries_total" not in out and out["prefix_cache_hits_total"] == 128
+    assert "prefix_cache_queries_total" not in parse_prometheus("vllm:prefix_cache_queries_total 1e17\n")
