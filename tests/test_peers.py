@@ -363,3 +363,43 @@ def test_a_value_of_any_wrong_kind_is_exit_5_never_a_crash(tmp_path, path, capsy
                 benchc.results.load(str(target))
             except benchc.errors.ResultFormatError:
                 pass
+
+
+@pytest.mark.real
+def test_real_vllm_time_series_go_into_br_0_2_1_and_come_back(tmp_path, vllm, capsys):
+    """A run against the real vLLM with server.metrics_interval: its report's server series are
+    vLLM's /metrics as sampled, llm-d's schema accepts it, and reading it back gives the series."""
+    import random as _random
+
+    spec = tmp_path / "ts.yaml"
+    out = tmp_path / "ts.json"
+    spec.write_text(f"""\
+version: 1
+name: real-br-series
+target: {{base_url: {vllm.base_url}, model: {vllm.model}, api: chat, tokenizer: {vllm.tokenizer}}}
+server: {{metrics_interval: 250ms}}
+workload:
+  dataset:
+    random: {{input_tokens: 300, output_tokens: 24, seed: {_random.randrange(2**31)}}}
+  sampling: {{max_tokens: 24, ignore_eos: true}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [4]}}
+  requests: 8
+output: {{path: {out}}}
+""")
+    assert main(["run", str(spec), "--quiet"]) == 0
+    br_path = tmp_path / "br.json"
+    assert main(["export", str(out), "--format", "br0.2.1", "-o", str(br_path)]) == 0
+    report = raw(str(br_path))
+    with open(os.path.join(LLMD, "br_v0_2_1_json_schema.json")) as f:
+        schema = json.load(f)
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    assert not [e.message for e in v.iter_errors(report)]
+    series = read_document(str(out))["points"][0]["timeseries"]["server"]
+    assert series["available"] and series["kind"] == "vllm" and series["t_s"]
+    comps = {c["component_label"]: c for c in report["results"]["observability"]["components"]}
+    running = [s["value"] for s in comps["server"]["time_series"]["num_requests_running"]["series"]]
+    assert running == [x for x in series["running"] if x is not None] and max(running) >= 1
+    back = benchc.results.load(str(br_path)).points[0].raw["timeseries"]["server"]
+    assert back["kv_cache_usage"] == [x for x in series["kv_cache_usage"] if x is not None]
