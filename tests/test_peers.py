@@ -403,3 +403,22 @@ output: {{path: {out}}}
     assert running == [x for x in series["running"] if x is not None] and max(running) >= 1
     back = benchc.results.load(str(br_path)).points[0].raw["timeseries"]["server"]
     assert back["kv_cache_usage"] == [x for x in series["kv_cache_usage"] if x is not None]
+
+
+def test_br_json_lines_of_a_several_point_result_read_as_its_points(tmp_path, capsys):
+    """`benchc export --format br0.2.1` prints one report per line: saved, it reads back as one
+    result of those points, in order."""
+    source = os.path.join(os.path.dirname(__file__), "data", "result-v1-minimax.json")
+    assert main(["export", source, "--format", "br0.2.1"]) == 0
+    lines = capsys.readouterr().out
+    path = tmp_path / "reports.jsonl"
+    path.write_text(lines)
+    r = benchc.results.load(str(path))
+    original = benchc.results.load(source)
+    assert [p.id for p in r.points] == [p.id for p in original.points] and len(r.points) == 3
+    assert [p.output_tok_s for p in r.points] == [p.output_tok_s for p in original.points]
+    bad_line = lines.splitlines()
+    bad_line[1] = bad_line[1].replace('"version": "0.2.1"', '"version": "9"')
+    path.write_text("\n".join(bad_line) + "\n")
+    with pytest.raises(benchc.errors.ResultFormatError, match=r"reports.jsonl: report 2: .* at \$.version"):
+        benchc.results.load(str(path))

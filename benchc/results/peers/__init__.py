@@ -49,11 +49,29 @@ def read_any(path: str) -> dict:
     return read(path, text)
 
 
+def _reports(text: str, path: str) -> list[dict] | None:
+    """Benchmark Reports one per line (what `benchc export --format br0.2.1` prints for a result
+    of several points), or None when the text is not that."""
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if len(lines) < 2 or not all(line.lstrip().startswith("{") for _, line in lines):
+        return None
+    try:
+        first = json.loads(lines[0][1])
+    except ValueError:
+        return None
+    if not llmd_br.recognise(first):
+        return None
+    return [parse(line, path, n) for n, line in lines]
+
+
 def read(path: str, text: str | None = None) -> dict:
     """The benchc-shaped document of a peer's file at `path` (ResultFormatError, exit 5, when it
     is none this benchc reads)."""
     if text is None:
         text = read_text(path)
+    reports = _reports(text, path)
+    if reports is not None:
+        return llmd_br.to_document(reports[0], path, reports[1:])
     doc = parse(text, path)
     reader = recognised(doc)
     if reader is None:

@@ -204,7 +204,7 @@ def to_document(doc: dict, source: str, more: list[dict] | None = None) -> dict:
     points = []
     tools = set()
     for i, rep in enumerate(reports):
-        f = Fields(rep, source if not more else f"{source}:{i + 1}", TOOL)
+        f = Fields(rep, source if not more else f"{source}: report {i + 1}", TOOL)
         version = f.get(["version"])
         if version not in VERSIONS:
             raise f.fail(["version"], f"Benchmark Report version {version!r} is not one benchc reads "
