@@ -422,3 +422,21 @@ def test_br_json_lines_of_a_several_point_result_read_as_its_points(tmp_path, ca
     path.write_text("\n".join(bad_line) + "\n")
     with pytest.raises(benchc.errors.ResultFormatError, match=r"reports.jsonl: report 2: .* at \$.version"):
         benchc.results.load(str(path))
+
+
+@pytest.mark.parametrize("path,edit,load", [
+    (GUIDELLM, lambda d: d["benchmarks"][0]["config"].update(strategy={"type_": "poisson", "rate": 8.0}),
+     ("rate=8/s", None, 8.0, "poisson")),
+    (GUIDELLM, lambda d: d["benchmarks"][0]["config"].update(strategy={"type_": "synchronous"}),
+     ("c=1", 1, None, None)),
+    (VLLM_RATE8, lambda d: d.update(burstiness=0.5), ("rate=8/s", None, 8.0, "gamma")),
+    (VLLM_RATE8, lambda d: d.update(request_rate="inf", max_concurrency=16), ("c=16", 16, None, None)),
+])
+def test_each_tools_load_becomes_benchcs(tmp_path, path, edit, load):
+    """The load a tool states (edited from a real file) as benchc's: compare matches points by it."""
+    doc = raw(path)
+    edit(doc)
+    target = tmp_path / "x.json"
+    target.write_text(json.dumps(doc))
+    p = benchc.results.load(str(target)).points[0]
+    assert (p.id, p.concurrency, p.rate_rps, p.arrival) == load
