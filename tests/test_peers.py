@@ -440,3 +440,14 @@ def test_each_tools_load_becomes_benchcs(tmp_path, path, edit, load):
     target.write_text(json.dumps(doc))
     p = benchc.results.load(str(target)).points[0]
     assert (p.id, p.concurrency, p.rate_rps, p.arrival) == load
+
+
+def test_aiperf_jsonl_cut_short_names_its_line_and_path(tmp_path, capsys):
+    d = tmp_path / "run"
+    shutil.copytree(os.path.join(PEERS, "aiperf-rate8"), d)
+    jsonl = d / "profile_export.jsonl"
+    text = jsonl.read_text()
+    cut = text.rstrip("\n")
+    jsonl.write_text(cut[:cut.rindex('"inter_chunk_latency"') + 40])
+    err = refused(capsys, str(d / "profile_export_aiperf.json"))
+    assert "profile_export.jsonl:16: truncated: the JSON ends inside $.metrics.inter_chunk_latency" in err
