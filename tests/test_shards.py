@@ -14,6 +14,7 @@ from benchc.run.feed import Dealer
 from benchc.run.prepare import prepare
 from benchc.run.shards import WHOLE, Shard, split_step
 from benchc.spec import loader
+from tests.test_point_document import point_of
 
 
 def closed(c: int, requests: int | None, duration_s: float | None = None) -> Step:
@@ -167,7 +168,7 @@ def test_a_merged_point_names_the_worker_whose_client_was_saturated():
     assert m.client["limited_workers"] == [{"worker": 1, "host": "b", "reasons": [busy]}]
     assert [(c["worker"], c["host"], c["cpu_fraction"]) for c in m.client["shards"]] == \
         [(0, "a", 0.2), (1, "b", 0.95)]
-    doubt = judge({"client": m.client, "tokens": {}, "cache": {}})["doubts"][0]
+    doubt = judge(point_of(client=m.client))["doubts"][0]
     assert doubt["check"] == "client_limited" and f"worker 1 on b: {busy}" in doubt["message"]
 
 
