@@ -175,12 +175,13 @@ def test_a_merged_point_names_the_worker_whose_client_was_saturated():
 def test_a_shard_from_another_machine_is_moved_onto_the_drivers_clock():
     """Each machine's monotonic clock counts from its own boot: shards' windows were united as
     they came, so a point spread over two machines had a window (and rates) of days."""
-    from benchc.metrics.aggregate import Tally
+    from benchc.metrics.aggregate import Tally, TokenCounts
     from benchc.run.clocks import MOVED_NOTE, ClockMark, shift_ns
     from benchc.run.point import Measurement, merge_measurements
 
     def shard(start_ns: int, clock: ClockMark) -> Measurement:
-        t = Tally(sent=1, completed=1, output_tokens=10, start_ns=start_ns, end_ns=start_ns + 2_000_000_000)
+        t = Tally(sent=1, completed=1, tokens=TokenCounts(output=10), start_ns=start_ns,
+                  end_ns=start_ns + 2_000_000_000)
         return Measurement(t, {"client_limited": False}, {"duration_s": 2.0, "output_tokens": 10,
                                                            "output_tok_s": 5.0}, None, {},
                            requests=[{"t0_ns": start_ns, "scheduled_ns": None}], clock=clock)
