@@ -245,6 +245,12 @@ class Point:
         return MappingProxyType(self.raw.get("cache") or {})
 
     @property
+    def stream_counts(self) -> Mapping[str, Any]:
+        """What the answers held besides text (metrics/streams.py: tool-call answers, unknown
+        events, short answers and their unanswered inputs); empty in a point without them."""
+        return MappingProxyType(self.raw.get("stream") or {})
+
+    @property
     def twin(self) -> Mapping[str, Any] | None:
         """A point run against a twin: its fitted and run batch sizes (run/point.py twin_block)."""
         twin = self.raw.get("twin")

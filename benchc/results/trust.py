@@ -73,8 +73,19 @@ def twin_extrapolated(point: Point) -> Doubt | None:
                  fails_strict=False)
 
 
+def short_answers(point: Point) -> Doubt | None:
+    """Non-streamed answers with fewer results than their request's inputs (client/request.py
+    `_as_asked`): the point counts what was answered, and says the server left some out."""
+    stream = point.stream_counts
+    if not stream.get("short_answers"):
+        return None
+    return Doubt("short_answers", f"{stream['short_answers']} answers carried fewer results than their "
+                                  f"request's inputs ({stream['unanswered_inputs']} inputs unanswered): "
+                                  "counts.inputs and inputs_s count only what was answered")
+
+
 POINT_CHECKS: tuple[Callable[[Point], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                             twin_extrapolated)
+                                                             twin_extrapolated, short_answers)
 
 
 def judge(point: Point) -> dict:
