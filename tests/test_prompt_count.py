@@ -11,6 +11,7 @@ from benchc.results.document import read
 from benchc.results.trust import PROMPT_TOLERANCE, TEMPLATE_SHARE_TOKENS, judge, prompt_tokens
 from tests.gate_proxy import GateProxy
 from tests.simrun import Sim
+from tests.test_point_document import point_of
 
 SPEC = """\
 version: 1
@@ -88,13 +89,14 @@ def test_a_server_counting_what_was_sent_raises_no_doubt(tmp_path, capsys):
 
 
 def _point(sent, server, n=4, template=None, tools=0):
+    """The MiniMax fixture's first point (tests/test_point_document.point_of) with these counts."""
     tok = {"input": server, "output": 8, "output_method": "usage",
            "prompt_counted": {"requests": n, "sent": sent, "server": server, "requests_with_tools": tools,
                               "requests_with_images": 0}}
     if template is not None:
         tok["chat_template"] = {"requests": n, "input_tokens": sent + template * n, "content_tokens": sent,
                                 "overhead_tokens": template * n, "overhead_per_request": template}
-    return {"tokens": tok}
+    return point_of(tokens=tok)
 
 
 def test_the_template_share_is_the_rendered_template_s_when_benchc_rendered_it():
@@ -110,8 +112,8 @@ def test_the_template_share_is_the_rendered_template_s_when_benchc_rendered_it()
 
 
 def test_a_result_without_the_server_s_count_is_judged_as_before():
-    assert judge({"tokens": {"input": 1, "output": 1, "output_method": "chunks", "osl": {}},
-                  "client": {"client_limited": False}}) == {"trusted": True, "doubts": []}
+    assert "prompt_counted" not in point_of().raw["tokens"]
+    assert judge(point_of()) == {"trusted": True, "doubts": []}
 
 
 @pytest.mark.real

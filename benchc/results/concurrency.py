@@ -44,10 +44,16 @@ def _loads(doc: dict, combination: int) -> tuple[str, list[dict]] | None:
             for c in (r.get("slo") or {}).get("checks", []):
                 checks[c["threshold"]] = checks.get(c["threshold"], True) and c["passed"]
         rows.append({"point": name, "load": _load(runs[0])[1],  # type: ignore[index]
-                     "output_tok_s": sum(r["throughput"]["output_tok_s"] for r in runs) / len(runs),
-                     "goodput_s": sum(r["throughput"]["goodput_s"] for r in runs) / len(runs),
+                     "output_tok_s": _mean(r["throughput"].get("output_tok_s") for r in runs) or 0.0,
+                     "goodput_s": _mean(r["throughput"].get("goodput_s") for r in runs),
                      "failed": any(r["counts"]["completed"] == 0 for r in runs), "checks": checks})
     return over, sorted(rows, key=lambda r: r["load"])
+
+
+def _mean(values) -> float | None:
+    """The runs' mean of a figure; None where a run lacks it (another tool's result may)."""
+    xs = list(values)
+    return None if not xs or any(x is None for x in xs) else sum(xs) / len(xs)
 
 
 def single_answer(doc: dict, combination: int = 0) -> dict | None:
@@ -82,7 +88,8 @@ def single_answer(doc: dict, combination: int = 0) -> dict | None:
                  "slo": per_item,
                  "best": None if best is None else {"point": best["point"],
                                                     "output_tok_s": round(best["output_tok_s"], 1),
-                                                    "goodput_s": round(best["goodput_s"], 3),
+                                                    "goodput_s": None if best["goodput_s"] is None
+                                                    else round(best["goodput_s"], 3),
                                                     "edge": best is top}}
     return out
 
@@ -106,8 +113,9 @@ def describe_single(answer: dict) -> list[str]:
     elif best is None:
         lines.append("  no load of the sweep meets every SLO: try lower")
     else:
+        goodput = "n/a" if best["goodput_s"] is None else f"{best['goodput_s']:g} req/s"
         lines.append(f"  the highest load that meets every SLO: {best['point']} ({best['output_tok_s']:,.1f} "
-                     f"output tok/s, goodput {best['goodput_s']:g} req/s)"
+                     f"output tok/s, goodput {goodput})"
                      + (", the sweep's edge: try higher" if best["edge"] else ""))
     return lines
 
