@@ -78,6 +78,16 @@ def _add_set(p: argparse.ArgumentParser) -> None:
                         "(YAML value; repeatable; list items as a.b[2])")
 
 
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", help="benchmark this server instead of the spec's target (a simulator "
+                   "the spec names is not started: the result names this server)")
+
+
+def _aimed(plan, base_url: str | None):
+    """The plan against --base-url when one is given (run and plan alike)."""
+    return plan if base_url is None else plan.aimed_at(base_url)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchc", description="Declarative benchmarks for "
                                 "OpenAI-compatible LLM servers.")
@@ -92,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="print the compiled plan as JSON (runs nothing)")
     pl.add_argument("spec", metavar="SPEC")
     _add_set(pl)
+    _add_target(pl)
 
     sc = sub.add_parser("schema", help="print a JSON schema benchc uses")
     sc.add_argument("which", choices=["spec", "result"])
@@ -164,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a spec and write its result document")
     r.add_argument("spec", metavar="SPEC")
     _add_set(r)
-    r.add_argument("--base-url", help="benchmark this server instead of the spec's target")
+    _add_target(r)
     r.add_argument("--out", help="result path (default: the spec's output.path)")
     r.add_argument("--quiet", action="store_true", help="no progress, no table")
     r.add_argument("--json", action="store_true", help="print the result document to stdout")
@@ -264,7 +275,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchc.plan.compiler import compile_spec
     from benchc.spec import loader as spec_mod
 
-    plan = compile_spec(spec_mod.load(args.spec, args.overrides))
+    if args.base_url is not None:
+        _check_base_url(args.base_url)
+    plan = _aimed(compile_spec(spec_mod.load(args.spec, args.overrides)), args.base_url)
+    if args.base_url is not None:
+        _check_url_credentials(args.base_url, plan)
     sys.stdout.write(plan.to_json(redact=True))
     return EXIT_OK
 
@@ -471,7 +486,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.base_url is not None:
         _check_base_url(args.base_url)
     spec = spec_mod.load(args.spec, args.overrides)
-    plan = compile_spec(spec, run_seed=draw_seed())  # fresh prompts per run unless the spec pins a seed
+    # fresh prompts per run unless the spec pins a seed
+    plan = _aimed(compile_spec(spec, run_seed=draw_seed()), args.base_url)
     if args.base_url is not None:
         _check_url_credentials(args.base_url, plan)
     if args.gpu_hour is not None:

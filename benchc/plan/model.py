@@ -309,6 +309,15 @@ class Plan:
         return cls(**{**d, "combinations": combos, "steps": [Step(**s) for s in d["steps"]],
                       "slo": [SloItem(**s) for s in d["slo"]]})
 
+    def aimed_at(self, base_url: str) -> Plan:
+        """This plan with every combination's target at `base_url` (`run`/`plan --base-url`):
+        the simulator a spec names is replaced, not kept beside the server, so the result, its
+        identity, report, compare and exports name the server that was measured. The plan hash
+        follows (a simulator's settings are part of it; the URL never is)."""
+        combos = [replace(c, target=replace(c.target, base_url=base_url, sim=None, twin=None))
+                  for c in self.combinations]
+        return replace(self, combinations=combos).with_hashes()
+
     # ------------------------------------------------------------------ hashing
 
     def with_hashes(self) -> Plan:
