@@ -398,7 +398,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from benchc.results import br
     from benchc.results.document import read, write_atomic
-    from benchc.results.export import PER_POINT_FORMATS, export_points, export_whole, point_paths
+    from benchc.results.export import (
+        PER_POINT_FORMATS,
+        dropped_doubts,
+        export_points,
+        export_whole,
+        point_paths,
+    )
 
     doc = read(args.result)
     if args.format not in PER_POINT_FORMATS:
@@ -411,6 +417,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.format.startswith("br"):
             print(f"benchc: Benchmark Report {args.format[2:]}: left out (not in a benchc result): "
                   + "; ".join(br.LEFT_OUT), file=sys.stderr)
+        what = f"Benchmark Report {args.format[2:]}" if args.format.startswith("br") else "vLLM JSON"
+        for line in dropped_doubts(doc):
+            print(f"benchc: warning: {what} has no field for benchc's doubts, left out: {line}",
+                  file=sys.stderr)
     if not args.out:
         sys.stdout.write("".join(texts))
         return EXIT_OK

@@ -52,3 +52,43 @@ def test_base_url_on_a_simulator_spec_measures_and_names_that_server(tmp_path, c
     server = report["scenario"]["stack"][0]
     assert (server["native"]["config"]["base_url"], server["native"]["config"]["sim"]) == (sim.url, None)
 
+
+def measured_against(tmp_path, api="chat", client_limited=False) -> str:
+    """The MiniMax fixture as if measured against vLLM 0.32.0 at :8020 with a spec that named :8000."""
+    doc = read(MINIMAX)
+    for c in doc["plan"]["combinations"]:
+        c["target"].update(sim=None, base_url="http://gpu-a:8000/v1", api=api)
+    for t in doc["target"]:
+        t.update(base_url="http://gpu-a:8020/v1", simulated=False,
+                 server={"kind": "vllm", "version": "0.32.0", "source": "/version"})
+    if client_limited:
+        p = doc["points"][0]
+        p["client"]["client_limited"] = True
+        p["trust"] = {"trusted": False, "doubts": [{"check": "client_limited", "fails_strict": True,
+                                                    "message": "the client moved ttft.p99 past its bound"}]}
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_the_llmd_export_takes_its_provenance_from_the_run(tmp_path, capsys):
+    assert main(["export", measured_against(tmp_path), "--format", "br0.2"]) == 0
+    server = json.loads(capsys.readouterr().out.splitlines()[0])["scenario"]["stack"][0]
+    assert (server["standardized"]["tool"], server["standardized"]["tool_version"]) == ("vllm", "0.32.0")
+    assert server["native"]["config"]["base_url"] == "http://gpu-a:8020/v1"
+
+
+@pytest.mark.parametrize(("api", "backend"), [("chat", "openai-chat"), ("completions", "openai"),
+                                              ("responses", "openai-responses"), ("messages", None)])
+def test_the_vllm_export_names_the_backend_of_the_api_measured(tmp_path, capsys, api, backend):
+    assert main(["export", measured_against(tmp_path, api), "--format", "vllm"]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (first["backend"], first["endpoint_type"]) == (backend, backend)
+
+
+@pytest.mark.parametrize("fmt", ["br0.2", "vllm"])
+def test_an_export_says_it_drops_a_points_doubts(tmp_path, capsys, fmt):
+    assert main(["export", measured_against(tmp_path, client_limited=True), "--format", fmt]) == 0
+    err = capsys.readouterr().err
+    assert "has no field for benchc's doubts, left out: c=1: the client moved ttft.p99 past its bound" in err
+    assert err.count("doubts, left out") == 1  # the other points are trusted

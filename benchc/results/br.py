@@ -141,15 +141,23 @@ def _server_component(r: Result, point: Point, combo: Mapping) -> dict:
     target = r.target(point.combination)
     models = (target.get("models") or {}).get("data") or []
     served = next((m for m in models if m.get("id") == target.get("model")), models[0] if models else {})
+    identity = target.get("server") or {}
     if target.get("simulated"):
         tool, version = "benchc-sim", r.benchc_version
+    elif identity.get("kind"):
+        # what the run asked the server (run/server_identity.py): vllm 0.32.0, llama.cpp b5000
+        tool, version = identity["kind"], identity.get("version") or "unknown"
     else:
-        # what the server says it is (vLLM, SGLang and llama.cpp fill owned_by); no version is served
+        # what /v1/models says it is (vLLM, SGLang and llama.cpp fill owned_by); no version is served
         tool, version = served.get("owned_by") or "unknown", "unknown"
     standardized = {"kind": "generic", "tool": tool, "tool_version": version, "model": target.get("model")}
     if served.get("max_model_len"):
         standardized["max_model_len"] = served["max_model_len"]
-    native: dict = {"config": combo.get("target")}
+    config = combo.get("target")
+    if not target.get("simulated") and target.get("base_url") and isinstance(config, Mapping):
+        # the URL the run measured (--base-url, a launched server's {free} port), not the spec's
+        config = {**config, "base_url": target["base_url"]}
+    native: dict = {"config": config}
     if combo.get("server"):
         native["args"] = {"server": combo["server"]}
     return {"metadata": {"label": "server", "cfg_id": r.plan_hash,
