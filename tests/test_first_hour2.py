@@ -92,3 +92,26 @@ def test_an_export_says_it_drops_a_points_doubts(tmp_path, capsys, fmt):
     err = capsys.readouterr().err
     assert "has no field for benchc's doubts, left out: c=1: the client moved ttft.p99 past its bound" in err
     assert err.count("doubts, left out") == 1  # the other points are trusted
+
+
+@pytest.mark.slow  # a run against the simulator as a process
+def test_a_model_the_server_does_not_list_is_warned_naming_what_it_lists(tmp_path, capfd):
+    sim = Sim(tmp_path, "--preset", "instant", "--model", "gemma-3-270m")
+    try:
+        spec = write_spec(tmp_path, sweep="    concurrency: [1]", extra="  requests: 2")
+        main(["run", spec, "--base-url", sim.url, "--set", "target.model=my-model"])
+    finally:
+        sim.close()
+    err = capfd.readouterr().err
+    assert ("WARNING: the server's /v1/models does not list the model 'my-model'; it lists gemma-3-270m. "
+            "The requests name 'my-model' and the result is labelled so") in err
+    assert "--set target.model=gemma-3-270m" in err
+
+
+def test_a_listed_model_or_an_unreadable_list_raises_no_warning():
+    from benchc.run.server_identity import unlisted_model
+
+    assert unlisted_model("m", {"data": [{"id": "m"}, {"id": "n"}]}) is None
+    assert unlisted_model("m", {"status": 404}) is None and unlisted_model("m", {"data": []}) is None
+    many = {"data": [{"id": f"m{i}"} for i in range(7)]}
+    assert "it lists m0, m1, m2, m3, m4 and 2 more." in unlisted_model("x", many)

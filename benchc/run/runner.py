@@ -79,7 +79,7 @@ from benchc.run.server import (
     supervise,
     wait_ready,
 )
-from benchc.run.server_identity import identify
+from benchc.run.server_identity import identify, unlisted_model
 from benchc.run.smoke import run_smoke
 from benchc.tokenizer._template_bounds import stop_renders_on
 
@@ -581,6 +581,8 @@ class Runner:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
         models = await fetch_models(session, base_url, headers_for(target))
+        if (unlisted := unlisted_model(target.model, models)) is not None:
+            self.console.say(f"WARNING: {_label(combo)}{unlisted}")
         await self._count_gpus(session, combo, base_url, models)
         # the embedded simulator is benchc's own: this benchc's version, nothing to ask
         server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None
