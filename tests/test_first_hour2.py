@@ -115,3 +115,80 @@ def test_a_listed_model_or_an_unreadable_list_raises_no_warning():
     assert unlisted_model("m", {"status": 404}) is None and unlisted_model("m", {"data": []}) is None
     many = {"data": [{"id": f"m{i}"} for i in range(7)]}
     assert "it lists m0, m1, m2, m3, m4 and 2 more." in unlisted_model("x", many)
+
+
+VLLM_HABITS = """\
+version: 1
+name: habits
+target: {{base_url: 'http://127.0.0.1:9/v1', model: m}}
+workload: {{dataset: {{random: {{input_tokens: 16, output_tokens: 4{random}}}}}}}
+load: {{sweep: {{concurrency: [1, 2]}}, requests: 4{load}}}
+"""
+
+
+def habits(tmp_path, random="", load="") -> str:
+    f = tmp_path / "habits.yaml"
+    f.write_text(VLLM_HABITS.format(random=random, load=load))
+    return str(f)
+
+
+def test_a_random_datasets_num_prompts_is_refused_naming_load_requests(tmp_path, capsys):
+    """It sized a pool only `prompts: shared` deals from, and was ignored otherwise."""
+    path = habits(tmp_path, random=", num_prompts: 100")
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:4:67: $.workload.dataset.random.num_prompts: num_prompts sizes the set of prompts" in err
+    assert "The number of requests per point is load.requests (vLLM's --num-prompts" in err
+
+
+def test_load_num_prompts_gets_the_benchc_name(tmp_path, capsys):
+    path = habits(tmp_path, load=", num_prompts: 100")
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert "$.load.num_prompts: unknown key 'num_prompts' — vLLM's name; benchc's is load.requests" in err
+
+
+def _plan(capsys, *argv) -> dict:
+    assert main(["plan", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_vllm_flags_are_aliases_of_set(tmp_path, capsys):
+    path = habits(tmp_path)
+    plan = _plan(capsys, path, "--model", "gemma", "--num-prompts", "7", "--max-concurrency", "3")
+    assert plan["combinations"][0]["target"]["model"] == "gemma"
+    assert [(s["concurrency"], s["requests"]) for s in plan["steps"] if s["kind"] == "load"] == [(3, 7)]
+    plan = _plan(capsys, path, "--request-rate", "2.5", "--max-concurrency", "3")
+    [step] = [s for s in plan["steps"] if s["kind"] == "load"]
+    assert (step["rate_rps"], step["max_concurrency"], step["concurrency"]) == (2.5, 3, None)
+    # vLLM's inf: all at once, C in flight at most: a closed loop
+    plan = _plan(capsys, path, "--request-rate", "inf", "--max-concurrency", "3")
+    assert [s["concurrency"] for s in plan["steps"] if s["kind"] == "load"] == [3]
+    # --set, given explicitly, wins over the alias
+    plan = _plan(capsys, path, "--model", "gemma", "--set", "target.model=other")
+    assert plan["combinations"][0]["target"]["model"] == "other"
+
+
+def test_a_pinned_seed_is_unset_with_set_null(tmp_path, capsys):
+    path = habits(tmp_path, random=", seed: 7")
+    pinned = _plan(capsys, path)["combinations"][0]["workload"]
+    unset = _plan(capsys, path, "--set", "workload.dataset.random.seed=null")["combinations"][0]["workload"]
+    assert (pinned["seed_pinned"], unset["seed_pinned"]) == (True, False)
+    assert main(["plan", path, "--set", "workload.seed=null"]) == 2
+    assert ("--set workload.seed=null removes a key, and the spec has no $.workload.seed — vLLM's name; "
+            "benchc's is workload.dataset.<kind>.seed") in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a run against the simulator as a process
+def test_a_404_from_a_base_url_without_v1_hints_at_v1(tmp_path, capfd):
+    sim = Sim(tmp_path, "--preset", "instant", "--model", "m")
+    try:
+        code = main(["run", habits(tmp_path), "--base-url", sim.url.removesuffix("/").removesuffix("/v1"),
+                     "--out", str(tmp_path / "r.json")])
+    finally:
+        sim.close()
+    err = capfd.readouterr().err
+    assert code == 3
+    assert "the server answered 404" in err
+    assert ("the URL has no /v1: OpenAI-compatible servers serve the API under it, so give the base URL "
+            "with /v1") in err

@@ -280,7 +280,15 @@ def _apply_override(spec: Spec, data: dict, item: str) -> None:
         else:
             raise UsageError(f"--set {key_text}: {json_path(path[:i + 1])} does not exist")
     last = path[-1]
-    if isinstance(node, dict) and not isinstance(last, int):
+    removal = value is None and path[:2] != ("target", "sim")
+    if removal and isinstance(node, dict) and not isinstance(last, int):
+        # `--set workload.dataset.random.seed=null`: as if the spec had not given the key (its
+        # default, a seed drawn per run); a simulator parameter takes null as a value
+        if last not in node:
+            raise UsageError(f"--set {key_text}=null removes a key, and the spec has no {json_path(path)}"
+                             + (_vllm_hint(path) or ""))
+        del node[last]
+    elif isinstance(node, dict) and not isinstance(last, int):
         node[last] = value
     elif isinstance(node, list) and isinstance(last, int) and last <= len(node):
         if last == len(node):
@@ -371,6 +379,23 @@ def _matrix_problems(spec: Spec, m: dict | None) -> list[SpecProblem]:
     return problems
 
 
+# vLLM bench serve's names where a spec written from habit puts them: the benchc key each means
+_VLLM_NAMES = {
+    ("load", "num_prompts"): "load.requests (requests per point)",
+    ("load", "request_rate"): "load.sweep.rate (a list of rates, requests/s)",
+    ("load", "max_concurrency"): "load.sweep.concurrency (a closed loop) or load.sweep.max_concurrency "
+                                 "(the cap of an open loop)",
+    ("workload", "num_prompts"): "load.requests (requests per point)",
+    ("workload", "seed"): "workload.dataset.<kind>.seed",
+}
+
+
+def _vllm_hint(path: Path) -> str:
+    """` — vLLM's name; benchc's is load.requests` for a key vLLM bench users write."""
+    name = _VLLM_NAMES.get(tuple(str(p) for p in path))
+    return f" — vLLM's name; benchc's is {name}" if name else ""
+
+
 def _suggest(word: str, choices: Any) -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" — did you mean '{close[0]}'?" if close else ""
@@ -419,7 +444,8 @@ def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, st
         extra = [k for k in inst if k not in allowed]
         out = []
         for k in extra:
-            hint = _suggest(k, allowed) or f"; allowed here: {', '.join(allowed)}"
+            hint = (_vllm_hint(path + (k,)) or _suggest(k, allowed)
+                    or f"; allowed here: {', '.join(allowed)}")
             out.append((path + (k,), f"unknown key '{k}'{hint}", True))
         return out
     if v == "required":
@@ -504,12 +530,32 @@ def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
                 if parse_tokens(length["min"]) > parse_tokens(length["max"]):
                     out.append(spec.problem(("workload", "dataset", name, k), "min is greater than max"))
     out += _agentic_problems(spec, d)
+    out += _pool_problems(spec, d)
     sampling = d["workload"].get("sampling", {})
     if "min_tokens" in sampling and "max_tokens" in sampling:
         if parse_tokens(sampling["min_tokens"]) > parse_tokens(sampling["max_tokens"]):
             out.append(spec.problem(("workload", "sampling", "min_tokens"),
                                     "min_tokens is greater than max_tokens"))
     return out
+
+
+# Datasets that generate their prompts: num_prompts there sizes the set `prompts: shared` deals
+# again and again, and means nothing to fresh prompts (vLLM's --num-prompts is load.requests)
+_GENERATED = ("random", "prefix_groups")
+
+
+def _pool_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    w = d["workload"]
+    if w.get("prompts", "fresh") == "shared":
+        return []
+    return [spec.problem(("workload", "dataset", name, "num_prompts"),
+                         "num_prompts sizes the set of prompts that `workload.prompts: shared` sends again "
+                         "and again; with fresh prompts (the default) every request has its own, and it "
+                         "would be ignored. The number of requests per point is load.requests (vLLM's "
+                         "--num-prompts; `benchc run --num-prompts N`)", key=True)
+            for name, cfg in w["dataset"].items() if name in _GENERATED and "num_prompts" in cfg
+            # one problem per value: one past benchc's ceiling is told by the ceiling (spec/limits.py)
+            and cfg["num_prompts"] <= limits.MAX_REQUESTS]
 
 
 # What one request may carry: tool definitions past a million tokens, or images past 2^26
