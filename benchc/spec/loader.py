@@ -380,7 +380,7 @@ def _matrix_problems(spec: Spec, m: dict | None) -> list[SpecProblem]:
 
 
 # vLLM bench serve's names where a spec written from habit puts them: the benchc key each means
-_VLLM_NAMES = {
+_VLLM_NAMES: dict[tuple[str, ...], str] = {
     ("load", "num_prompts"): "load.requests (requests per point)",
     ("load", "request_rate"): "load.sweep.rate (a list of rates, requests/s)",
     ("load", "max_concurrency"): "load.sweep.concurrency (a closed loop) or load.sweep.max_concurrency "
