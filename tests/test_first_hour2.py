@@ -192,3 +192,18 @@ def test_a_404_from_a_base_url_without_v1_hints_at_v1(tmp_path, capfd):
     assert "the server answered 404" in err
     assert ("the URL has no /v1: OpenAI-compatible servers serve the API under it, so give the base URL "
             "with /v1") in err
+
+
+@pytest.mark.parametrize(("slo", "col", "message"), [
+    ('tpot: "p50 > 100ms"', 9, "'p50 > 100ms': an SLO bounds tpot from above (it is met when tpot is small "
+                               "enough); write 'p50 < ...', e.g. 'p99 < 500ms'"),
+    ('error_rate: ">= 1%"', 15, "'>= 1%': an SLO bounds error_rate from above"),
+    ('output_tok_s: "< 100"', 17, "'< 100': an SLO bounds output_tok_s from below (it is met when "
+                                  "output_tok_s is high enough); write '> ...', e.g. '> 100'"),
+])
+def test_an_inverted_slo_is_refused_at_validate(tmp_path, capsys, slo, col, message):
+    f = tmp_path / "inverted.yaml"
+    f.write_text(VLLM_HABITS.format(random="", load="") + f"slo:\n  {slo}\n")
+    assert main(["validate", str(f)]) == 2
+    metric = slo.split(":")[0]
+    assert f"{f}:7:{col}: $.slo.{metric}: {message}" in capsys.readouterr().err

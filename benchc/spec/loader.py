@@ -25,7 +25,7 @@ from benchc.errors import SpecError, SpecProblem, UsageError
 from benchc.inputs import SPEC_BYTES, input_problem
 from benchc.spec import limits, matrix, values, yaml_bounds
 from benchc.spec.schemas import load_schema
-from benchc.spec.thresholds import parse_threshold
+from benchc.spec.thresholds import parse_slo
 from benchc.units import parse_rate, parse_tokens
 
 Path = tuple  # a JSON path as a tuple of keys and indices
@@ -715,7 +715,7 @@ def _search_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         items = exprs if isinstance(exprs, list) else [exprs]
         for i, expr in enumerate(items):
             try:
-                parse_threshold(metric, expr)
+                parse_slo(metric, expr)
             except ValueError as e:
                 where = ("slo", metric, i) if isinstance(exprs, list) else ("slo", metric)
                 out.append(p(at + where, str(e)))
@@ -758,7 +758,7 @@ def _slo_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         for i, expr in enumerate(items):
             at = ("slo", metric, i) if isinstance(exprs, list) else ("slo", metric)
             try:
-                parse_threshold(metric, expr)
+                parse_slo(metric, expr)
             except ValueError as e:
                 out.append(spec.problem(at, str(e)))
     return out

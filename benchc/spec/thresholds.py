@@ -131,6 +131,23 @@ def parse_threshold(metric: str, expr: str, *, allow_relative: bool = False) -> 
     return Threshold(metric, stat, op, value, relative, f"{metric}: {expr.strip()}")
 
 
+def parse_slo(metric: str, expr: str) -> Threshold:
+    """Parse an SLO item (the spec's `slo`, `load.search.slo`): a threshold that bounds its metric
+    the way a service level does, latencies and error_rate from above (`p99 < 2s`), throughputs
+    from below (`> 100`). An inverted one (`tpot: "p50 > 100ms"`) would pass only the slow
+    points and is refused; ValueError says why."""
+    t = parse_threshold(metric, expr)
+    upper = METRICS[metric] in ("latency", "ratio")
+    if upper and t.op in (">", ">="):
+        raise ValueError(f"{expr!r}: an SLO bounds {metric} from above (it is met when {metric} is "
+                         f"small enough); write '{(t.stat + ' ') if t.stat else ''}<{t.op[1:]} ...', "
+                         f"e.g. '{'p99 < 500ms' if t.stat else '< 1%'}'")
+    if not upper and t.op in ("<", "<="):
+        raise ValueError(f"{expr!r}: an SLO bounds {metric} from below (it is met when {metric} is "
+                         f"high enough); write '>{t.op[1:]} ...', e.g. '> 100'")
+    return t
+
+
 def parse_gate(text: str) -> Threshold:
     """Parse a `compare --fail-on` gate: `ttft.p99 > +10%`, `output_tok_s < -5%`."""
     m = re.match(r"^\s*([a-z_0-9]+)(?:\.(mean|min|max|p[0-9]+(?:\.[0-9]+)?))?\s*(.*)$", text)
