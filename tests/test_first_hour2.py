@@ -207,3 +207,37 @@ def test_an_inverted_slo_is_refused_at_validate(tmp_path, capsys, slo, col, mess
     assert main(["validate", str(f)]) == 2
     metric = slo.split(":")[0]
     assert f"{f}:7:{col}: $.slo.{metric}: {message}" in capsys.readouterr().err
+
+
+def interrupted_point(http_failures: int = 0) -> dict:
+    """A point Ctrl-C stopped: 3 requests cancelled in flight (error kind `cancelled`, no detail)."""
+    with open(MINIMAX, encoding="utf-8") as f:
+        p = json.load(f)["points"][0]
+    errors = {"cancelled": 3, **({"http_status": http_failures} if http_failures else {})}
+    examples = {"cancelled": None, **({"http_status": "500: boom"} if http_failures else {})}
+    p["counts"].update(failed=3 + http_failures, errors=errors, error_examples=examples)
+    p["complete"] = False
+    p["trust"] = {"trusted": True, "doubts": []}
+    return p
+
+
+def test_an_interrupted_point_is_marked_partial_and_its_cancelled_requests_are_not_failures(capsys):
+    from benchc.run.console import Console
+
+    Console(quiet=False, live=False).point(interrupted_point())
+    err = capsys.readouterr().err
+    assert "None" not in err and "ERROR" not in err
+    [row] = [x for x in err.splitlines() if x.startswith("c=1 ")]
+    assert row.endswith(" !partial")
+    assert ("NOTE: c=1: partial: the point's load was stopped early; 3 requests in flight cancelled when the "
+            "run was interrupted (counted as `cancelled`, not as failed)") in err
+
+
+def test_an_interrupted_points_real_failures_are_still_told(capsys):
+    from benchc.run.console import Console
+
+    Console(quiet=False, live=False).point(interrupted_point(http_failures=2))
+    err = capsys.readouterr().err
+    sent = interrupted_point()["counts"]["sent"]
+    assert f"ERROR: c=1: 2 of {sent} requests failed; first error (http_status): 500: boom" in err
+    assert "None" not in err

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from benchc import redact
+from benchc.metrics.record import CANCELLED
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
 from benchc.results.slo import check_unit
@@ -30,18 +31,39 @@ def _check(c: dict) -> str:
     return f"{c['threshold']}: {show_value(c['value'], check_unit(c))} {'ok' if c['passed'] else 'FAIL'}"
 
 
+def interrupted_requests(p: dict) -> int:
+    """Requests of the point that Ctrl-C cancelled in flight (the error kind `cancelled`; those
+    load.cancel closes on purpose are counted apart, in counts.cancelled)."""
+    return int((p["counts"].get("errors") or {}).get(CANCELLED, 0))
+
+
 def first_error(p: dict) -> str | None:
     """`2 of 2 requests failed; first error (http_404): The model `foo` does not exist.`: why
     a point's requests failed, which the errors column alone never said (the message is the
-    first seen of the first kind; the console scrubs it of the run's secrets)."""
+    first seen of the first kind other than `cancelled`, which Ctrl-C's cancels are, told by
+    cancelled_line; the console scrubs it of the run's secrets)."""
     counts = p["counts"]
-    if not counts["failed"]:
+    failed = counts["failed"] - interrupted_requests(p)
+    if failed <= 0:
         return None
-    examples = counts.get("error_examples") or {}
-    line = f"{counts['failed']} of {counts['sent']} requests failed"
+    examples = {k: v for k, v in (counts.get("error_examples") or {}).items() if k != CANCELLED}
+    line = f"{failed} of {counts['sent']} requests failed"
     if examples:
         kind, detail = next(iter(examples.items()))
-        line += f"; first error ({kind}): {detail}"
+        line += f"; first error ({kind})" + (f": {detail}" if detail else "")
+    return line
+
+
+def cancelled_line(p: dict) -> str | None:
+    """`partial: 3 requests cancelled in flight when the run was interrupted ...`: an
+    interrupted point's row says so, and its cancelled requests are not told as failures."""
+    n = interrupted_requests(p)
+    if p.get("complete", True) and not n:
+        return None
+    line = "partial: the point's load was stopped early"
+    if n:
+        line += (f"; {n} request{'s' if n != 1 else ''} in flight cancelled when the run was interrupted "
+                 "(counted as `cancelled`, not as failed)")
     return line
 
 
@@ -197,6 +219,8 @@ class Console:
             mark += " !slo"
         if p.get("cache", {}).get("above_declared"):
             mark += " !cache"
+        if p.get("complete") is False:
+            mark += " !partial"  # stopped early (Ctrl-C, a dead server): cancelled_line says more
         if p["params"].get("probe") is not None and p.get("slo"):
             # a search's probe: what decides it, the SLO metric against its threshold
             mark += "  " + "; ".join(_check(c) for c in p["slo"]["checks"])
@@ -209,6 +233,8 @@ class Console:
         failed = first_error(p)
         if failed:
             self.say(f"ERROR: {p['id']}: {failed}")
+        if partial := cancelled_line(p):
+            self.say(f"NOTE: {p['id']}: {partial}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
         # findings that do not make the figures doubtful: the server's queue at the cap, a
