@@ -241,3 +241,35 @@ def test_an_interrupted_points_real_failures_are_still_told(capsys):
     sent = interrupted_point()["counts"]["sent"]
     assert f"ERROR: c=1: 2 of {sent} requests failed; first error (http_status): 500: boom" in err
     assert "None" not in err
+
+
+def test_the_doc_test_takes_a_missed_slo_for_a_run_that_ran(tmp_path):
+    """A busy machine may miss the demo's latency SLO: the doc test must not fail for that, and
+    must still fail for anything else."""
+    import subprocess
+
+    from tests.test_docs import slo_missed
+
+    def done(code, err):
+        return subprocess.CompletedProcess([], code, "", err)
+
+    run = "benchc run specs/demo.yaml --out results/demo.json"
+    missed = ("benchc: SLO not met:\n  c=1: tpot: p50 < 50ms (measured 50.2ms)\n"
+              "result written to results/demo.json\n")
+    assert slo_missed("sh", run, done(1, missed))
+    assert not slo_missed("sh", run, done(3, missed))
+    assert not slo_missed("sh", run, done(1, "benchc: other\n"))
+    assert not slo_missed("sh", "benchc compare a.json b.json", done(1, missed))
+
+
+def test_a_spec_added_to_specs_keeps_the_example_specs_test_green(tmp_path, monkeypatch, capsys):
+    """The README invites adding one's own spec under specs/: no test may count that folder."""
+    import shutil
+
+    import tests.test_plan as test_plan
+
+    specs = tmp_path / "specs"
+    shutil.copytree(os.path.join(REPO, "specs"), specs)
+    shutil.copy(specs / "my-server.yaml", specs / "mine.yaml")
+    monkeypatch.setattr(test_plan, "REPO", str(tmp_path))
+    test_plan.test_all_example_specs_validate(capsys)
