@@ -273,3 +273,56 @@ def test_a_spec_added_to_specs_keeps_the_example_specs_test_green(tmp_path, monk
     shutil.copy(specs / "my-server.yaml", specs / "mine.yaml")
     monkeypatch.setattr(test_plan, "REPO", str(tmp_path))
     test_plan.test_all_example_specs_validate(capsys)
+
+
+def test_compare_of_two_models_names_both_and_warns_though_the_workload_is_one(tmp_path, capsys):
+    base = read(MINIMAX)
+    new = json.loads(json.dumps(base))
+    for t in new["target"]:
+        t["model"] = "gemma-3-270m"
+    for c in new["plan"]["combinations"]:
+        c["target"]["model"] = "gemma-3-270m"
+    assert base["workload_hash"] == new["workload_hash"]
+    paths = []
+    for name, doc in (("a.json", base), ("b.json", new)):
+        (tmp_path / name).write_text(json.dumps(doc))
+        paths.append(str(tmp_path / name))
+    assert main(["compare", *paths]) == 0
+    model = base["target"][0]["model"]
+    assert (f"the two runs measured different models (base: {model}; new: gemma-3-270m)"
+            in capsys.readouterr().out)
+    assert main(["compare", paths[0], paths[0]]) == 0
+    assert "different models" not in capsys.readouterr().out
+
+
+def _answer(best_fig: float, runner_fig: float, gpus: int = 1) -> dict:
+    def cand(load, fig):
+        return {"point": f"c={load}", "combination": 0, "matrix": {}, "load": f"c={load}", "gpus": gpus,
+                "goodput_s_per_gpu": fig}
+    relative = None if runner_fig == 0 else (best_fig - runner_fig) / runner_fig
+    return {"slo": ["ttft: p99 < 2s", "tpot: p50 < 50ms"], "by": "goodput_s_per_gpu",
+            "best": cand(8, best_fig), "runner_up": cand(4, runner_fig),
+            "margin": {"relative": relative, "floor": 0.02, "beyond_noise": True, "method": "single runs"}}
+
+
+def test_the_decision_never_says_lead_na_beyond_noise_nor_1_gpus():
+    from benchc.results.decide import describe
+
+    line = describe(_answer(2.0, 0.0))[1]
+    assert "n/a" not in line and "beyond noise" not in line and "(1 GPUs" not in line
+    assert line.endswith("runner-up c=4: 0 req/s per GPU; the runner-up has none")
+    assert "(1 GPU)" in line
+    assert "(2 GPUs)" in describe(_answer(2.0, 1.0, gpus=2))[1]
+
+
+def test_slo_items_that_agree_are_told_once_not_as_copies_of_the_block():
+    from benchc.results.decide import describe
+
+    answer = _answer(2.0, 1.0)
+    answer["per_slo"] = [{**_answer(2.0, 1.0), "slo": ["ttft: p99 < 2s"]},
+                         {**_answer(2.0, 1.0), "slo": ["tpot: p50 < 50ms"]}]
+    lines = describe(answer)
+    assert sum("most goodput per GPU" in x for x in lines) == 1
+    assert lines[-1] == "  each SLO item alone ([ttft: p99 < 2s], [tpot: p50 < 50ms]) gives the same answer"
+    answer["per_slo"][1]["best"]["load"] = "c=2"  # an item with its own winner keeps its block
+    assert sum("most goodput per GPU" in x for x in describe(answer)) == 2
