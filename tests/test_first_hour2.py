@@ -8,6 +8,7 @@ import os
 import pytest
 
 from benchc.cli import main
+from benchc.errors import EXIT_POINT_FAILED
 from benchc.results.document import read
 from benchc.results.identity import result_label, target_of
 from tests.conftest import REPO
@@ -326,3 +327,65 @@ def test_slo_items_that_agree_are_told_once_not_as_copies_of_the_block():
     assert lines[-1] == "  each SLO item alone ([ttft: p99 < 2s], [tpot: p50 < 50ms]) gives the same answer"
     answer["per_slo"][1]["best"]["load"] = "c=2"  # an item with its own winner keeps its block
     assert sum("most goodput per GPU" in x for x in describe(answer)) == 2
+
+
+def test_past_its_duration_the_progress_says_what_it_waits_for_not_0s_left():
+    import io
+
+    from benchc.plan.model import Step
+    from benchc.run.console import Progress
+    from tests.test_progress import Clock, rec
+
+    out, clock = io.StringIO(), Clock()
+    p = Progress(Step(kind="load", combination=0, id="c=4", concurrency=4, duration_s=45.0), out, live=False,
+                 clock=clock)
+    lines = []
+    for t in (50.0, 60.0, 70.0):
+        clock.now = 100.0 + t
+        lines.append(p.text(rec(10), 4, clock.now))
+    assert not any("0s left" in x for x in lines)
+    assert lines[0].endswith("duration reached 5s ago: no new sends, the in-flight finishing "
+                             "(load.graceful_stop caps it)")
+    capped = Progress(Step(kind="load", combination=0, id="c=4", concurrency=4, duration_s=45.0,
+                           graceful_stop_s=10.0), out, live=False, clock=clock)
+    clock.now += 47.0
+    assert capped.text(rec(10), 4, clock.now).endswith(
+        "duration reached: no new sends, the in-flight cancelled in 8s (graceful_stop 10s)")
+
+
+def test_graceful_stop_needs_a_duration(tmp_path, capsys):
+    path = habits(tmp_path, load=", graceful_stop: 0s")
+    assert main(["validate", path]) == 2
+    assert "$.load.graceful_stop: graceful_stop applies past load.duration" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a run against the simulator as a process
+def test_a_hard_cap_at_the_duration_cancels_the_in_flight_and_counts_them_cancelled(tmp_path, capfd):
+    """Requests of about 5 s each (400 tokens at the MiniMax preset's pace, which a busy machine
+    only slows) in a 1 s point with graceful_stop 0s: both in flight at the duration are cancelled
+    there, counted as cancelled (not failed, not completed), and the console and the result say
+    which end the point used. With no request completed the point failed (exit 7), and says why."""
+    spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=400,
+                      extra="  duration: 1s\n  graceful_stop: 0s")
+    assert main(["run", spec]) == EXIT_POINT_FAILED
+    doc = read(str(tmp_path / "r.json"))
+    [p] = doc["points"]
+    assert p["params"]["graceful_stop_s"] == 0.0 and p["params"]["duration_s"] == 1.0
+    assert (p["counts"]["completed"], p["counts"]["failed"], p["counts"]["cancelled"]) == (0, 0, 2)
+    err = capfd.readouterr().err
+    assert ("NOTE: c=2: duration 1s with graceful_stop 0s: requests still in flight then were cancelled "
+            "(2 cancelled, counted apart from errors)") in err
+    assert "c=2: no request completed (0 failed, 2 cancelled on purpose)" in err
+
+
+def test_a_point_that_ran_past_its_duration_says_its_requests_finished(capsys):
+    from benchc.run.console import duration_line
+
+    p = interrupted_point()
+    p["params"].update(duration_s=45.0, graceful_stop_s=None)
+    p["window"]["duration_s"] = 93.0
+    assert duration_line(p) == ("duration 45s: no new sends past it, and the requests in flight finished: "
+                                "the window ran 93.0s (load.graceful_stop: 0s cancels them at the duration "
+                                "instead)")
+    del p["params"]["graceful_stop_s"]  # a result from before: nothing said
+    assert duration_line(p) is None

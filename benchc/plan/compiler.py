@@ -465,6 +465,7 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
         cancel=_cancel(load.get("cancel")),
+        graceful_stop_s=parse_duration(load["graceful_stop"]) if "graceful_stop" in load else None,
     )
     if "concurrency" in sweep:
         return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)

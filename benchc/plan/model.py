@@ -232,6 +232,10 @@ class Step:
     # load.cancel: this fraction of the step's requests (chosen from the seed) closed after_s
     # after their write, or after after_tokens text chunks: {"fraction", "after_s" | "after_tokens"}
     cancel: dict | None = None
+    # load.graceful_stop (k6's name): past duration_s, the requests still in flight get this long,
+    # then are cancelled and counted as cancelled (0: a hard cap at the duration); None: they
+    # finish, however long they take
+    graceful_stop_s: float | None = None
 
     @property
     def inflight_target(self) -> int:
@@ -355,7 +359,7 @@ class Plan:
             # fields added since with their default left out: older plans keep their hash
             "steps": [{k: v for k, v in asdict(s).items()
                        if k != "id" and (k != "prompts_sha256" or pinned[s.combination])
-                       and not (k == "cancel" and v is None)}
+                       and not (k in ("cancel", "graceful_stop_s") and v is None)}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }

@@ -132,13 +132,46 @@ class Progress:
         parts = [f"{t.sent}/{step.requests} done" if step.requests else f"{t.sent} done",
                  f"{inflight} in flight", f"{tok_s:,.0f} tok/s", f"{t.failed} errors"]
         fraction, left = _left(step, t.sent, elapsed)
-        if left is not None:
+        if step.duration_s and elapsed >= step.duration_s:
+            parts.append(_past_duration(step, elapsed))  # not "0s left", line after line
+        elif left is not None:
             parts.append(f"{left:.0f}s left")
         head = f"{step.id}: "
         if self.live and fraction is not None:
             full = int(fraction * BAR_WIDTH)
             head += f"[{'#' * full}{'.' * (BAR_WIDTH - full)}] {fraction:4.0%} "
         return head + ", ".join(parts)
+
+
+def _past_duration(step: Step, elapsed_s: float) -> str:
+    """What a point past its duration is doing: no new sends, and its in-flight requests
+    finishing (as long as they take) or cancelled at load.graceful_stop's cap."""
+    assert step.duration_s is not None
+    over = elapsed_s - step.duration_s
+    if step.graceful_stop_s is None:
+        return (f"duration reached {over:.0f}s ago: no new sends, the in-flight finishing "
+                "(load.graceful_stop caps it)")
+    return (f"duration reached: no new sends, the in-flight cancelled in "
+            f"{max(step.graceful_stop_s - over, 0.0):.0f}s (graceful_stop {step.graceful_stop_s:g}s)")
+
+
+def duration_line(p: dict) -> str | None:
+    """`duration 45s: in-flight requests finished, the window ran 93.1s`: which end a point with a
+    duration used (params.graceful_stop_s), and what it cost or cut."""
+    params = p["params"]
+    duration = params.get("duration_s")
+    if not duration or "graceful_stop_s" not in params:
+        return None
+    window = p["window"]["duration_s"]
+    grace = params["graceful_stop_s"]
+    if grace is None:
+        if window <= duration + 1.0:
+            return None
+        return (f"duration {duration:g}s: no new sends past it, and the requests in flight finished: the "
+                f"window ran {window:.1f}s (load.graceful_stop: 0s cancels them at the duration instead)")
+    cut = p["counts"].get("cancelled", 0)
+    return (f"duration {duration:g}s with graceful_stop {grace:g}s: requests still in flight then were "
+            f"cancelled ({cut} cancelled, counted apart from errors); the window ran {window:.1f}s")
 
 
 def _left(step: Step, done: int, elapsed_s: float) -> tuple[float | None, float | None]:
@@ -235,6 +268,8 @@ class Console:
             self.say(f"ERROR: {p['id']}: {failed}")
         if partial := cancelled_line(p):
             self.say(f"NOTE: {p['id']}: {partial}")
+        if ended := duration_line(p):
+            self.say(f"NOTE: {p['id']}: {ended}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
         # findings that do not make the figures doubtful: the server's queue at the cap, a

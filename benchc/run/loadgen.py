@@ -173,6 +173,7 @@ class StepRun:
         self.steady_tokens = 0  # output tokens of the requests completed within it
         self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
+        self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
         self.issued = count()  # the next unit's index in the feed
         self.n_requests = 0  # requests started (the request-count stop counts these)
         self.n_units = 0  # requests, or sessions, started (a sessions step's session count stops on these)
@@ -208,6 +209,27 @@ class StepRun:
                 (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= self.deadline:
             return False
         return self.step.requests is None or self.n_requests < self.step.requests
+
+    def _cap_s(self) -> float | None:
+        """When the requests still in flight past the duration are cancelled (load.graceful_stop,
+        perf_counter seconds); None: they finish."""
+        if self.deadline is None or self.step.graceful_stop_s is None:
+            return None
+        return self.deadline + self.step.graceful_stop_s
+
+    async def _cap_watch(self, cap_s: float) -> None:
+        """At load.graceful_stop's cap (perf_counter seconds): the requests still in flight are
+        cancelled on purpose, counted as cancelled (apart, as load.cancel's), never as errors.
+        No unit starts past the duration, so cancelling the units' tasks (a closed loop's slots,
+        an open loop's requests, sessions) ends the step."""
+        await asyncio.sleep(max(cap_s - time.perf_counter(), 0.0))
+        if self.ctx.stop_event.is_set():
+            return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
+        self.capped_at_stop = len(self.live)
+        for r in self.live.values():
+            r.cancel_planned = True  # before the cancel: the send path keeps what it read
+        for t in list(self.tasks):
+            t.cancel()
 
     def may_issue(self, at_ns: int | None = None) -> bool:
         """Another unit (a request, or a session) may start (now, or at `at_ns`)."""
@@ -452,6 +474,8 @@ class StepRun:
         # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
         ahead = (asyncio.create_task(self.feed.keep_ahead(None if step.concurrency else self._until_due))
                  if isinstance(self.feed, StepFeed) else None)
+        cap_s = self._cap_s()
+        cap = asyncio.create_task(self._cap_watch(cap_s)) if cap_s is not None else None
         try:
             if step.concurrency:
                 await self._closed_loop()
@@ -466,6 +490,8 @@ class StepRun:
                 else:
                     await asyncio.wait(set(tasks))
         finally:
+            if cap is not None:
+                cap.cancel()
             for t in list(tasks):
                 t.cancel()
             if tasks:

@@ -98,6 +98,10 @@ def step_params(step: Step) -> dict:
         params["sessions"] = step.sessions  # a sessions workload: the sessions it starts
     if step.users is not None:  # user-centric: users at a pace
         params.update(users=step.users, turn_interval_s=step.turn_interval_s)
+    if step.duration_s is not None:
+        # how the point ended at its duration: in-flight requests finished (null), or were
+        # cancelled this long past it (load.graceful_stop; 0: a hard cap)
+        params["graceful_stop_s"] = step.graceful_stop_s
     return params
 
 

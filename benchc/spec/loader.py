@@ -619,6 +619,9 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     if ("sweep" in load) == ("search" in load):
         out.append(p(("load",), "give exactly one of sweep (fixed points) or search (the largest load "
                                 "that meets the SLO)"))
+    if "graceful_stop" in load and "duration" not in load:
+        out.append(p(("load", "graceful_stop"), "graceful_stop applies past load.duration: give a duration "
+                     "(a point bound by requests alone ends when they do)", key=True))
     sweep = load.get("sweep", {})
     trace = "trace" in d["workload"]["dataset"]
     if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup", "users")) != 1:
