@@ -389,3 +389,28 @@ def test_a_point_that_ran_past_its_duration_says_its_requests_finished(capsys):
                                 "instead)")
     del p["params"]["graceful_stop_s"]  # a result from before: nothing said
     assert duration_line(p) is None
+
+
+@pytest.mark.slow  # a run against the simulator as a process
+def test_without_a_tokenizer_lengths_are_said_to_be_words_with_what_the_server_counted(tmp_path, capfd):
+    spec = write_spec(tmp_path, sweep="    concurrency: [1]", extra="  requests: 2")
+    assert main(["run", spec]) == 0
+    err = capfd.readouterr().err
+    assert ("lengths are in words, not tokens: without a tokenizer benchc counts a prompt's words (these "
+            "prompts: 32.0 words on average)") in err
+    assert "give target.tokenizer (the model's tokenizer.json, or its .gguf file)" in err
+    doc = read(str(tmp_path / "r.json"))
+    [p] = doc["points"]
+    per = p["tokens"]["input"] / p["counts"]["completed"]
+    assert f"NOTE: c=1: input: 32 words sent per request (no tokenizer); {per:,.1f} input tokens per " in err
+    records = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    assert records and all(r["input_unit"] == "words" and r["input_tokens"] == 32 for r in records)
+
+
+def test_with_a_tokenizer_nothing_is_said_of_words():
+    from types import SimpleNamespace
+
+    from benchc.run.console import server_count_line, words_line
+
+    assert words_line(SimpleNamespace(input_tokens={"method": "tokenizer", "mean": 32.0})) is None
+    assert server_count_line({"counts": {"completed": 2}, "tokens": {"input": 70}}, None) is None

@@ -13,7 +13,7 @@ from typing import TextIO
 from benchc import redact
 from benchc.metrics.record import CANCELLED
 from benchc.metrics.recorder import PointRecorder
-from benchc.plan.model import Step
+from benchc.plan.model import Step, Workload
 from benchc.results.slo import check_unit
 from benchc.spec.thresholds import show_value
 
@@ -213,11 +213,38 @@ class Silence:
         return None
 
 
+def words_line(w: Workload) -> str | None:
+    """Said before a combination's points when benchc has no tokenizer: its lengths are words
+    (input_tokens: 512 sends 512 words), and how to make them tokens."""
+    if w.input_tokens.get("method") != "words":
+        return None
+    return ("lengths are in words, not tokens: without a tokenizer benchc counts a prompt's words "
+            f"(these prompts: {w.input_tokens.get('mean')} words on average), and each point says what the "
+            "server counted; give target.tokenizer (the model's tokenizer.json, or its .gguf file) for "
+            "lengths in the model's tokens (docs/spec.md)")
+
+
+def server_count_line(p: dict, words_sent: float | None) -> str | None:
+    """`input: 512 words sent per request; 538 prompt tokens per completed request as counted`:
+    a point of word-counted prompts, beside the input tokens it recorded (the server's
+    usage.prompt_tokens where the server reported it)."""
+    completed = p["counts"]["completed"]
+    if words_sent is None or not completed:
+        return None
+    per = p["tokens"]["input"] / completed
+    return (f"input: {words_sent:g} words sent per request (no tokenizer); {per:,.1f} input tokens per "
+            "completed request as the point recorded them (the server's usage.prompt_tokens where it "
+            "reported it)")
+
+
 class Console:
     def __init__(self, quiet: bool, live: bool):
         self.quiet = quiet
         self.live = live and not quiet and sys.stderr.isatty()  # a progress line that rewrites itself
         self.rows = 0
+        # the words each request of the combination sent, when benchc counts words (no
+        # tokenizer): the runner sets it per combination, each row's NOTE puts the count beside it
+        self.words_sent: float | None = None
 
     def say(self, text: str) -> None:
         """A line to the terminal, with every secret value of the run replaced (a warning may
@@ -270,6 +297,8 @@ class Console:
             self.say(f"NOTE: {p['id']}: {partial}")
         if ended := duration_line(p):
             self.say(f"NOTE: {p['id']}: {ended}")
+        if counted := server_count_line(p, self.words_sent):
+            self.say(f"NOTE: {p['id']}: {counted}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
         # findings that do not make the figures doubtful: the server's queue at the cap, a

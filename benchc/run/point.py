@@ -175,10 +175,20 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
-                       requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
+                       requests=_labelled(step.id, rec.requests, prepared.combo.workload.input_tokens),
+                       consumed=feed.consumed(),
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
                        steady_ns=extra.get("steady_ns"),
                        steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None)
+
+
+def _labelled(point: str, records: list[dict], input_tokens: dict) -> list[dict]:
+    """The per-request records of a point, each with its point; without a tokenizer their
+    input_tokens are words (what benchc counts then), and each record says so (`input_unit`)
+    rather than pass 512 words for 512 tokens."""
+    if input_tokens.get("method") == "words":
+        return [{"point": point, **r, "input_unit": "words"} for r in records]
+    return [{"point": point, **r} for r in records]
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:

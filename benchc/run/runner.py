@@ -54,7 +54,7 @@ from benchc.results.failed import failed_points
 from benchc.results.repeats import summaries
 from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
-from benchc.run.console import Console, Silence
+from benchc.run.console import Console, Silence, words_line
 from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds
 from benchc.run.feed import Dealer
@@ -490,6 +490,10 @@ class Runner:
             await self.backend.prepare(prepared)
         w = combo.workload
         seed0 = w.params.get("seed", 0)
+        if (words := words_line(w)) is not None:
+            self.console.say(f"{_label(combo)}{words}")
+        # each point's row then says what the server counted for those words
+        self.console.words_sent = w.input_tokens.get("mean") if words is not None else None
         if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
             self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
                              f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
