@@ -416,9 +416,9 @@ def test_with_a_tokenizer_nothing_is_said_of_words():
     assert server_count_line({"counts": {"completed": 2}, "tokens": {"input": 70}}, None) is None
 
 
-def test_the_llmd_export_of_a_word_counted_run_gives_tokens_and_labels_the_words(tmp_path, capsys):
-    """The fixture's prompts were 64 words (no tokenizer): the report's input_seq_len is the tokens
-    the point recorded, not 64 called tokens, and native.config says the declared unit."""
+def test_the_llmd_export_of_a_word_counted_run_labels_the_words(tmp_path, capsys):
+    """The fixture's prompts were 64 words (no tokenizer): the report's SequenceLength has no unit,
+    so native.config says it, and the server's count is the requests' input_length."""
     from tests.test_export import validator
 
     doc = read(MINIMAX)
@@ -428,7 +428,7 @@ def test_the_llmd_export_of_a_word_counted_run_gives_tokens_and_labels_the_words
     path.write_text(json.dumps(doc))
     assert main(["export", str(path), "--format", "br0.2"]) == 0
     first = json.loads(capsys.readouterr().out.splitlines()[0])
-    load = first["scenario"]["load"]
-    assert load["standardized"]["input_seq_len"] == {"distribution": "other", "value": 538.0}
-    assert load["native"]["config"]["input_unit"] == "words"
+    assert first["scenario"]["load"]["native"]["config"]["input_unit"] == "words"
+    requests = first["results"]["request_performance"]["aggregate"]["requests"]
+    assert requests["input_length"] == {"units": "count", "mean": 538.0}
     assert list(validator("0.2").iter_errors(first)) == []

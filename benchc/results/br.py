@@ -112,20 +112,16 @@ def _load(r: Result, point: Point, index: int, combo: Mapping, step: Mapping) ->
     if params.get("format") == "benchc":
         source = "unknown"  # its rows may be words benchc draws or the user's own text
     declared = params.get("input_tokens", params.get("suffix_tokens"))  # prefix_groups: the suffix
+    # without a tokenizer the declared lengths (and the prompts' min/max) are words: the report's
+    # SequenceLength has no unit, so native.config says it (input_unit), and the tokens the
+    # server counted are results.request_performance's input_length
     words = (workload.get("input_tokens") or {}).get("method") == "words"
-    if words and point.completed:
-        # without a tokenizer the declared lengths are words: the report's lengths are tokens, so
-        # it takes the input tokens the point recorded (the server's usage where reported);
-        # native.config says the unit of what the spec declared
-        input_seq_len = {"distribution": "other", "value": point.input_tokens / point.completed}
-    else:
-        input_seq_len = _seq_len(declared, workload.get("input_tokens"), prefix) or {"distribution": "other",
-                                                                                     "value": 0}
     standardized: dict = {
         "tool": "benchc", "tool_version": r.benchc_version,
         "parallelism": r.workers or 1,
         "source": source, "stage": index,
-        "input_seq_len": input_seq_len,
+        "input_seq_len": _seq_len(declared, workload.get("input_tokens"), prefix)
+        or {"distribution": "other", "value": 0},
     }
     osl = _output_seq_len(workload)
     if osl:
