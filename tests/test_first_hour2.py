@@ -432,3 +432,24 @@ def test_the_llmd_export_of_a_word_counted_run_labels_the_words(tmp_path, capsys
     requests = first["results"]["request_performance"]["aggregate"]["requests"]
     assert requests["input_length"] == {"units": "count", "mean": 538.0}
     assert list(validator("0.2").iter_errors(first)) == []
+
+
+@pytest.mark.real
+def test_a_simulator_spec_pointed_at_vllm_names_vllm_everywhere(tmp_path, capsys, vllm):
+    """specs/demo.yaml (target.sim) with --base-url at the real vLLM and vLLM bench's flags: the
+    result, its label and the llm-d export name vLLM and its version, at the URL measured."""
+    out = tmp_path / "r.json"
+    assert main(["run", os.path.join(REPO, "specs", "demo.yaml"), "--base-url", vllm.base_url,
+                 "--model", vllm.model, "--num-prompts", "2", "--max-concurrency", "1",
+                 "--set", "load.warmup.requests=0", "--set", "workload.dataset.random.seed=null",
+                 "--out", str(out), "--quiet"]) == 0
+    doc = read(str(out))
+    [t] = doc["target"]
+    assert (t["simulated"], t["server"]["kind"], t["server"]["version"]) == (False, "vllm", vllm.version)
+    assert target_of(doc) == f"{vllm.base_url.split('//')[1]} (vllm {vllm.version})"
+    assert doc["plan"]["combinations"][0]["workload"]["seed_pinned"] is False
+    capsys.readouterr()
+    assert main(["export", str(out), "--format", "br0.2"]) == 0
+    server = json.loads(capsys.readouterr().out.splitlines()[0])["scenario"]["stack"][0]
+    assert (server["standardized"]["tool"], server["standardized"]["tool_version"]) == ("vllm", vllm.version)
+    assert server["native"]["config"]["base_url"] == vllm.base_url
