@@ -11,7 +11,7 @@ from benchc.cli import main
 from benchc.errors import EXIT_POINT_FAILED
 from benchc.results.document import read
 from benchc.results.identity import result_label, target_of
-from tests.conftest import REPO
+from tests.conftest import REPO, transports, use_transport
 from tests.simrun import Sim, write_spec
 
 MINIMAX = os.path.join(REPO, "tests", "data", "result-v1-minimax.json")
@@ -360,14 +360,19 @@ def test_graceful_stop_needs_a_duration(tmp_path, capsys):
 
 
 @pytest.mark.slow  # a run against the simulator as a process
-def test_a_hard_cap_at_the_duration_cancels_the_in_flight_and_counts_them_cancelled(tmp_path, capfd):
+@pytest.mark.parametrize("path", [*transports(), "aiohttp"])
+def test_a_hard_cap_at_the_duration_cancels_the_in_flight_and_counts_them_cancelled(tmp_path, capfd,
+                                                                                    monkeypatch, path):
     """Requests of about 5 s each (400 tokens at the MiniMax preset's pace, which a busy machine
     only slows) in a 1 s point with graceful_stop 0s: both in flight at the duration are cancelled
     there, counted as cancelled (not failed, not completed), and the console and the result say
     which end the point used. With no request completed the point failed (exit 7), and says why."""
+    args = ["--http", "aiohttp"] if path == "aiohttp" else []
+    if path != "aiohttp":
+        use_transport(monkeypatch, path)
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=400,
                       extra="  duration: 1s\n  graceful_stop: 0s")
-    assert main(["run", spec]) == EXIT_POINT_FAILED
+    assert main(["run", spec, *args]) == EXIT_POINT_FAILED
     doc = read(str(tmp_path / "r.json"))
     [p] = doc["points"]
     assert p["params"]["graceful_stop_s"] == 0.0 and p["params"]["duration_s"] == 1.0
