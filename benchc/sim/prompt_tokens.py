@@ -106,8 +106,8 @@ class PromptCounter:
 
     def prompt(self, api: str, body: dict) -> tuple[list, int]:
         """(tokens, of which image tokens) of a chat, Responses or Messages body (checked
-        before: the server's _prompt_text): its tools, then its instructions or system prompt,
-        then its messages (Responses' input items) in order."""
+        before: its adapter's check_prompt, sim/adapter.py): its tools, then its instructions or
+        system prompt, then its messages (Responses' input items) in order."""
         pieces: list = [json.dumps(t, ensure_ascii=False) for t in body.get("tools") or []]
         if api == "responses":
             if body.get("instructions"):

@@ -1,6 +1,11 @@
 """The embedded simulated LLM server: OpenAI/vLLM-compatible HTTP on aiohttp, driven
 by one engine loop that batches like a continuous-batching scheduler.
 
+Each API it serves is one adapter (sim/adapter.py; chat and completions in sim/apis.py,
+Responses and Messages in sim/wire.py, embeddings, rerank and score in sim/pooling.py): it
+reads the API's requests and writes its events, answers and usage, so that the engine never
+asks which API a request is of.
+
 It is the ground truth of benchc's timing tests: it records, per request, when it
 arrived, was admitted, and when every chunk was written with its token count
 (`trace`), on time.perf_counter_ns -- CLOCK_MONOTONIC on Linux, the clock a
@@ -30,13 +35,11 @@ Deliberate choices, each as vLLM's OpenAI server does unless noted:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import json
 import logging
 import random
-import struct
 import time
 import uuid
 from collections import deque
@@ -46,77 +49,39 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from benchc.plan.workload import VOCABULARY
+from benchc.sim.adapter import (
+    REASONING,
+    TOOL,
+    Context,
+    ParsedRequest,
+    Reject,
+    SimApi,
+    error,
+    runs,
+    usage_dict,
+)
+from benchc.sim.apis import sim_apis
 from benchc.sim.faults import Fault, FaultPicker, parse_faults
 from benchc.sim.model import SimConfig
+from benchc.sim.pooling import PooledSim
 from benchc.sim.power import PowerMeter
 from benchc.sim.prefix_cache import PrefixCache, block_keys
 from benchc.sim.prompt_tokens import PromptCounter
 from benchc.sim.responses_store import ResponseStore
 from benchc.sim.server_metrics import Counters, render
-from benchc.sim.wire import REASONING, TOOL, WIRES, runs
 
 CLOCK = time.perf_counter_ns
 SHUTDOWN_TIMEOUT_S = 2.0  # how long a stop waits for requests still being answered
 log = logging.getLogger(__name__)
 # where a request's arrival stamp is kept (aiohttp >= 3.13 wants typed keys)
 ARRIVAL_NS: Any = web.RequestKey("arrival_ns", int) if hasattr(web, "RequestKey") else "arrival_ns"
-IMAGE_TOKENS: Any = web.RequestKey("image_tokens", int) if hasattr(web, "RequestKey") else "image_tokens"
-# a Responses request's conversation (its prompt but the tools): what its stored response keeps
-CONVERSATION: Any = web.RequestKey("conversation", list) if hasattr(web, "RequestKey") else "conversation"
 _WORDS = [(" " + w).encode() for w in VOCABULARY]
-POOLING = ("embeddings", "rerank", "score")  # APIs answered once the request's prefill step ran
 
 
 def _json_escape(b: bytes) -> bytes:
     """Token bytes as the inside of a JSON string (a token may be part of a UTF-8 character:
     such bytes are replaced, as a server decoding per token would)."""
     return json.dumps(b.decode("utf-8", "replace"))[1:-1].encode()
-
-
-def _content_text(content: Any) -> str:
-    """A message's text: a string, or the text of its parts (OpenAI's content parts, Responses'
-    input_text, Anthropic's text blocks); None (an assistant's tool-call turn) is none."""
-    if content is None:
-        return ""
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p)
-    return str(content)
-
-
-def _prompt_text(api: str, body: dict) -> str:
-    """The prompt's text as the engine counts it, or _Reject with the 400 a server answers."""
-    if api == "completions":
-        text = body.get("prompt")
-        if not isinstance(text, str):
-            raise _Reject(_error(400, "prompt must be a string", "BadRequestError"))
-        return text
-    if api == "responses":
-        items = body.get("input")
-        if isinstance(items, str):
-            items = [{"role": "user", "content": items}]
-        if not isinstance(items, list) or not items:
-            raise _Reject(_error(400, "input must be a string or a non-empty list", "BadRequestError"))
-        head = [str(body["instructions"])] if body.get("instructions") else []
-        return " ".join(head + [_content_text(m.get("content")) for m in items if isinstance(m, dict)])
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        raise _Reject(_error(400, "messages must be a non-empty list", "BadRequestError"))
-    head = [_content_text(body["system"])] if api == "messages" and body.get("system") else []
-    return " ".join(head + [_content_text(m.get("content", "")) for m in msgs if isinstance(m, dict)])
-
-
-class _Reject(Exception):  # noqa: N818 - a response, not an error of the simulator
-    """A request the simulator answers with an error response instead of queueing it."""
-
-    def __init__(self, response: web.Response):
-        super().__init__(response.status)
-        self.response = response
-
-
-def _error(status: int, message: str, kind: str) -> web.Response:
-    """vLLM's error body shape."""
-    body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
-    return web.json_response(body, status=status)
 
 
 class _StampingHandler(RequestHandler):
@@ -177,14 +142,14 @@ async def _arrival_stamp(request: web.Request, handler: Any) -> web.StreamRespon
 class Seq:
     """One request inside the engine."""
 
-    __slots__ = ("id", "api", "stream", "resp", "transport", "model", "created", "input_tokens",
+    __slots__ = ("id", "adapter", "stream", "resp", "transport", "model", "created", "input_tokens",
                  "max_tokens", "min_tokens", "ignore_eos", "stop", "rng", "include_usage",
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
                  "tool_at", "tool_end", "tool_finish", "wire", "inputs", "conversation")
     id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
-    api: str  # "chat" | "completions" | "responses" | "messages" | "embeddings" | "rerank" | "score"
+    adapter: SimApi  # what reads and writes its API (sim/adapter.py): the engine asks it, never the API
     stream: bool
     resp: Any  # the aiohttp StreamResponse of a stream
     transport: Any  # the connection (a reset fault aborts it)
@@ -211,7 +176,7 @@ class Seq:
     ready_at: int  # ttft_ms / frontend_ms: not admitted before (CLOCK ns)
     gone: bool  # the client went away
     text: list[bytes]  # the whole output, drawn up front (JSON-escaped token bytes)
-    head: bytes  # a chunk's bytes before and after its text
+    head: bytes  # a chunk's bytes before and after its text (chat, completions: sim/apis.py)
     tail: bytes
     block_keys: list  # the prompt's prefix-cache block hashes
     cached: int  # prompt tokens found in the prefix cache
@@ -383,7 +348,7 @@ class Engine:
         """Decode this step's tokens for one sequence and queue its chunk."""
         if seq.finish is not None:
             return
-        if seq.api in POOLING:  # its one step was its prefill: the vectors (scores) are ready
+        if seq.adapter.pooled:  # its one step was its prefill: the vectors (scores) are ready
             seq.finish = "stop"
             seq.trace["first_token_ns"] = CLOCK()
             return
@@ -407,23 +372,17 @@ class Engine:
         if not (tokens or seq.finish):
             return
         seq.pending_steps += 1
-        if not tokens:  # a finish without a token (a stop string): chat's and completions' own chunk
-            if seq.api not in WIRES:
-                seq.pending.append((self._chunk(seq, b"", seq.finish), 0, -1))
+        api = seq.adapter
+        if not tokens:  # a finish without a token (a stop string): the API's own event, if it has one
+            chunk = api.finish_event(seq)
+            if chunk:
+                seq.pending.append((chunk, 0, -1))
             return
-        wire = WIRES.get(seq.api)
         # One event per run of tokens of one kind (reasoning, answer, a tool call's name, its
         # arguments), as vLLM's delta carries reasoning_content or content, never both.
         for kind, a, b in runs(seq, start, seq.emitted):
             text = words[a - start] if b - a == 1 else b"".join(words[a - start:b - start])
-            finish = seq.finish if b == seq.emitted else None
-            if wire is not None:
-                chunk = wire.event(seq, kind, a, text)
-            elif finish is None and not seq.continuous_usage and kind != TOOL:
-                chunk = (seq.rhead if kind == REASONING else seq.head) + text + seq.tail  # two concatenations
-            else:
-                chunk = self._chunk(seq, text, finish, reasoning=kind == REASONING, upto=b,
-                                    tool=kind == TOOL, name=a == seq.tool_at)
+            chunk = api.event(seq, kind, a, b, text, seq.finish if b == seq.emitted else None)
             seq.pending.append((chunk, b - a, kind))
             if kind == REASONING:
                 seq.trace["reasoning_chunks"] += 1
@@ -440,50 +399,12 @@ class Engine:
                 return words[:i + 1]
         return words
 
-    def _chunk(self, seq: Seq, text: bytes, finish: str | None, reasoning: bool = False,
-               upto: int | None = None, tool: bool = False, name: bool = False) -> bytes:
-        """One event; `reasoning`: its text is reasoning_content; `tool`: tool-call arguments
-        (`name`: the tool's name, in the call's first delta with its id, as vLLM's); `upto`: the
-        tokens its continuous usage counts (default: all emitted so far)."""
-        reason = b"null" if finish is None else b'"' + finish.encode() + b'"'
-        usage = b""
-        if seq.continuous_usage:
-            usage = b',"usage":' + self._usage(seq, upto=upto).encode()
-        if seq.api == "chat":
-            if tool:
-                call = (b'{"index":0,"id":"chatcmpl-tool-' + seq.trace["id"].encode()
-                        + b'","type":"function","function":{"name":"' + text + b'","arguments":""}}' if name
-                        else b'{"index":0,"function":{"arguments":"' + text + b'"}}')
-                delta = b'{"tool_calls":[' + call + b"]}"
-            else:
-                delta = b'{"' + (b"reasoning_content" if reasoning else b"content") + b'":"' + text + b'"}'
-            return (b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk","created":'
-                    + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"delta":' + delta
-                    + b',"logprobs":null,"finish_reason":' + reason + b"}]" + usage + b"}\n\n")
-        return (b'data: {"id":"' + seq.id.encode() + b'","object":"text_completion","created":'
-                + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"text":"' + text
-                + b'","logprobs":null,"finish_reason":' + reason + b',"stop_reason":null}]' + usage
-                + b"}\n\n")
-
-    def _usage(self, seq: Seq, final: bool = False, upto: int | None = None) -> str:
-        return json.dumps(self._usage_dict(seq, final, upto), separators=(",", ":"))
-
-    def _usage_dict(self, seq: Seq, final: bool, upto: int | None = None) -> dict:
-        n = seq.emitted if upto is None else upto
-        usage: dict = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens + n,
-                       "completion_tokens": n}
-        if seq.reasoning:  # as OpenAI's API reports them (a completion's reasoning part)
-            usage["completion_tokens_details"] = {"reasoning_tokens": min(seq.reasoning, n)}
-        if final and self.prefix is not None and self.cfg.usage_cached_tokens:
+    def final_usage(self, seq: Seq) -> dict:
+        """A request's usage at its end, chat-style (each adapter words it its API's way)."""
+        usage = usage_dict(seq)
+        if self.prefix is not None and self.cfg.usage_cached_tokens:
             # vLLM puts the details on the final usage only (and only when asked to)
-            details: dict = {"cached_tokens": seq.cached}
-            if seq.api == "chat":
-                # vLLM 0.32's chat usage also says which of the prompt's whole blocks it
-                # computed and cached now: all of them but those it found (a prompt of whole
-                # blocks found again computes its last block again, for the last token)
-                block = self.cfg.block_size
-                details["created_cache_tokens"] = seq.input_tokens // block * block - seq.cached
-            usage["prompt_tokens_details"] = details
+            usage["prompt_tokens_details"] = seq.adapter.cached_details(seq)
         return usage
 
     def _timings(self, seq: Seq) -> bytes:
@@ -499,28 +420,10 @@ class Engine:
         return json.dumps(t, separators=(",", ":")).encode()
 
     def _append_tail(self, seq: Seq) -> None:
-        wire = WIRES.get(seq.api)
-        if wire is not None:
-            no_end = seq.fault is not None and seq.fault.kind == "no_done"
-            seq.pending.append((wire.closing(seq, self._usage_dict(seq, final=True), seq.finish, not no_end),
-                                0, -1))
-            return
-        tail = b""
-        timings = b',"timings":' + self._timings(seq) if self.cfg.timings else b""
-        if seq.include_usage:
-            obj = "chat.completion.chunk" if seq.api == "chat" else "text_completion"
-            tail += (b'data: {"id":"' + seq.id.encode() + b'","object":"' + obj.encode()
-                     + b'","created":' + seq.created + b',"model":' + seq.model
-                     + b',"choices":[],"usage":' + self._usage(seq, final=True).encode() + timings
-                     + b"}\n\n")
-        elif timings:
-            # llama.cpp without include_usage: the timings ride on a chunk of their own here
-            obj = "chat.completion.chunk" if seq.api == "chat" else "text_completion"
-            tail += (b'data: {"id":"' + seq.id.encode() + b'","object":"' + obj.encode()
-                     + b'","created":' + seq.created + b',"model":' + seq.model
-                     + b',"choices":[]' + timings + b"}\n\n")
-        if not (seq.fault and seq.fault.kind == "no_done"):
-            tail += b"data: [DONE]\n\n"
+        api = seq.adapter
+        timings = b',"timings":' + self._timings(seq) if self.cfg.timings and api.llama_timings else b""
+        end_event = not (seq.fault is not None and seq.fault.kind == "no_done")
+        tail = api.closing(seq, self.final_usage(seq), end_event, timings)
         if tail:
             seq.pending.append((tail, 0, -1))
 
@@ -614,7 +517,7 @@ class Engine:
             p["decode"] += (tr["end_ns"] - tr["first_token_ns"]) / 1e9
             p["ttft"] += (tr["first_token_ns"] - tr["arrival_ns"]) / 1e9
             self.phase_n += 1
-        if seq.api not in POOLING:  # an answer written by its handler is traced once written
+        if not seq.adapter.pooled:  # an answer written by its handler is traced once written
             self.record(tr)
         if not seq.done.done():
             seq.done.set_result(reason)
@@ -651,12 +554,8 @@ class SimServer:
         self._server: asyncio.Server | None = None
         self._counter = 0
         self._close_rng = random.Random(cfg.seed ^ 0xC105E)  # close_after_stream delays
-        # /v1/embeddings: one vector, drawn from the seed and encoded once; every input gets it
-        # (a client is measured on the answer's size and timing, not on its values)
-        rng = random.Random(cfg.seed ^ 0xE3B)
-        floats = [round(rng.uniform(-0.1, 0.1), 8) for _ in range(cfg.embed_dim)]
-        self._vector = json.dumps(floats, separators=(",", ":")).encode()
-        self._vector_b64 = b'"' + base64.b64encode(struct.pack(f"<{cfg.embed_dim}f", *floats)) + b'"'
+        # one adapter per API (sim/adapter.py): what reads its requests and writes its answers
+        self.apis = sim_apis(Context(cfg, self.tok, self.prompt_counter, self.engine.responses))
 
     @property
     def trace(self) -> list[dict]:
@@ -664,15 +563,17 @@ class SimServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival_stamp])
-        # the APIs it serves (another's path answers 404, as a server without that API does)
-        for api, path in (("chat", "/v1/chat/completions"), ("completions", "/v1/completions"),
-                          ("responses", "/v1/responses"), ("messages", "/v1/messages")):
-            if api in self.cfg.apis:
-                app.router.add_post(path, functools.partial(self._generate, api=api))
-        app.router.add_post("/v1/embeddings", self.embeddings)
-        app.router.add_post("/v1/rerank", self.rerank)
-        app.router.add_post("/score", self.score)  # vLLM's, at the root (and its /v1/score alias)
-        app.router.add_post("/v1/score", self.score)
+        # the APIs it serves (another's path answers 404, as a server without that API does);
+        # the pooling APIs always
+        for api in self.apis.values():
+            if isinstance(api, PooledSim):
+                handler = functools.partial(self._pooled, api=api)
+            elif api.name in self.cfg.apis:
+                handler = functools.partial(self._generate, api=api)
+            else:
+                continue
+            for path in api.paths:
+                app.router.add_post(path, handler)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -783,38 +684,24 @@ class SimServer:
                    for w in str(text or "").split()]
         return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": self.cfg.max_model_len})
 
-    async def embeddings(self, request: web.Request) -> web.StreamResponse:
-        """vLLM's /v1/embeddings: one JSON answer with a vector per input."""
-        return await self._pooled(request, "embeddings")
-
-    async def rerank(self, request: web.Request) -> web.StreamResponse:
-        """vLLM's /v1/rerank (Jina and Cohere's shape): the documents by relevance to the query."""
-        return await self._pooled(request, "rerank")
-
-    async def score(self, request: web.Request) -> web.StreamResponse:
-        """vLLM's /score: a score per (text_1, text_2) pair."""
-        return await self._pooled(request, "score")
-
-    async def _pooled(self, request: web.Request, api: str) -> web.StreamResponse:
-        """One request of a pooling API, written once the engine ran the request's prefill step
-        (the trace's `end_ns` is that write). `inputs` in the trace: the vectors (embeddings) or
-        documents (rerank) answered."""
+    async def _pooled(self, request: web.Request, api: PooledSim) -> web.StreamResponse:
+        """One request of a pooling API (sim/pooling.py), written once the engine ran the
+        request's prefill step (the trace's `end_ns` is that write). `inputs` in the trace: the
+        vectors (embeddings) or documents (rerank) answered."""
         arrival = request[ARRIVAL_NS]
         try:
-            read = {"embeddings": self._read_embedding_request, "rerank": self._read_rerank_request,
-                    "score": self._read_score_request}[api]
-            body, counts = await read(request)
+            body = await self._read_json(request)
+            counts = api.inputs(body)
             fault = await self._pick_fault()
-        except _Reject as r:
+        except Reject as r:
             return r.response
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         tokens = sum(counts)
-        seq = Seq(id={"embeddings": "embd-", "rerank": "rerank-", "score": "score-"}[api] + rid, api=api,
-                  stream=False,
+        seq = Seq(id=api.id_prefix + rid, adapter=api, stream=False,
                   transport=request.transport, input_tokens=tokens, max_tokens=0, inputs=len(counts),
                   fault=fault, reasoning=0, text=[], done=asyncio.get_running_loop().create_future(),
                   ready_at=arrival + int(self.cfg.ttft_ms * 1e6) if self.cfg.ttft_ms is not None else 0,
-                  trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
+                  trace={"id": rid, "api": api.name, "arrival_ns": arrival, "admitted_ns": None,
                          "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
                          "input_tokens": tokens, "inputs": len(counts), "output_tokens": 0,
                          "cached_tokens": 0, "fault": fault.kind if fault else None,
@@ -824,9 +711,7 @@ class SimServer:
             reason = await seq.done
             if reason == "client_gone":
                 return web.Response(status=499)
-            answer = {"embeddings": self._embeddings_answer, "rerank": self._rerank_answer,
-                      "score": self._score_answer}[api]
-            return await self._write_answer(request, seq, answer(seq, body))
+            return await self._write_answer(request, seq, api.answer(seq, body))
         except asyncio.CancelledError:
             seq.gone = True
             seq.trace["reason"] = "client_gone"
@@ -834,112 +719,16 @@ class SimServer:
         finally:
             self.engine.record(seq.trace)
 
-    def _count(self, text: str) -> int:
-        """A text's tokens: the tokenizer's, else one per word."""
-        return len(self.tok.encode(text)) if self.tok else len(text.split())
-
-    async def _read_rerank_request(self, request: web.Request) -> tuple[dict, list[int]]:
-        """(body, the tokens of each query-document pair, as a cross-encoder reads them) of a
-        valid rerank request; _Reject with vLLM's error otherwise."""
-        body = await self._read_json(request)
-        query, docs = body.get("query"), body.get("documents")
-        if not isinstance(query, str) or not isinstance(docs, list) or not docs \
-                or not all(isinstance(d, str) for d in docs):
-            raise _Reject(_error(400, "query must be a string and documents a non-empty list of strings",
-                                 "BadRequestError"))
-        q = self._count(query)
-        return body, [q + self._count(d) for d in docs]
-
-    async def _read_score_request(self, request: web.Request) -> tuple[dict, list[int]]:
-        """(body, the tokens of each (text_1, text_2) pair) of a valid score request, paired as
-        vLLM pairs them: one text_1 with every text_2, or lists of one length pairwise; _Reject
-        with vLLM's error otherwise."""
-        body = await self._read_json(request)
-        one, two = body.get("text_1"), body.get("text_2")
-        one = [one] if isinstance(one, str) else one
-        two = [two] if isinstance(two, str) else two
-        if not (isinstance(one, list) and isinstance(two, list) and one and two
-                and all(isinstance(t, str) for t in one + two)):
-            raise _Reject(_error(400, "text_1 and text_2 must be strings or non-empty lists of strings",
-                                 "BadRequestError"))
-        if len(one) == 1:
-            one = one * len(two)
-        if len(one) != len(two):
-            raise _Reject(_error(400, "text_1 and text_2 must be of the same length (or text_1 one text)",
-                                 "BadRequestError"))
-        return body, [self._count(a) + self._count(b) for a, b in zip(one, two, strict=True)]
-
     async def _read_json(self, request: web.Request) -> dict:
-        """A pooling request's JSON object, for this server's model; _Reject otherwise."""
+        """A pooling request's JSON object, for this server's model; Reject otherwise."""
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Reject(_error(400, "the request body is not valid JSON", "BadRequestError")) from None
+            raise Reject(error(400, "the request body is not valid JSON", "BadRequestError")) from None
         if not isinstance(body, dict) or body.get("model") != self.cfg.model:
             model = body.get("model") if isinstance(body, dict) else None
-            raise _Reject(_error(404, f"The model `{model}` does not exist.", "NotFoundError"))
+            raise Reject(error(404, f"The model `{model}` does not exist.", "NotFoundError"))
         return body
-
-    async def _read_embedding_request(self, request: web.Request) -> tuple[dict, list[int]]:
-        """(body, the token count of each input) of a valid embeddings request; _Reject with
-        vLLM's error otherwise. An input is a string, or token ids; `input` one or a list."""
-        body = await self._read_json(request)
-        inputs = body.get("input")
-        if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)):
-            inputs = [inputs]
-        if not isinstance(inputs, list) or not inputs:
-            raise _Reject(_error(400, "input must be a string, a list of strings or token ids",
-                                 "BadRequestError"))
-        counts = []
-        for x in inputs:
-            if isinstance(x, str):
-                counts.append(self._count(x))
-            elif isinstance(x, list) and all(isinstance(i, int) for i in x):
-                counts.append(len(x))
-            else:
-                raise _Reject(_error(400, "input must be a string, a list of strings or token ids",
-                                     "BadRequestError"))
-            if counts[-1] > self.cfg.max_model_len:
-                raise _Reject(_error(400, (
-                    f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, you "
-                    f"requested {counts[-1]} tokens in the input for embedding generation. Please reduce "
-                    "the length of the input."), "BadRequestError"))
-        return body, counts
-
-    def _embeddings_answer(self, seq: Seq, body: dict) -> bytes:
-        """vLLM's embeddings answer (usage last): the server's one vector for every input."""
-        vector = self._vector_b64 if body.get("encoding_format") == "base64" else self._vector
-        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens,
-                 "completion_tokens": 0, "prompt_tokens_details": None}
-        created = str(int(time.time())).encode()
-        return (b'{"id":"' + seq.id.encode() + b'","object":"list","created":' + created
-                + b',"model":' + json.dumps(self.cfg.model).encode() + b',"data":['
-                + b",".join(b'{"index":%d,"object":"embedding","embedding":%s}' % (i, vector)
-                            for i in range(seq.inputs))
-                + b'],"usage":' + json.dumps(usage, separators=(",", ":")).encode() + b"}")
-
-    def _rerank_answer(self, seq: Seq, body: dict) -> bytes:
-        """vLLM's rerank answer: the documents (their text too), most relevant first, `top_n` of
-        them (0 or absent: all), scores drawn from the request's id; usage.total_tokens only."""
-        rng = random.Random(seq.id)
-        docs = body["documents"]
-        order = sorted(((rng.random(), i) for i in range(len(docs))), reverse=True)
-        top_n = body.get("top_n") or len(docs)
-        results = [{"index": i, "document": {"text": docs[i]}, "relevance_score": round(score, 8)}
-                   for score, i in order[:top_n]]
-        return json.dumps({"id": seq.id, "model": self.cfg.model, "usage": {"total_tokens": seq.input_tokens},
-                           "results": results}, separators=(",", ":")).encode()
-
-    def _score_answer(self, seq: Seq, body: dict) -> bytes:
-        """vLLM's score answer: a score per pair in the pairs' order, drawn from the request's
-        id; usage.prompt_tokens the tokens of every pair."""
-        rng = random.Random(seq.id)
-        data = [{"index": i, "object": "score", "score": round(rng.random(), 8)} for i in range(seq.inputs)]
-        usage = {"prompt_tokens": seq.input_tokens, "total_tokens": seq.input_tokens, "completion_tokens": 0,
-                 "prompt_tokens_details": None}
-        answer = {"id": seq.id, "object": "list", "created": int(time.time()), "model": self.cfg.model,
-                  "data": data, "usage": usage}
-        return json.dumps(answer, separators=(",", ":")).encode()
 
     async def _write_answer(self, request: web.Request, seq: Seq, out: bytes) -> web.StreamResponse:
         """A pooling answer; faults: `reset` drops the connection, `stall` waits before the
@@ -965,16 +754,17 @@ class SimServer:
         except (ConnectionError, RuntimeError):
             tr["reason"] = "client_gone"
         return resp
-    async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
+
+    async def _generate(self, request: web.Request, api: SimApi) -> web.StreamResponse:
         """One completion: read and check the request, queue it in the engine, stream (or
         return) what the engine decodes for it."""
         arrival = request[ARRIVAL_NS]
         try:
-            body, tokens, max_tokens = await self._read_request(request, api)
+            body, parsed = await self._read_request(request, api)
             fault = await self._pick_fault()
-        except _Reject as r:
+        except Reject as r:
             return r.response
-        seq = self._new_seq(request, body, api, arrival, tokens, max_tokens, fault)
+        seq = self._new_seq(request, body, api, arrival, parsed, fault)
         headers = {"x-request-id": seq.trace["id"]}
         if seq.stream and self.cfg.close_after_stream:
             headers["Keep-Alive"] = "timeout=5, max=100"  # what cpp-httplib says, then closes anyway
@@ -987,54 +777,21 @@ class SimServer:
             seq.gone = True
             raise
         if not seq.stream:
-            return web.json_response(self._whole(seq), headers=headers)
+            return web.json_response(api.whole(seq, self.engine.final_usage(seq)), headers=headers)
         if reason not in ("reset", "client_gone"):
             await self._end_stream(request, seq.resp)
         return seq.resp
 
-    async def _read_request(self, request: web.Request, api: str) -> tuple[dict, list, int]:
-        """(body, prompt tokens, max_tokens) of a valid request; _Reject with the error a
-        vLLM server would answer otherwise."""
+    async def _read_request(self, request: web.Request, api: SimApi) -> tuple[dict, ParsedRequest]:
+        """(body, what the engine takes of it) of a valid request; Reject with the error a
+        vLLM server would answer otherwise (the API's own checks: its adapter's `read`)."""
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Reject(_error(400, "the request body is not valid JSON", "BadRequestError")) from None
+            raise Reject(error(400, "the request body is not valid JSON", "BadRequestError")) from None
         if body.get("model") != self.cfg.model:
-            raise _Reject(_error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"))
-        text = _prompt_text(api, body)  # checked as a server checks it (400s)
-        if api == "completions":
-            tokens = self.tok.encode(text) if self.tok else text.split()
-        elif api == "responses":  # the conversation apart: a stored response keeps it
-            tools, conversation, request[IMAGE_TOKENS] = self.prompt_counter.parts(api, body)
-            previous = body.get("previous_response_id")
-            if previous is not None:  # that response's conversation, then this request's input
-                held = self.engine.responses.get(str(previous), CLOCK())
-                if held is None:
-                    raise _Reject(_error(404, f"Response with id '{previous}' not found.",
-                                         "invalid_request_error"))
-                conversation = held + conversation
-            if body.get("store", True) is not False:
-                request[CONVERSATION] = conversation
-            tokens = tools + conversation
-        else:  # tools, messages, content parts, images, tool calls (sim/prompt_tokens.py's rule)
-            tokens, request[IMAGE_TOKENS] = self.prompt_counter.prompt(api, body)
-        if int(body.get("n", 1)) != 1:
-            raise _Reject(_error(400, "only n=1 is supported", "BadRequestError"))
-        input_tokens = len(tokens)
-        if api == "messages" and body.get("max_tokens") is None:
-            raise _Reject(_error(400, "max_tokens: Field required", "BadRequestError"))
-        max_tokens = body.get("max_output_tokens") if api == "responses" else \
-            body.get("max_completion_tokens", body.get("max_tokens"))
-        if max_tokens is None:
-            max_tokens = max(self.cfg.max_model_len - input_tokens, 1)
-        max_tokens = int(max_tokens)
-        if input_tokens + max_tokens > self.cfg.max_model_len:
-            raise _Reject(_error(400, (
-                f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, you "
-                f"requested {input_tokens + max_tokens} tokens ({input_tokens} in the messages, "
-                f"{max_tokens} in the completion). Please reduce the length of the messages or "
-                "completion."), "BadRequestError"))
-        return body, tokens, max_tokens
+            raise Reject(error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"))
+        return body, api.read(body)
 
     async def _pick_fault(self) -> Fault | None:
         """This request's injected fault, if any: an HTTP error is answered here (_Reject),
@@ -1044,7 +801,7 @@ class SimServer:
             status = int(fault.kind[5:])
             message = {429: "Too many requests", 500: "Internal server error",
                        503: "Service unavailable"}[status]
-            raise _Reject(_error(status, message, {429: "RateLimitError", 500: "InternalServerError",
+            raise Reject(error(status, message, {429: "RateLimitError", 500: "InternalServerError",
                                                    503: "ServiceUnavailableError"}[status]))
         if fault and fault.kind == "slow_headers":
             await asyncio.sleep(fault.arg_s)
@@ -1061,8 +818,8 @@ class SimServer:
         wait_ms = (cfg.ttft_ms or 0.0) + cfg.frontend_wait_ms(held)
         return arrival + int(wait_ms * 1e6) if wait_ms > 0 else 0
 
-    def _new_seq(self, request: web.Request, body: dict, api: str, arrival: int, tokens: list,
-                 max_tokens: int, fault: Fault | None) -> Seq:
+    def _new_seq(self, request: web.Request, body: dict, api: SimApi, arrival: int, parsed: ParsedRequest,
+                 fault: Fault | None) -> Seq:
         """The engine's sequence for a request, with its whole output drawn up front."""
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         self._counter += 1
@@ -1070,9 +827,10 @@ class SimServer:
         ignored = self.cfg.ignored_params
         stop = body.get("stop") or []
         seed = body.get("seed")
+        tokens, max_tokens = parsed.tokens, parsed.max_tokens
         input_tokens = len(tokens)
         seq = Seq(
-            id={"chat": "chatcmpl-", "completions": "cmpl-"}.get(api, "") + rid, api=api,
+            id=api.id_prefix + rid, adapter=api,
             stream=bool(body.get("stream", False)),
             transport=request.transport, model=json.dumps(self.cfg.model).encode(),
             created=str(int(time.time())).encode(), input_tokens=input_tokens, max_tokens=max_tokens,
@@ -1085,23 +843,22 @@ class SimServer:
             done=asyncio.get_running_loop().create_future(), fault=fault,
             fault_at=max(1, max_tokens // 2) if fault else None,
             ready_at=self._ready_at(arrival),
-            trace={"id": rid, "api": api, "arrival_ns": arrival, "admitted_ns": None,
+            trace={"id": rid, "api": api.name, "arrival_ns": arrival, "admitted_ns": None,
                    "first_token_ns": None, "chunks": [], "end_ns": None, "reason": None,
                    "input_tokens": input_tokens, "output_tokens": 0, "cached_tokens": 0,
                    "fault": fault.kind if fault else None, "reasoning_tokens": 0, "reasoning_chunks": 0,
                    "first_tool_ns": None, "tool_chunks": 0},
         )
-        seq.conversation = request.get(CONVERSATION)
+        seq.conversation = parsed.conversation
         if body.get("previous_response_id") is not None:
             seq.trace["previous_response_id"] = body["previous_response_id"]
-        if request.get(IMAGE_TOKENS) or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
-            seq.trace["image_tokens"] = request.get(IMAGE_TOKENS, 0)  # what they cost, as received
+        if parsed.image_tokens or body.get("tools"):  # images (sim/prompt_tokens.py) or tools:
+            seq.trace["image_tokens"] = parsed.image_tokens  # what they cost, as received
             seq.trace["body_bytes"] = request.content_length
         # reasoning and tool calls in the chat-like APIs, as vLLM's reasoning and tool parsers
-        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api != "completions" else 0
+        seq.reasoning = min(self.cfg.reasoning_tokens, max_tokens) if api.agentic else 0
         if self.cfg.trace_text:
-            key = {"completions": "prompt", "responses": "input"}.get(api, "messages")
-            seq.trace[key] = body.get(key)
+            seq.trace[api.prompt_key] = body.get(api.prompt_key)
         if self.engine.prefix is not None:
             seq.block_keys = block_keys(tokens, self.cfg.block_size)
             seq.prompt_tokens = tokens
@@ -1113,34 +870,25 @@ class SimServer:
             ids = self.tok.encode(b"".join(seq.text).decode())[:max_tokens]
             seq.text = [_json_escape(self.tok.token_bytes(i)) for i in ids]
             seq.out_ids = ids
-        if self.cfg.tool_call_fraction and api != "completions" and \
+        if self.cfg.tool_call_fraction and api.agentic and \
                 seq.rng.random() < self.cfg.tool_call_fraction and seq.reasoning < max_tokens:
             seq.tool_at = seq.reasoning  # the call follows the reasoning; no text answer
             whole = seq.tool_at + 1 + self.cfg.tool_call_tokens
             seq.tool_end = min(whole, max_tokens)
             seq.tool_finish = "tool_calls" if whole <= max_tokens else "length"
-        if api in WIRES:
-            return seq
-        empty = self.engine._chunk(seq, b"\x00", None)
-        seq.head, seq.tail = empty.split(b"\x00")
-        if seq.reasoning:
-            seq.rhead = self.engine._chunk(seq, b"\x00", None, reasoning=True).split(b"\x00")[0]
+        api.prepare(seq)
         return seq
 
     async def _open_stream(self, request: web.Request, seq: Seq, headers: dict) -> None:
-        """The 200 and, for chat, the role-only first chunk: sent before the request queues, as
-        vLLM sends it, so a client that took it for the first token would be visibly wrong."""
+        """The 200 and the API's opening events (chat's role-only first chunk, Responses'
+        response.created): sent before the request queues, as vLLM sends them."""
         resp = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
                                                        "Cache-Control": "no-cache"})
         await resp.prepare(request)
         seq.resp = resp
-        if seq.api in WIRES:
-            await resp.write(WIRES[seq.api].opening(seq))
-        elif seq.api == "chat":
-            await resp.write(b'data: {"id":"' + seq.id.encode() + b'","object":"chat.completion.chunk",'
-                             b'"created":' + seq.created + b',"model":' + seq.model
-                             + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
-                               b'"logprobs":null,"finish_reason":null}]}\n\n')
+        opening = seq.adapter.opening(seq)
+        if opening:
+            await resp.write(opening)
 
     async def _end_stream(self, request: web.Request, resp: web.StreamResponse) -> None:
         proto = request.protocol
@@ -1152,25 +900,6 @@ class SimServer:
             await resp.write_eof()
         except (ConnectionError, RuntimeError):
             pass
-
-    def _whole(self, seq: Seq) -> dict:
-        if seq.api in WIRES:
-            return WIRES[seq.api].whole(seq, self.engine._usage_dict(seq, final=True), seq.finish)
-        words = [json.loads(b'"' + w + b'"') for w in seq.words]
-        text, reasoning = "".join(words[seq.reasoning:]), "".join(words[:seq.reasoning])
-        usage = self.engine._usage_dict(seq, final=True)
-        created = int(seq.created)
-        model = self.cfg.model
-        if seq.api == "chat":
-            message = {"role": "assistant", "content": text}
-            if reasoning:
-                message["reasoning_content"] = reasoning
-            return {"id": seq.id, "object": "chat.completion", "created": created, "model": model,
-                    "choices": [{"index": 0, "message": message,
-                                 "logprobs": None, "finish_reason": seq.finish}], "usage": usage}
-        return {"id": seq.id, "object": "text_completion", "created": created, "model": model,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": seq.finish,
-                             "stop_reason": None}], "usage": usage}
 
 
 async def serve_forever(cfg: SimConfig, port: int, trace_path: str | None = None) -> None:

@@ -1,6 +1,7 @@
-"""The simulator's Responses and Messages APIs on the wire: the events of one streamed answer
-and its whole (non-streamed) form, in the shapes vLLM 0.32 sends (field order included:
-benchc's tests/data/streams/vllm-responses.sse and vllm-messages.sse were captured from it).
+"""The simulator's Responses and Messages APIs (adapters of sim/adapter.py): how a request is
+read, the events of one streamed answer and its whole (non-streamed) form, in the shapes vLLM
+0.32 sends (field order included: benchc's tests/data/streams/vllm-responses.sse and
+vllm-messages.sse were captured from it).
 
 An answer is a run of tokens of three kinds (the stream parser's ANSWER, REASONING, TOOL:
 reasoning first, then the answer or a tool call). Each kind is one output item (Responses) or
@@ -15,7 +16,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-ANSWER, REASONING, TOOL = 0, 1, 2  # as benchc.client._stream_py (the sim does not import the client)
+from benchc.sim.adapter import (
+    ANSWER,
+    CLOCK,
+    REASONING,
+    TOOL,
+    Reject,
+    SimApi,
+    bad_request,
+    error,
+    kind_of,
+)
+from benchc.sim.adapter import json_text as _text
+
 # Messages' stop reasons for the finish reasons the engine decides
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -26,17 +39,40 @@ def _sse(kind: str, obj: dict) -> bytes:
     )
 
 
-def _text(words: list[bytes]) -> str:
-    """The decoded text of JSON-escaped token bytes."""
-    return json.loads(b'"' + b"".join(words) + b'"')
+def _runs(seq: Any, start: int, end: int) -> list[tuple[int, int]]:
+    """(token index, kind) of every token in [start, end)."""
+    return [(i, kind_of(seq, i)) for i in range(start, end)]
 
 
-class ResponsesWire:
+class ResponsesSim(SimApi):
     """/v1/responses: response.created and .in_progress when the request is accepted, an output
     item per kind of output, response.completed (vLLM ends a response cut at max_output_tokens
-    with it too, status incomplete) with the usage."""
+    with it too, status incomplete) with the usage. A request's prompt is its `instructions` and
+    `input` (a string, or a list of items), after the conversation of the response its
+    `previous_response_id` names; a stored response (`store`, the default) keeps its own."""
 
-    api = "responses"
+    name, paths, prompt_key = "responses", ("/v1/responses",), "input"
+
+    def check_prompt(self, body: dict) -> None:
+        items = body.get("input")
+        if not (isinstance(items, str) or (isinstance(items, list) and items)):
+            raise bad_request("input must be a string or a non-empty list")
+
+    def prompt_tokens(self, body: dict) -> tuple[list, int, list | None]:
+        """The tools' tokens, then the conversation's: that of the previous response, then this
+        request's input (the conversation apart: a stored response keeps it)."""
+        tools, conversation, images = self.ctx.prompt_counter.parts(self.name, body)
+        previous = body.get("previous_response_id")
+        if previous is not None:
+            held = self.ctx.responses.get(str(previous), CLOCK())
+            if held is None:
+                raise Reject(error(404, f"Response with id '{previous}' not found.", "invalid_request_error"))
+            conversation = held + conversation
+        kept = conversation if body.get("store", True) is not False else None
+        return tools + conversation, images, kept
+
+    def requested_max_tokens(self, body: dict) -> Any:
+        return body.get("max_output_tokens")
 
     def _next(self, seq: Any) -> int:
         seq.wire["n"] += 1
@@ -136,8 +172,7 @@ class ResponsesWire:
         w["kind"] = None
         return out
 
-    def event(self, seq: Any, kind: int, start: int, text: bytes) -> bytes:
-        """The event of the tokens seq.text[start:...] (JSON-escaped `text`), all of `kind`."""
+    def event(self, seq: Any, kind: int, start: int, end: int, text: bytes, finish: str | None) -> bytes:
         w = seq.wire
         out = b""
         if kind != w["kind"] or (kind == TOOL and start == seq.tool_at):
@@ -223,7 +258,8 @@ class ResponsesWire:
             "total_tokens": u["prompt_tokens"] + n,
         }
 
-    def closing(self, seq: Any, usage: dict, finish: str | None, end_event: bool) -> bytes:
+    def closing(self, seq: Any, usage: dict, end_event: bool, timings: bytes) -> bytes:
+        finish = seq.finish
         out = self._close(seq, seq.emitted)
         if not end_event:  # the no_done fault: the stream stops before its end
             return out
@@ -237,10 +273,11 @@ class ResponsesWire:
             {"response": resp, "sequence_number": self._next(seq), "type": "response.completed"},
         )
 
-    def whole(self, seq: Any, usage: dict, finish: str | None) -> dict:
+    def whole(self, seq: Any, usage: dict) -> dict:
+        finish = seq.finish
         seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": []}
         for start, kind in _runs(seq, 0, seq.emitted):
-            self.event(seq, kind, start, seq.text[start])
+            self.event(seq, kind, start, start + 1, seq.text[start], None)
         self._close(seq, seq.emitted)
         resp = self._response(
             seq, "completed" if finish != "length" else "incomplete", self.usage(usage), seq.wire["items"]
@@ -250,13 +287,18 @@ class ResponsesWire:
         return resp
 
 
-class MessagesWire:
+class MessagesSim(SimApi):
     """/v1/messages (Anthropic's): message_start (and a ping) when the request is accepted, a
     content block per kind of output, message_delta with the stop reason and usage (input_tokens
     the uncached part, cache_read_input_tokens the cached, as Anthropic and vLLM 0.32 count),
-    message_stop."""
+    message_stop. A request's prompt is its `system` and `messages`; `max_tokens` is required."""
 
-    api = "messages"
+    name, paths = "messages", ("/v1/messages",)
+
+    def requested_max_tokens(self, body: dict) -> Any:
+        if body.get("max_tokens") is None:
+            raise bad_request("max_tokens: Field required")
+        return super().requested_max_tokens(body)
 
     def opening(self, seq: Any) -> bytes:
         seq.wire = {"kind": None, "index": -1}
@@ -281,7 +323,7 @@ class MessagesWire:
         w["kind"] = None
         return _sse("content_block_stop", {"type": "content_block_stop", "index": w["index"]})
 
-    def event(self, seq: Any, kind: int, start: int, text: bytes) -> bytes:
+    def event(self, seq: Any, kind: int, start: int, end: int, text: bytes, finish: str | None) -> bytes:
         w = seq.wire
         out = b""
         if kind != w["kind"] or (kind == TOOL and start == seq.tool_at):
@@ -329,7 +371,8 @@ class MessagesWire:
             "cache_read_input_tokens": cached,
         }
 
-    def closing(self, seq: Any, usage: dict, finish: str | None, end_event: bool) -> bytes:
+    def closing(self, seq: Any, usage: dict, end_event: bool, timings: bytes) -> bytes:
+        finish = seq.finish
         out = self._close(seq)
         if not end_event:
             return out
@@ -343,7 +386,8 @@ class MessagesWire:
         )
         return out + _sse("message_stop", {"type": "message_stop"})
 
-    def whole(self, seq: Any, usage: dict, finish: str | None) -> dict:
+    def whole(self, seq: Any, usage: dict) -> dict:
+        finish = seq.finish
         content: list[dict] = []
         for start, kind in _runs(seq, 0, seq.emitted):
             text = _text([seq.text[start]])
@@ -378,35 +422,3 @@ class MessagesWire:
             "usage": self.usage(usage),
         }
 
-
-def kind_of(seq: Any, i: int) -> int:
-    """What output token i is: reasoning first, then the tool call (from seq.tool_at), else answer."""
-    if i < seq.reasoning:
-        return REASONING
-    if seq.tool_at is not None and i >= seq.tool_at:
-        return TOOL
-    return ANSWER
-
-
-def _runs(seq: Any, start: int, end: int) -> list[tuple[int, int]]:
-    """(token index, kind) of every token in [start, end)."""
-    return [(i, kind_of(seq, i)) for i in range(start, end)]
-
-
-def runs(seq: Any, start: int, end: int) -> list[tuple[int, int, int]]:
-    """The tokens [start, end) as runs of one kind, (kind, first, end): one event each. A tool
-    call's name token is a run of its own (its event is the one that names the call)."""
-    out: list[tuple[int, int, int]] = []
-    i = start
-    while i < end:
-        kind = kind_of(seq, i)
-        j = i + 1
-        if not (kind == TOOL and i == seq.tool_at):
-            while j < end and kind_of(seq, j) == kind and j != seq.tool_at:
-                j += 1
-        out.append((kind, i, j))
-        i = j
-    return out
-
-
-WIRES: dict[str, Any] = {"responses": ResponsesWire(), "messages": MessagesWire()}
