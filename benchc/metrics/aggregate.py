@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchc import catalog
 from benchc.metrics.cache import CacheCounters
 from benchc.metrics.latency import Recorder
 from benchc.metrics.payload import PayloadCount
@@ -36,9 +37,9 @@ REASONING_LATENCIES = ("ttf_reasoning_us", "ttf_answer_us", "itl_answer_us")
 ANSWER_OF = {"ttf_answer_us": "ttft_us", "itl_answer_us": "itl_us"}
 # Where a request called a tool: its first tool-call chunk (name or arguments) after t0
 TOOL_LATENCY = "ttf_tool_call_us"
-LATENCIES = ("ttft_us", "itl_us", "tpot_us", "e2e_us", "itl_per_token_us",
-             "ttft_from_schedule_us", "e2e_from_schedule_us") + REASONING_LATENCIES + (TOOL_LATENCY,)
-ALWAYS = LATENCIES[:4]
+# every latency block, in the declarations' order (benchc/catalog.py), and those every point has
+LATENCIES = tuple(m.key for m in catalog.LATENCIES)
+ALWAYS = tuple(m.key for m in catalog.LATENCIES if m.required)
 
 # How a request's output tokens were counted (tokens.output_method); "mixed" when the
 # requests of a point were counted in more than one way, "none" when none completed.

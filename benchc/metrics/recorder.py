@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchc import catalog
 from benchc.metrics.aggregate import (
     CHUNKS,
     TOKENIZER,
@@ -40,6 +41,9 @@ class PointRecorder:
     # session turns to count with the chat template after the point: (messages, content tokens, usage)
     templated: list = field(default_factory=list)
     slo_items_named: bool = False  # the tally's per-SLO-item counts have every item's key
+    # the SLO items a request is held to, each with its value's place in _request_values (made
+    # once, with the names: no lookup by metric name per request)
+    slo_plan: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         t = self.tally
@@ -54,12 +58,47 @@ class PointRecorder:
             self.e2e_sched = t.recorder("e2e_from_schedule_us")
 
     def add(self, r: RequestRecord, slo_checks: list | None = None) -> None:
+        """One finished request into the point's tally, by concern: its send, its failure or
+        its latencies, its tokens, its turn and server timings, its reasoning and length."""
         t = self.tally
-        if slo_checks and not self.slo_items_named:  # each item a request can meet, counted from 0
-            for c in slo_checks:
-                if c.metric in REQUEST_METRICS:
-                    t.slo_met_by_item.setdefault(c.text, 0)
-            self.slo_items_named = True
+        if slo_checks and not self.slo_items_named:
+            self._name_slo_items(slo_checks)
+        self._count_sent(t, r)
+        if r.error is not None:
+            self._count_failed(t, r)
+            return
+        e2e_ns = self._count_completed(t, r)
+        if r.first_text_ns is None:
+            # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
+            # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
+            if slo_checks is not None:
+                _count_slo(t, r, self.slo_plan, None, e2e_ns, None)
+            return
+        reasoned = r.reasoned
+        ttft_ns = self._record_stream(t, r, reasoned)
+        out = self._count_tokens(t, r, reasoned)
+        tpot_ns = None
+        if out >= 2:
+            tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
+            self.tpot.record_ns(int(tpot_ns))
+        if r.turn is not None:
+            t.sessions.add_turn(r, ttft_ns, e2e_ns)
+        if r.server_timings is not None:
+            t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
+        if slo_checks is not None:
+            _count_slo(t, r, self.slo_plan, ttft_ns, e2e_ns, tpot_ns)
+
+    def _name_slo_items(self, slo_checks: list) -> None:
+        """Each SLO item a request can meet, counted from 0 (so a point shows every item), and
+        where its value sits among a request's (_VALUE_AT)."""
+        for c in slo_checks:
+            if c.metric in REQUEST_METRICS:
+                self.tally.slo_met_by_item.setdefault(c.text, 0)
+                self.slo_plan.append((c, _VALUE_AT[c.metric]))
+        self.slo_items_named = True
+
+    def _count_sent(self, t: Tally, r: RequestRecord) -> None:
+        """Every request, whatever its end: sent, retried, the window, its record, its payload."""
         t.sent += 1
         t.retries += r.retried
         if t.start_ns is None or r.t0_ns < t.start_ns:
@@ -68,18 +107,27 @@ class PointRecorder:
             t.end_ns = r.end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
-        t.payload.add_request(r.request_bytes, r.images, r.tools, r.ok, r.usage_input_tokens)
+        if r.images or r.tools:  # what PayloadCount counts (a call saved on every other request)
+            t.payload.add_request(r.request_bytes, r.images, r.tools, r.error is None, r.usage_input_tokens)
         t.stream.add(r)
-        if r.cancel_planned and r.error == CANCELLED:  # load.cancel's, on purpose: apart, not an error
+
+    @staticmethod
+    def _count_failed(t: Tally, r: RequestRecord) -> None:
+        """A request that did not complete: an error by kind, or load.cancel's cancel (on
+        purpose: counted apart, not an error)."""
+        assert r.error is not None
+        if r.cancel_planned and r.error == CANCELLED:
             t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
             return
-        if not r.ok:
-            t.errors[r.error] += 1
-            t.error_examples.setdefault(r.error, r.error_detail)
-            if r.turn is not None:
-                t.sessions.add_turn(r, None, None)
-            return
-        first_text_ns, end_ns = r.first_text_ns, r.end_ns
+        t.errors[r.error] += 1
+        t.error_examples.setdefault(r.error, r.error_detail)
+        if r.turn is not None:
+            t.sessions.add_turn(r, None, None)
+
+    def _count_completed(self, t: Tally, r: RequestRecord) -> int:
+        """A completed request's E2E (from its send, and its schedule), its inputs and their
+        tokens, its prompt's caching; its E2E in ns."""
+        end_ns = r.end_ns
         assert end_ns is not None  # what makes a request ok (a stream's also has a first text)
         t.completed += 1
         t.inputs += r.inputs
@@ -89,13 +137,14 @@ class PointRecorder:
             self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
         t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
         t.cache.add(r)
-        if first_text_ns is None:
-            # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
-            # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
-            if slo_checks is not None:
-                _count_slo(t, r, slo_checks, None, e2e_ns, None)
-            return
-        if r.reasoned and self.reasoning is None:  # the point's first request that reasoned
+        return e2e_ns
+
+    def _record_stream(self, t: Tally, r: RequestRecord, reasoned: bool) -> int:
+        """A streamed answer's latencies (TTFT, the chunk gaps, reasoning's, the first tool
+        call, from the schedule); its TTFT in ns."""
+        first_text_ns = r.first_text_ns
+        assert first_text_ns is not None
+        if reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
                               t.recorder("itl_answer_us"))
@@ -111,15 +160,17 @@ class PointRecorder:
             if r.first_reasoning_ns is not None:
                 ttf_reasoning.record_ns(r.first_reasoning_ns - r.t0_ns)
             r.parser.record_answer_gaps(itl_answer.hist)
-        out = r.output_tokens
-        tpot_ns = None
-        if out >= 2:
-            tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
-            self.tpot.record_ns(int(tpot_ns))
         if r.first_tool_ns is not None:
             t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
         if r.scheduled_ns is not None:
             self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
+        return ttft_ns
+
+    def _count_tokens(self, t: Tally, r: RequestRecord, reasoned: bool) -> int:
+        """Its output tokens and how they were counted, its input as a chat template renders
+        it, the reasoning split, and the output length asked for against the one that came;
+        the output tokens."""
+        out = r.output_tokens
         t.output_tokens += out
         if r.usage_output_tokens is not None:
             t.methods.add(USAGE)
@@ -134,17 +185,13 @@ class PointRecorder:
             t.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
         elif r.messages is not None:  # a session's turn: its history is counted after the point
             self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
-        if r.turn is not None:
-            t.sessions.add_turn(r, ttft_ns, e2e_ns)
-        if r.server_timings is not None:
-            t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
         # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
-        recount = self.keep_text and r.reasoned and r.usage_reasoning_tokens is None
+        recount = self.keep_text and reasoned and r.usage_reasoning_tokens is None
         if not recount:
             # a tool call answers too: a request that reasoned, then called a tool, did not run
             # out of tokens before answering
             answered = r.first_answer_ns is not None or r.first_tool_ns is not None
-            t.reasoning.add_request(r.reasoned, r.reasoning_tokens, out, answered,
+            t.reasoning.add_request(reasoned, r.reasoning_tokens, out, answered,
                                     USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
         # an answer that ended in a tool call stopped where the model called it: the length the
         # request pinned down (ignore_eos, min_tokens) does not hold it (vLLM ends it there too)
@@ -157,8 +204,7 @@ class PointRecorder:
         if expected is not None and (r.usage_output_tokens is not None or out > expected):
             t.osl_checked += 1
             t.osl_mismatched += out != expected
-        if slo_checks is not None:
-            _count_slo(t, r, slo_checks, ttft_ns, e2e_ns, tpot_ns)
+        return out
 
     def add_session(self, info: dict) -> None:
         """A session that is over: its outcome and duration (run/sessions.run_session)."""
@@ -210,25 +256,32 @@ class PointRecorder:
 
 # The SLO metrics one request has a value for; the others (throughputs, error_rate) are a
 # point's figures, checked on the point (results/slo.py), never held against a request.
-REQUEST_METRICS = ("ttft", "e2e", "tpot", "itl")
+REQUEST_METRICS = tuple(m.name for m in catalog.METRICS if m.slo and m.latency)
 
 
-def _count_slo(t: Tally, r: RequestRecord, checks: list, ttft_ns: int | None, e2e_ns: int,
+# Where each per-request SLO metric's value sits in the tuple _count_slo makes per request;
+# tests/test_catalog.py checks that every declared per-request metric has one.
+_VALUE_AT = {"ttft": 0, "e2e": 1, "tpot": 2, "itl": 3, "ttf_tool_call": 4}
+
+
+def _count_slo(t: Tally, r: RequestRecord, plan: list, ttft_ns: int | None, e2e_ns: int,
                tpot_ns: float | None) -> None:
     """Count one completed request into the goodput of the SLO set (it met every item) and of
     each item it met (a metric it has no value for is not held against it: tpot of a one-token
-    output, itl of a one-chunk stream, ttft of an answer that was not streamed)."""
-    if not checks:  # no SLO: every completed request meets it (and no dict made per request)
+    output, itl of a one-chunk stream, ttft of an answer that was not streamed, ttf_tool_call of
+    an answer that called no tool). `plan`: the items a request is held to, with their value's
+    place (PointRecorder._name_slo_items)."""
+    if not plan:  # no SLO a request is held to: every completed request meets the set
         t.slo_met += 1
         return
-    values = {"ttft": ttft_ns / 1e3 if ttft_ns is not None else None, "e2e": e2e_ns / 1e3,
-              "tpot": tpot_ns / 1e3 if tpot_ns is not None else None,
-              "itl": _max_gap_us(r) if any(c.metric == "itl" for c in checks) else None}
+    tool = r.first_tool_ns
+    values = (ttft_ns / 1e3 if ttft_ns is not None else None, e2e_ns / 1e3,
+              tpot_ns / 1e3 if tpot_ns is not None else None,
+              _max_gap_us(r) if any(i == 3 for _, i in plan) else None,
+              (tool - r.t0_ns) / 1e3 if tool is not None else None)
     met_all = True
-    for c in checks:
-        if c.metric not in values:
-            continue
-        v = values[c.metric]
+    for c, i in plan:
+        v = values[i]
         if v is None or c.holds(v):
             t.slo_met_by_item[c.text] += 1
         else:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from benchc.catalog import LATENCIES
 from benchc.metrics._hdr import Histogram
 from benchc.metrics.record import CANCELLED
 from benchc.results.api import Latency, Point, Result, from_document
@@ -30,6 +31,8 @@ LEFT_OUT = [
     "results.request_performance.time_series and observability time series (a result keeps "
     "per-point means, maxima and counter deltas, not series)",
     "latency.normalized_time_per_output_token (not measured)",
+    "time to first tool call (ttf_tool_call_us): a report's latency object has no field for it and "
+    "allows no other; the result, the CSV export and the HTML report carry it",
     "statistics.mode", "requests.input_length/output_length beyond the mean (the result keeps totals)",
     "0.2.1 multimodal payloads and request_size (text requests; sizes not recorded)",
 ]
@@ -41,9 +44,11 @@ _NAMESPACE = uuid.UUID("5b1d0c6e-8a41-5d0e-9a4c-62656e636863")
 _PERCENTILES = {"p0p1": 0.1, "p1": 1, "p5": 5, "p10": 10, "p25": 25, "p50": 50, "p75": 75, "p90": 90,
                 "p95": 95, "p99": 99, "p99p9": 99.9}
 
-# benchc latency -> (report field, units); every latency in milliseconds.
-_LATENCIES = {"ttft": ("time_to_first_token", "ms"), "tpot": ("time_per_output_token", "ms/token"),
-              "itl": ("inter_token_latency", "ms/token"), "e2e": ("request_latency", "ms")}
+# benchc latency -> (report field, units), as declared (benchc/catalog.py); every latency in
+# milliseconds, in the report's field order.
+_FIELDS = ("time_to_first_token", "time_per_output_token", "inter_token_latency", "request_latency")
+_DECLARED = {m.br[0]: (m.name, m.br) for m in LATENCIES if m.br is not None}
+_LATENCIES: dict[str, tuple[str, str]] = dict(_DECLARED[f] for f in _FIELDS if f in _DECLARED)
 
 # How each dataset's input tokens come about: words drawn by benchc (random), or a user's text
 # (sampled); a benchc-format trace may carry its rows' own text.

@@ -43,6 +43,7 @@ import sys
 
 import numpy as np
 
+from benchc.catalog import METRICS, RATIO
 from benchc.errors import ThresholdFailed, UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.metrics.aggregate import Tally, figures
@@ -54,12 +55,11 @@ from benchc.results.identity import result_label
 from benchc.results.repeats import base_id, values
 from benchc.spec.thresholds import Threshold, parse_gate
 
-THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s")
-LATENCIES = ("ttft.p50", "ttft.p99", "ttft.p99.9", "itl.p50", "itl.p99", "tpot.p50", "tpot.p99",
-             "e2e.p50", "e2e.p99",
-             # reasoning models: when the answer starts, and its pace (where both sides have them)
-             "ttf_answer.p50", "ttf_answer.p99", "itl_answer.p50")
-COMPARED = THROUGHPUTS + ("error_rate",) + LATENCIES  # what each compared point carries
+# what each compared point carries, as the declarations say (benchc/catalog.py): the
+# throughputs, the error rate, then the latencies' statistics
+THROUGHPUTS = tuple(k for m in METRICS if m.path[0] == "throughput" for k in m.keys(m.compared))
+LATENCIES = tuple(k for m in METRICS if m.latency for k in m.keys(m.compared))
+COMPARED = THROUGHPUTS + tuple(k for m in METRICS if m.kind == RATIO for k in m.keys(m.compared)) + LATENCIES
 BOOTSTRAP_RESAMPLES = 200
 MIN_TAIL = 10  # samples needed on each side of a percentile for its bootstrap interval
 NOISE_FLOOR = 0.02  # a relative change below this is never called beyond noise (repeated runs)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import jsonschema
 
-from benchc import redact
+from benchc import catalog, redact
 from benchc.errors import ResultFormatError, UsageError
 from benchc.inputs import RESULT_BYTES, input_problem
 from benchc.results import values
@@ -356,6 +356,7 @@ def metric_value(point: dict, key: str) -> float | None:
     if "." in key:
         metric, stat = key.rsplit(".", 1) if not key.endswith(".p99.9") else (key[:-6], "p99.9")
         return (latency_summary(point, metric) or {}).get(stat)
-    if key == "error_rate":
-        return point.get("error_rate")
+    declared = catalog.BY_NAME.get(key)
+    if declared is not None:  # where the declaration says a point holds it
+        return declared.value_in(point)
     return point["throughput"].get(key)

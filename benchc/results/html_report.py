@@ -28,6 +28,7 @@ import json
 from collections.abc import Sequence
 from importlib import resources
 
+from benchc import catalog
 from benchc.results import decide
 from benchc.results.api import Point, from_document
 from benchc.results.compare import decide_section
@@ -52,7 +53,9 @@ from benchc.results.sidebyside import cells
 # (x = 1 / (1 - p/100), so p99 sits at 100 and p99.99 at 10,000)
 SPECTRUM = [0, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 92.5, 95, 96, 97, 98, 99, 99.5, 99.8, 99.9,
             99.95, 99.99, 99.999]
-LATENCIES = ("ttft", "tpot")
+# the latencies charted against output throughput, as declared (benchc/catalog.py); a chart is
+# drawn only for those some point has
+LATENCIES = tuple(m.name for m in catalog.LATENCIES if m.chart)
 SERVER_COLUMNS = ("running", "waiting", "kv_cache_usage", "preemptions")
 
 
@@ -292,6 +295,11 @@ def report_data(docs: list[dict], sources: list[str] | None = None, gpu_hour: fl
     }
 
 
+def _titles() -> str:
+    """The charted latencies' titles for the page's script (the declarations' own)."""
+    return json.dumps({name: catalog.metric(name).title for name in LATENCIES}, separators=(",", ":"))
+
+
 def page(docs: list[dict], sources: list[str] | None = None, gpu_hour: float | None = None) -> str:
     """The whole page: data, uPlot, benchc's script and style, inlined."""
     data = json.dumps(report_data(docs, sources, gpu_hour), separators=(",", ":"), allow_nan=False)
@@ -305,5 +313,6 @@ def page(docs: list[dict], sources: list[str] | None = None, gpu_hour: float | N
             f"<title>benchc report</title><style>{uplot_css}\n{_asset('_report', 'report.css')}</style>"
             f"</head><body><h1>benchc report</h1><div id='app'></div>"
             f"<script id='benchc-data' type='application/json'>{data}</script>"
+            f"<script id='benchc-titles' type='application/json'>{_titles()}</script>"
             f"<script>/*! uPlot 1.6.32, https://github.com/leeoniya/uPlot\n{license_}*/\n"
             f"{uplot_js}</script><script>{_asset('_report', 'report.js')}</script></body></html>\n")

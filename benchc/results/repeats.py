@@ -16,14 +16,16 @@ points, so both read the same figures.
 
 from __future__ import annotations
 
+from benchc import catalog
 from benchc.metrics.aggregate import Tally, latency_block
 from benchc.metrics.intervals import mean_interval
 from benchc.results.document import is_probe, load_key, metric_value
 
-THROUGHPUTS = ("output_tok_s", "total_tok_s", "request_s", "goodput_s")
-LATENCY_STATS = tuple(f"{m}.{s}" for m in ("ttft", "itl", "tpot", "e2e")
-                      for s in ("mean", "p50", "p90", "p99"))
-METRICS = THROUGHPUTS + ("error_rate",) + LATENCY_STATS
+# the figures a repeated point's runs give an interval of, as declared (benchc/catalog.py)
+THROUGHPUTS = tuple(m.name for m in catalog.METRICS if m.repeats and m.path[0] == "throughput")
+LATENCY_STATS = tuple(k for m in catalog.METRICS if m.latency for k in m.keys(m.repeats))
+RATIOS = tuple(m.name for m in catalog.METRICS if m.repeats and m.kind == catalog.RATIO)
+METRICS = THROUGHPUTS + RATIOS + LATENCY_STATS
 INTERVAL_METHOD = ("95% Student t interval of the mean of the runs' figures: "
                    "mean +- t(0.975, n-1) s/sqrt(n); latencies in microseconds; "
                    "pooled: the runs' histograms added exactly")

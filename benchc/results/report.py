@@ -22,6 +22,7 @@ import io
 from collections import defaultdict
 from typing import Any
 
+from benchc import catalog
 from benchc.errors import UsageError
 from benchc.metrics._hdr import Histogram
 from benchc.plan.search import show_load
@@ -220,7 +221,8 @@ def search_metric(text: str) -> tuple[float, str]:
     """A search SLO item's (`ttft: p99 < 2s`) scale from its recorded value to the charts' unit
     (latencies are recorded in us, charted in ms), and the axis's name."""
     metric = text.split(":", 1)[0]
-    latency = metric in ("ttft", "itl", "tpot", "e2e")
+    declared = catalog.BY_NAME.get(metric)
+    latency = declared is not None and declared.latency
     return (1000.0, f"{metric} (ms)") if latency else (1.0, metric)
 
 

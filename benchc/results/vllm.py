@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from benchc.catalog import LATENCIES
 from benchc.results.api import Point, Result, from_document
 
 VLLM_VERSION = "0.33.0"
@@ -31,7 +32,11 @@ VLLM_COMMIT = "g4ba787ec9"
 BACKENDS = {"chat": "openai-chat", "completions": "openai", "responses": "openai-responses",
             "embeddings": "openai-embeddings", "rerank": "vllm-rerank"}
 
-_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM's name -> benchc's
+# vLLM's name -> benchc's, as declared (benchc/catalog.py), in the order of vLLM's
+# --percentile-metrics above
+_ORDER = ("ttft", "tpot", "itl", "e2el")
+_DECLARED = {m.vllm: m.name for m in LATENCIES if m.vllm}
+_METRICS = {name: _DECLARED[name] for name in _ORDER if name in _DECLARED}
 _PERCENTILES = (99,)
 
 # In the order vLLM writes them: main_async's settings, then benchmark()'s result dict.

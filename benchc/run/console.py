@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from benchc import redact
+from benchc import catalog, redact
+from benchc.catalog import Metric
 from benchc.metrics.record import CANCELLED
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Workload
@@ -21,9 +22,28 @@ from benchc.spec.thresholds import show_value
 # wrong otherwise (requests sent? the steady rate?)
 LEGEND = ("reqs: requests completed (failed ones under errors); out tok/s: output tokens of completed "
           "requests / the point's whole window (the result's output_tok_s, not steady_output_tok_s); "
-          "latencies in ms")
-HEADER = (f"{'point':<24} {'reqs':>5} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
-          f"{'ITL p50':>8} {'ITL p99':>8} {'E2E mean':>9} {'E2E p99':>9} {'errors':>6}")
+          "req/s: completed requests / that window (request_s); latencies in ms")
+# the metric columns, as declared (benchc/catalog.py): the point's scalars, then its
+# latencies' statistics, each as wide as its header and a space
+COLUMNS = tuple((m, stat, header, m.console_width or len(header) + 1)
+                for group in (False, True) for m in catalog.METRICS if m.latency == group
+                for stat in m.console
+                for header in (m.title if stat is None else f"{m.title} {stat}",))
+HEADER = (f"{'point':<24} {'reqs':>5} " + " ".join(f"{h:>{w}}" for _, _, h, w in COLUMNS)
+          + f" {'errors':>6}")
+# the figures shown on a line under the row, where the point has them
+DETAILS = tuple(m for m in catalog.METRICS if m.console_detail)
+# a scalar's cell by its unit (latencies: milliseconds)
+_FORMATS = {"tok/s": "{:.1f}", "req/s": "{:.2f}", "fraction": "{:.1%}"}
+
+
+def _cell(p: dict, m: Metric, stat: str | None) -> str:
+    """A declared metric's console cell: `12.3ms`, `353.1`, `-` where the point has none."""
+    value = m.value_in(p)
+    if stat is not None:
+        value = value.get(stat) if isinstance(value, dict) else None
+        return f"{value / 1000:.1f}ms" if value is not None else "-"
+    return _FORMATS.get(m.unit, "{}").format(value) if value is not None else "-"
 
 
 def _check(c: dict) -> str:
@@ -68,8 +88,9 @@ def cancelled_line(p: dict) -> str | None:
 
 
 def _detail_lines(p: dict, ms) -> list[str]:
-    """Under a point's row: when its answers started (reasoning models), and its turns
-    (sessions): TTFT p50 and the server's cached fraction per turn."""
+    """Under a point's row: when its answers started (reasoning models), the figures declared
+    for a line of their own (time to first tool call), and its turns (sessions): TTFT p50 and
+    the server's cached fraction per turn."""
     out = []
     r, lat = p.get("reasoning"), p["latency"]
     if r:
@@ -77,6 +98,11 @@ def _detail_lines(p: dict, ms) -> list[str]:
         out.append(f"reasoning {r['reasoning_tokens']:,} + answer {r['answer_tokens']:,} tokens "
                    f"({r['method']}); first answer token p50 {ms(first, 'p50')} p99 {ms(first, 'p99')}; "
                    f"answer ITL p50 {ms(lat['itl_answer_us'], 'p50')}")
+    for m in DETAILS:  # a figure only some points have: a line where the point has it
+        block = m.value_in(p)
+        if block and block.get("count"):
+            stats = " ".join(f"{stat} {ms(block, stat)}" for stat in m.console_detail)
+            out.append(f"{m.title} {stats} ({block['count']:,} requests)")
     s = p.get("sessions")
     if s:
         turns = ", ".join(f"{b['turn']}: {ms(b['latency']['ttft_us'], 'p50')}"
@@ -268,7 +294,6 @@ class Console:
             print(HEADER, file=sys.stderr)
             print(LEGEND, file=sys.stderr)
         self.rows += 1
-        lat = p["latency"]
 
         def ms(block: dict, key: str) -> str:
             v = block.get(key)
@@ -284,10 +309,9 @@ class Console:
         if p["params"].get("probe") is not None and p.get("slo"):
             # a search's probe: what decides it, the SLO metric against its threshold
             mark += "  " + "; ".join(_check(c) for c in p["slo"]["checks"])
-        print(f"{p['id']:<24} {p['counts']['completed']:>5} {p['throughput']['output_tok_s']:>10.1f} "
-              f"{ms(lat['ttft_us'], 'p50'):>9} {ms(lat['ttft_us'], 'p99'):>9} {ms(lat['itl_us'], 'p50'):>8} "
-              f"{ms(lat['itl_us'], 'p99'):>8} {ms(lat['e2e_us'], 'mean'):>9} {ms(lat['e2e_us'], 'p99'):>9} "
-              f"{p['counts']['failed']:>6}{mark}", file=sys.stderr, flush=True)
+        cells = " ".join(f"{_cell(p, m, stat):>{w}}" for m, stat, _, w in COLUMNS)
+        print(f"{p['id']:<24} {p['counts']['completed']:>5} {cells} {p['counts']['failed']:>6}{mark}",
+              file=sys.stderr, flush=True)
         for line in _detail_lines(p, ms):
             self.say(f"  {p['id']}: {line}")
         failed = first_error(p)

@@ -10,7 +10,8 @@
 In `compare --fail-on` a VALUE with a sign and a `%` (`-5%`, `+10%`) is a
 change relative to the baseline: `output_tok_s < -5%` fails when the new run's
 output throughput is more than 5% below the base's. There the metric and the
-statistic come first, joined by a dot: `ttft.p99 > +10%`.
+statistic come first, joined by a dot or a space: `ttft.p99 > +10%`, and a signed
+change may go without its OP (`ttf_tool_call p99 +10%` is `> +10%`, `-5%` is `< -5%`).
 
 Latency thresholds are held in microseconds, as results record latencies.
 """
@@ -21,23 +22,15 @@ import operator
 import re
 from dataclasses import dataclass, replace
 
+from benchc import catalog
+from benchc.catalog import threshold_kind
 from benchc.units import parse_duration
 
-# metric name -> kind of value it takes
-METRICS: dict[str, str] = {
-    "ttft": "latency",
-    "itl": "latency",
-    "tpot": "latency",
-    "e2e": "latency",
-    "error_rate": "ratio",
-    "output_tok_s": "rate",
-    "total_tok_s": "rate",
-    "request_s": "rate",
-    "goodput_s": "rate",
-}
+# metric name -> kind of value it takes: the declared metrics the spec's `slo` may name
+METRICS: dict[str, str] = {m.name: threshold_kind(m) for m in catalog.METRICS if m.slo}
 
 # the unit a point holds each metric in (result figures and `slo.checks` values)
-_RATE_UNITS = {"output_tok_s": "tok/s", "total_tok_s": "tok/s", "request_s": "req/s", "goodput_s": "req/s"}
+_RATE_UNITS = {m.name: m.unit for m in catalog.METRICS if m.slo and threshold_kind(m) == "rate"}
 UNITS = ("us", "fraction", "tok/s", "req/s")
 
 
@@ -131,13 +124,18 @@ def parse_threshold(metric: str, expr: str, *, allow_relative: bool = False) -> 
     return Threshold(metric, stat, op, value, relative, f"{metric}: {expr.strip()}")
 
 
+# ratios a service level wants high (the share of prompt tokens served from the prefix cache);
+# error_rate, like every latency, is wanted low
+_MORE_IS_BETTER = frozenset({"cached_fraction"})
+
+
 def parse_slo(metric: str, expr: str) -> Threshold:
     """Parse an SLO item (the spec's `slo`, `load.search.slo`): a threshold that bounds its metric
     the way a service level does, latencies and error_rate from above (`p99 < 2s`), throughputs
     from below (`> 100`). An inverted one (`tpot: "p50 > 100ms"`) would pass only the slow
     points and is refused; ValueError says why."""
     t = parse_threshold(metric, expr)
-    upper = METRICS[metric] in ("latency", "ratio")
+    upper = METRICS[metric] == "latency" or (METRICS[metric] == "ratio" and metric not in _MORE_IS_BETTER)
     if upper and t.op in (">", ">="):
         raise ValueError(f"{expr!r}: an SLO bounds {metric} from above (it is met when {metric} is "
                          f"small enough); write '{(t.stat + ' ') if t.stat else ''}<{t.op[1:]} ...', "
@@ -148,11 +146,18 @@ def parse_slo(metric: str, expr: str) -> Threshold:
     return t
 
 
+_GATE = re.compile(r"^\s*([a-z_0-9]+)(?:(?:\.|\s+)(mean|min|max|p[0-9]+(?:\.[0-9]+)?)(?![0-9.]))?\s*(.*)$")
+
+
 def parse_gate(text: str) -> Threshold:
-    """Parse a `compare --fail-on` gate: `ttft.p99 > +10%`, `output_tok_s < -5%`."""
-    m = re.match(r"^\s*([a-z_0-9]+)(?:\.(mean|min|max|p[0-9]+(?:\.[0-9]+)?))?\s*(.*)$", text)
+    """Parse a `compare --fail-on` gate: `ttft.p99 > +10%`, `output_tok_s < -5%`. The statistic
+    may follow the metric after a space (`ttf_tool_call p99 > +10%`), and a signed change may
+    leave its operator out: `+10%` means `> +10%` (worse when it grows), `-5%` means `< -5%`."""
+    m = _GATE.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a gate like 'ttft.p99 > +10%'")
     metric, stat, rest = m.groups()
+    if rest[:1] in ("+", "-"):
+        rest = f"{'>' if rest[0] == '+' else '<'} {rest}"
     gate = parse_threshold(metric, f"{stat or ''} {rest}", allow_relative=True)
     return replace(gate, text=text.strip())

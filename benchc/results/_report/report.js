@@ -152,7 +152,7 @@
   if (D.throughput.x.length) {
     s = section("Throughput and latency");
     chart(s, "Output throughput", D.throughput, { xlabel: D.load, ylabel: "output tok/s", logx: true });
-    var names = { ttft: "TTFT", tpot: "TPOT" };
+    var names = JSON.parse(document.getElementById("benchc-titles").textContent);
     Object.keys(D.latency).forEach(function (m) {
       chart(s, names[m] + " p50 / p99 against output throughput", D.latency[m],
             { xlabel: "output tok/s", ylabel: names[m] + " (ms)" });
