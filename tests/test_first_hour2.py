@@ -458,3 +458,14 @@ def test_a_simulator_spec_pointed_at_vllm_names_vllm_everywhere(tmp_path, capsys
     server = json.loads(capsys.readouterr().out.splitlines()[0])["scenario"]["stack"][0]
     assert (server["standardized"]["tool"], server["standardized"]["tool_version"]) == ("vllm", vllm.version)
     assert server["native"]["config"]["base_url"] == vllm.base_url
+
+
+def test_a_ratio_wanted_high_is_bounded_from_below():
+    """cached_fraction (the share served from the prefix cache) is an SLO met when high."""
+    from benchc.spec.thresholds import parse_slo
+
+    assert parse_slo("cached_fraction", "> 50%").op == ">"
+    with pytest.raises(ValueError, match="an SLO bounds cached_fraction from below"):
+        parse_slo("cached_fraction", "< 50%")
+    with pytest.raises(ValueError, match="an SLO bounds error_rate from above"):
+        parse_slo("error_rate", "> 1%")
