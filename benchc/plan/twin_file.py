@@ -2,8 +2,9 @@
 compiler reads it to refuse a bad one before anything runs and to keep the batch sizes it was
 fitted at (a run's points say when they went past them); the simulator reads it to run it.
 
-Only the file's shape is checked here: its `sim` keys against the simulator's parameters are
-the simulator's check (sim/twin.py), which this layer cannot import.
+Its `sim` keys are checked here by the ranges the spec schema gives target.sim and `benchc sim
+--param` (spec/values.py: one statement of them), so `validate`, the plan compiler and the
+simulator all refuse the same twins, naming the file and the key.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import yaml
 
 from benchc.inputs import TWIN_BYTES, input_problem
+from benchc.spec.values import nonfinite_paths, sim_param_names, sim_param_problems
 
 TWIN_VERSION = 1
 
 
 def read_twin_file(path: str) -> dict:
     """The twin document at `path`; ValueError says what is wrong with it (unreadable, not a
-    twin, a newer version, `sim` not a mapping)."""
+    twin, a newer version, `sim` not a mapping, a parameter unknown or out of its range)."""
     if why := input_problem(path, TWIN_BYTES, "twin"):
         raise ValueError(why)
     try:
@@ -37,6 +39,14 @@ def read_twin_file(path: str) -> dict:
                          f"({TWIN_VERSION}); upgrade benchc")
     if not isinstance(doc.get("sim"), dict):
         raise ValueError(f"{path}: `sim` must be a mapping of simulator parameters")
+    if bad := nonfinite_paths(doc):  # anywhere: fitted_range's batch sizes are read as numbers too
+        where = ".".join(str(p) for p in bad[0])
+        raise ValueError(f"{path}: {where}: NaN and infinity are not allowed")
+    unknown = sorted(str(k) for k in set(doc["sim"]) - set(sim_param_names()))
+    if unknown:
+        raise ValueError(f"{path}: unknown simulator parameter(s) in sim: {', '.join(unknown)}")
+    if problems := sim_param_problems(doc["sim"]):
+        raise ValueError(f"{path}: " + "; ".join(f"sim.{p}" for p in problems))
     return doc
 
 

@@ -28,6 +28,7 @@ same, where both were measured. Then the same per item of the set a request meet
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,10 @@ def _sig(v: float) -> float:
     return float(f"{v:.6g}")
 
 
+def _positive(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 
@@ -116,15 +121,25 @@ def _point_figures(p: Point, gpus: int, gpu_hour: float | None, goodput_s: float
     if tpot is None or not tpot.count or not tpot.percentiles.get(50.0):
         return None
     energy = p.energy
-    server_w = energy.server_power_w if energy is not None else None
-    return {"output_tok_s_per_user": 1e6 / tpot.percentiles[50.0],
-            "output_tok_s_per_gpu": p.output_tok_s / gpus,
-            "goodput_s_per_gpu": goodput_s / gpus,
-            "joules_per_output_token": energy.joules_per_output_token if energy is not None else None,
-            "goodput_per_kj": goodput_s / server_w * 1000 if server_w else None,
-            "cost_per_mtok": (gpu_hour * gpus / 3600 / p.output_tok_s * 1e6
-                              if gpu_hour and p.output_tok_s > 0 else None)}
-
+    # only energy that can be right is ranked: a draw above 0 and finite (a document read is
+    # held to it by its schema; this keeps one built in memory to it too)
+    server_w = energy.server_power_w if energy is not None and _positive(energy.server_power_w) else None
+    per_token = energy.joules_per_output_token if energy is not None and server_w else None
+    per_token = per_token if _positive(per_token) else None
+    figures = {"output_tok_s_per_user": 1e6 / tpot.percentiles[50.0],
+               "output_tok_s_per_gpu": p.output_tok_s / gpus,
+               "goodput_s_per_gpu": goodput_s / gpus,
+               "joules_per_output_token": per_token,
+               "goodput_per_kj": goodput_s / server_w * 1000 if server_w else None,
+               "cost_per_mtok": (gpu_hour * gpus / 3600 / p.output_tok_s * 1e6
+                                 if gpu_hour and p.output_tok_s > 0 else None)}
+    # an optional figure past a float (a price of 1e308 times the GPUs) is no figure: JSON
+    # cannot say it (Python would write Infinity) and nothing can be ranked by it
+    for k in ("joules_per_output_token", "goodput_per_kj", "cost_per_mtok"):
+        v = figures[k]
+        if v is not None and not math.isfinite(v):
+            figures[k] = None
+    return figures
 
 def result_labels(results: Sequence[Result]) -> list[str]:
     """How candidates name their results: "" for one; for several, each file's name, or its path

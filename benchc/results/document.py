@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -18,6 +19,7 @@ import socket
 import stat
 import sys
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 
 import jsonschema
@@ -47,6 +49,21 @@ def now_iso() -> str:
 def requests_path(result_path: str) -> str:
     """The per-request JSONL written beside a result (`output.requests: true`)."""
     return os.path.splitext(result_path)[0] + ".requests.jsonl"
+
+
+def bound_requests_text(requests: list[dict], doc: dict) -> str:
+    """The per-request JSONL of `doc`'s run, bound to it both ways: every record names the
+    run (`run_id`, a random id the document takes too) and the document keeps the file's
+    SHA-256 (`requests_sha256`), so that another run's file under this name is refused
+    (results/export.py: check_requests_binding)."""
+    run_id = doc.setdefault("run_id", uuid.uuid4().hex)
+    text = "".join(json.dumps({**r, "run_id": run_id}) + "\n" for r in requests)
+    doc["requests_sha256"] = requests_sha256(text.encode("utf-8"))
+    return text
+
+
+def requests_sha256(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 def output_path(template: str, name: str, plan_hash: str, sidecars: bool = False) -> str:

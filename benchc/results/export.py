@@ -15,7 +15,7 @@ import os
 from benchc.errors import ResultFormatError, UsageError
 from benchc.inputs import REQUESTS_BYTES, input_problem
 from benchc.results import br, vllm
-from benchc.results.document import not_json_number
+from benchc.results.document import not_json_number, requests_sha256
 from benchc.results.table import to_csv
 
 WHOLE_FORMATS = ("csv", "csv-turns", "jsonl")
@@ -39,7 +39,7 @@ def requests_jsonl(doc: dict, result_path: str) -> str:
     if not path:
         raise UsageError("this result has no per-request records (run with output.requests: true)")
     raw = _read_requests(path)
-    _records(raw, path)
+    check_requests_binding(doc, raw, _records(raw, path), path)
     return raw.decode("utf-8")
 
 
@@ -62,6 +62,9 @@ def _records(raw: bytes, path: str) -> list[dict]:
             continue
         try:
             r = json.loads(line.decode("utf-8"), parse_constant=not_json_number)
+        except RecursionError as e:  # a record nested past Python's stack: no record of benchc's
+            raise ResultFormatError(f"{path} line {n}: a JSON record nested too deep to read; the "
+                                    "per-request file is damaged or not benchc's") from e
         except (UnicodeDecodeError, ValueError) as e:
             why = "cut short: the file ends inside a record" if n == len(lines) else "not a JSON record"
             raise ResultFormatError(f"{path} line {n}: {why} ({e}); the per-request file is damaged") from e
@@ -73,6 +76,26 @@ def _records(raw: bytes, path: str) -> list[dict]:
     return out
 
 
+def check_requests_binding(doc: dict, raw: bytes, records: list[dict], path: str) -> None:
+    """Refuse (ResultFormatError, exit 5) a per-request file that is not `doc`'s: records of
+    another run (their `run_id`), or bytes other than those the run wrote (the SHA-256 the
+    result keeps, `requests_sha256`). A result and file written before the binding (neither
+    names a run) are read as they are."""
+    mine = doc.get("run_id")
+    others = sorted({str(r["run_id"]) for r in records if "run_id" in r and r["run_id"] != mine})
+    if others:
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        theirs = ", ".join(x[:40] for x in others[:3]) + more
+        this = f"run {mine}" if mine else "a result written before per-request files named their run"
+        raise ResultFormatError(f"{path} is another run's per-request file (its records are of run {theirs}; "
+                                f"this result is {this}): export the result that file belongs to")
+    want = doc.get("requests_sha256")
+    if isinstance(want, str) and requests_sha256(raw) != want:
+        raise ResultFormatError(f"{path} is not the per-request file this result was written with (its "
+                                f"SHA-256 is {requests_sha256(raw)[:16]}..., the result's requests_sha256 "
+                                f"{want[:16]}...): it was changed or replaced after the run")
+
+
 def requests_by_point(doc: dict, result_path: str) -> dict[str, list[dict]] | None:
     """The per-request records grouped by point id, in the order they were sent, or None when
     the run did not keep them."""
@@ -80,8 +103,10 @@ def requests_by_point(doc: dict, result_path: str) -> dict[str, list[dict]] | No
     if not path:
         return None
     raw = _read_requests(path)
+    records = _records(raw, path)
+    check_requests_binding(doc, raw, records, path)
     out: dict[str, list[dict]] = {}
-    for r in _records(raw, path):
+    for r in records:
         out.setdefault(r["point"], []).append(r)
     for records in out.values():
         records.sort(key=lambda r: r["t0_ns"])

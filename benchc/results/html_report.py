@@ -115,21 +115,42 @@ def _load_charts(docs: list[dict]) -> tuple[str, dict, dict]:
                                      if any(y is not None for _, _, ys in v for y in ys)}
 
 
-def _spectra(docs: list[dict], xname: str) -> dict:
+# curves per chart (a spectrum per point) and time series (one per point) the page holds at
+# most: past a hundred or so neither can be read, and with every point's time series a page of
+# 10,000 points was 211 MB. Beyond it, points are chosen evenly across the load (the first and
+# the last kept) and the page says how many it left out; the result holds them all
+MAX_CURVES = 128
+
+
+def _evenly(n: int, k: int = MAX_CURVES) -> list[int]:
+    """Indices of at most k of n items, evenly spread, the first and the last included."""
+    if n <= k:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+
+
+def _left_out_note(kept: int, total: int, what: str) -> str | None:
+    if kept == total:
+        return None
+    return (f"{what} of {kept} of {total:,} points, evenly across the load (the first and the last "
+            "included): a page of every one could not be read; the result holds them all")
+
+
+def _spectra(docs: list[dict], xname: str) -> tuple[dict, str | None]:
+    """The spectra, and what the page says of the points left out (None: none were)."""
     out = {}
     xs = [1 / (1 - p / 100) for p in SPECTRUM]
+    note = None
     for metric in ("ttft", "itl"):
-        series = []
-        for label, by_x in _collected(docs).items():
-            for x in sorted(by_x):
-                h = _pooled(by_x[x], metric)
-                if h is None:
-                    continue
-                series.append({"label": f"{label} {xname[:4]}={x:g}",
-                               "y": [_num(h.value_at_percentile(p) / 1000) for p in SPECTRUM]})
+        found = [(label, x, by_x[x]) for label, by_x in _collected(docs).items() for x in sorted(by_x)]
+        pooled = [(label, x, h) for label, x, points in found if (h := _pooled(points, metric)) is not None]
+        shown = [pooled[i] for i in _evenly(len(pooled))]
+        series = [{"label": f"{label} {xname[:4]}={x:g}",
+                   "y": [_num(h.value_at_percentile(p) / 1000) for p in SPECTRUM]} for label, x, h in shown]
         if series:
             out[metric] = {"x": [_num(x) for x in xs], "series": series}
-    return out
+            note = note or _left_out_note(len(shown), len(pooled), "spectra")
+    return out, note
 
 
 def _page_value(v: float | None) -> float | int | None:
@@ -189,6 +210,22 @@ def _timeseries(docs: list[dict], sources: list[str | None]) -> list[dict]:
                 out.append({"name": f"{result_label(d, source)}: {p['id']}", "interval_s": ts["interval_s"],
                             "kind": server.get("kind"), "sides": sides})
     return out
+
+
+def _bounded_timeseries(docs: list[dict], sources: list[str | None]) -> tuple[list[dict], str | None]:
+    """At most MAX_CURVES points' time series, evenly chosen, and what the page says of the
+    rest (None: none were left out). Chosen before their columns are built."""
+    with_ts = [(d, s, i) for d, s in zip(docs, sources, strict=True)
+               for i, p in enumerate(d["points"]) if p.get("timeseries")]
+    chosen = [with_ts[i] for i in _evenly(len(with_ts))]
+    if len(chosen) == len(with_ts):
+        return _timeseries(docs, sources), None
+    keep: dict[int, set[int]] = {}
+    for d, _, i in chosen:
+        keep.setdefault(id(d), set()).add(i)
+    slim = [{**d, "points": [p for i, p in enumerate(d["points"]) if i in keep.get(id(d), set())]}
+            for d in docs]
+    return _timeseries(slim, sources), _left_out_note(len(chosen), len(with_ts), "time series")
 
 
 def _sessions(docs: list[dict]) -> dict | None:
@@ -279,7 +316,9 @@ def report_data(docs: list[dict], sources: list[str] | None = None, gpu_hour: fl
     srcs: list[str | None] = list(sources) if sources is not None else [None] * len(docs)
     xname, throughput, latency = _load_charts(docs)
     pareto, decision, left_out, side_by_side = _pareto(docs, srcs, gpu_hour)
-    return {
+    spectra, spectra_note = _spectra(docs, xname)
+    timeseries, timeseries_note = _bounded_timeseries(docs, srcs)
+    out = {
         "results": [f"{result_label(d, s)} ({d['plan']['name']}, {d['created']})"
                     for d, s in zip(docs, srcs, strict=True)],
         "load": xname,
@@ -287,12 +326,17 @@ def report_data(docs: list[dict], sources: list[str] | None = None, gpu_hour: fl
         "throughput": throughput,
         "latency": latency,
         "pareto": pareto, "decision": decision, "left_out": left_out, "side_by_side": side_by_side,
-        "spectra": _spectra(docs, xname),
-        "timeseries": _timeseries(docs, srcs),
+        "spectra": spectra,
+        "timeseries": timeseries,
         "sessions": _sessions(docs),
         "searches": _searches(docs),
         "search_table": {"header": SEARCH_HEADER, "rows": search_rows(docs)},
     }
+    # only where points were left out (a page of few points keeps its data as it was)
+    notes = {k: v for k, v in (("spectra", spectra_note), ("timeseries", timeseries_note)) if v}
+    if notes:
+        out["left_out_of_page"] = notes
+    return out
 
 
 def _titles() -> str:

@@ -20,6 +20,7 @@ from benchc.errors import ResultFormatError, UsageError
 from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
 from benchc.metrics.cache import cache_check
+from benchc.results import values
 from benchc.results.clock import iso, point_span
 from benchc.results.decide import with_decision
 from benchc.results.document import now_iso, point_key
@@ -48,7 +49,7 @@ def merge_docs(docs: list[dict], sources: list[str], repeats: bool = False) -> d
                          "from its own figures; split one search's load with --backend ray instead")
     refuse_duplicates(docs, sources)
     if repeats:
-        return as_repeats(docs, sources)
+        return _within_bounds(as_repeats(docs, sources))
     refuse_sequential(docs, sources)
     out = copy.deepcopy(docs[0])
     groups: dict[tuple, list[dict]] = {}
@@ -66,11 +67,12 @@ def merge_docs(docs: list[dict], sources: list[str], repeats: bool = False) -> d
         out["repeats"] = summaries(out["points"])
     out["created"] = now_iso()  # when merged; exports date the points by the shards' (results/clock.py)
     out["requests_file"] = None  # each shard's records stay beside it; none holds the merged set
+    _unbind(out)
     out["complete"] = all(d["complete"] for d in docs) and all(len(g) == len(docs) for g in groups.values())
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
     out["merged_from"] = _merged_from(docs, sources)
-    return with_decision(out)
+    return _within_bounds(with_decision(out))
 
 
 def _merged_from(docs: list[dict], sources: list[str]) -> list[dict]:
@@ -126,6 +128,7 @@ def as_repeats(docs: list[dict], sources: list[str]) -> dict:
     out["slo"] = run_verdict(bool(out["plan"].get("slo")), out["points"])
     out["created"] = now_iso()
     out["requests_file"] = None
+    _unbind(out)
     out["complete"] = all(d["complete"] for d in docs)
     out["interrupted"] = any(d.get("interrupted") for d in docs)
     out["errors"] = [e for d in docs for e in d.get("errors", [])]
@@ -158,3 +161,22 @@ def merge_points(shards: list[dict], slo_checks: list[Threshold] | None = None) 
     p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}
     p["trust"] = judge(p)
     return p
+
+
+def _unbind(out: dict) -> None:
+    """A merged document is no run's: it names none and keeps no per-request file's hash."""
+    out.pop("run_id", None)
+    out.pop("requests_sha256", None)
+
+
+def _within_bounds(out: dict) -> dict:
+    """The merged document, once its sums are within what a result may hold (int64, finite:
+    results/values.py). Each input was; sums of them past it mean the inputs cannot all be
+    right, which is said of the inputs (exit 5), not of a document merge made."""
+    try:
+        values.check(out)
+    except values.ValueProblem as problem:
+        raise ResultFormatError(f"these results cannot be merged: their figures add past what a result "
+                                f"holds (the merged {problem.where}: {str(problem).split(': ', 1)[1]}); "
+                                "each is within it alone, so together they cannot all be right") from None
+    return out

@@ -20,6 +20,15 @@ ones decoded in that window: each request's pro-rated by the share of its decode
 output to end) inside it (metrics/record.py RequestRecord.tokens_within), so a round still
 decoding when the steady span ends counts for what it decoded in it. Joules per request:
 joules per output token x the point's mean output tokens per completed request.
+
+What a source reads is checked where it enters (a hostile simulator, a driver's glitch):
+a draw that is negative, NaN, infinite or past 100 kW is no reading (the sample is dropped
+and counted, `dropped_samples` per GPU), nor is such an energy counter (the sample keeps its
+draw), so no figure of the block can pass what a result holds. An energy counter that runs
+backwards between two samples was reset (NVML's after a GPU reset or a driver reload), and
+one that rises faster than a GPU draws (past 100 kW) cannot be read either: that GPU's
+joules come from its power samples instead, and its entry says `counter_reset` (a reset
+mid-window would otherwise give negative joules, a jump a draw past any float a result holds).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -117,6 +127,7 @@ class PowerSampler:
         self.source, self.smi, self.interval_s = source, smi, interval_s
         self.samples: dict[int, list[Sample]] = {}
         self.names: dict[int, str | None] = {}
+        self.dropped: dict[int, int] = {}  # per GPU: readings refused as impossible (entry checks)
 
     @property
     def source_name(self) -> str | None:
@@ -138,7 +149,20 @@ class PowerSampler:
         t = stamp if stamp is not None and t0 <= stamp <= t1 else (t0 + t1) // 2
         for index, name, watts, joules in rows:
             self.names[index] = name
-            self.samples.setdefault(index, []).append((t, watts, joules))
+            self.add(index, t, watts, joules)
+
+    def add(self, index: int, t_ns: int, watts: float, joules: float | None) -> None:
+        """One GPU's reading, kept when it can be right: a draw that is not a finite number
+        of watts from 0 to MAX_GPU_W drops the sample (counted); such an energy counter is
+        dropped alone (the draw is kept); an index no GPU has drops the reading."""
+        if not (isinstance(index, int) and 0 <= index < MAX_GPUS):
+            log.debug("power: a reading of GPU index %r ignored (no GPU's)", index)
+            return
+        if not _physical(watts):
+            self.dropped[index] = self.dropped.get(index, 0) + 1
+            return
+        keep = joules if _physical(joules, MAX_COUNTER_J) else None
+        self.samples.setdefault(index, []).append((t_ns, watts, keep))
 
     @contextlib.asynccontextmanager
     async def around(self) -> AsyncIterator[PowerSampler]:
@@ -164,7 +188,9 @@ class PowerSampler:
     def _all_samples(self) -> dict[int, list[Sample]]:
         if self.source is None and self.smi is not None:
             self.names = {int(k): v for k, v in self.smi.names.items() if k.isdigit()}
-            return {int(k): [(t, w, None) for t, w in v] for k, v in self.smi.stamped.items() if k.isdigit()}
+            rows = {int(k): v for k, v in self.smi.stamped.items() if k.isdigit()}
+            self.dropped = {i: n for i, v in rows.items() if (n := sum(not _physical(w) for _, w in v))}
+            return {i: [(t, w, None) for t, w in v if _physical(w)] for i, v in rows.items()}
         return self.samples
 
     def block(self, start_ns: int, end_ns: int, window: str, output_tokens: int,
@@ -177,14 +203,21 @@ class PowerSampler:
         span_s = (end_ns - start_ns) / 1e9
         gpus: list[dict[str, Any]] = []
         counters = True
+        resets = []
         for index in sorted(samples):
             rows = sorted(samples[index])
             joules, counted = energy_between(rows, start_ns, end_ns)
             counters = counters and counted
             server = None if server_gpus is None else index in server_gpus
-            gpus.append({"index": index, "name": self.names.get(index), "server": server,
-                         "samples": sum(1 for t, _, _ in rows if start_ns <= t <= end_ns),
-                         "power_w": round(joules / span_s, 3), "joules": round(joules, 3)})
+            gpu: dict[str, Any] = {"index": index, "name": self.names.get(index), "server": server,
+                                   "samples": sum(1 for t, _, _ in rows if start_ns <= t <= end_ns),
+                                   "power_w": round(joules / span_s, 3), "joules": round(joules, 3)}
+            if counter_reset(rows):
+                gpu["counter_reset"] = True
+                resets.append(index)
+            if self.dropped.get(index):
+                gpu["dropped_samples"] = self.dropped[index]
+            gpus.append(gpu)
         known = server_gpus is not None and any(g["server"] for g in gpus)
         mine = [g for g in gpus if g["server"]] if known else gpus
         server_j = sum(g["joules"] for g in mine)
@@ -199,9 +232,18 @@ class PowerSampler:
                      "output_tokens": output_tokens,
                      # documents before this field counted the requests completed in the window
                      "output_tokens_counted": "decoded"}
+        notes = []
+        if resets:
+            notes.append(f"the energy counter of GPU {', '.join(map(str, resets))} ran backwards (a reset): "
+                         "its joules come from its power samples")
+        if dropped := sum(self.dropped.values()):
+            notes.append(f"{dropped} reading(s) of an impossible draw (negative, not finite, past "
+                         f"{MAX_GPU_W / 1000:g} kW) were dropped")
         if not known:
-            out["note"] = "which GPUs are the server's is not known (server.gpus as indices, or " \
-                          "CUDA_VISIBLE_DEVICES): the server's figures count every GPU of the machine"
+            notes.append("which GPUs are the server's is not known (server.gpus as indices, or "
+                         "CUDA_VISIBLE_DEVICES): the server's figures count every GPU of the machine")
+        if notes:
+            out["note"] = "; ".join(notes)
         if output_tokens > 0:
             out["joules_per_output_token"] = round(server_j / output_tokens, 6)
             if tokens_per_request:
@@ -209,9 +251,37 @@ class PowerSampler:
         return out
 
 
+# what a reading can be: one GPU draws at most a few kW (an H200 700 W, a B200 1 kW), so past
+# 100 kW a draw is a broken reading; NVML's counter is millijoules in a uint64
+MAX_GPU_W = 100_000.0
+MAX_COUNTER_J = 2**64 / 1000
+MAX_GPUS = 4096  # GPU indices a machine may have: a larger one is no GPU's
+# a counter may move in steps (a driver updates it every few ms to 100 ms): two samples close
+# together may see one whole step, which is no jump
+COUNTER_STEP_J = 1000.0
+
+
+def _physical(x: float | None, most: float = MAX_GPU_W) -> bool:
+    """A draw in watts (or a counter in joules, with `most` its bound) that can be right: a
+    finite number from 0 to `most`."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= most
+
+
+def counter_reset(rows: list[Sample]) -> bool:
+    """Whether one GPU's energy counter cannot be read between two of its samples (by time):
+    it ran backwards (a reset), or rose faster than any GPU draws (past MAX_GPU_W: a reset
+    to another base, or a broken reading), which would give a draw past what a result holds."""
+    counted = [(t, j) for t, _, j in rows if j is not None]
+    for (t0, j0), (t1, j1) in zip(counted, counted[1:], strict=False):
+        if j1 < j0 or j1 - j0 > MAX_GPU_W * max(t1 - t0, 0) / 1e9 + COUNTER_STEP_J:
+            return True
+    return False
+
+
 def energy_between(rows: list[Sample], a: int, b: int) -> tuple[float, bool]:
-    """(joules over [a, b], whether energy counters gave it) from one GPU's samples by time."""
-    if len(rows) >= 2 and all(j is not None for _, _, j in rows):
+    """(joules over [a, b], whether energy counters gave it) from one GPU's samples by time.
+    A counter that ran backwards (a reset) is not read: the power samples give the joules."""
+    if len(rows) >= 2 and all(j is not None for _, _, j in rows) and not counter_reset(rows):
         return _counter_at(rows, b) - _counter_at(rows, a), True
     return _trapezoid(rows, a, b), False
 

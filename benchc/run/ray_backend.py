@@ -85,7 +85,7 @@ class RayBackend:
 
     @property
     def where(self) -> str:
-        return self.address or "auto (Ray's default)"
+        return self.address or "local (a Ray instance of this run's own)"
 
     # ------------------------------------------------------------------ start, stop
 
@@ -95,7 +95,7 @@ class RayBackend:
         Ray's reason when the cluster cannot be joined, is too small, or a worker dies."""
         self._connect()
         n = self._worker_count()
-        self.plan_dict = plan.to_dict(redact=False)  # with secrets: the workers send the requests
+        self.plan_dict = worker_plan(plan)
         # one CPU each: a worker is one asyncio client, which saturates one core at most;
         # SPREAD: over as many nodes as the cluster has, each client with its own NIC and cores
         worker = self.ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(LoadWorker)
@@ -132,7 +132,10 @@ class RayBackend:
         # benchc's (the runner's: stop, keep what was measured, write it) is put back after
         sigterm = signal.getsignal(signal.SIGTERM)
         try:
-            self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+            # no address: an instance of its own ("local"), never the cluster a `ray start` on this
+            # machine last recorded nor RAY_ADDRESS's (another user's, sent the plan's secrets);
+            # --ray-address auto joins that one when asked
+            self.ray.init(address=self.address or "local", include_dashboard=False, log_to_driver=False)
         except Exception as e:  # noqa: BLE001 - whatever stops Ray from joining: its reason, said plainly
             raise RunError(f"cannot join the Ray cluster at {self.where}: {ray_reason(e)}"
                            f"{_auth_hint(e, self.address)}") from e
@@ -246,6 +249,16 @@ class RayBackend:
             stopped.cancel()
             for t in tasks:
                 t.cancel()
+
+
+def worker_plan(plan: Plan) -> dict:
+    """The plan as the workers get it: the target's credentials (they send the requests), not
+    the server's launch command and environment (the driver launches it; its tokens stay)."""
+    out = plan.to_dict(redact=False)
+    shown = plan.to_dict(redact=True)
+    for mine, redacted in zip(out["combinations"], shown["combinations"], strict=True):
+        mine["server"] = redacted["server"]
+    return out
 
 
 def _check_reachable(address: str | None) -> None:

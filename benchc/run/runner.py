@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from benchc.results import values
 from benchc.results.decide import with_decision
 from benchc.results.document import (
     SCHEMA_VERSION,
+    bound_requests_text,
     environment,
     is_probe,
     now_iso,
@@ -56,7 +57,7 @@ from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
 from benchc.run.console import Console, Silence, words_line
 from benchc.run.deadserver import stop_kind
-from benchc.run.fdlimit import ensure_fds
+from benchc.run.fdlimit import ensure_fds, plan_sockets
 from benchc.run.feed import Dealer
 from benchc.run.gpus import combination_gpus, read_sim_power
 from benchc.run.loadgen import StepContext
@@ -773,12 +774,11 @@ def _launches(plan: Plan, opts: RunOptions) -> list[Combination]:
 
 
 def check_file_descriptors(plan: Plan, opts: RunOptions) -> None:
-    """The open-file limit against the plan's widest concurrency, before anything starts
+    """The open-file limit against the plan's widest concurrency (and fan-out), before anything starts
     (run/fdlimit.py). On Ray each worker holds only its share of the sockets, on its host."""
     if opts.backend != "local":
         return
-    widest = max([s.inflight_target for s in plan.steps] + [1])
-    ensure_fds(widest, f"{widest} requests in flight (the plan's widest point)")
+    ensure_fds(*plan_sockets(plan))
 
 
 async def fetch_models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
@@ -810,10 +810,13 @@ def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
         kept = _rescue(json.dumps(doc, indent=1) + "\n", ".json")
         raise RunError(f"the result holds a value no reader takes ({problem}): a bug in benchc, please "
                        f"report it; the result is in {kept}") from problem
+    # the records name their run and the result keeps their hash: export refuses another
+    # run's file found under this name (results/export.py)
+    text = bound_requests_text(requests, doc) if requests else ""
     try:
         if requests:
             req_path = requests_path(path)
-            write_atomic(req_path, "".join(json.dumps(r) + "\n" for r in requests), overwrite=True)
+            write_atomic(req_path, text, overwrite=True)
             doc["requests_file"] = os.path.basename(req_path)
         write_atomic(path, json.dumps(doc, indent=1) + "\n", overwrite=True)
         return path
@@ -822,7 +825,7 @@ def _write_result(path: str, doc: dict, requests: list[dict]) -> str:
         doc.pop("requests_file", None)
         rescued = [_rescue(json.dumps(doc, indent=1) + "\n", ".json")]
         if requests:
-            rescued.append(_rescue("".join(json.dumps(r) + "\n" for r in requests), ".requests.jsonl"))
+            rescued.append(_rescue(text, ".requests.jsonl"))
         raise RunError(f"could not write the result to {path} ({why}); it is in "
                        + " and ".join(rescued)) from e
 
@@ -849,12 +852,16 @@ def execute(plan: Plan, spec_data: dict, opts: RunOptions) -> tuple[dict, str]:
     try:
         check_file_descriptors(plan, opts)
         runner = Runner(plan, spec_data, opts, path)
+        # only the import decides the loop: an exception of the run itself is never handled
+        # here (it would carry a chained "No module named 'uvloop'", or run the plan twice)
+        run_loop: Callable[[Coroutine[Any, Any, dict]], dict] = asyncio.run
         try:
             import uvloop
 
-            doc = uvloop.run(runner.run())
+            run_loop = uvloop.run
         except ImportError:
-            doc = asyncio.run(runner.run())
+            pass
+        doc = run_loop(runner.run())
         path = _write_result(path, doc, runner.requests)
     finally:
         reserved.release()

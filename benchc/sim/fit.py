@@ -34,12 +34,23 @@ time, chunked prefill's token budget, speculative decoding, preemption. docs/twi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from benchc.sim.model import SimConfig
 from benchc.sim.twin import TWIN_VERSION
+
+# the widest concurrency a point may have to be fitted: what a spec may ask for
+# (spec/limits.py MAX_CONCURRENCY); a result saying more was not measured as asked, and its
+# batch doubled for the table's last row could pass int64
+MAX_FIT_CONCURRENCY = 1_000_000
+
+
+def _too_wide(point: dict) -> bool:
+    c = point.get("params", {}).get("concurrency")
+    return isinstance(c, int | float) and c > MAX_FIT_CONCURRENCY
 
 
 class FitRefused(ValueError):
@@ -77,7 +88,7 @@ def _observation(source: str, point: dict) -> Observation | None:
     # a capacity search's probe at a concurrency is a closed-loop point as a sweep's is (often the
     # only one at a large batch, which the fit most needs); a point its trust checks doubted is
     # left out (untrusted())
-    if not params.get("concurrency") or untrusted(point) or completed < 1:
+    if not params.get("concurrency") or untrusted(point) or completed < 1 or _too_wide(point):
         return None
     tpot, ttft = lat.get("tpot_us"), lat.get("ttft_us")
     if not tpot or not ttft or not tpot.get("count") or tpot.get("p50") is None:
@@ -236,7 +247,7 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
     # the decode step at each measured batch size: the median of its points' TPOT p50, made
     # non-decreasing (a busy machine's noise can make a larger batch look faster; an engine's
     # step does not shrink with more sequences)
-    medians = [float(np.median([o.tpot_p50_ms for o in obs if o.concurrency == c])) for c in levels]
+    medians = [float(np.median(ys)) for ys in _by_level(obs, lambda o: o.tpot_p50_ms).values()]
     step_at = dict(zip(levels, _non_decreasing(medians), strict=True))
     prefill_tok_s, frontend_ms, fixed_prefill_ms, prefill_how = _prefill(obs, step_at)
     growth = _frontend_growth(obs)
@@ -253,6 +264,10 @@ def fit(docs: list[tuple[str, dict]]) -> dict:
                              int(max(o.input_tokens + o.output_tokens for o in obs)) + 1),
     }
     notes, not_observed = [f"prefill: {prefill_how}"], []
+    wide = [p.get("id", "?") for p in closed if _too_wide(p)]
+    if wide:
+        notes.append(f"left out, at a concurrency past {MAX_FIT_CONCURRENCY:,} (more than a spec may ask "
+                     f"for): {', '.join(wide[:5])}{' and more' if len(wide) > 5 else ''}")
     if doubted:
         notes.append(f"left out, as their trust checks doubted them: {'; '.join(doubted)}")
     if growth:
@@ -311,12 +326,11 @@ def _frontend_growth(obs: list[Observation]) -> list[list[float]] | None:
     measured: beyond it, a guess either way, and flat is the one that does not compound (a real
     vLLM on a busy 2-core host took 8, 20, 30 ms at C=1, 2, 4 and about 50 from C=8 to 16).
     None without the server's own timings at two concurrencies."""
-    levels = sorted({o.concurrency for o in obs if o.server_frontend_ms is not None})
+    by_level = _by_level([o for o in obs if o.server_frontend_ms is not None], lambda o: o.server_frontend_ms)
+    levels = list(by_level)
     if len(levels) < 2:
         return None
-    ys = [float(np.median([o.server_frontend_ms for o in obs
-                           if o.concurrency == c and o.server_frontend_ms is not None])) for c in levels]
-    ys = _non_decreasing(ys)
+    ys = _non_decreasing([float(np.median(v)) for v in by_level.values()])
     growth = [[c - 1, round(max(0.0, y - ys[0]), 3)] for c, y in zip(levels, ys, strict=True)]
     return None if all(g == 0 for _, g in growth) else growth
 
@@ -333,6 +347,16 @@ def _slots_seen(o: Observation) -> bool:
     SLOT_SAMPLES samples or more."""
     return (o.server_samples >= SLOT_SAMPLES and o.running_max is not None and o.running_max >= 1
             and o.running_max < o.concurrency and (o.waiting_mean or 0.0) >= 0.5)
+
+
+def _by_level(obs: list[Observation], figure: Callable[[Observation], float | None]
+              ) -> dict[int, list[float]]:
+    """`figure` of every observation, grouped by concurrency, in increasing concurrency: one
+    pass (a median per level over every point was quadratic in points)."""
+    out: dict[int, list[float]] = {}
+    for o in obs:
+        out.setdefault(o.concurrency, []).append(float(figure(o)))  # type: ignore[arg-type]
+    return dict(sorted(out.items()))
 
 
 def _non_decreasing(ys: list[float]) -> list[float]:
@@ -379,11 +403,16 @@ def predict(sim: dict, concurrency: int, input_tokens: float, uncached_tokens: f
     batches: TPOT is the step time, TTFT one step plus the prefill of the whole batch): for
     residuals, not for predictions (run the twin for those: queueing is the simulator's)."""
     cfg = SimConfig(step_table=[tuple(x) for x in sim["step_table"]])
-    step = cfg.step_ms(concurrency)
-    prefill = uncached_tokens * 1000.0 / sim["prefill_tok_s"] if sim["prefill_tok_s"] else 0.0
-    # a lock-step batch's prefills share its first step
     front = SimConfig(frontend_ms=sim.get("frontend_ms", 0.0),
                       frontend_growth=sim.get("frontend_growth")).frontend_wait_ms(concurrency - 1)
+    return _predict(sim, concurrency, uncached_tokens, output_tokens, cfg.step_ms(concurrency), front)
+
+
+def _predict(sim: dict, concurrency: int, uncached_tokens: float, output_tokens: float, step: float,
+             front: float) -> dict[str, float]:
+    """predict's figures from the step time and the front end's wait at `concurrency`."""
+    prefill = uncached_tokens * 1000.0 / sim["prefill_tok_s"] if sim["prefill_tok_s"] else 0.0
+    # a lock-step batch's prefills share its first step
     ttft = front + step + prefill * concurrency
     e2e = ttft + step * max(0.0, output_tokens - 1)
     return {"tpot_p50_ms": step, "ttft_p50_ms": ttft,
@@ -393,8 +422,19 @@ def predict(sim: dict, concurrency: int, input_tokens: float, uncached_tokens: f
 def residuals(obs: list[Observation], sim: dict) -> list[dict]:
     """Per point: measured, modelled and the relative residual (model / measured - 1)."""
     out = []
+    # the step time and the front end's wait at every concurrency, interpolated in one call
+    # each (SimConfig's per-call lookups made this quadratic in points): the table's rule
+    # within it (every concurrency fitted is within it) and the growth's, flat past its ends
+    levels = sorted({o.concurrency for o in obs})
+    table = sim["step_table"]
+    steps = dict(zip(levels, np.interp(levels, [b for b, _ in table], [ms for _, ms in table]).tolist(),
+                     strict=True))
+    growth = sim.get("frontend_growth") or [[0, 0.0]]
+    extra = np.interp([c - 1 for c in levels], [h for h, _ in growth], [ms for _, ms in growth]).tolist()
+    fronts = {c: sim.get("frontend_ms", 0.0) + g for c, g in zip(levels, extra, strict=True)}
     for o in obs:
-        model = predict(sim, o.concurrency, o.input_tokens, o.uncached_tokens, o.output_tokens)
+        model = _predict(sim, o.concurrency, o.uncached_tokens, o.output_tokens, steps[o.concurrency],
+                         fronts[o.concurrency])
         row: dict = {"source": o.source, "point": o.point, "concurrency": o.concurrency}
         for key, measured in (("tpot_p50_ms", o.tpot_p50_ms), ("ttft_p50_ms", o.ttft_p50_ms),
                               ("output_tok_s", o.output_tok_s)):

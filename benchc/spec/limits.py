@@ -16,6 +16,7 @@ from typing import Any
 
 from benchc.errors import SpecProblem
 from benchc.spec import matrix
+from benchc.spec.schemas import load_schema
 from benchc.units import parse_duration, parse_rate, parse_tokens
 
 MAX_REQUESTS = 1_000_000  # requests one point (or its warmup) sends; prompts one dataset builds
@@ -24,6 +25,13 @@ MAX_TOKENS = 10_000_000  # tokens of one request: input, shared prefix, output
 MAX_COMBINATIONS = 1_000  # matrix combinations (before exclusions)
 MAX_LOAD_POINTS = 10_000  # load points of a plan: combinations x sweep values
 MAX_TURNS = 10_000  # turns of one session (its script is built when the session starts)
+# images one request carries: past 2^26 pixels (about 200 MB of raw RGB to encode) they are
+# beyond any served model's context; a session's last turn carries every turn's again
+MAX_IMAGE_PIXELS = 1 << 26
+# a duration anywhere in a spec (a point's, a timeout, a think time): past 30 days it is no
+# benchmark's, and times are kept in integer nanoseconds (1e20 s would pass int64 by 10^10)
+MAX_DURATION_S = 30 * 86_400
+DEFAULT_MAX_TOOL_CALLS = 8  # workload.agent.max_tool_calls when not given (plan/compiler.py DEFAULTS)
 
 _HINT = " (benchc's ceiling; docs/spec.md: Limits)"
 
@@ -122,14 +130,94 @@ def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
         if key in sampling and parse_tokens(sampling[key]) > MAX_TOKENS:
             out.append(spec.problem(("workload", "sampling", key),
                                     _over(parse_tokens(sampling[key]), MAX_TOKENS, "tokens per request")))
-    if "turns" in cfg:  # a session's last turn sends every turn before it: one request's input
-        turns = _largest(cfg["turns"])
-        per_turn = _largest(cfg["input_tokens"]) + _largest(cfg["output_tokens"])
-        if turns > MAX_TURNS:
-            out.append(spec.problem(where + ("turns",), _over(turns, MAX_TURNS, "turns per session")))
-        elif turns * per_turn + _largest(cfg.get("prefix_tokens", 0)) > MAX_TOKENS:
-            out.append(spec.problem(where + ("turns",), _over(
-                turns * per_turn, MAX_TOKENS, "tokens in a session's last turn (turns x (input + output))")))
+    out += _agent_problems(spec, d, cfg, where)
     if cfg.get("num_prompts", 0) > MAX_REQUESTS:
         out.append(spec.problem(where + ("num_prompts",), _over(cfg["num_prompts"], MAX_REQUESTS, "prompts")))
+    return out + duration_problems(spec, d)
+
+
+def _agent_problems(spec: Any, d: dict, cfg: dict, where: tuple) -> list[SpecProblem]:
+    """What a session grows to by its last request: every turn before it sent again, each with
+    its input, its answer and, in an agent loop, up to max_tool_calls rounds of a tool call
+    answered (output) and its result; and every turn's images."""
+    out: list[SpecProblem] = []
+    agent = d["workload"].get("agent")
+    sampling = d["workload"].get("sampling", {})
+    # a file's sessions say their own lengths: then the answer is bounded by max_tokens, if given
+    output = _largest(cfg["output_tokens"]) if "output_tokens" in cfg else \
+        parse_tokens(sampling["max_tokens"]) if "max_tokens" in sampling else 0
+    loop = 0  # tokens one user message's tool rounds add at most
+    if agent:
+        result = _largest(agent["tool_result_tokens"])
+        calls = agent.get("max_tool_calls", DEFAULT_MAX_TOOL_CALLS)
+        loop = calls * (result + output)
+        if result > MAX_TOKENS:
+            out.append(spec.problem(("workload", "agent", "tool_result_tokens"),
+                                    _over(result, MAX_TOKENS, "tokens per request")))
+            return out
+        if loop > MAX_TOKENS:
+            out.append(spec.problem(("workload", "agent"), _over(
+                loop, MAX_TOKENS, f"tokens in one user message's tool rounds (max_tool_calls {calls} x "
+                "(tool_result_tokens + output))")))
+            return out
+    if "turns" in cfg:  # a session's last turn sends every turn before it: one request's input
+        turns = _largest(cfg["turns"])
+        per_turn = _largest(cfg["input_tokens"]) + output + loop
+        if turns > MAX_TURNS:
+            out.append(spec.problem(where + ("turns",), _over(turns, MAX_TURNS, "turns per session")))
+            return out
+        if turns * per_turn + _largest(cfg.get("prefix_tokens", 0)) > MAX_TOKENS:
+            what = "turns x (input + output + max_tool_calls x (tool_result_tokens + output))" if agent \
+                else "turns x (input + output)"
+            out.append(spec.problem(where + ("turns",), _over(
+                turns * per_turn, MAX_TOKENS, f"tokens in a session's last turn ({what})")))
+        img = d["workload"].get("images")
+        if img and turns * img["count"] * img["width"] * img["height"] > MAX_IMAGE_PIXELS:
+            out.append(spec.problem(("workload", "images"), _over(
+                turns * img["count"] * img["width"] * img["height"], MAX_IMAGE_PIXELS,
+                f"pixels of images in a session's last turn ({turns} turns x {img['count']} images of "
+                f"{img['width']} x {img['height']}, every turn's sent again)")))
+    return out
+
+
+def _duration_paths(schema: dict, node: Any, data: Any, path: tuple, out: list[tuple]) -> None:
+    """Paths of `data` that `node` (a part of the spec schema) says are durations."""
+    if not isinstance(node, dict):
+        return
+    ref = node.get("$ref")
+    if ref == "#/$defs/duration":
+        if isinstance(data, int | float | str) and not isinstance(data, bool):
+            out.append((path, data))
+        return
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        _duration_paths(schema, schema["$defs"][ref.split("/")[-1]], data, path, out)
+    for key in ("anyOf", "oneOf", "allOf"):
+        for branch in node.get(key, []):
+            _duration_paths(schema, branch, data, path, out)
+    if isinstance(data, dict):
+        props = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        for k, v in data.items():
+            sub = props.get(k, extra if isinstance(extra, dict) else None)
+            _duration_paths(schema, sub, v, path + (k,), out)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            prefix = node.get("prefixItems", [])
+            _duration_paths(schema, prefix[i] if i < len(prefix) else node.get("items"), v, path + (i,), out)
+
+
+def duration_problems(spec: Any, d: dict) -> list[SpecProblem]:
+    """Every duration of schema-valid `d` against MAX_DURATION_S, wherever the schema has one."""
+    schema = load_schema("spec-v1")
+    found: list[tuple] = []
+    _duration_paths(schema, schema, d, (), found)
+    out = []
+    for path, value in dict(found).items():  # a path reached by two branches is one duration
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            continue  # the schema's to say
+        if seconds > MAX_DURATION_S:
+            out.append(spec.problem(path, f"{value!r} is a duration of {seconds:,.3g} s, more than the "
+                                    f"{MAX_DURATION_S:,} s (30 days) benchc takes{_HINT}"))
     return out

@@ -561,7 +561,7 @@ def _pool_problems(spec: Spec, d: dict) -> list[SpecProblem]:
 # What one request may carry: tool definitions past a million tokens, or images past 2^26
 # pixels (about 200 MB of raw RGB to encode), are beyond any served model's context
 _MAX_TOOL_TOKENS = 1 << 20
-_MAX_IMAGE_PIXELS = 1 << 26
+_MAX_IMAGE_PIXELS = limits.MAX_IMAGE_PIXELS
 
 
 def _agentic_problems(spec: Spec, d: dict) -> list[SpecProblem]:

@@ -188,22 +188,96 @@ def _interval_problems(spec: Any, d: dict) -> list[SpecProblem]:
 def combination_problems(spec: Any, d: dict) -> list[SpecProblem]:
     """Value problems of one expanded, schema-valid combination."""
     return (_credentials_problems(spec, d["target"]) + _output_length_problems(spec, d)
-            + _name_problems(spec, d) + _interval_problems(spec, d))
+            + _name_problems(spec, d) + _interval_problems(spec, d) + _sim_problems(spec, d))
 
 
-def sim_param_problems(params: dict, names: list[str]) -> list[str]:
-    """Simulator parameters (`benchc sim --param`) checked against the spec schema's
-    target.sim, the one statement of their ranges; `names` are all the parameters the
-    simulator has (one the schema does not describe is checked by the simulator only)."""
-    schema = load_schema("spec-v1")["properties"]["target"]["properties"]["sim"]
-    described = {k: v for k, v in params.items() if k in schema["properties"]}
+# The simulator parameters the spec schema leaves out of target.sim (a twin file or `sim
+# --param` may still set them): their ranges, in the schema's terms, so that every way a
+# parameter reaches the simulator is judged by one table (the schema's target.sim and this).
+_SIM_ONLY: dict[str, dict] = {
+    "model": {"type": "string", "minLength": 1},
+    "prefix_cache": {"type": "boolean"},
+    "block_size": {"type": "integer", "minimum": 1},
+    "prefix_cache_tokens": {"type": ["integer", "null"], "minimum": 1},
+    "usage_cached_tokens": {"type": "boolean"},
+    "reset_endpoints": {"type": "boolean"},
+    "timings": {"type": "boolean"},
+    "trace_text": {"type": "boolean"},
+    "gpus": {"type": "integer", "minimum": 1},
+    "machine_gpus": {"type": "integer", "minimum": 0},
+    "gpu_idle_w": {"type": "number", "minimum": 0},
+    "gpu_busy_w": {"type": "number", "minimum": 0},
+    "gpu_w_per_seq": {"type": "number", "minimum": 0},
+    "gpu_max_w": {"type": "number", "minimum": 0},
+}
+# null where SimConfig's default is None (a twin file writes the default it kept)
+_NULLABLE = ("step_table", "ttft_ms", "kv_tokens", "tokenizer")
+# where the simulator may listen unless `benchc sim --host` says otherwise: a twin file, a
+# spec's target.sim or --param never open it beyond this machine
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+def _sim_schema() -> dict:
+    sim = load_schema("spec-v1")["properties"]["target"]["properties"]["sim"]
+    props = {k: v for k, v in sim["properties"].items() if k != "preset"}
+    return {"type": "object", "properties": {**props, **_SIM_ONLY}}
+
+
+def sim_param_names() -> list[str]:
+    """Every simulator parameter the ranges describe (sim/model.py's PARAMS: a test keeps
+    the two the same)."""
+    return list(_sim_schema()["properties"])
+
+
+def _increasing(pairs: Any) -> bool:
+    firsts = [p[0] for p in pairs]
+    return all(a < b for a, b in zip(firsts, firsts[1:], strict=False))
+
+
+def sim_order_problems(params: dict) -> list[tuple[tuple, str]]:
+    """(path within the parameters, message) for what a schema cannot say of schema-valid
+    parameters: a table's first column strictly increasing (the engine interpolates between
+    neighbours; a repeated batch divides by zero, an unsorted one gives nonsense), and a
+    listening address on this machine."""
+    out: list[tuple[tuple, str]] = []
+    for key, what in (("step_table", "batch sizes"), ("frontend_growth", "held counts")):
+        table = params.get(key)
+        if isinstance(table, list) and not _increasing(table):
+            got = ", ".join(str(p[0]) for p in table[:8]) + (", ..." if len(table) > 8 else "")
+            out.append(((key,), f"the {what} must increase from pair to pair, each once (got {got})"))
+    host = params.get("host")
+    if isinstance(host, str) and host not in LOOPBACK_HOSTS:
+        out.append((("host",), f"{host!r} is not this machine ({', '.join(LOOPBACK_HOSTS)}): the simulator "
+                    "would listen beyond it; `benchc sim --host` is the way to open it wider"))
+    return out
+
+
+def sim_param_problems(params: dict, names: list[str] | None = None) -> list[str]:
+    """Simulator parameters (`benchc sim --param`, a twin file's `sim`) checked against the
+    spec schema's target.sim and the ranges of the parameters it leaves out: the one
+    statement of their ranges. `names`: the parameters the simulator has (default: those the
+    ranges describe); an unknown one is named, with the closest known."""
+    schema = _sim_schema()
+    names = names if names is not None else list(schema["properties"])
     out = [f"{_json_path(p)[2:]}: NaN and infinity are not allowed" for p in nonfinite_paths(params)]
     for name in params:
         if name not in names and name not in schema["properties"]:
             close = difflib.get_close_matches(name, names, n=1)
             out.append(f"unknown parameter {name!r}" + (f"; did you mean {close[0]!r}?" if close else
                                                          f"; known: {', '.join(names)}"))
-    for err in jsonschema.Draft202012Validator(schema).iter_errors(described):
+    described = {k: v for k, v in params.items() if k in schema["properties"]
+                 and not (v is None and k in _NULLABLE)}
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(described))
+    for err in errors:
         where = _json_path(tuple(err.absolute_path))[2:] or "parameters"
         out.append(f"{where}: {err.message}")
+    if not errors:
+        out += [f"{_json_path(p)[2:]}: {m}" for p, m in sim_order_problems(described)]
     return out
+
+
+def _sim_problems(spec: Any, d: dict) -> list[SpecProblem]:
+    sim = d["target"].get("sim")
+    if not isinstance(sim, dict):
+        return []
+    return [spec.problem(("target", "sim") + p, m) for p, m in sim_order_problems(sim)]

@@ -186,6 +186,7 @@
   var spectra = Object.keys(D.spectra);
   if (spectra.length) {
     s = section("Percentile spectra", "From the HdrHistograms (repeats pooled); the tail to the right.");
+    if (D.left_out_of_page && D.left_out_of_page.spectra) el("p", s, D.left_out_of_page.spectra, "note");
     var ticks = [1, 2, 10, 100, 1000, 10000, 100000];
     var pname = function (v) { return v === null ? "--" : "p" + (+(100 * (1 - 1 / v)).toPrecision(6)); };
     spectra.forEach(function (m) {
@@ -200,6 +201,7 @@
     s = section("Time series",
                 "The server's /metrics samples beside the client's requests in flight and sends per interval, "
                 + "in seconds from the point's first send.");
+    if (D.left_out_of_page && D.left_out_of_page.timeseries) el("p", s, D.left_out_of_page.timeseries, "note");
     var pick = el("select", s);
     pick.setAttribute("aria-label", "point");
     D.timeseries.forEach(function (t, i) { el("option", pick, t.name).value = String(i); });
