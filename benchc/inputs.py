@@ -1,4 +1,4 @@
-"""Files benchc reads as input (spec, dataset, trace, tokenizer, chat template, a dataset's
+"""Files benchc reads as input (spec, dataset, trace, agent trace, tokenizer, chat template, a dataset's
 images, a tools file, a text to count, a twin, result documents and their per-request
 files): each must be a regular file within its stated bound (README: Limits), found out
 from its metadata before a byte is read, so a FIFO, a device (/dev/zero, /dev/stdin) or a
@@ -13,6 +13,8 @@ import stat
 SPEC_BYTES = 256 * 1024  # also spec/yaml_bounds.py's ceiling, checked again on the bytes
 DATASET_BYTES = 1 << 30  # a jsonl or ShareGPT dataset, read whole
 TRACE_BYTES = 1 << 30  # a trace file, read whole
+AGENT_SESSION_BYTES = 256 << 20  # one agent-trace session (a Weka .json file, or one line of a .jsonl)
+AGENT_TRACE_BYTES = 1 << 30  # a .jsonl of agent-trace sessions, read a session (line) at a time
 TOKENIZER_BYTES = 1 << 30  # tokenizer.json, tiktoken, tekken, SentencePiece (a GGUF: metadata only)
 TEMPLATE_BYTES = 16 << 20  # tokenizer_config.json, chat_template.jinja
 IMAGE_BYTES = 64 << 20  # an image a dataset names, sent base64 in a request

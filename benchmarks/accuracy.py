@@ -44,7 +44,8 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
     from benchc.metrics.record import RequestRecord
     from benchc.plan.model import Target
     from benchc.run.effects import causes
-    from benchc.run.loadgen import _rx_check, _SelfCheck
+    from benchc.run.selfcheck import SelfCheck as _SelfCheck
+    from benchc.run.selfcheck import rx_check as _rx_check
 
     target = Target(url, None, "completions", "MiniMaxAI/MiniMax-M2.5", None, {}, 600.0, 600.0, None)
     payload = json.dumps({"model": "MiniMaxAI/MiniMax-M2.5", "prompt": "go", "max_tokens": tokens,

@@ -11,6 +11,7 @@ import pytest
 
 from benchc.cli import main
 from benchc.metrics._hdr import Histogram
+from benchc.plan.model import flat_step
 from benchc.results import br, vllm
 from benchc.results.document import read
 
@@ -309,7 +310,7 @@ def test_vllm_export_has_vllms_key_set_and_benchcs_figures(result, capsys):
         else:
             # a scheduled point (fixed rate; a trace has no rate, which vLLM writes as "inf")
             assert v["request_rate"] == (p["params"]["rate_rps"] or "inf")
-            step = next(s for s in doc["plan"]["steps"] if s["id"] == p["id"])
+            step = flat_step(next(s for s in doc["plan"]["steps"] if s["id"] == p["id"]))  # any plan version
             shape = {"poisson": 1.0, "gamma": step["burstiness"]}.get(p["params"]["arrival"])
             assert v["burstiness"] == shape
             assert v["queue_times"] == [(r["t0_ns"] - r["scheduled_ns"]) / 1e9 for r in mine]

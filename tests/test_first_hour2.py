@@ -150,8 +150,13 @@ def test_load_num_prompts_gets_the_benchc_name(tmp_path, capsys):
 
 
 def _plan(capsys, *argv) -> dict:
+    """The plan `benchc plan` prints, its steps' load fields flat on them (as plan versions 1-3)."""
+    from benchc.plan.model import flat_step
+
     assert main(["plan", *argv]) == 0
-    return json.loads(capsys.readouterr().out)
+    plan = json.loads(capsys.readouterr().out)
+    plan["steps"] = [flat_step(s) for s in plan["steps"]]
+    return plan
 
 
 def test_vllm_flags_are_aliases_of_set(tmp_path, capsys):
@@ -333,12 +338,13 @@ def test_past_its_duration_the_progress_says_what_it_waits_for_not_0s_left():
     import io
 
     from benchc.plan.model import Step
+    from benchc.plan.shapes import ClosedLoop
     from benchc.run.console import Progress
     from tests.test_progress import Clock, rec
 
     out, clock = io.StringIO(), Clock()
-    p = Progress(Step(kind="load", combination=0, id="c=4", concurrency=4, duration_s=45.0), out, live=False,
-                 clock=clock)
+    p = Progress(Step(kind="load", combination=0, id="c=4", load=ClosedLoop(concurrency=4, duration_s=45.0)),
+                 out, live=False, clock=clock)
     lines = []
     for t in (50.0, 60.0, 70.0):
         clock.now = 100.0 + t
@@ -346,8 +352,8 @@ def test_past_its_duration_the_progress_says_what_it_waits_for_not_0s_left():
     assert not any("0s left" in x for x in lines)
     assert lines[0].endswith("duration reached 5s ago: no new sends, the in-flight finishing "
                              "(load.graceful_stop caps it)")
-    capped = Progress(Step(kind="load", combination=0, id="c=4", concurrency=4, duration_s=45.0,
-                           graceful_stop_s=10.0), out, live=False, clock=clock)
+    capped = Progress(Step(kind="load", combination=0, id="c=4", graceful_stop_s=10.0,
+                           load=ClosedLoop(concurrency=4, duration_s=45.0)), out, live=False, clock=clock)
     clock.now += 47.0
     assert capped.text(rec(10), 4, clock.now).endswith(
         "duration reached: no new sends, the in-flight cancelled in 8s (graceful_stop 10s)")

@@ -102,11 +102,11 @@ def test_units_and_defaults_are_normalised():
     assert (t.timeout_s, t.idle_timeout_s, t.api) == (90.0, 0.5, "completions")
     s = plan.combinations[0].server
     assert (s.ready_timeout_s, s.ready_interval_s, s.stop_timeout_s) == (900.0, 0.25, 10.0)
-    rates = [st.rate_rps for st in plan.load_steps()[:3]]
+    rates = [st.load.rate_rps for st in plan.load_steps()[:3]]
     assert rates == [1.0, 2.5, 10.0]
     first = plan.load_steps()[0]
-    assert (first.arrival, first.burstiness, first.max_concurrency, first.duration_s,
-            first.ramp_up_s, first.cooldown_s) == ("gamma", 0.5, 32, 60.0, 2.0, 1.0)
+    assert (first.load.arrival, first.load.burstiness, first.load.max_concurrency, first.duration_s,
+            first.load.ramp_up_s, first.load.cooldown_s) == ("gamma", 0.5, 32, 60.0, 2.0, 1.0)
     assert plan.saturation == {"min_gain": 0.05, "latency": "ttft.p99", "max_error_rate": 0.1}
     demo = plan_of(DEMO)
     c = demo.combinations[0]
@@ -114,7 +114,7 @@ def test_units_and_defaults_are_normalised():
     assert c.workload.sampling.ignore_eos is True  # DEFAULTS: random datasets ask for exact lengths
     assert c.workload.input_tokens == {"method": "words", "min": 256, "mean": 256.0, "max": 256}
     warm = [s for s in demo.steps if s.kind == "warmup"][0]
-    assert (warm.requests, warm.concurrency) == (2, 1)
+    assert (warm.requests, warm.load.concurrency) == (2, 1)
 
 
 def test_slo_compiled_to_microseconds():

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchc.plan.model import Step
+from benchc.plan.shapes import ClosedLoop, OpenLoop
 from benchc.run.console import PROGRESS_LINE_S, REDRAW_S, Progress, Silence
 
 
@@ -27,7 +28,7 @@ def rec(sent: int, failed: int = 0, tokens: int = 0, window_s: float = 0.0):
 
 
 def step(**kw) -> Step:
-    return Step(kind="load", combination=0, id="c=4", concurrency=4, **kw)
+    return Step(kind="load", combination=0, id="c=4", load=ClosedLoop(concurrency=4, **kw))
 
 
 def test_off_a_terminal_a_line_per_interval_with_what_is_done_and_what_is_left():
@@ -66,7 +67,8 @@ def test_on_a_terminal_a_bar_redrawn_as_requests_end_at_most_so_often():
 
 def test_a_point_bound_by_neither_shows_no_time_left():
     out, clock = io.StringIO(), Clock()
-    p = Progress(Step(kind="load", combination=0, id="trace", rate_rps=5.0), out, live=False, clock=clock)
+    p = Progress(Step(kind="load", combination=0, id="trace", load=OpenLoop(rate_rps=5.0)), out, live=False,
+                 clock=clock)
     clock.now += PROGRESS_LINE_S
     p.tick(rec(7), 1)
     assert out.getvalue() == "trace: 7 done, 1 in flight, 0 tok/s, 0 errors\n"

@@ -160,17 +160,17 @@ def test_probe_steps_take_the_search_steps_reserved_streams():
 def test_plan_shows_the_search_before_anything_runs(capsys):
     assert main(["plan", EXAMPLE]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["plan_version"] == 3
+    assert d["plan_version"] == 4
     (step,) = [s for s in d["steps"] if s["kind"] == "search"]
     s = step["search"]
     tolerance = {"kind": "absolute", "value": 1}
     assert s["worst_case_probes"] == worst_case_probes("concurrency", 2, 64, tolerance)
     assert s["max_probes"] == s["worst_case_probes"] + 2
-    assert s["max_requests"] == s["max_probes"] * step["requests"]
+    assert s["max_requests"] == s["max_probes"] * step["load"]["search"]["requests"]
     assert [x["text"] for x in s["slo"]] == ["tpot: p50 < 20ms", "ttft: p99 < 1s", "error_rate: < 1%"]
     warmup = next(x for x in d["steps"] if x["kind"] == "warmup")
     assert d["budget"] == {"load_points": 0, "searches": 1, "probes_max": s["max_probes"],
-                           "requests_max": warmup["requests"] + s["max_requests"]}
+                           "requests_max": warmup["load"]["closed_loop"]["requests"] + s["max_requests"]}
     assert main(["validate", EXAMPLE]) == 0
     assert f"1 capacity search(es), up to {s['max_probes']} probes" in capsys.readouterr().out
 
@@ -425,7 +425,7 @@ def test_a_saturated_client_cannot_decide_the_search(tmp_path, monkeypatch, busy
 
     async def saturated(ctx, step, *args, **kwargs):  # run_step's arguments, whatever they become
         nonlocal slow
-        slow = step.concurrency == saturated_at
+        slow = step.load.concurrency == saturated_at
         return await real(ctx, step, *args, **kwargs)
 
     async def late_send(*args, **kwargs):

@@ -3,6 +3,7 @@ requests, each with its own prompt, and never gives a worker requests without th
 concurrency to send them."""
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from benchc.plan.compiler import compile_spec
 from benchc.plan.model import Step
+from benchc.plan.shapes import ClosedLoop, OpenLoop
 from benchc.run.feed import Dealer
 from benchc.run.prepare import prepare
 from benchc.run.shards import WHOLE, Shard, split_step
@@ -17,12 +19,12 @@ from benchc.spec import loader
 
 
 def closed(c: int, requests: int | None, duration_s: float | None = None) -> Step:
-    return Step("load", 0, f"c={c}", concurrency=c, requests=requests, duration_s=duration_s)
+    return Step("load", 0, f"c={c}", load=ClosedLoop(concurrency=c, requests=requests, duration_s=duration_s))
 
 
 def opened(requests: int | None, cap: int | None = None, duration_s: float | None = None) -> Step:
-    return Step("load", 0, "r", rate_rps=10.0, arrival="poisson", requests=requests, max_concurrency=cap,
-                duration_s=duration_s)
+    return Step("load", 0, "r", load=OpenLoop(rate_rps=10.0, arrival="poisson", requests=requests,
+                                              max_concurrency=cap, duration_s=duration_s))
 
 
 def indices(shard: Shard, share: int) -> list[int]:
@@ -33,12 +35,13 @@ def test_concurrency_below_the_worker_count_runs_on_fewer_workers():
     # issue 22: concurrency 1 over 2 workers sent 6 of 12 requests (the other shard had
     # concurrency 0); now the point runs on one worker, which sends all 12
     (step, shard), = split_step(closed(1, 12), 2)
-    assert (step.concurrency, step.requests, shard) == (1, 12, WHOLE)
-    assert [(s.concurrency, s.requests) for s, _ in split_step(closed(3, 12), 8)] == [(1, 4)] * 3
+    assert (step.load.concurrency, step.requests, shard) == (1, 12, WHOLE)
+    assert [(s.load.concurrency, s.requests) for s, _ in split_step(closed(3, 12), 8)] == [(1, 4)] * 3
     # more slots than requests: only the requests' worth are used, one request each
-    assert [(s.concurrency, s.requests) for s, _ in split_step(closed(8, 3), 4)] == [(3, 1), (3, 1), (2, 1)]
+    assert [(s.load.concurrency, s.requests)
+            for s, _ in split_step(closed(8, 3), 4)] == [(3, 1), (3, 1), (2, 1)]
     # open loop: a cap of 1 cannot be split (a worker with cap 0 would have had none)
-    assert [(s.max_concurrency, s.requests) for s, _ in split_step(opened(30, cap=1), 4)] == [(1, 30)]
+    assert [(s.load.max_concurrency, s.requests) for s, _ in split_step(opened(30, cap=1), 4)] == [(1, 30)]
     assert len(split_step(opened(3), 8)) == 3
 
 
@@ -46,7 +49,7 @@ def test_requests_follow_the_concurrency_so_shards_end_together():
     # C=5 over 2 workers: 3 and 2 slots; 100 requests go 60/40, so both run 20 rounds
     # (an even 50/50 would leave the 2-slot worker sending alone for the last third)
     shards = split_step(closed(5, 100), 2)
-    assert [(s.concurrency, s.requests) for s, _ in shards] == [(3, 60), (2, 40)]
+    assert [(s.load.concurrency, s.requests) for s, _ in shards] == [(3, 60), (2, 40)]
     assert indices(shards[1][1], 4) == [3, 4, 8, 9]
 
 
@@ -59,9 +62,9 @@ def test_closed_loop_splits_send_exactly_the_plans_requests(c, requests, workers
     shards = split_step(step, workers)
     lanes = min(c, requests) if requests else c
     assert len(shards) == min(workers, lanes)
-    assert sum(s.concurrency for s, _ in shards) == c  # the plan's concurrency, all of it
+    assert sum(s.load.concurrency for s, _ in shards) == c  # the plan's concurrency, all of it
     for s, shard in shards:
-        assert s.concurrency >= 1 and s.duration_s == duration and s.rate_rps is None
+        assert s.load.concurrency >= 1 and s.duration_s == duration and s.load.mean_rate_rps is None
         assert s.requests == shard.share(requests)
     if requests is not None:
         assert sum(s.requests for s, _ in shards) == requests
@@ -86,12 +89,13 @@ def test_open_loop_splits_keep_the_schedule_and_its_prompts(requests, cap, worke
     shards = split_step(step, workers)
     assert len(shards) == min([workers] + [x for x in (cap, requests) if x])
     if cap is not None:
-        assert sum(s.max_concurrency for s, _ in shards) == cap
-        assert all(s.max_concurrency >= 1 for s, _ in shards)
+        assert sum(s.load.max_concurrency for s, _ in shards) == cap
+        assert all(s.load.max_concurrency >= 1 for s, _ in shards)
     n = requests or 200
     arrivals = list(range(n))
     for s, shard in shards:
-        assert (s.rate_rps, s.requests, s.arrival) == (step.rate_rps, step.requests, step.arrival)
+        assert (s.load.rate_rps, s.requests, s.load.arrival) == \
+            (step.load.rate_rps, step.requests, step.load.arrival)
         index, count = shard.schedule_slice
         mine = arrivals[index::count]  # what loadgen._open_loop sends for this shard
         assert mine, "a shard without an arrival"
@@ -124,8 +128,8 @@ load:
 @pytest.mark.parametrize("step_of, workers", [
     (lambda s: s, 2),  # C=5 over 2: 3 + 2 slots
     (lambda s: s, 3),  # 2 + 2 + 1
-    (lambda s: Step(**{**s.__dict__, "concurrency": 1}), 4),  # one worker
-    (lambda s: Step(**{**s.__dict__, "concurrency": None, "rate_rps": 5.0, "arrival": "poisson"}), 3),
+    (lambda s: replace(s, load=replace(s.load, concurrency=1)), 4),  # one worker
+    (lambda s: replace(s, load=OpenLoop(rate_rps=5.0, arrival="poisson", **s.load.bounds())), 3),
 ])
 def test_step_feeds_send_every_prompt_of_the_step_once_across_shards(tmp_path, step_of, workers):
     spec = tmp_path / "s.yaml"

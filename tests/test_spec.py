@@ -89,7 +89,7 @@ def test_bad_override_is_reported_where_it_came_from():
     (("    random: {input_tokens: 16, output_tokens: 8}",
       "    random: {input_tokens: 16, output_tokens: 8}\n    jsonl: {path: x.jsonl}"),
      "s.yaml:8:5: $.workload.dataset: give exactly one dataset: random, jsonl, sharegpt, trace, "
-     "prefix_groups or sessions"),
+     "agent_trace, prefix_groups or sessions"),
     (("  base_url: http://localhost:8000/v1\n", ""),
      "s.yaml:4:3: $.target: give exactly one of base_url (a running server) or sim (the embedded "
      "simulator)"),

@@ -252,8 +252,9 @@ def test_every_step_replays_the_trace_and_the_dealer_counts_what_was_sent(tmp_pa
                                 sweep="speedup: [1, 4]", warmup=2))
     plan = compile_spec(loader.load(str(spec), env={}))
     warm, p1, p4 = [s for s in plan.steps if s.kind in ("warmup", "load")]
-    assert (p1.requests, p1.arrival, p1.speedup, p1.rate_rps) == (5, "trace", 1.0, round(4 / 0.041, 6))
-    assert (p4.speedup, p4.rate_rps) == (4.0, round(16 / 0.041, 6))
+    assert (p1.requests, p1.load.arrival, p1.load.speedup, p1.load.rate_rps) == \
+        (5, "trace", 1.0, round(4 / 0.041, 6))
+    assert (p4.load.speedup, p4.load.rate_rps) == (4.0, round(16 / 0.041, 6))
     assert warm.requests == 2 and p1.prompts_sha256 is not None  # a trace's prompts do not depend on the run
     w = plan.combinations[0].workload
     assert w.trace["sha256"] == hashlib.sha256((tmp_path / "m.jsonl").read_bytes()).hexdigest()
@@ -280,8 +281,8 @@ def test_rate_rescales_the_trace(tmp_path):
     spec.write_text(SPEC.format(dataset=dataset, sweep="rate: [50/s]\n    max_concurrency: 3", warmup=0))
     plan = compile_spec(loader.load(str(spec), env={}))
     (step,) = plan.load_steps()
-    assert (step.arrival, step.rate_rps, step.max_concurrency) == ("trace", 50.0, 3)
-    assert step.speedup == pytest.approx(50 * 0.041 / 4)
+    assert (step.load.arrival, step.load.rate_rps, step.load.max_concurrency) == ("trace", 50.0, 3)
+    assert step.load.speedup == pytest.approx(50 * 0.041 / 4)
     src = make_source("trace", plan.combinations[0].workload.params, "fresh", str(tmp_path))
     body = json.loads(StepFeed(src, plan.combinations[0], step).get(1).body)
     assert (body["max_tokens"], body["min_tokens"]) == (2, 2)

@@ -13,6 +13,7 @@ from benchc.client.request import _conclude
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step, Target
+from benchc.plan.shapes import ClosedLoop
 from benchc.run.loadgen import StepContext, StepRun
 
 
@@ -29,7 +30,7 @@ def _run(requests: int = 10) -> tuple[StepRun, PointRecorder, CountingProgress]:
     progress = CountingProgress()
     ctx = StepContext(None, target.base_url, {}, target, progress=progress)  # type: ignore[arg-type]
     rec = PointRecorder(4)
-    step = Step(kind="load", combination=0, id="c=4", concurrency=4, requests=requests)
+    step = Step(kind="load", combination=0, id="c=4", load=ClosedLoop(concurrency=4, requests=requests))
     return StepRun(ctx, step, None, rec, None), rec, progress  # type: ignore[arg-type]
 
 

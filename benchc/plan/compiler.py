@@ -34,8 +34,8 @@ from benchc.plan.model import (
 from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.sessions import think_params
+from benchc.plan.shapes import ClosedLoop, OpenLoop, Replay, Search, Shape, Users
 from benchc.plan.tools import compile_tools
-from benchc.plan.trace import speedup_for, trace_rate
 from benchc.plan.twin_file import fitted_batch_max, read_twin_file
 from benchc.plan.workload import normalise_length
 from benchc.spec import matrix as mx
@@ -459,32 +459,30 @@ def _dataset_defaults(name: str) -> dict:
 
 def _points(load: dict, index: int, label: str) -> list[Step]:
     sweep = load["sweep"]
-    common: dict[str, Any] = dict(
+    bounds: dict[str, Any] = dict(
         requests=load.get("requests"), sessions=load.get("sessions"),
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
-        cancel=_cancel(load.get("cancel")),
-        graceful_stop_s=parse_duration(load["graceful_stop"]) if "graceful_stop" in load else None,
     )
+    shapes: list[Shape]
     if "concurrency" in sweep:
-        return [Step("load", index, _join(label, f"c={c}"), concurrency=c, **common)
-                for c in sweep["concurrency"]]
-    if "users" in sweep:  # sessions at a per-user pace (AIPerf's user-centric rate)
+        shapes = [ClosedLoop(concurrency=c, **bounds) for c in sweep["concurrency"]]
+    elif "users" in sweep:  # sessions at a per-user pace (AIPerf's user-centric rate)
         interval = parse_duration(sweep["turn_interval"])
-        return [Step("load", index, _join(label, f"users={u}"), users=u, turn_interval_s=interval, **common)
-                for u in sweep["users"]]
-    if "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
-        return [Step("load", index, _join(label, f"speedup={x:g}"), arrival="trace", speedup=float(x),
-                     max_concurrency=sweep.get("max_concurrency"), **common) for x in sweep["speedup"]]
-    arrival = sweep.get("arrival", DEFAULTS["load.sweep.arrival"])
-    burst = sweep.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma" else None
-    out = []
-    for r in sweep["rate"]:
-        rps = parse_rate(r)
-        out.append(Step("load", index, _join(label, f"rate={rps:g}/s"), rate_rps=rps, arrival=arrival,
-                        burstiness=burst, max_concurrency=sweep.get("max_concurrency"), **common))
-    return out
+        shapes = [Users(users=u, turn_interval_s=interval, **bounds) for u in sweep["users"]]
+    elif "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
+        shapes = [Replay(speedup=float(x), max_concurrency=sweep.get("max_concurrency"), **bounds)
+                  for x in sweep["speedup"]]
+    else:
+        arrival = sweep.get("arrival", DEFAULTS["load.sweep.arrival"])
+        burst = sweep.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma" else None
+        shapes = [OpenLoop(rate_rps=parse_rate(r), arrival=arrival, burstiness=burst,
+                           max_concurrency=sweep.get("max_concurrency"), **bounds) for r in sweep["rate"]]
+    cancel = _cancel(load.get("cancel"))
+    grace = parse_duration(load["graceful_stop"]) if "graceful_stop" in load else None
+    return [Step("load", index, _join(label, shape.label), load=shape, cancel=cancel, graceful_stop_s=grace)
+            for shape in shapes]
 
 
 def _repeated(points: list[Step], repeats: int) -> list[Step]:
@@ -525,14 +523,15 @@ def _search(load: dict, index: int, label: str, slo: list[SloItem]) -> Step:
         "probe_streams": "probe k sends prompt stream prompt_stream + k - 1",
     }
     arrival = s.get("arrival", DEFAULTS["load.search.arrival"]) if over == "rate" else None
-    return Step("search", index, _join(label, "search"), arrival=arrival,
-                burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
-                            else None),
-                max_concurrency=s.get("max_concurrency") if over == "rate" else None,
-                requests=requests, duration_s=duration, sessions=load.get("sessions"),
-                ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
-                cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
-                cancel=_cancel(load.get("cancel")), search=definition)
+    template = Search(over=over, least=lo, largest=hi, arrival=arrival,
+                      burstiness=(s.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma"
+                                  else None),
+                      max_concurrency=s.get("max_concurrency") if over == "rate" else None,
+                      requests=requests, duration_s=duration, sessions=load.get("sessions"),
+                      ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
+                      cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])))
+    return Step("search", index, _join(label, "search"), load=template, cancel=_cancel(load.get("cancel")),
+                search=definition)
 
 
 def _cancel(rule: dict | None) -> dict | None:
@@ -579,27 +578,15 @@ def _budget(steps: list[Step]) -> dict:
             "probes_max": sum(s["max_probes"] for s in searches),
             "requests_max": sum(counts) if all(counts) else None}
 def _replay(step: Step, trace: dict) -> Step:
-    """A point of a trace dataset: it sends the slice's requests once. Open loop, it sends them
-    on the trace's times over the speedup, or over the speedup that gives the sweep's rate."""
-    step = replace(step, requests=trace["requests"], duration_s=None)
-    if "sessions" in trace:  # its sessions, each with all its turns
-        step = replace(step, requests=None, sessions=trace["sessions"])
-    if step.concurrency:
-        return step
-    if step.speedup is None:
-        assert step.rate_rps is not None  # neither closed loop nor a speedup: a rate sweep
-        speedup = speedup_for(trace, step.rate_rps)
-        return replace(step, arrival="trace", burstiness=None, speedup=round(speedup, 9))
-    return replace(step, rate_rps=trace_rate(trace, step.speedup))
+    """A point of a trace dataset: it sends the slice's requests once (its shape says how:
+    plan/shapes.py, replayed)."""
+    return replace(step, load=step.shape.replayed(trace))
 
 
 def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | None:
     w = load.get("warmup")
-    first = points[0]
-    if first.search:  # a search's first probe: its min concurrency, or the rate's cap
-        width = first.search["min"] if first.search["over"] == "concurrency" else first.max_concurrency or 1
-    else:
-        width = first.concurrency or first.max_concurrency or first.users or 1
+    # the first point's in flight (a search's first probe: its min concurrency, or the rate's cap)
+    width = points[0].shape.first_inflight or 1
     sessions = None
     if w is None:
         requests, duration = width, None
@@ -608,8 +595,8 @@ def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | No
         duration = parse_duration(w["duration"]) if "duration" in w else None
     if not requests and not duration and not sessions:
         return None
-    return Step("warmup", index, _join(label, "warmup"), concurrency=width,
-                requests=requests, duration_s=duration, sessions=sessions)
+    return Step("warmup", index, _join(label, "warmup"),
+                load=ClosedLoop(concurrency=width, requests=requests, duration_s=duration, sessions=sessions))
 
 
 def _num_prompts(load: dict, points: list[Step]) -> int:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchc.errors import PlanError
+from benchc.plan.agent_trace import agent_trace_params, agent_trace_stats
 from benchc.plan.prefix_groups import PrefixGroupPrompts, prefix_group_params
 from benchc.plan.prompts import FilePrompts, PromptSource, RandomPrompts
 from benchc.plan.sessions import (
@@ -107,6 +109,18 @@ def _trace_stats(source: Any) -> dict:
     return stats
 
 
+def _agent_trace_source(params: dict, mode: str, base_dir: str, tok: Any) -> PromptSource:
+    """Not built yet: the replay of coding-agent sessions waits for the load-shape types (one
+    shape, one driver). The trace is read and checked all the same, so that a bad one is
+    named now (exit 2)."""
+    st = agent_trace_stats(params["path"], base_dir)
+    raise PlanError(f"workload.dataset.agent_trace: replaying coding-agent traces is not built yet (it waits "
+                    f"for the load-shapes work); {params['path']} reads clean: {st['sessions']} sessions, "
+                    f"{st['requests']} requests, {st['subagents']} subagents, contexts up to "
+                    f"{st['max_input_tokens']:,} tokens, {st['predicted_cached_tokens']:,} of "
+                    f"{st['input_tokens']:,} input tokens predicted cached")
+
+
 def _rows(source: Any) -> TracePrompts:
     return source.rows if isinstance(source, TraceSessions) else source
 
@@ -146,6 +160,9 @@ KINDS: dict[str, DatasetKind] = {
         exact_lengths=lambda source: min(_rows(source).trace.output_tokens) >= 0,
         replays=True, timed=True, describe=_trace_stats,
         multi_turn=lambda params: bool(params.get("sessions"))),
+    "agent_trace": DatasetKind(
+        params=lambda cfg, pool: agent_trace_params(cfg), source=_agent_trace_source,
+        lengths=lambda source, p: ({}, {}), exact_lengths=_yes),
     "prefix_groups": DatasetKind(
         params=prefix_group_params,
         source=lambda params, mode, base_dir, tok: PrefixGroupPrompts(params, mode, tok),

@@ -29,6 +29,14 @@ Format history (bump PLAN_VERSION on any change of meaning):
        Workload.tools, Workload.images and Workload.agent (tools in every request, images
        in every prompt, agent loops in sessions). Also optional: Target.twin (a twin's fitted
        batch range, read from its file).
+    4  load shapes as types (plan/shapes.py): a step's load fields (concurrency, rate_rps,
+       arrival, burstiness, max_concurrency, requests, duration_s, ramp_up_s, cooldown_s,
+       speedup, sessions, users, turn_interval_s), flat on the step until now, are its `load`:
+       {"closed_loop" | "open_loop" | "replay" | "users" | "search": that shape's fields}, null
+       for server and smoke steps. Steps of versions 1-3 read as the shape their fields say
+       (plan/shapes.from_flat); the plan's hash is still taken over the flat form. Also
+       optional: Step.graceful_stop_s (load.graceful_stop; a plan without it, or with null,
+       lets in-flight requests finish past the duration, and hashes as before).
 """
 
 from __future__ import annotations
@@ -36,14 +44,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from benchc.errors import PlanError
+from benchc.plan.shapes import FLAT_FIELDS, PARAM_HEAD, Extent, from_flat, shape_from_dict
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 
-PLAN_VERSION = 3
-READABLE_PLAN_VERSIONS = (1, 2, 3)
+PLAN_VERSION = 4
+READABLE_PLAN_VERSIONS = (1, 2, 3, 4)
 
 
 # The server APIs a target may name (benchc.client.apis has one adapter each), and those that
@@ -187,33 +196,25 @@ class Combination:
 
 @dataclass(frozen=True)
 class Step:
-    """One thing execute does, in order. `kind` says which fields matter:
+    """One thing execute does, in order. `kind` says what:
 
     server  -- launch (or attach to, or start the simulator for) a combination
     smoke   -- run the combination's smoke checks
-    warmup  -- unrecorded requests: `requests` and/or `duration_s`, at the first
-               point's concurrency
-    load    -- one sweep point: closed loop (`concurrency`), open loop (`rate_rps`) or, for
-               sessions, user-centric (`users` at `turn_interval_s`); with
-               load.repeats, one run of it (`repeat`); at run time, a search's probe (`probe`);
-               a trace replay is open loop on the trace's own times over `speedup` (arrival
-               "trace", rate_rps the mean rate that gives)
+    warmup  -- unrecorded requests: `requests` and/or `duration_s`, a closed loop at the
+               first point's concurrency
+    load    -- one sweep point; with load.repeats, one run of it (`repeat`); at run time, a
+               search's probe (`probe`)
     search  -- a capacity search (`search`, plan/search.py): the probes' load steps are made
-               from this one at run time; its load fields are their template
+               from this one at run time; its load (plan/shapes.Search) is their template
+
+    `load` is the step's load shape (plan/shapes.py: a closed loop, an open loop, a trace's
+    replay, users at a pace, a search's template), None for server and smoke steps.
     """
 
     kind: str
     combination: int
     id: str  # stable, human: "c=4", "tp=8,ep=true/rate=10"
-    concurrency: int | None = None
-    rate_rps: float | None = None
-    arrival: str | None = None  # poisson | gamma | constant | trace (open loop)
-    burstiness: float | None = None  # gamma shape; 1.0 is Poisson
-    max_concurrency: int | None = None
-    requests: int | None = None
-    duration_s: float | None = None
-    ramp_up_s: float = 0.0
-    cooldown_s: float = 0.0
+    load: Extent | None = None
     # warmup and load steps: request i sends prompt (prompt_stream, i) (plan/prompts.py), and
     # prompts_sha256 hashes the first of them (None where they depend on the run: a file)
     prompt_stream: int | None = None
@@ -221,14 +222,6 @@ class Step:
     repeat: int | None = None  # load: which run (1..N) of a point repeated N times
     search: dict | None = None  # search, and its probes: the search's definition (plan/search.py)
     probe: int | None = None  # a search's probe (1, 2, ...): set at run time, never in a plan
-    speedup: float | None = None  # arrival "trace": the trace's times are divided by this
-    # multi-turn workloads: the step starts at most this many sessions (concurrency is then
-    # concurrent sessions, a rate their arrival rate); `requests` counts turns
-    sessions: int | None = None
-    # user-centric pace: `users` sessions at once, each sending its next turn turn_interval_s
-    # after its previous turn's send (not before that turn ended), a new session when one ends
-    users: int | None = None
-    turn_interval_s: float | None = None
     # load.cancel: this fraction of the step's requests (chosen from the seed) closed after_s
     # after their write, or after after_tokens text chunks: {"fraction", "after_s" | "after_tokens"}
     cancel: dict | None = None
@@ -238,13 +231,82 @@ class Step:
     graceful_stop_s: float | None = None
 
     @property
+    def shape(self) -> Extent:
+        """Its load: warmup, load and search steps have one."""
+        assert self.load is not None, f"step {self.id} ({self.kind}) has no load"
+        return self.load
+
+    @property
     def inflight_target(self) -> int:
-        """The units (requests, or sessions) the step keeps in flight: its concurrency, its
-        open loop's max_concurrency, its users (0: an open loop without a cap); a concurrency
-        search's template, its largest probe's."""
-        if self.search is not None and self.search["over"] == "concurrency" and self.concurrency is None:
-            return int(self.search["max"])
-        return self.concurrency or self.max_concurrency or self.users or 0
+        """The units (requests, or sessions) the step keeps in flight (0: no bound, or no load)."""
+        return self.load.inflight_target if self.load is not None else 0
+
+    @property
+    def requests(self) -> int | None:
+        """The requests that end it (None: not bound by a count)."""
+        return self.load.requests if self.load is not None else None
+
+    @property
+    def sessions(self) -> int | None:
+        """The sessions it starts at most (None: not bound by a count)."""
+        return self.load.sessions if self.load is not None else None
+
+    @property
+    def duration_s(self) -> float | None:
+        return self.load.duration_s if self.load is not None else None
+
+    @property
+    def cooldown_s(self) -> float:
+        return self.load.cooldown_s if self.load is not None else 0.0
+
+    def params(self) -> dict:
+        """The result's params of a load step: its shape's, with which repeat and probe."""
+        own = self.shape.params()
+        out = {k: own.pop(k) for k in PARAM_HEAD}
+        if self.repeat is not None:
+            out["repeat"] = self.repeat  # which run of a repeated point
+        if self.probe is not None:
+            out["probe"] = self.probe  # which probe of the combination's capacity search
+        out.update(own)
+        return out
+
+    def to_dict(self) -> dict:
+        """Its plan JSON (version 4): the load as {shape key: its fields}."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["load"] = self.load.to_dict() if self.load is not None else None
+        return d
+
+    def flat(self) -> dict:
+        """Its plan JSON as versions 1-3 wrote it, the load's fields flat on the step (the
+        plan's hash is taken over it; readers of older results see it)."""
+        return flat_step(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Step:
+        """A step of any readable plan version: version 4's `load`, or 1-3's flat fields."""
+        if "load" in d:
+            load = d["load"]
+            return cls(**{**d, "load": shape_from_dict(load) if load is not None else None})
+        own = {k: v for k, v in d.items() if k not in FLAT_FIELDS}
+        return cls(**own, load=from_flat(d["kind"], d, d.get("search")))
+
+
+# A flat step's keys in the order versions 1-3 wrote them
+_FLAT_ORDER = ("kind", "combination", "id", "concurrency", "rate_rps", "arrival", "burstiness",
+               "max_concurrency", "requests", "duration_s", "ramp_up_s", "cooldown_s", "prompt_stream",
+               "prompts_sha256", "repeat", "search", "probe", "speedup", "sessions", "users",
+               "turn_interval_s", "cancel")
+
+
+def flat_step(d: dict) -> dict:
+    """A plan step's JSON, of any version, with its load's fields flat on it (as versions 1-3
+    wrote steps): what readers of a result's plan steps (its burstiness, max_concurrency...) read."""
+    if "load" not in d:
+        return d
+    load = shape_from_dict(d["load"]).flat() if d["load"] is not None else dict(FLAT_FIELDS)
+    merged = {**{k: v for k, v in d.items() if k != "load"}, **load}
+    return {k: merged[k] for k in _FLAT_ORDER if k in merged} | \
+        {k: v for k, v in merged.items() if k not in _FLAT_ORDER}
 
 
 @dataclass(frozen=True)
@@ -283,6 +345,7 @@ class Plan:
 
     def to_dict(self, redact: bool = True) -> dict:
         d = asdict(self)
+        d["steps"] = [s.to_dict() for s in self.steps]
         if redact:
             for c in d["combinations"]:
                 _redact_combination(c)
@@ -310,7 +373,7 @@ class Plan:
                 if smoke else None,
                 workload=Workload(**{**w, "sampling": Sampling(**w["sampling"])}),
             ))
-        return cls(**{**d, "combinations": combos, "steps": [Step(**s) for s in d["steps"]],
+        return cls(**{**d, "combinations": combos, "steps": [Step.from_dict(s) for s in d["steps"]],
                       "slo": [SloItem(**s) for s in d["slo"]]})
 
     def aimed_at(self, base_url: str) -> Plan:
@@ -357,7 +420,7 @@ class Plan:
                 for c in self.combinations
             ],
             # fields added since with their default left out: older plans keep their hash
-            "steps": [{k: v for k, v in asdict(s).items()
+            "steps": [{k: v for k, v in s.flat().items()
                        if k != "id" and (k != "prompts_sha256" or pinned[s.combination])
                        and not (k in ("cancel", "graceful_stop_s") and v is None)}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
@@ -422,5 +485,5 @@ def _redact_combination(c: dict) -> None:
 
 
 
-__all__ = ["Plan", "Step", "Combination", "Target", "Server", "Smoke", "SmokeCheck", "Sampling",
+__all__ = ["Plan", "Step", "flat_step", "Combination", "Target", "Server", "Smoke", "SmokeCheck", "Sampling",
            "Workload", "SloItem", "PLAN_VERSION"]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchc.plan.model import Step
+from benchc.plan.shapes import Search
 
 REPROBES = 1  # an untrusted probe's load is probed again this many times before the search stops
 GROWTH = 2  # bracketing multiplies the load by this
@@ -226,9 +227,10 @@ def probe_step(search_step: Step, index: int, load: float) -> Step:
     over = search_step.search["over"]
     label = search_step.id.rsplit("/", 1)[0] if "/" in search_step.id else ""
     name = f"probe{index}:" + (show_load(over, load) if over == "concurrency" else f"rate={load:g}/s")
+    template = search_step.shape
+    assert isinstance(template, Search), "a search step's load is its probes' template"
     return replace(search_step, kind="load", id=f"{label}/{name}" if label else name, probe=index,
-                   concurrency=int(load) if over == "concurrency" else None,
-                   rate_rps=float(load) if over == "rate" else None,
+                   load=template.probe(load),
                    prompt_stream=(search_step.prompt_stream or 0) + index - 1, prompts_sha256=None)
 
 

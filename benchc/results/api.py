@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from benchc.errors import UsageError
+from benchc.plan.model import flat_step
 from benchc.results.clock import parse_created, point_span
 from benchc.results.document import is_closed_loop, read
 from benchc.results.table import CSV_COLUMNS, point_row
@@ -375,11 +376,12 @@ class Result:
         return {}
 
     def step(self, point: Point) -> Mapping[str, Any]:
-        """The plan's load step that `point` ran (its burstiness, max_concurrency, ...); empty
+        """The plan's load step that `point` ran (its burstiness, max_concurrency, ... as plan
+        versions 1-3 held them: plan/model.flat_step); empty
         when the plan has none of its id (a probe made at run time)."""
         for s in self.raw["plan"].get("steps", []):
             if s.get("kind") == "load" and s["combination"] == point.combination and s["id"] == point.id:
-                return s
+                return flat_step(s)  # a plan of any version: its load's fields flat on it
         return {}
 
     def span(self, point: Point) -> tuple[datetime.datetime, datetime.datetime] | None:

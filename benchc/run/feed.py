@@ -28,6 +28,7 @@ from benchc.plan.datasets import KINDS
 from benchc.plan.images import synthetic_images
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal, PromptSource, pooled
+from benchc.plan.shapes import Replay
 from benchc.plan.trace import TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.run.shards import WHOLE, Shard
@@ -107,8 +108,8 @@ class StepFeed:
         step = self.step
         if step.inflight_target:
             n = ROUNDS_AHEAD * step.inflight_target
-        elif step.rate_rps:
-            n = int(ARRIVALS_AHEAD_S * step.rate_rps)
+        elif rate := step.shape.mean_rate_rps:
+            n = int(ARRIVALS_AHEAD_S * rate)
         else:
             n = self.window
         n = min(n, self.window)
@@ -205,14 +206,13 @@ class StepFeed:
                       shared_tokens=None if None in shared else sum(shared),  # type: ignore[arg-type]
                       reused=any(p.reused for p in parts), inputs=tuple(prompt_text(p) for p in parts))
 
-    def arrivals(self) -> Iterable[float] | None:
-        """When the step's requests are due, in seconds from its start, where its prompts set
-        the schedule (a trace replayed on its own times); None where the step's arrival
-        process does (run/loadgen.arrival_times)."""
-        if self.step.arrival != "trace":
-            return None
-        assert isinstance(self.source, TracePrompts)  # the compiler allows arrival: trace only there
-        return self.source.arrivals(self.step.speedup or 1.0)
+    def arrivals(self) -> Iterable[float]:
+        """When a replay's requests are due, in seconds from its start: the trace's own times
+        over its speedup (run/drivers.py's replay driver asks)."""
+        assert isinstance(self.source, TracePrompts)  # the compiler allows a replay only there
+        replay = self.step.shape
+        assert isinstance(replay, Replay)
+        return self.source.arrivals(replay.speedup)
 
     def _build(self, j: int) -> Request:
         i = self.shard.request_index(j)

@@ -1,6 +1,7 @@
-"""Load generation for one step: closed loop (fixed concurrency) or open loop
-(seeded arrival schedule), with stop conditions, the client self-check and
-cancellation.
+"""Load generation for one step (StepRun): a unit's life (a single prompt's request, or a
+session) and the step's bookkeeping (stop rules, steady state, records, the client
+self-check), whatever its load shape; the shape's driver decides when units start
+(run/drivers.py: closed loop, open loop and replay, users), and cancellation.
 
 At a duration stop no new request starts; requests in flight are finished and
 recorded (so the window can run past `duration`; the result's window says by
@@ -11,54 +12,61 @@ flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import os
 import random
-import resource
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from itertools import count, islice
+from itertools import count
 from typing import Any
 
 import aiohttp
 
-from benchc.client.http1 import ASYNCIO, RX_LOOP, Due, Pool, RxFigures
+from benchc.client.http1 import Due, Pool, RxFigures
 from benchc.client.request import CLOCK, reuse_rules, send, send_native
-from benchc.metrics.latency import Recorder, summarize
+from benchc.metrics.latency import Recorder
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
+from benchc.plan.shapes import ClosedLoop, Extent, OpenLoop, Replay, Users
 from benchc.redact import redact_url
-from benchc.run import effects
 from benchc.run.alarm import Alarm
+from benchc.run.closed_loop import ClosedLoopDriver
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
+from benchc.run.drivers import Driver
 from benchc.run.feed import StepFeed
+from benchc.run.open_loop import OpenLoopDriver, ReplayDriver
 from benchc.run.priority import SendPriority
+from benchc.run.selfcheck import (
+    TICK_S,
+    TICK_STAMPED_S,
+    SelfCheck,
+    client_summary,
+    cpu_s,
+    kernel_stamped,
+    verdict,
+)
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
+from benchc.run.users import UsersDriver
 
-# The client self-check's causes (loop lag, CPU) are measured here, its effects judged in
-# run/effects.py: a point is client_limited when a figure a late client can move moved.
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
-# The self-check's ticker: every TICK_S where the event loop dates the reads (aiohttp, https),
-# so that its lag, which moves those requests' latencies, is sampled finely; every
-# TICK_STAMPED_S where the kernel stamps them (the own reader on plain http), where the lag
-# moves no latency and is a cause only. A tick on a loop that has nothing else to do is a
-# wakeup of its own, about 50-80 us of CPU on the project's VM: at 5 ms it was the most of
-# what `benchc run` spent beside the component benchmark per-token (benchmarks/run_ingest.py).
-TICK_S = 0.005
-TICK_STAMPED_S = 0.020
-# open loop on the own reader: a request is issued this long before its time, takes (or opens)
-# its connection and readies its request, and writes at its time (run/alarm.py wakes it)
-SEND_LEAD_NS = 5_000_000
 CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text chunks are checked this often
+# each load shape's driver (plan/shapes.py -> run/drivers.py's protocol)
+DRIVERS: dict[type[Extent], Callable[[Any], Driver]] = {
+    ClosedLoop: ClosedLoopDriver, OpenLoop: OpenLoopDriver, Replay: ReplayDriver, Users: UsersDriver,
+}
 
 log = logging.getLogger(__name__)
+
+
+def driver_for(shape: Extent) -> Driver:
+    """A driver for one step of `shape`."""
+    return DRIVERS[type(shape)](shape)
 
 
 @dataclass
@@ -78,93 +86,27 @@ class StepContext:
     running: StepRun | None = None  # the step being driven (the run's heartbeat watches it)
 
 
-class _SelfCheck:
-    """Samples event-loop lag and the in-flight count while a point runs (into `series` too,
-    per interval, when the point keeps one).
-
-    A tick is a bare timer callback, not a task sleeping: on a mostly idle loop (a per-token
-    stream read by the receive loop) each tick is a wakeup of its own, and a task's sleep
-    (future, task step) cost about twice the callback's CPU per wakeup (benchmarks/run_ingest.py)."""
-
-    def __init__(self, series: ClientSeries | None = None, tick_s: float = TICK_S) -> None:
-        self.tick_s = tick_s
-        self.lag = Recorder()
-        self.late_ticks = 0  # ticks later than effects.LOOP_LAG_P99_US
-        self.inflight_samples = 0
-        self.inflight_sum = 0
-        self.inflight = 0
-        self.series = series
-        self._handle: asyncio.TimerHandle | None = None
-        self._due = 0.0  # perf_counter seconds the next tick is due at
-
-    def _tick(self) -> None:
-        lag_us = max(0.0, (time.perf_counter() - self._due) * 1e6)
-        self.lag.record_us(lag_us)
-        if lag_us > effects.LOOP_LAG_P99_US:
-            self.late_ticks += 1
-        self.inflight_samples += 1
-        self.inflight_sum += self.inflight
-        if self.series is not None:
-            self.series.sample_inflight(CLOCK(), self.inflight)
-        self._schedule()
-
-    def _schedule(self) -> None:
-        self._due = time.perf_counter() + self.tick_s
-        self._handle = asyncio.get_running_loop().call_later(self.tick_s, self._tick)
-
-    def start(self) -> None:
-        self._schedule()
-
-    async def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-
-def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def arrival_times(step: Step, n: int, seed: int) -> list[float]:
-    """Seconds from the point's start of the first `n` arrivals of an open-loop step."""
-    rng = random.Random(seed)
-    rate = step.rate_rps
-    assert rate is not None  # an open-loop step has one
-    t, out = 0.0, []
-    for _ in range(n):
-        if step.arrival == "constant":
-            gap = 1.0 / rate
-        elif step.arrival == "gamma":
-            shape = step.burstiness or 1.0
-            gap = rng.gammavariate(shape, 1.0 / (rate * shape))
-        else:
-            gap = rng.expovariate(rate)
-        t += gap
-        out.append(t)
-    return out
-
-
 class StepRun:
-    """One load (or warm-up) step being driven: its counters are attributes, its loop is
-    closed (`concurrency`), user-centric (`users`) or open (a schedule)."""
+    """One load (or warm-up) step being driven: its counters are attributes, its units
+    started by its shape's driver (run/drivers.py); a unit is a request or a session."""
 
     def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
                  slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
                  series_interval_s: float | None = None):
         self.ctx, self.step, self.feed, self.rec, self.slo_checks = ctx, step, feed, rec, slo_checks
         self.seed, self.shard = seed, shard
+        self.driver = driver_for(step.shape)
         self.multi_turn = isinstance(feed, SessionFeed)
-        self.target = step.inflight_target  # units held in flight (plan/model.Step)
+        self.target = step.inflight_target  # units held in flight (plan/shapes.py)
         # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
         self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
                        if series_interval_s else None)
-        self.check = _SelfCheck(self.series, TICK_STAMPED_S if self._kernel_stamped() else TICK_S)
+        self.check = SelfCheck(self.series, TICK_STAMPED_S if kernel_stamped(ctx.pool, ctx.url) else TICK_S)
         self.skew = Recorder()  # schedule -> first write, open loop
         self.sends = SendCheck()
         # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
         self.streak = ConnectStreak(self.target, ctx.target.api, redact_url(ctx.url))
-        self.slots = SlotLedger(step.concurrency or step.max_concurrency or None)
+        self.slots = SlotLedger(step.shape.cap)
         self.late = 0  # open loop: sends LATE_SEND_US or more after their time
         self.capped = 0  # open loop: arrivals held at max_concurrency
         self.paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
@@ -173,6 +115,7 @@ class StepRun:
         self.steady_tokens = 0  # output tokens of the requests completed within it
         self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
+        self.max_requests, self.max_sessions = step.requests, step.sessions  # what else ends it
         self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
         self.issued = count()  # the next unit's index in the feed
         self.n_requests = 0  # requests started (the request-count stop counts these)
@@ -182,10 +125,6 @@ class StepRun:
         self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
         self._room: asyncio.Future | None = None  # done when a unit ends (while the loop waits for one)
         self.alarm: Alarm | None = None  # the open loop's punctual writes (own reader only)
-        # the open loop's sends to come, which the feed's builder leaves their turn (_until_due):
-        # its next issue, and the writes of requests issued ahead (a heap of their due times)
-        self._next_issue_ns: int | None = None
-        self._writes: list[int] = []
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         # ended this turn, their figures not yet recorded (a _record_ended is due while it holds any)
         self._ended_batch: list[RequestRecord] = []
@@ -195,9 +134,9 @@ class StepRun:
         # request cost 4 us of the step's own bookkeeping, about a tenth)
         self._id_prefix = os.urandom(8).hex() + "-"
         self._ids = count()
-        self.env = SessionEnv(self.measured, self.may_continue, self._until, self._took_turn, rec.add_session,
-                              open_loop=not step.concurrency, speedup=step.speedup or 1.0,
-                              pace_s=step.turn_interval_s)
+        self.env = SessionEnv(self.measured, self.may_continue, self.until, self._took_turn, rec.add_session,
+                              open_loop=step.shape.open_loop, speedup=self.driver.speedup,
+                              pace_s=self.driver.pace_s)
 
     # ------------------------------------------------------------------ stop rules
 
@@ -208,7 +147,7 @@ class StepRun:
         if self.deadline is not None and \
                 (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= self.deadline:
             return False
-        return self.step.requests is None or self.n_requests < self.step.requests
+        return self.max_requests is None or self.n_requests < self.max_requests
 
     def _cap_s(self) -> float | None:
         """When the requests still in flight past the duration are cancelled (load.graceful_stop,
@@ -233,8 +172,8 @@ class StepRun:
 
     def may_issue(self, at_ns: int | None = None) -> bool:
         """Another unit (a request, or a session) may start (now, or at `at_ns`)."""
-        return self.may_continue(at_ns) and (not self.multi_turn or self.step.sessions is None
-                                             or self.n_units < self.step.sessions)
+        return self.may_continue(at_ns) and (not self.multi_turn or self.max_sessions is None
+                                             or self.n_units < self.max_sessions)
 
     def activity(self) -> int:
         """A count that grows whenever anything arrives: each stream event read (on every path:
@@ -374,14 +313,6 @@ class StepRun:
             self.decoded_tokens += r.tokens_within(self.steady_start_ns, self.steady_end_ns)
         self.rec.add(r, self.slo_checks)
 
-    def _cancel_of(self, index: int) -> dict | None:
-        """load.cancel's rule for the step's request `index`, if it is one the seed chose (the
-        same requests on every run and every shard)."""
-        rule = self.step.cancel
-        if rule is None or random.Random(self.seed * 1_000_003 + index).random() >= rule["fraction"]:
-            return None
-        return rule
-
     def _one(self, i: int, scheduled_ns: int | None, ready_ns: int) -> Coroutine[Any, Any, None]:
         """A single prompt's request: its record made and its unit started now, and what sends
         it (measured(), for the caller to await: a coroutine of its own between the slot and
@@ -401,16 +332,17 @@ class StepRun:
         r.template_input_tokens, r.images = req.template_tokens, req.images
         r.tools, r.inputs = req.tools, req.inputs
         self._unit_started()
-        return self.measured(req.body, r, self._unit_ended, self._cancel_of(req.index))
+        cancel = _cancel_of(self.step.cancel, self.seed, req.index)
+        return self.measured(req.body, r, self._unit_ended, cancel)
 
-    async def _until(self, due_ns: int) -> bool:
+    async def until(self, due_ns: int) -> bool:
         assert self.stop_wait is not None  # the step runs
         return await until(due_ns, self.stop_wait)
 
     def _took_turn(self) -> None:
         self.n_requests += 1
 
-    async def _session(self, j: int, scheduled_ns: int | None, ready_ns: int) -> int:
+    async def session(self, j: int, scheduled_ns: int | None, ready_ns: int) -> int:
         """A session: its turns in order (run/sessions.py); returns its last turn's send time."""
         feed = self.feed
         assert isinstance(feed, SessionFeed)  # a sessions step
@@ -422,16 +354,24 @@ class StepRun:
         finally:
             self._unit_ended()
 
-    def _spawn(self, scheduled_ns: int) -> None:
-        """An open loop's unit, in a task of its own."""
-        i = self._issue()
-        self._start(self._unit(i, scheduled_ns, self.slots.take(scheduled_ns, CLOCK())))
+    def issue(self) -> int:
+        """Count the next unit as issued, as it is decided, and give its index."""
+        self.n_requests += 1
+        self.n_units += 1
+        return next(self.issued)
+
+    def unit(self, i: int, scheduled_ns: int | None, ready_ns: int) -> Coroutine[Any, Any, Any]:
+        """Unit `i`: a request, or a session (the workload's unit, whatever the shape)."""
+        return (self.session if self.multi_turn else self._one)(i, scheduled_ns, ready_ns)
+
+    def start_unit(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
+        """Unit `i` in a task of its own, begun when its task first runs."""
+        self.start(self._unit(i, scheduled_ns, ready_ns))
 
     async def _unit(self, i: int, scheduled_ns: int | None, ready_ns: int) -> None:
-        """One unit (a request, or a session), started when its task first runs."""
-        await (self._session if self.multi_turn else self._one)(i, scheduled_ns, ready_ns)
+        await self.unit(i, scheduled_ns, ready_ns)
 
-    def _start(self, unit: Coroutine[Any, Any, Any]) -> None:
+    def start(self, unit: Coroutine[Any, Any, Any]) -> None:
         t = asyncio.create_task(unit)
         self.tasks.add(t)
         t.add_done_callback(self._unit_done)
@@ -441,7 +381,7 @@ class StepRun:
         if self._room is not None and not self._room.done():
             self._room.set_result(None)
 
-    async def _room_or_stop(self, timeout: float | None = None) -> bool:
+    async def room_or_stop(self, timeout: float | None = None) -> bool:
         """Wait until a unit ends (or `timeout`); False when the step was stopped meanwhile.
         One future for every unit: waiting on each of C tasks would cost O(C) per end."""
         assert self.stop_wait is not None  # the step runs
@@ -452,241 +392,104 @@ class StepRun:
         self._room = None
         return self.stop_wait not in done
 
-    # ------------------------------------------------------------------ the step
-
     async def run(self) -> dict:
         """Drive the step; returns the client self-check and steady-state figures."""
-        ctx, step = self.ctx, self.step
-        self.check.start()
-        rx = RxFigures(ctx.pool) if ctx.pool is not None else None
-        if ctx.pool is not None:
-            ctx.pool.take_read_delay()  # start afresh
-        cpu0, wall0 = _cpu_s(), time.perf_counter()
-        stop_wait = self.stop_wait = asyncio.create_task(ctx.stop_event.wait())
-        ctx.running = self
-        priority = None
-        if ctx.pool is not None and not step.concurrency and not step.users:
-            self.alarm = Alarm()
-            priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
-            if ctx.send_priority:  # else `unchanged` (--send-priority off)
-                priority.raise_()
-        tasks = self.tasks
-        # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
-        ahead = (asyncio.create_task(self.feed.keep_ahead(None if step.concurrency else self._until_due))
-                 if isinstance(self.feed, StepFeed) else None)
-        cap_s = self._cap_s()
-        cap = asyncio.create_task(self._cap_watch(cap_s)) if cap_s is not None else None
-        try:
-            if step.concurrency:
-                await self._closed_loop()
-            elif step.users:
-                self._users()
-                await asyncio.wait(set(tasks) | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            else:
-                await self._open_loop(_schedule(step, self.feed, self.seed, self.shard))
-            if tasks:
-                if ctx.stop_event.is_set():
-                    await asyncio.wait(set(tasks), timeout=ctx.grace_s)
-                else:
-                    await asyncio.wait(set(tasks))
-        finally:
-            if cap is not None:
-                cap.cancel()
-            for t in list(tasks):
-                t.cancel()
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
-            stop_wait.cancel()
-            self._record_pending()
-            if ahead is not None:
-                ahead.cancel()
-                await asyncio.gather(ahead, return_exceptions=True)
-            if self.alarm is not None:
-                self.alarm.close()
-            if priority is not None:
-                priority.restore()
-            ctx.running = None
-            await self.check.stop()
-        wall = time.perf_counter() - wall0
-        cpu = _cpu_s() - cpu0
-        steady = {"start_ns": self.steady_start_ns, "end_ns": self.steady_end_ns,
-                  "tokens": self.steady_tokens, "decoded": self.decoded_tokens}
-        rx_taken = rx.take() if rx is not None else None
-        out = _client_summary(self.check, self.skew, cpu, wall, steady, step,
-                              {"late": self.late, "capped": self.capped}, dict(self.paths), rx_taken)
-        figures = self.sends.summary()
-        rules = reuse_rules(ctx.session, ctx.pool)
-        if rules is not None:
-            figures["connections"].update(rules.report())
-        out["client"].update(figures)
-        out["client"].update(self._effects(out["client"], rx_taken["lag"] if rx_taken is not None else None))
-        if isinstance(self.feed, StepFeed):
-            out["client"]["bodies_built_late"] = self.feed.built_late
-        if priority is not None:
-            out["client"]["send_priority"] = priority.how
-        out["stopped"] = self.streak.reason
-        out["series"] = self.series
-        # the steady span on the client's clock, where it had one (run/power.py integrates the
-        # GPUs' energy over it)
-        out["steady_ns"] = ((self.steady_start_ns, self.steady_end_ns)
-                            if self.steady_start_ns is not None and self.steady_end_ns is not None
-                            and out["steady"]["output_tok_s"] is not None else None)
-        return out
-
-    def _kernel_stamped(self) -> bool:
-        """Whether the kernel stamps every read of the step (the own reader on plain http: the
-        receive loop's reads and the event loop's own), so that a late event loop dates none."""
-        pool = self.ctx.pool
-        return pool is not None and pool.kernel_stamps and not self.ctx.url.startswith("https:")
-
-    def _effects(self, client: dict, rx_lag: Any) -> dict:
-        """The self-check's verdict by effect (run/effects.py): `effects`, `client_limited`,
-        `reasons` (what moved, by how much), and a note when the client ran late to no effect."""
-        pool = self.ctx.pool
-        kernel = self.paths[RX_LOOP] + (self.paths[ASYNCIO] if self._kernel_stamped() else 0)
-        # reads the kernel stamped: the receive loop's, and the event loop's own (client/http1.py)
-        reads = pool.take_read_delay() if pool is not None else Recorder()
-        if rx_lag is not None:
-            reads.hist.merge(rx_lag)
-        late_reads = sum(n for us, n in reads.hist.nonzero() if us > effects.LOOP_LAG_P99_US)
-        delay = reads.summary()
-        gaps = self.rec.itl.hist
-        # a gap of 0 ns (recorded as the histogram's 1 us floor): two chunks of one read
-        same_read = sum(n for us, n in gaps.nonzero() if us <= 1)
-        merged = same_read / gaps.total_count if gaps.total_count else None
-        closed = self.step.concurrency is not None
-        found = {
-            "offered_load": effects.offered_load(closed, self.sends.effect_inputs(), self.step.concurrency),
-            "latencies": effects.latencies(
-                {"kernel": kernel, "loop": sum(self.paths.values()) - kernel}, client["loop_lag_us"],
-                client["late_ticks"], {k: delay[k] for k in ("count", "p50", "p99", "max") if k in delay}
-                if delay.get("count") else None, late_reads, merged),
-            "client_resources": effects.client_resources(self.sends.exhausted),
-        }
-        out: dict = {"effects": found, "reasons": effects.reasons(found)}
-        out["client_limited"] = bool(out["reasons"])
-        seen = effects.causes(client["loop_lag_us"], client["late_ticks"], client["loop_cpu_fraction"],
-                              client.get("rx_loop"))
-        if seen:
-            out["causes"] = seen
-        if (note := effects.note(found, seen)) is not None:
-            out["self_check_note"] = note
-        return out
-
-    async def _closed_loop(self) -> None:
-        """C slots, each a task that sends its units one after another (a request, or a
-        session): one new unit per finished one, started in the finished one's own turn of
-        the loop. A task per request, woken through the step's loop, cost several
-        microseconds a request more (benchmarks/run_ingest.py, coalesced)."""
-        c, tasks = self.step.concurrency, self.tasks
-        assert c is not None
-        ramp = self.step.ramp_up_s / c if self.step.ramp_up_s and c > 1 else 0.0
-        for k in range(c):
-            if not self.may_issue():
-                break
-            self._start(self._slot(self._issue()))
-            if ramp and k < c - 1:
-                await asyncio.sleep(ramp)
-        while tasks:  # until every slot is done (the stop rules ended it), or the step is stopped
-            if not await self._room_or_stop():
-                return
-
-    def _issue(self) -> int:
-        """Count the next unit as issued, as it is decided (for a closed loop's slot, not when
-        its task first runs: C slots started together would each pass may_issue() on the same
-        count, and a step of fewer requests than slots sent one per slot), and give its index."""
-        self.n_requests += 1
-        self.n_units += 1
-        return next(self.issued)
-
-    async def _slot(self, first: int) -> None:
-        """One of a closed loop's slots: its units in turn while the stop rules let another go."""
-        unit = self._session if self.multi_turn else self._one
-        i = first
-        while True:
-            await unit(i, None, self.slots.take(None, CLOCK()))
-            if not self.may_issue():
-                return
-            i = self._issue()
-
-    def _users(self) -> None:
-        """Start a user-centric step's users, spread evenly over one turn interval, so that the
-        turns arrive at users / turn_interval from the start (AIPerf staggers its users likewise;
-        benchc's all start at their sessions' first turn)."""
-        step = self.step
-        assert step.users is not None and step.turn_interval_s is not None  # a user-centric step
-        start = CLOCK()
-        gap = int(step.turn_interval_s * 1e9) // step.users
-        for u in range(step.users):
-            self._start(self._user(start + u * gap))
-
-    async def _user(self, start_ns: int) -> None:
-        """One user of a user-centric step: sessions back to back, each turn at the pace."""
-        due = start_ns
-        pace_s = self.step.turn_interval_s
-        assert pace_s is not None  # a user-centric step has its pace
-        while await self._until(due) and self.may_issue():
-            self.n_requests += 1
-            self.n_units += 1
-            last_send = await self._session(next(self.issued), due, max(due, CLOCK()))
-            due = last_send + int(pace_s * 1e9)
+        return await _drive(self)
 
     def _until_due(self) -> int | None:
-        """ns until the open loop's next send (its next issue, or the write of a request issued
-        ahead), which the feed's builder does not delay; None while none is coming."""
+        """ns until the driver's next send, which the feed's builder does not delay; None while
+        none is coming."""
         now = CLOCK()
-        writes = self._drop_writes(now)  # written, or due and woken by now
-        due = self._next_issue_ns
-        if writes and (due is None or writes[0] < due):
-            due = writes[0]
+        due = self.driver.next_due_ns(now)
         return None if due is None else due - now
 
-    def _drop_writes(self, until_ns: int) -> list[int]:
-        """The early writes' heap, without those due by `until_ns`."""
-        writes = self._writes
-        while writes and writes[0] <= until_ns:
-            heapq.heappop(writes)
-        return writes
 
-    async def _open_loop(self, schedule: Iterable[float]) -> None:
-        """Each request at its scheduled time, whatever the schedule: the client never waits
-        for a response before sending the next, only for the step's max_concurrency. On the
-        own reader a request is issued SEND_LEAD_NS early and writes at its time (measured);
-        on aiohttp, which opens its connections itself, it is issued at its time."""
-        lead_ns = SEND_LEAD_NS if self.alarm is not None else 0
-        start_ns = CLOCK() + lead_ns
-        try:
-            await self._open_loop_sends(schedule, start_ns, lead_ns)
-        finally:
-            self._next_issue_ns = None
 
-    async def _open_loop_sends(self, schedule: Iterable[float], start_ns: int, lead_ns: int) -> None:
-        """The open loop's issues, each telling the feed's builder when the next is due."""
-        tasks, stop_wait, cap = self.tasks, self.stop_wait, self.step.max_concurrency
-        assert stop_wait is not None
-        for offset in schedule:
-            scheduled_ns = start_ns + int(offset * 1e9)
-            self._next_issue_ns = scheduled_ns - lead_ns
-            # again until due: uvloop's timers round to the millisecond and may fire up to half
-            # of one early, and a request must never be issued before its time
-            while (delay := (scheduled_ns - lead_ns - CLOCK()) / 1e9) > 0:
-                done, _ = await asyncio.wait({stop_wait}, timeout=delay)
-                if done:
-                    return
-            if not self.may_issue(max(scheduled_ns, CLOCK())):
-                return
-            if cap and len(tasks) >= cap:
-                self.capped += 1
-                self._next_issue_ns = None  # not due until a unit ends: the builder may go on
-            while cap and len(tasks) >= cap:
-                # At the cap: this arrival waits (it is late, and its schedule latency shows it).
-                if not await self._room_or_stop():
-                    return
-            if not self.may_issue(max(scheduled_ns, CLOCK())):  # the time ran out while it waited
-                return
-            self._spawn(scheduled_ns)
-            if lead_ns:  # its write is due at its time (the heap's past ones go as it grows)
-                heapq.heappush(self._drop_writes(scheduled_ns - lead_ns), scheduled_ns)
+async def _drive(run: StepRun) -> dict:
+    """Drive the step (StepRun.run); returns the client self-check and steady-state figures."""
+    ctx = run.ctx
+    run.check.start()
+    rx = RxFigures(ctx.pool) if ctx.pool is not None else None
+    if ctx.pool is not None:
+        ctx.pool.take_read_delay()  # start afresh
+    cpu0, wall0 = cpu_s(), time.perf_counter()
+    run.stop_wait = asyncio.create_task(ctx.stop_event.wait())
+    ctx.running = run
+    priority = None
+    if ctx.pool is not None and run.driver.scheduled:
+        run.alarm = Alarm()
+        priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
+        if ctx.send_priority:  # else `unchanged` (--send-priority off)
+            priority.raise_()
+    # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
+    ahead = (asyncio.create_task(run.feed.keep_ahead(run._until_due if run.driver.scheduled else None))
+             if isinstance(run.feed, StepFeed) else None)
+    cap_s = run._cap_s()  # load.graceful_stop: those in flight past the duration cancelled then
+    cap = asyncio.create_task(run._cap_watch(cap_s)) if cap_s is not None else None
+    try:
+        await run.driver.drive(run)
+        if run.tasks:  # those in flight: all of them, or those that end within the grace
+            await asyncio.wait(set(run.tasks), timeout=ctx.grace_s if ctx.stop_event.is_set() else None)
+    finally:
+        if cap is not None:
+            cap.cancel()
+        await _wind_down(run, ahead, priority)
+    return _figures(run, time.perf_counter() - wall0, cpu_s() - cpu0, rx, priority)
+
+
+async def _wind_down(run: StepRun, ahead: asyncio.Task | None, priority: SendPriority | None) -> None:
+    """The step's end: units still in flight cancelled, its last ends recorded, the feed's
+    builder, the alarm and the loop thread's priority put back."""
+    tasks = run.tasks
+    for t in list(tasks):
+        t.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert run.stop_wait is not None
+    run.stop_wait.cancel()
+    run._record_pending()
+    if ahead is not None:
+        ahead.cancel()
+        await asyncio.gather(ahead, return_exceptions=True)
+    if run.alarm is not None:
+        run.alarm.close()
+    if priority is not None:
+        priority.restore()
+    run.ctx.running = None
+    await run.check.stop()
+
+
+def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
+             priority: SendPriority | None) -> dict:
+    """The step's client run-check and steady-state figures."""
+    ctx = run.ctx
+    steady = {"start_ns": run.steady_start_ns, "end_ns": run.steady_end_ns,
+              "tokens": run.steady_tokens, "decoded": run.decoded_tokens}
+    rx_taken = rx.take() if rx is not None else None
+    out = client_summary(run.check, run.skew, cpu, wall, steady, run.step.shape.open_loop,
+                         {"late": run.late, "capped": run.capped}, dict(run.paths), rx_taken)
+    figures = run.sends.summary()
+    rules = reuse_rules(ctx.session, ctx.pool)
+    if rules is not None:
+        figures["connections"].update(rules.report())
+    out["client"].update(figures)
+    closed = None if run.step.shape.open_loop else run.step.inflight_target
+    rx_lag = rx_taken["lag"] if rx_taken is not None else None
+    out["client"].update(verdict(ctx.pool, ctx.url, run.paths, run.rec, closed, run.sends,
+                                 out["client"],
+                                 rx_lag))
+    if isinstance(run.feed, StepFeed):
+        out["client"]["bodies_built_late"] = run.feed.built_late
+    if priority is not None:
+        out["client"]["send_priority"] = priority.how
+    out["stopped"] = run.streak.reason
+    out["series"] = run.series
+    # the steady span on the client's clock, where it had one (run/power.py integrates the
+    # GPUs' energy over it)
+    out["steady_ns"] = ((run.steady_start_ns, run.steady_end_ns)
+                        if run.steady_start_ns is not None and run.steady_end_ns is not None
+                        and out["steady"]["output_tok_s"] is not None else None)
+    return out
 
 
 async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
@@ -695,6 +498,22 @@ async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, r
     """Drive one load (or warm-up) step of `feed`'s requests (StepRun); with
     `series_interval_s`, the client's series per interval too (`series`)."""
     return await StepRun(ctx, step, feed, rec, slo_checks, seed, shard, series_interval_s).run()
+
+
+def _schedule(step: Step, feed: Any, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
+    """An open loop's (or a replay's) arrival times, in seconds from its start, this shard's
+    part of them (run/open_loop.py)."""
+    driver = driver_for(step.shape)
+    assert isinstance(driver, OpenLoopDriver | ReplayDriver), "a closed loop has no schedule"
+    return driver.schedule(feed, seed, shard)
+
+
+def _cancel_of(rule: dict | None, seed: int, index: int) -> dict | None:
+    """load.cancel's rule for the step's request `index`, if it is one the seed chose (the
+    same requests on every run and every shard)."""
+    if rule is None or random.Random(seed * 1_000_003 + index).random() >= rule["fraction"]:
+        return None
+    return rule
 
 
 async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, rule: dict) -> None:
@@ -731,60 +550,3 @@ async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, r
         task.result()  # a failure of the client's own goes where measured() catches it
 
 
-def _schedule(step: Step, feed, seed: int, shard: tuple[int, int] = (0, 1)) -> Iterator[float]:
-    """The open-loop step's arrival times, in seconds from its start: the trace's own (the
-    feed's prompts set them) or the plan's seeded arrival process. A shard (distributed runs)
-    takes every count-th arrival, so the shards' union is exactly the plan's schedule."""
-    index, count = shard
-    times = feed.arrivals() if feed is not None else None
-    if times is None:
-        # a sessions step's arrivals are its sessions' (its requests, the turns, are at least as
-        # many); else a rate and a request count or a duration: the compiler saw to it
-        n = step.sessions or step.requests or int((step.rate_rps or 0.0) * (step.duration_s or 0.0) * 2 + 16)
-        times = arrival_times(step, n, seed)
-    return islice(times, index, None, count)
-
-
-def _client_summary(check: _SelfCheck, skew: Recorder, cpu_s: float, wall_s: float, steady: dict,
-                    step: Step, sends: dict | None = None, transport: dict | None = None,
-                    rx: dict | None = None) -> dict:
-    lag = check.lag.summary()
-    cpu_fraction = cpu_s / wall_s if wall_s > 0 else 0.0
-    # the event loop's thread: the process less the receive loop's thread, where one read
-    loop_cpu_fraction = (cpu_s - rx["cpu_s"]) / wall_s if rx is not None and wall_s > 0 else cpu_fraction
-    sk = skew.summary()  # schedule -> send: the cap's queueing and the client's delay together
-    rx_block = _rx_check(rx, wall_s) if rx is not None else None
-    steady_s = ((steady["end_ns"] or 0) - (steady["start_ns"] or 0)) / 1e9 if steady["end_ns"] else 0.0
-    mean_inflight = check.inflight_sum / check.inflight_samples if check.inflight_samples else 0.0
-    client = {
-        "loop_lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
-        "late_ticks": check.late_ticks,
-        "cpu_s": round(cpu_s, 4), "wall_s": round(wall_s, 4), "cpu_fraction": round(cpu_fraction, 4),
-        "loop_cpu_fraction": round(loop_cpu_fraction, 4),
-        "send_skew_us": {k: sk[k] for k in ("count", "mean", "p50", "p99", "max") if k in sk},
-        **({"late_sends": sends["late"], "capped_sends": sends["capped"]}
-           if sends is not None and step.concurrency is None else {}),
-        "client_limited": False, "reasons": [],  # judged by effect (StepRun._effects)
-    }
-    if transport:
-        client["transport"] = transport
-    if rx_block is not None:
-        client["rx_loop"] = rx_block
-    return {
-        "client": client,
-        "steady": {"duration_s": round(steady_s, 6), "output_tokens": steady["tokens"],
-                   "decoded_tokens": round(steady["decoded"], 3),
-                   "output_tok_s": round(steady["tokens"] / steady_s, 3) if steady_s > 0.05 else None},
-        "mean_inflight_sampled": round(mean_inflight, 3),
-    }
-
-
-def _rx_check(rx: dict, wall_s: float) -> dict:
-    """What the receive loop cost: its lag (a read's kernel stamp to the loop's read of it) and
-    its thread's CPU."""
-    lag = summarize(rx["lag"])
-    late = sum(count for us, count in rx["lag"].nonzero() if us > effects.LOOP_LAG_P99_US)
-    fraction = rx["cpu_s"] / wall_s if wall_s > 0 else 0.0
-    return {"lag_us": {k: lag[k] for k in ("count", "mean", "p50", "p99", "max") if k in lag},
-            "late_reads": late, "reads": rx["reads"], "bytes": rx["bytes"],
-            "cpu_s": round(rx["cpu_s"], 4), "cpu_fraction": round(fraction, 4)}

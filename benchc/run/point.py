@@ -86,21 +86,11 @@ async def open_client(prepared: Prepared, target: Target, base_url: str, http: s
 
 
 def step_params(step: Step) -> dict:
-    params = {"concurrency": step.concurrency, "rate_rps": step.rate_rps, "arrival": step.arrival,
-              "requests": step.requests, "duration_s": step.duration_s}
-    if step.repeat is not None:
-        params["repeat"] = step.repeat  # which run of a repeated point
-    if step.probe is not None:
-        params["probe"] = step.probe  # which probe of the combination's capacity search
-    if step.speedup is not None:
-        params["speedup"] = step.speedup
-    if step.sessions is not None:
-        params["sessions"] = step.sessions  # a sessions workload: the sessions it starts
-    if step.users is not None:  # user-centric: users at a pace
-        params.update(users=step.users, turn_interval_s=step.turn_interval_s)
+    """A load step's params in the result (its shape's: plan/shapes.py), and for a step with a
+    duration how it ended there: in-flight requests finished (null), or were cancelled this long
+    past it (load.graceful_stop; 0: a hard cap)."""
+    params = step.params()
     if step.duration_s is not None:
-        # how the point ended at its duration: in-flight requests finished (null), or were
-        # cancelled this long past it (load.graceful_stop; 0: a hard cap)
         params["graceful_stop_s"] = step.graceful_stop_s
     return params
 
@@ -150,7 +140,7 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) ->
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
     it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
     with measuring():
-        extra = await run_step(ctx, step, feed, PointRecorder(step.concurrency or 1), None)
+        extra = await run_step(ctx, step, feed, PointRecorder(step.inflight_target or 1), None)
     return feed.consumed(), extra["stopped"]
 
 
@@ -162,7 +152,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     where they are, after the measured requests. `feed` holds the step's requests (this
     shard's share of them)."""
     rec = PointRecorder(step.inflight_target, keep_requests=prepared.keep_requests,
-                        open_loop=not step.concurrency, keep_text=ctx.keep_text)
+                        open_loop=step.shape.open_loop, keep_text=ctx.keep_text)
     with measuring():
         extra = await run_step(ctx, step, feed, rec, step_slo_checks(step, prepared), seed=seed,
                                shard=shard.schedule_slice,
@@ -316,9 +306,10 @@ def trace_block(trace: dict, step: Step, point: dict) -> dict:
     the point sent and got back."""
     block = {k: v for k, v in trace.items() if k != "duration_s"}
     block["trace_duration_s"] = trace["duration_s"]  # in the trace's own time
-    if step.speedup is not None:
-        block["speedup"] = step.speedup
-        block["duration_s"] = round(trace["duration_s"] / step.speedup, 6)  # as scheduled here
+    speedup = step.params().get("speedup")  # a replay's (a closed loop's has none)
+    if speedup is not None:
+        block["speedup"] = speedup
+        block["duration_s"] = round(trace["duration_s"] / speedup, 6)  # as scheduled here
     block["sent"] = {"requests": point["counts"]["sent"], "completed": point["counts"]["completed"],
                      "input_tokens": point["tokens"]["input"], "output_tokens": point["tokens"]["output"],
                      "duration_s": point["window"]["duration_s"]}

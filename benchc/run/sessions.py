@@ -34,6 +34,7 @@ from benchc.plan.images import synthetic_images
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal
 from benchc.plan.sessions import Session, ToolResults, Turn
+from benchc.plan.shapes import Replay
 from benchc.plan.workload import Prompt
 from benchc.run.feed import expected_output
 from benchc.run.shards import WHOLE, Shard
@@ -64,11 +65,11 @@ class SessionFeed:
         """The step's session indices taken (as StepFeed.consumed counts requests)."""
         return self.shard.reach(self.issued)
 
-    def arrivals(self) -> Iterable[float] | None:
-        """A trace's sessions' start times over the speedup (arrival "trace"), else None."""
-        if self.step.arrival != "trace":
-            return None
-        return self.source.arrivals(self.step.speedup or 1.0)
+    def arrivals(self) -> Iterable[float]:
+        """A replayed trace's sessions' start times over its speedup (run/drivers.py)."""
+        replay = self.step.shape
+        assert isinstance(replay, Replay)
+        return self.source.arrivals(replay.speedup)
 
     def conversation(self, session: Session, index: int = 0) -> Conversation:
         """Session `index`'s conversation (the index names its tool results)."""

