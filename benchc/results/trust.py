@@ -71,8 +71,19 @@ def twin_extrapolated(point: dict) -> Doubt | None:
                  fails_strict=False)
 
 
+def short_answers(point: dict) -> Doubt | None:
+    """Non-streamed answers with fewer results than their request's inputs (client/request.py
+    `_as_asked`): the point counts what was answered, and says the server left some out."""
+    stream = point.get("stream") or {}
+    if not stream.get("short_answers"):
+        return None
+    return Doubt("short_answers", f"{stream['short_answers']} answers carried fewer results than their "
+                                  f"request's inputs ({stream['unanswered_inputs']} inputs unanswered): "
+                                  "counts.inputs and inputs_s count only what was answered")
+
+
 POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                            twin_extrapolated)
+                                                            twin_extrapolated, short_answers)
 
 
 def judge(point: dict) -> dict:
