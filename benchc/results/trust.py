@@ -71,8 +71,18 @@ def twin_extrapolated(point: dict) -> Doubt | None:
                  fails_strict=False)
 
 
+def agent_replay(point: dict) -> Doubt | None:
+    """A coding-agent replay that did not keep to its trace (run/agent_replay.fidelity_of): each
+    figure out of its band named (tokens, think times, spawn and join order, cached tokens)."""
+    block = point.get("agent_replay")
+    warnings = block["fidelity"]["warnings"] if block else []
+    if not warnings:
+        return None
+    return Doubt("agent_replay", "the replay did not keep to its trace: " + "; ".join(warnings))
+
+
 POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                            twin_extrapolated)
+                                                            twin_extrapolated, agent_replay)
 
 
 def judge(point: dict) -> dict:

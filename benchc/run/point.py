@@ -35,6 +35,7 @@ from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Combination, Step, Target
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.clocks import MOVED_NOTE, ClockMark
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
@@ -114,6 +115,7 @@ class Measurement:
     # the output tokens decoded within steady_ns, each request's pro-rated by the share of its
     # decode span inside (RequestRecord.tokens_within): the energy's per-token figure divides by them
     steady_tokens: float | None = None
+    agent_replay: dict | None = None  # a coding-agent replay's verdict and per-session figures
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
@@ -131,7 +133,8 @@ class Measurement:
         self.moved = True
 
 
-async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) -> tuple[int, str | None]:
+async def warm_up(ctx: StepContext, step: Step,
+                  feed: StepFeed | SessionFeed | AgentFeed) -> tuple[int, str | None]:
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
     it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
     with measuring():
@@ -140,7 +143,7 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) ->
 
 
 async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
-                        feed: StepFeed | SessionFeed,
+                        feed: StepFeed | SessionFeed | AgentFeed,
                         shard: Shard = WHOLE) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,
@@ -163,7 +166,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
                        steady_ns=extra.get("steady_ns"),
-                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None)
+                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None,
+                       agent_replay=extra.get("agent_replay"))
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -243,6 +247,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point["shards"] = m.shards  # each shard's own figures: the merge can be checked, a slow one found
     if combo.workload.trace is not None:
         point["trace"] = trace_block(combo.workload.trace, step, point)
+    if m.agent_replay is not None:
+        point["agent_replay"] = m.agent_replay
     point["cache"]["prompts"] = combo.workload.prompts
     if reset is not None:
         point["cache"]["reset"] = reset
