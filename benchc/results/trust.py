@@ -81,8 +81,19 @@ def agent_replay(point: dict) -> Doubt | None:
     return Doubt("agent_replay", "the replay did not keep to its trace: " + "; ".join(warnings))
 
 
+def short_answers(point: dict) -> Doubt | None:
+    """Non-streamed answers with fewer results than their request's inputs (client/request.py
+    `_as_asked`): the point counts what was answered, and says the server left some out."""
+    stream = point.get("stream") or {}
+    if not stream.get("short_answers"):
+        return None
+    return Doubt("short_answers", f"{stream['short_answers']} answers carried fewer results than their "
+                                  f"request's inputs ({stream['unanswered_inputs']} inputs unanswered): "
+                                  "counts.inputs and inputs_s count only what was answered")
+
+
 POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                            twin_extrapolated, agent_replay)
+                                                            twin_extrapolated, agent_replay, short_answers)
 
 
 def judge(point: dict) -> dict:
