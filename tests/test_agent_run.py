@@ -133,3 +133,13 @@ def test_load_keys_a_replay_does_not_take_are_named(tmp_path, capsys):
     assert main(["validate", SPEC, "--set", "load.sweep={users: [2], turn_interval: 1s}"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "$.load.sweep.users: a coding-agent replay starts sessions at a concurrency" in err
+
+
+def test_a_replay_on_ray_is_refused_before_anything_starts(tmp_path, capsys):
+    from benchc.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["run", SPEC, "--backend", "ray", "--quiet", "--out", str(out)]) == EXIT_USAGE
+    assert ("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is not built yet on "
+            "Ray; run it with --backend local") in capsys.readouterr().err
+    assert not out.exists()
