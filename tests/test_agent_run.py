@@ -89,6 +89,11 @@ def test_the_shipped_spec_replays_every_request_as_traced(tmp_path, traced, core
     assert len(spans) == 6 and most == 2
     figures = point["agent_replay"]["sessions"]
     assert [f["id"] for f in figures] == [s.id for s in sessions]
+    for f in figures:  # TTFT and E2E by turn depth and context bucket
+        turns = [str(k) for k in range(1, f["turns"] + 1)]
+        assert list(f["ttft_ms_by_turn"]) == list(f["e2e_ms_by_turn"]) == turns
+        assert list(f["ttft_ms_p50_by_context"]) == list(f["e2e_ms_p50_by_context"]) == ["0-8k"]
+        assert all(0 < f["ttft_ms_by_turn"][k] <= f["e2e_ms_by_turn"][k] for k in turns)
     assert [(f["turns"], f["requests"]) for f in figures] == [
         (sum(not hasattr(e, "agent_id") for e in s.entries), len(s.requests())) for s in sessions]
 

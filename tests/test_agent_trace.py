@@ -203,7 +203,8 @@ def test_validate_reads_and_checks_the_trace_and_plans_its_replay(tmp_path, caps
     # one point, the sessions one at a time, the spec's time_scale; no warm-up (it would fill the cache)
     assert [s["load"] for s in loads] == [{"agent_replay": {
         "requests": None, "duration_s": None, "sessions": None, "ramp_up_s": 0.0, "cooldown_s": 0.0,
-        "concurrency": 1, "rate_rps": None, "speedup": None, "time_scale": 0.5, "max_think_s": None}}]
+        "concurrency": 1, "rate_rps": None, "speedup": None, "time_scale": 0.5, "max_think_s": None,
+        "kv_block": None}}]
     assert [s["kind"] for s in plan["steps"]] == ["server", "load"]
     s = copy.deepcopy(SESSION)
     s["requests"][2]["requests"][1].pop("in")

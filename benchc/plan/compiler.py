@@ -589,6 +589,7 @@ def _agent_replay(step: Step, params: dict, label: str) -> Step:
     flight, a rate their arrivals, a speedup the traces' own start times."""
     shape = step.shape
     keep = dict(sessions=shape.sessions, time_scale=params["time_scale"], max_think_s=params["max_think_s"],
+                kv_block=params["kv_block"],
                 ramp_up_s=shape.ramp_up_s, cooldown_s=shape.cooldown_s)
     agent: AgentReplay
     if isinstance(shape, ClosedLoop):

@@ -345,6 +345,7 @@ class AgentReplay(Extent):
     speedup: float | None = None
     time_scale: float = 1.0
     max_think_s: float | None = None
+    kv_block: int | None = None  # the server's KV block (the verdict's cache band); None: the trace's
     key: ClassVar[str] = "agent_replay"
     # open_loop stays True (as Users'): its sessions' requests go when their think times say,
     # not as other requests end, so no closed loop's slot bound applies to them

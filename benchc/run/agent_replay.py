@@ -51,6 +51,7 @@ class Answer:
     cached_tokens: int | None
     send_ns: int | None = None  # the request's own write and end stamps, where the send measured them
     end_ns: int | None = None
+    ttft_ns: int | None = None  # its first output after the write, where measured
 
 
 @dataclass(frozen=True)
@@ -317,16 +318,23 @@ def session_figures(session: AgentSession, sent: list[Sent], time_scale: float =
     scaled too, so the two agree only where the server answered as fast, scaled); turns (the
     session's own requests), subagents, the subagents' share of the requests and of the input
     tokens; E2E (ms, p50) by turn depth (the session's own requests, 1-based) and by context
-    length bucket (0-8k, 8-32k, 32-128k, 128k+ input tokens)."""
+    length bucket (0-8k, 8-32k, 32-128k, 128k+ input tokens); TTFT likewise, where the send
+    measured it (Answer.ttft_ns: benchc run's driver does)."""
     reqs = {r.path: r for r in session.requests()}
     own = [e for e in session.entries if isinstance(e, AgentRequest)]
     subs = [e for e in session.entries if isinstance(e, Subagent)]
     traced_end = max(max(r.end_s for r in reqs.values()), max((x.end_s for x in subs), default=0.0))
     by_bucket: dict[str, list[float]] = {}
+    ttft_bucket: dict[str, list[float]] = {}
     for x in sent:
-        by_bucket.setdefault(_bucket(reqs[x.path].input_tokens), []).append((x.end_ns - x.send_ns) / 1e6)
+        bucket = _bucket(reqs[x.path].input_tokens)
+        by_bucket.setdefault(bucket, []).append((x.end_ns - x.send_ns) / 1e6)
+        if x.answer.ttft_ns is not None:
+            ttft_bucket.setdefault(bucket, []).append(x.answer.ttft_ns / 1e6)
     depth = {r.path: k for k, r in enumerate(own, 1)}
     by_depth = {depth[x.path]: (x.end_ns - x.send_ns) / 1e6 for x in sent if x.path in depth}
+    ttft_depth = {depth[x.path]: x.answer.ttft_ns / 1e6 for x in sent
+                  if x.path in depth and x.answer.ttft_ns is not None}
     sub_sent = [x for x in sent if x.agent]
     total_in = sum(reqs[x.path].input_tokens for x in sent)
     wall_ns = max(x.end_ns for x in sent) - min(x.send_ns for x in sent) if sent else 0
@@ -340,6 +348,9 @@ def session_figures(session: AgentSession, sent: list[Sent], time_scale: float =
         "e2e_ms_p50_by_context": {label: round(_p(by_bucket[label], 0.5), 3) for _, label in CONTEXT_BUCKETS
                                   if label in by_bucket},
         "e2e_ms_by_turn": {str(k): round(v, 3) for k, v in sorted(by_depth.items())},
+        "ttft_ms_p50_by_context": {label: round(_p(ttft_bucket[label], 0.5), 3)
+                                   for _, label in CONTEXT_BUCKETS if label in ttft_bucket},
+        "ttft_ms_by_turn": {str(k): round(v, 3) for k, v in sorted(ttft_depth.items())},
     }
 
 
@@ -444,8 +455,9 @@ class AgentReplayDriver:
             r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
             r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
             await host.measured(body, r)
+            ttft = r.first_text_ns - r.t0_ns if r.ok and r.first_text_ns else None
             return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
-                          r.t0_ns or None, r.end_ns)
+                          r.t0_ns or None, r.end_ns, ttft)
 
         sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
                                     self.shape.max_think_s)
@@ -462,7 +474,7 @@ class AgentReplayDriver:
         done = sorted(self.replayed)
         sessions = [feed.sessions[j] for j in done] if feed is not None else []
         sent = [self.replayed[j] for j in done]
-        verdict = fidelity_of(sessions, sent)
+        verdict = fidelity_of(sessions, sent, self.shape.kv_block)
         return {"sessions_replayed": len(done), "sessions_traced": len(feed.sessions) if feed else 0,
                 "time_scale": self.shape.time_scale, "max_think_s": self.shape.max_think_s,
                 "fidelity": verdict,
