@@ -148,3 +148,36 @@ def test_a_replay_on_ray_is_refused_before_anything_starts(tmp_path, capsys):
     assert ("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is not built yet on "
             "Ray; run it with --backend local") in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.real
+def test_benchc_run_replays_two_sessions_on_a_real_vllm(tmp_path, vllm):
+    """Two sample sessions (56 requests, 9 subagents) by `benchc run` on the real vLLM with its
+    tokenizer and chat template: no error, input and output tokens as its usage counts them the
+    trace's, cached tokens within one of its KV blocks of the prediction (its CPU build's
+    32-token blocks are coarser than the sample's 16: kv_block says so)."""
+    from tests.vllm_server import VLLMSERVER_DIR
+
+    model_dir = os.path.join(VLLMSERVER_DIR, "model")
+    if not os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
+        pytest.skip(f"the served model's folder ({model_dir}) is not on this machine")
+    assert vllm.prompt_details
+    spec = tmp_path / "agent-real.yaml"
+    spec.write_text(f"version: 1\nname: agent-real\ntarget:\n  base_url: {vllm.base_url}\n"
+                    f"  model: {vllm.model}\n  api: chat\n  tokenizer: {model_dir}\n"
+                    "workload:\n  dataset:\n    agent_trace:\n"
+                    f"      path: {SAMPLE}\n      time_scale: 0.001\n      kv_block: {vllm.block_size}\n"
+                    "  sampling: {temperature: 0}\nload:\n  sweep: {concurrency: [2]}\n  sessions: 2\n")
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "benchc", "run", str(spec), "--out", str(out), "--quiet"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr
+    (point,) = json.loads(out.read_text())["points"]
+    assert point["counts"]["errors"] == {}  # none, of any kind
+    v = point["agent_replay"]["fidelity"]
+    assert (v["requests"], v["requests_traced"]) == (56, 56)
+    assert (v["input_tokens_off"], v["output_tokens_off"]) == (0, 0)  # as the server's usage counts them
+    assert (v["subagent_before_spawn"], v["parent_before_join"]) == (0, 0)
+    assert v["cache_reported"] == 56 and v["cache_off_by_more_than_a_block"] == 0
+    assert -vllm.block_size <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
+    print("real vLLM:", json.dumps(v))
