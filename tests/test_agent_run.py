@@ -113,6 +113,21 @@ def test_sessions_at_a_rate_and_on_their_own_times(tmp_path, traced):
     assert point["agent_replay"]["sessions_replayed"] == 3
 
 
+def test_the_traces_model_is_mapped_to_a_served_one(tmp_path):
+    # the sample's requests name model "agentx": mapped to one the simulator does not serve, the
+    # requests are refused by that name (404), and the point stops (run/deadserver.py)
+    p, out = run(tmp_path, "--set", "workload.dataset.agent_trace.models={agentx: not-served}",
+                 "--set", "load.sessions=1")
+    (point,) = json.loads(out.read_text())["points"]
+    assert point["counts"]["completed"] == 0 and list(point["counts"]["errors"]) == ["http_status"]
+    assert "The model `not-served` does not exist" in point["counts"]["error_examples"]["http_status"]
+    p, out = run(tmp_path, "--set", "workload.dataset.agent_trace.models={agentx: benchc-sim}",
+                 "--set", "load.sessions=1")
+    assert p.returncode == 0, p.stderr
+    (point,) = json.loads(out.read_text())["points"]
+    assert point["counts"]["errors"] == {} and point["agent_replay"]["fidelity"]["input_tokens_off"] == 0
+
+
 def test_a_replay_off_its_trace_is_a_doubt_and_strict_exits_6(tmp_path):
     # every answer cut to 4 tokens: each request's output differs from the trace's `out`
     p, out = run(tmp_path, "--set", "workload.sampling.max_tokens=4", "--set", "load.sessions=1", "--strict")

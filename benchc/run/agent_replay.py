@@ -369,6 +369,7 @@ class AgentFeed:
         self.sessions = source.agent_sessions[:n] if n else list(source.agent_sessions)
         self.prompts = source.prompts(tokenizer, template)
         self.combo, self.stream = combo, step.prompt_stream or 0
+        self.models: dict[str, str] = combo.workload.params.get("models") or {}
         self.issued = 0
 
     def key(self, j: int) -> int:
@@ -381,6 +382,9 @@ class AgentFeed:
         w, target = self.combo.workload, self.combo.target
         prompt = Prompt(None, [{"role": "user", "content": text}], req.input_tokens, req.output_tokens)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
+        served = self.models.get(req.model or "")
+        if served is not None and "model" in body:  # agent_trace.models: the trace's model, mapped
+            body["model"] = served
         return json.dumps(body).encode()
 
     def consumed(self) -> int:
