@@ -623,6 +623,10 @@ def _agent_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
             for k in ("users", "turn_interval", "arrival", "burstiness", "max_concurrency") if k in sweep]
     if "cancel" in load:
         out.append(p(("load", "cancel"), "load.cancel with a coding-agent replay is not built yet", key=True))
+    if "warmup" in load:
+        out.append(p(("load", "warmup"), "no warm-up runs before a coding-agent replay: it would put the "
+                                         "sessions' blocks in the server's cache before they are measured",
+                     key=True))
     return out
 
 
