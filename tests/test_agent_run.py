@@ -74,6 +74,7 @@ def test_the_shipped_spec_replays_every_request_as_traced(tmp_path, traced, core
     assert v["cache_reported"] == 149 and v["cache_off_by_more_than_a_block"] == 0
     assert -BLOCK <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
     assert v["think_late_ms"]["min"] >= 0  # never sent before its think time ended
+    assert v["subagents_at_once"]["traced"] >= 2 and v["subagents_at_once"]["replayed"] >= 1
     # on this shared machine the think times may be late past the 1 ms band: that warning only
     assert all(w.startswith("think times: ") for w in v["warnings"])
     # at most 2 sessions in flight, and at some point 2

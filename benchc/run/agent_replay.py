@@ -227,6 +227,28 @@ def fidelity(session: AgentSession, sent: list[Sent], kv_block: int | None = Non
     return fidelity_of([session], [sent], kv_block)
 
 
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most spans open at one moment (one ending as another starts: not both open)."""
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    held = most = 0
+    for _, step in edges:
+        held += step
+        most = max(most, held)
+    return most
+
+
+def subagent_overlap(session: AgentSession, sent: list[Sent]) -> tuple[int, int]:
+    """(traced, replayed): the most subagents of the session running at once in the trace (spawn
+    to end) and in the replay (its first send to its last answer)."""
+    traced = [(e.t_s, e.end_s) for e in session.entries if isinstance(e, Subagent)]
+    spans: dict[str, tuple[int, int]] = {}
+    for s in sent:
+        if s.agent:
+            a, b = spans.get(s.agent, (s.send_ns, s.end_ns))
+            spans[s.agent] = (min(a, s.send_ns), max(b, s.end_ns))
+    return _most_at_once(traced), _most_at_once([(float(a), float(b)) for a, b in spans.values()])
+
+
 def _session_checks(session: AgentSession, sent: list[Sent], block: int) -> dict:
     """One session's counts for the verdict (fidelity_of adds them up)."""
     reqs = {r.path: r for r in session.requests()}
@@ -250,6 +272,7 @@ def _session_checks(session: AgentSession, sent: list[Sent], block: int) -> dict
         "before_spawn": [s.path for s in sent if s.spawn_ns is not None and s.send_ns < s.spawn_ns],
         "parent_early": parent_early, "reported": len(reported), "cache_diff": cache_diff,
         "off_block": sum(abs(d) > (block or session.block_size) for d in cache_diff),
+        "overlap": subagent_overlap(session, sent),
     }
 
 
@@ -277,6 +300,10 @@ def fidelity_of(sessions: list[AgentSession], sent: list[list[Sent]], kv_block: 
         "cache_reported": sum(p["reported"] for p in parts),
         "cache_off_by_more_than_a_block": off_block,
         "cache_diff_tokens": {"min": min(cache_diff, default=0), "max": max(cache_diff, default=0)},
+        # the most subagents at once in any session, as traced and as replayed (a figure, not a
+        # band: a server faster than the trace's ends a subagent before its sibling's spawn)
+        "subagents_at_once": {"traced": max((p["overlap"][0] for p in parts), default=0),
+                              "replayed": max((p["overlap"][1] for p in parts), default=0)},
     }
     blocks = sorted({kv_block or s.block_size for s in sessions})
     block = blocks[0] if len(blocks) == 1 else "/".join(map(str, blocks))
