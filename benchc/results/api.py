@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from benchc.errors import UsageError
 from benchc.plan.model import flat_step
 from benchc.results.clock import parse_created, point_span
-from benchc.results.document import is_closed_loop, metric_value, read
+from benchc.results.document import is_closed_loop, metric_value
 from benchc.results.table import CSV_COLUMNS, point_row
 
 # the load part at the end of a point's id (plan/compiler.py, plan/search.py probe_step)
@@ -486,8 +486,25 @@ class Result:
 
 
 def load(path: str) -> Result:
-    """Read and validate a result document (any version this benchc reads)."""
-    return from_document(read(path), path)
+    """Read and validate a result document (any version this benchc reads), or another tool's
+    result read as one (read_document)."""
+    return from_document(read_document(path), path)
+
+
+def read_document(path: str) -> dict:
+    """A benchc result document as document.read gives it, or another tool's results (vLLM
+    `bench serve`, GuideLLM, AIPerf, inference-perf, llm-d Benchmark Reports) in its shape,
+    recognised by content and marked as that tool's measurement (`peer`: results/peers/)."""
+    from benchc.results.peers import read_any
+
+    return read_any(path)
+
+
+def peer_of(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A document read from another tool's file: its `peer` block (tool, version, definitions,
+    unmapped figures, where its histograms came from); None for benchc's own."""
+    peer = doc.get("peer")
+    return peer if isinstance(peer, Mapping) else None
 
 
 def from_document(doc: dict, path: str = "") -> Result:
