@@ -154,6 +154,9 @@ def test_load_keys_a_replay_does_not_take_are_named(tmp_path, capsys):
     assert main(["validate", SPEC, "--set", "load.sweep={users: [2], turn_interval: 1s}"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "$.load.sweep.users: a coding-agent replay starts sessions at a concurrency" in err
+    assert main(["validate", SPEC, "--set", "target.api=completions"]) == EXIT_USAGE
+    assert ("workload.dataset.agent_trace: a coding-agent replay sends each request as one chat message of "
+            "exactly its `in` tokens: it needs target.api: chat, not completions") in capsys.readouterr().err
     assert main(["validate", SPEC, "--set", "load.warmup={requests: 2}"]) == EXIT_USAGE
     assert ("$.load.warmup: no warm-up runs before a coding-agent replay: it would put the sessions' blocks "
             "in the server's cache before they are measured") in capsys.readouterr().err

@@ -151,6 +151,9 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         if workload.sessions is not None and api not in CONVERSATION_APIS:
             raise PlanError("sessions send their history as chat messages: they need target.api: "
                             + ", ".join(CONVERSATION_APIS))
+        if workload.dataset == "agent_trace" and api != "chat":
+            raise PlanError(f"workload.dataset.agent_trace: a coding-agent replay sends each request as one "
+                            f"chat message of exactly its `in` tokens: it needs target.api: chat, not {api}")
         if workload.sessions is not None and "cancel" in load:
             raise PlanError("load.cancel with a sessions workload is not built yet (it cancels single "
                             "prompts' requests); remove load.cancel or use a single-turn dataset")
