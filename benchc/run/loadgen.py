@@ -31,8 +31,9 @@ from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
-from benchc.plan.shapes import ClosedLoop, Extent, OpenLoop, Replay, Users
+from benchc.plan.shapes import AgentReplay, ClosedLoop, Extent, OpenLoop, Replay, Users
 from benchc.redact import redact_url
+from benchc.run.agent_replay import AgentFeed, AgentReplayDriver
 from benchc.run.alarm import Alarm
 from benchc.run.closed_loop import ClosedLoopDriver
 from benchc.run.console import Progress
@@ -59,6 +60,7 @@ CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text ch
 # each load shape's driver (plan/shapes.py -> run/drivers.py's protocol)
 DRIVERS: dict[type[Extent], Callable[[Any], Driver]] = {
     ClosedLoop: ClosedLoopDriver, OpenLoop: OpenLoopDriver, Replay: ReplayDriver, Users: UsersDriver,
+    AgentReplay: AgentReplayDriver,
 }
 
 log = logging.getLogger(__name__)
@@ -90,13 +92,13 @@ class StepRun:
     """One load (or warm-up) step being driven: its counters are attributes, its units
     started by its shape's driver (run/drivers.py); a unit is a request or a session."""
 
-    def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
-                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
+    def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed | AgentFeed,
+                 rec: PointRecorder, slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
                  series_interval_s: float | None = None):
         self.ctx, self.step, self.feed, self.rec, self.slo_checks = ctx, step, feed, rec, slo_checks
         self.seed, self.shard = seed, shard
         self.driver = driver_for(step.shape)
-        self.multi_turn = isinstance(feed, SessionFeed)
+        self.multi_turn = isinstance(feed, SessionFeed | AgentFeed)  # a unit is a session (of either kind)
         self.target = step.inflight_target  # units held in flight (plan/shapes.py)
         # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
         self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
@@ -212,7 +214,8 @@ class StepRun:
         else:
             self.check.inflight += 1
             ctx.inflight += 1
-        keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
+        # a session's answers go back in its next turn (a coding-agent trace's content is the trace's)
+        keep = ctx.keep_text or isinstance(self.feed, SessionFeed)
         live = self.live
         live[id(r)] = r
         try:
@@ -483,6 +486,9 @@ def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
     if priority is not None:
         out["client"]["send_priority"] = priority.how
     out["stopped"] = run.streak.reason
+    report = getattr(run.driver, "report", None)  # a coding-agent replay's verdict (run/agent_replay.py)
+    if report is not None:
+        out["agent_replay"] = report()
     out["series"] = run.series
     # the steady span on the client's clock, where it had one (run/power.py integrates the
     # GPUs' energy over it)
@@ -492,7 +498,7 @@ def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
     return out
 
 
-async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
+async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed | AgentFeed, rec: PointRecorder,
                    slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
                    series_interval_s: float | None = None) -> dict:
     """Drive one load (or warm-up) step of `feed`'s requests (StepRun); with

@@ -37,6 +37,7 @@ from benchc.plan.model import Combination, Step, Target
 from benchc.results.api import Point
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.clocks import MOVED_NOTE, ClockMark
 from benchc.run.feed import StepFeed
 from benchc.run.loadgen import StepContext, run_step
@@ -121,6 +122,7 @@ class Measurement:
     # the output tokens decoded within steady_ns, each request's pro-rated by the share of its
     # decode span inside (RequestRecord.tokens_within): the energy's per-token figure divides by them
     steady_tokens: float | None = None
+    agent_replay: dict | None = None  # a coding-agent replay's verdict and per-session figures
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
@@ -138,7 +140,8 @@ class Measurement:
         self.moved = True
 
 
-async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) -> tuple[int, str | None]:
+async def warm_up(ctx: StepContext, step: Step,
+                  feed: StepFeed | SessionFeed | AgentFeed) -> tuple[int, str | None]:
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
     it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
     with measuring():
@@ -147,7 +150,7 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) ->
 
 
 async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
-                        feed: StepFeed | SessionFeed,
+                        feed: StepFeed | SessionFeed | AgentFeed,
                         shard: Shard = WHOLE) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,
@@ -171,7 +174,8 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        consumed=feed.consumed(),
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
                        steady_ns=extra.get("steady_ns"),
-                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None)
+                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None,
+                       agent_replay=extra.get("agent_replay"))
 
 
 def _labelled(point: str, records: list[dict], input_tokens: dict) -> list[dict]:
@@ -261,6 +265,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point = point.with_blocks(shards=m.shards)
     if combo.workload.trace is not None:
         point = point.with_blocks(trace=trace_block(combo.workload.trace, step, point))
+    if m.agent_replay is not None:
+        point = point.with_blocks(agent_replay=m.agent_replay)
     cache = {**point.cache, "prompts": combo.workload.prompts}
     if reset is not None:
         cache["reset"] = reset

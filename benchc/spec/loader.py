@@ -637,6 +637,9 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
                 for k in ("arrival", "burstiness", "max_concurrency") if k in sweep]
     if "burstiness" in sweep and sweep.get("arrival", "poisson") != "gamma":
         out.append(p(("load", "sweep", "burstiness"), "burstiness applies to arrival: gamma", key=True))
+    agent = "agent_trace" in d["workload"]["dataset"]
+    if agent:
+        return out + _agent_load_problems(spec, d)
     if "speedup" in sweep and not trace:
         out.append(p(("load", "sweep", "speedup"), "speedup replays a trace: it needs workload.dataset.trace",
                      key=True))
@@ -652,6 +655,30 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     return out + _search_problems(spec, d) + _saturation_problems(spec, d)
 
 
+def _agent_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """A coding-agent replay (workload.dataset.agent_trace): every point replays the trace's
+    sessions once (load.sessions: its first ones), started at a concurrency, a rate or the
+    traces' own times."""
+    p, load = spec.problem, d["load"]
+    sweep = load.get("sweep", {})
+    out = [p(("load", k), f"every point replays the trace's sessions once; choose how many with "
+                          f"load.sessions, not load.{k}", key=True)
+           for k in ("requests", "duration") if k in load]
+    if "search" in load:
+        out.append(p(("load", "search"), "a capacity search over a coding-agent replay is not built yet: "
+                                         "sweep concurrency, rate or speedup", key=True))
+    out += [p(("load", "sweep", k), f"a coding-agent replay starts sessions at a concurrency, a Poisson rate "
+                                    f"or the traces' own times (speedup); {k} does not apply", key=True)
+            for k in ("users", "turn_interval", "arrival", "burstiness", "max_concurrency") if k in sweep]
+    if "cancel" in load:
+        out.append(p(("load", "cancel"), "load.cancel with a coding-agent replay is not built yet", key=True))
+    if "warmup" in load:
+        out.append(p(("load", "warmup"), "no warm-up runs before a coding-agent replay: it would put the "
+                                         "sessions' blocks in the server's cache before they are measured",
+                     key=True))
+    return out
+
+
 def _multi_turn(d: dict) -> bool:
     """The workload is sessions (multi-turn conversations)."""
     (name, cfg), = d["workload"]["dataset"].items()
@@ -663,7 +690,7 @@ def _session_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
     sweep = load.get("sweep", {})
-    multi = _multi_turn(d)
+    multi = _multi_turn(d) or "agent_trace" in d["workload"]["dataset"]  # its load.sessions: how many
     if not multi:
         out += [p(at, "sessions count the sessions of a sessions workload (workload.dataset.sessions, or "
                       "sharegpt or trace with sessions: true)", key=True)
