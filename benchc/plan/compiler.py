@@ -487,8 +487,8 @@ def _points(load: dict, index: int, label: str) -> list[Step]:
                            max_concurrency=sweep.get("max_concurrency"), **bounds) for r in sweep["rate"]]
     cancel = _cancel(load.get("cancel"))
     grace = parse_duration(load["graceful_stop"]) if "graceful_stop" in load else None
-    return [Step("load", index, _join(label, shape.label), load=shape, cancel=cancel, graceful_stop_s=grace)
-            for shape in shapes]
+    return [Step("load", index, _join(label, shape.label), load=replace(shape, graceful_stop_s=grace),
+                 cancel=cancel) for shape in shapes]
 
 
 def _repeated(points: list[Step], repeats: int) -> list[Step]:

@@ -82,6 +82,10 @@ class Extent:
     sessions: int | None = None
     ramp_up_s: float = 0.0
     cooldown_s: float = 0.0
+    # load.graceful_stop (k6's name): past duration_s, the requests still in flight get this long,
+    # then are cancelled and counted as cancelled (0: a hard cap at the duration); None: they
+    # finish, however long they take. Written only when set: plans without it keep their bytes.
+    graceful_stop_s: float | None = None
 
     key: ClassVar[str]
     open_loop: ClassVar[bool] = True  # its units go on a schedule, not as others end
@@ -125,10 +129,16 @@ class Extent:
     def flat(self) -> dict:
         """Its fields as plan versions 1-3 held them, flat on the step."""
         own = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: own.get(k, v) for k, v in FLAT_FIELDS.items()}
+        flat = {k: own.get(k, v) for k, v in FLAT_FIELDS.items()}
+        if self.graceful_stop_s is not None:  # after the flat fields, as the step held it
+            flat["graceful_stop_s"] = self.graceful_stop_s
+        return flat
 
     def to_dict(self) -> dict:
-        return {self.key: asdict(self)}
+        own = asdict(self)
+        if own["graceful_stop_s"] is None:
+            del own["graceful_stop_s"]
+        return {self.key: own}
 
     def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
         """Its parts on at most `workers` workers (at least one): an open loop's every shard
@@ -399,6 +409,7 @@ def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
     None for a step without load (server, smoke)."""
     f = {**FLAT_FIELDS, **{k: v for k, v in flat.items() if k in FLAT_FIELDS}}
     bounds = {k: f[k] for k in ("requests", "duration_s", "sessions", "ramp_up_s", "cooldown_s")}
+    bounds["graceful_stop_s"] = flat.get("graceful_stop_s")
     if kind == "search" and search is not None:
         return Search(over=search["over"], least=search["min"], largest=search["max"], arrival=f["arrival"],
                       burstiness=f["burstiness"], max_concurrency=f["max_concurrency"], **bounds)

@@ -151,27 +151,6 @@ class StepRun:
             return False
         return self.max_requests is None or self.n_requests < self.max_requests
 
-    def _cap_s(self) -> float | None:
-        """When the requests still in flight past the duration are cancelled (load.graceful_stop,
-        perf_counter seconds); None: they finish."""
-        if self.deadline is None or self.step.graceful_stop_s is None:
-            return None
-        return self.deadline + self.step.graceful_stop_s
-
-    async def _cap_watch(self, cap_s: float) -> None:
-        """At load.graceful_stop's cap (perf_counter seconds): the requests still in flight are
-        cancelled on purpose, counted as cancelled (apart, as load.cancel's), never as errors.
-        No unit starts past the duration, so cancelling the units' tasks (a closed loop's slots,
-        an open loop's requests, sessions) ends the step."""
-        await asyncio.sleep(max(cap_s - time.perf_counter(), 0.0))
-        if self.ctx.stop_event.is_set():
-            return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
-        self.capped_at_stop = len(self.live)
-        for r in self.live.values():
-            r.cancel_planned = True  # before the cancel: the send path keeps what it read
-        for t in list(self.tasks):
-            t.cancel()
-
     def may_issue(self, at_ns: int | None = None) -> bool:
         """Another unit (a request, or a session) may start (now, or at `at_ns`)."""
         return self.may_continue(at_ns) and (not self.multi_turn or self.max_sessions is None
@@ -407,6 +386,28 @@ class StepRun:
         return None if due is None else due - now
 
 
+def _cap_s(run: StepRun) -> float | None:
+    """When the requests still in flight past the duration are cancelled (load.graceful_stop,
+    perf_counter seconds); None: they finish."""
+    if run.deadline is None or run.step.graceful_stop_s is None:
+        return None
+    return run.deadline + run.step.graceful_stop_s
+
+
+async def _cap_watch(run: StepRun, cap_s: float) -> None:
+    """At load.graceful_stop's cap (perf_counter seconds): the requests still in flight are
+    cancelled on purpose, counted as cancelled (apart, as load.cancel's), never as errors.
+    No unit starts past the duration, so cancelling the units' tasks (a closed loop's slots,
+    an open loop's requests, sessions) ends the step."""
+    await asyncio.sleep(max(cap_s - time.perf_counter(), 0.0))
+    if run.ctx.stop_event.is_set():
+        return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
+    run.capped_at_stop = len(run.live)
+    for r in run.live.values():
+        r.cancel_planned = True  # before the cancel: the send path keeps what it read
+    for t in list(run.tasks):
+        t.cancel()
+
 
 async def _drive(run: StepRun) -> dict:
     """Drive the step (StepRun.run); returns the client self-check and steady-state figures."""
@@ -427,8 +428,8 @@ async def _drive(run: StepRun) -> dict:
     # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
     ahead = (asyncio.create_task(run.feed.keep_ahead(run._until_due if run.driver.scheduled else None))
              if isinstance(run.feed, StepFeed) else None)
-    cap_s = run._cap_s()  # load.graceful_stop: those in flight past the duration cancelled then
-    cap = asyncio.create_task(run._cap_watch(cap_s)) if cap_s is not None else None
+    cap_s = _cap_s(run)  # load.graceful_stop: those in flight past the duration cancelled then
+    cap = asyncio.create_task(_cap_watch(run, cap_s)) if cap_s is not None else None
     try:
         await run.driver.drive(run)
         if run.tasks:  # those in flight: all of them, or those that end within the grace
