@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
 from benchc.plan.trace import speedup_for, trace_rate
+from benchc.units import parse_duration, parse_rate
 
 # A step's load fields as plan versions 1-3 held them, flat on the step, with their defaults
 # (in that order: the plan's hash is taken over the flat form)
@@ -85,6 +86,16 @@ class Extent:
 
     key: ClassVar[str]
     open_loop: ClassVar[bool] = True  # its units go on a schedule, not as others end
+    # its driver in benchc/run/, "module:class": named, not imported (plan/ may not import
+    # run/), so a new shape is its type and its driver, and run/loadgen.py never changes
+    driver: ClassVar[str]
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        """The points of a spec's `load` (validated) when their shape is this type's, else
+        []: the compiler asks each type in turn (`bounds`: the Extent's fields the spec gave;
+        `defaults`: plan/compiler.DEFAULTS)."""
+        return []
 
     @property
     def label(self) -> str:
@@ -163,6 +174,11 @@ class ClosedLoop(Extent):
     concurrency: int
     key: ClassVar[str] = "closed_loop"
     open_loop: ClassVar[bool] = False
+    driver: ClassVar[str] = "benchc.run.closed_loop:ClosedLoopDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        return [cls(concurrency=c, **bounds) for c in load.get("sweep", {}).get("concurrency", [])]
 
     @property
     def label(self) -> str:
@@ -199,6 +215,15 @@ class OpenLoop(Extent):
     burstiness: float | None = None  # gamma's shape; 1.0 is Poisson
     max_concurrency: int | None = None
     key: ClassVar[str] = "open_loop"
+    driver: ClassVar[str] = "benchc.run.open_loop:OpenLoopDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        sweep = load.get("sweep", {})
+        arrival = sweep.get("arrival", defaults["load.sweep.arrival"])
+        burst = sweep.get("burstiness", defaults["load.sweep.burstiness"]) if arrival == "gamma" else None
+        return [cls(rate_rps=parse_rate(r), arrival=arrival, burstiness=burst,
+                    max_concurrency=sweep.get("max_concurrency"), **bounds) for r in sweep.get("rate", [])]
 
     @property
     def label(self) -> str:
@@ -234,7 +259,15 @@ class Replay(Extent):
     rate_rps: float | None = None
     max_concurrency: int | None = None
     key: ClassVar[str] = "replay"
+    driver: ClassVar[str] = "benchc.run.open_loop:ReplayDriver"
     arrival: ClassVar[str] = "trace"  # its arrivals are the trace's
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        """A trace on its own times (the compiler's _replay fills in the rate)."""
+        sweep = load.get("sweep", {})
+        return [cls(speedup=float(x), max_concurrency=sweep.get("max_concurrency"), **bounds)
+                for x in sweep.get("speedup", [])]
 
     @property
     def label(self) -> str:
@@ -274,6 +307,16 @@ class Users(Extent):
     users: int
     turn_interval_s: float
     key: ClassVar[str] = "users"
+    driver: ClassVar[str] = "benchc.run.users:UsersDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        """Sessions at a per-user pace (AIPerf's user-centric rate)."""
+        sweep = load.get("sweep", {})
+        if "users" not in sweep:
+            return []
+        interval = parse_duration(sweep["turn_interval"])
+        return [cls(users=u, turn_interval_s=interval, **bounds) for u in sweep["users"]]
 
     @property
     def label(self) -> str:
@@ -305,6 +348,7 @@ class Search(Extent):
     burstiness: float | None = None
     max_concurrency: int | None = None
     key: ClassVar[str] = "search"
+    driver: ClassVar[str] = ""  # never driven: its probes are (plan/search.py)
 
     @property
     def label(self) -> str:

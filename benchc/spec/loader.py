@@ -570,15 +570,12 @@ def _trace_problems(spec: Spec, cfg: dict) -> list[SpecProblem]:
 def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
-    if ("sweep" in load) == ("search" in load):
-        out.append(p(("load",), "give exactly one of sweep (fixed points) or search (the largest load "
-                                "that meets the SLO)"))
+    schema = load_schema("spec-v1")["properties"]["load"]
+    out += _one_of(spec, ("load",), load, schema["x-one-of"])
     sweep = load.get("sweep", {})
     trace = "trace" in d["workload"]["dataset"]
-    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup", "users")) != 1:
-        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop), "
-                                        "speedup (a trace dataset on its own times) or users (sessions at a "
-                                        "per-user pace)"))
+    if "sweep" in load:
+        out += _one_of(spec, ("load", "sweep"), sweep, schema["properties"]["sweep"]["x-one-of"], named=False)
     out += _session_load_problems(spec, d)
     if trace and "search" in load:
         out.append(p(("load", "search"), "a capacity search over a trace replay is not built yet: sweep "
@@ -597,10 +594,22 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         out += [p(("load", k), f"every point of a trace sends its slice once; choose the requests with "
                                f"workload.dataset.trace.slice, not load.{k}", key=True)
                 for k in ("requests", "duration", "sessions") if k in load]
-    elif "requests" not in load and "duration" not in load and "sessions" not in load:
+    elif not any(k in load for k in schema["x-stops"]):
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"
                                 + (" (or sessions)" if _multi_turn(d) else "")))
     return out + _search_problems(spec, d) + _saturation_problems(spec, d)
+
+
+def _one_of(spec: Spec, at: tuple, obj: dict, table: dict[str, str], named: bool = True) -> list[SpecProblem]:
+    """The schema's `x-one-of` table (a key: what it is) of the object at `at`: exactly one of
+    its keys. Several given: the message names those (`named`), else every one; so a new load
+    shape adds its key to the schema's table, not a branch here."""
+    given = [k for k in table if k in obj]
+    if len(given) == 1:
+        return []
+    keys = given if named and given else list(table)
+    says = [f"{k} ({table[k]})" for k in keys]
+    return [spec.problem(at, f"give exactly one of {', '.join(says[:-1])} or {says[-1]}")]
 
 
 def _multi_turn(d: dict) -> bool:
