@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
+from benchc.errors import PlanError
 from benchc.plan.trace import speedup_for, trace_rate
 from benchc.units import parse_duration, parse_rate
 
@@ -374,8 +375,120 @@ class Search(Extent):
         return {**super().flat(), "arrival": self.arrival}
 
 
-Shape = ClosedLoop | OpenLoop | Replay | Users | Search
-SHAPES: dict[str, type[Extent]] = {t.key: t for t in (ClosedLoop, OpenLoop, Replay, Users, Search)}
+def _stages(load: dict, over: str) -> list[tuple[int, dict, float]]:
+    """load.stages' stages when they are of `over` (concurrency | rate): each with its place
+    (from 1) and the target its ramp starts from (the stage before's; the first's: 0)."""
+    stages = load.get("stages") or []
+    if not stages or over not in stages[0]:
+        return []
+    out, before = [], 0.0
+    for i, stage in enumerate(stages, 1):
+        target = float(stage[over]) if over == "concurrency" else parse_rate(stage[over])
+        out.append((i, stage, before))
+        before = target
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConcurrencyStage(ClosedLoop):
+    """A stage of a staged profile (load.stages, k6's ramping-vus): its units in flight go
+    linearly from `start` to `concurrency` over its first ramp_s, then hold to its end
+    (duration_s). Each stage is a point of its own: its row, its figures, its SLO verdict."""
+
+    start: int = 0
+    ramp_s: float = 0.0
+    stage: int = 1  # its place in the profile, from 1
+    key: ClassVar[str] = "concurrency_stage"
+    driver: ClassVar[str] = "benchc.run.stages:ConcurrencyStageDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        return [cls(concurrency=int(st["concurrency"]), start=int(before), stage=i,
+                    ramp_s=parse_duration(st.get("ramp", 0)),
+                    **{**bounds, "duration_s": parse_duration(st["duration"])})
+                for i, st, before in _stages(load, "concurrency")]
+
+    @property
+    def label(self) -> str:
+        ramp = f"{self.start}..{self.concurrency}" if self.ramp_s else f"{self.concurrency}"
+        return f"stage={self.stage},c={ramp}"
+
+    @property
+    def inflight_target(self) -> int:
+        return max(self.start, self.concurrency)
+
+    def target_at(self, t_s: float) -> int:
+        """The units in flight it asks `t_s` seconds into the stage (the ramp's, rounded)."""
+        if self.ramp_s <= 0 or t_s >= self.ramp_s:
+            return self.concurrency
+        return round(self.start + (self.concurrency - self.start) * max(t_s, 0.0) / self.ramp_s)
+
+    def params(self) -> dict:
+        return {**super().params(), "stage": {"index": self.stage, "from": self.start, "ramp_s": self.ramp_s}}
+
+    def flat(self) -> dict:
+        return {**super().flat(), "stage": [self.stage, self.start, self.ramp_s]}
+
+    def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
+        """As a closed loop, its ramp's start split as its target is."""
+        parts = super().divide(workers)
+        starts = even(self.start, len(parts))
+        return [(replace(part, start=s) if isinstance(part, ConcurrencyStage) else part, shard)
+                for (part, shard), s in zip(parts, starts, strict=True)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateStage(OpenLoop):
+    """A stage of a staged profile (load.stages, k6's ramping-arrival-rate): its rate goes
+    linearly from `start_rps` to rate_rps over its first ramp_s, then holds to its end
+    (duration_s); arrivals poisson or constant on that rate (run/stages.py). Splits as an
+    open loop: each worker takes every n-th arrival of the one schedule."""
+
+    start_rps: float = 0.0
+    ramp_s: float = 0.0
+    stage: int = 1
+    key: ClassVar[str] = "rate_stage"
+    driver: ClassVar[str] = "benchc.run.stages:RateStageDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        return [cls(rate_rps=parse_rate(st["rate"]), start_rps=before, stage=i,
+                    ramp_s=parse_duration(st.get("ramp", 0)), arrival=st.get("arrival", "poisson"),
+                    max_concurrency=st.get("max_concurrency"),
+                    **{**bounds, "duration_s": parse_duration(st["duration"])})
+                for i, st, before in _stages(load, "rate")]
+
+    @property
+    def label(self) -> str:
+        ramp = f"{self.start_rps:g}..{self.rate_rps:g}" if self.ramp_s else f"{self.rate_rps:g}"
+        return f"stage={self.stage},rate={ramp}/s"
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        d = self.duration_s or 0.0
+        return self.offered(d) / d if d else self.rate_rps
+
+    def offered(self, t_s: float) -> float:
+        """The arrivals its rate offers in its first `t_s` seconds (the rate's integral)."""
+        r, a, b = self.ramp_s, self.start_rps, self.rate_rps
+        if t_s <= r:
+            return a * t_s + (b - a) * t_s * t_s / (2 * r)
+        return (a + b) * r / 2 + b * (t_s - r)
+
+    def params(self) -> dict:
+        stage = {"index": self.stage, "from": self.start_rps, "ramp_s": self.ramp_s}
+        return {**super().params(), "stage": stage}
+
+    def flat(self) -> dict:
+        return {**super().flat(), "stage": [self.stage, self.start_rps, self.ramp_s]}
+
+    def replayed(self, trace: dict) -> Extent:
+        raise PlanError("load.stages over a trace dataset is not built yet: sweep the trace's speedup")
+
+
+Shape = ClosedLoop | OpenLoop | Replay | Users | Search | ConcurrencyStage | RateStage
+SHAPES: dict[str, type[Extent]] = {t.key: t for t in (ClosedLoop, OpenLoop, Replay, Users, Search,
+                                                         ConcurrencyStage, RateStage)}
 
 
 def shape_from_dict(d: dict) -> Extent:
@@ -405,5 +518,6 @@ def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
     return None
 
 
-__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "Shape", "Extent", "SHAPES", "Shard",
+__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "ConcurrencyStage", "RateStage",
+           "Shape", "Extent", "SHAPES", "Shard",
            "WHOLE", "even", "shape_from_dict", "from_flat", "FLAT_FIELDS", "PARAM_HEAD"]

@@ -26,7 +26,7 @@ from benchc.inputs import SPEC_BYTES, input_problem
 from benchc.spec import limits, matrix, values, yaml_bounds
 from benchc.spec.schemas import load_schema
 from benchc.spec.thresholds import parse_threshold
-from benchc.units import parse_rate, parse_tokens
+from benchc.units import parse_duration, parse_rate, parse_tokens
 
 Path = tuple  # a JSON path as a tuple of keys and indices
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -597,7 +597,46 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     elif not any(k in load for k in schema["x-stops"]):
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"
                                 + (" (or sessions)" if _multi_turn(d) else "")))
-    return out + _search_problems(spec, d) + _saturation_problems(spec, d)
+    return out + _search_problems(spec, d) + _saturation_problems(spec, d) + _stages_problems(spec, d)
+
+
+def _stages_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """load.stages: one kind of load through the profile, each stage a rate or a concurrency,
+    its ramp within its own duration (a longer one would overlap the stage before), a profile
+    of some length; the stages say when each point stops."""
+    load = d["load"]
+    stages = load.get("stages")
+    if not stages:
+        return []
+    out, p = [], spec.problem
+    out += [p(("load", k), f"each stage says its own {k.replace('_', '-')}: {k} does not apply to stages",
+              key=True) for k in ("duration", "requests", "ramp_up") if k in load]
+    if "trace" in d["workload"]["dataset"]:
+        out.append(p(("load", "stages"), "stages over a trace dataset is not built yet: sweep the trace's "
+                                         "speedup", key=True))
+    kinds = [k for k in ("concurrency", "rate") if k in stages[0]]
+    total = 0.0
+    for i, st in enumerate(stages):
+        at = ("load", "stages", i)
+        given = [k for k in ("concurrency", "rate") if k in st]
+        if len(given) != 1:
+            out.append(p(at, "give a stage exactly one of concurrency (closed loop) or rate (open loop)"))
+        elif given != kinds:
+            out.append(p(at + (given[0],), f"a profile is of one kind: stage 1 gives {kinds[0]}, this one "
+                                           f"{given[0]}", key=True))
+        if "concurrency" in st:
+            out += [p(at + (k,), f"{k} applies to a rate stage, not to concurrency", key=True)
+                    for k in ("arrival", "max_concurrency") if k in st]
+        duration = parse_duration(st["duration"])
+        ramp = parse_duration(st.get("ramp", 0))
+        if ramp > duration:
+            out.append(p(at + ("ramp",), f"{_show(st['ramp'])}: a ramp longer than its stage's duration "
+                                         f"({_show(st['duration'])}) would overlap the stage before (a ramp "
+                                         "is within its stage)"))
+        total += duration
+    if total <= 0:
+        out.append(p(("load", "stages"), "a profile of zero length: give its stages a duration above 0"))
+    return out
 
 
 def _one_of(spec: Spec, at: tuple, obj: dict, table: dict[str, str], named: bool = True) -> list[SpecProblem]:
