@@ -170,3 +170,18 @@ def test_the_shipped_stress_spec_runs_a_zigzag_with_a_row_and_an_slo_verdict_a_s
         [["ttft: p99 < 2s", "error_rate: < 1%"]] * 4
     console = capsys.readouterr().err.splitlines()  # the table is a diagnostic: stdout has the path
     assert [line.split()[0] for line in console if line.startswith("stage=")] == ids
+
+
+@pytest.mark.slow  # a Ray cluster in worker processes, 8 s of load
+def test_stages_on_ray_send_what_a_single_worker_sends_each_stage_split_over_the_workers(tmp_path):
+    pytest.importorskip("ray")
+    zigzag = ZIGZAG.replace("5s", "2s")
+    out = tmp_path / "r.json"
+    assert main(["run", spec_of(tmp_path, zigzag), "--backend", "ray", "--workers", "2", "--out", str(out),
+                 "--quiet"]) == 0
+    points = read(str(out))["points"]
+    # the same total sends as one worker (constant arrivals: the rate times 2 s, exactly), each
+    # stage's every other arrival on each worker: the rates summed over them are the stage's
+    assert [p["counts"]["sent"] for p in points] == [4, 16, 4, 16]
+    shards = [sorted(s["counts"]["sent"] for s in p["shards"]) for p in points]
+    assert shards == [[2, 2], [8, 8], [2, 2], [8, 8]]
