@@ -148,6 +148,14 @@ def test_the_plan_of_a_profile_has_one_point_a_stage(tmp_path, capsys):
     ("    - {rate: 2/s, duration: 0s}\n    - {rate: 8/s, duration: 0s}",
      "s.yaml:12:5: $.load.stages: a profile of zero length: give its stages a duration above 0"),
     ("    []", "s.yaml:12:5: $.load.stages: [] should be non-empty"),
+    # the sweep's ceilings hold for stages too
+    ("    - {concurrency: 2000000, duration: 5s}", "s.yaml:12:21: $.load.stages[0].concurrency: 2,000,000 "
+                                                  "requests in flight is more than 1,000,000"),
+    ("    - {rate: 1000/s, duration: 30m}", "s.yaml:12:14: $.load.stages[0].rate: 1,800,000 requests per "
+                                           "stage (1000/s for 30m; give a lower rate or duration) is more "
+                                           "than 1,000,000"),
+    ("    - {rate: 1/s, duration: 1s}\n" * 101 + "  repeats: 100",
+     "s.yaml:12:5: $.load.stages: 10,100 load points (combinations x stages x repeats) is more than 10,000"),
 ])
 def test_a_bad_profile_is_refused_at_its_line_with_the_rule_it_breaks(tmp_path, capsys, stages, message):
     assert main(["validate", spec_of(tmp_path, stages)]) == 2
