@@ -395,7 +395,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         paths = point_paths(args.out, len(texts)) if args.out else []
         if args.format.startswith("br"):
             print(f"benchc: Benchmark Report {args.format[2:]}: left out (not in a benchc result): "
-                  + "; ".join(br.LEFT_OUT), file=sys.stderr)
+                  + "; ".join(br.left_out(args.format[2:])), file=sys.stderr)
     if not args.out:
         sys.stdout.write("".join(texts))
         return EXIT_OK
@@ -412,8 +412,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from benchc.results.api import read_document as read
     from benchc.results.compare import decide_section, render_decide
-    from benchc.results.document import read
     from benchc.results.report_files import write_report
 
     docs = [read(p) for p in args.results]

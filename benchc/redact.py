@@ -25,6 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***"
+# Characters a reader keeps past the bound it will show (KEEP_PAST_CUT): a secret across the
+# bound is then whole when clip() scrubs it (a key, escaped or percent-encoded, is far shorter)
+KEEP_PAST_CUT = 512
 _SECRET_WORDS = "auth|key|token|secret|password|passwd|cookie|credential"
 _SECRET_NAME = re.compile(rf"({_SECRET_WORDS})", re.I)
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -241,12 +244,18 @@ class Scrubber:
                 text = text.replace(s, REDACTED)
         return text
 
-    def cut(self, text: str, limit: int) -> str:
+    def cut(self, text: str, limit: int, read_to_bound: bool = True) -> str:
         """`text` scrubbed, then cut to `limit` characters; a secret's first characters left
         at the end of it (the text was read to a bound, or is cut here) are hidden too, so a
         cut never shows part of a secret. Read `limit + self.longest` characters when you can:
-        then a secret across the cut is whole when it is scrubbed."""
-        text = self.text(text)[:limit]
+        then a secret across the cut is whole when it is scrubbed. `read_to_bound` False: the
+        text is all there was, and its end is hidden only where this cut cuts it."""
+        if not read_to_bound and len(text) <= limit:
+            return text  # nothing cut: whole secrets are scrubbed where the text is written
+        text = self.text(text)
+        if not read_to_bound and len(text) <= limit:
+            return text
+        text = text[:limit]
         n = self.open_end(text, self.MIN_LENGTH)
         return text[:-n] + REDACTED if n else text
 
@@ -313,6 +322,15 @@ _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # one string literal, es
 
 _ACTIVE: contextvars.ContextVar[Scrubber | None] = contextvars.ContextVar("benchc_scrubber", default=None)
 _NONE = Scrubber()
+
+
+def clip(text: str, limit: int, was_cut: bool = False) -> str:
+    """The one cut of a server's text that benchc keeps (an error event's message, a finish
+    or stop reason, a malformed event's start): the active run's secrets scrubbed first, then
+    cut to `limit` characters, a secret's start left at the cut hidden. `was_cut`: a reader
+    already cut `text` at a bound (its end may be a secret's start); readers keep
+    `limit + KEEP_PAST_CUT`, so that a secret across `limit` is whole when scrubbed."""
+    return active().cut(text, limit, read_to_bound=was_cut)
 
 
 def active() -> Scrubber:

@@ -169,29 +169,29 @@ def test_a_point_says_plainly_when_no_request_reported_its_cached_tokens():
     """vLLM without --enable-prompt-tokens-details sends no prompt_tokens_details at all (0.32,
     checked on a real server: docs/conformance.md): the point's cached tokens then come from
     the server-wide Prometheus counters, or are unknown, and its cache block says which."""
-    from benchc.metrics.cache import NOT_PER_REQUEST, CacheCounters, cache_check
+    from benchc.metrics.cache import NOT_PER_REQUEST, CacheCounters, cache_verdict
     from benchc.metrics.record import RequestRecord
 
     counters = CacheCounters()
     for _ in range(3):
         counters.add(RequestRecord("r", 0, 100, None, shared_tokens=64))  # nothing reported
     server = {"prefix_cache_queries_delta": 400, "prefix_cache_hits_delta": 128}
-    c = cache_check({"cache": counters.block()}, server)
+    c = cache_verdict(counters.block(), server)
     assert (c["source"], c["cached_tokens"], c["cached_fraction"]) == ("prometheus", 128, 0.32)
     assert c["note"].startswith(NOT_PER_REQUEST) and "the whole server's" in c["note"]
     assert "--enable-prompt-tokens-details" in c["note"]
-    c = cache_check({"cache": counters.block()}, {"available": True})
+    c = cache_verdict(counters.block(), {"available": True})
     assert (c["source"], c["cached_tokens"], c["above_declared"]) == ("none", None, False)
     assert c["note"].startswith(NOT_PER_REQUEST) and c["note"].endswith("is not known")
     # a server that reported them (a zero is a report): no note
     counters.add(RequestRecord("r", 0, 100, None, shared_tokens=64, cached_tokens=0, cached_source="usage"))
-    assert "note" not in cache_check({"cache": counters.block()}, server)
+    assert "note" not in cache_verdict(counters.block(), server)
 
 
 def test_one_request_served_from_an_old_cache_is_not_hidden_by_the_others():
     """The verdict compared the point's sums: a request that got a prompt it sent in an
     earlier run from the cache passed unnoticed beside requests sharing less than allowed."""
-    from benchc.metrics.cache import CACHE_SLACK_TOKENS, CacheCounters, cache_check
+    from benchc.metrics.cache import CACHE_SLACK_TOKENS, CacheCounters, cache_verdict
     from benchc.metrics.record import RequestRecord
 
     counters = CacheCounters()
@@ -202,8 +202,8 @@ def test_one_request_served_from_an_old_cache_is_not_hidden_by_the_others():
     fresh, shared = record(40, 0, 32), record(100, 100, 0)
     for r in (fresh, shared):
         counters.add(r)
-    point = {"cache": counters.block()}
+    block = counters.block()
     assert 32 < counters.allowed_tokens == CACHE_SLACK_TOKENS + 100  # the sums alone look fine
-    c = cache_check(point)
+    c = cache_verdict(block)
     assert c["reported"]["requests_above_allowed"] == 1 and c["above_declared"] is True
     assert "1 request(s) got more of theirs from it than this workload shares with them" in c["warning"]

@@ -334,4 +334,4 @@ def test_a_reset_the_server_refused_for_running_requests_is_not_done(monkeypatch
     from benchc.metrics.cache import cache_doubts
 
     kept = {k: v for k, v in busy.items() if k != "say"}  # what the point keeps (runner.py pops "say")
-    assert cache_doubts({"cache": {"reset": kept}}) == [busy["message"]]
+    assert cache_doubts({"reset": kept}) == [busy["message"]]

@@ -13,6 +13,7 @@ from benchc.results.table import to_csv
 from benchc.run.console import Console
 from benchc.spec.thresholds import parse_threshold
 from tests.simrun import Sim
+from tests.test_point_document import point_of
 
 SPEC = """\
 version: 1
@@ -64,9 +65,9 @@ def test_the_cached_share_is_the_servers_and_shows_in_the_console_csv_and_slo(tm
 def test_an_slo_on_the_cached_share_holds_the_point_and_a_point_that_knows_none_fails_it():
     check = parse_threshold("cached_fraction", "> 50%")
     assert (check.metric, check.stat, check.value) == ("cached_fraction", None, 0.5)
-    known = {"cache": {"cached_fraction": 0.25}}
+    known = point_of(cache={"cached_fraction": 0.25})
     assert evaluate_slo([check], known) == {"passed": False, "checks": [
         {"threshold": "cached_fraction: > 50%", "value": 0.25, "unit": "fraction", "passed": False}]}
-    unknown = {"cache": {"cached_fraction": None}}
+    unknown = point_of(cache={"cached_fraction": None})
     assert evaluate_slo([check], unknown)["checks"][0]["value"] is None
     assert evaluate_slo([check], unknown)["passed"] is False

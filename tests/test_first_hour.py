@@ -18,6 +18,7 @@ from benchc.metrics._hdr import Histogram
 from benchc.plan.compiler import compile_spec, draw_seed
 from benchc.plan.model import Plan
 from benchc.redact import redact_url
+from benchc.results.api import Point
 from benchc.results.document import read, validate_document
 from benchc.results.identity import repeat_key
 from benchc.results.report import summary_rows
@@ -53,7 +54,7 @@ def test_slo_checks_carry_their_unit_and_failure_lines_print_it():
     p = a_point()
     checks = [parse_threshold("ttft", "p99 < 1ms"), parse_threshold("error_rate", "> 5%"),
               parse_threshold("output_tok_s", "> 1000000")]
-    p["slo"] = evaluate_slo(checks, p)
+    p["slo"] = evaluate_slo(checks, Point.from_dict(p))
     assert [c["unit"] for c in p["slo"]["checks"]] == ["us", "fraction", "tok/s"]
     ttft, rate, tok = failed_checks([p])
     assert ttft == f"c=1: ttft: p99 < 1ms (measured {p['latency']['ttft_us']['p99'] / 1000:.1f}ms)"
@@ -63,7 +64,7 @@ def test_slo_checks_carry_their_unit_and_failure_lines_print_it():
 
 def test_a_check_on_a_point_that_measured_nothing_says_why_not_none():
     p = failed_point()
-    p["slo"] = evaluate_slo([parse_threshold("ttft", "p99 < 500ms")], p)
+    p["slo"] = evaluate_slo([parse_threshold("ttft", "p99 < 500ms")], Point.from_dict(p))
     assert failed_checks([p]) == ["c=1: ttft: p99 < 500ms (measured nothing: none of 2 requests completed)"]
 
 

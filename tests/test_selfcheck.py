@@ -19,6 +19,7 @@ from benchc.run import point as point_mod
 from benchc.run.search import verdict
 from tests.conftest import transports, use_transport
 from tests.simrun import Sim, requests_of, write_spec
+from tests.test_point_document import point_of
 
 HOG_BLOCK_S = 0.030  # the event loop blocked this long ...
 HOG_EVERY_S = 0.040  # ... after this much free time, over and over
@@ -213,7 +214,7 @@ def _point(effects_block: dict | None, slo_metric: str = "e2e") -> dict:
     point = {"client": client, "tokens": {}, "complete": True,
              "slo": {"passed": True, "checks": [{"threshold": f"{slo_metric}: p99 < 2m", "value": 1.0,
                                                  "passed": True}]}}
-    point["trust"] = judge(point)
+    point["trust"] = judge(point_of(client=client))
     return point
 
 

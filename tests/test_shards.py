@@ -16,6 +16,7 @@ from benchc.run.feed import Dealer
 from benchc.run.prepare import prepare
 from benchc.run.shards import WHOLE, Shard, split_step
 from benchc.spec import loader
+from tests.test_point_document import point_of
 
 
 def closed(c: int, requests: int | None, duration_s: float | None = None) -> Step:
@@ -171,19 +172,20 @@ def test_a_merged_point_names_the_worker_whose_client_was_saturated():
     assert m.client["limited_workers"] == [{"worker": 1, "host": "b", "reasons": [busy]}]
     assert [(c["worker"], c["host"], c["cpu_fraction"]) for c in m.client["shards"]] == \
         [(0, "a", 0.2), (1, "b", 0.95)]
-    doubt = judge({"client": m.client, "tokens": {}, "cache": {}})["doubts"][0]
+    doubt = judge(point_of(client=m.client))["doubts"][0]
     assert doubt["check"] == "client_limited" and f"worker 1 on b: {busy}" in doubt["message"]
 
 
 def test_a_shard_from_another_machine_is_moved_onto_the_drivers_clock():
     """Each machine's monotonic clock counts from its own boot: shards' windows were united as
     they came, so a point spread over two machines had a window (and rates) of days."""
-    from benchc.metrics.aggregate import Tally
+    from benchc.metrics.aggregate import Tally, TokenCounts
     from benchc.run.clocks import MOVED_NOTE, ClockMark, shift_ns
     from benchc.run.point import Measurement, merge_measurements
 
     def shard(start_ns: int, clock: ClockMark) -> Measurement:
-        t = Tally(sent=1, completed=1, output_tokens=10, start_ns=start_ns, end_ns=start_ns + 2_000_000_000)
+        t = Tally(sent=1, completed=1, tokens=TokenCounts(output=10), start_ns=start_ns,
+                  end_ns=start_ns + 2_000_000_000)
         return Measurement(t, {"client_limited": False}, {"duration_s": 2.0, "output_tokens": 10,
                                                            "output_tok_s": 5.0}, None, {},
                            requests=[{"t0_ns": start_ns, "scheduled_ns": None}], clock=clock)

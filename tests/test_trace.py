@@ -175,6 +175,9 @@ def test_length_caps_clip_and_count(tmp_path):
     # past the per-request ceiling (the plan builds prompts of it while compiling)
     ("mooncake", '{"timestamp": 0, "input_length": 20000000, "output_length": 1}\n',
      r"m:1: 20,000,000 input tokens, over benchc's ceiling of 10,000,000 per request"),
+    # nested past the JSON decoder's depth (issue 44: RecursionError, a traceback before)
+    ("mooncake", '{"timestamp": 0, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+     r"m:1: JSON nested too deep to read"),
 ])
 def test_bad_traces_are_named_by_file_and_line(tmp_path, fmt, text, message):
     f = tmp_path / "m"

@@ -65,7 +65,7 @@ def test_a_turns_ends_are_recorded_at_the_next_turn_once_each_and_told_to_the_pr
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert rec.tally.sent == 4 and progress.calls == [3, 4]
-        assert rec.tally.output_tokens == 4 * 16
+        assert rec.tally.tokens.output == 4 * 16
 
     asyncio.run(go())
 

@@ -18,6 +18,7 @@ from benchc.sim.model import KIMI_TABLE, MINIMAX_TABLE, SimConfig, make_config
 from benchc.sim.twin import TWIN_VERSION, read_twin, twin_config
 from benchc.spec.loader import load
 from tests.conftest import REPO
+from tests.test_point_document import point_of
 
 DATA = os.path.join(REPO, "tests", "data")
 
@@ -324,10 +325,8 @@ def test_a_twins_point_says_whether_its_batch_passed_the_fitted_range(twin, poin
     from benchc.run.point import twin_block
 
     assert twin_block(twin, point) == block
-    point.update(counts={}, client={"client_limited": False}, tokens={}, cache={})
-    if block is not None:
-        point["twin"] = block
-    doubts = [d for d in judge(point)["doubts"] if d["check"] == "twin_extrapolated"]
+    doubts = [d for d in judge(point_of(**({"twin": block} if block is not None else {})))["doubts"]
+              if d["check"] == "twin_extrapolated"]
     if block and block["extrapolated"]:
         (d,) = doubts
         assert not d["fails_strict"]  # a warning: --strict runs a twin past its range

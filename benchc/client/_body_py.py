@@ -27,6 +27,21 @@ import json
 import re
 
 from benchc.client._sse_py import BODY_TOO_LARGE, MAX_SSE_BYTES
+from benchc.redact import KEEP_PAST_CUT
+
+# What a server said that benchc shows cut (an error's message to ERROR_CHARS characters, a
+# malformed answer's or event's start to EXAMPLE_BYTES): cut by the client after the run's
+# secrets are scrubbed (benchc.redact.clip); the parsers keep KEEP_PAST_CUT more, so that a
+# secret across the shown bound is whole when it is scrubbed (both cores keep the same).
+ERROR_CHARS = 200
+ERROR_KEPT = ERROR_CHARS + KEEP_PAST_CUT
+EXAMPLE_BYTES = 200
+EXAMPLE_KEPT = EXAMPLE_BYTES + KEEP_PAST_CUT
+# A server's count (tokens) enters up to this bound, else it is taken as not reported, on both
+# cores: a point adds its requests' counts (Messages' prompt adds three), and a sum must stay
+# an integer its result may hold (int64). 2^32 tokens is 400 times the spec's ceiling for one
+# request, and a billion requests at it still add up within int64.
+MAX_COUNT = 2**32
 
 MAX_KEPT_BODY = MAX_SSE_BYTES  # bytes of a body's skeleton: the bound of one SSE event
 DEEPEST_KEPT = 3  # depth of the deepest byte kept (a string value there is emptied)
@@ -143,15 +158,15 @@ def interpret(kept: bytes) -> tuple | None:
     error = None
     err = obj.get("error")
     if err is not None:
-        error = str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+        error = str(err.get("message", err) if isinstance(err, dict) else err)[:ERROR_KEPT]
     elif obj.get("object") == "error":  # vLLM's own error shape
-        error = str(obj.get("message"))[:200]
+        error = str(obj.get("message"))[:ERROR_KEPT]
     prompt = None
     usage = obj.get("usage")
     if isinstance(usage, dict):
         for key in ("prompt_tokens", "total_tokens"):
             pt = usage.get(key)
-            if isinstance(pt, int) and not isinstance(pt, bool) and 0 <= pt < 2**63:
+            if isinstance(pt, int) and not isinstance(pt, bool) and 0 <= pt <= MAX_COUNT:
                 prompt = pt
                 break
     results = None

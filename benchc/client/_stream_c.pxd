@@ -8,7 +8,7 @@ from libc.stdint cimport int64_t
 from benchc.client._bytes cimport Bytes
 
 cdef enum:
-    EXAMPLE_KEPT = 200  # bytes of the first malformed event kept (as the twin)
+    EXAMPLE_KEPT = 712  # bytes of the first malformed event kept (the twin's _body_py.EXAMPLE_KEPT)
     FIRST_KEPT = 200  # bytes of the stream's start kept (the twin's FIRST_BYTES_KEPT)
 
 cdef struct StreamCore:
@@ -52,6 +52,7 @@ cdef struct StreamCore:
     # bytes has the same keys in the same places, so only its text needs reading.
     Bytes shape_head, shape_tail
     bint has_finish, has_error_event, has_response_id
+    bint ended  # the response's end event came (the twin's _ended): later events are not read
     Bytes finish, error_event  # UTF-8 (surrogatepass), as the twin's str round-trips
     Bytes response_id  # the Responses API's response id (its end event's), as the twin's
     # the output's pieces, with keep_text: raw JSON string bytes (escapes decoded when asked

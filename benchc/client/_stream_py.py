@@ -37,41 +37,50 @@ largest gap of all. (An endless stream of 1-token chunks kept every gap: 2.3 GB 
 from __future__ import annotations
 
 import json
-import math
 
 from benchc.client import _body_py, _sse_py
+from benchc.client._body_py import ERROR_KEPT, EXAMPLE_KEPT, MAX_COUNT
 from benchc.client._sse_py import SSEDecoder
 from benchc.metrics.latency import new_histogram, ns_to_us
+from benchc.redact import KEEP_PAST_CUT
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")  # the first non-empty one is the text
 _ANSWER_KEY = _TEXT_KEYS[0]  # the others are the reasoning's
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# What a server says it counted enters up to _body_py.MAX_COUNT, else it is taken as not
+# reported (both cores: the compiled one leaves a count past it to this twin).
+MAX_MS = 1e12  # a server's own duration (llama.cpp's timings), ms: 31 years
 # llama.cpp's per-response `timings` object: the fields benchc keeps, and their JSON type
 TIMINGS_INT = ("cache_n", "prompt_n", "predicted_n")
 TIMINGS_MS = ("prompt_ms", "predicted_ms")
 FIRST_BYTES_KEPT = 200  # bytes of the stream's start kept (StreamParser.first_bytes)
+# A finish, stop or incomplete reason is shown cut to REASON_CHARS characters (an error event's
+# message and a malformed event's start: as _body_py says), by the client, after the run's
+# secrets are scrubbed (benchc.redact.clip). The parser keeps KEEP_PAST_CUT more, so that a
+# secret across the shown bound is whole when it is scrubbed.
+REASON_CHARS = 100
+REASON_KEPT = REASON_CHARS + KEEP_PAST_CUT
 # Chunk gaps kept as a list per stream (StreamParser.gaps_ns); later ones go to its histograms.
 # A long answer (8k tokens) never reaches it; past it a stream holds up to three histograms
 # (about 190 KB each, in the point's layout) whatever its length.
 GAPS_KEPT = 8192
+RUN_PIECES = 4096  # kept text pieces of one kind joined into one (StreamParser._keep)
 _ITL, _ITL_TOKEN, _ITL_ANSWER = range(3)  # StreamParser._spill: a histogram each, made when needed
 
 
 def _count(v) -> int | None:
-    """A token count: a non-negative JSON integer that fits a signed 64-bit integer (the
-    compiled core holds it in int64), else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _INT64_MAX else None
+    """A token count: a non-negative JSON integer up to MAX_COUNT, else None (not reported)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT else None
 
 
 def _ms(v) -> float | None:
-    """A duration in ms: a non-negative, finite JSON number (as a double), else None."""
+    """A duration in ms: a non-negative, finite JSON number (as a double) up to MAX_MS, else None."""
     if not isinstance(v, int | float) or isinstance(v, bool):
         return None
     try:
         f = float(v)
     except OverflowError:  # an integer no double holds
         return None
-    return f if 0 <= f < math.inf else None
+    return f if 0 <= f <= MAX_MS else None
 
 
 def _timings(t) -> dict | None:
@@ -110,15 +119,11 @@ def _tool_text(calls) -> str | None:
     return "".join(parts) or None
 
 
-def _int64(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX else None
-
-
 class _Fields:
     """One event's fields as `interpret` gathers them (see there)."""
 
     __slots__ = ("text", "kind", "finish", "completion", "prompt", "cached", "rtokens", "error", "unknown",
-                 "response_id")
+                 "response_id", "ends")
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -131,6 +136,7 @@ class _Fields:
         self.error: str | None = None
         self.unknown = False
         self.response_id: str | None = None
+        self.ends = False  # the response's end (response.completed / .incomplete / .failed, message_stop)
 
     def set_text(self, v, kind: int) -> None:
         if isinstance(v, str) and v and self.text is None:
@@ -138,7 +144,7 @@ class _Fields:
 
 
 def _error_message(err) -> str:
-    return str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+    return str(err.get("message", err) if isinstance(err, dict) else err)[:ERROR_KEPT]
 
 
 def _chat(obj: dict, f: _Fields) -> None:
@@ -158,7 +164,7 @@ def _chat(obj: dict, f: _Fields) -> None:
             f.finish = fr
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        f.completion, f.prompt = _int64(usage.get("completion_tokens")), _int64(usage.get("prompt_tokens"))
+        f.completion, f.prompt = _count(usage.get("completion_tokens")), _count(usage.get("prompt_tokens"))
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):  # vLLM, SGLang, llama.cpp: the prompt tokens served from cache
             f.cached = _count(details.get("cached_tokens"))
@@ -187,6 +193,7 @@ _RESPONSES_QUIET = frozenset(
 def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
     """response.completed / .incomplete / .failed: the usage, and a finish reason in chat's
     words (stop, length, tool_calls), or the failure as an error event."""
+    f.ends = True
     resp = obj.get("response")
     if not isinstance(resp, dict):
         return
@@ -195,7 +202,7 @@ def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
         f.response_id = rid
     usage = resp.get("usage")
     if isinstance(usage, dict):
-        f.completion, f.prompt = _int64(usage.get("output_tokens")), _int64(usage.get("input_tokens"))
+        f.completion, f.prompt = _count(usage.get("output_tokens")), _count(usage.get("input_tokens"))
         details = usage.get("input_tokens_details")
         if isinstance(details, dict):
             f.cached = _count(details.get("cached_tokens"))
@@ -210,7 +217,7 @@ def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
     elif kind == "response.incomplete" or reason is not None:
         # vLLM ends a response cut short by max_output_tokens with response.completed, its
         # status "incomplete" and the reason in incomplete_details
-        f.finish = "length" if reason in (None, "max_output_tokens") else str(reason)[:100]
+        f.finish = "length" if reason in (None, "max_output_tokens") else str(reason)[:REASON_KEPT]
     else:
         out = resp.get("output")
         called = isinstance(out, list) and any(isinstance(i, dict) and i.get("type") == "function_call"
@@ -249,7 +256,7 @@ def _messages_usage(usage, f: _Fields) -> None:
     sends the whole prompt there and no cache fields), cache_read_input_tokens the cached."""
     if not isinstance(usage, dict):
         return
-    f.completion = _int64(usage.get("output_tokens"))
+    f.completion = _count(usage.get("output_tokens"))
     inp = _count(usage.get("input_tokens"))
     read = _count(usage.get("cache_read_input_tokens"))
     made = _count(usage.get("cache_creation_input_tokens"))
@@ -277,8 +284,10 @@ def _messages(kind: str, obj: dict, f: _Fields) -> None:
         delta = obj.get("delta")
         stop = delta.get("stop_reason") if isinstance(delta, dict) else None
         if isinstance(stop, str) and stop:
-            f.finish = _MESSAGES_STOPS.get(stop, stop[:100])
+            f.finish = _MESSAGES_STOPS.get(stop, stop[:REASON_KEPT])
         _messages_usage(obj.get("usage"), f)
+    elif kind == "message_stop":
+        f.ends = True
     elif kind == "error":
         f.error = _error_message(obj.get("error", obj))
 
@@ -290,7 +299,9 @@ def interpret(payload: bytes) -> tuple | None:
     None; llama.cpp's `timings` as a dict of its kept fields, or None; what the text is (ANSWER,
     REASONING or TOOL); the output's reasoning tokens or None; whether the event is of a type
     benchc does not know (skipped, and counted); the Responses API's response id (the end
-    event's `response.id`) or None).
+    event's `response.id`) or None; whether the event ends the response (response.completed,
+    .incomplete, .failed; message_stop): the stream's end for E2E, and nothing after it
+    is read, so a second completion cannot replace the first's usage).
     None when the payload is not a JSON object (or nests deeper than json.loads follows).
     Token counts outside a signed 64-bit integer are taken as absent (the compiled core
     holds them in int64).
@@ -326,7 +337,7 @@ def interpret(payload: bytes) -> tuple | None:
     text = f.text
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
     return (text_bytes, f.finish, f.completion, f.prompt, f.error, text, f.cached,
-            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id)
+            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id, f.ends)
 
 
 class StreamParser:
@@ -336,7 +347,7 @@ class StreamParser:
                  "_texts", "usage_cached", "server_timings", "first_bytes", "first_reasoning_ns",
                  "first_answer_ns", "reasoning_chunks", "usage_reasoning", "_kinds", "_text_kinds",
                  "first_tool_ns", "tool_chunks", "unknown_events", "_skim", "results", "response_id",
-                 "max_gap_ns", "_last_kind", "_spill")
+                 "max_gap_ns", "_last_kind", "_spill", "_ended", "_run")
 
     def __init__(self, keep_text: bool = False, body: bool = False) -> None:
         # a non-streamed answer: one JSON body, skimmed as it arrives (see the module)
@@ -344,10 +355,12 @@ class StreamParser:
         self.results = -1  # a body's results (vectors, scores); -1: none said
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
         self._text_kinds: list[int] = []  # per kept piece: ANSWER, REASONING or TOOL
+        self._run: list[str] = []  # the latest pieces, of the last kept kind, not yet one piece
         self._sse = SSEDecoder()
         self.first_text_ns = 0
         self.last_text_ns = 0
-        self.done_ns = 0  # arrival of the read that carried [DONE]
+        self.done_ns = 0  # arrival of the read that carried [DONE] (or the response's end event)
+        self._ended = False  # the response's end event came: later events are not read
         self.text_chunks = 0
         self.text_bytes = 0  # UTF-8 bytes of the decoded text
         self.usage_completion = -1  # -1: the stream carried no usage
@@ -426,7 +439,7 @@ class StreamParser:
         """Take a body's fields (see _body_py.interpret)."""
         if fields is None:
             self.malformed += 1
-            self.malformed_example = kept[:200]
+            self.malformed_example = kept[:EXAMPLE_KEPT]
             return
         prompt, results, error = fields
         if prompt is not None:
@@ -438,6 +451,8 @@ class StreamParser:
 
     def _event(self, payload: bytes, now: int) -> None:
         self.events += 1
+        if self._ended:
+            return  # one completion per response: what follows its end is not its answer
         if payload == b"[DONE]":
             if not self.done_ns:
                 self.done_ns = now
@@ -449,10 +464,14 @@ class StreamParser:
         if fields is None:
             self.malformed += 1
             if self.malformed_example is None:
-                self.malformed_example = bytes(payload[:200])
+                self.malformed_example = bytes(payload[:EXAMPLE_KEPT])
             return
         (text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown,
-         rid) = fields
+         rid, ends) = fields
+        if ends:  # the response ended here: its E2E too (the own reader reads on to the framing's end)
+            self._ended = True
+            if not self.done_ns:
+                self.done_ns = now
         if unknown:
             self.unknown_events += 1
             return
@@ -481,8 +500,7 @@ class StreamParser:
         if text_bytes:
             self.text_bytes += text_bytes
             if self._texts is not None:
-                self._texts.append(text)
-                self._text_kinds.append(kind)
+                self._keep(text, kind)
                 if self.text_bytes > _sse_py.MAX_KEPT_TEXT_BYTES and not self._sse.oversized:
                     self._sse._stop(_sse_py.TEXT_TOO_LARGE)  # the stream is no longer read
             if self.first_text_ns:
@@ -526,10 +544,32 @@ class StreamParser:
             h = self._spill[which] = new_histogram()
         return h
 
+    def _keep(self, text: str, kind: int) -> None:
+        """Keep a text piece: a run of pieces of one kind becomes one piece, RUN_PIECES at a
+        time (a list entry per piece cost 8 bytes or more per 1-byte piece, as the compiled
+        core's index did: 16 MiB of them held 145 MB)."""
+        assert self._texts is not None  # keep_text
+        if self._run and kind != self._text_kinds[-1]:
+            self._flush()
+        if not self._run:
+            self._texts.append("")
+            self._text_kinds.append(kind)
+        self._run.append(text)
+        if len(self._run) >= RUN_PIECES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """The pending run joins the last kept piece's kind as a piece of its own."""
+        assert self._texts is not None
+        if self._run:
+            self._texts[-1] = "".join(self._run)
+            self._run = []
+
     def text(self) -> str:
         """The whole output (kept only with keep_text=True; decoded here, off the hot path)."""
         if self._texts is None:
             raise ValueError("this parser was not asked to keep the text")
+        self._flush()
         return "".join(self._texts)
 
     def reasoning_text(self) -> str:
@@ -547,6 +587,7 @@ class StreamParser:
     def _kept(self, kind: int) -> str:
         if self._texts is None:
             raise ValueError("this parser was not asked to keep the text")
+        self._flush()
         return "".join(t for t, k in zip(self._texts, self._text_kinds, strict=True) if k == kind)
 
     @property

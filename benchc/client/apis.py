@@ -41,6 +41,11 @@ class Api:
         """The endpoint under a /v1 root."""
         return base_url.rstrip("/") + self.path
 
+    def answered(self, inputs: int, results: int) -> tuple[int, int]:
+        """(inputs answered, results counted) of a non-streamed answer that carried `results`
+        to a request of `inputs`: what the point counts (client/request.py `_as_asked`)."""
+        return inputs, results
+
     def _input(self, prompt: Prompt) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -193,7 +198,7 @@ def _tool_input(arguments: str) -> dict:
     simulator streams words, and a call cut by max_tokens is not whole)."""
     try:
         value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the decoder follows
         value = None
     return value if isinstance(value, dict) else {"arguments": arguments}
 
@@ -365,6 +370,13 @@ class EmbeddingsApi(Api):
         """The inputs and the spec's extra_body: nothing of sampling, streaming or tools applies."""
         return {"model": target.model, **self._input(prompt), **sampling.extra_body}
 
+    def answered(self, inputs: int, results: int) -> tuple[int, int]:
+        """(inputs answered, results counted) of an answer of `results` to `inputs`, checked
+        against what was asked: a vector per input, no more counted than were asked for;
+        fewer answer only that many inputs."""
+        n = min(results, inputs)
+        return n, n
+
     def answer_text(self, data: dict) -> str:
         """What a smoke check's `expect` sees of an answer: `N embeddings of D floats`."""
         items = data.get("data")
@@ -391,6 +403,11 @@ class RerankApi(EmbeddingsApi):
         query, documents = self.fields
         return {query: inputs[0], documents: inputs[1:] or inputs}
 
+    def answered(self, inputs: int, results: int) -> tuple[int, int]:
+        """At most a result per document (the inputs after the query) is counted; fewer are
+        what `top_n` asks for, and answer every input."""
+        return inputs, min(results, max(1, inputs - 1))
+
     def answer_text(self, data: dict) -> str:
         """What a smoke check's `expect` sees of an answer: `N results`."""
         results = data.get("results")
@@ -411,6 +428,13 @@ class ScoreApi(RerankApi):
     def url(self, base_url: str) -> str:
         root = base_url.rstrip("/")
         return (root[:-3] if root.endswith("/v1") else root) + self.path
+
+    def answered(self, inputs: int, results: int) -> tuple[int, int]:
+        """A score per document (the inputs after the query), no more counted; fewer answer
+        the query and that many documents."""
+        documents = max(1, inputs - 1)
+        n = min(results, documents)
+        return (inputs if n == documents else n + 1), n
 
     def answer_text(self, data: dict) -> str:
         """What a smoke check's `expect` sees of an answer: `N scores`."""

@@ -19,9 +19,11 @@ import aiohttp
 
 from benchc import redact
 from benchc.client import http1
+from benchc.client._body_py import ERROR_CHARS, ERROR_KEPT, EXAMPLE_BYTES, EXAMPLE_KEPT
 from benchc.client._response_py import COMPRESSED, MAX_HEAD, compressed, error_detail
 from benchc.client._sse_py import oversized_detail
 from benchc.client._stream import StreamParser
+from benchc.client._stream_py import REASON_CHARS, REASON_KEPT
 from benchc.client.aioread import AnsweredWithoutHead, FramingBroken, HeadStalled, OneAnswerProtocol
 from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
@@ -96,7 +98,10 @@ def _take(rec: RequestRecord, parser: Any) -> None:
     rec.usage_input_tokens = parser.usage_prompt if parser.usage_prompt >= 0 else None
     rec.multi_token_chunks = parser.multi_token_chunks
     rec.results = parser.results if parser.results >= 0 else None
-    rec.finish_reason = parser.finish_reason
+    finish = parser.finish_reason  # the server's words, shown scrubbed and cut
+    if finish is not None:
+        finish = redact.clip(finish, REASON_CHARS, len(finish) >= REASON_KEPT)
+    rec.finish_reason = finish
     timings = parser.server_timings
     rec.server_timings = timings
     if parser.usage_cached >= 0:
@@ -304,7 +309,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
         async with aiohttp.ClientSession(connector=make_connector(force_close=True), **SESSION_OPTIONS,
                                          trace_configs=session.trace_configs) as fresh:
             _, content_type = await _post(fresh, url, kw, rec, target, parser, None, attempt=1)
-    return _conclude(rec, parser, content_type)
+    return _as_asked(_conclude(rec, parser, content_type), target)
 
 
 def _after_head(proto: Any, idle_s: float) -> None:
@@ -432,10 +437,9 @@ def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) 
         # that ignored "stream": true), a proxy's notice; say what it was
         rec.error, rec.error_detail = NOT_SSE, not_sse_detail(content_type, parser.first_bytes)
     if rec.error is None and parser.malformed:
-        rec.error = MALFORMED
-        rec.error_detail = (parser.malformed_example or b"").decode("utf-8", "replace")
+        rec.error, rec.error_detail = MALFORMED, _example(parser)
     if rec.error is None and parser.error_event is not None:
-        rec.error, rec.error_detail = STREAM_BROKEN, f"error event: {parser.error_event}"
+        rec.error, rec.error_detail = STREAM_BROKEN, f"error event: {_said(parser.error_event)}"
     if rec.error is None and rec.text_chunks == 0:
         rec.error, rec.error_detail = EMPTY, "the stream carried no text"
     if rec.error is None and not parser.done_ns and rec.finish_reason is None:
@@ -443,15 +447,36 @@ def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) 
     return rec
 
 
+def _as_asked(rec: RequestRecord, target: Target) -> RequestRecord:
+    """A completed non-streamed answer checked against its request (the API's `answered`):
+    results past what the request could get are not counted (rerank results past the
+    documents); an answer short of its inputs counts the inputs it answered, and the rest
+    are `unanswered` (the point's stream.short_answers; a doubt)."""
+    if rec.ok and rec.results is not None:
+        answered, rec.results = APIS[target.api].answered(rec.inputs, rec.results)
+        rec.unanswered, rec.inputs = rec.inputs - answered, answered
+    return rec
+
+
+def _example(parser: Any) -> str:
+    """The first malformed event's (or answer's) start, as shown: scrubbed, then cut."""
+    kept = parser.malformed_example or b""
+    return redact.clip(kept.decode("utf-8", "replace"), EXAMPLE_BYTES, len(kept) >= EXAMPLE_KEPT)
+
+
+def _said(message: str) -> str:
+    """An error event's (or object's) message, as shown: scrubbed, then cut."""
+    return redact.clip(message, ERROR_CHARS, len(message) >= ERROR_KEPT)
+
+
 def _conclude_body(rec: RequestRecord, parser: Any) -> RequestRecord:
     """Judge a non-streamed answer (one JSON body, benchc.client._body_py) that ended without a
     transport error: not a JSON object, an error object, no results, cut short."""
     if rec.error is None and parser.malformed:
         rec.error = MALFORMED
-        began = redact.active().text((parser.malformed_example or b"").decode("utf-8", "replace"))
-        rec.error_detail = f"the answer is not a JSON object: {began!r}"[:400]
+        rec.error_detail = redact.clip(f"the answer is not a JSON object: {_example(parser)!r}", 400)
     if rec.error is None and parser.error_event is not None:
-        rec.error, rec.error_detail = STREAM_BROKEN, f"error object: {parser.error_event}"
+        rec.error, rec.error_detail = STREAM_BROKEN, f"error object: {_said(parser.error_event)}"
     if rec.error is None and not parser.done_ns:
         rec.error, rec.error_detail = STREAM_BROKEN, "the answer ended before its JSON did"
     if rec.error is None and not rec.results:
@@ -516,4 +541,4 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
     parser.close(ex.end_ns)
     rec.end_ns = parser.done_ns or ex.end_ns
     ct = ex.reader.content_type
-    return _conclude(rec, parser, ct.decode("latin-1") if ct is not None else None)
+    return _as_asked(_conclude(rec, parser, ct.decode("latin-1") if ct is not None else None), target)

@@ -229,6 +229,74 @@ class TemplateCount:
                    u.get("prompt_tokens", 0), u.get("counted", 0))
 
 
+@dataclass(slots=True)
+class TokenCounts:
+    """A point's tokens (its `tokens` block and the inputs of counts.inputs): the completed
+    requests' input and output tokens, how the outputs were counted, and the output lengths
+    checked. Part of the Tally (which groups its counts by concern), added exactly."""
+
+    input: int = 0
+    output: int = 0
+    inputs: int = 0  # inputs the completed requests carried (an embeddings batch; one prompt otherwise)
+    multi_token_chunks: int = 0
+    methods: set[str] = field(default_factory=set)  # how outputs were counted: USAGE, TOKENIZER, CHUNKS
+    usage: int = 0  # server usage of the requests whose stream carried it ...
+    usage_chunks: int = 0  # ... and the text-bearing chunks of those same requests
+    osl_checked: int = 0  # requests whose output length the request pinned down ...
+    osl_mismatched: int = 0  # ... and those that came back with another length
+    tokenizer: TokenizerCount | None = None
+    template: TemplateCount | None = None  # with a chat template: the input as the server renders it
+
+    def add(self, other: TokenCounts) -> None:
+        """Another tally's tokens of the same point: counts summed, methods united."""
+        for name in ("input", "output", "inputs", "multi_token_chunks", "usage", "usage_chunks",
+                     "osl_checked", "osl_mismatched"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.methods |= other.methods
+        if other.tokenizer is not None:
+            if self.tokenizer is None:
+                self.tokenizer = TokenizerCount()
+            self.tokenizer.add(other.tokenizer)
+        if other.template is not None:
+            if self.template is None:
+                self.template = TemplateCount()
+            self.template.add(other.template)
+
+    def block(self) -> dict:
+        """The point's `tokens` block."""
+        out: dict = {"input": self.input, "output": self.output, "output_method": output_method(self.methods),
+                     "multi_token_chunks": self.multi_token_chunks}
+        if USAGE in self.methods:
+            # the server's count against the count of text-bearing chunks, for the same requests
+            diff = relative_difference(self.usage_chunks, self.usage)
+            out["chunks_vs_usage"] = {"usage": self.usage, "chunks": self.usage_chunks,
+                                      "relative_difference": diff}
+        if self.tokenizer is not None:
+            out["tokenizer"] = self.tokenizer.block()
+        if self.template is not None:
+            out["chat_template"] = self.template.block()
+        out["osl"] = {"requests_checked": self.osl_checked, "mismatched": self.osl_mismatched}
+        return out
+
+    @classmethod
+    def from_block(cls, tok: dict, inputs: int, derived: list[str]) -> TokenCounts:
+        """The counts a point's `tokens` block was made from (`inputs`: its counts.inputs)."""
+        t = cls(input=tok["input"], output=tok["output"], inputs=inputs,
+                multi_token_chunks=tok.get("multi_token_chunks", 0))
+        if tok["output_method"] != NONE:
+            t.methods.add(tok["output_method"])
+        if "chunks_vs_usage" in tok:
+            t.methods.add(USAGE)
+            t.usage, t.usage_chunks = tok["chunks_vs_usage"]["usage"], tok["chunks_vs_usage"]["chunks"]
+        osl = tok.get("osl", {})
+        t.osl_checked, t.osl_mismatched = osl.get("requests_checked", 0), osl.get("mismatched", 0)
+        if "tokenizer" in tok:
+            t.tokenizer = _tokenizer_count(tok["tokenizer"], derived)
+        if "chat_template" in tok:
+            t.template = TemplateCount.from_block(tok["chat_template"])
+        return t
+
+
 @dataclass
 class Tally:
     """Everything a point counted: integers and histograms only."""
@@ -244,17 +312,7 @@ class Tally:
     # per SLO item a single request meets or misses (a latency: recorder.REQUEST_METRICS), by
     # its text: the completed requests that met that item, whatever the others said
     slo_met_by_item: Counter = field(default_factory=Counter)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    inputs: int = 0  # inputs the completed requests carried (an embeddings batch; one prompt otherwise)
-    multi_token_chunks: int = 0
-    methods: set[str] = field(default_factory=set)  # how outputs were counted: USAGE, TOKENIZER, CHUNKS
-    usage_tokens: int = 0  # server usage of the requests whose stream carried it ...
-    usage_chunks: int = 0  # ... and the text-bearing chunks of those same requests
-    osl_checked: int = 0  # requests whose output length the request pinned down ...
-    osl_mismatched: int = 0  # ... and those that came back with another length
-    tokenizer: TokenizerCount | None = None
-    template: TemplateCount | None = None  # with a chat template: the input as the server renders it
+    tokens: TokenCounts = field(default_factory=TokenCounts)  # inputs, outputs, how counted
     reasoning: ReasoningCount = field(default_factory=ReasoningCount)  # reasoning models: the split
     cancelled: CancelCount = field(default_factory=CancelCount)  # load.cancel's (in sent, not in errors)
     # the ANSWER_OF recorders hold every completed request's values; until then they are
@@ -289,22 +347,13 @@ class Tally:
         starts = [t for t in (self.start_ns, other.start_ns) if t]
         ends = [t for t in (self.end_ns, other.end_ns) if t]
         self.start_ns, self.end_ns = (min(starts) if starts else None), (max(ends) if ends else None)
-        for name in ("sent", "completed", "retries", "slo_met", "input_tokens", "output_tokens", "inputs",
-                     "multi_token_chunks", "usage_tokens", "usage_chunks", "osl_checked", "osl_mismatched"):
+        for name in ("sent", "completed", "retries", "slo_met"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
         self.slo_met_by_item.update(other.slo_met_by_item)  # an item one shard counted 0 stays
         for kind, example in other.error_examples.items():
             self.error_examples.setdefault(kind, example)
-        self.methods |= other.methods
-        if other.tokenizer is not None:
-            if self.tokenizer is None:
-                self.tokenizer = TokenizerCount()
-            self.tokenizer.add(other.tokenizer)
-        if other.template is not None:
-            if self.template is None:
-                self.template = TemplateCount()
-            self.template.add(other.template)
+        self.tokens.add(other.tokens)
         if other.answers_split:
             split_answers(self)
         for name, rec in other.latency.items():
@@ -339,7 +388,6 @@ class Tally:
         t.start_ns, t.end_ns = w.get("start_ns"), w.get("end_ns")
         t.sent, t.completed = c["sent"], c["completed"]
         t.retries = c.get("retries", 0)  # results before the keep-alive retry was counted: none
-        t.inputs = c.get("inputs", t.completed)  # results before batches: one prompt per request
         t.errors = Counter(c["errors"])
         t.error_examples = dict(c.get("error_examples", {}))
         if "slo_met" in c:
@@ -350,19 +398,8 @@ class Tally:
         # results before goodput was counted per SLO item have none: they decide per SLO set only
         per_item = point.get("goodput_per_slo") or {}
         t.slo_met_by_item = Counter({k: v["slo_met"] for k, v in per_item.items()})
-        t.input_tokens, t.output_tokens = tok["input"], tok["output"]
-        t.multi_token_chunks = tok.get("multi_token_chunks", 0)
-        if tok["output_method"] != NONE:
-            t.methods.add(tok["output_method"])
-        if "chunks_vs_usage" in tok:
-            t.methods.add(USAGE)
-            t.usage_tokens, t.usage_chunks = tok["chunks_vs_usage"]["usage"], tok["chunks_vs_usage"]["chunks"]
-        osl = tok.get("osl", {})
-        t.osl_checked, t.osl_mismatched = osl.get("requests_checked", 0), osl.get("mismatched", 0)
-        if "tokenizer" in tok:
-            t.tokenizer = _tokenizer_count(tok["tokenizer"], t.derived)
-        if "chat_template" in tok:
-            t.template = TemplateCount.from_block(tok["chat_template"])
+        # results before batches: one prompt per request
+        t.tokens = TokenCounts.from_block(tok, c.get("inputs", t.completed), t.derived)
         t.latency = {name: Recorder.from_summary(block) for name, block in point["latency"].items()}
         t.answers_split = "ttf_answer_us" in t.latency
         if "cache" in point:  # results before benchc counted prefix caching have none
@@ -391,21 +428,6 @@ def error_counts(errors: Counter) -> dict[str, int]:
     """Failed requests by kind: the known kinds in their fixed order, then any other."""
     out = {k: errors[k] for k in ERROR_KINDS if errors.get(k)}
     out.update({k: v for k, v in sorted(errors.items()) if k not in out and v})
-    return out
-
-
-def tokens_block(t: Tally) -> dict:
-    out: dict = {"input": t.input_tokens, "output": t.output_tokens,
-                 "output_method": output_method(t.methods), "multi_token_chunks": t.multi_token_chunks}
-    if USAGE in t.methods:
-        # the server's count against the count of text-bearing chunks, for the same requests
-        out["chunks_vs_usage"] = {"usage": t.usage_tokens, "chunks": t.usage_chunks,
-                                  "relative_difference": relative_difference(t.usage_chunks, t.usage_tokens)}
-    if t.tokenizer is not None:
-        out["tokenizer"] = t.tokenizer.block()
-    if t.template is not None:
-        out["chat_template"] = t.template.block()
-    out["osl"] = {"requests_checked": t.osl_checked, "mismatched": t.osl_mismatched}
     return out
 
 
@@ -444,15 +466,16 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
                               "error_examples": dict(t.error_examples), "slo_met": t.slo_met}
     if t.cancelled.requests:
         counts["cancelled"] = t.cancelled.requests  # load.cancel's: in sent, neither completed nor failed
+    tok = t.tokens
     out = {
         "window": {"start_ns": t.start_ns, "end_ns": t.end_ns, "duration_s": round(w, 6)},
-        "counts": {**counts, "inputs": t.inputs},
-        "tokens": tokens_block(t),
-        "throughput": {"output_tok_s": per_second(t.output_tokens, w),
-                       "total_tok_s": per_second(t.output_tokens + t.input_tokens, w),
-                       "input_tok_s": per_second(t.input_tokens, w),
+        "counts": {**counts, "inputs": tok.inputs},
+        "tokens": tok.block(),
+        "throughput": {"output_tok_s": per_second(tok.output, w),
+                       "total_tok_s": per_second(tok.output + tok.input, w),
+                       "input_tok_s": per_second(tok.input, w),
                        "request_s": request_s,
-                       "inputs_s": per_second(t.inputs, w),
+                       "inputs_s": per_second(tok.inputs, w),
                        "goodput_s": per_second(t.slo_met, w),
                        "steady_output_tok_s": steady_output_tok_s},
         "latency": latency,

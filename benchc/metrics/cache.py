@@ -1,5 +1,5 @@
 """A point's prefix caching: its counters (CacheCounters, part of the point's Tally, so shards
-add exactly) and the verdict on them (cache_check).
+add exactly) and the verdict on them (cache_verdict).
 
 The server's cached prompt tokens, per request where it reports them
 (usage.prompt_tokens_details.cached_tokens, llama.cpp's timings.cache_n), else the point's
@@ -8,11 +8,16 @@ the most the spec's sharing allows. More cached than allowed means the server se
 from a cache the spec did not ask for (a previous run's prompts on a server that stayed up,
 another client's traffic, a prompt source that repeated itself): the point is marked, a
 warning printed, and --strict fails on it.
+
+The verdict reads the cache block and nothing else of the point: cache_verdict(block, server)
+returns the completed block, which the point's writer (results/api.py Point.with_blocks) puts in
+its place.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +86,7 @@ class CacheCounters:
         self.sources.update(other.sources)
 
     def block(self) -> dict:
-        """The counters as a result point's `cache` block (cache_check adds the verdict)."""
+        """The counters as a result point's `cache` block (cache_verdict adds the verdict)."""
         return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
                 "declared_shared_tokens": self.declared_shared_tokens,
                 "unknown_sharing_requests": self.unknown_sharing, "reused_prompt_requests": self.reused,
@@ -101,11 +106,12 @@ class CacheCounters:
                    above=rep["requests_above_allowed"])
 
 
-def cache_check(point: dict, server: dict | None = None) -> dict:
-    """Complete the point's `cache` block (its counters from the recorder) with the verdict:
-    source, cached_tokens, cached_fraction, allowed_fraction, above_declared and, when above,
-    a warning. `server` is the point's Prometheus summary (telemetry.server_summary)."""
-    c = point["cache"]
+def cache_verdict(block: Mapping[str, Any], server: Mapping[str, Any] | None = None) -> dict:
+    """The point's `cache` block (its counters from the recorder, and what the run adds: prompts,
+    reset) completed with the verdict: source, cached_tokens, cached_fraction, allowed_fraction,
+    above_declared and, when above, a warning. A new dict; `block` is left as it is. `server` is
+    the point's Prometheus summary (telemetry.server_summary)."""
+    c = dict(block)
     reported = c["reported"]
     allowed, prompt = c["allowed_cached_tokens"], c["prompt_tokens"]
     if reported["requests"]:
@@ -145,10 +151,9 @@ def cache_check(point: dict, server: dict | None = None) -> dict:
     return c
 
 
-def cache_doubts(point: dict) -> list[str]:
-    """What makes the point's figures untrustworthy on prefix caching (--strict fails on it):
-    more cached than the spec shares, or a reset asked for and not done."""
-    c = point.get("cache") or {}
+def cache_doubts(c: Mapping[str, Any]) -> list[str]:
+    """What makes a point's figures untrustworthy on prefix caching (--strict fails on it), from
+    its `cache` block: more cached than the spec shares, or a reset asked for and not done."""
     out = [c["warning"]] if c.get("above_declared") and c.get("warning") else []
     reset = c.get("reset")
     if reset is not None and not reset.get("done"):

@@ -69,6 +69,7 @@ class RequestRecord:
     # results a non-streamed answer returned for them (its `data`: vectors, scores; None: a stream)
     inputs: int = 1
     results: int | None = None
+    unanswered: int = 0  # inputs the answer carried no result for (its `inputs` counts the answered)
     multi_token_chunks: int = 0  # seen only with continuous usage stats
     # Prefix caching. By the spec: the prompt's first shared_tokens tokens are sent by other
     # requests too (None: nobody can say, a user's file); reused: this prompt was sent before.
@@ -162,6 +163,8 @@ class RequestRecord:
             out.update(session=self.session, sub_request=True)
         if self.results is not None or self.inputs != 1:  # a non-streamed answer (embeddings)
             out.update(inputs=self.inputs, results=self.results, usage_input_tokens=self.usage_input_tokens)
+            if self.unanswered:
+                out["unanswered"] = self.unanswered
         if self.reasoned:
             ok = self.ok
             out.update(ttf_reasoning_us=_since(self.first_reasoning_ns, self.t0_ns) if ok else None,

@@ -130,12 +130,13 @@ class PointRecorder:
         end_ns = r.end_ns
         assert end_ns is not None  # what makes a request ok (a stream's also has a first text)
         t.completed += 1
-        t.inputs += r.inputs
+        tok = t.tokens
+        tok.inputs += r.inputs
         e2e_ns = end_ns - r.t0_ns
         self.e2e.record_ns(e2e_ns)
         if r.scheduled_ns is not None:
             self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
-        t.input_tokens += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        tok.input += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
         t.cache.add(r)
         return e2e_ns
 
@@ -171,18 +172,19 @@ class PointRecorder:
         it, the reasoning split, and the output length asked for against the one that came;
         the output tokens."""
         out = r.output_tokens
-        t.output_tokens += out
+        tok = t.tokens
+        tok.output += out
         if r.usage_output_tokens is not None:
-            t.methods.add(USAGE)
-            t.usage_tokens += r.usage_output_tokens
-            t.usage_chunks += r.text_chunks
+            tok.methods.add(USAGE)
+            tok.usage += r.usage_output_tokens
+            tok.usage_chunks += r.text_chunks
         else:
-            t.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
-        t.multi_token_chunks += r.multi_token_chunks
+            tok.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
+        tok.multi_token_chunks += r.multi_token_chunks
         if r.template_input_tokens is not None:
-            if t.template is None:
-                t.template = TemplateCount()
-            t.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
+            if tok.template is None:
+                tok.template = TemplateCount()
+            tok.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
         elif r.messages is not None:  # a session's turn: its history is counted after the point
             self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
         # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
@@ -202,8 +204,8 @@ class PointRecorder:
         # per chunk (no usage), fewer chunks than asked says nothing (a chunk may carry several
         # tokens): the tokenizer checks those after the point (count_with), else nobody can.
         if expected is not None and (r.usage_output_tokens is not None or out > expected):
-            t.osl_checked += 1
-            t.osl_mismatched += out != expected
+            tok.osl_checked += 1
+            tok.osl_mismatched += out != expected
         return out
 
     def add_session(self, info: dict) -> None:
@@ -216,6 +218,7 @@ class PointRecorder:
         Summing per-chunk counts would overcount by 1-4% where tokens straddle chunks.
         Where the server sent no usage, these counts replace the chunk counts."""
         t = self.tally
+        tok = t.tokens
         n = TokenizerCount(requests=len(self.kept))
         for parser, usage, chunks, recount, expected in self.kept:
             count = tokenizer.count(parser.text())
@@ -224,29 +227,29 @@ class PointRecorder:
                 n.usage += usage
                 n.usage_counted += count
             else:
-                t.output_tokens += count - chunks
+                tok.output += count - chunks
                 if expected is not None and chunks <= expected:  # left to this count by add()
-                    t.osl_checked += 1
-                    t.osl_mismatched += count != expected
+                    tok.osl_checked += 1
+                    tok.osl_mismatched += count != expected
             if recount:  # reasoning the server did not count: the tokenizer's count of its text
                 t.reasoning.add_request(True, tokenizer.count(parser.reasoning_text()),
                                         usage if usage is not None else count,
                                         parser.first_answer_ns > 0 or parser.first_tool_ns > 0, TOKENIZER)
-        if CHUNKS in t.methods and self.kept:
-            t.methods.discard(CHUNKS)
-            t.methods.add(TOKENIZER)
-        t.tokenizer = n
+        if CHUNKS in tok.methods and self.kept:
+            tok.methods.discard(CHUNKS)
+            tok.methods.add(TOKENIZER)
+        tok.tokenizer = n
         self.kept = []
 
     def count_template(self, template: Any, tools: list | None = None) -> None:
         """The kept session turns' inputs as the server renders them (after the point: a long
         history's rendering and tokenizing stays off the measured window), with the tool
         definitions every turn offered (`tools`, chat form), if any."""
-        t = self.tally
-        if self.templated and t.template is None:
-            t.template = TemplateCount()
+        tok = self.tally.tokens
+        if self.templated and tok.template is None:
+            tok.template = TemplateCount()
         for messages, content, usage in self.templated:
-            t.template.add_request(template.count(messages, tools), content, usage)  # type: ignore[union-attr]
+            tok.template.add_request(template.count(messages, tools), content, usage)  # type: ignore[union-attr]
         self.templated = []
 
     def summary(self, steady: dict | None = None, mean_inflight: float | None = None) -> dict:

@@ -97,6 +97,8 @@ class SessionCounters:
     fan_out_rounds: int = 0
     fan_out_requests: int = 0
     fan_out_round: Recorder = field(default_factory=Recorder)
+    # sessions ended because an answer could not be read (run/sessions.py's guard), by what it raised
+    answer_errors: dict[str, int] = field(default_factory=dict)
 
     def add_turn(self, r, ttft_ns: int | None, e2e_ns: int | None) -> None:
         """One request that was a session's turn."""
@@ -116,6 +118,7 @@ class SessionCounters:
         self.outcomes[info["outcome"]] += 1
         if info["start_ns"] is not None and info["end_ns"] is not None:
             self.duration.record_ns(max(0, info["end_ns"] - info["start_ns"]))
+        _add(self.answer_errors, info.get("errors") or {})
         for sub_requests, round_ns in info.get("fan_out", ()):
             self.fan_out_rounds += 1
             self.fan_out_requests += sub_requests
@@ -137,6 +140,7 @@ class SessionCounters:
         self.fan_out_rounds += other.fan_out_rounds
         self.fan_out_requests += other.fan_out_requests
         self.fan_out_round.merge(other.fan_out_round)
+        _add(self.answer_errors, other.answer_errors)
 
     def block(self) -> dict | None:
         """The point's `sessions` block; None for a point that sent no session."""
@@ -147,6 +151,8 @@ class SessionCounters:
                "duration_us": self.duration.summary(), "think_gap_us": self.think_gap.summary(),
                "think_late_us": self.think_late.summary(),
                "by_turn": [self.turns[k].block(k) for k in sorted(self.turns, key=_bucket_order)]}
+        if self.answer_errors:
+            out["answer_errors"] = dict(sorted(self.answer_errors.items()))
         if self.fan_out_rounds:
             out["fan_out"] = {"rounds": self.fan_out_rounds, "sub_requests": self.fan_out_requests,
                               "round_us": self.fan_out_round.summary()}
@@ -162,11 +168,17 @@ class SessionCounters:
             out.duration = Recorder.from_summary(block["duration_us"])
             out.think_gap = Recorder.from_summary(block["think_gap_us"])
             out.think_late = Recorder.from_summary(block["think_late_us"])
+            out.answer_errors = dict(block.get("answer_errors", {}))
             fan = block.get("fan_out")
             if fan:
                 out.fan_out_rounds, out.fan_out_requests = fan["rounds"], fan["sub_requests"]
                 out.fan_out_round = Recorder.from_summary(fan["round_us"])
         return out
+
+
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, n in counts.items():
+        into[name] = into.get(name, 0) + n
 
 
 __all__ = ["SessionCounters", "TurnCounters", "turn_bucket", "TURN_BUCKETS", "LAST_BUCKET"]

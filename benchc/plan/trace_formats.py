@@ -121,6 +121,8 @@ def _json_rows(lines: Lines, path: str) -> Iterator[tuple[int, int, dict]]:
             rec = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise _fail(path, n, f"not a JSON object ({getattr(e, 'msg', e)})") from e
+        except RecursionError as e:
+            raise _fail(path, n, "JSON nested too deep to read") from e
         if not isinstance(rec, dict):
             raise _fail(path, n, "not a JSON object")
         yield n, offset, rec

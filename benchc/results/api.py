@@ -10,10 +10,17 @@ Latencies are microseconds as in the document (`*_ms` properties divide by 1000)
 come back as `hdrh.histogram.HdrHistogram` objects (the `hdrhistogram` package), decoded from
 the stored "HISTFAAA..." encoding, so any HdrHistogram tool can read, query and merge them.
 Every object keeps the document's own dict under `.raw` for fields not given a name here.
+
+The same types write the document (pyperf's model: one class reads and writes its JSON). The
+runner and `benchc merge` assemble a point as a `Point` (`Point.from_dict` of the measurement's
+figures), each further block added by `with_blocks` (the cache verdict, the SLO verdict, the
+trust checks, the energy: each reads the typed point), and the document holds `to_dict()`, the
+point's blocks in the order they were added: the same bytes as the dict assembled before.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import re
 from collections.abc import Mapping
@@ -24,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from benchc.errors import UsageError
 from benchc.plan.model import flat_step
 from benchc.results.clock import parse_created, point_span
-from benchc.results.document import is_closed_loop, read
+from benchc.results.document import is_closed_loop, metric_value
 from benchc.results.table import CSV_COLUMNS, point_row
 
 # the load part at the end of a point's id (plan/compiler.py, plan/search.py probe_step)
@@ -194,6 +201,60 @@ class Point:
                    raw=MappingProxyType(p), gpus=gpus,
                    goodput_per_slo=MappingProxyType({k: v["goodput_s"]
                                                      for k, v in (p.get("goodput_per_slo") or {}).items()}))
+
+    def to_dict(self) -> dict:
+        """The point as the result document holds it (a copy: the point stays as it is)."""
+        return copy.deepcopy(dict(self.raw))
+
+    def with_blocks(self, **blocks: Any) -> Point:
+        """This point with `blocks` added to its document (after the ones it has) or put in place
+        of the ones of the same name (where those were): the write side's one way to grow a point."""
+        return Point.from_dict({**self.raw, **blocks}, self.gpus)
+
+    def value(self, key: str) -> float | None:
+        """A metric's value (`output_tok_s`, `error_rate`, `ttft.p99` in microseconds,
+        `cached_fraction` ...) where its declaration says a point holds it; None if absent."""
+        return metric_value(dict(self.raw), key)
+
+    @property
+    def start_ns(self) -> int | None:
+        """The window's start on the run's monotonic clock (its first send); None without one."""
+        return self.raw["window"].get("start_ns")
+
+    @property
+    def end_ns(self) -> int | None:
+        """The window's end on the run's monotonic clock (its last request's end); None without one."""
+        return self.raw["window"].get("end_ns")
+
+    @property
+    def client_check(self) -> Mapping[str, Any]:
+        """The client's self-check (run/loadgen.py, run/effects.py): client_limited, reasons,
+        effects (what a late client moved), and per shard of a distributed point."""
+        return MappingProxyType(self.raw["client"])
+
+    @property
+    def output_lengths(self) -> Mapping[str, Any]:
+        """The pinned output lengths checked (tokens.osl: requests_checked, mismatched); empty
+        where no request pinned its length."""
+        return MappingProxyType(self.raw["tokens"].get("osl") or {})
+
+    @property
+    def cache(self) -> Mapping[str, Any]:
+        """The prefix-cache block (metrics/cache.py: counters, verdict, reset); empty in a point
+        without one."""
+        return MappingProxyType(self.raw.get("cache") or {})
+
+    @property
+    def stream_counts(self) -> Mapping[str, Any]:
+        """What the answers held besides text (metrics/streams.py: tool-call answers, unknown
+        events, short answers and their unanswered inputs); empty in a point without them."""
+        return MappingProxyType(self.raw.get("stream") or {})
+
+    @property
+    def twin(self) -> Mapping[str, Any] | None:
+        """A point run against a twin: its fitted and run batch sizes (run/point.py twin_block)."""
+        twin = self.raw.get("twin")
+        return MappingProxyType(twin) if twin else None
 
     @property
     def energy(self) -> Energy | None:
@@ -397,6 +458,11 @@ class Result:
                 bounds.setdefault(st["combination"], tuple(item["value"] for item in st["search"]["slo"]))
         return tuple(Search.from_block(s, bounds[s["combination"]]) for s in self.raw.get("search") or [])
 
+    def to_dict(self) -> dict:
+        """The document as written: its points from their own `to_dict`."""
+        return {k: [p.to_dict() for p in self.points] if k == "points" else copy.deepcopy(v)
+                for k, v in self.raw.items()}
+
     def point(self, point_id: str) -> Point:
         for p in self.points:
             if p.id == point_id:
@@ -413,8 +479,25 @@ class Result:
 
 
 def load(path: str) -> Result:
-    """Read and validate a result document (any version this benchc reads)."""
-    return from_document(read(path), path)
+    """Read and validate a result document (any version this benchc reads), or another tool's
+    result read as one (read_document)."""
+    return from_document(read_document(path), path)
+
+
+def read_document(path: str) -> dict:
+    """A benchc result document as document.read gives it, or another tool's results (vLLM
+    `bench serve`, GuideLLM, AIPerf, inference-perf, llm-d Benchmark Reports) in its shape,
+    recognised by content and marked as that tool's measurement (`peer`: results/peers/)."""
+    from benchc.results.peers import read_any
+
+    return read_any(path)
+
+
+def peer_of(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A document read from another tool's file: its `peer` block (tool, version, definitions,
+    unmapped figures, where its histograms came from); None for benchc's own."""
+    peer = doc.get("peer")
+    return peer if isinstance(peer, Mapping) else None
 
 
 def from_document(doc: dict, path: str = "") -> Result:

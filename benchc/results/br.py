@@ -4,7 +4,11 @@ The field names, enums and units follow llm-d-benchmark's pydantic models
 (`llmdbenchmark/analysis/benchmark_report/schema_v0_2.py`, `schema_v0_2_1.py`) and the JSON
 schemas generated from them (copies in tests/data/llmd/, which the tests validate against).
 0.2.1 only adds optional fields to 0.2 (multimodal payloads, request sizes, engine time
-series); a benchc result holds none of them, so a 0.2.1 report carries what a 0.2 report does.
+series). A 0.2.1 report carries what a 0.2 report does, and the point's time series where the
+run sampled them (`points[].timeseries`, server.metrics_interval): the server component's
+running, waiting, KV-cache usage, preemptions and prefix-cache hits, queries and hit rate at
+each /metrics sample, and the client's requests in flight per interval (mean as the value,
+the interval's most as `max`) as the `benchc-client` component's num_requests_running.
 
 Every value comes from the result: latency Statistics from the point's summaries and
 HdrHistograms (percentiles recomputed from the histogram), counts, token totals, the
@@ -14,6 +18,7 @@ Wall-clock times are derived from the monotonic windows as benchc/results/clock.
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +30,7 @@ from benchc.results.api import Latency, Point, Result, from_document
 from benchc.results.clock import iso, iso_duration
 
 VERSIONS = ("0.2", "0.2.1")
+CLIENT_LABEL = "benchc-client"  # the component whose time series is the client's in-flight count
 
 # What a report can hold that a benchc result does not; `benchc export` lists it on stderr.
 LEFT_OUT = [
@@ -213,6 +219,78 @@ def _observability(point: Point) -> list[dict]:
     return components
 
 
+def left_out(version: str) -> list[str]:
+    """What a report of `version` can hold that benchc's does not (`benchc export` says it)."""
+    if version == "0.2":
+        return LEFT_OUT
+    return ["results.request_performance.time_series (latency and throughput per interval: not kept); "
+            "observability time series of points run without server.metrics_interval", *LEFT_OUT[1:]]
+
+
+def _series(start: datetime.datetime, t_s: list, values: list, units: str,
+            maxima: list | None = None) -> dict | None:
+    """A TimeSeriesData: each sample's wall-clock time (the window's start + t_s) and value;
+    samples without either are left out (a gauge the scrape lacked)."""
+    points = []
+    for i, (t, v) in enumerate(zip(t_s, values, strict=True)):
+        if t is None or v is None:
+            continue
+        p: dict[str, Any] = {"ts": iso(start + datetime.timedelta(seconds=t)), "value": v}
+        if maxima is not None and maxima[i] is not None:
+            p["max"] = maxima[i]
+        points.append(p)
+    return {"units": units, "series": points} if points else None
+
+
+def _hit_rate(hits: list, queries: list) -> list:
+    """The prefix cache's hit rate since the point's first sample, at each sample (hits and
+    queries are counted from the sample before the point): None until a query was made."""
+    return [h / q if h is not None and q else None for h, q in zip(hits, queries, strict=True)]
+
+
+def _time_series(r: Result, point: Point) -> tuple[dict | None, dict | None]:
+    """(server's, client's) 0.2.1 time series of a point, each None without samples."""
+    ts = point.raw.get("timeseries") or {}
+    span = r.span(point)
+    if not ts or span is None:
+        return None, None
+    start = span[0]
+    server = ts.get("server") or {}
+    out_server: dict = {}
+    if server.get("available") and server.get("t_s"):
+        t_s = server["t_s"]
+        for theirs, ours, units in (("num_requests_running", "running", "count"),
+                                    ("num_requests_waiting", "waiting", "count"),
+                                    ("kv_cache_usage", "kv_cache_usage", "fraction"),
+                                    ("num_preemptions", "preemptions", "count"),
+                                    ("prefix_cache_hits", "prefix_cache_hit_tokens", "count"),
+                                    ("prefix_cache_queries", "prefix_cache_query_tokens", "count")):
+            if ours in server:
+                s = _series(start, t_s, server[ours], units)
+                if s is not None:
+                    out_server[theirs] = s
+        if "prefix_cache_hit_tokens" in server and "prefix_cache_query_tokens" in server:
+            rate = _series(start, t_s, _hit_rate(server["prefix_cache_hit_tokens"],
+                                                 server["prefix_cache_query_tokens"]), "fraction")
+            if rate is not None:
+                out_server["prefix_cache_hit_rate"] = rate
+    client = ts.get("client") or {}
+    out_client = None
+    if client.get("t_s"):
+        running = _series(start, client["t_s"], client["in_flight"], "count", client.get("in_flight_max"))
+        if running is not None:
+            out_client = {"num_requests_running": running}
+    return out_server or None, out_client
+
+
+def _client_component(r: Result) -> dict:
+    return {"metadata": {"label": CLIENT_LABEL, "cfg_id": r.plan_hash,
+                         "description": "benchc's load generator: its time series is the requests it had in "
+                                        "flight per interval (value: the interval's mean, max: its most)"},
+            "standardized": {"kind": "generic", "tool": "benchc", "tool_version": r.benchc_version},
+            "native": {"config": {}}}
+
+
 def _requests(point: Point) -> dict:
     cancelled = point.errors.get(CANCELLED, 0)
     out: dict[str, Any] = {"total": point.sent, "failures": point.failed - cancelled, "incomplete": cancelled}
@@ -262,6 +340,17 @@ def to_reports(doc: dict, version: str) -> list[dict]:
             "throughput": _throughput(p)}}}
         stack = [_server_component(r, p, combo)]
         components = _observability(p)
+        if version != "0.2":  # 0.2.1 added the engine's time series
+            server_series, client_series = _time_series(r, p)
+            if server_series:
+                server = next((c for c in components if c["component_label"] == "server"), None)
+                if server is None:
+                    server = {"component_label": "server"}
+                    components.insert(0, server)
+                server["time_series"] = server_series
+            if client_series:
+                components.append({"component_label": CLIENT_LABEL, "time_series": client_series})
+                stack.append(_client_component(r))
         if components:
             results["observability"] = {"components": components}
             if any(c["component_label"] == "benchc-host" for c in components):

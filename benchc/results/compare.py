@@ -50,8 +50,10 @@ from benchc.metrics.aggregate import Tally, figures
 from benchc.metrics.intervals import difference_interval, mean_interval
 from benchc.plan.model import sim_preset_is_file
 from benchc.plan.search import show_load
-from benchc.results.document import is_probe, latency_summary, load_key, read
+from benchc.results.api import read_document as read
+from benchc.results.document import is_probe, latency_summary, load_key
 from benchc.results.identity import result_label
+from benchc.results.peers.explain import missing, side_notes, why_not_judged
 from benchc.results.repeats import base_id, values
 from benchc.spec.thresholds import Threshold, parse_gate
 
@@ -210,14 +212,25 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
             entry = _entry(b_runs, n_runs, m, noise_floor, bool(limited))
             if entry is not None:
                 metrics[m] = entry
-        rows.append({"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
-                     "client_limited": limited, "runs": [len(b_runs), len(n_runs)]})
+        sides = [("base", base, b_runs[0]), ("new", new, n_runs[0])]
+        for figure, judged in metrics.items():  # a peer's side with percentiles only: say so (results/peers)
+            if judged["significant"] == "n/a" and "." in figure and (why := why_not_judged(figure, sides)):
+                judged["not_judged"] = why
+        row = {"point": name, "base_point": base_id(b_runs[0]), "metrics": metrics,
+               "client_limited": limited, "runs": [len(b_runs), len(n_runs)]}
+        lacking = {k: why for k in COMPARED if k not in metrics and (why := missing(k, sides))}
+        if lacking:  # only where a side is another tool's (results/peers/explain.py)
+            row["missing"] = lacking
+        rows.append(row)
     out = {"base": result_label(base, sources[0]), "new": result_label(new, sources[1]),
            "noise_method": noise_method(noise_floor),
            "warnings": warnings, "points": rows, "unmatched_points": unmatched}
     twins = twin_notes(base, new)
     if twins:
         out["twins"] = twins
+    peers = side_notes(base, "base") + side_notes(new, "new")
+    if peers:
+        out["peers"] = peers
     searches = _searches(base, new)
     if searches:
         out["searches"] = searches
@@ -272,11 +285,15 @@ def gate_judges(g: Threshold, m: dict) -> bool:
 
 
 def unjudged_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
-    """The relative latency gates the table could not judge, per point (said, not breached)."""
-    return [f"{row['point']}: {g.text}: not judged ({m['change']:+.1%}, beyond noise: n/a)"
-            for row in comparison["points"] for g in gates if g.relative and "." in g.key
-            and (m := row["metrics"].get(g.key)) is not None and m["change"] is not None
-            and m["significant"] == "n/a" and g.holds(m["change"])]
+    """The relative latency gates the table could not judge, per point (said, not breached);
+    where a side is another tool's, the line says why (results/peers/explain.py)."""
+    lines = [f"{row['point']}: {g.text}: not judged ({m['change']:+.1%}, beyond noise: n/a)"
+             + (f": {m['not_judged']}" if m.get("not_judged") else "")
+             for row in comparison["points"] for g in gates if g.relative and "." in g.key
+             and (m := row["metrics"].get(g.key)) is not None and m["change"] is not None
+             and m["significant"] == "n/a" and g.holds(m["change"])]
+    return lines + [f"{row['point']}: {g.text}: not judged: {row['missing'][g.key]}"
+                    for row in comparison["points"] for g in gates if g.key in row.get("missing", {})]
 
 
 def check_gates(comparison: dict, gates: list[Threshold]) -> list[str]:
@@ -329,6 +346,8 @@ def render(comparison: dict, fmt: str) -> str:
         lines.append(("> **warning:** " if md else "WARNING: ") + w)
     for t in comparison.get("twins", []):
         lines.append(("> **twin:** " if md else "TWIN: ") + t)
+    for t in comparison.get("peers", []):
+        lines.append(("> **peer:** " if md else "PEER: ") + t)
     header = ["point", "metric", "base", "new", "change", "beyond noise"]
     table = []
     for row in comparison["points"]:
@@ -425,8 +444,10 @@ def run_compare(paths: list[str], gates: list[str], fmt: str,
         outputs.append(render(comparison, fmt))
         breaches += check_gates(comparison, parsed)
         for line in unjudged_gates(comparison, parsed):
-            print(f"benchc: NOTE: {line}: too few samples around the percentile, or a client-limited "
-                  "side; repeat the run (load.repeats) or send more requests to judge it", file=sys.stderr)
+            told = ": not judged: " in line or "beyond noise: n/a): " in line  # a peer side's reason
+            print(f"benchc: NOTE: {line}" + ("" if told else ": too few samples around the percentile, or a "
+                  "client-limited side; repeat the run (load.repeats) or send more requests to judge it"),
+                  file=sys.stderr)
     if fmt != "json":
         outputs.append(render_decide(section, fmt))
     return "\n".join(outputs), breaches

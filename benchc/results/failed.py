@@ -1,10 +1,12 @@
 """Whether a load point failed, and so whether a run may say it succeeded: the one rule, used by
 `benchc run` for its exit code (7, errors.PointFailed) and by whatever shows the failure.
 
-A point fails when no request of it completed, or when more than MAX_ERROR_FRACTION of the
-requests it sent failed. Its figures stay in the result as measured (a failed point is a
-finding, not a damaged document); only the run's exit code says so. Probes of a capacity
-search are left out: a probe past the server's capacity is how a search finds its answer.
+A point fails when no request of it completed, when more than MAX_ERROR_FRACTION of the
+requests it sent failed, or when a session of it ended on an answer benchc could not read
+(run/sessions.py: its figures miss the turns that session would have sent). Its figures stay
+in the result as measured (a failed point is a finding, not a damaged document); only the
+run's exit code says so. Probes of a capacity search are left out: a probe past the server's
+capacity is how a search finds its answer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ def point_failure(point: dict) -> str | None:
     sent, completed, failed = counts["sent"], counts["completed"], counts["failed"]
     if completed == 0:
         return f"no request completed ({_failures(counts)})" if sent else "no request was sent"
+    unread = (point.get("sessions") or {}).get("answer_errors")
+    if unread:
+        return (f"{sum(unread.values())} sessions ended on an answer benchc could not read "
+                f"({', '.join(f'{n} {name}' for name, n in unread.items())})")
     if sent and failed / sent > MAX_ERROR_FRACTION:
         return (f"{failed} of {sent} requests failed ({_failures(counts)}), more than the "
                 f"{MAX_ERROR_FRACTION:.0%} a point may lose")

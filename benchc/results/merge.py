@@ -19,8 +19,9 @@ import copy
 from benchc.errors import ResultFormatError, UsageError
 from benchc.metrics._hdr_codec import HdrFormatError
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
-from benchc.metrics.cache import cache_check
+from benchc.metrics.cache import cache_verdict
 from benchc.results import values
+from benchc.results.api import Point
 from benchc.results.clock import iso, point_span
 from benchc.results.decide import with_decision
 from benchc.results.document import now_iso, point_key
@@ -154,13 +155,12 @@ def merge_points(shards: list[dict], slo_checks: list[Threshold] | None = None) 
             p["cache"][k] = first["cache"][k]
     # the verdict again, on the summed counters (a Prometheus delta per shard does not add up:
     # every shard scraped the one server)
-    cache_check(p)
-    p["client"] = merge_client_checks([s["client"] for s in shards])
+    p["cache"] = cache_verdict(p["cache"])
+    point = Point.from_dict({**p, "client": merge_client_checks([s["client"] for s in shards])})
     if slo_checks and any("slo" in s for s in shards):
-        p["slo"] = evaluate_slo(slo_checks, p)
-    p["telemetry"] = {"shards": [s.get("telemetry") for s in shards]}
-    p["trust"] = judge(p)
-    return p
+        point = point.with_blocks(slo=evaluate_slo(slo_checks, point))
+    point = point.with_blocks(telemetry={"shards": [s.get("telemetry") for s in shards]})
+    return point.with_blocks(trust=judge(point)).to_dict()
 
 
 def _unbind(out: dict) -> None:

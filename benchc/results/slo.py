@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from benchc.results.document import is_probe, metric_value
+from benchc.results.api import Point
+from benchc.results.document import is_probe
 from benchc.spec.thresholds import Threshold, show_value, value_unit
 
 
@@ -20,12 +21,12 @@ def slo_thresholds(items: Iterable[Any]) -> list[Threshold]:
     return out
 
 
-def evaluate_slo(checks: list[Threshold], point: dict) -> dict:
+def evaluate_slo(checks: list[Threshold], point: Point) -> dict:
     """The point's `slo` block: each check with the value it saw (in `unit`: us, fraction,
     tok/s, req/s); passed when all hold."""
     results = []
     for t in checks:
-        value = metric_value(point, t.key)
+        value = point.value(t.key)
         results.append({"threshold": t.text, "value": value, "unit": value_unit(t.metric),
                         "passed": value is not None and t.holds(value)})
     return {"passed": all(r["passed"] for r in results), "checks": results}

@@ -1,6 +1,7 @@
 """Whether a point's figures can be trusted: one small check per doubt, read from the point.
 
-A check takes a result point and returns a Doubt or None. judge() runs every check of
+A check takes a result point (results/api.py's Point, as the runner and `benchc merge` write
+it) and returns a Doubt or None. judge() runs every check of
 POINT_CHECKS and writes the point's `trust` block; `benchc run --strict` fails on a point
 whose block says `trusted: false`, and the run prints each doubt as a warning. To add a
 check, write the function and add it to POINT_CHECKS.
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from benchc.metrics.cache import cache_doubts
+from benchc.results.api import Point
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,10 @@ class Doubt:
     figures: tuple[str, ...] = ()
 
 
-def client_limited(point: dict) -> Doubt | None:
+def client_limited(point: Point) -> Doubt | None:
     """The client's own self-check (run/effects.py) found figures a late client moved past their
     bounds; a result written before the check named them (no `effects`) doubts every figure."""
-    client = point["client"]
+    client = point.client_check
     if not client["client_limited"]:
         return None
     reasons = "; ".join(client.get("reasons", []))
@@ -40,9 +42,9 @@ def client_limited(point: dict) -> Doubt | None:
                                    f"{', '.join(moved)} measure benchc", figures=moved)
 
 
-def output_length(point: dict) -> Doubt | None:
+def output_length(point: Point) -> Doubt | None:
     """Requests that pinned their output length (ignore_eos, or min = max) and got another."""
-    osl = point["tokens"].get("osl") or {}
+    osl = point.output_lengths
     if not osl.get("mismatched"):
         return None
     return Doubt("output_length", f"{osl['mismatched']} of {osl['requests_checked']} requests returned "
@@ -50,19 +52,19 @@ def output_length(point: dict) -> Doubt | None:
                                   "min_tokens ignored by the server?)")
 
 
-def prefix_cache(point: dict) -> Doubt | None:
+def prefix_cache(point: Point) -> Doubt | None:
     """More prompt tokens served from the server's prefix cache than the spec shares, or a
     cache reset the spec asked for and that was not done (metrics/cache.py)."""
-    doubts = cache_doubts(point)
+    doubts = cache_doubts(point.cache)
     return Doubt("prefix_cache", "; ".join(doubts)) if doubts else None
 
 
-def twin_extrapolated(point: dict) -> Doubt | None:
+def twin_extrapolated(point: Point) -> Doubt | None:
     """A point run against a twin (`benchc fit`) whose batch went past the batch sizes the twin's
     step time was measured at: its figures are the twin's extrapolation, not a fitted model's
     (docs/twin.md). A warning, not a failure: --strict keeps it."""
-    twin = point.get("twin")
-    if not twin or not twin.get("extrapolated"):
+    twin = point.twin
+    if twin is None or not twin.get("extrapolated"):
         return None
     return Doubt("twin_extrapolated",
                  f"a twin's prediction past its fitted range: its step time was measured at batch sizes "
@@ -71,11 +73,22 @@ def twin_extrapolated(point: dict) -> Doubt | None:
                  fails_strict=False)
 
 
-POINT_CHECKS: tuple[Callable[[dict], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                            twin_extrapolated)
+def short_answers(point: Point) -> Doubt | None:
+    """Non-streamed answers with fewer results than their request's inputs (client/request.py
+    `_as_asked`): the point counts what was answered, and says the server left some out."""
+    stream = point.stream_counts
+    if not stream.get("short_answers"):
+        return None
+    return Doubt("short_answers", f"{stream['short_answers']} answers carried fewer results than their "
+                                  f"request's inputs ({stream['unanswered_inputs']} inputs unanswered): "
+                                  "counts.inputs and inputs_s count only what was answered")
 
 
-def judge(point: dict) -> dict:
+POINT_CHECKS: tuple[Callable[[Point], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
+                                                             twin_extrapolated, short_answers)
+
+
+def judge(point: Point) -> dict:
     """The point's `trust` block: every doubt the checks raise, and whether --strict accepts it."""
     doubts = [d for check in POINT_CHECKS if (d := check(point)) is not None]
     return {"trusted": not any(d.fails_strict for d in doubts),

@@ -96,6 +96,6 @@ def _refused(body: bytes) -> bool:
     """A 200 whose JSON body says {"success": false} (vLLM 0.32: nothing was emptied)."""
     try:
         answer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False  # an empty or other body: the status says it (SGLang, older vLLM)
     return isinstance(answer, dict) and answer.get("success") is False

@@ -131,7 +131,7 @@ class Progress:
     def text(self, rec: PointRecorder, inflight: int, now: float) -> str:
         t, step = rec.tally, self.step
         elapsed = max(now - self.start, 0.0)
-        tok_s = t.output_tokens / t.window_s if t.window_s > 0 else 0.0
+        tok_s = t.tokens.output / t.window_s if t.window_s > 0 else 0.0
         # t.sent: requests ended (recorded), whatever their outcome
         parts = [f"{t.sent}/{step.requests} done" if step.requests else f"{t.sent} done",
                  f"{inflight} in flight", f"{tok_s:,.0f} tok/s", f"{t.failed} errors"]

@@ -83,13 +83,23 @@ async def read_sim_power(session: aiohttp.ClientSession, root: str) -> dict | No
             if r.status != 200:
                 return None
             doc = await read_json(r, MODELS_BYTES, "/sim/power")
-    except (aiohttp.ClientError, TimeoutError, BodyTooLarge, ValueError):
+    except (aiohttp.ClientError, TimeoutError, BodyTooLarge, ValueError, RecursionError):
         return None
     ok = isinstance(doc, dict) and isinstance(doc.get("gpus"), list) and all(_gpu_ok(g) for g in doc["gpus"])
     return doc if ok else None
 
 
 def _gpu_ok(g: Any) -> bool:
-    number = (int, float)
     return (isinstance(g, dict) and isinstance(g.get("index"), int) and isinstance(g.get("server"), bool)
-            and isinstance(g.get("power_w"), number) and isinstance(g.get("energy_j"), number))
+            and _reading(g.get("power_w")) and _reading(g.get("energy_j")))
+
+
+def _reading(v: Any) -> bool:
+    """A power (W) or energy (J) figure benchc may take: a finite, non-negative JSON number.
+    A NaN or Infinity (json reads both) would reach the point's energy and the decision."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return False
+    try:
+        return 0 <= float(v) < math.inf
+    except OverflowError:  # an integer no double holds
+        return False

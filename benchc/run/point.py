@@ -6,7 +6,8 @@
                                                                run/shards.py)
     measure_point(ctx, step, prepared, seed, feed) -> Measurement  where the requests are sent
     merge_measurements([...])                  -> Measurement  the shards of a Ray point, exactly
-    assemble_point(step, combo, m, telemetry, slo_checks, reset) -> the result's point (driver)
+    assemble_point(step, combo, m, telemetry, slo_checks, reset) -> Point   the result's point
+                                                               (driver; results/api.py, which writes it)
 
 The local backend measures in the driver's process; the Ray backend runs measure_point
 in every worker (ray_backend.LoadWorker) and merges what they return. Everything after
@@ -29,10 +30,11 @@ import aiohttp
 from benchc.client import http1
 from benchc.client.request import SESSION_OPTIONS, endpoint, headers_for, make_connector, make_trace_config
 from benchc.metrics.aggregate import Tally, figures, merge_client_checks, sum_or_none
-from benchc.metrics.cache import cache_check
+from benchc.metrics.cache import cache_verdict
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Combination, Step, Target
+from benchc.results.api import Point
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
 from benchc.run.clocks import MOVED_NOTE, ClockMark
@@ -221,39 +223,39 @@ class Telemetry(Protocol):
 
 
 def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Telemetry,
-                   slo_checks: list[Threshold], reset: dict | None = None) -> dict:
+                   slo_checks: list[Threshold], reset: dict | None = None) -> Point:
     """The result's point: the figures of the measurement, the telemetry sampled around it,
     the prefix-cache verdict (with the reset done before it, if any), the SLO verdicts and
-    the trust checks (results/trust.py)."""
-    point = {"id": step.id, "combination": combo.index, "matrix": combo.matrix, "params": step_params(step),
-             "complete": m.complete,
-             **figures(m.tally, m.steady.get("output_tok_s"), m.mean_inflight)}
+    the trust checks (results/trust.py), each block added to the typed point in the document's
+    order (results/api.py Point.with_blocks; `to_dict()` is what the result holds)."""
+    measured = {"id": step.id, "combination": combo.index, "matrix": combo.matrix,
+                "params": step_params(step), "complete": m.complete,
+                **figures(m.tally, m.steady.get("output_tok_s"), m.mean_inflight)}
     if m.moved:
-        point["window"]["note"] = MOVED_NOTE
-    point["client"] = m.client
-    point["steady"] = m.steady
-    point["telemetry"] = telemetry.summary(point["window"]["duration_s"], point["tokens"]["output"],
-                                           point["tokens"]["input"])
-    point["timeseries"] = timeseries(combo, m, telemetry, point["window"])
-    if combo.target.twin is not None and (twin := twin_block(combo.target.twin, point)) is not None:
-        point["twin"] = twin
+        measured["window"]["note"] = MOVED_NOTE
+    point = Point.from_dict({**measured, "client": m.client, "steady": m.steady})
+    point = point.with_blocks(telemetry=telemetry.summary(point.duration_s, point.output_tokens,
+                                                          point.input_tokens))
+    point = point.with_blocks(timeseries=timeseries(combo, m, telemetry, measured["window"]))
+    if combo.target.twin is not None and (twin := twin_block(combo.target.twin, point.to_dict())) is not None:
+        point = point.with_blocks(twin=twin)
     if m.backend is not None:
-        point["backend"] = m.backend
+        point = point.with_blocks(backend=m.backend)
     if m.shards is not None:
-        point["shards"] = m.shards  # each shard's own figures: the merge can be checked, a slow one found
+        # each shard's own figures: the merge can be checked, a slow one found
+        point = point.with_blocks(shards=m.shards)
     if combo.workload.trace is not None:
-        point["trace"] = trace_block(combo.workload.trace, step, point)
-    point["cache"]["prompts"] = combo.workload.prompts
+        point = point.with_blocks(trace=trace_block(combo.workload.trace, step, point))
+    cache = {**point.cache, "prompts": combo.workload.prompts}
     if reset is not None:
-        point["cache"]["reset"] = reset
-    cache_check(point, point["telemetry"].get("server"))
-    phases = telemetry.server_phases(point)
+        cache["reset"] = reset
+    point = point.with_blocks(cache=cache_verdict(cache, point.telemetry.server))
+    phases = telemetry.server_phases(point.to_dict())
     if phases is not None:
-        point["server_timings_prometheus"] = phases
+        point = point.with_blocks(server_timings_prometheus=phases)
     if slo_checks:
-        point["slo"] = evaluate_slo(slo_checks, point)
-    point["trust"] = judge(point)
-    return point
+        point = point.with_blocks(slo=evaluate_slo(slo_checks, point))
+    return point.with_blocks(trust=judge(point))
 
 
 def timeseries(combo: Combination, m: Measurement, telemetry: Telemetry, window: dict) -> dict:
@@ -285,7 +287,7 @@ def twin_block(twin: dict, point: dict) -> dict | None:
     return {"fitted_batch_max": fitted, "batch_max": batch, "extrapolated": batch > fitted}
 
 
-def trace_block(trace: dict, step: Step, point: dict) -> dict:
+def trace_block(trace: dict, step: Step, point: Point) -> dict:
     """A trace point's `trace` block: what the trace's slice holds (its file's sha256,
     requests, token totals, clipped requests, its span at this point's speedup) beside what
     the point sent and got back."""
@@ -295,7 +297,7 @@ def trace_block(trace: dict, step: Step, point: dict) -> dict:
     if speedup is not None:
         block["speedup"] = speedup
         block["duration_s"] = round(trace["duration_s"] / speedup, 6)  # as scheduled here
-    block["sent"] = {"requests": point["counts"]["sent"], "completed": point["counts"]["completed"],
-                     "input_tokens": point["tokens"]["input"], "output_tokens": point["tokens"]["output"],
-                     "duration_s": point["window"]["duration_s"]}
+    block["sent"] = {"requests": point.sent, "completed": point.completed,
+                     "input_tokens": point.input_tokens, "output_tokens": point.output_tokens,
+                     "duration_s": point.duration_s}
     return block

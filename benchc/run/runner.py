@@ -39,6 +39,7 @@ from benchc.plan.model import Combination, Plan, Step
 from benchc.plan.prompts import Deal
 from benchc.redact import REDACTED, redact_argv, redact_env, redact_headers, redact_url
 from benchc.results import values
+from benchc.results.api import Point
 from benchc.results.decide import with_decision
 from benchc.results.document import (
     SCHEMA_VERSION,
@@ -631,10 +632,11 @@ class Runner:
             return None, 0
         if m.stopped:
             await self._server_gone(combo, step, m.stopped)
-        point = assemble_point(step, combo, m, telemetry, step_slo_checks(step, prepared), reset)
-        point["energy"] = energy_of(power, m, point, self.combos[-1].get("gpus"))
-        log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, point["counts"]["sent"],
-                 point["counts"]["completed"], point["counts"]["failed"], point["window"]["duration_s"])
+        assembled = assemble_point(step, combo, m, telemetry, step_slo_checks(step, prepared), reset)
+        assembled = assembled.with_blocks(energy=energy_of(power, m, assembled, self.combos[-1].get("gpus")))
+        log.info("%s: end: %d sent, %d completed, %d failed in %.3fs", step.id, assembled.sent,
+                 assembled.completed, assembled.failed, assembled.duration_s)
+        point = assembled.to_dict()  # the document's point
         self.points.append(point)
         self.requests += m.requests
         self.console.point(point)
@@ -704,19 +706,18 @@ class Runner:
         return with_decision(doc)
 
 
-def energy_of(power: PowerSampler, m: Measurement, point: dict, gpus: dict | None) -> dict:
+def energy_of(power: PowerSampler, m: Measurement, point: Point, gpus: dict | None) -> dict:
     """The point's `energy` over its steady span (else its whole window): run/power.py."""
-    completed = point["counts"]["completed"]
-    per_request = point["tokens"]["output"] / completed if completed else None
+    completed = point.completed
+    per_request = point.output_tokens / completed if completed else None
     indices = gpus["indices"] if gpus else None
     if m.steady_ns is not None and m.steady_tokens is not None:
         # the tokens decoded in the span (a Ray point's: its shards' over their common span): a
         # whole count is within half a token of them
         return power.block(*m.steady_ns, "steady", round(m.steady_tokens), per_request, indices)
-    w = point["window"]
-    if w.get("start_ns") is None or w.get("end_ns") is None:
+    if point.start_ns is None or point.end_ns is None:
         return {"available": False}
-    return power.block(w["start_ns"], w["end_ns"], "whole", point["tokens"]["output"], per_request, indices)
+    return power.block(point.start_ns, point.end_ns, "whole", point.output_tokens, per_request, indices)
 
 
 def _repeat_line(r: dict) -> str:

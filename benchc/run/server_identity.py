@@ -68,7 +68,7 @@ async def _get_json(session: aiohttp.ClientSession, url: str, headers: Mapping[s
         return None
     try:
         d = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return d if isinstance(d, dict) else None
 

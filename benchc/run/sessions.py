@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from benchc import redact
 from benchc.client.apis import APIS
 from benchc.client.request import CLOCK, build_body
 from benchc.metrics.record import RequestRecord
@@ -38,6 +40,9 @@ from benchc.plan.shapes import Replay
 from benchc.plan.workload import Prompt
 from benchc.run.feed import expected_output
 from benchc.run.shards import WHOLE, Shard
+from benchc.spec.limits import MAX_TOKENS
+
+log = logging.getLogger(__name__)
 
 
 class SessionFeed:
@@ -193,6 +198,7 @@ class Conversation:
         self.history_tokens += self._new + self.count(answer)
         self._new, self._pending = 0, []
         self._held(response_id)
+        self._bounded()
 
     def _held(self, response_id: str | None) -> None:
         """The history so far is what the server keeps under `response_id` (None: it named none,
@@ -224,7 +230,16 @@ class Conversation:
         self.history_tokens += tokens + results
         self._results = results
         self._new, self._pending = 0, []
+        self._bounded()
         return latency
+
+    def _bounded(self) -> None:
+        """The history may grow only up to what one request may carry (the spec's ceiling on a
+        request's tokens): past it, the answers made it so and the session ends (its guard
+        counts it)."""
+        if self.history_tokens > MAX_TOKENS:
+            raise HistoryPastCeiling(f"the history holds {self.history_tokens:,} tokens, past the "
+                                     f"{MAX_TOKENS:,} one request may carry")
 
 
 @dataclass
@@ -284,53 +299,66 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
         env.took_turn()
         return True
 
-    for k, turn in enumerate(session.turns, 1):
-        due = ready_ns
-        if k > 1:
-            assert prev_end is not None and prev_send is not None  # turn k-1 completed, else the loop ended
-            if env.pace_s is not None:
-                due = max(prev_send + int(env.pace_s * 1e9), prev_end)
-            elif turn.at_s is not None:
-                due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
-            else:
-                due = prev_end + int(turn.think_s * 1e9)
-            if not await wait(due):
-                outcome = "cut"
-                break
-        sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
-        r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
-        rounds = 0
-        while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
-            rounds += 1
-            latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
-            prev_end, prev_send = r.end_ns, r.t0_ns
-            if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
-                break
-            assert r.end_ns is not None  # a completed request has ended
-            due = r.end_ns + int(latency_s * 1e9)
-            if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
-                if not env.may_continue():
+    async def turns() -> None:
+        nonlocal prev_end, prev_send, outcome
+        for k, turn in enumerate(session.turns, 1):
+            due = ready_ns
+            if k > 1:
+                assert prev_end is not None and prev_send is not None  # turn k-1 completed, else it ended
+                if env.pace_s is not None:
+                    due = max(prev_send + int(env.pace_s * 1e9), prev_end)
+                elif turn.at_s is not None:
+                    due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
+                else:
+                    due = prev_end + int(turn.think_s * 1e9)
+                if not await wait(due):
                     outcome = "cut"
+                    return
+            sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
+            r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
+            rounds = 0
+            while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
+                rounds += 1
+                latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
+                prev_end, prev_send = r.end_ns, r.t0_ns
+                if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
                     break
-                subs = await _sub_requests(env, conv, turn, index, session.reused, r.end_ns)
-                first = min(x.t0_ns for x in subs)
-                due = max(x.end_ns or first for x in subs)
-                fan_out.append((len(subs), due - first))
-            if not await wait(due):
-                outcome = "cut"
+                assert r.end_ns is not None  # a completed request has ended
+                due = r.end_ns + int(latency_s * 1e9)
+                if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
+                    if not env.may_continue():
+                        outcome = "cut"
+                        break
+                    subs = await _sub_requests(env, conv, turn, index, session.reused, r.end_ns)
+                    first = min(x.t0_ns for x in subs)
+                    due = max(x.end_ns or first for x in subs)
+                    fan_out.append((len(subs), due - first))
+                if not await wait(due):
+                    outcome = "cut"
+                    return
+                sched = due if env.open_loop else None
+                r = await send(functools.partial(conv.follow_up, turn), due, sched, False)
+            if outcome == "cut":
                 break
-            sched = due if env.open_loop else None
-            r = await send(functools.partial(conv.follow_up, turn), due, sched, False)
-        if outcome == "cut":
-            break
-        if not r.ok:
-            outcome = "failed"
-            break
-        if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
-            conv.answered(turn, r.parser.answer_text(), r.parser.response_id)
-        prev_end, prev_send = r.end_ns, r.t0_ns
+            if not r.ok:
+                outcome = "failed"
+                break
+            if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
+                conv.answered(turn, r.parser.answer_text(), r.parser.response_id)
+            prev_end, prev_send = r.end_ns, r.t0_ns
+
+    errors: dict[str, int] = {}
+    try:
+        await turns()
+    except Exception as e:
+        # What an answer holds may break reading it (tool-call arguments nested 100,000 deep:
+        # RecursionError; a huge tool result: MemoryError): the session ends, failed, its
+        # error named and counted, and the step goes on (before, the slot's task died unseen)
+        outcome = "failed"
+        errors[type(e).__name__] = 1
+        log.warning("session %d ended: %s", index, redact.clip(f"{type(e).__name__}: {e}", 300))
     env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
-              "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out})
+              "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out, "errors": errors})
     return prev_send if prev_send is not None else ready_ns
 
 
@@ -348,13 +376,27 @@ async def _sub_requests(env: SessionEnv, conv: Conversation, turn: Turn, index: 
 
 def tool_calls(r: RequestRecord, names: Iterable[str] = ()) -> list[dict]:
     """The tool calls a completed answer made, as {id, name, arguments} (the arguments' text as
-    streamed), or [] when it called none. The stream parser keeps a call's name and argument
-    pieces as one text (its tool_text); split_tool_text parts them. The server's call id is
-    not kept: each call gets one made from the request's id (servers match a tool message to
-    its call by position, and vLLM does not check the id)."""
+    streamed), or [] when it called none: at most MAX_CALLS_PER_ANSWER, the first ones (each
+    call's result joins the history: 100,000 parallel calls in an 8 MB answer made one 218 MB
+    follow-up). The stream parser keeps a call's name and argument pieces as one text (its
+    tool_text); split_tool_text parts them. The server's call id is not kept: each call gets
+    one made from the request's id (servers match a tool message to its call by position, and
+    vLLM does not check the id)."""
     text = r.parser.tool_text() if getattr(r.parser, "tool_chunks", 0) else ""
+    calls = split_tool_text(text, names)[:MAX_CALLS_PER_ANSWER]
     return [{"id": f"call_{r.id[:16]}_{k}", "name": name, "arguments": args}
-            for k, (name, args) in enumerate(split_tool_text(text, names))]
+            for k, (name, args) in enumerate(calls)]
+
+
+# Parallel calls of one answer that are answered (the rest are not sent back): far more than
+# agents make in one round (a few to a few dozen), few enough that one answer cannot multiply
+# the next request past what its spec's ceilings allow.
+MAX_CALLS_PER_ANSWER = 128
+
+
+class HistoryPastCeiling(Exception):
+    """A session's history grew past the tokens one request may carry (spec/limits.py
+    MAX_TOKENS): what the server streamed back made it so, and the session ends."""
 
 
 _JSON = json.JSONDecoder()
@@ -376,7 +418,7 @@ def split_tool_text(text: str, names: Iterable[str] = ()) -> list[tuple[str, str
             break
         try:
             _, end = _JSON.raw_decode(text, brace)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the decoder follows
             break
         name = text[pos:brace].strip()
         if not name:

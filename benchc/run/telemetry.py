@@ -89,6 +89,12 @@ COUNTERS = ("generation_tokens_total", "prompt_tokens_total", "prompt_tokens_pro
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|\+Inf|-Inf)")
 
 
+# A /metrics figure, and its sum over label sets, is taken below 2^53 (where a double stops
+# counting in ones; no counter of a server comes near), else dropped: summed over label sets and
+# differenced between samples, values up to 2^63 went past int64 and the run refused its result.
+MAX_FIGURE = 2.0**53
+
+
 def parse_prometheus(text: str) -> dict[str, Any]:
     """Our figures -> values (counters summed over label sets, such as several engines or
     cache sources; ratios averaged), with the server's `kind` (None when no known name)."""
@@ -101,11 +107,13 @@ def parse_prometheus(text: str) -> dict[str, Any]:
                 value = float(m.group(3))
             except ValueError:
                 continue
-            if not math.isfinite(value) or abs(value) >= 2**63:
-                # NaN, Inf or past int64: a result holds neither (results/values.py)
+            if not math.isfinite(value) or abs(value) >= MAX_FIGURE:
+                # NaN, Inf or past what a double counts in ones: a result holds neither
+                # (results/values.py), and the sums and differences below stay within int64
                 continue
             sums[m.group(1)] = sums.get(m.group(1), 0.0) + value
             seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+    sums = {name: v for name, v in sums.items() if abs(v) < MAX_FIGURE}  # label sets past it together
     out: dict[str, Any] = {"kind": None}
     for kind, spec in SERVER_KINDS.items():
         if any(name.startswith(spec["prefix"]) for name in sums):

@@ -111,7 +111,7 @@ def from_kimi(path: str, core: str | None = None) -> Tokenizer:
     try:
         decoder = json.loads(raw_config).get("added_tokens_decoder") or {}
         named = {int(i): e["content"] for i, e in decoder.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise UsageError(f"{path}/tokenizer_config.json: unreadable added_tokens_decoder ({e})") from e
     ranks = read_ranks(raw)
     n = len(ranks)

@@ -540,7 +540,8 @@ cdef inline Py_ssize_t _text_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t
 
 
 cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
-    """The non-negative integer at p[j]; -1 when j < 0 (absent), -2 when unreadable."""
+    """The non-negative integer at p[j] up to MAX_COUNT; -1 when j < 0 (absent), -2 when
+    unreadable or larger (the twin decides)."""
     cdef int64_t v = 0
     cdef Py_ssize_t start = j
     if j < 0:
@@ -550,6 +551,8 @@ cdef inline int64_t _int_at(const unsigned char* p, Py_ssize_t j, Py_ssize_t n) 
         j += 1
     if j == start or j - start > 15 or (j < n and (p[j] == 46 or p[j] == 101 or p[j] == 69)):
         return -2
+    if v > (<int64_t>1 << 32):
+        return -2  # past the twin's MAX_COUNT (_body_py): the twin takes it as not reported
     return v
 
 
@@ -583,6 +586,7 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.counter_at = s.counter_len = 0
     s.has_timings = False
     s.has_finish = s.has_error_event = s.has_shape = False
+    s.ended = False
     s.example_len = 0
     s.oversized = 0
     s.first_len = 0
@@ -901,6 +905,8 @@ cdef int _line(StreamCore* s, const unsigned char* p, Py_ssize_t a, Py_ssize_t b
 cdef int _event(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now) noexcept nogil:
     cdef int r
     s.events += 1
+    if s.ended:
+        return 0  # one completion per response: what follows its end is not its answer (the twin's _event)
     if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
         if not s.done_ns:
             s.done_ns = now
@@ -1408,6 +1414,7 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Key
     cdef Py_ssize_t flen = 4
     cdef bint called = False
     cdef int is_call
+    _end(s, now)  # whatever it holds (the twin's _responses_end)
     if r < 0 or p[r] != 123:
         return 1
     j = at[0]  # the id: what a later request names as its previous_response_id
@@ -1479,6 +1486,13 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Key
     return 1
 
 
+cdef inline void _end(StreamCore* s, int64_t now) noexcept nogil:
+    """The response's end event (the twin's `ends`): its arrival ends E2E, and no later event is read."""
+    s.ended = True
+    if not s.done_ns:
+        s.done_ns = now
+
+
 cdef int _once(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int64_t now) noexcept nogil:
     """The events that come once a response or once an output item and carry something: read
     in place (1; -1 when memory ran out; 0: the twin decides); -2 for any other event."""
@@ -1522,6 +1536,8 @@ cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* 
     if f.usage >= 0:
         return 0  # usage on a delta: the twin decides
     if _quiet(p, n, f.type):
+        if _str_is(p, f.type, n, b"message_stop", 12):
+            _end(s, now)
         return 1  # an event that carries nothing benchc reads (the twin's *_QUIET): read as nothing
     kind = _typed_kind(p, n, f)
     if kind < 0 or f.top_delta < 0:
@@ -1566,8 +1582,21 @@ cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py
 
 
 cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, int kind) noexcept nogil:
+    """Keep one text piece. A piece of the kind and form of the one before extends it: an
+    index per piece cost 8 bytes per 1-byte piece, 128 MB for the 16 MiB the text may hold.
+    The joined bytes read as the pieces did (a JSON string's content joined to another is one
+    string's), except a high surrogate's escape at the end, which json would pair with a low
+    one after it (the twin keeps them apart): that piece is not extended."""
     cdef Py_ssize_t cap
     cdef int64_t* q
+    cdef int64_t low = kind * 2 + (1 if utf8 else 0), last
+    if s.n_pieces:
+        last = s.piece_ends[s.n_pieces - 1]
+        if (last & 7) == low and (utf8 or not _high_surrogate_end(s.texts.p, s.texts.n)):
+            if bytes_put(&s.texts, text, n) < 0:
+                return -1
+            s.piece_ends[s.n_pieces - 1] = s.texts.n * 8 + low
+            return 0
     if s.n_pieces == s.pieces_cap:
         cap = s.pieces_cap * 2 if s.pieces_cap else 64
         q = <int64_t*>realloc(s.piece_ends, cap * sizeof(int64_t))
@@ -1579,6 +1608,13 @@ cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf
     s.piece_ends[s.n_pieces] = s.texts.n * 8 + kind * 2 + (1 if utf8 else 0)
     s.n_pieces += 1
     return 0
+
+
+cdef inline bint _high_surrogate_end(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether raw JSON string bytes may end with a high surrogate's escape (\\uD800-\\uDBFF;
+    an escaped backslash before `uD8..` is taken as one too: it only keeps a piece apart)."""
+    return (n >= 6 and p[n - 6] == 92 and p[n - 5] == 117 and (p[n - 4] == 100 or p[n - 4] == 68)
+            and (56 <= p[n - 3] <= 57 or 97 <= p[n - 3] <= 98 or 65 <= p[n - 3] <= 66))
 
 
 cdef inline bint _is_digit(unsigned char c) noexcept nogil:
@@ -1785,7 +1821,9 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid = fields
+    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid, ends = fields
+    if ends:
+        _end(s, now)
     if unknown:
         s.unknown_events += 1
         return 0

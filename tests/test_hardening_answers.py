@@ -1,0 +1,206 @@
+"""Answers checked against their request (issue 44, class 6, and two minor cases): an
+embeddings answer with fewer vectors than inputs counts what was embedded and is flagged
+(`stream.short_answers`, a doubt); rerank results past the documents are not counted; a
+response ends at its end event (response.completed / .incomplete / .failed, message_stop):
+a second `response.completed` cannot replace the first's usage, and events after the end do
+not stretch E2E. Both cores, every HTTP path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from aiohttp import web
+
+from benchc.cli import main
+from benchc.client.request import send, send_native
+from benchc.metrics.record import RequestRecord
+from benchc.plan.model import Target
+from tests.conftest import both_cores
+from tests.test_hardening_cuts import core  # noqa: F401 - the fixture: both cores on every path
+from tests.test_http1 import RawServer
+from tests.test_keepalive import PATHS, Client
+
+
+def events(*objs) -> bytes:
+    return b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in objs)
+
+
+def completed(output_tokens: int) -> dict:
+    return {"type": "response.completed",
+            "response": {"id": "resp_1", "status": "completed", "output": [],
+                         "usage": {"input_tokens": 5, "output_tokens": output_tokens}}}
+
+
+DELTA = {"type": "response.output_text.delta", "delta": "hi"}
+MSG_TEXT = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}
+
+
+def _fed(module, reads: list[tuple[bytes, int]]):
+    p = module.StreamParser()
+    for data, at in reads:
+        p.feed(data, at)
+    p.close(9000)
+    return p
+
+
+@pytest.mark.parametrize("second", [
+    completed(2_700_000),
+    {"type": "response.output_text.delta", "delta": "more text after the end"},
+    {"type": "response.failed", "response": {"error": {"message": "too late"}}},
+])
+def test_a_response_ends_at_its_first_end_event_on_both_cores(second):
+    figures = []
+    for module in both_cores("benchc.client._stream"):
+        p = _fed(module, [(events(DELTA, completed(2)), 1000), (events(second), 5000)])
+        figures.append((p.usage_completion, p.usage_prompt, p.finish_reason, p.error_event, p.done_ns,
+                        p.text_chunks, p.last_text_ns, p.events))
+    py, c = figures
+    assert py == c
+    assert py[:6] == (2, 5, "stop", None, 1000, 1)  # the first completion's, ended at its read
+
+
+def test_events_after_message_stop_neither_count_nor_stretch_e2e_on_both_cores():
+    late = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 99}}
+    end = [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+           {"type": "message_stop"}]
+    figures = []
+    for module in both_cores("benchc.client._stream"):
+        p = _fed(module, [(events(MSG_TEXT, *end), 1000), (events(late, MSG_TEXT), 5000)])
+        figures.append((p.usage_completion, p.finish_reason, p.done_ns, p.text_chunks))
+    assert figures[0] == figures[1] == (1, "stop", 1000, 1)
+
+
+def _answer(path: str, t: Target, head: bytes, body: bytes, inputs: int = 1) -> RequestRecord:
+    async def script(n, reader, writer):
+        writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+
+    async def go():
+        async with RawServer(script) as srv:
+            c = Client(path)
+            r = RequestRecord("req-1", 0, 1, None, inputs=inputs)
+            h = {"Content-Type": "application/json"}
+            if c.pool is not None:
+                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, t)
+            else:
+                r = await send(c.session, srv.url, h, b'{"x": 1}', r, t)
+            await c.close()
+            return r
+
+    return asyncio.run(go())
+
+
+def target(api: str) -> Target:
+    return Target("http://x/v1", None, api, "m", None, {}, 10.0, 10.0, None, first_byte_timeout_s=10.0)
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_second_completion_does_not_replace_the_first_on_every_path(core, path):  # noqa: F811
+    r = _answer(path, target("responses"), SSE_HEAD, events(DELTA, completed(2), completed(2_700_000)))
+    assert r.error is None and (r.usage_output_tokens, r.finish_reason) == (2, "stop"), path
+    assert r.end_ns == r.parser.done_ns  # E2E ends at the first completion's read
+
+
+def vectors(n: int) -> bytes:
+    data = [{"object": "embedding", "index": i, "embedding": [0.5, 0.25]} for i in range(n)]
+    usage = {"prompt_tokens": 8, "total_tokens": 8}
+    return json.dumps({"object": "list", "data": data, "usage": usage}).encode()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_embeddings_answer_short_of_its_inputs_counts_what_was_embedded_on_every_path(core, path):  # noqa: F811
+    r = _answer(path, target("embeddings"), JSON_HEAD, vectors(3), inputs=8)
+    assert r.error is None and (r.inputs, r.results, r.unanswered) == (3, 3, 5), path
+    assert r.to_json()["unanswered"] == 5
+    r = _answer(path, target("embeddings"), JSON_HEAD, vectors(9), inputs=8)  # one too many: not counted
+    assert (r.inputs, r.results, r.unanswered) == (8, 8, 0), path
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_rerank_results_past_the_documents_are_not_counted_on_every_path(core, path):  # noqa: F811
+    results = [{"index": i % 3, "relevance_score": 0.5} for i in range(7)]
+    body = json.dumps({"results": results, "usage": {"total_tokens": 40}}).encode()
+    r = _answer(path, target("rerank"), JSON_HEAD, body, inputs=4)  # a query and 3 documents
+    assert r.error is None and (r.inputs, r.results, r.unanswered) == (4, 3, 0), path
+    body = json.dumps({"results": results[:2], "usage": {"total_tokens": 40}}).encode()
+    r = _answer(path, target("rerank"), JSON_HEAD, body, inputs=4)  # top_n 2: all answered
+    assert (r.inputs, r.results, r.unanswered) == (4, 2, 0), path
+
+
+class ShortEmbedder:
+    """An embeddings server that answers 3 vectors whatever it is asked. A thread of its own."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(30)
+
+    def _serve(self):
+        async def models(_):
+            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+        async def embed(request):
+            await request.read()
+            return web.Response(body=vectors(3), content_type="application/json")
+
+        async def start():
+            app = web.Application()
+            app.router.add_get("/v1/models", models)
+            app.router.add_post("/v1/embeddings", embed)
+            self.runner = web.AppRunner(app)
+            await self.runner.setup()
+            site = web.TCPSite(self.runner, "127.0.0.1", 0)
+            await site.start()
+            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+            self.ready.set()
+
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(start())
+        self.loop.run_forever()
+
+    def close(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+        self.loop.close()
+
+
+SPEC = """\
+version: 1
+name: e
+target: {{base_url: "{url}", model: m, api: embeddings}}
+workload:
+  batch: 8
+  dataset:
+    random: {{input_tokens: 8, output_tokens: 1, seed: 1}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [1]}}
+  requests: 4
+output: {{path: {out}}}
+"""
+
+
+def test_a_point_of_short_embeddings_answers_counts_what_was_embedded_and_doubts_it(tmp_path, capsys):
+    server = ShortEmbedder()
+    try:
+        spec = tmp_path / "s.yaml"
+        spec.write_text(SPEC.format(url=server.url, out=tmp_path / "r.json"))
+        assert main(["run", str(spec), "--quiet"]) == 0
+    finally:
+        server.close()
+    point = json.loads((tmp_path / "r.json").read_text())["points"][0]
+    assert point["counts"]["completed"] == 4 and point["counts"]["inputs"] == 12  # not 32
+    assert point["stream"]["short_answers"] == 4 and point["stream"]["unanswered_inputs"] == 20
+    doubt = [d for d in point["trust"]["doubts"] if d["check"] == "short_answers"]
+    assert doubt and "4 answers carried fewer results than their request's inputs (20 inputs unanswered)" \
+        in doubt[0]["message"]

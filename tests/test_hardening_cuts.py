@@ -1,0 +1,210 @@
+"""Secrets are scrubbed before a server's text is cut (issue 44, class 1): an error event's
+message (200 characters), a finish, stop or incomplete reason (100) and a malformed event's
+start (200) go through one helper (benchc.redact.clip) that scrubs first, then cuts, hiding a
+secret's start left at the cut. The parsers of both cores keep KEEP_PAST_CUT more than is
+shown, so that a key across the bound is whole when it is scrubbed. Before, a
+`response.failed` echoing the key at character 190 left its first ten characters in the
+result, the requests file and the console."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from aiohttp import web
+
+from benchc import redact
+from benchc.cli import main
+from benchc.client import _response, _stream
+from benchc.client import request as request_mod
+from benchc.client.request import send, send_native
+from benchc.metrics.record import MALFORMED, STREAM_BROKEN, RequestRecord
+from benchc.redact import Scrubber
+from tests.conftest import both_cores
+from tests.test_http1 import RawServer, target
+from tests.test_keepalive import PATHS, Client
+
+KEY = "sk-live-7Hq2xR9mZ4vB8nK3"
+
+
+def failed_event(message: str) -> bytes:
+    obj = {"type": "response.failed", "response": {"id": "resp_1", "status": "failed",
+                                                   "error": {"code": "server_error", "message": message}}}
+    return b"event: response.failed\ndata: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def parsed(module, chunks: list[bytes]):
+    p = module.StreamParser()
+    for i, c in enumerate(chunks):
+        p.feed(c, 1000 + i)
+    p.close(2000)
+    return p
+
+
+def test_the_parsers_keep_a_key_across_the_shown_bound_whole_on_both_cores():
+    message = "x" * 190 + KEY + " was refused"
+    long_reason = {"type": "message_delta", "delta": {"stop_reason": "r" * 95 + KEY},
+                   "usage": {"output_tokens": 1}}
+    bad = b"data: {" + b"y" * 190 + KEY.encode() + b"\n\n"
+    kept = []
+    for module in both_cores("benchc.client._stream"):
+        p = parsed(module, [failed_event(message)])
+        q = parsed(module, [b"data: " + json.dumps(long_reason).encode() + b"\n\n"])
+        m = parsed(module, [bad])
+        kept.append((p.error_event, q.finish_reason, m.malformed_example))
+    py, c = kept
+    assert py == c
+    assert py[0] == message and py[1] == "r" * 95 + KEY and py[2] == b"{" + b"y" * 190 + KEY.encode()
+
+
+def test_clip_scrubs_then_cuts_and_hides_a_start_left_at_the_cut():
+    with redact.scrubbing(Scrubber([KEY])):
+        assert redact.clip("x" * 190 + KEY + " tail", 200) == "x" * 190 + "*** tail"
+        # a key longer than the reader kept past the bound: its start at the cut is hidden
+        assert redact.clip("x" * 190 + KEY[:12], 200, was_cut=True) == "x" * 190 + "***"
+        assert redact.clip("stop", 100) == "stop"
+    assert redact.clip("z" * 300, 200) == "z" * 200  # no run: a plain cut
+
+
+@pytest.fixture(params=["py", "c"])
+def core(request, monkeypatch):
+    """The stream parser core of the asyncio transport and the aiohttp path (the receive
+    loops read with their own: rx-py the twin, rx-c the compiled core)."""
+    module = both_cores("benchc.client._stream")[request.param == "c"]
+    reader = both_cores("benchc.client._response")[request.param == "c"]
+    monkeypatch.setattr(_stream, "StreamParser", module.StreamParser)
+    monkeypatch.setattr(_response, "ResponseReader", reader.ResponseReader)
+    monkeypatch.setattr(request_mod, "StreamParser", module.StreamParser)
+    return request.param
+
+
+def _answered(path: str, events: list[bytes]) -> RequestRecord:
+    body = b"".join(events)
+
+    async def script(n, reader, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
+        await writer.drain()
+
+    async def go():
+        async with RawServer(script) as srv:
+            c = Client(path)
+            r = RequestRecord("req-1", 0, 1, None)
+            h = {"Content-Type": "application/json"}
+            t = target()
+            if c.pool is not None:
+                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, t)
+            else:
+                r = await send(c.session, srv.url, h, b'{"x": 1}', r, t)
+            await c.close()
+            return r
+
+    with redact.scrubbing(Scrubber([KEY])):
+        return asyncio.run(go())
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_error_event_echoing_the_key_at_190_leaves_none_of_it_on_every_path(core, path):
+    r = _answered(path, [failed_event("x" * 190 + KEY + " was refused")])
+    assert r.error == STREAM_BROKEN
+    assert r.error_detail == "error event: " + "x" * 190 + "*** was re", (path, r.error_detail)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_reason_and_a_malformed_event_are_scrubbed_before_their_cut_on_every_path(core, path):
+    delta = {"type": "message_delta", "delta": {"stop_reason": "r" * 95 + KEY}, "usage": {"output_tokens": 1}}
+    text = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}
+    r = _answered(path, [b"data: " + json.dumps(o).encode() + b"\n\n" for o in (text, delta)])
+    assert r.error is None and r.finish_reason == "r" * 95 + "***", (path, r.finish_reason)
+    r = _answered(path, [b"data: {" + b"y" * 190 + KEY.encode() + b"\n\n"])
+    assert r.error == MALFORMED and r.error_detail == "{" + "y" * 190 + "***", (path, r.error_detail)
+
+
+# --------------------------------------------------------------------------- end to end
+
+SPEC = """\
+version: 1
+name: t
+target:
+  base_url: {url}
+  model: m
+  api: responses
+  api_key: {key}
+workload:
+  dataset:
+    random: {{input_tokens: 8, output_tokens: 4}}
+load:
+  warmup: {{requests: 0}}
+  sweep:
+    concurrency: [1]
+  requests: 3
+output:
+  path: {out}
+  requests: true
+"""
+
+
+class FailingResponses:
+    """A Responses API server whose every answer is `response.failed`, its message echoing the
+    request's key at character 190. Runs in a thread of its own."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(30)
+
+    def _serve(self):
+        async def models(_):
+            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+        async def answer(request):
+            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(failed_event("x" * 190 + key + " is not allowed here"))
+            await resp.write_eof()
+            return resp
+
+        async def start():
+            app = web.Application()
+            app.router.add_get("/v1/models", models)
+            app.router.add_post("/v1/responses", answer)
+            self.runner = web.AppRunner(app)
+            await self.runner.setup()
+            site = web.TCPSite(self.runner, "127.0.0.1", 0)
+            await site.start()
+            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+            self.ready.set()
+
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(start())
+        self.loop.run_forever()
+
+    def close(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+        self.loop.close()
+
+
+def test_a_failed_response_echoing_the_key_leaves_none_of_it_in_result_requests_or_console(tmp_path, capsys):
+    server = FailingResponses()
+    try:
+        path = tmp_path / "s.yaml"
+        path.write_text(SPEC.format(url=server.url, key=KEY, out=tmp_path / "r.json"))
+        assert main(["run", str(path), "-v"]) == 7  # every request failed
+    finally:
+        server.close()
+    out, err = capsys.readouterr()
+    result = (tmp_path / "r.json").read_text()
+    records = (tmp_path / "r.requests.jsonl").read_text()
+    point = json.loads(result)["points"][0]
+    assert point["counts"]["errors"] == {"stream_broken": 3}
+    assert point["counts"]["error_examples"]["stream_broken"] == "error event: " + "x" * 190 + "*** is not"
+    assert len(records.splitlines()) == 3
+    for where, text in (("stdout", out), ("stderr", err), ("the result", result), ("the requests", records)):
+        assert KEY[:6] not in text, where
