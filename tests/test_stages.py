@@ -154,8 +154,9 @@ def test_the_plan_of_a_profile_has_one_point_a_stage(tmp_path, capsys):
     ("    - {rate: 1000/s, duration: 30m}", "s.yaml:12:14: $.load.stages[0].rate: 1,800,000 requests per "
                                            "stage (1000/s for 30m; give a lower rate or duration) is more "
                                            "than 1,000,000"),
-    ("    - {rate: 1/s, duration: 1s}\n" * 101 + "  repeats: 100",
-     "s.yaml:12:5: $.load.stages: 10,100 load points (combinations x stages x repeats) is more than 10,000"),
+    pytest.param("    - {rate: 1/s, duration: 1s}\n" * 101 + "  repeats: 100",
+                 "s.yaml:12:5: $.load.stages: 10,100 load points (combinations x stages x repeats) is more "
+                 "than 10,000", id="101-stages-x-100-repeats"),
 ])
 def test_a_bad_profile_is_refused_at_its_line_with_the_rule_it_breaks(tmp_path, capsys, stages, message):
     assert main(["validate", spec_of(tmp_path, stages)]) == 2
