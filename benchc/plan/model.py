@@ -34,7 +34,9 @@ Format history (bump PLAN_VERSION on any change of meaning):
        speedup, sessions, users, turn_interval_s), flat on the step until now, are its `load`:
        {"closed_loop" | "open_loop" | "replay" | "users" | "search": that shape's fields}, null
        for server and smoke steps. Steps of versions 1-3 read as the shape their fields say
-       (plan/shapes.from_flat); the plan's hash is still taken over the flat form.
+       (plan/shapes.from_flat); the plan's hash is still taken over the flat form. Also
+       optional: Step.graceful_stop_s (load.graceful_stop; a plan without it, or with null,
+       lets in-flight requests finish past the duration, and hashes as before).
 """
 
 from __future__ import annotations
@@ -223,6 +225,10 @@ class Step:
     # load.cancel: this fraction of the step's requests (chosen from the seed) closed after_s
     # after their write, or after after_tokens text chunks: {"fraction", "after_s" | "after_tokens"}
     cancel: dict | None = None
+    # load.graceful_stop (k6's name): past duration_s, the requests still in flight get this long,
+    # then are cancelled and counted as cancelled (0: a hard cap at the duration); None: they
+    # finish, however long they take
+    graceful_stop_s: float | None = None
 
     @property
     def shape(self) -> Extent:
@@ -370,6 +376,15 @@ class Plan:
         return cls(**{**d, "combinations": combos, "steps": [Step.from_dict(s) for s in d["steps"]],
                       "slo": [SloItem(**s) for s in d["slo"]]})
 
+    def aimed_at(self, base_url: str) -> Plan:
+        """This plan with every combination's target at `base_url` (`run`/`plan --base-url`):
+        the simulator a spec names is replaced, not kept beside the server, so the result, its
+        identity, report, compare and exports name the server that was measured. The plan hash
+        follows (a simulator's settings are part of it; the URL never is)."""
+        combos = [replace(c, target=replace(c.target, base_url=base_url, sim=None, twin=None))
+                  for c in self.combinations]
+        return replace(self, combinations=combos).with_hashes()
+
     # ------------------------------------------------------------------ hashing
 
     def with_hashes(self) -> Plan:
@@ -407,7 +422,7 @@ class Plan:
             # fields added since with their default left out: older plans keep their hash
             "steps": [{k: v for k, v in s.flat().items()
                        if k != "id" and (k != "prompts_sha256" or pinned[s.combination])
-                       and not (k == "cancel" and v is None)}
+                       and not (k in ("cancel", "graceful_stop_s") and v is None)}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }

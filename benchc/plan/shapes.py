@@ -486,9 +486,63 @@ class RateStage(OpenLoop):
         raise PlanError("load.stages over a trace dataset is not built yet: sweep the trace's speedup")
 
 
-Shape = ClosedLoop | OpenLoop | Replay | Users | Search | ConcurrencyStage | RateStage
+@dataclass(frozen=True, kw_only=True)
+class AgentReplay(Extent):
+    """Coding-agent sessions (workload.dataset.agent_trace, run/agent_replay.py): each
+    session's requests in order after their think times (times `time_scale`, at most
+    `max_think_s`), its subagents spawned and joined; the sessions started `concurrency` at a
+    time, at a seeded Poisson `rate_rps` of session arrivals, or on the traces' own start times
+    over `speedup` (one of the three). A session's requests wait on its own answers, so the
+    shape is closed per session whatever starts the sessions. `sessions`: how many of the
+    trace's it replays (its first ones; all of them when None)."""
+
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    speedup: float | None = None
+    time_scale: float = 1.0
+    max_think_s: float | None = None
+    kv_block: int | None = None  # the server's KV block (the verdict's cache band); None: the trace's
+    key: ClassVar[str] = "agent_replay"
+    driver: ClassVar[str] = "benchc.run.agent_replay:AgentReplayDriver"
+    # open_loop stays True (as Users'): its sessions' requests go when their think times say,
+    # not as other requests end, so no closed loop's slot bound applies to them
+
+    @property
+    def cap(self) -> int | None:
+        return None  # sessions in flight, not requests: a session's requests are one at a time
+
+    @property
+    def label(self) -> str:
+        if self.concurrency is not None:
+            return f"sessions c={self.concurrency}"
+        if self.rate_rps is not None:
+            return f"sessions rate={self.rate_rps:g}/s"
+        return f"speedup={self.speedup:g}"
+
+    @property
+    def inflight_target(self) -> int:
+        return self.concurrency or 0
+
+    @property
+    def arrival(self) -> str | None:
+        """How its sessions arrive: poisson (a rate), trace (their own times), None (a concurrency)."""
+        return "poisson" if self.rate_rps is not None else "trace" if self.speedup is not None else None
+
+    def params(self) -> dict:
+        out = {**super().params(), "concurrency": self.concurrency, "rate_rps": self.rate_rps,
+               "arrival": self.arrival}
+        if self.speedup is not None:
+            out["speedup"] = self.speedup
+        return {**self._tail(out), "time_scale": self.time_scale, "max_think_s": self.max_think_s}
+
+    def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
+        """Not split: a replay runs on one worker (its split by session is not built yet)."""
+        return [(self, WHOLE)]
+
+
+Shape = ClosedLoop | OpenLoop | Replay | Users | Search | AgentReplay | ConcurrencyStage | RateStage
 SHAPES: dict[str, type[Extent]] = {t.key: t for t in (ClosedLoop, OpenLoop, Replay, Users, Search,
-                                                         ConcurrencyStage, RateStage)}
+                                                         AgentReplay, ConcurrencyStage, RateStage)}
 
 
 def shape_from_dict(d: dict) -> Extent:
@@ -518,6 +572,6 @@ def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
     return None
 
 
-__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "ConcurrencyStage", "RateStage",
-           "Shape", "Extent", "SHAPES", "Shard",
-           "WHOLE", "even", "shape_from_dict", "from_flat", "FLAT_FIELDS", "PARAM_HEAD"]
+__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "AgentReplay", "ConcurrencyStage",
+           "RateStage", "Shape", "Extent", "SHAPES", "Shard", "WHOLE", "even", "shape_from_dict", "from_flat",
+           "FLAT_FIELDS", "PARAM_HEAD"]

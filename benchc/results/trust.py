@@ -73,6 +73,15 @@ def twin_extrapolated(point: Point) -> Doubt | None:
                  fails_strict=False)
 
 
+def agent_replay(point: Point) -> Doubt | None:
+    """A coding-agent replay that did not keep to its trace (run/agent_replay.fidelity_of): each
+    figure out of its band named (tokens, think times, spawn and join order, cached tokens)."""
+    warnings = (point.agent_replay or {}).get("fidelity", {}).get("warnings")
+    if not warnings:
+        return None
+    return Doubt("agent_replay", "the replay did not keep to its trace: " + "; ".join(warnings))
+
+
 def short_answers(point: Point) -> Doubt | None:
     """Non-streamed answers with fewer results than their request's inputs (client/request.py
     `_as_asked`): the point counts what was answered, and says the server left some out."""
@@ -85,7 +94,7 @@ def short_answers(point: Point) -> Doubt | None:
 
 
 POINT_CHECKS: tuple[Callable[[Point], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                             twin_extrapolated, short_answers)
+                                                             twin_extrapolated, agent_replay, short_answers)
 
 
 def judge(point: Point) -> dict:

@@ -56,7 +56,7 @@ from benchc.results.failed import failed_points
 from benchc.results.repeats import summaries
 from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
-from benchc.run.console import Console, Silence
+from benchc.run.console import Console, Silence, words_line
 from benchc.run.deadserver import stop_kind
 from benchc.run.fdlimit import ensure_fds, plan_sockets
 from benchc.run.feed import Dealer
@@ -81,7 +81,7 @@ from benchc.run.server import (
     supervise,
     wait_ready,
 )
-from benchc.run.server_identity import identify
+from benchc.run.server_identity import identify, unlisted_model
 from benchc.run.smoke import run_smoke
 from benchc.tokenizer._template_bounds import stop_renders_on
 
@@ -310,6 +310,10 @@ class Runner:
         happens, a failed start included)."""
         from benchc.run.ray_backend import RayBackend
 
+        if any(c.workload.dataset == "agent_trace" for c in self.plan.combinations):
+            # a replay would split by session (a session and its subagents on one worker): not built yet
+            raise UsageError("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is "
+                             "not built yet on Ray; run it with --backend local")
         if any(c.workload.sessions is not None for c in self.plan.combinations):
             # sessions would split by session, not by request (run/shards.py): not built yet
             raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
@@ -492,6 +496,10 @@ class Runner:
             await self.backend.prepare(prepared)
         w = combo.workload
         seed0 = w.params.get("seed", 0)
+        if (words := words_line(w)) is not None:
+            self.console.say(f"{_label(combo)}{words}")
+        # each point's row then says what the server counted for those words
+        self.console.words_sent = w.input_tokens.get("mean") if words is not None else None
         if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
             self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
                              f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
@@ -583,6 +591,8 @@ class Runner:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
         models = await fetch_models(session, base_url, headers_for(target))
+        if (unlisted := unlisted_model(target.model, models)) is not None:
+            self.console.say(f"WARNING: {_label(combo)}{unlisted}")
         await self._count_gpus(session, combo, base_url, models)
         # the embedded simulator is benchc's own: this benchc's version, nothing to ask
         server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None
