@@ -352,8 +352,9 @@ def test_past_its_duration_the_progress_says_what_it_waits_for_not_0s_left():
     assert not any("0s left" in x for x in lines)
     assert lines[0].endswith("duration reached 5s ago: no new sends, the in-flight finishing "
                              "(load.graceful_stop caps it)")
-    capped = Progress(Step(kind="load", combination=0, id="c=4", graceful_stop_s=10.0,
-                           load=ClosedLoop(concurrency=4, duration_s=45.0)), out, live=False, clock=clock)
+    capped = Progress(Step(kind="load", combination=0, id="c=4",
+                           load=ClosedLoop(concurrency=4, duration_s=45.0, graceful_stop_s=10.0)),
+                      out, live=False, clock=clock)
     clock.now += 47.0
     assert capped.text(rec(10), 4, clock.now).endswith(
         "duration reached: no new sends, the in-flight cancelled in 8s (graceful_stop 10s)")

@@ -11,7 +11,17 @@ import pytest
 
 from benchc.cli import main
 from benchc.plan.model import PLAN_VERSION, Plan, Step, flat_step
-from benchc.plan.shapes import AgentReplay, ClosedLoop, OpenLoop, Replay, Search, Users, shape_from_dict
+from benchc.plan.shapes import (
+    AgentReplay,
+    ClosedLoop,
+    ConcurrencyStage,
+    OpenLoop,
+    RateStage,
+    Replay,
+    Search,
+    Users,
+    shape_from_dict,
+)
 from benchc.run.drivers import Driver
 from benchc.run.loadgen import DRIVERS, StepRun, driver_for
 from benchc.run.shards import split_step
@@ -149,12 +159,13 @@ def test_ray_divides_through_the_shape():
 
 def test_every_runnable_shape_has_a_driver_that_keeps_the_protocol():
     for shape in (ClosedLoop(concurrency=1), OpenLoop(rate_rps=1.0), Replay(speedup=1.0),
-                  Users(users=1, turn_interval_s=1.0), AgentReplay(concurrency=1)):
+                  Users(users=1, turn_interval_s=1.0), AgentReplay(concurrency=1),
+                  ConcurrencyStage(concurrency=1), RateStage(rate_rps=1.0)):
         driver = driver_for(shape)
         assert isinstance(driver.scheduled, bool) and driver.speedup > 0
         for name in ("next_due_ns", "drive"):
             assert callable(getattr(driver, name)), name
-    assert set(DRIVERS) == {ClosedLoop, OpenLoop, Replay, Users, AgentReplay}
+    assert set(DRIVERS) == {ClosedLoop, OpenLoop, Replay, Users, AgentReplay, ConcurrencyStage, RateStage}
     assert Driver  # the protocol, declared in one file
 
 

@@ -35,8 +35,8 @@ Format history (bump PLAN_VERSION on any change of meaning):
        {"closed_loop" | "open_loop" | "replay" | "users" | "search": that shape's fields}, null
        for server and smoke steps. Steps of versions 1-3 read as the shape their fields say
        (plan/shapes.from_flat); the plan's hash is still taken over the flat form. Also
-       optional: Step.graceful_stop_s (load.graceful_stop; a plan without it, or with null,
-       lets in-flight requests finish past the duration, and hashes as before).
+       optional: the shape's graceful_stop_s (load.graceful_stop, written only when set; a plan
+       without it lets in-flight requests finish past the duration, and hashes as before).
 """
 
 from __future__ import annotations
@@ -225,10 +225,6 @@ class Step:
     # load.cancel: this fraction of the step's requests (chosen from the seed) closed after_s
     # after their write, or after after_tokens text chunks: {"fraction", "after_s" | "after_tokens"}
     cancel: dict | None = None
-    # load.graceful_stop (k6's name): past duration_s, the requests still in flight get this long,
-    # then are cancelled and counted as cancelled (0: a hard cap at the duration); None: they
-    # finish, however long they take
-    graceful_stop_s: float | None = None
 
     @property
     def shape(self) -> Extent:
@@ -259,6 +255,11 @@ class Step:
     def cooldown_s(self) -> float:
         return self.load.cooldown_s if self.load is not None else 0.0
 
+    @property
+    def graceful_stop_s(self) -> float | None:
+        """load.graceful_stop, what its shape's Extent ends by past duration_s (None: none)."""
+        return self.load.graceful_stop_s if self.load is not None else None
+
     def params(self) -> dict:
         """The result's params of a load step: its shape's, with which repeat and probe."""
         own = self.shape.params()
@@ -287,7 +288,7 @@ class Step:
         if "load" in d:
             load = d["load"]
             return cls(**{**d, "load": shape_from_dict(load) if load is not None else None})
-        own = {k: v for k, v in d.items() if k not in FLAT_FIELDS}
+        own = {k: v for k, v in d.items() if k not in FLAT_FIELDS and k != "graceful_stop_s"}
         return cls(**own, load=from_flat(d["kind"], d, d.get("search")))
 
 

@@ -12,6 +12,7 @@ flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import random
@@ -31,11 +32,10 @@ from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
-from benchc.plan.shapes import AgentReplay, ClosedLoop, Extent, OpenLoop, Replay, Users
+from benchc.plan.shapes import SHAPES, Extent
 from benchc.redact import redact_url
-from benchc.run.agent_replay import AgentFeed, AgentReplayDriver
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.alarm import Alarm
-from benchc.run.closed_loop import ClosedLoopDriver
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.drivers import Driver
@@ -53,22 +53,22 @@ from benchc.run.selfcheck import (
 )
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
-from benchc.run.users import UsersDriver
 
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text chunks are checked this often
-# each load shape's driver (plan/shapes.py -> run/drivers.py's protocol)
-DRIVERS: dict[type[Extent], Callable[[Any], Driver]] = {
-    ClosedLoop: ClosedLoopDriver, OpenLoop: OpenLoopDriver, Replay: ReplayDriver, Users: UsersDriver,
-    AgentReplay: AgentReplayDriver,
-}
+
+# each runnable shape's driver, "module:class" (plan/shapes.py names it; driver_for loads it)
+DRIVERS: dict[type[Extent], str] = {kind: kind.driver for kind in SHAPES.values() if kind.driver}
 
 log = logging.getLogger(__name__)
 
 
 def driver_for(shape: Extent) -> Driver:
-    """A driver for one step of `shape`."""
-    return DRIVERS[type(shape)](shape)
+    """A driver for one step of `shape`: the one its type names (plan/shapes.py, `driver`;
+    run/drivers.py's protocol)."""
+    module, name = shape.driver.split(":")
+    made: Driver = getattr(importlib.import_module(module), name)(shape)
+    return made
 
 
 @dataclass
@@ -150,27 +150,6 @@ class StepRun:
                 (at_ns / 1e9 if at_ns is not None else time.perf_counter()) >= self.deadline:
             return False
         return self.max_requests is None or self.n_requests < self.max_requests
-
-    def _cap_s(self) -> float | None:
-        """When the requests still in flight past the duration are cancelled (load.graceful_stop,
-        perf_counter seconds); None: they finish."""
-        if self.deadline is None or self.step.graceful_stop_s is None:
-            return None
-        return self.deadline + self.step.graceful_stop_s
-
-    async def _cap_watch(self, cap_s: float) -> None:
-        """At load.graceful_stop's cap (perf_counter seconds): the requests still in flight are
-        cancelled on purpose, counted as cancelled (apart, as load.cancel's), never as errors.
-        No unit starts past the duration, so cancelling the units' tasks (a closed loop's slots,
-        an open loop's requests, sessions) ends the step."""
-        await asyncio.sleep(max(cap_s - time.perf_counter(), 0.0))
-        if self.ctx.stop_event.is_set():
-            return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
-        self.capped_at_stop = len(self.live)
-        for r in self.live.values():
-            r.cancel_planned = True  # before the cancel: the send path keeps what it read
-        for t in list(self.tasks):
-            t.cancel()
 
     def may_issue(self, at_ns: int | None = None) -> bool:
         """Another unit (a request, or a session) may start (now, or at `at_ns`)."""
@@ -407,6 +386,28 @@ class StepRun:
         return None if due is None else due - now
 
 
+def _cap_s(run: StepRun) -> float | None:
+    """When the requests still in flight past the duration are cancelled (load.graceful_stop,
+    perf_counter seconds); None: they finish."""
+    if run.deadline is None or run.step.graceful_stop_s is None:
+        return None
+    return run.deadline + run.step.graceful_stop_s
+
+
+async def _cap_watch(run: StepRun, cap_s: float) -> None:
+    """At load.graceful_stop's cap (perf_counter seconds): the requests still in flight are
+    cancelled on purpose, counted as cancelled (apart, as load.cancel's), never as errors.
+    No unit starts past the duration, so cancelling the units' tasks (a closed loop's slots,
+    an open loop's requests, sessions) ends the step."""
+    await asyncio.sleep(max(cap_s - time.perf_counter(), 0.0))
+    if run.ctx.stop_event.is_set():
+        return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
+    run.capped_at_stop = len(run.live)
+    for r in run.live.values():
+        r.cancel_planned = True  # before the cancel: the send path keeps what it read
+    for t in list(run.tasks):
+        t.cancel()
+
 
 async def _drive(run: StepRun) -> dict:
     """Drive the step (StepRun.run); returns the client self-check and steady-state figures."""
@@ -427,8 +428,8 @@ async def _drive(run: StepRun) -> dict:
     # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
     ahead = (asyncio.create_task(run.feed.keep_ahead(run._until_due if run.driver.scheduled else None))
              if isinstance(run.feed, StepFeed) else None)
-    cap_s = run._cap_s()  # load.graceful_stop: those in flight past the duration cancelled then
-    cap = asyncio.create_task(run._cap_watch(cap_s)) if cap_s is not None else None
+    cap_s = _cap_s(run)  # load.graceful_stop: those in flight past the duration cancelled then
+    cap = asyncio.create_task(_cap_watch(run, cap_s)) if cap_s is not None else None
     try:
         await run.driver.drive(run)
         if run.tasks:  # those in flight: all of them, or those that end within the grace
