@@ -78,6 +78,47 @@ def _add_set(p: argparse.ArgumentParser) -> None:
                         "(YAML value; repeatable; list items as a.b[2])")
 
 
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", help="benchmark this server instead of the spec's target (a simulator "
+                   "the spec names is not started: the result names this server)")
+
+
+def _add_vllm_flags(p: argparse.ArgumentParser) -> None:
+    """vLLM bench serve's flags, as documented aliases of --set (docs/running.md)."""
+    p.add_argument("--model", help="the model the requests name: --set target.model=MODEL")
+    p.add_argument("--num-prompts", type=int, metavar="N", help="requests per point: --set load.requests=N")
+    p.add_argument("--request-rate", type=float, metavar="RPS",
+                   help="one open-loop point at RPS requests/s instead of the spec's sweep: --set "
+                        "load.sweep={rate: [RPS]} (inf: all at once, as vLLM means it)")
+    p.add_argument("--max-concurrency", type=int, metavar="C",
+                   help="with --request-rate its cap (load.sweep.max_concurrency); alone, one closed-loop "
+                        "point of C in flight instead of the spec's sweep: "
+                        "--set load.sweep={concurrency: [C]}")
+
+
+def vllm_overrides(args: argparse.Namespace) -> list[str]:
+    """The --set items that --model, --num-prompts, --request-rate and --max-concurrency stand for;
+    they come before the command line's own --set, which therefore wins."""
+    out = []
+    if args.model is not None:
+        out.append(f"target.model={json.dumps(args.model)}")
+    if args.num_prompts is not None:
+        out.append(f"load.requests={args.num_prompts}")
+    rate = args.request_rate
+    if rate is not None and rate != float("inf"):
+        cap = f", max_concurrency: {args.max_concurrency}" if args.max_concurrency is not None else ""
+        out.append(f"load.sweep={{rate: [{rate!r}]{cap}}}")
+    elif args.max_concurrency is not None:
+        # vLLM's default rate is inf: every request at once, C at most in flight: a closed loop
+        out.append(f"load.sweep={{concurrency: [{args.max_concurrency}]}}")
+    return out
+
+
+def _aimed(plan, base_url: str | None):
+    """The plan against --base-url when one is given (run and plan alike)."""
+    return plan if base_url is None else plan.aimed_at(base_url)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchc", description="Declarative benchmarks for "
                                 "OpenAI-compatible LLM servers.")
@@ -92,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="print the compiled plan as JSON (runs nothing)")
     pl.add_argument("spec", metavar="SPEC")
     _add_set(pl)
+    _add_target(pl)
+    _add_vllm_flags(pl)
 
     sc = sub.add_parser("schema", help="print a JSON schema benchc uses")
     sc.add_argument("which", choices=["spec", "result"])
@@ -166,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a spec and write its result document")
     r.add_argument("spec", metavar="SPEC")
     _add_set(r)
-    r.add_argument("--base-url", help="benchmark this server instead of the spec's target")
+    _add_target(r)
+    _add_vllm_flags(r)
     r.add_argument("--out", help="result path (default: the spec's output.path)")
     r.add_argument("--quiet", action="store_true", help="no progress, no table")
     r.add_argument("--json", action="store_true", help="print the result document to stdout")
@@ -266,7 +310,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchc.plan.compiler import compile_spec
     from benchc.spec import loader as spec_mod
 
-    plan = compile_spec(spec_mod.load(args.spec, args.overrides))
+    if args.base_url is not None:
+        _check_base_url(args.base_url)
+    spec = spec_mod.load(args.spec, vllm_overrides(args) + args.overrides)
+    plan = _aimed(compile_spec(spec), args.base_url)
+    if args.base_url is not None:
+        _check_url_credentials(args.base_url, plan)
     sys.stdout.write(plan.to_json(redact=True))
     return EXIT_OK
 
@@ -385,7 +434,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from benchc.results import br
     from benchc.results.document import read, write_atomic
-    from benchc.results.export import PER_POINT_FORMATS, export_points, export_whole, point_paths
+    from benchc.results.export import (
+        PER_POINT_FORMATS,
+        dropped_doubts,
+        export_points,
+        export_whole,
+        point_paths,
+    )
 
     doc = read(args.result)
     if args.format not in PER_POINT_FORMATS:
@@ -398,6 +453,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.format.startswith("br"):
             print(f"benchc: Benchmark Report {args.format[2:]}: left out (not in a benchc result): "
                   + "; ".join(br.left_out(args.format[2:])), file=sys.stderr)
+        what = f"Benchmark Report {args.format[2:]}" if args.format.startswith("br") else "vLLM JSON"
+        for line in dropped_doubts(doc):
+            print(f"benchc: warning: {what} has no field for benchc's doubts, left out: {line}",
+                  file=sys.stderr)
     if not args.out:
         sys.stdout.write("".join(texts))
         return EXIT_OK
@@ -472,8 +531,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.base_url is not None:
         _check_base_url(args.base_url)
-    spec = spec_mod.load(args.spec, args.overrides)
-    plan = compile_spec(spec, run_seed=draw_seed())  # fresh prompts per run unless the spec pins a seed
+    spec = spec_mod.load(args.spec, vllm_overrides(args) + args.overrides)
+    # fresh prompts per run unless the spec pins a seed
+    plan = _aimed(compile_spec(spec, run_seed=draw_seed()), args.base_url)
     if args.base_url is not None:
         _check_url_credentials(args.base_url, plan)
     if args.gpu_hour is not None:

@@ -162,6 +162,22 @@ def test_a_replay_on_a_real_vllm_sends_the_traces_tokens_and_finds_the_predicted
     assert len(diffs) == 56 and min(diffs) >= -vllm.block_size and max(diffs) <= 0
 
 
+def test_subagents_at_once_traced_and_replayed(sessions):
+    from benchc.plan.agent_trace import Subagent
+    from benchc.run.agent_replay import subagent_overlap
+
+    s = next(x for x in sessions if sum(isinstance(e, Subagent) for e in x.entries) >= 2)
+    subs = [e for e in s.entries if isinstance(e, Subagent)]
+    # each subagent's requests one after another in time: all side by side, then one at a time
+    side = [Sent(r.path, a.agent_id, 0, 0, 10 + k, 20 + k, Answer(None, None, None))
+            for a in subs for k, r in enumerate(a.requests)]
+    apart = [Sent(r.path, a.agent_id, 0, 0, 1000 * i + k, 1000 * i + k + 1, Answer(None, None, None))
+             for i, a in enumerate(subs) for k, r in enumerate(a.requests)]
+    traced = max(sum(x.t_s <= e.t_s < x.end_s for x in subs) for e in subs)
+    assert subagent_overlap(s, side) == (traced, len(subs))
+    assert subagent_overlap(s, apart) == (traced, 1)
+
+
 def test_a_wait_is_scaled_then_capped():
     assert scaled_ns(2.5, 1.0, None) == 2_500_000_000
     assert scaled_ns(2.5, 0.1, None) == 250_000_000

@@ -185,21 +185,27 @@ def spec_for(tmp_path, trace_path):
     spec.write_text("version: 1\nname: agent-traces\ntarget:\n  base_url: http://127.0.0.1:9/v1\n  model: m\n"
                     f"workload:\n  dataset:\n    agent_trace:\n      path: {trace_path}\n"
                     "      time_scale: 0.5\n"
-                    "load:\n  sweep:\n    concurrency: [1]\n  requests: 4\n")
+                    "load:\n  sweep:\n    concurrency: [1]\n")
     return str(spec)
 
 
-def test_validate_reads_and_checks_the_trace_then_says_the_replay_is_not_built(tmp_path, capsys):
+def test_validate_reads_and_checks_the_trace_and_plans_its_replay(tmp_path, capsys):
     from benchc.cli import main
 
     d = tmp_path / "traces"
     d.mkdir()
     write(d)
-    assert main(["validate", spec_for(tmp_path, d)]) == EXIT_USAGE
-    err = capsys.readouterr().err
-    assert "workload.dataset.agent_trace: replaying coding-agent traces is not built yet" in err
-    assert ("reads clean: 1 sessions, 6 requests, 2 subagents, contexts up to 20 tokens, 32 of 68 input "
-            "tokens predicted cached") in err
+    assert main(["validate", spec_for(tmp_path, d)]) == 0
+    capsys.readouterr()
+    assert main(["plan", spec_for(tmp_path, d)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    loads = [s for s in plan["steps"] if s["kind"] == "load"]
+    # one point, the sessions one at a time, the spec's time_scale; no warm-up (it would fill the cache)
+    assert [s["load"] for s in loads] == [{"agent_replay": {
+        "requests": None, "duration_s": None, "sessions": None, "ramp_up_s": 0.0, "cooldown_s": 0.0,
+        "concurrency": 1, "rate_rps": None, "speedup": None, "time_scale": 0.5, "max_think_s": None,
+        "kv_block": None}}]
+    assert [s["kind"] for s in plan["steps"]] == ["server", "load"]
     s = copy.deepcopy(SESSION)
     s["requests"][2]["requests"][1].pop("in")
     write(d, s)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchc.errors import EXIT_THRESHOLD
 from tests.conftest import REPO
 
 DOCS = [Path(REPO, "README.md")] + sorted(Path(REPO, "docs").glob("*.md"))
@@ -96,13 +97,23 @@ class Scratch:
             script.write_text(text)
             argv = [sys.executable, str(script)]
         done = subprocess.run(argv, cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{kind}: {text}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0 or slo_missed(kind, text, done), \
+            f"{kind}: {text}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
 
     def close(self) -> None:
         if self.sim is not None:
             self.sim.terminate()
             self.sim.wait(timeout=30)
             self.sim.stdout.close()
+
+
+def slo_missed(kind: str, text: str, done: subprocess.CompletedProcess) -> bool:
+    """A `benchc run` that ran to its end and wrote its result, whose only verdict is that a
+    latency SLO was missed: whether the simulator met the demo's SLO depends on how busy the
+    machine is (a busy one missed it by 0.2 ms), which no test may depend on. Anything else
+    (another exit code, another reason) still fails the step."""
+    return (kind == "sh" and "benchc run" in text and done.returncode == EXIT_THRESHOLD
+            and "SLO not met:" in done.stderr and "result written to" in done.stderr)
 
 
 def run_steps(tmp_path: Path, todo: list[tuple[str, str]]) -> None:

@@ -23,7 +23,9 @@ class Clock:
 
 
 def rec(sent: int, failed: int = 0, tokens: int = 0, window_s: float = 0.0):
-    tally = SimpleNamespace(sent=sent, failed=failed, output_tokens=tokens, window_s=window_s)
+    # the point's token counts sit in their own group (metrics/aggregate.py TokenCounts)
+    tally = SimpleNamespace(sent=sent, failed=failed, tokens=SimpleNamespace(output=tokens),
+                            window_s=window_s)
     return SimpleNamespace(tally=tally)
 
 

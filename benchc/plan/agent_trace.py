@@ -123,7 +123,8 @@ class AgentSession:
 def agent_trace_params(cfg: dict) -> dict:
     """workload.dataset.agent_trace, normalised."""
     return {"path": cfg["path"], "time_scale": float(cfg.get("time_scale", 1.0)),
-            "max_think_s": parse_duration(cfg["max_think"]) if "max_think" in cfg else None}
+            "max_think_s": parse_duration(cfg["max_think"]) if "max_think" in cfg else None,
+            "kv_block": cfg.get("kv_block"), "models": dict(cfg.get("models", {}))}
 
 
 def agent_trace_stats(path: str, base_dir: str = ".") -> dict:

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from typing import Any
 
 from benchc.errors import PlanError
-from benchc.plan.agent_trace import AgentRequest, AgentSession
+from benchc.plan.agent_trace import AgentRequest, AgentSession, read_agent_traces, trace_files
 from benchc.plan.prompts import one_token_words
 
 _MASK64 = (1 << 64) - 1
@@ -106,4 +106,36 @@ class AgentTracePrompts:
         return "".join(parts)
 
 
-__all__ = ["AgentTracePrompts"]
+class AgentTraceSource:
+    """workload.dataset.agent_trace's prompt source: the trace's sessions, read and checked at
+    compile time (exit 2 names the file, the session, the JSON path), each request's prompt
+    built when it is sent (AgentTracePrompts, with the run's tokenizer and chat template).
+    A session is a unit of the load: it has no single prompt (`prompt` says so)."""
+
+    mode = "fresh"  # a session's blocks are its own, fresh per run unless the seed is pinned
+
+    def __init__(self, params: dict, base_dir: str = "."):
+        self.params = params
+        self.agent_sessions = list(read_agent_traces(params["path"], base_dir))
+        h = hashlib.sha256(f"{params['seed']}\n".encode())
+        for f in trace_files(params["path"], base_dir):
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+        self._digest = h.hexdigest()
+
+    @property
+    def pool_size(self) -> int:
+        return len(self.agent_sessions)
+
+    def prompt(self, stream: int, index: int, deal: Any = None) -> Any:
+        raise PlanError("workload.dataset.agent_trace: a session is replayed whole, it has no single prompt")
+
+    def digest(self) -> str:
+        """sha256 of the seed and the trace files' bytes (what every prompt is a function of)."""
+        return self._digest
+
+    def prompts(self, tokenizer: Any = None, template: Any = None) -> AgentTracePrompts:
+        """The builder of its requests' prompts, with the run's tokenizer and chat template."""
+        return AgentTracePrompts(self.params["seed"], tokenizer, template)
+
+
+__all__ = ["AgentTracePrompts", "AgentTraceSource"]

@@ -34,7 +34,7 @@ from benchc.plan.model import (
 from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.sessions import think_params
-from benchc.plan.shapes import ClosedLoop, OpenLoop, Replay, Search, Shape, Users
+from benchc.plan.shapes import SHAPES, AgentReplay, ClosedLoop, OpenLoop, Replay, Search
 from benchc.plan.tools import compile_tools
 from benchc.plan.twin_file import fitted_batch_max, read_twin_file
 from benchc.plan.workload import normalise_length
@@ -135,6 +135,8 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
                                      run_seed)
         if workload.trace is not None:
             points = [_replay(p, workload.trace) for p in points]
+        if workload.dataset == "agent_trace":
+            points = [_agent_replay(p, workload.params, label) for p in points]
         server = _server(data.get("server"))
         _check_reset(server)
         combo = Combination(
@@ -149,6 +151,9 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         if workload.sessions is not None and api not in CONVERSATION_APIS:
             raise PlanError("sessions send their history as chat messages: they need target.api: "
                             + ", ".join(CONVERSATION_APIS))
+        if workload.dataset == "agent_trace" and api != "chat":
+            raise PlanError(f"workload.dataset.agent_trace: a coding-agent replay sends each request as one "
+                            f"chat message of exactly its `in` tokens: it needs target.api: chat, not {api}")
         if workload.sessions is not None and "cancel" in load:
             raise PlanError("load.cancel with a sessions workload is not built yet (it cancels single "
                             "prompts' requests); remove load.cancel or use a single-turn dataset")
@@ -166,7 +171,8 @@ def compile_spec(spec: Spec, run_seed: int | None = None) -> Plan:
         steps.append(Step("server", index, _join(label, "server")))
         if combo.smoke:
             steps.append(Step("smoke", index, _join(label, "smoke")))
-        warmup = _warmup(load, points, index, label)
+        # no warm-up before a coding-agent replay: it would put the sessions' blocks in the cache
+        warmup = None if workload.dataset == "agent_trace" else _warmup(load, points, index, label)
         for step in ([warmup] if warmup else []) + _repeated(points, repeats):
             steps.append(replace(step, prompt_stream=stream,
                                  prompts_sha256=step_digest(source, stream, step_count(step, source))))
@@ -458,29 +464,19 @@ def _dataset_defaults(name: str) -> dict:
 
 
 def _points(load: dict, index: int, label: str) -> list[Step]:
-    sweep = load["sweep"]
+    """The load points of a combination: the shape type whose the spec's load is makes them
+    (plan/shapes.py, from_load; the spec's checks saw to it that exactly one is)."""
     bounds: dict[str, Any] = dict(
         requests=load.get("requests"), sessions=load.get("sessions"),
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
     )
-    shapes: list[Shape]
-    if "concurrency" in sweep:
-        shapes = [ClosedLoop(concurrency=c, **bounds) for c in sweep["concurrency"]]
-    elif "users" in sweep:  # sessions at a per-user pace (AIPerf's user-centric rate)
-        interval = parse_duration(sweep["turn_interval"])
-        shapes = [Users(users=u, turn_interval_s=interval, **bounds) for u in sweep["users"]]
-    elif "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
-        shapes = [Replay(speedup=float(x), max_concurrency=sweep.get("max_concurrency"), **bounds)
-                  for x in sweep["speedup"]]
-    else:
-        arrival = sweep.get("arrival", DEFAULTS["load.sweep.arrival"])
-        burst = sweep.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma" else None
-        shapes = [OpenLoop(rate_rps=parse_rate(r), arrival=arrival, burstiness=burst,
-                           max_concurrency=sweep.get("max_concurrency"), **bounds) for r in sweep["rate"]]
+    shapes = next(made for kind in SHAPES.values() if (made := kind.from_load(load, bounds, DEFAULTS)))
     cancel = _cancel(load.get("cancel"))
-    return [Step("load", index, _join(label, shape.label), load=shape, cancel=cancel) for shape in shapes]
+    grace = parse_duration(load["graceful_stop"]) if "graceful_stop" in load else None
+    return [Step("load", index, _join(label, shape.label), load=replace(shape, graceful_stop_s=grace),
+                 cancel=cancel) for shape in shapes]
 
 
 def _repeated(points: list[Step], repeats: int) -> list[Step]:
@@ -579,6 +575,26 @@ def _replay(step: Step, trace: dict) -> Step:
     """A point of a trace dataset: it sends the slice's requests once (its shape says how:
     plan/shapes.py, replayed)."""
     return replace(step, load=step.shape.replayed(trace))
+
+
+def _agent_replay(step: Step, params: dict, label: str) -> Step:
+    """A point of a coding-agent trace (plan/shapes.AgentReplay): a concurrency is sessions in
+    flight, a rate their arrivals, a speedup the traces' own start times."""
+    shape = step.shape
+    keep = dict(sessions=shape.sessions, time_scale=params["time_scale"], max_think_s=params["max_think_s"],
+                kv_block=params["kv_block"],
+                ramp_up_s=shape.ramp_up_s, cooldown_s=shape.cooldown_s)
+    agent: AgentReplay
+    if isinstance(shape, ClosedLoop):
+        agent = AgentReplay(concurrency=shape.concurrency, **keep)
+    elif isinstance(shape, OpenLoop):
+        agent = AgentReplay(rate_rps=shape.rate_rps, **keep)
+    elif isinstance(shape, Replay):
+        agent = AgentReplay(speedup=shape.speedup, **keep)
+    else:
+        raise PlanError(f"workload.dataset.agent_trace: a {shape.key} point does not replay sessions: sweep "
+                        "concurrency, rate or speedup")
+    return replace(step, id=_join(label, agent.label), load=agent)
 
 
 def _warmup(load: dict, points: list[Step], index: int, label: str) -> Step | None:

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchc.errors import PlanError
-from benchc.plan.agent_trace import agent_trace_params, agent_trace_stats
+from benchc.plan.agent_trace import agent_trace_params
+from benchc.plan.agent_trace_prompts import AgentTraceSource
 from benchc.plan.prefix_groups import PrefixGroupPrompts, prefix_group_params
 from benchc.plan.prompts import FilePrompts, PromptSource, RandomPrompts
 from benchc.plan.sessions import (
@@ -110,15 +110,13 @@ def _trace_stats(source: Any) -> dict:
 
 
 def _agent_trace_source(params: dict, mode: str, base_dir: str, tok: Any) -> PromptSource:
-    """Not built yet: the replay of coding-agent sessions waits for the load-shape types (one
-    shape, one driver). The trace is read and checked all the same, so that a bad one is
-    named now (exit 2)."""
-    st = agent_trace_stats(params["path"], base_dir)
-    raise PlanError(f"workload.dataset.agent_trace: replaying coding-agent traces is not built yet (it waits "
-                    f"for the load-shapes work); {params['path']} reads clean: {st['sessions']} sessions, "
-                    f"{st['requests']} requests, {st['subagents']} subagents, contexts up to "
-                    f"{st['max_input_tokens']:,} tokens, {st['predicted_cached_tokens']:,} of "
-                    f"{st['input_tokens']:,} input tokens predicted cached")
+    """The trace's sessions, read and checked now (a bad one is named: exit 2)."""
+    return AgentTraceSource(params, base_dir)
+
+
+def _agent_trace_lengths(source: Any, params: dict) -> tuple[dict, dict]:
+    reqs = [r for s in source.agent_sessions for r in s.requests()]
+    return spread([r.input_tokens for r in reqs]), spread([r.output_tokens for r in reqs])
 
 
 def _rows(source: Any) -> TracePrompts:
@@ -162,7 +160,7 @@ KINDS: dict[str, DatasetKind] = {
         multi_turn=lambda params: bool(params.get("sessions"))),
     "agent_trace": DatasetKind(
         params=lambda cfg, pool: agent_trace_params(cfg), source=_agent_trace_source,
-        lengths=lambda source, p: ({}, {}), exact_lengths=_yes),
+        lengths=_agent_trace_lengths, exact_lengths=_yes),
     "prefix_groups": DatasetKind(
         params=prefix_group_params,
         source=lambda params, mode, base_dir, tok: PrefixGroupPrompts(params, mode, tok),

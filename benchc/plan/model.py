@@ -34,7 +34,9 @@ Format history (bump PLAN_VERSION on any change of meaning):
        speedup, sessions, users, turn_interval_s), flat on the step until now, are its `load`:
        {"closed_loop" | "open_loop" | "replay" | "users" | "search": that shape's fields}, null
        for server and smoke steps. Steps of versions 1-3 read as the shape their fields say
-       (plan/shapes.from_flat); the plan's hash is still taken over the flat form.
+       (plan/shapes.from_flat); the plan's hash is still taken over the flat form. Also
+       optional: the shape's graceful_stop_s (load.graceful_stop, written only when set; a plan
+       without it lets in-flight requests finish past the duration, and hashes as before).
 """
 
 from __future__ import annotations
@@ -253,6 +255,11 @@ class Step:
     def cooldown_s(self) -> float:
         return self.load.cooldown_s if self.load is not None else 0.0
 
+    @property
+    def graceful_stop_s(self) -> float | None:
+        """load.graceful_stop, what its shape's Extent ends by past duration_s (None: none)."""
+        return self.load.graceful_stop_s if self.load is not None else None
+
     def params(self) -> dict:
         """The result's params of a load step: its shape's, with which repeat and probe."""
         own = self.shape.params()
@@ -281,7 +288,7 @@ class Step:
         if "load" in d:
             load = d["load"]
             return cls(**{**d, "load": shape_from_dict(load) if load is not None else None})
-        own = {k: v for k, v in d.items() if k not in FLAT_FIELDS}
+        own = {k: v for k, v in d.items() if k not in FLAT_FIELDS and k != "graceful_stop_s"}
         return cls(**own, load=from_flat(d["kind"], d, d.get("search")))
 
 
@@ -370,6 +377,15 @@ class Plan:
         return cls(**{**d, "combinations": combos, "steps": [Step.from_dict(s) for s in d["steps"]],
                       "slo": [SloItem(**s) for s in d["slo"]]})
 
+    def aimed_at(self, base_url: str) -> Plan:
+        """This plan with every combination's target at `base_url` (`run`/`plan --base-url`):
+        the simulator a spec names is replaced, not kept beside the server, so the result, its
+        identity, report, compare and exports name the server that was measured. The plan hash
+        follows (a simulator's settings are part of it; the URL never is)."""
+        combos = [replace(c, target=replace(c.target, base_url=base_url, sim=None, twin=None))
+                  for c in self.combinations]
+        return replace(self, combinations=combos).with_hashes()
+
     # ------------------------------------------------------------------ hashing
 
     def with_hashes(self) -> Plan:
@@ -407,7 +423,7 @@ class Plan:
             # fields added since with their default left out: older plans keep their hash
             "steps": [{k: v for k, v in s.flat().items()
                        if k != "id" and (k != "prompts_sha256" or pinned[s.combination])
-                       and not (k == "cancel" and v is None)}
+                       and not (k in ("cancel", "graceful_stop_s") and v is None)}
                       for s in self.steps if s.kind in ("warmup", "load", "search")],
             "saturation": self.saturation,
         }

@@ -251,6 +251,13 @@ class Point:
         return MappingProxyType(self.raw.get("stream") or {})
 
     @property
+    def agent_replay(self) -> Mapping[str, Any] | None:
+        """A coding-agent replay's verdict against its trace and per-session figures
+        (run/agent_replay.py); None for any other point."""
+        block = self.raw.get("agent_replay")
+        return MappingProxyType(block) if block else None
+
+    @property
     def twin(self) -> Mapping[str, Any] | None:
         """A point run against a twin: its fitted and run batch sizes (run/point.py twin_block)."""
         twin = self.raw.get("twin")

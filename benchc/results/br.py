@@ -123,6 +123,10 @@ def _load(r: Result, point: Point, index: int, combo: Mapping, step: Mapping) ->
     if params.get("format") == "benchc":
         source = "unknown"  # its rows may be words benchc draws or the user's own text
     declared = params.get("input_tokens", params.get("suffix_tokens"))  # prefix_groups: the suffix
+    # without a tokenizer the declared lengths (and the prompts' min/max) are words: the report's
+    # SequenceLength has no unit, so native.config says it (input_unit), and the tokens the
+    # server counted are results.request_performance's input_length
+    words = (workload.get("input_tokens") or {}).get("method") == "words"
     standardized: dict = {
         "tool": "benchc", "tool_version": r.benchc_version,
         "parallelism": r.workers or 1,
@@ -145,22 +149,30 @@ def _load(r: Result, point: Point, index: int, combo: Mapping, step: Mapping) ->
                          "description": r.description or r.name},
             "standardized": standardized,
             "native": {"config": {"benchc_point": point.id, "plan_hash": r.plan_hash, "step": dict(step),
-                                  "workload": workload}}}
+                                  "workload": workload, **({"input_unit": "words"} if words else {})}}}
 
 
 def _server_component(r: Result, point: Point, combo: Mapping) -> dict:
     target = r.target(point.combination)
     models = (target.get("models") or {}).get("data") or []
     served = next((m for m in models if m.get("id") == target.get("model")), models[0] if models else {})
+    identity = target.get("server") or {}
     if target.get("simulated"):
         tool, version = "benchc-sim", r.benchc_version
+    elif identity.get("kind"):
+        # what the run asked the server (run/server_identity.py): vllm 0.32.0, llama.cpp b5000
+        tool, version = identity["kind"], identity.get("version") or "unknown"
     else:
-        # what the server says it is (vLLM, SGLang and llama.cpp fill owned_by); no version is served
+        # what /v1/models says it is (vLLM, SGLang and llama.cpp fill owned_by); no version is served
         tool, version = served.get("owned_by") or "unknown", "unknown"
     standardized = {"kind": "generic", "tool": tool, "tool_version": version, "model": target.get("model")}
     if served.get("max_model_len"):
         standardized["max_model_len"] = served["max_model_len"]
-    native: dict = {"config": combo.get("target")}
+    config = combo.get("target")
+    if not target.get("simulated") and target.get("base_url") and isinstance(config, Mapping):
+        # the URL the run measured (--base-url, a launched server's {free} port), not the spec's
+        config = {**config, "base_url": target["base_url"]}
+    native: dict = {"config": config}
     if combo.get("server"):
         native["args"] = {"server": combo["server"]}
     return {"metadata": {"label": "server", "cfg_id": r.plan_hash,

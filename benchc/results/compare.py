@@ -258,6 +258,8 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
     if base.get("workload_hash") != new.get("workload_hash"):
         warnings.append("the two runs used different workloads (workload_hash differs): "
                         "differences may come from the workload, not only the server")
+    if (models := model_difference(base, new)) is not None:
+        warnings.append(models)
     base_runs = _runs(base)
     rows = []
     unmatched = []
@@ -300,6 +302,23 @@ def compare_docs(base: dict, new: dict, noise_floor: float = NOISE_FLOOR,
     if searches:
         out["searches"] = searches
     return out
+
+
+def _models(doc: dict) -> list[str]:
+    """The models a result's requests named (its targets', else its plan's), once each."""
+    named = [t.get("model") for t in doc.get("target") or []] or [
+        (c.get("target") or {}).get("model") for c in (doc.get("plan") or {}).get("combinations", [])]
+    return list(dict.fromkeys(str(m) for m in named if m))
+
+
+def model_difference(base: dict, new: dict) -> str | None:
+    """A warning naming both sides' models when they differ: the workload hash leaves the model
+    out (one spec, any server), so runs of two models would otherwise pass for one server's change."""
+    b, n = _models(base), _models(new)
+    if not b or not n or b == n:
+        return None
+    return (f"the two runs measured different models (base: {', '.join(b)}; new: {', '.join(n)}): the "
+            "differences are the models' and servers' together, not one server's change")
 
 
 def _twins_of(doc: dict) -> list[str]:

@@ -370,15 +370,17 @@ def describe(answer: dict, item: bool = False) -> list[str]:
     def line(a: dict, unit: str, scale: float = 1.0) -> str:
         b = a["best"]
         cost = f", cost {b['cost_per_mtok']:,.4g} per million output tokens" if "cost_per_mtok" in b else ""
-        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({b['gpus']} GPUs{cost}){doubt(b)}"
+        gpus = f"{b['gpus']} GPU{'s' if b['gpus'] != 1 else ''}"
+        text = f"{name(b)}: {b[a['by']] * scale:,.4g} {unit} ({gpus}{cost}){doubt(b)}"
         r = a.get("runner_up")
         if r is None:
             return text + "; no runner-up"
         m = a["margin"]
-        lead = "n/a" if m["relative"] is None else f"{m['relative']:+.1%}"
-        verdict = "beyond noise" if m["beyond_noise"] else "within noise"
-        return (text + f"; runner-up {name(r)}: {r[a['by']] * scale:,.4g} {unit}{doubt(r)}; "
-                f"lead {lead}, {verdict}")
+        if m["relative"] is None:  # the runner-up's figure is 0: no ratio, any lead is all of it
+            lead = "the runner-up has none"
+        else:
+            lead = f"lead {m['relative']:+.1%}, {'beyond noise' if m['beyond_noise'] else 'within noise'}"
+        return text + f"; runner-up {name(r)}: {r[a['by']] * scale:,.4g} {unit}{doubt(r)}; {lead}"
 
     slo = "; ".join(answer["slo"]) or "no SLO: every completed request counts"
     head = f"decision under the SLO item [{slo}] alone:" if item else f"decision under SLO [{slo}]:"
@@ -392,9 +394,23 @@ def describe(answer: dict, item: bool = False) -> list[str]:
         n = len(answer["left_out"])
         out.append(f"  left out: {n} point{'s' if n != 1 else ''} of results that did not count goodput "
                    "per SLO item")
+    agree = []
     for sub in answer.get("per_slo", []):
-        out += describe(sub, item=True)
+        if _same_answer(sub, answer):
+            agree.append("; ".join(sub["slo"]))
+        else:
+            out += describe(sub, item=True)
+    if agree:  # told once, not a copy of the block above per item
+        out.append(f"  each SLO item alone ([{'], ['.join(agree)}]) gives the same answer")
     return out
+
+
+def _same_answer(a: dict, b: dict) -> bool:
+    """Two answers name the same best and runner-up, by the same figures."""
+    def names(x: dict) -> tuple:
+        return tuple((e or {}).get(k) for e in (x.get("best"), x.get("runner_up"))
+                     for k in ("result", "matrix", "load", x.get("by")))
+    return names(a) == names(b) and names(a.get("per_joule") or {}) == names(b.get("per_joule") or {})
 
 
 __all__ = ["Candidate", "candidates", "pareto", "frontier_block", "decision", "describe", "margin",

@@ -135,6 +135,18 @@ def export_points(doc: dict, fmt: str, result_path: str) -> list[dict]:
     raise UsageError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
+def dropped_doubts(doc: dict) -> list[str]:
+    """The doubts on the result's points (client-limited figures, output lengths not as asked, ...),
+    one line per point, which no per-point format has a field for: `benchc export` says them on
+    stderr rather than let an exported figure look trusted."""
+    out = []
+    for p in doc.get("points") or []:
+        doubts = ((p.get("trust") or {}).get("doubts")) or []
+        if doubts:
+            out.append(f"{p.get('id')}: " + "; ".join(str(d.get("message")) for d in doubts))
+    return out
+
+
 def point_paths(out: str, n: int) -> list[str]:
     """Where `-o OUT` puts n per-point documents: OUT itself for one, else OUT's stem with -1,
     -2, ... in point order (point ids hold characters such as '/' that file names cannot)."""

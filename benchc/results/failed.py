@@ -61,6 +61,8 @@ def failed_points(doc: dict) -> list[str]:
 
 def _failures(counts: dict) -> str:
     kinds = sorted((counts.get("errors") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    if not kinds and counts.get("cancelled"):  # load.cancel's, or load.graceful_stop's at the cap
+        return f"{counts['failed']} failed, {counts['cancelled']} cancelled on purpose"
     if not kinds:
         return f"{counts['failed']} failed"
     return ", ".join(f"{n} {kind}" for kind, n in kinds[:3]) + (", ..." if len(kinds) > 3 else "")

@@ -122,6 +122,15 @@ def prompt_tokens(point: Point) -> Doubt | None:
                  f"{n} requests): likely {cause}")
 
 
+def agent_replay(point: Point) -> Doubt | None:
+    """A coding-agent replay that did not keep to its trace (run/agent_replay.fidelity_of): each
+    figure out of its band named (tokens, think times, spawn and join order, cached tokens)."""
+    warnings = (point.agent_replay or {}).get("fidelity", {}).get("warnings")
+    if not warnings:
+        return None
+    return Doubt("agent_replay", "the replay did not keep to its trace: " + "; ".join(warnings))
+
+
 def short_answers(point: Point) -> Doubt | None:
     """Non-streamed answers with fewer results than their request's inputs (client/request.py
     `_as_asked`): the point counts what was answered, and says the server left some out."""
@@ -134,7 +143,8 @@ def short_answers(point: Point) -> Doubt | None:
 
 
 POINT_CHECKS: tuple[Callable[[Point], Doubt | None], ...] = (client_limited, output_length, prefix_cache,
-                                                             twin_extrapolated, short_answers, prompt_tokens)
+                                                             twin_extrapolated, agent_replay, short_answers,
+                                                             prompt_tokens)
 
 
 def judge(point: Point) -> dict:

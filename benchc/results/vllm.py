@@ -27,6 +27,11 @@ from benchc.results.api import Point, Result, from_document
 VLLM_VERSION = "0.33.0"
 VLLM_COMMIT = "g4ba787ec9"
 
+# benchc's API -> the `vllm bench serve --backend` that sends it (vLLM 0.32's ASYNC_REQUEST_FUNCS);
+# vLLM has no backend for Anthropic's Messages API, so a Messages run's is null, not a guess
+BACKENDS = {"chat": "openai-chat", "completions": "openai", "responses": "openai-responses",
+            "embeddings": "openai-embeddings", "rerank": "vllm-rerank"}
+
 # vLLM's name -> benchc's, as declared (benchc/catalog.py), in the order of vLLM's
 # --percentile-metrics above
 _ORDER = ("ttft", "tpot", "itl", "e2el")
@@ -111,8 +116,8 @@ def _point(r: Result, p: Point, requests_by_point: dict[str, list[dict]] | None)
     settings = {
         # vLLM stamps the save time, YYYYMMDD-HHMMSS; here the point's end, in UTC
         "date": span[1].strftime("%Y%m%d-%H%M%S") if span else None,
-        "endpoint_type": "openai-chat" if target.get("api") == "chat" else "openai",
-        "backend": "openai-chat" if target.get("api") == "chat" else "openai",
+        "endpoint_type": BACKENDS.get(str(target.get("api", "completions"))),
+        "backend": BACKENDS.get(str(target.get("api", "completions"))),
         "label": r.name,
         "model_id": target.get("model"),
         "tokenizer_id": target.get("tokenizer"),

@@ -16,13 +16,17 @@ time (closed per session, as the trace's agent was).
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchc.client.request import CLOCK, build_body
+from benchc.metrics.record import RequestRecord
 from benchc.plan.agent_trace import (
     AgentRequest,
     AgentSession,
@@ -31,6 +35,11 @@ from benchc.plan.agent_trace import (
     spawn_delay_s,
     think_time_s,
 )
+from benchc.plan.agent_trace_prompts import AgentTraceSource
+from benchc.plan.model import Combination, Step
+from benchc.plan.shapes import AgentReplay
+from benchc.plan.workload import Prompt
+from benchc.run.drivers import Host
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,9 @@ class Answer:
     input_tokens: int | None
     output_tokens: int | None
     cached_tokens: int | None
+    send_ns: int | None = None  # the request's own write and end stamps, where the send measured them
+    end_ns: int | None = None
+    ttft_ns: int | None = None  # its first output after the write, where measured
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,9 @@ async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_n
     t0 = time.perf_counter_ns()
     answer = await io.send(req, body)
     t1 = time.perf_counter_ns()
+    # the measured client's stamps where it gave them (taken at the write and the last read)
+    t0 = answer.send_ns if answer.send_ns is not None else t0
+    t1 = answer.end_ns if answer.end_ns is not None else t1
     out.append(Sent(req.path, agent, after_ns, wait_ns, t0, t1, answer, spawn_ns))
     return t1
 
@@ -148,6 +163,24 @@ class Replay:
     sessions: list[list[Sent]]
 
 
+def session_arrivals(sessions: list[AgentSession], rate_per_s: float | None, speedup: float | None,
+                     seed: int) -> list[float]:
+    """Each session's start, s after the first's: at a seeded Poisson `rate_per_s` of session
+    arrivals (the first at 0), on the traces' own start times (each session's first `t`, from
+    the earliest) over `speedup`, or all at 0 when neither is given."""
+    if speedup is not None:
+        starts = [min(r.t_s for r in s.requests()) for s in sessions]
+        first = min(starts, default=0.0)
+        return [(t - first) / speedup for t in starts]
+    rng = random.Random(seed)
+    due_s, dues = 0.0, []
+    for _ in sessions:
+        dues.append(due_s)
+        if rate_per_s:
+            due_s += rng.expovariate(rate_per_s)
+    return dues
+
+
 async def replay_sessions(sessions: list[AgentSession], prepare_for: Callable[[int], Prepare], send: Send,
                           concurrency: int | None = None, rate_per_s: float | None = None, seed: int = 0,
                           time_scale: float = 1.0, max_think_s: float | None = None) -> Replay:
@@ -159,12 +192,7 @@ async def replay_sessions(sessions: list[AgentSession], prepare_for: Callable[[i
         raise ValueError("give a concurrency or a rate of sessions, not both")
     start_ns = time.perf_counter_ns()
     gate = asyncio.Semaphore(concurrency) if concurrency else None
-    rng = random.Random(seed)
-    due_s, dues = 0.0, []
-    for _ in sessions:
-        dues.append(due_s)
-        if rate_per_s:
-            due_s += rng.expovariate(rate_per_s)
+    dues = session_arrivals(sessions, rate_per_s, None, seed)
 
     async def one(i: int, s: AgentSession) -> list[Sent]:
         if gate is not None:
@@ -196,40 +224,92 @@ def fidelity(session: AgentSession, sent: list[Sent], kv_block: int | None = Non
     the subagents it follows ended), and the cached tokens the server reported against the
     prediction, per request within one KV block (`kv_block`, default the trace's block).
     `warnings` names each figure out of its band."""
+    return fidelity_of([session], [sent], kv_block)
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most spans open at one moment (one ending as another starts: not both open)."""
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    held = most = 0
+    for _, step in edges:
+        held += step
+        most = max(most, held)
+    return most
+
+
+def subagent_overlap(session: AgentSession, sent: list[Sent]) -> tuple[int, int]:
+    """(traced, replayed): the most subagents of the session running at once in the trace (spawn
+    to end) and in the replay (its first send to its last answer)."""
+    traced = [(e.t_s, e.end_s) for e in session.entries if isinstance(e, Subagent)]
+    spans: dict[str, tuple[int, int]] = {}
+    for s in sent:
+        if s.agent:
+            a, b = spans.get(s.agent, (s.send_ns, s.end_ns))
+            spans[s.agent] = (min(a, s.send_ns), max(b, s.end_ns))
+    return _most_at_once(traced), _most_at_once([(float(a), float(b)) for a, b in spans.values()])
+
+
+def _session_checks(session: AgentSession, sent: list[Sent], block: int) -> dict:
+    """One session's counts for the verdict (fidelity_of adds them up)."""
     reqs = {r.path: r for r in session.requests()}
     predicted = predicted_cached_tokens(session)
-    block = kv_block or session.block_size
-    late_ms = [(s.send_ns - s.after_ns - s.wait_ns) / 1e6 for s in sent]
-    input_off = [s.path for s in sent if s.answer.input_tokens != reqs[s.path].input_tokens]
-    output_off = [s.path for s in sent if s.answer.output_tokens != reqs[s.path].output_tokens]
     reported = [s for s in sent if s.answer.cached_tokens is not None]
-    cache_diff = [s.answer.cached_tokens - predicted[s.path] for s in reported]  # type: ignore[operator]
-    before_spawn = [s.path for s in sent if s.spawn_ns is not None and s.send_ns < s.spawn_ns]
-    by_end = sorted(sent, key=lambda s: s.end_ns)
     parent_early = []
     for e_i, e in enumerate(session.entries):
         if isinstance(e, Subagent):
             continue
-        subs = [x.agent_id for x in session.entries[:e_i] if isinstance(x, Subagent)]
-        mine = next(s for s in sent if s.path == e.path)
-        ends = [s.end_ns for s in by_end if s.agent in subs]
-        if ends and mine.send_ns < max(ends):
+        subs = {x.agent_id for x in session.entries[:e_i] if isinstance(x, Subagent)}
+        mine = next((s for s in sent if s.path == e.path), None)
+        ends = [s.end_ns for s in sent if s.agent in subs]
+        if mine is not None and ends and mine.send_ns < max(ends):
             parent_early.append(e.path)
+    cache_diff = [s.answer.cached_tokens - predicted[s.path] for s in reported]  # type: ignore[operator]
+    return {
+        "traced": len(reqs),
+        "input_off": [s.path for s in sent if s.answer.input_tokens != reqs[s.path].input_tokens],
+        "output_off": [s.path for s in sent if s.answer.output_tokens != reqs[s.path].output_tokens],
+        "late_ms": [(s.send_ns - s.after_ns - s.wait_ns) / 1e6 for s in sent],
+        "before_spawn": [s.path for s in sent if s.spawn_ns is not None and s.send_ns < s.spawn_ns],
+        "parent_early": parent_early, "reported": len(reported), "cache_diff": cache_diff,
+        "off_block": sum(abs(d) > (block or session.block_size) for d in cache_diff),
+        "overlap": subagent_overlap(session, sent),
+    }
+
+
+def fidelity_of(sessions: list[AgentSession], sent: list[list[Sent]], kv_block: int | None = None) -> dict:
+    """fidelity() over a set of sessions (a point's): counts added, the think-time lateness
+    over every request, the warnings named once for the set (`first` the first session's
+    request out of band). `kv_block`: default each session's own block."""
+    parts = [_session_checks(s, x, kv_block or 0) for s, x in zip(sessions, sent, strict=True)]
+
+    def every(key: str) -> list:
+        return [v for p in parts for v in p[key]]
+
+    late_ms, cache_diff = every("late_ms"), every("cache_diff")
+    input_off, output_off = every("input_off"), every("output_off")
+    before_spawn, parent_early = every("before_spawn"), every("parent_early")
+    n_sent, n_traced = sum(len(x) for x in sent), sum(p["traced"] for p in parts)
+    off_block = sum(p["off_block"] for p in parts)
     late = {"p50": round(_p(late_ms, 0.5), 3), "p99": round(_p(late_ms, 0.99), 3),
             "max": round(max(late_ms, default=0.0), 3), "min": round(min(late_ms, default=0.0), 3)}
-    off_block = sum(abs(d) > block for d in cache_diff)
     out: dict = {
-        "requests": len(sent), "requests_traced": len(reqs),
+        "requests": n_sent, "requests_traced": n_traced,
         "input_tokens_off": len(input_off), "output_tokens_off": len(output_off),
         "think_late_ms": late,
         "subagent_before_spawn": len(before_spawn), "parent_before_join": len(parent_early),
-        "cache_reported": len(reported),
+        "cache_reported": sum(p["reported"] for p in parts),
         "cache_off_by_more_than_a_block": off_block,
         "cache_diff_tokens": {"min": min(cache_diff, default=0), "max": max(cache_diff, default=0)},
+        # the most subagents at once in any session, as traced and as replayed (a figure, not a
+        # band: a server faster than the trace's ends a subagent before its sibling's spawn)
+        "subagents_at_once": {"traced": max((p["overlap"][0] for p in parts), default=0),
+                              "replayed": max((p["overlap"][1] for p in parts), default=0)},
     }
+    blocks = sorted({kv_block or s.block_size for s in sessions})
+    block = blocks[0] if len(blocks) == 1 else "/".join(map(str, blocks))
     warnings = []
-    if len(sent) != len(reqs):
-        warnings.append(f"requests: {len(sent)} sent of the trace's {len(reqs)}")
+    if n_sent != n_traced:
+        warnings.append(f"requests: {n_sent} sent of the trace's {n_traced}")
     if input_off:
         warnings.append(f"input tokens: {len(input_off)} requests differ from the trace's in (first "
                         f"{input_off[0]})")
@@ -265,16 +345,23 @@ def session_figures(session: AgentSession, sent: list[Sent], time_scale: float =
     scaled too, so the two agree only where the server answered as fast, scaled); turns (the
     session's own requests), subagents, the subagents' share of the requests and of the input
     tokens; E2E (ms, p50) by turn depth (the session's own requests, 1-based) and by context
-    length bucket (0-8k, 8-32k, 32-128k, 128k+ input tokens)."""
+    length bucket (0-8k, 8-32k, 32-128k, 128k+ input tokens); TTFT likewise, where the send
+    measured it (Answer.ttft_ns: benchc run's driver does)."""
     reqs = {r.path: r for r in session.requests()}
     own = [e for e in session.entries if isinstance(e, AgentRequest)]
     subs = [e for e in session.entries if isinstance(e, Subagent)]
     traced_end = max(max(r.end_s for r in reqs.values()), max((x.end_s for x in subs), default=0.0))
     by_bucket: dict[str, list[float]] = {}
+    ttft_bucket: dict[str, list[float]] = {}
     for x in sent:
-        by_bucket.setdefault(_bucket(reqs[x.path].input_tokens), []).append((x.end_ns - x.send_ns) / 1e6)
+        bucket = _bucket(reqs[x.path].input_tokens)
+        by_bucket.setdefault(bucket, []).append((x.end_ns - x.send_ns) / 1e6)
+        if x.answer.ttft_ns is not None:
+            ttft_bucket.setdefault(bucket, []).append(x.answer.ttft_ns / 1e6)
     depth = {r.path: k for k, r in enumerate(own, 1)}
     by_depth = {depth[x.path]: (x.end_ns - x.send_ns) / 1e6 for x in sent if x.path in depth}
+    ttft_depth = {depth[x.path]: x.answer.ttft_ns / 1e6 for x in sent
+                  if x.path in depth and x.answer.ttft_ns is not None}
     sub_sent = [x for x in sent if x.agent]
     total_in = sum(reqs[x.path].input_tokens for x in sent)
     wall_ns = max(x.end_ns for x in sent) - min(x.send_ns for x in sent) if sent else 0
@@ -288,8 +375,144 @@ def session_figures(session: AgentSession, sent: list[Sent], time_scale: float =
         "e2e_ms_p50_by_context": {label: round(_p(by_bucket[label], 0.5), 3) for _, label in CONTEXT_BUCKETS
                                   if label in by_bucket},
         "e2e_ms_by_turn": {str(k): round(v, 3) for k, v in sorted(by_depth.items())},
+        "ttft_ms_p50_by_context": {label: round(_p(ttft_bucket[label], 0.5), 3)
+                                   for _, label in CONTEXT_BUCKETS if label in ttft_bucket},
+        "ttft_ms_by_turn": {str(k): round(v, 3) for k, v in sorted(ttft_depth.items())},
     }
 
 
+# --------------------------------------------------------------------------- benchc run's driver
+
+
+class AgentFeed:
+    """The sessions a coding-agent point replays (its first `step.sessions`, or all) and its
+    requests' bodies, built through the target's API adapter with the run's tokenizer and chat
+    template. A point's blocks are its own: the content key is (prompt stream, session), so no
+    point finds another's blocks in the server's cache."""
+
+    def __init__(self, source: AgentTraceSource, combo: Combination, step: Step, tokenizer: Any = None,
+                 template: Any = None):
+        n = step.sessions
+        self.sessions = source.agent_sessions[:n] if n else list(source.agent_sessions)
+        self.prompts = source.prompts(tokenizer, template)
+        self.combo, self.stream = combo, step.prompt_stream or 0
+        self.models: dict[str, str] = combo.workload.params.get("models") or {}
+        self.issued = 0
+
+    def key(self, j: int) -> int:
+        """Session j's content key: its point's stream and its place."""
+        return (self.stream << 32) | j
+
+    def body(self, j: int, req: AgentRequest) -> bytes:
+        """Request `req` of session j: a prompt of exactly its `in` tokens, asking for `out`."""
+        text = self.prompts.text(self.sessions[j], self.key(j), req)
+        w, target = self.combo.workload, self.combo.target
+        prompt = Prompt(None, [{"role": "user", "content": text}], req.input_tokens, req.output_tokens)
+        body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
+        served = self.models.get(req.model or "")
+        if served is not None and "model" in body:  # agent_trace.models: the trace's model, mapped
+            body["model"] = served
+        return json.dumps(body).encode()
+
+    def consumed(self) -> int:
+        return self.issued
+
+
+class AgentReplayDriver:
+    """plan/shapes.AgentReplay's driver (the protocol: run/drivers.py): sessions started
+    `concurrency` at a time (a new one as one ends), at a seeded Poisson rate or on the traces'
+    own start times (session_arrivals); each session replayed by replay_session, its every
+    request sent and recorded by the step's own request life (Host.measured: the measured
+    client, either HTTP path, either core). report() gives the point's fidelity verdict and
+    per-session figures once it ran."""
+
+    scheduled = False  # a session's requests wait on its own answers
+    speedup = 1.0
+    pace_s: float | None = None
+
+    def __init__(self, shape: AgentReplay) -> None:
+        self.shape = shape
+        self.replayed: dict[int, list[Sent]] = {}
+        self.feed: AgentFeed | None = None
+
+    def next_due_ns(self, now_ns: int) -> int | None:
+        return None
+
+    async def drive(self, host: Host) -> None:
+        feed = host.feed
+        assert isinstance(feed, AgentFeed)  # an agent_trace workload
+        self.feed = feed
+        n, shape = len(feed.sessions), self.shape
+        if shape.concurrency:
+            for _ in range(min(shape.concurrency, n)):
+                if not host.may_issue():
+                    break
+                host.start(self._slot(host, self._issue(host, feed), n))
+        else:
+            start = CLOCK()
+            dues = session_arrivals(feed.sessions, shape.rate_rps, shape.speedup, host.seed)
+            for due_s in dues:
+                if not await host.until(start + round(due_s * 1e9)) or not host.may_issue():
+                    break
+                host.start(self._session(host, self._issue(host, feed)))
+        while host.tasks:
+            if not await host.room_or_stop():
+                return
+
+    @staticmethod
+    def _issue(host: Host, feed: AgentFeed) -> int:
+        j = host.issue()
+        feed.issued = max(feed.issued, j + 1)
+        return j
+
+    async def _slot(self, host: Host, first: int, n: int) -> None:
+        j = first
+        while True:
+            await self._session(host, j)
+            if host.feed.issued >= n or not host.may_issue():
+                return
+            j = self._issue(host, host.feed)
+
+    async def _session(self, host: Host, j: int) -> None:
+        feed = self.feed
+        assert feed is not None
+        session = feed.sessions[j]
+        predicted = predicted_cached_tokens(session)
+        own = (e for e in session.entries if isinstance(e, AgentRequest))
+        depth = {e.path: k for k, e in enumerate(own, 1)}  # a session's own requests' turn depth
+
+        async def send(req: AgentRequest, body: bytes) -> Answer:
+            r = RequestRecord(uuid.uuid4().hex, j, req.input_tokens, req.output_tokens, None)
+            r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
+            r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
+            await host.measured(body, r)
+            ttft = r.first_text_ns - r.t0_ns if r.ok and r.first_text_ns else None
+            return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
+                          r.t0_ns or None, r.end_ns, ttft)
+
+        sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
+                                    self.shape.max_think_s)
+        self.replayed[j] = sent
+        ok = sum(x.answer.output_tokens is not None for x in sent)
+        host.rec.add_session({"outcome": "completed" if ok == len(sent) else "failed", "turns": len(sent),
+                             "completed_turns": ok, "start_ns": min((x.send_ns for x in sent), default=None),
+                             "end_ns": max((x.end_ns for x in sent), default=None), "fan_out": []})
+
+    def report(self) -> dict:
+        """The point's `agent_replay` block: the fidelity verdict over the sessions it replayed
+        and each session's figures (session_figures), in session order."""
+        feed = self.feed
+        done = sorted(self.replayed)
+        sessions = [feed.sessions[j] for j in done] if feed is not None else []
+        sent = [self.replayed[j] for j in done]
+        verdict = fidelity_of(sessions, sent, self.shape.kv_block)
+        return {"sessions_replayed": len(done), "sessions_traced": len(feed.sessions) if feed else 0,
+                "time_scale": self.shape.time_scale, "max_think_s": self.shape.max_think_s,
+                "fidelity": verdict,
+                "sessions": [{"id": s.id, **session_figures(s, x, self.shape.time_scale)}
+                             for s, x in zip(sessions, sent, strict=True)]}
+
+
 __all__ = ["Answer", "Sent", "Prepare", "Send", "Replay", "replay_session", "replay_sessions",
-           "session_figures", "fidelity", "scaled_ns", "THINK_BAND_MS", "CONTEXT_BUCKETS"]
+           "session_arrivals", "session_figures", "fidelity", "fidelity_of", "AgentFeed", "AgentReplayDriver",
+           "scaled_ns", "THINK_BAND_MS", "CONTEXT_BUCKETS"]

@@ -12,8 +12,9 @@ from typing import TextIO
 
 from benchc import catalog, redact
 from benchc.catalog import Metric
+from benchc.metrics.record import CANCELLED
 from benchc.metrics.recorder import PointRecorder
-from benchc.plan.model import Step
+from benchc.plan.model import Step, Workload
 from benchc.results.slo import check_unit
 from benchc.spec.thresholds import show_value
 
@@ -50,18 +51,39 @@ def _check(c: dict) -> str:
     return f"{c['threshold']}: {show_value(c['value'], check_unit(c))} {'ok' if c['passed'] else 'FAIL'}"
 
 
+def interrupted_requests(p: dict) -> int:
+    """Requests of the point that Ctrl-C cancelled in flight (the error kind `cancelled`; those
+    load.cancel closes on purpose are counted apart, in counts.cancelled)."""
+    return int((p["counts"].get("errors") or {}).get(CANCELLED, 0))
+
+
 def first_error(p: dict) -> str | None:
     """`2 of 2 requests failed; first error (http_404): The model `foo` does not exist.`: why
     a point's requests failed, which the errors column alone never said (the message is the
-    first seen of the first kind; the console scrubs it of the run's secrets)."""
+    first seen of the first kind other than `cancelled`, which Ctrl-C's cancels are, told by
+    cancelled_line; the console scrubs it of the run's secrets)."""
     counts = p["counts"]
-    if not counts["failed"]:
+    failed = counts["failed"] - interrupted_requests(p)
+    if failed <= 0:
         return None
-    examples = counts.get("error_examples") or {}
-    line = f"{counts['failed']} of {counts['sent']} requests failed"
+    examples = {k: v for k, v in (counts.get("error_examples") or {}).items() if k != CANCELLED}
+    line = f"{failed} of {counts['sent']} requests failed"
     if examples:
         kind, detail = next(iter(examples.items()))
-        line += f"; first error ({kind}): {detail}"
+        line += f"; first error ({kind})" + (f": {detail}" if detail else "")
+    return line
+
+
+def cancelled_line(p: dict) -> str | None:
+    """`partial: 3 requests cancelled in flight when the run was interrupted ...`: an
+    interrupted point's row says so, and its cancelled requests are not told as failures."""
+    n = interrupted_requests(p)
+    if p.get("complete", True) and not n:
+        return None
+    line = "partial: the point's load was stopped early"
+    if n:
+        line += (f"; {n} request{'s' if n != 1 else ''} in flight cancelled when the run was interrupted "
+                 "(counted as `cancelled`, not as failed)")
     return line
 
 
@@ -159,13 +181,46 @@ class Progress:
         parts = [f"{t.sent}/{step.requests} done" if step.requests else f"{t.sent} done",
                  f"{inflight} in flight", f"{tok_s:,.0f} tok/s", f"{t.failed} errors"]
         fraction, left = _left(step, t.sent, elapsed)
-        if left is not None:
+        if step.duration_s and elapsed >= step.duration_s:
+            parts.append(_past_duration(step, elapsed))  # not "0s left", line after line
+        elif left is not None:
             parts.append(f"{left:.0f}s left")
         head = f"{step.id}: "
         if self.live and fraction is not None:
             full = int(fraction * BAR_WIDTH)
             head += f"[{'#' * full}{'.' * (BAR_WIDTH - full)}] {fraction:4.0%} "
         return head + ", ".join(parts)
+
+
+def _past_duration(step: Step, elapsed_s: float) -> str:
+    """What a point past its duration is doing: no new sends, and its in-flight requests
+    finishing (as long as they take) or cancelled at load.graceful_stop's cap."""
+    assert step.duration_s is not None
+    over = elapsed_s - step.duration_s
+    if step.graceful_stop_s is None:
+        return (f"duration reached {over:.0f}s ago: no new sends, the in-flight finishing "
+                "(load.graceful_stop caps it)")
+    return (f"duration reached: no new sends, the in-flight cancelled in "
+            f"{max(step.graceful_stop_s - over, 0.0):.0f}s (graceful_stop {step.graceful_stop_s:g}s)")
+
+
+def duration_line(p: dict) -> str | None:
+    """`duration 45s: in-flight requests finished, the window ran 93.1s`: which end a point with a
+    duration used (params.graceful_stop_s), and what it cost or cut."""
+    params = p["params"]
+    duration = params.get("duration_s")
+    if not duration or "graceful_stop_s" not in params:
+        return None
+    window = p["window"]["duration_s"]
+    grace = params["graceful_stop_s"]
+    if grace is None:
+        if window <= duration + 1.0:
+            return None
+        return (f"duration {duration:g}s: no new sends past it, and the requests in flight finished: the "
+                f"window ran {window:.1f}s (load.graceful_stop: 0s cancels them at the duration instead)")
+    cut = p["counts"].get("cancelled", 0)
+    return (f"duration {duration:g}s with graceful_stop {grace:g}s: requests still in flight then were "
+            f"cancelled ({cut} cancelled, counted apart from errors); the window ran {window:.1f}s")
 
 
 def _left(step: Step, done: int, elapsed_s: float) -> tuple[float | None, float | None]:
@@ -207,11 +262,38 @@ class Silence:
         return None
 
 
+def words_line(w: Workload) -> str | None:
+    """Said before a combination's points when benchc has no tokenizer: its lengths are words
+    (input_tokens: 512 sends 512 words), and how to make them tokens."""
+    if w.input_tokens.get("method") != "words":
+        return None
+    return ("lengths are in words, not tokens: without a tokenizer benchc counts a prompt's words "
+            f"(these prompts: {w.input_tokens.get('mean')} words on average), and each point says what the "
+            "server counted; give target.tokenizer (the model's tokenizer.json, or its .gguf file) for "
+            "lengths in the model's tokens (docs/spec.md)")
+
+
+def server_count_line(p: dict, words_sent: float | None) -> str | None:
+    """`input: 512 words sent per request; 538 prompt tokens per completed request as counted`:
+    a point of word-counted prompts, beside the input tokens it recorded (the server's
+    usage.prompt_tokens where the server reported it)."""
+    completed = p["counts"]["completed"]
+    if words_sent is None or not completed:
+        return None
+    per = p["tokens"]["input"] / completed
+    return (f"input: {words_sent:g} words sent per request (no tokenizer); {per:,.1f} input tokens per "
+            "completed request as the point recorded them (the server's usage.prompt_tokens where it "
+            "reported it)")
+
+
 class Console:
     def __init__(self, quiet: bool, live: bool):
         self.quiet = quiet
         self.live = live and not quiet and sys.stderr.isatty()  # a progress line that rewrites itself
         self.rows = 0
+        # the words each request of the combination sent, when benchc counts words (no
+        # tokenizer): the runner sets it per combination, each row's NOTE puts the count beside it
+        self.words_sent: float | None = None
 
     def say(self, text: str) -> None:
         """A line to the terminal, with every secret value of the run replaced (a warning may
@@ -245,6 +327,8 @@ class Console:
             mark += " !slo"
         if p.get("cache", {}).get("above_declared"):
             mark += " !cache"
+        if p.get("complete") is False:
+            mark += " !partial"  # stopped early (Ctrl-C, a dead server): cancelled_line says more
         if p["params"].get("probe") is not None and p.get("slo"):
             # a search's probe: what decides it, the SLO metric against its threshold
             mark += "  " + "; ".join(_check(c) for c in p["slo"]["checks"])
@@ -256,6 +340,12 @@ class Console:
         failed = first_error(p)
         if failed:
             self.say(f"ERROR: {p['id']}: {failed}")
+        if partial := cancelled_line(p):
+            self.say(f"NOTE: {p['id']}: {partial}")
+        if ended := duration_line(p):
+            self.say(f"NOTE: {p['id']}: {ended}")
+        if counted := server_count_line(p, self.words_sent):
+            self.say(f"NOTE: {p['id']}: {counted}")
         for d in p["trust"]["doubts"]:
             self.say(f"WARNING: {p['id']}: {d['message']}")
         # findings that do not make the figures doubtful: the server's queue at the cap, a

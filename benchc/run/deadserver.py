@@ -15,6 +15,9 @@ too, with a message naming the API and the endpoint (every other request would f
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit
+
 from benchc.metrics.record import CONNECT, RequestRecord
 
 # Requests in a row that could not connect, at least: twice the point's in-flight target, so
@@ -37,6 +40,16 @@ def stop_kind(reason: str) -> str:
     return NOT_SERVED if _NOT_SERVED_WORDS in reason else UNREACHABLE
 
 
+def v1_hint(url: str) -> str:
+    """`; the URL has no /v1 ...` for an endpoint URL without a version segment: vLLM, SGLang,
+    llama.cpp and TGI serve the API under /v1, and a base URL given as http://host:8000 gets a
+    bare 404 there (vLLM bench's --base-url takes the root; benchc's takes the /v1 address)."""
+    if re.search(r"/v\d+(/|$)", urlsplit(url).path):
+        return ""
+    return ("; the URL has no /v1: OpenAI-compatible servers serve the API under it, so give the base "
+            "URL with /v1 (e.g. --base-url http://host:8000/v1)")
+
+
 class ConnectStreak:
     """Consecutive connect failures since the server last answered, for one point; and the
     answer of a server without the API (`api` at `url`)."""
@@ -54,7 +67,7 @@ class ConnectStreak:
             where = self.url or "the endpoint"
             self.reason = (f"the server answered {r.status} at {where}: it {_NOT_SERVED_WORDS} "
                            f"{self.api} API (target.api: {self.api}), or not this model; its answer: "
-                           f"{(r.error_detail or '').strip()[:160]}")
+                           f"{(r.error_detail or '').strip()[:160]}" + v1_hint(self.url))
             return True
         if r.error == CONNECT and r.status is None:
             self.streak += 1

@@ -19,6 +19,8 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from benchc.metrics.record import RequestRecord
+from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
 from benchc.run.alarm import Alarm
 from benchc.run.sendcheck import SlotLedger
@@ -34,6 +36,7 @@ class Host(Protocol):
     tasks: set[asyncio.Task]  # units in flight, each a task
     alarm: Alarm | None  # punctual writes (an open loop on the own reader)
     capped: int  # an open loop's arrivals held at its cap
+    rec: PointRecorder  # the step's figures (a driver that paces its own sessions tells it of their ends)
 
     @property
     def feed(self) -> Any: ...  # its requests (run/feed.StepFeed) or sessions (run/sessions.SessionFeed)
@@ -62,6 +65,12 @@ class Host(Protocol):
     def start(self, unit: Coroutine[Any, Any, Any]) -> None:
         """Run a unit in a task of its own (in `tasks` until it ends)."""
         ...
+
+    async def measured(self, body: bytes, r: RequestRecord) -> None:
+        """Send one request of a unit the driver paces itself (a coding-agent session's: run/
+        agent_replay.py) and record it, through the step's own request life."""
+        ...
+
 
     async def room_or_stop(self, timeout: float | None = None) -> bool:
         """Wait until a unit ends; False when the step was stopped meanwhile."""

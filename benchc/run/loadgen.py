@@ -12,6 +12,7 @@ flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import random
@@ -31,10 +32,10 @@ from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
-from benchc.plan.shapes import ClosedLoop, Extent, OpenLoop, Replay, Users
+from benchc.plan.shapes import SHAPES, Extent
 from benchc.redact import redact_url
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.alarm import Alarm
-from benchc.run.closed_loop import ClosedLoopDriver
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.drivers import Driver
@@ -52,21 +53,22 @@ from benchc.run.selfcheck import (
 )
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
-from benchc.run.users import UsersDriver
 
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text chunks are checked this often
-# each load shape's driver (plan/shapes.py -> run/drivers.py's protocol)
-DRIVERS: dict[type[Extent], Callable[[Any], Driver]] = {
-    ClosedLoop: ClosedLoopDriver, OpenLoop: OpenLoopDriver, Replay: ReplayDriver, Users: UsersDriver,
-}
+
+# each runnable shape's driver, "module:class" (plan/shapes.py names it; driver_for loads it)
+DRIVERS: dict[type[Extent], str] = {kind: kind.driver for kind in SHAPES.values() if kind.driver}
 
 log = logging.getLogger(__name__)
 
 
 def driver_for(shape: Extent) -> Driver:
-    """A driver for one step of `shape`."""
-    return DRIVERS[type(shape)](shape)
+    """A driver for one step of `shape`: the one its type names (plan/shapes.py, `driver`;
+    run/drivers.py's protocol)."""
+    module, name = shape.driver.split(":")
+    made: Driver = getattr(importlib.import_module(module), name)(shape)
+    return made
 
 
 @dataclass
@@ -90,13 +92,13 @@ class StepRun:
     """One load (or warm-up) step being driven: its counters are attributes, its units
     started by its shape's driver (run/drivers.py); a unit is a request or a session."""
 
-    def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
-                 slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
+    def __init__(self, ctx: StepContext, step: Step, feed: StepFeed | SessionFeed | AgentFeed,
+                 rec: PointRecorder, slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
                  series_interval_s: float | None = None):
         self.ctx, self.step, self.feed, self.rec, self.slo_checks = ctx, step, feed, rec, slo_checks
         self.seed, self.shard = seed, shard
         self.driver = driver_for(step.shape)
-        self.multi_turn = isinstance(feed, SessionFeed)
+        self.multi_turn = isinstance(feed, SessionFeed | AgentFeed)  # a unit is a session (of either kind)
         self.target = step.inflight_target  # units held in flight (plan/shapes.py)
         # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
         self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
@@ -116,6 +118,7 @@ class StepRun:
         self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
         self.max_requests, self.max_sessions = step.requests, step.sessions  # what else ends it
+        self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
         self.issued = count()  # the next unit's index in the feed
         self.n_requests = 0  # requests started (the request-count stop counts these)
         self.n_units = 0  # requests, or sessions, started (a sessions step's session count stops on these)
@@ -190,7 +193,8 @@ class StepRun:
         else:
             self.check.inflight += 1
             ctx.inflight += 1
-        keep = ctx.keep_text or self.multi_turn  # a session's answers go back in its next turn
+        # a session's answers go back in its next turn (a coding-agent trace's content is the trace's)
+        keep = ctx.keep_text or isinstance(self.feed, SessionFeed)
         live = self.live
         live[id(r)] = r
         try:
@@ -382,6 +386,28 @@ class StepRun:
         return None if due is None else due - now
 
 
+def _cap_s(run: StepRun) -> float | None:
+    """When the requests still in flight past the duration are cancelled (load.graceful_stop,
+    perf_counter seconds); None: they finish."""
+    if run.deadline is None or run.step.graceful_stop_s is None:
+        return None
+    return run.deadline + run.step.graceful_stop_s
+
+
+async def _cap_watch(run: StepRun, cap_s: float) -> None:
+    """At load.graceful_stop's cap (perf_counter seconds): the requests still in flight are
+    cancelled on purpose, counted as cancelled (apart, as load.cancel's), never as errors.
+    No unit starts past the duration, so cancelling the units' tasks (a closed loop's slots,
+    an open loop's requests, sessions) ends the step."""
+    await asyncio.sleep(max(cap_s - time.perf_counter(), 0.0))
+    if run.ctx.stop_event.is_set():
+        return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
+    run.capped_at_stop = len(run.live)
+    for r in run.live.values():
+        r.cancel_planned = True  # before the cancel: the send path keeps what it read
+    for t in list(run.tasks):
+        t.cancel()
+
 
 async def _drive(run: StepRun) -> dict:
     """Drive the step (StepRun.run); returns the client self-check and steady-state figures."""
@@ -402,11 +428,15 @@ async def _drive(run: StepRun) -> dict:
     # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
     ahead = (asyncio.create_task(run.feed.keep_ahead(run._until_due if run.driver.scheduled else None))
              if isinstance(run.feed, StepFeed) else None)
+    cap_s = _cap_s(run)  # load.graceful_stop: those in flight past the duration cancelled then
+    cap = asyncio.create_task(_cap_watch(run, cap_s)) if cap_s is not None else None
     try:
         await run.driver.drive(run)
         if run.tasks:  # those in flight: all of them, or those that end within the grace
             await asyncio.wait(set(run.tasks), timeout=ctx.grace_s if ctx.stop_event.is_set() else None)
     finally:
+        if cap is not None:
+            cap.cancel()
         await _wind_down(run, ahead, priority)
     return _figures(run, time.perf_counter() - wall0, cpu_s() - cpu0, rx, priority)
 
@@ -457,6 +487,9 @@ def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
     if priority is not None:
         out["client"]["send_priority"] = priority.how
     out["stopped"] = run.streak.reason
+    report = getattr(run.driver, "report", None)  # a coding-agent replay's verdict (run/agent_replay.py)
+    if report is not None:
+        out["agent_replay"] = report()
     out["series"] = run.series
     # the steady span on the client's clock, where it had one (run/power.py integrates the
     # GPUs' energy over it)
@@ -466,7 +499,7 @@ def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
     return out
 
 
-async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed, rec: PointRecorder,
+async def run_step(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed | AgentFeed, rec: PointRecorder,
                    slo_checks: list | None, seed: int = 0, shard: tuple[int, int] = (0, 1),
                    series_interval_s: float | None = None) -> dict:
     """Drive one load (or warm-up) step of `feed`'s requests (StepRun); with

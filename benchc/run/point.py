@@ -37,6 +37,7 @@ from benchc.plan.model import Combination, Step, Target
 from benchc.results.api import Point
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.clocks import MOVED_NOTE, ClockMark
 from benchc.run.effects import judge_by_figure
 from benchc.run.feed import StepFeed
@@ -89,8 +90,13 @@ async def open_client(prepared: Prepared, target: Target, base_url: str, http: s
 
 
 def step_params(step: Step) -> dict:
-    """A load step's params in the result (its shape's: plan/shapes.py)."""
-    return step.params()
+    """A load step's params in the result (its shape's: plan/shapes.py), and for a step with a
+    duration how it ended there: in-flight requests finished (null), or were cancelled this long
+    past it (load.graceful_stop; 0: a hard cap)."""
+    params = step.params()
+    if step.duration_s is not None:
+        params["graceful_stop_s"] = step.graceful_stop_s
+    return params
 
 
 @dataclass
@@ -117,6 +123,7 @@ class Measurement:
     # the output tokens decoded within steady_ns, each request's pro-rated by the share of its
     # decode span inside (RequestRecord.tokens_within): the energy's per-token figure divides by them
     steady_tokens: float | None = None
+    agent_replay: dict | None = None  # a coding-agent replay's verdict and per-session figures
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
@@ -134,7 +141,8 @@ class Measurement:
         self.moved = True
 
 
-async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) -> tuple[int, str | None]:
+async def warm_up(ctx: StepContext, step: Step,
+                  feed: StepFeed | SessionFeed | AgentFeed) -> tuple[int, str | None]:
     """Send a warm-up step; nothing of it is kept. Returns the prompt indices it took, and why
     it stopped on its own (a server that stopped answering: run/deadserver.py), if it did."""
     with measuring():
@@ -143,7 +151,7 @@ async def warm_up(ctx: StepContext, step: Step, feed: StepFeed | SessionFeed) ->
 
 
 async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: int,
-                        feed: StepFeed | SessionFeed,
+                        feed: StepFeed | SessionFeed | AgentFeed,
                         shard: Shard = WHOLE) -> Measurement:
     """Send one load step (or a shard's part of it) and count it: the recorder's tally, the
     client self-check, per-request records, and the outputs counted with the tokenizer here,
@@ -163,10 +171,21 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
     return Measurement(tally=rec.tally, client=extra["client"], steady=extra["steady"],
                        mean_inflight=extra["mean_inflight_sampled"], params=step_params(step),
                        complete=not ctx.stop_event.is_set(),
-                       requests=[{"point": step.id, **r} for r in rec.requests], consumed=feed.consumed(),
+                       requests=_labelled(step.id, rec.requests, prepared.combo.workload.input_tokens),
+                       consumed=feed.consumed(),
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
                        steady_ns=extra.get("steady_ns"),
-                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None)
+                       steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None,
+                       agent_replay=extra.get("agent_replay"))
+
+
+def _labelled(point: str, records: list[dict], input_tokens: dict) -> list[dict]:
+    """The per-request records of a point, each with its point; without a tokenizer their
+    input_tokens are words (what benchc counts then), and each record says so (`input_unit`)
+    rather than pass 512 words for 512 tokens."""
+    if input_tokens.get("method") == "words":
+        return [{"point": point, **r, "input_unit": "words"} for r in records]
+    return [{"point": point, **r} for r in records]
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -247,6 +266,8 @@ def assemble_point(step: Step, combo: Combination, m: Measurement, telemetry: Te
         point = point.with_blocks(shards=m.shards)
     if combo.workload.trace is not None:
         point = point.with_blocks(trace=trace_block(combo.workload.trace, step, point))
+    if m.agent_replay is not None:
+        point = point.with_blocks(agent_replay=m.agent_replay)
     cache = {**point.cache, "prompts": combo.workload.prompts}
     if reset is not None:
         cache["reset"] = reset

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchc.errors import RunError
+from benchc.plan.agent_trace_prompts import AgentTraceSource
 from benchc.plan.compiler import bind_template, find_template, load_tokenizer, tokenizer_path
 from benchc.plan.datasets import make_source
 from benchc.plan.model import Combination, Plan, Step
@@ -28,6 +29,7 @@ from benchc.plan.sessions import is_sessions
 from benchc.plan.trace import Trace, TracePrompts
 from benchc.plan.workload import Prompt
 from benchc.results.slo import slo_thresholds
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.feed import StepFeed
 from benchc.run.sessions import SessionFeed
 from benchc.run.shards import WHOLE, Shard
@@ -89,10 +91,13 @@ class Prepared:
     template: Any = None  # the model's chat template (exact input tokens), or None
     template_found: tuple | None = None  # what it was made of (chat_template.find), for a Kit
 
-    def feed(self, step: Step, deal: Deal, shard: Shard = WHOLE) -> StepFeed | SessionFeed:
+    def feed(self, step: Step, deal: Deal, shard: Shard = WHOLE) -> StepFeed | SessionFeed | AgentFeed:
         """The requests of `step` (as the plan has it: its prompt stream and request count)
         for this worker's share, continuing the run's deal of the prompt pool; for a sessions
-        workload, its sessions (run/sessions.py)."""
+        workload, its sessions (run/sessions.py); for a coding-agent trace, its sessions
+        (run/agent_replay.py)."""
+        if isinstance(self.source, AgentTraceSource):
+            return AgentFeed(self.source, self.combo, step, self.tokenizer, self.template)
         if is_sessions(self.source):
             return SessionFeed(self.source, self.combo, step, deal, shard, self.tokenizer, self.template)
         return StepFeed(self.source, self.combo, step, deal, shard, self.template)

@@ -56,7 +56,7 @@ from benchc.results.failed import failed_points
 from benchc.results.repeats import summaries
 from benchc.results.slo import failed_checks, run_verdict
 from benchc.run.cache import CacheReset
-from benchc.run.console import Console, Silence
+from benchc.run.console import Console, Silence, words_line
 from benchc.run.deadserver import NOT_SERVED, stop_kind
 from benchc.run.fdlimit import ensure_fds, plan_sockets
 from benchc.run.feed import Dealer
@@ -81,7 +81,7 @@ from benchc.run.server import (
     supervise,
     wait_ready,
 )
-from benchc.run.server_identity import identify
+from benchc.run.server_identity import identify, unlisted_model
 from benchc.run.smoke import run_smoke
 from benchc.tokenizer._template_bounds import stop_renders_on
 
@@ -320,6 +320,10 @@ class Runner:
         happens, a failed start included)."""
         from benchc.run.ray_backend import RayBackend
 
+        if any(c.workload.dataset == "agent_trace" for c in self.plan.combinations):
+            # a replay would split by session (a session and its subagents on one worker): not built yet
+            raise UsageError("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is "
+                             "not built yet on Ray; run it with --backend local")
         if any(c.workload.sessions is not None for c in self.plan.combinations):
             # sessions would split by session, not by request (run/shards.py): not built yet
             raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
@@ -534,9 +538,7 @@ class Runner:
             await self.backend.prepare(prepared)
         w = combo.workload
         seed0 = w.params.get("seed", 0)
-        if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
-            self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
-                             f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
+        self._say_prompts(combo)
         resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
         stop = SweepStop(self.plan.saturation)
         positions: dict[int | None, int] = {}  # pass (repeat) -> load steps of it so far
@@ -598,6 +600,19 @@ class Runner:
                              f"{', '.join(stop.skipped) or 'nothing'}")
         self._say_repeats(combo)
 
+    def _say_prompts(self, combo: Combination) -> None:
+        """What the combination's prompts hold (in words, where they are words) and, for a seed
+        drawn for this run, how to send the same prompts again."""
+        w = combo.workload
+        if (words := words_line(w)) is not None:
+            self.console.say(f"{_label(combo)}{words}")
+        # each point's row then says what the server counted for those words
+        self.console.words_sent = w.input_tokens.get("mean") if words is not None else None
+        if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
+            seed0 = w.params.get("seed", 0)
+            self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
+                             f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
+
     def _say_repeats(self, combo: Combination) -> None:
         """Per repeated point of the combination: the mean and 95% interval of its runs."""
         for r in summaries([p for p in self.points if p["combination"] == combo.index]):
@@ -625,6 +640,8 @@ class Runner:
         self.phase = f"{_label(combo)}asking the target for its models"
         target = combo.target
         models = await fetch_models(session, base_url, headers_for(target))
+        if (unlisted := unlisted_model(target.model, models)) is not None:
+            self.console.say(f"WARNING: {_label(combo)}{unlisted}")
         await self._count_gpus(session, combo, base_url, models)
         # the embedded simulator is benchc's own: this benchc's version, nothing to ask
         server = ({"kind": "benchc-sim", "version": __version__, "source": None} if target.sim is not None

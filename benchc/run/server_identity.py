@@ -84,3 +84,21 @@ async def identify(session: aiohttp.ClientSession, root: str, headers: Mapping[s
         if isinstance(version, str) and version:
             return {"kind": kind, "version": version[:200], "source": path}
     return dict(UNKNOWN)
+
+
+def unlisted_model(model: str, models: Any) -> str | None:
+    """A warning when the target's /v1/models answer (as kept in the result) lists models and
+    not `model`: a server that serves one model whatever the request names (llama.cpp) answers
+    anyway, and the result would carry a name the server never heard of. The result keeps the
+    name sent (it is what the requests carried); the warning says what the server lists."""
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        return None
+    ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None]
+    if not ids or model in ids:
+        return None
+    listed = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return (f"the server's /v1/models does not list the model {model!r}; it lists {listed}. The "
+            f"requests name {model!r} and the result is labelled so; if the server answered anyway, "
+            f"it served one of its own: run with --set target.model={ids[0]}")
+

@@ -25,8 +25,8 @@ from benchc.errors import SpecError, SpecProblem, UsageError
 from benchc.inputs import SPEC_BYTES, input_problem
 from benchc.spec import limits, matrix, values, yaml_bounds
 from benchc.spec.schemas import load_schema
-from benchc.spec.thresholds import parse_threshold
-from benchc.units import parse_rate, parse_tokens
+from benchc.spec.thresholds import parse_slo
+from benchc.units import parse_duration, parse_rate, parse_tokens
 
 Path = tuple  # a JSON path as a tuple of keys and indices
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -280,7 +280,15 @@ def _apply_override(spec: Spec, data: dict, item: str) -> None:
         else:
             raise UsageError(f"--set {key_text}: {json_path(path[:i + 1])} does not exist")
     last = path[-1]
-    if isinstance(node, dict) and not isinstance(last, int):
+    removal = value is None and path[:2] != ("target", "sim")
+    if removal and isinstance(node, dict) and not isinstance(last, int):
+        # `--set workload.dataset.random.seed=null`: as if the spec had not given the key (its
+        # default, a seed drawn per run); a simulator parameter takes null as a value
+        if last not in node:
+            raise UsageError(f"--set {key_text}=null removes a key, and the spec has no {json_path(path)}"
+                             + (_vllm_hint(path) or ""))
+        del node[last]
+    elif isinstance(node, dict) and not isinstance(last, int):
         node[last] = value
     elif isinstance(node, list) and isinstance(last, int) and last <= len(node):
         if last == len(node):
@@ -371,6 +379,23 @@ def _matrix_problems(spec: Spec, m: dict | None) -> list[SpecProblem]:
     return problems
 
 
+# vLLM bench serve's names where a spec written from habit puts them: the benchc key each means
+_VLLM_NAMES: dict[tuple[str, ...], str] = {
+    ("load", "num_prompts"): "load.requests (requests per point)",
+    ("load", "request_rate"): "load.sweep.rate (a list of rates, requests/s)",
+    ("load", "max_concurrency"): "load.sweep.concurrency (a closed loop) or load.sweep.max_concurrency "
+                                 "(the cap of an open loop)",
+    ("workload", "num_prompts"): "load.requests (requests per point)",
+    ("workload", "seed"): "workload.dataset.<kind>.seed",
+}
+
+
+def _vllm_hint(path: Path) -> str:
+    """` — vLLM's name; benchc's is load.requests` for a key vLLM bench users write."""
+    name = _VLLM_NAMES.get(tuple(str(p) for p in path))
+    return f" — vLLM's name; benchc's is {name}" if name else ""
+
+
 def _suggest(word: str, choices: Any) -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" — did you mean '{close[0]}'?" if close else ""
@@ -419,7 +444,8 @@ def _explain(err: jsonschema.ValidationError, path: Path) -> list[tuple[Path, st
         extra = [k for k in inst if k not in allowed]
         out = []
         for k in extra:
-            hint = _suggest(k, allowed) or f"; allowed here: {', '.join(allowed)}"
+            hint = (_vllm_hint(path + (k,)) or _suggest(k, allowed)
+                    or f"; allowed here: {', '.join(allowed)}")
             out.append((path + (k,), f"unknown key '{k}'{hint}", True))
         return out
     if v == "required":
@@ -504,12 +530,32 @@ def _workload_problems(spec: Spec, d: dict) -> list[SpecProblem]:
                 if parse_tokens(length["min"]) > parse_tokens(length["max"]):
                     out.append(spec.problem(("workload", "dataset", name, k), "min is greater than max"))
     out += _agentic_problems(spec, d)
+    out += _pool_problems(spec, d)
     sampling = d["workload"].get("sampling", {})
     if "min_tokens" in sampling and "max_tokens" in sampling:
         if parse_tokens(sampling["min_tokens"]) > parse_tokens(sampling["max_tokens"]):
             out.append(spec.problem(("workload", "sampling", "min_tokens"),
                                     "min_tokens is greater than max_tokens"))
     return out
+
+
+# Datasets that generate their prompts: num_prompts there sizes the set `prompts: shared` deals
+# again and again, and means nothing to fresh prompts (vLLM's --num-prompts is load.requests)
+_GENERATED = ("random", "prefix_groups")
+
+
+def _pool_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    w = d["workload"]
+    if w.get("prompts", "fresh") == "shared":
+        return []
+    return [spec.problem(("workload", "dataset", name, "num_prompts"),
+                         "num_prompts sizes the set of prompts that `workload.prompts: shared` sends again "
+                         "and again; with fresh prompts (the default) every request has its own, and it "
+                         "would be ignored. The number of requests per point is load.requests (vLLM's "
+                         "--num-prompts; `benchc run --num-prompts N`)", key=True)
+            for name, cfg in w["dataset"].items() if name in _GENERATED and "num_prompts" in cfg
+            # one problem per value: one past benchc's ceiling is told by the ceiling (spec/limits.py)
+            and cfg["num_prompts"] <= limits.MAX_REQUESTS]
 
 
 # What one request may carry: tool definitions past a million tokens, or images past 2^26
@@ -570,15 +616,15 @@ def _trace_problems(spec: Spec, cfg: dict) -> list[SpecProblem]:
 def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
-    if ("sweep" in load) == ("search" in load):
-        out.append(p(("load",), "give exactly one of sweep (fixed points) or search (the largest load "
-                                "that meets the SLO)"))
+    schema = load_schema("spec-v1")["properties"]["load"]
+    out += _one_of(spec, ("load",), load, schema["x-one-of"])
+    if "graceful_stop" in load and "duration" not in load:
+        out.append(p(("load", "graceful_stop"), "graceful_stop applies past load.duration: give a duration "
+                     "(a point bound by requests alone ends when they do)", key=True))
     sweep = load.get("sweep", {})
     trace = "trace" in d["workload"]["dataset"]
-    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup", "users")) != 1:
-        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop), "
-                                        "speedup (a trace dataset on its own times) or users (sessions at a "
-                                        "per-user pace)"))
+    if "sweep" in load:
+        out += _one_of(spec, ("load", "sweep"), sweep, schema["properties"]["sweep"]["x-one-of"], named=False)
     out += _session_load_problems(spec, d)
     if trace and "search" in load:
         out.append(p(("load", "search"), "a capacity search over a trace replay is not built yet: sweep "
@@ -588,6 +634,9 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
                 for k in ("arrival", "burstiness", "max_concurrency") if k in sweep]
     if "burstiness" in sweep and sweep.get("arrival", "poisson") != "gamma":
         out.append(p(("load", "sweep", "burstiness"), "burstiness applies to arrival: gamma", key=True))
+    agent = "agent_trace" in d["workload"]["dataset"]
+    if agent:
+        return out + _agent_load_problems(spec, d)
     if "speedup" in sweep and not trace:
         out.append(p(("load", "sweep", "speedup"), "speedup replays a trace: it needs workload.dataset.trace",
                      key=True))
@@ -597,10 +646,85 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         out += [p(("load", k), f"every point of a trace sends its slice once; choose the requests with "
                                f"workload.dataset.trace.slice, not load.{k}", key=True)
                 for k in ("requests", "duration", "sessions") if k in load]
-    elif "requests" not in load and "duration" not in load and "sessions" not in load:
+    elif not any(k in load for k in schema["x-stops"]):
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"
                                 + (" (or sessions)" if _multi_turn(d) else "")))
-    return out + _search_problems(spec, d) + _saturation_problems(spec, d)
+    return out + _search_problems(spec, d) + _saturation_problems(spec, d) + _stages_problems(spec, d)
+
+
+def _stages_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """load.stages: one kind of load through the profile, each stage a rate or a concurrency,
+    its ramp within its own duration (a longer one would overlap the stage before), a profile
+    of some length; the stages say when each point stops."""
+    load = d["load"]
+    stages = load.get("stages")
+    if not stages:
+        return []
+    out, p = [], spec.problem
+    out += [p(("load", k), f"each stage says its own {k.replace('_', '-')}: {k} does not apply to stages",
+              key=True) for k in ("duration", "requests", "ramp_up") if k in load]
+    if {"trace", "agent_trace"} & set(d["workload"]["dataset"]):
+        out.append(p(("load", "stages"), "stages over a trace dataset is not built yet: sweep the trace's "
+                                         "speedup (an agent trace's concurrency, rate or speedup)", key=True))
+    kinds = [k for k in ("concurrency", "rate") if k in stages[0]]
+    total = 0.0
+    for i, st in enumerate(stages):
+        at = ("load", "stages", i)
+        given = [k for k in ("concurrency", "rate") if k in st]
+        if len(given) != 1:
+            out.append(p(at, "give a stage exactly one of concurrency (closed loop) or rate (open loop)"))
+        elif given != kinds:
+            out.append(p(at + (given[0],), f"a profile is of one kind: stage 1 gives {kinds[0]}, this one "
+                                           f"{given[0]}", key=True))
+        if "concurrency" in st:
+            out += [p(at + (k,), f"{k} applies to a rate stage, not to concurrency", key=True)
+                    for k in ("arrival", "max_concurrency") if k in st]
+        duration = parse_duration(st["duration"])
+        ramp = parse_duration(st.get("ramp", 0))
+        if ramp > duration:
+            out.append(p(at + ("ramp",), f"{_show(st['ramp'])}: a ramp longer than its stage's duration "
+                                         f"({_show(st['duration'])}) would overlap the stage before (a ramp "
+                                         "is within its stage)"))
+        total += duration
+    if total <= 0:
+        out.append(p(("load", "stages"), "a profile of zero length: give its stages a duration above 0"))
+    return out
+
+
+def _one_of(spec: Spec, at: tuple, obj: dict, table: dict[str, str], named: bool = True) -> list[SpecProblem]:
+    """The schema's `x-one-of` table (a key: what it is) of the object at `at`: exactly one of
+    its keys. Several given: the message names those (`named`), else every one; so a new load
+    shape adds its key to the schema's table, not a branch here."""
+    given = [k for k in table if k in obj]
+    if len(given) == 1:
+        return []
+    keys = given if named and given else list(table)
+    says = [f"{k} ({table[k]})" for k in keys]
+    return [spec.problem(at, f"give exactly one of {', '.join(says[:-1])} or {says[-1]}")]
+
+
+def _agent_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """A coding-agent replay (workload.dataset.agent_trace): every point replays the trace's
+    sessions once (load.sessions: its first ones), started at a concurrency, a rate or the
+    traces' own times."""
+    p, load = spec.problem, d["load"]
+    sweep = load.get("sweep", {})
+    out = [p(("load", k), f"every point replays the trace's sessions once; choose how many with "
+                          f"load.sessions, not load.{k}", key=True)
+           for k in ("requests", "duration") if k in load]
+    if "search" in load:
+        out.append(p(("load", "search"), "a capacity search over a coding-agent replay is not built yet: "
+                                         "sweep concurrency, rate or speedup", key=True))
+    out += [p(("load", "sweep", k), f"a coding-agent replay starts sessions at a concurrency, a Poisson rate "
+                                    f"or the traces' own times (speedup); {k} does not apply", key=True)
+            for k in ("users", "turn_interval", "arrival", "burstiness", "max_concurrency") if k in sweep]
+    if "cancel" in load:
+        out.append(p(("load", "cancel"), "load.cancel with a coding-agent replay is not built yet", key=True))
+    if "warmup" in load:
+        out.append(p(("load", "warmup"), "no warm-up runs before a coding-agent replay: it would put the "
+                                         "sessions' blocks in the server's cache before they are measured",
+                     key=True))
+    return out
 
 
 def _multi_turn(d: dict) -> bool:
@@ -614,7 +738,7 @@ def _session_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
     sweep = load.get("sweep", {})
-    multi = _multi_turn(d)
+    multi = _multi_turn(d) or "agent_trace" in d["workload"]["dataset"]  # its load.sessions: how many
     if not multi:
         out += [p(at, "sessions count the sessions of a sessions workload (workload.dataset.sessions, or "
                       "sharegpt or trace with sessions: true)", key=True)
@@ -669,7 +793,7 @@ def _search_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         items = exprs if isinstance(exprs, list) else [exprs]
         for i, expr in enumerate(items):
             try:
-                parse_threshold(metric, expr)
+                parse_slo(metric, expr)
             except ValueError as e:
                 where = ("slo", metric, i) if isinstance(exprs, list) else ("slo", metric)
                 out.append(p(at + where, str(e)))
@@ -712,7 +836,7 @@ def _slo_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         for i, expr in enumerate(items):
             at = ("slo", metric, i) if isinstance(exprs, list) else ("slo", metric)
             try:
-                parse_threshold(metric, expr)
+                parse_slo(metric, expr)
             except ValueError as e:
                 out.append(spec.problem(at, str(e)))
     return out

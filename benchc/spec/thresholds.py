@@ -124,6 +124,28 @@ def parse_threshold(metric: str, expr: str, *, allow_relative: bool = False) -> 
     return Threshold(metric, stat, op, value, relative, f"{metric}: {expr.strip()}")
 
 
+# ratios a service level wants high (the share of prompt tokens served from the prefix cache);
+# error_rate, like every latency, is wanted low
+_MORE_IS_BETTER = frozenset({"cached_fraction"})
+
+
+def parse_slo(metric: str, expr: str) -> Threshold:
+    """Parse an SLO item (the spec's `slo`, `load.search.slo`): a threshold that bounds its metric
+    the way a service level does, latencies and error_rate from above (`p99 < 2s`), throughputs
+    from below (`> 100`). An inverted one (`tpot: "p50 > 100ms"`) would pass only the slow
+    points and is refused; ValueError says why."""
+    t = parse_threshold(metric, expr)
+    upper = METRICS[metric] == "latency" or (METRICS[metric] == "ratio" and metric not in _MORE_IS_BETTER)
+    if upper and t.op in (">", ">="):
+        raise ValueError(f"{expr!r}: an SLO bounds {metric} from above (it is met when {metric} is "
+                         f"small enough); write '{(t.stat + ' ') if t.stat else ''}<{t.op[1:]} ...', "
+                         f"e.g. '{'p99 < 500ms' if t.stat else '< 1%'}'")
+    if not upper and t.op in ("<", "<="):
+        raise ValueError(f"{expr!r}: an SLO bounds {metric} from below (it is met when {metric} is "
+                         f"high enough); write '>{t.op[1:]} ...', e.g. '> 100'")
+    return t
+
+
 _GATE = re.compile(r"^\s*([a-z_0-9]+)(?:(?:\.|\s+)(mean|min|max|p[0-9]+(?:\.[0-9]+)?)(?![0-9.]))?\s*(.*)$")
 
 

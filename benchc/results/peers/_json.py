@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from benchc.errors import ResultFormatError
-from benchc.inputs import RESULT_BYTES, input_problem
+from benchc.inputs import input_problem
 
 
 class _Constant:
@@ -110,7 +110,9 @@ def parse(text: str, source: str, line: int | None = None) -> Any:
 
 def read_text(path: str, what: str = "result document") -> str:
     """A regular file within the result bound, as UTF-8 text (exit 5 otherwise)."""
-    if why := input_problem(path, RESULT_BYTES, what):
+    from benchc.results import document  # its bound, the one benchc's own reader applies
+
+    if why := input_problem(path, document.RESULT_BYTES, what):
         raise ResultFormatError(why)
     try:
         with open(path, "rb") as f:
