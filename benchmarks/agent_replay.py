@@ -13,9 +13,10 @@ CPU to build its longest request's prompt, and (--run) `benchc run` of the set e
    time (every block drawn) and again (its blocks cached, as a session's next turn finds
    them); medians of `--repeats`.
 3. With --run: `benchc run` of a spec replaying the set on the embedded simulator (4 sessions
-   in flight, its max_model_len 262,144, think times at 1e-5 of the trace's, capped at 1 ms), in a process of its own,
-   `--repeats` times: seconds from the process's launch to its first request's send (the
-   requests file's t0_ns, perf_counter_ns being CLOCK_MONOTONIC, the launcher's clock too),
+   in flight, its max_model_len 262,144, think times at 1e-5 of the trace's, capped at 1 ms),
+   in a process of its own, `--repeats` times: seconds from the process's launch to its first
+   request's send (the requests file's t0_ns: perf_counter_ns, CLOCK_MONOTONIC, the launcher's
+   clock too),
    the run's peak client RSS (VmHWM of the benchc process at its exit; the simulator is a
    process of its own), and its wall time. The whole set is read and checked before the first
    request; `--replay` sessions of it (load.sessions, the first N) are replayed, since
@@ -84,20 +85,20 @@ output: {{path: {out}, requests: true}}
 def run_end_to_end(path: Path, tmp: Path, replay: int, repeats: int) -> None:
     """`benchc run` of the set: time to its first request, peak client RSS, wall time."""
     spec = tmp / "agentx.yaml"
-    out = tmp / "result.json"
-    spec.write_text(SPEC.format(path=path, replay=replay, out=out))
+    spec.write_text(SPEC.format(path=path, replay=replay, out=tmp / "result.json"))
     runs = []
     for k in range(repeats):
-        hwm = tmp / f"hwm{k}"
+        hwm, out = tmp / f"hwm{k}", tmp / f"result{k}.json"  # each run its own requests file
         t0 = time.perf_counter_ns()
-        p = subprocess.run([sys.executable, "-c", RUN, str(hwm), "run", str(spec), "--quiet", "--force"],
+        p = subprocess.run([sys.executable, "-c", RUN, str(hwm), "run", str(spec), "--quiet", "--force",
+                            "--out", str(out)],
                            capture_output=True, text=True, cwd=tmp)
         wall = (time.perf_counter_ns() - t0) / 1e9
         if p.returncode not in (0, 6):  # 6: a doubt (think times late on a busy machine)
             raise SystemExit(f"benchc run exited {p.returncode}: {p.stderr[-2000:]}")
         doc = json.loads(out.read_text())
         recs = [json.loads(line) for line in (tmp / doc["requests_file"]).read_text().splitlines()]
-        sends = [r["t0_ns"] for r in recs if r.get("t0_ns")]
+        sends = [r["t0_ns"] for r in recs if r.get("t0_ns") and r.get("run_id") == doc["run_id"]]
         errors = sum(r.get("error") is not None for r in recs)
         runs.append({"first_s": (min(sends) - t0) / 1e9, "hwm_kib": int(hwm.read_text()), "wall_s": wall,
                      "requests": len(sends), "errors": errors, "exit": p.returncode})
