@@ -166,7 +166,7 @@ def test_all_example_specs_validate(capsys):
     assert main(["validate", *specs]) == 0
     # every spec there, however many a user has added (the README invites adding one's own)
     assert capsys.readouterr().out.count("valid (") == len(specs)
-    assert {"demo.yaml", "my-server.yaml"} <= {os.path.basename(s) for s in specs}
+    assert {"demo.yaml", "my-server.yaml", "stress.yaml"} <= {os.path.basename(s) for s in specs}
 
 
 def test_schema_itself_is_valid_draft_2020_12(capsys):

@@ -11,7 +11,17 @@ import pytest
 
 from benchc.cli import main
 from benchc.plan.model import PLAN_VERSION, Plan, Step, flat_step
-from benchc.plan.shapes import AgentReplay, ClosedLoop, OpenLoop, Replay, Search, Users, shape_from_dict
+from benchc.plan.shapes import (
+    AgentReplay,
+    ClosedLoop,
+    ConcurrencyStage,
+    OpenLoop,
+    RateStage,
+    Replay,
+    Search,
+    Users,
+    shape_from_dict,
+)
 from benchc.run.drivers import Driver
 from benchc.run.loadgen import DRIVERS, StepRun, driver_for
 from benchc.run.shards import split_step
@@ -149,12 +159,13 @@ def test_ray_divides_through_the_shape():
 
 def test_every_runnable_shape_has_a_driver_that_keeps_the_protocol():
     for shape in (ClosedLoop(concurrency=1), OpenLoop(rate_rps=1.0), Replay(speedup=1.0),
-                  Users(users=1, turn_interval_s=1.0), AgentReplay(concurrency=1)):
+                  Users(users=1, turn_interval_s=1.0), AgentReplay(concurrency=1),
+                  ConcurrencyStage(concurrency=1), RateStage(rate_rps=1.0)):
         driver = driver_for(shape)
         assert isinstance(driver.scheduled, bool) and driver.speedup > 0
         for name in ("next_due_ns", "drive"):
             assert callable(getattr(driver, name)), name
-    assert set(DRIVERS) == {ClosedLoop, OpenLoop, Replay, Users, AgentReplay}
+    assert set(DRIVERS) == {ClosedLoop, OpenLoop, Replay, Users, AgentReplay, ConcurrencyStage, RateStage}
     assert Driver  # the protocol, declared in one file
 
 
@@ -183,11 +194,15 @@ def test_no_code_outside_the_shapes_and_drivers_reads_which_load_fields_a_step_h
     assert found == []
 
 
-def test_steprun_is_under_300_lines_and_no_function_of_the_drivers_passes_80():
+def test_steprun_is_under_300_lines_and_no_function_in_run_passes_80():
     tree = ast.parse((ROOT / "benchc/run/loadgen.py").read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == StepRun.__name__]
     assert cls.end_lineno - cls.lineno + 1 < 300
-    for name in ("loadgen", "drivers", "closed_loop", "open_loop", "users", "selfcheck", "shards"):
-        for node in ast.walk(ast.parse((ROOT / f"benchc/run/{name}.py").read_text())):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                assert node.end_lineno - node.lineno + 1 <= 80, f"{name}.{node.name}"
+    modules = sorted((ROOT / "benchc/run").rglob("*.py"))
+    assert len(modules) > 30  # the walk found the package, not an empty folder
+    functions = [(path, node, node.end_lineno - node.lineno + 1)
+                 for path in modules for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    too_long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)"
+                for path, node, lines in functions if lines > 80]
+    assert too_long == []

@@ -80,7 +80,7 @@ def test_bad_override_is_reported_where_it_came_from():
     (("  requests: 4", "  requests: 4\n  requestz: 5"),
      "s.yaml:13:3: $.load.requestz: unknown key 'requestz' — did you mean 'requests'?"),
     (("  requests: 4", "  requests: 4\n  wibble: 5"),
-     "s.yaml:13:3: $.load.wibble: unknown key 'wibble'; allowed here: warmup, sweep, search, "
+     "s.yaml:13:3: $.load.wibble: unknown key 'wibble'; allowed here: warmup, sweep, search, stages, "
      "requests, duration, sessions, graceful_stop, ramp_up, cooldown, cancel, repeats, saturation"),
     (("version: 1", "version: 2"), "s.yaml:1:10: $.version: 2 must be 1: the only spec version this "
      "benchc reads"),

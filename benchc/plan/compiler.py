@@ -34,7 +34,7 @@ from benchc.plan.model import (
 from benchc.plan.prompts import source_digest, step_count, step_digest
 from benchc.plan.search import DEFAULT_TOLERANCE, REPROBES, worst_case_probes
 from benchc.plan.sessions import think_params
-from benchc.plan.shapes import AgentReplay, ClosedLoop, OpenLoop, Replay, Search, Shape, Users
+from benchc.plan.shapes import SHAPES, AgentReplay, ClosedLoop, OpenLoop, Replay, Search
 from benchc.plan.tools import compile_tools
 from benchc.plan.twin_file import fitted_batch_max, read_twin_file
 from benchc.plan.workload import normalise_length
@@ -464,27 +464,15 @@ def _dataset_defaults(name: str) -> dict:
 
 
 def _points(load: dict, index: int, label: str) -> list[Step]:
-    sweep = load["sweep"]
+    """The load points of a combination: the shape type whose the spec's load is makes them
+    (plan/shapes.py, from_load; the spec's checks saw to it that exactly one is)."""
     bounds: dict[str, Any] = dict(
         requests=load.get("requests"), sessions=load.get("sessions"),
         duration_s=parse_duration(load["duration"]) if "duration" in load else None,
         ramp_up_s=parse_duration(load.get("ramp_up", DEFAULTS["load.ramp_up"])),
         cooldown_s=parse_duration(load.get("cooldown", DEFAULTS["load.cooldown"])),
     )
-    shapes: list[Shape]
-    if "concurrency" in sweep:
-        shapes = [ClosedLoop(concurrency=c, **bounds) for c in sweep["concurrency"]]
-    elif "users" in sweep:  # sessions at a per-user pace (AIPerf's user-centric rate)
-        interval = parse_duration(sweep["turn_interval"])
-        shapes = [Users(users=u, turn_interval_s=interval, **bounds) for u in sweep["users"]]
-    elif "speedup" in sweep:  # a trace on its own times (_replay fills in the rate)
-        shapes = [Replay(speedup=float(x), max_concurrency=sweep.get("max_concurrency"), **bounds)
-                  for x in sweep["speedup"]]
-    else:
-        arrival = sweep.get("arrival", DEFAULTS["load.sweep.arrival"])
-        burst = sweep.get("burstiness", DEFAULTS["load.sweep.burstiness"]) if arrival == "gamma" else None
-        shapes = [OpenLoop(rate_rps=parse_rate(r), arrival=arrival, burstiness=burst,
-                           max_concurrency=sweep.get("max_concurrency"), **bounds) for r in sweep["rate"]]
+    shapes = next(made for kind in SHAPES.values() if (made := kind.from_load(load, bounds, DEFAULTS)))
     cancel = _cancel(load.get("cancel"))
     grace = parse_duration(load["graceful_stop"]) if "graceful_stop" in load else None
     return [Step("load", index, _join(label, shape.label), load=replace(shape, graceful_stop_s=grace),

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
+from benchc.errors import PlanError
 from benchc.plan.trace import speedup_for, trace_rate
+from benchc.units import parse_duration, parse_rate
 
 # A step's load fields as plan versions 1-3 held them, flat on the step, with their defaults
 # (in that order: the plan's hash is taken over the flat form)
@@ -89,6 +91,16 @@ class Extent:
 
     key: ClassVar[str]
     open_loop: ClassVar[bool] = True  # its units go on a schedule, not as others end
+    # its driver in benchc/run/, "module:class": named, not imported (plan/ may not import
+    # run/), so a new shape is its type and its driver, and run/loadgen.py never changes
+    driver: ClassVar[str]
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        """The points of a spec's `load` (validated) when their shape is this type's, else
+        []: the compiler asks each type in turn (`bounds`: the Extent's fields the spec gave;
+        `defaults`: plan/compiler.DEFAULTS)."""
+        return []
 
     @property
     def label(self) -> str:
@@ -173,6 +185,11 @@ class ClosedLoop(Extent):
     concurrency: int
     key: ClassVar[str] = "closed_loop"
     open_loop: ClassVar[bool] = False
+    driver: ClassVar[str] = "benchc.run.closed_loop:ClosedLoopDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        return [cls(concurrency=c, **bounds) for c in load.get("sweep", {}).get("concurrency", [])]
 
     @property
     def label(self) -> str:
@@ -209,6 +226,15 @@ class OpenLoop(Extent):
     burstiness: float | None = None  # gamma's shape; 1.0 is Poisson
     max_concurrency: int | None = None
     key: ClassVar[str] = "open_loop"
+    driver: ClassVar[str] = "benchc.run.open_loop:OpenLoopDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        sweep = load.get("sweep", {})
+        arrival = sweep.get("arrival", defaults["load.sweep.arrival"])
+        burst = sweep.get("burstiness", defaults["load.sweep.burstiness"]) if arrival == "gamma" else None
+        return [cls(rate_rps=parse_rate(r), arrival=arrival, burstiness=burst,
+                    max_concurrency=sweep.get("max_concurrency"), **bounds) for r in sweep.get("rate", [])]
 
     @property
     def label(self) -> str:
@@ -244,7 +270,15 @@ class Replay(Extent):
     rate_rps: float | None = None
     max_concurrency: int | None = None
     key: ClassVar[str] = "replay"
+    driver: ClassVar[str] = "benchc.run.open_loop:ReplayDriver"
     arrival: ClassVar[str] = "trace"  # its arrivals are the trace's
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        """A trace on its own times (the compiler's _replay fills in the rate)."""
+        sweep = load.get("sweep", {})
+        return [cls(speedup=float(x), max_concurrency=sweep.get("max_concurrency"), **bounds)
+                for x in sweep.get("speedup", [])]
 
     @property
     def label(self) -> str:
@@ -284,6 +318,16 @@ class Users(Extent):
     users: int
     turn_interval_s: float
     key: ClassVar[str] = "users"
+    driver: ClassVar[str] = "benchc.run.users:UsersDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        """Sessions at a per-user pace (AIPerf's user-centric rate)."""
+        sweep = load.get("sweep", {})
+        if "users" not in sweep:
+            return []
+        interval = parse_duration(sweep["turn_interval"])
+        return [cls(users=u, turn_interval_s=interval, **bounds) for u in sweep["users"]]
 
     @property
     def label(self) -> str:
@@ -315,6 +359,7 @@ class Search(Extent):
     burstiness: float | None = None
     max_concurrency: int | None = None
     key: ClassVar[str] = "search"
+    driver: ClassVar[str] = ""  # never driven: its probes are (plan/search.py)
 
     @property
     def label(self) -> str:
@@ -340,6 +385,117 @@ class Search(Extent):
         return {**super().flat(), "arrival": self.arrival}
 
 
+def _stages(load: dict, over: str) -> list[tuple[int, dict, float]]:
+    """load.stages' stages when they are of `over` (concurrency | rate): each with its place
+    (from 1) and the target its ramp starts from (the stage before's; the first's: 0)."""
+    stages = load.get("stages") or []
+    if not stages or over not in stages[0]:
+        return []
+    out, before = [], 0.0
+    for i, stage in enumerate(stages, 1):
+        target = float(stage[over]) if over == "concurrency" else parse_rate(stage[over])
+        out.append((i, stage, before))
+        before = target
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConcurrencyStage(ClosedLoop):
+    """A stage of a staged profile (load.stages, k6's ramping-vus): its units in flight go
+    linearly from `start` to `concurrency` over its first ramp_s, then hold to its end
+    (duration_s). Each stage is a point of its own: its row, its figures, its SLO verdict."""
+
+    start: int = 0
+    ramp_s: float = 0.0
+    stage: int = 1  # its place in the profile, from 1
+    key: ClassVar[str] = "concurrency_stage"
+    driver: ClassVar[str] = "benchc.run.stages:ConcurrencyStageDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        return [cls(concurrency=int(st["concurrency"]), start=int(before), stage=i,
+                    ramp_s=parse_duration(st.get("ramp", 0)),
+                    **{**bounds, "duration_s": parse_duration(st["duration"])})
+                for i, st, before in _stages(load, "concurrency")]
+
+    @property
+    def label(self) -> str:
+        ramp = f"{self.start}..{self.concurrency}" if self.ramp_s else f"{self.concurrency}"
+        return f"stage={self.stage},c={ramp}"
+
+    @property
+    def inflight_target(self) -> int:
+        return max(self.start, self.concurrency)
+
+    def target_at(self, t_s: float) -> int:
+        """The units in flight it asks `t_s` seconds into the stage (the ramp's, rounded)."""
+        if self.ramp_s <= 0 or t_s >= self.ramp_s:
+            return self.concurrency
+        return round(self.start + (self.concurrency - self.start) * max(t_s, 0.0) / self.ramp_s)
+
+    def params(self) -> dict:
+        return {**super().params(), "stage": {"index": self.stage, "from": self.start, "ramp_s": self.ramp_s}}
+
+    def flat(self) -> dict:
+        return {**super().flat(), "stage": [self.stage, self.start, self.ramp_s]}
+
+    def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
+        """As a closed loop, its ramp's start split as its target is."""
+        parts = super().divide(workers)
+        starts = even(self.start, len(parts))
+        return [(replace(part, start=s) if isinstance(part, ConcurrencyStage) else part, shard)
+                for (part, shard), s in zip(parts, starts, strict=True)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateStage(OpenLoop):
+    """A stage of a staged profile (load.stages, k6's ramping-arrival-rate): its rate goes
+    linearly from `start_rps` to rate_rps over its first ramp_s, then holds to its end
+    (duration_s); arrivals poisson or constant on that rate (run/stages.py). Splits as an
+    open loop: each worker takes every n-th arrival of the one schedule."""
+
+    start_rps: float = 0.0
+    ramp_s: float = 0.0
+    stage: int = 1
+    key: ClassVar[str] = "rate_stage"
+    driver: ClassVar[str] = "benchc.run.stages:RateStageDriver"
+
+    @classmethod
+    def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
+        return [cls(rate_rps=parse_rate(st["rate"]), start_rps=before, stage=i,
+                    ramp_s=parse_duration(st.get("ramp", 0)), arrival=st.get("arrival", "poisson"),
+                    max_concurrency=st.get("max_concurrency"),
+                    **{**bounds, "duration_s": parse_duration(st["duration"])})
+                for i, st, before in _stages(load, "rate")]
+
+    @property
+    def label(self) -> str:
+        ramp = f"{self.start_rps:g}..{self.rate_rps:g}" if self.ramp_s else f"{self.rate_rps:g}"
+        return f"stage={self.stage},rate={ramp}/s"
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        d = self.duration_s or 0.0
+        return self.offered(d) / d if d else self.rate_rps
+
+    def offered(self, t_s: float) -> float:
+        """The arrivals its rate offers in its first `t_s` seconds (the rate's integral)."""
+        r, a, b = self.ramp_s, self.start_rps, self.rate_rps
+        if t_s <= r:
+            return a * t_s + (b - a) * t_s * t_s / (2 * r)
+        return (a + b) * r / 2 + b * (t_s - r)
+
+    def params(self) -> dict:
+        stage = {"index": self.stage, "from": self.start_rps, "ramp_s": self.ramp_s}
+        return {**super().params(), "stage": stage}
+
+    def flat(self) -> dict:
+        return {**super().flat(), "stage": [self.stage, self.start_rps, self.ramp_s]}
+
+    def replayed(self, trace: dict) -> Extent:
+        raise PlanError("load.stages over a trace dataset is not built yet: sweep the trace's speedup")
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentReplay(Extent):
     """Coding-agent sessions (workload.dataset.agent_trace, run/agent_replay.py): each
@@ -357,6 +513,7 @@ class AgentReplay(Extent):
     max_think_s: float | None = None
     kv_block: int | None = None  # the server's KV block (the verdict's cache band); None: the trace's
     key: ClassVar[str] = "agent_replay"
+    driver: ClassVar[str] = "benchc.run.agent_replay:AgentReplayDriver"
     # open_loop stays True (as Users'): its sessions' requests go when their think times say,
     # not as other requests end, so no closed loop's slot bound applies to them
 
@@ -393,9 +550,9 @@ class AgentReplay(Extent):
         return [(self, WHOLE)]
 
 
-Shape = ClosedLoop | OpenLoop | Replay | Users | Search | AgentReplay
+Shape = ClosedLoop | OpenLoop | Replay | Users | Search | AgentReplay | ConcurrencyStage | RateStage
 SHAPES: dict[str, type[Extent]] = {t.key: t for t in (ClosedLoop, OpenLoop, Replay, Users, Search,
-                                                             AgentReplay)}
+                                                         AgentReplay, ConcurrencyStage, RateStage)}
 
 
 def shape_from_dict(d: dict) -> Extent:
@@ -426,5 +583,6 @@ def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
     return None
 
 
-__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "AgentReplay", "Shape", "Extent", "SHAPES",
-           "Shard",           "WHOLE", "even", "shape_from_dict", "from_flat", "FLAT_FIELDS", "PARAM_HEAD"]
+__all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "AgentReplay", "ConcurrencyStage",
+           "RateStage", "Shape", "Extent", "SHAPES", "Shard", "WHOLE", "even", "shape_from_dict", "from_flat",
+           "FLAT_FIELDS", "PARAM_HEAD"]

@@ -13,6 +13,7 @@ not failed).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import random
@@ -32,11 +33,10 @@ from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
-from benchc.plan.shapes import AgentReplay, ClosedLoop, Extent, OpenLoop, Replay, Users
+from benchc.plan.shapes import SHAPES, Extent
 from benchc.redact import redact_url
-from benchc.run.agent_replay import AgentFeed, AgentReplayDriver
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.alarm import Alarm
-from benchc.run.closed_loop import ClosedLoopDriver
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.drivers import Driver
@@ -54,22 +54,22 @@ from benchc.run.selfcheck import (
 )
 from benchc.run.sendcheck import SendCheck, SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
-from benchc.run.users import UsersDriver
 
 LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text chunks are checked this often
-# each load shape's driver (plan/shapes.py -> run/drivers.py's protocol)
-DRIVERS: dict[type[Extent], Callable[[Any], Driver]] = {
-    ClosedLoop: ClosedLoopDriver, OpenLoop: OpenLoopDriver, Replay: ReplayDriver, Users: UsersDriver,
-    AgentReplay: AgentReplayDriver,
-}
+
+# each runnable shape's driver, "module:class" (plan/shapes.py names it; driver_for loads it)
+DRIVERS: dict[type[Extent], str] = {kind: kind.driver for kind in SHAPES.values() if kind.driver}
 
 log = logging.getLogger(__name__)
 
 
 def driver_for(shape: Extent) -> Driver:
-    """A driver for one step of `shape`."""
-    return DRIVERS[type(shape)](shape)
+    """A driver for one step of `shape`: the one its type names (plan/shapes.py, `driver`;
+    run/drivers.py's protocol)."""
+    module, name = shape.driver.split(":")
+    made: Driver = getattr(importlib.import_module(module), name)(shape)
+    return made
 
 
 @dataclass

@@ -496,13 +496,7 @@ class Runner:
             await self.backend.prepare(prepared)
         w = combo.workload
         seed0 = w.params.get("seed", 0)
-        if (words := words_line(w)) is not None:
-            self.console.say(f"{_label(combo)}{words}")
-        # each point's row then says what the server counted for those words
-        self.console.words_sent = w.input_tokens.get("mean") if words is not None else None
-        if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
-            self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
-                             f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
+        self._say_prompts(combo)
         resetter = CacheReset(combo.server.reset_cache if combo.server else "never")
         stop = SweepStop(self.plan.saturation)
         positions: dict[int | None, int] = {}  # pass (repeat) -> load steps of it so far
@@ -563,6 +557,19 @@ class Runner:
             self.console.say(f"{_label(combo)}sweep stopped: {record['sweep_stop']['reason']}; skipped "
                              f"{', '.join(stop.skipped) or 'nothing'}")
         self._say_repeats(combo)
+
+    def _say_prompts(self, combo: Combination) -> None:
+        """What the combination's prompts hold (in words, where they are words) and, for a seed
+        drawn for this run, how to send the same prompts again."""
+        w = combo.workload
+        if (words := words_line(w)) is not None:
+            self.console.say(f"{_label(combo)}{words}")
+        # each point's row then says what the server counted for those words
+        self.console.words_sent = w.input_tokens.get("mean") if words is not None else None
+        if not w.seed_pinned:  # how to send these prompts again: the result's plan has it too
+            seed0 = w.params.get("seed", 0)
+            self.console.say(f"{_label(combo)}prompts: seed {seed0} drawn for this run (fresh prompts; "
+                             f"--set workload.dataset.{w.dataset}.seed={seed0} sends them again)")
 
     def _say_repeats(self, combo: Combination) -> None:
         """Per repeated point of the combination: the mean and 95% interval of its runs."""

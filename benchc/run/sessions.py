@@ -265,101 +265,137 @@ async def run_session(env: SessionEnv, conv: Conversation, index: int, scheduled
     user message has had max_tool_calls rounds; then the next turn goes, its think time after
     the last answer. Every request counts as a turn of the session (its `turn` numbers them
     all: 1, 2, ...), so the per-turn figures follow the conversation as it grows."""
-    session = conv.session
-    first_due = scheduled_ns if scheduled_ns is not None else ready_ns
-    prev_end: int | None = None  # the previous request's end and send (set once one completed)
-    prev_send: int | None = None
-    sent = ok = 0
-    start_ns = end_ns = None
-    outcome = "completed"
-    fan_out: list[tuple[int, int]] = []  # per round run as sub-requests: (how many, its time in ns)
+    run = _SessionRun(env, conv, index, scheduled_ns, ready_ns)
+    errors: dict[str, int] = {}
+    try:
+        await run.turns()
+    except Exception as e:
+        # What an answer holds may break reading it (tool-call arguments nested 100,000 deep:
+        # RecursionError; a huge tool result: MemoryError): the session ends, failed, its
+        # error named and counted, and the step goes on (before, the slot's task died unseen)
+        run.outcome = "failed"
+        errors[type(e).__name__] = 1
+        log.warning("session %d ended: %s", index, redact.clip(f"{type(e).__name__}: {e}", 300))
+    env.done({"outcome": run.outcome, "turns": run.sent, "completed_turns": run.ok,
+              "start_ns": run.start_ns, "end_ns": run.end_ns, "fan_out": run.fan_out, "errors": errors})
+    return run.prev_send if run.prev_send is not None else ready_ns
 
-    async def send(build: Callable[[], tuple[bytes, int, int | None, int | None]], due: int,
-                   sched: int | None, first: bool) -> RequestRecord:
-        nonlocal sent, ok, start_ns, end_ns
-        body, n_in, shared, expected = build()
-        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=index, input_tokens=n_in,
-                          expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
-                          reused=session.reused, ready_ns=due,
-                          queued_ns=due - sched if sched is not None and first else 0,
-                          session=index, turn=sent + 1, prev_end_ns=prev_end, messages=conv.messages,
-                          tools=conv.combo.workload.tools is not None, images=conv.images)
-        await env.measured(body, r)
-        sent += 1
-        ok += r.ok
-        start_ns = r.t0_ns if start_ns is None else start_ns
-        end_ns = r.end_ns
+
+class _SessionRun:
+    """One session's turn loop (run_session) and what it has done so far: the requests sent and
+    completed, the first send and the last end, how it ended (`outcome`: completed, cut by the
+    step's stop, or failed)."""
+
+    def __init__(self, env: SessionEnv, conv: Conversation, index: int, scheduled_ns: int | None,
+                 ready_ns: int):
+        self.env, self.conv, self.index = env, conv, index
+        self.scheduled_ns, self.ready_ns = scheduled_ns, ready_ns
+        # a trace's turn times count from the session's first due time
+        self.first_due = scheduled_ns if scheduled_ns is not None else ready_ns
+        self.prev_end: int | None = None  # the previous request's end and send (set once one completed)
+        self.prev_send: int | None = None
+        self.sent = self.ok = 0
+        self.start_ns: int | None = None
+        self.end_ns: int | None = None
+        self.outcome = "completed"
+        self.fan_out: list[tuple[int, int]] = []  # per round run as sub-requests: (how many, its time in ns)
+
+    async def turns(self) -> None:
+        """Each turn in order (with its tool rounds), until the last, a failed one, or the step's
+        stop (`outcome` says which)."""
+        conv = self.conv
+        for k, turn in enumerate(conv.session.turns, 1):
+            due = self.ready_ns
+            if k > 1:
+                due = self._due(turn)
+                if not await self._wait(due):
+                    self.outcome = "cut"
+                    return
+            sched = self.scheduled_ns if k == 1 else (due if self.env.open_loop else None)
+            r = await self._send(functools.partial(conv.turn, turn), due, sched, k == 1)
+            last = await self._tool_rounds(turn, r)
+            if last is None:
+                self.outcome = "cut"
+                return
+            if not last.ok:
+                self.outcome = "failed"
+                return
+            if not (conv.tools is not None and tool_calls(last, conv.tool_names)):
+                conv.answered(turn, last.parser.answer_text(), last.parser.response_id)
+            self.prev_end, self.prev_send = last.end_ns, last.t0_ns
+
+    def _due(self, turn: Turn) -> int:
+        """When a turn after the first is due (the module's docstring gives the rules)."""
+        prev_end, prev_send = self.prev_end, self.prev_send
+        assert prev_end is not None and prev_send is not None  # turn k-1 completed, else it ended
+        if self.env.pace_s is not None:
+            return max(prev_send + int(self.env.pace_s * 1e9), prev_end)
+        if turn.at_s is not None:
+            return max(self.first_due + int(turn.at_s / self.env.speedup * 1e9), prev_end)
+        return prev_end + int(turn.think_s * 1e9)
+
+    async def _tool_rounds(self, turn: Turn, r: RequestRecord) -> RequestRecord | None:
+        """An agent loop's rounds after request `r`: while an answer calls tools, their results
+        (after the tools' latency, or the sub-agents' round) go back in a follow-up, up to
+        max_tool_calls rounds. Returns the last request's record; None: the step stopped
+        between rounds (the session is cut)."""
+        conv, env = self.conv, self.env
+        rounds = 0
+        while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
+            rounds += 1
+            latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
+            self.prev_end, self.prev_send = r.end_ns, r.t0_ns
+            if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
+                break
+            assert r.end_ns is not None  # a completed request has ended
+            due = r.end_ns + int(latency_s * 1e9)
+            if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
+                if not env.may_continue():
+                    return None
+                due = await self._sub_agents(turn, r.end_ns)
+            if not await self._wait(due):
+                return None
+            sched = due if env.open_loop else None
+            r = await self._send(functools.partial(conv.follow_up, turn), due, sched, False)
         return r
 
-    async def wait(due: int) -> bool:
+    async def _sub_agents(self, turn: Turn, ready_ns: int) -> int:
+        """A tool round run as sub-requests (fan-out): returns when it is over (the slowest
+        one's end, ns), and counts the round in `fan_out`."""
+        subs = await _sub_requests(self.env, self.conv, turn, self.index, self.conv.session.reused, ready_ns)
+        first = min(x.t0_ns for x in subs)
+        over = max(x.end_ns or first for x in subs)
+        self.fan_out.append((len(subs), over - first))
+        return over
+
+    async def _wait(self, due: int) -> bool:
         """Whether the next request may go at `due` (False: the step stopped; the session is cut)."""
+        env = self.env
         # a request due past the step's deadline never goes: no waiting out its think time
         if not env.may_continue(due) or not await env.until(due) or not env.may_continue():
             return False
         env.took_turn()
         return True
 
-    async def turns() -> None:
-        nonlocal prev_end, prev_send, outcome
-        for k, turn in enumerate(session.turns, 1):
-            due = ready_ns
-            if k > 1:
-                assert prev_end is not None and prev_send is not None  # turn k-1 completed, else it ended
-                if env.pace_s is not None:
-                    due = max(prev_send + int(env.pace_s * 1e9), prev_end)
-                elif turn.at_s is not None:
-                    due = max(first_due + int(turn.at_s / env.speedup * 1e9), prev_end)
-                else:
-                    due = prev_end + int(turn.think_s * 1e9)
-                if not await wait(due):
-                    outcome = "cut"
-                    return
-            sched = scheduled_ns if k == 1 else (due if env.open_loop else None)
-            r = await send(functools.partial(conv.turn, turn), due, sched, k == 1)
-            rounds = 0
-            while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
-                rounds += 1
-                latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
-                prev_end, prev_send = r.end_ns, r.t0_ns
-                if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
-                    break
-                assert r.end_ns is not None  # a completed request has ended
-                due = r.end_ns + int(latency_s * 1e9)
-                if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
-                    if not env.may_continue():
-                        outcome = "cut"
-                        break
-                    subs = await _sub_requests(env, conv, turn, index, session.reused, r.end_ns)
-                    first = min(x.t0_ns for x in subs)
-                    due = max(x.end_ns or first for x in subs)
-                    fan_out.append((len(subs), due - first))
-                if not await wait(due):
-                    outcome = "cut"
-                    return
-                sched = due if env.open_loop else None
-                r = await send(functools.partial(conv.follow_up, turn), due, sched, False)
-            if outcome == "cut":
-                break
-            if not r.ok:
-                outcome = "failed"
-                break
-            if not (conv.tools is not None and tool_calls(r, conv.tool_names)):
-                conv.answered(turn, r.parser.answer_text(), r.parser.response_id)
-            prev_end, prev_send = r.end_ns, r.t0_ns
-
-    errors: dict[str, int] = {}
-    try:
-        await turns()
-    except Exception as e:
-        # What an answer holds may break reading it (tool-call arguments nested 100,000 deep:
-        # RecursionError; a huge tool result: MemoryError): the session ends, failed, its
-        # error named and counted, and the step goes on (before, the slot's task died unseen)
-        outcome = "failed"
-        errors[type(e).__name__] = 1
-        log.warning("session %d ended: %s", index, redact.clip(f"{type(e).__name__}: {e}", 300))
-    env.done({"outcome": outcome, "turns": sent, "completed_turns": ok,
-              "start_ns": start_ns, "end_ns": end_ns, "fan_out": fan_out, "errors": errors})
-    return prev_send if prev_send is not None else ready_ns
+    async def _send(self, build: Callable[[], tuple[bytes, int, int | None, int | None]], due: int,
+                    sched: int | None, first: bool) -> RequestRecord:
+        """Build a request when it goes (a turn's body needs the answers before it), send it,
+        and count it as the session's next turn."""
+        conv = self.conv
+        body, n_in, shared, expected = build()
+        r = RequestRecord(id=uuid.uuid4().hex, prompt_index=self.index, input_tokens=n_in,
+                          expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
+                          reused=conv.session.reused, ready_ns=due,
+                          queued_ns=due - sched if sched is not None and first else 0,
+                          session=self.index, turn=self.sent + 1, prev_end_ns=self.prev_end,
+                          messages=conv.messages, tools=conv.combo.workload.tools is not None,
+                          images=conv.images)
+        await self.env.measured(body, r)
+        self.sent += 1
+        self.ok += r.ok
+        self.start_ns = r.t0_ns if self.start_ns is None else self.start_ns
+        self.end_ns = r.end_ns
+        return r
 
 
 async def _sub_requests(env: SessionEnv, conv: Conversation, turn: Turn, index: int, reused: bool,

@@ -87,6 +87,7 @@ def count_problems(spec: Any, data: dict) -> list[SpecProblem]:
                 out.append(spec.problem(("load", "sweep", "rate", i), _over(
                     n, MAX_REQUESTS, f"requests per point ({r} for {load['duration']}; give "
                     "load.requests, or a lower rate or duration)")))
+    out += _stage_problems(spec, load.get("stages") or [])
     axes = matrix.axes_of(data.get("matrix"))
     combos = math.prod(len(v) for v in axes.values())
     if combos > MAX_COMBINATIONS:
@@ -96,13 +97,33 @@ def count_problems(spec: Any, data: dict) -> list[SpecProblem]:
     else:
         # a sweep's points run `repeats` times each; a search probes at most max_probes times
         # (when not given, the policy's worst case, which a bounded range keeps small)
-        values: list = next((sweep[k] for k in ("concurrency", "rate", "speedup", "users") if k in sweep), [])
-        per_combo = len(values) * max(1, load.get("repeats", 1)) if sweep else search.get("max_probes", 0)
+        values: list = next((sweep[k] for k in ("concurrency", "rate", "speedup", "users") if k in sweep),
+                            load.get("stages") or [])  # a profile's stages are points too
+        kind = "sweep" if sweep else "stages" if load.get("stages") else None
+        per_combo = len(values) * max(1, load.get("repeats", 1)) if kind else search.get("max_probes", 0)
         if combos * per_combo > MAX_LOAD_POINTS:
-            where = ("load", "sweep") if sweep else ("load", "search", "max_probes")
-            what = "load points (combinations x sweep values x repeats)" if sweep else \
+            where = ("load", kind) if kind else ("load", "search", "max_probes")
+            per = "sweep values" if sweep else "stages"
+            what = f"load points (combinations x {per} x repeats)" if kind else \
                 "probes (combinations x max_probes)"
             out.append(spec.problem(where, _over(combos * per_combo, MAX_LOAD_POINTS, what)))
+    return out
+
+
+def _stage_problems(spec: Any, stages: list) -> list[SpecProblem]:
+    """load.stages: each stage's concurrency and cap, and what a rate stage sends (its rate
+    for its duration, at most: a ramp offers less), against the sweep's ceilings."""
+    out: list[SpecProblem] = []
+    for i, st in enumerate(stages):
+        for k in ("concurrency", "max_concurrency"):
+            if st.get(k, 0) > MAX_CONCURRENCY:
+                out.append(spec.problem(("load", "stages", i, k), _over(st[k], MAX_CONCURRENCY,
+                                                                        "requests in flight")))
+        if "rate" in st and parse_rate(st["rate"]) * parse_duration(st["duration"]) > MAX_REQUESTS:
+            n = parse_rate(st["rate"]) * parse_duration(st["duration"])
+            out.append(spec.problem(("load", "stages", i, "rate"), _over(
+                n, MAX_REQUESTS, f"requests per stage ({st['rate']} for {st['duration']}; give a lower rate "
+                                 "or duration)")))
     return out
 
 

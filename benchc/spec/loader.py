@@ -26,7 +26,7 @@ from benchc.inputs import SPEC_BYTES, input_problem
 from benchc.spec import limits, matrix, values, yaml_bounds
 from benchc.spec.schemas import load_schema
 from benchc.spec.thresholds import parse_slo
-from benchc.units import parse_rate, parse_tokens
+from benchc.units import parse_duration, parse_rate, parse_tokens
 
 Path = tuple  # a JSON path as a tuple of keys and indices
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -616,18 +616,15 @@ def _trace_problems(spec: Spec, cfg: dict) -> list[SpecProblem]:
 def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
     out, p = [], spec.problem
     load = d["load"]
-    if ("sweep" in load) == ("search" in load):
-        out.append(p(("load",), "give exactly one of sweep (fixed points) or search (the largest load "
-                                "that meets the SLO)"))
+    schema = load_schema("spec-v1")["properties"]["load"]
+    out += _one_of(spec, ("load",), load, schema["x-one-of"])
     if "graceful_stop" in load and "duration" not in load:
         out.append(p(("load", "graceful_stop"), "graceful_stop applies past load.duration: give a duration "
                      "(a point bound by requests alone ends when they do)", key=True))
     sweep = load.get("sweep", {})
     trace = "trace" in d["workload"]["dataset"]
-    if "sweep" in load and sum(k in sweep for k in ("concurrency", "rate", "speedup", "users")) != 1:
-        out.append(p(("load", "sweep"), "give exactly one of concurrency (closed loop), rate (open loop), "
-                                        "speedup (a trace dataset on its own times) or users (sessions at a "
-                                        "per-user pace)"))
+    if "sweep" in load:
+        out += _one_of(spec, ("load", "sweep"), sweep, schema["properties"]["sweep"]["x-one-of"], named=False)
     out += _session_load_problems(spec, d)
     if trace and "search" in load:
         out.append(p(("load", "search"), "a capacity search over a trace replay is not built yet: sweep "
@@ -649,10 +646,61 @@ def _load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
         out += [p(("load", k), f"every point of a trace sends its slice once; choose the requests with "
                                f"workload.dataset.trace.slice, not load.{k}", key=True)
                 for k in ("requests", "duration", "sessions") if k in load]
-    elif "requests" not in load and "duration" not in load and "sessions" not in load:
+    elif not any(k in load for k in schema["x-stops"]):
         out.append(p(("load",), "say when each point stops: give requests, duration, or both"
                                 + (" (or sessions)" if _multi_turn(d) else "")))
-    return out + _search_problems(spec, d) + _saturation_problems(spec, d)
+    return out + _search_problems(spec, d) + _saturation_problems(spec, d) + _stages_problems(spec, d)
+
+
+def _stages_problems(spec: Spec, d: dict) -> list[SpecProblem]:
+    """load.stages: one kind of load through the profile, each stage a rate or a concurrency,
+    its ramp within its own duration (a longer one would overlap the stage before), a profile
+    of some length; the stages say when each point stops."""
+    load = d["load"]
+    stages = load.get("stages")
+    if not stages:
+        return []
+    out, p = [], spec.problem
+    out += [p(("load", k), f"each stage says its own {k.replace('_', '-')}: {k} does not apply to stages",
+              key=True) for k in ("duration", "requests", "ramp_up") if k in load]
+    if {"trace", "agent_trace"} & set(d["workload"]["dataset"]):
+        out.append(p(("load", "stages"), "stages over a trace dataset is not built yet: sweep the trace's "
+                                         "speedup (an agent trace's concurrency, rate or speedup)", key=True))
+    kinds = [k for k in ("concurrency", "rate") if k in stages[0]]
+    total = 0.0
+    for i, st in enumerate(stages):
+        at = ("load", "stages", i)
+        given = [k for k in ("concurrency", "rate") if k in st]
+        if len(given) != 1:
+            out.append(p(at, "give a stage exactly one of concurrency (closed loop) or rate (open loop)"))
+        elif given != kinds:
+            out.append(p(at + (given[0],), f"a profile is of one kind: stage 1 gives {kinds[0]}, this one "
+                                           f"{given[0]}", key=True))
+        if "concurrency" in st:
+            out += [p(at + (k,), f"{k} applies to a rate stage, not to concurrency", key=True)
+                    for k in ("arrival", "max_concurrency") if k in st]
+        duration = parse_duration(st["duration"])
+        ramp = parse_duration(st.get("ramp", 0))
+        if ramp > duration:
+            out.append(p(at + ("ramp",), f"{_show(st['ramp'])}: a ramp longer than its stage's duration "
+                                         f"({_show(st['duration'])}) would overlap the stage before (a ramp "
+                                         "is within its stage)"))
+        total += duration
+    if total <= 0:
+        out.append(p(("load", "stages"), "a profile of zero length: give its stages a duration above 0"))
+    return out
+
+
+def _one_of(spec: Spec, at: tuple, obj: dict, table: dict[str, str], named: bool = True) -> list[SpecProblem]:
+    """The schema's `x-one-of` table (a key: what it is) of the object at `at`: exactly one of
+    its keys. Several given: the message names those (`named`), else every one; so a new load
+    shape adds its key to the schema's table, not a branch here."""
+    given = [k for k in table if k in obj]
+    if len(given) == 1:
+        return []
+    keys = given if named and given else list(table)
+    says = [f"{k} ({table[k]})" for k in keys]
+    return [spec.problem(at, f"give exactly one of {', '.join(says[:-1])} or {says[-1]}")]
 
 
 def _agent_load_problems(spec: Spec, d: dict) -> list[SpecProblem]:
