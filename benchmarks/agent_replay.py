@@ -1,7 +1,7 @@
-"""Coding-agent traces at the AgentX manifest's scale: what reading a set costs, and the client
-CPU to build its longest request's prompt (the replay itself waits for the load-shape types).
+"""Coding-agent traces at the AgentX manifest's scale: what reading a set costs, the client
+CPU to build its longest request's prompt, and (--run) `benchc run` of the set end to end.
 
-    python benchmarks/agent_replay.py [--sessions 1000] [--repeats 5]
+    python benchmarks/agent_replay.py [--sessions 1000] [--repeats 5] [--run [--replay 8]]
 
 1. `--sessions` sessions drawn with the AgentX manifest's parameters (contexts to 200k
    tokens, plan/agent_trace_gen.AGENTX) written as one .jsonl, then read and checked
@@ -12,6 +12,19 @@ CPU to build its longest request's prompt (the replay itself waits for the load-
    its prompt text (plan/agent_trace_prompts.py, no tokenizer: one word a token), the first
    time (every block drawn) and again (its blocks cached, as a session's next turn finds
    them); medians of `--repeats`.
+3. With --run: `benchc run` of a spec replaying the set on the embedded simulator (4 sessions
+   in flight, its max_model_len 262,144, think times at 1e-5 of the trace's, capped at 1 ms),
+   in a process of its own, `--repeats` times: seconds from the process's launch to its first
+   request's send (the requests file's t0_ns: perf_counter_ns, CLOCK_MONOTONIC, the launcher's
+   clock too),
+   the run's peak client RSS (VmHWM of the benchc process at its exit; the simulator is a
+   process of its own), and its wall time. The whole set is read and checked before the first
+   request; `--replay` sessions of it (load.sessions, the first N) are replayed, since
+   replaying all 48,000 requests of up to 200k tokens takes hours of this machine.
+   Then, in this process, the client CPU (time.thread_time of the one thread that does it) to
+   build the longest request's body through the run's own feed (run/agent_replay.AgentFeed:
+   prompt, API body, JSON) and send it whole over a local socket (sendall; a drain thread
+   reads it), its blocks drawn and cached; medians of `--repeats`.
 """
 
 from __future__ import annotations
@@ -19,10 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,11 +57,102 @@ print(json.dumps({"first_s": first, "all_s": total, "sessions": len(sessions), "
                   "requests": sum(len(s.requests()) for s in sessions)}))
 """
 
+# `benchc run` in this process, its peak RSS written at exit (the simulator is a child of its own)
+RUN = """
+import atexit, runpy, sys
+out = sys.argv[1]
+def hwm():
+    kib = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
+    open(out, "w").write(str(kib))
+atexit.register(hwm)
+sys.argv = ["benchc", *sys.argv[2:]]
+runpy.run_module("benchc", run_name="__main__")
+"""
+
+SPEC = """version: 1
+name: agentx-scale
+target: {{sim: {{preset: instant, max_model_len: 262144}}, api: chat, model: benchc-sim}}
+workload:
+  dataset:
+    agent_trace: {{path: {path}, time_scale: 0.00001, max_think: 1ms}}
+load:
+  sessions: {replay}
+  sweep: {{concurrency: [4]}}
+output: {{path: {out}, requests: true}}
+"""
+
+
+def run_end_to_end(path: Path, tmp: Path, replay: int, repeats: int) -> None:
+    """`benchc run` of the set: time to its first request, peak client RSS, wall time."""
+    spec = tmp / "agentx.yaml"
+    spec.write_text(SPEC.format(path=path, replay=replay, out=tmp / "result.json"))
+    runs = []
+    for k in range(repeats):
+        hwm, out = tmp / f"hwm{k}", tmp / f"result{k}.json"  # each run its own requests file
+        t0 = time.perf_counter_ns()
+        p = subprocess.run([sys.executable, "-c", RUN, str(hwm), "run", str(spec), "--quiet", "--force",
+                            "--out", str(out)],
+                           capture_output=True, text=True, cwd=tmp)
+        wall = (time.perf_counter_ns() - t0) / 1e9
+        if p.returncode not in (0, 6):  # 6: a doubt (think times late on a busy machine)
+            raise SystemExit(f"benchc run exited {p.returncode}: {p.stderr[-2000:]}")
+        doc = json.loads(out.read_text())
+        recs = [json.loads(line) for line in (tmp / doc["requests_file"]).read_text().splitlines()]
+        sends = [r["t0_ns"] for r in recs if r.get("t0_ns") and r.get("run_id") == doc["run_id"]]
+        errors = sum(r.get("error") is not None for r in recs)
+        runs.append({"first_s": (min(sends) - t0) / 1e9, "hwm_kib": int(hwm.read_text()), "wall_s": wall,
+                     "requests": len(sends), "errors": errors, "exit": p.returncode})
+    med = {k: statistics.median(r[k] for r in runs) for k in ("first_s", "hwm_kib", "wall_s")}
+    print(f"benchc run: first request {med['first_s']:.2f} s after launch, peak client RSS "
+          f"{med['hwm_kib'] / 1024:.0f} MiB, {med['wall_s']:.1f} s wall, {runs[0]['requests']} requests of "
+          f"{replay} sessions replayed, {sum(r['errors'] for r in runs)} errors, exit "
+          f"{sorted({r['exit'] for r in runs})} (medians of {repeats})")
+    build_and_send(spec, repeats)
+
+
+def build_and_send(spec: Path, repeats: int) -> None:
+    """The client CPU to build the set's longest request's body as the run does and send it."""
+    from benchc.plan.compiler import compile_spec
+    from benchc.run.agent_replay import AgentFeed
+    from benchc.run.prepare import prepare
+    from benchc.spec import loader
+
+    plan = compile_spec(loader.load(str(spec), env={}))
+    combo, step = plan.combinations[0], plan.steps[0]
+    prepared = prepare(plan, combo)
+    feed = AgentFeed(prepared.source, combo, step, prepared.tokenizer, prepared.template)
+    j, req = max(((j, r) for j, s in enumerate(feed.sessions) for r in s.requests()),
+                 key=lambda x: x[1].input_tokens)
+    a, b = socket.socketpair()
+
+    def drain() -> None:
+        while b.recv(1 << 20):
+            pass
+
+    drained = threading.Thread(target=drain, daemon=True)
+    drained.start()
+    cold, warm = [], []
+    for k in range(repeats):
+        feed.prompts = prepared.source.prompts(prepared.tokenizer, prepared.template)  # no block built yet
+        feed.stream = k
+        for into in (cold, warm):
+            c0 = time.thread_time()
+            body = feed.body(j, req)
+            a.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            into.append(time.thread_time() - c0)
+    a.close()
+    drained.join()
+    print(f"build and send its longest request ({req.input_tokens:,} tokens, {len(body) / 2**20:.1f} MiB "
+          f"body): {statistics.median(cold) * 1000:.1f} ms of client CPU (blocks drawn), "
+          f"{statistics.median(warm) * 1000:.1f} ms (blocks cached), medians of {repeats}")
+
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--run", action="store_true", help="also `benchc run` the set on the simulator")
+    ap.add_argument("--replay", type=int, default=8, help="sessions --run replays (load.sessions)")
     args = ap.parse_args(argv)
     from benchc.plan.agent_trace import read_agent_traces
     from benchc.plan.agent_trace_gen import AGENTX, write_sessions
@@ -88,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"longest request: {r.input_tokens:,} tokens; its prompt built in "
               f"{statistics.median(cold) * 1000:.1f} ms of CPU (blocks drawn), "
               f"{statistics.median(warm) * 1000:.1f} ms (blocks cached), medians of {args.repeats}")
+        if args.run:
+            run_end_to_end(path, Path(tmp), args.replay, args.repeats)
 
 
 if __name__ == "__main__":

@@ -112,3 +112,41 @@ def test_a_request_shorter_than_the_template_is_named(sessions):
                 r"is no more than the chat template's own 10000")
     with pytest.raises(PlanError, match=expected):
         AgentTracePrompts(seed=1, tokenizer=Tok(), template=Template()).text(s, 0, r)
+
+
+def _plan_of(tmp_path, trace_dir):
+    from benchc.plan.compiler import compile_spec
+    from benchc.spec import loader
+
+    spec = tmp_path / "agent.yaml"
+    spec.write_text(f"""version: 1
+name: agent-once
+target: {{sim: {{preset: instant}}, api: chat, model: benchc-sim}}
+workload: {{dataset: {{agent_trace: {{path: {trace_dir}, seed: 3}}}}}}
+load: {{sweep: {{concurrency: [2]}}}}
+""")
+    return compile_spec(loader.load(str(spec), env={}))
+
+
+def test_a_run_reads_its_trace_once_and_again_only_when_it_changed(tmp_path, monkeypatch):
+    """`benchc run` builds the source at compile and at prepare: the second build takes the
+    sessions read by the first (a 1,000-session set takes seconds to read); a file changed in
+    between is read again, and prepare refuses it as before."""
+    from benchc.errors import RunError
+    from benchc.plan import agent_trace_prompts as atp
+    from benchc.run.prepare import prepare
+
+    trace_dir = tmp_path / "traces"
+    shutil.copytree(SAMPLE, trace_dir)
+    reads = []
+    real = atp.read_agent_traces
+    monkeypatch.setattr(atp, "read_agent_traces", lambda *a: reads.append(a) or real(*a))
+    plan = _plan_of(tmp_path, trace_dir)
+    prepared = prepare(plan, plan.combinations[0])
+    assert len(reads) == 1
+    assert len(prepared.source.agent_sessions) == 6
+    assert prepared.source.digest() == plan.combinations[0].workload.prompts_sha256
+    sorted(trace_dir.iterdir())[0].unlink()  # a session taken off: another set
+    with pytest.raises(RunError, match="the prompts rebuilt from the plan differ"):
+        prepare(plan, plan.combinations[0])
+    assert len(reads) == 2

@@ -407,6 +407,22 @@ def test_tool_text_splits_into_calls():
     assert split_tool_text("") == [] and split_tool_text("  ") == []
 
 
+def test_interleaved_parallel_calls_are_sent_back_as_calls_of_their_own(stream_modules):
+    """Two calls whose pieces alternate (issue 44): one call each, with its own name and
+    arguments, not one call named get_weather with the rest glued."""
+    from benchc.metrics.record import RequestRecord
+    from benchc.run.sessions import tool_calls
+    from tests.test_stream import fed_one_event_per_ms
+    from tests.test_stream_apis import INTERLEAVED
+
+    r = RequestRecord(id="r" * 32, prompt_index=0, input_tokens=1, expected_output_tokens=1)
+    r.parser = fed_one_event_per_ms(stream_modules[0], INTERLEAVED["chat"], keep_text=True)
+    calls = tool_calls(r)
+    assert [(c["name"], c["arguments"]) for c in calls] == [("get_weather", '{"city":"Paris"}'),
+                                                           ("search", '{"q":"x"}')]
+    assert [c["id"] for c in calls] == [f"call_{'r' * 16}_0", f"call_{'r' * 16}_1"]
+
+
 def test_what_one_request_carries_has_a_ceiling(tmp_path):
     from benchc.cli import main
 

@@ -96,6 +96,7 @@ def text(path):
 
 
 def export(capsys, path, fmt):
+    capsys.readouterr()  # what came before (the runs fixture's `benchc run`, when this test ran it)
     assert main(["export", path, "--format", fmt]) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 

@@ -3,6 +3,7 @@ API's events and the Messages API's events, on both cores, over any split of the
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -353,3 +354,61 @@ def test_cores_agree_on_the_events_a_response_sends_once(events, ascii_only, spa
     assert all(r == results[0] for r in results), data
     kept = [(p.text(), p.tool_text(), p.response_id) for p in kept_over(data, [])]
     assert all(k == kept[0] for k in kept), data
+
+
+# Two parallel calls whose pieces alternate (issue 44): get_weather {"city":"Paris"} and search
+# {"q":"x"}, each piece tagged with its call's index. Chat names it in tool_calls[].index,
+# Responses in output_index (here after the delta, where a learned shape's tail holds it),
+# Messages in the content block's index.
+INTERLEAVED_CALLS = [(0, "get_weather"), (1, "search"), (0, '{"city":'), (1, '{"q":'), (0, '"Paris"}'),
+                     (1, '"x"}')]
+INTERLEAVED = {
+    "chat": [chunk(tool_call(i, name=t, arguments="", call_id=f"c{i}") if k < 2
+                   else tool_call(i, arguments=t)) for k, (i, t) in enumerate(INTERLEAVED_CALLS)],
+    "responses": [
+        responses("response.output_item.added", output_index=i,
+                  item={"type": "function_call", "id": f"fc_{i}", "name": t, "arguments": ""}) if k < 2
+        else json.dumps({"type": "response.function_call_arguments.delta", "delta": t, "item_id": "fc_1",
+                         "output_index": i, "sequence_number": 10 + k}).encode()
+        for k, (i, t) in enumerate(INTERLEAVED_CALLS)],
+    "messages": [
+        message("content_block_start", index=i, content_block={"type": "tool_use", "id": f"tu_{i}", "name": t,
+                                                               "input": {}}) if k < 2
+        else message("content_block_delta", index=i, delta={"type": "input_json_delta", "partial_json": t})
+        for k, (i, t) in enumerate(INTERLEAVED_CALLS)],
+}
+
+
+@pytest.mark.parametrize("api", sorted(INTERLEAVED))
+def test_interleaved_parallel_tool_calls_are_kept_apart(stream_modules, api):
+    p = fed_one_event_per_ms(stream_modules[0], INTERLEAVED[api], keep_text=True)
+    assert p.tool_call_texts() == ['get_weather{"city":"Paris"}', 'search{"q":"x"}']
+    assert p.tool_text() == 'get_weathersearch{"city":{"q":"Paris"}"x"}'  # as streamed: counts unchanged
+    assert (p.tool_chunks, p.text_chunks) == (6, 6)
+
+
+def test_a_chat_delta_with_two_calls_keeps_each_apart(stream_modules):
+    both = {"tool_calls": [{"index": 0, "function": {"arguments": '{"a":1}'}},
+                           {"index": 1, "function": {"arguments": '{"b":2}'}}]}
+    events = [chunk(tool_call(0, name="f", arguments="")), chunk(tool_call(1, name="g", arguments="")),
+              chunk(both)]
+    p = fed_one_event_per_ms(stream_modules[0], events, keep_text=True)
+    assert p.tool_call_texts() == ['f{"a":1}', 'g{"b":2}'] and p.tool_chunks == 3
+
+
+def test_a_responses_piece_of_another_call_is_not_read_as_the_learned_shapes():
+    """The compiled core learns a function_call_arguments.delta's shape from call 0's pieces;
+    call 1's, its output_index in the tail beside the sequence_number, differ by digits only."""
+    events = [json.dumps({"type": "response.function_call_arguments.delta", "delta": d, "item_id": "fc_1",
+                          "output_index": i, "sequence_number": 10 + k}).encode()
+              for k, (i, d) in enumerate([(0, "ab"), (0, "cd"), (1, "ef"), (0, "gh"), (1, "ij")])]
+    for stream_mod, _ in cores():
+        p = fed_one_event_per_ms(stream_mod, events, keep_text=True)
+        assert p.tool_call_texts() == ["abcdgh", "efij"] and p.tool_text() == "abcdefghij"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(INTERLEAVED)), st.lists(st.integers(0, 4000), max_size=12))
+def test_interleaved_calls_are_kept_alike_by_both_cores_over_any_split(api, cuts):
+    kept = [p.tool_call_texts() for p in kept_over(stream_of(INTERLEAVED[api]), cuts)]
+    assert kept[0] == kept[-1] == ['get_weather{"city":"Paris"}', 'search{"q":"x"}']

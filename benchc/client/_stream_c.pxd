@@ -22,6 +22,11 @@ cdef struct StreamCore:
     Py_ssize_t first_len  # bytes in `first` (the stream's start, FIRST_KEPT at most)
     int bom  # the stream's first bytes so far that began a UTF-8 BOM (held back); -1 once past them
     int shape_kind  # what the shape's text is (the twin's ANSWER, REASONING or TOOL: its head says)
+    # a tool shape's call index (the twin's call_index), and where the digits of its
+    # `"output_index":` / `"index":` lie in the tail (length 0: in the head, or none), which must
+    # match exactly: another call's piece is not this call's (the tail's digits may change else)
+    int shape_call
+    Py_ssize_t call_at, call_len
     # the counter in the shape's tail (the Responses API's sequence_number): where its digit
     # run starts in the tail and its length (0: none seen), so that a match compares the
     # bytes around it whole

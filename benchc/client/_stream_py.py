@@ -104,26 +104,38 @@ def _timings(t) -> dict | None:
 ANSWER, REASONING, TOOL = 0, 1, 2
 
 
-def _tool_text(calls) -> str | None:
-    """A chat delta's tool_calls: the names and argument pieces it carries, joined (None: none)."""
+# A tool piece's call: its index in the answer (chat's tool_calls[].index, Responses'
+# output_index, Messages' content-block index), so that interleaved parallel calls are kept
+# apart. Indices past MAX_CALL_INDEX share one (the compiled core keeps it in a byte of a
+# piece's tag); an answer's first 128 calls alone are sent back (run/sessions.py).
+MAX_CALL_INDEX = 255
+
+
+def call_index(v) -> int:
+    """An event's call index: a non-negative integer, at most MAX_CALL_INDEX; 0 otherwise."""
+    return min(v, MAX_CALL_INDEX) if type(v) is int and v >= 0 else 0
+
+
+def _tool_parts(calls) -> tuple | None:
+    """A chat delta's tool_calls: ((call index, the name and argument pieces it carries), ...)
+    per call that carries any (None: none)."""
     if not isinstance(calls, list):
         return None
     parts = []
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict):
-            for k in ("name", "arguments"):
-                v = fn.get(k)
-                if isinstance(v, str):
-                    parts.append(v)
-    return "".join(parts) or None
+            text = "".join(v for v in (fn.get("name"), fn.get("arguments")) if isinstance(v, str))
+            if text:
+                parts.append((call_index(call.get("index")), text))
+    return tuple(parts) or None
 
 
 class _Fields:
     """One event's fields as `interpret` gathers them (see there)."""
 
     __slots__ = ("text", "kind", "finish", "completion", "prompt", "cached", "rtokens", "error", "unknown",
-                 "response_id", "ends")
+                 "response_id", "ends", "calls")
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -137,10 +149,17 @@ class _Fields:
         self.unknown = False
         self.response_id: str | None = None
         self.ends = False  # the response's end (response.completed / .incomplete / .failed, message_stop)
+        self.calls: tuple | None = None  # a tool text's ((call index, piece), ...), in order
 
-    def set_text(self, v, kind: int) -> None:
+    def set_text(self, v, kind: int, call: int = 0) -> None:
         if isinstance(v, str) and v and self.text is None:
             self.text, self.kind = v, kind
+            if kind == TOOL:
+                self.calls = ((call, v),)
+
+    def set_tool_parts(self, parts: tuple | None) -> None:
+        if parts and self.text is None:
+            self.text, self.kind, self.calls = "".join(t for _, t in parts), TOOL, parts
 
 
 def _error_message(err) -> str:
@@ -156,7 +175,7 @@ def _chat(obj: dict, f: _Fields) -> None:
         if isinstance(delta, dict):
             for k in _TEXT_KEYS:
                 f.set_text(delta.get(k), REASONING if k != _ANSWER_KEY else ANSWER)
-            f.set_text(_tool_text(delta.get("tool_calls")), TOOL)
+            f.set_tool_parts(_tool_parts(delta.get("tool_calls")))
         else:
             f.set_text(c0.get("text"), ANSWER)
         fr = c0.get("finish_reason")
@@ -227,11 +246,11 @@ def _responses_end(kind: str, obj: dict, f: _Fields) -> None:
 
 def _responses(kind: str, obj: dict, f: _Fields) -> None:
     if kind in _RESPONSES_DELTAS:
-        f.set_text(obj.get("delta"), _RESPONSES_DELTAS[kind])
+        f.set_text(obj.get("delta"), _RESPONSES_DELTAS[kind], call_index(obj.get("output_index")))
     elif kind == "response.output_item.added":  # a function call's name comes with its item
         item = obj.get("item")
         if isinstance(item, dict) and item.get("type") == "function_call":
-            f.set_text(item.get("name"), TOOL)
+            f.set_text(item.get("name"), TOOL, call_index(obj.get("output_index")))
     elif kind in _RESPONSES_ENDS:
         _responses_end(kind, obj, f)
     elif kind == "error":
@@ -270,11 +289,11 @@ def _messages(kind: str, obj: dict, f: _Fields) -> None:
         delta = obj.get("delta")
         if isinstance(delta, dict) and delta.get("type") in _MESSAGES_DELTAS:
             key, what = _MESSAGES_DELTAS[delta["type"]]
-            f.set_text(delta.get(key), what)
+            f.set_text(delta.get(key), what, call_index(obj.get("index")))
     elif kind == "content_block_start":  # a tool call's name comes with its block
         block = obj.get("content_block")
         if isinstance(block, dict) and block.get("type") == "tool_use":
-            f.set_text(block.get("name"), TOOL)
+            f.set_text(block.get("name"), TOOL, call_index(obj.get("index")))
     elif kind == "message_start":
         msg = obj.get("message")
         if isinstance(msg, dict):
@@ -301,7 +320,8 @@ def interpret(payload: bytes) -> tuple | None:
     benchc does not know (skipped, and counted); the Responses API's response id (the end
     event's `response.id`) or None; whether the event ends the response (response.completed,
     .incomplete, .failed; message_stop): the stream's end for E2E, and nothing after it
-    is read, so a second completion cannot replace the first's usage).
+    is read, so a second completion cannot replace the first's usage); for a tool text, its
+    pieces by call, ((call index, text), ...), joined the text (None for any other).
     None when the payload is not a JSON object (or nests deeper than json.loads follows).
     Token counts outside a signed 64-bit integer are taken as absent (the compiled core
     holds them in int64).
@@ -337,7 +357,7 @@ def interpret(payload: bytes) -> tuple | None:
     text = f.text
     text_bytes = len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
     return (text_bytes, f.finish, f.completion, f.prompt, f.error, text, f.cached,
-            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id, f.ends)
+            _timings(obj.get("timings")), f.kind, f.rtokens, f.unknown, f.response_id, f.ends, f.calls)
 
 
 class StreamParser:
@@ -354,7 +374,7 @@ class StreamParser:
         self._skim = _body_py.BodySkim() if body else None
         self.results = -1  # a body's results (vectors, scores); -1: none said
         self._texts: list | None = [] if keep_text else None  # the output, when asked to keep it
-        self._text_kinds: list[int] = []  # per kept piece: ANSWER, REASONING or TOOL
+        self._text_kinds: list[int] = []  # per kept piece: ANSWER, REASONING or TOOL, + 4 * its call
         self._run: list[str] = []  # the latest pieces, of the last kept kind, not yet one piece
         self._sse = SSEDecoder()
         self.first_text_ns = 0
@@ -467,7 +487,7 @@ class StreamParser:
                 self.malformed_example = bytes(payload[:EXAMPLE_KEPT])
             return
         (text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown,
-         rid, ends) = fields
+         rid, ends, calls) = fields
         if ends:  # the response ended here: its E2E too (the own reader reads on to the framing's end)
             self._ended = True
             if not self.done_ns:
@@ -500,7 +520,8 @@ class StreamParser:
         if text_bytes:
             self.text_bytes += text_bytes
             if self._texts is not None:
-                self._keep(text, kind)
+                for call, piece in calls or ((0, text),):
+                    self._keep(piece, kind, call)
                 if self.text_bytes > _sse_py.MAX_KEPT_TEXT_BYTES and not self._sse.oversized:
                     self._sse._stop(_sse_py.TEXT_TOO_LARGE)  # the stream is no longer read
             if self.first_text_ns:
@@ -544,16 +565,17 @@ class StreamParser:
             h = self._spill[which] = new_histogram()
         return h
 
-    def _keep(self, text: str, kind: int) -> None:
-        """Keep a text piece: a run of pieces of one kind becomes one piece, RUN_PIECES at a
-        time (a list entry per piece cost 8 bytes or more per 1-byte piece, as the compiled
+    def _keep(self, text: str, kind: int, call: int = 0) -> None:
+        """Keep a text piece: a run of pieces of one kind and call becomes one piece, RUN_PIECES
+        at a time (a list entry per piece cost 8 bytes or more per 1-byte piece, as the compiled
         core's index did: 16 MiB of them held 145 MB)."""
         assert self._texts is not None  # keep_text
-        if self._run and kind != self._text_kinds[-1]:
+        tag = kind + 4 * call
+        if self._run and tag != self._text_kinds[-1]:
             self._flush()
         if not self._run:
             self._texts.append("")
-            self._text_kinds.append(kind)
+            self._text_kinds.append(tag)
         self._run.append(text)
         if len(self._run) >= RUN_PIECES:
             self._flush()
@@ -584,11 +606,23 @@ class StreamParser:
         """The tool-call chunks' text (keep_text=True): the names and arguments, as streamed."""
         return self._kept(TOOL)
 
+    def tool_call_texts(self) -> list[str]:
+        """Each tool call's text (keep_text=True), its name and arguments, in the order the
+        calls first streamed: interleaved parallel calls apart (by their call index)."""
+        if self._texts is None:
+            raise ValueError("this parser was not asked to keep the text")
+        self._flush()
+        calls: dict[int, list[str]] = {}
+        for t, k in zip(self._texts, self._text_kinds, strict=True):
+            if k & 3 == TOOL:
+                calls.setdefault(k >> 2, []).append(t)
+        return ["".join(v) for v in calls.values()]
+
     def _kept(self, kind: int) -> str:
         if self._texts is None:
             raise ValueError("this parser was not asked to keep the text")
         self._flush()
-        return "".join(t for t, k in zip(self._texts, self._text_kinds, strict=True) if k == kind)
+        return "".join(t for t, k in zip(self._texts, self._text_kinds, strict=True) if k & 3 == kind)
 
     @property
     def answer_gaps_ns(self) -> list[int]:

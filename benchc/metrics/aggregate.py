@@ -150,16 +150,19 @@ class ReasoningCount:
 
 @dataclass
 class CancelCount:
-    """Requests load.cancel closed on purpose: not errors, and their partial figures apart from
-    the completed requests' (what they read before the close)."""
+    """Requests benchc closed itself (load.cancel, load.graceful_stop's cap, Ctrl-C's past the
+    grace): not errors, and their partial figures apart from the completed requests' (what they
+    read before the close)."""
 
     requests: int = 0
     output_tokens: int = 0  # read before the close
     with_first_token: int = 0  # of them, those whose first token came before the close
     ttft: Recorder = field(default_factory=Recorder)  # theirs
+    interrupted: int = 0  # of them, those a Ctrl-C cancelled (the console tells them apart)
 
-    def add_request(self, output_tokens: int, ttft_ns: int | None) -> None:
+    def add_request(self, output_tokens: int, ttft_ns: int | None, interrupted: bool = False) -> None:
         self.requests += 1
+        self.interrupted += interrupted
         self.output_tokens += output_tokens
         if ttft_ns is not None:
             self.with_first_token += 1
@@ -170,20 +173,24 @@ class CancelCount:
         self.output_tokens += other.output_tokens
         self.with_first_token += other.with_first_token
         self.ttft.merge(other.ttft)
+        self.interrupted += other.interrupted
 
     def block(self) -> dict | None:
         """The point's `cancelled` block; None when no request was cancelled."""
         if not self.requests:
             return None
-        return {"requests": self.requests, "output_tokens": self.output_tokens,
-                "with_first_token": self.with_first_token, "ttft_us": self.ttft.summary()}
+        out = {"requests": self.requests, "output_tokens": self.output_tokens,
+               "with_first_token": self.with_first_token, "ttft_us": self.ttft.summary()}
+        if self.interrupted:  # only where a Ctrl-C cancelled some: older results keep their bytes
+            out["interrupted"] = self.interrupted
+        return out
 
     @classmethod
     def from_block(cls, b: dict | None) -> CancelCount:
         if not b:
             return cls()
         return cls(b["requests"], b["output_tokens"], b["with_first_token"],
-                   Recorder.from_summary(b["ttft_us"]))
+                   Recorder.from_summary(b["ttft_us"]), b.get("interrupted", 0))
 
 
 @dataclass
@@ -320,7 +327,7 @@ class Tally:
     slo_met_by_item: Counter = field(default_factory=Counter)
     tokens: TokenCounts = field(default_factory=TokenCounts)  # inputs, outputs, how counted
     reasoning: ReasoningCount = field(default_factory=ReasoningCount)  # reasoning models: the split
-    cancelled: CancelCount = field(default_factory=CancelCount)  # load.cancel's (in sent, not in errors)
+    cancelled: CancelCount = field(default_factory=CancelCount)  # benchc's cancels (in sent, not errors)
     # the ANSWER_OF recorders hold every completed request's values; until then they are
     # implicitly its TTFT and ITL (no request reasoned)
     answers_split: bool = False
@@ -471,7 +478,7 @@ def figures(t: Tally, steady_output_tok_s: float | None = None, mean_inflight: f
                               "retries": t.retries, "errors": error_counts(t.errors),
                               "error_examples": dict(t.error_examples), "slo_met": t.slo_met}
     if t.cancelled.requests:
-        counts["cancelled"] = t.cancelled.requests  # load.cancel's: in sent, neither completed nor failed
+        counts["cancelled"] = t.cancelled.requests  # benchc's cancels: in sent, neither completed nor failed
     tok = t.tokens
     out = {
         "window": {"start_ns": t.start_ns, "end_ns": t.end_ns, "duration_s": round(w, 6)},

@@ -95,7 +95,10 @@ class RequestRecord:
     request_bytes: int = 0
     images: int = 0
     tools: bool = False
-    cancel_planned: bool = False  # load.cancel chose it: a CANCELLED end is the plan's, not an error
+    # load.cancel chose it, load.graceful_stop's cap or a Ctrl-C closed it: a CANCELLED end is
+    # benchc's doing, not an error (what it read before is kept)
+    cancel_planned: bool = False
+    interrupted: bool = False  # of those, one a Ctrl-C (or SIGTERM) cancelled in flight past the grace
     error: str | None = None
     error_detail: str | None = None
     status: int | None = None

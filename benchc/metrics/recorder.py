@@ -113,11 +113,12 @@ class PointRecorder:
 
     @staticmethod
     def _count_failed(t: Tally, r: RequestRecord) -> None:
-        """A request that did not complete: an error by kind, or load.cancel's cancel (on
-        purpose: counted apart, not an error)."""
+        """A request that did not complete: an error by kind, or a cancel of benchc's own
+        (load.cancel, graceful_stop's cap, Ctrl-C: counted apart, not an error)."""
         assert r.error is not None
         if r.cancel_planned and r.error == CANCELLED:
-            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None)
+            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None,
+                                    r.interrupted)
             return
         t.errors[r.error] += 1
         t.error_examples.setdefault(r.error, r.error_detail)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
@@ -106,9 +107,40 @@ class AgentTracePrompts:
         return "".join(parts)
 
 
+# The set read last, by its files' identity: `benchc run` builds the source at compile and again
+# at prepare in one process, and a 1,000-session set takes seconds to read and check; the second
+# build finds it here. One set only, so a process holds no more sessions than its run replays.
+_LAST_READ: tuple[tuple, list[AgentSession], bytes] | None = None
+
+
+def _identity(files: list[Path]) -> tuple:
+    """What changes when a trace file does (its path, inode, size and mtime in ns)."""
+    out = []
+    for f in files:
+        st = f.stat()
+        out.append((str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _read_once(path: str, base_dir: str) -> tuple[list[AgentSession], bytes]:
+    """The trace's sessions, read and checked, and its files' sha256 digests (concatenated);
+    read from the files only when they changed since the last read in this process."""
+    global _LAST_READ
+    files = trace_files(path, base_dir)
+    key = _identity(files)
+    if _LAST_READ is not None and _LAST_READ[0] == key:
+        return _LAST_READ[1], _LAST_READ[2]
+    sessions = list(read_agent_traces(path, base_dir))
+    digests = b"".join(hashlib.sha256(f.read_bytes()).digest() for f in files)
+    if _identity(files) == key:  # not changed while it was read: safe to keep
+        _LAST_READ = (key, sessions, digests)
+    return sessions, digests
+
+
 class AgentTraceSource:
     """workload.dataset.agent_trace's prompt source: the trace's sessions, read and checked at
-    compile time (exit 2 names the file, the session, the JSON path), each request's prompt
+    compile time (exit 2 names the file, the session, the JSON path; once per process while the
+    files stay the same: _read_once), each request's prompt
     built when it is sent (AgentTracePrompts, with the run's tokenizer and chat template).
     A session is a unit of the load: it has no single prompt (`prompt` says so)."""
 
@@ -116,10 +148,9 @@ class AgentTraceSource:
 
     def __init__(self, params: dict, base_dir: str = "."):
         self.params = params
-        self.agent_sessions = list(read_agent_traces(params["path"], base_dir))
+        self.agent_sessions, files_digest = _read_once(params["path"], base_dir)
         h = hashlib.sha256(f"{params['seed']}\n".encode())
-        for f in trace_files(params["path"], base_dir):
-            h.update(hashlib.sha256(f.read_bytes()).digest())
+        h.update(files_digest)
         self._digest = h.hexdigest()
 
     @property

@@ -304,8 +304,11 @@ def _client_component(r: Result) -> dict:
 
 
 def _requests(point: Point) -> dict:
-    cancelled = point.errors.get(CANCELLED, 0)
-    out: dict[str, Any] = {"total": point.sent, "failures": point.failed - cancelled, "incomplete": cancelled}
+    cancelled = point.errors.get(CANCELLED, 0)  # older results' Ctrl-C cancels, counted as failed
+    # benchc's own cancels (load.cancel, graceful_stop, Ctrl-C): in sent, neither completed nor failed
+    incomplete = cancelled + point.raw["counts"].get("cancelled", 0)
+    out: dict[str, Any] = {"total": point.sent, "failures": point.failed - cancelled,
+                           "incomplete": incomplete}
     if point.completed:
         # token totals are of completed requests; input as the server's usage counted it when sent
         out["input_length"] = {"units": "count", "mean": point.input_tokens / point.completed}

@@ -14,6 +14,8 @@ search finds its answer.
 
 from __future__ import annotations
 
+from benchc.metrics.record import CANCELLED
+
 MAX_ERROR_FRACTION = 0.5  # more than half of a point's requests failed: no load figure describes it
 
 
@@ -22,8 +24,14 @@ def point_failure(point: dict) -> str | None:
     if point["params"].get("probe") is not None:
         return None
     counts = point["counts"]
-    sent, completed, failed = counts["sent"], counts["completed"], counts["failed"]
+    # Ctrl-C's cancels are the user's doing, not failures: a result counts them as cancelled
+    # (the `cancelled` block's `interrupted`), an older one as the error kind `cancelled`
+    interrupted = (counts.get("errors") or {}).get(CANCELLED, 0)
+    sent, completed, failed = counts["sent"], counts["completed"], counts["failed"] - interrupted
+    interrupted += (point.get("cancelled") or {}).get("interrupted", 0)
     if completed == 0:
+        if interrupted and not failed:
+            return None  # stopped by Ctrl-C before a request completed: partial, not failed
         return f"no request completed ({_failures(counts)})" if sent else "no request was sent"
     unread = (point.get("sessions") or {}).get("answer_errors")
     if unread:

@@ -52,8 +52,13 @@ def _check(c: dict) -> str:
 
 
 def interrupted_requests(p: dict) -> int:
-    """Requests of the point that Ctrl-C cancelled in flight (the error kind `cancelled`; those
-    load.cancel closes on purpose are counted apart, in counts.cancelled)."""
+    """Requests of the point that Ctrl-C cancelled in flight: counted as cancelled (the
+    `cancelled` block's `interrupted`), or by older results as the error kind `cancelled`."""
+    return int((p.get("cancelled") or {}).get("interrupted", 0)) + _counted_failed(p)
+
+
+def _counted_failed(p: dict) -> int:
+    """Ctrl-C's cancels an older result counted as failed (the error kind `cancelled`)."""
     return int((p["counts"].get("errors") or {}).get(CANCELLED, 0))
 
 
@@ -63,7 +68,7 @@ def first_error(p: dict) -> str | None:
     first seen of the first kind other than `cancelled`, which Ctrl-C's cancels are, told by
     cancelled_line; the console scrubs it of the run's secrets)."""
     counts = p["counts"]
-    failed = counts["failed"] - interrupted_requests(p)
+    failed = counts["failed"] - _counted_failed(p)
     if failed <= 0:
         return None
     examples = {k: v for k, v in (counts.get("error_examples") or {}).items() if k != CANCELLED}
@@ -218,7 +223,7 @@ def duration_line(p: dict) -> str | None:
             return None
         return (f"duration {duration:g}s: no new sends past it, and the requests in flight finished: the "
                 f"window ran {window:.1f}s (load.graceful_stop: 0s cancels them at the duration instead)")
-    cut = p["counts"].get("cancelled", 0)
+    cut = p["counts"].get("cancelled", 0) - int((p.get("cancelled") or {}).get("interrupted", 0))  # the cap's
     return (f"duration {duration:g}s with graceful_stop {grace:g}s: requests still in flight then were "
             f"cancelled ({cut} cancelled, counted apart from errors); the window ran {window:.1f}s")
 

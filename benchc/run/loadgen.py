@@ -6,7 +6,8 @@ self-check), whatever its load shape; the shape's driver decides when units star
 At a duration stop no new request starts; requests in flight are finished and
 recorded (so the window can run past `duration`; the result's window says by
 how much). On Ctrl-C the stop event is set: no new request starts, those in
-flight get `grace_s` to finish, then are cancelled and counted as `cancelled`.
+flight get `grace_s` to finish, then are cancelled and counted as cancelled (counts.cancelled,
+not failed).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class StepRun:
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
         self.max_requests, self.max_sessions = step.requests, step.sessions  # what else ends it
         self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
+        self.server_gone = False  # this step stopped itself: the server stopped answering
         self.issued = count()  # the next unit's index in the feed
         self.n_requests = 0  # requests started (the request-count stop counts these)
         self.n_units = 0  # requests, or sessions, started (a sessions step's session count stops on these)
@@ -224,6 +226,7 @@ class StepRun:
         self.ended += 1
         self.ctx.finished += 1
         if self.streak.add(r):
+            self.server_gone = True  # the stop is the server's: what is in flight then is not Ctrl-C's
             self.ctx.stop_event.set()
         if ended is not None:
             ended(r.end_ns)
@@ -441,10 +444,20 @@ async def _drive(run: StepRun) -> dict:
     return _figures(run, time.perf_counter() - wall0, cpu_s() - cpu0, rx, priority)
 
 
+def _interrupted(run: StepRun) -> None:
+    """Ctrl-C (or SIGTERM) past the grace: the requests still in flight are cancelled by
+    benchc, not failed by the server, so they are counted as cancelled (apart from errors, as
+    load.cancel's, with what they read) and the console tells them apart as interrupted."""
+    for r in run.live.values():
+        r.cancel_planned = r.interrupted = True  # before the cancel: the send path keeps what it read
+
+
 async def _wind_down(run: StepRun, ahead: asyncio.Task | None, priority: SendPriority | None) -> None:
     """The step's end: units still in flight cancelled, its last ends recorded, the feed's
     builder, the alarm and the loop thread's priority put back."""
     tasks = run.tasks
+    if run.ctx.stop_event.is_set() and not run.server_gone:
+        _interrupted(run)
     for t in list(tasks):
         t.cancel()
     if tasks:

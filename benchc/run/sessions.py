@@ -414,12 +414,16 @@ def tool_calls(r: RequestRecord, names: Iterable[str] = ()) -> list[dict]:
     """The tool calls a completed answer made, as {id, name, arguments} (the arguments' text as
     streamed), or [] when it called none: at most MAX_CALLS_PER_ANSWER, the first ones (each
     call's result joins the history: 100,000 parallel calls in an 8 MB answer made one 218 MB
-    follow-up). The stream parser keeps a call's name and argument pieces as one text (its
-    tool_text); split_tool_text parts them. The server's call id is not kept: each call gets
-    one made from the request's id (servers match a tool message to its call by position, and
-    vLLM does not check the id)."""
-    text = r.parser.tool_text() if getattr(r.parser, "tool_chunks", 0) else ""
-    calls = split_tool_text(text, names)[:MAX_CALLS_PER_ANSWER]
+    follow-up). The stream parser keeps each call's name and argument pieces apart by the
+    call index the server streamed (its tool_call_texts: interleaved parallel calls stay
+    apart); where one index carried them all, split_tool_text parts the text. The server's
+    call id is not kept: each call gets one made from the request's id (servers match a tool
+    message to its call by position, and vLLM does not check the id)."""
+    texts = r.parser.tool_call_texts() if getattr(r.parser, "tool_chunks", 0) else []
+    if len(texts) > 1:
+        calls = [one_call(t, names) for t in texts[:MAX_CALLS_PER_ANSWER]]
+    else:
+        calls = split_tool_text(texts[0] if texts else "", names)[:MAX_CALLS_PER_ANSWER]
     return [{"id": f"call_{r.id[:16]}_{k}", "name": name, "arguments": args}
             for k, (name, args) in enumerate(calls)]
 
@@ -470,6 +474,15 @@ def split_tool_text(text: str, names: Iterable[str] = ()) -> list[tuple[str, str
         m = re.match(r"[^\s{]+", stripped)
         name = m.group() if m else ""
     return [(name, stripped[len(name):])]
+
+
+def one_call(text: str, names: Iterable[str] = ()) -> tuple[str, str]:
+    """(name, arguments) of one call's text: its name (split_tool_text's), the rest its arguments."""
+    parts = split_tool_text(text, names)
+    if len(parts) == 1:
+        return parts[0]
+    name = parts[0][0] if parts else ""
+    return name, text.strip()[len(name):]
 
 
 async def until(due_ns: int, stop_wait: asyncio.Task) -> bool:

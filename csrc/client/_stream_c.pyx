@@ -36,6 +36,7 @@ from libc.string cimport memchr, memcmp, memcpy
 from benchc.metrics._hdr_c cimport Histogram
 from benchc.client._sse_py import EVENT_TOO_LARGE, LINE_TOO_LONG, MAX_SSE_BYTES
 from benchc.client._stream_py import ANSWER as _ANSWER, REASONING as _REASONING, TOOL as _TOOL
+from benchc.client._stream_py import MAX_CALL_INDEX as _MAX_CALL_INDEX
 from benchc.client._stream_py import GAPS_KEPT, TIMINGS_INT, TIMINGS_MS
 from benchc.metrics.latency import DIGITS, HIGHEST_US, LOWEST_US
 from benchc.client._stream_py import interpret as _interpret
@@ -50,6 +51,7 @@ cdef extern from "string.h":
 # the bounds of _sse_py: a longer line, or an event with more data, stops the stream
 # what a text is (the twin's constants)
 cdef int ANSWER = _ANSWER, REASONING = _REASONING, TOOL = _TOOL
+cdef int MAX_CALL_INDEX = _MAX_CALL_INDEX  # a kept piece's tag holds it in a byte (_piece)
 cdef Py_ssize_t C_GAPS_KEPT = GAPS_KEPT
 cdef enum:  # StreamCore.spill: the twin's _ITL, _ITL_TOKEN, _ITL_ANSWER
     SPILL_ITL = 0
@@ -582,8 +584,8 @@ cdef int stream_init(StreamCore* s, bint keep_text, bint body=False) noexcept no
     s.usage_completion = s.usage_prompt = s.usage_cached = s.usage_reasoning = -1
     s.first_reasoning_ns = s.first_answer_ns = s.reasoning_chunks = 0
     s.first_tool_ns = s.tool_chunks = s.unknown_events = 0
-    s.shape_kind = 0
-    s.counter_at = s.counter_len = 0
+    s.shape_kind = s.shape_call = 0
+    s.counter_at = s.counter_len = s.call_at = s.call_len = 0
     s.has_timings = False
     s.has_finish = s.has_error_event = s.has_shape = False
     s.ended = False
@@ -990,22 +992,40 @@ cdef int _fast(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t now)
         elif not _is_null(p, f.usage, n):
             return 0
     if _commit(s, fa >= 0, p + (fa if fa >= 0 else 0), fb - fa, ct >= 0, ct, pt >= 0, pt, rt,
-               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, kind, now) < 0:
+               text_len if has_text else 0, p + (ts if has_text else 0), te - ts, False, kind, 0, now) < 0:
         return -1
     if has_text and fa < 0 and ct < 0 and pt < 0 and rt < 0:  # a plain text chunk: its shape
-        return _take_shape(s, p, n, ts, te, kind)
+        return _take_shape(s, p, n, ts, te, kind, 0)
     return 1
 
 
 cdef int _take_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t ts, Py_ssize_t te,
-                     int kind) noexcept nogil:
+                     int kind, int call) noexcept nogil:
     """A plain text chunk (text and nothing else read) becomes the stream's shape: 1, or -1
-    when memory ran out."""
+    when memory ran out. A tool piece's call index (`call`) goes with it; where the tail holds
+    it, its digits are marked for _same_shape to compare whole."""
+    cdef Py_ssize_t k, e
     if bytes_set(&s.shape_head, p, ts) < 0 or bytes_set(&s.shape_tail, p + te, n - te) < 0:
         return -1
     s.has_shape = True
     s.shape_kind = kind
-    s.counter_len = 0
+    s.shape_call = call
+    s.counter_len = s.call_len = 0
+    if kind == TOOL:
+        k = _find(p, te, n, b'"output_index":', 15)
+        if k >= 0:
+            k += 15
+        else:
+            k = _find(p, te, n, b'"index":', 8)
+            if k >= 0:
+                k += 8
+        if k >= 0:
+            while k < n and (p[k] == 32 or p[k] == 9 or p[k] == 10 or p[k] == 13):
+                k += 1  # JSON's whitespace after the colon
+            e = k
+            while e < n and _is_digit(p[e]):
+                e += 1
+            s.call_at, s.call_len = k - te, e - k
     return 1
 
 
@@ -1271,14 +1291,15 @@ cdef inline Py_ssize_t _object_at(const unsigned char* p, Py_ssize_t obj, Py_ssi
 
 
 cdef int _tool_name(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssize_t o,
-                    const char* kind, Py_ssize_t kind_len, int64_t now) noexcept nogil:
+                    const char* kind, Py_ssize_t kind_len, const char* call_key, Py_ssize_t call_key_len,
+                    int64_t now) noexcept nogil:
     """response.output_item.added / content_block_start: when its `key` object (item,
     content_block) is a tool call (its type `kind`: function_call, tool_use), the call's name
     is a tool-call chunk (the twin's _responses / _messages); `o`: where that object's value
     starts (-1: absent). 1, 0 (the twin decides), -1."""
     cdef Py_ssize_t t, j, te
     cdef int64_t text_len = 0
-    cdef int r
+    cdef int r, k
     if o < 0 or p[o] != 123:
         return 1  # no such object: nothing
     t = _member(p, o, n, b"type", 4)
@@ -1301,9 +1322,27 @@ cdef int _tool_name(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_ssiz
         return 0
     if te == -1:
         return 1  # null or empty: no text
-    if _commit(s, False, p, 0, False, 0, False, 0, -1, text_len, p + j + 1, te - j - 1, False, TOOL, now) < 0:
+    k = _call_at(p, n, call_key, call_key_len)
+    if k < 0:
+        return 0
+    if _commit(s, False, p, 0, False, 0, False, 0, -1, text_len, p + j + 1, te - j - 1, False, TOOL, k, now) < 0:
         return -1
     return 1
+
+
+cdef int _call_at(const unsigned char* p, Py_ssize_t n, const char* key, Py_ssize_t klen) noexcept nogil:
+    """The event's call index (its top-level `key`: output_index, index), as the twin's
+    call_index; 0 when absent; -1 when the twin decides (null, negative, a float, twice...)."""
+    cdef Py_ssize_t j = _member(p, 0, n, key, klen)
+    cdef int64_t v
+    if j == -1:
+        return 0
+    if j < 0:
+        return -1
+    v = _int_at(p, j, n)
+    if v < 0:
+        return -1
+    return <int>(v if v < MAX_CALL_INDEX else MAX_CALL_INDEX)
 
 
 cdef const char* _MESSAGES_USAGE_KEYS[4]
@@ -1349,7 +1388,7 @@ cdef int _message_start(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
         return 0
     if u >= 0 and not _messages_usage(s, p, n, u, &completion, &prompt):
         return 0
-    if _commit(s, False, p, 0, False, 0, prompt >= 0, prompt, -1, 0, p, 0, False, ANSWER, now) < 0:
+    if _commit(s, False, p, 0, False, 0, prompt >= 0, prompt, -1, 0, p, 0, False, ANSWER, 0, now) < 0:
         return -1
     return 1
 
@@ -1395,7 +1434,7 @@ cdef int _message_delta(StreamCore* s, const unsigned char* p, Py_ssize_t n, Py_
     if usage >= 0 and p[usage] == 123 and not _messages_usage(s, p, n, usage, &completion, &prompt):
         return 0
     if _commit(s, j >= 0, <const unsigned char*>word if j >= 0 else p, wlen, completion >= 0, completion,
-               prompt >= 0, prompt, -1, 0, p, 0, False, ANSWER, now) < 0:
+               prompt >= 0, prompt, -1, 0, p, 0, False, ANSWER, 0, now) < 0:
         return -1
     return 1
 
@@ -1481,7 +1520,7 @@ cdef int _responses_end(StreamCore* s, const unsigned char* p, Py_ssize_t n, Key
     if cached >= 0:
         s.usage_cached = cached
     if _commit(s, True, <const unsigned char*>finish, flen, completion >= 0, completion, prompt >= 0, prompt,
-               rtokens, 0, p, 0, False, ANSWER, now) < 0:
+               rtokens, 0, p, 0, False, ANSWER, 0, now) < 0:
         return -1
     return 1
 
@@ -1507,7 +1546,7 @@ cdef int _once(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int
         if _response_is(p, j, n, b"incomplete", 10):
             return _responses_end(s, p, n, f, True, now)
         if _response_is(p, j, n, b"output_item.added", 17):
-            return _tool_name(s, p, n, f.item, b"function_call", 13, now)
+            return _tool_name(s, p, n, f.item, b"function_call", 13, b"output_index", 12, now)
         return -2
     if _str_is(p, j, n, b"message_delta", 13):
         return _message_delta(s, p, n, f.top_delta, f.usage, now)
@@ -1516,7 +1555,7 @@ cdef int _once(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* f, int
     if _str_is(p, j, n, b"message_start", 13):
         return _message_start(s, p, n, f.message, now)
     if _str_is(p, j, n, b"content_block_start", 19):
-        return _tool_name(s, p, n, f.block, b"tool_use", 8, now)
+        return _tool_name(s, p, n, f.block, b"tool_use", 8, b"index", 5, now)
     return -2
 
 
@@ -1527,7 +1566,7 @@ cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* 
     cdef int kind
     cdef int64_t text_len = -1
     cdef Py_ssize_t te
-    cdef int r
+    cdef int r, call
     if f.choices:
         return 0  # a chat chunk that also names a type: the twin decides
     r = _once(s, p, n, f, now)
@@ -1545,19 +1584,26 @@ cdef int _fast_typed(StreamCore* s, const unsigned char* p, Py_ssize_t n, Keys* 
     te = _text_at(p, f.top_delta, n, &text_len)
     if te < 0:
         return 0  # empty, null or not a string: rare; the twin says what it is
+    call = 0
+    if kind == TOOL:  # Responses' output_index, Messages' index: which call the piece is of
+        call = _call_at(p, n, b"output_index", 12) \
+            if _str_is(p, f.type, n, b"response.function_call_arguments.delta", 38) else _call_at(p, n, b"index", 5)
+        if call < 0:
+            return 0
     if _commit(s, False, p, 0, False, 0, False, 0, -1, text_len, p + f.top_delta + 1, te - f.top_delta - 1,
-               False, kind, now) < 0:
+               False, kind, call, now) < 0:
         return -1
-    return _take_shape(s, p, n, f.top_delta + 1, te, kind)
+    return _take_shape(s, p, n, f.top_delta + 1, te, kind, call)
 
 
 cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py_ssize_t finish_len,
                  bint has_completion, int64_t completion, bint has_prompt, int64_t prompt,
                  int64_t reasoning_tokens, int64_t text_bytes, const unsigned char* text,
-                 Py_ssize_t text_len, bint text_utf8, int kind, int64_t now) noexcept nogil:
+                 Py_ssize_t text_len, bint text_utf8, int kind, int call, int64_t now) noexcept nogil:
     """One event's fields into the stream's state, in the twin's order (`apply`): text_bytes 0
     is no text; text (raw JSON string bytes, or UTF-8 when text_utf8) is kept with keep_text;
-    kind: what the text is (ANSWER, REASONING, TOOL); reasoning_tokens -1 is absent."""
+    kind: what the text is (ANSWER, REASONING, TOOL); call: a tool piece's call index (-1:
+    the caller kept the text, piece by call); reasoning_tokens -1 is absent."""
     cdef int64_t tokens = -1
     if has_finish:
         if bytes_set(&s.finish, finish, finish_len) < 0:
@@ -1575,27 +1621,30 @@ cdef int _commit(StreamCore* s, bint has_finish, const unsigned char* finish, Py
     if reasoning_tokens >= 0:
         s.usage_reasoning = reasoning_tokens
     if text_bytes:
-        if s.keep_text and _piece(s, text, text_len, text_utf8, kind) < 0:
+        if s.keep_text and call >= 0 and _piece(s, text, text_len, text_utf8, kind, call) < 0:
             return -1
         return _text(s, text_bytes, tokens, kind, now)
     return 0
 
 
-cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, int kind) noexcept nogil:
-    """Keep one text piece. A piece of the kind and form of the one before extends it: an
+cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf8, int kind,
+                int call) noexcept nogil:
+    """Keep one text piece, its tag end * 2048 + call * 8 + kind * 2 + utf8 (call: a tool
+    piece's call index, at most MAX_CALL_INDEX). A piece of the kind, call and form of the one
+    before extends it: an
     index per piece cost 8 bytes per 1-byte piece, 128 MB for the 16 MiB the text may hold.
     The joined bytes read as the pieces did (a JSON string's content joined to another is one
     string's), except a high surrogate's escape at the end, which json would pair with a low
     one after it (the twin keeps them apart): that piece is not extended."""
     cdef Py_ssize_t cap
     cdef int64_t* q
-    cdef int64_t low = kind * 2 + (1 if utf8 else 0), last
+    cdef int64_t low = call * 8 + kind * 2 + (1 if utf8 else 0), last
     if s.n_pieces:
         last = s.piece_ends[s.n_pieces - 1]
-        if (last & 7) == low and (utf8 or not _high_surrogate_end(s.texts.p, s.texts.n)):
+        if (last & 2047) == low and (utf8 or not _high_surrogate_end(s.texts.p, s.texts.n)):
             if bytes_put(&s.texts, text, n) < 0:
                 return -1
-            s.piece_ends[s.n_pieces - 1] = s.texts.n * 8 + low
+            s.piece_ends[s.n_pieces - 1] = s.texts.n * 2048 + low
             return 0
     if s.n_pieces == s.pieces_cap:
         cap = s.pieces_cap * 2 if s.pieces_cap else 64
@@ -1605,7 +1654,7 @@ cdef int _piece(StreamCore* s, const unsigned char* text, Py_ssize_t n, bint utf
         s.piece_ends, s.pieces_cap = q, cap
     if bytes_put(&s.texts, text, n) < 0:
         return -1
-    s.piece_ends[s.n_pieces] = s.texts.n * 8 + kind * 2 + (1 if utf8 else 0)
+    s.piece_ends[s.n_pieces] = s.texts.n * 2048 + low
     s.n_pieces += 1
     return 0
 
@@ -1701,11 +1750,13 @@ cdef int _same_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     if not (s.counter_len and _counter_same(s, p + n - z, s.shape_tail.p, z)):
         if not _tail_same(p + n - z, s.shape_tail.p, z):
             return 0
+        if s.call_len and memcmp(p + n - z + s.call_at, s.shape_tail.p + s.call_at, s.call_len) != 0:
+            return 0  # another call's piece: the full path reads its index
         _note_counter(s, p + n - z, s.shape_tail.p, z)
     e = _string(p, a, n, &nbytes)  # must close exactly where the tail begins
     if e != n - z + 1 or e - 1 == a:
         return 0  # another string layout, or an empty text: the full path decides
-    if s.keep_text and _piece(s, p + a, e - 1 - a, False, s.shape_kind) < 0:
+    if s.keep_text and _piece(s, p + a, e - 1 - a, False, s.shape_kind, s.shape_call) < 0:
         return -1
     return 1 if _text(s, nbytes, -1, s.shape_kind, now) == 0 else -1
 
@@ -1821,7 +1872,8 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
             s.example_len = min(len(payload), EXAMPLE_KEPT)
             memcpy(s.example, <const char*>payload, s.example_len)
         return 0
-    text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid, ends = fields
+    (text_bytes, finish, completion, prompt, error, text, cached, timings, kind, rtokens, unknown, rid, ends,
+     calls) = fields
     if ends:
         _end(s, now)
     if unknown:
@@ -1848,20 +1900,29 @@ cdef int _apply(StreamCore* s, bytes payload, int64_t now) except -2:
         s.timings_ms[1] = timings.get("predicted_ms", -1.0)
     if finish is not None:
         fin = finish.encode("utf-8", "surrogatepass")
+    call = 0
     if text_bytes and s.keep_text:
-        txt = text.encode("utf-8", "surrogatepass")
+        if calls is not None:  # a tool text: kept piece by call (a chat delta may carry several)
+            for call, piece in calls:
+                txt = piece.encode("utf-8", "surrogatepass")
+                if _piece(s, txt, len(txt), True, kind, call) < 0:
+                    return -1
+            call = -1
+        else:
+            txt = text.encode("utf-8", "surrogatepass")
     r = _commit(s, fin is not None, fin if fin is not None else b"", len(fin) if fin is not None else 0,
                 completion is not None, completion if completion is not None else 0,
                 prompt is not None, prompt if prompt is not None else 0,
                 rtokens if rtokens is not None else -1, text_bytes,
-                txt if txt is not None else b"", len(txt) if txt is not None else 0, True, kind, now)
+                txt if txt is not None else b"", len(txt) if txt is not None else 0, True, kind, call, now)
     if r == 0 and kind == TOOL and text_bytes and fin is None and completion is None and prompt is None \
-            and rtokens is None and cached is None and timings is None and error is None:
-        return _tool_shape(s, <const unsigned char*>payload, len(payload), text_bytes)
+            and rtokens is None and cached is None and timings is None and error is None and calls is not None and len(calls) == 1:
+        return _tool_shape(s, <const unsigned char*>payload, len(payload), text_bytes, calls[0][0])
     return r
 
 
-cdef int _tool_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t text_bytes) noexcept nogil:
+cdef int _tool_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_t text_bytes,
+                     int call) noexcept nogil:
     """A chat delta whose only output is a tool call's argument piece (the twin read it): the
     stream's shape, when its text is exactly the one `"arguments":"..."` string of the event, so
     that the calls's next pieces, the same bytes around another string, are read in place."""
@@ -1872,7 +1933,7 @@ cdef int _tool_shape(StreamCore* s, const unsigned char* p, Py_ssize_t n, int64_
     e = _string(p, k + 13, n, &nbytes)
     if e < 0 or nbytes != text_bytes or e - 1 == k + 13:
         return 0
-    return 0 if _take_shape(s, p, n, k + 13, e - 1, TOOL) == 1 else -1
+    return 0 if _take_shape(s, p, n, k + 13, e - 1, TOOL, call) == 1 else -1
 
 
 # ---------------------------------------------------------------- the Python face
@@ -1881,8 +1942,9 @@ cdef object _text_or_none(bint has, Bytes* b):
     return _bytes_of(b).decode("utf-8", "surrogatepass") if has else None
 
 
-cdef object _kept(StreamCore* s, int which):
-    """The kept pieces of the kinds in `which`: bit 1 << kind (1 answer, 2 reasoning, 4 tool)."""
+cdef object _kept(StreamCore* s, int which, bint by_call=False):
+    """The kept pieces of the kinds in `which`: bit 1 << kind (1 answer, 2 reasoning, 4 tool),
+    joined; by_call: joined per call index, in the order the calls first came (a list)."""
     cdef Py_ssize_t i, a = 0, end
     cdef bytes all_, piece
     cdef int64_t tag
@@ -1890,19 +1952,26 @@ cdef object _kept(StreamCore* s, int which):
         raise ValueError("this parser was not asked to keep the text")
     all_ = _bytes_of(&s.texts)
     out = []
+    calls = {}
     for i in range(s.n_pieces):
         tag = s.piece_ends[i]
-        end = tag >> 3
+        end = tag >> 11
         piece = all_[a:end]
         a = end
         if not (which & (1 << ((tag >> 1) & 3))):
             continue
         if tag & 1:
-            out.append(piece.decode("utf-8", "surrogatepass"))
+            text = piece.decode("utf-8", "surrogatepass")
         elif b"\\" in piece:
-            out.append(json.loads(b'"' + piece + b'"'))
+            text = json.loads(b'"' + piece + b'"')
         else:
-            out.append(piece.decode("utf-8", "surrogatepass"))
+            text = piece.decode("utf-8", "surrogatepass")
+        if by_call:
+            calls.setdefault((tag >> 3) & 255, []).append(text)
+        else:
+            out.append(text)
+    if by_call:
+        return ["".join(v) for v in calls.values()]
     return "".join(out)
 
 
@@ -2113,6 +2182,10 @@ cdef class StreamParser:
     def tool_text(self):
         """The tool-call chunks' text (keep_text=True): the names and arguments, as streamed."""
         return _kept(&self.core, 4)
+
+    def tool_call_texts(self):
+        """Each tool call's text (keep_text=True), in the order the calls first streamed (see the twin)."""
+        return _kept(&self.core, 4, True)
 
 
     def record_gaps(self, Histogram itl, Histogram itl_token=None):
