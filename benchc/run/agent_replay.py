@@ -73,6 +73,9 @@ class Sent:
 # which must not delay the send); send(request, body) -> what the server said
 Prepare = Callable[[AgentRequest], Any]
 Send = Callable[[AgentRequest, Any], Awaitable[Answer]]
+# Wait until a due time (perf_counter ns); False: the step was stopped (Ctrl-C), so no new
+# request goes (the step's Host.until)
+Until = Callable[[int], Awaitable[bool]]
 
 
 def scaled_ns(wait_s: float, time_scale: float, max_think_s: float | None) -> int:
@@ -83,10 +86,15 @@ def scaled_ns(wait_s: float, time_scale: float, max_think_s: float | None) -> in
     return round(w * 1e9)
 
 
-async def _until(due_ns: int) -> None:
-    """Sleep to `due_ns` (never wake before it: a send is never early)."""
+async def _until(due_ns: int) -> bool:
+    """Sleep to `due_ns` (never wake before it: a send is never early); never stopped."""
     while (left := due_ns - time.perf_counter_ns()) > 0:
         await asyncio.sleep(left / 1e9)
+    return True
+
+
+class _Stopped(Exception):
+    """The step stopped while a request of the session waited for its time: it never goes."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,7 @@ class _Io:
     send: Send
     time_scale: float
     max_think_s: float | None
+    until: Until = _until
 
     def wait_ns(self, wait_s: float) -> int:
         return scaled_ns(wait_s, self.time_scale, self.max_think_s)
@@ -103,7 +112,8 @@ class _Io:
 async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_ns: int,
                    spawn_ns: int | None, out: list[Sent]) -> int:
     body = io.prepare(req)  # before its due time: the wait covers the build
-    await _until(after_ns + wait_ns)
+    if not await io.until(after_ns + wait_ns):
+        raise _Stopped
     t0 = time.perf_counter_ns()
     answer = await io.send(req, body)
     t1 = time.perf_counter_ns()
@@ -115,7 +125,8 @@ async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_n
 
 
 async def _subagent(sub: Subagent, io: _Io, spawn_due_ns: int, out: list[Sent]) -> int:
-    await _until(spawn_due_ns)
+    if not await io.until(spawn_due_ns):
+        raise _Stopped
     spawn_ns = time.perf_counter_ns()
     prev_end_s, end_ns = sub.t_s, spawn_ns
     for k, req in enumerate(sub.requests):
@@ -127,14 +138,29 @@ async def _subagent(sub: Subagent, io: _Io, spawn_due_ns: int, out: list[Sent]) 
 
 
 async def replay_session(session: AgentSession, prepare: Prepare, send: Send, time_scale: float = 1.0,
-                         max_think_s: float | None = None) -> list[Sent]:
+                         max_think_s: float | None = None, until: Until = _until) -> list[Sent]:
     """Replay one session: each request's body built by `prepare` before it is due, then sent
-    by `send` at its time; its requests as sent, in the order they ended."""
-    io = _Io(prepare, send, time_scale, max_think_s)
+    by `send` at its time (`until` waits for it; False: the step stopped, and the session ends
+    there, its requests not yet due never sent); its requests as sent, in the order they ended."""
+    io = _Io(prepare, send, time_scale, max_think_s, until)
     out: list[Sent] = []
+    spawned: list[tuple[Subagent, asyncio.Task[int]]] = []
+    try:
+        await _entries(session, io, out, spawned)
+    except _Stopped:
+        # the subagents still waiting or in flight end with it (cancelled: their requests in
+        # flight are the step's to count, as it counts any it cancels)
+        for _, t in spawned:
+            t.cancel()
+        await asyncio.gather(*(t for _, t in spawned), return_exceptions=True)
+    return out
+
+
+async def _entries(session: AgentSession, io: _Io, out: list[Sent],
+                   spawned: list[tuple[Subagent, asyncio.Task[int]]]) -> None:
+    """replay_session's loop: the parent's requests in order, its subagents spawned and joined."""
     prev_end_s: float | None = None  # the trace's end of the previous request of the parent
     end_ns = time.perf_counter_ns()
-    spawned: list[tuple[Subagent, asyncio.Task[int]]] = []
     for e in session.entries:
         if isinstance(e, Subagent):
             due = end_ns + io.wait_ns(spawn_delay_s(e, prev_end_s))
@@ -145,12 +171,11 @@ async def replay_session(session: AgentSession, prepare: Prepare, send: Send, ti
             ends = await asyncio.gather(*(t for _, t in spawned))
             end_ns = max(ends)
             waited_s = max(s.end_s for s, _ in spawned)
-            spawned = []
+            spawned.clear()
         end_ns = await _request(e, io, "", end_ns, io.wait_ns(think_time_s(e, waited_s)), None, out)
         prev_end_s = e.end_s
     if spawned:
         await asyncio.gather(*(t for _, t in spawned))
-    return out
 
 
 @dataclass(frozen=True)
@@ -491,10 +516,12 @@ class AgentReplayDriver:
                           r.t0_ns or None, r.end_ns, ttft)
 
         sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
-                                    self.shape.max_think_s)
+                                    self.shape.max_think_s, host.until)
         self.replayed[j] = sent
         ok = sum(x.answer.output_tokens is not None for x in sent)
-        host.rec.add_session({"outcome": "completed" if ok == len(sent) else "failed", "turns": len(sent),
+        cut = len(sent) < len(session.requests())  # the step stopped (Ctrl-C) before the rest was due
+        outcome = "failed" if ok < len(sent) else "cut" if cut else "completed"
+        host.rec.add_session({"outcome": outcome, "turns": len(sent),
                              "completed_turns": ok, "start_ns": min((x.send_ns for x in sent), default=None),
                              "end_ns": max((x.end_ns for x in sent), default=None), "fan_out": []})
 

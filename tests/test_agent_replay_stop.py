@@ -1,0 +1,82 @@
+"""Ctrl-C during a coding-agent replay (run/agent_replay.py): the step's stop ends each session
+at its next wait, as it ends any other session (run/loadgen.py: on Ctrl-C no new request
+starts; those in flight get the grace). Before, a session's think times and its subagents'
+spawns were plain sleeps that no stop woke, so its requests kept going out for the whole
+grace after Ctrl-C. The sample's sessions, sent through a send that answers at once (what is
+asserted is which requests went, not when)."""
+
+import asyncio
+import os
+from types import SimpleNamespace
+
+from benchc.plan.agent_trace import AgentSession, Subagent, read_agent_traces
+from benchc.plan.shapes import AgentReplay
+from benchc.run.agent_replay import AgentReplayDriver, Answer, replay_session
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(REPO, "specs", "traces", "agentx-small")
+
+
+def _sessions() -> list[AgentSession]:
+    return list(read_agent_traces(SAMPLE))
+
+
+def _with_subagents() -> AgentSession:
+    return next(s for s in _sessions() if any(isinstance(e, Subagent) for e in s.entries))
+
+
+class _Stop:
+    """A step's until: lets the first `passes` waits by, then the step is stopped."""
+
+    def __init__(self, passes: int) -> None:
+        self.passes, self.asked = passes, 0
+
+    async def __call__(self, due_ns: int) -> bool:
+        self.asked += 1
+        return self.asked <= self.passes
+
+
+async def _answer(req, body) -> Answer:
+    return Answer(req.input_tokens, req.output_tokens, 0)
+
+
+def test_a_stopped_step_sends_no_request_of_a_session_past_its_stop():
+    session = _with_subagents()
+    total = len(session.requests())
+    for passes in (0, 1, 3):
+        stop = _Stop(passes)
+        sent = asyncio.run(replay_session(session, lambda req: b"{}", _answer, 0.0, None, stop))
+        # each send is one wait that passed (a spawn's wait sends nothing): never more
+        assert len(sent) <= passes < total
+
+
+def test_a_stopped_step_leaves_no_subagent_running():
+    session = _with_subagents()
+    spawns = sum(isinstance(e, Subagent) for e in session.entries)
+    assert spawns
+
+    async def main():
+        before = asyncio.all_tasks()
+        # the parent's first request goes, then the stop: the subagents spawned after it end too
+        sent = await replay_session(session, lambda req: b"{}", _answer, 0.0, None, _Stop(1))
+        return sent, asyncio.all_tasks() - before
+
+    sent, left = asyncio.run(main())
+    assert len(sent) <= 1 and not left
+
+
+def test_the_driver_waits_on_the_steps_until_and_counts_a_stopped_session_cut():
+    session = _with_subagents()
+    added: list[dict] = []
+
+    async def measured(body, r):
+        r.t0_ns, r.end_ns = 1, 2
+
+    host = SimpleNamespace(until=_Stop(1), measured=measured, rec=SimpleNamespace(add_session=added.append))
+    driver = AgentReplayDriver(AgentReplay(concurrency=1))
+    driver.feed = SimpleNamespace(sessions=[session], body=lambda j, req: b"{}")
+    asyncio.run(driver._session(host, 0))
+    assert host.until.asked >= 2  # the driver's waits are the step's
+    (record,) = added
+    assert record["outcome"] == "cut" and record["turns"] <= 1
+    assert len(driver.replayed[0]) == record["turns"]
