@@ -80,3 +80,24 @@ def test_the_driver_waits_on_the_steps_until_and_counts_a_stopped_session_cut():
     (record,) = added
     assert record["outcome"] == "cut" and record["turns"] <= 1
     assert len(driver.replayed[0]) == record["turns"]
+
+
+def test_a_stopped_replays_report_holds_its_cut_sessions():
+    """The point's agent_replay block is written for an interrupted point too: a session the stop
+    cut (no request, or some) is in its figures as far as it went, and the verdict says the
+    replay did not keep to its trace."""
+    sessions = _sessions()[:2]
+    added: list[dict] = []
+
+    async def measured(body, r):
+        r.t0_ns, r.end_ns = 1, 2
+
+    driver = AgentReplayDriver(AgentReplay(concurrency=2))
+    driver.feed = SimpleNamespace(sessions=sessions, body=lambda j, req: b"{}")
+    for j, passes in enumerate((0, 2)):
+        host = SimpleNamespace(until=_Stop(passes), measured=measured,
+                               rec=SimpleNamespace(add_session=added.append))
+        asyncio.run(driver._session(host, j))
+    report = driver.report()
+    assert report["sessions_replayed"] == 2 and [s["outcome"] for s in added] == ["cut", "cut"]
+    assert report["fidelity"]["warnings"]
