@@ -148,6 +148,9 @@ def test_the_plan_of_a_profile_has_one_point_a_stage(tmp_path, capsys):
     ("    - {rate: 2/s, duration: 0s}\n    - {rate: 8/s, duration: 0s}",
      "s.yaml:12:5: $.load.stages: a profile of zero length: give its stages a duration above 0"),
     ("    []", "s.yaml:12:5: $.load.stages: [] should be non-empty"),
+    # a stage's point stops at its duration: one of 0s ran until Ctrl-C
+    ("    - {concurrency: 2, duration: 1s}\n    - {concurrency: 1, duration: 0s}",
+     "s.yaml:13:34: $.load.stages[1].duration: '0s': a stage of zero length: give it a duration above 0"),
     # the sweep's ceilings hold for stages too
     ("    - {concurrency: 2000000, duration: 5s}", "s.yaml:12:21: $.load.stages[0].concurrency: 2,000,000 "
                                                   "requests in flight is more than 1,000,000"),

@@ -680,6 +680,9 @@ def _stages_problems(spec: Spec, d: dict) -> list[SpecProblem]:
             out += [p(at + (k,), f"{k} applies to a rate stage, not to concurrency", key=True)
                     for k in ("arrival", "max_concurrency") if k in st]
         duration = parse_duration(st["duration"])
+        if duration <= 0:  # its point's stop is its duration: a stage of none would never stop
+            out.append(p(at + ("duration",), f"{_show(st['duration'])}: a stage of zero length: give it a "
+                                             "duration above 0"))
         ramp = parse_duration(st.get("ramp", 0))
         if ramp > duration:
             out.append(p(at + ("ramp",), f"{_show(st['ramp'])}: a ramp longer than its stage's duration "
