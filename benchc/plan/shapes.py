@@ -216,8 +216,28 @@ class ClosedLoop(Extent):
         return out
 
 
+class _RateCapped:
+    """What the shapes on a schedule with a cap have alike (OpenLoop, Replay): a mean rate,
+    and at most `max_concurrency` units in flight, the one thing a split divides."""
+
+    rate_rps: float | None
+    max_concurrency: int | None
+
+    @property
+    def inflight_target(self) -> int:
+        return self.max_concurrency or 0
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        return self.rate_rps
+
+    def _capped(self, cap: int | None) -> Extent:
+        shape: Any = self  # a dataclass Extent, as each class that takes this in is
+        return replace(shape, max_concurrency=cap)
+
+
 @dataclass(frozen=True, kw_only=True)
-class OpenLoop(Extent):
+class OpenLoop(_RateCapped, Extent):
     """Units at `rate_rps` on a seeded arrival process (poisson, gamma of `burstiness`,
     constant), at most `max_concurrency` in flight."""
 
@@ -240,19 +260,8 @@ class OpenLoop(Extent):
     def label(self) -> str:
         return f"rate={self.rate_rps:g}/s"
 
-    @property
-    def inflight_target(self) -> int:
-        return self.max_concurrency or 0
-
-    @property
-    def mean_rate_rps(self) -> float | None:
-        return self.rate_rps
-
     def params(self) -> dict:
         return self._tail({**super().params(), "rate_rps": self.rate_rps, "arrival": self.arrival})
-
-    def _capped(self, cap: int | None) -> Extent:
-        return replace(self, max_concurrency=cap)
 
     def replayed(self, trace: dict) -> Extent:
         """A rate over a trace: the trace's own times, over the speedup that gives the rate."""
@@ -262,7 +271,7 @@ class OpenLoop(Extent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Replay(Extent):
+class Replay(_RateCapped, Extent):
     """A trace's requests (or sessions) on the trace's own times divided by `speedup`;
     `rate_rps` the mean rate that gives. Splits as an open loop: by its rows."""
 
@@ -284,23 +293,12 @@ class Replay(Extent):
     def label(self) -> str:
         return f"speedup={self.speedup:g}"
 
-    @property
-    def inflight_target(self) -> int:
-        return self.max_concurrency or 0
-
-    @property
-    def mean_rate_rps(self) -> float | None:
-        return self.rate_rps
-
     def params(self) -> dict:
         return self._tail({**super().params(), "rate_rps": self.rate_rps, "arrival": self.arrival,
                            "speedup": self.speedup})
 
     def flat(self) -> dict:
         return {**super().flat(), "arrival": self.arrival}
-
-    def _capped(self, cap: int | None) -> Extent:
-        return replace(self, max_concurrency=cap)
 
     def replayed(self, trace: dict) -> Extent:
         """Its speedup's mean rate filled in."""
