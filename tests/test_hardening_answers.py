@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 from aiohttp import web
@@ -19,6 +18,7 @@ from benchc.client.request import send, send_native
 from benchc.metrics.record import RequestRecord
 from benchc.plan.model import Target
 from tests.conftest import both_cores
+from tests.hostile import FakeServer
 from tests.test_hardening_cuts import core  # noqa: F401 - the fixture: both cores on every path
 from tests.test_http1 import RawServer
 from tests.test_keepalive import PATHS, Client
@@ -134,44 +134,15 @@ def test_rerank_results_past_the_documents_are_not_counted_on_every_path(core, p
     assert (r.inputs, r.results, r.unanswered) == (4, 2, 0), path
 
 
-class ShortEmbedder:
+class ShortEmbedder(FakeServer):
     """An embeddings server that answers 3 vectors whatever it is asked. A thread of its own."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/embeddings": self._embed})
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        async def embed(request):
-            await request.read()
-            return web.Response(body=vectors(3), content_type="application/json")
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/embeddings", embed)
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
+    async def _embed(self, request):
+        await request.read()
+        return web.Response(body=vectors(3), content_type="application/json")
 
 
 SPEC = """\

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
-from aiohttp import web
 
 from benchc import redact
 from benchc.cli import main
@@ -23,6 +21,7 @@ from benchc.client.request import send, send_native
 from benchc.metrics.record import MALFORMED, STREAM_BROKEN, RequestRecord
 from benchc.redact import Scrubber
 from tests.conftest import both_cores
+from tests.hostile import FakeServer, streamed
 from tests.test_http1 import RawServer, target
 from tests.test_keepalive import PATHS, Client
 
@@ -146,49 +145,16 @@ output:
 """
 
 
-class FailingResponses:
+class FailingResponses(FakeServer):
     """A Responses API server whose every answer is `response.failed`, its message echoing the
     request's key at character 190. Runs in a thread of its own."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/responses": self._answer})
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        async def answer(request):
-            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await resp.prepare(request)
-            await resp.write(failed_event("x" * 190 + key + " is not allowed here"))
-            await resp.write_eof()
-            return resp
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/responses", answer)
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
+    async def _answer(self, request):
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return await streamed(request, failed_event("x" * 190 + key + " is not allowed here"))
 
 
 def test_a_failed_response_echoing_the_key_leaves_none_of_it_in_result_requests_or_console(tmp_path, capsys):

@@ -5,7 +5,6 @@ import asyncio
 import base64
 import json
 import os
-import threading
 from urllib.parse import quote
 
 import pytest
@@ -23,6 +22,7 @@ from benchc.run.logpump import LineScrubber
 from benchc.run.secrets import run_scrubber
 from benchc.spec import loader as spec
 from tests.conftest import killed_after, wait_for
+from tests.hostile import FakeServer
 from tests.test_hardening_redirects import SECRET
 from tests.test_http1 import RawServer, target
 from tests.test_keepalive import PATHS, Client
@@ -191,45 +191,16 @@ def test_open_end_finds_the_longest_start_of_a_secret_at_the_end():
 # --------------------------------------------------------------------------- end to end
 
 
-class EchoGateway:
+class EchoGateway(FakeServer):
     """A gateway that answers every completion with 401 and echoes the request's headers in
     the body, as some do; /v1/models lists the model. Runs in a thread of its own."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/chat/completions": self._deny})
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        async def deny(request):
-            echoed = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
-            return web.Response(status=401, text=f"unauthorized, you sent {echoed}")
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/chat/completions", deny)
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
+    async def _deny(self, request):
+        echoed = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
+        return web.Response(status=401, text=f"unauthorized, you sent {echoed}")
 
 
 @pytest.mark.slow
