@@ -11,6 +11,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from benchc.client.request import send, send_native
+from benchc.metrics.record import RequestRecord
+from benchc.plan.model import Target
+from tests.test_http1 import RawServer, target
+from tests.test_keepalive import Client
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -60,3 +66,28 @@ async def streamed(request: web.Request, body: bytes) -> web.StreamResponse:
     await resp.write(body)
     await resp.write_eof()
     return resp
+
+
+def answered(path: str, head: bytes, body: bytes, t: Target | None = None, inputs: int = 1,
+             headers: dict[str, str] | None = None) -> RequestRecord:
+    """The record of one request (POST {"x": 1}) sent on client path `path` (test_keepalive's
+    PATHS) to a raw server whose answer is `head` (its status line and headers, each ending in
+    CRLF), a Content-Length and `body`; `t`: the target (test_http1's by default)."""
+    async def script(n, reader, writer):
+        writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+
+    async def go():
+        async with RawServer(script) as srv:
+            c = Client(path)
+            r = RequestRecord("req-1", 0, 1, None, inputs=inputs)
+            h = headers or {"Content-Type": "application/json"}
+            to = t or target()
+            if c.pool is not None:
+                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, to)
+            else:
+                r = await send(c.session, srv.url, h, b'{"x": 1}', r, to)
+            await c.close()
+            return r
+
+    return asyncio.run(go())

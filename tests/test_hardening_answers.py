@@ -7,21 +7,17 @@ not stretch E2E. Both cores, every HTTP path."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from aiohttp import web
 
 from benchc.cli import main
-from benchc.client.request import send, send_native
-from benchc.metrics.record import RequestRecord
 from benchc.plan.model import Target
 from tests.conftest import both_cores
-from tests.hostile import FakeServer
+from tests.hostile import FakeServer, answered
 from tests.test_hardening_cuts import core  # noqa: F401 - the fixture: both cores on every path
-from tests.test_http1 import RawServer
-from tests.test_keepalive import PATHS, Client
+from tests.test_keepalive import PATHS
 
 
 def events(*objs) -> bytes:
@@ -73,26 +69,6 @@ def test_events_after_message_stop_neither_count_nor_stretch_e2e_on_both_cores()
     assert figures[0] == figures[1] == (1, "stop", 1000, 1)
 
 
-def _answer(path: str, t: Target, head: bytes, body: bytes, inputs: int = 1) -> RequestRecord:
-    async def script(n, reader, writer):
-        writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        await writer.drain()
-
-    async def go():
-        async with RawServer(script) as srv:
-            c = Client(path)
-            r = RequestRecord("req-1", 0, 1, None, inputs=inputs)
-            h = {"Content-Type": "application/json"}
-            if c.pool is not None:
-                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, t)
-            else:
-                r = await send(c.session, srv.url, h, b'{"x": 1}', r, t)
-            await c.close()
-            return r
-
-    return asyncio.run(go())
-
-
 def target(api: str) -> Target:
     return Target("http://x/v1", None, api, "m", None, {}, 10.0, 10.0, None, first_byte_timeout_s=10.0)
 
@@ -103,7 +79,7 @@ JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_second_completion_does_not_replace_the_first_on_every_path(core, path):  # noqa: F811
-    r = _answer(path, target("responses"), SSE_HEAD, events(DELTA, completed(2), completed(2_700_000)))
+    r = answered(path, SSE_HEAD, events(DELTA, completed(2), completed(2_700_000)), target("responses"))
     assert r.error is None and (r.usage_output_tokens, r.finish_reason) == (2, "stop"), path
     assert r.end_ns == r.parser.done_ns  # E2E ends at the first completion's read
 
@@ -116,10 +92,10 @@ def vectors(n: int) -> bytes:
 
 @pytest.mark.parametrize("path", PATHS)
 def test_an_embeddings_answer_short_of_its_inputs_counts_what_was_embedded_on_every_path(core, path):  # noqa: F811
-    r = _answer(path, target("embeddings"), JSON_HEAD, vectors(3), inputs=8)
+    r = answered(path, JSON_HEAD, vectors(3), target("embeddings"), inputs=8)
     assert r.error is None and (r.inputs, r.results, r.unanswered) == (3, 3, 5), path
     assert r.to_json()["unanswered"] == 5
-    r = _answer(path, target("embeddings"), JSON_HEAD, vectors(9), inputs=8)  # one too many: not counted
+    r = answered(path, JSON_HEAD, vectors(9), target("embeddings"), inputs=8)  # one too many: not counted
     assert (r.inputs, r.results, r.unanswered) == (8, 8, 0), path
 
 
@@ -127,10 +103,10 @@ def test_an_embeddings_answer_short_of_its_inputs_counts_what_was_embedded_on_ev
 def test_rerank_results_past_the_documents_are_not_counted_on_every_path(core, path):  # noqa: F811
     results = [{"index": i % 3, "relevance_score": 0.5} for i in range(7)]
     body = json.dumps({"results": results, "usage": {"total_tokens": 40}}).encode()
-    r = _answer(path, target("rerank"), JSON_HEAD, body, inputs=4)  # a query and 3 documents
+    r = answered(path, JSON_HEAD, body, target("rerank"), inputs=4)  # a query and 3 documents
     assert r.error is None and (r.inputs, r.results, r.unanswered) == (4, 3, 0), path
     body = json.dumps({"results": results[:2], "usage": {"total_tokens": 40}}).encode()
-    r = _answer(path, target("rerank"), JSON_HEAD, body, inputs=4)  # top_n 2: all answered
+    r = answered(path, JSON_HEAD, body, target("rerank"), inputs=4)  # top_n 2: all answered
     assert (r.inputs, r.results, r.unanswered) == (4, 2, 0), path
 
 

@@ -8,7 +8,6 @@ result, the requests file and the console."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -17,13 +16,11 @@ from benchc import redact
 from benchc.cli import main
 from benchc.client import _response, _stream
 from benchc.client import request as request_mod
-from benchc.client.request import send, send_native
 from benchc.metrics.record import MALFORMED, STREAM_BROKEN, RequestRecord
 from benchc.redact import Scrubber
 from tests.conftest import both_cores
-from tests.hostile import FakeServer, streamed
-from tests.test_http1 import RawServer, target
-from tests.test_keepalive import PATHS, Client
+from tests.hostile import FakeServer, answered, streamed
+from tests.test_keepalive import PATHS
 
 KEY = "sk-live-7Hq2xR9mZ4vB8nK3"
 
@@ -80,28 +77,8 @@ def core(request, monkeypatch):
 
 
 def _answered(path: str, events: list[bytes]) -> RequestRecord:
-    body = b"".join(events)
-
-    async def script(n, reader, writer):
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-                     % (len(body), body))
-        await writer.drain()
-
-    async def go():
-        async with RawServer(script) as srv:
-            c = Client(path)
-            r = RequestRecord("req-1", 0, 1, None)
-            h = {"Content-Type": "application/json"}
-            t = target()
-            if c.pool is not None:
-                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, t)
-            else:
-                r = await send(c.session, srv.url, h, b'{"x": 1}', r, t)
-            await c.close()
-            return r
-
     with redact.scrubbing(Scrubber([KEY])):
-        return asyncio.run(go())
+        return answered(path, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n", b"".join(events))
 
 
 @pytest.mark.parametrize("path", PATHS)
