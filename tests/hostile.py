@@ -6,8 +6,10 @@ that a test can run benchc's own `main` against it in the test's thread."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -91,3 +93,32 @@ def answered(path: str, head: bytes, body: bytes, t: Target | None = None, input
             return r
 
     return asyncio.run(go())
+
+
+SMALL_RUN = """\
+version: 1
+name: {name}
+target: {{base_url: "{url}", model: m{api}}}
+workload:
+{batch}  dataset:
+    random: {{input_tokens: 8, output_tokens: 1, seed: 1}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [1]}}
+  requests: {requests}
+output: {{path: {out}}}
+"""
+
+
+def small_run(tmp_path: Path, url: str, requests: int, api: str | None = None,
+              batch: int | None = None) -> dict:
+    """The point of a quiet run (asserted to exit 0) of `requests` random 8-token prompts, one at a
+    time, against `url` (`api` and a `batch` of inputs where given); its result is r.json."""
+    from benchc.cli import main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SMALL_RUN.format(name="e" if api else "h", url=url, api=f", api: {api}" if api else "",
+                                     batch=f"  batch: {batch}\n" if batch else "", requests=requests,
+                                     out=tmp_path / "r.json"))
+    assert main(["run", str(spec), "--quiet"]) == 0
+    return json.loads((tmp_path / "r.json").read_text())["points"][0]

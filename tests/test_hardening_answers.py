@@ -12,10 +12,9 @@ import json
 import pytest
 from aiohttp import web
 
-from benchc.cli import main
 from benchc.plan.model import Target
 from tests.conftest import both_cores
-from tests.hostile import FakeServer, answered
+from tests.hostile import FakeServer, answered, small_run
 from tests.test_hardening_cuts import core  # noqa: F401 - the fixture: both cores on every path
 from tests.test_keepalive import PATHS
 
@@ -121,31 +120,12 @@ class ShortEmbedder(FakeServer):
         return web.Response(body=vectors(3), content_type="application/json")
 
 
-SPEC = """\
-version: 1
-name: e
-target: {{base_url: "{url}", model: m, api: embeddings}}
-workload:
-  batch: 8
-  dataset:
-    random: {{input_tokens: 8, output_tokens: 1, seed: 1}}
-load:
-  warmup: {{requests: 0}}
-  sweep: {{concurrency: [1]}}
-  requests: 4
-output: {{path: {out}}}
-"""
-
-
 def test_a_point_of_short_embeddings_answers_counts_what_was_embedded_and_doubts_it(tmp_path, capsys):
     server = ShortEmbedder()
     try:
-        spec = tmp_path / "s.yaml"
-        spec.write_text(SPEC.format(url=server.url, out=tmp_path / "r.json"))
-        assert main(["run", str(spec), "--quiet"]) == 0
+        point = small_run(tmp_path, server.url, requests=4, api="embeddings", batch=8)
     finally:
         server.close()
-    point = json.loads((tmp_path / "r.json").read_text())["points"][0]
     assert point["counts"]["completed"] == 4 and point["counts"]["inputs"] == 12  # not 32
     assert point["stream"]["short_answers"] == 4 and point["stream"]["unanswered_inputs"] == 20
     doubt = [d for d in point["trust"]["doubts"] if d["check"] == "short_answers"]
