@@ -383,16 +383,19 @@ class Search(Extent):
         return {**super().flat(), "arrival": self.arrival}
 
 
-def _stages(load: dict, over: str) -> list[tuple[int, dict, float]]:
-    """load.stages' stages when they are of `over` (concurrency | rate): each with its place
-    (from 1) and the target its ramp starts from (the stage before's; the first's: 0)."""
+def _stages(load: dict, over: str, bounds: dict) -> list[tuple[dict, float, dict]]:
+    """load.stages' stages when they are of `over` (concurrency | rate): each with the target
+    its ramp starts from (the stage before's; the first's: 0) and the fields every stage shape
+    takes alike (its place from 1, its ramp, `bounds` with its own duration)."""
     stages = load.get("stages") or []
     if not stages or over not in stages[0]:
         return []
     out, before = [], 0.0
     for i, stage in enumerate(stages, 1):
         target = float(stage[over]) if over == "concurrency" else parse_rate(stage[over])
-        out.append((i, stage, before))
+        alike = {**bounds, "duration_s": parse_duration(stage["duration"]), "stage": i,
+                 "ramp_s": parse_duration(stage.get("ramp", 0))}
+        out.append((stage, before, alike))
         before = target
     return out
 
@@ -411,10 +414,8 @@ class ConcurrencyStage(ClosedLoop):
 
     @classmethod
     def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
-        return [cls(concurrency=int(st["concurrency"]), start=int(before), stage=i,
-                    ramp_s=parse_duration(st.get("ramp", 0)),
-                    **{**bounds, "duration_s": parse_duration(st["duration"])})
-                for i, st, before in _stages(load, "concurrency")]
+        return [cls(concurrency=int(st["concurrency"]), start=int(before), **alike)
+                for st, before, alike in _stages(load, "concurrency", bounds)]
 
     @property
     def label(self) -> str:
@@ -460,11 +461,9 @@ class RateStage(OpenLoop):
 
     @classmethod
     def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
-        return [cls(rate_rps=parse_rate(st["rate"]), start_rps=before, stage=i,
-                    ramp_s=parse_duration(st.get("ramp", 0)), arrival=st.get("arrival", "poisson"),
-                    max_concurrency=st.get("max_concurrency"),
-                    **{**bounds, "duration_s": parse_duration(st["duration"])})
-                for i, st, before in _stages(load, "rate")]
+        return [cls(rate_rps=parse_rate(st["rate"]), start_rps=before, arrival=st.get("arrival", "poisson"),
+                    max_concurrency=st.get("max_concurrency"), **alike)
+                for st, before, alike in _stages(load, "rate", bounds)]
 
     @property
     def label(self) -> str:
