@@ -400,8 +400,27 @@ def _stages(load: dict, over: str, bounds: dict) -> list[tuple[dict, float, dict
     return out
 
 
+class _Staged(Extent):
+    """What a stage of either kind writes of itself: its place, the target its ramp starts
+    from (`ramp_from`), its ramp."""
+
+    stage: int
+    ramp_s: float
+
+    @property
+    def ramp_from(self) -> float:
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        stage = {"index": self.stage, "from": self.ramp_from, "ramp_s": self.ramp_s}
+        return {**super().params(), "stage": stage}
+
+    def flat(self) -> dict:
+        return {**super().flat(), "stage": [self.stage, self.ramp_from, self.ramp_s]}
+
+
 @dataclass(frozen=True, kw_only=True)
-class ConcurrencyStage(ClosedLoop):
+class ConcurrencyStage(_Staged, ClosedLoop):
     """A stage of a staged profile (load.stages, k6's ramping-vus): its units in flight go
     linearly from `start` to `concurrency` over its first ramp_s, then hold to its end
     (duration_s). Each stage is a point of its own: its row, its figures, its SLO verdict."""
@@ -432,11 +451,9 @@ class ConcurrencyStage(ClosedLoop):
             return self.concurrency
         return round(self.start + (self.concurrency - self.start) * max(t_s, 0.0) / self.ramp_s)
 
-    def params(self) -> dict:
-        return {**super().params(), "stage": {"index": self.stage, "from": self.start, "ramp_s": self.ramp_s}}
-
-    def flat(self) -> dict:
-        return {**super().flat(), "stage": [self.stage, self.start, self.ramp_s]}
+    @property
+    def ramp_from(self) -> float:
+        return self.start
 
     def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
         """As a closed loop, its ramp's start split as its target is."""
@@ -447,7 +464,7 @@ class ConcurrencyStage(ClosedLoop):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RateStage(OpenLoop):
+class RateStage(_Staged, OpenLoop):
     """A stage of a staged profile (load.stages, k6's ramping-arrival-rate): its rate goes
     linearly from `start_rps` to rate_rps over its first ramp_s, then holds to its end
     (duration_s); arrivals poisson or constant on that rate (run/stages.py). Splits as an
@@ -482,12 +499,9 @@ class RateStage(OpenLoop):
             return a * t_s + (b - a) * t_s * t_s / (2 * r)
         return (a + b) * r / 2 + b * (t_s - r)
 
-    def params(self) -> dict:
-        stage = {"index": self.stage, "from": self.start_rps, "ramp_s": self.ramp_s}
-        return {**super().params(), "stage": stage}
-
-    def flat(self) -> dict:
-        return {**super().flat(), "stage": [self.stage, self.start_rps, self.ramp_s]}
+    @property
+    def ramp_from(self) -> float:
+        return self.start_rps
 
     def replayed(self, trace: dict) -> Extent:
         raise PlanError("load.stages over a trace dataset is not built yet: sweep the trace's speedup")
