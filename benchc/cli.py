@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from benchc import __version__
 from benchc.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, BenchcError, UsageError
-from benchc.inputs import TEXT_BYTES, input_problem  # light: os and stat only
+from benchc.inputs import TEXT_BYTES, input_problem, read_utf8  # light: os and stat only
 
 
 def _version_line() -> str:
@@ -504,19 +504,9 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot load the tokenizer {args.tokenizer}: {detail}") from e
     print(f"tokenizer: {tok.kind} ({args.tokenizer}); pre-tokenization: {tok.pretokenizer}", file=sys.stderr)
     for path in args.files:
-        if why := input_problem(path, TEXT_BYTES, "text file"):
-            raise UsageError(why)
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror}") from e
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = raw.count(b"\n", 0, e.start) + 1
-            raise UsageError(f"{path}:{line}: byte 0x{raw[e.start]:02x} is not UTF-8 text; benchc counts "
-                             "the tokens of UTF-8 text") from e
+        text = read_utf8(path, TEXT_BYTES, "text file", UsageError,
+                         lambda line, at, byte: f"{path}:{line}: byte 0x{byte:02x} is not UTF-8 "  # noqa: B023 - called at once
+                                                "text; benchc counts the tokens of UTF-8 text")
         ids = tok.encode(text)
         print(f"{path}\t{len(ids)}" + ("\t" + " ".join(map(str, ids)) if args.ids else ""))
     return EXIT_OK

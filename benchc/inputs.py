@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 
 SPEC_BYTES = 256 * 1024  # also spec/yaml_bounds.py's ceiling, checked again on the bytes
 DATASET_BYTES = 1 << 30  # a jsonl or ShareGPT dataset, read whole
@@ -41,3 +42,24 @@ def input_problem(path: str | os.PathLike, limit: int | None, what: str) -> str 
         return (f"{what} {path} is {st.st_size:,} bytes, more than the {limit:,} a {what} may have "
                 "(benchc's bound; README: Limits)")
     return None
+
+
+def read_utf8(path: str | os.PathLike, limit: int, what: str, error: Callable[[str], Exception],
+              not_utf8: Callable[[int, int, int], str],
+              unreadable: str = "cannot read {path}: {strerror}") -> str:
+    """A `what` file as UTF-8 text, checked by input_problem first; each way it fails is an
+    `error` (the reader's own exception class) in the reader's words: `unreadable` formatted
+    with the path and the OS's strerror, or `not_utf8(line, offset, byte)` for the first byte
+    that is not UTF-8 (its 1-based line, its offset in the file, its value)."""
+    if why := input_problem(path, limit, what):
+        raise error(why)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise error(unreadable.format(path=path, strerror=e.strerror)) from e
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise error(not_utf8(line, e.start, raw[e.start])) from e

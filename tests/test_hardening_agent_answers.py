@@ -7,20 +7,18 @@ said complete and the run exited 0."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
-import threading
 
 import pytest
-from aiohttp import web
 
 from benchc.cli import main
 from benchc.client.apis import _tool_input
 from benchc.run import sessions
 from benchc.run.sessions import split_tool_text
 from tests.conftest import REPO, both_cores
+from tests.hostile import FakeServer, streamed
 
 DEPTH = 100_000
 DEEP = '{"a":' + "[" * DEPTH + "]" * DEPTH + "}"
@@ -57,7 +55,7 @@ def messages_tool_call(arguments: str) -> bytes:
         {"type": "message_stop"}])
 
 
-class ToolCaller:
+class ToolCaller(FakeServer):
     """A server whose every answer is one tool call with `arguments`, on the chat and the
     Messages APIs (`chat`: what a chat answer is instead). Runs in a thread of its own;
     `bodies` holds what each request sent."""
@@ -65,47 +63,14 @@ class ToolCaller:
     def __init__(self, arguments: str, chat=chat_tool_call):
         self.arguments, self.chat = arguments, chat
         self.bodies: list[bytes] = []
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/chat/completions": self._answer(self.chat),
+                          "/v1/messages": self._answer(messages_tool_call)}, client_max_size=64 * 2**20)
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        def answer(stream):
-            async def handler(request):
-                self.bodies.append(await request.read())
-                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-                await resp.prepare(request)
-                await resp.write(stream(self.arguments))
-                await resp.write_eof()
-                return resp
-            return handler
-
-        async def start():
-            app = web.Application(client_max_size=64 * 2**20)
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/chat/completions", answer(self.chat))
-            app.router.add_post("/v1/messages", answer(messages_tool_call))
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
+    def _answer(self, stream):
+        async def handler(request):
+            self.bodies.append(await request.read())
+            return await streamed(request, stream(self.arguments))
+        return handler
 
 
 SPEC = """\

@@ -7,21 +7,16 @@ not stretch E2E. Both cores, every HTTP path."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 
 import pytest
 from aiohttp import web
 
-from benchc.cli import main
-from benchc.client.request import send, send_native
-from benchc.metrics.record import RequestRecord
 from benchc.plan.model import Target
 from tests.conftest import both_cores
+from tests.hostile import FakeServer, answered, small_run
 from tests.test_hardening_cuts import core  # noqa: F401 - the fixture: both cores on every path
-from tests.test_http1 import RawServer
-from tests.test_keepalive import PATHS, Client
+from tests.test_keepalive import PATHS
 
 
 def events(*objs) -> bytes:
@@ -73,26 +68,6 @@ def test_events_after_message_stop_neither_count_nor_stretch_e2e_on_both_cores()
     assert figures[0] == figures[1] == (1, "stop", 1000, 1)
 
 
-def _answer(path: str, t: Target, head: bytes, body: bytes, inputs: int = 1) -> RequestRecord:
-    async def script(n, reader, writer):
-        writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        await writer.drain()
-
-    async def go():
-        async with RawServer(script) as srv:
-            c = Client(path)
-            r = RequestRecord("req-1", 0, 1, None, inputs=inputs)
-            h = {"Content-Type": "application/json"}
-            if c.pool is not None:
-                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, t)
-            else:
-                r = await send(c.session, srv.url, h, b'{"x": 1}', r, t)
-            await c.close()
-            return r
-
-    return asyncio.run(go())
-
-
 def target(api: str) -> Target:
     return Target("http://x/v1", None, api, "m", None, {}, 10.0, 10.0, None, first_byte_timeout_s=10.0)
 
@@ -103,7 +78,7 @@ JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_second_completion_does_not_replace_the_first_on_every_path(core, path):  # noqa: F811
-    r = _answer(path, target("responses"), SSE_HEAD, events(DELTA, completed(2), completed(2_700_000)))
+    r = answered(path, SSE_HEAD, events(DELTA, completed(2), completed(2_700_000)), target("responses"))
     assert r.error is None and (r.usage_output_tokens, r.finish_reason) == (2, "stop"), path
     assert r.end_ns == r.parser.done_ns  # E2E ends at the first completion's read
 
@@ -116,10 +91,10 @@ def vectors(n: int) -> bytes:
 
 @pytest.mark.parametrize("path", PATHS)
 def test_an_embeddings_answer_short_of_its_inputs_counts_what_was_embedded_on_every_path(core, path):  # noqa: F811
-    r = _answer(path, target("embeddings"), JSON_HEAD, vectors(3), inputs=8)
+    r = answered(path, JSON_HEAD, vectors(3), target("embeddings"), inputs=8)
     assert r.error is None and (r.inputs, r.results, r.unanswered) == (3, 3, 5), path
     assert r.to_json()["unanswered"] == 5
-    r = _answer(path, target("embeddings"), JSON_HEAD, vectors(9), inputs=8)  # one too many: not counted
+    r = answered(path, JSON_HEAD, vectors(9), target("embeddings"), inputs=8)  # one too many: not counted
     assert (r.inputs, r.results, r.unanswered) == (8, 8, 0), path
 
 
@@ -127,78 +102,30 @@ def test_an_embeddings_answer_short_of_its_inputs_counts_what_was_embedded_on_ev
 def test_rerank_results_past_the_documents_are_not_counted_on_every_path(core, path):  # noqa: F811
     results = [{"index": i % 3, "relevance_score": 0.5} for i in range(7)]
     body = json.dumps({"results": results, "usage": {"total_tokens": 40}}).encode()
-    r = _answer(path, target("rerank"), JSON_HEAD, body, inputs=4)  # a query and 3 documents
+    r = answered(path, JSON_HEAD, body, target("rerank"), inputs=4)  # a query and 3 documents
     assert r.error is None and (r.inputs, r.results, r.unanswered) == (4, 3, 0), path
     body = json.dumps({"results": results[:2], "usage": {"total_tokens": 40}}).encode()
-    r = _answer(path, target("rerank"), JSON_HEAD, body, inputs=4)  # top_n 2: all answered
+    r = answered(path, JSON_HEAD, body, target("rerank"), inputs=4)  # top_n 2: all answered
     assert (r.inputs, r.results, r.unanswered) == (4, 2, 0), path
 
 
-class ShortEmbedder:
+class ShortEmbedder(FakeServer):
     """An embeddings server that answers 3 vectors whatever it is asked. A thread of its own."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/embeddings": self._embed})
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        async def embed(request):
-            await request.read()
-            return web.Response(body=vectors(3), content_type="application/json")
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/embeddings", embed)
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
-
-
-SPEC = """\
-version: 1
-name: e
-target: {{base_url: "{url}", model: m, api: embeddings}}
-workload:
-  batch: 8
-  dataset:
-    random: {{input_tokens: 8, output_tokens: 1, seed: 1}}
-load:
-  warmup: {{requests: 0}}
-  sweep: {{concurrency: [1]}}
-  requests: 4
-output: {{path: {out}}}
-"""
+    async def _embed(self, request):
+        await request.read()
+        return web.Response(body=vectors(3), content_type="application/json")
 
 
 def test_a_point_of_short_embeddings_answers_counts_what_was_embedded_and_doubts_it(tmp_path, capsys):
     server = ShortEmbedder()
     try:
-        spec = tmp_path / "s.yaml"
-        spec.write_text(SPEC.format(url=server.url, out=tmp_path / "r.json"))
-        assert main(["run", str(spec), "--quiet"]) == 0
+        point = small_run(tmp_path, server.url, requests=4, api="embeddings", batch=8)
     finally:
         server.close()
-    point = json.loads((tmp_path / "r.json").read_text())["points"][0]
     assert point["counts"]["completed"] == 4 and point["counts"]["inputs"] == 12  # not 32
     assert point["stream"]["short_answers"] == 4 and point["stream"]["unanswered_inputs"] == 20
     doubt = [d for d in point["trust"]["doubts"] if d["check"] == "short_answers"]

@@ -8,23 +8,19 @@ result, the requests file and the console."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 
 import pytest
-from aiohttp import web
 
 from benchc import redact
 from benchc.cli import main
 from benchc.client import _response, _stream
 from benchc.client import request as request_mod
-from benchc.client.request import send, send_native
 from benchc.metrics.record import MALFORMED, STREAM_BROKEN, RequestRecord
 from benchc.redact import Scrubber
 from tests.conftest import both_cores
-from tests.test_http1 import RawServer, target
-from tests.test_keepalive import PATHS, Client
+from tests.hostile import FakeServer, answered, streamed
+from tests.test_keepalive import PATHS
 
 KEY = "sk-live-7Hq2xR9mZ4vB8nK3"
 
@@ -81,28 +77,8 @@ def core(request, monkeypatch):
 
 
 def _answered(path: str, events: list[bytes]) -> RequestRecord:
-    body = b"".join(events)
-
-    async def script(n, reader, writer):
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-                     % (len(body), body))
-        await writer.drain()
-
-    async def go():
-        async with RawServer(script) as srv:
-            c = Client(path)
-            r = RequestRecord("req-1", 0, 1, None)
-            h = {"Content-Type": "application/json"}
-            t = target()
-            if c.pool is not None:
-                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, t)
-            else:
-                r = await send(c.session, srv.url, h, b'{"x": 1}', r, t)
-            await c.close()
-            return r
-
     with redact.scrubbing(Scrubber([KEY])):
-        return asyncio.run(go())
+        return answered(path, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n", b"".join(events))
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -146,49 +122,16 @@ output:
 """
 
 
-class FailingResponses:
+class FailingResponses(FakeServer):
     """A Responses API server whose every answer is `response.failed`, its message echoing the
     request's key at character 190. Runs in a thread of its own."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/responses": self._answer})
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        async def answer(request):
-            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await resp.prepare(request)
-            await resp.write(failed_event("x" * 190 + key + " is not allowed here"))
-            await resp.write_eof()
-            return resp
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/responses", answer)
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
+    async def _answer(self, request):
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return await streamed(request, failed_event("x" * 190 + key + " is not allowed here"))
 
 
 def test_a_failed_response_echoing_the_key_leaves_none_of_it_in_result_requests_or_console(tmp_path, capsys):

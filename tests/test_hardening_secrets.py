@@ -5,7 +5,6 @@ import asyncio
 import base64
 import json
 import os
-import threading
 from urllib.parse import quote
 
 import pytest
@@ -14,8 +13,6 @@ from aiohttp import web
 from benchc import redact
 from benchc.cli import main
 from benchc.client import bounded
-from benchc.client.request import send, send_native
-from benchc.metrics.record import RequestRecord
 from benchc.plan.compiler import compile_spec
 from benchc.redact import Scrubber, redact_argv
 from benchc.results.document import write_atomic
@@ -23,9 +20,9 @@ from benchc.run.logpump import LineScrubber
 from benchc.run.secrets import run_scrubber
 from benchc.spec import loader as spec
 from tests.conftest import killed_after, wait_for
+from tests.hostile import FakeServer, answered
 from tests.test_hardening_redirects import SECRET
-from tests.test_http1 import RawServer, target
-from tests.test_keepalive import PATHS, Client
+from tests.test_keepalive import PATHS
 
 SPEC = """\
 version: 1
@@ -191,45 +188,16 @@ def test_open_end_finds_the_longest_start_of_a_secret_at_the_end():
 # --------------------------------------------------------------------------- end to end
 
 
-class EchoGateway:
+class EchoGateway(FakeServer):
     """A gateway that answers every completion with 401 and echoes the request's headers in
     the body, as some do; /v1/models lists the model. Runs in a thread of its own."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(30)
+        super().__init__({"/v1/chat/completions": self._deny})
 
-    def _serve(self):
-        async def models(_):
-            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-        async def deny(request):
-            echoed = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
-            return web.Response(status=401, text=f"unauthorized, you sent {echoed}")
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/v1/models", models)
-            app.router.add_post("/v1/chat/completions", deny)
-            self.runner = web.AppRunner(app)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-            self.ready.set()
-
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
-
-    def close(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.loop.close()
+    async def _deny(self, request):
+        echoed = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
+        return web.Response(status=401, text=f"unauthorized, you sent {echoed}")
 
 
 @pytest.mark.slow
@@ -336,25 +304,10 @@ def test_a_body_cut_to_length_never_shows_part_of_a_secret():
 def test_an_error_body_with_the_key_across_the_bound_is_scrubbed_on_every_path():
     body = ("e" * (bounded.ERROR_BODY_BYTES - 5) + SECRET + " echoed").encode()
 
-    async def script(n, reader, writer):
-        writer.write(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        await writer.drain()
-
-    async def go(path):
-        async with RawServer(script) as srv:
-            c = Client(path)
-            r = RequestRecord("req-1", 0, 1, None)
-            h = {"Content-Type": "application/json", "Authorization": f"Bearer {SECRET}"}
-            if c.pool is not None:
-                r = await send_native(c.pool, srv.url, h, b'{"x": 1}', r, target())
-            else:
-                r = await send(c.session, srv.url, h, b'{"x": 1}', r, target())
-            await c.close()
-            return r
-
+    h = {"Content-Type": "application/json", "Authorization": f"Bearer {SECRET}"}
     with redact.scrubbing(Scrubber([SECRET])):
         for path in PATHS:
-            r = asyncio.run(go(path))
+            r = answered(path, b"HTTP/1.1 401 Unauthorized\r\n", body, headers=h)
             assert r.status == 401 and r.error_detail.startswith("401: eeee"), (path, r.error_detail)
             assert "***" in r.error_detail and SECRET[:4] not in r.error_detail, (path, r.error_detail)
 

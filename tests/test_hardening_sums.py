@@ -17,6 +17,7 @@ from aiohttp import web
 from benchc.client._body_py import MAX_COUNT
 from benchc.run.gpus import read_sim_power
 from tests.conftest import both_cores
+from tests.hostile import small_run
 from tests.test_hardening_agent_answers import ToolCaller
 
 BIG = 2**62
@@ -55,8 +56,6 @@ def test_a_chat_usage_past_the_bound_or_negative_is_not_reported_on_both_cores(t
 def test_a_run_whose_server_reports_counts_near_int64_writes_its_result(tmp_path):
     """Three answers of 9e18 prompt and output tokens each: their sums passed int64, and the
     run refused its own result at the end (exit 3, the result left in a temporary folder)."""
-    from benchc.cli import main
-
     def huge(arguments: str) -> bytes:
         chunks = [{"choices": [{"index": 0, "delta": {"content": "hi"}}]},
                   {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
@@ -66,29 +65,11 @@ def test_a_run_whose_server_reports_counts_near_int64_writes_its_result(tmp_path
 
     server = ToolCaller("", chat=huge)
     try:
-        spec = tmp_path / "s.yaml"
-        spec.write_text(SPEC.format(url=server.url, out=tmp_path / "r.json"))
-        assert main(["run", str(spec), "--quiet"]) == 0
+        point = small_run(tmp_path, server.url, requests=3)
     finally:
         server.close()
-    point = json.loads((tmp_path / "r.json").read_text())["points"][0]
     assert point["counts"]["completed"] == 3
     assert point["tokens"]["input"] == 3 * 8 and point["tokens"]["output"] == 3  # benchc's own counts
-
-
-SPEC = """\
-version: 1
-name: h
-target: {{base_url: "{url}", model: m}}
-workload:
-  dataset:
-    random: {{input_tokens: 8, output_tokens: 1, seed: 1}}
-load:
-  warmup: {{requests: 0}}
-  sweep: {{concurrency: [1]}}
-  requests: 3
-output: {{path: {out}}}
-"""
 
 
 @pytest.mark.parametrize("power", ["NaN", "Infinity", "-5.0", "1e400"])

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
 from benchc.plan.agent_trace import AgentRequest, AgentSession, read_agent_traces, trace_files
-from benchc.plan.prompts import one_token_words
+from benchc.plan.prompts import WordBlocks, one_token_words
 
 _MASK64 = (1 << 64) - 1
 _BLOCK_CACHE = 4096  # blocks kept built: a session's context re-sends its earlier blocks every turn
@@ -48,22 +47,12 @@ class AgentTracePrompts:
     def __init__(self, seed: int, tokenizer: Any = None, template: Any = None):
         self.seed, self.tok, self.template = seed, tokenizer, template
         self.words = one_token_words(tokenizer)
-        self._blocks: OrderedDict[tuple[int, int], tuple[str, ...]] = OrderedDict()
+        self._blocks = WordBlocks(self.words, seed, _BLOCK_CACHE)
         self._overhead: int | None = None
 
     def block(self, session_index: int, hash_id: int, block_size: int) -> tuple[str, ...]:
         """The `block_size` words of a hash id in session `session_index`."""
-        key = (session_index, hash_id)
-        words = self._blocks.get(key)
-        if words is None:
-            rng = random.Random(_key(self.seed, 1, session_index, hash_id))
-            words = tuple(rng.choices(self.words, k=block_size))
-            self._blocks[key] = words
-            if len(self._blocks) > _BLOCK_CACHE:
-                self._blocks.popitem(last=False)
-        else:
-            self._blocks.move_to_end(key)
-        return words
+        return self._blocks.get((session_index, hash_id), block_size)
 
     def text(self, session: AgentSession, session_index: int, req: AgentRequest) -> str:
         """The request's prompt: exactly its `in` tokens (rendered through the chat template

@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -234,5 +236,32 @@ def one_token_words(tokenizer=None) -> list[str]:
     return words
 
 
+class WordBlocks:
+    """Blocks of words a trace's hash ids stand for, each a pure function of (seed, its key),
+    the last `keep` built kept: a trace sends its earlier blocks again and again (a system
+    prompt, a session's growing context), and drawing them once is what keeps that cheap."""
+
+    def __init__(self, words: Sequence[str], seed: int, keep: int):
+        self.words, self.seed, self.keep = words, seed, keep
+        self._built: OrderedDict[tuple[int, ...], tuple[str, ...]] = OrderedDict()
+
+    def get(self, key: tuple[int, ...], size: int) -> tuple[str, ...]:
+        """The `size` words of block `key`, drawn from the seed the 64-bit parts (seed, 1, *key)
+        make."""
+        words = self._built.get(key)
+        if words is None:
+            v = 0
+            for p in (self.seed, 1, *key):
+                v = (v << 64) | (p & _MASK64)
+            words = tuple(random.Random(v).choices(self.words, k=size))
+            self._built[key] = words
+            if len(self._built) > self.keep:
+                self._built.popitem(last=False)
+        else:
+            self._built.move_to_end(key)
+        return words
+
+
 __all__ = ["Deal", "NO_DEAL", "pooled", "PromptSource", "RandomPrompts", "FilePrompts", "step_digest",
-           "step_count", "source_digest", "prompts_digest", "one_token_words", "SAMPLE", "POOL_STREAM"]
+           "step_count", "source_digest", "prompts_digest", "one_token_words", "WordBlocks", "SAMPLE",
+           "POOL_STREAM"]

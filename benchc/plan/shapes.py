@@ -216,8 +216,28 @@ class ClosedLoop(Extent):
         return out
 
 
+class _RateCapped:
+    """What the shapes on a schedule with a cap have alike (OpenLoop, Replay): a mean rate,
+    and at most `max_concurrency` units in flight, the one thing a split divides."""
+
+    rate_rps: float | None
+    max_concurrency: int | None
+
+    @property
+    def inflight_target(self) -> int:
+        return self.max_concurrency or 0
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        return self.rate_rps
+
+    def _capped(self, cap: int | None) -> Extent:
+        shape: Any = self  # a dataclass Extent, as each class that takes this in is
+        return replace(shape, max_concurrency=cap)
+
+
 @dataclass(frozen=True, kw_only=True)
-class OpenLoop(Extent):
+class OpenLoop(_RateCapped, Extent):
     """Units at `rate_rps` on a seeded arrival process (poisson, gamma of `burstiness`,
     constant), at most `max_concurrency` in flight."""
 
@@ -240,19 +260,8 @@ class OpenLoop(Extent):
     def label(self) -> str:
         return f"rate={self.rate_rps:g}/s"
 
-    @property
-    def inflight_target(self) -> int:
-        return self.max_concurrency or 0
-
-    @property
-    def mean_rate_rps(self) -> float | None:
-        return self.rate_rps
-
     def params(self) -> dict:
         return self._tail({**super().params(), "rate_rps": self.rate_rps, "arrival": self.arrival})
-
-    def _capped(self, cap: int | None) -> Extent:
-        return replace(self, max_concurrency=cap)
 
     def replayed(self, trace: dict) -> Extent:
         """A rate over a trace: the trace's own times, over the speedup that gives the rate."""
@@ -262,7 +271,7 @@ class OpenLoop(Extent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Replay(Extent):
+class Replay(_RateCapped, Extent):
     """A trace's requests (or sessions) on the trace's own times divided by `speedup`;
     `rate_rps` the mean rate that gives. Splits as an open loop: by its rows."""
 
@@ -284,23 +293,12 @@ class Replay(Extent):
     def label(self) -> str:
         return f"speedup={self.speedup:g}"
 
-    @property
-    def inflight_target(self) -> int:
-        return self.max_concurrency or 0
-
-    @property
-    def mean_rate_rps(self) -> float | None:
-        return self.rate_rps
-
     def params(self) -> dict:
         return self._tail({**super().params(), "rate_rps": self.rate_rps, "arrival": self.arrival,
                            "speedup": self.speedup})
 
     def flat(self) -> dict:
         return {**super().flat(), "arrival": self.arrival}
-
-    def _capped(self, cap: int | None) -> Extent:
-        return replace(self, max_concurrency=cap)
 
     def replayed(self, trace: dict) -> Extent:
         """Its speedup's mean rate filled in."""
@@ -385,22 +383,44 @@ class Search(Extent):
         return {**super().flat(), "arrival": self.arrival}
 
 
-def _stages(load: dict, over: str) -> list[tuple[int, dict, float]]:
-    """load.stages' stages when they are of `over` (concurrency | rate): each with its place
-    (from 1) and the target its ramp starts from (the stage before's; the first's: 0)."""
+def _stages(load: dict, over: str, bounds: dict) -> list[tuple[dict, float, dict]]:
+    """load.stages' stages when they are of `over` (concurrency | rate): each with the target
+    its ramp starts from (the stage before's; the first's: 0) and the fields every stage shape
+    takes alike (its place from 1, its ramp, `bounds` with its own duration)."""
     stages = load.get("stages") or []
     if not stages or over not in stages[0]:
         return []
     out, before = [], 0.0
     for i, stage in enumerate(stages, 1):
         target = float(stage[over]) if over == "concurrency" else parse_rate(stage[over])
-        out.append((i, stage, before))
+        alike = {**bounds, "duration_s": parse_duration(stage["duration"]), "stage": i,
+                 "ramp_s": parse_duration(stage.get("ramp", 0))}
+        out.append((stage, before, alike))
         before = target
     return out
 
 
+class _Staged(Extent):
+    """What a stage of either kind writes of itself: its place, the target its ramp starts
+    from (`ramp_from`), its ramp."""
+
+    stage: int
+    ramp_s: float
+
+    @property
+    def ramp_from(self) -> float:
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        stage = {"index": self.stage, "from": self.ramp_from, "ramp_s": self.ramp_s}
+        return {**super().params(), "stage": stage}
+
+    def flat(self) -> dict:
+        return {**super().flat(), "stage": [self.stage, self.ramp_from, self.ramp_s]}
+
+
 @dataclass(frozen=True, kw_only=True)
-class ConcurrencyStage(ClosedLoop):
+class ConcurrencyStage(_Staged, ClosedLoop):
     """A stage of a staged profile (load.stages, k6's ramping-vus): its units in flight go
     linearly from `start` to `concurrency` over its first ramp_s, then hold to its end
     (duration_s). Each stage is a point of its own: its row, its figures, its SLO verdict."""
@@ -413,10 +433,8 @@ class ConcurrencyStage(ClosedLoop):
 
     @classmethod
     def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
-        return [cls(concurrency=int(st["concurrency"]), start=int(before), stage=i,
-                    ramp_s=parse_duration(st.get("ramp", 0)),
-                    **{**bounds, "duration_s": parse_duration(st["duration"])})
-                for i, st, before in _stages(load, "concurrency")]
+        return [cls(concurrency=int(st["concurrency"]), start=int(before), **alike)
+                for st, before, alike in _stages(load, "concurrency", bounds)]
 
     @property
     def label(self) -> str:
@@ -433,11 +451,9 @@ class ConcurrencyStage(ClosedLoop):
             return self.concurrency
         return round(self.start + (self.concurrency - self.start) * max(t_s, 0.0) / self.ramp_s)
 
-    def params(self) -> dict:
-        return {**super().params(), "stage": {"index": self.stage, "from": self.start, "ramp_s": self.ramp_s}}
-
-    def flat(self) -> dict:
-        return {**super().flat(), "stage": [self.stage, self.start, self.ramp_s]}
+    @property
+    def ramp_from(self) -> float:
+        return self.start
 
     def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
         """As a closed loop, its ramp's start split as its target is."""
@@ -448,7 +464,7 @@ class ConcurrencyStage(ClosedLoop):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RateStage(OpenLoop):
+class RateStage(_Staged, OpenLoop):
     """A stage of a staged profile (load.stages, k6's ramping-arrival-rate): its rate goes
     linearly from `start_rps` to rate_rps over its first ramp_s, then holds to its end
     (duration_s); arrivals poisson or constant on that rate (run/stages.py). Splits as an
@@ -462,11 +478,9 @@ class RateStage(OpenLoop):
 
     @classmethod
     def from_load(cls, load: dict, bounds: dict, defaults: dict) -> list[Extent]:
-        return [cls(rate_rps=parse_rate(st["rate"]), start_rps=before, stage=i,
-                    ramp_s=parse_duration(st.get("ramp", 0)), arrival=st.get("arrival", "poisson"),
-                    max_concurrency=st.get("max_concurrency"),
-                    **{**bounds, "duration_s": parse_duration(st["duration"])})
-                for i, st, before in _stages(load, "rate")]
+        return [cls(rate_rps=parse_rate(st["rate"]), start_rps=before, arrival=st.get("arrival", "poisson"),
+                    max_concurrency=st.get("max_concurrency"), **alike)
+                for st, before, alike in _stages(load, "rate", bounds)]
 
     @property
     def label(self) -> str:
@@ -485,12 +499,9 @@ class RateStage(OpenLoop):
             return a * t_s + (b - a) * t_s * t_s / (2 * r)
         return (a + b) * r / 2 + b * (t_s - r)
 
-    def params(self) -> dict:
-        stage = {"index": self.stage, "from": self.start_rps, "ramp_s": self.ramp_s}
-        return {**super().params(), "stage": stage}
-
-    def flat(self) -> dict:
-        return {**super().flat(), "stage": [self.stage, self.start_rps, self.ramp_s]}
+    @property
+    def ramp_from(self) -> float:
+        return self.start_rps
 
     def replayed(self, trace: dict) -> Extent:
         raise PlanError("load.stages over a trace dataset is not built yet: sweep the trace's speedup")

@@ -23,14 +23,13 @@ import json
 import math
 import random
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
 from benchc.inputs import TRACE_BYTES, input_problem
-from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, one_token_words
+from benchc.plan.prompts import NO_DEAL, POOL_STREAM, Deal, WordBlocks, one_token_words
 from benchc.plan.trace_formats import READERS, Lines, Row, literal_prompt
 from benchc.plan.workload import Prompt
 from benchc.spec.limits import MAX_TOKENS
@@ -289,7 +288,7 @@ class TracePrompts:
         self.tok = tokenizer
         self.pool_size = len(trace)
         self.words = one_token_words(tokenizer)
-        self._blocks: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()
+        self._blocks = WordBlocks(self.words, self.seed, _BLOCK_CACHE)
 
     def prompt(self, stream: int, index: int, deal: Deal = NO_DEAL) -> Prompt:
         tr = self.trace
@@ -312,7 +311,7 @@ class TracePrompts:
         n_in, bs = tr.input_tokens[r], tr.block_size
         parts, left = [], n_in
         for hid in tr.hash_ids(r):
-            words = self._block(stream, lap, hid)
+            words = self._blocks.get((stream, lap, hid), self.trace.block_size)
             take = min(bs, left)
             parts.append(" " + " ".join(words[:take]))
             left -= take
@@ -324,19 +323,6 @@ class TracePrompts:
             raise PlanError(f"trace row {r}: could not build a prompt of exactly {n_in} tokens with this "
                             "tokenizer (its words are not one token each here)")
         return text
-
-    def _block(self, stream: int, lap: int, hid: int) -> tuple[str, ...]:
-        key = (stream, lap, hid)
-        words = self._blocks.get(key)
-        if words is None:
-            rng = random.Random(_seed(self.seed, 1, stream, lap, hid))
-            words = tuple(rng.choices(self.words, k=self.trace.block_size))
-            self._blocks[key] = words
-            if len(self._blocks) > _BLOCK_CACHE:
-                self._blocks.popitem(last=False)
-        else:
-            self._blocks.move_to_end(key)
-        return words
 
     def arrivals(self, speedup: float) -> Iterator[float]:
         """Seconds from the point's start at which each row is due, the trace's times over

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
-from benchc.inputs import DATASET_BYTES, input_problem
+from benchc.inputs import DATASET_BYTES, read_utf8
 from benchc.units import parse_tokens
 
 # Short, common words: single tokens in GPT-2/cl100k/Llama/Qwen/DeepSeek vocabularies
@@ -132,18 +132,10 @@ def _word_count(text: str) -> int:
 
 def _read_text(path: Path, what: str) -> str:
     """A dataset file as UTF-8 text; an unreadable or undecodable one is a PlanError naming it."""
-    if why := input_problem(path, DATASET_BYTES, what):
-        raise PlanError(why)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise PlanError(f"{what} {path}: {e.strerror}") from e
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise PlanError(f"{path}:{line}: byte 0x{raw[e.start]:02x} is not UTF-8 text "
-                        f"(a {what} is UTF-8; convert the file, e.g. with iconv)") from e
+    return read_utf8(path, DATASET_BYTES, what, PlanError,
+                     lambda line, at, byte: f"{path}:{line}: byte 0x{byte:02x} is not UTF-8 text "
+                                            f"(a {what} is UTF-8; convert the file, e.g. with iconv)",
+                     unreadable=f"{what} {{path}}: {{strerror}}")
 
 
 def _output_tokens(rec: dict, path: Path, n: int) -> int | None:

@@ -26,7 +26,7 @@ import jsonschema
 
 from benchc import catalog, redact
 from benchc.errors import ResultFormatError, UsageError
-from benchc.inputs import RESULT_BYTES, input_problem
+from benchc.inputs import RESULT_BYTES, read_utf8
 from benchc.results import values
 from benchc.spec.values import fill_output_path
 
@@ -293,19 +293,17 @@ def validate_document(doc: dict) -> None:
                                 f"({len(errors)} problem(s))")
 
 
+def read_text(path: str, what: str = "result document") -> str:
+    """A regular file within the result bound, as UTF-8 text (ResultFormatError otherwise)."""
+    return read_utf8(path, RESULT_BYTES, what, ResultFormatError,
+                     lambda line, at, byte: f"{path} is not a result document: byte {at} (0x{byte:02x}) "
+                                            "is not UTF-8 text (a binary file?)")
+
+
 def read(path: str) -> dict:
-    if why := input_problem(path, RESULT_BYTES, "result document"):
-        raise ResultFormatError(why)
+    text = read_text(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ResultFormatError(f"cannot read {path}: {e.strerror}") from e
-    try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=not_json_number)
-    except UnicodeDecodeError as e:
-        raise ResultFormatError(f"{path} is not a result document: byte {e.start} (0x{raw[e.start]:02x}) "
-                                "is not UTF-8 text (a binary file?)") from e
+        doc = json.loads(text, parse_constant=not_json_number)
     except json.JSONDecodeError as e:
         raise ResultFormatError(f"{path} is not JSON ({e.msg} at line {e.lineno})") from e
     except RecursionError as e:
