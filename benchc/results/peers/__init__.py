@@ -12,9 +12,10 @@ import os
 from typing import Any
 
 from benchc.errors import ResultFormatError
+from benchc.results.document import read_text  # benchc's own bound and words
 from benchc.results.peers import aiperf, guidellm, inference_perf, llmd_br, vllm_bench
 from benchc.results.peers._build import is_peer
-from benchc.results.peers._json import parse, read_text
+from benchc.results.peers._json import parse
 
 __all__ = ["READERS", "is_peer", "read", "read_any", "recognised"]
 

@@ -105,10 +105,3 @@ def parse(text: str, source: str, line: int | None = None) -> Any:
     except ResultFormatError as e:
         raise ResultFormatError(f"{where}: {e}") from None
     return doc
-
-
-def read_text(path: str, what: str = "result document") -> str:
-    """A regular file within the result bound, as UTF-8 text (exit 5 otherwise)."""
-    from benchc.results import document  # its bound and words, the ones benchc's own reader applies
-
-    return document.read_text(path, what)

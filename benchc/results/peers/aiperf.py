@@ -20,8 +20,9 @@ import os
 from typing import Any
 
 from benchc.errors import ResultFormatError
+from benchc.results.document import read_text  # benchc's own bound and words
 from benchc.results.peers._build import Fields, Figures, PeerPoint, document
-from benchc.results.peers._json import parse, read_text
+from benchc.results.peers._json import parse
 
 TOOL = "AIPerf"
 FORMAT = "AIPerf profile_export_aiperf.json (schema_version 1.x)"
