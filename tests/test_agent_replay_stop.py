@@ -69,7 +69,7 @@ def test_the_driver_waits_on_the_steps_until_and_counts_a_stopped_session_cut():
     session = _with_subagents()
     added: list[dict] = []
 
-    async def measured(body, r):
+    async def measured(body, r, **_):
         r.t0_ns, r.end_ns = 1, 2
 
     host = SimpleNamespace(until=_Stop(1), measured=measured, rec=SimpleNamespace(add_session=added.append))
@@ -89,7 +89,7 @@ def test_a_stopped_replays_report_holds_its_cut_sessions():
     sessions = _sessions()[:2]
     added: list[dict] = []
 
-    async def measured(body, r):
+    async def measured(body, r, **_):
         r.t0_ns, r.end_ns = 1, 2
 
     driver = AgentReplayDriver(AgentReplay(concurrency=2))

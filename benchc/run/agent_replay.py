@@ -40,6 +40,7 @@ from benchc.plan.model import Combination, Step
 from benchc.plan.shapes import AgentReplay
 from benchc.plan.workload import Prompt
 from benchc.run.drivers import Host
+from benchc.run.open_loop import SEND_LEAD_NS
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,12 @@ class Sent:
 
 
 # prepare(request) -> its body, built before its due time (a 200k-token prompt costs ms of CPU,
-# which must not delay the send); send(request, body) -> what the server said
+# which must not delay the send); send(request, body) -> what the server said. A punctual send
+# (replay_session's lead_ns > 0) is also given the due time (perf_counter ns) and writes at it,
+# never before: the replay's wait ends lead_ns ahead, and the send readies its connection and
+# request meanwhile (benchc run's: the step's measured path, as an open loop's writes)
 Prepare = Callable[[AgentRequest], Any]
-Send = Callable[[AgentRequest, Any], Awaitable[Answer]]
+Send = Callable[..., Awaitable[Answer]]
 # Wait until a due time (perf_counter ns); False: the step was stopped (Ctrl-C), so no new
 # request goes (the step's Host.until)
 Until = Callable[[int], Awaitable[bool]]
@@ -104,6 +108,7 @@ class _Io:
     time_scale: float
     max_think_s: float | None
     until: Until = _until
+    lead_ns: int = 0
 
     def wait_ns(self, wait_s: float) -> int:
         return scaled_ns(wait_s, self.time_scale, self.max_think_s)
@@ -112,13 +117,15 @@ class _Io:
 async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_ns: int,
                    spawn_ns: int | None, out: list[Sent]) -> int:
     body = io.prepare(req)  # before its due time: the wait covers the build
-    if not await io.until(after_ns + wait_ns):
+    due_ns = after_ns + wait_ns
+    if not await io.until(due_ns - io.lead_ns):
         raise _Stopped
     t0 = time.perf_counter_ns()
-    answer = await io.send(req, body)
+    answer = await (io.send(req, body, due_ns) if io.lead_ns else io.send(req, body))
     t1 = time.perf_counter_ns()
-    # the measured client's stamps where it gave them (taken at the write and the last read)
-    t0 = answer.send_ns if answer.send_ns is not None else t0
+    # the measured client's stamps where it gave them (taken at the write and the last read);
+    # a punctual send that never wrote (its connect failed) is dated at its due time, not before
+    t0 = answer.send_ns if answer.send_ns is not None else max(t0, due_ns) if io.lead_ns else t0
     t1 = answer.end_ns if answer.end_ns is not None else t1
     out.append(Sent(req.path, agent, after_ns, wait_ns, t0, t1, answer, spawn_ns))
     return t1
@@ -138,11 +145,14 @@ async def _subagent(sub: Subagent, io: _Io, spawn_due_ns: int, out: list[Sent]) 
 
 
 async def replay_session(session: AgentSession, prepare: Prepare, send: Send, time_scale: float = 1.0,
-                         max_think_s: float | None = None, until: Until = _until) -> list[Sent]:
+                         max_think_s: float | None = None, until: Until = _until,
+                         lead_ns: int = 0) -> list[Sent]:
     """Replay one session: each request's body built by `prepare` before it is due, then sent
     by `send` at its time (`until` waits for it; False: the step stopped, and the session ends
-    there, its requests not yet due never sent); its requests as sent, in the order they ended."""
-    io = _Io(prepare, send, time_scale, max_think_s, until)
+    there, its requests not yet due never sent); its requests as sent, in the order they ended.
+    `lead_ns` > 0: `until` waits to that long before each request's time and `send(request,
+    body, due_ns)` writes it at its time (a punctual send: see Send)."""
+    io = _Io(prepare, send, time_scale, max_think_s, until, lead_ns)
     out: list[Sent] = []
     spawned: list[tuple[Subagent, asyncio.Task[int]]] = []
     try:
@@ -452,6 +462,7 @@ class AgentReplayDriver:
     per-session figures once it ran."""
 
     scheduled = False  # a session's requests wait on its own answers
+    punctual = True  # ... and each goes at its think time's end: the step keeps an alarm (Host.measured)
     speedup = 1.0
     pace_s: float | None = None
 
@@ -506,17 +517,18 @@ class AgentReplayDriver:
         own = (e for e in session.entries if isinstance(e, AgentRequest))
         depth = {e.path: k for k, e in enumerate(own, 1)}  # a session's own requests' turn depth
 
-        async def send(req: AgentRequest, body: bytes) -> Answer:
+        async def send(req: AgentRequest, body: bytes, due_ns: int) -> Answer:
             r = RequestRecord(uuid.uuid4().hex, j, req.input_tokens, req.output_tokens, None)
             r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
             r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
-            await host.measured(body, r)
+            # written at its think time's end, its connection readied ahead (as an open loop's)
+            await host.measured(body, r, due_ns=due_ns)
             ttft = r.first_text_ns - r.t0_ns if r.ok and r.first_text_ns else None
             return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
                           r.t0_ns or None, r.end_ns, ttft)
 
         sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
-                                    self.shape.max_think_s, host.until)
+                                    self.shape.max_think_s, host.until, SEND_LEAD_NS)
         self.replayed[j] = sent
         ok = sum(x.answer.output_tokens is not None for x in sent)
         cut = len(sent) < len(session.requests())  # the step stopped (Ctrl-C) before the rest was due

@@ -66,9 +66,12 @@ class Host(Protocol):
         """Run a unit in a task of its own (in `tasks` until it ends)."""
         ...
 
-    async def measured(self, body: bytes, r: RequestRecord) -> None:
+    async def measured(self, body: bytes, r: RequestRecord, *, due_ns: int | None = None) -> None:
         """Send one request of a unit the driver paces itself (a coding-agent session's: run/
-        agent_replay.py) and record it, through the step's own request life."""
+        agent_replay.py) and record it, through the step's own request life; `due_ns`: written
+        at that time, never before (an open loop's punctual write: ask for it SEND_LEAD_NS
+        ahead). A driver whose class says `punctual = True` has the step keep an alarm for
+        such writes on either HTTP path."""
         ...
 
 

@@ -128,7 +128,8 @@ class StepRun:
         self.tasks: set[asyncio.Task] = set()
         self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
         self._room: asyncio.Future | None = None  # done when a unit ends (while the loop waits for one)
-        self.alarm: Alarm | None = None  # the open loop's punctual writes (own reader only)
+        # punctual writes: an open loop's (own reader only), a coding-agent replay's (either path)
+        self.alarm: Alarm | None = None
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         # ended this turn, their figures not yet recorded (a _record_ended is due while it holds any)
         self._ended_batch: list[RequestRecord] = []
@@ -178,20 +179,28 @@ class StepRun:
         self.slots.give_back(min(end_ns, now) if end_ns else now)
 
     async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[int | None], None] | None = None,
-                       cancel: dict | None = None) -> None:
+                       cancel: dict | None = None, due_ns: int | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
         called first with its end when it is over (a single prompt's slot is free from then).
-        `cancel`: load.cancel chose it (its stream is closed when the rule says)."""
+        `cancel`: load.cancel chose it (its stream is closed when the rule says). `due_ns`:
+        written at that time (CLOCK), never before, as an open loop's are at their scheduled
+        time (a coding-agent replay's request at its think time's end): on the own reader its
+        connection is taken, or opened, ahead and the step's alarm wakes its write; aiohttp,
+        which opens its connections itself, is handed it once due."""
         ctx = self.ctx
         r.request_bytes = len(body)
+        if due_ns is not None and ctx.pool is None:
+            await self._at(due_ns)
+            due_ns = None
+        write_ns = r.scheduled_ns if due_ns is None else due_ns
         # in flight from its write; an early request (open loop, own reader) from its due time
         # (a closure per request only for those: made for every request it cost the closed
         # loop a microsecond a request)
         due: Due | None = None
         counted: list[bool] | None = None
-        if self.alarm is not None and r.scheduled_ns is not None and r.scheduled_ns > CLOCK():
+        if self.alarm is not None and write_ns is not None and write_ns > CLOCK():
             counted = []  # [True] from its due time
-            due = Due(r.scheduled_ns, lambda at_ns: self._due(at_ns, counted))
+            due = Due(write_ns, lambda at_ns: self._due(at_ns, counted))
         else:
             self.check.inflight += 1
             ctx.inflight += 1
@@ -235,6 +244,15 @@ class StepRun:
         batch.append(r)
         if len(batch) == 1:
             asyncio.get_running_loop().call_soon(self._record_ended)
+
+    async def _at(self, due_ns: int) -> None:
+        """Wait until `due_ns`, never waking before it: on the step's alarm where it has one
+        (to within tens of microseconds), else on the loop's millisecond timers."""
+        if self.alarm is not None:
+            await self.alarm.until(due_ns)
+            return
+        while (left := due_ns - CLOCK()) > 0:
+            await asyncio.sleep(left / 1e9)
 
     async def _due(self, at_ns: int, counted: list[bool]) -> None:
         """An early request's wait for its write's time; from then it counts as in flight."""
@@ -423,7 +441,9 @@ async def _drive(run: StepRun) -> dict:
     run.stop_wait = asyncio.create_task(ctx.stop_event.wait())
     ctx.running = run
     priority = None
-    if ctx.pool is not None and run.driver.scheduled:
+    # a coding-agent replay's requests are due at their think times' ends, on either HTTP path
+    punctual = getattr(run.driver, "punctual", False)
+    if ctx.pool is not None and run.driver.scheduled or punctual:
         run.alarm = Alarm()
         priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
         if ctx.send_priority:  # else `unchanged` (--send-priority off)

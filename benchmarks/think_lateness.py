@@ -1,0 +1,187 @@
+"""Coding-agent replays' think-time lateness (issue 43: within 1 ms at p99), and where it
+comes from: `benchc run` of specs/agent-traces.yaml (the shipped sample on the simulator)
+in a process of its own per repeat, per HTTP path and core, its point's
+agent_replay.fidelity.think_late_ms (each request's send minus the end of what it waited on
+minus its due wait), and each request's lateness split into
+- past due: the wait began after its due time (the loop heard of the answer's end late, or
+  building the body took longer than the think time);
+- wake: the wait returned after its due time (the loop's timer, or the loop busy elsewhere,
+  or the thread waiting in the kernel's run queue);
+- send: the wait's return to the send's stamp (the send path's own steps);
+and the GC pauses that fell in the late requests' waits.
+
+    python benchmarks/think_lateness.py [--repeats 5] [--http native aiohttp] [--core c py]
+                                        [--spec specs/agent-traces.yaml]
+
+Prints per run the lateness p50/p99/max (ms) and the parts' medians over the requests late
+by 0.5 ms or more, then per path and core the medians over repeats, with the load average
+at the start of each run (the machine is shared: a run's figures are the machine's too).
+Linux (schedstat) for the run-queue figure; elsewhere it reads 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CLOCK = time.perf_counter_ns
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LATE_NS = 500_000  # the requests whose parts are shown
+
+
+def _run_queue_ns() -> int:
+    """The thread's time runnable but not running so far (0 where schedstat is not kept)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except OSError:
+        return 0
+
+
+def worker(spec: str, http: str, out: str) -> None:
+    """One `benchc run` in this process, watched; writes its figures to `out` (JSON)."""
+    import benchc.run.agent_replay as agent_replay
+    import benchc.run.alarm as alarm
+    import benchc.run.loadgen as loadgen
+    from benchc.cli import main as benchc_main
+    from benchc.run.open_loop import SEND_LEAD_NS
+
+    # the step's waits (ended SEND_LEAD_NS ahead of a punctual send's time) and the alarm's:
+    # by the time waited for -> (began, returned, run-queue ns within, GC ns within)
+    waits: dict[int, tuple[int, int, int, int]] = {}
+    alarms: dict[int, tuple[int, int, int, int]] = {}
+    builds: list[int] = []
+    gcs: list[tuple[int, int]] = []
+    gc_start = [0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_start[0] = CLOCK()
+        else:
+            gcs.append((gc_start[0], CLOCK()))
+
+    gc.callbacks.append(on_gc)
+
+    def watch(wait, into):  # type: ignore[no-untyped-def]
+        async def watched(self, due_ns: int):  # type: ignore[no-untyped-def]
+            began, rq, n_gc = CLOCK(), _run_queue_ns(), len(gcs)
+            got = await wait(self, due_ns)
+            back = CLOCK()
+            into[due_ns] = (began, back, _run_queue_ns() - rq, sum(b - a for a, b in gcs[n_gc:]))
+            return got
+        return watched
+
+    loadgen.StepRun.until = watch(loadgen.StepRun.until, waits)  # type: ignore[method-assign]
+    alarm.Alarm.until = watch(alarm.Alarm.until, alarms)  # type: ignore[method-assign]
+    body = agent_replay.AgentFeed.body
+
+    def watched_body(self, j, req):  # type: ignore[no-untyped-def]
+        t = CLOCK()
+        made = body(self, j, req)
+        builds.append(CLOCK() - t)
+        return made
+
+    sent: list = []
+    replay = agent_replay.replay_session
+
+    async def watched_replay(*args, **kw):  # type: ignore[no-untyped-def]
+        got = await replay(*args, **kw)
+        sent.extend(got)
+        return got
+
+    agent_replay.AgentFeed.body = watched_body  # type: ignore[method-assign]
+    agent_replay.replay_session = watched_replay
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as d:
+        out_json = os.path.join(d, "r.json")
+        rc = benchc_main(["run", spec, "--quiet", "--force", "--out", out_json, "--http", http])
+        with open(out_json) as f:
+            point = json.load(f)["points"][0]
+    rows = []
+    for s in sent:
+        due = s.after_ns + s.wait_ns
+        w = waits.get(due) or waits.get(due - SEND_LEAD_NS)  # a plain wait, or one ended ahead
+        late = s.send_ns - due
+        if w is None:
+            rows.append({"late": late})
+            continue
+        began, back, rq, paused = w
+        a = alarms.get(due)
+        woke = max(back, a[1]) if a is not None else back
+        rows.append({"late": late, "think": s.wait_ns, "heard": began - s.after_ns,
+                     "past_due": max(0, began - due), "wake": max(0, woke - max(began, due)),
+                     "send": s.send_ns - woke, "run_queue": rq + (a[2] if a else 0),
+                     "gc": paused + (a[3] if a else 0)})
+    late_ms = point["agent_replay"]["fidelity"]["think_late_ms"]
+    result = {"rc": rc, "load": load, "think_late_ms": late_ms, "rows": rows,
+              "build_us_p50": statistics.median(builds) / 1e3 if builds else None,
+              "gc_pauses": len(gcs), "gc_max_us": max((b - a for a, b in gcs), default=0) / 1e3,
+              "send_priority": point["client"].get("send_priority")}
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else 0.0
+
+
+def one(spec: str, http: str, core: str) -> dict:
+    env = dict(os.environ)
+    if core == "py":
+        env["BENCHC_NO_EXTENSIONS"] = "1"
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "w.json")
+        subprocess.run([sys.executable, __file__, "--worker", spec, http, out], env=env, check=True, cwd=REPO,
+                       stdout=subprocess.DEVNULL, timeout=600)
+        with open(out) as f:
+            return json.load(f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--http", nargs="+", default=["native", "aiohttp"], choices=["native", "aiohttp"])
+    ap.add_argument("--core", nargs="+", default=["c"], choices=["c", "py"])
+    ap.add_argument("--spec", default=os.path.join(REPO, "specs", "agent-traces.yaml"))
+    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(*a.worker)
+        return
+    print(f"think_lateness: {os.path.relpath(a.spec, REPO)}, cpus={os.cpu_count()}, {a.repeats} repeats",
+          flush=True)
+    for core in a.core:
+        for http in a.http:
+            runs = []
+            for k in range(a.repeats):
+                r = one(a.spec, http, core)
+                runs.append(r)
+                lm = r["think_late_ms"]
+                late = [x for x in r["rows"] if x["late"] >= LATE_NS and "wake" in x]
+                parts = {p: _med([x[p] / 1e3 for x in late]) for p in
+                         ("past_due", "wake", "send", "run_queue", "gc")}
+                medians = ", ".join(f"{p} {v:.0f}" for p, v in parts.items())
+                print(f"  {core} {http:7s} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 "
+                      f"{lm['p50']} p99 {lm['p99']} max {lm['max']}; {len(late)} of {len(r['rows'])} late >= "
+                      f"{LATE_NS / 1e6} ms, their medians (us): {medians}"
+                      + f"; body build p50 {r['build_us_p50']:.0f} us, {r['gc_pauses']} GC pauses (max "
+                      f"{r['gc_max_us']:.0f} us), send_priority {r['send_priority']}", flush=True)
+                worst = sorted(r["rows"], key=lambda x: -x["late"])[:3]
+                print("    the 3 latest (us): " + "; ".join(
+                    " ".join(f"{p} {v / 1e3:.0f}" for p, v in x.items()) for x in worst), flush=True)
+            med = {q: _med([r["think_late_ms"][q] for r in runs]) for q in ("p50", "p99", "max")}
+            loads = [r["load"] for r in runs]
+            print(f"{core} {http:7s} median of {len(runs)}: late p50 {med['p50']:.3f} ms, "
+                  f"p99 {med['p99']:.3f} ms, max {med['max']:.3f} ms; load {min(loads):.1f}-{max(loads):.1f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

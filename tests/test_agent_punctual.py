@@ -1,0 +1,116 @@
+"""A coding-agent replay's requests go at their think times' ends as an open loop's go at
+their scheduled times (run/open_loop.py, run/alarm.py, http1.exchange's `due`): the session's
+wait ends SEND_LEAD_NS ahead, the send takes (or opens) its connection and readies its
+request meanwhile, and the step's alarm wakes the write at its time, never before; on aiohttp,
+which opens its connections itself, the request is handed over once due. What is asserted is
+which times were asked for and that no write came before its time, never how late one was."""
+
+import asyncio
+import os
+
+import pytest
+
+from benchc.cli import main
+from benchc.plan.agent_trace import Subagent, read_agent_traces
+from benchc.results.document import read
+from benchc.run.agent_replay import Answer, replay_session
+from benchc.run.open_loop import SEND_LEAD_NS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEC = os.path.join(REPO, "specs", "agent-traces.yaml")
+SAMPLE = os.path.join(REPO, "specs", "traces", "agentx-small")
+
+
+def _session():
+    return next(s for s in read_agent_traces(SAMPLE) if any(isinstance(e, Subagent) for e in s.entries))
+
+
+def test_a_punctual_replay_waits_to_its_lead_and_hands_the_send_its_due_time():
+    session = _session()
+    asked: list[int] = []
+    given: dict[str, int] = {}
+
+    async def until(due_ns: int) -> bool:
+        asked.append(due_ns)
+        return True
+
+    async def send(req, body, due_ns):
+        given[req.path] = due_ns
+        return Answer(req.input_tokens, req.output_tokens, 0, send_ns=due_ns + 7, end_ns=due_ns + 9)
+
+    sent = asyncio.run(replay_session(session, lambda req: b"{}", send, 0.001, None, until, SEND_LEAD_NS))
+    assert len(sent) == len(session.requests()) == len(given)
+    for s in sent:
+        due = s.after_ns + s.wait_ns
+        assert given[s.path] == due  # the send writes at the think time's end ...
+        assert due - SEND_LEAD_NS in asked  # ... its wait ended the lead before it
+        assert s.send_ns == due + 7 and s.end_ns == due + 9  # dated by the send's own stamps
+
+
+def test_a_plain_send_still_waits_to_the_due_time_itself():
+    """Without a lead (a test's send, or any caller of its own) the wait is to the due time and
+    the send takes the request and its body only."""
+    session = _session()
+    asked: list[int] = []
+
+    async def until(due_ns: int) -> bool:
+        asked.append(due_ns)
+        return True
+
+    async def send(req, body):
+        return Answer(req.input_tokens, req.output_tokens, 0)
+
+    sent = asyncio.run(replay_session(session, lambda req: b"{}", send, 0.001, None, until))
+    assert all(s.after_ns + s.wait_ns in asked for s in sent)
+
+
+@pytest.mark.parametrize("http", ["native", "aiohttp"])
+def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatch, http):
+    """The shipped spec on the simulator: on the own reader every request still due when its
+    send began went with a Due at its think time's end (its connection readied before it) and
+    was written at or after it; on aiohttp every request was handed over at or after its time.
+    The point's client block says the loop thread's priority, as an open loop's does."""
+    import benchc.run.agent_replay as agent_replay
+    import benchc.run.loadgen as loadgen
+    from benchc.client.request import CLOCK
+
+    handed: dict[str, tuple[int, int | None]] = {}  # request id -> (when handed over, its Due's time)
+    native, plain = loadgen.send_native, loadgen.send
+
+    async def watched_native(pool, url, headers, body, rec, target, keep_text=False, due=None):
+        handed[rec.id] = (CLOCK(), None if due is None else due.at_ns)
+        return await native(pool, url, headers, body, rec, target, keep_text, due)
+
+    async def watched_plain(session, url, headers, body, rec, target, keep_text=False):
+        handed[rec.id] = (CLOCK(), None)
+        return await plain(session, url, headers, body, rec, target, keep_text)
+
+    replayed: list = []
+    replay = agent_replay.replay_session
+
+    async def watched_replay(*args, **kw):
+        got = await replay(*args, **kw)
+        replayed.extend(got)
+        return got
+
+    monkeypatch.setattr(loadgen, "send_native", watched_native)
+    monkeypatch.setattr(loadgen, "send", watched_plain)
+    monkeypatch.setattr(agent_replay, "replay_session", watched_replay)
+    out = tmp_path / "r.json"
+    assert main(["run", SPEC, "--out", str(out), "--quiet", "--force", "--http", http,
+                 "--set", "output.requests=true"]) == 0
+    (point,) = read(str(out))["points"]
+    assert len(replayed) == len(handed) == 149
+    dues = sorted(s.after_ns + s.wait_ns for s in replayed)
+    late = point["agent_replay"]["fidelity"]["think_late_ms"]
+    assert 0 <= late["min"] <= late["p50"] <= late["p99"] <= late["max"]
+    assert point["client"]["send_priority"] in ("SCHED_RR 1", "nice -10", "unchanged")
+    given = [at for _, at in handed.values() if at is not None]
+    if http == "native":
+        # the sample's think times are up to 50 ms: most requests are due well past the lead
+        assert given and set(given) <= set(dues)
+        assert all(s.send_ns >= s.after_ns + s.wait_ns for s in replayed)
+    else:
+        assert not given  # aiohttp opens its connections itself: handed over once due
+        by_due = sorted(when for when, _ in handed.values())
+        assert all(when >= due for when, due in zip(by_due, dues, strict=True))
