@@ -45,7 +45,7 @@ def _run_queue_ns() -> int:
         return 0
 
 
-def worker(spec: str, http: str, out: str) -> None:
+def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
     """One `benchc run` in this process, watched; writes its figures to `out` (JSON)."""
     import benchc.run.agent_replay as agent_replay
     import benchc.run.alarm as alarm
@@ -57,7 +57,7 @@ def worker(spec: str, http: str, out: str) -> None:
     # by the time waited for -> (began, returned, run-queue ns within, GC ns within)
     waits: dict[int, tuple[int, int, int, int]] = {}
     alarms: dict[int, tuple[int, int, int, int]] = {}
-    builds: list[int] = []
+    builds: dict[tuple[int, str], int] = {}  # (session object's id, request path) -> ns to build its body
     gcs: list[tuple[int, int]] = []
     gc_start = [0]
 
@@ -85,27 +85,50 @@ def worker(spec: str, http: str, out: str) -> None:
     def watched_body(self, j, req):  # type: ignore[no-untyped-def]
         t = CLOCK()
         made = body(self, j, req)
-        builds.append(CLOCK() - t)
+        builds[(id(self.sessions[j]), req.path)] = CLOCK() - t
         return made
 
-    sent: list = []
+    sent: list = []  # (session object's id, Sent)
     replay = agent_replay.replay_session
 
-    async def watched_replay(*args, **kw):  # type: ignore[no-untyped-def]
-        got = await replay(*args, **kw)
-        sent.extend(got)
+    async def watched_replay(session, *args, **kw):  # type: ignore[no-untyped-def]
+        got = await replay(session, *args, **kw)
+        sent.extend((id(session), x) for x in got)
         return got
 
+    # a request's end stamp -> (when the loop heard of it, GC ns in between)
+    notices: dict[int, tuple[int, int]] = {}
+    measured = loadgen.StepRun.measured
+
+    async def watched_measured(self, body, r, *args, **kw):  # type: ignore[no-untyped-def]
+        await measured(self, body, r, *args, **kw)
+        now = CLOCK()
+        notices[r.end_ns] = (now, sum(min(b, now) - max(a, r.end_ns) for a, b in gcs
+                                      if b > r.end_ns and a < now))
+
+    loadgen.StepRun.measured = watched_measured  # type: ignore[method-assign]
+    import benchc.client.http1 as http1
+
+    # [DONE]'s read stamp -> (the exchange's end stamp, when the exchange returned)
+    exchanges: dict[int, tuple[int, int]] = {}
+    exchange = http1.exchange
+
+    async def watched_exchange(pool, origin, request_id, body, parser, *args, **kw):  # type: ignore[no-untyped-def]
+        ex = await exchange(pool, origin, request_id, body, parser, *args, **kw)
+        exchanges[parser.done_ns or ex.end_ns] = (ex.end_ns, CLOCK())
+        return ex
+
+    http1.exchange = watched_exchange
     agent_replay.AgentFeed.body = watched_body  # type: ignore[method-assign]
     agent_replay.replay_session = watched_replay
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
         out_json = os.path.join(d, "r.json")
-        rc = benchc_main(["run", spec, "--quiet", "--force", "--out", out_json, "--http", http])
+        rc = benchc_main(["run", spec, "--quiet", "--force", "--out", out_json, "--http", http, *extra])
         with open(out_json) as f:
             point = json.load(f)["points"][0]
     rows = []
-    for s in sent:
+    for sid, s in sent:
         due = s.after_ns + s.wait_ns
         w = waits.get(due) or waits.get(due - SEND_LEAD_NS)  # a plain wait, or one ended ahead
         late = s.send_ns - due
@@ -115,13 +138,18 @@ def worker(spec: str, http: str, out: str) -> None:
         began, back, rq, paused = w
         a = alarms.get(due)
         woke = max(back, a[1]) if a is not None else back
-        rows.append({"late": late, "think": s.wait_ns, "heard": began - s.after_ns,
+        build = builds.get((sid, s.path), 0)
+        heard_at, gc_heard = notices.get(s.after_ns, (0, 0))  # the answer (or subagent) it waited on
+        ex_end, ex_back = exchanges.get(s.after_ns, (s.after_ns, 0))
+        rows.append({"late": late, "think": s.wait_ns, "heard": began - s.after_ns - build, "build": build,
                      "past_due": max(0, began - due), "wake": max(0, woke - max(began, due)),
                      "send": s.send_ns - woke, "run_queue": rq + (a[2] if a else 0),
-                     "gc": paused + (a[3] if a else 0)})
+                     "gc": paused + (a[3] if a else 0), "notice": heard_at - s.after_ns if heard_at else 0,
+                     "gc_heard": gc_heard, "done_to_end": ex_end - s.after_ns,
+                     "end_to_loop": ex_back - ex_end if ex_back else 0})
     late_ms = point["agent_replay"]["fidelity"]["think_late_ms"]
     result = {"rc": rc, "load": load, "think_late_ms": late_ms, "rows": rows,
-              "build_us_p50": statistics.median(builds) / 1e3 if builds else None,
+              "build_us_p50": statistics.median(builds.values()) / 1e3 if builds else None,
               "gc_pauses": len(gcs), "gc_max_us": max((b - a for a, b in gcs), default=0) / 1e3,
               "send_priority": point["client"].get("send_priority")}
     with open(out, "w") as f:
@@ -132,14 +160,14 @@ def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else 0.0
 
 
-def one(spec: str, http: str, core: str) -> dict:
+def one(spec: str, http: str, core: str, extra: list[str]) -> dict:
     env = dict(os.environ)
     if core == "py":
         env["BENCHC_NO_EXTENSIONS"] = "1"
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "w.json")
-        subprocess.run([sys.executable, __file__, "--worker", spec, http, out], env=env, check=True, cwd=REPO,
-                       stdout=subprocess.DEVNULL, timeout=600)
+        subprocess.run([sys.executable, __file__, "--worker", spec, http, out, *extra], env=env, check=True,
+                       cwd=REPO, stdout=subprocess.DEVNULL, timeout=600)
         with open(out) as f:
             return json.load(f)
 
@@ -151,22 +179,23 @@ def main() -> None:
     ap.add_argument("--core", nargs="+", default=["c"], choices=["c", "py"])
     ap.add_argument("--spec", default=os.path.join(REPO, "specs", "agent-traces.yaml"))
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a, extra = ap.parse_known_args()  # the rest goes to `benchc run` (--rx-loop off, --send-priority off)
     if a.worker:
-        worker(*a.worker)
+        worker(*a.worker, extra)
         return
-    print(f"think_lateness: {os.path.relpath(a.spec, REPO)}, cpus={os.cpu_count()}, {a.repeats} repeats",
+    print(f"think_lateness: {os.path.relpath(a.spec, REPO)} {' '.join(extra)}, cpus={os.cpu_count()}, "
+          f"{a.repeats} repeats",
           flush=True)
     for core in a.core:
         for http in a.http:
             runs = []
             for k in range(a.repeats):
-                r = one(a.spec, http, core)
+                r = one(a.spec, http, core, extra)
                 runs.append(r)
                 lm = r["think_late_ms"]
                 late = [x for x in r["rows"] if x["late"] >= LATE_NS and "wake" in x]
                 parts = {p: _med([x[p] / 1e3 for x in late]) for p in
-                         ("past_due", "wake", "send", "run_queue", "gc")}
+                         ("past_due", "heard", "notice", "build", "wake", "send", "run_queue", "gc")}
                 medians = ", ".join(f"{p} {v:.0f}" for p, v in parts.items())
                 print(f"  {core} {http:7s} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 "
                       f"{lm['p50']} p99 {lm['p99']} max {lm['max']}; {len(late)} of {len(r['rows'])} late >= "

@@ -526,6 +526,26 @@ class Pool:
             return conn
         return None
 
+    async def open_ahead(self, origin: Origin, n: int) -> int:
+        """Open connections to `origin` until `n` are idle in the pool, so that `n` requests
+        that go together each find one and none connects in its send's path (a coding-agent
+        replay's subagents, spawned together right after an answer); how many it opened (none
+        while the rules do not pool the origin). Each is idle from now, as a kept-alive one from
+        its last answer: the same rules hand it out or close it. Connect failures raise."""
+        if not self.rules.pooled(origin.key):
+            return 0
+        have = sum(not c.closed for c in self._idle.get(origin.key, ()))
+        got = await asyncio.gather(*(self.connect(origin) for _ in range(n - have)), return_exceptions=True)
+        now = CLOCK()
+        opened = [c for c in got if isinstance(c, Connection)]
+        for conn in opened:
+            conn.use.idle_since = now
+            self.release(conn)
+        failed = next((e for e in got if isinstance(e, BaseException)), None)
+        if failed is not None:
+            raise failed
+        return len(opened)
+
     async def connect(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
         if self.kernel_stamps and not origin.tls:

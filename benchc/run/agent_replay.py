@@ -272,6 +272,12 @@ def _most_at_once(spans: list[tuple[float, float]]) -> int:
     return most
 
 
+def requests_at_once(session: AgentSession) -> int:
+    """The most requests the session has in flight at once, as traced: its most subagents
+    running at once (the parent waits for them), at least its own one."""
+    return max(1, _most_at_once([(e.t_s, e.end_s) for e in session.entries if isinstance(e, Subagent)]))
+
+
 def subagent_overlap(session: AgentSession, sent: list[Sent]) -> tuple[int, int]:
     """(traced, replayed): the most subagents of the session running at once in the trace (spawn
     to end) and in the replay (its first send to its last answer)."""
@@ -470,6 +476,7 @@ class AgentReplayDriver:
         self.shape = shape
         self.replayed: dict[int, list[Sent]] = {}
         self.feed: AgentFeed | None = None
+        self.opened_ahead = 0  # connections opened before the first session (Host.open_ahead)
 
     def next_due_ns(self, now_ns: int) -> int | None:
         return None
@@ -480,6 +487,11 @@ class AgentReplayDriver:
         self.feed = feed
         n, shape = len(feed.sessions), self.shape
         if shape.concurrency:
+            # a session's subagents spawned together go right after the answer before them, often
+            # with no wait: a connect in their sends' path made them late by its time (ms), so the
+            # most requests the sessions in flight send at once find a connection each
+            at_once = max((requests_at_once(s) for s in feed.sessions), default=1)
+            self.opened_ahead = await host.open_ahead(min(shape.concurrency, n) * at_once)
             for _ in range(min(shape.concurrency, n)):
                 if not host.may_issue():
                     break
@@ -547,6 +559,7 @@ class AgentReplayDriver:
         verdict = fidelity_of(sessions, sent, self.shape.kv_block)
         return {"sessions_replayed": len(done), "sessions_traced": len(feed.sessions) if feed else 0,
                 "time_scale": self.shape.time_scale, "max_think_s": self.shape.max_think_s,
+                "connections_opened_ahead": self.opened_ahead,
                 "fidelity": verdict,
                 "sessions": [{"id": s.id, **session_figures(s, x, self.shape.time_scale)}
                              for s, x in zip(sessions, sent, strict=True)]}
@@ -554,4 +567,4 @@ class AgentReplayDriver:
 
 __all__ = ["Answer", "Sent", "Prepare", "Send", "Replay", "replay_session", "replay_sessions",
            "session_arrivals", "session_figures", "fidelity", "fidelity_of", "AgentFeed", "AgentReplayDriver",
-           "scaled_ns", "THINK_BAND_MS", "CONTEXT_BUCKETS"]
+           "scaled_ns", "requests_at_once", "THINK_BAND_MS", "CONTEXT_BUCKETS"]

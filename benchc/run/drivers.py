@@ -75,6 +75,11 @@ class Host(Protocol):
         ...
 
 
+    async def open_ahead(self, n: int) -> int:
+        """Open connections (own reader) until `n` are idle, for `n` requests that will go
+        together; how many were opened."""
+        ...
+
     async def room_or_stop(self, timeout: float | None = None) -> bool:
         """Wait until a unit ends; False when the step was stopped meanwhile."""
         ...

@@ -245,6 +245,20 @@ class StepRun:
         if len(batch) == 1:
             asyncio.get_running_loop().call_soon(self._record_ended)
 
+    async def open_ahead(self, n: int) -> int:
+        """Own reader: open connections until `n` are idle (http1.Pool.open_ahead), so that `n`
+        requests sent together each find one, no connect delaying its write; how many were
+        opened (0 on aiohttp, which opens its own as it sends, or when the connects failed: the
+        requests then find out for themselves, with their error kinds)."""
+        ctx = self.ctx
+        if ctx.pool is None:
+            return 0
+        try:
+            return await asyncio.wait_for(ctx.pool.open_ahead(ctx.pool.origin(ctx.url, ctx.headers), n),
+                                          ctx.target.timeout_s)
+        except (OSError, asyncio.TimeoutError):  # noqa: UP041 - the connect did not finish in time
+            return 0
+
     async def _at(self, due_ns: int) -> None:
         """Wait until `due_ns`, never waking before it: on the step's alarm where it has one
         (to within tens of microseconds), else on the loop's millisecond timers."""
