@@ -1,22 +1,28 @@
 """Coding-agent replays' think-time lateness (issue 43: within 1 ms at p99), and where it
-comes from: `benchc run` of specs/agent-traces.yaml (the shipped sample on the simulator)
-in a process of its own per repeat, per HTTP path and core, its point's
-agent_replay.fidelity.think_late_ms (each request's send minus the end of what it waited on
-minus its due wait), and each request's lateness split into
-- past due: the wait began after its due time (the loop heard of the answer's end late, or
-  building the body took longer than the think time);
-- wake: the wait returned after its due time (the loop's timer, or the loop busy elsewhere,
-  or the thread waiting in the kernel's run queue);
-- send: the wait's return to the send's stamp (the send path's own steps);
-and the GC pauses that fell in the late requests' waits.
+comes from. `benchc run` of specs/agent-traces.yaml (the shipped sample on the embedded
+simulator, 149 requests) in a process of its own per run, watched; its point's
+agent_replay.fidelity.think_late_ms (each request's send stamp minus the end of what it
+waited on minus its due wait), and each request's lateness split into
+- heard: the answer it followed ended ([DONE]'s read stamp) to the session's next wait, less
+  its body's build; of it, done_to_end the server's end of the response after [DONE] (the
+  client's exchange ends only then) and end_to_loop that end to the loop hearing of it (the
+  receive loop's thread, or the event loop busy); notice the whole, end stamp to heard;
+- build: its body's build (AgentFeed.body), between hearing and the wait;
+- past due: the wait began after its due time (heard + build outran a short think time);
+- wake: the wake-up after its due time (the step's alarm, or the loop's timers);
+- send: the wake-up to the send's stamp (the send path's own steps; a connect among them);
+- run_queue: the loop thread's time runnable but not running within its waits (schedstat);
+- gc: GC pauses within its waits (and the GC pauses within the replay, counted apart).
 
     python benchmarks/think_lateness.py [--repeats 5] [--http native aiohttp] [--core c py]
-                                        [--spec specs/agent-traces.yaml]
+        [--spec specs/agent-traces.yaml] [--against DIR] [benchc run options: --rx-loop off ...]
 
-Prints per run the lateness p50/p99/max (ms) and the parts' medians over the requests late
-by 0.5 ms or more, then per path and core the medians over repeats, with the load average
-at the start of each run (the machine is shared: a run's figures are the machine's too).
-Linux (schedstat) for the run-queue figure; elsewhere it reads 0.
+`--against DIR`: each run is also made with DIR's benchc (PYTHONPATH=DIR, a checkout of
+another commit with its extensions built), interleaved with this one's, so that both see the
+same load. Prints per run the lateness p50/p99/max (ms), the parts' medians over the
+requests late by 0.5 ms or more and the three latest requests' parts, then per version, core
+and path the medians over the repeats, with the load averages at the runs' starts (the
+machine is shared: a run's figures are the machine's too). Linux (timerfd, schedstat).
 """
 
 from __future__ import annotations
@@ -69,8 +75,8 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
 
     gc.callbacks.append(on_gc)
 
-    def watch(wait, into):  # type: ignore[no-untyped-def]
-        async def watched(self, due_ns: int):  # type: ignore[no-untyped-def]
+    def watch(wait, into):
+        async def watched(self, due_ns: int):
             began, rq, n_gc = CLOCK(), _run_queue_ns(), len(gcs)
             got = await wait(self, due_ns)
             back = CLOCK()
@@ -78,11 +84,11 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
             return got
         return watched
 
-    loadgen.StepRun.until = watch(loadgen.StepRun.until, waits)  # type: ignore[method-assign]
-    alarm.Alarm.until = watch(alarm.Alarm.until, alarms)  # type: ignore[method-assign]
+    loadgen.StepRun.until = watch(loadgen.StepRun.until, waits)
+    alarm.Alarm.until = watch(alarm.Alarm.until, alarms)
     body = agent_replay.AgentFeed.body
 
-    def watched_body(self, j, req):  # type: ignore[no-untyped-def]
+    def watched_body(self, j, req):
         t = CLOCK()
         made = body(self, j, req)
         builds[(id(self.sessions[j]), req.path)] = CLOCK() - t
@@ -91,7 +97,7 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
     sent: list = []  # (session object's id, Sent)
     replay = agent_replay.replay_session
 
-    async def watched_replay(session, *args, **kw):  # type: ignore[no-untyped-def]
+    async def watched_replay(session, *args, **kw):
         got = await replay(session, *args, **kw)
         sent.extend((id(session), x) for x in got)
         return got
@@ -100,26 +106,26 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
     notices: dict[int, tuple[int, int]] = {}
     measured = loadgen.StepRun.measured
 
-    async def watched_measured(self, body, r, *args, **kw):  # type: ignore[no-untyped-def]
+    async def watched_measured(self, body, r, *args, **kw):
         await measured(self, body, r, *args, **kw)
         now = CLOCK()
         notices[r.end_ns] = (now, sum(min(b, now) - max(a, r.end_ns) for a, b in gcs
                                       if b > r.end_ns and a < now))
 
-    loadgen.StepRun.measured = watched_measured  # type: ignore[method-assign]
+    loadgen.StepRun.measured = watched_measured
     import benchc.client.http1 as http1
 
     # [DONE]'s read stamp -> (the exchange's end stamp, when the exchange returned)
     exchanges: dict[int, tuple[int, int]] = {}
     exchange = http1.exchange
 
-    async def watched_exchange(pool, origin, request_id, body, parser, *args, **kw):  # type: ignore[no-untyped-def]
+    async def watched_exchange(pool, origin, request_id, body, parser, *args, **kw):
         ex = await exchange(pool, origin, request_id, body, parser, *args, **kw)
         exchanges[parser.done_ns or ex.end_ns] = (ex.end_ns, CLOCK())
         return ex
 
     http1.exchange = watched_exchange
-    agent_replay.AgentFeed.body = watched_body  # type: ignore[method-assign]
+    agent_replay.AgentFeed.body = watched_body
     agent_replay.replay_session = watched_replay
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
@@ -147,10 +153,13 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
                      "gc": paused + (a[3] if a else 0), "notice": heard_at - s.after_ns if heard_at else 0,
                      "gc_heard": gc_heard, "done_to_end": ex_end - s.after_ns,
                      "end_to_loop": ex_back - ex_end if ex_back else 0})
+    first = min((x.send_ns for _, x in sent), default=0)
+    last = max((x.end_ns for _, x in sent), default=0)
+    in_step = [b - a for a, b in gcs if a >= first and b <= last]
     late_ms = point["agent_replay"]["fidelity"]["think_late_ms"]
     result = {"rc": rc, "load": load, "think_late_ms": late_ms, "rows": rows,
               "build_us_p50": statistics.median(builds.values()) / 1e3 if builds else None,
-              "gc_pauses": len(gcs), "gc_max_us": max((b - a for a, b in gcs), default=0) / 1e3,
+              "gc_pauses": len(in_step), "gc_max_us": max(in_step, default=0) / 1e3,
               "send_priority": point["client"].get("send_priority")}
     with open(out, "w") as f:
         json.dump(result, f)
@@ -160,10 +169,12 @@ def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else 0.0
 
 
-def one(spec: str, http: str, core: str, extra: list[str]) -> dict:
+def one(spec: str, http: str, core: str, extra: list[str], pythonpath: str | None) -> dict:
     env = dict(os.environ)
     if core == "py":
         env["BENCHC_NO_EXTENSIONS"] = "1"
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "w.json")
         subprocess.run([sys.executable, __file__, "--worker", spec, http, out, *extra], env=env, check=True,
@@ -172,44 +183,54 @@ def one(spec: str, http: str, core: str, extra: list[str]) -> dict:
             return json.load(f)
 
 
+PARTS = ("past_due", "heard", "notice", "done_to_end", "end_to_loop", "build", "wake", "send", "run_queue",
+         "gc")
+
+
+def show(label: str, k: int, r: dict) -> None:
+    lm = r["think_late_ms"]
+    late = [x for x in r["rows"] if x["late"] >= LATE_NS and "wake" in x]
+    medians = ", ".join(f"{p} {_med([x[p] / 1e3 for x in late]):.0f}" for p in PARTS)
+    print(f"  {label} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 {lm['p50']} "
+          f"p99 {lm['p99']} max {lm['max']}; send_priority {r['send_priority']}; "
+          f"body build p50 {r['build_us_p50']:.0f} us; "
+          f"{r['gc_pauses']} GC pauses in the replay (max {r['gc_max_us']:.0f} us)", flush=True)
+    print(f"    {len(late)} of {len(r['rows'])} late >= {LATE_NS / 1e6} ms, their medians (us): {medians}")
+    worst = sorted(r["rows"], key=lambda x: -x["late"])[:3]
+    print("    the 3 latest (us): " + "; ".join(
+        " ".join(f"{p} {v / 1e3:.0f}" for p, v in x.items()) for x in worst), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--http", nargs="+", default=["native", "aiohttp"], choices=["native", "aiohttp"])
     ap.add_argument("--core", nargs="+", default=["c"], choices=["c", "py"])
     ap.add_argument("--spec", default=os.path.join(REPO, "specs", "agent-traces.yaml"))
+    ap.add_argument("--against", help="another checkout's benchc, run interleaved with this one")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     a, extra = ap.parse_known_args()  # the rest goes to `benchc run` (--rx-loop off, --send-priority off)
     if a.worker:
-        worker(*a.worker, extra)
+        spec, http, out = a.worker
+        worker(spec, http, out, extra)
         return
     print(f"think_lateness: {os.path.relpath(a.spec, REPO)} {' '.join(extra)}, cpus={os.cpu_count()}, "
-          f"{a.repeats} repeats",
-          flush=True)
-    for core in a.core:
-        for http in a.http:
-            runs = []
-            for k in range(a.repeats):
-                r = one(a.spec, http, core, extra)
-                runs.append(r)
-                lm = r["think_late_ms"]
-                late = [x for x in r["rows"] if x["late"] >= LATE_NS and "wake" in x]
-                parts = {p: _med([x[p] / 1e3 for x in late]) for p in
-                         ("past_due", "heard", "notice", "build", "wake", "send", "run_queue", "gc")}
-                medians = ", ".join(f"{p} {v:.0f}" for p, v in parts.items())
-                print(f"  {core} {http:7s} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 "
-                      f"{lm['p50']} p99 {lm['p99']} max {lm['max']}; {len(late)} of {len(r['rows'])} late >= "
-                      f"{LATE_NS / 1e6} ms, their medians (us): {medians}"
-                      + f"; body build p50 {r['build_us_p50']:.0f} us, {r['gc_pauses']} GC pauses (max "
-                      f"{r['gc_max_us']:.0f} us), send_priority {r['send_priority']}", flush=True)
-                worst = sorted(r["rows"], key=lambda x: -x["late"])[:3]
-                print("    the 3 latest (us): " + "; ".join(
-                    " ".join(f"{p} {v / 1e3:.0f}" for p, v in x.items()) for x in worst), flush=True)
-            med = {q: _med([r["think_late_ms"][q] for r in runs]) for q in ("p50", "p99", "max")}
-            loads = [r["load"] for r in runs]
-            print(f"{core} {http:7s} median of {len(runs)}: late p50 {med['p50']:.3f} ms, "
-                  f"p99 {med['p99']:.3f} ms, max {med['max']:.3f} ms; load {min(loads):.1f}-{max(loads):.1f}",
-                  flush=True)
+          f"{a.repeats} repeats", flush=True)
+    versions = [("this", None)] + ([("against", a.against)] if a.against else [])
+    runs: dict[str, list[dict]] = {}
+    for k in range(a.repeats):
+        for core in a.core:
+            for http in a.http:
+                for name, path in versions:
+                    label = f"{name} {core} {http}"
+                    r = one(a.spec, http, core, extra, path)
+                    runs.setdefault(label, []).append(r)
+                    show(label, k, r)
+    for label, rs in runs.items():
+        med = {q: _med([r["think_late_ms"][q] for r in rs]) for q in ("p50", "p99", "max")}
+        loads = [r["load"] for r in rs]
+        print(f"{label}: median of {len(rs)}: late p50 {med['p50']:.3f} ms, p99 {med['p99']:.3f} ms, "
+              f"max {med['max']:.3f} ms; load {min(loads):.1f}-{max(loads):.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,14 @@ import os
 import pytest
 
 from benchc.cli import main
-from benchc.client import http1
-from benchc.client.request import send_native
-from benchc.metrics.record import RequestRecord
+from benchc.client.request import open_ahead
 from benchc.plan.agent_trace import Subagent, read_agent_traces
 from benchc.results.document import read
 from benchc.run.agent_replay import Answer, replay_session, requests_at_once
 from benchc.run.open_loop import SEND_LEAD_NS
-from tests.conftest import rx_loop_of, transports
-from tests.test_http1 import OK_HEAD, RawServer, chunked, sse, target
+from tests.conftest import transports
+from tests.test_http1 import OK_HEAD, RawServer, chunked, sse
+from tests.test_keepalive import Client
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(REPO, "specs", "agent-traces.yaml")
@@ -110,9 +109,9 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
     late = point["agent_replay"]["fidelity"]["think_late_ms"]
     assert 0 <= late["min"] <= late["p50"] <= late["p99"] <= late["max"]
     assert point["client"]["send_priority"] in ("SCHED_RR 1", "nice -10", "unchanged")
-    # the own reader opened a connection for each request the 2 sessions in flight send at once
+    # a connection opened for each request the 2 sessions in flight send at once
     at_once = max(requests_at_once(s) for s in read_agent_traces(SAMPLE))
-    assert point["agent_replay"]["connections_opened_ahead"] == (2 * at_once if http == "native" else 0)
+    assert point["agent_replay"]["connections_opened_ahead"] == 2 * at_once
     given = [at for _, at in handed.values() if at is not None]
     if http == "native":
         # the sample's think times are up to 50 ms: most requests are due well past the lead
@@ -124,31 +123,34 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
         assert all(when >= due for when, due in zip(by_due, dues, strict=True))
 
 
-@pytest.mark.parametrize("transport", transports())
-def test_connections_opened_ahead_carry_requests_that_go_together(transport):
-    """http1.Pool.open_ahead: connections opened until n are idle, so that n requests sent at
-    once connect in none of their sends; a second call finds them idle and opens none."""
+@pytest.mark.parametrize("path", [*(f"native-{t}" for t in transports()), "aiohttp"])
+def test_connections_opened_ahead_carry_requests_that_go_together(path):
+    """http1.Pool.open_ahead (the own reader, on each transport) and request.open_ahead
+    (aiohttp's connector): n connections opened, so that n requests sent at once each find
+    one and none connects in its send; on the own reader a second call finds them idle."""
     async def answer(n, reader, writer):
         writer.write(OK_HEAD + chunked(sse(["a"])))
         await writer.drain()
 
     async def go():
         async with RawServer(answer) as srv:
-            pool = http1.Pool(rx_loop=rx_loop_of(transport))
-            headers = {"Content-Type": "application/json"}
-            origin = pool.origin(srv.url, headers)
+            c = Client(path)
             try:
-                opened = await pool.open_ahead(origin, 3), await pool.open_ahead(origin, 3)
-                rs = [RequestRecord(f"r{k}", 0, 1, None) for k in range(3)]
-                await asyncio.gather(*(send_native(pool, srv.url, headers, b"{}", r, target()) for r in rs))
+                if c.pool is not None:
+                    origin = c.pool.origin(srv.url, {"Content-Type": "application/json"})
+                    opened = await c.pool.open_ahead(origin, 3), await c.pool.open_ahead(origin, 3)
+                else:
+                    opened = await open_ahead(c.session, srv.url, 3), 0
+                rs = await asyncio.gather(*(c.request(srv.url) for _ in range(3)))
                 return opened, rs, srv.connections
             finally:
-                await pool.close()
+                await c.close()
 
     opened, rs, connections = asyncio.run(go())
     assert opened == (3, 0) and connections == 3
     assert all(r.error is None and r.output_tokens == 1 for r in rs)
-    assert [r.connect_ns for r in rs] == [0, 0, 0]  # none connected in its send
+    # each found its connection open: none connected in its send
+    assert [(r.connect_ns, r.reused_connection) for r in rs] == [(0, True)] * 3
 
 
 def test_the_most_requests_a_session_sends_at_once_is_its_most_subagents_at_once():

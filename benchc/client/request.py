@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import aiohttp
+import yarl
 
 from benchc import redact
 from benchc.client import http1
@@ -220,6 +221,32 @@ def reuse_rules(session: aiohttp.ClientSession | None, pool: http1.Pool | None) 
     if pool is not None:
         return pool.rules
     return getattr(session.connector, "rules", None) if session is not None else None
+
+
+async def open_ahead(session: aiohttp.ClientSession, url: str, n: int) -> int:
+    """The aiohttp path's http1.Pool.open_ahead: `n` connections to `url`'s origin opened in
+    the session's connector and left idle in its pool, so that `n` requests sent together each
+    find one (aiohttp otherwise opens a connection only as a request goes). Through the
+    connector's own connect, as a request would; a connector or an aiohttp that does not take
+    that opens none (0). Connect failures raise (OSError, aiohttp.ClientError)."""
+    loop, connector = asyncio.get_running_loop(), session.connector
+    if connector is None:
+        return 0
+    try:
+        asks = [aiohttp.ClientRequest("POST", yarl.URL(url), loop=loop) for _ in range(n)]
+        timeout = aiohttp.ClientTimeout(total=None)
+        got = await asyncio.gather(*(connector.connect(q, [], timeout) for q in asks), return_exceptions=True)
+    except (TypeError, AttributeError):  # its parts renamed: requests connect as they go
+        return 0
+    conns = [c for c in got if not isinstance(c, BaseException)]
+    for c in conns:
+        c.release()  # idle in the pool, as after an answer
+    failed = next((e for e in got if isinstance(e, BaseException)), None)
+    if isinstance(failed, TypeError | AttributeError):
+        return len(conns)
+    if failed is not None:
+        raise failed
+    return len(conns)
 
 
 def _arrival(proto: Any) -> int:

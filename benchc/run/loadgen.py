@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 
 from benchc.client.http1 import Due, Pool, RxFigures
-from benchc.client.request import CLOCK, reuse_rules, send, send_native
+from benchc.client.request import CLOCK, open_ahead, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder
 from benchc.metrics.record import CLIENT_ERROR, RequestRecord
 from benchc.metrics.recorder import PointRecorder
@@ -246,17 +246,16 @@ class StepRun:
             asyncio.get_running_loop().call_soon(self._record_ended)
 
     async def open_ahead(self, n: int) -> int:
-        """Own reader: open connections until `n` are idle (http1.Pool.open_ahead), so that `n`
-        requests sent together each find one, no connect delaying its write; how many were
-        opened (0 on aiohttp, which opens its own as it sends, or when the connects failed: the
+        """Open connections until `n` are idle (http1.Pool.open_ahead; on aiohttp, `n` in its
+        connector: request.open_ahead), so that `n` requests sent together each find one, no
+        connect delaying its write; how many were opened (0 when the connects failed: the
         requests then find out for themselves, with their error kinds)."""
         ctx = self.ctx
-        if ctx.pool is None:
-            return 0
+        opening = (ctx.pool.open_ahead(ctx.pool.origin(ctx.url, ctx.headers), n) if ctx.pool is not None
+                   else open_ahead(ctx.session, ctx.url, n))
         try:
-            return await asyncio.wait_for(ctx.pool.open_ahead(ctx.pool.origin(ctx.url, ctx.headers), n),
-                                          ctx.target.timeout_s)
-        except (OSError, asyncio.TimeoutError):  # noqa: UP041 - the connect did not finish in time
+            return await asyncio.wait_for(opening, ctx.target.timeout_s)
+        except (OSError, aiohttp.ClientError, asyncio.TimeoutError):  # noqa: UP041 - or not in time
             return 0
 
     async def _at(self, due_ns: int) -> None:
