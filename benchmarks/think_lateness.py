@@ -63,7 +63,8 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
     # by the time waited for -> (began, returned, run-queue ns within, GC ns within)
     waits: dict[int, tuple[int, int, int, int]] = {}
     alarms: dict[int, tuple[int, int, int, int]] = {}
-    builds: dict[tuple[int, str], int] = {}  # (session object's id, request path) -> ns to build its body
+    # (session object's id, request path) -> (when its body's build began, ns it took)
+    builds: dict[tuple[int, str], tuple[int, int]] = {}
     gcs: list[tuple[int, int]] = []
     gc_start = [0]
 
@@ -91,7 +92,7 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
     def watched_body(self, j, req):
         t = CLOCK()
         made = body(self, j, req)
-        builds[(id(self.sessions[j]), req.path)] = CLOCK() - t
+        builds[(id(self.sessions[j]), req.path)] = (t, CLOCK() - t)
         return made
 
     sent: list = []  # (session object's id, Sent)
@@ -134,6 +135,8 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
         with open(out_json) as f:
             point = json.load(f)["points"][0]
     rows = []
+    own_ends = {x.end_ns for _, x in sent if not x.agent}
+    sub_ends = {x.end_ns for _, x in sent if x.agent}
     for sid, s in sent:
         due = s.after_ns + s.wait_ns
         w = waits.get(due) or waits.get(due - SEND_LEAD_NS)  # a plain wait, or one ended ahead
@@ -144,10 +147,16 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
         began, back, rq, paused = w
         a = alarms.get(due)
         woke = max(back, a[1]) if a is not None else back
-        build = builds.get((sid, s.path), 0)
+        built_at, took = builds.get((sid, s.path), (0, 0))
+        build = took if built_at >= s.after_ns else 0  # built after what it waited on ended (not ahead)
         heard_at, gc_heard = notices.get(s.after_ns, (0, 0))  # the answer (or subagent) it waited on
         ex_end, ex_back = exchanges.get(s.after_ns, (s.after_ns, 0))
-        rows.append({"late": late, "think": s.wait_ns, "heard": began - s.after_ns - build, "build": build,
+        # which request: a subagent's first (after its spawn), another of a subagent's, the
+        # parent's after a join, the parent's after its own answer, or the session's first
+        kind = ("spawned" if s.spawn_ns == s.after_ns else "subagent") if s.agent else \
+            "parent" if s.after_ns in own_ends else "joined" if s.after_ns in sub_ends else "first"
+        rows.append({"late": late, "kind": kind, "think": s.wait_ns, "heard": began - s.after_ns - build,
+                     "build": build,
                      "past_due": max(0, began - due), "wake": max(0, woke - max(began, due)),
                      "send": s.send_ns - woke, "run_queue": rq + (a[2] if a else 0),
                      "gc": paused + (a[3] if a else 0), "notice": heard_at - s.after_ns if heard_at else 0,
@@ -158,7 +167,7 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
     in_step = [b - a for a, b in gcs if a >= first and b <= last]
     late_ms = point["agent_replay"]["fidelity"]["think_late_ms"]
     result = {"rc": rc, "load": load, "think_late_ms": late_ms, "rows": rows,
-              "build_us_p50": statistics.median(builds.values()) / 1e3 if builds else None,
+              "build_us_p50": statistics.median(b for _, b in builds.values()) / 1e3 if builds else None,
               "gc_pauses": len(in_step), "gc_max_us": max(in_step, default=0) / 1e3,
               "send_priority": point["client"].get("send_priority")}
     with open(out, "w") as f:
@@ -198,7 +207,12 @@ def show(label: str, k: int, r: dict) -> None:
     print(f"    {len(late)} of {len(r['rows'])} late >= {LATE_NS / 1e6} ms, their medians (us): {medians}")
     worst = sorted(r["rows"], key=lambda x: -x["late"])[:3]
     print("    the 3 latest (us): " + "; ".join(
-        " ".join(f"{p} {v / 1e3:.0f}" for p, v in x.items()) for x in worst), flush=True)
+        " ".join(f"{p} {v / 1e3:.0f}" if isinstance(v, int) else f"{p} {v}" for p, v in x.items())
+        for x in worst), flush=True)
+    kinds: dict[str, int] = {}
+    for x in late:
+        kinds[x["kind"]] = kinds.get(x["kind"], 0) + 1
+    print(f"    late >= {LATE_NS / 1e6} ms by kind: {kinds}")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ which times were asked for and that no write came before its time, never how lat
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -159,3 +160,36 @@ def test_the_most_requests_a_session_sends_at_once_is_its_most_subagents_at_once
     assert [requests_at_once(s) for s in sessions] == [
         max([1] + [sum(a <= t < b for a, b in sp) for t, _ in sp]) for sp in spans]
     assert max(requests_at_once(s) for s in sessions) >= 2  # the sample spawns subagents together
+
+
+def test_bodies_are_built_ahead_of_a_join_and_of_the_sessions_start():
+    """A parent's request after a join is built while its subagents run (not after the last
+    one's end, where a short think time could not cover the build), and a session starts once
+    its first request is built: neither build is between what a request waits on and its send."""
+    session = _session()
+    events: list[tuple[str, str]] = []
+    built_at: dict[str, int] = {}
+
+    def prepare(req):
+        events.append(("built", req.path))
+        built_at[req.path] = time.perf_counter_ns()
+        return b"{}"
+
+    async def send(req, body):
+        await asyncio.sleep(0.001)  # in flight: the subagents' requests overlap the parent's build
+        events.append(("answered", req.path))
+        return Answer(req.input_tokens, req.output_tokens, 0)
+
+    sent = asyncio.run(replay_session(session, prepare, send, 0.0, None))
+    joins = [s for s in sent if not s.agent and s.after_ns in {x.end_ns for x in sent if x.agent}]
+    assert joins  # the session has a parent request after its subagents
+    for s in joins:
+        built = events.index(("built", s.path))
+        subs = {x.path for x in sent if x.agent and x.end_ns <= s.after_ns}
+        last = max(events.index(("answered", p)) for p in subs)
+        assert built < last and built_at[s.path] < s.after_ns
+    first = next(s for s in sent if s.path == session.requests()[0].path)
+    assert built_at[first.path] < first.after_ns  # its wait runs from after its build
+    # every other request is built after what it waits on ended
+    others = [s for s in sent if s not in joins and s is not first]
+    assert all(built_at[s.path] >= s.after_ns for s in others)

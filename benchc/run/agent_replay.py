@@ -115,8 +115,9 @@ class _Io:
 
 
 async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_ns: int,
-                   spawn_ns: int | None, out: list[Sent]) -> int:
-    body = io.prepare(req)  # before its due time: the wait covers the build
+                   spawn_ns: int | None, out: list[Sent], body: Any = None) -> int:
+    if body is None:  # not built ahead: now, before its due time (the wait covers the build)
+        body = io.prepare(req)
     due_ns = after_ns + wait_ns
     if not await io.until(due_ns - io.lead_ns):
         raise _Stopped
@@ -170,19 +171,28 @@ async def _entries(session: AgentSession, io: _Io, out: list[Sent],
                    spawned: list[tuple[Subagent, asyncio.Task[int]]]) -> None:
     """replay_session's loop: the parent's requests in order, its subagents spawned and joined."""
     prev_end_s: float | None = None  # the trace's end of the previous request of the parent
+    # the session starts once its first request is built: its wait (none, or its think_time) is
+    # from then, not from before a build it could not cover
+    first = session.entries[0] if session.entries else None
+    ahead = io.prepare(first) if isinstance(first, AgentRequest) else None
     end_ns = time.perf_counter_ns()
     for e in session.entries:
         if isinstance(e, Subagent):
             due = end_ns + io.wait_ns(spawn_delay_s(e, prev_end_s))
             spawned.append((e, asyncio.ensure_future(_subagent(e, io, due, out))))
             continue
-        waited_s = prev_end_s
+        waited_s, body, ahead = prev_end_s, ahead, None
         if spawned:  # join: the next request follows the last subagent's end
+            # its body built while the subagents run (once those due at once went: a turn of the
+            # loop lets them send), not after the last one's end, where a short think time
+            # could not cover the build
+            await asyncio.sleep(0)
+            body = io.prepare(e)
             ends = await asyncio.gather(*(t for _, t in spawned))
             end_ns = max(ends)
             waited_s = max(s.end_s for s, _ in spawned)
             spawned.clear()
-        end_ns = await _request(e, io, "", end_ns, io.wait_ns(think_time_s(e, waited_s)), None, out)
+        end_ns = await _request(e, io, "", end_ns, io.wait_ns(think_time_s(e, waited_s)), None, out, body)
         prev_end_s = e.end_s
     if spawned:
         await asyncio.gather(*(t for _, t in spawned))
