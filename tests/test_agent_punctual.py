@@ -7,11 +7,13 @@ which times were asked for and that no write came before its time, never how lat
 
 import asyncio
 import os
+import threading
 import time
 
 import pytest
 
 from benchc.cli import main
+from benchc.client import _rxloop
 from benchc.client.request import open_ahead
 from benchc.plan.agent_trace import Subagent, read_agent_traces
 from benchc.results.document import read
@@ -98,6 +100,16 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
         replayed.extend(got)
         return got
 
+    import benchc.run.priority as priority
+
+    raised: list[int] = []
+    raise_thread = priority.SendPriority.raise_thread
+
+    def watched_raise(self, tid):
+        raised.append(tid)
+        raise_thread(self, tid)
+
+    monkeypatch.setattr(priority.SendPriority, "raise_thread", watched_raise)
     monkeypatch.setattr(loadgen, "send_native", watched_native)
     monkeypatch.setattr(loadgen, "send", watched_plain)
     monkeypatch.setattr(agent_replay, "replay_session", watched_replay)
@@ -114,6 +126,10 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
     at_once = max(requests_at_once(s) for s in read_agent_traces(SAMPLE))
     assert point["agent_replay"]["connections_opened_ahead"] == 2 * at_once
     given = [at for _, at in handed.values() if at is not None]
+    # the receive loop's thread (own reader, where it is built) raised with the loop thread: it
+    # tells the loop of the answers' ends, from which the think times run
+    assert len(raised) == (1 if http == "native" and _rxloop.MODULE is not None else 0)
+    assert threading.get_native_id() not in raised
     if http == "native":
         # the sample's think times are up to 50 ms: most requests are due well past the lead
         assert given and set(given) <= set(dues)
@@ -193,3 +209,39 @@ def test_bodies_are_built_ahead_of_a_join_and_of_the_sessions_start():
     # every other request is built after what it waits on ended
     others = [s for s in sent if s not in joins and s is not first]
     assert all(built_at[s.path] >= s.after_ns for s in others)
+
+
+def test_a_thread_raised_with_the_loop_thread_runs_as_it_does_and_is_put_back():
+    """SendPriority.raise_thread: another thread (the receive loop's) takes the policy the loop
+    thread was raised to, where the process is permitted (else nothing changes), and restore()
+    puts it back as it was."""
+    from benchc.run.priority import UNCHANGED, SendPriority, _state
+
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def other():
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait(30)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        ready.wait(30)
+        before = _state(tid[0])
+        p = SendPriority()
+        how = p.raise_()
+        p.raise_thread(tid[0])
+        raised = _state(tid[0])
+        mine = _state(threading.get_native_id())
+        p.restore()
+        assert _state(tid[0]) == before
+    finally:
+        done.set()
+        t.join()
+    assert before is not None and raised is not None and mine is not None
+    if how == UNCHANGED:
+        assert raised == before
+    else:
+        assert raised[:2] == mine[:2] or raised[2] == mine[2]  # its policy, or its nice

@@ -130,6 +130,7 @@ class StepRun:
         self._room: asyncio.Future | None = None  # done when a unit ends (while the loop waits for one)
         # punctual writes: an open loop's (own reader only), a coding-agent replay's (either path)
         self.alarm: Alarm | None = None
+        self.priority: SendPriority | None = None  # the loop thread's, raised for punctual sends
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         # ended this turn, their figures not yet recorded (a _record_ended is due while it holds any)
         self._ended_batch: list[RequestRecord] = []
@@ -254,9 +255,16 @@ class StepRun:
         opening = (ctx.pool.open_ahead(ctx.pool.origin(ctx.url, ctx.headers), n) if ctx.pool is not None
                    else open_ahead(ctx.session, ctx.url, n))
         try:
-            return await asyncio.wait_for(opening, ctx.target.timeout_s)
+            opened = await asyncio.wait_for(opening, ctx.target.timeout_s)
         except (OSError, aiohttp.ClientError, asyncio.TimeoutError):  # noqa: UP041 - or not in time
             return 0
+        rx = ctx.pool.rx_loop if ctx.pool is not None else None
+        if rx is not None and self.priority is not None:
+            # the receive loop tells the event loop of each answer's end, from which the next
+            # think time runs: an ordinary thread waited 0.1-0.7 ms in the run queue to do it
+            # on the busy 2-core machine (benchmarks/think_lateness.py, end_to_loop)
+            self.priority.raise_thread(rx.thread_id)
+        return opened
 
     async def _at(self, due_ns: int) -> None:
         """Wait until `due_ns`, never waking before it: on the step's alarm where it has one
@@ -458,7 +466,7 @@ async def _drive(run: StepRun) -> dict:
     punctual = getattr(run.driver, "punctual", False)
     if ctx.pool is not None and run.driver.scheduled or punctual:
         run.alarm = Alarm()
-        priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
+        priority = run.priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
         if ctx.send_priority:  # else `unchanged` (--send-priority off)
             priority.raise_()
     # bodies built ahead while the step runs (run/feed.py); a session's turns build their own

@@ -10,6 +10,10 @@ it stays as it was: benchc never asks for root, and the point's client block say
 done (`send_priority`). The kernel's real-time throttling (sched_rt_runtime_us, 95% of each
 second by default) bounds what such a thread can take from the others.
 
+A coding-agent replay's step is raised alike (its requests go at their think times' ends),
+and its receive loop's thread with it (raise_thread): that thread tells the event loop of
+each answer's end, from which the next think time runs.
+
 The real-time policy is taken with SCHED_RESET_ON_FORK: threads and processes started from
 the loop thread during the step (the receive loop's thread, started with the first
 connection) begin as ordinary ones. A nice is inherited; the loop thread and the threads
@@ -60,6 +64,7 @@ class SendPriority:
         self.how = UNCHANGED
         self._tid: int | None = None
         self._before: dict[int, _State] = {}
+        self._raised: set[int] = set()  # threads raise_thread raised
 
     def raise_(self) -> str:
         if not hasattr(os, "sched_setscheduler"):  # not Linux: nothing to ask for
@@ -81,6 +86,20 @@ class SendPriority:
                 pass
         return self.how
 
+    def raise_thread(self, tid: int) -> None:
+        """Raise another thread of the process as the loop thread was (a coding-agent replay's
+        receive loop, whose thread tells the loop of each answer's end: the session's think
+        time runs from there); restore() puts it back with the rest."""
+        if self._tid is None or tid == self._tid:
+            return
+        self._raised.add(tid)
+        with contextlib.suppress(OSError):  # the thread ended, or not permitted after all
+            if self.how == SCHED_RR:
+                policy = os.SCHED_RR | getattr(os, "SCHED_RESET_ON_FORK", 0)
+                os.sched_setscheduler(tid, policy, os.sched_param(1))
+            elif self.how == NICE:
+                os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, self._tid))
+
     def restore(self) -> None:
         """Put the threads back (`how` still says what the step ran with)."""
         if self.how == UNCHANGED or self._tid is None:
@@ -89,4 +108,7 @@ class SendPriority:
         for tid in _threads():  # the loop thread, and those started meanwhile (inherited the raise)
             if tid == self._tid or tid not in self._before:
                 _put(tid, was)
+            elif tid in self._raised:  # raised by raise_thread: as it was before
+                _put(tid, self._before[tid])
         self._tid = None
+        self._raised.clear()
