@@ -88,6 +88,19 @@ def test_the_shipped_spec_replays_every_request_as_traced(tmp_path, traced, core
         held += step
         most = max(most, held)
     assert len(spans) == 6 and most == 2
+    # the steady state: from when 2 sessions were in flight to the first end after the last
+    # session (the 6th, issued as the 4th of the others ended) started. Bounded by what caused
+    # what, not by times: each request of the 3 sessions that ended first is in it, and none of
+    # the last session's is (each ended after it started)
+    steady = point["steady"]
+    tokens = {j: sum(r["output_tokens"] for r in records if r["session"] == j) for j in spans}
+    first_ended = sorted((end, j) for j, (_, end) in spans.items() if j != 5)[:3]
+    least = sum(tokens[j] for _, j in first_ended)
+    assert 0 < least <= steady["output_tokens"] <= sum(tokens.values()) - tokens[5]
+    assert steady["duration_s"] > 0 and steady["decoded_tokens"] > 0
+    if steady["output_tok_s"] is not None:  # None only where the span was under 50 ms
+        rate = steady["output_tokens"] / steady["duration_s"]
+        assert steady["output_tok_s"] == pytest.approx(rate, rel=1e-5)
     figures = point["agent_replay"]["sessions"]
     assert [f["id"] for f in figures] == [s.id for s in sessions]
     for f in figures:  # TTFT and E2E by turn depth and context bucket

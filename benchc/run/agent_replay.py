@@ -515,8 +515,9 @@ class AgentReplayDriver:
             return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
                           r.t0_ns or None, r.end_ns, ttft)
 
-        sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
-                                    self.shape.max_think_s, host.until)
+        # held: in flight for the step's steady state, as a sessions step's session is
+        sent = await host.held(replay_session(session, lambda req: feed.body(j, req), send,
+                                              self.shape.time_scale, self.shape.max_think_s, host.until))
         self.replayed[j] = sent
         ok = sum(x.answer.output_tokens is not None for x in sent)
         cut = len(sent) < len(session.requests())  # the step stopped (Ctrl-C) before the rest was due

@@ -19,10 +19,10 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -62,6 +62,7 @@ CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text ch
 DRIVERS: dict[type[Extent], str] = {kind: kind.driver for kind in SHAPES.values() if kind.driver}
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def driver_for(shape: Extent) -> Driver:
@@ -119,6 +120,10 @@ class StepRun:
         self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
         self.max_requests, self.max_sessions = step.requests, step.sessions  # what else ends it
+        if isinstance(feed, AgentFeed):
+            # a replay's last session is its feed's last (its first step.sessions, or all): the
+            # steady state ends at the first end after it starts, as a sessions step's count does
+            self.max_sessions = len(feed.sessions)
         self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
         self.server_gone = False  # this step stopped itself: the server stopped answering
         self.issued = count()  # the next unit's index in the feed
@@ -336,6 +341,16 @@ class StepRun:
         try:
             return await run_session(self.env, feed.conversation(script, index), index, scheduled_ns,
                                      ready_ns)
+        finally:
+            self._unit_ended()
+
+    async def held(self, unit: Awaitable[T]) -> T:
+        """A unit the driver paces itself (a coding-agent session: run/agent_replay.py), in
+        flight while it runs, as session() holds a session: the steady state is the span where
+        the step's `target` of them were."""
+        self._unit_started()
+        try:
+            return await unit
         finally:
             self._unit_ended()
 
