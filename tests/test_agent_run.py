@@ -9,6 +9,7 @@ at most `concurrency` sessions in flight; a verdict out of band is a doubt, `--s
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -55,6 +56,12 @@ def test_the_shipped_spec_replays_every_request_as_traced(tmp_path, traced, core
     records = [r for r in records if "prompt_index" in r]
     # every traced request sent once, answered with the trace's `out` (the simulator's count)
     assert len(records) == len(reqs) == 149
+    # each request's id (its x-request-id) names the trace request it replays: its session's
+    # place and its JSON path, each traced request once
+    named = [re.fullmatch(r"[0-9a-f]{32}-s(\d+)(\$\..+)", r["id"]) for r in records]
+    assert all(named) and all(int(m.group(1)) == r["session"] for m, r in zip(named, records, strict=True))
+    assert sorted((int(m.group(1)), m.group(2)) for m in named) == sorted(
+        (j, r.path) for j, s in enumerate(sessions) for r in s.requests())
     assert sorted(r["output_tokens"] for r in records) == sorted(r.output_tokens for r in reqs)
     assert sum(r["sub_request"] for r in records if "sub_request" in r) == sum(
         len(e.requests) for s in sessions for e in s.entries if hasattr(e, "agent_id"))

@@ -507,7 +507,10 @@ class AgentReplayDriver:
         depth = {e.path: k for k, e in enumerate(own, 1)}  # a session's own requests' turn depth
 
         async def send(req: AgentRequest, body: bytes) -> Answer:
-            r = RequestRecord(uuid.uuid4().hex, j, req.input_tokens, req.output_tokens, None)
+            # its id (the x-request-id a server's log and the simulator's trace join on) names
+            # the trace request it replays: session j's place, the request's JSON path
+            rid = f"{uuid.uuid4().hex}-s{j}{req.path}"
+            r = RequestRecord(rid, j, req.input_tokens, req.output_tokens, None)
             r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
             r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
             await host.measured(body, r)
