@@ -365,3 +365,66 @@ def test_energy_and_goodput_per_slo_item_on_ray_as_locally(tmp_path):
         per_token[name] = e["joules_per_output_token"]
     assert docs["ray"]["points"][0]["backend"]["workers"] == 2
     assert per_token["ray"] == pytest.approx(per_token["local"], rel=0.01)
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the verdict's figures that do not depend on timing: a Ray replay's are the local one's
+EXACT = ("requests", "requests_traced", "input_tokens_off", "output_tokens_off", "subagent_before_spawn",
+         "parent_before_join", "cache_reported", "cache_off_by_more_than_a_block")
+SESSION_FIGURES = ("id", "turns", "requests", "subagents", "subagent_request_share",
+                   "subagent_input_token_share", "traced_wall_s")
+
+
+@pytest.mark.parametrize("http", ["native", "aiohttp"])
+def test_a_coding_agent_replay_splits_by_session_with_the_local_verdict(tmp_path, monkeypatch, http):
+    """specs/agent-traces.yaml's sample (6 sessions, 149 requests, 22 subagents), 2 sessions in
+    flight, on 2 workers: each worker replays whole sessions (1 in flight each: sessions 0, 2, 4
+    and 1, 3, 5), from the sessions the driver read (the trace files are deleted before any
+    worker gets them); every request's tokens are the trace's, and the merged verdict and
+    per-session figures are the local run's."""
+    from benchc.plan.agent_trace import predicted_cached_tokens, read_agent_traces
+
+    shutil.copy(os.path.join(REPO, "specs", "agent-traces.yaml"), tmp_path / "a.yaml")
+    traces = tmp_path / "traces" / "agentx-small"
+    shutil.copytree(os.path.join(REPO, "specs", "traces", "agentx-small"), traces)
+    sessions = list(read_agent_traces(str(traces)))
+    args = ["--quiet", "--http", http, "--set", "output.requests=true"]
+    local, dist = tmp_path / "local.json", tmp_path / "ray.json"
+    assert main(["run", str(tmp_path / "a.yaml"), "--out", str(local), *args]) == 0
+    prepare = RayBackend.prepare
+
+    async def without_files(self, prepared):
+        shutil.rmtree(tmp_path / "traces")
+        await prepare(self, prepared)
+
+    monkeypatch.setattr(RayBackend, "prepare", without_files)
+    assert main(["run", str(tmp_path / "a.yaml"), "--backend", "ray", "--workers", "2", "--out", str(dist),
+                 *args]) == 0
+    assert not (tmp_path / "traces").exists()
+    (a,), (b,) = read(str(local))["points"], read(str(dist))["points"]
+    assert b["backend"]["workers"] == b["backend"]["completed_shards"] == 2
+    # no session split: each worker sent exactly its sessions' requests (c=1 each, every other session)
+    sent = {s["worker"]: s["counts"]["sent"] for s in b["shards"]}
+    assert sent == {k: sum(len(s.requests()) for s in sessions[k::2]) for k in (0, 1)} == {0: 79, 1: 70}
+    assert a["counts"]["completed"] == b["counts"]["completed"] == 149 and b["counts"]["errors"] == {}
+    # every request's output tokens the trace's `out`, its cached tokens the prediction within a block
+    rows = [json.loads(x) for x in (tmp_path / "ray.requests.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "prompt_index" in r]
+    for j, s in enumerate(sessions):
+        mine = [r for r in rows if r["session"] == j]
+        assert sorted(r["output_tokens"] for r in mine) == sorted(q.output_tokens for q in s.requests())
+        assert sorted(r["input_tokens"] for r in mine) == sorted(q.input_tokens for q in s.requests())
+        pred = sorted(predicted_cached_tokens(s).values())
+        assert all(0 <= p - c <= 16 for p, c in zip(pred, sorted(r["cached_tokens"] for r in mine),
+                                                     strict=True))
+    va, vb = a["agent_replay"]["fidelity"], b["agent_replay"]["fidelity"]
+    assert list(va) == list(vb)
+    assert {k: vb[k] for k in EXACT} == {k: va[k] for k in EXACT}
+    # the server's counts of every request's tokens: the trace's
+    assert (vb["requests"], vb["input_tokens_off"], vb["output_tokens_off"]) == (149, 0, 0)
+    assert vb["subagents_at_once"]["traced"] == va["subagents_at_once"]["traced"] == 3
+    assert vb["think_late_ms"]["min"] >= 0
+    assert all(w.startswith("think times: ") for w in va["warnings"] + vb["warnings"])  # this busy machine's
+    assert b["agent_replay"]["sessions_replayed"] == b["agent_replay"]["sessions_traced"] == 6
+    assert [{k: f[k] for k in SESSION_FIGURES} for f in b["agent_replay"]["sessions"]] == \
+        [{k: f[k] for k in SESSION_FIGURES} for f in a["agent_replay"]["sessions"]]

@@ -320,10 +320,6 @@ class Runner:
         happens, a failed start included)."""
         from benchc.run.ray_backend import RayBackend
 
-        if any(c.workload.dataset == "agent_trace" for c in self.plan.combinations):
-            # a replay would split by session (a session and its subagents on one worker): not built yet
-            raise UsageError("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is "
-                             "not built yet on Ray; run it with --backend local")
         if any(c.workload.sessions is not None for c in self.plan.combinations):
             # sessions would split by session, not by request (run/shards.py): not built yet
             raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
