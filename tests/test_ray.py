@@ -428,3 +428,25 @@ def test_a_coding_agent_replay_splits_by_session_with_the_local_verdict(tmp_path
     assert b["agent_replay"]["sessions_replayed"] == b["agent_replay"]["sessions_traced"] == 6
     assert [{k: f[k] for k in SESSION_FIGURES} for f in b["agent_replay"]["sessions"]] == \
         [{k: f[k] for k in SESSION_FIGURES} for f in a["agent_replay"]["sessions"]]
+
+
+def test_coding_agent_sessions_at_a_rate_are_dealt_across_the_workers(tmp_path):
+    """At a rate of sessions, worker k of n replays sessions k, k + n, ... (at their times in
+    the one schedule): 3 sessions over 2 workers are 0 and 2, and 1."""
+    from benchc.plan.agent_trace import read_agent_traces
+
+    sessions = list(read_agent_traces(os.path.join(REPO, "specs", "traces", "agentx-small")))[:3]
+    out = tmp_path / "r.json"
+    spec = os.path.join(REPO, "specs", "agent-traces.yaml")
+    assert main(["run", spec, "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet",
+                 "--set", "load.sweep={rate: [50]}", "--set", "load.sessions=3"]) == 0
+    (p,) = read(str(out))["points"]
+    assert p["id"] == "sessions rate=50/s" and p["params"]["sessions"] == 3
+    assert {s["worker"]: s["counts"]["sent"] for s in p["shards"]} == \
+        {0: len(sessions[0].requests()) + len(sessions[2].requests()), 1: len(sessions[1].requests())}
+    block = p["agent_replay"]
+    assert block["sessions_replayed"] == block["sessions_traced"] == 3
+    assert [s["id"] for s in block["sessions"]] == [s.id for s in sessions]
+    v = block["fidelity"]
+    assert v["requests"] == v["requests_traced"] == sum(len(s.requests()) for s in sessions)
+    assert (v["input_tokens_off"], v["output_tokens_off"], v["parent_before_join"]) == (0, 0, 0)

@@ -245,3 +245,22 @@ def test_a_workers_agent_feed_holds_its_sessions_with_their_content_as_locally()
             req = feed.sessions[j].requests()[-1]
             assert feed.body(j, req) == local.body(j, req)
     assert mine == [[0, 2, 4], [1, 3, 5]]
+
+
+@pytest.mark.parametrize("load", [dict(rate_rps=3.0), dict(speedup=2.0)])
+def test_a_workers_sessions_arrive_at_their_times_in_the_whole_schedule(load):
+    from benchc.run.agent_replay import AgentReplayDriver
+
+    spec = os.path.join(REPO, "specs", "agent-traces.yaml")
+    plan = compile_spec(loader.load(spec, env={}))
+    prepared = prepare(plan, plan.combinations[0])
+    step = replace(plan.load_steps()[0], load=AgentReplay(**load))
+    deal = Dealer().deal(plan.combinations[0].workload)
+    whole = AgentReplayDriver(step.shape).arrivals(prepared.feed(step, deal), seed=7)
+    assert [j for j, _ in whole] == list(range(6)) and whole[0][1] == 0.0
+    if "rate_rps" in load:  # the sample's sessions all start at their t = 0: a rate spreads them
+        assert len({due for _, due in whole}) == 6
+    parts = [AgentReplayDriver(part.shape).arrivals(prepared.feed(step, deal, shard), seed=7)
+             for part, shard in split_step(step, 4)]
+    assert [[j for j, _ in p] for p in parts] == [[0, 4], [1, 5], [2], [3]]
+    assert sorted(x for p in parts for x in p) == whole  # each session at its time, on one worker

@@ -486,15 +486,20 @@ class AgentReplayDriver:
                 host.start(self._slot(host, self._issue(host, feed), n))
         else:
             start = CLOCK()
-            # the whole step's schedule (a Ray worker keeps its sessions' times in it)
-            dues = session_arrivals(feed.sessions, shape.rate_rps, shape.speedup, host.seed)
-            for j in feed.mine:
-                if not await host.until(start + round(dues[j] * 1e9)) or not host.may_issue():
+            for _, due_s in self.arrivals(feed, host.seed):
+                if not await host.until(start + round(due_s * 1e9)) or not host.may_issue():
                     break
                 host.start(self._session(host, self._issue(host, feed)))
         while host.tasks:
             if not await host.room_or_stop():
                 return
+
+    def arrivals(self, feed: AgentFeed, seed: int) -> list[tuple[int, float]]:
+        """(session index, due s after the step's start) of this worker's sessions, at a rate or
+        on the traces' own times: their times in the whole step's schedule (session_arrivals),
+        so a Ray worker's sessions start when they would locally."""
+        dues = session_arrivals(feed.sessions, self.shape.rate_rps, self.shape.speedup, seed)
+        return [(j, dues[j]) for j in feed.mine]
 
     @staticmethod
     def _issue(host: Host, feed: AgentFeed) -> int:
