@@ -3,9 +3,12 @@
 Each load point is split across the run's worker actors, one asyncio client each
 (run/shards.py): closed loop, the concurrency is split and every shard sends its slots'
 share of the requests; open loop, every worker takes every n-th arrival of the plan's
-one schedule, and a concurrency cap is split. A point never gives a worker requests
-without the concurrency to send them: a point with fewer slots (or requests) than there
-are workers runs on fewer, and its `backend.workers` says how many.
+one schedule, and a concurrency cap is split; a coding-agent trace replay, by whole session
+(a session and its subagents on one worker: plan/shapes.AgentReplay.divide), its merged
+`agent_replay` block built from every worker's sessions (run/agent_replay.ReplayParts). A
+point never gives a worker requests without the concurrency to send them: a point with fewer
+slots (or requests) than there are workers runs on fewer, and its `backend.workers` says how
+many.
 
 Workers start together: the driver names a wall-clock start a little in the future and
 each worker waits for it. Every latency is measured within one worker's own clock; only
@@ -17,8 +20,8 @@ assembles the point as for a local run. A worker that dies mid-point is reported
 point is marked incomplete, and the other shards' data is kept.
 
 Workers need no files: the driver sends each the plan and a Kit per combination (a file
-dataset's items, the tokenizer file's bytes; run/prepare.py), so only the driver's machine
-needs the spec's files.
+dataset's items, a coding-agent trace's sessions, the tokenizer file's bytes; run/prepare.py),
+so only the driver's machine needs the spec's files.
 
 A run's actors are its own: named `benchc-<run id>-<i>` (namespace `benchc`), so runs on one
 cluster never collide, owned by the driver (Ray ends them with it), and killed on every
