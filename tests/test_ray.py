@@ -450,3 +450,54 @@ def test_coding_agent_sessions_at_a_rate_are_dealt_across_the_workers(tmp_path):
     v = block["fidelity"]
     assert v["requests"] == v["requests_traced"] == sum(len(s.requests()) for s in sessions)
     assert (v["input_tokens_off"], v["output_tokens_off"], v["parent_before_join"]) == (0, 0, 0)
+
+
+SESSIONS_SPEC = """\
+version: 1
+name: ray-sessions
+target: {sim: {preset: instant}, model: benchc-sim}
+workload:
+  dataset:
+    sessions: {turns: {min: 2, max: 4}, input_tokens: {min: 8, max: 24}, output_tokens: 6, prefix_tokens: 16,
+               think_time: 1ms, seed: 3}
+load:
+  warmup: {sessions: 0}
+  sweep: {concurrency: [3]}
+  sessions: 7
+output: {path: unused.json, requests: true}
+"""
+
+
+def test_multi_turn_sessions_split_by_session_as_a_local_run_sends_them(tmp_path):
+    """A concurrency sweep of synthetic sessions on 2 workers: the slots deal whole sessions
+    (3 slots: 2 and 1, so sessions 0, 1, 3, 4, 6 and 2, 5), every session's every turn sent by
+    one worker with the prompts the local run sends, and the sessions' counts merged exactly."""
+    path = tmp_path / "s.yaml"
+    path.write_text(SESSIONS_SPEC)
+    local, dist = tmp_path / "local.json", tmp_path / "ray.json"
+    assert main(["run", str(path), "--out", str(local), "--quiet"]) == 0
+    assert main(["run", str(path), "--backend", "ray", "--workers", "2", "--out", str(dist), "--quiet"]) == 0
+    (a,), (b,) = read(str(local))["points"], read(str(dist))["points"]
+
+    def turns(name):
+        rows = [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
+        out: dict = {}
+        for r in rows:
+            if "turn" in r:
+                out.setdefault(r["session"], []).append((r["turn"], r["output_tokens"]))
+        return {k: sorted(v) for k, v in out.items()}
+
+    def first_prompts(name):
+        rows = [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
+        return sorted((r["session"], r["input_tokens"]) for r in rows if r.get("turn") == 1)
+
+    mine = turns("ray.requests.jsonl")
+    assert mine == turns("local.requests.jsonl") and sorted(mine) == list(range(7))
+    assert first_prompts("ray.requests.jsonl") == first_prompts("local.requests.jsonl")
+    assert [(s["params"]["concurrency"], s["params"]["sessions"]) for s in b["shards"]] == [(2, 5), (1, 2)]
+    sent = {s["worker"]: s["counts"]["sent"] for s in b["shards"]}
+    assert sent == {0: sum(len(mine[j]) for j in (0, 1, 3, 4, 6)), 1: sum(len(mine[j]) for j in (2, 5))}
+    assert a["counts"]["sent"] == b["counts"]["sent"] == sum(sent.values())
+    assert b["counts"]["completed"] == a["counts"]["completed"] and b["counts"]["errors"] == {}
+    assert b["sessions"]["completed"] == a["sessions"]["completed"] == 7
+    assert b["params"]["sessions"] == 7 and b["backend"]["workers"] == 2

@@ -264,3 +264,12 @@ def test_a_workers_sessions_arrive_at_their_times_in_the_whole_schedule(load):
              for part, shard in split_step(step, 4)]
     assert [[j for j, _ in p] for p in parts] == [[0, 4], [1, 5], [2], [3]]
     assert sorted(x for p in parts for x in p) == whole  # each session at its time, on one worker
+
+
+def test_a_closed_loop_of_sessions_deals_whole_sessions():
+    step = Step("load", 0, "c=3", load=ClosedLoop(concurrency=3, sessions=7))
+    parts = split_step(step, 2)
+    assert [(s.load.concurrency, s.sessions, s.requests) for s, _ in parts] == [(2, 5, None), (1, 2, None)]
+    assert [indices(shard, s.sessions) for s, shard in parts] == [[0, 1, 3, 4, 6], [2, 5]]
+    # a closed loop of single prompts splits its requests as before
+    assert [(s.load.concurrency, s.requests) for s, _ in split_step(closed(3, 7), 2)] == [(2, 5), (1, 2)]

@@ -217,7 +217,13 @@ class ClosedLoop(Extent):
 
     def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
         """Its slots over the workers: more slots than requests are never all used, so the
-        lanes are the slots that are, and a worker gets its share of both."""
+        lanes are the slots that are, and a worker gets its share of both. With `sessions`
+        (a sessions workload's) the unit is a whole session: the slots deal sessions, each
+        worker its share of them (a turn count, `requests`, does not split by session: the
+        Ray runner refuses it)."""
+        if self.sessions is not None:
+            return [(replace(self, concurrency=c, sessions=shard.share(self.sessions)), shard)
+                    for c, shard in slots(self.concurrency, self.sessions, workers)]
         return [(replace(self, concurrency=c, requests=shard.share(self.requests)), shard)
                 for c, shard in slots(self.concurrency, self.requests, workers)]
 

@@ -47,6 +47,7 @@ from typing import Any
 from benchc.errors import RunError, UsageError
 from benchc.plan.model import Plan, Step
 from benchc.plan.prompts import NO_DEAL, Deal
+from benchc.plan.shapes import ClosedLoop
 from benchc.run import clocks
 from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
 from benchc.run.prepare import Kit, Prepared, prepare
@@ -252,6 +253,32 @@ class RayBackend:
             stopped.cancel()
             for t in tasks:
                 t.cancel()
+
+
+def ray_refusal(plan: Plan) -> str | None:
+    """Why the plan cannot run on Ray yet (None: it can). Sessions (multi-turn) split by whole
+    session (a closed loop's slots deal them: plan/shapes.ClosedLoop.divide) where the workers
+    can rebuild them from the plan (synthetic sessions, workload.dataset.sessions) and a point
+    is bounded by its session count or its duration; the rest is not built yet: a file's
+    sessions (not in the Kit), a rate, users, a trace replay or a search of sessions (their
+    arrivals would split by session, not by request), a turn count (load.requests: it does not
+    split by session)."""
+    for combo in plan.combinations:
+        w = combo.workload
+        if w.sessions is None:
+            continue
+        if w.dataset != "sessions":
+            return (f"--backend ray: sessions (multi-turn) read from a file (workload.dataset.{w.dataset}) "
+                    "are not built yet on Ray; run them with --backend local")
+        for step in plan.steps:
+            if step.combination != combo.index or step.kind not in ("load", "search"):
+                continue
+            shape = step.shape
+            if step.kind == "search" or type(shape) is not ClosedLoop or shape.requests is not None:
+                return (f"--backend ray: sessions (multi-turn) are not built yet on Ray for point {step.id}: "
+                        "only a concurrency sweep of them, bounded by load.sessions or load.duration (not by "
+                        "a turn count, load.requests); run it with --backend local")
+    return None
 
 
 def worker_plan(plan: Plan) -> dict:
