@@ -281,3 +281,5 @@ def test_the_block_merged_from_workers_parts_is_the_one_run_gives(sessions, repl
     late = sorted((x.send_ns - x.after_ns - x.wait_ns) / 1e6 for sent in replayed for x in sent)
     assert v["think_late_ms"]["max"] == round(late[-1], 3) and v["think_late_ms"]["min"] == round(late[0], 3)
     assert [s["id"] for s in one["sessions"]] == [s.id for s in sessions]
+    with pytest.raises(ValueError, match=r"sessions \[1\] were replayed by two workers"):
+        ReplayParts.merged([driver([0, 1]).parts(), driver([1, 2]).parts()])

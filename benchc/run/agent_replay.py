@@ -546,15 +546,13 @@ class AgentReplayDriver:
     def parts(self) -> ReplayParts:
         """What the point's `agent_replay` block is made of, per session it replayed: what a Ray
         worker carries back (ReplayParts.merged adds the workers' up)."""
-        feed, shape = self.feed, self.shape
-        done: dict[int, SessionPart] = {}
-        for j, sent in self.replayed.items():
-            s = feed.sessions[j] if feed is not None else None
-            assert s is not None
-            done[j] = SessionPart(s.id, shape.kv_block or s.block_size,
-                                  _session_checks(s, sent, shape.kv_block or 0),
-                                  session_figures(s, sent, shape.time_scale))
-        return ReplayParts(len(feed.sessions) if feed else 0, shape.time_scale, shape.max_think_s, done)
+        shape = self.shape
+        sessions = self.feed.sessions if self.feed is not None else []  # none before it drove
+        done = {j: SessionPart(sessions[j].id, shape.kv_block or sessions[j].block_size,
+                               _session_checks(sessions[j], sent, shape.kv_block or 0),
+                               session_figures(sessions[j], sent, shape.time_scale))
+                for j, sent in self.replayed.items()}
+        return ReplayParts(len(sessions), shape.time_scale, shape.max_think_s, done)
 
     def report(self) -> dict:
         """The point's `agent_replay` block: the fidelity verdict over the sessions it replayed
@@ -590,6 +588,8 @@ class ReplayParts:
         """The workers' parts of one point (each session on one worker: none is in two)."""
         every: dict[int, SessionPart] = {}
         for p in parts:
+            if twice := every.keys() & p.sessions.keys():  # a split that dealt a session twice
+                raise ValueError(f"sessions {sorted(twice)} were replayed by two workers")
             every.update(p.sessions)
         first = parts[0]
         return cls(first.traced, first.time_scale, first.max_think_s, every)
