@@ -533,3 +533,23 @@ def test_a_coding_agent_replay_on_ray_against_a_real_vllm(tmp_path, vllm):
     assert v["cache_reported"] == 56 and v["cache_off_by_more_than_a_block"] == 0
     assert -vllm.block_size <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
     print("real vLLM on Ray:", json.dumps(v))
+
+
+@pytest.mark.parametrize("sweep", ["{rate: [50]}", "{concurrency: [2]}"])
+def test_a_replay_of_fewer_sessions_than_workers_runs_on_fewer(tmp_path, sweep):
+    """A trace of one session (all of it replayed: no load.sessions) on 2 workers: one worker
+    replays it, as a closed loop of one request runs on one; none is given no session."""
+    (tmp_path / "traces").mkdir()
+    sample = os.path.join(REPO, "specs", "traces", "agentx-small")
+    shutil.copy(os.path.join(sample, "session_0_00003.json"), tmp_path / "traces")
+    spec = tmp_path / "a.yaml"
+    with open(os.path.join(REPO, "specs", "agent-traces.yaml")) as f:
+        spec.write_text(f.read().replace("path: traces/agentx-small", "path: traces"))
+    out = tmp_path / "r.json"
+    assert main(["run", str(spec), "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet",
+                 "--set", f"load.sweep={sweep}"]) == 0
+    (p,) = read(str(out))["points"]
+    assert (p["backend"]["workers"], p["backend"]["available_workers"]) == (1, 2)
+    assert [s["counts"]["sent"] for s in p["shards"]] == [2] and p["counts"]["completed"] == 2
+    assert "sessions" not in p["params"]  # the plan's step (all the trace's sessions), as locally
+    assert p["agent_replay"]["sessions_replayed"] == p["agent_replay"]["sessions_traced"] == 1

@@ -42,12 +42,14 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from benchc.errors import RunError, UsageError
+from benchc.plan.agent_trace_prompts import AgentTraceSource
 from benchc.plan.model import Plan, Step
 from benchc.plan.prompts import NO_DEAL, Deal
-from benchc.plan.shapes import ClosedLoop
+from benchc.plan.shapes import AgentReplay, ClosedLoop
 from benchc.run import clocks
 from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
 from benchc.run.prepare import Kit, Prepared, prepare
@@ -85,6 +87,7 @@ class RayBackend:
         self.actors: list = []
         self.hosts: list[str] = []
         self.plan_dict: dict = {}
+        self.traced: dict[int, int] = {}  # a coding-agent trace's sessions, by combination
         self._own_session = False  # we joined the cluster, so we leave it
 
     @property
@@ -195,6 +198,8 @@ class RayBackend:
         combination's prompts now, not inside a point's start delay. A worker that cannot is
         reported by each point it fails (measure), as a dead one is."""
         kit = self.ray.put(prepared.kit())  # once into the object store, fetched once per node
+        if isinstance(prepared.source, AgentTraceSource):
+            self.traced[prepared.combo.index] = prepared.source.pool_size
         await asyncio.gather(*[a.prepare.remote(self.plan_dict, prepared.combo.index, kit)
                                for a in self.actors], return_exceptions=True)
 
@@ -204,7 +209,7 @@ class RayBackend:
         (run/shards.py). `deal`: where the step's prompts start in their pool, as the driver's
         run counted it. `stop` (Ctrl-C, SIGTERM, the server died) halts every worker: no new
         request, those in flight get the grace period, each returns what it measured."""
-        shards = split_step(step, len(self.actors))
+        shards = split_step(counted(step, self.traced.get(combo)), len(self.actors))
         if len(shards) < len(self.actors):
             log.info("%s: %d of %d workers (no more can each be given requests and concurrency)",
                      step.id, len(shards), len(self.actors))
@@ -253,6 +258,16 @@ class RayBackend:
             stopped.cancel()
             for t in tasks:
                 t.cancel()
+
+
+def counted(step: Step, traced: int | None) -> Step:
+    """A coding-agent replay of all of its trace's `traced` sessions, as a step that counts them:
+    its split (plan/shapes.AgentReplay.divide) then gives no worker none, as a closed loop's
+    gives none no request (a point of fewer sessions than workers runs on fewer)."""
+    shape = step.shape
+    if traced is None or not isinstance(shape, AgentReplay) or shape.sessions is not None:
+        return step
+    return replace(step, load=replace(shape, sessions=traced))
 
 
 def ray_refusal(plan: Plan) -> str | None:
