@@ -576,7 +576,8 @@ class SessionPart:
 class ReplayParts:
     """A replay's sessions (a point's, or a Ray worker's share of it), by their index in the
     step: the `agent_replay` block is a function of these, so the workers' parts merged give
-    the block one local run of the same requests would."""
+    the block one local run of the same requests would. Clock-free (each time in them is a
+    difference of one worker's stamps), so a shard from another machine needs no move."""
 
     traced: int  # the step's sessions (every worker's)
     time_scale: float
