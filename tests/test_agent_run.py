@@ -182,16 +182,6 @@ def test_load_keys_a_replay_does_not_take_are_named(tmp_path, capsys):
             "in the server's cache before they are measured") in capsys.readouterr().err
 
 
-def test_a_replay_on_ray_is_refused_before_anything_starts(tmp_path, capsys):
-    from benchc.cli import main
-
-    out = tmp_path / "r.json"
-    assert main(["run", SPEC, "--backend", "ray", "--quiet", "--out", str(out)]) == EXIT_USAGE
-    assert ("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is not built yet on "
-            "Ray; run it with --backend local") in capsys.readouterr().err
-    assert not out.exists()
-
-
 @pytest.mark.real
 def test_benchc_run_replays_two_sessions_on_a_real_vllm(tmp_path, vllm):
     """Two sample sessions (56 requests, 9 subagents) by `benchc run` on the real vLLM with its

@@ -515,9 +515,11 @@ def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
     if priority is not None:
         out["client"]["send_priority"] = priority.how
     out["stopped"] = run.streak.reason
-    report = getattr(run.driver, "report", None)  # a coding-agent replay's verdict (run/agent_replay.py)
-    if report is not None:
-        out["agent_replay"] = report()
+    parts = getattr(run.driver, "parts", None)  # a coding-agent replay's sessions (run/agent_replay.py)
+    if parts is not None:
+        # its verdict, and what it is made of (a Ray worker's: the driver merges the workers')
+        out["agent_parts"] = carried = parts()
+        out["agent_replay"] = carried.report()
     out["series"] = run.series
     # the steady span on the client's clock, where it had one (run/power.py integrates the
     # GPUs' energy over it)
