@@ -245,3 +245,10 @@ def test_a_thread_raised_with_the_loop_thread_runs_as_it_does_and_is_put_back():
         assert raised == before
     else:
         assert raised[:2] == mine[:2] or raised[2] == mine[2]  # its policy, or its nice
+
+
+def test_the_connections_workers_opened_ahead_are_added_up():
+    from benchc.run.agent_replay import ReplayParts
+
+    parts = [ReplayParts(2, 0.001, None, {}, 3), ReplayParts(2, 0.001, None, {}, 4)]
+    assert ReplayParts.merged(parts).report()["connections_opened_ahead"] == 7
