@@ -41,7 +41,7 @@ def test_a_punctual_replay_waits_to_its_lead_and_hands_the_send_its_due_time():
         asked.append(due_ns)
         return True
 
-    async def send(req, body, due_ns):
+    async def send(req, body, due_ns, written):
         given[req.path] = due_ns
         return Answer(req.input_tokens, req.output_tokens, 0, send_ns=due_ns + 7, end_ns=due_ns + 9)
 
@@ -92,13 +92,22 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
         handed[rec.id] = (CLOCK(), None)
         return await plain(session, url, headers, body, rec, target, keep_text)
 
-    replayed: list = []
+    replayed: list = []  # (session, Sent)
     replay = agent_replay.replay_session
 
-    async def watched_replay(*args, **kw):
-        got = await replay(*args, **kw)
-        replayed.extend(got)
+    async def watched_replay(session, *args, **kw):
+        got = await replay(session, *args, **kw)
+        replayed.extend((session.id, x) for x in got)
         return got
+
+    built: dict[tuple[str, str], int] = {}  # (session id, request path) -> when its body was built
+    body = agent_replay.AgentFeed.body
+
+    def watched_body(self, j, req):
+        built[(self.sessions[j].id, req.path)] = CLOCK()
+        return body(self, j, req)
+
+    monkeypatch.setattr(agent_replay.AgentFeed, "body", watched_body)
 
     import benchc.run.priority as priority
 
@@ -117,8 +126,8 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
     assert main(["run", SPEC, "--out", str(out), "--quiet", "--force", "--http", http,
                  "--set", "output.requests=true"]) == 0
     (point,) = read(str(out))["points"]
-    assert len(replayed) == len(handed) == 149
-    dues = sorted(s.after_ns + s.wait_ns for s in replayed)
+    assert len(replayed) == len(handed) == len(built) == 149
+    dues = sorted(s.after_ns + s.wait_ns for _, s in replayed)
     late = point["agent_replay"]["fidelity"]["think_late_ms"]
     assert 0 <= late["min"] <= late["p50"] <= late["p99"] <= late["max"]
     assert point["client"]["send_priority"] in ("SCHED_RR 1", "nice -10", "unchanged")
@@ -133,7 +142,12 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
     if http == "native":
         # the sample's think times are up to 50 ms: most requests are due well past the lead
         assert given and set(given) <= set(dues)
-        assert all(s.send_ns >= s.after_ns + s.wait_ns for s in replayed)
+        assert all(s.send_ns >= s.after_ns + s.wait_ns for _, s in replayed)
+        # each body built while the request before it on its line was in flight (once that one
+        # was written), not after the answer it waits on: all but the sessions' first
+        firsts = {(sid, s.path) for sid, s in replayed if s.path == "$.requests[0]"}
+        assert len(firsts) == 6
+        assert all(built[(sid, s.path)] < s.after_ns for sid, s in replayed if (sid, s.path) not in firsts)
     else:
         assert not given  # aiohttp opens its connections itself: handed over once due
         by_due = sorted(when for when, _ in handed.values())
@@ -252,3 +266,30 @@ def test_the_connections_workers_opened_ahead_are_added_up():
 
     parts = [ReplayParts(2, 0.001, None, {}, 3), ReplayParts(2, 0.001, None, {}, 4)]
     assert ReplayParts.merged(parts).report()["connections_opened_ahead"] == 7
+
+
+def test_a_punctual_sends_next_bodies_are_built_once_it_is_written():
+    """A punctual send says when its request is written (`written`): the bodies that go next on
+    its line (the parent's next request, or the first of each subagent it spawns; a subagent's
+    next) are built then, while it is in flight, not after its answer; each is built once."""
+    session = _session()
+    built: dict[str, int] = {}
+
+    def prepare(req):
+        assert req.path not in built  # once
+        built[req.path] = time.perf_counter_ns()
+        return b"{}"
+
+    async def until(due_ns: int) -> bool:
+        return True
+
+    async def send(req, body, due_ns, written):
+        written()  # the request is on the wire
+        await asyncio.sleep(0.001)
+        return Answer(req.input_tokens, req.output_tokens, 0)
+
+    sent = asyncio.run(replay_session(session, prepare, send, 0.0, None, until, SEND_LEAD_NS))
+    assert len(sent) == len(session.requests()) == len(built)
+    first = session.requests()[0].path
+    # every request but the session's first was built before what it waited on ended
+    assert all(built[s.path] < s.after_ns for s in sent if s.path != first)

@@ -22,7 +22,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchc.client.request import CLOCK, build_body
@@ -74,7 +74,9 @@ class Sent:
 # which must not delay the send); send(request, body) -> what the server said. A punctual send
 # (replay_session's lead_ns > 0) is also given the due time (perf_counter ns) and writes at it,
 # never before: the replay's wait ends lead_ns ahead, and the send readies its connection and
-# request meanwhile (benchc run's: the step's measured path, as an open loop's writes)
+# request meanwhile (benchc run's: the step's measured path, as an open loop's writes); and a
+# `written` callable, which it calls (or has the loop call) once the request is written, or
+# never: the replay then builds the bodies that go next while this one is in flight
 Prepare = Callable[[AgentRequest], Any]
 Send = Callable[..., Awaitable[Answer]]
 # Wait until a due time (perf_counter ns); False: the step was stopped (Ctrl-C), so no new
@@ -109,20 +111,39 @@ class _Io:
     max_think_s: float | None
     until: Until = _until
     lead_ns: int = 0
+    ahead: dict[str, Any] = field(default_factory=dict)  # bodies built ahead, by request path
 
     def wait_ns(self, wait_s: float) -> int:
         return scaled_ns(wait_s, self.time_scale, self.max_think_s)
 
+    def body(self, req: AgentRequest) -> Any:
+        """Its body: built ahead, or now."""
+        body = self.ahead.pop(req.path, None)
+        return self.prepare(req) if body is None else body
+
+    def written(self, nexts: tuple[AgentRequest, ...]) -> Callable[[], None]:
+        """What a punctual send calls once its request is written: the bodies of the requests
+        that go next on its line built then, while it is in flight, instead of after its answer,
+        where a think time shorter than the build could not cover it."""
+        def build() -> None:
+            for req in nexts:
+                if req.path not in self.ahead:
+                    self.ahead[req.path] = self.prepare(req)
+        return build
+
 
 async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_ns: int,
-                   spawn_ns: int | None, out: list[Sent], body: Any = None) -> int:
-    if body is None:  # not built ahead: now, before its due time (the wait covers the build)
-        body = io.prepare(req)
+                   spawn_ns: int | None, out: list[Sent], body: Any = None,
+                   nexts: tuple[AgentRequest, ...] = ()) -> int:
+    """Send `req` at its time; `nexts`: the requests that go after it on its line (built once it
+    is written, where the send says when)."""
+    if body is None:  # built ahead, or now: before its due time (the wait covers the build)
+        body = io.body(req)
     due_ns = after_ns + wait_ns
     if not await io.until(due_ns - io.lead_ns):
         raise _Stopped
     t0 = time.perf_counter_ns()
-    answer = await (io.send(req, body, due_ns) if io.lead_ns else io.send(req, body))
+    answer = await (io.send(req, body, due_ns, io.written(nexts)) if io.lead_ns else io.send(req, body))
     t1 = time.perf_counter_ns()
     # the measured client's stamps where it gave them (taken at the write and the last read);
     # a punctual send that never wrote (its connect failed) is dated at its due time, not before
@@ -140,9 +161,23 @@ async def _subagent(sub: Subagent, io: _Io, spawn_due_ns: int, out: list[Sent]) 
     for k, req in enumerate(sub.requests):
         # the first request goes its own t after the spawn; the next after an answer and a think
         wait_s = max(0.0, req.t_s - sub.t_s) if k == 0 else think_time_s(req, prev_end_s)
-        end_ns = await _request(req, io, sub.agent_id, end_ns, io.wait_ns(wait_s), spawn_ns, out)
+        end_ns = await _request(req, io, sub.agent_id, end_ns, io.wait_ns(wait_s), spawn_ns, out,
+                                nexts=tuple(sub.requests[k + 1:k + 2]))
         prev_end_s = req.end_s
     return end_ns
+
+
+def _parent_nexts(entries: tuple[AgentRequest | Subagent, ...], i: int) -> tuple[AgentRequest, ...]:
+    """What goes next after the parent's request entries[i]: the first requests of the
+    subagents it spawns, else its own next request (one after a join is built during the
+    join)."""
+    subs: list[AgentRequest] = []
+    for e in entries[i + 1:]:
+        if isinstance(e, AgentRequest):
+            return tuple(subs) if subs else (e,)
+        if e.requests:
+            subs.append(e.requests[0])
+    return tuple(subs)
 
 
 async def replay_session(session: AgentSession, prepare: Prepare, send: Send, time_scale: float = 1.0,
@@ -176,7 +211,7 @@ async def _entries(session: AgentSession, io: _Io, out: list[Sent],
     first = session.entries[0] if session.entries else None
     ahead = io.prepare(first) if isinstance(first, AgentRequest) else None
     end_ns = time.perf_counter_ns()
-    for e in session.entries:
+    for i, e in enumerate(session.entries):
         if isinstance(e, Subagent):
             due = end_ns + io.wait_ns(spawn_delay_s(e, prev_end_s))
             spawned.append((e, asyncio.ensure_future(_subagent(e, io, due, out))))
@@ -192,7 +227,8 @@ async def _entries(session: AgentSession, io: _Io, out: list[Sent],
             end_ns = max(ends)
             waited_s = max(s.end_s for s, _ in spawned)
             spawned.clear()
-        end_ns = await _request(e, io, "", end_ns, io.wait_ns(think_time_s(e, waited_s)), None, out, body)
+        end_ns = await _request(e, io, "", end_ns, io.wait_ns(think_time_s(e, waited_s)), None, out, body,
+                                _parent_nexts(session.entries, i))
         prev_end_s = e.end_s
     if spawned:
         await asyncio.gather(*(t for _, t in spawned))
@@ -557,7 +593,7 @@ class AgentReplayDriver:
         own = (e for e in session.entries if isinstance(e, AgentRequest))
         depth = {e.path: k for k, e in enumerate(own, 1)}  # a session's own requests' turn depth
 
-        async def send(req: AgentRequest, body: bytes, due_ns: int) -> Answer:
+        async def send(req: AgentRequest, body: bytes, due_ns: int, written: Callable[[], None]) -> Answer:
             # its id (the x-request-id a server's log and the simulator's trace join on) names
             # the trace request it replays: session j's place, the request's JSON path
             rid = f"{uuid.uuid4().hex}-s{j}{req.path}"
@@ -565,7 +601,7 @@ class AgentReplayDriver:
             r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
             r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
             # written at its think time's end, its connection readied ahead (as an open loop's)
-            await host.measured(body, r, due_ns=due_ns)
+            await host.measured(body, r, due_ns=due_ns, written=written)
             ttft = r.first_text_ns - r.t0_ns if r.ok and r.first_text_ns else None
             return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
                           r.t0_ns or None, r.end_ns, ttft)

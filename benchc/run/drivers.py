@@ -16,7 +16,7 @@ not know which (`Host.unit`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from benchc.metrics.record import RequestRecord
@@ -68,12 +68,14 @@ class Host(Protocol):
         """Run a unit in a task of its own (in `tasks` until it ends)."""
         ...
 
-    async def measured(self, body: bytes, r: RequestRecord, *, due_ns: int | None = None) -> None:
+    async def measured(self, body: bytes, r: RequestRecord, *, due_ns: int | None = None,
+                       written: Callable[[], None] | None = None) -> None:
         """Send one request of a unit the driver paces itself (a coding-agent session's: run/
         agent_replay.py) and record it, through the step's own request life; `due_ns`: written
         at that time, never before (an open loop's punctual write: ask for it SEND_LEAD_NS
         ahead). A driver whose class says `punctual = True` has the step keep an alarm for
-        such writes on either HTTP path."""
+        such writes on either HTTP path. `written`: called once the request is written, where
+        the path says when (the own reader), else never."""
         ...
 
     async def held(self, unit: Awaitable[T]) -> T:

@@ -185,14 +185,17 @@ class StepRun:
         self.slots.give_back(min(end_ns, now) if end_ns else now)
 
     async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[int | None], None] | None = None,
-                       cancel: dict | None = None, due_ns: int | None = None) -> None:
+                       cancel: dict | None = None, due_ns: int | None = None,
+                       written: Callable[[], None] | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is
         called first with its end when it is over (a single prompt's slot is free from then).
         `cancel`: load.cancel chose it (its stream is closed when the rule says). `due_ns`:
         written at that time (CLOCK), never before, as an open loop's are at their scheduled
         time (a coding-agent replay's request at its think time's end): on the own reader its
         connection is taken, or opened, ahead and the step's alarm wakes its write; aiohttp,
-        which opens its connections itself, is handed it once due."""
+        which opens its connections itself, is handed it once due. `written`: called by the
+        loop once the request is written on the own reader (a coding-agent replay builds its
+        next bodies then); aiohttp writes from a task of its own, unseen: never called there."""
         ctx = self.ctx
         r.request_bytes = len(body)
         if due_ns is not None and ctx.pool is None:
@@ -206,7 +209,10 @@ class StepRun:
         counted: list[bool] | None = None
         if self.alarm is not None and write_ns is not None and write_ns > CLOCK():
             counted = []  # [True] from its due time
-            due = Due(write_ns, lambda at_ns: self._due(at_ns, counted))
+            due = Due(write_ns, lambda at_ns: self._due(at_ns, counted, written))
+        elif written is not None and ctx.pool is not None:
+            # the send's first turn writes it (a connection idle in the pool) before it yields
+            asyncio.get_running_loop().call_soon(written)
         else:
             self.check.inflight += 1
             ctx.inflight += 1
@@ -280,10 +286,14 @@ class StepRun:
         while (left := due_ns - CLOCK()) > 0:
             await asyncio.sleep(left / 1e9)
 
-    async def _due(self, at_ns: int, counted: list[bool]) -> None:
-        """An early request's wait for its write's time; from then it counts as in flight."""
+    async def _due(self, at_ns: int, counted: list[bool], written: Callable[[], None] | None = None) -> None:
+        """An early request's wait for its write's time; from then it counts as in flight.
+        `written` goes to the loop to call after the write (which follows this, in the same
+        turn)."""
         assert self.alarm is not None  # an open loop on the own reader
         await self.alarm.until(at_ns)
+        if written is not None:
+            asyncio.get_running_loop().call_soon(written)
         counted.append(True)
         self.check.inflight += 1
         self.ctx.inflight += 1
