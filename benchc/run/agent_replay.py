@@ -409,6 +409,11 @@ def session_figures(session: AgentSession, sent: list[Sent], time_scale: float =
 # --------------------------------------------------------------------------- benchc run's driver
 
 
+# where a body's prompt goes: json.dumps writes the mark as _PROMPT_MARK_JSON
+_PROMPT_MARK = "\x00benchc agent-trace prompt\x00"
+_PROMPT_MARK_JSON = json.dumps(_PROMPT_MARK)[1:-1].encode()
+
+
 class AgentFeed:
     """The sessions a coding-agent point replays (its first `step.sessions`, or all) and its
     requests' bodies, built through the target's API adapter with the run's tokenizer and chat
@@ -429,8 +434,17 @@ class AgentFeed:
         return (self.stream << 32) | j
 
     def body(self, j: int, req: AgentRequest) -> bytes:
-        """Request `req` of session j: a prompt of exactly its `in` tokens, asking for `out`."""
-        text = self.prompts.text(self.sessions[j], self.key(j), req)
+        """Request `req` of session j: a prompt of exactly its `in` tokens, asking for `out`.
+        The body is json.dumps' of the API's body with that prompt, byte for byte; the prompt's
+        JSON text (up to a MB) is put in as built (AgentTracePrompts.content), never encoded
+        again, copied once."""
+        content = self.prompts.content(self.sessions[j], self.key(j), req)
+        head, mark, tail = self._encoded(req, _PROMPT_MARK).partition(_PROMPT_MARK_JSON)
+        if not mark or _PROMPT_MARK_JSON in tail:  # the mark in a value of the spec's too: encode it whole
+            return self._encoded(req, json.loads(b'"' + content + b'"'))
+        return b"".join((head, content, tail))
+
+    def _encoded(self, req: AgentRequest, text: str) -> bytes:
         w, target = self.combo.workload, self.combo.target
         prompt = Prompt(None, [{"role": "user", "content": text}], req.input_tokens, req.output_tokens)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
