@@ -16,11 +16,12 @@ CPU to build its longest request's prompt, and (--run) `benchc run` of the set e
    in flight, its max_model_len 262,144, think times at 1e-5 of the trace's, capped at 1 ms),
    in a process of its own, `--repeats` times: seconds from the process's launch to its first
    request's send (the requests file's t0_ns: perf_counter_ns, CLOCK_MONOTONIC, the launcher's
-   clock too) and the CPU the benchc process had used by then,
-   the run's peak client RSS (VmHWM of the benchc process at its exit; the simulator is a
-   process of its own), and its wall time. The whole set is read and checked before the first
-   request; `--replay` sessions of it (load.sessions, the first N) are replayed, since
-   replaying all 48,000 requests of up to 200k tokens takes hours of this machine.
+   clock too) and the CPU the benchc process had used by then, the run's peak client RSS
+   (VmHWM of the benchc process at its exit; the simulator is a process of its own), and its
+   wall time; benchc's modules compiled to bytecode first, as an installed benchc has them.
+   The whole set is read and checked before the first request; `--replay` sessions of it
+   (load.sessions, the first N) are replayed, since replaying all 48,000 requests of up to
+   200k tokens takes hours of this machine.
    Then, in this process, the client CPU (time.thread_time of the one thread that does it) to
    build the longest request's body through the run's own feed (run/agent_replay.AgentFeed:
    prompt, API body, JSON) and send it whole over a local socket (sendall; a drain thread
@@ -103,13 +104,20 @@ def run_end_to_end(path: Path, tmp: Path, replay: int, repeats: int) -> None:
     """`benchc run` of the set: time to its first request, peak client RSS, wall time."""
     spec = tmp / "agentx.yaml"
     spec.write_text(SPEC.format(path=path, replay=replay, out=tmp / "result.json"))
+    # benchc's modules as an installed benchc has them, compiled to bytecode: under
+    # PYTHONDONTWRITEBYTECODE (set where these figures were first taken) a run compiled a hundred
+    # of them from source every time, a tenth of a second or more before its first request
+    import benchc
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.dirname(benchc.__file__)], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     runs = []
     for k in range(repeats):
         hwm, out = tmp / f"hwm{k}", tmp / f"result{k}.json"  # each run its own requests file
         t0 = time.perf_counter_ns()
         p = subprocess.run([sys.executable, "-c", RUN, str(hwm), "run", str(spec), "--quiet", "--force",
                             "--out", str(out)],
-                           capture_output=True, text=True, cwd=tmp)
+                           capture_output=True, text=True, cwd=tmp, env=env)
         wall = (time.perf_counter_ns() - t0) / 1e9
         if p.returncode not in (0, 6):  # 6: a doubt (think times late on a busy machine)
             raise SystemExit(f"benchc run exited {p.returncode}: {p.stderr[-2000:]}")
