@@ -207,3 +207,36 @@ def test_a_blocks_first_k_words_are_its_prefix(n):
         assert data != table.words(b"block %d'" % n, n)[0]
     for k in range(1, n):
         assert data[:table.prefix_len(drawn, n, k)] == b"".join(b" " + w for w in words[:k])
+
+
+def test_a_set_is_read_with_the_cyclic_gc_off_and_left_as_it_was(tmp_path, monkeypatch):
+    """A 1,000-session set is millions of new objects whose collections were a seventh of its
+    read: the read runs with the cyclic GC off; after it, a failed one too, it is as it was."""
+    import gc
+
+    from benchc.plan import agent_trace_prompts as atp
+
+    trace_dir = tmp_path / "traces"
+    shutil.copytree(SAMPLE, trace_dir)
+    during = []
+    real = atp.read_agent_traces
+
+    def reading(*a):
+        during.append(gc.isenabled())
+        return real(*a)
+
+    monkeypatch.setattr(atp, "read_agent_traces", reading)
+    monkeypatch.setattr(atp, "_LAST_READ", None)
+    assert gc.isenabled()
+    atp._read_once(str(trace_dir), ".")
+    assert during == [False] and gc.isenabled()
+    (trace_dir / "session_0_00000.json").write_text("{")
+    with pytest.raises(PlanError, match="not a JSON object"):
+        atp._read_once(str(trace_dir), ".")
+    assert during == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        atp._read_once(str(SAMPLE), ".")
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
