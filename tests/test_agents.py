@@ -535,6 +535,100 @@ def test_an_agent_loop_answers_each_tool_call_and_the_server_sees_and_caches_the
     assert point["payload"]["requests_with_tools"] == 18
 
 
+PARALLEL = """\
+version: 1
+name: parallel
+target: {{base_url: "http://127.0.0.1:9/v1", model: MiniMaxAI/MiniMax-M2.5}}
+workload:
+  dataset:
+    sessions: {{turns: 1, input_tokens: 24, output_tokens: 40, seed: 5}}
+  tools: {{synthetic: {{count: 3, tokens: 40}}}}
+  agent: {{tool_result_tokens: 20, tool_latency: 1ms, max_tool_calls: 1}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [1]}}
+  sessions: 3
+output: {{path: {out}, requests: true}}
+"""
+
+
+@pytest.mark.slow  # runs against the simulator, four times
+@pytest.mark.parametrize("core,http", [("c", "native"), ("c", "aiohttp"), ("py", "native"),
+                                       ("py", "aiohttp")])
+def test_interleaved_parallel_tool_calls_come_back_each_as_its_own_call(tmp_path, core, http):
+    """The simulator answers every request with 3 parallel calls (parallel_tool_calls: a name
+    token and 4 argument tokens each) whose deltas interleave by tool_calls[].index: `benchc run`
+    (in a process of its own: the core is chosen at import) reads them apart on either core and
+    HTTP path, and its follow-up sends each back as its own call with its own arguments and its
+    own result, in the order the calls streamed; the server counts every call's tokens and every
+    result's; each request's time to first tool call is the simulator's first tool chunk. Before
+    the parameter the simulator could not stream interleaved calls (issue 44's last item)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.simrun import Sim
+    from tests.test_reasoning import first_write_error_ms
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(PARALLEL.format(out=tmp_path / "r.json"))
+    sim = Sim(tmp_path, "--preset", "minimax-m2.5-tp4", "--param", "step_table=[[1, 1.0]]",
+              "--param", "trace_text=true", "--param", "tool_call_fraction=1.0",
+              "--param", "tool_call_tokens=4", "--param", "parallel_tool_calls=3")
+    env = {**os.environ, "BENCHC_NO_EXTENSIONS": "1" if core == "py" else ""}
+    try:
+        p = subprocess.run([sys.executable, "-m", "benchc", "run", str(spec), "--base-url", sim.url,
+                            "--quiet", "--http", http], capture_output=True, text=True, env=env,
+                           cwd=tmp_path, timeout=300)
+        trace = sim.records()
+    finally:
+        sim.close()
+    assert p.returncode == 0, p.stderr
+    from benchc.results.document import read
+
+    doc = read(str(tmp_path / "r.json"))
+    assert doc["core"] == ("python" if core == "py" else "cython")
+    assert doc["environment"]["http_client"] == http
+    (point,) = doc["points"]
+    reqs = [json.loads(x) for x in (tmp_path / "r.requests.jsonl").read_text().splitlines()]
+    sessions: dict = {}
+    for r in sorted(reqs, key=lambda r: (r["session"], r["turn"])):
+        sessions.setdefault(r["session"], []).append(r)
+    assert len(sessions) == 3
+    for first, follow in sessions.values():  # the user's turn, then the tool round's follow-up
+        before, now = trace[first["id"]], trace[follow["id"]]
+        # the simulator streamed 3 calls of 5 tokens, interleaved: one event per token
+        assert before["reason"] == "tool_calls" and before["tool_chunks"] == before["tool_call_tokens"] == 15
+        streamed = before["tool_calls"]
+        assert len(streamed) == 3 and all(len(c.split()) == 5 for c in streamed)
+        msgs = now["messages"]
+        assert msgs[:len(before["messages"])] == before["messages"]
+        call, results = msgs[-4], msgs[-3:]
+        # each call its own, with its own name and arguments, in the order they streamed
+        assert call["role"] == "assistant" and call["content"] is None
+        calls = call["tool_calls"]
+        assert [(c["function"]["name"] + " " + c["function"]["arguments"]).split() for c in calls] == \
+            [c.split() for c in streamed]
+        assert len({c["id"] for c in calls}) == 3
+        # each its own result, answering it by id
+        assert [m["tool_call_id"] for m in results] == [c["id"] for c in calls]
+        assert all(m["role"] == "tool" and len(m["content"].split()) == 20 for m in results)
+        # the server's count: the request before, its 3 calls (15 tokens) and their 3 results
+        assert now["input_tokens"] == before["input_tokens"] + 15 + 3 * 20 == follow["input_tokens"]
+    # time to first tool call: the simulator's first tool chunk (its first chunk: no reasoning),
+    # never before its write and late by about a write call (tests/test_reasoning.py says why;
+    # one session at a time: streams in lockstep would share one late read on a busy machine)
+    called = [r for r in reqs if "tool_calls" in trace[r["id"]]]
+    assert len(called) == 6 and all(trace[r["id"]]["chunks"][0][0] == trace[r["id"]]["first_tool_ns"]
+                                    and r["ttf_tool_call_us"] == r["ttft_us"] for r in called)
+    errors = sorted(first_write_error_ms(r, trace[r["id"]], "ttf_tool_call_us", 0) for r in called)
+    assert errors[0] > -0.5 and errors[len(errors) // 2] < 1.0, errors
+    s = point["sessions"]
+    assert (s["started"], s["completed"], s["failed"], s["turns_sent"]) == (3, 3, 0, 6)
+    assert point["stream"]["tool_call_requests"] == point["stream"]["tool_call_finishes"] == 6
+    assert point["latency"]["ttf_tool_call_us"]["count"] == 6
+
+
 def test_responses_and_messages_take_tools_and_images_in_their_forms_and_the_simulator_counts_them():
     from dataclasses import replace
 
