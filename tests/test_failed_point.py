@@ -143,12 +143,13 @@ def test_a_server_that_stops_accepting_connections_leaves_its_in_flight_cancels_
     try:
         spec = tmp_path / "s.yaml"
         spec.write_text(DEAD.format(url=server.url, out=tmp_path / "r.json"))
-        code = main(["run", str(spec), "--quiet"])
+        code = main(["run", str(spec)])
     finally:
         if state["release"] is not None:
             server.loop.call_soon_threadsafe(state["release"].set)
         server.close()
-    assert code == 3 and "requests in a row could not connect" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 3 and "requests in a row could not connect" in err
     doc = read(str(tmp_path / "r.json"))
     assert doc["interrupted"] is False and [e["kind"] for e in doc["errors"]] == ["server_unreachable"]
     (point,) = doc["points"]
@@ -160,3 +161,8 @@ def test_a_server_that_stops_accepting_connections_leaves_its_in_flight_cancels_
     (why,) = failed_points(doc)
     assert why.startswith(f"c=4: {lost} of {counts['sent']} requests failed (") and "3 cancelled" in why
     assert why.endswith("more than the 50% a point may lose")
+    # the console tells them as failures too, not as cancels of an interrupted run (before: "10 of
+    # 23 requests failed" and "3 requests in flight cancelled when the run was interrupted")
+    assert f"ERROR: c=4: {lost} of {counts['sent']} requests failed; first error (connect)" in err
+    assert "when the run was interrupted" not in err
+    assert "NOTE: c=4: partial: the point's load was stopped early" in err
