@@ -299,7 +299,10 @@ def test_parallel_tool_calls_stream_interleaved_and_read_apart_on_both_cores(nam
         assert p.tool_call_texts() == calls and p.finish_reason == "tool_calls"
 
 
-def test_parallel_tool_calls_is_checked_by_the_simulators_ranges():
+def test_parallel_tool_calls_is_checked_by_the_simulators_ranges(capsys):
+    """One range (the spec schema's target.sim) for a spec, a twin file (tests/
+    test_hardening_twins.py) and `benchc sim --param`."""
+    from benchc.cli import main
     from benchc.sim.model import make_config
     from benchc.spec.values import sim_param_names, sim_param_problems
 
@@ -309,6 +312,9 @@ def test_parallel_tool_calls_is_checked_by_the_simulators_ranges():
     assert sim_param_problems({"parallel_tool_calls": 4}) == []
     with pytest.raises(ValueError, match="parallel_tool_calls must be at least 1"):
         make_config("instant", parallel_tool_calls=0)
+    assert main(["sim", "--param", "parallel_tool_calls=0", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "parallel_tool_calls: 0 is less than the minimum of 1" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("name", ("responses", "messages"))
