@@ -499,24 +499,32 @@ def test_a_twin_fitted_at_c1_2_4_predicts_c8_of_the_preset_it_was_fitted_to(tmp_
     cfg = twin_config(str(tmp_path / "twin.yaml"))
     preset = make_config("kimi-k2.5-nvfp4-tp8")
     for batch in (1, 2, 4, 8):
-        assert cfg.step_ms(batch) == pytest.approx(preset.step_ms(batch), rel=0.03), batch
+        assert cfg.step_ms(batch) == pytest.approx(preset.step_ms(batch), rel=0.03), \
+            (batch, cfg.step_ms(batch), preset.step_ms(batch))
     # C=8 of 64-token prompts (fresh: none cached) and 32-token answers, as the runs above
     fitted = yaml.safe_load((tmp_path / "twin.yaml").read_text())["sim"]
     twin_says = predict(fitted, 8, 64, 64, 32)
     preset_sim = {"step_table": preset.step_table, "prefill_tok_s": preset.prefill_tok_s}
     preset_says = predict(preset_sim, 8, 64, 64, 32)
-    assert twin_says["tpot_p50_ms"] == pytest.approx(preset_says["tpot_p50_ms"], rel=0.03)
-    assert twin_says["output_tok_s"] == pytest.approx(preset_says["output_tok_s"], rel=0.03)
+    assert twin_says["tpot_p50_ms"] == pytest.approx(preset_says["tpot_p50_ms"], rel=0.03), \
+        (twin_says, preset_says)
+    assert twin_says["output_tok_s"] == pytest.approx(preset_says["output_tok_s"], rel=0.03), \
+        (twin_says, preset_says)
     # the first token: the prefill rate from two prompt lengths, each first token timed by
     # two event loops on a machine whose every core may be busy (3% of the harness's medians;
     # 20% of one run's; a prefill from one length is +50%)
-    assert twin_says["ttft_p50_ms"] == pytest.approx(preset_says["ttft_p50_ms"], rel=0.20)
+    assert twin_says["ttft_p50_ms"] == pytest.approx(preset_says["ttft_p50_ms"], rel=0.20), \
+        (twin_says, preset_says)
     # the twin's own run at C=8 is past the fitted batch sizes: the point says so, as a warning
     # --strict keeps
     twin = _run(tmp_path, "predicted", str(tmp_path / "twin.yaml"), "[8]")["points"][0]
     assert twin["twin"] == {"fitted_batch_max": 4, "batch_max": 8, "extrapolated": True}
     (doubt,) = [d for d in twin["trust"]["doubts"] if d["check"] == "twin_extrapolated"]
-    assert not doubt["fails_strict"] and twin["trust"]["trusted"]
+    assert not doubt["fails_strict"]
+    # nothing else of the twin's doubts fails --strict; a busy machine may make the client limit
+    # the run (client_limited: a doubt of the machine, not of the twin)
+    strict = [d["check"] for d in twin["trust"]["doubts"] if d["fails_strict"]]
+    assert set(strict) <= {"client_limited"}, twin["trust"]["doubts"]
     assert all("twin" not in p for p in source["points"])  # a built-in preset is no twin
 
 
