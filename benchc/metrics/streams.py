@@ -24,12 +24,12 @@ class StreamCounts:
 
     def add(self, r: RequestRecord) -> None:
         """One finished request (its unknown events count whether it completed or not)."""
-        self.unknown_events += r.unknown_events
+        self.unknown_events += r.tokens.unknown_events
         if r.ok:
-            self.tool_call_requests += r.first_tool_ns is not None
-            self.tool_call_finishes += r.finish_reason == TOOL_CALLS
-            self.short_answers += r.unanswered > 0
-            self.unanswered_inputs += r.unanswered
+            self.tool_call_requests += r.times.first_tool_ns is not None
+            self.tool_call_finishes += r.outcome.finish_reason == TOOL_CALLS
+            self.short_answers += r.payload.unanswered > 0
+            self.unanswered_inputs += r.payload.unanswered
 
     def merge(self, other: StreamCounts) -> None:
         self.tool_call_requests += other.tool_call_requests
