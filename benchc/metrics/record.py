@@ -176,8 +176,10 @@ class RequestRecord:
         request wholly inside counts fully, one before or after not at all. The steady state's
         token count (run/loadgen.py) is the sum of these: counting only requests that complete
         inside a span leaves out the last round's tokens though the span held their decoding."""
-        tokens = self.output_tokens
-        at = self.times
+        at, counted = self.times, self.tokens
+        tokens = counted.usage_output_tokens  # output_tokens, without a second call per request
+        if tokens is None:
+            tokens = counted.text_chunks
         end = at.end_ns
         if not tokens or end is None:
             return 0.0
@@ -194,23 +196,26 @@ class RequestRecord:
     def to_json(self) -> dict:
         """One line of the per-request records. A failed request has no latencies (null): what
         it measured before failing is not a TTFT or an E2E, and the point counts it as an error."""
-        at, outcome, tokens, payload, place = self.times, self.outcome, self.tokens, self.payload, self.place
+        at, outcome, counted, payload = self.times, self.outcome, self.tokens, self.payload
         ok = outcome.error is None
         t0 = at.t0_ns
         ttft = e2e = None
         if ok:
             ttft = (at.first_text_ns - t0) / 1e3 if at.first_text_ns else None
             e2e = (at.end_ns - t0) / 1e3 if at.end_ns else None
+        usage = counted.usage_output_tokens
         out = {"id": self.id, "prompt_index": self.prompt_index, "t0_ns": t0,
-                "scheduled_ns": at.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
-                "queued_us": at.queued_ns / 1e3 if at.scheduled_ns is not None else None,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "usage_output_tokens": tokens.usage_output_tokens, "text_chunks": tokens.text_chunks,
-                "cached_tokens": self.cache.cached_tokens, "reused_prompt": self.cache.reused,
-                "finish_reason": outcome.finish_reason, "error": outcome.error,
-                "error_detail": outcome.error_detail, "status": outcome.status,
-                "reused_connection": outcome.reused_connection, "retried": outcome.retried,
-                "path": outcome.path}
+               "scheduled_ns": at.scheduled_ns, "ttft_us": ttft, "e2e_us": e2e,
+               "queued_us": at.queued_ns / 1e3 if at.scheduled_ns is not None else None,
+               "input_tokens": self.input_tokens,
+               "output_tokens": usage if usage is not None else counted.text_chunks,
+               "usage_output_tokens": usage, "text_chunks": counted.text_chunks,
+               "cached_tokens": self.cache.cached_tokens, "reused_prompt": self.cache.reused,
+               "finish_reason": outcome.finish_reason, "error": outcome.error,
+               "error_detail": outcome.error_detail, "status": outcome.status,
+               "reused_connection": outcome.reused_connection, "retried": outcome.retried,
+               "path": outcome.path}
+        place = self.place
         if place is not None:
             if place.turn is not None:
                 out.update(session=place.session, turn=place.turn)
@@ -218,10 +223,10 @@ class RequestRecord:
                 out.update(session=place.session, sub_request=True)
         if payload.results is not None or payload.inputs != 1:  # a non-streamed answer (embeddings)
             out.update(inputs=payload.inputs, results=payload.results,
-                       usage_input_tokens=tokens.usage_input_tokens)
+                       usage_input_tokens=counted.usage_input_tokens)
             if payload.unanswered:
                 out["unanswered"] = payload.unanswered
-        if self.reasoned:
+        if at.first_reasoning_ns is not None or counted.usage_reasoning_tokens:  # self.reasoned
             out.update(ttf_reasoning_us=_since(at.first_reasoning_ns, t0) if ok else None,
                        ttf_answer_us=_since(at.first_answer_ns, t0) if ok else None,
                        reasoning_tokens=self.reasoning_tokens)
