@@ -514,8 +514,7 @@ class AgentReplayDriver:
             at = r.times
             ttft = at.first_text_ns - at.t0_ns if r.ok and at.first_text_ns else None
             return Answer(r.tokens.usage_input_tokens, r.output_tokens if r.ok else None,
-                          r.cache.cached_tokens,
-                          at.t0_ns or None, at.end_ns, ttft)
+                          r.cache.cached_tokens, at.t0_ns or None, at.end_ns, ttft)
 
         sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
                                     self.shape.max_think_s, host.until)

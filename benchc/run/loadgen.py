@@ -311,8 +311,8 @@ class StepRun:
         queued_ns = ready_ns - scheduled_ns if scheduled_ns is not None else 0
         r = RequestRecord(self._id_prefix + str(next(self._ids)), req.index, prompt.input_tokens,
                           req.expected_output_tokens, Times(scheduled_ns, ready_ns, queued_ns),
-                          CacheUse(prompt.shared_tokens, prompt.reused), Payload(req.images, req.tools,
-                                                                                 req.inputs))
+                          CacheUse(prompt.shared_tokens, prompt.reused),
+                          Payload(req.images, req.tools, req.inputs))
         r.tokens.template_input_tokens = req.template_tokens
         self._unit_started()
         cancel = _cancel_of(self.step.cancel, self.seed, req.index)
