@@ -69,13 +69,14 @@ class PointRecorder:
             self._count_failed(t, r)
             return
         e2e_ns = self._count_completed(t, r)
-        if r.times.first_text_ns is None:
+        at = r.times
+        if at.first_text_ns is None:
             # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
             # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
             if slo_checks is not None:
                 _count_slo(t, r, self.slo_plan, None, e2e_ns, None)
             return
-        reasoned = r.reasoned
+        reasoned = at.first_reasoning_ns is not None or bool(r.tokens.usage_reasoning_tokens)  # r.reasoned
         ttft_ns = self._record_stream(t, r, reasoned)
         out = self._count_tokens(t, r, reasoned)
         tpot_ns = None
@@ -182,9 +183,9 @@ class PointRecorder:
         """Its output tokens and how they were counted, its input as a chat template renders
         it, the reasoning split, and the output length asked for against the one that came;
         the output tokens."""
-        out = r.output_tokens
         got = r.tokens  # the request's counts (tok: the point's)
         usage_output, usage_input = got.usage_output_tokens, got.usage_input_tokens
+        out = usage_output if usage_output is not None else got.text_chunks  # r.output_tokens
         tok = t.tokens
         tok.output += out
         if usage_output is not None:
