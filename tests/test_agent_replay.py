@@ -246,3 +246,40 @@ def test_per_session_figures(sessions, replayed):
     ends = [r.end_s for r in s.requests()] + [e.end_s for e in s.entries if hasattr(e, "agent_id")]
     assert f["traced_wall_s"] == round((max(ends) - s.requests()[0].t_s) * TIME_SCALE, 6)
     assert f["wall_s"] > 0
+
+
+def test_the_block_merged_from_workers_parts_is_the_one_run_gives(sessions, replayed):
+    """A Ray point's `agent_replay` block: each worker's sessions' checks and figures, merged,
+    give the block of one run of the same requests (counts added, lateness percentiles over
+    every request's value, the first request out of band in session order)."""
+    from types import SimpleNamespace
+
+    from benchc.plan.shapes import AgentReplay
+    from benchc.run.agent_replay import AgentReplayDriver, ReplayParts
+
+    def driver(mine):
+        d = AgentReplayDriver(AgentReplay(concurrency=2, time_scale=TIME_SCALE, kv_block=32))
+        d.feed = SimpleNamespace(sessions=sessions)
+        d.replayed = {j: replayed[j] for j in mine}
+        return d
+
+    # as if a second answer of session 1 and the last of session 4 had been short
+    replayed = [list(sent) for sent in replayed]  # the module's replay stays as it was
+    for j in (1, 4):
+        x = replayed[j][-1 if j == 4 else 1]
+        replayed[j][replayed[j].index(x)] = Sent(x.path, x.agent, x.after_ns, x.wait_ns, x.send_ns, x.end_ns,
+                                                Answer(x.answer.input_tokens, 1, x.answer.cached_tokens),
+                                                x.spawn_ns)
+    one = driver(range(6)).report()
+    merged = ReplayParts.merged([driver([1, 3, 5]).parts(), driver([0, 2, 4]).parts()]).report()
+    assert merged == one
+    assert one["sessions_replayed"] == one["sessions_traced"] == 6
+    v = one["fidelity"]
+    assert v["requests"] == 149 and v["output_tokens_off"] == 2
+    assert any(w.startswith("output tokens: 2 requests differ") and f"(first {replayed[1][1].path})" in w
+               for w in v["warnings"]), v["warnings"]
+    late = sorted((x.send_ns - x.after_ns - x.wait_ns) / 1e6 for sent in replayed for x in sent)
+    assert v["think_late_ms"]["max"] == round(late[-1], 3) and v["think_late_ms"]["min"] == round(late[0], 3)
+    assert [s["id"] for s in one["sessions"]] == [s.id for s in sessions]
+    with pytest.raises(ValueError, match=r"sessions \[1\] were replayed by two workers"):
+        ReplayParts.merged([driver([0, 1]).parts(), driver([1, 2]).parts()])

@@ -25,6 +25,11 @@ def _with_subagents() -> AgentSession:
     return next(s for s in _sessions() if any(isinstance(e, Subagent) for e in s.entries))
 
 
+async def _held(unit):
+    """A step's held: the session awaited (its in-flight count is the step's, not tested here)."""
+    return await unit
+
+
 class _Stop:
     """A step's until: lets the first `passes` waits by, then the step is stopped."""
 
@@ -72,7 +77,8 @@ def test_the_driver_waits_on_the_steps_until_and_counts_a_stopped_session_cut():
     async def measured(body, r):
         r.times.t0_ns, r.times.end_ns = 1, 2
 
-    host = SimpleNamespace(until=_Stop(1), measured=measured, rec=SimpleNamespace(add_session=added.append))
+    host = SimpleNamespace(until=_Stop(1), measured=measured, held=_held,
+                           rec=SimpleNamespace(add_session=added.append))
     driver = AgentReplayDriver(AgentReplay(concurrency=1))
     driver.feed = SimpleNamespace(sessions=[session], body=lambda j, req: b"{}")
     asyncio.run(driver._session(host, 0))
@@ -95,7 +101,7 @@ def test_a_stopped_replays_report_holds_its_cut_sessions():
     driver = AgentReplayDriver(AgentReplay(concurrency=2))
     driver.feed = SimpleNamespace(sessions=sessions, body=lambda j, req: b"{}")
     for j, passes in enumerate((0, 2)):
-        host = SimpleNamespace(until=_Stop(passes), measured=measured,
+        host = SimpleNamespace(until=_Stop(passes), measured=measured, held=_held,
                                rec=SimpleNamespace(add_session=added.append))
         asyncio.run(driver._session(host, j))
     report = driver.report()

@@ -9,6 +9,7 @@ at most `concurrency` sessions in flight; a verdict out of band is a doubt, `--s
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -55,6 +56,12 @@ def test_the_shipped_spec_replays_every_request_as_traced(tmp_path, traced, core
     records = [r for r in records if "prompt_index" in r]
     # every traced request sent once, answered with the trace's `out` (the simulator's count)
     assert len(records) == len(reqs) == 149
+    # each request's id (its x-request-id) names the trace request it replays: its session's
+    # place and its JSON path, each traced request once
+    named = [re.fullmatch(r"[0-9a-f]{32}-s(\d+)(\$\..+)", r["id"]) for r in records]
+    assert all(named) and all(int(m.group(1)) == r["session"] for m, r in zip(named, records, strict=True))
+    assert sorted((int(m.group(1)), m.group(2)) for m in named) == sorted(
+        (j, r.path) for j, s in enumerate(sessions) for r in s.requests())
     assert sorted(r["output_tokens"] for r in records) == sorted(r.output_tokens for r in reqs)
     assert sum(r["sub_request"] for r in records if "sub_request" in r) == sum(
         len(e.requests) for s in sessions for e in s.entries if hasattr(e, "agent_id"))
@@ -88,6 +95,19 @@ def test_the_shipped_spec_replays_every_request_as_traced(tmp_path, traced, core
         held += step
         most = max(most, held)
     assert len(spans) == 6 and most == 2
+    # the steady state: from when 2 sessions were in flight to the first end after the last
+    # session (the 6th, issued as the 4th of the others ended) started. Bounded by what caused
+    # what, not by times: each request of the 3 sessions that ended first is in it, and none of
+    # the last session's is (each ended after it started)
+    steady = point["steady"]
+    tokens = {j: sum(r["output_tokens"] for r in records if r["session"] == j) for j in spans}
+    first_ended = sorted((end, j) for j, (_, end) in spans.items() if j != 5)[:3]
+    least = sum(tokens[j] for _, j in first_ended)
+    assert 0 < least <= steady["output_tokens"] <= sum(tokens.values()) - tokens[5]
+    assert steady["duration_s"] > 0 and steady["decoded_tokens"] > 0
+    if steady["output_tok_s"] is not None:  # None only where the span was under 50 ms
+        rate = steady["output_tokens"] / steady["duration_s"]
+        assert steady["output_tok_s"] == pytest.approx(rate, rel=1e-5)
     figures = point["agent_replay"]["sessions"]
     assert [f["id"] for f in figures] == [s.id for s in sessions]
     for f in figures:  # TTFT and E2E by turn depth and context bucket
@@ -160,16 +180,6 @@ def test_load_keys_a_replay_does_not_take_are_named(tmp_path, capsys):
     assert main(["validate", SPEC, "--set", "load.warmup={requests: 2}"]) == EXIT_USAGE
     assert ("$.load.warmup: no warm-up runs before a coding-agent replay: it would put the sessions' blocks "
             "in the server's cache before they are measured") in capsys.readouterr().err
-
-
-def test_a_replay_on_ray_is_refused_before_anything_starts(tmp_path, capsys):
-    from benchc.cli import main
-
-    out = tmp_path / "r.json"
-    assert main(["run", SPEC, "--backend", "ray", "--quiet", "--out", str(out)]) == EXIT_USAGE
-    assert ("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is not built yet on "
-            "Ray; run it with --backend local") in capsys.readouterr().err
-    assert not out.exists()
 
 
 @pytest.mark.real

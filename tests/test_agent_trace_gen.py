@@ -94,3 +94,12 @@ def test_subagent_times_relative_to_their_spawn_read_as_the_same_session(tmp_pat
     assert any(e.relative_times for s in relative for e in s.entries if isinstance(e, Subagent))
     assert [[(r.path, round(r.t_s, 3)) for r in s.requests()] for s in absolute] == \
         [[(r.path, round(r.t_s, 3)) for r in s.requests()] for s in relative]
+
+
+def test_a_subagent_entry_names_its_models_as_the_format_has_them():
+    """AIPerf's Weka loader (the reference replayer: aiperf/dataset/loader/weka_trace_models.py,
+    WekaSubagentEntry.models) requires `models` on a subagent entry and refused every generated
+    set without it (benchmarks/agent_parity.py found it)."""
+    sessions = list(gen.sessions(gen.SMALL, 4, seed=0))
+    subs = [(e, s) for s in sessions for e in s["requests"] if e["type"] == "subagent"]
+    assert subs and all(e.get("models") == s["models"] == ["agentx"] for e, s in subs)

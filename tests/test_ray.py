@@ -365,3 +365,191 @@ def test_energy_and_goodput_per_slo_item_on_ray_as_locally(tmp_path):
         per_token[name] = e["joules_per_output_token"]
     assert docs["ray"]["points"][0]["backend"]["workers"] == 2
     assert per_token["ray"] == pytest.approx(per_token["local"], rel=0.01)
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the verdict's figures that do not depend on timing: a Ray replay's are the local one's
+EXACT = ("requests", "requests_traced", "input_tokens_off", "output_tokens_off", "subagent_before_spawn",
+         "parent_before_join", "cache_reported", "cache_off_by_more_than_a_block")
+SESSION_FIGURES = ("id", "turns", "requests", "subagents", "subagent_request_share",
+                   "subagent_input_token_share", "traced_wall_s")
+
+
+@pytest.mark.parametrize("http", ["native", "aiohttp"])
+def test_a_coding_agent_replay_splits_by_session_with_the_local_verdict(tmp_path, monkeypatch, http):
+    """specs/agent-traces.yaml's sample (6 sessions, 149 requests, 22 subagents), 2 sessions in
+    flight, on 2 workers: each worker replays whole sessions (1 in flight each: sessions 0, 2, 4
+    and 1, 3, 5), from the sessions the driver read (the trace files are deleted before any
+    worker gets them); every request's tokens are the trace's, and the merged verdict and
+    per-session figures are the local run's."""
+    from benchc.plan.agent_trace import predicted_cached_tokens, read_agent_traces
+
+    shutil.copy(os.path.join(REPO, "specs", "agent-traces.yaml"), tmp_path / "a.yaml")
+    traces = tmp_path / "traces" / "agentx-small"
+    shutil.copytree(os.path.join(REPO, "specs", "traces", "agentx-small"), traces)
+    sessions = list(read_agent_traces(str(traces)))
+    args = ["--quiet", "--http", http, "--set", "output.requests=true"]
+    local, dist = tmp_path / "local.json", tmp_path / "ray.json"
+    assert main(["run", str(tmp_path / "a.yaml"), "--out", str(local), *args]) == 0
+    prepare = RayBackend.prepare
+
+    async def without_files(self, prepared):
+        shutil.rmtree(tmp_path / "traces")
+        await prepare(self, prepared)
+
+    monkeypatch.setattr(RayBackend, "prepare", without_files)
+    assert main(["run", str(tmp_path / "a.yaml"), "--backend", "ray", "--workers", "2", "--out", str(dist),
+                 *args]) == 0
+    assert not (tmp_path / "traces").exists()
+    (a,), (b,) = read(str(local))["points"], read(str(dist))["points"]
+    assert b["backend"]["workers"] == b["backend"]["completed_shards"] == 2
+    # no session split: each worker sent exactly its sessions' requests (c=1 each, every other session)
+    sent = {s["worker"]: s["counts"]["sent"] for s in b["shards"]}
+    assert sent == {k: sum(len(s.requests()) for s in sessions[k::2]) for k in (0, 1)} == {0: 79, 1: 70}
+    assert a["counts"]["completed"] == b["counts"]["completed"] == 149 and b["counts"]["errors"] == {}
+    # every request's output tokens the trace's `out`, its cached tokens the prediction within a block
+    rows = [json.loads(x) for x in (tmp_path / "ray.requests.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "prompt_index" in r]
+    for j, s in enumerate(sessions):
+        mine = [r for r in rows if r["session"] == j]
+        assert sorted(r["output_tokens"] for r in mine) == sorted(q.output_tokens for q in s.requests())
+        assert sorted(r["input_tokens"] for r in mine) == sorted(q.input_tokens for q in s.requests())
+        pred = sorted(predicted_cached_tokens(s).values())
+        assert all(0 <= p - c <= 16 for p, c in zip(pred, sorted(r["cached_tokens"] for r in mine),
+                                                     strict=True))
+    va, vb = a["agent_replay"]["fidelity"], b["agent_replay"]["fidelity"]
+    assert list(va) == list(vb)
+    assert {k: vb[k] for k in EXACT} == {k: va[k] for k in EXACT}
+    # the server's counts of every request's tokens: the trace's
+    assert (vb["requests"], vb["input_tokens_off"], vb["output_tokens_off"]) == (149, 0, 0)
+    assert vb["subagents_at_once"]["traced"] == va["subagents_at_once"]["traced"] == 3
+    assert vb["think_late_ms"]["min"] >= 0
+    assert all(w.startswith("think times: ") for w in va["warnings"] + vb["warnings"])  # this busy machine's
+    assert b["agent_replay"]["sessions_replayed"] == b["agent_replay"]["sessions_traced"] == 6
+    assert [{k: f[k] for k in SESSION_FIGURES} for f in b["agent_replay"]["sessions"]] == \
+        [{k: f[k] for k in SESSION_FIGURES} for f in a["agent_replay"]["sessions"]]
+
+
+def test_coding_agent_sessions_at_a_rate_are_dealt_across_the_workers(tmp_path):
+    """At a rate of sessions, worker k of n replays sessions k, k + n, ... (at their times in
+    the one schedule): 3 sessions over 2 workers are 0 and 2, and 1."""
+    from benchc.plan.agent_trace import read_agent_traces
+
+    sessions = list(read_agent_traces(os.path.join(REPO, "specs", "traces", "agentx-small")))[:3]
+    out = tmp_path / "r.json"
+    spec = os.path.join(REPO, "specs", "agent-traces.yaml")
+    assert main(["run", spec, "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet",
+                 "--set", "load.sweep={rate: [50]}", "--set", "load.sessions=3"]) == 0
+    (p,) = read(str(out))["points"]
+    assert p["id"] == "sessions rate=50/s" and p["params"]["sessions"] == 3
+    assert {s["worker"]: s["counts"]["sent"] for s in p["shards"]} == \
+        {0: len(sessions[0].requests()) + len(sessions[2].requests()), 1: len(sessions[1].requests())}
+    block = p["agent_replay"]
+    assert block["sessions_replayed"] == block["sessions_traced"] == 3
+    assert [s["id"] for s in block["sessions"]] == [s.id for s in sessions]
+    v = block["fidelity"]
+    assert v["requests"] == v["requests_traced"] == sum(len(s.requests()) for s in sessions)
+    assert (v["input_tokens_off"], v["output_tokens_off"], v["parent_before_join"]) == (0, 0, 0)
+
+
+SESSIONS_SPEC = """\
+version: 1
+name: ray-sessions
+target: {sim: {preset: instant}, model: benchc-sim}
+workload:
+  dataset:
+    sessions: {turns: {min: 2, max: 4}, input_tokens: {min: 8, max: 24}, output_tokens: 6, prefix_tokens: 16,
+               think_time: 1ms, seed: 3}
+load:
+  warmup: {sessions: 0}
+  sweep: {concurrency: [3]}
+  sessions: 7
+output: {path: unused.json, requests: true}
+"""
+
+
+def test_multi_turn_sessions_split_by_session_as_a_local_run_sends_them(tmp_path):
+    """A concurrency sweep of synthetic sessions on 2 workers: the slots deal whole sessions
+    (3 slots: 2 and 1, so sessions 0, 1, 3, 4, 6 and 2, 5), every session's every turn sent by
+    one worker with the prompts the local run sends, and the sessions' counts merged exactly."""
+    path = tmp_path / "s.yaml"
+    path.write_text(SESSIONS_SPEC)
+    local, dist = tmp_path / "local.json", tmp_path / "ray.json"
+    assert main(["run", str(path), "--out", str(local), "--quiet"]) == 0
+    assert main(["run", str(path), "--backend", "ray", "--workers", "2", "--out", str(dist), "--quiet"]) == 0
+    (a,), (b,) = read(str(local))["points"], read(str(dist))["points"]
+
+    def turns(name):
+        rows = [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
+        out: dict = {}
+        for r in rows:
+            if "turn" in r:
+                out.setdefault(r["session"], []).append((r["turn"], r["output_tokens"]))
+        return {k: sorted(v) for k, v in out.items()}
+
+    def first_prompts(name):
+        rows = [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
+        return sorted((r["session"], r["input_tokens"]) for r in rows if r.get("turn") == 1)
+
+    mine = turns("ray.requests.jsonl")
+    assert mine == turns("local.requests.jsonl") and sorted(mine) == list(range(7))
+    assert first_prompts("ray.requests.jsonl") == first_prompts("local.requests.jsonl")
+    assert [(s["params"]["concurrency"], s["params"]["sessions"]) for s in b["shards"]] == [(2, 5), (1, 2)]
+    sent = {s["worker"]: s["counts"]["sent"] for s in b["shards"]}
+    assert sent == {0: sum(len(mine[j]) for j in (0, 1, 3, 4, 6)), 1: sum(len(mine[j]) for j in (2, 5))}
+    assert a["counts"]["sent"] == b["counts"]["sent"] == sum(sent.values())
+    assert b["counts"]["completed"] == a["counts"]["completed"] and b["counts"]["errors"] == {}
+    assert b["sessions"]["completed"] == a["sessions"]["completed"] == 7
+    assert b["params"]["sessions"] == 7 and b["backend"]["workers"] == 2
+
+
+@pytest.mark.real
+def test_a_coding_agent_replay_on_ray_against_a_real_vllm(tmp_path, vllm):
+    """Two sample sessions (56 requests, 9 subagents) on 2 workers, one session each, against
+    the real vLLM with its tokenizer and chat template: no error, every request's input and
+    output tokens as its usage counts them the trace's, cached tokens within one of its KV
+    blocks of the prediction (tests/test_agent_run.py's local run, split by session)."""
+    from tests.vllm_server import VLLMSERVER_DIR
+
+    model_dir = os.path.join(VLLMSERVER_DIR, "model")
+    if not os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
+        pytest.skip(f"the served model's folder ({model_dir}) is not on this machine")
+    sample = os.path.join(REPO, "specs", "traces", "agentx-small")
+    spec = tmp_path / "agent-real.yaml"
+    spec.write_text(f"version: 1\nname: agent-real\ntarget:\n  base_url: {vllm.base_url}\n"
+                    f"  model: {vllm.model}\n  api: chat\n  tokenizer: {model_dir}\n"
+                    "workload:\n  dataset:\n    agent_trace:\n"
+                    f"      path: {sample}\n      time_scale: 0.001\n      kv_block: {vllm.block_size}\n"
+                    "  sampling: {temperature: 0}\nload:\n  sweep: {concurrency: [2]}\n  sessions: 2\n")
+    out = tmp_path / "r.json"
+    assert main(["run", str(spec), "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet"]) == 0
+    (point,) = read(str(out))["points"]
+    assert point["counts"]["errors"] == {} and point["backend"]["workers"] == 2
+    assert sorted(s["counts"]["sent"] for s in point["shards"]) == [5, 51]  # one session each
+    v = point["agent_replay"]["fidelity"]
+    assert (v["requests"], v["requests_traced"]) == (56, 56)
+    assert (v["input_tokens_off"], v["output_tokens_off"]) == (0, 0)  # as the server's usage counts them
+    assert (v["subagent_before_spawn"], v["parent_before_join"]) == (0, 0)
+    assert v["cache_reported"] == 56 and v["cache_off_by_more_than_a_block"] == 0
+    assert -vllm.block_size <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
+    print("real vLLM on Ray:", json.dumps(v))
+
+
+@pytest.mark.parametrize("sweep", ["{rate: [50]}", "{concurrency: [2]}"])
+def test_a_replay_of_fewer_sessions_than_workers_runs_on_fewer(tmp_path, sweep):
+    """A trace of one session (all of it replayed: no load.sessions) on 2 workers: one worker
+    replays it, as a closed loop of one request runs on one; none is given no session."""
+    (tmp_path / "traces").mkdir()
+    sample = os.path.join(REPO, "specs", "traces", "agentx-small")
+    shutil.copy(os.path.join(sample, "session_0_00003.json"), tmp_path / "traces")
+    spec = tmp_path / "a.yaml"
+    with open(os.path.join(REPO, "specs", "agent-traces.yaml")) as f:
+        spec.write_text(f.read().replace("path: traces/agentx-small", "path: traces"))
+    out = tmp_path / "r.json"
+    assert main(["run", str(spec), "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet",
+                 "--set", f"load.sweep={sweep}"]) == 0
+    (p,) = read(str(out))["points"]
+    assert (p["backend"]["workers"], p["backend"]["available_workers"]) == (1, 2)
+    assert [s["counts"]["sent"] for s in p["shards"]] == [2] and p["counts"]["completed"] == 2
+    assert "sessions" not in p["params"]  # the plan's step (all the trace's sessions), as locally
+    assert p["agent_replay"]["sessions_replayed"] == p["agent_replay"]["sessions_traced"] == 1

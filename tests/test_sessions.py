@@ -429,10 +429,31 @@ output: {{path: {out}, requests: true}}
     assert point["trace"]["sessions"] == 2 and point["counts"]["sent"] == 5
 
 
-def test_sessions_on_ray_are_refused_before_anything_starts(tmp_path, capsys):
+@pytest.mark.parametrize("sweep, load, refused", [
+    # a rate of sessions: its arrivals would split by session (not built yet on Ray)
+    ("{rate: [5]}", "  sessions: 2", "for point rate=5/s: only a concurrency sweep of them"),
+    # a turn count does not split by session
+    ("{concurrency: [2]}", "  requests: 4", "for point c=2: only a concurrency sweep of them, bounded by "
+     "load.sessions or load.duration (not by a turn count, load.requests)"),
+])
+def test_sessions_on_ray_are_refused_before_anything_starts(tmp_path, capsys, sweep, load, refused):
+    """Sessions on Ray: a concurrency sweep of synthetic sessions splits by session
+    (tests/test_ray.py); the rest is refused by name before anything starts."""
     spec = tmp_path / "s.yaml"
     spec.write_text(SPEC.format(dataset="sessions: {turns: 2, input_tokens: 8, output_tokens: 4}",
-                                sweep="{concurrency: [2]}", load="  sessions: 2", api=""))
+                                sweep=sweep, load=load, api=""))
     assert main(["run", str(spec), "--backend", "ray", "--quiet", "--out", str(tmp_path / "r.json")]) == 2
-    assert "sessions (multi-turn) are not built yet on Ray" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "sessions (multi-turn) are not built yet on Ray" in err and refused in err, err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_files_sessions_on_ray_are_refused_before_anything_starts(tmp_path, capsys):
+    (tmp_path / "sg.json").write_text(json.dumps([{"conversations": [
+        {"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}]))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(dataset="sharegpt: {path: sg.json, sessions: true}",
+                                sweep="{concurrency: [1]}", load="  sessions: 1", api=""))
+    assert main(["run", str(spec), "--backend", "ray", "--quiet", "--out", str(tmp_path / "r.json")]) == 2
+    assert ("--backend ray: sessions (multi-turn) read from a file (workload.dataset.sharegpt) are not built "
+            "yet on Ray; run them with --backend local") in capsys.readouterr().err

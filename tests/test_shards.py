@@ -3,6 +3,7 @@ requests, each with its own prompt, and never gives a worker requests without th
 concurrency to send them."""
 
 import math
+import os
 from dataclasses import replace
 
 import pytest
@@ -11,12 +12,15 @@ from hypothesis import strategies as st
 
 from benchc.plan.compiler import compile_spec
 from benchc.plan.model import Step
-from benchc.plan.shapes import ClosedLoop, OpenLoop
+from benchc.plan.shapes import AgentReplay, ClosedLoop, OpenLoop
+from benchc.run.agent_replay import AgentFeed
 from benchc.run.feed import Dealer
 from benchc.run.prepare import prepare
 from benchc.run.shards import WHOLE, Shard, split_step
 from benchc.spec import loader
 from tests.test_point_document import point_of
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def closed(c: int, requests: int | None, duration_s: float | None = None) -> Step:
@@ -202,3 +206,70 @@ def test_a_shard_from_another_machine_is_moved_onto_the_drivers_clock():
     assert (merged.tally.start_ns, merged.tally.end_ns) == (50 * 10**9, 52 * 10**9)
     assert [r["t0_ns"] for r in merged.requests] == [50 * 10**9, 50 * 10**9]
     assert merged.moved and not here.moved and MOVED_NOTE.startswith("shards measured on other machines")
+
+
+def agent(**load) -> Step:
+    return Step("load", 0, "a", load=AgentReplay(**load))
+
+
+@pytest.mark.parametrize("load, workers, parts", [
+    # sessions in flight split as a closed loop's slots: c of every C sessions, in session order
+    (dict(concurrency=5), 2, [(3, None, [0, 1, 2, 5, 6, 7]), (2, None, [3, 4, 8, 9])]),
+    (dict(concurrency=2, sessions=3), 4, [(1, 2, [0, 2]), (1, 1, [1])]),
+    (dict(concurrency=1), 3, [(1, None, list(range(10)))]),
+    # arrivals (a rate, the traces' own times): worker k takes sessions k, k + n, ...
+    (dict(rate_rps=2.0), 3, [(None, None, [0, 3, 6, 9]), (None, None, [1, 4, 7]), (None, None, [2, 5, 8])]),
+    (dict(speedup=1.0, sessions=2), 4, [(None, 1, [0]), (None, 1, [1])]),
+])
+def test_a_coding_agent_replay_splits_by_whole_session(load, workers, parts):
+    step, traced = agent(**load), 10
+    got = [(s.load.concurrency, s.sessions, indices(shard, shard.share(step.sessions or traced)))
+           for s, shard in split_step(step, workers)]
+    assert got == parts
+    dealt = sorted(j for _, _, mine in got for j in mine)
+    assert dealt == list(range(step.sessions or traced))  # every session once, on one worker
+
+
+def test_a_workers_agent_feed_holds_its_sessions_with_their_content_as_locally():
+    spec = os.path.join(REPO, "specs", "agent-traces.yaml")
+    plan = compile_spec(loader.load(spec, env={}))
+    prepared = prepare(plan, plan.combinations[0])
+    step = plan.load_steps()[0]  # 2 sessions in flight of the sample's 6
+    local = prepared.feed(step, Dealer().deal(plan.combinations[0].workload))
+    assert isinstance(local, AgentFeed) and local.mine == [0, 1, 2, 3, 4, 5]
+    mine = []
+    for _, shard in split_step(step, 2):
+        feed = prepared.feed(step, Dealer().deal(plan.combinations[0].workload), shard)
+        mine.append(feed.mine)
+        for j in feed.mine:  # a session's requests built as the local run builds them
+            req = feed.sessions[j].requests()[-1]
+            assert feed.body(j, req) == local.body(j, req)
+    assert mine == [[0, 2, 4], [1, 3, 5]]
+
+
+@pytest.mark.parametrize("load", [dict(rate_rps=3.0), dict(speedup=2.0)])
+def test_a_workers_sessions_arrive_at_their_times_in_the_whole_schedule(load):
+    from benchc.run.agent_replay import AgentReplayDriver
+
+    spec = os.path.join(REPO, "specs", "agent-traces.yaml")
+    plan = compile_spec(loader.load(spec, env={}))
+    prepared = prepare(plan, plan.combinations[0])
+    step = replace(plan.load_steps()[0], load=AgentReplay(**load))
+    deal = Dealer().deal(plan.combinations[0].workload)
+    whole = AgentReplayDriver(step.shape).arrivals(prepared.feed(step, deal), seed=7)
+    assert [j for j, _ in whole] == list(range(6)) and whole[0][1] == 0.0
+    if "rate_rps" in load:  # the sample's sessions all start at their t = 0: a rate spreads them
+        assert len({due for _, due in whole}) == 6
+    parts = [AgentReplayDriver(part.shape).arrivals(prepared.feed(step, deal, shard), seed=7)
+             for part, shard in split_step(step, 4)]
+    assert [[j for j, _ in p] for p in parts] == [[0, 4], [1, 5], [2], [3]]
+    assert sorted(x for p in parts for x in p) == whole  # each session at its time, on one worker
+
+
+def test_a_closed_loop_of_sessions_deals_whole_sessions():
+    step = Step("load", 0, "c=3", load=ClosedLoop(concurrency=3, sessions=7))
+    parts = split_step(step, 2)
+    assert [(s.load.concurrency, s.sessions, s.requests) for s, _ in parts] == [(2, 5, None), (1, 2, None)]
+    assert [indices(shard, s.sessions) for s, shard in parts] == [[0, 1, 3, 4, 6], [2, 5]]
+    # a closed loop of single prompts splits its requests as before
+    assert [(s.load.concurrency, s.requests) for s, _ in split_step(closed(3, 7), 2)] == [(2, 5), (1, 2)]

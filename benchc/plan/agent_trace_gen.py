@@ -176,7 +176,7 @@ def _subagent(s: _Session, index: int, spawn: float, relative: bool) -> tuple[di
         prev_ids = ids[:n_in // p.block_size]
         n_in = n_in + n_out + s.tokens(p.new_tokens)
     return ({"t": round(spawn, 3), "type": "subagent", "agent_id": f"agent_{index:03d}",
-             "subagent_type": kind,
+             "subagent_type": kind, "models": [p.model],  # as published traces have it (AIPerf requires it)
              "duration_ms": round((end - spawn) * 1000), "status": "completed", "requests": reqs,
              "tool_tokens": p.subagent_tool_tokens, "system_tokens": p.subagent_system_tokens}, end)
 

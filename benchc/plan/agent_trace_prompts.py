@@ -142,6 +142,14 @@ class AgentTraceSource:
         h.update(files_digest)
         self._digest = h.hexdigest()
 
+    @classmethod
+    def shipped(cls, params: dict, sessions: list[AgentSession], digest: str) -> AgentTraceSource:
+        """The source as a Ray worker rebuilds it, from the sessions the driver read and checked
+        and their digest (run/prepare.Kit): no trace file is read where it may not be."""
+        source = cls.__new__(cls)
+        source.params, source.agent_sessions, source._digest = params, sessions, digest
+        return source
+
     @property
     def pool_size(self) -> int:
         return len(self.agent_sessions)

@@ -73,6 +73,19 @@ def even(total: int, n: int) -> list[int]:
     return [total // n + (1 if i < total % n else 0) for i in range(n)]
 
 
+def slots(concurrency: int, units: int | None, workers: int) -> list[tuple[int, Shard]]:
+    """`concurrency` slots over at most `workers` workers, each with its Shard of `units` (a
+    closed loop's requests, a replay's sessions; None: unbounded): more slots than units are
+    never all used, so the lanes are the slots that are, and a worker gets its share of both."""
+    lanes = min(concurrency, units) if units else concurrency
+    n = min(workers, lanes)
+    out, offset = [], 0
+    for k, (c, width) in enumerate(zip(even(concurrency, n), even(lanes, n), strict=True)):
+        out.append((c, Shard(k, n, offset, width, lanes)))
+        offset += width
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class Extent:
     """What every shape has: what ends it, and the pause after it. `requests` counts requests
@@ -204,16 +217,15 @@ class ClosedLoop(Extent):
 
     def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
         """Its slots over the workers: more slots than requests are never all used, so the
-        lanes are the slots that are, and a worker gets its share of both."""
-        lanes = min(self.concurrency, self.requests) if self.requests else self.concurrency
-        n = min(workers, lanes)
-        out: list[tuple[Extent, Shard]] = []
-        offset = 0
-        for k, (c, width) in enumerate(zip(even(self.concurrency, n), even(lanes, n), strict=True)):
-            shard = Shard(k, n, offset, width, lanes)
-            out.append((replace(self, concurrency=c, requests=shard.share(self.requests)), shard))
-            offset += width
-        return out
+        lanes are the slots that are, and a worker gets its share of both. With `sessions`
+        (a sessions workload's) the unit is a whole session: the slots deal sessions, each
+        worker its share of them (a turn count, `requests`, does not split by session: the
+        Ray runner refuses it)."""
+        if self.sessions is not None:
+            return [(replace(self, concurrency=c, sessions=shard.share(self.sessions)), shard)
+                    for c, shard in slots(self.concurrency, self.sessions, workers)]
+        return [(replace(self, concurrency=c, requests=shard.share(self.requests)), shard)
+                for c, shard in slots(self.concurrency, self.requests, workers)]
 
 
 class _RateCapped:
@@ -557,8 +569,19 @@ class AgentReplay(Extent):
         return {**self._tail(out), "time_scale": self.time_scale, "max_think_s": self.max_think_s}
 
     def divide(self, workers: int) -> list[tuple[Extent, Shard]]:
-        """Not split: a replay runs on one worker (its split by session is not built yet)."""
-        return [(self, WHOLE)]
+        """By session: a session and its subagents on one worker, its requests waiting on its own
+        answers there. A concurrency (sessions in flight) splits as a closed loop's slots: a
+        worker with c of the C slots replays c of every C sessions, in session order (lanes as
+        ClosedLoop's). A rate or the traces' own times split as an open loop's arrivals: worker k
+        of n replays sessions k, k + n, ... at their times in the one schedule (the plan's rate,
+        the traces' start times from the whole set's first), so the times stay absolute. Each
+        part's `sessions` is its share (None: all the trace's, dealt alike)."""
+        if self.concurrency is None:
+            n = min(workers, self.sessions) if self.sessions else workers
+            return [(replace(self, sessions=s.share(self.sessions)), s)
+                    for s in (Shard(k, n, k, 1, n) for k in range(n))]
+        return [(replace(self, concurrency=c, sessions=shard.share(self.sessions)), shard)
+                for c, shard in slots(self.concurrency, self.sessions, workers)]
 
 
 Shape = ClosedLoop | OpenLoop | Replay | Users | Search | AgentReplay | ConcurrencyStage | RateStage
@@ -595,5 +618,5 @@ def from_flat(kind: str, flat: dict, search: dict | None) -> Extent | None:
 
 
 __all__ = ["ClosedLoop", "OpenLoop", "Replay", "Users", "Search", "AgentReplay", "ConcurrencyStage",
-           "RateStage", "Shape", "Extent", "SHAPES", "Shard", "WHOLE", "even", "shape_from_dict", "from_flat",
-           "FLAT_FIELDS", "PARAM_HEAD"]
+           "RateStage", "Shape", "Extent", "SHAPES", "Shard", "WHOLE", "even", "slots", "shape_from_dict",
+           "from_flat", "FLAT_FIELDS", "PARAM_HEAD"]

@@ -37,7 +37,7 @@ from benchc.plan.agent_trace import (
 )
 from benchc.plan.agent_trace_prompts import AgentTraceSource
 from benchc.plan.model import Combination, Step
-from benchc.plan.shapes import AgentReplay
+from benchc.plan.shapes import WHOLE, AgentReplay, Shard
 from benchc.plan.workload import Prompt
 from benchc.run.drivers import Host
 
@@ -290,7 +290,7 @@ def _session_checks(session: AgentSession, sent: list[Sent], block: int) -> dict
             parent_early.append(e.path)
     cache_diff = [s.answer.cached_tokens - predicted[s.path] for s in reported]  # type: ignore[operator]
     return {
-        "traced": len(reqs),
+        "traced": len(reqs), "sent": len(sent),
         "input_off": [s.path for s in sent if s.answer.input_tokens != reqs[s.path].input_tokens],
         "output_off": [s.path for s in sent if s.answer.output_tokens != reqs[s.path].output_tokens],
         "late_ms": [(s.send_ns - s.after_ns - s.wait_ns) / 1e6 for s in sent],
@@ -306,6 +306,13 @@ def fidelity_of(sessions: list[AgentSession], sent: list[list[Sent]], kv_block: 
     over every request, the warnings named once for the set (`first` the first session's
     request out of band). `kv_block`: default each session's own block."""
     parts = [_session_checks(s, x, kv_block or 0) for s, x in zip(sessions, sent, strict=True)]
+    return verdict(parts, [kv_block or s.block_size for s in sessions])
+
+
+def verdict(parts: list[dict], blocks: list[int]) -> dict:
+    """The fidelity verdict from each session's checks (_session_checks, in session order) and
+    the cache band's block of each: what fidelity_of gives, from values a Ray worker carries
+    back (counts add; the lateness percentiles are taken over every request's value)."""
 
     def every(key: str) -> list:
         return [v for p in parts for v in p[key]]
@@ -313,7 +320,7 @@ def fidelity_of(sessions: list[AgentSession], sent: list[list[Sent]], kv_block: 
     late_ms, cache_diff = every("late_ms"), every("cache_diff")
     input_off, output_off = every("input_off"), every("output_off")
     before_spawn, parent_early = every("before_spawn"), every("parent_early")
-    n_sent, n_traced = sum(len(x) for x in sent), sum(p["traced"] for p in parts)
+    n_sent, n_traced = sum(p["sent"] for p in parts), sum(p["traced"] for p in parts)
     off_block = sum(p["off_block"] for p in parts)
     late = {"p50": round(_p(late_ms, 0.5), 3), "p99": round(_p(late_ms, 0.99), 3),
             "max": round(max(late_ms, default=0.0), 3), "min": round(min(late_ms, default=0.0), 3)}
@@ -330,8 +337,8 @@ def fidelity_of(sessions: list[AgentSession], sent: list[list[Sent]], kv_block: 
         "subagents_at_once": {"traced": max((p["overlap"][0] for p in parts), default=0),
                               "replayed": max((p["overlap"][1] for p in parts), default=0)},
     }
-    blocks = sorted({kv_block or s.block_size for s in sessions})
-    block = blocks[0] if len(blocks) == 1 else "/".join(map(str, blocks))
+    kinds = sorted(set(blocks))
+    block = kinds[0] if len(kinds) == 1 else "/".join(map(str, kinds))
     warnings = []
     if n_sent != n_traced:
         warnings.append(f"requests: {n_sent} sent of the trace's {n_traced}")
@@ -416,9 +423,13 @@ class AgentFeed:
     point finds another's blocks in the server's cache."""
 
     def __init__(self, source: AgentTraceSource, combo: Combination, step: Step, tokenizer: Any = None,
-                 template: Any = None):
+                 template: Any = None, shard: Shard = WHOLE):
         n = step.sessions
         self.sessions = source.agent_sessions[:n] if n else list(source.agent_sessions)
+        # the indices of the sessions this worker replays (plan/shapes.AgentReplay.divide: whole
+        # sessions, dealt as its shard's lanes); `sessions` stays the step's every one, so a
+        # session's index, its content key and its due time are the same on every backend
+        self.mine = [shard.request_index(j) for j in range(shard.share(len(self.sessions)) or 0)]
         self.prompts = source.prompts(tokenizer, template)
         self.combo, self.stream = combo, step.prompt_stream or 0
         self.models: dict[str, str] = combo.workload.params.get("models") or {}
@@ -457,7 +468,7 @@ class AgentReplayDriver:
 
     def __init__(self, shape: AgentReplay) -> None:
         self.shape = shape
-        self.replayed: dict[int, list[Sent]] = {}
+        self.replayed: dict[int, list[Sent]] = {}  # by the session's index in the step
         self.feed: AgentFeed | None = None
 
     def next_due_ns(self, now_ns: int) -> int | None:
@@ -467,7 +478,7 @@ class AgentReplayDriver:
         feed = host.feed
         assert isinstance(feed, AgentFeed)  # an agent_trace workload
         self.feed = feed
-        n, shape = len(feed.sessions), self.shape
+        n, shape = len(feed.mine), self.shape
         if shape.concurrency:
             for _ in range(min(shape.concurrency, n)):
                 if not host.may_issue():
@@ -475,8 +486,7 @@ class AgentReplayDriver:
                 host.start(self._slot(host, self._issue(host, feed), n))
         else:
             start = CLOCK()
-            dues = session_arrivals(feed.sessions, shape.rate_rps, shape.speedup, host.seed)
-            for due_s in dues:
+            for _, due_s in self.arrivals(feed, host.seed):
                 if not await host.until(start + round(due_s * 1e9)) or not host.may_issue():
                     break
                 host.start(self._session(host, self._issue(host, feed)))
@@ -484,11 +494,19 @@ class AgentReplayDriver:
             if not await host.room_or_stop():
                 return
 
+    def arrivals(self, feed: AgentFeed, seed: int) -> list[tuple[int, float]]:
+        """(session index, due s after the step's start) of this worker's sessions, at a rate or
+        on the traces' own times: their times in the whole step's schedule (session_arrivals),
+        so a Ray worker's sessions start when they would locally."""
+        dues = session_arrivals(feed.sessions, self.shape.rate_rps, self.shape.speedup, seed)
+        return [(j, dues[j]) for j in feed.mine]
+
     @staticmethod
     def _issue(host: Host, feed: AgentFeed) -> int:
-        j = host.issue()
-        feed.issued = max(feed.issued, j + 1)
-        return j
+        """The next of this worker's sessions: its index in the step."""
+        k = host.issue()
+        feed.issued = max(feed.issued, k + 1)
+        return feed.mine[k]
 
     async def _slot(self, host: Host, first: int, n: int) -> None:
         j = first
@@ -507,7 +525,10 @@ class AgentReplayDriver:
         depth = {e.path: k for k, e in enumerate(own, 1)}  # a session's own requests' turn depth
 
         async def send(req: AgentRequest, body: bytes) -> Answer:
-            r = RequestRecord(uuid.uuid4().hex, j, req.input_tokens, req.output_tokens)
+            # its id (the x-request-id a server's log and the simulator's trace join on) names
+            # the trace request it replays: session j's place, the request's JSON path
+            rid = f"{uuid.uuid4().hex}-s{j}{req.path}"
+            r = RequestRecord(rid, j, req.input_tokens, req.output_tokens)
             r.times.ready_ns, r.place = CLOCK(), SessionPlace(j, turn=depth.get(req.path))
             r.cache.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
             await host.measured(body, r)
@@ -516,8 +537,9 @@ class AgentReplayDriver:
             return Answer(r.tokens.usage_input_tokens, r.output_tokens if r.ok else None,
                           r.cache.cached_tokens, at.t0_ns or None, at.end_ns, ttft)
 
-        sent = await replay_session(session, lambda req: feed.body(j, req), send, self.shape.time_scale,
-                                    self.shape.max_think_s, host.until)
+        # held: in flight for the step's steady state, as a sessions step's session is
+        sent = await host.held(replay_session(session, lambda req: feed.body(j, req), send,
+                                              self.shape.time_scale, self.shape.max_think_s, host.until))
         self.replayed[j] = sent
         ok = sum(x.answer.output_tokens is not None for x in sent)
         cut = len(sent) < len(session.requests())  # the step stopped (Ctrl-C) before the rest was due
@@ -526,21 +548,68 @@ class AgentReplayDriver:
                              "completed_turns": ok, "start_ns": min((x.send_ns for x in sent), default=None),
                              "end_ns": max((x.end_ns for x in sent), default=None), "fan_out": []})
 
+    def parts(self) -> ReplayParts:
+        """What the point's `agent_replay` block is made of, per session it replayed: what a Ray
+        worker carries back (ReplayParts.merged adds the workers' up)."""
+        shape = self.shape
+        sessions = self.feed.sessions if self.feed is not None else []  # none before it drove
+        done = {j: SessionPart(sessions[j].id, shape.kv_block or sessions[j].block_size,
+                               _session_checks(sessions[j], sent, shape.kv_block or 0),
+                               session_figures(sessions[j], sent, shape.time_scale))
+                for j, sent in self.replayed.items()}
+        return ReplayParts(len(sessions), shape.time_scale, shape.max_think_s, done)
+
     def report(self) -> dict:
         """The point's `agent_replay` block: the fidelity verdict over the sessions it replayed
         and each session's figures (session_figures), in session order."""
-        feed = self.feed
-        done = sorted(self.replayed)
-        sessions = [feed.sessions[j] for j in done] if feed is not None else []
-        sent = [self.replayed[j] for j in done]
-        verdict = fidelity_of(sessions, sent, self.shape.kv_block)
-        return {"sessions_replayed": len(done), "sessions_traced": len(feed.sessions) if feed else 0,
-                "time_scale": self.shape.time_scale, "max_think_s": self.shape.max_think_s,
-                "fidelity": verdict,
-                "sessions": [{"id": s.id, **session_figures(s, x, self.shape.time_scale)}
-                             for s, x in zip(sessions, sent, strict=True)]}
+        return self.parts().report()
+
+
+@dataclass(frozen=True)
+class SessionPart:
+    """One replayed session's share of the point's `agent_replay` block: its id, the block of its
+    cache band, its checks (every request's lateness, order, tokens and cache against the
+    trace: the verdict's inputs) and its figures."""
+
+    id: str
+    block: int
+    checks: dict
+    figures: dict
+
+
+@dataclass(frozen=True)
+class ReplayParts:
+    """A replay's sessions (a point's, or a Ray worker's share of it), by their index in the
+    step: the `agent_replay` block is a function of these, so the workers' parts merged give
+    the block one local run of the same requests would. Clock-free (each time in them is a
+    difference of one worker's stamps), so a shard from another machine needs no move."""
+
+    traced: int  # the step's sessions (every worker's)
+    time_scale: float
+    max_think_s: float | None
+    sessions: dict[int, SessionPart]
+
+    @classmethod
+    def merged(cls, parts: list[ReplayParts]) -> ReplayParts:
+        """The workers' parts of one point (each session on one worker: none is in two)."""
+        every: dict[int, SessionPart] = {}
+        for p in parts:
+            if twice := every.keys() & p.sessions.keys():  # a split that dealt a session twice
+                raise ValueError(f"sessions {sorted(twice)} were replayed by two workers")
+            every.update(p.sessions)
+        first = parts[0]
+        return cls(first.traced, first.time_scale, first.max_think_s, every)
+
+    def report(self) -> dict:
+        """The point's `agent_replay` block: the fidelity verdict over the sessions replayed and
+        each session's figures, in session order."""
+        done = [self.sessions[j] for j in sorted(self.sessions)]
+        return {"sessions_replayed": len(done), "sessions_traced": self.traced,
+                "time_scale": self.time_scale, "max_think_s": self.max_think_s,
+                "fidelity": verdict([p.checks for p in done], [p.block for p in done]),
+                "sessions": [{"id": p.id, **p.figures} for p in done]}
 
 
 __all__ = ["Answer", "Sent", "Prepare", "Send", "Replay", "replay_session", "replay_sessions",
            "session_arrivals", "session_figures", "fidelity", "fidelity_of", "AgentFeed", "AgentReplayDriver",
-           "scaled_ns", "THINK_BAND_MS", "CONTEXT_BUCKETS"]
+           "scaled_ns", "THINK_BAND_MS", "CONTEXT_BUCKETS", "ReplayParts", "SessionPart", "verdict"]

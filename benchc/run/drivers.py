@@ -16,14 +16,16 @@ not know which (`Host.unit`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, Protocol
+from collections.abc import Awaitable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
 from benchc.run.alarm import Alarm
 from benchc.run.sendcheck import SlotLedger
+
+T = TypeVar("T")
 
 
 class Host(Protocol):
@@ -71,6 +73,10 @@ class Host(Protocol):
         agent_replay.py) and record it, through the step's own request life."""
         ...
 
+    async def held(self, unit: Awaitable[T]) -> T:
+        """Await a unit the driver paces itself (a coding-agent session), counted in flight
+        while it runs (the steady state: the span where the step's target of them were)."""
+        ...
 
     async def room_or_stop(self, timeout: float | None = None) -> bool:
         """Wait until a unit ends; False when the step was stopped meanwhile."""

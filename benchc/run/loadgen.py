@@ -19,10 +19,10 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -62,6 +62,7 @@ CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text ch
 DRIVERS: dict[type[Extent], str] = {kind: kind.driver for kind in SHAPES.values() if kind.driver}
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def driver_for(shape: Extent) -> Driver:
@@ -119,6 +120,10 @@ class StepRun:
         self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
         self.max_requests, self.max_sessions = step.requests, step.sessions  # what else ends it
+        if isinstance(feed, AgentFeed):
+            # a replay's last session is its feed's last (its first step.sessions, or all): the
+            # steady state ends at the first end after it starts, as a sessions step's count does
+            self.max_sessions = len(feed.sessions)
         self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
         self.server_gone = False  # this step stopped itself: the server stopped answering
         self.issued = count()  # the next unit's index in the feed
@@ -337,6 +342,16 @@ class StepRun:
         finally:
             self._unit_ended()
 
+    async def held(self, unit: Awaitable[T]) -> T:
+        """A unit the driver paces itself (a coding-agent session: run/agent_replay.py), in
+        flight while it runs, as session() holds a session: the steady state is the span where
+        the step's `target` of them were."""
+        self._unit_started()
+        try:
+            return await unit
+        finally:
+            self._unit_ended()
+
     def issue(self) -> int:
         """Count the next unit as issued, as it is decided, and give its index."""
         self.n_requests += 1
@@ -499,9 +514,11 @@ def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
     if priority is not None:
         out["client"]["send_priority"] = priority.how
     out["stopped"] = run.streak.reason
-    report = getattr(run.driver, "report", None)  # a coding-agent replay's verdict (run/agent_replay.py)
-    if report is not None:
-        out["agent_replay"] = report()
+    parts = getattr(run.driver, "parts", None)  # a coding-agent replay's sessions (run/agent_replay.py)
+    if parts is not None:
+        # its verdict, and what it is made of (a Ray worker's: the driver merges the workers')
+        out["agent_parts"] = carried = parts()
+        out["agent_replay"] = carried.report()
     out["series"] = run.series
     # the steady span on the client's clock, where it had one (run/power.py integrates the
     # GPUs' energy over it)

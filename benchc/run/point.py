@@ -37,7 +37,7 @@ from benchc.plan.model import Combination, Step, Target
 from benchc.results.api import Point
 from benchc.results.slo import evaluate_slo
 from benchc.results.trust import judge
-from benchc.run.agent_replay import AgentFeed
+from benchc.run.agent_replay import AgentFeed, ReplayParts
 from benchc.run.clocks import MOVED_NOTE, ClockMark
 from benchc.run.effects import judge_by_figure
 from benchc.run.feed import StepFeed
@@ -124,6 +124,7 @@ class Measurement:
     # decode span inside (RequestRecord.tokens_within): the energy's per-token figure divides by them
     steady_tokens: float | None = None
     agent_replay: dict | None = None  # a coding-agent replay's verdict and per-session figures
+    agent_parts: ReplayParts | None = None  # what they are made of (a Ray point's merge adds them)
 
     def move(self, delta_ns: int) -> None:
         """Put every time it holds on another clock (`delta_ns` later)."""
@@ -176,7 +177,7 @@ async def measure_point(ctx: StepContext, step: Step, prepared: Prepared, seed: 
                        worker=shard.index, stopped=extra["stopped"], series=extra["series"],
                        steady_ns=extra.get("steady_ns"),
                        steady_tokens=extra["steady"]["decoded_tokens"] if extra.get("steady_ns") else None,
-                       agent_replay=extra.get("agent_replay"))
+                       agent_replay=extra.get("agent_replay"), agent_parts=extra.get("agent_parts"))
 
 
 def _labelled(point: str, records: list[dict], input_tokens: dict) -> list[dict]:
@@ -208,6 +209,9 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
                        "hdr": {k: v.get("hdr") for k, v in f["latency"].items()}})
     who = [{"worker": m.worker, "host": m.host} for m in parts]
     steady_ns, steady_tokens = common_steady_span(parts)
+    # a coding-agent replay's sessions, each whole on one worker: the block one run of them gives
+    replays = [m.agent_parts for m in parts if m.agent_parts is not None]
+    agent_parts = ReplayParts.merged(replays) if replays else None
     return Measurement(tally=tally, client=merge_client_checks([m.client for m in parts], who), steady=steady,
                        mean_inflight=sum_or_none(m.mean_inflight for m in parts),
                        params=parts[0].params, complete=all(m.complete for m in parts),
@@ -215,7 +219,8 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
                        consumed=max(m.consumed for m in parts), moved=any(m.moved for m in parts),
                        stopped=next((m.stopped for m in parts if m.stopped), None),
                        series=ClientSeries.total(m.series for m in parts if m.series is not None),
-                       steady_ns=steady_ns, steady_tokens=steady_tokens)
+                       steady_ns=steady_ns, steady_tokens=steady_tokens, agent_parts=agent_parts,
+                       agent_replay=agent_parts.report() if agent_parts is not None else None)
 
 
 def common_steady_span(parts: list[Measurement]) -> tuple[tuple[int, int] | None, float | None]:

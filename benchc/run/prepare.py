@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchc.errors import RunError
+from benchc.plan.agent_trace import AgentSession
 from benchc.plan.agent_trace_prompts import AgentTraceSource
 from benchc.plan.compiler import bind_template, find_template, load_tokenizer, tokenizer_path
 from benchc.plan.datasets import make_source
@@ -75,6 +76,10 @@ class Kit:
     tokenizer: TokenizerCopy | None = None
     trace: Trace | None = None  # a trace dataset's slice, its users' prompts read in (portable)
     chat_template: tuple | None = None  # the model's chat template as found (text, file, config)
+    # a coding-agent trace's sessions as the driver read and checked them, and their digest: each
+    # worker replays its share of them (plan/shapes.AgentReplay.divide) from these, not from the
+    # trace files, which its machine need not have
+    agent_sessions: tuple[list[AgentSession], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,16 +102,18 @@ class Prepared:
         workload, its sessions (run/sessions.py); for a coding-agent trace, its sessions
         (run/agent_replay.py)."""
         if isinstance(self.source, AgentTraceSource):
-            return AgentFeed(self.source, self.combo, step, self.tokenizer, self.template)
+            return AgentFeed(self.source, self.combo, step, self.tokenizer, self.template, shard)
         if is_sessions(self.source):
             return SessionFeed(self.source, self.combo, step, deal, shard, self.tokenizer, self.template)
         return StepFeed(self.source, self.combo, step, deal, shard, self.template)
 
     def kit(self) -> Kit:
         """What a worker needs to rebuild this without the spec's files (prepare(..., kit))."""
-        return Kit(self.source.items if isinstance(self.source, FilePrompts) else None, self.tokenizer_copy,
-                   self.source.trace.portable() if isinstance(self.source, TracePrompts) else None,
-                   self.template_found)
+        source = self.source
+        return Kit(source.items if isinstance(source, FilePrompts) else None, self.tokenizer_copy,
+                   source.trace.portable() if isinstance(source, TracePrompts) else None,
+                   self.template_found,
+                   (source.agent_sessions, source.digest()) if isinstance(source, AgentTraceSource) else None)
 
 
 def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
@@ -129,6 +136,8 @@ def prepare(plan: Plan, combo: Combination, kit: Kit | None = None) -> Prepared:
             source = FilePrompts(kit.items, w.prompts)
         elif kit.trace is not None:
             source = TracePrompts(kit.trace, w.params, w.prompts, tok)
+        elif kit.agent_sessions is not None:
+            source = AgentTraceSource.shipped(w.params, *kit.agent_sessions)
         else:
             source = make_source(w.dataset, w.params, w.prompts, tokenizer=tok)
     if w.tokenizer_sha256 is not None and (tok is None or tok.sha256 != w.tokenizer_sha256):

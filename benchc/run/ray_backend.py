@@ -3,9 +3,12 @@
 Each load point is split across the run's worker actors, one asyncio client each
 (run/shards.py): closed loop, the concurrency is split and every shard sends its slots'
 share of the requests; open loop, every worker takes every n-th arrival of the plan's
-one schedule, and a concurrency cap is split. A point never gives a worker requests
-without the concurrency to send them: a point with fewer slots (or requests) than there
-are workers runs on fewer, and its `backend.workers` says how many.
+one schedule, and a concurrency cap is split; a coding-agent trace replay, by whole session
+(a session and its subagents on one worker: plan/shapes.AgentReplay.divide), its merged
+`agent_replay` block built from every worker's sessions (run/agent_replay.ReplayParts). A
+point never gives a worker requests without the concurrency to send them: a point with fewer
+slots (or requests) than there are workers runs on fewer, and its `backend.workers` says how
+many.
 
 Workers start together: the driver names a wall-clock start a little in the future and
 each worker waits for it. Every latency is measured within one worker's own clock; only
@@ -17,8 +20,8 @@ assembles the point as for a local run. A worker that dies mid-point is reported
 point is marked incomplete, and the other shards' data is kept.
 
 Workers need no files: the driver sends each the plan and a Kit per combination (a file
-dataset's items, the tokenizer file's bytes; run/prepare.py), so only the driver's machine
-needs the spec's files.
+dataset's items, a coding-agent trace's sessions, the tokenizer file's bytes; run/prepare.py),
+so only the driver's machine needs the spec's files.
 
 A run's actors are its own: named `benchc-<run id>-<i>` (namespace `benchc`), so runs on one
 cluster never collide, owned by the driver (Ray ends them with it), and killed on every
@@ -39,11 +42,14 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from benchc.errors import RunError, UsageError
+from benchc.plan.agent_trace_prompts import AgentTraceSource
 from benchc.plan.model import Plan, Step
 from benchc.plan.prompts import NO_DEAL, Deal
+from benchc.plan.shapes import AgentReplay, ClosedLoop
 from benchc.run import clocks
 from benchc.run.point import Measurement, measure_point, merge_measurements, open_client
 from benchc.run.prepare import Kit, Prepared, prepare
@@ -81,6 +87,7 @@ class RayBackend:
         self.actors: list = []
         self.hosts: list[str] = []
         self.plan_dict: dict = {}
+        self.traced: dict[int, int] = {}  # a coding-agent trace's sessions, by combination
         self._own_session = False  # we joined the cluster, so we leave it
 
     @property
@@ -191,6 +198,8 @@ class RayBackend:
         combination's prompts now, not inside a point's start delay. A worker that cannot is
         reported by each point it fails (measure), as a dead one is."""
         kit = self.ray.put(prepared.kit())  # once into the object store, fetched once per node
+        if isinstance(prepared.source, AgentTraceSource):
+            self.traced[prepared.combo.index] = prepared.source.pool_size
         await asyncio.gather(*[a.prepare.remote(self.plan_dict, prepared.combo.index, kit)
                                for a in self.actors], return_exceptions=True)
 
@@ -200,7 +209,7 @@ class RayBackend:
         (run/shards.py). `deal`: where the step's prompts start in their pool, as the driver's
         run counted it. `stop` (Ctrl-C, SIGTERM, the server died) halts every worker: no new
         request, those in flight get the grace period, each returns what it measured."""
-        shards = split_step(step, len(self.actors))
+        shards = split_step(counted(step, self.traced.get(combo)), len(self.actors))
         if len(shards) < len(self.actors):
             log.info("%s: %d of %d workers (no more can each be given requests and concurrency)",
                      step.id, len(shards), len(self.actors))
@@ -249,6 +258,42 @@ class RayBackend:
             stopped.cancel()
             for t in tasks:
                 t.cancel()
+
+
+def counted(step: Step, traced: int | None) -> Step:
+    """A coding-agent replay of all of its trace's `traced` sessions, as a step that counts them:
+    its split (plan/shapes.AgentReplay.divide) then gives no worker none, as a closed loop's
+    gives none no request (a point of fewer sessions than workers runs on fewer)."""
+    shape = step.shape
+    if traced is None or not isinstance(shape, AgentReplay) or shape.sessions is not None:
+        return step
+    return replace(step, load=replace(shape, sessions=traced))
+
+
+def ray_refusal(plan: Plan) -> str | None:
+    """Why the plan cannot run on Ray yet (None: it can). Sessions (multi-turn) split by whole
+    session (a closed loop's slots deal them: plan/shapes.ClosedLoop.divide) where the workers
+    can rebuild them from the plan (synthetic sessions, workload.dataset.sessions) and a point
+    is bounded by its session count or its duration; the rest is not built yet: a file's
+    sessions (not in the Kit), a rate, users, a trace replay or a search of sessions (their
+    arrivals would split by session, not by request), a turn count (load.requests: it does not
+    split by session)."""
+    for combo in plan.combinations:
+        w = combo.workload
+        if w.sessions is None:
+            continue
+        if w.dataset != "sessions":
+            return (f"--backend ray: sessions (multi-turn) read from a file (workload.dataset.{w.dataset}) "
+                    "are not built yet on Ray; run them with --backend local")
+        for step in plan.steps:
+            if step.combination != combo.index or step.kind not in ("load", "search"):
+                continue
+            shape = step.shape
+            if step.kind == "search" or type(shape) is not ClosedLoop or shape.requests is not None:
+                return (f"--backend ray: sessions (multi-turn) are not built yet on Ray for point {step.id}: "
+                        "only a concurrency sweep of them, bounded by load.sessions or load.duration (not by "
+                        "a turn count, load.requests); run it with --backend local")
+    return None
 
 
 def worker_plan(plan: Plan) -> dict:

@@ -318,16 +318,10 @@ class Runner:
     async def _start_ray(self) -> None:
         """The Ray workers, started before anything else (and stopped by run's finally, whatever
         happens, a failed start included)."""
-        from benchc.run.ray_backend import RayBackend
+        from benchc.run.ray_backend import RayBackend, ray_refusal
 
-        if any(c.workload.dataset == "agent_trace" for c in self.plan.combinations):
-            # a replay would split by session (a session and its subagents on one worker): not built yet
-            raise UsageError("--backend ray: a coding-agent trace replay (workload.dataset.agent_trace) is "
-                             "not built yet on Ray; run it with --backend local")
-        if any(c.workload.sessions is not None for c in self.plan.combinations):
-            # sessions would split by session, not by request (run/shards.py): not built yet
-            raise UsageError("--backend ray: sessions (multi-turn) are not built yet on Ray; run them with "
-                             "--backend local")
+        if (refused := ray_refusal(self.plan)) is not None:
+            raise UsageError(refused)
         self.phase = "starting the Ray workers"
         self.backend = RayBackend(self.opts.ray_address, self.opts.workers, self.opts.http, self.opts.grace_s,
                                   rx_loop=self.opts.rx_loop, send_priority=self.opts.send_priority)

@@ -17,7 +17,9 @@ open loop is the schedule's arrival i). A shard owns some `lanes` of every round
 
 A shard that would own no request, or no concurrency to send one, is not made: a point
 with concurrency 1 runs on one worker, whatever the cluster's size (`split_step` says how
-many it used). Each shape divides itself (plan/shapes.py, `divide`); Shard is its arithmetic.
+many it used). A coding-agent replay's unit is a whole session (its index is the session's,
+its lanes the sessions in flight). Each shape divides itself (plan/shapes.py, `divide`);
+Shard is its arithmetic.
 """
 
 from __future__ import annotations
