@@ -76,7 +76,7 @@ async def component(c: int, n: int) -> float:
             r = RequestRecord("r", 0, 1, TOKENS)
             await stub_send(None, "", {}, b"", r, None)
             rec.add(r)
-            paths[r.path] = paths.get(r.path, 0) + 1
+            paths[r.outcome.path] = paths.get(r.outcome.path, 0) + 1
 
     cpu0 = _cpu()
     await asyncio.gather(*(loop() for _ in range(c)))
