@@ -19,6 +19,7 @@ import re
 from urllib.parse import urlsplit
 
 from benchc.metrics.record import CONNECT, RequestRecord
+from benchc.results.failed import SERVER_STOPS
 
 # Requests in a row that could not connect, at least: twice the point's in-flight target, so
 # that each of its slots failed twice over (a burst as the server goes away is not enough), and
@@ -31,7 +32,7 @@ def failure_limit(inflight: int) -> int:
 
 
 NOT_SERVED_STATUSES = (404, 501)
-UNREACHABLE, NOT_SERVED = "server_unreachable", "api_not_served"  # the run's failure kinds
+UNREACHABLE, NOT_SERVED = SERVER_STOPS  # the run's failure kinds (results/failed.py reads them)
 _NOT_SERVED_WORDS = "does not serve the"
 
 
