@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchc.client.request import CLOCK, build_body
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import RequestRecord, SessionPlace
 from benchc.plan.agent_trace import (
     AgentRequest,
     AgentSession,
@@ -542,13 +542,14 @@ class AgentReplayDriver:
             # its id (the x-request-id a server's log and the simulator's trace join on) names
             # the trace request it replays: session j's place, the request's JSON path
             rid = f"{uuid.uuid4().hex}-s{j}{req.path}"
-            r = RequestRecord(rid, j, req.input_tokens, req.output_tokens, None)
-            r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
-            r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
+            r = RequestRecord(rid, j, req.input_tokens, req.output_tokens)
+            r.times.ready_ns, r.place = CLOCK(), SessionPlace(j, turn=depth.get(req.path))
+            r.cache.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
             await host.measured(body, r)
-            ttft = r.first_text_ns - r.t0_ns if r.ok and r.first_text_ns else None
-            return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
-                          r.t0_ns or None, r.end_ns, ttft)
+            at = r.times
+            ttft = at.first_text_ns - at.t0_ns if r.ok and at.first_text_ns else None
+            return Answer(r.tokens.usage_input_tokens, r.output_tokens if r.ok else None,
+                          r.cache.cached_tokens, at.t0_ns or None, at.end_ns, ttft)
 
         # held: in flight for the step's steady state, as a sessions step's session is
         sent = await host.held(replay_session(session, lambda req: feed.body(j, req), send,
