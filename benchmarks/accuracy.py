@@ -81,12 +81,13 @@ async def run(url: str, c: int, tokens: int, http: str = "native", stagger_ms: f
     finally:
         await s.close()
     for r in recs:
-        out.append({"id": r.id, "t0_ns": r.t0_ns, "first_ns": r.first_text_ns or 0,
-                    "ttft_ns": (r.first_text_ns or 0) - r.t0_ns, "gaps": r.parser.gaps_ns, "ok": r.ok})
+        at = r.times
+        out.append({"id": r.id, "t0_ns": at.t0_ns, "first_ns": at.first_text_ns or 0,
+                    "ttft_ns": (at.first_text_ns or 0) - at.t0_ns, "gaps": r.parser.gaps_ns, "ok": r.ok})
     return {"requests": out, "lag_p99_us": lag.get("p99", 0), "late_ticks": check.late_ticks,
             "rx_lag_p99_us": rx_block["lag_us"].get("p99", 0) if rx_block else None,
             "rx_late_reads": rx_block["late_reads"] if rx_block else None, "rx_reasons": reasons,
-            "paths": sorted({r.path for r in recs})}
+            "paths": sorted({r.outcome.path for r in recs})}
 
 
 def pct(xs: list[float], p: float) -> float:

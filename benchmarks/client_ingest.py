@@ -124,7 +124,7 @@ async def run_benchc(url: str, c: int, n: int, tokens: int, kind: str) -> dict:
         r = RequestRecord("r", 0, 1, tokens)
         await (send_native if native else send)(s, endpoint, headers, payload, r, target)
         rec.add(r)
-        paths[r.path] += 1
+        paths[r.outcome.path] += 1
         return r.output_tokens if r.ok else 0
 
     # as `benchc run` does inside a measured point, the collector is held off

@@ -115,11 +115,11 @@ def always_pool(url: str, http: str, n: int, c: int) -> dict:
         gc.enable()
     lines = [r.to_json() for r in recs]
     return {"completed": sum(r.ok for r in recs), "errors": sum(not r.ok for r in recs),
-            "retries": sum(r.retried for r in recs), "pooled": True,
+            "retries": sum(r.outcome.retried for r in recs), "pooled": True,
             **extremes([(x["ttft_us"], x["e2e_us"]) for x in lines if x["error"] is None]),
             "missing_latency": sum(x["error"] is None and x["e2e_us"] is None for x in lines),
-            "reads_stamped_before_send": sum(r.early_reads for r in recs),
-            "error_examples": sorted({r.error_detail for r in recs if not r.ok})[:3],
+            "reads_stamped_before_send": sum(r.times.early_reads for r in recs),
+            "error_examples": sorted({r.outcome.error_detail for r in recs if not r.ok})[:3],
             "wall_s": round(time.perf_counter() - t, 1)}
 
 

@@ -38,10 +38,11 @@ def records(n: int) -> list[RequestRecord]:
     out = []
     for i in range(n):
         r = RequestRecord(id=str(i), prompt_index=i, input_tokens=100, expected_output_tokens=256)
-        r.t0_ns = 1_000_000 + i * 1000
-        r.first_text_ns = r.t0_ns + 20_000_000 + (i % 97) * 1000
-        r.end_ns = r.first_text_ns + 500_000_000
-        r.text_chunks, r.usage_output_tokens, r.usage_input_tokens, r.parser = 256, 256, 100, _Parser()
+        r.times.t0_ns = 1_000_000 + i * 1000
+        r.times.first_text_ns = r.times.t0_ns + 20_000_000 + (i % 97) * 1000
+        r.times.end_ns = r.times.first_text_ns + 500_000_000
+        r.tokens.text_chunks, r.tokens.usage_output_tokens, r.tokens.usage_input_tokens = 256, 256, 100
+        r.parser = _Parser()
         out.append(r)
     return out
 

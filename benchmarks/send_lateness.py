@@ -60,8 +60,8 @@ def main() -> None:
     sends: list[tuple[int, int, tuple[int, int] | None]] = []
 
     def watched_record(self, r) -> None:
-        if r.scheduled_ns is not None and r.first_sent_ns is not None:
-            sends.append((r.scheduled_ns, r.first_sent_ns, fires.get(r.scheduled_ns)))
+        if r.times.scheduled_ns is not None and r.times.first_sent_ns is not None:
+            sends.append((r.times.scheduled_ns, r.times.first_sent_ns, fires.get(r.times.scheduled_ns)))
         record(self, r)
 
     alarm.Alarm._arm, alarm.Alarm._rang, loadgen.StepRun._record = watched_arm, watched_rang, watched_record

@@ -49,13 +49,13 @@ async def stub_send(pool, url, headers, body, rec, target, keep_text=False, due=
     """As send_native() leaves a coalesced answer's record, without sending anything."""
     from benchc.client.request import CLOCK
 
-    rec.t0_ns = rec.first_sent_ns = CLOCK()
-    rec.t0_sent = True
+    rec.times.t0_ns = rec.times.first_sent_ns = CLOCK()
+    rec.times.t0_sent = True
     await asyncio.sleep(0)
-    rec.first_text_ns = CLOCK()
-    rec.end_ns = rec.first_text_ns + 5
-    rec.text_chunks, rec.parser, rec.path = TOKENS, PARSER, "rx_loop"
-    rec.status, rec.reused_connection = 200, True
+    rec.times.first_text_ns = CLOCK()
+    rec.times.end_ns = rec.times.first_text_ns + 5
+    rec.tokens.text_chunks, rec.parser, rec.outcome.path = TOKENS, PARSER, "rx_loop"
+    rec.outcome.status, rec.outcome.reused_connection = 200, True
     return rec
 
 
@@ -76,7 +76,7 @@ async def component(c: int, n: int) -> float:
             r = RequestRecord("r", 0, 1, TOKENS)
             await stub_send(None, "", {}, b"", r, None)
             rec.add(r)
-            paths[r.path] = paths.get(r.path, 0) + 1
+            paths[r.outcome.path] = paths.get(r.outcome.path, 0) + 1
 
     cpu0 = _cpu()
     await asyncio.gather(*(loop() for _ in range(c)))

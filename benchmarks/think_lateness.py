@@ -109,9 +109,8 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
 
     async def watched_measured(self, body, r, *args, **kw):
         await measured(self, body, r, *args, **kw)
-        now = CLOCK()
-        notices[r.end_ns] = (now, sum(min(b, now) - max(a, r.end_ns) for a, b in gcs
-                                      if b > r.end_ns and a < now))
+        now, end = CLOCK(), r.times.end_ns
+        notices[end] = (now, sum(min(b, now) - max(a, end) for a, b in gcs if b > end and a < now))
 
     loadgen.StepRun.measured = watched_measured
     import benchc.client.http1 as http1

@@ -163,7 +163,7 @@ async def _client(path: str, url: str, chunks: int | None, seconds: float | None
     base = _peak_kib()
     rec, took = await _read(c, url, chunks, seconds)
     grew = _peak_kib() - base
-    out = {"path": path, "core": core, "error": rec.error, "detail": rec.error_detail,
+    out = {"path": path, "core": core, "error": rec.outcome.error, "detail": rec.outcome.error_detail,
            "text_chunks": rec.parser.text_chunks, "grew_kib": grew, "seconds": round(took, 3)}
     await c.close()
     return out

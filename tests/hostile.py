@@ -14,7 +14,7 @@ from pathlib import Path
 from aiohttp import web
 
 from benchc.client.request import send, send_native
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import Payload, RequestRecord
 from benchc.plan.model import Target
 from tests.test_http1 import RawServer, target
 from tests.test_keepalive import Client
@@ -82,7 +82,7 @@ def answered(path: str, head: bytes, body: bytes, t: Target | None = None, input
     async def go():
         async with RawServer(script) as srv:
             c = Client(path)
-            r = RequestRecord("req-1", 0, 1, None, inputs=inputs)
+            r = RequestRecord("req-1", 0, 1, None, payload=Payload(inputs=inputs))
             h = headers or {"Content-Type": "application/json"}
             to = t or target()
             if c.pool is not None:

@@ -108,6 +108,14 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
         return body(self, j, req)
 
     monkeypatch.setattr(agent_replay.AgentFeed, "body", watched_body)
+    left: list[tuple[int, int]] = []  # the step's requests in flight at its end (the self-check's, the run's)
+    figures = loadgen._figures
+
+    def watched_figures(run, *args):
+        left.append((run.check.inflight, run.ctx.inflight))
+        return figures(run, *args)
+
+    monkeypatch.setattr(loadgen, "_figures", watched_figures)
 
     import benchc.run.priority as priority
 
@@ -126,6 +134,7 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
     assert main(["run", SPEC, "--out", str(out), "--quiet", "--force", "--http", http,
                  "--set", "output.requests=true"]) == 0
     (point,) = read(str(out))["points"]
+    assert left == [(0, 0)]  # each request counted in flight once, and out once
     assert len(replayed) == len(handed) == len(built) == 149
     dues = sorted(s.after_ns + s.wait_ns for _, s in replayed)
     late = point["agent_replay"]["fidelity"]["think_late_ms"]
@@ -179,9 +188,9 @@ def test_connections_opened_ahead_carry_requests_that_go_together(path):
 
     opened, rs, connections = asyncio.run(go())
     assert opened == (3, 0) and connections == 3
-    assert all(r.error is None and r.output_tokens == 1 for r in rs)
+    assert all(r.outcome.error is None and r.output_tokens == 1 for r in rs)
     # each found its connection open: none connected in its send
-    assert [(r.connect_ns, r.reused_connection) for r in rs] == [(0, True)] * 3
+    assert [(r.times.connect_ns, r.outcome.reused_connection) for r in rs] == [(0, True)] * 3
 
 
 def test_the_most_requests_a_session_sends_at_once_is_its_most_subagents_at_once():

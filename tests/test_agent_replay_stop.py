@@ -75,7 +75,7 @@ def test_the_driver_waits_on_the_steps_until_and_counts_a_stopped_session_cut():
     added: list[dict] = []
 
     async def measured(body, r, **_):
-        r.t0_ns, r.end_ns = 1, 2
+        r.times.t0_ns, r.times.end_ns = 1, 2
 
     host = SimpleNamespace(until=_Stop(1), measured=measured, held=_held,
                            rec=SimpleNamespace(add_session=added.append))
@@ -96,7 +96,7 @@ def test_a_stopped_replays_report_holds_its_cut_sessions():
     added: list[dict] = []
 
     async def measured(body, r, **_):
-        r.t0_ns, r.end_ns = 1, 2
+        r.times.t0_ns, r.times.end_ns = 1, 2
 
     driver = AgentReplayDriver(AgentReplay(concurrency=2))
     driver.feed = SimpleNamespace(sessions=sessions, body=lambda j, req: b"{}")

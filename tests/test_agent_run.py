@@ -213,3 +213,12 @@ def test_benchc_run_replays_two_sessions_on_a_real_vllm(tmp_path, vllm):
     assert v["cache_reported"] == 56 and v["cache_off_by_more_than_a_block"] == 0
     assert -vllm.block_size <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
     print("real vLLM:", json.dumps(v))
+
+
+def test_what_benchc_run_imports_before_its_first_request_leaves_numpy_out():
+    """numpy is a tenth of a second of `benchc run`'s start: the modules cmd_run imports to
+    compile and run a plan (the tokenizer's loaders among them) import it only where used."""
+    code = ("import sys, benchc.cli, benchc.spec.loader, benchc.plan.compiler, benchc.run.runner, "
+            "benchc.run.secrets, benchc.tokenizer.tokenizer; print('numpy' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "False"

@@ -213,3 +213,58 @@ def test_validate_reads_and_checks_the_trace_and_plans_its_replay(tmp_path, caps
     err = capsys.readouterr().err
     assert f"{d / 's1.json'}: session 's1': $.requests[2].requests[1].in: missing" in err
     assert "Traceback" not in err
+
+
+def as_read(sessions):
+    return [[(r.path, r.t_s, r.input_tokens, r.output_tokens, list(r.hash_ids)) for r in s.requests()]
+            for s in sessions]
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")])
+def test_hash_ids_are_checked_at_read_and_decoded_when_first_asked_for(tmp_path, monkeypatch, separators):
+    # compact JSON (the generator's, AIPerf's) and json.dumps' default spacing both take the
+    # fast path: ids kept as their text until a session needs them, the same ids as json gives
+    p = tmp_path / "s.jsonl"
+    p.write_text("".join(json.dumps({**SESSION, "id": f"s{k}"}, separators=separators) + "\n"
+                         for k in range(3)))
+    fast = list(at.read_agent_traces(p))
+    first = fast[0].entries[0]
+    assert first.block_ids == b"1,2,3"  # not decoded by the read
+    assert list(first.hash_ids) == [1, 2, 3] and first.block_ids == at.array("q", [1, 2, 3])
+    monkeypatch.setattr(at, "_lift_ids", lambda raw: None)  # json reads every id
+    assert as_read(fast) == as_read(at.read_agent_traces(p))
+    assert at.predicted_cached_tokens(fast[1]) == at.predicted_cached_tokens(next(at.read_agent_traces(p)))
+
+
+@pytest.mark.parametrize("ids, message", [
+    ("[1,-2]", "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ("[1,2.0]", "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ("[1,2e0]", "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ('[1,"2"]', "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ("[1,[2]]", "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ("[9223372036854775808]", "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ("7", "$.requests[0].hash_ids: must be a list of non-negative integers"),
+    ("[1,02]", "not a JSON object"),
+    ("[1,,2]", "not a JSON object"),
+    ("[1,2,]", "not a JSON object"),
+    ("[,1]", "not a JSON object"),
+    ("[1 2]", "not a JSON object"),
+])
+def test_hash_ids_the_fast_read_cannot_take_are_named_as_json_reads_them(tmp_path, ids, message):
+    text = json.dumps(SESSION, separators=(",", ":")).replace('"hash_ids":[1,2,3]', f'"hash_ids":{ids}', 1)
+    p = tmp_path / "s.json"
+    p.write_text(text)
+    with pytest.raises(PlanError) as e:
+        list(at.read_agent_traces(p))
+    assert message in str(e.value)
+
+
+def test_a_key_spelled_with_escapes_is_read_as_json_reads_it(tmp_path):
+    escaped = '"hash\\u005fids":[1,2,3,4]'  # json reads it as hash_ids
+    text = json.dumps(SESSION, separators=(",", ":")).replace('"hash_ids":[1,2,3]', escaped)
+    p = tmp_path / "s.json"
+    p.write_text(text)
+    with pytest.raises(PlanError, match=r"\$\.requests\[0\]\.hash_ids: 4 blocks of 4 tokens are more"):
+        list(at.read_agent_traces(p))
+    p.write_text(text.replace("[1,2,3,4]", "[7,8]"))
+    assert list(only(p).entries[0].hash_ids) == [7, 8]

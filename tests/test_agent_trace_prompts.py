@@ -150,3 +150,93 @@ def test_a_run_reads_its_trace_once_and_again_only_when_it_changed(tmp_path, mon
     with pytest.raises(RunError, match="the prompts rebuilt from the plan differ"):
         prepare(plan, plan.combinations[0])
     assert len(reads) == 2
+
+
+def test_a_prompt_is_built_as_its_json_text_and_a_body_is_json_dumps_byte_for_byte(tmp_path):
+    """A request's prompt is built as the bytes of its JSON string (content) and put in its
+    body as they are: the body is what json.dumps makes of the API's body with the prompt's
+    text, byte for byte, the trace's model mapped as before."""
+    from benchc.client.request import build_body
+    from benchc.plan.compiler import compile_spec
+    from benchc.plan.workload import Prompt
+    from benchc.run.agent_replay import AgentFeed
+    from benchc.run.prepare import prepare
+    from benchc.spec import loader
+
+    spec = tmp_path / "agent.yaml"
+    spec.write_text(f"""version: 1
+name: agent-body
+target: {{sim: {{preset: instant}}, api: chat, model: benchc-sim}}
+workload: {{dataset: {{agent_trace: {{path: {SAMPLE}, seed: 3, models: {{agentx: served-name}}}}}}}}
+load: {{sweep: {{concurrency: [2]}}}}
+""")
+    plan = compile_spec(loader.load(str(spec), env={}))
+    combo, step = plan.combinations[0], plan.steps[0]
+    prepared = prepare(plan, combo)
+    feed = AgentFeed(prepared.source, combo, step)
+    checked = 0
+    for j, s in enumerate(feed.sessions[:3]):
+        for req in s.requests():
+            text = feed.prompts.text(s, feed.key(j), req)
+            assert feed.prompts.content(s, feed.key(j), req) == json.dumps(text)[1:-1].encode()
+            assert len(text.split()) == req.input_tokens
+            prompt = Prompt(None, [{"role": "user", "content": text}], req.input_tokens, req.output_tokens)
+            expected = build_body(combo.target, combo.workload.sampling, prompt,
+                                  continuous_usage=combo.target.continuous_usage)
+            expected["model"] = "served-name" if req.model == "agentx" else expected["model"]
+            body = feed.body(j, req)
+            assert body == json.dumps(expected).encode()
+            assert json.loads(body)["messages"][0]["content"] == text
+            checked += 1
+    assert checked > 20
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 16, 63, 512, 513])
+def test_a_blocks_first_k_words_are_its_prefix(n):
+    """Draws of n words (a block, a request's own tail): n words, each after a space; the first
+    k of them (a request's partial last block) are the first prefix_len bytes, for every k."""
+    from benchc.plan.agent_trace_prompts import _table
+    from benchc.plan.prompts import one_token_words
+
+    table = _table(tuple(one_token_words(None)))
+    data, drawn = table.words(b"block %d" % n, n)
+    words = data.split(b" ")[1:]
+    assert len(words) == n and data.startswith(b" ")
+    assert (data, drawn) == table.words(b"block %d" % n, n)  # a pure function of its key
+    if n >= 4:  # another key, other words (one word alone is one of the vocabulary's)
+        assert data != table.words(b"block %d'" % n, n)[0]
+    for k in range(1, n):
+        assert data[:table.prefix_len(drawn, n, k)] == b"".join(b" " + w for w in words[:k])
+
+
+def test_a_set_is_read_with_the_cyclic_gc_off_and_left_as_it_was(tmp_path, monkeypatch):
+    """A 1,000-session set is millions of new objects whose collections were a seventh of its
+    read: the read runs with the cyclic GC off; after it, a failed one too, it is as it was."""
+    import gc
+
+    from benchc.plan import agent_trace_prompts as atp
+
+    trace_dir = tmp_path / "traces"
+    shutil.copytree(SAMPLE, trace_dir)
+    during = []
+    real = atp.read_agent_traces
+
+    def reading(*a):
+        during.append(gc.isenabled())
+        return real(*a)
+
+    monkeypatch.setattr(atp, "read_agent_traces", reading)
+    monkeypatch.setattr(atp, "_LAST_READ", None)
+    assert gc.isenabled()
+    atp._read_once(str(trace_dir), ".")
+    assert during == [False] and gc.isenabled()
+    (trace_dir / "session_0_00000.json").write_text("{")
+    with pytest.raises(PlanError, match="not a JSON object"):
+        atp._read_once(str(trace_dir), ".")
+    assert during == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        atp._read_once(str(SAMPLE), ".")
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()

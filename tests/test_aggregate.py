@@ -11,7 +11,7 @@ import pytest
 
 from benchc.client.request import _conclude
 from benchc.metrics.aggregate import Tally, figures
-from benchc.metrics.record import HTTP, RequestRecord
+from benchc.metrics.record import HTTP, CacheUse, RequestRecord, Times
 from benchc.metrics.recorder import PointRecorder
 from benchc.results.document import read, validate_document
 from benchc.results.merge import merge_docs, merge_points
@@ -45,10 +45,12 @@ def requests(parser_cls, n: int, seed: int, open_loop: bool = False) -> list[Req
         tokens = rng.randrange(1, 12)
         expected = rng.choice([None, tokens, tokens + 1])
         rec = RequestRecord(id=f"r{seed}-{i}", prompt_index=i, input_tokens=32,
-                            expected_output_tokens=expected, t0_ns=t0,
-                            scheduled_ns=t0 - rng.randrange(10**7) if open_loop else None)
+                            expected_output_tokens=expected,
+                            times=Times(t0_ns=t0,
+                                        scheduled_ns=t0 - rng.randrange(10**7) if open_loop else None))
         if rng.random() < 0.15:
-            rec.error, rec.error_detail, rec.status, rec.end_ns = HTTP, "503: busy", 503, t0 + 10**6
+            rec.outcome.error, rec.outcome.error_detail, rec.outcome.status = HTTP, "503: busy", 503
+            rec.times.end_ns = t0 + 10**6
             out.append(rec)
             continue
         with_usage, continuous = rng.random() < 0.7, rng.random() < 0.3
@@ -66,7 +68,7 @@ def requests(parser_cls, n: int, seed: int, open_loop: bool = False) -> list[Req
         parser.feed(tail.replace(b'"content": ""', b'"content": null') + b"data: [DONE]\n\n", t)
         parser.close(t)
         rec.parser = parser
-        rec.end_ns = parser.done_ns or t
+        rec.times.end_ns = parser.done_ns or t
         out.append(_conclude(rec, parser))
     return out
 
@@ -108,7 +110,7 @@ def test_figures_are_the_tallys_arithmetic():
     reqs = requests(PARSERS[0], 30, seed=5)
     t = record(reqs).tally
     f = figures(t, None, 2.0)
-    window_s = (max(r.end_ns for r in reqs) - min(r.t0_ns for r in reqs)) / 1e9
+    window_s = (max(r.times.end_ns for r in reqs) - min(r.times.t0_ns for r in reqs)) / 1e9
     ok = [r for r in reqs if r.ok]
     assert f["window"]["duration_s"] == round(window_s, 6)
     assert f["counts"]["completed"] == len(ok) and f["counts"]["failed"] == len(reqs) - len(ok)
@@ -119,9 +121,9 @@ def test_figures_are_the_tallys_arithmetic():
     assert f["little"] == {"throughput_x_latency": product, "mean_inflight_sampled": 2.0,
                            "ratio": round(2.0 / product, 4)}
     cvu = f["tokens"]["chunks_vs_usage"]
-    usage_reqs = [r for r in ok if r.usage_output_tokens is not None]
-    assert cvu["usage"] == sum(r.usage_output_tokens for r in usage_reqs)
-    assert cvu["chunks"] == sum(r.text_chunks for r in usage_reqs)
+    usage_reqs = [r for r in ok if r.tokens.usage_output_tokens is not None]
+    assert cvu["usage"] == sum(r.tokens.usage_output_tokens for r in usage_reqs)
+    assert cvu["chunks"] == sum(r.tokens.text_chunks for r in usage_reqs)
 
 
 def test_a_tally_survives_pickling_and_its_own_result_point():
@@ -174,7 +176,7 @@ def test_a_point_says_plainly_when_no_request_reported_its_cached_tokens():
 
     counters = CacheCounters()
     for _ in range(3):
-        counters.add(RequestRecord("r", 0, 100, None, shared_tokens=64))  # nothing reported
+        counters.add(RequestRecord("r", 0, 100, None, cache=CacheUse(shared_tokens=64)))  # nothing reported
     server = {"prefix_cache_queries_delta": 400, "prefix_cache_hits_delta": 128}
     c = cache_verdict(counters.block(), server)
     assert (c["source"], c["cached_tokens"], c["cached_fraction"]) == ("prometheus", 128, 0.32)
@@ -184,7 +186,8 @@ def test_a_point_says_plainly_when_no_request_reported_its_cached_tokens():
     assert (c["source"], c["cached_tokens"], c["above_declared"]) == ("none", None, False)
     assert c["note"].startswith(NOT_PER_REQUEST) and c["note"].endswith("is not known")
     # a server that reported them (a zero is a report): no note
-    counters.add(RequestRecord("r", 0, 100, None, shared_tokens=64, cached_tokens=0, cached_source="usage"))
+    counters.add(RequestRecord("r", 0, 100, None,
+                               cache=CacheUse(shared_tokens=64, cached_tokens=0, cached_source="usage")))
     assert "note" not in cache_verdict(counters.block(), server)
 
 
@@ -196,8 +199,9 @@ def test_one_request_served_from_an_old_cache_is_not_hidden_by_the_others():
 
     counters = CacheCounters()
     def record(input_tokens: int, shared_tokens: int, cached_tokens: int) -> RequestRecord:
-        return RequestRecord("r", 0, input_tokens, None, shared_tokens=shared_tokens,
-                             cached_tokens=cached_tokens, cached_source="usage")
+        return RequestRecord("r", 0, input_tokens, None,
+                             cache=CacheUse(shared_tokens=shared_tokens, cached_tokens=cached_tokens,
+                                            cached_source="usage"))
 
     fresh, shared = record(40, 0, 32), record(100, 100, 0)
     for r in (fresh, shared):

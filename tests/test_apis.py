@@ -50,20 +50,21 @@ def test_answer_text_per_api():
 
 
 def test_a_404_or_501_says_the_api_is_not_served():
-    from benchc.metrics.record import HTTP, RequestRecord
+    from benchc.metrics.record import HTTP, Outcome, RequestRecord
     from benchc.run.deadserver import NOT_SERVED, UNREACHABLE, ConnectStreak, stop_kind
 
     for status in (404, 501):
         streak = ConnectStreak(4, "messages", "http://h:1/v1/messages")
-        ok = RequestRecord("a", 0, 1, None, status=200)
+        ok = RequestRecord("a", 0, 1, None, outcome=Outcome(status=200))
         assert not streak.add(ok)
-        r = RequestRecord("b", 0, 1, None, status=status, error=HTTP, error_detail=f"{status}: Not Found")
+        r = RequestRecord("b", 0, 1, None,
+                          outcome=Outcome(status=status, error=HTTP, error_detail=f"{status}: Not Found"))
         assert streak.add(r) and not streak.add(r)  # once
         reason = streak.reason
         assert "does not serve the messages API" in reason and "http://h:1/v1/messages" in reason
         assert stop_kind(streak.reason) == NOT_SERVED
     streak = ConnectStreak(1)
-    assert not streak.add(RequestRecord("c", 0, 1, None, status=500, error=HTTP))
+    assert not streak.add(RequestRecord("c", 0, 1, None, outcome=Outcome(status=500, error=HTTP)))
     assert stop_kind("10 requests in a row could not connect") == UNREACHABLE
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from benchc.cli import main
 from benchc.metrics.aggregate import Tally, figures
-from benchc.metrics.record import CANCELLED, RequestRecord
+from benchc.metrics.record import CANCELLED, Outcome, RequestRecord, Times, Tokens
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.compiler import compile_spec
 from benchc.results.document import read
@@ -50,9 +50,10 @@ load:
 
 def _record(i: int, error: str | None, planned: bool, chunks: int, first: bool,
             interrupted: bool = False) -> RequestRecord:
-    r = RequestRecord(id=str(i), prompt_index=i, input_tokens=8, expected_output_tokens=None, t0_ns=1_000,
-                      end_ns=9_000_000, error=error, cancel_planned=planned, text_chunks=chunks,
-                      first_text_ns=2_001_000 if first else None, interrupted=interrupted)
+    r = RequestRecord(id=str(i), prompt_index=i, input_tokens=8, expected_output_tokens=None,
+                      times=Times(t0_ns=1_000, end_ns=9_000_000, first_text_ns=2_001_000 if first else None),
+                      outcome=Outcome(error=error, cancel_planned=planned, interrupted=interrupted),
+                      tokens=Tokens(text_chunks=chunks))
     return r
 
 

@@ -13,7 +13,7 @@ import pytest
 from benchc.cli import main
 from benchc.client.request import build_body, endpoint
 from benchc.errors import EXIT_POINT_FAILED
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import Payload, RequestRecord, Times
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Sampling, Target
 from benchc.plan.workload import Prompt
@@ -151,8 +151,9 @@ def test_a_point_of_answers_without_a_stream_records_e2e_only():
     rec = PointRecorder(2)
     for i in range(3):
         r = RequestRecord(id=str(i), prompt_index=i, input_tokens=10, expected_output_tokens=None,
-                          t0_ns=1_000_000, end_ns=1_000_000 + (i + 1) * 1_000_000, inputs=4, results=4)
-        r.usage_input_tokens = 12
+                          times=Times(t0_ns=1_000_000, end_ns=1_000_000 + (i + 1) * 1_000_000),
+                          payload=Payload(inputs=4, results=4))
+        r.tokens.usage_input_tokens = 12
         rec.add(r)
     s = rec.summary()
     assert (s["counts"]["completed"], s["counts"]["inputs"], s["tokens"]["input"]) == (3, 12, 36)

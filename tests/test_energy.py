@@ -244,11 +244,12 @@ def test_shards_steady_spans_merge_to_the_span_all_were_steady():
 
 def test_a_requests_tokens_count_by_the_share_of_its_decode_span_in_the_window():
     """RequestRecord.tokens_within: the steady span's token count (and so joules per token)."""
-    from benchc.metrics.record import RequestRecord
+    from benchc.metrics.record import RequestRecord, Times, Tokens
 
     def req(first, end, tokens=100, tool=None, t0=0):
-        return RequestRecord(id="r", prompt_index=0, input_tokens=1, expected_output_tokens=None, t0_ns=t0,
-                             first_text_ns=first, first_tool_ns=tool, end_ns=end, usage_output_tokens=tokens)
+        return RequestRecord(id="r", prompt_index=0, input_tokens=1, expected_output_tokens=None,
+                             times=Times(t0_ns=t0, first_text_ns=first, first_tool_ns=tool, end_ns=end),
+                             tokens=Tokens(usage_output_tokens=tokens))
 
     assert req(10, 20).tokens_within(0, 30) == 100  # wholly inside
     assert req(10, 20).tokens_within(20, 30) == 0 and req(10, 20).tokens_within(0, 10) == 0  # outside

@@ -60,3 +60,109 @@ def test_a_run_whose_every_request_failed_exits_7_and_keeps_its_figures(tmp_path
     point = read(str(tmp_path / "r.json"))["points"][0]
     assert point["counts"]["sent"] == 6 and point["counts"]["failed"] == 6
     assert point["counts"]["errors"] == {"http_status": 6} and point["error_rate"] == 1.0
+
+
+def _dead_server_doc(interrupted: bool, named: bool = True) -> dict:
+    """A result whose point c=4 the dead-connect streak stopped (run/deadserver.py): 10 completed,
+    then 10 could not connect, and the wind-down cancelled the 3 still in flight (the error kind
+    cancelled, as run/loadgen.py's _wind_down leaves a server's stop)."""
+    point = _point(23, 10, {"connect": 10, "cancelled": 3})
+    errors = [{"kind": "server_unreachable", "combination": 0, "point": "c=4",
+               "message": "c=4: 10 requests in a row could not connect to the server"}] if named else []
+    return {"interrupted": interrupted, "errors": errors, "points": [point]}
+
+
+def test_a_dead_servers_in_flight_cancels_are_failures_not_ctrl_cs():
+    """13 of 23 lost to a server that stopped accepting connections: a failed point. Before, its 3
+    cancels in flight were subtracted as Ctrl-C's (10 of 23 failed: under half, no failure)."""
+    why = "c=4: 13 of 23 requests failed (10 connect, 3 cancelled), more than the 50% a point may lose"
+    assert failed_points(_dead_server_doc(interrupted=False)) == [why]
+    # a run not interrupted had no Ctrl-C, whatever its errors say
+    assert failed_points(_dead_server_doc(interrupted=False, named=False)) == [why]
+    # interrupted later (another point), this one still the server's stop
+    assert failed_points(_dead_server_doc(interrupted=True)) == [why]
+    # an older result that Ctrl-C interrupted, which counted its cancels as errors: as before
+    assert failed_points(_dead_server_doc(interrupted=True, named=False)) == []
+    # the point alone (no document to say): as before
+    assert point_failure(_dead_server_doc(interrupted=False)["points"][0]) is None
+
+
+DEAD = """\
+version: 1
+name: dead
+target: {{base_url: "{url}", model: m}}
+workload:
+  dataset:
+    random: {{input_tokens: 8, output_tokens: 4, seed: 1}}
+load:
+  warmup: {{requests: 0}}
+  sweep: {{concurrency: [4]}}
+  requests: 200
+output: {{path: {out}}}
+"""
+
+
+@pytest.mark.slow  # a run against a server that stops listening mid-point
+def test_a_server_that_stops_accepting_connections_leaves_its_in_flight_cancels_as_failures(tmp_path, capsys):
+    """A server answers 10 requests (closing each connection), then holds 3 streams open and stops
+    listening: the 4th slot's requests cannot connect, the streak stops the point (exit 3) and the
+    wind-down cancels the 3 held streams. The result says `cancelled` among the errors though no
+    Ctrl-C came (interrupted: false): the evidence that the rule above is needed; the point is a
+    failed one (13 or more of at most 24 lost: one slot free, at most one more answered before the
+    listener closed), which it was not before."""
+    import asyncio
+
+    from aiohttp import web
+
+    from tests.hostile import FakeServer
+
+    state: dict = {"quick": 0, "held": 0, "release": None}
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":null}]}\n\n'
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        resp.force_close()  # every request after needs a connection of its own
+        await resp.prepare(request)
+        await resp.write(chunk)
+        if state["quick"] < 10 or state["held"] >= 3:
+            state["quick"] += 1
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+        state["held"] += 1
+        if state["held"] == 3:  # three held: stop listening (the streams go on)
+            for site in server.runner.sites:
+                site._server.close()
+        if state["release"] is None:
+            state["release"] = asyncio.Event()
+        await state["release"].wait()  # held until the test ends (aiohttp does not cancel it)
+        return resp
+
+    server = FakeServer({"/v1/chat/completions": chat})
+    try:
+        spec = tmp_path / "s.yaml"
+        spec.write_text(DEAD.format(url=server.url, out=tmp_path / "r.json"))
+        code = main(["run", str(spec)])
+    finally:
+        if state["release"] is not None:
+            server.loop.call_soon_threadsafe(state["release"].set)
+        server.close()
+    err = capsys.readouterr().err
+    assert code == 3 and "requests in a row could not connect" in err
+    doc = read(str(tmp_path / "r.json"))
+    assert doc["interrupted"] is False and [e["kind"] for e in doc["errors"]] == ["server_unreachable"]
+    (point,) = doc["points"]
+    counts = point["counts"]
+    assert counts["errors"]["cancelled"] == 3 and counts["errors"]["connect"] >= 10
+    assert counts["completed"] == state["quick"] and "interrupted" not in (point.get("cancelled") or {})
+    lost = counts["failed"]
+    assert lost == counts["sent"] - counts["completed"] and lost / counts["sent"] > 0.5
+    (why,) = failed_points(doc)
+    assert why.startswith(f"c=4: {lost} of {counts['sent']} requests failed (") and "3 cancelled" in why
+    assert why.endswith("more than the 50% a point may lose")
+    # the console tells them as failures too, not as cancels of an interrupted run (before: "10 of
+    # 23 requests failed" and "3 requests in flight cancelled when the run was interrupted")
+    assert f"ERROR: c=4: {lost} of {counts['sent']} requests failed; first error (connect)" in err
+    assert "when the run was interrupted" not in err
+    assert "NOTE: c=4: partial: the point's load was stopped early" in err

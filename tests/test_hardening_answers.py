@@ -79,8 +79,9 @@ JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 @pytest.mark.parametrize("path", PATHS)
 def test_a_second_completion_does_not_replace_the_first_on_every_path(core, path):  # noqa: F811
     r = answered(path, SSE_HEAD, events(DELTA, completed(2), completed(2_700_000)), target("responses"))
-    assert r.error is None and (r.usage_output_tokens, r.finish_reason) == (2, "stop"), path
-    assert r.end_ns == r.parser.done_ns  # E2E ends at the first completion's read
+    assert r.outcome.error is None, path
+    assert (r.tokens.usage_output_tokens, r.outcome.finish_reason) == (2, "stop"), path
+    assert r.times.end_ns == r.parser.done_ns  # E2E ends at the first completion's read
 
 
 def vectors(n: int) -> bytes:
@@ -92,10 +93,11 @@ def vectors(n: int) -> bytes:
 @pytest.mark.parametrize("path", PATHS)
 def test_an_embeddings_answer_short_of_its_inputs_counts_what_was_embedded_on_every_path(core, path):  # noqa: F811
     r = answered(path, JSON_HEAD, vectors(3), target("embeddings"), inputs=8)
-    assert r.error is None and (r.inputs, r.results, r.unanswered) == (3, 3, 5), path
+    assert r.outcome.error is None, path
+    assert (r.payload.inputs, r.payload.results, r.payload.unanswered) == (3, 3, 5), path
     assert r.to_json()["unanswered"] == 5
     r = answered(path, JSON_HEAD, vectors(9), target("embeddings"), inputs=8)  # one too many: not counted
-    assert (r.inputs, r.results, r.unanswered) == (8, 8, 0), path
+    assert (r.payload.inputs, r.payload.results, r.payload.unanswered) == (8, 8, 0), path
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -103,10 +105,11 @@ def test_rerank_results_past_the_documents_are_not_counted_on_every_path(core, p
     results = [{"index": i % 3, "relevance_score": 0.5} for i in range(7)]
     body = json.dumps({"results": results, "usage": {"total_tokens": 40}}).encode()
     r = answered(path, JSON_HEAD, body, target("rerank"), inputs=4)  # a query and 3 documents
-    assert r.error is None and (r.inputs, r.results, r.unanswered) == (4, 3, 0), path
+    assert r.outcome.error is None, path
+    assert (r.payload.inputs, r.payload.results, r.payload.unanswered) == (4, 3, 0), path
     body = json.dumps({"results": results[:2], "usage": {"total_tokens": 40}}).encode()
     r = answered(path, JSON_HEAD, body, target("rerank"), inputs=4)  # top_n 2: all answered
-    assert (r.inputs, r.results, r.unanswered) == (4, 2, 0), path
+    assert (r.payload.inputs, r.payload.results, r.payload.unanswered) == (4, 2, 0), path
 
 
 class ShortEmbedder(FakeServer):

@@ -41,6 +41,7 @@ from benchc.metrics.record import (
     NOT_SSE,
     OVERSIZED,
     TIMEOUT,
+    Outcome,
     RequestRecord,
 )
 from benchc.run.deadserver import ConnectStreak
@@ -99,8 +100,9 @@ def test_a_stream_past_the_bounds_ends_as_oversized_and_closes_the_connection(pa
         script, seen = oversized_server(b"", lambda: [line * 16] * MOST)
         words = f"an SSE event carrying more than {MAX_SSE_BYTES} bytes of data"
     r, srv = run(one_then_wait(path, script, seen))
-    assert r.error == OVERSIZED and r.error_detail.startswith(words), (r.error, r.error_detail)
-    assert r.status == 200 and r.text_chunks == 1  # what came before the line was read
+    assert r.outcome.error == OVERSIZED and r.outcome.error_detail.startswith(words), \
+        (r.outcome.error, r.outcome.error_detail)
+    assert r.outcome.status == 200 and r.tokens.text_chunks == 1  # what came before the line was read
     # the client closed the connection: the server's writes failed long before it wrote all
     assert seen["written"] is not None and seen["written"] < MOST * len(BLOCK) // 4
     assert srv.connections == 1
@@ -115,8 +117,8 @@ async def _silent(n, reader, writer):
 def test_a_server_that_never_answers_fails_at_the_first_byte_deadline(path):
     rs, _, _ = run(sequential(path, _silent, 1, t=target(timeout_s=60, idle_s=60, first_byte_s=0.3)))
     r = rs[0]
-    assert r.error == FIRST_BYTE_TIMEOUT and r.status is None and not r.retried
-    assert r.error_detail.startswith("no response byte within target.first_byte_timeout (0.3s)")
+    assert r.outcome.error == FIRST_BYTE_TIMEOUT and r.outcome.status is None and not r.outcome.retried
+    assert r.outcome.error_detail.startswith("no response byte within target.first_byte_timeout (0.3s)")
     line = r.to_json()
     assert line["ttft_us"] is None and line["e2e_us"] is None
 
@@ -132,7 +134,7 @@ def test_after_the_first_byte_the_idle_limit_applies_not_the_first_byte_one(path
         await writer.drain()
 
     rs, _, _ = run(sequential(path, head_then_wait, 1, t=target(timeout_s=60, idle_s=30, first_byte_s=0.3)))
-    assert rs[0].ok, (rs[0].error, rs[0].error_detail)
+    assert rs[0].ok, (rs[0].outcome.error, rs[0].outcome.error_detail)
 
     async def head_then_silence(n, reader, writer):
         writer.write(OK_HEAD)
@@ -141,7 +143,7 @@ def test_after_the_first_byte_the_idle_limit_applies_not_the_first_byte_one(path
 
     t = target(timeout_s=60, idle_s=0.3, first_byte_s=60)
     rs, _, _ = run(sequential(path, head_then_silence, 1, t=t))
-    assert rs[0].error == IDLE_TIMEOUT and rs[0].status == 200
+    assert rs[0].outcome.error == IDLE_TIMEOUT and rs[0].outcome.status == 200
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -156,7 +158,8 @@ def test_the_whole_requests_limit_is_a_timeout_even_while_bytes_flow(path):
             await asyncio.sleep(0.02)
 
     rs, _, _ = run(sequential(path, trickle, 1, t=target(timeout_s=0.4, idle_s=5, first_byte_s=5)))
-    assert rs[0].error == TIMEOUT and rs[0].status == 200, (rs[0].error, rs[0].error_detail)
+    assert rs[0].outcome.error == TIMEOUT and rs[0].outcome.status == 200, \
+        (rs[0].outcome.error, rs[0].outcome.error_detail)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -168,7 +171,8 @@ def test_an_error_status_whose_body_is_cut_short_is_that_status(path):
         writer.transport.abort()
 
     rs, _, _ = run(sequential(path, cut, 1))
-    assert rs[0].error == HTTP and rs[0].status == 503 and rs[0].error_detail.startswith("503: ")
+    assert rs[0].outcome.error == HTTP and rs[0].outcome.status == 503
+    assert rs[0].outcome.error_detail.startswith("503: ")
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -217,19 +221,20 @@ def test_a_200_that_is_not_an_event_stream_says_what_came_back(path):
     with redact.scrubbing(redact.Scrubber([SECRET])):
         rs, _, _ = run(sequential(path, answering(plain(PAGE, b"text/html; charset=utf-8")), 1))
     r = rs[0]
-    assert r.error == NOT_SSE and r.status == 200
-    assert "text/html; charset=utf-8" in r.error_detail and "<title>Sign in</title>" in r.error_detail
-    assert SECRET not in r.error_detail and "Your key *** was refused" in r.error_detail
+    assert r.outcome.error == NOT_SSE and r.outcome.status == 200
+    assert "text/html; charset=utf-8" in r.outcome.error_detail
+    assert "<title>Sign in</title>" in r.outcome.error_detail
+    assert SECRET not in r.outcome.error_detail and "Your key *** was refused" in r.outcome.error_detail
 
     rs, _, _ = run(sequential(path, answering(plain(WHOLE, b"application/json", "chunked")), 1))
-    assert rs[0].error == NOT_SSE and "application/json" in rs[0].error_detail
-    assert '"object":"chat.completion"' in rs[0].error_detail
+    assert rs[0].outcome.error == NOT_SSE and "application/json" in rs[0].outcome.error_detail
+    assert '"object":"chat.completion"' in rs[0].outcome.error_detail
 
     rs, _, _ = run(sequential(path, answering(plain(b"", b"application/json")), 1))
-    assert rs[0].error == NOT_SSE and "its body was empty" in rs[0].error_detail
+    assert rs[0].outcome.error == NOT_SSE and "its body was empty" in rs[0].outcome.error_detail
     # an event stream that carried no event at all stays what it was: no output
     rs, _, _ = run(sequential(path, answering(plain(b"", b"text/event-stream")), 1))
-    assert rs[0].error == EMPTY
+    assert rs[0].outcome.error == EMPTY
 
 
 def test_a_stream_of_events_under_another_content_type_is_still_read():
@@ -238,7 +243,8 @@ def test_a_stream_of_events_under_another_content_type_is_still_read():
     wire = plain(b"".join(sse(["a", "b"])), b"application/json", "chunked")
     for path in PATHS:
         rs, _, _ = run(sequential(path, answering(wire), 1))
-        assert rs[0].ok and rs[0].text_chunks == 2, (path, rs[0].error, rs[0].error_detail)
+        assert rs[0].ok and rs[0].tokens.text_chunks == 2, \
+            (path, rs[0].outcome.error, rs[0].outcome.error_detail)
 
 
 # --------------------------------------------------------------------------- the client's own limits
@@ -265,9 +271,9 @@ def test_the_client_running_out_is_told_from_a_server_refusing():
 def test_client_exhaustion_neither_counts_toward_a_dead_server_nor_resets_the_count():
     streak = ConnectStreak(inflight=1)
     for _ in range(5):
-        streak.add(RequestRecord("x", 0, 1, 1, error=CONNECT))
+        streak.add(RequestRecord("x", 0, 1, 1, outcome=Outcome(error=CONNECT)))
     for _ in range(50):
-        assert not streak.add(RequestRecord("x", 0, 1, 1, error=CLIENT_EXHAUSTED))
+        assert not streak.add(RequestRecord("x", 0, 1, 1, outcome=Outcome(error=CLIENT_EXHAUSTED)))
     assert streak.streak == 5 and streak.reason is None
 
 
@@ -304,7 +310,7 @@ async def main(path):
         os.close(fd)
     await client.close()
     server.close()
-    print(rec.error, rec.status, rec.error_detail)
+    print(rec.outcome.error, rec.outcome.status, rec.outcome.error_detail)
 
 resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 asyncio.run(main(sys.argv[1]))

@@ -84,8 +84,9 @@ def _answered(path: str, events: list[bytes]) -> RequestRecord:
 @pytest.mark.parametrize("path", PATHS)
 def test_an_error_event_echoing_the_key_at_190_leaves_none_of_it_on_every_path(core, path):
     r = _answered(path, [failed_event("x" * 190 + KEY + " was refused")])
-    assert r.error == STREAM_BROKEN
-    assert r.error_detail == "error event: " + "x" * 190 + "*** was re", (path, r.error_detail)
+    assert r.outcome.error == STREAM_BROKEN
+    assert r.outcome.error_detail == "error event: " + "x" * 190 + "*** was re", \
+        (path, r.outcome.error_detail)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -93,9 +94,11 @@ def test_a_reason_and_a_malformed_event_are_scrubbed_before_their_cut_on_every_p
     delta = {"type": "message_delta", "delta": {"stop_reason": "r" * 95 + KEY}, "usage": {"output_tokens": 1}}
     text = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}
     r = _answered(path, [b"data: " + json.dumps(o).encode() + b"\n\n" for o in (text, delta)])
-    assert r.error is None and r.finish_reason == "r" * 95 + "***", (path, r.finish_reason)
+    assert r.outcome.error is None and r.outcome.finish_reason == "r" * 95 + "***", \
+        (path, r.outcome.finish_reason)
     r = _answered(path, [b"data: {" + b"y" * 190 + KEY.encode() + b"\n\n"])
-    assert r.error == MALFORMED and r.error_detail == "{" + "y" * 190 + "***", (path, r.error_detail)
+    assert r.outcome.error == MALFORMED and r.outcome.error_detail == "{" + "y" * 190 + "***", \
+        (path, r.outcome.error_detail)
 
 
 # --------------------------------------------------------------------------- end to end

@@ -25,7 +25,8 @@ def test_keep_alive_timeout_inf_or_nan_reads_every_answer_on_every_path(path, va
         await writer.drain()
 
     records, srv, _ = run(sequential(path, script, 3))
-    assert [(r.status, r.error, r.text_chunks) for r in records] == [(200, None, 2)] * 3
+    assert [(r.outcome.status, r.outcome.error, r.tokens.text_chunks) for r in records] \
+        == [(200, None, 2)] * 3
 
 
 STREAM_BROKEN_ANSWERS = {
@@ -44,7 +45,8 @@ def test_a_server_answering_bytes_that_are_not_http_is_stream_broken_not_connect
         return "close"
 
     records, _, _ = run(sequential(path, script, 1))
-    assert (records[0].status, records[0].error) == (None, "stream_broken"), records[0].error_detail
+    assert (records[0].outcome.status, records[0].outcome.error) == (None, "stream_broken"), \
+        records[0].outcome.error_detail
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -58,4 +60,5 @@ def test_thousands_of_interim_heads_before_the_answer_are_skipped_on_every_path(
         await writer.drain()
 
     records, _, _ = run(sequential(path, script, 1))
-    assert (records[0].status, records[0].error, records[0].text_chunks) == (200, None, 2)
+    first = records[0]
+    assert (first.outcome.status, first.outcome.error, first.tokens.text_chunks) == (200, None, 2)

@@ -96,7 +96,7 @@ def test_a_measured_request_never_follows_a_redirect_to_another_origin(path):
                 return r, other.heads, srv.requests
     r, elsewhere, here = asyncio.run(go())
     assert elsewhere == [] and len(here) == 1
-    assert (r.status, r.error) == (307, HTTP) and r.text_chunks == 0
+    assert (r.outcome.status, r.outcome.error) == (307, HTTP) and r.tokens.text_chunks == 0
 
 
 def _side_channels(root: str):

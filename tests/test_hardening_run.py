@@ -20,7 +20,7 @@ import pytest
 
 from benchc.cli import main
 from benchc.errors import UsageError
-from benchc.metrics.record import CONNECT, HTTP, STREAM_BROKEN, TIMEOUT, RequestRecord
+from benchc.metrics.record import CONNECT, HTTP, STREAM_BROKEN, TIMEOUT, Outcome, RequestRecord
 from benchc.results.document import read, reserve_outputs, write_atomic
 from benchc.run.deadserver import MIN_CONNECT_FAILURES, ConnectStreak, failure_limit
 from tests.conftest import REPO, killed_after, wait_for
@@ -228,8 +228,8 @@ def test_run_json_to_dev_full_exits_0(tmp_path, sim):
 
 
 def record(error=None, status=None):
-    return RequestRecord(id="x", prompt_index=0, input_tokens=1, expected_output_tokens=1, error=error,
-                         status=status)
+    return RequestRecord(id="x", prompt_index=0, input_tokens=1, expected_output_tokens=1,
+                         outcome=Outcome(error=error, status=status))
 
 
 def test_connect_streak_counts_failures_since_the_last_answer():

@@ -308,8 +308,10 @@ def test_an_error_body_with_the_key_across_the_bound_is_scrubbed_on_every_path()
     with redact.scrubbing(Scrubber([SECRET])):
         for path in PATHS:
             r = answered(path, b"HTTP/1.1 401 Unauthorized\r\n", body, headers=h)
-            assert r.status == 401 and r.error_detail.startswith("401: eeee"), (path, r.error_detail)
-            assert "***" in r.error_detail and SECRET[:4] not in r.error_detail, (path, r.error_detail)
+            assert r.outcome.status == 401 and r.outcome.error_detail.startswith("401: eeee"), \
+                (path, r.outcome.error_detail)
+            assert "***" in r.outcome.error_detail and SECRET[:4] not in r.outcome.error_detail, \
+                (path, r.outcome.error_detail)
 
 
 def test_a_launched_servers_log_is_created_readable_by_its_owner_only(tmp_path):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from benchc.client._sse_py import EVENT_TOO_LARGE, LINE_TOO_LONG, MAX_SSE_BYTES, SSEDecoder
 from benchc.client.request import _conclude
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import RequestRecord, Times
 from tests.conftest import REPO, both_cores
 
 MAX = MAX_SSE_BYTES
@@ -188,8 +188,8 @@ hostile_stream = st.tuples(st.lists(piece(), max_size=12), st.lists(st.integers(
 
 
 def judged(parser) -> str | None:
-    rec = RequestRecord("r", 0, 1, None, t0_ns=1)
-    return _conclude(rec, parser, "text/event-stream").error
+    rec = RequestRecord("r", 0, 1, None, times=Times(t0_ns=1))
+    return _conclude(rec, parser, "text/event-stream").outcome.error
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -60,7 +60,7 @@ def test_a_utf8_bom_before_the_first_event_is_skipped_on_every_path(path, split)
     body = chunked(first + events[1:])
     records, _, _ = run(sequential(path, _answer(SSE_HEAD + body), 1))
     r = records[0]
-    assert (r.status, r.error, r.text_chunks) == (200, None, 2), r.error_detail
+    assert (r.outcome.status, r.outcome.error, r.tokens.text_chunks) == (200, None, 2), r.outcome.error_detail
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -71,8 +71,8 @@ def test_done_without_the_closing_chunk_is_a_complete_answer_on_every_path(path)
     body = chunked(sse(["a", "b"]))
     assert body.endswith(b"0\r\n\r\n")
     records, srv, _ = run(sequential(path, _answer(SSE_HEAD + body[:-5], close=True), 2))
-    assert [(r.status, r.error, r.text_chunks) for r in records] == [(200, None, 2)] * 2, \
-        [r.error_detail for r in records]
+    assert [(r.outcome.status, r.outcome.error, r.tokens.text_chunks) for r in records] \
+        == [(200, None, 2)] * 2, [r.outcome.error_detail for r in records]
     assert srv.connections == 2
 
 
@@ -81,7 +81,8 @@ def test_a_stream_cut_before_done_stays_stream_broken(path):
     body = chunked(sse(["a", "b"]))
     cut = body[:body.index(b"data: [DONE]")]
     records, _, _ = run(sequential(path, _answer(SSE_HEAD + cut, close=True), 1))
-    assert (records[0].status, records[0].error) == (200, "stream_broken"), records[0].error_detail
+    assert (records[0].outcome.status, records[0].outcome.error) == (200, "stream_broken"), \
+        records[0].outcome.error_detail
 
 
 def _parse(module, chunks: list[bytes], close: bool = True):

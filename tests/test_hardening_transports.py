@@ -159,7 +159,9 @@ async def read_everywhere(data: bytes, cuts: list[int]) -> dict:
 
 def judged(r: RequestRecord) -> tuple:
     """What every path must agree on: the error kind; with no error, the status and the text."""
-    return (r.error,) if r.error is not None else (r.error, r.status, r.text_chunks, r.usage_output_tokens)
+    return (r.outcome.error,) if r.outcome.error is not None else (r.outcome.error, r.outcome.status,
+                                                                   r.tokens.text_chunks,
+                                                                   r.tokens.usage_output_tokens)
 
 
 def check(data: bytes, cuts: list[int]) -> None:
@@ -170,9 +172,9 @@ def check(data: bytes, cuts: list[int]) -> None:
     finally:
         tracemalloc.stop()
     seen = {k: judged(r) for k, r in records.items()}
-    details = {k: (r.status, r.error, r.error_detail) for k, r in records.items()}
-    assert all(r.error is None or r.error in ERROR_KINDS for r in records.values()), details
-    assert all(r.error != CLIENT_ERROR for r in records.values()), details
+    details = {k: (r.outcome.status, r.outcome.error, r.outcome.error_detail) for k, r in records.items()}
+    assert all(r.outcome.error is None or r.outcome.error in ERROR_KINDS for r in records.values()), details
+    assert all(r.outcome.error != CLIENT_ERROR for r in records.values()), details
     assert len(set(seen.values())) == 1, (data[:300], details)
     assert peak < PEAK_BYTES, peak
 
@@ -284,7 +286,8 @@ def test_found_answers_read_alike(data):
 ])
 def test_the_kind_each_found_answer_gets(data, kind):
     records = asyncio.run(read_everywhere(data, []))
-    assert {r.error for r in records.values()} == {kind}, {k: r.error_detail for k, r in records.items()}
+    assert {r.outcome.error for r in records.values()} == {kind}, \
+        {k: r.outcome.error_detail for k, r in records.items()}
 
 
 def _serve_script(answers: list[bytes]):
@@ -340,8 +343,9 @@ def test_bytes_past_an_answer_are_never_the_next_requests_answer(path):
         return first, second, len(connections)
 
     first, second, connections = asyncio.run(go())
-    assert first.ok and second.ok, (first.error_detail, second.error_detail)
-    assert first.text_bytes == len("first") and second.text_bytes == len("fresh")  # "fresh", not "stale"
+    assert first.ok and second.ok, (first.outcome.error_detail, second.outcome.error_detail)
+    # "fresh", not "stale"
+    assert first.tokens.text_bytes == len("first") and second.tokens.text_bytes == len("fresh")
     assert connections == 2  # the first connection was not reused
 
 
@@ -371,7 +375,7 @@ def test_framing_that_breaks_after_the_head_fails_the_answer_at_once(path, statu
         return await _one_request(server, path, target(timeout_s=60, idle_s=20, first_byte_s=60))
 
     r = asyncio.run(go())
-    assert (r.status, r.error) == (status, kind), r.error_detail
+    assert (r.outcome.status, r.outcome.error) == (status, kind), r.outcome.error_detail
 
 
 @pytest.mark.parametrize("first", [b"\r\n", b"HTTP/1.1 200 OK\r\nContent-"])
@@ -395,4 +399,4 @@ def test_a_head_begun_then_stalled_is_a_timeout_not_a_first_byte_timeout(path, f
         return await _one_request(server, path, target(timeout_s=60, idle_s=0.5, first_byte_s=0.5))
 
     r = asyncio.run(go())
-    assert (r.status, r.error) == (None, "timeout"), r.error_detail
+    assert (r.outcome.status, r.outcome.error) == (None, "timeout"), r.outcome.error_detail

@@ -49,6 +49,7 @@ BAD = [
     ({"step_table": [[0, 5.0], [2, 12.0]]}, "sim.step_table[0][0]: 0 is less than the minimum of 1"),
     ({"frontend_growth": [[8, 1.0], [4, 2.0]]}, "sim.frontend_growth: the held counts must increase"),
     ({"block_size": 0}, "sim.block_size: 0 is less than the minimum of 1"),
+    ({"parallel_tool_calls": 0}, "sim.parallel_tool_calls: 0 is less than the minimum of 1"),
     ({"jitter": float("nan")}, "sim.jitter: NaN and infinity are not allowed"),
     ({"prefill_tok_s": float("inf")}, "sim.prefill_tok_s: NaN and infinity are not allowed"),
     ({"max_num_seqs": "many"}, "sim.max_num_seqs: 'many' is not of type 'integer'"),

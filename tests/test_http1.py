@@ -127,10 +127,11 @@ def test_every_event_its_own_chunk_dribbled_byte_by_byte(transport):
             await asyncio.sleep(0)
 
     r, srv = run(one_request(script))
-    assert r.ok, r.error_detail
-    assert r.path == served_by(transport)
-    assert r.text_chunks == 5 and r.usage_output_tokens == 5 and r.finish_reason == "stop"
-    assert r.text_bytes == len("".join(texts).encode())
+    assert r.ok, r.outcome.error_detail
+    assert r.outcome.path == served_by(transport)
+    assert r.tokens.text_chunks == 5 and r.tokens.usage_output_tokens == 5
+    assert r.outcome.finish_reason == "stop"
+    assert r.tokens.text_bytes == len("".join(texts).encode())
     head, body = srv.requests[0]
     assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
     assert b"x-request-id: req-1\r\n" in head and b"Accept-Encoding: identity" in head
@@ -159,7 +160,7 @@ def test_keep_alive_reuses_one_connection_and_a_closing_server_costs_no_error():
     rs, conns = run(main(keep))
     assert all(r.ok for r in rs) and conns == 1
     rs, conns = run(main(close_each))
-    assert all(r.ok for r in rs) and [r.text_chunks for r in rs] == [2] * 4 and conns == 4
+    assert all(r.ok for r in rs) and [r.tokens.text_chunks for r in rs] == [2] * 4 and conns == 4
 
 
 async def one_stream_then_close(n, reader, writer):
@@ -195,10 +196,10 @@ async def loop_saw_the_close(dropped_check: bool):
 @pytest.mark.parametrize("dropped_check", [True, False], ids=["idle-check", "refused-by-the-loop"])
 def test_a_connection_the_receive_loop_saw_close_is_not_an_error(transport, dropped_check):
     r1, r2, srv, report = run(loop_saw_the_close(dropped_check))
-    assert r1.ok and r2.ok, (r1.error_detail, r2.error_detail)
+    assert r1.ok and r2.ok, (r1.outcome.error_detail, r2.outcome.error_detail)
     assert srv.connections == 2 and len(srv.requests) == 2  # the dead connection carried nothing
-    assert r2.path == http1.RX_LOOP and not r2.reused_connection
-    assert r2.retried is (not dropped_check)
+    assert r2.outcome.path == http1.RX_LOOP and not r2.outcome.reused_connection
+    assert r2.outcome.retried is (not dropped_check)
     assert report["server_closes"] == 1  # counted once, either way
 
 
@@ -220,8 +221,8 @@ def test_other_body_forms(form):
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + OK_HEAD + chunked(sse(["x", "y", "z"])))
 
     r, _ = run(one_request(script))
-    assert r.ok, r.error_detail
-    assert r.text_chunks == 3 and r.status == 200
+    assert r.ok, r.outcome.error_detail
+    assert r.tokens.text_chunks == 3 and r.outcome.status == 200
 
 
 @pytest.mark.parametrize("case,kind,detail", [
@@ -252,9 +253,10 @@ def test_broken_servers_are_classified_and_what_was_measured_is_kept(case, kind,
             writer.write(b"SPDY/9 200 OK\r\n\r\n")
 
     r, _ = run(one_request(script))
-    assert r.error == kind and detail in r.error_detail, (r.error, r.error_detail)
+    assert r.outcome.error == kind and detail in r.outcome.error_detail, \
+        (r.outcome.error, r.outcome.error_detail)
     if case == "reset-mid-stream":
-        assert r.text_chunks >= 2 and r.first_text_ns  # the part that arrived was measured
+        assert r.tokens.text_chunks >= 2 and r.times.first_text_ns  # the part that arrived was measured
 
 
 def test_timeouts_before_and_after_the_head():
@@ -267,13 +269,13 @@ def test_timeouts_before_and_after_the_head():
         await asyncio.sleep(5)
 
     r, _ = run(one_request(stall_before, target(first_byte_s=0.2)))
-    assert r.error == FIRST_BYTE_TIMEOUT and r.status is None
-    assert r.error_detail == ("no response byte within target.first_byte_timeout (0.2s) after the request "
-                              "was sent")
+    assert r.outcome.error == FIRST_BYTE_TIMEOUT and r.outcome.status is None
+    assert r.outcome.error_detail == ("no response byte within target.first_byte_timeout (0.2s) after the "
+                                      "request was sent")
     r, _ = run(one_request(stall_after, target(idle_s=0.2)))
-    assert r.error == IDLE_TIMEOUT and r.status == 200
+    assert r.outcome.error == IDLE_TIMEOUT and r.outcome.status == 200
     r, _ = run(one_request(stall_after, target(timeout_s=0.3, idle_s=10)))
-    assert r.error == TIMEOUT
+    assert r.outcome.error == TIMEOUT
 
 
 def test_exchanges_of_other_limits_share_one_timer():
@@ -314,7 +316,7 @@ def test_exchanges_of_other_limits_share_one_timer():
     answered, heap_after_answers, stalled, still_waiting, left = run(main())
     assert all(r.ok and r.output_tokens == 1 for r in answered)
     assert heap_after_answers < 70  # the answered exchanges' deadlines did not pile up
-    assert stalled.error == IDLE_TIMEOUT and stalled.status == 200 and still_waiting
+    assert stalled.outcome.error == IDLE_TIMEOUT and stalled.outcome.status == 200 and still_waiting
     assert left == (None, [], 0)
 
 
@@ -338,7 +340,7 @@ def test_cancellation_records_and_frees_the_connection():
             return r, pool
 
     r, pool = run(main())
-    assert r.error == CANCELLED and not pool._open
+    assert r.outcome.error == CANCELLED and not pool._open
 
 
 def test_connect_refused_and_credentials_from_the_url():
@@ -349,7 +351,7 @@ def test_connect_refused_and_credentials_from_the_url():
         return r
 
     r = run(main())
-    assert r.error == CONNECT
+    assert r.outcome.error == CONNECT
 
     async def ok(n, reader, writer):
         writer.write(OK_HEAD + chunked(sse(["a"])))
@@ -459,10 +461,11 @@ def test_https_with_certificate_verification(tmp_path):
             srv.server.close()
 
     (r1, r2), conns = run(main(client_ctx))
-    assert r1.ok and r2.ok and r1.text_chunks == 2 and conns == 1
-    assert r1.path == r2.path == http1.ASYNCIO  # the receive loop reads plain http only: visibly
+    assert r1.ok and r2.ok and r1.tokens.text_chunks == 2 and conns == 1
+    # the receive loop reads plain http only: visibly
+    assert r1.outcome.path == r2.outcome.path == http1.ASYNCIO
     (r1, _), _ = run(main(None))  # the system trust store does not know this certificate
-    assert r1.error == CONNECT and "CERTIFICATE_VERIFY_FAILED" in r1.error_detail
+    assert r1.outcome.error == CONNECT and "CERTIFICATE_VERIFY_FAILED" in r1.outcome.error_detail
 
 
 def stamped_pair(rcvbuf: int | None = None) -> tuple:
@@ -534,8 +537,8 @@ def test_reads_carry_the_kernels_arrival_time_not_the_loops():
 
     (kernel, k_block), (loop_stamped, l_block) = run(main(True)), run(main(False))
     assert kernel.ok and loop_stamped.ok
-    assert loop_stamped.first_text_ns >= l_block["to"]  # the callback ran after the block
-    assert kernel.first_text_ns <= k_block["from"]  # the kernel saw the bytes before it
+    assert loop_stamped.times.first_text_ns >= l_block["to"]  # the callback ran after the block
+    assert kernel.times.first_text_ns <= k_block["from"]  # the kernel saw the bytes before it
 
 
 @pytest.mark.parametrize("transport", ["asyncio"], indirect=True)  # no connection: once

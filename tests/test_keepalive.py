@@ -107,14 +107,14 @@ def answer_then_close_on_reuse(reset: bool):
 def test_the_keep_alive_race_is_retried_once_on_a_fresh_connection_and_counted(path, reset):
     rs, srv, report = run(sequential(path, answer_then_close_on_reuse(reset), 2))
     first, second = rs
-    assert first.ok and second.ok, (first.error_detail, second.error_detail)
-    assert not first.retried and second.retried and not second.reused_connection
-    assert second.text_chunks == 2 and second.usage_output_tokens == 2
+    assert first.ok and second.ok, (first.outcome.error_detail, second.outcome.error_detail)
+    assert not first.outcome.retried and second.outcome.retried and not second.outcome.reused_connection
+    assert second.tokens.text_chunks == 2 and second.tokens.usage_output_tokens == 2
     # the server saw the request three times: the first, the reused attempt it never answered, the retry
     assert len(srv.requests) == 3 and srv.connections == 2
     # timing starts at the retry's send; the first attempt's send is kept for the self-check
-    assert second.t0_ns > second.first_sent_ns
-    assert 0 <= second.first_text_ns - second.t0_ns <= second.end_ns - second.t0_ns
+    assert second.times.t0_ns > second.times.first_sent_ns
+    assert 0 <= second.times.first_text_ns - second.times.t0_ns <= second.times.end_ns - second.times.t0_ns
     assert report["pooled"] is True and report["server_closes"] == 1
 
 
@@ -123,11 +123,11 @@ def test_an_origin_that_closes_every_connection_stops_being_pooled(path):
     """Every reuse races; after STOP_POOLING_AFTER closes in a row each request opens its
     own connection, and the result's report says so."""
     rs, srv, report = run(sequential(path, answer_then_close_on_reuse(False), 8))
-    assert all(r.ok for r in rs), [r.error_detail for r in rs]
+    assert all(r.ok for r in rs), [r.outcome.error_detail for r in rs]
     # The own reader pools a retry's fresh connection, so the next request races again; the
     # aiohttp path retries on a one-off connection, so the next request opens its own.
     races = [False, True, True, True] if path in NATIVE else [False, True, False, True, False, True]
-    assert [r.retried for r in rs] == races + [False] * (8 - len(races))
+    assert [r.outcome.retried for r in rs] == races + [False] * (8 - len(races))
     assert report["pooled"] is False and "3 connections in a row right after a response" in report["note"]
     assert srv.connections == 8 and len(srv.requests) == 8 + http1.STOP_POOLING_AFTER
 
@@ -146,9 +146,9 @@ def test_keep_alive_max_is_honoured_and_the_server_never_closes_first(path):
         await writer.drain()
 
     rs, srv, report = run(sequential(path, script, 6))
-    assert all(r.ok and not r.retried for r in rs)
+    assert all(r.ok and not r.outcome.retried for r in rs)
     assert srv.connections == 3 and len(srv.requests) == 6
-    assert [r.reused_connection for r in rs] == [False, True] * 3
+    assert [r.outcome.reused_connection for r in rs] == [False, True] * 3
     assert report["pooled"] is True and report["server_closes"] == 0
 
 
@@ -177,7 +177,7 @@ def test_an_eof_seen_on_an_idle_connection_keeps_it_out_of_use(path):
         return await sequential(path, script, 3, between=wait_for_close)
 
     rs, srv, report = run(main())
-    assert all(r.ok and not r.retried and not r.reused_connection for r in rs)
+    assert all(r.ok and not r.outcome.retried and not r.outcome.reused_connection for r in rs)
     assert srv.connections == 3 and len(srv.requests) == 3
     assert report["server_closes"] == 2
 
@@ -191,9 +191,9 @@ def test_genuine_failures_stay_errors(path):
         return "close"  # never answers
 
     rs, srv, _ = run(sequential(path, close_all, 2))
-    assert [r.error for r in rs] == [CONNECT, CONNECT] and not any(r.retried for r in rs)
-    assert all("before any response" in r.error_detail or "Server disconnected" in r.error_detail
-               for r in rs), [r.error_detail for r in rs]
+    assert [r.outcome.error for r in rs] == [CONNECT, CONNECT] and not any(r.outcome.retried for r in rs)
+    details = [r.outcome.error_detail for r in rs]
+    assert all("before any response" in d or "Server disconnected" in d for d in details), details
 
     async def answer_once_then_never(n, reader, writer):
         if n == 0:
@@ -201,8 +201,8 @@ def test_genuine_failures_stay_errors(path):
         return "close"  # the reused attempt and its retry on a new connection both fail
 
     rs, srv, _ = run(sequential(path, answer_once_then_never, 2))
-    assert rs[0].ok and rs[1].error == CONNECT and rs[1].retried
-    assert "a retry after a reused connection failed" in rs[1].error_detail
+    assert rs[0].ok and rs[1].outcome.error == CONNECT and rs[1].outcome.retried
+    assert "a retry after a reused connection failed" in rs[1].outcome.error_detail
     assert len(srv.requests) == 3
 
     async def reset_mid_answer_on_reuse(n, reader, writer):
@@ -214,7 +214,8 @@ def test_genuine_failures_stay_errors(path):
         return "close"
 
     rs, srv, _ = run(sequential(path, reset_mid_answer_on_reuse, 2))
-    assert rs[1].error == STREAM_BROKEN and not rs[1].retried and rs[1].text_chunks >= 1
+    assert rs[1].outcome.error == STREAM_BROKEN and not rs[1].outcome.retried
+    assert rs[1].tokens.text_chunks >= 1
     assert len(srv.requests) == 2
 
     async def silent_on_reuse(n, reader, writer):
@@ -223,7 +224,7 @@ def test_genuine_failures_stay_errors(path):
         await asyncio.sleep(5)
 
     rs, srv, _ = run(sequential(path, silent_on_reuse, 2, t=target(timeout_s=10, first_byte_s=0.3)))
-    assert rs[1].error == FIRST_BYTE_TIMEOUT and not rs[1].retried and len(srv.requests) == 2
+    assert rs[1].outcome.error == FIRST_BYTE_TIMEOUT and not rs[1].outcome.retried and len(srv.requests) == 2
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -234,7 +235,7 @@ def test_a_failed_request_stores_no_latency(path):
     rs, _, _ = run(sequential(path, close_all, 1))
     line = rs[0].to_json()
     assert line["error"] == CONNECT and line["ttft_us"] is None and line["e2e_us"] is None
-    assert rs[0].end_ns >= rs[0].t0_ns
+    assert rs[0].times.end_ns >= rs[0].times.t0_ns
 
 
 def test_keep_alive_header_parsing_and_the_max_reading():

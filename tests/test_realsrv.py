@@ -131,7 +131,7 @@ def test_a_refusing_server_is_a_connect_error_with_no_latency(path):
 
     r: RequestRecord = asyncio.run(main_())
     line = r.to_json()
-    assert r.error == CONNECT and not r.retried
+    assert r.outcome.error == CONNECT and not r.outcome.retried
     assert line["ttft_us"] is None and line["e2e_us"] is None
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from benchc.cli import main
 from benchc.client.request import _take
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import RequestRecord, Times
 from benchc.metrics.recorder import PointRecorder
 from benchc.results.document import read
 from tests.conftest import both_cores, transports, use_transport
@@ -145,9 +145,9 @@ def test_a_sessions_next_turn_sends_back_the_answer_not_the_reasoning(tmp_path):
 
 def record_of(stream_mod, events, t0=0):
     p = fed_one_event_per_ms(stream_mod, events)
-    r = RequestRecord("r", 0, 5, None, t0_ns=t0, parser=p)
+    r = RequestRecord("r", 0, 5, None, parser=p, times=Times(t0_ns=t0))
     _take(r, p)
-    r.end_ns = p.done_ns
+    r.times.end_ns = p.done_ns
     return r
 
 

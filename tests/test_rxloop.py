@@ -75,8 +75,10 @@ async def through_sim(cfg, transport, requests: list[tuple[str, int]], concurren
 def figures_of(r: RequestRecord) -> tuple:
     """Every figure a request records, but its times."""
     p = r.parser
-    return (r.id, r.error, r.error_detail, r.status, r.text_chunks, r.text_bytes, r.usage_output_tokens,
-            r.usage_input_tokens, r.finish_reason, r.multi_token_chunks, bool(r.first_text_ns),
+    out, tokens = r.outcome, r.tokens
+    return (r.id, out.error, out.error_detail, out.status, tokens.text_chunks, tokens.text_bytes,
+            tokens.usage_output_tokens, tokens.usage_input_tokens, out.finish_reason,
+            tokens.multi_token_chunks, bool(r.times.first_text_ns),
             len(p.gaps_ns), p.chunk_tokens, p.malformed, p.events, bool(p.done_ns))
 
 
@@ -91,7 +93,7 @@ def test_faults_are_classified_alike_on_every_transport():
     for transport in TRANSPORTS:
         recs, trace, _ = asyncio.run(through_sim(cfg, transport, requests, idle_s=0.2))
         got[transport] = [figures_of(r) for r in recs]
-        paths = {r.path for r in recs}
+        paths = {r.outcome.path for r in recs}
         assert paths == {http1.ASYNCIO if transport == "asyncio" else http1.RX_LOOP}
         # an HTTP-status fault answers before a stream exists: no trace record
         faults = {rid: trace[rid]["fault"] if rid in trace else "http_5xx" for rid, _ in requests}
@@ -130,9 +132,9 @@ def test_chunk_stamps_match_the_simulators_writes(transport):
     acts = sorted({t for tr in trace.values() for t, _ in tr["chunks"]})
     slack_ns = 500_000
     for r in recs:
-        assert r.ok, r.error_detail
+        assert r.ok, r.outcome.error_detail
         writes = [t for t, _ in trace[r.id]["chunks"]]
-        stamps = [r.first_text_ns]
+        stamps = [r.times.first_text_ns]
         for g in r.parser.gaps_ns:
             stamps.append(stamps[-1] + g)
         assert len(stamps) == len(writes) == 16
@@ -389,5 +391,6 @@ def test_a_timeout_ends_a_flooding_stream_while_it_floods(transport):
             wait_for(lambda: srv.ended, "the server to see the answer end")
         finally:
             watchdog.cancel()
-    assert rec.error == TIMEOUT and rec.parser.text_chunks > 0, (rec.error, rec.error_detail)
+    assert rec.outcome.error == TIMEOUT and rec.parser.text_chunks > 0, \
+        (rec.outcome.error, rec.outcome.error_detail)
     assert srv.ended == ["client"]

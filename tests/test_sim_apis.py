@@ -234,3 +234,100 @@ def test_the_server_branches_on_the_api_name_at_most_three_times():
     now only the routes, which generating APIs the server is configured to serve)."""
     source = (Path(__file__).parents[1] / "benchc" / "sim" / "server.py").read_text()
     assert len(_api_name_branches(source)) <= 3, _api_name_branches(source)
+
+
+def _events(writes: list[bytes]) -> list[dict]:
+    """The JSON objects of a stream's events, in order."""
+    out = []
+    for event in b"".join(writes).split(b"\n\n"):
+        out += [json.loads(line[6:]) for line in event.split(b"\n") if line.startswith(b"data: {")]
+    return out
+
+
+def _tool_event_index(obj: dict) -> int | None:
+    """The call index a tool-call event names (chat's tool_calls[].index, Responses'
+    output_index, Messages' block index), None for any other event."""
+    choices = obj.get("choices")
+    if choices and choices[0]["delta"].get("tool_calls"):
+        return choices[0]["delta"]["tool_calls"][0]["index"]
+    kind = obj.get("type")
+    if kind == "response.function_call_arguments.delta":
+        return obj["output_index"]
+    if kind == "response.output_item.added" and obj["item"]["type"] == "function_call":
+        return obj["output_index"]
+    if kind == "content_block_start" and obj["content_block"]["type"] == "tool_use":
+        return obj["index"]
+    if kind == "content_block_delta" and obj["delta"]["type"] == "input_json_delta":
+        return obj["index"]
+    return None
+
+
+@pytest.mark.parametrize("name", ("chat", "responses", "messages"))
+def test_parallel_tool_calls_stream_interleaved_and_read_apart_on_both_cores(name):
+    """parallel_tool_calls 3: the answer is 3 calls (a name token and 3 argument tokens each)
+    whose events interleave token by token, each naming its own call (chat's tool_calls[].index,
+    Responses' output_index and item id, Messages' block index): the client's parser on either
+    core keeps each call's name and arguments apart, as the trace says each call was sent. Before
+    the parameter, the simulator could only stream one call."""
+    prompt = Prompt(text=None, messages=PROMPT.messages, input_tokens=6, output_tokens=20)
+    body = APIS[name].body(_target(name), SAMPLING, prompt)
+    (trace, writes, _), _ = _run_twice(name, body, reasoning_tokens=1, tool_call_fraction=1.0,
+                                       tool_call_tokens=3, parallel_tool_calls=3)
+    assert trace["reason"] == "tool_calls" and trace["output_tokens"] == 1 + 3 * 4
+    assert trace["tool_call_tokens"] == 12 and trace["tool_chunks"] == 12  # one event per token
+    calls = trace["tool_calls"]
+    assert len(calls) == 3 and [len(c.split()) for c in calls] == [4, 4, 4]
+    # interleaved on the wire: the call each tool event names goes 0, 1, 2, 0, 1, 2, ...
+    named = [k for k in map(_tool_event_index, _events(writes)) if k is not None]
+    first = named[0]  # after the reasoning's item (block), in Responses and Messages
+    assert first == {"chat": 0, "responses": 1, "messages": 1}[name]
+    assert [k - first for k in named] == [0, 1, 2] * 4
+    # each call is closed with its own whole arguments, under its own ids
+    events = _events(writes)
+    if name == "responses":
+        (done,) = [e for e in events if e["type"] == "response.completed"]
+        items = [i for i in done["response"]["output"] if i["type"] == "function_call"]
+        assert [i["name"] + i["arguments"] for i in items] == calls
+        assert [i["id"] for i in items] == ["fc_r1", "fc_r1_1", "fc_r1_2"]
+    if name == "messages":
+        assert [e["index"] for e in events if e["type"] == "content_block_stop"] == [0, 1, 2, 3]
+    for mod in both_cores("benchc.client._stream"):
+        p = mod.StreamParser(keep_text=True)
+        for k, data in enumerate(writes, start=1):
+            p.feed(data, k * 1_000_000)
+        p.close(10**12)
+        assert p.tool_call_texts() == calls and p.finish_reason == "tool_calls"
+
+
+def test_parallel_tool_calls_is_checked_by_the_simulators_ranges(capsys):
+    """One range (the spec schema's target.sim) for a spec, a twin file (tests/
+    test_hardening_twins.py) and `benchc sim --param`."""
+    from benchc.cli import main
+    from benchc.sim.model import make_config
+    from benchc.spec.values import sim_param_names, sim_param_problems
+
+    assert "parallel_tool_calls" in sim_param_names()
+    assert sim_param_problems({"parallel_tool_calls": 0}) == \
+        ["parallel_tool_calls: 0 is less than the minimum of 1"]
+    assert sim_param_problems({"parallel_tool_calls": 4}) == []
+    with pytest.raises(ValueError, match="parallel_tool_calls must be at least 1"):
+        make_config("instant", parallel_tool_calls=0)
+    assert main(["sim", "--param", "parallel_tool_calls=0", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "parallel_tool_calls: 0 is less than the minimum of 1" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ("responses", "messages"))
+def test_a_whole_answer_of_parallel_tool_calls_holds_each_call_apart(name):
+    """A request that did not stream: each of the 3 calls is an item (block) of its own, its
+    name and arguments those the trace says the call had."""
+    prompt = Prompt(text=None, messages=PROMPT.messages, input_tokens=6, output_tokens=20)
+    body = APIS[name].body(_target(name), SAMPLING, prompt, stream=False)
+    (trace, _, whole), _ = _run_twice(name, body, tool_call_fraction=1.0, tool_call_tokens=3,
+                                      parallel_tool_calls=3)
+    assert whole is not None
+    if name == "responses":
+        got = [i["name"] + i["arguments"] for i in whole["output"] if i["type"] == "function_call"]
+    else:
+        got = [b["name"] + b["input"]["arguments"] for b in whole["content"] if b["type"] == "tool_use"]
+    assert got == trace["tool_calls"] and len(got) == 3

@@ -299,8 +299,8 @@ def test_llama_cpp_timings_and_cached_tokens_on_both_cores():
         p.feed(data, 1)
         rec = RequestRecord("r", 0, 55, None)
         _take(rec, p)
-        assert (rec.cached_tokens, rec.cached_source) == (50, "timings")
-        assert rec.server_timings["prompt_ms"] == 12.847
+        assert (rec.cache.cached_tokens, rec.cache.cached_source) == (50, "timings")
+        assert rec.outcome.server_timings["prompt_ms"] == 12.847
 
 
 def test_vllm_cached_tokens_on_both_cores():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchc.client.request import _conclude
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import RequestRecord, Times
 from tests.test_stream import chunk, cores, fed_one_event_per_ms, fixture, kept_over, measure, stream_of
 
 MS = 1_000_000
@@ -48,9 +48,9 @@ def test_a_chat_stream_answered_by_a_tool_call_is_output(stream_modules):
     assert p.tool_text() == 'get_weather{"city": "Paris"}' and p.answer_text() == ""
     assert p.gaps_ns == [MS, MS] and p.answer_gaps_ns == []
     # never empty_output: a tool call is an answer
-    rec = RequestRecord("r", 0, 9, None, t0_ns=MS // 2, end_ns=7 * MS)
+    rec = RequestRecord("r", 0, 9, None, times=Times(t0_ns=MS // 2, end_ns=7 * MS))
     _conclude(rec, p, "text/event-stream")
-    assert rec.error is None and rec.output_tokens == 7 and rec.finish_reason == "tool_calls"
+    assert rec.outcome.error is None and rec.output_tokens == 7 and rec.outcome.finish_reason == "tool_calls"
 
 
 def test_text_then_a_tool_call(stream_modules):
@@ -290,7 +290,7 @@ def test_a_point_counts_tool_calls_and_unknown_events_and_reads_them_back(stream
     for events in (CHAT_TOOL_CALL, [chunk({"content": "a"}), message("mystery"), chunk({"content": "b"},
                                                                                        finish="stop")]):
         p = fed_one_event_per_ms(stream_modules[0], events)
-        r = RequestRecord("r", 0, 9, None, t0_ns=MS // 2, end_ns=9 * MS, parser=p)
+        r = RequestRecord("r", 0, 9, None, parser=p, times=Times(t0_ns=MS // 2, end_ns=9 * MS))
         _conclude(r, p, "text/event-stream")  # copies the parser's measures (request._take)
         rec.add(r)
     point = rec.summary()

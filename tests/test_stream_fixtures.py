@@ -97,22 +97,23 @@ def test_real_servers_streams_are_counted_exactly(name, path, core, how, monkeyp
     close_after = name.startswith("llamacpp")
     records, served = asyncio.run(replay(path, core, wire, how, close_after))
     for r in records:
-        assert r.ok, (r.error, r.error_detail)
+        assert r.ok, (r.outcome.error, r.outcome.error_detail)
         assert type(r.parser) is parser.StreamParser  # the core this case is about read it
-        assert r.status == 200 and r.parser.malformed == 0 and r.parser.error_event is None
-        assert r.text_chunks == want["text_chunks"]
-        assert r.text_bytes == len(want["text"].encode())
-        assert r.usage_output_tokens == want["usage_output_tokens"]
-        assert r.usage_input_tokens == want["usage_input_tokens"]
-        assert r.finish_reason == want["finish_reason"]
-        assert r.multi_token_chunks == want["multi_token_chunks"]
+        assert r.outcome.status == 200 and r.parser.malformed == 0 and r.parser.error_event is None
+        assert r.tokens.text_chunks == want["text_chunks"]
+        assert r.tokens.text_bytes == len(want["text"].encode())
+        assert r.tokens.usage_output_tokens == want["usage_output_tokens"]
+        assert r.tokens.usage_input_tokens == want["usage_input_tokens"]
+        assert r.outcome.finish_reason == want["finish_reason"]
+        assert r.tokens.multi_token_chunks == want["multi_token_chunks"]
         # issue 14's fields: cached prompt tokens (usage) and llama.cpp's timings, on every path
-        assert r.cached_tokens == want.get("cached_tokens") and r.server_timings == want.get("server_timings")
-        assert r.parser.done_ns and r.t0_ns <= r.first_text_ns <= r.end_ns
+        assert r.cache.cached_tokens == want.get("cached_tokens")
+        assert r.outcome.server_timings == want.get("server_timings")
+        assert r.parser.done_ns and r.times.t0_ns <= r.times.first_text_ns <= r.times.end_ns
         line = r.to_json()
         assert 0 <= line["ttft_us"] <= line["e2e_us"]
     # a server that keeps the connection answers the second request on it; llama.cpp's
     # closes it, so the second request goes on a new one (found closed, or retried once:
     # the attempt on the closed one is never read)
-    assert records[1].reused_connection is not close_after
-    assert len(served) == 2 and not records[0].retried
+    assert records[1].outcome.reused_connection is not close_after
+    assert len(served) == 2 and not records[0].outcome.retried

@@ -176,7 +176,7 @@ def test_an_endless_stream_of_one_token_chunks_holds_constant_memory(core, chunk
 @pytest.mark.parametrize("core", ["py", "c"])
 def test_the_itl_slo_sees_the_largest_gap_past_the_kept_ones(core):
     """A request meets an `itl` SLO when its largest chunk gap does: a gap past GAPS_KEPT counts."""
-    from benchc.metrics.record import RequestRecord
+    from benchc.metrics.record import RequestRecord, Times, Tokens
     from benchc.metrics.recorder import PointRecorder
     from benchc.spec.thresholds import parse_threshold
 
@@ -190,8 +190,9 @@ def test_the_itl_slo_sees_the_largest_gap_past_the_kept_ones(core):
             now += late_ms * 10**6 if i == GAPS_KEPT + 9 else 10**6
             p.feed(_event(ANSWER, "a", None), now)
         p.feed(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', now)
-        r = RequestRecord("r", 0, 1, None, t0_ns=10**9 - 5, parser=p, first_text_ns=p.first_text_ns,
-                          end_ns=now, text_chunks=p.text_chunks)
+        r = RequestRecord("r", 0, 1, None, parser=p,
+                          times=Times(t0_ns=10**9 - 5, first_text_ns=p.first_text_ns, end_ns=now),
+                          tokens=Tokens(text_chunks=p.text_chunks))
         rec = PointRecorder(target_inflight=1)
         rec.add(r, slo)
         met.append(rec.tally.slo_met)

@@ -37,15 +37,15 @@ def _run(requests: int = 10) -> tuple[StepRun, PointRecorder, CountingProgress]:
 def _answered(i: int, t0_ns: int) -> RequestRecord:
     """A request whose stream answered 16 tokens, one a millisecond from 1 ms after its send."""
     r = RequestRecord(f"r{i}", i, 8, 16)
-    r.t0_ns = r.first_sent_ns = t0_ns
-    r.t0_sent, r.status = True, 200
+    r.times.t0_ns = r.times.first_sent_ns = t0_ns
+    r.times.t0_sent, r.outcome.status = True, 200
     p = r.parser = StreamParser()
     for k in range(16):
         p.feed(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": " w"}}]}).encode()
                + b"\n\n", t0_ns + (k + 1) * 1_000_000)
     p.feed(b"data: [DONE]\n\n", t0_ns + 16_000_000)
     p.close(t0_ns + 16_000_000)
-    r.end_ns = p.done_ns
+    r.times.end_ns = p.done_ns
     return _conclude(r, p)
 
 

@@ -85,30 +85,32 @@ def not_sse_detail(content_type: str | None, first_bytes: bytes) -> str:
 
 def _take(rec: RequestRecord, parser: Any) -> None:
     """Copy what the parser measured into the record."""
-    rec.first_text_ns = parser.first_text_ns or None
-    rec.first_reasoning_ns = parser.first_reasoning_ns or None
-    rec.first_answer_ns = parser.first_answer_ns or None
-    rec.reasoning_chunks = parser.reasoning_chunks
-    rec.first_tool_ns = parser.first_tool_ns or None
-    rec.tool_chunks = parser.tool_chunks
-    rec.unknown_events = parser.unknown_events
-    rec.usage_reasoning_tokens = parser.usage_reasoning if parser.usage_reasoning >= 0 else None
-    rec.text_chunks = parser.text_chunks
-    rec.text_bytes = parser.text_bytes
-    rec.usage_output_tokens = parser.usage_completion if parser.usage_completion >= 0 else None
-    rec.usage_input_tokens = parser.usage_prompt if parser.usage_prompt >= 0 else None
-    rec.multi_token_chunks = parser.multi_token_chunks
-    rec.results = parser.results if parser.results >= 0 else None
+    at, tokens = rec.times, rec.tokens
+    at.first_text_ns = parser.first_text_ns or None
+    at.first_reasoning_ns = parser.first_reasoning_ns or None
+    at.first_answer_ns = parser.first_answer_ns or None
+    at.first_tool_ns = parser.first_tool_ns or None
+    tokens.reasoning_chunks = parser.reasoning_chunks
+    tokens.tool_chunks = parser.tool_chunks
+    tokens.unknown_events = parser.unknown_events
+    tokens.usage_reasoning_tokens = parser.usage_reasoning if parser.usage_reasoning >= 0 else None
+    tokens.text_chunks = parser.text_chunks
+    tokens.text_bytes = parser.text_bytes
+    tokens.usage_output_tokens = parser.usage_completion if parser.usage_completion >= 0 else None
+    tokens.usage_input_tokens = parser.usage_prompt if parser.usage_prompt >= 0 else None
+    tokens.multi_token_chunks = parser.multi_token_chunks
+    rec.payload.results = parser.results if parser.results >= 0 else None
     finish = parser.finish_reason  # the server's words, shown scrubbed and cut
     if finish is not None:
         finish = redact.clip(finish, REASON_CHARS, len(finish) >= REASON_KEPT)
-    rec.finish_reason = finish
+    outcome = rec.outcome
+    outcome.finish_reason = finish
     timings = parser.server_timings
-    rec.server_timings = timings
+    outcome.server_timings = timings
     if parser.usage_cached >= 0:
-        rec.cached_tokens, rec.cached_source = parser.usage_cached, "usage"
+        rec.cache.cached_tokens, rec.cache.cached_source = parser.usage_cached, "usage"
     elif timings is not None and "cache_n" in timings:
-        rec.cached_tokens, rec.cached_source = timings["cache_n"], "timings"
+        rec.cache.cached_tokens, rec.cache.cached_source = timings["cache_n"], "timings"
 
 
 def build_body(target: Target, sampling: Sampling, prompt: Prompt, stream: bool = True,
@@ -270,26 +272,26 @@ def make_trace_config() -> aiohttp.TraceConfig:
 
     async def on_chunk_sent(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
         rec = ctx.trace_request_ctx
-        if isinstance(rec, RequestRecord) and not rec.t0_sent:
-            rec.t0_ns = CLOCK()
-            rec.t0_sent = True
-            if rec.first_sent_ns is None:
-                rec.first_sent_ns = rec.t0_ns
+        if isinstance(rec, RequestRecord) and not rec.times.t0_sent:
+            rec.times.t0_ns = CLOCK()
+            rec.times.t0_sent = True
+            if rec.times.first_sent_ns is None:
+                rec.times.first_sent_ns = rec.times.t0_ns
 
     # Whether the request went on a pooled connection (the keep-alive retry rule needs it),
     # and how long the first attempt spent connecting (not the client's delay, for the
     # self-check).
     async def on_reuse(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
         if isinstance(ctx.trace_request_ctx, RequestRecord):
-            ctx.trace_request_ctx.reused_connection = True
+            ctx.trace_request_ctx.outcome.reused_connection = True
 
     async def on_create_start(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
         ctx.connect_start_ns = CLOCK()
 
     async def on_create_end(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
         rec = ctx.trace_request_ctx
-        if isinstance(rec, RequestRecord) and rec.first_sent_ns is None:
-            rec.connect_ns += CLOCK() - getattr(ctx, "connect_start_ns", CLOCK())
+        if isinstance(rec, RequestRecord) and rec.times.first_sent_ns is None:
+            rec.times.connect_ns += CLOCK() - getattr(ctx, "connect_start_ns", CLOCK())
 
     tc = aiohttp.TraceConfig()
     tc.on_request_chunk_sent.append(on_chunk_sent)
@@ -311,9 +313,10 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     asked for a fresh connection; it sends `Connection: close`); a Keep-Alive timeout is not
     read (aiohttp's own keepalive_timeout, 60 s here, applies); an idle connection's EOF is
     seen by aiohttp itself, not by a peek, and does not count toward the pooling verdict."""
+    outcome = rec.outcome
     parser = StreamParser(keep_text, body=not streams(target))
     rec.parser = parser
-    rec.path = AIOHTTP
+    outcome.path = AIOHTTP
     rules = getattr(session.connector, "rules", None)
     kw = {"data": body, "headers": {**{k: v for k, v in headers.items() if k.lower() != "x-request-id"},
                                     "x-request-id": rec.id},
@@ -329,7 +332,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     if retry:
         if rules is not None:
             rules.server_closed(AIOHTTP_ORIGIN, None)
-        rec.retried, rec.status, rec.error, rec.error_detail = True, None, None, None
+        outcome.retried, outcome.status, outcome.error, outcome.error_detail = True, None, None, None
         # both attempts share target.timeout, as on the own reader (http1.exchange)
         left = max(target.timeout_s - (CLOCK() - start) / 1e9, 0.001)
         kw["timeout"] = aiohttp.ClientTimeout(total=left, sock_read=target.first_byte_timeout_s)
@@ -351,32 +354,33 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
                 parser: Any, rules: http1.ReuseRules | None, attempt: int) -> tuple[bool, str | None]:
     """One attempt of send(): whether it is to go again on a fresh connection, and the
     response's Content-Type."""
+    outcome, at = rec.outcome, rec.times
     # t0 starts before aiohttp prepares the request; the session's trace hook
     # (make_trace_config) moves it to the moment the request was written, so the
     # client's own request preparation and connection-pool wait stay out of TTFT.
-    rec.t0_ns, rec.t0_sent, rec.reused_connection, rec.end_ns = CLOCK(), False, False, None
+    at.t0_ns, at.t0_sent, outcome.reused_connection, at.end_ns = CLOCK(), False, False, None
     content_type = None
     try:
         async with session.post(url, **kw) as resp:
-            rec.status = resp.status
+            outcome.status = resp.status
             # the last one, as the own reader takes it (a head may repeat it)
             content_type = resp.headers.getall("Content-Type", [None])[-1]
             proto = resp.connection.protocol if resp.connection else None
             _after_head(proto, target.idle_timeout_s)
             encoding = resp.headers.get("Content-Encoding", "").strip().lower()
             if compressed(encoding.encode("latin-1", "replace")):  # a head the own reader refuses
-                rec.status, rec.error = None, STREAM_BROKEN
-                rec.error_detail = error_detail(COMPRESSED, encoding.encode("latin-1", "replace"))
-                rec.end_ns = CLOCK()
+                outcome.status, outcome.error = None, STREAM_BROKEN
+                outcome.error_detail = error_detail(COMPRESSED, encoding.encode("latin-1", "replace"))
+                at.end_ns = CLOCK()
                 return False, content_type
             if resp.status != 200:
                 text = await error_text(resp)
-                rec.error, rec.error_detail = HTTP, f"{resp.status}: {text}"
-                rec.end_ns = CLOCK()
+                outcome.error, outcome.error_detail = HTTP, f"{resp.status}: {text}"
+                at.end_ns = CLOCK()
                 return False, content_type
             content = resp.content
             if proto is not None and hasattr(proto, "rx_ns") and (
-                    not getattr(content, "total_bytes", 0) or proto.rx_ns < rec.t0_ns):
+                    not getattr(content, "total_bytes", 0) or proto.rx_ns < at.t0_ns):
                 # bytes before here were headers; the body's own arrive next. Body bytes that
                 # came in the head's read (a whole JSON answer does) keep that read's arrival,
                 # unless it is older than this request's send: then it is another exchange's
@@ -395,40 +399,41 @@ async def _post(session: aiohttp.ClientSession, url: str, kw: dict, rec: Request
                     break
                 parser.feed(data, _arrival(proto))
                 if parser.oversized:  # the parser stopped reading: the connection goes with it
-                    rec.error, rec.error_detail = OVERSIZED, oversized_detail(parser.oversized)
+                    outcome.error, outcome.error_detail = OVERSIZED, oversized_detail(parser.oversized)
                     resp.close()
                     break
             parser.close(CLOCK())
-            rec.end_ns = parser.done_ns or CLOCK()
+            at.end_ns = parser.done_ns or CLOCK()
     except asyncio.CancelledError:
-        rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
-        if rec.cancel_planned:  # load.cancel closed the stream: what it read before is kept
+        outcome.error, at.end_ns = outcome.error or CANCELLED, CLOCK()
+        if outcome.cancel_planned:  # load.cancel closed the stream: what it read before is kept
             _take(rec, parser)
         raise
     except aiohttp.ClientConnectorError as e:
-        rec.error, rec.error_detail = connect_failure(e), str(e)[:200]
+        outcome.error, outcome.error_detail = connect_failure(e), str(e)[:200]
     except asyncio.TimeoutError as e:  # noqa: UP041 - aiohttp raises this alias on 3.11
-        rec.error_detail = str(e)[:200] or type(e).__name__
+        outcome.error_detail = str(e)[:200] or type(e).__name__
         if not isinstance(e, aiohttp.ServerTimeoutError):  # the total limit (aiohttp's own clock)
-            rec.error = TIMEOUT
-        elif rec.status is None and rec.t0_sent and not isinstance(e, HeadStalled):
+            outcome.error = TIMEOUT
+        elif outcome.status is None and at.t0_sent and not isinstance(e, HeadStalled):
             # sock_read, sent and no byte came: the first-byte limit
-            rec.error = FIRST_BYTE_TIMEOUT
-            rec.error_detail = http1.first_byte_detail(target.first_byte_timeout_s)
+            outcome.error = FIRST_BYTE_TIMEOUT
+            outcome.error_detail = http1.first_byte_detail(target.first_byte_timeout_s)
         else:  # sock_read between reads
-            rec.error = IDLE_TIMEOUT if rec.status == 200 else TIMEOUT
+            outcome.error = IDLE_TIMEOUT if outcome.status == 200 else TIMEOUT
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
             ConnectionError) as e:
-        answered = rec.status is not None or isinstance(e, AnsweredWithoutHead)  # bytes of an answer came
-        if rules is not None and http1.retry_on_fresh(rec.reused_connection, attempt, answered, False):
+        answered = outcome.status is not None or isinstance(e, AnsweredWithoutHead)  # bytes of an answer came
+        if rules is not None and http1.retry_on_fresh(outcome.reused_connection, attempt, answered, False):
             return True, None
-        rec.error = (STREAM_BROKEN if rec.status == 200 or (answered and rec.status is None)
-                     else HTTP if rec.status is not None else connect_failure(e))
-        rec.error_detail = (f"{rec.status}: " if rec.error == HTTP else "") + str(e)[:200]
+        outcome.error = (STREAM_BROKEN if outcome.status == 200 or (answered and outcome.status is None)
+                         else HTTP if outcome.status is not None else connect_failure(e))
+        outcome.error_detail = (f"{outcome.status}: " if outcome.error == HTTP else "") + str(e)[:200]
     except aiohttp.ClientError as e:
-        rec.error, rec.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
-    if rec.error is not None and attempt == 1:
-        rec.error_detail = ((rec.error_detail or "") + " (a retry after a reused connection failed)")[:200]
+        outcome.error, outcome.error_detail = STREAM_BROKEN, f"{type(e).__name__}: {e}"[:200]
+    if outcome.error is not None and attempt == 1:
+        detail = (outcome.error_detail or "") + " (a retry after a reused connection failed)"
+        outcome.error_detail = detail[:200]
     return False, content_type
 
 
@@ -453,24 +458,27 @@ def _conclude(rec: RequestRecord, parser: Any, content_type: str | None = None) 
     """Copy the parser's measures into the record and judge a stream that ended without
     a transport error: not an event stream at all, malformed chunks, an error event, no
     text, no ending. `content_type`: the response's Content-Type, when one came."""
-    if rec.end_ns is None or rec.end_ns < rec.t0_ns:
+    outcome, at = rec.outcome, rec.times
+    if at.end_ns is None or at.end_ns < at.t0_ns:
         # a failure known before the send returned (a write refused at once) ended at the send
-        rec.end_ns = max(rec.end_ns or CLOCK(), rec.t0_ns)
+        at.end_ns = max(at.end_ns or CLOCK(), at.t0_ns)
     _take(rec, parser)
     if parser.body:
         return _conclude_body(rec, parser)
-    if rec.error is None and not parser.events and (parser.first_bytes or not _is_event_stream(content_type)):
+    if outcome.error is None and not parser.events and (parser.first_bytes
+                                                        or not _is_event_stream(content_type)):
         # a 200 whose body framed no event: an HTML page, the whole answer as JSON (a server
         # that ignored "stream": true), a proxy's notice; say what it was
-        rec.error, rec.error_detail = NOT_SSE, not_sse_detail(content_type, parser.first_bytes)
-    if rec.error is None and parser.malformed:
-        rec.error, rec.error_detail = MALFORMED, _example(parser)
-    if rec.error is None and parser.error_event is not None:
-        rec.error, rec.error_detail = STREAM_BROKEN, f"error event: {_said(parser.error_event)}"
-    if rec.error is None and rec.text_chunks == 0:
-        rec.error, rec.error_detail = EMPTY, "the stream carried no text"
-    if rec.error is None and not parser.done_ns and rec.finish_reason is None:
-        rec.error, rec.error_detail = STREAM_BROKEN, "the stream ended without [DONE] or a finish_reason"
+        outcome.error, outcome.error_detail = NOT_SSE, not_sse_detail(content_type, parser.first_bytes)
+    if outcome.error is None and parser.malformed:
+        outcome.error, outcome.error_detail = MALFORMED, _example(parser)
+    if outcome.error is None and parser.error_event is not None:
+        outcome.error, outcome.error_detail = STREAM_BROKEN, f"error event: {_said(parser.error_event)}"
+    if outcome.error is None and rec.tokens.text_chunks == 0:
+        outcome.error, outcome.error_detail = EMPTY, "the stream carried no text"
+    if outcome.error is None and not parser.done_ns and outcome.finish_reason is None:
+        outcome.error = STREAM_BROKEN
+        outcome.error_detail = "the stream ended without [DONE] or a finish_reason"
     return rec
 
 
@@ -479,9 +487,10 @@ def _as_asked(rec: RequestRecord, target: Target) -> RequestRecord:
     results past what the request could get are not counted (rerank results past the
     documents); an answer short of its inputs counts the inputs it answered, and the rest
     are `unanswered` (the point's stream.short_answers; a doubt)."""
-    if rec.ok and rec.results is not None:
-        answered, rec.results = APIS[target.api].answered(rec.inputs, rec.results)
-        rec.unanswered, rec.inputs = rec.inputs - answered, answered
+    payload = rec.payload
+    if rec.ok and payload.results is not None:
+        answered, payload.results = APIS[target.api].answered(payload.inputs, payload.results)
+        payload.unanswered, payload.inputs = payload.inputs - answered, answered
     return rec
 
 
@@ -499,15 +508,17 @@ def _said(message: str) -> str:
 def _conclude_body(rec: RequestRecord, parser: Any) -> RequestRecord:
     """Judge a non-streamed answer (one JSON body, benchc.client._body_py) that ended without a
     transport error: not a JSON object, an error object, no results, cut short."""
-    if rec.error is None and parser.malformed:
-        rec.error = MALFORMED
-        rec.error_detail = redact.clip(f"the answer is not a JSON object: {_example(parser)!r}", 400)
-    if rec.error is None and parser.error_event is not None:
-        rec.error, rec.error_detail = STREAM_BROKEN, f"error object: {_said(parser.error_event)}"
-    if rec.error is None and not parser.done_ns:
-        rec.error, rec.error_detail = STREAM_BROKEN, "the answer ended before its JSON did"
-    if rec.error is None and not rec.results:
-        rec.error, rec.error_detail = EMPTY, "the answer carried no results (its `data` was empty or absent)"
+    outcome, payload = rec.outcome, rec.payload
+    if outcome.error is None and parser.malformed:
+        outcome.error = MALFORMED
+        outcome.error_detail = redact.clip(f"the answer is not a JSON object: {_example(parser)!r}", 400)
+    if outcome.error is None and parser.error_event is not None:
+        outcome.error, outcome.error_detail = STREAM_BROKEN, f"error object: {_said(parser.error_event)}"
+    if outcome.error is None and not parser.done_ns:
+        outcome.error, outcome.error_detail = STREAM_BROKEN, "the answer ended before its JSON did"
+    if outcome.error is None and not payload.results:
+        outcome.error = EMPTY
+        outcome.error_detail = "the answer carried no results (its `data` was empty or absent)"
     return rec
 
 
@@ -516,56 +527,58 @@ async def send_native(pool: http1.Pool, url: str, headers: dict, body: bytes, re
     """As send(), on benchc's own HTTP/1.1 connections (benchc.client.http1): each socket read
     is stamped, de-chunked and parsed in one C call (on the receive loop's thread, or in a
     protocol callback of the event loop), and t0 is taken just before the request is handed
-    to the socket. `rec.path` says which transport read the response: the receive loop or
-    the asyncio loop (see benchc.client.http1). `due`: the request goes at that time, its
+    to the socket. `rec.outcome.path` says which transport read the response: the receive loop
+    or the asyncio loop (see benchc.client.http1). `due`: the request goes at that time, its
     connection taken or opened before it (http1.exchange)."""
+    outcome, at = rec.outcome, rec.times
     parser = pool.StreamParser(keep_text, body=not streams(target))
     rec.parser = parser
-    rec.t0_ns = CLOCK()
+    at.t0_ns = CLOCK()
 
     def sent(sent_ns: int, reused: bool, connect_ns: int) -> None:
-        if rec.first_sent_ns is None:
-            rec.first_sent_ns, rec.connect_ns = sent_ns, connect_ns
+        if at.first_sent_ns is None:
+            at.first_sent_ns, at.connect_ns = sent_ns, connect_ns
         else:
-            rec.retried = True  # the keep-alive race: timing starts again at the retry's send
-        rec.t0_ns, rec.t0_sent, rec.reused_connection = sent_ns, True, reused
+            outcome.retried = True  # the keep-alive race: timing starts again at the retry's send
+        at.t0_ns, at.t0_sent, outcome.reused_connection = sent_ns, True, reused
 
     try:
         ex = await http1.exchange(pool, pool.origin(url, headers), rec.id, body, parser,
                                   target.timeout_s, target.idle_timeout_s, sent, target.first_byte_timeout_s,
                                   due)
     except asyncio.CancelledError:
-        rec.error, rec.end_ns = rec.error or CANCELLED, CLOCK()
-        if rec.cancel_planned:  # load.cancel closed the stream: what it read before is kept
+        outcome.error, at.end_ns = outcome.error or CANCELLED, CLOCK()
+        if outcome.cancel_planned:  # load.cancel closed the stream: what it read before is kept
             _take(rec, parser)
         raise
     except asyncio.TimeoutError as e:  # noqa: UP041 - the connect did not finish in time
-        rec.error, rec.error_detail = TIMEOUT, f"connect: {e or type(e).__name__}"[:200]
+        outcome.error, outcome.error_detail = TIMEOUT, f"connect: {e or type(e).__name__}"[:200]
         return _conclude(rec, parser)
     except (OSError, ValueError) as e:
-        rec.error, rec.error_detail = connect_failure(e), (str(e) or type(e).__name__)[:200]
+        outcome.error, outcome.error_detail = connect_failure(e), (str(e) or type(e).__name__)[:200]
         return _conclude(rec, parser)
-    rec.status = ex.status
-    rec.early_reads = ex.early_reads
-    rec.path = ex.path
+    outcome.status = ex.status
+    at.early_reads = ex.early_reads
+    outcome.path = ex.path
     if ex.error is None and ex.status != 200:
-        rec.error = HTTP
+        outcome.error = HTTP
         # the reader kept the body's first bytes: a secret cut there is hidden, not half shown
         excerpt = ex.excerpt.decode('utf-8', 'replace')
-        rec.error_detail = f"{ex.status}: {redact.active().cut(excerpt, len(excerpt))}"
-        rec.end_ns = ex.end_ns
+        outcome.error_detail = f"{ex.status}: {redact.active().cut(excerpt, len(excerpt))}"
+        at.end_ns = ex.end_ns
         return rec
     if ex.error is not None:
-        kind, rec.error_detail = ex.error
+        kind, outcome.error_detail = ex.error
         # as on aiohttp: a connection lost before any byte came back is a connect failure, and
         # after an error status (its body cut short) that status's error; a server that sent
         # bytes that never made a head (not HTTP at all: an SSH banner) answered: stream_broken
         if kind == STREAM_BROKEN and ex.status != 200 and (ex.status or not ex.got_bytes):
-            rec.error = HTTP if ex.status else CONNECT
-            rec.error_detail = f"{ex.status}: {rec.error_detail}" if ex.status else rec.error_detail
+            outcome.error = HTTP if ex.status else CONNECT
+            if ex.status:
+                outcome.error_detail = f"{ex.status}: {outcome.error_detail}"
         else:
-            rec.error = kind
+            outcome.error = kind
     parser.close(ex.end_ns)
-    rec.end_ns = parser.done_ns or ex.end_ns
+    at.end_ns = parser.done_ns or ex.end_ns
     ct = ex.reader.content_type
     return _as_asked(_conclude(rec, parser, ct.decode("latin-1") if ct is not None else None), target)

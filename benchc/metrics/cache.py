@@ -57,26 +57,29 @@ class CacheCounters:
     def add(self, r: Any) -> None:
         """One completed request (a metrics.record.RequestRecord)."""
         self.requests += 1
-        prompt = r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        cache, usage = r.cache, r.tokens.usage_input_tokens
+        prompt = usage if usage is not None else r.input_tokens
         self.prompt_tokens += prompt
-        if r.reused or r.shared_tokens is None:
+        shared = cache.shared_tokens
+        if cache.reused or shared is None:
             allowed = prompt  # all of it may be cached: sent before, or sharing unknown
-            if r.reused:
+            if cache.reused:
                 self.reused += 1
             else:
                 self.unknown_sharing += 1
         else:
-            self.declared_shared_tokens += r.shared_tokens
+            self.declared_shared_tokens += shared
             # the part of this prompt no other request sent, in benchc's count (a server's
             # tokenizer makes it no shorter: vocabulary words are one token each)
-            own = max(0, r.input_tokens - r.shared_tokens)
+            own = max(0, r.input_tokens - shared)
             allowed = min(prompt, max(0, prompt - own) + CACHE_SLACK_TOKENS)
         self.allowed_tokens += allowed
-        if r.cached_tokens is not None:
+        cached = cache.cached_tokens
+        if cached is not None:
             self.reporting += 1
-            self.sources[r.cached_source] += 1
-            self.cached_tokens += r.cached_tokens
-            if r.cached_tokens > allowed:
+            self.sources[cache.cached_source] += 1
+            self.cached_tokens += cached
+            if cached > allowed:
                 self.above += 1
 
     def merge(self, other: CacheCounters) -> None:

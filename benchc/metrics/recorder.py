@@ -64,27 +64,29 @@ class PointRecorder:
         if slo_checks and not self.slo_items_named:
             self._name_slo_items(slo_checks)
         self._count_sent(t, r)
-        if r.error is not None:
+        outcome, place = r.outcome, r.place
+        if outcome.error is not None:
             self._count_failed(t, r)
             return
         e2e_ns = self._count_completed(t, r)
-        if r.first_text_ns is None:
+        at = r.times
+        if at.first_text_ns is None:
             # A non-streamed answer (embeddings): its latency is its E2E; it has no first token,
             # no chunk gaps and no output, so TTFT, ITL and TPOT stay empty for it
             if slo_checks is not None:
                 _count_slo(t, r, self.slo_plan, None, e2e_ns, None)
             return
-        reasoned = r.reasoned
+        reasoned = at.first_reasoning_ns is not None or bool(r.tokens.usage_reasoning_tokens)  # r.reasoned
         ttft_ns = self._record_stream(t, r, reasoned)
         out = self._count_tokens(t, r, reasoned)
         tpot_ns = None
         if out >= 2:
             tpot_ns = (e2e_ns - ttft_ns) / (out - 1)
             self.tpot.record_ns(int(tpot_ns))
-        if r.turn is not None:
+        if place is not None and place.turn is not None:
             t.sessions.add_turn(r, ttft_ns, e2e_ns)
-        if r.server_timings is not None:
-            t.server_timings.add(r.server_timings, ttft_ns, e2e_ns)
+        if outcome.server_timings is not None:
+            t.server_timings.add(outcome.server_timings, ttft_ns, e2e_ns)
         if slo_checks is not None:
             _count_slo(t, r, self.slo_plan, ttft_ns, e2e_ns, tpot_ns)
 
@@ -99,114 +101,128 @@ class PointRecorder:
 
     def _count_sent(self, t: Tally, r: RequestRecord) -> None:
         """Every request, whatever its end: sent, retried, the window, its record, its payload."""
+        at, payload = r.times, r.payload
         t.sent += 1
-        t.retries += r.retried
-        if t.start_ns is None or r.t0_ns < t.start_ns:
-            t.start_ns = r.t0_ns
-        if r.end_ns and (t.end_ns is None or r.end_ns > t.end_ns):
-            t.end_ns = r.end_ns
+        t.retries += r.outcome.retried
+        if t.start_ns is None or at.t0_ns < t.start_ns:
+            t.start_ns = at.t0_ns
+        end_ns = at.end_ns
+        if end_ns and (t.end_ns is None or end_ns > t.end_ns):
+            t.end_ns = end_ns
         if self.keep_requests:
             self.requests.append(r.to_json())
-        if r.images or r.tools:  # what PayloadCount counts (a call saved on every other request)
-            t.payload.add_request(r.request_bytes, r.images, r.tools, r.error is None, r.usage_input_tokens)
+        if payload.images or payload.tools:  # what PayloadCount counts (a call saved on every other request)
+            t.payload.add_request(payload.request_bytes, payload.images, payload.tools, r.ok,
+                                  r.tokens.usage_input_tokens)
         t.stream.add(r)
 
     @staticmethod
     def _count_failed(t: Tally, r: RequestRecord) -> None:
         """A request that did not complete: an error by kind, or a cancel of benchc's own
         (load.cancel, graceful_stop's cap, Ctrl-C: counted apart, not an error)."""
-        assert r.error is not None
-        if r.cancel_planned and r.error == CANCELLED:
-            t.cancelled.add_request(r.output_tokens, r.first_text_ns - r.t0_ns if r.first_text_ns else None,
-                                    r.interrupted)
+        outcome, at = r.outcome, r.times
+        error = outcome.error
+        assert error is not None
+        if outcome.cancel_planned and error == CANCELLED:
+            t.cancelled.add_request(r.output_tokens,
+                                    at.first_text_ns - at.t0_ns if at.first_text_ns else None,
+                                    outcome.interrupted)
             return
-        t.errors[r.error] += 1
-        t.error_examples.setdefault(r.error, r.error_detail)
-        if r.turn is not None:
+        t.errors[error] += 1
+        t.error_examples.setdefault(error, outcome.error_detail)
+        if r.place is not None and r.place.turn is not None:
             t.sessions.add_turn(r, None, None)
 
     def _count_completed(self, t: Tally, r: RequestRecord) -> int:
         """A completed request's E2E (from its send, and its schedule), its inputs and their
         tokens, its prompt's caching; its E2E in ns."""
-        end_ns = r.end_ns
+        at = r.times
+        end_ns = at.end_ns
         assert end_ns is not None  # what makes a request ok (a stream's also has a first text)
         t.completed += 1
         tok = t.tokens
-        tok.inputs += r.inputs
-        e2e_ns = end_ns - r.t0_ns
+        tok.inputs += r.payload.inputs
+        e2e_ns = end_ns - at.t0_ns
         self.e2e.record_ns(e2e_ns)
-        if r.scheduled_ns is not None:
-            self.e2e_sched.record_ns(end_ns - r.scheduled_ns)
-        tok.input += r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        if at.scheduled_ns is not None:
+            self.e2e_sched.record_ns(end_ns - at.scheduled_ns)
+        usage_input = r.tokens.usage_input_tokens
+        tok.input += usage_input if usage_input is not None else r.input_tokens
         t.cache.add(r)
         return e2e_ns
 
     def _record_stream(self, t: Tally, r: RequestRecord, reasoned: bool) -> int:
         """A streamed answer's latencies (TTFT, the chunk gaps, reasoning's, the first tool
         call, from the schedule); its TTFT in ns."""
-        first_text_ns = r.first_text_ns
+        at = r.times
+        first_text_ns, t0_ns = at.first_text_ns, at.t0_ns
         assert first_text_ns is not None
         if reasoned and self.reasoning is None:  # the point's first request that reasoned
             split_answers(t)  # before this request's TTFT and ITL are recorded
             self.reasoning = (t.recorder("ttf_reasoning_us"), t.recorder("ttf_answer_us"),
                               t.recorder("itl_answer_us"))
-        ttft_ns = first_text_ns - r.t0_ns
+        ttft_ns = first_text_ns - t0_ns
         self.ttft.record_ns(ttft_ns)
         # One call per request: the parser records its chunk gaps, and per token where the
         # chunk's token count is known (continuous usage), straight into the histograms.
         r.parser.record_gaps(self.itl.hist, self.itl_token.hist)
         if self.reasoning is not None:  # else these are its TTFT and ITL (no request reasoned yet)
             ttf_reasoning, ttf_answer, itl_answer = self.reasoning
-            if r.first_answer_ns is not None:
-                ttf_answer.record_ns(r.first_answer_ns - r.t0_ns)
-            if r.first_reasoning_ns is not None:
-                ttf_reasoning.record_ns(r.first_reasoning_ns - r.t0_ns)
+            if at.first_answer_ns is not None:
+                ttf_answer.record_ns(at.first_answer_ns - t0_ns)
+            if at.first_reasoning_ns is not None:
+                ttf_reasoning.record_ns(at.first_reasoning_ns - t0_ns)
             r.parser.record_answer_gaps(itl_answer.hist)
-        if r.first_tool_ns is not None:
-            t.recorder(TOOL_LATENCY).record_ns(r.first_tool_ns - r.t0_ns)
-        if r.scheduled_ns is not None:
-            self.ttft_sched.record_ns(first_text_ns - r.scheduled_ns)
+        if at.first_tool_ns is not None:
+            t.recorder(TOOL_LATENCY).record_ns(at.first_tool_ns - t0_ns)
+        if at.scheduled_ns is not None:
+            self.ttft_sched.record_ns(first_text_ns - at.scheduled_ns)
         return ttft_ns
 
     def _count_tokens(self, t: Tally, r: RequestRecord, reasoned: bool) -> int:
         """Its output tokens and how they were counted, its input as a chat template renders
         it, the reasoning split, and the output length asked for against the one that came;
         the output tokens."""
-        out = r.output_tokens
+        got = r.tokens  # the request's counts (tok: the point's)
+        usage_output, usage_input = got.usage_output_tokens, got.usage_input_tokens
+        out = usage_output if usage_output is not None else got.text_chunks  # r.output_tokens
         tok = t.tokens
         tok.output += out
-        if r.usage_output_tokens is not None:
+        if usage_output is not None:
             tok.methods.add(USAGE)
-            tok.usage += r.usage_output_tokens
-            tok.usage_chunks += r.text_chunks
+            tok.usage += usage_output
+            tok.usage_chunks += got.text_chunks
         else:
             tok.methods.add(CHUNKS)  # until the tokenizer counts it (count_with)
-        tok.multi_token_chunks += r.multi_token_chunks
-        if r.usage_input_tokens is not None:  # the server's prompt count beside what was sent
-            tok.prompt.add_request(r.input_tokens, r.usage_input_tokens, r.tools, r.images)
-        if r.template_input_tokens is not None:
+        tok.multi_token_chunks += got.multi_token_chunks
+        payload = r.payload
+        if usage_input is not None:  # the server's prompt count beside what was sent
+            tok.prompt.add_request(r.input_tokens, usage_input, payload.tools, payload.images)
+        if got.template_input_tokens is not None:
             if tok.template is None:
                 tok.template = TemplateCount()
-            tok.template.add_request(r.template_input_tokens, r.input_tokens, r.usage_input_tokens)
-        elif r.messages is not None:  # a session's turn: its history is counted after the point
-            self.templated.append((r.messages, r.input_tokens, r.usage_input_tokens))
+            tok.template.add_request(got.template_input_tokens, r.input_tokens, usage_input)
+        elif r.place is not None and r.place.messages is not None:
+            # a session's turn: its history is counted after the point
+            self.templated.append((r.place.messages, r.input_tokens, usage_input))
         # the reasoning split: the server's count, else the tokenizer's (after the point), else chunks
-        recount = self.keep_text and reasoned and r.usage_reasoning_tokens is None
+        recount = self.keep_text and reasoned and got.usage_reasoning_tokens is None
         if not recount:
             # a tool call answers too: a request that reasoned, then called a tool, did not run
             # out of tokens before answering
-            answered = r.first_answer_ns is not None or r.first_tool_ns is not None
+            at = r.times
+            answered = at.first_answer_ns is not None or at.first_tool_ns is not None
             t.reasoning.add_request(reasoned, r.reasoning_tokens, out, answered,
-                                    USAGE if r.usage_reasoning_tokens is not None else CHUNKS)
+                                    USAGE if got.usage_reasoning_tokens is not None else CHUNKS)
         # an answer that ended in a tool call stopped where the model called it: the length the
         # request pinned down (ignore_eos, min_tokens) does not hold it (vLLM ends it there too)
-        expected = r.expected_output_tokens if r.finish_reason != "tool_calls" else None
+        expected = r.expected_output_tokens if r.outcome.finish_reason != "tool_calls" else None
         if self.keep_text:
-            self.kept.append((r.parser, r.usage_output_tokens, r.text_chunks, recount, expected))
+            self.kept.append((r.parser, usage_output, got.text_chunks, recount, expected))
         # The output length asked for (min_tokens, ignore_eos) against the server's count. Counted
         # per chunk (no usage), fewer chunks than asked says nothing (a chunk may carry several
         # tokens): the tokenizer checks those after the point (count_with), else nobody can.
-        if expected is not None and (r.usage_output_tokens is not None or out > expected):
+        if expected is not None and (usage_output is not None or out > expected):
             tok.osl_checked += 1
             tok.osl_mismatched += out != expected
         return out
@@ -280,11 +296,11 @@ def _count_slo(t: Tally, r: RequestRecord, plan: list, ttft_ns: int | None, e2e_
     if not plan:  # no SLO a request is held to: every completed request meets the set
         t.slo_met += 1
         return
-    tool = r.first_tool_ns
+    tool = r.times.first_tool_ns
     values = (ttft_ns / 1e3 if ttft_ns is not None else None, e2e_ns / 1e3,
               tpot_ns / 1e3 if tpot_ns is not None else None,
               _max_gap_us(r) if any(i == 3 for _, i in plan) else None,
-              (tool - r.t0_ns) / 1e3 if tool is not None else None)
+              (tool - r.times.t0_ns) / 1e3 if tool is not None else None)
     met_all = True
     for c, i in plan:
         v = values[i]

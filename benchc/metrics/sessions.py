@@ -46,12 +46,12 @@ class TurnCounters:
         if ttft_ns is None or e2e_ns is None:
             return
         self.completed += 1
-        prompt = r.usage_input_tokens if r.usage_input_tokens is not None else r.input_tokens
+        prompt = r.tokens.usage_input_tokens if r.tokens.usage_input_tokens is not None else r.input_tokens
         self.input_tokens += prompt
-        if r.cached_tokens is not None:
+        if r.cache.cached_tokens is not None:
             self.reporting += 1
             self.reporting_prompt_tokens += prompt
-            self.cached_tokens += r.cached_tokens
+            self.cached_tokens += r.cache.cached_tokens
         self.latency["ttft_us"].record_ns(ttft_ns)
         self.latency["e2e_us"].record_ns(e2e_ns)
         r.parser.record_gaps(self.latency["itl_us"].hist)
@@ -102,15 +102,15 @@ class SessionCounters:
 
     def add_turn(self, r, ttft_ns: int | None, e2e_ns: int | None) -> None:
         """One request that was a session's turn."""
-        name = turn_bucket(r.turn)
+        name = turn_bucket(r.place.turn)
         counters = self.turns.get(name)
         if counters is None:
             counters = self.turns[name] = TurnCounters()
         counters.add(r, ttft_ns, e2e_ns)
-        if r.prev_end_ns is not None and r.t0_ns:
-            self.think_gap.record_ns(max(0, r.t0_ns - r.prev_end_ns))
-            if r.ready_ns is not None:
-                self.think_late.record_ns(max(0, r.t0_ns - r.ready_ns))
+        if r.place.prev_end_ns is not None and r.times.t0_ns:
+            self.think_gap.record_ns(max(0, r.times.t0_ns - r.place.prev_end_ns))
+            if r.times.ready_ns is not None:
+                self.think_late.record_ns(max(0, r.times.t0_ns - r.times.ready_ns))
 
     def add_session(self, info: dict) -> None:
         """A session that is over (run/sessions.run_session's account of it)."""

@@ -24,12 +24,14 @@ class StreamCounts:
 
     def add(self, r: RequestRecord) -> None:
         """One finished request (its unknown events count whether it completed or not)."""
-        self.unknown_events += r.unknown_events
-        if r.ok:
-            self.tool_call_requests += r.first_tool_ns is not None
-            self.tool_call_finishes += r.finish_reason == TOOL_CALLS
-            self.short_answers += r.unanswered > 0
-            self.unanswered_inputs += r.unanswered
+        self.unknown_events += r.tokens.unknown_events
+        outcome = r.outcome
+        if outcome.error is None:  # r.ok, without the property's call
+            self.tool_call_requests += r.times.first_tool_ns is not None
+            self.tool_call_finishes += outcome.finish_reason == TOOL_CALLS
+            unanswered = r.payload.unanswered
+            self.short_answers += unanswered > 0
+            self.unanswered_inputs += unanswered
 
     def merge(self, other: StreamCounts) -> None:
         self.tool_call_requests += other.tool_call_requests

@@ -56,7 +56,10 @@ class AgentRequest:
     model: str | None
     input_tokens: int
     output_tokens: int
-    hash_ids: array  # int64, at most ceil(input_tokens / block_size) of them
+    # its hash ids: int64, at most ceil(input_tokens / block_size) of them; or, as the reader
+    # leaves them (checked, not decoded: most of a set's ids are not needed before its
+    # session starts), their JSON list's text, decoded on first use (hash_ids)
+    block_ids: array | bytes
     think_time_s: float | None
     api_time_s: float | None
     ttft_s: float | None
@@ -67,6 +70,15 @@ class AgentRequest:
         """When the trace's answer ended: its start plus the recorded api_time (0 when not
         recorded)."""
         return self.t_s + (self.api_time_s or 0.0)
+
+    @property
+    def hash_ids(self) -> array:
+        """Its hash ids (int64), decoded from the trace's text the first time they are asked for."""
+        ids = self.block_ids
+        if isinstance(ids, bytes):
+            ids = array("q", map(int, ids.split(b","))) if ids else array("q")
+            object.__setattr__(self, "block_ids", ids)  # frozen: the same ids, decoded once
+        return ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,20 +274,79 @@ def _read_lines(f: Path) -> Iterator[AgentSession]:
 
 def _one_session(file: str, line: int | None, raw: bytes) -> AgentSession:
     where = f"{file}:{line}" if line is not None else file
+    lifted = _lift_ids(raw)
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PlanError(f"{where}: not a JSON object ({getattr(e, 'msg', e)})") from e
+        obj = json.loads(lifted[0] if lifted is not None else raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        lifted = None  # the message json gives for the file's own text
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise PlanError(f"{where}: not a JSON object ({getattr(e, 'msg', e)})") from e
     if not isinstance(obj, dict):
         raise PlanError(f"{where}: $: a session is a JSON object, not {_kind(obj)}")
     sid = obj.get("id")
     named = isinstance(sid, str | int) and not isinstance(sid, bool)
     label = f"session {sid!r}" if named else "session (no id)"
-    check = _Check(f"{where}: {label}")
+    check = _Check(f"{where}: {label}", lifted[1] if lifted is not None else None)
     session = check.session(where, obj)
     check.raise_any()
     assert session is not None
     return session
+
+
+_IDS_KEY = b'"hash_ids"'
+_ID_TEXT = b"0123456789,"
+_AS_DIGIT = bytes.maketrans(b"123456789", b"000000000")
+_TOO_LONG = b"0" * 19  # an id of 19 digits may not fit int64: the slow path names it
+
+
+def _lift_ids(raw: bytes) -> tuple[bytes, list[bytes]] | None:
+    """A session's text with each `hash_ids` list's numbers taken out, and those numbers'
+    text: its k-th list becomes [k] and the k-th text is the list's numbers, comma-separated.
+
+    Why: a 1,000-session set holds millions of ids, and json.loads made a Python int of each
+    (most of reading the set); taken out, they are checked here by a few passes of bytes
+    operations over the line and decoded when their session needs them (AgentRequest.hash_ids).
+    None when any `hash_ids` is not a plain list of non-negative integers as JSON writes them
+    (`[1,2]`, `[1, 2]`), or the text has backslash-u escapes (a key spelled with them would not
+    be found here): json then reads the text whole, and _Check names what is wrong exactly as
+    before. Lists taken out leave the document as valid, or invalid, as it was: only digits and
+    commas are replaced by digits."""
+    if b"\\u" in raw:
+        return None
+    chunks = raw.split(_IDS_KEY)
+    parts, texts = [chunks[0]], []
+    for k, chunk in enumerate(chunks[1:]):
+        opened = 2 if chunk.startswith(b":[") else 3 if chunk.startswith(b": [") else 0
+        end = chunk.find(b"]", opened)
+        if not opened or end < 0:
+            return None
+        texts.append(chunk[opened:end])
+        parts += (_IDS_KEY, chunk[:opened], b"%d" % k, chunk[end:])
+    if not texts:
+        return raw, texts
+    every = b",".join(t for t in texts if t)
+    if b" " in every:  # JSON written with spaces after commas
+        texts = [t.replace(b", ", b",") for t in texts]
+        every = b",".join(t for t in texts if t)
+    return (b"".join(parts), texts) if _plain_ids(every) else None
+
+
+def _plain_ids(ids: bytes) -> bool:
+    """Whether `ids` is comma-separated non-negative integers as JSON writes them (no sign,
+    fraction, exponent, space, leading zero or empty item), each of at most 18 digits (one of
+    19 may not fit int64: the slow path names it)."""
+    if ids.translate(None, _ID_TEXT) or ids[:1] == b"," or ids[-1:] == b"," or b",," in ids:
+        return False
+    if ids[:1] == b"0" and ids[1:2] not in (b",", b""):
+        return False
+    k = ids.find(b",0")
+    while k >= 0:  # a number after a comma that starts with 0 is 0 itself, or not JSON
+        if ids[k + 2:k + 3] not in (b",", b""):
+            return False
+        k = ids.find(b",0", k + 2)
+    return _TOO_LONG not in ids.translate(_AS_DIGIT)
 
 
 def _kind(v: object) -> str:
@@ -286,9 +357,10 @@ def _kind(v: object) -> str:
 class _Check:
     """A session's problems, all collected (path, message), raised as one PlanError."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, lifted_ids: list[bytes] | None = None):
         self.label = label
         self.problems: list[str] = []
+        self.lifted_ids = lifted_ids  # _lift_ids's texts: each hash_ids is [k], the k-th of them
 
     def add(self, path: str, message: str) -> None:
         self.problems.append(f"{self.label}: {path}: {message}")
@@ -417,7 +489,13 @@ class _Check:
         return AgentRequest(path, t + offset_s, kind == "s", model, n_in, n_out, ids, think, api, ttft,
                             stop if isinstance(stop, str) else str(stop))
 
-    def hash_ids(self, rec: dict, path: str, n_in: int | None, bs: int) -> array | None:
+    def hash_ids(self, rec: dict, path: str, n_in: int | None, bs: int) -> array | bytes | None:
+        if self.lifted_ids is not None:  # checked plain already (_lift_ids): count them
+            text = self.lifted_ids[rec["hash_ids"][0]] if "hash_ids" in rec else b""
+            if n_in is not None and bs and text and text.count(b",") + 1 > -(-n_in // bs):
+                self._too_many(path, text.count(b",") + 1, n_in, bs)
+                return None
+            return text
         raw = rec.get("hash_ids", [])
         try:  # one C call checks every id's type (json.loads made floats of what is not an int)
             ids = array("q", raw if isinstance(raw, list) else None)  # type: ignore[arg-type]
@@ -427,10 +505,13 @@ class _Check:
             self.add(f"{path}.hash_ids", "must be a list of non-negative integers")
             return None
         if n_in is not None and bs and len(ids) > -(-n_in // bs):
-            self.add(f"{path}.hash_ids", f"{len(ids)} blocks of {bs} tokens are more than in = {n_in} fills "
-                                         f"({-(-n_in // bs)}): is block_size right?")
+            self._too_many(path, len(ids), n_in, bs)
             return None
         return ids
+
+    def _too_many(self, path: str, n: int, n_in: int, bs: int) -> None:
+        self.add(f"{path}.hash_ids", f"{n} blocks of {bs} tokens are more than in = {n_in} fills "
+                                     f"({-(-n_in // bs)}): is block_size right?")
 
     def subagent(self, rec: dict, path: str, bs: int) -> Subagent | None:
         spawn = self.seconds(rec, "t", path, required=True)

@@ -17,28 +17,98 @@ tail, past its last whole block where there is one), and the rendered count is c
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import hashlib
+import json
 import random
+import struct
+import sys
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchc.errors import PlanError
 from benchc.plan.agent_trace import AgentRequest, AgentSession, read_agent_traces, trace_files
-from benchc.plan.prompts import WordBlocks, one_token_words
+from benchc.plan.prompts import one_token_words
 
 _MASK64 = (1 << 64) - 1
 _BLOCK_CACHE = 4096  # blocks kept built: a session's context re-sends its earlier blocks every turn
+_TABLE = 1 << 16  # WordTable.ones: two random bytes pick one
 
 
-def _key(*parts: int) -> int:
-    v = 0
-    for p in parts:
-        v = (v << 64) | (p & _MASK64)
-    return v
+def _key(*parts: int) -> bytes:
+    return struct.pack(f"<{len(parts)}Q", *(p & _MASK64 for p in parts))
 
 
 def _path_key(path: str) -> int:
     return int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "big")
+
+
+class WordTable:
+    """A vocabulary's words as a JSON string's bytes, each after a space (b" word", escaped as
+    json.dumps escapes it, so that pieces join into a body's string as they are): 256 runs of
+    four words (`fours`, one random byte picks one) and every word alone (`ones`, 65,536
+    entries that two random bytes pick from, each word 65,536 / n times to one). A block of n
+    words is n // 4 + n % 4 lookups and one join, in C: drawing each word by random.choices
+    was most of the CPU a 200k-token request cost, and a larger table of fours costs more in
+    cache misses than it saves (65,536 fours: 10-27 ms for 400 blocks of 512 words, 256: 2).
+    256 ** (n // 4) blocks of n words, still: no two blocks of a run share content. The runs
+    are the vocabulary's (a fixed seed), so a block's words are still a pure function of its
+    key."""
+
+    FOURS = 256
+
+    def __init__(self, words: Sequence[str]):
+        one = [json.dumps(" " + w)[1:-1].encode() for w in words]
+        if any(b" " in w[1:] for w in one):  # a prefix's length is found by its spaces (prefix_len)
+            raise PlanError("a prompt word with a space in it cannot be drawn for a coding-agent trace")
+        rng = random.Random(0x5EED)
+        self.ones = (one * (_TABLE // len(one) + 1))[:_TABLE]
+        self.fours = [b"".join(rng.choices(one, k=4)) for _ in range(self.FOURS)]
+
+    def words(self, key: bytes, n: int) -> tuple[bytes, bytes]:
+        """`n` words drawn from `key` (any bytes): their text, and the random bytes that drew
+        them (a byte per four of the first n // 4 * 4 words, then two per word of the rest)."""
+        fours = n // 4
+        drawn = hashlib.shake_128(key).digest(fours + 2 * (n % 4))
+        return (b"".join(map(self.fours.__getitem__, drawn[:fours]))
+                + b"".join(map(self.ones.__getitem__, _indices(drawn[fours:])))), drawn
+
+    def prefix_len(self, drawn: bytes, n: int, k: int) -> int:
+        """The bytes of the first `k` (< n) of the `n` words `drawn` drew."""
+        fours, whole, rest = n // 4, k // 4, k % 4
+        size = sum(map(len, map(self.fours.__getitem__, drawn[:whole])))
+        if rest and whole < fours:  # into a four: its words' spaces say where each ends
+            size += _nth_space(self.fours[drawn[whole]], rest)
+        elif rest:
+            size += sum(map(len, map(self.ones.__getitem__, _indices(drawn[fours:])[:rest])))
+        return size
+
+
+def _nth_space(text: bytes, n: int) -> int:
+    """Where the n-th word after the first of `text` (b" a b c") starts: its space's index."""
+    at = 0
+    for _ in range(n):
+        at = text.index(b" ", at + 1)
+    return at
+
+
+def _indices(random_bytes: bytes) -> array:
+    """Two random bytes an index, the same on every machine (little-endian)."""
+    idx = array("H", random_bytes)
+    if sys.byteorder == "big":
+        idx.byteswap()
+    return idx
+
+
+@functools.lru_cache(maxsize=4)
+def _table(words: tuple[str, ...]) -> WordTable:
+    """One WordTable per vocabulary per process."""
+    return WordTable(words)
 
 
 class AgentTracePrompts:
@@ -47,29 +117,48 @@ class AgentTracePrompts:
     def __init__(self, seed: int, tokenizer: Any = None, template: Any = None):
         self.seed, self.tok, self.template = seed, tokenizer, template
         self.words = one_token_words(tokenizer)
-        self._blocks = WordBlocks(self.words, seed, _BLOCK_CACHE)
+        self._table = _table(tuple(self.words))
+        self._blocks: OrderedDict[tuple[int, int], tuple[bytes, bytes]] = OrderedDict()
         self._overhead: int | None = None
 
-    def block(self, session_index: int, hash_id: int, block_size: int) -> tuple[str, ...]:
-        """The `block_size` words of a hash id in session `session_index`."""
-        return self._blocks.get((session_index, hash_id), block_size)
+    def block(self, session_index: int, hash_id: int, block_size: int) -> bytes:
+        """The `block_size` words of a hash id in session `session_index` (as JSON string bytes)."""
+        return self._block(session_index, hash_id, block_size)[0]
 
-    def text(self, session: AgentSession, session_index: int, req: AgentRequest) -> str:
-        """The request's prompt: exactly its `in` tokens (rendered through the chat template
-        when there is one; PlanError when the tokenizer cannot make it so)."""
+    def _block(self, session_index: int, hash_id: int, block_size: int) -> tuple[bytes, bytes]:
+        key = (session_index, hash_id)
+        built = self._blocks.get(key)
+        if built is None:
+            built = self._table.words(_key(self.seed, 1, session_index, hash_id), block_size)
+            self._blocks[key] = built
+            if len(self._blocks) > _BLOCK_CACHE:
+                self._blocks.popitem(last=False)
+        else:
+            self._blocks.move_to_end(key)
+        return built
+
+    def content(self, session: AgentSession, session_index: int, req: AgentRequest) -> bytes:
+        """The request's prompt as the bytes of a JSON string, without its quotes: exactly its
+        `in` tokens (rendered through the chat template when there is one; PlanError when the
+        tokenizer cannot make it so), to be put in a body as they are."""
         where = f"{session.file}: session {session.id!r}: {req.path}"
         n = req.input_tokens - self.template_tokens()
         if n < 1:
             raise PlanError(f"{where}: in = {req.input_tokens} is no more than the chat template's own "
                             f"{self.template_tokens()} tokens")
-        text = self._words(session, session_index, req, n)
+        data = self._words(session, session_index, req, n)
         if self.tok is not None:
+            text = _decoded(data)
             got = (self.template.count([{"role": "user", "content": text}]) if self.template is not None
                    else self.tok.count(text))
             if got != req.input_tokens:
                 raise PlanError(f"{where}: could not build a prompt of exactly {req.input_tokens} tokens "
                                 f"with this tokenizer (got {got})")
-        return text
+        return data
+
+    def text(self, session: AgentSession, session_index: int, req: AgentRequest) -> str:
+        """The request's prompt (content(), as text)."""
+        return _decoded(self.content(session, session_index, req))
 
     def template_tokens(self) -> int:
         """The tokens the chat template adds around one user message (0 without one)."""
@@ -80,20 +169,22 @@ class AgentTracePrompts:
             self._overhead = self.template.count([{"role": "user", "content": probe}]) - self.tok.count(probe)
         return self._overhead
 
-    def _words(self, session: AgentSession, session_index: int, req: AgentRequest, n: int) -> str:
+    def _words(self, session: AgentSession, session_index: int, req: AgentRequest, n: int) -> bytes:
         bs = session.block_size
         parts, left = [], n
         for hid in req.hash_ids:
             if left <= 0:
                 break
-            words = self.block(session_index, hid, bs)
-            take = min(bs, left)
-            parts.append(" " + " ".join(words[:take]))
-            left -= take
+            data, idx = self._block(session_index, hid, bs)
+            parts.append(data if left >= bs else data[:self._table.prefix_len(idx, bs, left)])
+            left -= bs
         if left > 0:  # tokens beyond its blocks: words no other request sends
-            rng = random.Random(_key(self.seed, 2, session_index, _path_key(req.path)))
-            parts.append(" " + " ".join(rng.choices(self.words, k=left)))
-        return "".join(parts)
+            parts.append(self._table.words(_key(self.seed, 2, session_index, _path_key(req.path)), left)[0])
+        return b"".join(parts)
+
+
+def _decoded(data: bytes) -> str:
+    return json.loads(b'"' + data + b'"')
 
 
 # The set read last, by its files' identity: `benchc run` builds the source at compile and again
@@ -111,6 +202,21 @@ def _identity(files: list[Path]) -> tuple:
     return tuple(out)
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while a set is read (and as it was after): a
+    1,000-session set is millions of new objects, and the collections they set off traversed
+    the growing heap again and again (a seventh of the read's CPU); what the read makes holds
+    no cycle for a collection to find, and reference counting frees the rest."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _read_once(path: str, base_dir: str) -> tuple[list[AgentSession], bytes]:
     """The trace's sessions, read and checked, and its files' sha256 digests (concatenated);
     read from the files only when they changed since the last read in this process."""
@@ -119,7 +225,8 @@ def _read_once(path: str, base_dir: str) -> tuple[list[AgentSession], bytes]:
     key = _identity(files)
     if _LAST_READ is not None and _LAST_READ[0] == key:
         return _LAST_READ[1], _LAST_READ[2]
-    sessions = list(read_agent_traces(path, base_dir))
+    with _no_cyclic_gc():
+        sessions = list(read_agent_traces(path, base_dir))
     digests = b"".join(hashlib.sha256(f.read_bytes()).digest() for f in files)
     if _identity(files) == key:  # not changed while it was read: safe to keep
         _LAST_READ = (key, sessions, digests)

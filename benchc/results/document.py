@@ -51,13 +51,23 @@ def requests_path(result_path: str) -> str:
     return os.path.splitext(result_path)[0] + ".requests.jsonl"
 
 
+# The per-request JSONL's own format version, which every record names (REQUESTS_VERSION_KEY);
+# a record without it is version 1. docs/results.md has the history:
+#   1: what benchc wrote up to stop 47 (the run_id binding its last addition)
+#   2: the same keys and values, each record naming its version (the record grouped by concern)
+# The reader (results/export.py) refuses a version newer than this, naming the line.
+REQUESTS_VERSION = 2
+REQUESTS_VERSION_KEY = "requests_version"
+
+
 def bound_requests_text(requests: list[dict], doc: dict) -> str:
     """The per-request JSONL of `doc`'s run, bound to it both ways: every record names the
     run (`run_id`, a random id the document takes too) and the document keeps the file's
     SHA-256 (`requests_sha256`), so that another run's file under this name is refused
-    (results/export.py: check_requests_binding)."""
+    (results/export.py: check_requests_binding). Every record names its format version last."""
     run_id = doc.setdefault("run_id", uuid.uuid4().hex)
-    text = "".join(json.dumps({**r, "run_id": run_id}) + "\n" for r in requests)
+    text = "".join(json.dumps({**r, "run_id": run_id, REQUESTS_VERSION_KEY: REQUESTS_VERSION}) + "\n"
+                   for r in requests)
     doc["requests_sha256"] = requests_sha256(text.encode("utf-8"))
     return text
 

@@ -15,7 +15,7 @@ import os
 from benchc.errors import ResultFormatError, UsageError
 from benchc.inputs import REQUESTS_BYTES, input_problem
 from benchc.results import br, vllm
-from benchc.results.document import not_json_number, requests_sha256
+from benchc.results.document import REQUESTS_VERSION, REQUESTS_VERSION_KEY, not_json_number, requests_sha256
 from benchc.results.table import to_csv
 
 WHOLE_FORMATS = ("csv", "csv-turns", "jsonl")
@@ -68,12 +68,28 @@ def _records(raw: bytes, path: str) -> list[dict]:
         except (UnicodeDecodeError, ValueError) as e:
             why = "cut short: the file ends inside a record" if n == len(lines) else "not a JSON record"
             raise ResultFormatError(f"{path} line {n}: {why} ({e}); the per-request file is damaged") from e
+        if isinstance(r, dict):
+            _check_version(r, path, n)
         if not isinstance(r, dict) or not isinstance(r.get("point"), str) or not isinstance(
                 r.get("t0_ns"), int):
             raise ResultFormatError(f"{path} line {n}: not a per-request record of benchc (a JSON object "
                                     "with point and t0_ns)")
         out.append(r)
     return out
+
+
+def _check_version(record: dict, path: str, n: int) -> None:
+    """A record's format version (REQUESTS_VERSION_KEY; none: version 1) is one this reader
+    knows: a newer one is refused by name (its keys may mean what this benchc cannot say)."""
+    version = record.get(REQUESTS_VERSION_KEY, 1)
+    if type(version) is not int or version < 1:
+        said = json.dumps(version)[:40]
+        raise ResultFormatError(f"{path} line {n}: {REQUESTS_VERSION_KEY} {said} is not a version (a whole "
+                                "number from 1); the per-request file is damaged")
+    if version > REQUESTS_VERSION:
+        raise ResultFormatError(f"{path} line {n}: per-request records of {REQUESTS_VERSION_KEY} {version}, "
+                                f"newer than this benchc reads (1 to {REQUESTS_VERSION}): export it with "
+                                "the benchc that wrote it, or a newer one")
 
 
 def check_requests_binding(doc: dict, raw: bytes, records: list[dict], path: str) -> None:

@@ -17,16 +17,25 @@ from __future__ import annotations
 from benchc.metrics.record import CANCELLED
 
 MAX_ERROR_FRACTION = 0.5  # more than half of a point's requests failed: no load figure describes it
+# The run errors (result `errors[].kind`) of a point whose requests stopped connecting, or whose
+# server does not serve the API (run/deadserver.py's stop kinds): the point stopped itself, and
+# what it cancelled in flight then was lost to the server, not to a Ctrl-C.
+SERVER_STOPS = ("server_unreachable", "api_not_served")
 
 
-def point_failure(point: dict) -> str | None:
-    """Why a result point failed, in a sentence; None when it did not (or is a search probe)."""
+def point_failure(point: dict, ctrl_c_cancels: bool = True) -> str | None:
+    """Why a result point failed, in a sentence; None when it did not (or is a search probe).
+    `ctrl_c_cancels`: whether its error kind `cancelled` may be a Ctrl-C's (an older result's
+    way of counting them); False where the run was not interrupted or the server stopped the
+    point (failed_points says which)."""
     if point["params"].get("probe") is not None:
         return None
     counts = point["counts"]
     # Ctrl-C's cancels are the user's doing, not failures: a result counts them as cancelled
-    # (the `cancelled` block's `interrupted`), an older one as the error kind `cancelled`
-    interrupted = (counts.get("errors") or {}).get(CANCELLED, 0)
+    # (the `cancelled` block's `interrupted`), an older one as the error kind `cancelled`. A
+    # dead server's stop cancels what is in flight as that error kind too (run/loadgen.py's
+    # wind-down): those are failures, and a result that was not interrupted holds no Ctrl-C's.
+    interrupted = (counts.get("errors") or {}).get(CANCELLED, 0) if ctrl_c_cancels else 0
     sent, completed, failed = counts["sent"], counts["completed"], counts["failed"] - interrupted
     interrupted += (point.get("cancelled") or {}).get("interrupted", 0)
     if completed == 0:
@@ -64,7 +73,17 @@ def _outcomes(sessions: dict) -> str:
 
 def failed_points(doc: dict) -> list[str]:
     """`<point id>: <why>` for every failed point of a result document, in its order."""
-    return [f"{p['id']}: {why}" for p in doc.get("points", []) if (why := point_failure(p)) is not None]
+    return [f"{p['id']}: {why}" for p in doc.get("points", [])
+            if (why := point_failure(p, _ctrl_c_cancels(doc, p))) is not None]
+
+
+def _ctrl_c_cancels(doc: dict, point: dict) -> bool:
+    """Whether a Ctrl-C may have cancelled some of the point's requests: the run was interrupted
+    (a document without the flag: as before, it may have been) and no run error says the server
+    stopped this point."""
+    stopped = any(e.get("point") == point["id"] and e.get("kind") in SERVER_STOPS
+                  for e in doc.get("errors") or ())
+    return bool(doc.get("interrupted", True)) and not stopped
 
 
 def _failures(counts: dict) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchc.client.request import CLOCK, build_body
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import RequestRecord, SessionPlace
 from benchc.plan.agent_trace import (
     AgentRequest,
     AgentSession,
@@ -478,6 +478,11 @@ def session_figures(session: AgentSession, sent: list[Sent], time_scale: float =
 # --------------------------------------------------------------------------- benchc run's driver
 
 
+# where a body's prompt goes: json.dumps writes the mark as _PROMPT_MARK_JSON
+_PROMPT_MARK = "\x00benchc agent-trace prompt\x00"
+_PROMPT_MARK_JSON = json.dumps(_PROMPT_MARK)[1:-1].encode()
+
+
 class AgentFeed:
     """The sessions a coding-agent point replays (its first `step.sessions`, or all) and its
     requests' bodies, built through the target's API adapter with the run's tokenizer and chat
@@ -502,8 +507,17 @@ class AgentFeed:
         return (self.stream << 32) | j
 
     def body(self, j: int, req: AgentRequest) -> bytes:
-        """Request `req` of session j: a prompt of exactly its `in` tokens, asking for `out`."""
-        text = self.prompts.text(self.sessions[j], self.key(j), req)
+        """Request `req` of session j: a prompt of exactly its `in` tokens, asking for `out`.
+        The body is json.dumps' of the API's body with that prompt, byte for byte; the prompt's
+        JSON text (up to a MB) is put in as built (AgentTracePrompts.content), never encoded
+        again, copied once."""
+        content = self.prompts.content(self.sessions[j], self.key(j), req)
+        head, mark, tail = self._encoded(req, _PROMPT_MARK).partition(_PROMPT_MARK_JSON)
+        if not mark or _PROMPT_MARK_JSON in tail:  # the mark in a value of the spec's too: encode it whole
+            return self._encoded(req, json.loads(b'"' + content + b'"'))
+        return b"".join((head, content, tail))
+
+    def _encoded(self, req: AgentRequest, text: str) -> bytes:
         w, target = self.combo.workload, self.combo.target
         prompt = Prompt(None, [{"role": "user", "content": text}], req.input_tokens, req.output_tokens)
         body = build_body(target, w.sampling, prompt, continuous_usage=target.continuous_usage)
@@ -597,14 +611,15 @@ class AgentReplayDriver:
             # its id (the x-request-id a server's log and the simulator's trace join on) names
             # the trace request it replays: session j's place, the request's JSON path
             rid = f"{uuid.uuid4().hex}-s{j}{req.path}"
-            r = RequestRecord(rid, j, req.input_tokens, req.output_tokens, None)
-            r.ready_ns, r.session, r.turn = CLOCK(), j, depth.get(req.path)
-            r.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
+            r = RequestRecord(rid, j, req.input_tokens, req.output_tokens)
+            r.times.ready_ns, r.place = CLOCK(), SessionPlace(j, turn=depth.get(req.path))
+            r.cache.shared_tokens = predicted[req.path]  # the tokens its hash ids say an earlier request sent
             # written at its think time's end, its connection readied ahead (as an open loop's)
             await host.measured(body, r, due_ns=due_ns, written=written)
-            ttft = r.first_text_ns - r.t0_ns if r.ok and r.first_text_ns else None
-            return Answer(r.usage_input_tokens, r.output_tokens if r.ok else None, r.cached_tokens,
-                          r.t0_ns or None, r.end_ns, ttft)
+            at = r.times
+            ttft = at.first_text_ns - at.t0_ns if r.ok and at.first_text_ns else None
+            return Answer(r.tokens.usage_input_tokens, r.output_tokens if r.ok else None,
+                          r.cache.cached_tokens, at.t0_ns or None, at.end_ns, ttft)
 
         # held: in flight for the step's steady state, as a sessions step's session is
         sent = await host.held(replay_session(session, lambda req: feed.body(j, req), send,

@@ -51,27 +51,31 @@ def _check(c: dict) -> str:
     return f"{c['threshold']}: {show_value(c['value'], check_unit(c))} {'ok' if c['passed'] else 'FAIL'}"
 
 
-def interrupted_requests(p: dict) -> int:
+def interrupted_requests(p: dict, ctrl_c_cancels: bool = True) -> int:
     """Requests of the point that Ctrl-C cancelled in flight: counted as cancelled (the
-    `cancelled` block's `interrupted`), or by older results as the error kind `cancelled`."""
-    return int((p.get("cancelled") or {}).get("interrupted", 0)) + _counted_failed(p)
+    `cancelled` block's `interrupted`), or by older results as the error kind `cancelled`
+    (`ctrl_c_cancels`: where they may be Ctrl-C's, results/failed.py's point_failure)."""
+    return int((p.get("cancelled") or {}).get("interrupted", 0)) + _counted_failed(p, ctrl_c_cancels)
 
 
-def _counted_failed(p: dict) -> int:
-    """Ctrl-C's cancels an older result counted as failed (the error kind `cancelled`)."""
-    return int((p["counts"].get("errors") or {}).get(CANCELLED, 0))
+def _counted_failed(p: dict, ctrl_c_cancels: bool = True) -> int:
+    """Ctrl-C's cancels an older result counted as failed (the error kind `cancelled`); none
+    where no Ctrl-C came or the server stopped the point (a dead server's stop cancels what is
+    in flight as that error kind: failures)."""
+    return int((p["counts"].get("errors") or {}).get(CANCELLED, 0)) if ctrl_c_cancels else 0
 
 
-def first_error(p: dict) -> str | None:
+def first_error(p: dict, ctrl_c_cancels: bool = True) -> str | None:
     """`2 of 2 requests failed; first error (http_404): The model `foo` does not exist.`: why
     a point's requests failed, which the errors column alone never said (the message is the
     first seen of the first kind other than `cancelled`, which Ctrl-C's cancels are, told by
     cancelled_line; the console scrubs it of the run's secrets)."""
     counts = p["counts"]
-    failed = counts["failed"] - _counted_failed(p)
+    failed = counts["failed"] - _counted_failed(p, ctrl_c_cancels)
     if failed <= 0:
         return None
-    examples = {k: v for k, v in (counts.get("error_examples") or {}).items() if k != CANCELLED}
+    examples = {k: v for k, v in (counts.get("error_examples") or {}).items()
+                if k != CANCELLED or not ctrl_c_cancels}
     line = f"{failed} of {counts['sent']} requests failed"
     if examples:
         kind, detail = next(iter(examples.items()))
@@ -79,10 +83,10 @@ def first_error(p: dict) -> str | None:
     return line
 
 
-def cancelled_line(p: dict) -> str | None:
+def cancelled_line(p: dict, ctrl_c_cancels: bool = True) -> str | None:
     """`partial: 3 requests cancelled in flight when the run was interrupted ...`: an
     interrupted point's row says so, and its cancelled requests are not told as failures."""
-    n = interrupted_requests(p)
+    n = interrupted_requests(p, ctrl_c_cancels)
     if p.get("complete", True) and not n:
         return None
     line = "partial: the point's load was stopped early"
@@ -312,8 +316,10 @@ class Console:
         """The point's progress on stderr (None with --quiet)."""
         return None if self.quiet else Progress(step, sys.stderr, self.live)
 
-    def point(self, p: dict) -> None:
-        """The point's table row, then a warning per doubt its trust checks raised."""
+    def point(self, p: dict, ctrl_c_cancels: bool = True) -> None:
+        """The point's table row, then a warning per doubt its trust checks raised.
+        `ctrl_c_cancels`: whether its error kind `cancelled` may be a Ctrl-C's (False where the
+        run was not interrupted or the server stopped the point)."""
         if self.quiet:
             return
         if self.live:
@@ -342,10 +348,10 @@ class Console:
               file=sys.stderr, flush=True)
         for line in _detail_lines(p, ms) + _rate_and_server_lines(p, ms):
             self.say(f"  {p['id']}: {line}")
-        failed = first_error(p)
+        failed = first_error(p, ctrl_c_cancels)
         if failed:
             self.say(f"ERROR: {p['id']}: {failed}")
-        if partial := cancelled_line(p):
+        if partial := cancelled_line(p, ctrl_c_cancels):
             self.say(f"NOTE: {p['id']}: {partial}")
         if ended := duration_line(p):
             self.say(f"NOTE: {p['id']}: {ended}")

@@ -19,6 +19,7 @@ import re
 from urllib.parse import urlsplit
 
 from benchc.metrics.record import CONNECT, RequestRecord
+from benchc.results.failed import SERVER_STOPS
 
 # Requests in a row that could not connect, at least: twice the point's in-flight target, so
 # that each of its slots failed twice over (a burst as the server goes away is not enough), and
@@ -31,7 +32,7 @@ def failure_limit(inflight: int) -> int:
 
 
 NOT_SERVED_STATUSES = (404, 501)
-UNREACHABLE, NOT_SERVED = "server_unreachable", "api_not_served"  # the run's failure kinds
+UNREACHABLE, NOT_SERVED = SERVER_STOPS  # the run's failure kinds (results/failed.py reads them)
 _NOT_SERVED_WORDS = "does not serve the"
 
 
@@ -63,18 +64,20 @@ class ConnectStreak:
     def add(self, r: RequestRecord) -> bool:
         """Count a finished request; True once, when the streak reaches the limit (or the
         server said it does not serve the API)."""
-        if r.status in NOT_SERVED_STATUSES and self.reason is None:
+        outcome = r.outcome
+        if outcome.status in NOT_SERVED_STATUSES and self.reason is None:
             where = self.url or "the endpoint"
-            self.reason = (f"the server answered {r.status} at {where}: it {_NOT_SERVED_WORDS} "
+            self.reason = (f"the server answered {outcome.status} at {where}: it {_NOT_SERVED_WORDS} "
                            f"{self.api} API (target.api: {self.api}), or not this model; its answer: "
-                           f"{(r.error_detail or '').strip()[:160]}" + v1_hint(self.url))
+                           f"{(outcome.error_detail or '').strip()[:160]}" + v1_hint(self.url))
             return True
-        if r.error == CONNECT and r.status is None:
+        if outcome.error == CONNECT and outcome.status is None:
             self.streak += 1
             if self.streak >= self.limit and self.reason is None:
                 self.reason = (f"{self.streak} requests in a row could not connect to the server "
-                               f"(last: {r.error_detail or 'no detail'}): the server is down or unreachable")
+                               f"(last: {outcome.error_detail or 'no detail'}): the server is down or "
+                               "unreachable")
                 return True
-        elif r.error is None or r.status is not None:
+        elif outcome.error is None or outcome.status is not None:
             self.streak = 0
         return False

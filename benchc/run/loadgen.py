@@ -29,7 +29,7 @@ import aiohttp
 from benchc.client.http1 import Due, Pool, RxFigures
 from benchc.client.request import CLOCK, open_ahead, reuse_rules, send, send_native
 from benchc.metrics.latency import Recorder
-from benchc.metrics.record import CLIENT_ERROR, RequestRecord
+from benchc.metrics.record import CLIENT_ERROR, CacheUse, Payload, RequestRecord, Times
 from benchc.metrics.recorder import PointRecorder
 from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
@@ -197,11 +197,11 @@ class StepRun:
         loop once the request is written on the own reader (a coding-agent replay builds its
         next bodies then); aiohttp writes from a task of its own, unseen: never called there."""
         ctx = self.ctx
-        r.request_bytes = len(body)
+        r.payload.request_bytes = len(body)
         if due_ns is not None and ctx.pool is None:
             await self._at(due_ns)
             due_ns = None
-        write_ns = r.scheduled_ns if due_ns is None else due_ns
+        write_ns = r.times.scheduled_ns if due_ns is None else due_ns
         # in flight from its write; an early request (open loop, own reader) from its due time
         # (a closure per request only for those: made for every request it cost the closed
         # loop a microsecond a request)
@@ -210,12 +210,12 @@ class StepRun:
         if self.alarm is not None and write_ns is not None and write_ns > CLOCK():
             counted = []  # [True] from its due time
             due = Due(write_ns, lambda at_ns: self._due(at_ns, counted, written))
-        elif written is not None and ctx.pool is not None:
-            # the send's first turn writes it (a connection idle in the pool) before it yields
-            asyncio.get_running_loop().call_soon(written)
         else:
             self.check.inflight += 1
             ctx.inflight += 1
+            if written is not None and ctx.pool is not None:
+                # the send's first turn writes it (a connection idle in the pool) before it yields
+                asyncio.get_running_loop().call_soon(written)
         # a session's answers go back in its next turn (a coding-agent trace's content is the trace's)
         keep = ctx.keep_text or isinstance(self.feed, SessionFeed)
         live = self.live
@@ -231,8 +231,8 @@ class StepRun:
                 await _cancelled_when(sending, r, cancel)
         except Exception as e:  # send() records every failure of the server's: this is benchc's own
             log.exception("request %s: the client failed", r.id)
-            r.error, r.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
-            r.end_ns = r.end_ns or CLOCK()
+            r.outcome.error, r.outcome.error_detail = CLIENT_ERROR, f"{type(e).__name__}: {e}"[:200]
+            r.times.end_ns = r.times.end_ns or CLOCK()
         finally:
             if counted is None or counted:
                 self.check.inflight -= 1
@@ -250,7 +250,7 @@ class StepRun:
             self.server_gone = True  # the stop is the server's: what is in flight then is not Ctrl-C's
             self.ctx.stop_event.set()
         if ended is not None:
-            ended(r.end_ns)
+            ended(r.times.end_ns)
         self._steady(r)
         batch = self._ended_batch
         batch.append(r)
@@ -333,17 +333,17 @@ class StepRun:
         self.sends.add(r)
         series = self.series
         if series is not None:
-            if r.first_sent_ns is not None:
-                series.sent(r.first_sent_ns)
-            if r.scheduled_ns is not None:
-                series.scheduled(r.scheduled_ns)
-        if r.path is not None:
-            self.paths[r.path] += 1
+            if r.times.first_sent_ns is not None:
+                series.sent(r.times.first_sent_ns)
+            if r.times.scheduled_ns is not None:
+                series.scheduled(r.times.scheduled_ns)
+        if r.outcome.path is not None:
+            self.paths[r.outcome.path] += 1
         # the first attempt's write (a keep-alive retry's own is later, and a request that
         # never connected has none): as the self-check's send delay (sendcheck) counts it
-        if r.scheduled_ns is not None and r.first_sent_ns is not None:
-            self.skew.record_ns(max(0, r.first_sent_ns - r.scheduled_ns))
-            if r.first_sent_ns - r.scheduled_ns >= LATE_SEND_US * 1000:
+        if r.times.scheduled_ns is not None and r.times.first_sent_ns is not None:
+            self.skew.record_ns(max(0, r.times.first_sent_ns - r.times.scheduled_ns))
+            if r.times.first_sent_ns - r.times.scheduled_ns >= LATE_SEND_US * 1000:
                 self.late += 1
         # decoded within the steady span, pro-rated: a request recorded after the span's start
         # or end was set (later in its turn) ended before it, so the start leaves none of its
@@ -360,16 +360,14 @@ class StepRun:
         assert isinstance(feed, StepFeed)  # a single prompt's step
         req = feed.get(i)
         prompt = req.prompt
-        # the leading fields by position, the rest set after: a call of 14 keywords cost about
-        # 2 us more per request (the record has 50 fields)
+        # the groups it knows made here, their fields by position: a call of 14 keywords cost
+        # about 2 us more per request (when the record was one class of 50 fields)
+        queued_ns = ready_ns - scheduled_ns if scheduled_ns is not None else 0
         r = RequestRecord(self._id_prefix + str(next(self._ids)), req.index, prompt.input_tokens,
-                          req.expected_output_tokens, scheduled_ns)
-        r.ready_ns = ready_ns
-        if scheduled_ns is not None:
-            r.queued_ns = ready_ns - scheduled_ns
-        r.shared_tokens, r.reused = prompt.shared_tokens, prompt.reused
-        r.template_input_tokens, r.images = req.template_tokens, req.images
-        r.tools, r.inputs = req.tools, req.inputs
+                          req.expected_output_tokens, Times(scheduled_ns, ready_ns, queued_ns),
+                          CacheUse(prompt.shared_tokens, prompt.reused),
+                          Payload(req.images, req.tools, req.inputs))
+        r.tokens.template_input_tokens = req.template_tokens
         self._unit_started()
         cancel = _cancel_of(self.step.cancel, self.seed, req.index)
         return self.measured(req.body, r, self._unit_ended, cancel)
@@ -471,7 +469,7 @@ async def _cap_watch(run: StepRun, cap_s: float) -> None:
         return  # Ctrl-C or a dead server: their own way out (the grace, the error kinds)
     run.capped_at_stop = len(run.live)
     for r in run.live.values():
-        r.cancel_planned = True  # before the cancel: the send path keeps what it read
+        r.outcome.cancel_planned = True  # before the cancel: the send path keeps what it read
     for t in list(run.tasks):
         t.cancel()
 
@@ -515,7 +513,8 @@ def _interrupted(run: StepRun) -> None:
     benchc, not failed by the server, so they are counted as cancelled (apart from errors, as
     load.cancel's, with what they read) and the console tells them apart as interrupted."""
     for r in run.live.values():
-        r.cancel_planned = r.interrupted = True  # before the cancel: the send path keeps what it read
+        # before the cancel: the send path keeps what it read
+        r.outcome.cancel_planned = r.outcome.interrupted = True
 
 
 async def _wind_down(run: StepRun, ahead: asyncio.Task | None, priority: SendPriority | None) -> None:
@@ -612,10 +611,10 @@ async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, r
     task = asyncio.ensure_future(sending)
 
     async def when() -> None:
-        while not r.t0_sent:  # the write (after any connect)
+        while not r.times.t0_sent:  # the write (after any connect)
             await asyncio.sleep(CANCEL_POLL_S)
         if "after_s" in rule:
-            due = r.t0_ns + int(rule["after_s"] * 1e9)
+            due = r.times.t0_ns + int(rule["after_s"] * 1e9)
             while (left := due - CLOCK()) > 0:
                 await asyncio.sleep(left / 1e9)
         else:
@@ -626,7 +625,7 @@ async def _cancelled_when(sending: Coroutine[Any, Any, Any], r: RequestRecord, r
     try:
         done, _ = await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
         if watch in done and not task.done():
-            r.cancel_planned = True  # before the cancel: the send path keeps what it read
+            r.outcome.cancel_planned = True  # before the cancel: the send path keeps what it read
             task.cancel()
         await asyncio.wait({task})
     finally:

@@ -692,7 +692,8 @@ class Runner:
         point = assembled.to_dict()  # the document's point
         self.points.append(point)
         self.requests += m.requests
-        self.console.point(point)
+        # a dead server's stop cancels what is in flight as errors, not as Ctrl-C's (results/failed.py)
+        self.console.point(point, ctrl_c_cancels=self.interrupted and not m.stopped)
         return point, m.consumed
 
     async def _measure(self, ctx: StepContext, step: Step, combo: Combination, prepared: Prepared, seed: int,

@@ -71,26 +71,26 @@ class SendCheck:
         self._ready_lo = self._ready_hi = self._sent_lo = self._sent_hi = 0
 
     def add(self, r: RequestRecord) -> None:
-        if r.scheduled_ns is not None:
+        if r.times.scheduled_ns is not None:
             self.scheduled += 1
-            if r.queued_ns > 0:
-                self.queued.record_ns(r.queued_ns)
-        if r.early_reads:
-            self.early_reads += r.early_reads
-        if r.error == CLIENT_EXHAUSTED:
+            if r.times.queued_ns > 0:
+                self.queued.record_ns(r.times.queued_ns)
+        if r.times.early_reads:
+            self.early_reads += r.times.early_reads
+        if r.outcome.error == CLIENT_EXHAUSTED:
             self.exhausted += 1
-        sent = r.first_sent_ns
+        sent = r.times.first_sent_ns
         if sent is None:
             return  # never sent (the connect failed): no send delay to judge
-        ready = r.ready_ns
+        ready = r.times.ready_ns
         if ready is not None:
-            delay = sent - ready - r.connect_ns
+            delay = sent - ready - r.times.connect_ns
             if delay < 0:
                 delay = 0
             self.client.record_ns(delay)
             self.sent += 1
             self.delay_ns += delay
-            slot = (r.end_ns or sent) - ready
+            slot = (r.times.end_ns or sent) - ready
             if slot > 0:
                 self.slot_ns += slot
             if delay > effects.SEND_LATE_US * 1000:
@@ -107,7 +107,8 @@ class SendCheck:
                     self._sent_lo = sent
                 elif sent > self._sent_hi:
                     self._sent_hi = sent
-        if r.reused_connection or r.retried:  # a retry follows a failure on a reused connection
+        # a retry follows a failure on a reused connection
+        if r.outcome.reused_connection or r.outcome.retried:
             self.reused += 1
         else:
             self.fresh += 1

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from benchc import redact
 from benchc.client.apis import APIS
 from benchc.client.request import CLOCK, build_body
-from benchc.metrics.record import RequestRecord
+from benchc.metrics.record import CacheUse, Payload, RequestRecord, SessionPlace, Times
 from benchc.plan.images import synthetic_images
 from benchc.plan.model import Combination, Step
 from benchc.plan.prompts import NO_DEAL, Deal
@@ -322,7 +322,7 @@ class _SessionRun:
                 return
             if not (conv.tools is not None and tool_calls(last, conv.tool_names)):
                 conv.answered(turn, last.parser.answer_text(), last.parser.response_id)
-            self.prev_end, self.prev_send = last.end_ns, last.t0_ns
+            self.prev_end, self.prev_send = last.times.end_ns, last.times.t0_ns
 
     def _due(self, turn: Turn) -> int:
         """When a turn after the first is due (the module's docstring gives the rules)."""
@@ -344,15 +344,15 @@ class _SessionRun:
         while r.ok and conv.tools is not None and (calls := tool_calls(r, conv.tool_names)):
             rounds += 1
             latency_s = conv.called(r.parser.answer_text(), calls, r.parser.response_id)
-            self.prev_end, self.prev_send = r.end_ns, r.t0_ns
+            self.prev_end, self.prev_send = r.times.end_ns, r.times.t0_ns
             if rounds > conv.tools.max_rounds:  # the results stay in the history; the user goes on
                 break
-            assert r.end_ns is not None  # a completed request has ended
-            due = r.end_ns + int(latency_s * 1e9)
+            assert r.times.end_ns is not None  # a completed request has ended
+            due = r.times.end_ns + int(latency_s * 1e9)
             if conv.tools.fan_out > 1:  # sub-agents: the round is over when the slowest is
                 if not env.may_continue():
                     return None
-                due = await self._sub_agents(turn, r.end_ns)
+                due = await self._sub_agents(turn, r.times.end_ns)
             if not await self._wait(due):
                 return None
             sched = due if env.open_loop else None
@@ -363,8 +363,8 @@ class _SessionRun:
         """A tool round run as sub-requests (fan-out): returns when it is over (the slowest
         one's end, ns), and counts the round in `fan_out`."""
         subs = await _sub_requests(self.env, self.conv, turn, self.index, self.conv.session.reused, ready_ns)
-        first = min(x.t0_ns for x in subs)
-        over = max(x.end_ns or first for x in subs)
+        first = min(x.times.t0_ns for x in subs)
+        over = max(x.times.end_ns or first for x in subs)
         self.fan_out.append((len(subs), over - first))
         return over
 
@@ -384,17 +384,18 @@ class _SessionRun:
         conv = self.conv
         body, n_in, shared, expected = build()
         r = RequestRecord(id=uuid.uuid4().hex, prompt_index=self.index, input_tokens=n_in,
-                          expected_output_tokens=expected, scheduled_ns=sched, shared_tokens=shared,
-                          reused=conv.session.reused, ready_ns=due,
-                          queued_ns=due - sched if sched is not None and first else 0,
-                          session=self.index, turn=self.sent + 1, prev_end_ns=self.prev_end,
-                          messages=conv.messages, tools=conv.combo.workload.tools is not None,
-                          images=conv.images)
+                          expected_output_tokens=expected,
+                          times=Times(scheduled_ns=sched, ready_ns=due,
+                                      queued_ns=due - sched if sched is not None and first else 0),
+                          cache=CacheUse(shared_tokens=shared, reused=conv.session.reused),
+                          payload=Payload(tools=conv.combo.workload.tools is not None, images=conv.images),
+                          place=SessionPlace(self.index, turn=self.sent + 1, prev_end_ns=self.prev_end,
+                                             messages=conv.messages))
         await self.env.measured(body, r)
         self.sent += 1
         self.ok += r.ok
-        self.start_ns = r.t0_ns if self.start_ns is None else self.start_ns
-        self.end_ns = r.end_ns
+        self.start_ns = r.times.t0_ns if self.start_ns is None else self.start_ns
+        self.end_ns = r.times.end_ns
         return r
 
 
@@ -404,7 +405,8 @@ async def _sub_requests(env: SessionEnv, conv: Conversation, turn: Turn, index: 
     as turns of the session: their `turn` is None); returns their records once all ended."""
     built = conv.sub_requests(turn)
     recs = [RequestRecord(id=uuid.uuid4().hex, prompt_index=index, input_tokens=n, expected_output_tokens=exp,
-                          shared_tokens=0, reused=reused, ready_ns=ready_ns, session=index)
+                          times=Times(ready_ns=ready_ns), cache=CacheUse(shared_tokens=0, reused=reused),
+                          place=SessionPlace(index))
             for _, n, exp in built]
     await asyncio.gather(*(env.measured(body, r) for (body, _, _), r in zip(built, recs, strict=True)))
     return recs

@@ -184,15 +184,29 @@ def kind_of(seq: Any, i: int) -> int:
     return ANSWER
 
 
+def tool_call_at(seq: Any, i: int) -> tuple[int, bool]:
+    """Output token i of a tool-call answer (i >= seq.tool_at): (its call, whether it is that
+    call's name). The seq.calls parallel calls interleave token by token: the names first,
+    call by call, then each call's next argument token in turn (sim/model.py parallel_tool_calls)."""
+    j = i - seq.tool_at
+    return j % seq.calls, j < seq.calls
+
+
+def tool_call_tokens(seq: Any, call: int, upto: int) -> list[bytes]:
+    """The argument tokens of tool call `call` among the output's first `upto` tokens."""
+    return seq.text[seq.tool_at + seq.calls + call:upto:seq.calls]
+
+
 def runs(seq: Any, start: int, end: int) -> list[tuple[int, int, int]]:
     """The tokens [start, end) as runs of one kind, (kind, first, end): one event each. A tool
-    call's name token is a run of its own (its event is the one that names the call)."""
+    call's name token is a run of its own (its event is the one that names the call), and so is
+    every token of parallel calls (each names its own call)."""
     out: list[tuple[int, int, int]] = []
     i = start
     while i < end:
         kind = kind_of(seq, i)
         j = i + 1
-        if not (kind == TOOL and i == seq.tool_at):
+        if not (kind == TOOL and (i == seq.tool_at or seq.calls > 1)):
             while j < end and kind_of(seq, j) == kind and j != seq.tool_at:
                 j += 1
         out.append((kind, i, j))

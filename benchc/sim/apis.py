@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchc.sim.adapter import REASONING, TOOL, Context, SimApi, bad_request, usage_dict
+from benchc.sim.adapter import REASONING, TOOL, Context, SimApi, bad_request, tool_call_at, usage_dict
 from benchc.sim.pooling import EmbeddingsSim, RerankSim, ScoreSim
 from benchc.sim.wire import MessagesSim, ResponsesSim
 
@@ -28,9 +28,10 @@ class _ChunksApi(SimApi):
     llama_timings = True
 
     def chunk(self, seq: Any, text: bytes, finish: str | None, kind: int = 0, upto: int | None = None,
-              name: bool = False) -> bytes:
-        """One chunk of `text` of `kind` (`name`: a tool call's first, its name); `upto`: the
-        tokens its continuous usage counts (default: all emitted so far)."""
+              name: bool = False, call: int = 0) -> bytes:
+        """One chunk of `text` of `kind` (`name`: a tool call's first, its name; `call`: which of
+        the answer's parallel calls); `upto`: the tokens its continuous usage counts (default:
+        all emitted so far)."""
         raise NotImplementedError
 
     @staticmethod
@@ -47,7 +48,10 @@ class _ChunksApi(SimApi):
     def event(self, seq: Any, kind: int, start: int, end: int, text: bytes, finish: str | None) -> bytes:
         if finish is None and not seq.continuous_usage and kind != TOOL:
             return (seq.rhead if kind == REASONING else seq.head) + text + seq.tail  # two concatenations
-        return self.chunk(seq, text, finish, kind, upto=end, name=start == seq.tool_at)
+        if kind != TOOL:
+            return self.chunk(seq, text, finish, kind, upto=end)
+        call, name = tool_call_at(seq, start)
+        return self.chunk(seq, text, finish, kind, upto=end, name=name, call=call)
 
     def finish_event(self, seq: Any) -> bytes:
         return self.chunk(seq, b"", seq.finish)
@@ -80,13 +84,15 @@ class ChatSim(_ChunksApi):
     object_name = "chat.completion.chunk"
 
     def chunk(self, seq: Any, text: bytes, finish: str | None, kind: int = 0, upto: int | None = None,
-              name: bool = False) -> bytes:
+              name: bool = False, call: int = 0) -> bytes:
         reason = b"null" if finish is None else b'"' + finish.encode() + b'"'
         if kind == TOOL:
-            call = (b'{"index":0,"id":"chatcmpl-tool-' + seq.trace["id"].encode()
-                    + b'","type":"function","function":{"name":"' + text + b'","arguments":""}}' if name
-                    else b'{"index":0,"function":{"arguments":"' + text + b'"}}')
-            delta = b'{"tool_calls":[' + call + b"]}"
+            index = str(call).encode()
+            one = (b'{"index":' + index + b',"id":"chatcmpl-tool-' + seq.trace["id"].encode()
+                   + (b"-" + index if call else b"")
+                   + b'","type":"function","function":{"name":"' + text + b'","arguments":""}}' if name
+                   else b'{"index":' + index + b',"function":{"arguments":"' + text + b'"}}')
+            delta = b'{"tool_calls":[' + one + b"]}"
         else:
             key = b"reasoning_content" if kind == REASONING else b"content"
             delta = b'{"' + key + b'":"' + text + b'"}'
@@ -134,7 +140,7 @@ class CompletionsSim(_ChunksApi):
         return self.ctx.tokens(body["prompt"]), 0, None
 
     def chunk(self, seq: Any, text: bytes, finish: str | None, kind: int = 0, upto: int | None = None,
-              name: bool = False) -> bytes:
+              name: bool = False, call: int = 0) -> bytes:
         reason = b"null" if finish is None else b'"' + finish.encode() + b'"'
         return (b'data: {"id":"' + seq.id.encode() + b'","object":"text_completion","created":'
                 + seq.created + b',"model":' + seq.model + b',"choices":[{"index":0,"text":"' + text

@@ -88,6 +88,12 @@ class SimConfig:
     # then tool_call_tokens tokens of arguments; finish_reason tool_calls (Messages: tool_use)
     tool_call_fraction: float = 0.0
     tool_call_tokens: int = 16
+    # parallel calls: a tool-call answer carries this many calls (each a name token and
+    # tool_call_tokens argument tokens), their tokens interleaved one by one (call 0's name,
+    # call 1's name, ..., call 0's first argument token, ...), as a server streaming parallel
+    # calls side by side does: chat's tool_calls[].index, Responses' output_index and item id,
+    # Messages' content block index tell them apart
+    parallel_tool_calls: int = 1
     # the APIs it serves (a request to another answers 404, as a server without it does)
     apis: list[str] = field(default_factory=lambda: list(APIS))
     # the trace keeps each request's messages (or prompt) and its streamed answer and
@@ -206,6 +212,8 @@ def apply_overrides(base: SimConfig, **overrides) -> SimConfig:
         raise ValueError("tool_call_fraction must be between 0 and 1")
     if overrides.get("tool_call_tokens", 1) < 1:
         raise ValueError("tool_call_tokens must be at least 1")
+    if overrides.get("parallel_tool_calls", 1) < 1:
+        raise ValueError("parallel_tool_calls must be at least 1")
     if set(overrides.get("apis", APIS)) - set(APIS):
         raise ValueError(f"apis: the simulator serves {', '.join(APIS)}")
     if overrides.get("embed_dim", 1) < 1:

@@ -147,7 +147,7 @@ class Seq:
                  "continuous_usage", "emitted", "pending", "pending_steps", "words", "finish",
                  "done", "fault", "fault_at", "stall_until", "trace", "ready_at", "gone", "text",
                  "head", "tail", "block_keys", "cached", "prompt_tokens", "out_ids", "reasoning", "rhead",
-                 "tool_at", "tool_end", "tool_finish", "wire", "inputs", "conversation")
+                 "tool_at", "tool_end", "tool_finish", "calls", "wire", "inputs", "conversation")
     id: str  # the response id (chatcmpl-... / cmpl-... / embd-...)
     adapter: SimApi  # what reads and writes its API (sim/adapter.py): the engine asks it, never the API
     stream: bool
@@ -187,6 +187,7 @@ class Seq:
     tool_at: int | None  # a tool-call answer: the output token that names the tool (then its arguments)
     tool_end: int | None  # ... and the token after its last (within max_tokens)
     tool_finish: str | None  # the finish at tool_end: tool_calls, or length when max_tokens cut the call
+    calls: int  # a tool-call answer's parallel calls, interleaved token by token (adapter.tool_call_at)
     wire: dict | None  # the Responses / Messages stream's state (sim/wire.py)
     inputs: int  # embeddings: the inputs of the request (one vector each)
     conversation: list | None  # Responses, stored: the prompt's tokens but the tools' (responses_store)
@@ -194,6 +195,7 @@ class Seq:
     def __init__(self, **kw: Any):
         for k in self.__slots__:
             setattr(self, k, kw.get(k))
+        self.calls = kw.get("calls") or 1
         self.emitted = 0
         self.pending = []
         self.pending_steps = 0
@@ -502,6 +504,8 @@ class Engine:
             tr["output"] = "".join(out[seq.reasoning:tool_at])
             if seq.tool_at is not None:
                 tr["tool_call"] = "".join(out[tool_at:])
+                if seq.calls > 1:  # each call's name and arguments, call by call (interleaved above)
+                    tr["tool_calls"] = ["".join(out[tool_at + k::seq.calls]) for k in range(seq.calls)]
         if not seq.stream or tr["end_ns"] is None:
             tr["end_ns"] = CLOCK()
         tr["reason"] = reason
@@ -873,7 +877,8 @@ class SimServer:
         if self.cfg.tool_call_fraction and api.agentic and \
                 seq.rng.random() < self.cfg.tool_call_fraction and seq.reasoning < max_tokens:
             seq.tool_at = seq.reasoning  # the call follows the reasoning; no text answer
-            whole = seq.tool_at + 1 + self.cfg.tool_call_tokens
+            seq.calls = self.cfg.parallel_tool_calls
+            whole = seq.tool_at + seq.calls * (1 + self.cfg.tool_call_tokens)
             seq.tool_end = min(whole, max_tokens)
             seq.tool_finish = "tool_calls" if whole <= max_tokens else "length"
         api.prepare(seq)

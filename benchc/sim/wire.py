@@ -8,7 +8,10 @@ reasoning first, then the answer or a tool call). Each kind is one output item (
 content block (Messages); an event for a token of a new kind first closes the open item and
 opens the next. A tool call's first token is its name: the event that opens its item (an
 `output_item.added` of a function_call, a `content_block_start` of a tool_use) carries it, so
-that each token is one event, written at the time the trace records for it.
+that each token is one event, written at the time the trace records for it. Parallel calls
+(sim/model.py parallel_tool_calls) are an item (block) each, all open at once, their events
+interleaved token by token: each names its call by its output_index and item id (Responses) or
+its block index (Messages).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from benchc.sim.adapter import (
     bad_request,
     error,
     kind_of,
+    tool_call_at,
+    tool_call_tokens,
 )
 from benchc.sim.adapter import json_text as _text
 
@@ -91,7 +96,7 @@ class ResponsesSim(SimApi):
         }
 
     def opening(self, seq: Any) -> bytes:
-        seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": []}
+        seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": [], "calls": []}
         out = b""
         for kind in ("response.created", "response.in_progress"):
             out += _sse(
@@ -104,7 +109,7 @@ class ResponsesSim(SimApi):
             )
         return out
 
-    def _item(self, seq: Any, kind: int, start: int, name: str) -> dict:
+    def _item(self, seq: Any, kind: int, start: int, name: str, call: int = 0) -> dict:
         rid = seq.trace["id"]
         if kind == REASONING:
             return {
@@ -115,6 +120,7 @@ class ResponsesSim(SimApi):
                 "status": "in_progress",
             }
         if kind == TOOL:
+            rid += f"_{call}" if call else ""  # a parallel call's own ids
             return {
                 "id": "fc_" + rid,
                 "call_id": "call_" + rid,
@@ -144,6 +150,11 @@ class ResponsesSim(SimApi):
         kind, index = w["kind"], w["index"]
         if kind is None:
             return b""
+        if kind == TOOL:  # every call's item, in their order (parallel calls are all open)
+            out = b"".join(self._close_item(seq, item, index, _text(tool_call_tokens(seq, call, upto)))
+                           for call, (item, index) in enumerate(w["calls"]))
+            w["kind"], w["calls"] = None, []
+            return out
         item = w["items"][-1]
         words = seq.text[w["from"] : upto]
         if kind == ANSWER:
@@ -151,16 +162,22 @@ class ResponsesSim(SimApi):
             out = self._done(seq, "response.output_text.done", item, index, content_index=0, logprobs=[],
                              text=text)
             item["content"] = [{"annotations": [], "text": text, "type": "output_text"}]
-        elif kind == REASONING:
+        else:  # REASONING
             text = _text(words)
             out = self._done(seq, "response.reasoning_text.done", item, index, content_index=0, text=text)
             item["content"] = [{"text": text, "type": "reasoning_text"}]
-        else:
-            args = _text(words[1:])
-            out = self._done(seq, "response.function_call_arguments.done", item, index, arguments=args)
-            item["arguments"] = args
+        w["kind"] = None
+        return out + self._item_done(seq, item, index)
+
+    def _close_item(self, seq: Any, item: dict, index: int, args: str) -> bytes:
+        """A function_call item's closing events: its whole arguments, then the item."""
+        out = self._done(seq, "response.function_call_arguments.done", item, index, arguments=args)
+        item["arguments"] = args
+        return out + self._item_done(seq, item, index)
+
+    def _item_done(self, seq: Any, item: dict, index: int) -> bytes:
         item["status"] = "completed"
-        out += _sse(
+        return _sse(
             "response.output_item.done",
             {
                 "item": item,
@@ -169,17 +186,19 @@ class ResponsesSim(SimApi):
                 "type": "response.output_item.done",
             },
         )
-        w["kind"] = None
-        return out
 
     def event(self, seq: Any, kind: int, start: int, end: int, text: bytes, finish: str | None) -> bytes:
         w = seq.wire
         out = b""
-        if kind != w["kind"] or (kind == TOOL and start == seq.tool_at):
-            out += self._close(seq, start)
+        call, name = tool_call_at(seq, start) if kind == TOOL else (0, False)
+        if kind != w["kind"] or name:
+            if not call:  # a parallel call's name leaves the calls before it open
+                out += self._close(seq, start)
             w["kind"], w["index"], w["from"] = kind, w["index"] + 1, start
-            item = self._item(seq, kind, start, _text([text]))
+            item = self._item(seq, kind, start, _text([text]), call)
             w["items"].append(item)
+            if kind == TOOL:
+                w["calls"].append((item, w["index"]))
             out += _sse(
                 "response.output_item.added",
                 {
@@ -203,8 +222,9 @@ class ResponsesSim(SimApi):
                         "type": "response.content_part.added",
                     },
                 )
-        item_id = w["items"][-1]["id"].encode()
-        index = str(w["index"]).encode()
+        item, at = w["calls"][call] if kind == TOOL else (w["items"][-1], w["index"])
+        item_id = item["id"].encode()
+        index = str(at).encode()
         n = str(self._next(seq)).encode()
         if kind == ANSWER:
             return out + (
@@ -275,7 +295,7 @@ class ResponsesSim(SimApi):
 
     def whole(self, seq: Any, usage: dict) -> dict:
         finish = seq.finish
-        seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": []}
+        seq.wire = {"n": 0, "kind": None, "index": -1, "from": 0, "items": [], "calls": []}
         for start, kind in _runs(seq, 0, seq.emitted):
             self.event(seq, kind, start, start + 1, seq.text[start], None)
         self._close(seq, seq.emitted)
@@ -301,7 +321,7 @@ class MessagesSim(SimApi):
         return super().requested_max_tokens(body)
 
     def opening(self, seq: Any) -> bytes:
-        seq.wire = {"kind": None, "index": -1}
+        seq.wire = {"kind": None, "index": -1, "calls": []}
         msg = {
             "id": "msg_" + seq.trace["id"],
             "type": "message",
@@ -317,22 +337,28 @@ class MessagesSim(SimApi):
         )
 
     def _close(self, seq: Any) -> bytes:
+        """The open block's stop; of a tool call, every parallel call's block, in their order."""
         w = seq.wire
         if w["kind"] is None:
             return b""
         w["kind"] = None
-        return _sse("content_block_stop", {"type": "content_block_stop", "index": w["index"]})
+        indices, w["calls"] = w["calls"] or [w["index"]], []
+        return b"".join(_sse("content_block_stop", {"type": "content_block_stop", "index": i})
+                        for i in indices)
 
     def event(self, seq: Any, kind: int, start: int, end: int, text: bytes, finish: str | None) -> bytes:
         w = seq.wire
         out = b""
-        if kind != w["kind"] or (kind == TOOL and start == seq.tool_at):
-            out += self._close(seq)
+        call, name = tool_call_at(seq, start) if kind == TOOL else (0, False)
+        if kind != w["kind"] or name:
+            if not call:  # a parallel call's name leaves the calls before it open
+                out += self._close(seq)
             w["kind"], w["index"] = kind, w["index"] + 1
             if kind == TOOL:  # the name token: the block's start is its event
+                w["calls"].append(w["index"])
                 block = {
                     "type": "tool_use",
-                    "id": "toolu_" + seq.trace["id"],
+                    "id": "toolu_" + seq.trace["id"] + (f"_{call}" if call else ""),
                     "name": _text([text]),
                     "input": {},
                 }
@@ -357,7 +383,7 @@ class MessagesSim(SimApi):
             + what
             + text
             + b'"},"index":'
-            + str(w["index"]).encode()
+            + str(w["calls"][call] if kind == TOOL else w["index"]).encode()
             + b"}\n\n"
         )
 
@@ -389,12 +415,16 @@ class MessagesSim(SimApi):
     def whole(self, seq: Any, usage: dict) -> dict:
         finish = seq.finish
         content: list[dict] = []
+        calls: list[dict] = []  # the tool_use blocks, by call
         for start, kind in _runs(seq, 0, seq.emitted):
             text = _text([seq.text[start]])
-            if kind == TOOL and start == seq.tool_at:
-                content.append(
-                    {"type": "tool_use", "id": "toolu_" + seq.trace["id"], "name": text, "input": {}}
-                )
+            call, name = tool_call_at(seq, start) if kind == TOOL else (0, False)
+            if name:
+                uid = "toolu_" + seq.trace["id"] + (f"_{call}" if call else "")
+                calls.append({"type": "tool_use", "id": uid, "name": text, "input": {}})
+                content.append(calls[-1])
+            elif kind == TOOL:
+                calls[call]["partial"] = calls[call].get("partial", "") + text
             elif (
                 content
                 and content[-1]["type"] == {ANSWER: "text", REASONING: "thinking", TOOL: "tool_use"}[kind]

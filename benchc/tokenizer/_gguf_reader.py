@@ -10,8 +10,6 @@ from __future__ import annotations
 import struct
 from typing import BinaryIO
 
-import numpy as np
-
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
             12: "<d"}
 _NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8",
@@ -55,6 +53,10 @@ class _Reader:
             if item == STRING:
                 return [self.string() for _ in range(count)]
             if item in _NUMPY:
+                # imported here: every run imports this module (the tokenizer's loaders), few read
+                # a GGUF file, and numpy is a tenth of a second of `benchc run`'s start
+                import numpy as np
+
                 dtype = np.dtype(_NUMPY[item])
                 return np.frombuffer(self.take(dtype.itemsize * count), dtype).tolist()
             return [self.value(item) for _ in range(count)]

@@ -6,6 +6,11 @@ Runs one small spec against the simulator's two presets (same workload: compare
 minimax vs kimi), and twice more on the minimax preset as two shards of one plan
 (for merge), each shard with its per-request records. A fixture is kept for every
 result version ever written; these are schema_version 1.
+
+result-v1-run-bound.json and its .requests.jsonl are not made here: per-request records of
+version 1 as written last (each naming its run_id, before requests_version), from a run of
+benchc at stop 47 (concurrency 1 and 2, 3 requests of 32 words in and 4 tokens out on
+minimax-m2.5-tp4, seed 7), kept as it wrote them; a run now writes version 2.
 """
 
 import os
