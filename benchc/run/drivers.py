@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 from benchc.metrics.record import RequestRecord
 from benchc.metrics.recorder import PointRecorder
 from benchc.plan.model import Step
-from benchc.run.alarm import Alarm
+from benchc.run.punctual import PunctualWrites
 from benchc.run.sendcheck import SlotLedger
 
 T = TypeVar("T")
@@ -36,7 +36,7 @@ class Host(Protocol):
     shard: tuple[int, int]  # (index, count) of this worker's part of an open loop's schedule
     slots: SlotLedger  # when each unit was ready to go (the self-check's send delay)
     tasks: set[asyncio.Task]  # units in flight, each a task
-    alarm: Alarm | None  # punctual writes (an open loop on the own reader)
+    punctual: PunctualWrites | None  # punctual writes (an open loop on the own reader, a replay's)
     capped: int  # an open loop's arrivals held at its cap
     rec: PointRecorder  # the step's figures (a driver that paces its own sessions tells it of their ends)
 

@@ -18,7 +18,6 @@ import logging
 import os
 import random
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -27,22 +26,19 @@ from typing import Any, TypeVar
 import aiohttp
 
 from benchc.client.http1 import Due, Pool, RxFigures
-from benchc.client.request import CLOCK, open_ahead, reuse_rules, send, send_native
-from benchc.metrics.latency import Recorder
+from benchc.client.request import CLOCK, reuse_rules, send, send_native
 from benchc.metrics.record import CLIENT_ERROR, CacheUse, Payload, RequestRecord, Times
 from benchc.metrics.recorder import PointRecorder
-from benchc.metrics.timeline import ClientSeries
 from benchc.plan.model import Step, Target
 from benchc.plan.shapes import SHAPES, Extent
 from benchc.redact import redact_url
 from benchc.run.agent_replay import AgentFeed
-from benchc.run.alarm import Alarm
 from benchc.run.console import Progress
 from benchc.run.deadserver import ConnectStreak
 from benchc.run.drivers import Driver
 from benchc.run.feed import StepFeed
 from benchc.run.open_loop import OpenLoopDriver, ReplayDriver
-from benchc.run.priority import SendPriority
+from benchc.run.punctual import PunctualWrites, open_ahead_of, wait_until
 from benchc.run.selfcheck import (
     TICK_S,
     TICK_STAMPED_S,
@@ -52,10 +48,10 @@ from benchc.run.selfcheck import (
     kernel_stamped,
     verdict,
 )
-from benchc.run.sendcheck import SendCheck, SlotLedger
+from benchc.run.sendcheck import SlotLedger
 from benchc.run.sessions import SessionEnv, SessionFeed, run_session, until
+from benchc.run.stepfigures import StepFigures
 
-LATE_SEND_US = 1_000  # open loop: a send this much after its scheduled time is counted late
 CANCEL_POLL_S = 0.002  # load.cancel after_tokens: a cancelled request's text chunks are checked this often
 
 # each runnable shape's driver, "module:class" (plan/shapes.py names it; driver_for loads it)
@@ -102,28 +98,21 @@ class StepRun:
         self.driver = driver_for(step.shape)
         self.multi_turn = isinstance(feed, SessionFeed | AgentFeed)  # a unit is a session (of either kind)
         self.target = step.inflight_target  # units held in flight (plan/shapes.py)
-        # in flight and sends per interval (metrics/timeline.py), beside the server's /metrics samples
-        self.series = (ClientSeries(int(series_interval_s * 1e9), CLOCK())
-                       if series_interval_s else None)
-        self.check = SelfCheck(self.series, TICK_STAMPED_S if kernel_stamped(ctx.pool, ctx.url) else TICK_S)
-        self.skew = Recorder()  # schedule -> first write, open loop
-        self.sends = SendCheck()
+        self.figures = StepFigures(series_interval_s)
+        self.check = SelfCheck(self.figures.series,
+                               TICK_STAMPED_S if kernel_stamped(ctx.pool, ctx.url) else TICK_S)
         # a server that stopped answering, or does not serve the API, stops the point (run/deadserver.py)
         self.streak = ConnectStreak(self.target, ctx.target.api, redact_url(ctx.url))
         self.slots = SlotLedger(step.shape.cap)
-        self.late = 0  # open loop: sends LATE_SEND_US or more after their time
         self.capped = 0  # open loop: arrivals held at max_concurrency
-        self.paths: Counter = Counter()  # requests by the transport that read them (RequestRecord.path)
         self.steady_start_ns: int | None = None  # the steady state: all `target` units in flight ...
         self.steady_end_ns: int | None = None  # ... until the first end after the last may start
         self.steady_tokens = 0  # output tokens of the requests completed within it
         self.decoded_tokens = 0.0  # output tokens decoded within it (RequestRecord.tokens_within)
         self.deadline = (time.perf_counter() + step.duration_s) if step.duration_s else None
-        self.max_requests, self.max_sessions = step.requests, step.sessions  # what else ends it
-        if isinstance(feed, AgentFeed):
-            # a replay's last session is its feed's last (its first step.sessions, or all): the
-            # steady state ends at the first end after it starts, as a sessions step's count does
-            self.max_sessions = len(feed.sessions)
+        self.max_requests = step.requests  # what else ends it: the requests, or the sessions, started
+        # a replay's sessions: its feed's (its steady state ends at the first end after the last starts)
+        self.max_sessions = len(feed.sessions) if isinstance(feed, AgentFeed) else step.sessions
         self.capped_at_stop = 0  # requests load.graceful_stop's cap cancelled in flight
         self.server_gone = False  # this step stopped itself: the server stopped answering
         self.issued = count()  # the next unit's index in the feed
@@ -134,8 +123,7 @@ class StepRun:
         self.stop_wait: asyncio.Task | None = None  # done when the step is stopped (ctx.stop_event)
         self._room: asyncio.Future | None = None  # done when a unit ends (while the loop waits for one)
         # punctual writes: an open loop's (own reader only), a coding-agent replay's (either path)
-        self.alarm: Alarm | None = None
-        self.priority: SendPriority | None = None  # the loop thread's, raised for punctual sends
+        self.punctual: PunctualWrites | None = None
         self.live: dict[int, RequestRecord] = {}  # requests in flight, by id() (their streams' progress)
         # ended this turn, their figures not yet recorded (a _record_ended is due while it holds any)
         self._ended_batch: list[RequestRecord] = []
@@ -166,8 +154,7 @@ class StepRun:
                                              or self.n_units < self.max_sessions)
 
     def activity(self) -> int:
-        """A count that grows whenever anything arrives: each stream event read (on every path:
-        the parsers count them) and each request's end. Unchanged: the server sent nothing."""
+        """Grows whenever anything arrives (a stream event read, a request's end): unchanged, none did."""
         return self.ended + sum(r.parser.events for r in self.live.values() if r.parser is not None)
 
     # ------------------------------------------------------------------ one unit
@@ -187,29 +174,26 @@ class StepRun:
     async def measured(self, body: bytes, r: RequestRecord, ended: Callable[[int | None], None] | None = None,
                        cancel: dict | None = None, due_ns: int | None = None,
                        written: Callable[[], None] | None = None) -> None:
-        """Send one request and record it (a single prompt, or a session's turn); `ended` is
-        called first with its end when it is over (a single prompt's slot is free from then).
-        `cancel`: load.cancel chose it (its stream is closed when the rule says). `due_ns`:
-        written at that time (CLOCK), never before, as an open loop's are at their scheduled
-        time (a coding-agent replay's request at its think time's end): on the own reader its
-        connection is taken, or opened, ahead and the step's alarm wakes its write; aiohttp,
-        which opens its connections itself, is handed it once due. `written`: called by the
-        loop once the request is written on the own reader (a coding-agent replay builds its
-        next bodies then); aiohttp writes from a task of its own, unseen: never called there."""
+        """Send one request and record it (a single prompt, or a session's turn); `ended` is called
+        first with its end (a single prompt's slot is free from then). `cancel`: load.cancel chose
+        it. `due_ns`: written then, never before, as an open loop's at its scheduled time (a
+        replay's at its think time's end): the own reader takes or opens its connection ahead and
+        the step's alarm wakes its write; aiohttp is handed it once due. `written`: called once it
+        is written on the own reader (aiohttp writes from a task of its own: never called there)."""
         ctx = self.ctx
         r.payload.request_bytes = len(body)
         if due_ns is not None and ctx.pool is None:
-            await self._at(due_ns)
+            await wait_until(due_ns, self.punctual)
             due_ns = None
         write_ns = r.times.scheduled_ns if due_ns is None else due_ns
-        # in flight from its write; an early request (open loop, own reader) from its due time
-        # (a closure per request only for those: made for every request it cost the closed
-        # loop a microsecond a request)
+        # in flight from its write; an early request (open loop, own reader) from its due time (a
+        # closure per request only for those: made for every one, it cost a closed loop 1 us each)
         due: Due | None = None
         counted: list[bool] | None = None
-        if self.alarm is not None and write_ns is not None and write_ns > CLOCK():
+        if self.punctual is not None and write_ns is not None and write_ns > CLOCK():
             counted = []  # [True] from its due time
-            due = Due(write_ns, lambda at_ns: self._due(at_ns, counted, written))
+            due = Due(write_ns, lambda at_ns: self.punctual.due(at_ns, written,  # type: ignore[union-attr]
+                                                                 lambda: self._due(counted)))
         else:
             self.check.inflight += 1
             ctx.inflight += 1
@@ -258,42 +242,11 @@ class StepRun:
             asyncio.get_running_loop().call_soon(self._record_ended)
 
     async def open_ahead(self, n: int) -> int:
-        """Open connections until `n` are idle (http1.Pool.open_ahead; on aiohttp, `n` in its
-        connector: request.open_ahead), so that `n` requests sent together each find one, no
-        connect delaying its write; how many were opened (0 when the connects failed: the
-        requests then find out for themselves, with their error kinds)."""
-        ctx = self.ctx
-        opening = (ctx.pool.open_ahead(ctx.pool.origin(ctx.url, ctx.headers), n) if ctx.pool is not None
-                   else open_ahead(ctx.session, ctx.url, n))
-        try:
-            opened = await asyncio.wait_for(opening, ctx.target.timeout_s)
-        except (OSError, aiohttp.ClientError, asyncio.TimeoutError):  # noqa: UP041 - or not in time
-            return 0
-        rx = ctx.pool.rx_loop if ctx.pool is not None else None
-        if rx is not None and self.priority is not None:
-            # the receive loop tells the event loop of each answer's end, from which the next
-            # think time runs: an ordinary thread waited 0.1-0.7 ms in the run queue to do it
-            # on the busy 2-core machine (benchmarks/think_lateness.py, end_to_loop)
-            self.priority.raise_thread(rx.thread_id)
-        return opened
+        """Open connections until `n` are idle, for `n` requests sent together (run/punctual.py)."""
+        return await open_ahead_of(self.ctx, n, self.punctual)
 
-    async def _at(self, due_ns: int) -> None:
-        """Wait until `due_ns`, never waking before it: on the step's alarm where it has one
-        (to within tens of microseconds), else on the loop's millisecond timers."""
-        if self.alarm is not None:
-            await self.alarm.until(due_ns)
-            return
-        while (left := due_ns - CLOCK()) > 0:
-            await asyncio.sleep(left / 1e9)
-
-    async def _due(self, at_ns: int, counted: list[bool], written: Callable[[], None] | None = None) -> None:
-        """An early request's wait for its write's time; from then it counts as in flight.
-        `written` goes to the loop to call after the write (which follows this, in the same
-        turn)."""
-        assert self.alarm is not None  # an open loop on the own reader
-        await self.alarm.until(at_ns)
-        if written is not None:
-            asyncio.get_running_loop().call_soon(written)
+    def _due(self, counted: list[bool]) -> None:
+        """An early request is due: from now it counts as in flight."""
         counted.append(True)
         self.check.inflight += 1
         self.ctx.inflight += 1
@@ -308,15 +261,12 @@ class StepRun:
                 self.steady_tokens += r.output_tokens
 
     def _record_ended(self) -> None:
-        """Record the figures of the requests that ended since the last call: called once per
-        turn of the event loop (and once more at the step's end), not once per request. In a
-        coalesced point a turn ends a hundred or more requests, and the recorders' histograms,
-        the send check's and the code that fills them stay in cache through the pass, where
-        interleaved with each request's send they were evicted every time: the event loop spent
-        about 13 us a request less, 79 against 92 at C=256 (medians of 15 interleaved runs of
-        benchmarks/run_ingest.py's coalesced point). Nothing decided during the step
-        reads these figures (the stop rules and the steady state are kept as each request
-        ends: StepRun._ended); the live progress reads them a turn later."""
+        """Record the figures of the requests that ended since the last call, once per turn of
+        the event loop (and at the step's end), not once per request: a coalesced point's turn
+        ends a hundred or more, and the recorders and their code stay in cache through the pass
+        (the loop spent 79 against 92 us a request at C=256, medians of 15 interleaved
+        benchmarks/run_ingest.py runs). Nothing decided during the step reads these figures (the
+        stop rules and steady state are kept as each request ends: _ended)."""
         batch, self._ended_batch = self._ended_batch, []
         for r in batch:
             self._record(r)
@@ -330,21 +280,7 @@ class StepRun:
             self._record_ended()
 
     def _record(self, r: RequestRecord) -> None:
-        self.sends.add(r)
-        series = self.series
-        if series is not None:
-            if r.times.first_sent_ns is not None:
-                series.sent(r.times.first_sent_ns)
-            if r.times.scheduled_ns is not None:
-                series.scheduled(r.times.scheduled_ns)
-        if r.outcome.path is not None:
-            self.paths[r.outcome.path] += 1
-        # the first attempt's write (a keep-alive retry's own is later, and a request that
-        # never connected has none): as the self-check's send delay (sendcheck) counts it
-        if r.times.scheduled_ns is not None and r.times.first_sent_ns is not None:
-            self.skew.record_ns(max(0, r.times.first_sent_ns - r.times.scheduled_ns))
-            if r.times.first_sent_ns - r.times.scheduled_ns >= LATE_SEND_US * 1000:
-                self.late += 1
+        self.figures.add(r)
         # decoded within the steady span, pro-rated: a request recorded after the span's start
         # or end was set (later in its turn) ended before it, so the start leaves none of its
         # tokens in and the end cuts none: it counts as it did when recorded at its own end
@@ -484,14 +420,9 @@ async def _drive(run: StepRun) -> dict:
     cpu0, wall0 = cpu_s(), time.perf_counter()
     run.stop_wait = asyncio.create_task(ctx.stop_event.wait())
     ctx.running = run
-    priority = None
     # a coding-agent replay's requests are due at their think times' ends, on either HTTP path
-    punctual = getattr(run.driver, "punctual", False)
-    if ctx.pool is not None and run.driver.scheduled or punctual:
-        run.alarm = Alarm()
-        priority = run.priority = SendPriority()  # woken on time on a busy machine too (run/priority.py)
-        if ctx.send_priority:  # else `unchanged` (--send-priority off)
-            priority.raise_()
+    if ctx.pool is not None and run.driver.scheduled or getattr(run.driver, "punctual", False):
+        run.punctual = PunctualWrites(ctx.send_priority)
     # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
     ahead = (asyncio.create_task(run.feed.keep_ahead(run._until_due if run.driver.scheduled else None))
              if isinstance(run.feed, StepFeed) else None)
@@ -504,8 +435,8 @@ async def _drive(run: StepRun) -> dict:
     finally:
         if cap is not None:
             cap.cancel()
-        await _wind_down(run, ahead, priority)
-    return _figures(run, time.perf_counter() - wall0, cpu_s() - cpu0, rx, priority)
+        await _wind_down(run, ahead)
+    return _figures(run, time.perf_counter() - wall0, cpu_s() - cpu0, rx)
 
 
 def _interrupted(run: StepRun) -> None:
@@ -517,7 +448,7 @@ def _interrupted(run: StepRun) -> None:
         r.outcome.cancel_planned = r.outcome.interrupted = True
 
 
-async def _wind_down(run: StepRun, ahead: asyncio.Task | None, priority: SendPriority | None) -> None:
+async def _wind_down(run: StepRun, ahead: asyncio.Task | None) -> None:
     """The step's end: units still in flight cancelled, its last ends recorded, the feed's
     builder, the alarm and the loop thread's priority put back."""
     tasks = run.tasks
@@ -533,44 +464,42 @@ async def _wind_down(run: StepRun, ahead: asyncio.Task | None, priority: SendPri
     if ahead is not None:
         ahead.cancel()
         await asyncio.gather(ahead, return_exceptions=True)
-    if run.alarm is not None:
-        run.alarm.close()
-    if priority is not None:
-        priority.restore()
+    if run.punctual is not None:
+        run.punctual.close()
     run.ctx.running = None
     await run.check.stop()
 
 
-def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None,
-             priority: SendPriority | None) -> dict:
+def _figures(run: StepRun, wall: float, cpu: float, rx: RxFigures | None) -> dict:
     """The step's client run-check and steady-state figures."""
     ctx = run.ctx
     steady = {"start_ns": run.steady_start_ns, "end_ns": run.steady_end_ns,
               "tokens": run.steady_tokens, "decoded": run.decoded_tokens}
     rx_taken = rx.take() if rx is not None else None
-    out = client_summary(run.check, run.skew, cpu, wall, steady, run.step.shape.open_loop,
-                         {"late": run.late, "capped": run.capped}, dict(run.paths), rx_taken)
-    figures = run.sends.summary()
+    counted = run.figures
+    out = client_summary(run.check, counted.skew, cpu, wall, steady, run.step.shape.open_loop,
+                         {"late": counted.late, "capped": run.capped}, dict(counted.paths), rx_taken)
+    figures = counted.sends.summary()
     rules = reuse_rules(ctx.session, ctx.pool)
     if rules is not None:
         figures["connections"].update(rules.report())
     out["client"].update(figures)
     closed = None if run.step.shape.open_loop else run.step.inflight_target
     rx_lag = rx_taken["lag"] if rx_taken is not None else None
-    out["client"].update(verdict(ctx.pool, ctx.url, run.paths, run.rec, closed, run.sends,
+    out["client"].update(verdict(ctx.pool, ctx.url, counted.paths, run.rec, closed, counted.sends,
                                  out["client"],
                                  rx_lag))
     if isinstance(run.feed, StepFeed):
         out["client"]["bodies_built_late"] = run.feed.built_late
-    if priority is not None:
-        out["client"]["send_priority"] = priority.how
+    if run.punctual is not None:
+        out["client"]["send_priority"] = run.punctual.priority.how
     out["stopped"] = run.streak.reason
     parts = getattr(run.driver, "parts", None)  # a coding-agent replay's sessions (run/agent_replay.py)
     if parts is not None:
         # its verdict, and what it is made of (a Ray worker's: the driver merges the workers')
         out["agent_parts"] = carried = parts()
         out["agent_replay"] = carried.report()
-    out["series"] = run.series
+    out["series"] = counted.series
     # the steady span on the client's clock, where it had one (run/power.py integrates the
     # GPUs' energy over it)
     out["steady_ns"] = ((run.steady_start_ns, run.steady_end_ns)

@@ -83,7 +83,7 @@ class _Scheduled:
         return writes
 
     async def drive(self, host: Host) -> None:
-        lead_ns = SEND_LEAD_NS if host.alarm is not None else 0
+        lead_ns = SEND_LEAD_NS if host.punctual is not None else 0
         start_ns = CLOCK() + lead_ns
         try:
             await self._sends(host, self.schedule(host.feed, host.seed, host.shard), start_ns, lead_ns)
