@@ -1,8 +1,8 @@
 """A coding-agent replay's requests go at their think times' ends as an open loop's go at
 their scheduled times (run/open_loop.py, run/alarm.py, http1.exchange's `due`): the session's
 wait ends SEND_LEAD_NS ahead, the send takes (or opens) its connection and readies its
-request meanwhile, and the step's alarm wakes the write at its time, never before; on aiohttp,
-which opens its connections itself, the request is handed over once due. What is asserted is
+request meanwhile, and the step's alarm wakes the write at its time, never before; on aiohttp
+the request is prepared meanwhile and its body's write waits for the alarm. What is asserted is
 which times were asked for and that no write came before its time, never how late one was."""
 
 import asyncio
@@ -75,7 +75,8 @@ def test_a_plain_send_still_waits_to_the_due_time_itself():
 def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatch, http):
     """The shipped spec on the simulator: on the own reader every request still due when its
     send began went with a Due at its think time's end (its connection readied before it) and
-    was written at or after it; on aiohttp every request was handed over at or after its time.
+    was written at or after it; on aiohttp too (the Due its body's write waits for:
+    request.DueBody), aiohttp's own preparing done before.
     The point's client block says the loop thread's priority, as an open loop's does."""
     import benchc.run.agent_replay as agent_replay
     import benchc.run.loadgen as loadgen
@@ -88,9 +89,10 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
         handed[rec.id] = (CLOCK(), None if due is None else due.at_ns)
         return await native(pool, url, headers, body, rec, target, keep_text, due)
 
-    async def watched_plain(session, url, headers, body, rec, target, keep_text=False):
-        handed[rec.id] = (CLOCK(), None)
-        return await plain(session, url, headers, body, rec, target, keep_text)
+    async def watched_plain(session, url, headers, body, rec, target, keep_text=False, due=None):
+        handed[rec.id] = (CLOCK(), None if due is None else due.at_ns)
+        given = {"due": due} if due is not None else {}
+        return await plain(session, url, headers, body, rec, target, keep_text, **given)
 
     replayed: list = []  # (session, Sent)
     replay = agent_replay.replay_session
@@ -148,19 +150,15 @@ def test_benchc_runs_replay_writes_each_request_at_its_time(tmp_path, monkeypatc
     # tells the loop of the answers' ends, from which the think times run
     assert len(raised) == (1 if http == "native" and _rxloop.MODULE is not None else 0)
     assert threading.get_native_id() not in raised
+    # the sample's think times are up to 50 ms: most requests are due well past the lead
+    assert given and set(given) <= set(dues)
+    assert all(s.send_ns >= s.after_ns + s.wait_ns for _, s in replayed)
     if http == "native":
-        # the sample's think times are up to 50 ms: most requests are due well past the lead
-        assert given and set(given) <= set(dues)
-        assert all(s.send_ns >= s.after_ns + s.wait_ns for _, s in replayed)
         # each body built while the request before it on its line was in flight (once that one
         # was written), not after the answer it waits on: all but the sessions' first
         firsts = {(sid, s.path) for sid, s in replayed if s.path == "$.requests[0]"}
         assert len(firsts) == 6
         assert all(built[(sid, s.path)] < s.after_ns for sid, s in replayed if (sid, s.path) not in firsts)
-    else:
-        assert not given  # aiohttp opens its connections itself: handed over once due
-        by_due = sorted(when for when, _ in handed.values())
-        assert all(when >= due for when, due in zip(by_due, dues, strict=True))
 
 
 @pytest.mark.parametrize("path", [*(f"native-{t}" for t in transports()), "aiohttp"])
@@ -302,3 +300,45 @@ def test_a_punctual_sends_next_bodies_are_built_once_it_is_written():
     first = session.requests()[0].path
     # every request but the session's first was built before what it waited on ended
     assert all(built[s.path] < s.after_ns for s in sent if s.path != first)
+
+
+def test_aiohttps_due_body_is_written_at_its_time_with_a_plain_bodys_bytes():
+    """request.DueBody: aiohttp prepares a request with a Due at once (its connection, its
+    headers) but its write waits for the Due's time, never before; the server reads what
+    `data=body` sends, byte for byte (head and Content-Length included, the request id aside)."""
+    from benchc.client.http1 import Due
+    from benchc.client.request import CLOCK, send
+    from benchc.metrics.record import RequestRecord
+    from tests.test_http1 import target
+
+    read_at: list[int] = []
+
+    async def answer(n, reader, writer):
+        read_at.append(CLOCK())
+        writer.write(OK_HEAD + chunked(sse(["a"])))
+        await writer.drain()
+
+    async def wait_to(at_ns: int) -> None:
+        while (left := at_ns - CLOCK()) > 0:
+            await asyncio.sleep(left / 1e9)
+
+    async def go():
+        async with RawServer(answer) as srv:
+            c = Client("aiohttp")
+            try:
+                headers = {"Content-Type": "application/json"}
+                plain = RequestRecord("req-plain", 0, 1, None)
+                await send(c.session, srv.url, headers, b'{"x": 1}', plain, target())
+                due = CLOCK() + 30_000_000  # 30 ms from now
+                timed = RequestRecord("req-timed", 0, 1, None)
+                await send(c.session, srv.url, headers, b'{"x": 1}', timed, target(), due=Due(due, wait_to))
+                return srv.requests, plain, timed, due
+            finally:
+                await c.close()
+
+    requests, plain, timed, due = asyncio.run(go())
+    assert [r.outcome.error for r in (plain, timed)] == [None, None]
+    assert timed.times.t0_ns >= due and read_at[1] >= due  # written at its time, not before
+    (head0, body0), (head1, body1) = requests
+    assert body1 == body0 == b'{"x": 1}'
+    assert head1.replace(b"req-timed", b"req-plain") == head0

@@ -13,6 +13,7 @@ import asyncio
 import errno
 import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -301,10 +302,40 @@ def make_trace_config() -> aiohttp.TraceConfig:
     return tc
 
 
+class DueBody(aiohttp.payload.BytesPayload):
+    """A request body whose write waits for `due()` first: aiohttp prepares the request
+    meanwhile (its connection taken, its headers, which it buffers and writes with the body),
+    so only the write waits, as the own reader's readied request waits for the step's alarm
+    (http1.Due). Without it a request handed to aiohttp at its due time went 0.3-0.5 ms later,
+    aiohttp's own work, and of several due at once the last by their sum (a coding-agent
+    replay's subagents spawned together: benchmarks/think_lateness.py's `send`). The same
+    bytes, Content-Length and headers as `data=body`; a retry's write does not wait again."""
+
+    def __init__(self, value: bytes, due: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(value)
+        self._due: Callable[[], Awaitable[None]] | None = due
+
+    async def _wait(self) -> None:
+        due, self._due = self._due, None
+        if due is not None:
+            await due()
+
+    async def write(self, writer: Any) -> None:  # aiohttp before 3.12 writes a body by write()
+        await self._wait()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        await self._wait()
+        await super().write_with_length(writer, content_length)
+
+
 async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: bytes,
-               rec: RequestRecord, target: Target, keep_text: bool = False) -> RequestRecord:
+               rec: RequestRecord, target: Target, keep_text: bool = False,
+               due: http1.Due | None = None) -> RequestRecord:
     """Send one streaming request and fill `rec`; never raises except on cancellation.
-    `keep_text` keeps the output for counting with a tokenizer after the point.
+    `keep_text` keeps the output for counting with a tokenizer after the point. `due`: its
+    write waits for its time (DueBody), aiohttp's preparing it does not (the own reader's
+    http1.Due: its connection and request readied ahead).
 
     The keep-alive rules are the own reader's (http1.ReuseRules, retry_on_fresh), applied
     when a response head is parsed (_StampingProtocol). What differs, because aiohttp does
@@ -318,8 +349,10 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, body: by
     rec.parser = parser
     outcome.path = AIOHTTP
     rules = getattr(session.connector, "rules", None)
-    kw = {"data": body, "headers": {**{k: v for k, v in headers.items() if k.lower() != "x-request-id"},
-                                    "x-request-id": rec.id},
+    data = body if due is None else DueBody(body, functools.partial(due.wait, due.at_ns))
+    kw = {"data": data,
+          "headers": {**{k: v for k, v in headers.items() if k.lower() != "x-request-id"},
+                      "x-request-id": rec.id},
           # aiohttp's read timer runs from the request's write: the first-byte limit until the
           # response head came, then the idle limit (_after_head)
           "timeout": aiohttp.ClientTimeout(total=target.timeout_s, sock_read=target.first_byte_timeout_s),

@@ -175,19 +175,19 @@ class StepRun:
                        cancel: dict | None = None, due_ns: int | None = None,
                        written: Callable[[], None] | None = None) -> None:
         """Send one request and record it (a single prompt, or a session's turn); `ended` is called
-        first with its end (a single prompt's slot is free from then). `cancel`: load.cancel chose
-        it. `due_ns`: written then, never before, as an open loop's at its scheduled time (a
-        replay's at its think time's end): the own reader takes or opens its connection ahead and
-        the step's alarm wakes its write; aiohttp is handed it once due. `written`: called once it
-        is written on the own reader (aiohttp writes from a task of its own: never called there)."""
+        first with its end (a single prompt's slot is free from then). `cancel`: load.cancel chose it.
+        `due_ns`: written then, never before (a replay's think time's end, as an open loop's time):
+        prepared ahead, the step's alarm wakes its write (run/punctual.py). `written`: called once
+        it is written (on aiohttp, where its write waited for `due_ns`)."""
         ctx = self.ctx
         r.payload.request_bytes = len(body)
-        if due_ns is not None and ctx.pool is None:
-            await wait_until(due_ns, self.punctual)
+        if due_ns is not None and self.punctual is None:  # no alarm: due, then sent
+            await wait_until(due_ns, None)
             due_ns = None
         write_ns = r.times.scheduled_ns if due_ns is None else due_ns
-        # in flight from its write; an early request (open loop, own reader) from its due time (a
-        # closure per request only for those: made for every one, it cost a closed loop 1 us each)
+        # in flight from its write; an early request (open loop, own reader; a replay's, either
+        # path) from its due time (a closure per request only for those: made for every one, it
+        # cost a closed loop 1 us each)
         due: Due | None = None
         counted: list[bool] | None = None
         if self.punctual is not None and write_ns is not None and write_ns > CLOCK():
@@ -208,7 +208,7 @@ class StepRun:
             if ctx.pool is not None:
                 sending = send_native(ctx.pool, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
             else:
-                sending = send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep)
+                sending = send(ctx.session, ctx.url, ctx.headers, body, r, ctx.target, keep, due)
             if cancel is None:
                 await sending
             else:
