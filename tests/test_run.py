@@ -163,11 +163,15 @@ def test_continuous_usage_gives_per_token_itl_and_shows_multi_token_chunks(tmp_p
 
 def test_fewer_chunks_than_tokens_asked_is_no_output_length_mismatch_without_usage(tmp_path, capsys):
     """A server that sends no usage and two tokens per chunk honoured ignore_eos; counted per
-    chunk, every request looked half as long as asked, and --strict failed a correct server."""
+    chunk, every request looked half as long as asked, and --strict failed a correct server.
+    The point's doubts are what --strict fails on; a busy machine may add the client's own
+    (client_limited), which is not this test's, so the output-length doubt is asked for by name."""
     spec = write_spec(tmp_path, sweep="    concurrency: [2]", out=20, extra="  requests: 4",
                       sim=", tokens_per_step: 2, ignored_params: [stream_options]")
-    assert main(["run", spec, "--strict", "--quiet"]) == 0, capsys.readouterr().err
+    assert main(["run", spec, "--strict", "--quiet"]) in (0, 6), capsys.readouterr().err
     p = read(str(tmp_path / "r.json"))["points"][0]
+    doubts = {d["check"] for d in p["trust"]["doubts"]}
+    assert doubts <= {"client_limited"}, p["trust"]
     assert p["tokens"]["output_method"] == "chunks" and p["tokens"]["output"] == 4 * 10
     assert p["tokens"]["osl"]["requests_checked"] == 0  # nobody can tell from chunks alone
 
