@@ -41,6 +41,7 @@ from benchc.plan.shapes import WHOLE, AgentReplay, Shard
 from benchc.plan.workload import Prompt
 from benchc.run.drivers import Host
 from benchc.run.open_loop import SEND_LEAD_NS
+from benchc.run.punctual import wait_until
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,7 @@ def scaled_ns(wait_s: float, time_scale: float, max_think_s: float | None) -> in
 
 async def _until(due_ns: int) -> bool:
     """Sleep to `due_ns` (never wake before it: a send is never early); never stopped."""
-    while (left := due_ns - time.perf_counter_ns()) > 0:
-        await asyncio.sleep(left / 1e9)
+    await wait_until(due_ns)
     return True
 
 

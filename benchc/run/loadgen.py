@@ -182,7 +182,7 @@ class StepRun:
         ctx = self.ctx
         r.payload.request_bytes = len(body)
         if due_ns is not None and self.punctual is None:  # no alarm: due, then sent
-            await wait_until(due_ns, None)
+            await wait_until(due_ns)
             due_ns = None
         write_ns = r.times.scheduled_ns if due_ns is None else due_ns
         # in flight from its write; an early request (open loop, own reader; a replay's, either

@@ -24,10 +24,6 @@ class PunctualWrites:
         if raise_loop_thread:  # else `unchanged` (--send-priority off)
             self.priority.raise_()
 
-    async def until(self, due_ns: int) -> None:
-        """Wait until `due_ns` (CLOCK), never waking before it."""
-        await self.alarm.until(due_ns)
-
     async def due(self, at_ns: int, written: Callable[[], None] | None,
                   in_flight: Callable[[], None]) -> None:
         """An early request's wait for its write's time (http1.Due); from then `in_flight`
@@ -44,12 +40,9 @@ class PunctualWrites:
         self.priority.restore()
 
 
-async def wait_until(due_ns: int, punctual: PunctualWrites | None) -> None:
-    """Wait until `due_ns`, never waking before it: on the step's alarm where it has one, else
-    on the loop's millisecond timers."""
-    if punctual is not None:
-        await punctual.until(due_ns)
-        return
+async def wait_until(due_ns: int) -> None:
+    """Wait until `due_ns` (CLOCK) on the loop's millisecond timers, never waking before it
+    (a step without an alarm: a punctual write waits on PunctualWrites.due)."""
     while (left := due_ns - CLOCK()) > 0:
         await asyncio.sleep(left / 1e9)
 
