@@ -320,17 +320,13 @@ class StepRun:
         feed = self.feed
         assert isinstance(feed, SessionFeed)  # a sessions step
         index, script = feed.get(j)
-        self._unit_started()
-        try:
-            return await run_session(self.env, feed.conversation(script, index), index, scheduled_ns,
-                                     ready_ns)
-        finally:
-            self._unit_ended()
+        conversation = feed.conversation(script, index)
+        return await self.held(run_session(self.env, conversation, index, scheduled_ns, ready_ns))
 
     async def held(self, unit: Awaitable[T]) -> T:
-        """A unit the driver paces itself (a coding-agent session: run/agent_replay.py), in
-        flight while it runs, as session() holds a session: the steady state is the span where
-        the step's `target` of them were."""
+        """A unit in flight while it runs (a session; a coding-agent session, which its driver
+        paces itself: run/agent_replay.py): the steady state is the span where the step's
+        `target` of them were."""
         self._unit_started()
         try:
             return await unit
