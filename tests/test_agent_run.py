@@ -188,23 +188,40 @@ def test_benchc_run_replays_two_sessions_on_a_real_vllm(tmp_path, vllm):
     tokenizer and chat template: no error, input and output tokens as its usage counts them the
     trace's, cached tokens within one of its KV blocks of the prediction (its CPU build's
     32-token blocks are coarser than the sample's 16: kv_block says so)."""
+    spec = real_vllm_agent_spec(tmp_path, vllm)
+    assert vllm.prompt_details
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "benchc", "run", spec, "--out", str(out), "--quiet"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr
+    (point,) = json.loads(out.read_text())["points"]
+    v = assert_replayed_as_traced_on_vllm(point, vllm)
+    print("real vLLM:", json.dumps(v))
+
+
+def real_vllm_agent_spec(tmp_path, vllm) -> str:
+    """A spec replaying two sample sessions (56 requests, 9 subagents) on the real vLLM with its
+    tokenizer and chat template, written in tmp_path (skipped where the served model's folder is
+    not on this machine); its path."""
     from tests.vllm_server import VLLMSERVER_DIR
 
     model_dir = os.path.join(VLLMSERVER_DIR, "model")
     if not os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
         pytest.skip(f"the served model's folder ({model_dir}) is not on this machine")
-    assert vllm.prompt_details
     spec = tmp_path / "agent-real.yaml"
     spec.write_text(f"version: 1\nname: agent-real\ntarget:\n  base_url: {vllm.base_url}\n"
                     f"  model: {vllm.model}\n  api: chat\n  tokenizer: {model_dir}\n"
                     "workload:\n  dataset:\n    agent_trace:\n"
                     f"      path: {SAMPLE}\n      time_scale: 0.001\n      kv_block: {vllm.block_size}\n"
                     "  sampling: {temperature: 0}\nload:\n  sweep: {concurrency: [2]}\n  sessions: 2\n")
-    out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "-m", "benchc", "run", str(spec), "--out", str(out), "--quiet"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert p.returncode == 0, p.stderr
-    (point,) = json.loads(out.read_text())["points"]
+    return str(spec)
+
+
+def assert_replayed_as_traced_on_vllm(point: dict, vllm) -> dict:
+    """real_vllm_agent_spec's point followed its trace: no error of any kind, every request's
+    input and output tokens as the server's usage counts them the trace's, no subagent before
+    its spawn or parent before its join, cached tokens within one of vLLM's KV blocks under the
+    prediction; its fidelity block."""
     assert point["counts"]["errors"] == {}  # none, of any kind
     v = point["agent_replay"]["fidelity"]
     assert (v["requests"], v["requests_traced"]) == (56, 56)
@@ -212,7 +229,7 @@ def test_benchc_run_replays_two_sessions_on_a_real_vllm(tmp_path, vllm):
     assert (v["subagent_before_spawn"], v["parent_before_join"]) == (0, 0)
     assert v["cache_reported"] == 56 and v["cache_off_by_more_than_a_block"] == 0
     assert -vllm.block_size <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
-    print("real vLLM:", json.dumps(v))
+    return v
 
 
 def test_what_benchc_run_imports_before_its_first_request_leaves_numpy_out():

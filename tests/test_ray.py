@@ -509,29 +509,15 @@ def test_a_coding_agent_replay_on_ray_against_a_real_vllm(tmp_path, vllm):
     the real vLLM with its tokenizer and chat template: no error, every request's input and
     output tokens as its usage counts them the trace's, cached tokens within one of its KV
     blocks of the prediction (tests/test_agent_run.py's local run, split by session)."""
-    from tests.vllm_server import VLLMSERVER_DIR
+    from tests.test_agent_run import assert_replayed_as_traced_on_vllm, real_vllm_agent_spec
 
-    model_dir = os.path.join(VLLMSERVER_DIR, "model")
-    if not os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
-        pytest.skip(f"the served model's folder ({model_dir}) is not on this machine")
-    sample = os.path.join(REPO, "specs", "traces", "agentx-small")
-    spec = tmp_path / "agent-real.yaml"
-    spec.write_text(f"version: 1\nname: agent-real\ntarget:\n  base_url: {vllm.base_url}\n"
-                    f"  model: {vllm.model}\n  api: chat\n  tokenizer: {model_dir}\n"
-                    "workload:\n  dataset:\n    agent_trace:\n"
-                    f"      path: {sample}\n      time_scale: 0.001\n      kv_block: {vllm.block_size}\n"
-                    "  sampling: {temperature: 0}\nload:\n  sweep: {concurrency: [2]}\n  sessions: 2\n")
+    spec = real_vllm_agent_spec(tmp_path, vllm)
     out = tmp_path / "r.json"
-    assert main(["run", str(spec), "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet"]) == 0
+    assert main(["run", spec, "--backend", "ray", "--workers", "2", "--out", str(out), "--quiet"]) == 0
     (point,) = read(str(out))["points"]
-    assert point["counts"]["errors"] == {} and point["backend"]["workers"] == 2
+    assert point["backend"]["workers"] == 2
     assert sorted(s["counts"]["sent"] for s in point["shards"]) == [5, 51]  # one session each
-    v = point["agent_replay"]["fidelity"]
-    assert (v["requests"], v["requests_traced"]) == (56, 56)
-    assert (v["input_tokens_off"], v["output_tokens_off"]) == (0, 0)  # as the server's usage counts them
-    assert (v["subagent_before_spawn"], v["parent_before_join"]) == (0, 0)
-    assert v["cache_reported"] == 56 and v["cache_off_by_more_than_a_block"] == 0
-    assert -vllm.block_size <= v["cache_diff_tokens"]["min"] <= v["cache_diff_tokens"]["max"] <= 0
+    v = assert_replayed_as_traced_on_vllm(point, vllm)
     print("real vLLM on Ray:", json.dumps(v))
 
 
