@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,6 +30,7 @@ from benchc.client._stream_py import REASON_CHARS, REASON_KEPT
 from benchc.client.aioread import AnsweredWithoutHead, FramingBroken, HeadStalled, OneAnswerProtocol
 from benchc.client.apis import APIS
 from benchc.client.bounded import error_text
+from benchc.client.eager import started
 from benchc.metrics.record import (
     CANCELLED,
     CLIENT_EXHAUSTED,
@@ -143,8 +145,21 @@ AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 name
 # How a measured session reads: bodies as they came (no decompression), and a head line up to
 # the own reader's bound on a whole head (aiohttp's own limit, 8,190 bytes, refused heads the
 # own reader read)
+
+
+class _EagerWriteRequest(aiohttp.ClientRequest):
+    """aiohttp's request, its body's write task started eagerly before Python 3.12 as aiohttp
+    starts it from 3.12 (client/eager.py): a request due now is written in the turn that sends
+    it, not after whatever the loop holds (other requests' preparing)."""
+
+    def write_bytes(self, *args: Any, **kw: Any) -> Any:
+        return started(super().write_bytes(*args, **kw))
+
+
 SESSION_OPTIONS: dict[str, Any] = {"read_bufsize": 1 << 20, "auto_decompress": False,
                                    "max_line_size": MAX_HEAD, "max_field_size": MAX_HEAD}
+if sys.version_info < (3, 12):
+    SESSION_OPTIONS["request_class"] = _EagerWriteRequest
 AIOHTTP_ORIGIN = ("aiohttp connector",)  # the rules' origin key for a connector's connections
 
 

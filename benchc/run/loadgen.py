@@ -178,7 +178,7 @@ class StepRun:
         first with its end (a single prompt's slot is free from then). `cancel`: load.cancel chose it.
         `due_ns`: written then, never before (a replay's think time's end, as an open loop's time):
         prepared ahead, the step's alarm wakes its write (run/punctual.py). `written`: called once
-        it is written (on aiohttp, where its write waited for `due_ns`)."""
+        it is written (where it went at once: once its send's first turn wrote it)."""
         ctx = self.ctx
         r.payload.request_bytes = len(body)
         if due_ns is not None and self.punctual is None:  # no alarm: due, then sent
@@ -197,8 +197,10 @@ class StepRun:
         else:
             self.check.inflight += 1
             ctx.inflight += 1
-            if written is not None and ctx.pool is not None:
-                # the send's first turn writes it (a connection idle in the pool) before it yields
+            if written is not None:
+                # the send's first turn writes it (a connection idle in the pool or connector)
+                # before it yields: on aiohttp too, its body's write started eagerly
+                # (request._EagerWriteRequest)
                 asyncio.get_running_loop().call_soon(written)
         # a session's answers go back in its next turn (a coding-agent trace's content is the trace's)
         keep = ctx.keep_text or isinstance(self.feed, SessionFeed)
