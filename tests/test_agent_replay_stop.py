@@ -6,8 +6,12 @@ grace after Ctrl-C. The sample's sessions, sent through a send that answers at o
 asserted is which requests went, not when)."""
 
 import asyncio
+import json
 import os
+import signal
 from types import SimpleNamespace
+
+import pytest
 
 from benchc.plan.agent_trace import AgentSession, Subagent, read_agent_traces
 from benchc.plan.shapes import AgentReplay
@@ -107,3 +111,72 @@ def test_a_stopped_replays_report_holds_its_cut_sessions():
     report = driver.report()
     assert report["sessions_replayed"] == 2 and [s["outcome"] for s in added] == ["cut", "cut"]
     assert report["fidelity"]["warnings"]
+
+
+# the shipped sample at think times 10 times the shipped spec's (a 10 s think time waits 0.1 s):
+# the replay lasts several times as long as the 20 requests after which Ctrl-C comes
+SLOW_SPEC = """\
+version: 1
+name: agent-stop
+target:
+  sim: {{preset: instant}}
+  api: chat
+  model: benchc-sim
+workload:
+  dataset:
+    agent_trace: {{path: {path}, time_scale: 0.01, max_think: 1s}}
+load:
+  sweep: {{concurrency: [2]}}
+"""
+
+
+def slow_spec(tmp_path) -> str:
+    f = tmp_path / "stop.yaml"
+    f.write_text(SLOW_SPEC.format(path=SAMPLE))
+    return str(f)
+
+
+def assert_cut_and_written(point: dict, requests_file) -> None:
+    """What a Ctrl-C'd replay's result holds: fewer requests than the trace's, none failed (a
+    request in flight past the grace is cancelled, not an error of the server's), the sessions
+    it cut counted as cut, each session's figures as far as it went, the verdict saying the
+    replay did not keep to its trace, and each request sent in the requests file."""
+    counts = point["counts"]
+    assert 0 < counts["sent"] < 149
+    assert set(counts["errors"]) <= {"cancelled"} and counts["completed"] > 0
+    assert point["sessions"]["cut"] >= 1 and point["sessions"]["failed"] == 0
+    block = point["agent_replay"]
+    assert sum(s["requests"] for s in block["sessions"]) == counts["sent"]
+    assert block["sessions_replayed"] < block["sessions_traced"] or point["sessions"]["cut"]
+    assert block["fidelity"]["warnings"]
+    rows = [json.loads(x) for x in requests_file.read_text().splitlines()]
+    assert len([r for r in rows if "prompt_index" in r]) == counts["sent"]
+
+
+@pytest.mark.parametrize("http", ["native", "aiohttp"])
+def test_ctrl_c_during_benchc_runs_replay_writes_what_went_and_the_cut_sessions(tmp_path, monkeypatch, http):
+    """benchc run of a replay, Ctrl-C once 20 requests ended: exit 130 (interrupted), the
+    partial result written with the requests that went and the sessions cut."""
+    import benchc.run.loadgen as loadgen
+    from benchc.cli import main
+    from benchc.errors import EXIT_INTERRUPTED
+    from benchc.results.document import read
+
+    ended = loadgen.StepRun._ended
+    n = [0]
+
+    def counting(self, r, slot_ended):
+        ended(self, r, slot_ended)
+        n[0] += 1
+        if n[0] == 20:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(loadgen.StepRun, "_ended", counting)
+    out = tmp_path / "r.json"
+    rc = main(["run", slow_spec(tmp_path), "--out", str(out), "--quiet", "--http", http,
+               "--set", "output.requests=true"])
+    assert rc == EXIT_INTERRUPTED
+    doc = read(str(out))
+    assert doc["interrupted"] is True
+    (point,) = doc["points"]
+    assert_cut_and_written(point, tmp_path / "r.requests.jsonl")

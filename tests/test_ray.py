@@ -430,6 +430,41 @@ def test_a_coding_agent_replay_splits_by_session_with_the_local_verdict(tmp_path
         [{k: f[k] for k in SESSION_FIGURES} for f in a["agent_replay"]["sessions"]]
 
 
+def test_ctrl_c_during_a_coding_agent_replay_on_ray_writes_what_the_workers_sent(tmp_path):
+    """Ctrl-C once 20 requests of a replay split over 2 workers ended (the simulator's trace
+    says so): exit 130, each worker stopped its sessions at their next wait and returned its
+    shard, and the partial result holds what they sent and the sessions cut, as a local run's
+    (tests/test_agent_replay_stop.py)."""
+    import signal
+
+    from benchc.errors import EXIT_INTERRUPTED
+    from tests.simrun import Sim
+    from tests.test_agent_replay_stop import assert_cut_and_written, slow_spec
+
+    sim = Sim(tmp_path, "--preset", "instant", "--model", "benchc-sim")
+
+    def ctrl_c_mid_replay():
+        wait_for(lambda: sim.trace.exists() and len(sim.trace.read_text().splitlines()) >= 20,
+                 timeout_s=120, what="20 requests in the simulator's trace")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=ctrl_c_mid_replay)
+    sender.start()
+    out = tmp_path / "stop.json"
+    try:
+        rc = main(["run", slow_spec(tmp_path), "--backend", "ray", "--workers", "2", "--out", str(out),
+                   "--quiet", "--base-url", sim.url, "--set", "output.requests=true"])
+    finally:
+        sender.join()
+        sim.close()
+    assert rc == EXIT_INTERRUPTED
+    doc = read(str(out))
+    assert doc["interrupted"] is True
+    (point,) = doc["points"]
+    assert point["backend"]["completed_shards"] == 2  # each worker stopped and returned its shard
+    assert_cut_and_written(point, tmp_path / "stop.requests.jsonl")
+
+
 def test_coding_agent_sessions_at_a_rate_are_dealt_across_the_workers(tmp_path):
     """At a rate of sessions, worker k of n replays sessions k, k + n, ... (at their times in
     the one schedule): 3 sessions over 2 workers are 0 and 2, and 1."""

@@ -194,10 +194,10 @@ async def replay_session(session: AgentSession, prepare: Prepare, send: Send, ti
     try:
         await _entries(session, io, out, spawned)
     except _Stopped:
-        # the subagents still waiting or in flight end with it (cancelled: their requests in
-        # flight are the step's to count, as it counts any it cancels)
-        for _, t in spawned:
-            t.cancel()
+        # the subagents end at their own next wait (the step's stop says False there too): a
+        # request of theirs in flight gets the step's grace, as every request in flight does,
+        # and is counted with its answer (cancelled here, it went uncounted in the session's
+        # figures and as a failed request, the client's own cancel without a grace)
         await asyncio.gather(*(t for _, t in spawned), return_exceptions=True)
     return out
 
