@@ -155,28 +155,33 @@ def assert_cut_and_written(point: dict, requests_file) -> None:
 
 @pytest.mark.parametrize("http", ["native", "aiohttp"])
 def test_ctrl_c_during_benchc_runs_replay_writes_what_went_and_the_cut_sessions(tmp_path, monkeypatch, http):
-    """benchc run of a replay, Ctrl-C once 20 requests ended: exit 130 (interrupted), the
-    partial result written with the requests that went and the sessions cut."""
+    """benchc run of a replay, Ctrl-C while a subagent's request is in flight, once 10 requests
+    ended: exit 130 (interrupted), the partial result written with the requests that went
+    (that one too, answered within the grace) and the sessions cut."""
     import benchc.run.loadgen as loadgen
     from benchc.cli import main
     from benchc.errors import EXIT_INTERRUPTED
     from benchc.results.document import read
 
-    ended = loadgen.StepRun._ended
-    n = [0]
+    measured = loadgen.StepRun.measured
+    sent: list[str] = []
+    stopped: list[bool] = []
 
-    def counting(self, r, slot_ended):
-        ended(self, r, slot_ended)
-        n[0] += 1
-        if n[0] == 20:
-            os.kill(os.getpid(), signal.SIGINT)
+    async def ctrl_c_in_flight(self, body, r, *args, **kw):
+        sent.append(r.id)
+        if self.ended >= 10 and r.id.count("requests[") == 2 and not stopped:
+            # a subagent's request (its path $.requests[i].requests[k]), sent: Ctrl-C then
+            stopped.append(True)
+            asyncio.get_running_loop().call_soon(os.kill, os.getpid(), signal.SIGINT)
+        await measured(self, body, r, *args, **kw)
 
-    monkeypatch.setattr(loadgen.StepRun, "_ended", counting)
+    monkeypatch.setattr(loadgen.StepRun, "measured", ctrl_c_in_flight)
     out = tmp_path / "r.json"
     rc = main(["run", slow_spec(tmp_path), "--out", str(out), "--quiet", "--http", http,
                "--set", "output.requests=true"])
-    assert rc == EXIT_INTERRUPTED
+    assert rc == EXIT_INTERRUPTED and stopped
     doc = read(str(out))
     assert doc["interrupted"] is True
     (point,) = doc["points"]
+    assert point["counts"]["sent"] == len(sent)
     assert_cut_and_written(point, tmp_path / "r.requests.jsonl")
