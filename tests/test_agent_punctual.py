@@ -367,3 +367,55 @@ def test_aiohttps_due_body_is_written_at_its_time_with_a_plain_bodys_bytes():
     (head0, body0), (head1, body1) = requests
     assert body1 == body0 == b'{"x": 1}'
     assert head1.replace(b"req-timed", b"req-plain") == head0
+
+
+def test_a_steps_ended_requests_recorded_in_passes_are_each_recorded_once(tmp_path, monkeypatch):
+    """With punctual writes a turn's ended requests are recorded in passes of RECORD_PASS_NS at
+    most, the rest after the writes due meanwhile (PunctualWrites.in_passes): at a pass of
+    0 ns each pass records one, and every request is still recorded once, its figures whole."""
+    import benchc.run.loadgen as loadgen
+    import benchc.run.punctual as punctual
+
+    monkeypatch.setattr(punctual, "RECORD_PASS_NS", 0)
+    recorded: list[str] = []
+    record = loadgen.StepRun._record
+
+    def watched(self, r):
+        recorded.append(r.id)
+        record(self, r)
+
+    monkeypatch.setattr(loadgen.StepRun, "_record", watched)
+    out = tmp_path / "r.json"
+    assert main(["run", SPEC, "--out", str(out), "--quiet", "--force"]) == 0
+    (point,) = read(str(out))["points"]
+    assert len(recorded) == len(set(recorded)) == point["counts"]["completed"] == 149
+    assert point["latency"]["e2e_us"]["count"] == 149
+
+
+def test_a_pass_over_its_time_leaves_the_rest_of_its_ends_for_the_next_after_the_writes(monkeypatch):
+    """StepRun._record_ended with punctual writes, a pass of 0 ns (PunctualWrites.in_passes):
+    each pass records one end and hands the rest on (soon_after_writes), in order, none twice; a step
+    without punctual writes records its whole batch in one pass."""
+    from types import SimpleNamespace
+
+    import benchc.run.loadgen as loadgen
+    import benchc.run.punctual as punctual
+
+    monkeypatch.setattr(punctual, "RECORD_PASS_NS", 0)
+    recorded: list[int] = []
+    later: list = []
+    writes = SimpleNamespace(soon_after_writes=later.append)
+    writes.in_passes = lambda *a: punctual.PunctualWrites.in_passes(writes, *a)
+    run = SimpleNamespace(_ended_batch=[1, 2, 3], _record=recorded.append, ctx=SimpleNamespace(progress=None),
+                          punctual=writes)
+    run._record_ended = lambda: loadgen.StepRun._record_ended(run)
+    run._record_ended()
+    assert recorded == [1] and run._ended_batch == [2, 3] and len(later) == 1
+    run._ended_batch.append(4)  # ended meanwhile: after the rest
+    later.pop()()
+    later.pop()()
+    later.pop()()
+    assert recorded == [1, 2, 3, 4] and run._ended_batch == [] and later == []
+    run.punctual, run._ended_batch = None, [5, 6, 7]
+    run._record_ended()
+    assert recorded == [1, 2, 3, 4, 5, 6, 7] and later == []

@@ -15,7 +15,7 @@ import pytest
 
 from benchc.plan.agent_trace import AgentSession, Subagent, read_agent_traces
 from benchc.plan.shapes import AgentReplay
-from benchc.run.agent_replay import AgentReplayDriver, Answer, replay_session
+from benchc.run.agent_replay import AgentReplayDriver, Answer, _no_writes, replay_session
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(REPO, "specs", "traces", "agentx-small")
@@ -81,7 +81,7 @@ def test_the_driver_waits_on_the_steps_until_and_counts_a_stopped_session_cut():
     async def measured(body, r, **_):
         r.times.t0_ns, r.times.end_ns = 1, 2
 
-    host = SimpleNamespace(until=_Stop(1), measured=measured, held=_held,
+    host = SimpleNamespace(until=_Stop(1), measured=measured, held=_held, writes_first=_no_writes,
                            rec=SimpleNamespace(add_session=added.append))
     driver = AgentReplayDriver(AgentReplay(concurrency=1))
     driver.feed = SimpleNamespace(sessions=[session], body=lambda j, req: b"{}")
@@ -105,7 +105,7 @@ def test_a_stopped_replays_report_holds_its_cut_sessions():
     driver = AgentReplayDriver(AgentReplay(concurrency=2))
     driver.feed = SimpleNamespace(sessions=sessions, body=lambda j, req: b"{}")
     for j, passes in enumerate((0, 2)):
-        host = SimpleNamespace(until=_Stop(passes), measured=measured, held=_held,
+        host = SimpleNamespace(until=_Stop(passes), measured=measured, held=_held, writes_first=_no_writes,
                                rec=SimpleNamespace(add_session=added.append))
         asyncio.run(driver._session(host, j))
     report = driver.report()

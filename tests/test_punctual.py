@@ -81,3 +81,75 @@ def test_send_priority_says_what_the_open_loop_thread_ran_at(tmp_path, choice):
         assert p["client"]["send_priority"] == probe.raise_()
         probe.restore()
     assert _state(threading.get_native_id()) == before
+
+
+def test_work_that_can_wait_goes_after_the_writes_due_within_it_and_before_those_past_it():
+    """PunctualWrites.writes_first(by_ns, work_ns): it returns once the writes due within
+    `work_ns` of now went (their due time passed and their write's turn ran), never waits for
+    a write due past `by_ns` (the work's own deadline) or past `work_ns`; soon_after_writes(fn)
+    calls fn after such writes, or in the next turn when none is due."""
+    from benchc.run.punctual import WORK_NS, PunctualWrites
+
+    order: list[str] = []
+
+    async def drive() -> None:
+        p = PunctualWrites(raise_loop_thread=False)
+        try:
+            async def write(name: str, at: int) -> None:
+                await p.due(at, None, lambda: None)
+                order.append(name)  # the write's own turn (the send writes right after due())
+
+            now = CLOCK()
+            soon, late = now + WORK_NS // 2, now + 3 * WORK_NS
+            writes = [asyncio.ensure_future(write("soon", soon)), asyncio.ensure_future(write("late", late))]
+            await asyncio.sleep(0)  # both wait for their times now
+            assert p.next_write() == soon
+            await p.writes_first(soon - 1)  # the write due after its deadline: not waited for
+            order.append("work due before it")
+            await p.writes_first(now + 10 * WORK_NS)
+            order.append("work after it")
+            assert CLOCK() >= soon and p.next_write() == late
+            await p.writes_first(now + 10 * WORK_NS)  # `late` is past WORK_NS from now (if not, after it)
+            order.append("work not waiting for late" if CLOCK() < late else "work after late")
+            p.soon_after_writes(lambda: order.append("bookkeeping"))
+            await asyncio.gather(*writes)
+            await asyncio.sleep(0)
+        finally:
+            p.close()
+
+    asyncio.run(drive())
+    assert order[:3] == ["work due before it", "soon", "work after it"]
+    # past the soon write, the late one is more than WORK_NS ahead unless this machine lagged
+    # by WORK_NS meanwhile: then both wait for it; either way nothing went before a due write
+    if order[3] == "work not waiting for late":
+        assert order[3:] in (["work not waiting for late", "bookkeeping", "late"],
+                             ["work not waiting for late", "late", "bookkeeping"])
+    else:
+        assert order[3:] == ["late", "work after late", "bookkeeping"]
+
+
+def test_the_alarms_after_wakes_behind_the_waiters_due_then_even_for_a_time_gone_by():
+    woke: list[str] = []
+
+    async def drive() -> None:
+        alarm = Alarm()
+        try:
+            at = CLOCK() + 1_000_000
+
+            async def wait(name: str, fn) -> None:
+                await fn(at)
+                woke.append(name)
+
+            first = asyncio.ensure_future(wait("due", alarm.until))
+            await asyncio.sleep(0)
+            second = asyncio.ensure_future(wait("after", alarm.after))
+            await asyncio.gather(first, second)
+            # a time gone by: until returns at once, after waits for the alarm's next ring
+            t = asyncio.ensure_future(wait("after, gone by", alarm.after))
+            woke.append("until, gone by") if await alarm.until(at) is None else None
+            await t
+        finally:
+            alarm.close()
+
+    asyncio.run(drive())
+    assert woke == ["due", "after", "until, gone by", "after, gone by"]

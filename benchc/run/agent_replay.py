@@ -41,7 +41,7 @@ from benchc.plan.shapes import WHOLE, AgentReplay, Shard
 from benchc.plan.workload import Prompt
 from benchc.run.drivers import Host
 from benchc.run.open_loop import SEND_LEAD_NS
-from benchc.run.punctual import wait_until
+from benchc.run.punctual import WORK_NS, wait_until
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,12 @@ Send = Callable[..., Awaitable[Answer]]
 # Wait until a due time (perf_counter ns); False: the step was stopped (Ctrl-C), so no new
 # request goes (the step's Host.until)
 Until = Callable[[int], Awaitable[bool]]
+# Before work that can wait (a request readied ahead): let the writes due meanwhile go first,
+# those due by the given time only (the step's Host.writes_first)
+WritesFirst = Callable[[int], Awaitable[None]]
+# A session's start on the loop, at most (its cache prediction and first body: 2.2 ms measured
+# for the sample's longest, pure-Python core), and the longest it waits for others' writes
+SESSION_START_NS = 3_000_000
 
 
 def scaled_ns(wait_s: float, time_scale: float, max_think_s: float | None) -> int:
@@ -99,6 +105,10 @@ async def _until(due_ns: int) -> bool:
     return True
 
 
+async def _no_writes(by_ns: int, work_ns: int = 0) -> None:
+    """No punctual writes to let go first (a replay outside a step)."""
+
+
 class _Stopped(Exception):
     """The step stopped while a request of the session waited for its time: it never goes."""
 
@@ -111,6 +121,7 @@ class _Io:
     max_think_s: float | None
     until: Until = _until
     lead_ns: int = 0
+    writes_first: WritesFirst = _no_writes
     ahead: dict[str, Any] = field(default_factory=dict)  # bodies built ahead, by request path
 
     def wait_ns(self, wait_s: float) -> int:
@@ -131,6 +142,16 @@ class _Io:
                     self.ahead[req.path] = self.prepare(req)
         return build
 
+    async def ready(self, due_ns: int) -> bool:
+        """Wait until its send may begin (lead_ns before `due_ns`), then let the writes due
+        before its own go first (its readying is work that can wait, to WORK_NS before its
+        time); False: the step stopped."""
+        if not await self.until(due_ns - self.lead_ns):
+            return False
+        if self.lead_ns:
+            await self.writes_first(due_ns - WORK_NS)
+        return True
+
 
 async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_ns: int,
                    spawn_ns: int | None, out: list[Sent], body: Any = None,
@@ -140,7 +161,7 @@ async def _request(req: AgentRequest, io: _Io, agent: str, after_ns: int, wait_n
     if body is None:  # built ahead, or now: before its due time (the wait covers the build)
         body = io.body(req)
     due_ns = after_ns + wait_ns
-    if not await io.until(due_ns - io.lead_ns):
+    if not await io.ready(due_ns):
         raise _Stopped
     t0 = time.perf_counter_ns()
     answer = await (io.send(req, body, due_ns, io.written(nexts)) if io.lead_ns else io.send(req, body))
@@ -182,13 +203,14 @@ def _parent_nexts(entries: tuple[AgentRequest | Subagent, ...], i: int) -> tuple
 
 async def replay_session(session: AgentSession, prepare: Prepare, send: Send, time_scale: float = 1.0,
                          max_think_s: float | None = None, until: Until = _until,
-                         lead_ns: int = 0) -> list[Sent]:
+                         lead_ns: int = 0, writes_first: WritesFirst = _no_writes) -> list[Sent]:
     """Replay one session: each request's body built by `prepare` before it is due, then sent
     by `send` at its time (`until` waits for it; False: the step stopped, and the session ends
     there, its requests not yet due never sent); its requests as sent, in the order they ended.
     `lead_ns` > 0: `until` waits to that long before each request's time and `send(request,
-    body, due_ns)` writes it at its time (a punctual send: see Send)."""
-    io = _Io(prepare, send, time_scale, max_think_s, until, lead_ns)
+    body, due_ns)` writes it at its time (a punctual send: see Send), and readying a request
+    (work that can wait) lets the writes due meanwhile go first (`writes_first`)."""
+    io = _Io(prepare, send, time_scale, max_think_s, until, lead_ns, writes_first)
     out: list[Sent] = []
     spawned: list[tuple[Subagent, asyncio.Task[int]]] = []
     try:
@@ -603,6 +625,9 @@ class AgentReplayDriver:
         feed = self.feed
         assert feed is not None
         session = feed.sessions[j]
+        # its start (the cache prediction, its first body: ms of the loop for a long context)
+        # can wait for the other sessions' writes due meanwhile: none is then late by it
+        await host.writes_first(CLOCK() + SESSION_START_NS, SESSION_START_NS)
         predicted = predicted_cached_tokens(session)
         own = (e for e in session.entries if isinstance(e, AgentRequest))
         depth = {e.path: k for k, e in enumerate(own, 1)}  # a session's own requests' turn depth
@@ -624,7 +649,7 @@ class AgentReplayDriver:
         # held: in flight for the step's steady state, as a sessions step's session is
         sent = await host.held(replay_session(session, lambda req: feed.body(j, req), send,
                                               self.shape.time_scale, self.shape.max_think_s, host.until,
-                                              SEND_LEAD_NS))
+                                              SEND_LEAD_NS, host.writes_first))
         self.replayed[j] = sent
         ok = sum(x.answer.output_tokens is not None for x in sent)
         cut = len(sent) < len(session.requests())  # the step stopped (Ctrl-C) before the rest was due

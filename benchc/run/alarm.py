@@ -77,6 +77,18 @@ class Alarm:
             self._arm(due_ns)
         await waiter
 
+    async def after(self, due_ns: int) -> None:
+        """Return once the waiters due at `due_ns` woke before this one did, even when `due_ns`
+        is past (until returns at once then): work that yields to a due write goes after it."""
+        if self._fd < 0:
+            await self.until(due_ns)
+            return
+        waiter = self._loop.create_future()
+        heapq.heappush(self._due, (due_ns, next(self._order), waiter))
+        if self._armed is None or due_ns < self._armed:
+            self._arm(due_ns)
+        await waiter
+
     def _arm(self, due_ns: int) -> None:
         self._armed = due_ns
         spec = _Itimerspec(_Timespec(0, 0), _Timespec(due_ns // 1_000_000_000, due_ns % 1_000_000_000))

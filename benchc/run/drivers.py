@@ -96,6 +96,12 @@ class Host(Protocol):
         """Wait until `due_ns`; False when the step was stopped meanwhile."""
         ...
 
+    async def writes_first(self, by_ns: int, work_ns: int = ...) -> None:
+        """Before work that can wait (`work_ns` of it at most: a request readied ahead, a
+        session's start): the step's punctual writes due within it go first, those due by
+        `by_ns` only."""
+        ...
+
     @property
     def stop_wait(self) -> asyncio.Task | None: ...  # done when the step is stopped
 

@@ -38,7 +38,7 @@ from benchc.run.deadserver import ConnectStreak
 from benchc.run.drivers import Driver
 from benchc.run.feed import StepFeed
 from benchc.run.open_loop import OpenLoopDriver, ReplayDriver
-from benchc.run.punctual import PunctualWrites, open_ahead_of, wait_until
+from benchc.run.punctual import WORK_NS, PunctualWrites, open_ahead_of, wait_until
 from benchc.run.selfcheck import (
     TICK_S,
     TICK_STAMPED_S,
@@ -84,6 +84,14 @@ class StepContext:
     inflight: int = 0  # requests of the running step in flight (what a Ctrl-C waits for)
     finished: int = 0  # requests ended so far
     running: StepRun | None = None  # the step being driven (the run's heartbeat watches it)
+
+
+def _soon(punctual: PunctualWrites | None, fn: Callable[[], None]) -> None:
+    """`fn` (bookkeeping) in the loop's next turn; after the punctual writes due meanwhile."""
+    if punctual is not None:
+        punctual.soon_after_writes(fn)
+    else:
+        asyncio.get_running_loop().call_soon(fn)
 
 
 class StepRun:
@@ -241,7 +249,7 @@ class StepRun:
         batch = self._ended_batch
         batch.append(r)
         if len(batch) == 1:
-            asyncio.get_running_loop().call_soon(self._record_ended)
+            _soon(self.punctual, self._record_ended)
 
     async def open_ahead(self, n: int) -> int:
         """Open connections until `n` are idle, for `n` requests sent together (run/punctual.py)."""
@@ -262,24 +270,21 @@ class StepRun:
             elif r.ok:
                 self.steady_tokens += r.output_tokens
 
-    def _record_ended(self) -> None:
+    def _record_ended(self, whole: bool = False) -> None:
         """Record the figures of the requests that ended since the last call, once per turn of
-        the event loop (and at the step's end), not once per request: a coalesced point's turn
-        ends a hundred or more, and the recorders and their code stay in cache through the pass
-        (the loop spent 79 against 92 us a request at C=256, medians of 15 interleaved
-        benchmarks/run_ingest.py runs). Nothing decided during the step reads these figures (the
-        stop rules and steady state are kept as each request ends: _ended)."""
+        the event loop, not per request: a coalesced point's turn ends a hundred or more, and the
+        recorders stay in cache through the pass (79 against 92 us a request at C=256, medians
+        of 15 interleaved benchmarks/run_ingest.py runs). Nothing decided during the step reads
+        these figures (the stop rules and steady state are kept at each end: _ended). `whole`:
+        the step's end, every one now, before its figures are taken (a later pass finds none)."""
         batch, self._ended_batch = self._ended_batch, []
-        for r in batch:
-            self._record(r)
+        if self.punctual is None or whole:
+            for r in batch:
+                self._record(r)
+        else:  # in passes: a write due meanwhile waits for one pass at most
+            self.punctual.in_passes(batch, self._record, self._ended_batch, self._record_ended)
         if batch and self.ctx.progress is not None:
             self.ctx.progress.ended(self.rec, self.check.inflight)
-
-    def _record_pending(self) -> None:
-        """The step's end: the ends whose turn's pass has not run yet are recorded now, before
-        the step's figures are taken (and the pass, when its turn comes, finds nothing)."""
-        if self._ended_batch:
-            self._record_ended()
 
     def _record(self, r: RequestRecord) -> None:
         self.figures.add(r)
@@ -313,6 +318,11 @@ class StepRun:
     async def until(self, due_ns: int) -> bool:
         assert self.stop_wait is not None  # the step runs
         return await until(due_ns, self.stop_wait)
+
+    async def writes_first(self, by_ns: int, work_ns: int = WORK_NS) -> None:
+        """Host.writes_first: none to wait for without punctual writes (run/punctual.py)."""
+        if self.punctual is not None:
+            await self.punctual.writes_first(by_ns, work_ns)
 
     def _took_turn(self) -> None:
         self.n_requests += 1
@@ -458,7 +468,7 @@ async def _wind_down(run: StepRun, ahead: asyncio.Task | None) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
     assert run.stop_wait is not None
     run.stop_wait.cancel()
-    run._record_pending()
+    run._record_ended(whole=True)
     if ahead is not None:
         ahead.cancel()
         await asyncio.gather(ahead, return_exceptions=True)

@@ -7,6 +7,8 @@ the connections requests sent together need before they are due."""
 from __future__ import annotations
 
 import asyncio
+import heapq
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,15 @@ from benchc.client.request import CLOCK, open_ahead
 from benchc.run.alarm import Alarm
 from benchc.run.priority import SendPriority
 
+# The loop work that can wait and yields to the writes due before it would end (writes_first):
+# a request readied ahead (aiohttp's preparing, 0.2-0.3 ms here), a body built ahead (0.1-0.5
+# ms; 3 ms at 200k tokens). One such turn of the loop, run while a write fell due, made that
+# write late by its length: the 0.5-2 ms `wake` of benchmarks/think_lateness.py's late requests.
+WORK_NS = 1_000_000
+# A step's ended requests' figures are recorded in passes this long at most (in_passes): the
+# pure-Python core's recorders took 0.7 ms for one turn's ends of a coding-agent replay
+RECORD_PASS_NS = 200_000
+
 
 class PunctualWrites:
     def __init__(self, raise_loop_thread: bool) -> None:
@@ -23,19 +34,74 @@ class PunctualWrites:
         self.priority = SendPriority()  # woken on time on a busy machine too
         if raise_loop_thread:  # else `unchanged` (--send-priority off)
             self.priority.raise_()
+        self._writes: list[int] = []  # heap: the due times of the writes waiting (lazily pruned)
+        self._waiting: Counter[int] = Counter()  # due time -> writes waiting for it
+        self._deferred: set[asyncio.Task] = set()  # soon_after_writes's calls waiting
 
     async def due(self, at_ns: int, written: Callable[[], None] | None,
                   in_flight: Callable[[], None]) -> None:
         """An early request's wait for its write's time (http1.Due); from then `in_flight`
         counts it. `written` goes to the loop to call after the write (which follows this, in
         the same turn)."""
-        await self.alarm.until(at_ns)
+        heapq.heappush(self._writes, at_ns)
+        self._waiting[at_ns] += 1
+        try:
+            await self.alarm.until(at_ns)
+        finally:
+            self._waiting[at_ns] -= 1
+            if not self._waiting[at_ns]:
+                del self._waiting[at_ns]
         if written is not None:
             asyncio.get_running_loop().call_soon(written)
         in_flight()
 
+    def next_write(self) -> int | None:
+        """The due time of the earliest write still waiting (past, where the loop is late)."""
+        writes = self._writes
+        while writes and writes[0] not in self._waiting:
+            heapq.heappop(writes)
+        return writes[0] if writes else None
+
+    async def writes_first(self, by_ns: int, work_ns: int = WORK_NS) -> None:
+        """Before work that can wait (`work_ns` of it at most): the writes due within `work_ns`
+        go first, those due by `by_ns` only (the work's own deadline), so that none waits for it."""
+        while (at := self.next_write()) is not None and at <= by_ns and at - CLOCK() < work_ns:
+            await self.alarm.after(at)
+
+    def soon_after_writes(self, fn: Callable[[], None]) -> None:
+        """Call `fn` (bookkeeping that can wait: the figures of the requests that ended) in the
+        loop's next turn, or after the writes due within WORK_NS when there are (within the
+        send lead at most: run/open_loop.SEND_LEAD_NS's 5 ms)."""
+        at = self.next_write()
+        if at is None or at - CLOCK() >= WORK_NS:
+            asyncio.get_running_loop().call_soon(fn)
+            return
+
+        async def later() -> None:
+            await self.writes_first(CLOCK() + 5 * WORK_NS)
+            fn()
+
+        task = asyncio.ensure_future(later())
+        self._deferred.add(task)
+        task.add_done_callback(self._deferred.discard)
+
+    def in_passes(self, batch: list, record: Callable[[Any], None], rest: list,
+                  again: Callable[[], None]) -> None:
+        """`record` each of `batch` for RECORD_PASS_NS at most: what is left goes back at the
+        head of `rest`, and `again` (which records `rest`) after the writes due meanwhile."""
+        end = CLOCK() + RECORD_PASS_NS
+        for k, item in enumerate(batch):
+            record(item)
+            if CLOCK() > end and k + 1 < len(batch):
+                rest[:0] = batch[k + 1:]
+                self.soon_after_writes(again)
+                return
+
     def close(self) -> None:
-        """The step's end: the alarm closed, the threads' priorities put back."""
+        """The step's end (its pending bookkeeping done first: what soon_after_writes still
+        holds is dropped): the alarm closed, the threads' priorities put back."""
+        for task in list(self._deferred):
+            task.cancel()
         self.alarm.close()
         self.priority.restore()
 
