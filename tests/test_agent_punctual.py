@@ -404,7 +404,7 @@ def test_a_pass_over_its_time_leaves_the_rest_of_its_ends_for_the_next_after_the
     monkeypatch.setattr(punctual, "RECORD_PASS_NS", 0)
     recorded: list[int] = []
     later: list = []
-    writes = SimpleNamespace(soon_after_writes=later.append)
+    writes = SimpleNamespace(soon_after_writes=later.append, yielding=True)
     writes.in_passes = lambda *a: punctual.PunctualWrites.in_passes(writes, *a)
     run = SimpleNamespace(_ended_batch=[1, 2, 3], _record=recorded.append, ctx=SimpleNamespace(progress=None),
                           punctual=writes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -93,7 +94,7 @@ def test_work_that_can_wait_goes_after_the_writes_due_within_it_and_before_those
     order: list[str] = []
 
     async def drive() -> None:
-        p = PunctualWrites(raise_loop_thread=False)
+        p = PunctualWrites(raise_loop_thread=False, yielding=True)
         try:
             async def write(name: str, at: int) -> None:
                 await p.due(at, None, lambda: None)
@@ -153,3 +154,32 @@ def test_the_alarms_after_wakes_behind_the_waiters_due_then_even_for_a_time_gone
 
     asyncio.run(drive())
     assert woke == ["due", "after", "until, gone by", "after, gone by"]
+
+
+def test_an_open_loops_writes_do_not_hold_back_its_bookkeeping():
+    """PunctualWrites without `yielding` (an open loop's: its writes come every few us at a
+    high rate): nothing waits for its writes, and a batch is recorded in one pass."""
+    from benchc.run.punctual import RECORD_PASS_NS, PunctualWrites
+
+    order: list[str] = []
+
+    async def drive() -> None:
+        p = PunctualWrites(raise_loop_thread=False)
+        try:
+            at = CLOCK() + 200_000
+            write = asyncio.ensure_future(p.due(at, None, lambda: order.append("write")))
+            await asyncio.sleep(0)
+            assert p.next_write() is None
+            await p.writes_first(at + RECORD_PASS_NS)
+            p.soon_after_writes(lambda: order.append("bookkeeping"))
+            rest: list[int] = []
+            # 50 items of a tenth of a pass each: five passes' time, in one
+            p.in_passes(list(range(50)), lambda _: time.sleep(RECORD_PASS_NS / 1e10), rest, order.clear)
+            assert rest == []
+            order.append("work")
+            await write
+        finally:
+            p.close()
+
+    asyncio.run(drive())
+    assert order == ["work", "bookkeeping", "write"]

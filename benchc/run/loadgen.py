@@ -430,7 +430,7 @@ async def _drive(run: StepRun) -> dict:
     ctx.running = run
     # a coding-agent replay's requests are due at their think times' ends, on either HTTP path
     if ctx.pool is not None and run.driver.scheduled or getattr(run.driver, "punctual", False):
-        run.punctual = PunctualWrites(ctx.send_priority)
+        run.punctual = PunctualWrites(ctx.send_priority, yielding=getattr(run.driver, "punctual", False))
     # bodies built ahead while the step runs (run/feed.py); a session's turns build their own
     ahead = (asyncio.create_task(run.feed.keep_ahead(run._until_due if run.driver.scheduled else None))
              if isinstance(run.feed, StepFeed) else None)

@@ -29,11 +29,16 @@ RECORD_PASS_NS = 200_000
 
 
 class PunctualWrites:
-    def __init__(self, raise_loop_thread: bool) -> None:
+    def __init__(self, raise_loop_thread: bool, yielding: bool = False) -> None:
+        """`yielding`: work that can wait yields to the writes due (writes_first, and the
+        step's bookkeeping: soon_after_writes, in_passes): a coding-agent replay's, whose few
+        writes are each a think time's end. Not an open loop's: at a high rate its writes come
+        every few us, and its bookkeeping must keep pace with them."""
         self.alarm = Alarm()
         self.priority = SendPriority()  # woken on time on a busy machine too
         if raise_loop_thread:  # else `unchanged` (--send-priority off)
             self.priority.raise_()
+        self.yielding = yielding
         self._writes: list[int] = []  # heap: the due times of the writes waiting (lazily pruned)
         self._waiting: Counter[int] = Counter()  # due time -> writes waiting for it
         self._deferred: set[asyncio.Task] = set()  # soon_after_writes's calls waiting
@@ -43,14 +48,16 @@ class PunctualWrites:
         """An early request's wait for its write's time (http1.Due); from then `in_flight`
         counts it. `written` goes to the loop to call after the write (which follows this, in
         the same turn)."""
-        heapq.heappush(self._writes, at_ns)
-        self._waiting[at_ns] += 1
+        if self.yielding:  # what yields to it knows of it
+            heapq.heappush(self._writes, at_ns)
+            self._waiting[at_ns] += 1
         try:
             await self.alarm.until(at_ns)
         finally:
-            self._waiting[at_ns] -= 1
-            if not self._waiting[at_ns]:
-                del self._waiting[at_ns]
+            if self.yielding:
+                self._waiting[at_ns] -= 1
+                if not self._waiting[at_ns]:
+                    del self._waiting[at_ns]
         if written is not None:
             asyncio.get_running_loop().call_soon(written)
         in_flight()
@@ -72,7 +79,7 @@ class PunctualWrites:
         """Call `fn` (bookkeeping that can wait: the figures of the requests that ended) in the
         loop's next turn, or after the writes due within WORK_NS when there are (within the
         send lead at most: run/open_loop.SEND_LEAD_NS's 5 ms)."""
-        at = self.next_write()
+        at = self.next_write()  # None unless yielding
         if at is None or at - CLOCK() >= WORK_NS:
             asyncio.get_running_loop().call_soon(fn)
             return
@@ -92,7 +99,7 @@ class PunctualWrites:
         end = CLOCK() + RECORD_PASS_NS
         for k, item in enumerate(batch):
             record(item)
-            if CLOCK() > end and k + 1 < len(batch):
+            if self.yielding and CLOCK() > end and k + 1 < len(batch):
                 rest[:0] = batch[k + 1:]
                 self.soon_after_writes(again)
                 return
