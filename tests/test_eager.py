@@ -70,19 +70,20 @@ def test_an_exception_thrown_in_at_a_later_wait_reaches_the_coroutine():
     assert asyncio.run(go()) == "handled" and caught == ["'k'"]
 
 
+async def _wait_then_clean(fut, cleaned: list[bool]) -> None:
+    try:
+        await fut
+    finally:
+        cleaned.append(True)
+
+
 @pytest.mark.parametrize("when", ["before its task's first turn", "while it waits"])
 def test_a_cancel_reaches_the_coroutine_at_its_wait(when):
     cleaned: list[bool] = []
 
-    async def work(fut):
-        try:
-            await fut
-        finally:
-            cleaned.append(True)
-
     async def go():
         fut = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(started(work(fut)))
+        task = asyncio.ensure_future(started(_wait_then_clean(fut, cleaned)))
         if when == "while it waits":
             await asyncio.sleep(0)
         task.cancel()
@@ -96,14 +97,8 @@ def test_a_cancel_reaches_the_coroutine_at_its_wait(when):
 def test_closing_it_closes_the_coroutine():
     cleaned: list[bool] = []
 
-    async def work(fut):
-        try:
-            await fut
-        finally:
-            cleaned.append(True)
-
     async def go():
-        coro = started(work(asyncio.get_running_loop().create_future()))
+        coro = started(_wait_then_clean(asyncio.get_running_loop().create_future(), cleaned))
         coro.close()
 
     asyncio.run(go())

@@ -71,23 +71,24 @@ class Alarm:
             return
         if CLOCK() >= due_ns:
             return
-        waiter = self._loop.create_future()
-        heapq.heappush(self._due, (due_ns, next(self._order), waiter))
-        if self._armed is None or due_ns < self._armed:
-            self._arm(due_ns)
-        await waiter
+        await self._waiter(due_ns)
 
     async def after(self, due_ns: int) -> None:
         """Return once the waiters due at `due_ns` woke before this one did, even when `due_ns`
-        is past (until returns at once then): work that yields to a due write goes after it."""
+        is past (until returns at once then): work that yields to a due write goes after it.
+        Without a timerfd, after a turn of the loop at least."""
         if self._fd < 0:
-            await self.until(due_ns)
+            await asyncio.sleep(max(0.0, (due_ns - CLOCK()) / 1e9))
             return
+        await self._waiter(due_ns)
+
+    def _waiter(self, due_ns: int) -> asyncio.Future:
+        """A future the alarm completes at `due_ns` (after those due sooner, or then but first)."""
         waiter = self._loop.create_future()
         heapq.heappush(self._due, (due_ns, next(self._order), waiter))
         if self._armed is None or due_ns < self._armed:
             self._arm(due_ns)
-        await waiter
+        return waiter
 
     def _arm(self, due_ns: int) -> None:
         self._armed = due_ns
