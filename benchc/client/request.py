@@ -142,9 +142,6 @@ def headers_for(target: Target) -> dict[str, str]:
 
 
 AIOHTTP = "aiohttp"  # RequestRecord.path of a response aiohttp read (http1 names its own two)
-# How a measured session reads: bodies as they came (no decompression), and a head line up to
-# the own reader's bound on a whole head (aiohttp's own limit, 8,190 bytes, refused heads the
-# own reader read)
 
 
 class _EagerWriteRequest(aiohttp.ClientRequest):
@@ -156,6 +153,9 @@ class _EagerWriteRequest(aiohttp.ClientRequest):
         return started(super().write_bytes(*args, **kw))
 
 
+# How a measured session reads: bodies as they came (no decompression), and a head line up to
+# the own reader's bound on a whole head (aiohttp's own limit, 8,190 bytes, refused heads the
+# own reader read)
 SESSION_OPTIONS: dict[str, Any] = {"read_bufsize": 1 << 20, "auto_decompress": False,
                                    "max_line_size": MAX_HEAD, "max_field_size": MAX_HEAD}
 if sys.version_info < (3, 12):

@@ -19,9 +19,9 @@ from benchc.run.alarm import Alarm
 from benchc.run.priority import SendPriority
 
 # The loop work that can wait and yields to the writes due before it would end (writes_first):
-# a request readied ahead (aiohttp's preparing, 0.2-0.3 ms here), a body built ahead (0.1-0.5
-# ms; 3 ms at 200k tokens). One such turn of the loop, run while a write fell due, made that
-# write late by its length: the 0.5-2 ms `wake` of benchmarks/think_lateness.py's late requests.
+# a request readied ahead (aiohttp's preparing, 0.2-0.3 ms here), the step's bookkeeping. One
+# such turn of the loop, run while a write fell due, made that write late by its length: the
+# 0.5-2 ms `wake` of benchmarks/think_lateness.py's late requests.
 WORK_NS = 1_000_000
 # A step's ended requests' figures are recorded in passes this long at most (in_passes): the
 # pure-Python core's recorders took 0.7 ms for one turn's ends of a coding-agent replay
@@ -96,10 +96,14 @@ class PunctualWrites:
                   again: Callable[[], None]) -> None:
         """`record` each of `batch` for RECORD_PASS_NS at most: what is left goes back at the
         head of `rest`, and `again` (which records `rest`) after the writes due meanwhile."""
+        if not self.yielding:
+            for item in batch:
+                record(item)
+            return
         end = CLOCK() + RECORD_PASS_NS
         for k, item in enumerate(batch):
             record(item)
-            if self.yielding and CLOCK() > end and k + 1 < len(batch):
+            if CLOCK() > end and k + 1 < len(batch):
                 rest[:0] = batch[k + 1:]
                 self.soon_after_writes(again)
                 return
