@@ -114,7 +114,8 @@ def test_a_stopped_replays_report_holds_its_cut_sessions():
 
 
 # the shipped sample at think times 10 times the shipped spec's (a 10 s think time waits 0.1 s):
-# the replay lasts several times as long as the 20 requests after which Ctrl-C comes
+# the replay lasts several times as long as the 10 to 20 requests after which the tests' Ctrl-C
+# comes
 SLOW_SPEC = """\
 version: 1
 name: agent-stop
@@ -147,7 +148,6 @@ def assert_cut_and_written(point: dict, requests_file) -> None:
     assert point["sessions"]["cut"] >= 1 and point["sessions"]["failed"] == 0
     block = point["agent_replay"]
     assert sum(s["requests"] for s in block["sessions"]) == counts["sent"]
-    assert block["sessions_replayed"] < block["sessions_traced"] or point["sessions"]["cut"]
     assert block["fidelity"]["warnings"]
     rows = [json.loads(x) for x in requests_file.read_text().splitlines()]
     assert len([r for r in rows if "prompt_index" in r]) == counts["sent"]
@@ -183,5 +183,5 @@ def test_ctrl_c_during_benchc_runs_replay_writes_what_went_and_the_cut_sessions(
     doc = read(str(out))
     assert doc["interrupted"] is True
     (point,) = doc["points"]
-    assert point["counts"]["sent"] == len(sent)
+    assert point["counts"]["sent"] <= len(sent)  # a request handed over but not yet due never went
     assert_cut_and_written(point, tmp_path / "r.requests.jsonl")
