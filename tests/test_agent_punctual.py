@@ -372,11 +372,11 @@ def test_aiohttps_due_body_is_written_at_its_time_with_a_plain_bodys_bytes():
 def test_a_steps_ended_requests_recorded_in_passes_are_each_recorded_once(tmp_path, monkeypatch):
     """With punctual writes a turn's ended requests are recorded in passes of RECORD_PASS_NS at
     most, the rest after the writes due meanwhile (PunctualWrites.in_passes): at a pass of
-    0 ns each pass records one, and every request is still recorded once, its figures whole."""
+    -1 ns each pass records one, and every request is still recorded once, its figures whole."""
     import benchc.run.loadgen as loadgen
     import benchc.run.punctual as punctual
 
-    monkeypatch.setattr(punctual, "RECORD_PASS_NS", 0)
+    monkeypatch.setattr(punctual, "RECORD_PASS_NS", -1)  # every pass over at its first end
     recorded: list[str] = []
     record = loadgen.StepRun._record
 
@@ -393,7 +393,7 @@ def test_a_steps_ended_requests_recorded_in_passes_are_each_recorded_once(tmp_pa
 
 
 def test_a_pass_over_its_time_leaves_the_rest_of_its_ends_for_the_next_after_the_writes(monkeypatch):
-    """StepRun._record_ended with punctual writes, a pass of 0 ns (PunctualWrites.in_passes):
+    """StepRun._record_ended with punctual writes, a pass of -1 ns (PunctualWrites.in_passes):
     each pass records one end and hands the rest on (soon_after_writes), in order, none twice; a step
     without punctual writes records its whole batch in one pass."""
     from types import SimpleNamespace
@@ -401,7 +401,7 @@ def test_a_pass_over_its_time_leaves_the_rest_of_its_ends_for_the_next_after_the
     import benchc.run.loadgen as loadgen
     import benchc.run.punctual as punctual
 
-    monkeypatch.setattr(punctual, "RECORD_PASS_NS", 0)
+    monkeypatch.setattr(punctual, "RECORD_PASS_NS", -1)  # every pass over at its first end
     recorded: list[int] = []
     later: list = []
     writes = SimpleNamespace(soon_after_writes=later.append, yielding=True)

@@ -86,9 +86,10 @@ def test_send_priority_says_what_the_open_loop_thread_ran_at(tmp_path, choice):
 
 def test_work_that_can_wait_goes_after_the_writes_due_within_it_and_before_those_past_it():
     """PunctualWrites.writes_first(by_ns, work_ns): it returns once the writes due within
-    `work_ns` of now went (their due time passed and their write's turn ran), never waits for
-    a write due past `by_ns` (the work's own deadline) or past `work_ns`; soon_after_writes(fn)
-    calls fn after such writes, or in the next turn when none is due."""
+    `work_ns` of now went (their due time passed and their write's turn ran), and never waits
+    for a write due past `by_ns` (the work's own deadline) or past `work_ns` from now;
+    soon_after_writes(fn) calls fn after a write due within WORK_NS (or overdue). Each case's
+    order holds however late this machine runs: the times are far apart or the bounds wide."""
     from benchc.run.punctual import WORK_NS, PunctualWrites
 
     order: list[str] = []
@@ -101,32 +102,31 @@ def test_work_that_can_wait_goes_after_the_writes_due_within_it_and_before_those
                 order.append(name)  # the write's own turn (the send writes right after due())
 
             now = CLOCK()
-            soon, late = now + WORK_NS // 2, now + 3 * WORK_NS
-            writes = [asyncio.ensure_future(write("soon", soon)), asyncio.ensure_future(write("late", late))]
-            await asyncio.sleep(0)  # both wait for their times now
+            soon, late, far = now + WORK_NS // 2, now + 3 * WORK_NS, now + 60 * 10**9
+            writes = [asyncio.ensure_future(write(n, at)) for n, at in (("soon", soon), ("late", late))]
+            distant = asyncio.ensure_future(write("far", far))
+            await asyncio.sleep(0)  # all three wait for their times now
             assert p.next_write() == soon
-            await p.writes_first(soon - 1)  # the write due after its deadline: not waited for
-            order.append("work due before it")
-            await p.writes_first(now + 10 * WORK_NS)
-            order.append("work after it")
-            assert CLOCK() >= soon and p.next_write() == late
-            await p.writes_first(now + 10 * WORK_NS)  # `late` is past WORK_NS from now (if not, after it)
-            order.append("work not waiting for late" if CLOCK() < late else "work after late")
+            await p.writes_first(soon - 1, 10**12)  # due after the work's deadline: not waited for
+            order.append("work due before them")
+            await p.writes_first(far - 1, 60 * 10**9)  # both near ones within its span: after them
+            order.append("work after them")
+            assert p.next_write() == far
+            await p.writes_first(far + 1)  # due past WORK_NS from now: not waited for
+            order.append("work not waiting for far")
+            at = CLOCK() + WORK_NS // 2
+            writes.append(asyncio.ensure_future(write("next", at)))
+            await asyncio.sleep(0)
             p.soon_after_writes(lambda: order.append("bookkeeping"))
             await asyncio.gather(*writes)
             await asyncio.sleep(0)
+            distant.cancel()
         finally:
             p.close()
 
     asyncio.run(drive())
-    assert order[:3] == ["work due before it", "soon", "work after it"]
-    # past the soon write, the late one is more than WORK_NS ahead unless this machine lagged
-    # by WORK_NS meanwhile: then both wait for it; either way nothing went before a due write
-    if order[3] == "work not waiting for late":
-        assert order[3:] in (["work not waiting for late", "bookkeeping", "late"],
-                             ["work not waiting for late", "late", "bookkeeping"])
-    else:
-        assert order[3:] == ["late", "work after late", "bookkeeping"]
+    assert order == ["work due before them", "soon", "late", "work after them", "work not waiting for far",
+                     "next", "bookkeeping"]
 
 
 def test_the_alarms_after_wakes_behind_the_waiters_due_then_even_for_a_time_gone_by():
@@ -166,7 +166,7 @@ def test_an_open_loops_writes_do_not_hold_back_its_bookkeeping():
     async def drive() -> None:
         p = PunctualWrites(raise_loop_thread=False)
         try:
-            at = CLOCK() + 200_000
+            at = CLOCK() + 200_000_000  # well after the rest, however late this machine runs
             write = asyncio.ensure_future(p.due(at, None, lambda: order.append("write")))
             await asyncio.sleep(0)
             assert p.next_write() is None
