@@ -21,10 +21,7 @@ from typing import Any
 from benchc.client.request import CLOCK
 from benchc.plan.shapes import OpenLoop, Replay
 from benchc.run.drivers import Host
-
-# on the own reader a request is issued this long before its time, takes (or opens) its
-# connection and readies its request, and writes at its time (run/alarm.py wakes it)
-SEND_LEAD_NS = 5_000_000
+from benchc.run.punctual import SEND_LEAD_NS
 
 
 def arrival_times(shape: OpenLoop, n: int, seed: int) -> list[float]:

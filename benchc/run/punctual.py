@@ -18,6 +18,9 @@ from benchc.client.request import CLOCK, open_ahead
 from benchc.run.alarm import Alarm
 from benchc.run.priority import SendPriority
 
+# A punctual write's request is issued this long before its time, takes (or opens) its
+# connection and readies its request, and writes at its time (run/alarm.py wakes it)
+SEND_LEAD_NS = 5_000_000
 # The loop work that can wait and yields to the writes due before it would end (writes_first):
 # a request readied ahead (aiohttp's preparing, 0.2-0.3 ms here), the step's bookkeeping. One
 # such turn of the loop, run while a write fell due, made that write late by its length: the
@@ -78,14 +81,14 @@ class PunctualWrites:
     def soon_after_writes(self, fn: Callable[[], None]) -> None:
         """Call `fn` (bookkeeping that can wait: the figures of the requests that ended) in the
         loop's next turn, or after the writes due within WORK_NS when there are (within the
-        send lead at most: run/open_loop.SEND_LEAD_NS's 5 ms)."""
+        send lead at most)."""
         at = self.next_write()  # None unless yielding
         if at is None or at - CLOCK() >= WORK_NS:
             asyncio.get_running_loop().call_soon(fn)
             return
 
         async def later() -> None:
-            await self.writes_first(CLOCK() + 5 * WORK_NS)
+            await self.writes_first(CLOCK() + SEND_LEAD_NS)
             fn()
 
         task = asyncio.ensure_future(later())
