@@ -15,7 +15,12 @@ waited on minus its due wait), and each request's lateness split into
 - gc: GC pauses within its waits (and the GC pauses within the replay, counted apart).
 
     python benchmarks/think_lateness.py [--repeats 5] [--http native aiohttp] [--core c py]
-        [--spec specs/agent-traces.yaml] [--against DIR] [benchc run options: --rx-loop off ...]
+        [--spec specs/agent-traces.yaml] [--against DIR] [--plain] [benchc run options: --rx-loop off ...]
+
+`--plain`: the product's lateness alone. The watches that split it into parts run on the
+event loop's thread, per request (a schedstat read at each wait's start and end, the stamps
+of builds, answers and exchanges), so they add to what they measure; plain keeps only each
+session's requests as sent (replay_session's result, once per session).
 
 `--against DIR`: each run is also made with DIR's benchc (PYTHONPATH=DIR, a checkout of
 another commit with its extensions built), interleaved with this one's, so that both see the
@@ -35,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 CLOCK = time.perf_counter_ns
@@ -42,17 +48,24 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LATE_NS = 500_000  # the requests whose parts are shown
 
 
+_SCHEDSTAT: dict[int, int] = {}  # thread id -> its schedstat file, kept open (a pread: 1 us, an open: 12)
+
+
 def _run_queue_ns() -> int:
     """The thread's time runnable but not running so far (0 where schedstat is not kept)."""
     try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1])
+        fd = _SCHEDSTAT.get(threading.get_ident())
+        if fd is None:
+            fd = _SCHEDSTAT[threading.get_ident()] = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        return int(os.pread(fd, 128, 0).split()[1])
     except OSError:
         return 0
 
 
-def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
-    """One `benchc run` in this process, watched; writes its figures to `out` (JSON)."""
+def worker(spec: str, http: str, out: str, extra: list[str], plain: bool = False) -> None:
+    """One `benchc run` in this process, watched; writes its figures to `out` (JSON). `plain`:
+    only each session's requests as sent are kept (once per session, at its end), none of the
+    per-request watches, which run on the loop's thread and so add to the lateness they split."""
     import benchc.run.agent_replay as agent_replay
     import benchc.run.alarm as alarm
     import benchc.run.loadgen as loadgen
@@ -74,7 +87,8 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
         else:
             gcs.append((gc_start[0], CLOCK()))
 
-    gc.callbacks.append(on_gc)
+    if not plain:
+        gc.callbacks.append(on_gc)
 
     def watch(wait, into):
         async def watched(self, due_ns: int):
@@ -85,8 +99,9 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
             return got
         return watched
 
-    loadgen.StepRun.until = watch(loadgen.StepRun.until, waits)
-    alarm.Alarm.until = watch(alarm.Alarm.until, alarms)
+    if not plain:
+        loadgen.StepRun.until = watch(loadgen.StepRun.until, waits)
+        alarm.Alarm.until = watch(alarm.Alarm.until, alarms)
     body = agent_replay.AgentFeed.body
 
     def watched_body(self, j, req):
@@ -112,7 +127,6 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
         now, end = CLOCK(), r.times.end_ns
         notices[end] = (now, sum(min(b, now) - max(a, end) for a, b in gcs if b > end and a < now))
 
-    loadgen.StepRun.measured = watched_measured
     import benchc.client.http1 as http1
 
     # [DONE]'s read stamp -> (the exchange's end stamp, when the exchange returned)
@@ -124,8 +138,10 @@ def worker(spec: str, http: str, out: str, extra: list[str]) -> None:
         exchanges[parser.done_ns or ex.end_ns] = (ex.end_ns, CLOCK())
         return ex
 
-    http1.exchange = watched_exchange
-    agent_replay.AgentFeed.body = watched_body
+    if not plain:
+        loadgen.StepRun.measured = watched_measured
+        http1.exchange = watched_exchange
+        agent_replay.AgentFeed.body = watched_body
     agent_replay.replay_session = watched_replay
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
@@ -177,7 +193,8 @@ def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else 0.0
 
 
-def one(spec: str, http: str, core: str, extra: list[str], pythonpath: str | None) -> dict:
+def one(spec: str, http: str, core: str, extra: list[str], pythonpath: str | None,
+        plain: bool = False) -> dict:
     env = dict(os.environ)
     if core == "py":
         env["BENCHC_NO_EXTENSIONS"] = "1"
@@ -185,8 +202,9 @@ def one(spec: str, http: str, core: str, extra: list[str], pythonpath: str | Non
         env["PYTHONPATH"] = pythonpath
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "w.json")
-        subprocess.run([sys.executable, __file__, "--worker", spec, http, out, *extra], env=env, check=True,
-                       cwd=REPO, stdout=subprocess.DEVNULL, timeout=600)
+        watch = ["--plain"] if plain else []
+        subprocess.run([sys.executable, __file__, "--worker", spec, http, out, *watch, *extra], env=env,
+                       check=True, cwd=REPO, stdout=subprocess.DEVNULL, timeout=600)
         with open(out) as f:
             return json.load(f)
 
@@ -201,7 +219,7 @@ def show(label: str, k: int, r: dict) -> None:
     medians = ", ".join(f"{p} {_med([x[p] / 1e3 for x in late]):.0f}" for p in PARTS)
     print(f"  {label} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 {lm['p50']} "
           f"p99 {lm['p99']} max {lm['max']}; send_priority {r['send_priority']}; "
-          f"body build p50 {r['build_us_p50']:.0f} us; "
+          f"body build p50 {r['build_us_p50'] or 0:.0f} us; "
           f"{r['gc_pauses']} GC pauses in the replay (max {r['gc_max_us']:.0f} us)", flush=True)
     print(f"    {len(late)} of {len(r['rows'])} late >= {LATE_NS / 1e6} ms, their medians (us): {medians}")
     worst = sorted(r["rows"], key=lambda x: -x["late"])[:3]
@@ -221,11 +239,13 @@ def main() -> None:
     ap.add_argument("--core", nargs="+", default=["c"], choices=["c", "py"])
     ap.add_argument("--spec", default=os.path.join(REPO, "specs", "agent-traces.yaml"))
     ap.add_argument("--against", help="another checkout's benchc, run interleaved with this one")
+    ap.add_argument("--plain", action="store_true",
+                    help="no per-request watches (they run on the loop): the lateness only, not its parts")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     a, extra = ap.parse_known_args()  # the rest goes to `benchc run` (--rx-loop off, --send-priority off)
     if a.worker:
         spec, http, out = a.worker
-        worker(spec, http, out, extra)
+        worker(spec, http, out, extra, a.plain)
         return
     print(f"think_lateness: {os.path.relpath(a.spec, REPO)} {' '.join(extra)}, cpus={os.cpu_count()}, "
           f"{a.repeats} repeats", flush=True)
@@ -236,7 +256,7 @@ def main() -> None:
             for http in a.http:
                 for name, path in versions:
                     label = f"{name} {core} {http}"
-                    r = one(a.spec, http, core, extra, path)
+                    r = one(a.spec, http, core, extra, path, a.plain)
                     runs.setdefault(label, []).append(r)
                     show(label, k, r)
     for label, rs in runs.items():
