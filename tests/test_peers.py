@@ -371,7 +371,10 @@ def test_a_value_of_any_wrong_kind_is_exit_5_never_a_crash(tmp_path, path, capsy
 @pytest.mark.real
 def test_real_vllm_time_series_go_into_br_0_2_1_and_come_back(tmp_path, vllm, capsys):
     """A run against the real vLLM with server.metrics_interval: its report's server series are
-    vLLM's /metrics as sampled, llm-d's schema accepts it, and reading it back gives the series."""
+    vLLM's /metrics as sampled, llm-d's schema accepts it, and reading it back gives the series.
+    The run spans several samples (16 requests of 64 tokens, sampled every 100 ms), so that
+    one is taken while requests run: with 8 requests of 24 tokens sampled every 250 ms, a run
+    took two samples in all, and `max(running) >= 1` rested on one of them landing mid-run."""
     import random as _random
 
     spec = tmp_path / "ts.yaml"
@@ -380,15 +383,15 @@ def test_real_vllm_time_series_go_into_br_0_2_1_and_come_back(tmp_path, vllm, ca
 version: 1
 name: real-br-series
 target: {{base_url: {vllm.base_url}, model: {vllm.model}, api: chat, tokenizer: {vllm.tokenizer}}}
-server: {{metrics_interval: 250ms}}
+server: {{metrics_interval: 100ms}}
 workload:
   dataset:
-    random: {{input_tokens: 300, output_tokens: 24, seed: {_random.randrange(2**31)}}}
-  sampling: {{max_tokens: 24, ignore_eos: true}}
+    random: {{input_tokens: 300, output_tokens: 64, seed: {_random.randrange(2**31)}}}
+  sampling: {{max_tokens: 64, ignore_eos: true}}
 load:
   warmup: {{requests: 0}}
   sweep: {{concurrency: [4]}}
-  requests: 8
+  requests: 16
 output: {{path: {out}}}
 """)
     assert main(["run", str(spec), "--quiet"]) == 0
