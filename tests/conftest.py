@@ -92,6 +92,31 @@ def stream_modules(request):
     return _core("benchc.client._stream", request.param), _core("benchc.metrics._hdr", request.param)
 
 
+@contextlib.contextmanager
+def histograms_of(core: str):
+    """For a block that records requests of a `core` ("py" or "c") stream parser: the compiled
+    parser records its chunk gaps into compiled histograms only (the product runs one core for
+    every hot module), and under BENCHC_NO_EXTENSIONS=1 the recorder picks the twin's, so for
+    "c" the recorder's histograms are the compiled ones while the block runs. The twin's parser
+    records into either core's, so "py" leaves them as they are."""
+    import benchc.metrics.latency as latency
+
+    kept = latency.Histogram
+    if core == "c":
+        latency.Histogram = _core("benchc.metrics._hdr", core).Histogram
+    try:
+        yield
+    finally:
+        latency.Histogram = kept
+
+
+def core_of(module_or_obj) -> str:
+    """"c" for a compiled module (benchc.client._stream_c) or an object of one, else "py"."""
+    name = getattr(module_or_obj, "__name__", None) if hasattr(module_or_obj, "__file__") \
+        else type(module_or_obj).__module__
+    return "c" if str(name).endswith("_c") else "py"
+
+
 def both_cores(name: str) -> list:
     """[pure-Python twin, compiled module], for a test that compares the two.
 

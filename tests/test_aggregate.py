@@ -16,7 +16,7 @@ from benchc.metrics.recorder import PointRecorder
 from benchc.results.document import read, validate_document
 from benchc.results.merge import merge_docs, merge_points
 from benchc.spec.thresholds import parse_threshold
-from tests.conftest import both_cores
+from tests.conftest import both_cores, core_of, histograms_of
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SHARD_A = os.path.join(DATA, "result-v1-shard-a.json")
@@ -81,9 +81,11 @@ class WordCounter:
 
 
 def record(reqs: list[RequestRecord], open_loop: bool = False) -> PointRecorder:
-    rec = PointRecorder(4, keep_requests=True, open_loop=open_loop, keep_text=True)
-    for r in reqs:
-        rec.add(r, SLO)
+    parser = next(r.parser for r in reqs if r.parser is not None)
+    with histograms_of(core_of(parser)):  # the parsers' core's histograms, whatever the recorder's
+        rec = PointRecorder(4, keep_requests=True, open_loop=open_loop, keep_text=True)
+        for r in reqs:
+            rec.add(r, SLO)
     rec.count_with(WordCounter())
     return rec
 

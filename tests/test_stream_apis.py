@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from benchc.client.request import _conclude
 from benchc.metrics.record import RequestRecord, Times
+from tests.conftest import core_of, histograms_of
 from tests.test_stream import chunk, cores, fed_one_event_per_ms, fixture, kept_over, measure, stream_of
 
 MS = 1_000_000
@@ -286,13 +287,14 @@ def test_a_point_counts_tool_calls_and_unknown_events_and_reads_them_back(stream
     from benchc.metrics.aggregate import Tally
     from benchc.metrics.recorder import PointRecorder
 
-    rec = PointRecorder(2)
-    for events in (CHAT_TOOL_CALL, [chunk({"content": "a"}), message("mystery"), chunk({"content": "b"},
-                                                                                       finish="stop")]):
-        p = fed_one_event_per_ms(stream_modules[0], events)
-        r = RequestRecord("r", 0, 9, None, parser=p, times=Times(t0_ns=MS // 2, end_ns=9 * MS))
-        _conclude(r, p, "text/event-stream")  # copies the parser's measures (request._take)
-        rec.add(r)
+    with histograms_of(core_of(stream_modules[0])):  # the recorder's on this core too
+        rec = PointRecorder(2)
+        for events in (CHAT_TOOL_CALL, [chunk({"content": "a"}), message("mystery"),
+                                        chunk({"content": "b"}, finish="stop")]):
+            p = fed_one_event_per_ms(stream_modules[0], events)
+            r = RequestRecord("r", 0, 9, None, parser=p, times=Times(t0_ns=MS // 2, end_ns=9 * MS))
+            _conclude(r, p, "text/event-stream")  # copies the parser's measures (request._take)
+            rec.add(r)
     point = rec.summary()
     assert point["stream"] == {"tool_call_requests": 1, "tool_call_finishes": 1, "unknown_events": 1}
     assert point["latency"]["ttf_tool_call_us"]["count"] == 1
