@@ -184,7 +184,7 @@ def worker(spec: str, http: str, out: str, extra: list[str], plain: bool = False
     result = {"rc": rc, "load": load, "think_late_ms": late_ms, "rows": rows,
               "build_us_p50": statistics.median(b for _, b in builds.values()) / 1e3 if builds else None,
               "gc_pauses": len(in_step), "gc_max_us": max(in_step, default=0) / 1e3,
-              "send_priority": point["client"].get("send_priority")}
+              "send_priority": point["client"].get("send_priority"), "plain": plain}
     with open(out, "w") as f:
         json.dump(result, f)
 
@@ -217,9 +217,12 @@ def show(label: str, k: int, r: dict) -> None:
     lm = r["think_late_ms"]
     late = [x for x in r["rows"] if x["late"] >= LATE_NS and "wake" in x]
     medians = ", ".join(f"{p} {_med([x[p] / 1e3 for x in late]):.0f}" for p in PARTS)
-    print(f"  {label} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 {lm['p50']} "
-          f"p99 {lm['p99']} max {lm['max']}; send_priority {r['send_priority']}; "
-          f"body build p50 {r['build_us_p50'] or 0:.0f} us; "
+    head = (f"  {label} run {k + 1}: load {r['load']:.2f}, exit {r['rc']}, late ms p50 {lm['p50']} "
+            f"p99 {lm['p99']} max {lm['max']}; send_priority {r['send_priority']}")
+    if r.get("plain"):  # no parts were watched
+        print(head, flush=True)
+        return
+    print(f"{head}; body build p50 {r['build_us_p50'] or 0:.0f} us; "
           f"{r['gc_pauses']} GC pauses in the replay (max {r['gc_max_us']:.0f} us)", flush=True)
     print(f"    {len(late)} of {len(r['rows'])} late >= {LATE_NS / 1e6} ms, their medians (us): {medians}")
     worst = sorted(r["rows"], key=lambda x: -x["late"])[:3]
