@@ -111,7 +111,8 @@ def histograms_of(core: str):
 
 
 def core_of(module_or_obj) -> str:
-    """"c" for a compiled module (benchc.client._stream_c) or an object of one, else "py"."""
+    """The core of a module or of an object of one: "c" for a compiled one (benchc.client._stream_c),
+    else "py"."""
     name = getattr(module_or_obj, "__name__", None) if hasattr(module_or_obj, "__file__") \
         else type(module_or_obj).__module__
     return "c" if str(name).endswith("_c") else "py"
