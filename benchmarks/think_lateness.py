@@ -70,7 +70,7 @@ def worker(spec: str, http: str, out: str, extra: list[str], plain: bool = False
     import benchc.run.alarm as alarm
     import benchc.run.loadgen as loadgen
     from benchc.cli import main as benchc_main
-    from benchc.run.open_loop import SEND_LEAD_NS
+    from benchc.run.open_loop import SEND_LEAD_NS  # there too in checkouts before it moved (--against)
 
     # the step's waits (ended SEND_LEAD_NS ahead of a punctual send's time) and the alarm's:
     # by the time waited for -> (began, returned, run-queue ns within, GC ns within)

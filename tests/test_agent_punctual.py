@@ -19,7 +19,7 @@ from benchc.client.request import open_ahead
 from benchc.plan.agent_trace import Subagent, read_agent_traces
 from benchc.results.document import read
 from benchc.run.agent_replay import Answer, replay_session, requests_at_once
-from benchc.run.open_loop import SEND_LEAD_NS
+from benchc.run.punctual import SEND_LEAD_NS
 from tests.conftest import transports
 from tests.test_http1 import OK_HEAD, RawServer, chunked, sse
 from tests.test_keepalive import Client

@@ -40,8 +40,7 @@ from benchc.plan.model import Combination, Step
 from benchc.plan.shapes import WHOLE, AgentReplay, Shard
 from benchc.plan.workload import Prompt
 from benchc.run.drivers import Host
-from benchc.run.open_loop import SEND_LEAD_NS
-from benchc.run.punctual import WORK_NS, wait_until
+from benchc.run.punctual import SEND_LEAD_NS, WORK_NS, wait_until
 
 
 @dataclass(frozen=True)
